@@ -1,0 +1,191 @@
+package outbox
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// CompactResult tells what a compaction did.
+type CompactResult struct {
+	BytesBefore int64         `json:"bytes_before"`
+	BytesAfter  int64         `json:"bytes_after"`
+	Records     int           `json:"records"` // live records copied
+	Pause       time.Duration `json:"pause_ns"`
+	Took        time.Duration `json:"took_ns"`
+}
+
+// maybeCompact starts a background compaction when sent records and marks
+// dominate the file, or fill a large part of it, and none is running.
+func (o *Outbox) maybeCompact() {
+	o.mu.RLock()
+	garbage := o.size - o.ix.liveBytes
+	want := garbage >= o.opts.CompactMinBytes &&
+		(garbage >= o.ix.liveBytes || (o.size >= o.opts.MaxBytes/4*3 && garbage >= o.opts.MaxBytes/8))
+	o.mu.RUnlock()
+	if !want || !o.compacting.CompareAndSwap(false, true) {
+		return
+	}
+	o.bg.Add(1)
+	go func() {
+		defer o.bg.Done()
+		defer o.compacting.Store(false)
+		_, _ = o.Compact(nil) // on failure the old file stays, whole, and a later batch tries again
+	}()
+}
+
+// snap is a live record as compaction copies it.
+type snap struct {
+	e       *entry
+	off     int64 // in the old file
+	n       int
+	newOff  int64 // in the new file
+	state   State
+	tries   int
+	lastErr string
+	reason  string
+}
+
+// Compact rewrites the outbox with only its live records: pending and dead
+// ones, with their send attempts and dead reasons. It copies them to a
+// temporary file while appends go on, then pauses appends only to copy what
+// they added meanwhile, sync, rename and sync the directory. progress, if
+// not nil, is called as records are copied.
+func (o *Outbox) Compact(progress func(done, total int)) (CompactResult, error) {
+	o.compactMu.Lock()
+	defer o.compactMu.Unlock()
+	start := time.Now()
+	o.qmu.Lock()
+	err := o.usable()
+	o.qmu.Unlock()
+	if err != nil {
+		return CompactResult{}, err
+	}
+
+	o.mu.RLock()
+	old, end, nextSeq, created := o.f, o.size, o.ix.nextSeq, o.ix.createdAt
+	var snaps []snap
+	o.ix.each(func(e *entry) bool {
+		snaps = append(snaps, snap{e: e, off: e.off, n: e.n, state: e.state, tries: e.tries, lastErr: e.lastErr, reason: e.reason})
+		return true
+	})
+	o.mu.RUnlock()
+	res := CompactResult{BytesBefore: end, Records: len(snaps)}
+
+	tmp, err := os.CreateTemp(o.dir, compactPattern)
+	if err != nil {
+		return res, fmt.Errorf("outbox: compact: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	now := o.opts.Now()
+	w := &countingWriter{w: bufio.NewWriterSize(tmp, 256<<10)}
+	w.Write(encodeMark(line{Op: opHeader, Version: formatVersion, NextSeq: nextSeq, CreatedAt: created, CompactedAt: now, At: now}))
+	buf := make([]byte, 0, 64<<10)
+	for i := range snaps {
+		s := &snaps[i]
+		buf = buf[:s.n]
+		if s.n > cap(buf) {
+			buf = make([]byte, s.n)
+		}
+		if _, err := old.ReadAt(buf, s.off); err != nil {
+			return res, fmt.Errorf("outbox: compact: read seq %d: %w", s.e.seq, err)
+		}
+		s.newOff = w.n
+		w.Write(buf)
+		if progress != nil && (i%1024 == 0 || i == len(snaps)-1) {
+			progress(i+1, len(snaps))
+		}
+	}
+	for _, s := range snaps {
+		if s.tries > 0 {
+			w.Write(encodeMark(line{Op: opTry, Seqs: []uint64{s.e.seq}, N: s.tries, Error: s.lastErr, At: now}))
+		}
+		if s.state == StateDead {
+			w.Write(encodeMark(line{Op: opDead, Seqs: []uint64{s.e.seq}, Reason: s.reason, At: now}))
+		}
+	}
+	if err := w.flush(); err != nil {
+		return res, fmt.Errorf("outbox: compact: write: %w", err)
+	}
+
+	// Appends pause from here: copy what they wrote since the snapshot.
+	o.cmu.Lock()
+	pauseStart := time.Now()
+	defer func() {
+		if !committed {
+			o.cmu.Unlock()
+		}
+	}()
+	tailStart := w.n
+	if _, err := io.Copy(w, io.NewSectionReader(old, end, o.size-end)); err != nil {
+		return res, fmt.Errorf("outbox: compact: copy tail: %w", err)
+	}
+	if err := w.flush(); err != nil {
+		return res, fmt.Errorf("outbox: compact: write: %w", err)
+	}
+	if err := o.sync(tmp); err != nil {
+		return res, fmt.Errorf("outbox: compact: sync: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(o.dir, FileName)); err != nil {
+		return res, fmt.Errorf("outbox: compact: %w", err)
+	}
+	committed = true
+	dirErr := syncDir(o.dir)
+
+	o.mu.Lock()
+	delta := tailStart - end
+	for i := len(o.ix.order) - 1; i >= 0; i-- {
+		e := o.ix.order[i]
+		if e.off < end {
+			break
+		}
+		e.off += delta
+	}
+	for _, s := range snaps {
+		s.e.off = s.newOff
+	}
+	o.f = tmp
+	o.setSize(w.n)
+	o.lastPause = time.Since(pauseStart)
+	o.ix.compactedAt = now
+	o.compactions++
+	o.mu.Unlock()
+	o.cmu.Unlock()
+	old.Close()
+
+	res.BytesAfter, res.Pause, res.Took = w.n, o.lastPause, time.Since(start)
+	return res, dirErr
+}
+
+// countingWriter counts bytes written and keeps the first error.
+type countingWriter struct {
+	w   *bufio.Writer
+	n   int64
+	err error
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.err = err
+	return n, err
+}
+
+func (c *countingWriter) flush() error {
+	if c.err == nil {
+		c.err = c.w.Flush()
+	}
+	return c.err
+}

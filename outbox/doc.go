@@ -1,0 +1,79 @@
+// Package outbox is the agent's durable, compacting JSONL outbox.
+//
+// Every payload the agent will send to the control plane is appended here
+// first. Append returns only once the record's bytes are on stable storage
+// (fdatasync), so a record that was acknowledged to its caller survives a
+// crash, a SIGKILL or a power cut. Records stay pending until the control
+// plane acknowledges them; a permanent rejection marks them dead.
+//
+// # On-disk format
+//
+// The outbox is one directory holding:
+//
+//	outbox.jsonl      records and marks, one JSON object per line
+//	quarantine.jsonl  corrupt bytes set aside by recovery (created on demand)
+//	lock              held (flock) by the one writer
+//
+// A record line (wrapped here; on disk it is one line):
+//
+//	{"seq":42,"key":"t-1:phase:claimed:2026-11-21T12:00:00.000000000Z",
+//	 "kind":"phase","task_id":"t-1","attempt":1,
+//	 "created_at":"2026-11-21T12:00:00.000000000Z",
+//	 "payload":{"phase":"claimed"},"crc":"1c291ca3"}
+//
+// Marks record what happened to records later. They are appended, never
+// written over a record:
+//
+//	{"op":"header","version":1,"next_seq":40,"created_at":"…","compacted_at":"…","crc":"…"}
+//	{"op":"sent","seqs":[40,41,42],"at":"…","crc":"…"}
+//	{"op":"try","seqs":[43],"n":1,"error":"connection refused","at":"…","crc":"…"}
+//	{"op":"dead","seqs":[44],"reason":"terminal","at":"…","crc":"…"}
+//
+// Every line ends in ,"crc":"xxxxxxxx"} where xxxxxxxx is the CRC-32C
+// (Castagnoli), in lower-case hex, of every byte before ,"crc":. Checking a
+// line needs no JSON parse.
+//
+// # Recovery rules
+//
+// Open reads the file once, front to back, and never fails because of
+// corruption:
+//
+//   - Bytes after the last valid line (a line cut short by a crash, a tail of
+//     zeros, or garbage) are a torn tail. They are copied to the quarantine
+//     file, and the file is truncated to the end of the last valid line. The
+//     truncation is fsynced. A record is acknowledged only after its whole
+//     line, newline included, is durable, so a torn tail never holds an
+//     acknowledged record.
+//   - A line that fails its CRC or does not parse, followed by valid lines,
+//     is corrupt. It is skipped, counted in Stats.Quarantined and copied to
+//     the quarantine file. The outbox is then compacted once, so the same
+//     bytes are not quarantined again at the next Open.
+//   - A line longer than the record limit is read past, not buffered whole.
+//   - A record whose seq is not above the seq before it is treated as
+//     corrupt: sequence numbers only rise.
+//   - A mark that names a seq not in the file is ignored.
+//
+// # Guarantees
+//
+//  1. Append is durable when it returns. Concurrent appends share one write
+//     and one fdatasync (group commit).
+//  2. One JSON object per line, each with a CRC-32C.
+//  3. Sent is recorded by appending a mark, never by rewriting a record.
+//  4. Open recovers from a crash at any byte and never loops.
+//  5. Compaction writes the live records (pending and dead) to a temporary
+//     file, fsyncs it, renames it over the outbox and fsyncs the directory.
+//     It runs on its own once dead bytes dominate. It copies only live
+//     records, and appends pause only while it copies the records appended
+//     during the copy.
+//  6. Bounded: once the file would pass Options.MaxBytes, log records are
+//     refused with ErrFull and counted. The next record of that task is
+//     preceded by a marker log record that says how many were dropped.
+//     Phase, progress, attempt and completion records are never refused.
+//  7. One writer per directory (flock). Inspect, Tail and the CLI's read-only
+//     commands read the file without the lock while the writer runs.
+//  8. MarkDead keeps a permanently rejected record, with its reason, out of
+//     Pending. Dead records survive compaction so they can be inspected.
+//  9. Memory is O(pending records): the index keeps each live record's
+//     offset and metadata, never its payload. Payloads are read back from
+//     the file when they are sent.
+package outbox

@@ -1,0 +1,145 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Item is one record as inspection sees it. Its JSON form is what
+// `agent outbox ls --json` prints and is stable.
+type Item struct {
+	Seq       uint64    `json:"seq"`
+	Key       string    `json:"key"`
+	Kind      Kind      `json:"kind"`
+	TaskID    string    `json:"task_id"`
+	Attempt   int       `json:"attempt"`
+	CreatedAt time.Time `json:"created_at"`
+	State     State     `json:"state"`
+	Tries     int       `json:"send_attempts"`
+	LastError string    `json:"last_error,omitempty"`
+	Reason    string    `json:"dead_reason,omitempty"`
+	Bytes     int       `json:"bytes"`
+}
+
+// Snapshot is a read-only view of an outbox.
+type Snapshot struct {
+	Items []Item
+	Stats Stats
+	// Corrupt counts invalid spans that a writer's Open would quarantine;
+	// inspection leaves them alone.
+	Corrupt int
+}
+
+// ErrNoOutbox: the directory holds no outbox.
+var ErrNoOutbox = errors.New("no outbox here")
+
+// Inspect reads the outbox in dir without taking its lock and without
+// changing anything, so it works while the writer runs. An unterminated last
+// line is taken to be a write in progress and is skipped.
+func Inspect(dir string) (*Snapshot, error) {
+	f, err := openForReading(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ix := newIndex(true)
+	res, err := scanLines(f, maxInspectLine, ix.add)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read %s: %w", f.Name(), err)
+	}
+	snap := &Snapshot{Corrupt: len(res.corrupt)}
+	snap.Stats.fill(ix, res.end, time.Now())
+	ix.each(func(e *entry) bool {
+		snap.Items = append(snap.Items, Item{Seq: e.seq, Key: e.key, Kind: e.kind, TaskID: e.taskID, Attempt: e.attempt,
+			CreatedAt: e.createdAt, State: e.state, Tries: e.tries, LastError: e.lastErr, Reason: e.reason, Bytes: e.n})
+		return true
+	})
+	return snap, nil
+}
+
+// maxInspectLine is the longest line a reader accepts. A reader does not
+// know the writer's options; it accepts the largest record any writer may
+// be configured for.
+const maxInspectLine = 64 << 20
+
+// openForReading opens dir's outbox file, saying clearly what is wrong when
+// it cannot.
+func openForReading(dir string) (*os.File, error) {
+	info, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("outbox: %s: %w (no such directory)", dir, ErrNoOutbox)
+	case err != nil:
+		return nil, fmt.Errorf("outbox: %w", err)
+	case !info.IsDir():
+		return nil, fmt.Errorf("outbox: %s is not a directory", dir)
+	}
+	f, err := os.Open(filepath.Join(dir, FileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("outbox: %s: %w (no %s)", dir, ErrNoOutbox, FileName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	return f, nil
+}
+
+// Tailer follows an outbox's records as they are appended, across
+// compactions, without taking the lock. It does not watch the file itself;
+// call Next when the file may have changed (on an fsnotify event, or a
+// ticker).
+type Tailer struct {
+	dir     string
+	f       *os.File
+	off     int64
+	lastSeq uint64
+}
+
+// NewTailer returns a Tailer positioned before the first record whose seq is
+// above afterSeq.
+func NewTailer(dir string, afterSeq uint64) (*Tailer, error) {
+	f, err := openForReading(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Tailer{dir: dir, f: f, lastSeq: afterSeq}, nil
+}
+
+// Path is the file the Tailer follows.
+func (t *Tailer) Path() string { return filepath.Join(t.dir, FileName) }
+
+// Next returns the records appended since the last call. When compaction
+// has replaced the file, it starts over in the new one and skips what it
+// has already returned.
+func (t *Tailer) Next() ([]Record, error) {
+	if cur, err := os.Stat(t.Path()); err == nil {
+		if mine, err := t.f.Stat(); err == nil && !os.SameFile(cur, mine) {
+			f, err := os.Open(t.Path())
+			if err != nil {
+				return nil, fmt.Errorf("outbox: %w", err)
+			}
+			t.f.Close()
+			t.f, t.off = f, 0
+		}
+	}
+	var out []Record
+	res, err := scanLines(io.NewSectionReader(t.f, t.off, 1<<62), maxInspectLine, func(_ int64, _ int, d *line) {
+		if d.Op == "" && d.Seq > t.lastSeq {
+			out = append(out, d.record())
+			t.lastSeq = d.Seq
+		}
+	})
+	if err != nil {
+		return out, fmt.Errorf("outbox: read: %w", err)
+	}
+	t.off += res.end
+	return out, nil
+}
+
+// Close releases the file.
+func (t *Tailer) Close() error { return t.f.Close() }

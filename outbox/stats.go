@@ -1,0 +1,54 @@
+package outbox
+
+import "time"
+
+// Stats describe an outbox. The JSON form is what `agent outbox stats
+// --json` prints and is stable.
+type Stats struct {
+	Pending          int       `json:"pending"`
+	Dead             int       `json:"dead"`
+	Sent             int       `json:"sent"` // sent records still in the file; only Inspect counts them
+	OldestPending    time.Time `json:"oldest_pending,omitzero"`
+	OldestPendingAge float64   `json:"oldest_pending_age_s"`
+	NextSeq          uint64    `json:"next_seq"`
+	FileBytes        int64     `json:"file_bytes"`
+	LiveBytes        int64     `json:"live_bytes"`    // pending and dead record lines
+	GarbageBytes     int64     `json:"garbage_bytes"` // sent records and marks, reclaimed by compaction
+	MaxBytes         int64     `json:"max_bytes,omitempty"`
+	CreatedAt        time.Time `json:"created_at,omitzero"`
+	LastCompaction   time.Time `json:"last_compaction,omitzero"`
+	// Counters of this process, zero for Inspect.
+	Compactions      int     `json:"compactions"`
+	LastCompactPause float64 `json:"last_compaction_pause_s"`
+	Appends          uint64  `json:"appends"`
+	Syncs            uint64  `json:"syncs"`
+	DroppedLogs      uint64  `json:"dropped_logs"`
+	// What recovery found: corrupt spans set aside and torn bytes cut.
+	Quarantined int   `json:"quarantined"`
+	TornBytes   int64 `json:"torn_bytes"`
+}
+
+// fill sets the fields that come from the index and the file size.
+func (s *Stats) fill(ix *index, size int64, now time.Time) {
+	s.Pending, s.Dead, s.Sent = ix.pending, ix.dead, ix.sent
+	s.NextSeq, s.FileBytes, s.LiveBytes = ix.nextSeq, size, ix.liveBytes
+	s.GarbageBytes = size - ix.liveBytes
+	s.CreatedAt, s.LastCompaction = ix.createdAt, ix.compactedAt
+	if e := ix.oldestPending(); e != nil {
+		s.OldestPending = e.createdAt
+		s.OldestPendingAge = max(0, now.Sub(e.createdAt).Seconds())
+	}
+}
+
+// Stats returns the outbox's current figures.
+func (o *Outbox) Stats() Stats {
+	var s Stats
+	o.mu.Lock() // oldestPending moves a cursor in the index
+	s.fill(o.ix, o.size, o.opts.Now())
+	s.Compactions, s.LastCompactPause = o.compactions, o.lastPause.Seconds()
+	o.mu.Unlock()
+	s.MaxBytes = o.opts.MaxBytes
+	s.Appends, s.Syncs, s.DroppedLogs = o.appends.Load(), o.syncs.Load(), o.droppedLogs.Load()
+	s.Quarantined, s.TornBytes = o.quarantined, o.tornBytes
+	return s
+}
