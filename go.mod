@@ -3,8 +3,14 @@ module github.com/edgeagent/agent
 go 1.26
 
 require (
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/gofrs/flock v0.13.1
+	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
 )
 
-require golang.org/x/sys v0.47.0 // indirect
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)

@@ -18,14 +18,13 @@ type entry struct {
 	off int64 // offset of the line in the file
 	n   int   // length of the line, newline included
 
-	state    State
-	tries    int    // failed send attempts
-	lastErr  string // error of the last failed send
-	reason   string // why it is dead
-	lastTry  time.Time
-	deadAt   time.Time
-	sentAt   time.Time
-	isMarker bool
+	state   State
+	tries   int    // failed send attempts
+	lastErr string // error of the last failed send
+	reason  string // why it is dead
+	lastTry time.Time
+	deadAt  time.Time
+	sentAt  time.Time
 }
 
 // index is the set of records in the file that matter: pending and dead

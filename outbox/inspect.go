@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -113,33 +114,55 @@ func NewTailer(dir string, afterSeq uint64) (*Tailer, error) {
 // Path is the file the Tailer follows.
 func (t *Tailer) Path() string { return filepath.Join(t.dir, FileName) }
 
-// Next returns the records appended since the last call. When compaction
-// has replaced the file, it starts over in the new one and skips what it
-// has already returned.
-func (t *Tailer) Next() ([]Record, error) {
+// Next calls fn with each record appended since the last call, in seq
+// order. When compaction has replaced the file, it starts over in the new
+// one and skips what it has already passed.
+func (t *Tailer) Next(fn func(Record)) error {
 	if cur, err := os.Stat(t.Path()); err == nil {
 		if mine, err := t.f.Stat(); err == nil && !os.SameFile(cur, mine) {
 			f, err := os.Open(t.Path())
 			if err != nil {
-				return nil, fmt.Errorf("outbox: %w", err)
+				return fmt.Errorf("outbox: %w", err)
 			}
 			t.f.Close()
 			t.f, t.off = f, 0
 		}
 	}
-	var out []Record
 	res, err := scanLines(io.NewSectionReader(t.f, t.off, 1<<62), maxInspectLine, func(_ int64, _ int, d *line) {
 		if d.Op == "" && d.Seq > t.lastSeq {
-			out = append(out, d.record())
+			fn(d.record())
 			t.lastSeq = d.Seq
 		}
 	})
 	if err != nil {
-		return out, fmt.Errorf("outbox: read: %w", err)
+		return fmt.Errorf("outbox: read: %w", err)
 	}
 	t.off += res.end
-	return out, nil
+	return nil
 }
 
 // Close releases the file.
 func (t *Tailer) Close() error { return t.f.Close() }
+
+// Filter selects items. Zero fields select everything.
+type Filter struct {
+	States []State // any of these states
+	TaskID string
+	Kind   Kind
+	Limit  int // at most this many, oldest first
+}
+
+// Select returns the items f selects, in seq order.
+func (f Filter) Select(items []Item) []Item {
+	out := []Item{}
+	for _, it := range items {
+		if f.Limit > 0 && len(out) == f.Limit {
+			break
+		}
+		if (len(f.States) == 0 || slices.Contains(f.States, it.State)) &&
+			(f.TaskID == "" || it.TaskID == f.TaskID) && (f.Kind == "" || it.Kind == f.Kind) {
+			out = append(out, it)
+		}
+	}
+	return out
+}

@@ -655,13 +655,9 @@ func TestTailerFollowsAcrossCompaction(t *testing.T) {
 	}
 	defer tl.Close()
 	next := func() []uint64 {
-		recs, err := tl.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
 		var s []uint64
-		for _, r := range recs {
-			s = append(s, r.Seq)
+		if err := tl.Next(func(r Record) { s = append(s, r.Seq) }); err != nil {
+			t.Fatal(err)
 		}
 		return s
 	}

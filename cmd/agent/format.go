@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// ago renders how long ago t was, the way a person reads it: "12s ago",
+// "3m ago", "5h ago", "2d ago".
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return age(now.Sub(t)) + " ago"
+}
+
+// age renders a duration coarsely: "12s", "3m", "5h", "2d".
+func age(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	default:
+		return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+	}
+}
+
+// bytesHuman renders a byte count: "512 B", "3.2 KiB", "1.5 GiB".
+func bytesHuman(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// newTable returns a writer that aligns tab-separated columns.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// dash renders an empty string as "-".
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

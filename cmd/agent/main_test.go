@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/edgeagent/agent/outbox"
+)
+
+// TestMain makes the test binary the agent itself when asked to, so that
+// tests run the real command line in a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("AGENT_TEST_BE_AGENT") == "1" {
+		main()
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// agentCmd prepares the agent as a subprocess.
+func agentCmd(ctx context.Context, env []string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	// The race detector would sleep a second at every clean exit.
+	cmd.Env = append(append(os.Environ(), "AGENT_TEST_BE_AGENT=1", "GORACE=atexit_sleep_ms=0"), env...)
+	return cmd
+}
+
+// runAgent runs the agent to completion.
+func runAgent(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := agentCmd(ctx, nil, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("agent %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// wantOneLineError checks the shape every failure has: exit code, one line
+// on stderr starting "agent: ", nothing on stdout.
+func wantOneLineError(t *testing.T, r result, code int, contains string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit %d, want %d (stderr %q)", r.code, code, r.stderr)
+	}
+	if !strings.HasPrefix(r.stderr, "agent: ") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("stderr is not one line starting with 'agent: ': %q", r.stderr)
+	}
+	if !strings.Contains(r.stderr, contains) {
+		t.Errorf("stderr %q does not say %q", r.stderr, contains)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout on failure: %q", r.stdout)
+	}
+}
+
+// seedOutbox makes a data directory whose outbox holds records in every
+// state: seqs 1-2 sent, 3 dead, 4 failed once, 5 pending.
+func seedOutbox(t *testing.T) string {
+	t.Helper()
+	dataDir := t.TempDir()
+	o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	kinds := []outbox.Kind{outbox.KindPhase, outbox.KindProgress, outbox.KindComplete, outbox.KindLog, outbox.KindProgress}
+	for i, k := range kinds {
+		task := "t-1"
+		if i >= 3 {
+			task = "t-2"
+		}
+		if _, err := o.Append(outbox.Record{Kind: k, TaskID: task, Attempt: 1, Payload: json.RawMessage(`{"n":` + string(rune('0'+i)) + `}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, o.MarkSent(1, 2))
+	must(t, o.MarkDead("terminal", 3))
+	must(t, o.MarkFailed("dial tcp 127.0.0.1:9: connection refused", 4))
+	return dataDir
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{"outbox", "ls", "--bogus"},
+		{"outbox", "ls", "extra-arg"},
+		{"outbox", "ls", "--kind", "chat"},
+		{"no-such-command"},
+	} {
+		r := runAgent(t, args...)
+		wantOneLineError(t, r, 2, "")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := runAgent(t, "version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "agent ") {
+		t.Errorf("version: %+v", r)
+	}
+}

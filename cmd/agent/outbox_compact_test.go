@@ -1,0 +1,40 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgeagent/agent/outbox"
+)
+
+func TestOutboxCompact(t *testing.T) {
+	dataDir := seedOutbox(t)
+	r := runAgent(t, "outbox", "compact", "--data-dir", dataDir)
+	if r.code != 0 || !strings.Contains(r.stdout, "3 live records kept") {
+		t.Fatalf("compact: %+v", r)
+	}
+	r = runAgent(t, "outbox", "ls", "--json", "--data-dir", dataDir)
+	var items []outbox.Item
+	json.Unmarshal([]byte(r.stdout), &items)
+	if len(items) != 3 || items[0].State != outbox.StateDead || items[1].Tries != 1 {
+		t.Errorf("after compact: %+v", items)
+	}
+}
+
+func TestOutboxCompactRefusesWhileTheAgentRuns(t *testing.T) {
+	dataDir := seedOutbox(t)
+	o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	r := runAgent(t, "outbox", "compact", "--data-dir", dataDir)
+	wantOneLineError(t, r, 1, filepath.Join(outboxDir(dataDir), outbox.LockName))
+}
+
+func TestOutboxCompactNeedsAnOutbox(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	wantOneLineError(t, runAgent(t, "outbox", "compact", "--data-dir", missing), 1, "no outbox")
+}
