@@ -3,6 +3,7 @@ package outbox
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/edgeagent/agent/internal/durable"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,7 +74,7 @@ func BenchmarkBaselineWriteFdatasync(b *testing.B) {
 				if _, err := f.Write(line); err != nil {
 					b.Fatal(err)
 				}
-				if err := datasync(f); err != nil {
+				if err := durable.Datasync(f); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -3,6 +3,7 @@ package outbox
 import (
 	"bufio"
 	"fmt"
+	"github.com/edgeagent/agent/internal/durable"
 	"io"
 	"os"
 	"path/filepath"
@@ -139,7 +140,7 @@ func (o *Outbox) Compact(progress func(done, total int)) (CompactResult, error) 
 		return res, fmt.Errorf("outbox: compact: %w", err)
 	}
 	committed = true
-	dirErr := syncDir(o.dir)
+	dirErr := durable.SyncDir(o.dir)
 
 	o.mu.Lock()
 	delta := tailStart - end

@@ -3,7 +3,6 @@ package outbox
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgeagent/agent/internal/durable"
 	"github.com/gofrs/flock"
 )
 
@@ -125,7 +125,7 @@ func Open(dir string, opts Options) (*Outbox, error) {
 		return nil, fmt.Errorf("%w: %s is held (is an agent already running on this data directory?)", ErrLocked, lock.Path())
 	}
 	o := &Outbox{
-		dir: dir, opts: opts, lock: lock, sync: datasync,
+		dir: dir, opts: opts, lock: lock, sync: durable.Datasync,
 		dropped: make(map[string]uint64), loopDone: make(chan struct{}),
 	}
 	o.qcond = sync.NewCond(&o.qmu)
@@ -175,7 +175,7 @@ func (o *Outbox) recover() (corrupt bool, err error) {
 		if err := o.sync(f); err != nil {
 			return fail(fmt.Errorf("outbox: sync: %w", err))
 		}
-		if err := syncDir(o.dir); err != nil {
+		if err := durable.SyncDir(o.dir); err != nil {
 			return fail(err)
 		}
 		o.ix.createdAt = now
@@ -549,17 +549,4 @@ func (o *Outbox) Close() error {
 		err = uerr
 	}
 	return err
-}
-
-// syncDir fsyncs a directory, making a create or rename in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("outbox: sync dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("outbox: sync dir %s: %w", dir, err)
-	}
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/edgeagent/agent/internal/durable"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -156,7 +157,7 @@ func TestAppendReturnsOnlyAfterSync(t *testing.T) {
 	o.sync = func(f *os.File) error {
 		close(entered)
 		<-release
-		return datasync(f)
+		return durable.Datasync(f)
 	}
 	returned := make(chan error)
 	go func() {
@@ -182,7 +183,7 @@ func TestFailedSyncFailsAppendAndEveryLaterOne(t *testing.T) {
 	if _, err := o.Append(rec("t", KindLog, 0)); !errors.Is(err, boom) {
 		t.Fatalf("Append: %v, want %v", err, boom)
 	}
-	o.sync = datasync
+	o.sync = durable.Datasync
 	if _, err := o.Append(rec("t", KindLog, 1)); err == nil || !strings.Contains(err.Error(), "reopen") {
 		t.Fatalf("Append after a failed sync: %v, want a refusal", err)
 	}
@@ -191,7 +192,7 @@ func TestFailedSyncFailsAppendAndEveryLaterOne(t *testing.T) {
 func TestConcurrentAppendsShareSyncs(t *testing.T) {
 	o := openT(t, t.TempDir(), Options{})
 	// A slow disk makes writers pile up behind the sync in progress.
-	o.sync = func(f *os.File) error { time.Sleep(2 * time.Millisecond); return datasync(f) }
+	o.sync = func(f *os.File) error { time.Sleep(2 * time.Millisecond); return durable.Datasync(f) }
 	const writers, each = 32, 20
 	var wg sync.WaitGroup
 	for w := range writers {

@@ -3,6 +3,7 @@ package outbox
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/edgeagent/agent/internal/durable"
 	"io"
 	"os"
 	"path/filepath"
@@ -53,5 +54,5 @@ func (o *Outbox) quarantine(f *os.File, spans []span) error {
 	if err := q.Sync(); err != nil {
 		return fmt.Errorf("outbox: quarantine: %w", err)
 	}
-	return syncDir(o.dir)
+	return durable.SyncDir(o.dir)
 }

@@ -1,13 +1,13 @@
-package outbox
+package durable
 
 import (
 	"os"
 	"syscall"
 )
 
-// datasync flushes f's data, and the metadata needed to read it back, to
+// Datasync flushes f's data, and the metadata needed to read it back, to
 // stable storage.
-func datasync(f *os.File) error {
+func Datasync(f *os.File) error {
 	for {
 		err := syscall.Fdatasync(int(f.Fd()))
 		if err != syscall.EINTR {
