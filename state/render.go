@@ -1,0 +1,162 @@
+package state
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// StepStatus is the status of one step of the progress card.
+type StepStatus string
+
+// The statuses of a step.
+const (
+	StepDone    StepStatus = "done"
+	StepActive  StepStatus = "active"
+	StepPending StepStatus = "pending"
+	StepFailed  StepStatus = "failed"
+)
+
+// Step is one line of the progress card.
+type Step struct {
+	Name   string     `json:"name"`
+	Status StepStatus `json:"status"`
+}
+
+// cardSteps are the card's steps and the phase each stands for.
+var cardSteps = []struct {
+	name  string
+	phase Phase
+}{
+	{"Claimed", PhaseClaimed},
+	{"Starting executor", PhaseExecutorStarting},
+	{"Working", PhaseTurnStarted},
+	{"Waiting for reply", PhaseAwaitingReply},
+	{"Completing", PhaseCompleting},
+	{"Done", PhaseCompleted},
+}
+
+// ProgressCard derives the card from the task's phase: steps before the
+// phase's step are done, its step is active, later ones pending. A
+// completed task is all done. A task that ended otherwise shows the step it
+// was at as failed; a task that expired in the queue fails at Claimed.
+func ProgressCard(t *Task) []Step {
+	at, status := -1, StepActive
+	phase := t.Phase
+	switch {
+	case phase == PhaseCompleted:
+		at, status = len(cardSteps), StepDone
+	case phase.Terminal():
+		phase, status = t.PhaseBefore, StepFailed
+	}
+	for i, s := range cardSteps {
+		if s.phase == phase {
+			at = i
+		}
+	}
+	if phase == PhaseQueued && status == StepFailed {
+		at = 0 // it never got claimed
+	}
+	steps := make([]Step, len(cardSteps))
+	for i, s := range cardSteps {
+		steps[i] = Step{Name: s.name, Status: StepPending}
+		switch {
+		case i < at:
+			steps[i].Status = StepDone
+		case i == at:
+			steps[i].Status = status
+		}
+	}
+	return steps
+}
+
+// Timeline renders one line per attempt, for example:
+//
+//	Attempt 1  failed     gpt-5-mini  sess 4f1c  2m03s  rate_limit: 429 Too Many Requests  -> retried in 4s
+//	Attempt 2  failed     gpt-5       sess 9a2e    41s  stdio closed before result          -> blocked: tool_executed
+//	Attempt 3  completed  gpt-5       sess 77b0  1m12s
+//
+// A running attempt's duration runs to now.
+func Timeline(t *Task, now time.Time) []string {
+	type row struct{ head, status, model, sess, dur, err, decision string }
+	rows := make([]row, len(t.Attempts))
+	var wStatus, wModel, wSess, wDur, wErr int
+	for i, a := range t.Attempts {
+		r := row{head: fmt.Sprintf("Attempt %d", a.Number), status: string(a.Status), model: dashIfEmpty(a.Model)}
+		r.sess = "sess " + dashIfEmpty(shortID(a.SessionID))
+		if !a.StartedAt.IsZero() {
+			end := a.CompletedAt
+			if end.IsZero() {
+				end = now
+			}
+			r.dur = Compact(end.Sub(a.StartedAt))
+		} else {
+			r.dur = "-"
+		}
+		if a.Error != nil {
+			r.err = a.Error.Error()
+		}
+		r.decision = decisionText(a)
+		rows[i] = r
+		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
+		wDur, wErr = max(wDur, len(r.dur)), max(wErr, len([]rune(r.err)))
+	}
+	lines := make([]string, len(rows))
+	for i, r := range rows {
+		l := fmt.Sprintf("%s  %-*s  %-*s  %-*s  %*s", r.head, wStatus, r.status, wModel, r.model, wSess, r.sess, wDur, r.dur)
+		if r.err != "" || r.decision != "" {
+			l += "  " + r.err + strings.Repeat(" ", wErr-len([]rune(r.err)))
+		}
+		if r.decision != "" {
+			l += "  " + r.decision
+		}
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return lines
+}
+
+func decisionText(a Attempt) string {
+	switch {
+	case a.Retry == nil:
+		return ""
+	case a.Retry.Decision == DecisionRetried:
+		return "-> retried in " + Compact(a.Retry.Delay.D())
+	case a.Retry.Gate != "" && a.Retry.Gate != GateAllowed:
+		return "-> blocked: " + a.Retry.Gate
+	case !a.Retry.TechnicallyRetryable:
+		return "-> stopped: permanent"
+	default:
+		return "-> stopped"
+	}
+}
+
+// Compact renders a duration the way the timeline shows it: "41s",
+// "2m03s", "1h02m", and "350ms" below a second.
+func Compact(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
+
+func shortID(s string) string {
+	if len(s) > 4 {
+		return s[:4]
+	}
+	return s
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

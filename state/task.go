@@ -1,0 +1,448 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Task is one unit of work from the control plane, with its attempts.
+type Task struct {
+	ID          string `json:"id"`
+	Title       string `json:"title,omitempty"`
+	Prompt      string `json:"prompt"`
+	Prefer      string `json:"prefer,omitempty"` // "gui" or "any"
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+
+	Phase       Phase  `json:"phase"`
+	PhaseReason string `json:"phase_reason,omitempty"`
+	// PhaseBefore is the phase the task left for a terminal one, so the
+	// progress card can show which step failed.
+	PhaseBefore Phase `json:"phase_before,omitempty"`
+
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	LastProgressAt time.Time `json:"last_progress_at,omitzero"`
+	Progress       Progress  `json:"progress,omitzero"`
+	Result         *Result   `json:"result,omitempty"`
+
+	// Projections of the current attempt; see project.
+	LastErrorCode    string    `json:"last_error_code,omitempty"`
+	Recoverable      bool      `json:"recoverable"`
+	NextRetryAt      time.Time `json:"next_retry_at,omitzero"`
+	CurrentAttemptID string    `json:"current_attempt_id,omitempty"`
+
+	Attempts []Attempt `json:"attempts"`
+}
+
+// Progress is the latest progress an executor reported.
+type Progress struct {
+	Message string `json:"message,omitempty"`
+	Percent int    `json:"percent,omitempty"`
+	Step    string `json:"step,omitempty"`
+}
+
+// Result is what a completed task produced.
+type Result struct {
+	Summary string `json:"summary,omitempty"`
+	Data    any    `json:"data,omitempty"`
+}
+
+// AttemptStatus is where an attempt stands.
+type AttemptStatus string
+
+// The statuses of an attempt. Completed, failed and cancelled are final.
+const (
+	AttemptPending   AttemptStatus = "pending" // opened, waiting for its start (a retry's backoff)
+	AttemptRunning   AttemptStatus = "running"
+	AttemptCompleted AttemptStatus = "completed"
+	AttemptFailed    AttemptStatus = "failed"
+	AttemptCancelled AttemptStatus = "cancelled"
+)
+
+// Final reports whether s is a final status.
+func (s AttemptStatus) Final() bool {
+	return s == AttemptCompleted || s == AttemptFailed || s == AttemptCancelled
+}
+
+// Attempt is one run of the executor for a task.
+type Attempt struct {
+	AttemptID string        `json:"attempt_id"`
+	Number    int           `json:"number"`
+	SessionID string        `json:"session_id,omitempty"`
+	Model     string        `json:"model,omitempty"`
+	Variant   string        `json:"variant,omitempty"`
+	Status    AttemptStatus `json:"status"`
+	Error     *Error        `json:"error,omitempty"`
+
+	// NotBefore is when a retry may start (the end of its backoff).
+	NotBefore   time.Time `json:"not_before,omitzero"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	CompletedAt time.Time `json:"completed_at,omitzero"`
+	ExitCode    *int      `json:"exit_code,omitempty"`
+	// TimeoutUsed names the limits that applied, e.g. "first_event 1m0s,
+	// attempt 30m0s", and which one fired, if any.
+	TimeoutUsed string `json:"timeout_used,omitempty"`
+
+	// Facts the safety gate decides on.
+	Facts Facts `json:"facts"`
+	// Retry is the decision taken when the attempt ended.
+	Retry *RetryDecision `json:"retry,omitempty"`
+}
+
+// Error is a classified failure.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Message == "":
+		return e.Code
+	case e.Code == "":
+		return e.Message
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Facts are what an attempt did that matters for a retry: once it produced
+// visible output, used a tool or had a side effect, running it again could
+// repeat work, so the safety gate stops automatic retries.
+type Facts struct {
+	FirstEventAt time.Time `json:"first_event_at,omitzero"`
+	Output       bool      `json:"output,omitempty"`
+	ToolInput    bool      `json:"tool_input,omitempty"`
+	ToolCall     bool      `json:"tool_call,omitempty"`
+	SideEffect   bool      `json:"side_effect,omitempty"`
+}
+
+// RetryDecision records how a failed attempt was judged, so that one can
+// answer: was it technically retryable, did the gate allow it, was a retry
+// attempted, after what delay.
+type RetryDecision struct {
+	TechnicallyRetryable bool `json:"technically_retryable"`
+	// Gate is "allowed", or why an automatic retry is blocked: for example
+	// "visible_output", "tool_executed", "side_effect", "max_attempts".
+	Gate string `json:"gate"`
+	// Decision is "retried" or "stopped".
+	Decision string   `json:"decision"`
+	Delay    Duration `json:"delay,omitempty"`
+}
+
+// The retry decisions.
+const (
+	DecisionRetried = "retried"
+	DecisionStopped = "stopped"
+	GateAllowed     = "allowed"
+)
+
+// Errors of the attempt helpers.
+var (
+	// ErrStaleEvent: the event belongs to an attempt that is not current, or
+	// has been finalized. It must not be applied.
+	ErrStaleEvent = errors.New("stale event")
+	// ErrUnknownSession: no attempt has this session id.
+	ErrUnknownSession = errors.New("unknown session")
+	// ErrNotCurrent: the attempt is not the task's current one.
+	ErrNotCurrent = errors.New("attempt is not current")
+	// ErrFinalized: the attempt has ended and cannot change.
+	ErrFinalized = errors.New("attempt is finalized")
+)
+
+// NewTask returns a queued task.
+func NewTask(id, prompt string, now time.Time) *Task {
+	return &Task{ID: id, Prompt: prompt, Phase: PhaseQueued, CreatedAt: now, UpdatedAt: now, Attempts: []Attempt{}}
+}
+
+// Transition moves the task to phase to, if the rules allow it (see
+// CheckTransition). A terminal phase finalizes the current attempt when it
+// is still open: cancelled as cancelled, completed as completed, any other
+// as failed with the reason as its error.
+func (t *Task) Transition(to Phase, reason string, now time.Time) error {
+	if err := CheckTransition(t.Phase, to); err != nil {
+		return fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	if t.Phase == to {
+		return nil
+	}
+	if to.Terminal() {
+		if c := t.Current(); c != nil && !c.Status.Final() {
+			out := Outcome{Status: AttemptFailed, Error: &Error{Code: string(to), Message: reason}}
+			switch to {
+			case PhaseCompleted:
+				out = Outcome{Status: AttemptCompleted}
+			case PhaseCancelled:
+				out = Outcome{Status: AttemptCancelled, Error: &Error{Code: "cancelled", Message: reason}}
+			}
+			c.finalize(out, now)
+		}
+		t.PhaseBefore = t.Phase
+	}
+	t.Phase, t.PhaseReason, t.UpdatedAt = to, reason, now
+	if to.Running() && t.LastProgressAt.IsZero() {
+		t.LastProgressAt = now
+	}
+	t.project()
+	return nil
+}
+
+// Current returns the current attempt (the last one), or nil.
+func (t *Task) Current() *Attempt {
+	if len(t.Attempts) == 0 {
+		return nil
+	}
+	return &t.Attempts[len(t.Attempts)-1]
+}
+
+// Attempt returns the attempt with this id, or nil.
+func (t *Task) Attempt(id string) *Attempt {
+	for i := range t.Attempts {
+		if t.Attempts[i].AttemptID == id {
+			return &t.Attempts[i]
+		}
+	}
+	return nil
+}
+
+// ModelFor returns the model of attempt number n from a fallback chain:
+// the n-th, the last one repeating; "" for an empty chain.
+func ModelFor(models []string, n int) string {
+	if len(models) == 0 {
+		return ""
+	}
+	return models[min(n, len(models))-1]
+}
+
+// StartFirstAttempt opens attempt 1, running from now, with the first
+// model of the chain, and moves the task to executor_starting.
+func (t *Task) StartFirstAttempt(attemptID string, models []string, now time.Time) (*Attempt, error) {
+	if len(t.Attempts) > 0 {
+		return nil, fmt.Errorf("task %s: first attempt already started", t.ID)
+	}
+	if err := CheckTransition(t.Phase, PhaseExecutorStarting); err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	t.Attempts = append(t.Attempts, Attempt{AttemptID: attemptID, Number: 1, Model: ModelFor(models, 1), Status: AttemptRunning, StartedAt: now})
+	if err := t.Transition(PhaseExecutorStarting, "", now); err != nil {
+		return nil, err // cannot happen: checked above
+	}
+	t.project() // the transition may have been a no-op
+	return t.Current(), nil
+}
+
+// current returns the attempt with this id if it is current and open.
+func (t *Task) current(attemptID string) (*Attempt, error) {
+	c := t.Current()
+	switch {
+	case c == nil || c.AttemptID != attemptID:
+		if t.Attempt(attemptID) == nil {
+			return nil, fmt.Errorf("task %s: no attempt %q", t.ID, attemptID)
+		}
+		return nil, fmt.Errorf("task %s: %w: %s", t.ID, ErrNotCurrent, attemptID)
+	case c.Status.Final():
+		return nil, fmt.Errorf("task %s: %w: %s", t.ID, ErrFinalized, attemptID)
+	}
+	return c, nil
+}
+
+// BindSession records the executor's session id on exactly the attempt
+// named, which must be current and open. Binding the same session again
+// changes nothing; another session is an error.
+func (t *Task) BindSession(attemptID, sessionID string) error {
+	if sessionID == "" {
+		return fmt.Errorf("task %s: empty session id", t.ID)
+	}
+	a, err := t.current(attemptID)
+	if err != nil {
+		return err
+	}
+	if a.SessionID != "" && a.SessionID != sessionID {
+		return fmt.Errorf("task %s: attempt %s is bound to session %s, not %s", t.ID, attemptID, a.SessionID, sessionID)
+	}
+	if t.bySession(sessionID) != nil && a.SessionID != sessionID {
+		return fmt.Errorf("task %s: session %s belongs to another attempt", t.ID, sessionID)
+	}
+	a.SessionID = sessionID
+	return nil
+}
+
+func (t *Task) bySession(sessionID string) *Attempt {
+	for i := range t.Attempts {
+		if t.Attempts[i].SessionID == sessionID {
+			return &t.Attempts[i]
+		}
+	}
+	return nil
+}
+
+// ResolveEvent finds the attempt an executor event belongs to by its
+// session id. An event of a non-current or finalized attempt is stale: the
+// attempt is returned with ErrStaleEvent, for logging, and must not be
+// applied.
+func (t *Task) ResolveEvent(sessionID string) (*Attempt, error) {
+	a := t.bySession(sessionID)
+	switch {
+	case a == nil || sessionID == "":
+		return nil, fmt.Errorf("task %s: %w: %q", t.ID, ErrUnknownSession, sessionID)
+	case a != t.Current() || a.Status.Final():
+		return a, fmt.Errorf("task %s: %w: session %s is attempt %d (%s), current is %s", t.ID, ErrStaleEvent, sessionID, a.Number, a.Status, t.CurrentAttemptID)
+	}
+	return a, nil
+}
+
+// Activity is what an executor event showed an attempt doing.
+type Activity struct {
+	Output     bool
+	ToolInput  bool
+	ToolCall   bool
+	SideEffect bool
+	Progress   *Progress
+}
+
+// Observe records an event of the current, open attempt: its facts, its
+// progress, and the time of its first event.
+func (t *Task) Observe(attemptID string, act Activity, now time.Time) error {
+	a, err := t.current(attemptID)
+	if err != nil {
+		return err
+	}
+	if a.Facts.FirstEventAt.IsZero() {
+		a.Facts.FirstEventAt = now
+	}
+	a.Facts.Output = a.Facts.Output || act.Output
+	a.Facts.ToolInput = a.Facts.ToolInput || act.ToolInput
+	a.Facts.ToolCall = a.Facts.ToolCall || act.ToolCall
+	a.Facts.SideEffect = a.Facts.SideEffect || act.SideEffect
+	if act.Progress != nil {
+		t.Progress = *act.Progress
+	}
+	t.LastProgressAt, t.UpdatedAt = now, now
+	return nil
+}
+
+// Outcome is how an attempt ended.
+type Outcome struct {
+	Status      AttemptStatus
+	Error       *Error
+	ExitCode    *int
+	TimeoutUsed string
+	Retry       *RetryDecision
+}
+
+func (a *Attempt) finalize(out Outcome, now time.Time) {
+	a.Status, a.Error, a.ExitCode, a.CompletedAt = out.Status, out.Error, out.ExitCode, now
+	if out.TimeoutUsed != "" {
+		a.TimeoutUsed = out.TimeoutUsed
+	}
+	a.Retry = out.Retry
+	if a.StartedAt.IsZero() {
+		a.StartedAt = now
+	}
+}
+
+// FinalizeAttempt ends the current, open attempt with out, whose status
+// must be final. The task's phase is left to the caller.
+func (t *Task) FinalizeAttempt(attemptID string, out Outcome, now time.Time) error {
+	if !out.Status.Final() {
+		return fmt.Errorf("task %s: %q is not a final attempt status", t.ID, out.Status)
+	}
+	a, err := t.current(attemptID)
+	if err != nil {
+		return err
+	}
+	a.finalize(out, now)
+	t.UpdatedAt = now
+	t.project()
+	return nil
+}
+
+// ScheduleRetry finalizes the current attempt as failed with out (whose
+// Retry says retried after a delay), and opens the next attempt, pending
+// until now+delay, with its model from the fallback chain. The task moves
+// to executor_starting.
+func (t *Task) ScheduleRetry(attemptID string, out Outcome, nextID string, models []string, now time.Time) (*Attempt, error) {
+	if out.Status != AttemptFailed || out.Retry == nil || out.Retry.Decision != DecisionRetried {
+		return nil, fmt.Errorf("task %s: a retry follows a failed attempt whose decision is %q", t.ID, DecisionRetried)
+	}
+	if err := CheckTransition(t.Phase, PhaseExecutorStarting); err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	if t.Attempt(nextID) != nil || nextID == "" {
+		return nil, fmt.Errorf("task %s: attempt id %q is empty or taken", t.ID, nextID)
+	}
+	a, err := t.current(attemptID)
+	if err != nil {
+		return nil, err
+	}
+	a.finalize(out, now)
+	n := a.Number + 1
+	t.Attempts = append(t.Attempts, Attempt{AttemptID: nextID, Number: n, Model: ModelFor(models, n), Status: AttemptPending,
+		NotBefore: now.Add(out.Retry.Delay.D())})
+	if err := t.Transition(PhaseExecutorStarting, fmt.Sprintf("retry %d in %s", n, out.Retry.Delay.D()), now); err != nil {
+		return nil, err
+	}
+	t.project()
+	return t.Current(), nil
+}
+
+// BeginAttempt marks the current, pending attempt as running from now.
+func (t *Task) BeginAttempt(attemptID string, now time.Time) error {
+	a, err := t.current(attemptID)
+	if err != nil {
+		return err
+	}
+	if a.Status != AttemptPending {
+		return fmt.Errorf("task %s: attempt %s is %s, not pending", t.ID, attemptID, a.Status)
+	}
+	a.Status, a.StartedAt = AttemptRunning, now
+	t.LastProgressAt, t.UpdatedAt = now, now
+	t.project()
+	return nil
+}
+
+// project sets the task's top-level fields from its current attempt.
+func (t *Task) project() {
+	t.CurrentAttemptID, t.LastErrorCode, t.NextRetryAt = "", "", time.Time{}
+	if c := t.Current(); c != nil {
+		t.CurrentAttemptID = c.AttemptID
+		if c.Error != nil {
+			t.LastErrorCode = c.Error.Code
+		} else if c.Number > 1 && t.Attempts[len(t.Attempts)-2].Error != nil {
+			// A retry pending or running: the error that caused it.
+			t.LastErrorCode = t.Attempts[len(t.Attempts)-2].Error.Code
+		}
+		if c.Status == AttemptPending {
+			t.NextRetryAt = c.NotBefore
+		}
+	}
+	t.Recoverable = t.Phase == PhaseRecoverableFailed
+}
+
+// Check verifies the task's invariants and returns the first one broken.
+// Loading and the property tests use it.
+func (t *Task) Check() error {
+	if !t.Phase.Valid() {
+		return fmt.Errorf("unknown phase %q", t.Phase)
+	}
+	for i, a := range t.Attempts {
+		if a.Number != i+1 {
+			return fmt.Errorf("attempt %d is numbered %d", i+1, a.Number)
+		}
+		if i < len(t.Attempts)-1 && !a.Status.Final() {
+			return fmt.Errorf("attempt %d is %s but not current", a.Number, a.Status)
+		}
+	}
+	if t.Phase.Terminal() {
+		if c := t.Current(); c != nil && !c.Status.Final() {
+			return fmt.Errorf("task is %s but attempt %d is %s", t.Phase, c.Number, c.Status)
+		}
+	}
+	p := *t
+	p.project()
+	if p.CurrentAttemptID != t.CurrentAttemptID || p.LastErrorCode != t.LastErrorCode ||
+		!p.NextRetryAt.Equal(t.NextRetryAt) || p.Recoverable != t.Recoverable {
+		return fmt.Errorf("top-level fields do not match the current attempt")
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package state
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits are the watchdog's limits. The zero value uses the defaults.
+type Limits struct {
+	// Queued is how long a task may wait to be claimed. Default 1 h.
+	Queued time.Duration
+	// Stall is how long a running task may go without progress. Default 10 min.
+	Stall time.Duration
+}
+
+// Defaults of Limits.
+const (
+	DefaultQueuedLimit = time.Hour
+	DefaultStallLimit  = 10 * time.Minute
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.Queued <= 0 {
+		l.Queued = DefaultQueuedLimit
+	}
+	if l.Stall <= 0 {
+		l.Stall = DefaultStallLimit
+	}
+	return l
+}
+
+// Verdict is what the watchdog decides for a task.
+type Verdict struct {
+	Phase  Phase
+	Reason string
+}
+
+// Watch applies the watchdog rules to t at now, and returns the terminal
+// phase t must move to, if any:
+//
+//   - queued longer than the queued limit: expired;
+//   - running with no progress for the stall limit: recoverable_failed if
+//     its turn had not started (nothing was done, a person or a retry can
+//     safely run it again), else timed_out.
+//
+// A terminal task is left alone: nothing overwrites a terminal phase.
+func Watch(t *Task, now time.Time, lim Limits) (Verdict, bool) {
+	lim = lim.withDefaults()
+	switch {
+	case t.Phase == PhaseQueued:
+		if waited := now.Sub(t.CreatedAt); waited > lim.Queued {
+			return Verdict{PhaseExpired, fmt.Sprintf("queued for %s, limit %s", waited.Round(time.Second), lim.Queued)}, true
+		}
+	case t.Phase.Running():
+		last := t.LastProgressAt
+		if last.IsZero() {
+			last = t.UpdatedAt
+		}
+		if c := t.Current(); c != nil && c.Status == AttemptPending && now.Before(c.NotBefore) {
+			return Verdict{}, false // waiting out a retry's backoff is not a stall
+		}
+		if quiet := now.Sub(last); quiet > lim.Stall {
+			reason := fmt.Sprintf("no progress for %s, limit %s", quiet.Round(time.Second), lim.Stall)
+			if t.Phase.TurnStarted() {
+				return Verdict{PhaseTimedOut, reason}, true
+			}
+			return Verdict{PhaseRecoverableFailed, reason + ", before the turn started"}, true
+		}
+	}
+	return Verdict{}, false
+}
