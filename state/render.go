@@ -121,10 +121,12 @@ func decisionText(a Attempt) string {
 		return ""
 	case a.Retry.Decision == DecisionRetried:
 		return "-> retried in " + Compact(a.Retry.Delay.D())
-	case a.Retry.Gate != "" && a.Retry.Gate != GateAllowed:
-		return "-> blocked: " + a.Retry.Gate
+	case !a.Retry.TechnicallyRetryable && a.Error != nil && (a.Error.Code == "cancelled" || a.Error.Code == "agent_shutdown"):
+		return "-> stopped: " + a.Error.Code
 	case !a.Retry.TechnicallyRetryable:
 		return "-> stopped: permanent"
+	case a.Retry.Gate != "" && a.Retry.Gate != GateAllowed:
+		return "-> blocked: " + a.Retry.Gate
 	default:
 		return "-> stopped"
 	}

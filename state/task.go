@@ -207,11 +207,16 @@ func (t *Task) Attempt(id string) *Attempt {
 
 // ModelFor returns the model of attempt number n from a fallback chain:
 // the n-th, the last one repeating; "" for an empty chain.
-func ModelFor(models []string, n int) string {
-	if len(models) == 0 {
-		return ""
+func ModelFor(models []string, n int) string { return Nth(models, n) }
+
+// Nth returns the value for attempt number n (from 1) of a per-attempt
+// list: the n-th, the last one repeating; the zero value for an empty list.
+func Nth[T any](list []T, n int) T {
+	var zero T
+	if len(list) == 0 || n < 1 {
+		return zero
 	}
-	return models[min(n, len(models))-1]
+	return list[min(n, len(list))-1]
 }
 
 // StartFirstAttempt opens attempt 1, running from now, with the first

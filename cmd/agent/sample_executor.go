@@ -1,0 +1,42 @@
+package main
+
+import (
+	"os"
+
+	"github.com/edgeagent/agent/runner/sample"
+	"github.com/spf13/cobra"
+)
+
+func newSampleExecutorCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "sample-executor",
+		Short: "A built-in executor that behaves like an AI coding CLI (for the demo and tests)",
+		Long: `sample-executor reads a task as one JSON line on stdin and writes events as
+JSON lines on stdout, like an AI coding CLI driven by the exec executor. It
+follows directives in the task's prompt, one per line:
+
+  @progress N        N progress events with rising percent
+  @sleep DURATION    wait (Go duration syntax)
+  @output TEXT       visible output
+  @tool NAME         a tool call: input, call, result
+  @side-effect TEXT  a side effect
+  @fail CODE [TIMES] fail with CODE on the first TIMES attempts (default 1)
+  @exit N            exit with code N and no result
+  @hang              never answer
+  @close-stdout      close stdout and go on running for a while
+  @flood N           write N log lines as fast as it can
+  @ignore-sigterm    ignore SIGTERM
+  @spawn-child       start a grandchild that sleeps
+
+Without directives it walks the phases, reports progress and output, and
+returns a result.`,
+		Example: `  echo '{"id":"t-1","prompt":"@progress 3\n@output hello"}' | agent sample-executor`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if code := sample.Main(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+				os.Exit(code) // the executor's exit code is its answer, not an agent error
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,79 @@
+package runner
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/health"
+)
+
+func TestClassifyRealProviderMessages(t *testing.T) {
+	cases := []struct {
+		name  string
+		f     Failure
+		class Class
+		code  string
+	}{
+		{"user cancel wins over everything", Failure{Cancelled: true, Code: "rate_limit"}, Stop, "cancelled"},
+		{"agent shutdown", Failure{Shutdown: true, StdioClose: true}, Stop, "agent_shutdown"},
+		{"429 with Retry-After", Failure{Code: "rate_limit", Message: "429 Too Many Requests", RetryAfter: 20 * time.Second}, Transient, "rate_limit"},
+		{"429 without a code", Failure{Message: "Error: 429 Too Many Requests (no Retry-After header)"}, Transient, "exit_status"},
+		{"rate limit in words", Failure{Message: "Rate limit reached for gpt-5 in organization org-x on tokens per min"}, Transient, "exit_status"},
+		{"503", Failure{Message: "upstream connect error: 503 Service Unavailable"}, Transient, "exit_status"},
+		{"529 overloaded", Failure{Message: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}} 529`}, Transient, "exit_status"},
+		{"502 bad gateway", Failure{Message: "502 Bad Gateway"}, Transient, "exit_status"},
+		{"504", Failure{Message: "504 Gateway Timeout"}, Transient, "exit_status"},
+		{"connection reset", Failure{Message: "read tcp 10.0.0.2:51234->104.18.7.192:443: read: connection reset by peer"}, Transient, "exit_status"},
+		{"temporarily unavailable", Failure{Message: "The service is temporarily unavailable, try again later"}, Transient, "exit_status"},
+		{"explicit overloaded code", Failure{Code: "overloaded"}, Transient, "overloaded"},
+		{"explicit network code", Failure{Code: "network", Message: "dial tcp: lookup api: no such host"}, Transient, "network"},
+		{"quota exceeded", Failure{Message: "You exceeded your current quota, please check your plan and billing details."}, Permanent, "exit_status"},
+		{"insufficient_quota inside a 429", Failure{Message: `429 {"error":{"code":"insufficient_quota"}}`}, Permanent, "exit_status"},
+		{"payment required", Failure{Message: "402 Payment Required"}, Permanent, "exit_status"},
+		{"insufficient credits", Failure{Message: "Your credit balance is too low: insufficient credits"}, Permanent, "exit_status"},
+		{"context length", Failure{Message: "This model's maximum context length is 200000 tokens. However, you requested 210000 tokens"}, Permanent, "exit_status"},
+		{"explicit quota code wins over a transient message", Failure{Code: "quota", Message: "429 Too Many Requests"}, Permanent, "quota"},
+		{"explicit auth code", Failure{Code: "auth", Message: "401 Unauthorized"}, Permanent, "auth"},
+		{"explicit context_overflow", Failure{Code: "context_overflow"}, Permanent, "context_overflow"},
+		{"missing binary", Failure{StartErr: fmt.Errorf("%w: codex", ErrExecutorNotFound)}, Permanent, "executor_not_found"},
+		{"not executable", Failure{StartErr: fmt.Errorf("%w: ./run.sh", ErrNotExecutable)}, Permanent, "not_executable"},
+		{"stdio closed before a result", Failure{StdioClose: true}, Transient, "stdio_closed"},
+		{"attempt timeout", Failure{Timeout: "attempt", Signal: "terminated"}, Transient, "attempt_timeout"},
+		{"first-event timeout", Failure{Timeout: "first_event"}, Transient, "first_event_timeout"},
+		{"plain non-zero exit", Failure{ExitCode: 2}, Permanent, "exit_status"},
+		{"a port number is not a 429", Failure{Message: "listen tcp :14293: address already in use", ExitCode: 1}, Permanent, "exit_status"},
+		{"unknown explicit code falls through to patterns", Failure{Code: "weird", Message: "try again in 5 minutes"}, Transient, "weird"},
+	}
+	for _, c := range cases {
+		v := Classify(c.f)
+		if v.Class != c.class || v.Code != c.code {
+			t.Errorf("%s: %s/%s, want %s/%s", c.name, v.Class, v.Code, c.class, c.code)
+		}
+		if v.Message == "" {
+			t.Errorf("%s: no message", c.name)
+		}
+	}
+	if v := Classify(Failure{Code: "rate_limit", RetryAfter: 20 * time.Second}); v.RetryAfter != 20*time.Second {
+		t.Errorf("retry-after lost: %v", v.RetryAfter)
+	}
+	if v := Classify(Failure{ExitCode: 3}); v.Message != "exit status 3" {
+		t.Errorf("message %q", v.Message)
+	}
+}
+
+func TestHealthSignalOfAFailure(t *testing.T) {
+	cases := map[health.Signal]Failure{
+		health.StartFailure:      {StartErr: ErrExecutorNotFound},
+		health.StdioClosed:       {StdioClose: true},
+		health.AttemptTimeout:    {Timeout: "attempt"},
+		health.FirstEventTimeout: {Timeout: "first_event"},
+		health.ProtocolError:     {Protocol: fmt.Errorf("bad frame")},
+		"":                       {Code: "rate_limit"}, // the provider's trouble, not the executor's
+	}
+	for want, f := range cases {
+		if got := Classify(f).Signal; got != want {
+			t.Errorf("%+v: signal %q, want %q", f, got, want)
+		}
+	}
+}

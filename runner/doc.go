@@ -1,0 +1,17 @@
+// Package runner runs one task through its attempts.
+//
+// An Executor runs one attempt: the exec executor runs an argv (never a
+// shell) in its own process group; the codex executor drives an app server
+// over JSON-RPC. Both report what happens as Events and end with an Exit.
+//
+// Runner.Run is the attempt loop. It starts the first attempt, applies every
+// event to the task through the state helpers, enforces the first-event and
+// whole-attempt timeouts, classifies a failure (transient, permanent, or a
+// stop), asks the retry policy and the safety gate whether to try again, and
+// records every decision on the attempt. It reports every phase, progress,
+// log, attempt and completion to a Sink, feeds the executor's health
+// tracker, and honours cancellation at any moment, a backoff wait included.
+//
+// The runner knows nothing of HTTP or the outbox: the daemon's Sink puts
+// reports in the outbox.
+package runner

@@ -1,0 +1,112 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// Executor runs attempts.
+type Executor interface {
+	// Name names the executor in logs and health reports.
+	Name() string
+	// Run runs one attempt and returns how it ended. It calls emit, from
+	// one goroutine at a time, for each event, and returns only after its
+	// last emit has returned. When ctx is done it stops the attempt: the
+	// exec executor sends SIGTERM to the process group and SIGKILL after a
+	// grace period; an app-server executor interrupts the turn.
+	Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
+	// Probe reports whether the executor could start now (the binary is
+	// there and executable), without running a task.
+	Probe(ctx context.Context) error
+}
+
+// AttemptSpec is what an executor needs to run one attempt.
+type AttemptSpec struct {
+	Task      TaskInput
+	AttemptID string
+}
+
+// TaskInput is the task as the executor sees it: the JSON line the exec
+// executor writes to the child's stdin.
+type TaskInput struct {
+	ID        string `json:"id"`
+	Title     string `json:"title,omitempty"`
+	Prompt    string `json:"prompt"`
+	Attempt   int    `json:"attempt"`
+	AttemptID string `json:"attempt_id"`
+	Model     string `json:"model,omitempty"`
+}
+
+// EventType names what an executor event reports.
+type EventType string
+
+// The event types. The first eight are what an exec child writes on stdout
+// as JSON objects ({"type": …}); Session and Lines are made by executors.
+const (
+	EventPhase      EventType = "phase"
+	EventProgress   EventType = "progress"
+	EventOutput     EventType = "output"
+	EventTool       EventType = "tool"
+	EventSideEffect EventType = "side_effect"
+	EventLog        EventType = "log"
+	EventResult     EventType = "result"
+	EventError      EventType = "error"
+	// EventSession binds the executor's session id to the attempt.
+	EventSession EventType = "session"
+	// EventLines carries raw lines of stdout or stderr that are not events.
+	EventLines EventType = "lines"
+)
+
+// Event is one thing an executor reported.
+type Event struct {
+	Type EventType `json:"type"`
+	// SessionID is the executor session the event came from; the runner
+	// resolves it to its attempt before applying the event.
+	SessionID string `json:"-"`
+
+	Phase        state.Phase     `json:"phase,omitempty"`          // phase
+	Message      string          `json:"message,omitempty"`        // progress, log, error
+	Percent      int             `json:"percent,omitempty"`        // progress
+	Step         string          `json:"step,omitempty"`           // progress
+	Text         string          `json:"text,omitempty"`           // output
+	Name         string          `json:"name,omitempty"`           // tool
+	Stage        string          `json:"stage,omitempty"`          // tool: input, call or result
+	Description  string          `json:"description,omitempty"`    // side_effect
+	Level        string          `json:"level,omitempty"`          // log
+	Summary      string          `json:"summary,omitempty"`        // result
+	Data         json.RawMessage `json:"data,omitempty"`           // result
+	Code         string          `json:"code,omitempty"`           // error
+	RetryAfterMS int64           `json:"retry_after_ms,omitempty"` // error
+
+	Stream string   `json:"-"` // lines: "stdout" or "stderr"
+	Lines  []string `json:"-"` // lines
+}
+
+// Exit is how an attempt's run ended.
+type Exit struct {
+	// StartErr is set when the executor could not start at all. Wrap
+	// ErrExecutorNotFound or ErrNotExecutable when that is why.
+	StartErr error
+	// ExitCode is the process's exit code; -1 when a signal ended it.
+	ExitCode int
+	// Signal names the signal that ended the process, if one did.
+	Signal string
+	// StdioClosed: the executor closed its output before a result.
+	StdioClosed bool
+	// ProtocolErr is set when an app-server broke its protocol.
+	ProtocolErr error
+	// Killed: the runner had to stop the attempt (cancel or timeout).
+	Killed bool
+	// Duration is how long the attempt ran.
+	Duration time.Duration
+}
+
+// Start errors an executor reports in Exit.StartErr.
+var (
+	ErrExecutorNotFound = errors.New("executor not found")
+	ErrNotExecutable    = errors.New("executor not executable")
+)

@@ -1,0 +1,160 @@
+package runner
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// Policy is the retry policy. The zero value uses the defaults.
+type Policy struct {
+	// MaxAttempts is the most attempts a task gets, the first included.
+	// Default 3. 1 means no retry.
+	MaxAttempts int
+	// BaseDelay is the wait before the first retry. Default 2 s.
+	BaseDelay time.Duration
+	// Factor multiplies the wait for each further retry. Default 2.
+	Factor float64
+	// MaxDelay caps the computed wait. Default 5 min.
+	MaxDelay time.Duration
+	// Jitter spreads the wait by up to this fraction either way. Default
+	// 0.2; negative for none.
+	Jitter float64
+	// Rand returns a number in [0, 1). Default math/rand/v2.Float64.
+	Rand func() float64
+}
+
+// Defaults of Policy.
+const (
+	DefaultMaxAttempts = 3
+	DefaultBaseDelay   = 2 * time.Second
+	DefaultFactor      = 2.0
+	DefaultMaxDelay    = 5 * time.Minute
+	DefaultJitter      = 0.2
+)
+
+// WithMaxRetries returns the policy allowing n retries after the first
+// attempt (--max-retries n); n = 0 is no retry (--no-retry).
+func (p Policy) WithMaxRetries(n int) Policy {
+	p.MaxAttempts = max(n, 0) + 1
+	return p
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.BaseDelay <= 0 {
+		p.BaseDelay = DefaultBaseDelay
+	}
+	if p.Factor < 1 {
+		p.Factor = DefaultFactor
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = DefaultMaxDelay
+	}
+	switch {
+	case p.Jitter == 0:
+		p.Jitter = DefaultJitter
+	case p.Jitter < 0:
+		p.Jitter = 0
+	case p.Jitter > 0.9:
+		p.Jitter = 0.9
+	}
+	if p.Rand == nil {
+		p.Rand = rand.Float64
+	}
+	return p
+}
+
+// Delay is the wait before retrying after failed attempt number n: the
+// executor's retry-after when it gave one, else BaseDelay·Factor^(n-1),
+// capped at MaxDelay, spread by the jitter.
+func (p Policy) Delay(n int, retryAfter time.Duration) time.Duration {
+	p = p.withDefaults()
+	if retryAfter > 0 {
+		return retryAfter
+	}
+	d := float64(p.BaseDelay) * math.Pow(p.Factor, float64(max(n, 1)-1))
+	d = min(d, float64(p.MaxDelay))
+	d *= 1 - p.Jitter + 2*p.Jitter*p.Rand()
+	return time.Duration(d)
+}
+
+// The gate's blocking reasons.
+const (
+	GateSideEffect     = "side_effect"
+	GateToolExecuted   = "tool_executed"
+	GateVisibleOutput  = "visible_output"
+	GateMaxAttempts    = "max_attempts"
+	GateFirstEventUsed = "first_event_retry_used"
+)
+
+// Gate is the safety gate: an automatic retry is allowed only when the
+// failed attempt produced no visible output, used no tool, and had no side
+// effect, so that running it again cannot repeat work. It returns
+// state.GateAllowed or the blocking reason.
+func Gate(f state.Facts) string {
+	switch {
+	case f.SideEffect:
+		return GateSideEffect
+	case f.ToolInput || f.ToolCall:
+		return GateToolExecuted
+	case f.Output:
+		return GateVisibleOutput
+	}
+	return state.GateAllowed
+}
+
+// decide records how a failed attempt is judged: technically retryable
+// (transient), what the gate says, and whether a retry happens and when.
+// firstEventRetried reports whether an earlier attempt was already retried
+// after a first-event timeout: that safe recovery happens at most once.
+func (p Policy) decide(v Verdict, a *state.Attempt, firstEventRetried bool) state.RetryDecision {
+	p = p.withDefaults()
+	d := state.RetryDecision{TechnicallyRetryable: v.Class == Transient, Gate: Gate(a.Facts), Decision: state.DecisionStopped}
+	if !d.TechnicallyRetryable || d.Gate != state.GateAllowed {
+		return d
+	}
+	switch {
+	case a.Number >= p.MaxAttempts:
+		d.Gate = GateMaxAttempts
+	case v.Code == "first_event_timeout" && firstEventRetried:
+		d.Gate = GateFirstEventUsed
+	default:
+		d.Decision = state.DecisionRetried
+		d.Delay = state.Duration(p.Delay(a.Number, v.RetryAfter))
+	}
+	return d
+}
+
+// Timeouts are the per-attempt limits. Each list holds the limit for
+// attempt 1, 2, …; the last value repeats. The zero value uses the
+// defaults.
+type Timeouts struct {
+	// Attempt bounds a whole attempt. Default 30 min.
+	Attempt []time.Duration
+	// FirstEvent bounds the wait for the executor's first event: short on
+	// the first attempt, longer on the automatic retry. Default 60 s, 120 s.
+	FirstEvent []time.Duration
+}
+
+// Defaults of Timeouts.
+var (
+	DefaultAttemptTimeout    = []time.Duration{30 * time.Minute}
+	DefaultFirstEventTimeout = []time.Duration{60 * time.Second, 120 * time.Second}
+)
+
+// For returns the limits of attempt number n.
+func (t Timeouts) For(n int) (firstEvent, attempt time.Duration) {
+	fe, at := t.FirstEvent, t.Attempt
+	if len(fe) == 0 {
+		fe = DefaultFirstEventTimeout
+	}
+	if len(at) == 0 {
+		at = DefaultAttemptTimeout
+	}
+	return state.Nth(fe, n), state.Nth(at, n)
+}

@@ -1,0 +1,451 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/state"
+)
+
+// Causes the daemon cancels a task's context with (context.WithCancelCause).
+// Any other cause is taken as a shutdown.
+var (
+	ErrCancelled = errors.New("cancelled by the user")
+	ErrShutdown  = errors.New("agent shutting down")
+)
+
+// Causes of an attempt's own timeouts.
+var (
+	errFirstEventTimeout = errors.New("first event timeout")
+	errAttemptTimeout    = errors.New("attempt timeout")
+)
+
+// Report is one thing the runner tells the sink: a phase, progress, log,
+// attempt or completion event of a task.
+type Report struct {
+	Kind    state.EventKind
+	Attempt int
+	At      time.Time
+	// Payload is a state.PhaseEvent, state.ProgressEvent, state.LogEvent,
+	// state.Attempt or state.CompleteEvent, by Kind.
+	Payload any
+	// Task is the task after the change. It is valid only during the call:
+	// the runner goes on changing it afterwards.
+	Task *state.Task
+}
+
+// Sink receives reports, in order, from the runner's goroutine.
+type Sink interface {
+	Report(r Report)
+}
+
+// Runner runs tasks through their attempts. Executor and Sink are
+// required; other zero fields take defaults.
+type Runner struct {
+	Executor Executor
+	Sink     Sink
+	Health   *health.Tracker // optional
+	Policy   Policy
+	Timeouts Timeouts
+	// Models is the fallback chain: attempt N uses the N-th, the last
+	// repeating.
+	Models []string
+	Logger *slog.Logger
+	// LogFlush is how long log lines may wait to be batched. Default 250 ms.
+	LogFlush time.Duration
+	Now      func() time.Time
+	// NewID makes attempt ids. Default: random.
+	NewID func() string
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) newID() string {
+	if r.NewID != nil {
+		return r.NewID()
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "att-" + hex.EncodeToString(b)
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}
+
+// Run runs task to a terminal phase. The task must be claimed with no
+// attempt yet, or hold a pending retry (as reconciliation after a crash
+// leaves it). Cancel ctx with ErrCancelled to cancel the task, or with
+// ErrShutdown when the agent stops; Run then stops the executor and ends
+// the task. It returns an error only when the task is not in a state it can
+// run.
+func (r *Runner) Run(ctx context.Context, task *state.Task) error {
+	var a *state.Attempt
+	switch c := task.Current(); {
+	case c == nil:
+		var err error
+		if a, err = task.StartFirstAttempt(r.newID(), r.Models, r.now()); err != nil {
+			return err
+		}
+		r.reportPhase(task)
+		r.reportAttempt(task, a)
+	case c.Status == state.AttemptPending:
+		a = c
+	default:
+		return fmt.Errorf("task %s: attempt %d is %s, not one the runner can take up", task.ID, c.Number, c.Status)
+	}
+	for {
+		if a.Status == state.AttemptPending {
+			if !r.wait(ctx, a.NotBefore) {
+				r.stop(ctx, task, a, Exit{}, nil)
+				return nil
+			}
+			if err := task.BeginAttempt(a.AttemptID, r.now()); err != nil {
+				return err
+			}
+			r.reportAttempt(task, a)
+		}
+		res := r.execute(ctx, task, a)
+		if res.ok() {
+			r.complete(task, a, res)
+			return nil
+		}
+		next := r.stop(ctx, task, a, res.exit, &res)
+		if next == nil {
+			return nil
+		}
+		a = next
+	}
+}
+
+// wait sleeps until t, or until ctx is done (false).
+func (r *Runner) wait(ctx context.Context, t time.Time) bool {
+	d := t.Sub(r.now())
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// result is what one attempt's run came to.
+type result struct {
+	exit     Exit
+	timeout  string // "first_event" or "attempt" when a limit fired
+	cause    error  // the task context's cause, when it was cancelled
+	lastErr  *Event
+	result   *Event
+	timeouts string // the limits that applied, for the attempt record
+}
+
+func (res *result) ok() bool {
+	return res.exit.StartErr == nil && res.timeout == "" && res.cause == nil && !res.exit.StdioClosed &&
+		res.exit.ProtocolErr == nil && res.exit.ExitCode == 0 && res.exit.Signal == ""
+}
+
+// execute runs attempt a through the executor, applying its events.
+func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt) result {
+	firstEvent, limit := r.Timeouts.For(a.Number)
+	res := result{timeouts: fmt.Sprintf("first_event=%s attempt=%s", firstEvent, limit)}
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	firstTimer := time.AfterFunc(firstEvent, func() { cancel(errFirstEventTimeout) })
+	defer firstTimer.Stop()
+	limitTimer := time.AfterFunc(limit, func() { cancel(errAttemptTimeout) })
+	defer limitTimer.Stop()
+
+	spec := AttemptSpec{AttemptID: a.AttemptID, Task: TaskInput{ID: task.ID, Title: task.Title, Prompt: task.Prompt,
+		Attempt: a.Number, AttemptID: a.AttemptID, Model: a.Model}}
+	events := make(chan Event)
+	done := make(chan Exit, 1)
+	go func() { done <- r.Executor.Run(actx, spec, func(ev Event) { events <- ev }) }()
+
+	flushEvery := r.LogFlush
+	if flushEvery <= 0 {
+		flushEvery = 250 * time.Millisecond
+	}
+	tick := time.NewTicker(flushEvery)
+	defer tick.Stop()
+	logs := &logBatch{r: r, task: task}
+	for {
+		select {
+		case ev := <-events:
+			if ev.Type != EventSession {
+				firstTimer.Stop()
+			}
+			r.apply(task, a, ev, logs, &res)
+		case <-tick.C:
+			logs.flush()
+		case res.exit = <-done:
+			logs.flush()
+			switch cause := context.Cause(actx); {
+			case errors.Is(cause, errFirstEventTimeout):
+				res.timeout = "first_event"
+			case errors.Is(cause, errAttemptTimeout):
+				res.timeout = "attempt"
+			case ctx.Err() != nil:
+				res.cause = context.Cause(ctx)
+			}
+			return res
+		}
+	}
+}
+
+// apply applies one executor event to the task, after resolving its
+// session to its attempt.
+func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBatch, res *result) {
+	now := r.now()
+	if ev.Type == EventSession {
+		if err := task.BindSession(a.AttemptID, ev.SessionID); err != nil {
+			r.logger().Warn("session not bound", "task", task.ID, "attempt", a.Number, "err", err)
+		}
+		return
+	}
+	if _, err := task.ResolveEvent(ev.SessionID); err != nil {
+		r.logger().Warn("event ignored", "task", task.ID, "type", ev.Type, "err", err)
+		return
+	}
+	var act state.Activity
+	switch ev.Type {
+	case EventPhase:
+		logs.flush() // what was said before the phase change is reported before it
+		if err := r.setPhase(task, ev.Phase, now); err != nil {
+			r.logger().Warn("phase from executor ignored", "task", task.ID, "phase", ev.Phase, "err", err)
+		}
+	case EventProgress:
+		act.Progress = &state.Progress{Message: ev.Message, Percent: ev.Percent, Step: ev.Step}
+	case EventOutput:
+		act.Output = true
+		logs.add("output", ev.Text)
+	case EventTool:
+		act.ToolInput = ev.Stage == "input"
+		act.ToolCall = ev.Stage != "input"
+		logs.add("tool", strings.TrimSpace(ev.Name+" "+ev.Stage))
+	case EventSideEffect:
+		act.SideEffect = true
+		logs.add("side_effect", ev.Description)
+	case EventLog:
+		logs.add("executor", strings.TrimSpace(ev.Level+" "+ev.Message))
+	case EventResult:
+		res.result = &ev
+	case EventError:
+		res.lastErr = &ev
+	case EventLines:
+		logs.add(ev.Stream, ev.Lines...)
+	}
+	if err := task.Observe(a.AttemptID, act, now); err != nil {
+		r.logger().Warn("event not applied", "task", task.ID, "err", err)
+		return
+	}
+	if act.Progress != nil {
+		logs.flush()
+		r.report(task, state.EventProgress, *act.Progress)
+	}
+}
+
+// setPhase moves the task to a running phase an executor reported.
+func (r *Runner) setPhase(task *state.Task, p state.Phase, now time.Time) error {
+	switch p {
+	case state.PhaseTurnStarted, state.PhaseAwaitingReply, state.PhaseCompleting:
+	default:
+		return fmt.Errorf("an executor may report turn_started, awaiting_reply or completing, not %q", p)
+	}
+	if task.Phase == p {
+		return nil
+	}
+	if err := task.Transition(p, "", now); err != nil {
+		return err
+	}
+	r.reportPhase(task)
+	return nil
+}
+
+// complete ends a successful attempt and the task.
+func (r *Runner) complete(task *state.Task, a *state.Attempt, res result) {
+	now := r.now()
+	code := res.exit.ExitCode
+	if err := task.FinalizeAttempt(a.AttemptID, state.Outcome{Status: state.AttemptCompleted, ExitCode: &code, TimeoutUsed: res.timeouts}, now); err != nil {
+		r.logger().Error("finalize attempt", "task", task.ID, "err", err)
+	}
+	r.reportAttempt(task, a)
+	if res.result != nil {
+		task.Result = &state.Result{Summary: res.result.Summary}
+		if len(res.result.Data) > 0 {
+			task.Result.Data = res.result.Data
+		}
+	}
+	if task.Phase != state.PhaseCompleting {
+		if err := task.Transition(state.PhaseCompleting, "", now); err == nil {
+			r.reportPhase(task)
+		}
+	}
+	r.end(task, state.PhaseCompleted, "")
+	if r.Health != nil {
+		r.Health.Observe(health.Success, "")
+	}
+}
+
+// stop judges a failed (or cancelled) attempt. It either schedules the next
+// attempt and returns it, or ends the task and returns nil. res is nil when
+// the attempt never ran (cancelled during its backoff wait).
+func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, exit Exit, res *result) *state.Attempt {
+	f := Failure{ExitCode: exit.ExitCode, Signal: exit.Signal, StartErr: exit.StartErr, StdioClose: exit.StdioClosed, Protocol: exit.ProtocolErr}
+	timeouts := ""
+	if res != nil {
+		f.Timeout, timeouts = res.timeout, res.timeouts
+		if res.lastErr != nil {
+			f.Code, f.Message, f.RetryAfter = res.lastErr.Code, res.lastErr.Message, time.Duration(res.lastErr.RetryAfterMS)*time.Millisecond
+		}
+		if res.timeout != "" {
+			timeouts += " fired=" + res.timeout
+		}
+	}
+	if ctx.Err() != nil && (res == nil || res.cause != nil) {
+		cause := context.Cause(ctx)
+		f.Cancelled = errors.Is(cause, ErrCancelled)
+		f.Shutdown = !f.Cancelled
+	}
+	v := Classify(f)
+	if r.Health != nil && v.Signal != "" {
+		r.Health.Observe(v.Signal, v.Message)
+	}
+	d := r.Policy.decide(v, a, r.firstEventRetried(task, a))
+	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, TimeoutUsed: timeouts, Retry: &d}
+	if res != nil && exit.StartErr == nil {
+		code := exit.ExitCode
+		out.ExitCode = &code
+	}
+	now := r.now()
+	if d.Decision == state.DecisionRetried {
+		next, err := task.ScheduleRetry(a.AttemptID, out, r.newID(), r.Models, now)
+		if err != nil {
+			r.logger().Error("schedule retry", "task", task.ID, "err", err)
+			return nil
+		}
+		r.reportAttempt(task, &task.Attempts[len(task.Attempts)-2])
+		r.reportPhase(task)
+		r.reportAttempt(task, next)
+		return next
+	}
+	phase, reason := state.PhaseFailed, v.Error()
+	switch {
+	case v.Class == Stop && f.Cancelled:
+		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
+	case v.Class == Stop:
+		phase = state.PhaseRecoverableFailed
+	case v.Class == Transient && d.Gate != state.GateAllowed && d.Gate != GateMaxAttempts && d.Gate != GateFirstEventUsed:
+		phase, reason = state.PhaseRecoverableFailed, fmt.Sprintf("%s; not retried automatically: %s", v.Error(), d.Gate)
+	case strings.HasSuffix(v.Code, "_timeout"):
+		phase = state.PhaseTimedOut
+	}
+	if err := task.FinalizeAttempt(a.AttemptID, out, now); err != nil {
+		r.logger().Error("finalize attempt", "task", task.ID, "err", err)
+	}
+	r.reportAttempt(task, a)
+	r.end(task, phase, reason)
+	return nil
+}
+
+// Error renders a verdict as code: message.
+func (v Verdict) Error() string {
+	return (&state.Error{Code: v.Code, Message: v.Message}).Error()
+}
+
+// firstEventRetried reports whether an attempt before a was retried after a
+// first-event timeout.
+func (r *Runner) firstEventRetried(task *state.Task, a *state.Attempt) bool {
+	for _, p := range task.Attempts[:a.Number-1] {
+		if p.Error != nil && p.Error.Code == "first_event_timeout" && p.Retry != nil && p.Retry.Decision == state.DecisionRetried {
+			return true
+		}
+	}
+	return false
+}
+
+// end moves the task to its terminal phase and reports the completion.
+func (r *Runner) end(task *state.Task, phase state.Phase, reason string) {
+	if err := task.Transition(phase, reason, r.now()); err != nil {
+		r.logger().Error("end task", "task", task.ID, "phase", phase, "err", err)
+		return
+	}
+	r.reportPhase(task)
+	ce := state.CompleteEvent{Status: task.Phase, Attempts: task.Attempts}
+	if task.Result != nil {
+		ce.Summary, ce.Result = task.Result.Summary, task.Result.Data
+	}
+	if c := task.Current(); c != nil && phase != state.PhaseCompleted {
+		ce.Error = c.Error
+	}
+	r.report(task, state.EventComplete, ce)
+}
+
+func (r *Runner) reportPhase(task *state.Task) {
+	r.report(task, state.EventPhase, state.PhaseEvent{Phase: task.Phase, Reason: task.PhaseReason})
+}
+
+func (r *Runner) reportAttempt(task *state.Task, a *state.Attempt) {
+	r.report(task, state.EventAttempt, *a)
+}
+
+func (r *Runner) report(task *state.Task, kind state.EventKind, payload any) {
+	n := 0
+	if c := task.Current(); c != nil {
+		n = c.Number
+	}
+	r.Sink.Report(Report{Kind: kind, Attempt: n, At: r.now(), Payload: payload, Task: task})
+}
+
+// logBatch gathers log lines into few reports: lines of one stream in a
+// row go together, up to logBatchLines lines or logBatchBytes bytes.
+type logBatch struct {
+	r      *Runner
+	task   *state.Task
+	stream string
+	lines  []string
+	size   int
+}
+
+const (
+	logBatchLines = 500
+	logBatchBytes = 256 << 10
+)
+
+func (b *logBatch) add(stream string, lines ...string) {
+	for _, l := range lines {
+		if stream != b.stream || len(b.lines) >= logBatchLines || b.size+len(l) > logBatchBytes {
+			b.flush()
+			b.stream = stream
+		}
+		b.lines = append(b.lines, l)
+		b.size += len(l)
+	}
+}
+
+func (b *logBatch) flush() {
+	if len(b.lines) == 0 {
+		return
+	}
+	b.r.report(b.task, state.EventLog, state.LogEvent{Stream: b.stream, Lines: b.lines})
+	b.lines, b.size = nil, 0
+}

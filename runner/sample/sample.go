@@ -1,0 +1,211 @@
+// Package sample is the built-in sample executor: a small program that
+// behaves like an AI coding CLI, for the demo and the tests. It reads the
+// task as one JSON line on stdin, writes events as JSON lines on stdout,
+// and follows directives in the prompt, one per line:
+//
+//	@progress N        N progress events with rising percent
+//	@sleep DURATION    wait (Go duration syntax)
+//	@output TEXT       visible output
+//	@tool NAME         a tool call: input, call, result
+//	@side-effect TEXT  a side effect
+//	@fail CODE [TIMES] fail with CODE on the first TIMES attempts (default 1)
+//	@exit N            exit with code N and no result
+//	@hang              never answer
+//	@close-stdout      close stdout and go on running for a while
+//	@flood N           write N log lines as fast as it can
+//	@ignore-sigterm    ignore SIGTERM
+//	@spawn-child       start a grandchild that sleeps
+//
+// Other prompt lines are ignored. Without directives it walks the phases
+// turn_started, awaiting_reply and completing, emits a few progress events
+// and some output, and returns a result.
+package sample
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Task is what the sample reads from stdin.
+type Task struct {
+	ID      string `json:"id"`
+	Prompt  string `json:"prompt"`
+	Attempt int    `json:"attempt"`
+	Model   string `json:"model"`
+}
+
+// messages give each failure code the message a real provider would send.
+var messages = map[string]string{
+	"rate_limit":       "429 Too Many Requests",
+	"overloaded":       "529 Overloaded",
+	"unavailable":      "503 Service Unavailable",
+	"network":          "read tcp: connection reset by peer",
+	"timeout":          "upstream request timeout",
+	"quota":            "You exceeded your current quota, please check your plan and billing details",
+	"auth":             "401 Unauthorized: invalid API key",
+	"invalid_request":  "400 Bad Request",
+	"context_overflow": "context length exceeded: 210000 tokens > 200000",
+	"permission":       "403 Forbidden",
+}
+
+// Main runs the sample executor and returns its exit code.
+func Main(stdin io.Reader, stdout, stderr io.Writer) int {
+	var task Task
+	line, err := bufio.NewReader(stdin).ReadBytes('\n')
+	if err != nil && len(line) == 0 {
+		fmt.Fprintln(stderr, "sample-executor: no task on stdin:", err)
+		return 2
+	}
+	if err := json.Unmarshal(line, &task); err != nil {
+		fmt.Fprintln(stderr, "sample-executor: task is not JSON:", err)
+		return 2
+	}
+	if n, err := strconv.Atoi(os.Getenv("AGENT_ATTEMPT")); err == nil {
+		task.Attempt = n // @fail counts attempts by AGENT_ATTEMPT
+	}
+	out := bufio.NewWriter(stdout)
+	s := &session{task: task, out: out, stderr: stderr}
+	code := s.run()
+	out.Flush()
+	return code
+}
+
+type session struct {
+	task   Task
+	out    *bufio.Writer
+	stderr io.Writer
+}
+
+func (s *session) emit(ev map[string]any) {
+	b, _ := json.Marshal(ev)
+	s.out.Write(append(b, '\n'))
+	s.out.Flush()
+}
+
+func (s *session) run() int {
+	fmt.Fprintf(s.stderr, "sample-executor: task %s attempt %d model %q\n", s.task.ID, s.task.Attempt, s.task.Model)
+	s.emit(map[string]any{"type": "phase", "phase": "turn_started"})
+	directives := 0
+	for _, raw := range strings.Split(s.task.Prompt, "\n") {
+		fields := strings.Fields(raw)
+		if len(fields) == 0 || !strings.HasPrefix(fields[0], "@") {
+			continue
+		}
+		directives++
+		arg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(raw), fields[0]))
+		if code, done := s.directive(fields[0], fields[1:], arg); done {
+			return code
+		}
+	}
+	if directives == 0 {
+		s.progress(3)
+		s.emit(map[string]any{"type": "output", "text": "I looked at the code and made the change."})
+		s.emit(map[string]any{"type": "phase", "phase": "awaiting_reply"})
+	}
+	s.emit(map[string]any{"type": "phase", "phase": "completing"})
+	s.emit(map[string]any{"type": "result", "summary": "done: " + firstLine(s.task.Prompt), "data": map[string]any{"attempt": s.task.Attempt}})
+	return 0
+}
+
+// directive runs one directive; done says the session ends with code.
+func (s *session) directive(name string, args []string, arg string) (code int, done bool) {
+	n := func(def int) int {
+		if len(args) > 0 {
+			if v, err := strconv.Atoi(args[0]); err == nil {
+				return v
+			}
+		}
+		return def
+	}
+	switch name {
+	case "@progress":
+		s.progress(n(3))
+	case "@sleep":
+		d, err := time.ParseDuration(arg)
+		if err != nil {
+			fmt.Fprintf(s.stderr, "sample-executor: @sleep %q: %v\n", arg, err)
+			return 2, true
+		}
+		time.Sleep(d)
+	case "@output":
+		s.emit(map[string]any{"type": "output", "text": arg})
+	case "@tool":
+		for _, stage := range []string{"input", "call", "result"} {
+			s.emit(map[string]any{"type": "tool", "name": arg, "stage": stage})
+		}
+	case "@side-effect":
+		s.emit(map[string]any{"type": "side_effect", "description": arg})
+	case "@fail":
+		if len(args) == 0 {
+			fmt.Fprintln(s.stderr, "sample-executor: @fail needs a code")
+			return 2, true
+		}
+		times := 1
+		if len(args) > 1 {
+			times, _ = strconv.Atoi(args[1])
+		}
+		if s.task.Attempt <= times {
+			msg := messages[args[0]]
+			if msg == "" {
+				msg = args[0]
+			}
+			ev := map[string]any{"type": "error", "code": args[0], "message": msg}
+			if args[0] == "rate_limit" {
+				ev["retry_after_ms"] = 300
+			}
+			s.emit(ev)
+			return 1, true
+		}
+	case "@exit":
+		return n(1), true
+	case "@hang":
+		select {}
+	case "@close-stdout":
+		s.out.Flush()
+		os.Stdout.Close()
+		time.Sleep(time.Minute)
+		return 0, true
+	case "@flood":
+		for i := range n(1000) {
+			fmt.Fprintf(s.out, "flood line %d of the sample executor\n", i)
+		}
+		s.out.Flush()
+	case "@ignore-sigterm":
+		signal.Ignore(syscall.SIGTERM)
+	case "@spawn-child":
+		child := exec.Command("sleep", "600")
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(s.stderr, "sample-executor: spawn child:", err)
+			return 2, true
+		}
+		fmt.Fprintf(s.stderr, "grandchild pid %d\n", child.Process.Pid)
+	default:
+		fmt.Fprintf(s.stderr, "sample-executor: unknown directive %s\n", name)
+	}
+	return 0, false
+}
+
+func (s *session) progress(n int) {
+	for i := 1; i <= n; i++ {
+		s.emit(map[string]any{"type": "progress", "message": fmt.Sprintf("step %d of %d", i, n), "percent": i * 100 / n, "step": fmt.Sprint(i)})
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "@") {
+			return l
+		}
+	}
+	return "the task"
+}

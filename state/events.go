@@ -1,0 +1,45 @@
+package state
+
+// The payloads of the events an agent reports, as the control plane API
+// names them. The outbox stores them, the control plane applies them.
+
+// EventKind is the kind of a reported event; the same names as outbox kinds.
+type EventKind string
+
+// The kinds of event.
+const (
+	EventPhase    EventKind = "phase"
+	EventProgress EventKind = "progress"
+	EventLog      EventKind = "log"
+	EventAttempt  EventKind = "attempt"
+	EventComplete EventKind = "complete"
+)
+
+// PhaseEvent reports a phase change.
+type PhaseEvent struct {
+	Phase  Phase  `json:"phase"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ProgressEvent reports progress.
+type ProgressEvent = Progress
+
+// LogEvent carries lines of output. Stream is "stdout" or "stderr" for raw
+// lines, "output" for visible output, "tool", "side_effect" and "executor"
+// for what the executor said it did, "agent" for the agent's own notes.
+type LogEvent struct {
+	Stream string   `json:"stream"`
+	Lines  []string `json:"lines"`
+}
+
+// AttemptEvent reports an attempt record as it stands.
+type AttemptEvent = Attempt
+
+// CompleteEvent reports the end of a task.
+type CompleteEvent struct {
+	Status   Phase     `json:"status"` // the terminal phase
+	Summary  string    `json:"summary,omitempty"`
+	Result   any       `json:"result,omitempty"`
+	Error    *Error    `json:"error,omitempty"`
+	Attempts []Attempt `json:"attempts"`
+}
