@@ -10,6 +10,7 @@ require (
 )
 
 require (
+	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/natefinch/atomic v1.0.1 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -33,6 +34,20 @@ type Task struct {
 	CurrentAttemptID string    `json:"current_attempt_id,omitempty"`
 
 	Attempts []Attempt `json:"attempts"`
+
+	// Lease is the claim an agent holds on the task, if any.
+	Lease *Lease `json:"lease,omitempty"`
+	// CancelRequested: a person asked to cancel the task; the agent that
+	// holds it is told in its next heartbeat answer.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+}
+
+// Lease is a time-limited claim of a task by one agent. Heartbeats and
+// accepted events renew it.
+type Lease struct {
+	ID        string    `json:"id"`
+	AgentID   string    `json:"agent_id"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // Progress is the latest progress an executor reported.
@@ -324,6 +339,51 @@ func (t *Task) Observe(attemptID string, act Activity, now time.Time) error {
 	}
 	t.LastProgressAt, t.UpdatedAt = now, now
 	return nil
+}
+
+// PutAttempt applies an attempt record reported by the agent that runs the
+// task, as a control plane receives it. A new attempt must be the next by
+// number, after a finalized one; a known one takes the record unless it is
+// finalized, and then only an identical record is accepted. The task's
+// phase is left to the caller.
+func (t *Task) PutAttempt(a Attempt) error {
+	if a.AttemptID == "" || !a.Status.Valid() {
+		return fmt.Errorf("task %s: attempt record lacks an id or a known status", t.ID)
+	}
+	if t.Phase.Terminal() {
+		return fmt.Errorf("task %s: %w", t.ID, ErrTerminal)
+	}
+	if old := t.Attempt(a.AttemptID); old != nil {
+		if old.Number != a.Number {
+			return fmt.Errorf("task %s: attempt %s is number %d, not %d", t.ID, a.AttemptID, old.Number, a.Number)
+		}
+		if old.Status.Final() {
+			if !reflect.DeepEqual(*old, a) {
+				return fmt.Errorf("task %s: %w: %s", t.ID, ErrFinalized, a.AttemptID)
+			}
+			return nil
+		}
+		*old = a
+	} else {
+		if a.Number != len(t.Attempts)+1 {
+			return fmt.Errorf("task %s: attempt %s is number %d, want %d", t.ID, a.AttemptID, a.Number, len(t.Attempts)+1)
+		}
+		if c := t.Current(); c != nil && !c.Status.Final() {
+			return fmt.Errorf("task %s: attempt %d is still %s", t.ID, c.Number, c.Status)
+		}
+		t.Attempts = append(t.Attempts, a)
+	}
+	t.project()
+	return nil
+}
+
+// Valid reports whether s is a known attempt status.
+func (s AttemptStatus) Valid() bool {
+	switch s {
+	case AttemptPending, AttemptRunning, AttemptCompleted, AttemptFailed, AttemptCancelled:
+		return true
+	}
+	return false
 }
 
 // Outcome is how an attempt ended.

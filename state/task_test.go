@@ -171,3 +171,34 @@ func TestModelFor(t *testing.T) {
 		t.Error("empty chain")
 	}
 }
+
+func TestPutAttemptKeepsTheInvariantsOnTheReceivingSide(t *testing.T) {
+	task := claimed(t)
+	must(t, task.Transition(PhaseExecutorStarting, "", t0))
+	a1 := Attempt{AttemptID: "a1", Number: 1, Status: AttemptRunning, StartedAt: t0}
+	must(t, task.PutAttempt(a1))
+	a1.SessionID = "s1"
+	must(t, task.PutAttempt(a1)) // an open attempt takes updates
+	if err := task.PutAttempt(Attempt{AttemptID: "a3", Number: 3, Status: AttemptPending}); err == nil {
+		t.Error("attempt 3 accepted after 1")
+	}
+	if err := task.PutAttempt(Attempt{AttemptID: "a2", Number: 2, Status: AttemptPending}); err == nil {
+		t.Error("attempt 2 accepted while attempt 1 runs")
+	}
+	a1.Status, a1.Error = AttemptFailed, &Error{Code: "network"}
+	must(t, task.PutAttempt(a1))
+	must(t, task.PutAttempt(a1)) // the same final record again: a duplicate, fine
+	changed := a1
+	changed.Error = &Error{Code: "quota"}
+	if err := task.PutAttempt(changed); !errors.Is(err, ErrFinalized) {
+		t.Errorf("finalized attempt rewritten: %v", err)
+	}
+	must(t, task.PutAttempt(Attempt{AttemptID: "a2", Number: 2, Status: AttemptPending, NotBefore: t0.Add(time.Second)}))
+	if task.CurrentAttemptID != "a2" || task.LastErrorCode != "network" || task.NextRetryAt.IsZero() {
+		t.Errorf("projection %+v", task)
+	}
+	must(t, task.Check())
+	if err := task.PutAttempt(Attempt{AttemptID: "", Number: 3, Status: "weird"}); err == nil {
+		t.Error("a bad record accepted")
+	}
+}

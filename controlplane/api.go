@@ -1,0 +1,182 @@
+// Package controlplane is the agent's side of the control plane API (v1,
+// JSON over HTTP), its client, and the reference control plane server
+// (`agent controlplane serve`).
+//
+// Every request carries Authorization: Bearer <token>. Events are
+// idempotent by key: the second arrival of a key is a duplicate and changes
+// nothing, so an agent can replay its outbox freely. A terminal task is
+// final: a late completion is rejected with reason "terminal", and the
+// agent marks that record dead.
+package controlplane
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// Limits of one events request.
+const (
+	MaxEventsPerBatch = 500
+	MaxBatchBytes     = 1 << 20
+)
+
+// HeartbeatRequest is POST /v1/agents/heartbeat.
+type HeartbeatRequest struct {
+	AgentID   string        `json:"agent_id"`
+	Hostname  string        `json:"hostname"`
+	Version   string        `json:"version"`
+	StartedAt time.Time     `json:"started_at"`
+	Health    Health        `json:"health"`
+	Capacity  Capacity      `json:"capacity"`
+	Running   []RunningTask `json:"running"`
+	Outbox    OutboxStats   `json:"outbox"`
+}
+
+// Health is the executor's health as a heartbeat carries it.
+type Health struct {
+	Grade        string          `json:"grade"` // available, degraded, unavailable
+	Reason       string          `json:"reason,omitempty"`
+	Since        time.Time       `json:"since"`
+	RecentErrors []HealthProblem `json:"recent_errors"`
+}
+
+// HealthProblem is one recent problem of the executor.
+type HealthProblem struct {
+	At     time.Time `json:"at"`
+	Signal string    `json:"signal"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Capacity is how many tasks the agent runs at most and now.
+type Capacity struct {
+	Max     int `json:"max"`
+	Running int `json:"running"`
+}
+
+// RunningTask is a task the agent is running.
+type RunningTask struct {
+	TaskID         string      `json:"task_id"`
+	Attempt        int         `json:"attempt"`
+	Phase          state.Phase `json:"phase"`
+	LastProgressAt time.Time   `json:"last_progress_at"`
+}
+
+// OutboxStats summarize the agent's outbox.
+type OutboxStats struct {
+	Pending           int     `json:"pending"`
+	OldestPendingAgeS float64 `json:"oldest_pending_age_s"`
+	Dead              int     `json:"dead"`
+	Bytes             int64   `json:"bytes"`
+}
+
+// HeartbeatResponse answers a heartbeat.
+type HeartbeatResponse struct {
+	ServerTime         time.Time `json:"server_time"`
+	HeartbeatIntervalS float64   `json:"heartbeat_interval_s"`
+	// Cancel lists tasks the agent must cancel.
+	Cancel []string `json:"cancel"`
+}
+
+// ClaimRequest is POST /v1/tasks/claim.
+type ClaimRequest struct {
+	AgentID     string `json:"agent_id"`
+	Max         int    `json:"max"`
+	HealthGrade string `json:"health_grade"`
+}
+
+// ClaimResponse grants tasks, each under a lease; empty when none.
+type ClaimResponse struct {
+	Tasks []Claimed `json:"tasks"`
+}
+
+// Claimed is one task granted to an agent.
+type Claimed struct {
+	Task  state.Task  `json:"task"`
+	Lease state.Lease `json:"lease"`
+}
+
+// EventsRequest is POST /v1/events.
+type EventsRequest struct {
+	AgentID string  `json:"agent_id"`
+	Events  []Event `json:"events"`
+}
+
+// Event is one outbox record on the wire.
+type Event struct {
+	Key       string          `json:"key"`
+	Kind      state.EventKind `json:"kind"`
+	TaskID    string          `json:"task_id"`
+	Attempt   int             `json:"attempt"`
+	LeaseID   string          `json:"lease_id"`
+	CreatedAt time.Time       `json:"created_at"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// EventsResponse has one result per event, in order.
+type EventsResponse struct {
+	Results []EventResult `json:"results"`
+}
+
+// The statuses of an event result.
+const (
+	StatusAccepted  = "accepted"
+	StatusDuplicate = "duplicate"
+	StatusRejected  = "rejected"
+)
+
+// Reasons for a rejection.
+const (
+	ReasonTerminal = "terminal"
+	ReasonUnknown  = "unknown_task"
+	ReasonLease    = "lease_mismatch"
+	ReasonInvalid  = "invalid"
+)
+
+// EventResult is the fate of one event.
+type EventResult struct {
+	Key    string `json:"key"`
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// CreateTaskRequest is POST /v1/tasks.
+type CreateTaskRequest struct {
+	Title       string `json:"title,omitempty"`
+	Prompt      string `json:"prompt"`
+	Prefer      string `json:"prefer,omitempty"` // gui or any (default)
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+}
+
+// TaskView is a task as GET /v1/tasks and /v1/tasks/{id} show it.
+type TaskView struct {
+	state.Task
+	ProgressCard []state.Step `json:"progress_card"`
+}
+
+// StoredEvent is an accepted event as GET /v1/tasks/{id}/events lists it.
+type StoredEvent struct {
+	Event
+	AgentID    string    `json:"agent_id"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+// AgentView is an agent as GET /v1/agents shows it.
+type AgentView struct {
+	AgentID       string        `json:"agent_id"`
+	Hostname      string        `json:"hostname"`
+	Version       string        `json:"version"`
+	StartedAt     time.Time     `json:"started_at"`
+	LastHeartbeat time.Time     `json:"last_heartbeat"`
+	Online        bool          `json:"online"`
+	Health        Health        `json:"health"`
+	Capacity      Capacity      `json:"capacity"`
+	Running       []RunningTask `json:"running"`
+	Outbox        OutboxStats   `json:"outbox"`
+}
+
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
+	Error string `json:"error"`
+}

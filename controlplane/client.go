@@ -1,0 +1,256 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+)
+
+// ClientOptions tune a Client. Zero fields take the defaults their comments
+// give.
+type ClientOptions struct {
+	// Timeout bounds one HTTP request. Default 30 s.
+	Timeout time.Duration
+	// Insecure allows http:// to a host that is not loopback.
+	Insecure bool
+	// Tries is how many times a request that is safe to repeat (events,
+	// heartbeats, reads) is tried on a transient failure, with exponential
+	// backoff and jitter from 200 ms. Default 3. Claims and task creation
+	// are tried once: repeating them could claim or create twice.
+	Tries uint
+	// UserAgent is sent with every request.
+	UserAgent string
+}
+
+// Client talks to a control plane. It never puts its token in an error or
+// a log.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+	opts  ClientOptions
+}
+
+// ErrUnauthorized: the control plane refused the token.
+var ErrUnauthorized = errors.New("the control plane refused the token (401 Unauthorized)")
+
+// APIError is an answer other than 2xx.
+type APIError struct {
+	Status  int
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("control plane answered %d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
+}
+
+// Unwrap makes errors.Is(err, ErrUnauthorized) true for a 401.
+func (e *APIError) Unwrap() error {
+	if e.Status == http.StatusUnauthorized {
+		return ErrUnauthorized
+	}
+	return nil
+}
+
+// Transient reports whether a request that failed with err may succeed
+// later: network failures, timeouts, 429 and 5xx answers.
+func Transient(err error) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusTooManyRequests || ae.Status >= 500
+	}
+	return err != nil && !errors.Is(err, context.Canceled)
+}
+
+// CheckURL validates a control plane URL: http or https, and https unless
+// the host is loopback or insecure is set.
+func CheckURL(raw string, insecure bool) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("control plane URL %q: want http(s)://host[:port]", raw)
+	}
+	if u.Scheme == "http" && !insecure && !loopback(u.Hostname()) {
+		return nil, fmt.Errorf("control plane URL %s is not https and %s is not loopback; use https, or --insecure on a network you trust", u.Redacted(), u.Hostname())
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	return u, nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// NewClient returns a client for the control plane at rawURL.
+func NewClient(rawURL, token string, opts ClientOptions) (*Client, error) {
+	u, err := CheckURL(rawURL, opts.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(token) == "" {
+		return nil, errors.New("no control plane token: give --token-file or set AGENT_TOKEN")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.Tries == 0 {
+		opts.Tries = 3
+	}
+	return &Client{base: u, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout}, opts: opts}, nil
+}
+
+// URL is the control plane's address (it holds no secret).
+func (c *Client) URL() string { return c.base.Redacted() }
+
+// Heartbeat reports the agent and learns what to cancel.
+func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatResponse, error) {
+	var out HeartbeatResponse
+	return out, c.call(ctx, http.MethodPost, "/v1/agents/heartbeat", req, &out, true)
+}
+
+// Claim asks for up to req.Max tasks. It is tried once.
+func (c *Client) Claim(ctx context.Context, req ClaimRequest) (ClaimResponse, error) {
+	var out ClaimResponse
+	return out, c.call(ctx, http.MethodPost, "/v1/tasks/claim", req, &out, false)
+}
+
+// SendEvents sends events in batches of at most MaxEventsPerBatch events
+// and about MaxBatchBytes bytes, and returns one result per event, in
+// order. On an error it returns the results of the batches that went
+// through.
+func (c *Client) SendEvents(ctx context.Context, agentID string, events []Event) ([]EventResult, error) {
+	var results []EventResult
+	for len(events) > 0 {
+		n, size := 0, 0
+		for n < len(events) && n < MaxEventsPerBatch {
+			size += len(events[n].Payload) + len(events[n].Key) + 200
+			if n > 0 && size > MaxBatchBytes {
+				break
+			}
+			n++
+		}
+		var out EventsResponse
+		if err := c.call(ctx, http.MethodPost, "/v1/events", EventsRequest{AgentID: agentID, Events: events[:n]}, &out, true); err != nil {
+			return results, err
+		}
+		if len(out.Results) != n {
+			return results, fmt.Errorf("control plane answered %d results for %d events", len(out.Results), n)
+		}
+		results = append(results, out.Results...)
+		events = events[n:]
+	}
+	return results, nil
+}
+
+// CreateTask enqueues a task. It is tried once.
+func (c *Client) CreateTask(ctx context.Context, req CreateTaskRequest) (TaskView, error) {
+	var out TaskView
+	return out, c.call(ctx, http.MethodPost, "/v1/tasks", req, &out, false)
+}
+
+// Tasks lists every task.
+func (c *Client) Tasks(ctx context.Context) ([]TaskView, error) {
+	var out []TaskView
+	return out, c.call(ctx, http.MethodGet, "/v1/tasks", nil, &out, true)
+}
+
+// Task returns one task.
+func (c *Client) Task(ctx context.Context, id string) (TaskView, error) {
+	var out TaskView
+	return out, c.call(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id), nil, &out, true)
+}
+
+// TaskEvents returns the events accepted for a task, in order.
+func (c *Client) TaskEvents(ctx context.Context, id string) ([]StoredEvent, error) {
+	var out []StoredEvent
+	return out, c.call(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id)+"/events", nil, &out, true)
+}
+
+// CancelTask asks for a task to be cancelled.
+func (c *Client) CancelTask(ctx context.Context, id string) (TaskView, error) {
+	var out TaskView
+	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/cancel", nil, &out, true)
+}
+
+// Agents lists the agents the control plane has heard from.
+func (c *Client) Agents(ctx context.Context) ([]AgentView, error) {
+	var out []AgentView
+	return out, c.call(ctx, http.MethodGet, "/v1/agents", nil, &out, true)
+}
+
+// call does one request, retried with backoff when repeatable and the
+// failure is transient.
+func (c *Client) call(ctx context.Context, method, path string, in, out any, repeatable bool) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	tries := uint(1)
+	if repeatable {
+		tries = c.opts.Tries
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = 200*time.Millisecond, 5*time.Second
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		err := c.once(ctx, method, path, body, out)
+		if err != nil && !Transient(err) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(b), backoff.WithMaxTries(tries), backoff.WithMaxElapsedTime(0))
+	return err
+}
+
+func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	if c.opts.UserAgent != "" {
+		req.Header.Set("User-Agent", c.opts.UserAgent)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err // *url.Error names the URL, never the header
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var eb ErrorBody
+		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
+			eb.Error = strings.TrimSpace(string(data))
+		}
+		return &APIError{Status: resp.StatusCode, Message: truncate(eb.Error, 300)}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: bad answer: %w", method, path, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,453 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// ServerOptions configure the reference control plane. Zero fields take
+// the defaults their comments give.
+type ServerOptions struct {
+	// Dir holds the server's files: tasks/ (one JSON file per task) and
+	// events/ (accepted events, one JSONL file per task). Required.
+	Dir string
+	// Token is the bearer token every /v1 request must carry. Required.
+	Token string
+	// Lease is how long a claim lasts without renewal. Default 60 s.
+	Lease time.Duration
+	// HeartbeatInterval is what agents are told to use. An agent silent for
+	// three intervals is offline and its leases lapse. Default 10 s.
+	HeartbeatInterval time.Duration
+	// Limits are the watchdog's queued and stall limits.
+	Limits state.Limits
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Server is the reference control plane. It keeps every task in memory and
+// on disk, and serializes all changes under one lock: it is a reference,
+// not a fleet server.
+type Server struct {
+	opts ServerOptions
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	store  *state.Store
+	events events
+	tasks  map[string]*state.Task
+	keys   map[string]bool
+	agents map[string]*agentState
+}
+
+// NewServer opens (creating) the server's directory and loads its tasks
+// and accepted keys. Task files that cannot be read are logged and left
+// alone; the others load.
+func NewServer(opts ServerOptions) (*Server, error) {
+	if opts.Dir == "" || opts.Token == "" {
+		return nil, errors.New("controlplane: a directory and a token are required")
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 60 * time.Second
+	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	st, err := state.OpenStore(filepath.Join(opts.Dir, "tasks"))
+	if err != nil {
+		return nil, err
+	}
+	ev := events{dir: filepath.Join(opts.Dir, "events")}
+	if err := os.MkdirAll(ev.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	tasks, err := loadTasks(st)
+	if err != nil {
+		opts.Logger.Error("some task files could not be read; they are left alone", "err", err)
+	}
+	keys, err := ev.keys()
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	return &Server{opts: opts, log: opts.Logger, store: st, events: ev, tasks: tasks, keys: keys, agents: map[string]*agentState{}}, nil
+}
+
+// Handler is the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	api := http.NewServeMux()
+	api.HandleFunc("POST /v1/agents/heartbeat", handle(s.heartbeat))
+	api.HandleFunc("POST /v1/tasks/claim", handle(s.claim))
+	api.HandleFunc("POST /v1/events", handle(s.acceptEvents))
+	api.HandleFunc("POST /v1/tasks", handle(s.createTask))
+	api.HandleFunc("GET /v1/tasks", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listTasks()) })
+	api.HandleFunc("GET /v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
+		v, err := s.getTask(r.PathValue("id"))
+		reply(w, v, err)
+	})
+	api.HandleFunc("GET /v1/tasks/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		v, err := s.taskEvents(r.PathValue("id"))
+		reply(w, v, err)
+	})
+	api.HandleFunc("POST /v1/tasks/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+		v, err := s.cancelTask(r.PathValue("id"))
+		reply(w, v, err)
+	})
+	api.HandleFunc("GET /v1/agents", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listAgents()) })
+	mux.Handle("/v1/", s.authorize(api))
+	return mux
+}
+
+// authorize checks the bearer token in constant time.
+func (s *Server) authorize(next http.Handler) http.Handler {
+	want := []byte("Bearer " + s.opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "unauthorized: missing or wrong bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// httpError is an error with the status to answer it with.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// handle decodes a JSON body of at most twice the batch limit, calls fn
+// and writes its answer.
+func handle[In, Out any](fn func(In) (Out, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in In
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*MaxBatchBytes))
+		if err := dec.Decode(&in); err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{Error: "request body too large"})
+				return
+			}
+			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "bad JSON: " + err.Error()})
+			return
+		}
+		out, err := fn(in)
+		reply(w, out, err)
+	}
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	var he *httpError
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, v)
+	case errors.As(err, &he):
+		writeJSON(w, he.status, ErrorBody{Error: he.msg})
+	default:
+		writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: err.Error()})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// save writes a task, logging a failure: the in-memory state stays right
+// and the next change tries again.
+func (s *Server) save(t *state.Task) error {
+	if err := s.store.Save(t); err != nil {
+		s.log.Error("save task", "task", t.ID, "err", err)
+		return err
+	}
+	return nil
+}
+
+func (s *Server) createTask(req CreateTaskRequest) (TaskView, error) {
+	switch {
+	case strings.TrimSpace(req.Prompt) == "":
+		return TaskView{}, badRequest("prompt is required")
+	case len(req.Prompt) > 256<<10:
+		return TaskView{}, badRequest("prompt is longer than 256 KiB")
+	case req.Prefer != "" && req.Prefer != "any" && req.Prefer != "gui":
+		return TaskView{}, badRequest("prefer %q: want gui or any", req.Prefer)
+	case req.MaxAttempts < 0 || req.MaxAttempts > 20:
+		return TaskView{}, badRequest("max_attempts %d: want 0 (the agent's default) to 20", req.MaxAttempts)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opts.Now()
+	t := state.NewTask(newID("t-", 5), req.Prompt, now)
+	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
+	if t.Title == "" {
+		t.Title = firstLine(req.Prompt)
+	}
+	if err := s.save(t); err != nil {
+		return TaskView{}, err
+	}
+	s.tasks[t.ID] = t
+	return view(t), nil
+}
+
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "@") {
+			return truncate(l, 80)
+		}
+	}
+	return "untitled"
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func view(t *state.Task) TaskView { return TaskView{Task: *t, ProgressCard: state.ProgressCard(t)} }
+
+func (s *Server) listTasks() []TaskView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchdog(s.opts.Now())
+	out := make([]TaskView, 0, len(s.tasks))
+	for _, t := range s.sorted() {
+		out = append(out, view(t))
+	}
+	return out
+}
+
+// sorted returns the tasks oldest first. mu is held.
+func (s *Server) sorted() []*state.Task {
+	list := make([]*state.Task, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		list = append(list, t)
+	}
+	slices.SortFunc(list, func(a, b *state.Task) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return list
+}
+
+func (s *Server) task(id string) (*state.Task, error) {
+	t := s.tasks[id]
+	if t == nil {
+		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("no task %q", id)}
+	}
+	return t, nil
+}
+
+func (s *Server) getTask(id string) (TaskView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchdog(s.opts.Now())
+	t, err := s.task(id)
+	if err != nil {
+		return TaskView{}, err
+	}
+	return view(t), nil
+}
+
+func (s *Server) taskEvents(id string) ([]StoredEvent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.task(id); err != nil {
+		return nil, err
+	}
+	return s.events.list(id)
+}
+
+// cancelTask cancels a queued task at once; a running one is marked, and
+// its agent is told in its next heartbeat answer.
+func (s *Server) cancelTask(id string) (TaskView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.task(id)
+	if err != nil {
+		return TaskView{}, err
+	}
+	now := s.opts.Now()
+	switch {
+	case t.Phase.Terminal():
+		return TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is already %s", id, t.Phase)}
+	case t.Phase == state.PhaseQueued:
+		if err := t.Transition(state.PhaseCancelled, "cancelled before it was claimed", now); err != nil {
+			return TaskView{}, err
+		}
+	default:
+		t.CancelRequested = true
+	}
+	t.UpdatedAt = now
+	s.save(t)
+	return view(t), nil
+}
+
+func (s *Server) listAgents() []AgentView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opts.Now()
+	s.watchdog(now)
+	out := []AgentView{}
+	for _, a := range s.agents {
+		v := a.view
+		v.Online = a.online(now, s.opts.HeartbeatInterval)
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b AgentView) int { return strings.Compare(a.AgentID, b.AgentID) })
+	return out
+}
+
+func (s *Server) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
+	if req.AgentID == "" {
+		return HeartbeatResponse{}, badRequest("agent_id is required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opts.Now()
+	a := s.agents[req.AgentID]
+	if a == nil {
+		a = &agentState{}
+		s.agents[req.AgentID] = a
+	}
+	a.view = AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
+		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox}
+	resp := HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: s.opts.HeartbeatInterval.Seconds(), Cancel: []string{}}
+	for _, r := range req.Running {
+		t := s.tasks[r.TaskID]
+		if t == nil || t.Lease == nil || t.Lease.AgentID != req.AgentID || t.Phase.Terminal() {
+			continue
+		}
+		t.Lease.ExpiresAt = now.Add(s.opts.Lease)
+		if t.CancelRequested {
+			resp.Cancel = append(resp.Cancel, t.ID)
+		}
+	}
+	s.watchdog(now)
+	return resp, nil
+}
+
+func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
+	if req.AgentID == "" {
+		return ClaimResponse{}, badRequest("agent_id is required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opts.Now()
+	s.watchdog(now)
+	resp := ClaimResponse{Tasks: []Claimed{}}
+	if req.HealthGrade == "unavailable" || req.Max <= 0 {
+		return resp, nil
+	}
+	for _, t := range s.sorted() {
+		if len(resp.Tasks) >= min(req.Max, 50) {
+			break
+		}
+		if t.Phase != state.PhaseQueued {
+			continue
+		}
+		// A task that needs the executor's app server goes to an available
+		// agent when one is online; a degraded one gets it otherwise.
+		if t.Prefer == "gui" && req.HealthGrade == "degraded" && s.availableAgentOnline(req.AgentID, now) {
+			continue
+		}
+		lease := state.Lease{ID: newID("lease-", 6), AgentID: req.AgentID, ExpiresAt: now.Add(s.opts.Lease)}
+		if err := t.Transition(state.PhaseClaimed, "claimed by "+req.AgentID, now); err != nil {
+			s.log.Error("claim", "task", t.ID, "err", err)
+			continue
+		}
+		t.Lease = &lease
+		if s.save(t) != nil {
+			continue
+		}
+		resp.Tasks = append(resp.Tasks, Claimed{Task: *t, Lease: lease})
+	}
+	return resp, nil
+}
+
+// availableAgentOnline reports whether an agent other than except is online
+// and available. mu is held.
+func (s *Server) availableAgentOnline(except string, now time.Time) bool {
+	for id, a := range s.agents {
+		if id != except && a.online(now, s.opts.HeartbeatInterval) && a.view.Health.Grade == "available" {
+			return true
+		}
+	}
+	return false
+}
+
+// RunWatchdog runs the watchdog every period until ctx is done. The
+// watchdog also runs on every claim, event batch and heartbeat.
+func (s *Server) RunWatchdog(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.mu.Lock()
+			s.watchdog(s.opts.Now())
+			s.mu.Unlock()
+		}
+	}
+}
+
+// watchdog applies the rules: tasks queued too long expire, stalled tasks
+// end, and the leases of offline agents lapse (a task still only claimed
+// goes back to the queue). mu is held.
+func (s *Server) watchdog(now time.Time) {
+	for _, t := range s.tasks {
+		changed := false
+		if t.Lease != nil && now.After(t.Lease.ExpiresAt) && !t.Phase.Terminal() {
+			if a := s.agents[t.Lease.AgentID]; a == nil || !a.online(now, s.opts.HeartbeatInterval) {
+				s.log.Info("lease lapsed", "task", t.ID, "agent", t.Lease.AgentID)
+				t.Lease = nil
+				if t.Phase == state.PhaseClaimed {
+					t.Transition(state.PhaseQueued, "lease lapsed before the executor started", now)
+				}
+				changed = true
+			}
+		}
+		if v, ok := state.Watch(t, now, s.opts.Limits); ok {
+			if err := t.Transition(v.Phase, v.Reason, now); err == nil {
+				s.log.Info("watchdog", "task", t.ID, "phase", v.Phase, "reason", v.Reason)
+				changed = true
+			}
+		}
+		if changed {
+			s.save(t)
+		}
+	}
+}

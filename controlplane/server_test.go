@@ -1,0 +1,333 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/edgeagent/agent/state"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// clock is a settable clock shared by a test and its server.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+type env struct {
+	t      *testing.T
+	dir    string
+	clk    *clock
+	srv    *Server
+	http   *httptest.Server
+	client *Client
+}
+
+func newEnv(t *testing.T, dir string, clk *clock) *env {
+	t.Helper()
+	srv, err := NewServer(ServerOptions{Dir: dir, Token: "s3cret", Now: clk.Now, Lease: time.Minute, HeartbeatInterval: 10 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	c, err := NewClient(hs.URL, "s3cret", ClientOptions{Tries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, dir: dir, clk: clk, srv: srv, http: hs, client: c}
+}
+
+func (e *env) submit(prompt, prefer string) TaskView {
+	e.t.Helper()
+	v, err := e.client.CreateTask(context.Background(), CreateTaskRequest{Prompt: prompt, Prefer: prefer})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return v
+}
+
+func (e *env) claim(agent, grade string, max int) []Claimed {
+	e.t.Helper()
+	resp, err := e.client.Claim(context.Background(), ClaimRequest{AgentID: agent, Max: max, HealthGrade: grade})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp.Tasks
+}
+
+func (e *env) send(agent string, evs ...Event) []EventResult {
+	e.t.Helper()
+	res, err := e.client.SendEvents(context.Background(), agent, evs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+func ev(key string, kind state.EventKind, c Claimed, payload any) Event {
+	b, _ := json.Marshal(payload)
+	return Event{Key: key, Kind: kind, TaskID: c.Task.ID, Attempt: 1, LeaseID: c.Lease.ID, CreatedAt: time.Now(), Payload: b}
+}
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+// runToCompletion sends what an agent sends for a task that succeeds.
+func runToCompletion(c Claimed) []Event {
+	a := state.Attempt{AttemptID: "a1", Number: 1, Status: state.AttemptRunning, StartedAt: t0}
+	done := a
+	done.Status, done.CompletedAt = state.AttemptCompleted, t0.Add(time.Second)
+	id := c.Task.ID
+	return []Event{
+		ev(id+":phase:executor_starting", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
+		ev(id+":attempt:1", state.EventAttempt, c, a),
+		ev(id+":phase:turn_started", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}),
+		ev(id+":progress:1", state.EventProgress, c, state.ProgressEvent{Message: "half", Percent: 50}),
+		ev(id+":log:1", state.EventLog, c, state.LogEvent{Stream: "stdout", Lines: []string{"hello"}}),
+		ev(id+":attempt:2", state.EventAttempt, c, done),
+		ev(id+":phase:completed", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseCompleted}),
+		ev(id+":complete", state.EventComplete, c, state.CompleteEvent{Status: state.PhaseCompleted, Summary: "done", Attempts: []state.Attempt{done}}),
+	}
+}
+
+func statuses(res []EventResult) string {
+	var s []string
+	for _, r := range res {
+		s = append(s, r.Status)
+	}
+	return strings.Join(s, " ")
+}
+
+func TestEventsAreIdempotentAcrossARestart(t *testing.T) {
+	dir, clk := t.TempDir(), &clock{now: t0}
+	e := newEnv(t, dir, clk)
+	e.submit("fix it", "")
+	c := e.claim("ag-1", "available", 1)[0]
+	evs := runToCompletion(c)
+	if got := statuses(e.send("ag-1", evs...)); got != strings.TrimSpace(strings.Repeat("accepted ", len(evs))) {
+		t.Fatalf("first delivery: %s", got)
+	}
+	// The same records again, after a restart: all duplicates, nothing changes.
+	before, _ := e.client.TaskEvents(context.Background(), c.Task.ID)
+	e.http.Close()
+	e = newEnv(t, dir, clk)
+	if got := statuses(e.send("ag-1", evs...)); got != strings.TrimSpace(strings.Repeat("duplicate ", len(evs))) {
+		t.Fatalf("second delivery after a restart: %s", got)
+	}
+	after, _ := e.client.TaskEvents(context.Background(), c.Task.ID)
+	if len(after) != len(before) || len(after) != len(evs) {
+		t.Errorf("events %d before, %d after; want %d", len(before), len(after), len(evs))
+	}
+	v, _ := e.client.Task(context.Background(), c.Task.ID)
+	if v.Phase != state.PhaseCompleted || v.Result == nil || v.Result.Summary != "done" || len(v.Attempts) != 1 || v.Attempts[0].Status != state.AttemptCompleted {
+		t.Errorf("task %+v", v.Task)
+	}
+	if v.ProgressCard[5].Status != state.StepDone {
+		t.Errorf("card %+v", v.ProgressCard)
+	}
+}
+
+func TestLateCompletionForATerminalTaskIsRejected(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	e.submit("fix it", "")
+	c := e.claim("ag-1", "available", 1)[0]
+	e.send("ag-1", runToCompletion(c)[:3]...)
+	// The task stalls: the watchdog times it out.
+	e.clk.advance(11 * time.Minute)
+	v, _ := e.client.Task(context.Background(), c.Task.ID)
+	if v.Phase != state.PhaseTimedOut {
+		t.Fatalf("phase %s, want timed_out", v.Phase)
+	}
+	late := ev("late-complete", state.EventComplete, c, state.CompleteEvent{Status: state.PhaseCompleted})
+	res := e.send("ag-1", late, ev("late-phase", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseCompleting}))
+	for _, r := range res {
+		if r.Status != StatusRejected || r.Reason != ReasonTerminal {
+			t.Errorf("late event %s: %+v", r.Key, r)
+		}
+	}
+	v, _ = e.client.Task(context.Background(), c.Task.ID)
+	if v.Phase != state.PhaseTimedOut || v.Result != nil {
+		t.Errorf("a late event changed the task: %s %+v", v.Phase, v.Result)
+	}
+}
+
+func TestWrongTokenIs401(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	bad, _ := NewClient(e.http.URL, "tok-zz9-bogus", ClientOptions{Tries: 3})
+	_, err := bad.Tasks(context.Background())
+	if !errors.Is(err, ErrUnauthorized) || strings.Contains(err.Error(), "tok-zz9-bogus") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("wrong token: %v", err)
+	}
+	resp, err := http.Get(e.http.URL + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("healthz: %v %v", err, resp)
+	}
+	resp.Body.Close()
+}
+
+func TestClaimsAreHealthAware(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	gui := e.submit("needs the app server", "gui")
+	e.submit("anything", "any")
+	if got := e.claim("ag-sick", "unavailable", 5); len(got) != 0 {
+		t.Errorf("an unavailable agent got %d tasks", len(got))
+	}
+	// An available agent is online: the degraded one does not get the gui task.
+	e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-ok", Health: Health{Grade: "available"}})
+	got := e.claim("ag-meh", "degraded", 5)
+	if len(got) != 1 || got[0].Task.Prefer != "any" {
+		t.Fatalf("degraded agent got %+v", got)
+	}
+	if got := e.claim("ag-ok", "available", 5); len(got) != 1 || got[0].Task.ID != gui.ID {
+		t.Errorf("available agent got %+v", got)
+	}
+}
+
+func TestDegradedAgentGetsGuiTaskWhenNoBetterOneIsOnline(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	e.submit("needs the app server", "gui")
+	if got := e.claim("ag-meh", "degraded", 5); len(got) != 1 {
+		t.Errorf("degraded agent alone got %d tasks", len(got))
+	}
+}
+
+func TestLeaseLapsesWhenTheAgentGoesOffline(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	e.submit("fix it", "")
+	e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-1"})
+	c := e.claim("ag-1", "available", 1)[0]
+	e.clk.advance(2 * time.Minute) // three intervals silent, lease expired
+	agents, _ := e.client.Agents(context.Background())
+	if len(agents) != 1 || agents[0].Online {
+		t.Errorf("agents %+v", agents)
+	}
+	v, _ := e.client.Task(context.Background(), c.Task.ID)
+	if v.Phase != state.PhaseQueued || v.Lease != nil {
+		t.Fatalf("a claimed task whose lease lapsed: %s %+v", v.Phase, v.Lease)
+	}
+	if got := e.claim("ag-2", "available", 1); len(got) != 1 {
+		t.Error("the requeued task was not claimed again")
+	}
+	// The first agent's events no longer count.
+	res := e.send("ag-1", ev("k", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}))
+	if res[0].Status != StatusRejected || res[0].Reason != ReasonLease {
+		t.Errorf("stale lease: %+v", res[0])
+	}
+}
+
+func TestCancelReachesTheAgentInItsHeartbeat(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	running := e.submit("running", "")
+	c := e.claim("ag-1", "available", 1)[0]
+	if c.Task.ID != running.ID {
+		t.Fatalf("claimed %s", c.Task.ID)
+	}
+	queued := e.submit("never claimed", "")
+	if v, err := e.client.CancelTask(context.Background(), queued.ID); err != nil || v.Phase != state.PhaseCancelled {
+		t.Errorf("a queued task is cancelled at once: %v %s", err, v.Phase)
+	}
+	v, err := e.client.CancelTask(context.Background(), c.Task.ID)
+	if err != nil || !v.CancelRequested || v.Phase.Terminal() {
+		t.Fatalf("a running task is marked, not ended: %v %+v", err, v.Task)
+	}
+	resp, _ := e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-1", Running: []RunningTask{{TaskID: c.Task.ID}}})
+	if len(resp.Cancel) != 1 || resp.Cancel[0] != c.Task.ID {
+		t.Errorf("heartbeat cancel list %v", resp.Cancel)
+	}
+	if _, err := e.client.CancelTask(context.Background(), queued.ID); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Errorf("cancelling a cancelled task: %v", err)
+	}
+}
+
+func mustTasks(t *testing.T, e *env) []TaskView {
+	t.Helper()
+	v, err := e.client.Tasks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestQueuedTaskExpires(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	v := e.submit("nobody claims me", "")
+	e.clk.advance(61 * time.Minute)
+	if got := e.claim("ag-1", "available", 1); len(got) != 0 {
+		t.Errorf("an expired task was claimed")
+	}
+	v, _ = e.client.Task(context.Background(), v.ID)
+	if v.Phase != state.PhaseExpired {
+		t.Errorf("phase %s", v.Phase)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	for _, req := range []CreateTaskRequest{{Prompt: " "}, {Prompt: "x", Prefer: "tty"}, {Prompt: "x", MaxAttempts: 99}} {
+		_, err := e.client.CreateTask(context.Background(), req)
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Status != 400 {
+			t.Errorf("%+v: %v", req, err)
+		}
+	}
+	if _, err := e.client.Task(context.Background(), "t-nope"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("missing task: %v", err)
+	}
+	c := Claimed{Task: state.Task{ID: "t-nope"}}
+	if r := e.send("ag", ev("k1", state.EventLog, c, state.LogEvent{})); r[0].Reason != ReasonUnknown {
+		t.Errorf("unknown task: %+v", r)
+	}
+}
+
+func TestURLMustBeHTTPSUnlessLoopback(t *testing.T) {
+	for raw, ok := range map[string]bool{
+		"http://127.0.0.1:8080": true, "http://localhost:1": true, "http://[::1]:9": true, "https://cp.example.com": true,
+		"http://cp.example.com": false, "ftp://x": false, "not a url": false, "http://": false,
+	} {
+		if _, err := CheckURL(raw, false); (err == nil) != ok {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+	if _, err := CheckURL("http://cp.example.com", true); err != nil {
+		t.Errorf("--insecure: %v", err)
+	}
+}
+
+func TestSendEventsSplitsBatches(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	e.submit("fix it", "")
+	c := e.claim("ag-1", "available", 1)[0]
+	var evs []Event
+	for i := range 1200 {
+		evs = append(evs, ev("log-"+strings.Repeat("x", i%3)+string(rune('a'+i%26))+time.Duration(i).String(), state.EventLog, c, state.LogEvent{Stream: "stdout", Lines: []string{"l"}}))
+	}
+	res := e.send("ag-1", evs...)
+	if len(res) != 1200 {
+		t.Fatalf("%d results", len(res))
+	}
+	for _, r := range res {
+		if r.Status != StatusAccepted && r.Status != StatusDuplicate {
+			t.Fatalf("%+v", r)
+		}
+	}
+}
