@@ -121,7 +121,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 		"AGENT_TASK_ID="+spec.Task.ID, "AGENT_ATTEMPT="+strconv.Itoa(spec.Task.Attempt), "AGENT_MODEL="+spec.Task.Model)
 	cmd.Stdin = bytes.NewReader(append(input, '\n'))
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	err = cmd.Start()
 	outW.Close() // the child has its own copies
 	errW.Close()

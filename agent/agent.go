@@ -1,0 +1,313 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/state"
+)
+
+// Agent is the daemon. Make one with New and run it with Run.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	layout  Layout
+	id      string
+	host    string
+	client  *controlplane.Client
+	outbox  *outbox.Outbox
+	store   *state.Store
+	health  *health.Tracker
+	started time.Time
+
+	tasksCtx  context.Context // cancelled with runner.ErrShutdown when tasks must stop
+	kickSend  chan struct{}
+	kickClaim chan struct{}
+	fatal     chan error
+	aborted   chan struct{}
+	abortOnce sync.Once
+	tasks     sync.WaitGroup
+
+	mu       sync.Mutex
+	running  map[string]*supervised
+	stopping bool
+	interval time.Duration
+	reached  bool // the last heartbeat got through
+
+	// Liveness of the loops, for the service manager's watchdog.
+	sendTick, beatTick, claimTick atomic.Int64
+}
+
+// supervised is a task being run, as the other loops see it.
+type supervised struct {
+	cancel       context.CancelCauseFunc
+	phase        state.Phase
+	attempt      int
+	lastProgress time.Time
+	leaseID      string
+}
+
+// New checks the configuration and prepares an agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	client, err := controlplane.NewClient(cfg.ControlPlane, cfg.Token, controlplane.ClientOptions{
+		Insecure: cfg.Insecure, UserAgent: "agent/" + cfg.Version, Timeout: 30 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	host, _ := os.Hostname()
+	return &Agent{
+		cfg: cfg, log: cfg.Logger, layout: Layout{cfg.DataDir}, host: host, client: client,
+		health:   health.NewTracker(cfg.Executor.Name(), health.Options{}),
+		kickSend: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
+		fatal: make(chan error, 1), aborted: make(chan struct{}),
+		running: map[string]*supervised{}, interval: cfg.HeartbeatInterval,
+	}, nil
+}
+
+// Abort makes a running stop skip its waits: tasks are cancelled at once and
+// the outbox is not flushed (its records stay on disk for the next start).
+// The CLI calls it on a second signal.
+func (a *Agent) Abort() { a.abortOnce.Do(func() { close(a.aborted) }) }
+
+// Run runs the agent until ctx is done, then stops it gracefully. It
+// returns an error when the agent cannot start (a locked or unusable data
+// directory, an invalid configuration) or the control plane refuses its
+// token.
+func (a *Agent) Run(ctx context.Context) (err error) {
+	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	a.outbox, err = outbox.Open(a.layout.Outbox(), a.cfg.Outbox)
+	if err != nil {
+		return err
+	}
+	defer a.outbox.Close()
+	if a.id = a.cfg.AgentID; a.id == "" {
+		if a.id, err = a.layout.agentID(); err != nil {
+			return fmt.Errorf("agent id: %w", err)
+		}
+	}
+	if a.store, err = state.OpenStore(a.layout.Tasks()); err != nil {
+		return err
+	}
+	a.started = time.Now()
+	a.log.Info("agent starting", "agent_id", a.id, "data_dir", a.cfg.DataDir, "control_plane", a.client.URL(),
+		"executor", a.cfg.Executor.Name(), "max_concurrent", a.cfg.MaxConcurrent)
+	if st := a.outbox.Stats(); st.Pending > 0 || st.Quarantined > 0 || st.TornBytes > 0 {
+		a.log.Info("outbox recovered", "pending", st.Pending, "dead", st.Dead, "quarantined", st.Quarantined, "torn_bytes", st.TornBytes)
+	}
+	resume := a.reconcile()
+
+	tasksCtx, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
+	a.tasksCtx = tasksCtx
+	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { a.sendLoop(loops) })
+	wg.Go(func() { a.heartbeatLoop(loops) })
+	wg.Go(func() { a.claimLoop(loops) })
+	if a.cfg.WatchdogInterval > 0 {
+		wg.Go(func() { a.watchdogLoop(loops) })
+	}
+	for _, t := range resume {
+		a.supervise(tasksCtx, t)
+	}
+	a.kick(a.kickSend)
+	a.cfg.Notify("READY=1")
+
+	var fatal error
+	select {
+	case <-ctx.Done():
+		a.log.Info("agent stopping", "running", a.runningCount())
+	case fatal = <-a.fatal:
+		a.log.Error("agent stopping", "err", fatal)
+	}
+	a.cfg.Notify("STOPPING=1")
+	a.mu.Lock()
+	a.stopping = true
+	a.mu.Unlock()
+	a.shutdownTasks(stopTasks)
+	stopLoops()
+	wg.Wait()
+	if fatal == nil {
+		a.flush()
+	}
+	st := a.outbox.Stats()
+	a.log.Info("agent stopped", "pending", st.Pending, "dead", st.Dead)
+	return fatal
+}
+
+// shutdownTasks gives running tasks the grace period, then cancels them
+// with runner.ErrShutdown and waits for them to end.
+func (a *Agent) shutdownTasks(stop context.CancelCauseFunc) {
+	done := make(chan struct{})
+	go func() { a.tasks.Wait(); close(done) }()
+	if a.runningCount() > 0 {
+		select {
+		case <-done:
+		case <-a.aborted:
+		case <-time.After(a.cfg.ShutdownGrace):
+		}
+	}
+	stop(runner.ErrShutdown)
+	<-done
+}
+
+// flush delivers what it can of the outbox within the flush timeout.
+func (a *Agent) flush() {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.FlushTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-a.aborted:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for ctx.Err() == nil {
+		n, err := a.sendBatch(ctx)
+		if n == 0 || err != nil {
+			return
+		}
+	}
+}
+
+func (a *Agent) runningCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.running)
+}
+
+func (a *Agent) kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// die stops the agent for an error it cannot work around (the control
+// plane refuses the token).
+func (a *Agent) die(err error) {
+	select {
+	case a.fatal <- err:
+	default:
+	}
+}
+
+// reconcile loads task state and takes up the tasks a crash left in a
+// running phase. It returns those to run again.
+func (a *Agent) reconcile() []*state.Task {
+	tasks, err := a.store.LoadAll()
+	if err != nil {
+		a.log.Error("some task files could not be read; those tasks are left alone", "err", err)
+	}
+	var resume []*state.Task
+	for _, t := range tasks {
+		if !t.Phase.Running() {
+			continue
+		}
+		r := a.newRunner(t)
+		if r.Recover(t) {
+			a.log.Info("resuming task left running", "task", t.ID, "attempt", t.Current().Number)
+			resume = append(resume, t)
+		} else {
+			a.log.Info("task left running was ended", "task", t.ID, "phase", t.Phase, "reason", t.PhaseReason)
+		}
+	}
+	return resume
+}
+
+// newRunner returns a runner whose reports go to task's sink.
+func (a *Agent) newRunner(t *state.Task) *runner.Runner {
+	return &runner.Runner{Executor: a.cfg.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
+		Policy: a.policyFor(t), Timeouts: a.cfg.Timeouts, Models: a.cfg.Models, Logger: a.log.With("task", t.ID)}
+}
+
+// policyFor applies a task's own max_attempts, if it has one.
+func (a *Agent) policyFor(t *state.Task) runner.Policy {
+	p := a.cfg.Policy
+	if t.MaxAttempts > 0 {
+		p.MaxAttempts = t.MaxAttempts
+	}
+	return p
+}
+
+// supervise runs a task in its own goroutine until it ends.
+func (a *Agent) supervise(parent context.Context, t *state.Task) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sup := &supervised{cancel: cancel, phase: t.Phase, lastProgress: t.LastProgressAt}
+	if t.Lease != nil {
+		sup.leaseID = t.Lease.ID
+	}
+	if c := t.Current(); c != nil {
+		sup.attempt = c.Number
+	}
+	a.mu.Lock()
+	if a.stopping {
+		// A claim that raced the stop: the task is still only claimed, so
+		// its lease lapses and the control plane queues it again.
+		a.mu.Unlock()
+		cancel(nil)
+		a.log.Info("not starting a task claimed while stopping", "task", t.ID)
+		return
+	}
+	a.running[t.ID] = sup
+	a.tasks.Add(1) // under mu, so never after shutdown began waiting
+	a.mu.Unlock()
+	go func() {
+		defer a.tasks.Done()
+		defer func() {
+			cancel(nil)
+			a.mu.Lock()
+			delete(a.running, t.ID)
+			a.mu.Unlock()
+			a.kick(a.kickClaim)
+		}()
+		if err := a.newRunner(t).Run(ctx, t); err != nil {
+			a.log.Error("task cannot run", "task", t.ID, "err", err)
+			return
+		}
+		a.log.Info("task ended", "task", t.ID, "phase", t.Phase, "attempts", len(t.Attempts))
+	}()
+}
+
+// cancelTask cancels a running task at the control plane's request.
+func (a *Agent) cancelTask(id string) {
+	a.mu.Lock()
+	sup := a.running[id]
+	a.mu.Unlock()
+	if sup != nil {
+		a.log.Info("cancelling task at the control plane's request", "task", id)
+		sup.cancel(runner.ErrCancelled)
+	}
+}
+
+// leaseOf returns the lease id to send a task's records with.
+func (a *Agent) leaseOf(taskID string) string {
+	a.mu.Lock()
+	sup := a.running[taskID]
+	a.mu.Unlock()
+	if sup != nil {
+		return sup.leaseID
+	}
+	if t, err := a.store.Load(taskID); err == nil && t.Lease != nil {
+		return t.Lease.ID
+	}
+	return ""
+}
+
+// errorsIsUnauthorized reports a refused token.
+func errorsIsUnauthorized(err error) bool { return errors.Is(err, controlplane.ErrUnauthorized) }

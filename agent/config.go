@@ -1,0 +1,113 @@
+// Package agent is the daemon: it heartbeats to the control plane, claims
+// tasks, runs each one through the runner, and delivers every report
+// through the outbox.
+//
+// Start: lock the data directory (the outbox's lock), open and recover the
+// outbox, load task state, reconcile tasks a crash left running, then start
+// the sender (pending records first), the heartbeat, and the claimer.
+//
+// Every report is appended to the outbox, durably, before it is sent. The
+// sender batches pending records, backs off with jitter while the control
+// plane is unreachable, and never gives up; each heartbeat also triggers a
+// replay.
+//
+// Stop (the context ends): stop claiming, give running tasks a grace
+// period, cancel what still runs, flush the outbox for a bounded time,
+// release the lock. Abort skips the waits.
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/runner"
+)
+
+// Config configures an Agent. ControlPlane, Token, DataDir and Executor are
+// required; other zero fields take the defaults their comments give.
+type Config struct {
+	ControlPlane string
+	// Token is the control plane's bearer token. It is never logged.
+	Token    string
+	Insecure bool // allow http:// to a host that is not loopback
+
+	DataDir string
+	// AgentID names the agent. Default: an id kept in DataDir/agent-id.
+	AgentID string
+	Version string
+
+	Executor runner.Executor
+	Models   []string
+	Policy   runner.Policy
+	Timeouts runner.Timeouts
+
+	// MaxConcurrent is how many tasks run at once. Default 2.
+	MaxConcurrent int
+	// HeartbeatInterval is the first interval; the control plane's answer
+	// may change it. Default 10 s.
+	HeartbeatInterval time.Duration
+	// ShutdownGrace is how long running tasks may finish on stop before
+	// they are cancelled. Default 10 s.
+	ShutdownGrace time.Duration
+	// FlushTimeout bounds the last delivery of pending records on stop.
+	// Default 5 s.
+	FlushTimeout time.Duration
+	// SendBackoffMax caps the wait between delivery attempts while the
+	// control plane is unreachable. Default 30 s.
+	SendBackoffMax time.Duration
+
+	Outbox outbox.Options
+	Logger *slog.Logger
+	// Notify, if set, receives service manager notifications: READY=1,
+	// STOPPING=1 and WATCHDOG=1 (sd_notify).
+	Notify func(state string)
+	// WatchdogInterval, if set, is the service manager's watchdog limit;
+	// the agent pings at half of it while its loops are alive.
+	WatchdogInterval time.Duration
+}
+
+// ErrConfig marks a configuration error.
+var ErrConfig = errors.New("invalid configuration")
+
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.ControlPlane == "":
+		return c, fmt.Errorf("%w: no control plane URL (--control-plane)", ErrConfig)
+	case c.DataDir == "":
+		return c, fmt.Errorf("%w: no data directory (--data-dir)", ErrConfig)
+	case c.Executor == nil:
+		return c, fmt.Errorf("%w: no executor", ErrConfig)
+	}
+	if _, err := controlplane.CheckURL(c.ControlPlane, c.Insecure); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = 2
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 10 * time.Second
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 10 * time.Second
+	}
+	if c.FlushTimeout <= 0 {
+		c.FlushTimeout = 5 * time.Second
+	}
+	if c.SendBackoffMax <= 0 {
+		c.SendBackoffMax = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Notify == nil {
+		c.Notify = func(string) {}
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	return c, nil
+}

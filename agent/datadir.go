@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/durable"
+	"github.com/edgeagent/agent/state"
+	"github.com/natefinch/atomic"
+)
+
+// Layout is where the agent keeps its files in a data directory:
+//
+//	outbox/           the durable outbox (its lock is the data directory's)
+//	tasks/            task state, one JSON file per task
+//	logs/TASK/N.log   executor output of attempt N
+//	health.json       the executor's health at the last heartbeat
+//	agent-id          the agent's stable id
+type Layout struct{ Dir string }
+
+// Paths in a data directory.
+func (l Layout) Outbox() string            { return filepath.Join(l.Dir, "outbox") }
+func (l Layout) Tasks() string             { return filepath.Join(l.Dir, "tasks") }
+func (l Layout) Logs(taskID string) string { return filepath.Join(l.Dir, "logs", taskID) }
+func (l Layout) Health() string            { return filepath.Join(l.Dir, "health.json") }
+func (l Layout) AgentID() string           { return filepath.Join(l.Dir, "agent-id") }
+func (l Layout) Log(taskID string, n int) string {
+	return filepath.Join(l.Logs(taskID), strconv.Itoa(n)+".log")
+}
+
+// agentID returns the id kept in the data directory, making one the first
+// time: the host name and a random suffix.
+func (l Layout) agentID() (string, error) {
+	b, err := os.ReadFile(l.AgentID())
+	if err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	host, _ := os.Hostname()
+	suffix := make([]byte, 3)
+	rand.Read(suffix)
+	id := fmt.Sprintf("%s-%s", sanitize(host), hex.EncodeToString(suffix))
+	if err := writeFile(l.AgentID(), []byte(id+"\n")); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func sanitize(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, s)
+	if s == "" {
+		return "agent"
+	}
+	return s
+}
+
+// writeFile replaces a file atomically and durably, 0600.
+func writeFile(path string, data []byte) error {
+	if err := atomic.WriteFile(path, bytes.NewReader(data)); err != nil {
+		return err
+	}
+	return durable.SyncDir(filepath.Dir(path))
+}
+
+// HealthFile is what health.json holds: `agent health` reads it.
+type HealthFile struct {
+	health.Snapshot
+	AgentID   string    `json:"agent_id"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// ControlPlane says whether the last heartbeat got through.
+	ControlPlane string `json:"control_plane"`
+}
+
+// ReadHealth reads the health the agent recorded at its last heartbeat.
+func ReadHealth(dataDir string) (HealthFile, error) {
+	var h HealthFile
+	b, err := os.ReadFile(Layout{dataDir}.Health())
+	if errors.Is(err, fs.ErrNotExist) {
+		return h, fmt.Errorf("no health recorded in %s: the agent has not run there yet", dataDir)
+	}
+	if err != nil {
+		return h, err
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return h, fmt.Errorf("%s: %w", Layout{dataDir}.Health(), err)
+	}
+	return h, nil
+}
+
+// appendLog appends lines of executor output to the task's attempt log.
+// These files are for local inspection; delivery goes through the outbox.
+func (l Layout) appendLog(taskID string, attempt int, at time.Time, stream string, lines []string) error {
+	if err := os.MkdirAll(l.Logs(taskID), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(l.Log(taskID, attempt), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	ts := at.UTC().Format("15:04:05.000")
+	for _, line := range lines {
+		fmt.Fprintf(w, "%s %-8s %s\n", ts, stream, line)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// LogAttempts lists the attempt numbers that have a log, in order.
+func LogAttempts(dataDir, taskID string) ([]int, error) {
+	if err := state.ValidateID(taskID); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(Layout{dataDir}.Logs(taskID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range entries {
+		if n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log")); err == nil && strings.HasSuffix(e.Name(), ".log") {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

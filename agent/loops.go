@@ -1,0 +1,284 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/state"
+)
+
+// Batch limits of one delivery.
+const (
+	sendBatchRecords = controlplane.MaxEventsPerBatch
+	sendBatchBytes   = controlplane.MaxBatchBytes - 64<<10 // room for the envelope
+	// loopTick wakes idle loops, so the service watchdog sees them alive.
+	loopTick = 5 * time.Second
+)
+
+// sendLoop delivers pending records whenever something is appended, on
+// every heartbeat (a replay), and on its own backoff after a failure. It
+// retries forever: the records are on disk, and a wait grows from 500 ms to
+// SendBackoffMax, with jitter, while the control plane is unreachable.
+func (a *Agent) sendLoop(ctx context.Context) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.RandomizationFactor = 500*time.Millisecond, a.cfg.SendBackoffMax, 0.5
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	tick := time.NewTicker(loopTick)
+	defer tick.Stop()
+	waiting := false // a retry is scheduled: kicks wait for it
+	for {
+		a.sendTick.Store(time.Now().UnixNano())
+		select {
+		case <-ctx.Done():
+			retry.Stop()
+			return
+		case <-tick.C:
+			continue
+		case <-a.kickSend:
+			if waiting {
+				continue
+			}
+		case <-retry.C:
+			waiting = false
+		}
+		for ctx.Err() == nil {
+			n, err := a.sendBatch(ctx)
+			if err != nil {
+				if errorsIsUnauthorized(err) {
+					a.die(err)
+					return
+				}
+				d := b.NextBackOff()
+				a.log.Warn("delivery failed; records stay pending", "err", err, "retry_in", d.Round(time.Millisecond))
+				retry.Reset(d)
+				waiting = true
+				break
+			}
+			if n == 0 {
+				b.Reset()
+				break
+			}
+		}
+	}
+}
+
+// sendBatch delivers one batch of pending records and records what became
+// of each: sent (accepted or duplicate), dead (rejected for good), or one
+// more failed try. It returns how many records it took.
+func (a *Agent) sendBatch(ctx context.Context) (int, error) {
+	recs, err := a.outbox.Pending(sendBatchRecords, sendBatchBytes)
+	if err != nil || len(recs) == 0 {
+		return 0, err
+	}
+	events := make([]controlplane.Event, len(recs))
+	leases := map[string]string{}
+	for i, r := range recs {
+		lease, ok := leases[r.TaskID]
+		if !ok {
+			lease = a.leaseOf(r.TaskID)
+			leases[r.TaskID] = lease
+		}
+		events[i] = controlplane.Event{Key: r.Key, Kind: state.EventKind(r.Kind), TaskID: r.TaskID, Attempt: r.Attempt,
+			LeaseID: lease, CreatedAt: r.CreatedAt, Payload: r.Payload}
+	}
+	results, sendErr := a.client.SendEvents(ctx, a.id, events)
+	var sent, failed []uint64
+	for i, r := range recs {
+		if i >= len(results) {
+			failed = append(failed, r.Seq)
+			continue
+		}
+		switch res := results[i]; res.Status {
+		case controlplane.StatusAccepted, controlplane.StatusDuplicate:
+			sent = append(sent, r.Seq)
+		default:
+			a.log.Warn("record rejected for good; marked dead", "seq", r.Seq, "task", r.TaskID, "kind", r.Kind, "reason", res.Reason)
+			if err := a.outbox.MarkDead(res.Reason, r.Seq); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if err := a.outbox.MarkSent(sent...); err != nil {
+		return 0, err
+	}
+	if sendErr != nil {
+		if err := a.outbox.MarkFailed(sendErr.Error(), failed...); err != nil {
+			return 0, err
+		}
+		return len(recs), sendErr
+	}
+	return len(recs), nil
+}
+
+// heartbeatLoop reports the agent every interval (the control plane may
+// change it). Each heartbeat carries the executor's health, the running
+// tasks and the outbox figures; its answer names tasks to cancel. Each one
+// also replays pending records and lets the claimer look for work. A failed
+// heartbeat is not retried on its own: the next one comes an interval
+// later.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for first := true; ; first = false {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		a.beatTick.Store(time.Now().UnixNano())
+		a.probe(ctx)
+		resp, err := a.client.Heartbeat(ctx, a.heartbeatRequest())
+		a.mu.Lock()
+		wasReached := a.reached
+		a.reached = err == nil
+		interval := a.interval
+		a.mu.Unlock()
+		switch {
+		case errorsIsUnauthorized(err):
+			a.die(err)
+			return
+		case err != nil && ctx.Err() == nil:
+			// Said once when the control plane goes away, not every beat.
+			if wasReached || first {
+				a.log.Warn("heartbeat failed; the control plane seems unreachable, records stay pending", "err", err)
+			}
+		case err == nil:
+			if !wasReached {
+				a.log.Info("control plane reached", "url", a.client.URL())
+			}
+			if d := time.Duration(resp.HeartbeatIntervalS * float64(time.Second)); d > 0 && d != interval {
+				a.mu.Lock()
+				a.interval, interval = d, d
+				a.mu.Unlock()
+			}
+			for _, id := range resp.Cancel {
+				a.cancelTask(id)
+			}
+		}
+		a.writeHealth(err == nil)
+		a.kick(a.kickSend)
+		a.kick(a.kickClaim)
+		timer.Reset(interval)
+	}
+}
+
+// probe checks an unavailable executor again when a probe is due.
+func (a *Agent) probe(ctx context.Context) {
+	if !a.health.ProbeDue() {
+		return
+	}
+	if err := a.cfg.Executor.Probe(ctx); err != nil {
+		a.health.Observe(health.StartFailure, err.Error())
+		return
+	}
+	a.health.Observe(health.ProbeOK, "")
+	a.log.Info("executor can start again", "executor", a.cfg.Executor.Name())
+}
+
+func (a *Agent) heartbeatRequest() controlplane.HeartbeatRequest {
+	snap := a.health.Snapshot()
+	h := controlplane.Health{Grade: string(snap.Grade), Reason: snap.Reason, Since: snap.Since, RecentErrors: []controlplane.HealthProblem{}}
+	for _, p := range snap.RecentErrors {
+		h.RecentErrors = append(h.RecentErrors, controlplane.HealthProblem{At: p.At, Signal: string(p.Signal), Detail: p.Detail})
+	}
+	st := a.outbox.Stats()
+	req := controlplane.HeartbeatRequest{AgentID: a.id, Hostname: a.host, Version: a.cfg.Version, StartedAt: a.started, Health: h,
+		Outbox:  controlplane.OutboxStats{Pending: st.Pending, OldestPendingAgeS: st.OldestPendingAge, Dead: st.Dead, Bytes: st.FileBytes},
+		Running: []controlplane.RunningTask{}}
+	a.mu.Lock()
+	for id, s := range a.running {
+		req.Running = append(req.Running, controlplane.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress})
+	}
+	a.mu.Unlock()
+	req.Capacity = controlplane.Capacity{Max: a.cfg.MaxConcurrent, Running: len(req.Running)}
+	return req
+}
+
+// writeHealth records the health for `agent health`.
+func (a *Agent) writeHealth(reached bool) {
+	cp := "reachable"
+	if !reached {
+		cp = "unreachable"
+	}
+	b, _ := json.MarshalIndent(HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: time.Now(), ControlPlane: cp}, "", "  ")
+	if err := writeFile(a.layout.Health(), append(b, '\n')); err != nil {
+		a.log.Warn("write health file", "err", err)
+	}
+}
+
+// claimLoop asks for work when a heartbeat got through or a task ended,
+// while there is room, the executor is not unavailable and the agent is not
+// stopping. A failed claim is not retried: the next heartbeat asks again.
+func (a *Agent) claimLoop(ctx context.Context) {
+	tick := time.NewTicker(loopTick)
+	defer tick.Stop()
+	for {
+		a.claimTick.Store(time.Now().UnixNano())
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			continue
+		case <-a.kickClaim:
+		}
+		a.mu.Lock()
+		free, stopping, reached := a.cfg.MaxConcurrent-len(a.running), a.stopping, a.reached
+		a.mu.Unlock()
+		grade := a.health.Grade()
+		if free <= 0 || stopping || !reached || grade == health.Unavailable {
+			continue
+		}
+		resp, err := a.client.Claim(ctx, controlplane.ClaimRequest{AgentID: a.id, Max: free, HealthGrade: string(grade)})
+		if err != nil {
+			if errorsIsUnauthorized(err) {
+				a.die(err)
+				return
+			}
+			if ctx.Err() == nil {
+				a.log.Warn("claim failed", "err", err)
+			}
+			continue
+		}
+		for _, c := range resp.Tasks {
+			t := c.Task
+			lease := c.Lease
+			t.Lease = &lease
+			if err := a.store.Save(&t); err != nil {
+				a.log.Error("save claimed task; it will stall at the control plane", "task", t.ID, "err", err)
+				continue
+			}
+			a.log.Info("task claimed", "task", t.ID, "title", t.Title)
+			a.supervise(a.tasksCtx, &t)
+		}
+	}
+}
+
+// watchdogLoop pings the service manager's watchdog at half its interval,
+// but only while the agent's own loops are alive: a loop that has not
+// ticked within the interval stops the pings, and the service manager
+// restarts the agent.
+func (a *Agent) watchdogLoop(ctx context.Context) {
+	tick := time.NewTicker(a.cfg.WatchdogInterval / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		a.mu.Lock()
+		interval := a.interval
+		a.mu.Unlock()
+		now := time.Now().UnixNano()
+		limit := int64(max(a.cfg.WatchdogInterval, interval+loopTick))
+		if now-a.sendTick.Load() < limit && now-a.beatTick.Load() < limit && now-a.claimTick.Load() < limit {
+			a.cfg.Notify("WATCHDOG=1")
+		}
+	}
+}

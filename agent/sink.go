@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/state"
+)
+
+// sink takes a task's reports from the runner: each is appended to the
+// outbox (durably, before anything is sent), task state is saved on phase,
+// attempt and completion reports, and log lines also go to the local log.
+type sink struct {
+	a      *Agent
+	taskID string
+}
+
+// Report implements runner.Sink.
+func (s *sink) Report(r runner.Report) {
+	a := s.a
+	payload, err := json.Marshal(r.Payload)
+	if err != nil {
+		a.log.Error("encode report", "task", s.taskID, "kind", r.Kind, "err", err)
+		return
+	}
+	rec := outbox.Record{Key: recordKey(s.taskID, r), Kind: outbox.Kind(r.Kind), TaskID: s.taskID, Attempt: r.Attempt,
+		CreatedAt: r.At, Payload: payload}
+	if _, err := a.outbox.Append(rec); err != nil {
+		if errors.Is(err, outbox.ErrFull) {
+			a.log.Warn("outbox full: log record dropped", "task", s.taskID)
+		} else {
+			a.log.Error("outbox append failed: this report is not kept", "task", s.taskID, "kind", r.Kind, "err", err)
+		}
+	}
+	switch r.Kind {
+	case state.EventLog:
+		l := r.Payload.(state.LogEvent)
+		if err := a.layout.appendLog(s.taskID, max(r.Attempt, 1), r.At, l.Stream, l.Lines); err != nil {
+			a.log.Warn("local task log", "task", s.taskID, "err", err)
+		}
+	case state.EventPhase, state.EventAttempt, state.EventComplete:
+		if err := a.store.Save(r.Task); err != nil {
+			a.log.Error("save task state", "task", s.taskID, "err", err)
+		}
+	}
+	a.mu.Lock()
+	if sup := a.running[s.taskID]; sup != nil {
+		sup.phase, sup.attempt, sup.lastProgress = r.Task.Phase, r.Attempt, r.Task.LastProgressAt
+	}
+	a.mu.Unlock()
+	a.kick(a.kickSend)
+}
+
+// recordKey is the idempotency key of a report: taskID:kind:phase:createdAt
+// for phase and completion reports, so that the same change made twice
+// (after a restart) is one event at the control plane; empty (the outbox
+// makes a unique one) for the others.
+func recordKey(taskID string, r runner.Report) string {
+	var phase state.Phase
+	switch p := r.Payload.(type) {
+	case state.PhaseEvent:
+		phase = p.Phase
+	case state.CompleteEvent:
+		phase = p.Status
+	default:
+		return ""
+	}
+	return fmt.Sprintf("%s:%s:%s:%s", taskID, r.Kind, phase, r.At.UTC().Format(outbox.TimeFormat))
+}

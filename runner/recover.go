@@ -1,0 +1,49 @@
+package runner
+
+import (
+	"fmt"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// Recover takes up a task that an earlier run of the agent left in a
+// running phase, as a crash leaves it. An attempt that was running is
+// finalized as failed with code agent_restart; the retry policy and the
+// safety gate then decide between a new attempt and recoverable_failed,
+// and the decision is recorded on the attempt. Every change is reported to
+// the sink. Recover reports whether Run should take the task up: a task
+// with a new or pending attempt, or claimed without one.
+func (r *Runner) Recover(task *state.Task) (resume bool) {
+	c := task.Current()
+	switch {
+	case task.Phase.Terminal() || task.Phase == state.PhaseQueued:
+		return false
+	case c == nil || c.Status == state.AttemptPending:
+		return true
+	case c.Status.Final():
+		// The attempt ended but the task did not: the crash came between.
+		r.end(task, state.PhaseRecoverableFailed, fmt.Sprintf("the agent restarted after attempt %d ended %s", c.Number, c.Status))
+		return false
+	}
+	v := Verdict{Class: Transient, Code: "agent_restart", Message: "the agent restarted during the attempt"}
+	d := r.Policy.decide(v, c, r.firstEventRetried(task, c))
+	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, Retry: &d}
+	now := r.now()
+	if d.Decision == state.DecisionRetried {
+		next, err := task.ScheduleRetry(c.AttemptID, out, r.newID(), r.Models, now)
+		if err != nil {
+			r.logger().Error("recover: schedule retry", "task", task.ID, "err", err)
+			return false
+		}
+		r.reportAttempt(task, &task.Attempts[len(task.Attempts)-2])
+		r.reportPhase(task)
+		r.reportAttempt(task, next)
+		return true
+	}
+	if err := task.FinalizeAttempt(c.AttemptID, out, now); err != nil {
+		r.logger().Error("recover: finalize attempt", "task", task.ID, "err", err)
+	}
+	r.reportAttempt(task, c)
+	r.end(task, state.PhaseRecoverableFailed, fmt.Sprintf("%s; not retried automatically: %s", v.Error(), d.Gate))
+	return false
+}
