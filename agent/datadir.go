@@ -151,3 +151,92 @@ func LogAttempts(dataDir, taskID string) ([]int, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+// LoadTasks reads the task state of a data directory, without changing
+// it. Unreadable files are reported in err; the other tasks are returned.
+func LoadTasks(dataDir string) ([]*state.Task, error) {
+	dir := Layout{dataDir}.Tasks()
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("no task state in data directory %s (has the agent run there?)", dataDir)
+	}
+	st, err := state.OpenStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	return st.LoadAll()
+}
+
+// LoadTask reads one task of a data directory.
+func LoadTask(dataDir, id string) (*state.Task, error) {
+	if err := state.ValidateID(id); err != nil {
+		return nil, err
+	}
+	t, err := (&Layout{dataDir}).store().Load(id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no task %s in data directory %s", id, dataDir)
+	}
+	return t, err
+}
+
+func (l *Layout) store() *state.Store {
+	st, _ := state.OpenStore(l.Tasks())
+	return st
+}
+
+// LogReader reads a task's attempt logs from where it last stopped, so
+// that a caller can follow them as they grow.
+type LogReader struct {
+	dataDir, taskID string
+	only            int // 0: every attempt
+	offsets         map[int]int64
+	lastShown       int
+}
+
+// NewLogReader reads task's logs, of one attempt when attempt > 0.
+func NewLogReader(dataDir, taskID string, attempt int) (*LogReader, error) {
+	if err := state.ValidateID(taskID); err != nil {
+		return nil, err
+	}
+	return &LogReader{dataDir: dataDir, taskID: taskID, only: attempt, offsets: map[int]int64{}}, nil
+}
+
+// Dir is the directory holding the task's logs.
+func (r *LogReader) Dir() string { return Layout{r.dataDir}.Logs(r.taskID) }
+
+// Next calls fn with the complete lines written since the last call. A
+// header line "== attempt N ==" comes before the lines of each attempt
+// when several are shown.
+func (r *LogReader) Next(fn func(line string)) error {
+	attempts, err := LogAttempts(r.dataDir, r.taskID)
+	if err != nil {
+		return err
+	}
+	for _, n := range attempts {
+		if r.only > 0 && n != r.only {
+			continue
+		}
+		f, err := os.Open(Layout{r.dataDir}.Log(r.taskID, n))
+		if err != nil {
+			return err
+		}
+		if _, err := f.Seek(r.offsets[n], 0); err != nil {
+			f.Close()
+			return err
+		}
+		br := bufio.NewReader(f)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				break // an unterminated line waits for the next call
+			}
+			r.offsets[n] += int64(len(line))
+			if r.only == 0 && r.lastShown != n {
+				fn(fmt.Sprintf("== attempt %d ==", n))
+				r.lastShown = n
+			}
+			fn(strings.TrimSuffix(line, "\n"))
+		}
+		f.Close()
+	}
+	return nil
+}

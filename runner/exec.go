@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,7 +139,9 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 		defer emitMu.Unlock()
 		emit(ev)
 	}
-	session := fmt.Sprintf("exec-%d", pgid)
+	sid := make([]byte, 4)
+	rand.Read(sid)
+	session := fmt.Sprintf("%x-%d", sid, pgid) // short form (first 4) tells attempts apart
 	send(Event{Type: EventSession, SessionID: session})
 
 	var sawResult sync.Once

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -148,7 +149,7 @@ func TestSuccess(t *testing.T) {
 		t.Fatalf("phase %s, %d attempts", f.task.Phase, len(f.task.Attempts))
 	}
 	a := f.task.Attempts[0]
-	if a.Status != state.AttemptCompleted || *a.ExitCode != 0 || !strings.HasPrefix(a.SessionID, "exec-") || a.Model != "model-a" || !a.Facts.Output {
+	if a.Status != state.AttemptCompleted || *a.ExitCode != 0 || !regexp.MustCompile(`^[0-9a-f]{8}-[0-9]+$`).MatchString(a.SessionID) || a.Model != "model-a" || !a.Facts.Output {
 		t.Errorf("attempt %+v", a)
 	}
 	if f.task.Result == nil || f.task.Result.Summary != "done: fix the flaky test" {

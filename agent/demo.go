@@ -1,0 +1,220 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/state"
+)
+
+// DemoOptions configure Demo.
+type DemoOptions struct {
+	// DataDir keeps the demo's files there; empty uses a temporary
+	// directory, removed at the end.
+	DataDir string
+	// Out receives the narrative.
+	Out io.Writer
+	// Executor runs the tasks: the sample executor.
+	Executor runner.Executor
+	Version  string
+	// Timeout bounds the whole demo. Default 2 min.
+	Timeout time.Duration
+}
+
+// demoTasks show the three outcomes: success, a transient failure retried
+// with the next model, and a failure the safety gate stops.
+var demoTasks = []controlplane.CreateTaskRequest{
+	{Title: "Fix the flaky login test", Prompt: "Fix the flaky login test\n@progress 3\n@sleep 1500ms\n@tool go test ./auth/...\n@output Found a race in the session cache; fixed it and added a test."},
+	{Title: "Summarize this week's issues", Prompt: "Summarize this week's issues\n@sleep 500ms\n@fail rate_limit\n@progress 3\n@sleep 1s\n@output 12 new issues, 3 need attention."},
+	{Title: "Rotate the staging credentials", Prompt: "Rotate the staging credentials\n@progress 2\n@sleep 1s\n@side-effect rotated the staging API key\n@fail network"},
+	{Title: "Write the release notes", Prompt: "Write the release notes"},
+}
+
+// Demo runs the whole system on embedded defaults: a reference control
+// plane on loopback, an agent with the sample executor, a few tasks, live
+// progress, then each task's attempt timeline and the outbox's figures. It
+// returns nil once every task is terminal.
+func Demo(ctx context.Context, opts DemoOptions) error {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	out := opts.Out
+	dir, keep := opts.DataDir, opts.DataDir != ""
+	if !keep {
+		var err error
+		if dir, err = os.MkdirTemp("", "agent-demo-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "demo.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	log := slog.New(slog.NewJSONHandler(logf, nil))
+
+	tok := make([]byte, 16)
+	rand.Read(tok)
+	token := hex.EncodeToString(tok)
+	const beat = 500 * time.Millisecond
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: filepath.Join(dir, "controlplane"), Token: token,
+		HeartbeatInterval: beat, Logger: log.With("component", "controlplane")})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go hs.Serve(ln)
+	defer hs.Close()
+	url := "http://" + ln.Addr().String()
+	client, err := controlplane.NewClient(url, token, controlplane.ClientOptions{})
+	if err != nil {
+		return err
+	}
+	where := filepath.Join(dir, "agent")
+	if !keep {
+		where += " (temporary)"
+	}
+	fmt.Fprintf(out, "Control plane on %s; agent data in %s\n\n", url, where)
+	for _, req := range demoTasks {
+		v, err := client.CreateTask(ctx, req)
+		if err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+		fmt.Fprintf(out, "submitted %s  %s\n", v.ID, v.Title)
+	}
+	fmt.Fprintln(out)
+
+	ag, err := New(Config{ControlPlane: url, Token: token, DataDir: filepath.Join(dir, "agent"), Executor: opts.Executor,
+		Models: []string{"gpt-5-mini", "gpt-5"}, MaxConcurrent: 2, HeartbeatInterval: beat, ShutdownGrace: 2 * time.Second,
+		Policy: runner.Policy{BaseDelay: time.Second}, Logger: log.With("component", "agent"), Version: opts.Version})
+	if err != nil {
+		return err
+	}
+	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAgent()
+	agentErr := make(chan error, 1)
+	go func() { agentErr <- ag.Run(agentCtx) }()
+
+	views, err := watch(ctx, client, out, agentErr)
+	stopAgent()
+	if aerr := <-agentErr; err == nil && aerr != nil {
+		err = aerr
+	}
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintln(out, "\nAttempt timelines")
+	now := time.Now()
+	for _, v := range views {
+		fmt.Fprintf(out, "\n  %s  %s: %s\n", v.ID, v.Title, v.Phase)
+		for _, l := range state.Timeline(&v.Task, now) {
+			fmt.Fprintf(out, "    %s\n", l)
+		}
+	}
+	snap, err := outbox.Inspect(Layout{filepath.Join(dir, "agent")}.Outbox())
+	if err != nil {
+		return err
+	}
+	st := snap.Stats
+	accepted := 0
+	for _, v := range views {
+		evs, err := client.TaskEvents(context.WithoutCancel(ctx), v.ID)
+		if err != nil {
+			return err
+		}
+		accepted += len(evs)
+	}
+	fmt.Fprintf(out, "\nOutbox: %d records written, %d sent, %d pending, %d dead; file %d bytes\n",
+		st.NextSeq-1, st.Sent, st.Pending, st.Dead, st.FileBytes)
+	fmt.Fprintf(out, "Control plane: %d events accepted, each once\n", accepted)
+	if keep {
+		fmt.Fprintf(out, "\nThe data is kept. Try:\n  agent tasks ls --data-dir %[1]s\n  agent tasks show %[2]s --data-dir %[1]s\n  agent outbox ls --data-dir %[1]s\n",
+			filepath.Join(dir, "agent"), views[1].ID)
+	}
+	return nil
+}
+
+// watch prints a line whenever a task's phase, progress or attempts
+// change, until every task is terminal.
+func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agentErr <-chan error) ([]controlplane.TaskView, error) {
+	start := time.Now()
+	last := map[string]string{}
+	tick := time.NewTicker(150 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		views, err := client.Tasks(ctx)
+		if err != nil {
+			return nil, err
+		}
+		done := true
+		for _, v := range views {
+			done = done && v.Phase.Terminal()
+			line := progressLine(v)
+			if line != last[v.ID] {
+				last[v.ID] = line
+				fmt.Fprintf(out, "%6.1fs  %s  %-30s  %s\n", time.Since(start).Seconds(), v.ID, truncate(v.Title, 30), line)
+			}
+		}
+		if done && len(views) > 0 {
+			return views, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("the demo did not finish in time: %w", ctx.Err())
+		case err := <-agentErr:
+			if err == nil {
+				err = errors.New("the agent stopped early")
+			}
+			return nil, err
+		case <-tick.C:
+		}
+	}
+}
+
+// progressLine is what the demo shows of a task.
+func progressLine(v controlplane.TaskView) string {
+	s := fmt.Sprintf("%-19s", v.Phase)
+	c := v.Current()
+	switch {
+	case v.Phase.Terminal() && v.PhaseReason != "":
+		s += v.PhaseReason
+	case c != nil && c.Status == state.AttemptPending:
+		s += fmt.Sprintf("attempt %d with %s after %s", c.Number, c.Model, v.LastErrorCode)
+	case v.Progress.Message != "":
+		s += fmt.Sprintf("%3d%%  %s", v.Progress.Percent, v.Progress.Message)
+	case c != nil:
+		s += fmt.Sprintf("attempt %d with %s", c.Number, c.Model)
+	}
+	return strings.TrimSpace(s)
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

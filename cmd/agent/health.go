@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/agent"
+)
+
+func newHealthCmd() *cobra.Command {
+	var (
+		dataDir string
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Show the executor's health grade and recent errors, as of the agent's last heartbeat",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := agent.ReadHealth(dataDir)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), h)
+			}
+			now := time.Now()
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "executor:       %s\n", h.Executor)
+			fmt.Fprintf(w, "grade:          %s (since %s)\n", h.Grade, ago(now, h.Since))
+			if h.Reason != "" {
+				fmt.Fprintf(w, "reason:         %s\n", h.Reason)
+			}
+			fmt.Fprintf(w, "control plane:  %s\n", h.ControlPlane)
+			fmt.Fprintf(w, "recorded:       %s by agent %s\n", ago(now, h.UpdatedAt), h.AgentID)
+			if len(h.RecentErrors) > 0 {
+				fmt.Fprintln(w, "recent errors:")
+				for _, p := range h.RecentErrors {
+					fmt.Fprintf(w, "  %-8s %-20s %s\n", ago(now, p.At), p.Signal, p.Detail)
+				}
+			}
+			return nil
+		},
+	}
+	dataDirFlag(cmd, &dataDir)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the health record as JSON")
+	return cmd
+}
