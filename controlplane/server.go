@@ -233,7 +233,11 @@ func truncate(s string, n int) string {
 	return s
 }
 
-func view(t *state.Task) TaskView { return TaskView{Task: *t, ProgressCard: state.ProgressCard(t)} }
+// view copies a task for an answer, deeply: the answer is encoded after
+// the lock is released, while events go on changing the task.
+func view(t *state.Task) TaskView {
+	return TaskView{Task: *t.Clone(), ProgressCard: state.ProgressCard(t)}
+}
 
 func (s *Server) listTasks() []TaskView {
 	s.mu.Lock()
@@ -391,7 +395,7 @@ func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
 		if s.save(t) != nil {
 			continue
 		}
-		resp.Tasks = append(resp.Tasks, Claimed{Task: *t, Lease: lease})
+		resp.Tasks = append(resp.Tasks, Claimed{Task: *t.Clone(), Lease: lease})
 	}
 	return resp, nil
 }

@@ -259,15 +259,6 @@ func TestCancelReachesTheAgentInItsHeartbeat(t *testing.T) {
 	}
 }
 
-func mustTasks(t *testing.T, e *env) []TaskView {
-	t.Helper()
-	v, err := e.client.Tasks(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 func TestQueuedTaskExpires(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	v := e.submit("nobody claims me", "")

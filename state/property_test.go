@@ -91,7 +91,7 @@ func TestInvariantsHoldUnderRandomOperations(t *testing.T) {
 			"finalize", "retry", "retry", "retry", "begin", "begin"}
 		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
 			now = now.Add(time.Duration(rapid.IntRange(0, 5000).Draw(rt, "ms")) * time.Millisecond)
-			before := clone(task)
+			before := task.Clone()
 			name := rapid.SampledFrom(names).Draw(rt, "op")
 			err := ops[name]()
 
@@ -122,26 +122,4 @@ func TestInvariantsHoldUnderRandomOperations(t *testing.T) {
 			}
 		}
 	})
-}
-
-// clone deep-copies a task, so a later change to it shows.
-func clone(t *Task) *Task {
-	c := *t
-	c.Attempts = make([]Attempt, len(t.Attempts))
-	for i, a := range t.Attempts {
-		if a.Error != nil {
-			e := *a.Error
-			a.Error = &e
-		}
-		if a.Retry != nil {
-			r := *a.Retry
-			a.Retry = &r
-		}
-		if a.ExitCode != nil {
-			x := *a.ExitCode
-			a.ExitCode = &x
-		}
-		c.Attempts[i] = a
-	}
-	return &c
 }

@@ -202,6 +202,37 @@ func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 	return nil
 }
 
+// Clone returns a deep copy of t that shares nothing it may change later.
+// (Result.Data is shared: it is replaced, never changed in place.)
+func (t *Task) Clone() *Task {
+	c := *t
+	c.Attempts = make([]Attempt, len(t.Attempts))
+	for i, a := range t.Attempts {
+		if a.Error != nil {
+			e := *a.Error
+			a.Error = &e
+		}
+		if a.Retry != nil {
+			r := *a.Retry
+			a.Retry = &r
+		}
+		if a.ExitCode != nil {
+			x := *a.ExitCode
+			a.ExitCode = &x
+		}
+		c.Attempts[i] = a
+	}
+	if t.Lease != nil {
+		l := *t.Lease
+		c.Lease = &l
+	}
+	if t.Result != nil {
+		r := *t.Result
+		c.Result = &r
+	}
+	return &c
+}
+
 // Current returns the current attempt (the last one), or nil.
 func (t *Task) Current() *Attempt {
 	if len(t.Attempts) == 0 {

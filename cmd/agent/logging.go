@@ -18,7 +18,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
 	}
 	if isTerminal(w) {
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly})), nil
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly})), nil
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 }

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/state"
+)
+
+// TestE2EThreeOutcomes runs a control plane, an agent and the sample
+// executor as processes, and checks the three outcomes at the control
+// plane: success; a transient failure retried on the next model; a side
+// effect before a transient failure, stopped by the gate.
+func TestE2EThreeOutcomes(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	ag := startAgentProc(t, c, dataDir)
+	ok := submit(t, c, "Fix the flaky test")
+	retried := submit(t, c, "Summarize\n@fail rate_limit")
+	blocked := submit(t, c, "Rotate\n@side-effect rotated the key\n@fail network")
+
+	v := c.waitPhase(t, ok, "terminal", terminal)
+	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 || v.Result == nil || v.Result.Summary != "done: Fix the flaky test" {
+		t.Errorf("success: %s, %d attempts, %+v", v.Phase, len(v.Attempts), v.Result)
+	}
+	v = c.waitPhase(t, retried, "terminal", terminal)
+	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 {
+		t.Fatalf("retry: %s with %d attempts", v.Phase, len(v.Attempts))
+	}
+	a1, a2 := v.Attempts[0], v.Attempts[1]
+	if a1.Error == nil || a1.Error.Code != "rate_limit" || a1.Retry == nil || a1.Retry.Decision != state.DecisionRetried ||
+		a1.Retry.Gate != state.GateAllowed || a1.Model != "model-a" || a2.Model != "model-b" || a2.Status != state.AttemptCompleted {
+		t.Errorf("retry attempts: %+v / %+v", a1, a2)
+	}
+	v = c.waitPhase(t, blocked, "terminal", terminal)
+	if v.Phase != state.PhaseRecoverableFailed || len(v.Attempts) != 1 || v.Attempts[0].Retry.Gate != "side_effect" ||
+		!v.Attempts[0].Retry.TechnicallyRetryable || v.Attempts[0].Retry.Decision != state.DecisionStopped {
+		t.Errorf("gate: %s %+v", v.Phase, v.Attempts)
+	}
+	for _, id := range []string{ok, retried, blocked} {
+		evs := c.events(t, id)
+		if last := evs[len(evs)-1]; last.Kind != state.EventComplete {
+			t.Errorf("%s: last event is %s, want the completion", id, last.Kind)
+		}
+	}
+	if code := ag.stop(); code != 0 {
+		t.Errorf("agent exit %d on SIGTERM", code)
+	}
+	// What the agent kept locally agrees.
+	r := runAgent(t, "tasks", "show", retried, "--data-dir", dataDir)
+	if !strings.Contains(r.stdout, "-> retried in") || !strings.Contains(r.stdout, "[x] Done") {
+		t.Errorf("tasks show:\n%s", r.stdout)
+	}
+	r = runAgent(t, "tasks", "logs", ok, "--data-dir", dataDir)
+	if !strings.Contains(r.stdout, "I looked at the code and made the change.") {
+		t.Errorf("tasks logs:\n%s", r.stdout)
+	}
+	r = runAgent(t, "health", "--data-dir", dataDir, "--json")
+	var h agent.HealthFile
+	if json.Unmarshal([]byte(r.stdout), &h); h.Grade != "available" || h.ControlPlane != "reachable" {
+		t.Errorf("health: %+v", r)
+	}
+}
+
+func TestE2ECancelFromTheControlPlaneKillsTheProcessGroup(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	startAgentProc(t, c, t.TempDir())
+	id := submit(t, c, "@spawn-child\n@output started\n@hang")
+	var pid int
+	waitFor(t, 60*time.Second, "the grandchild's pid in the task's events", func() bool {
+		evs, _ := c.client.TaskEvents(context.Background(), id)
+		for _, e := range evs {
+			var l state.LogEvent
+			if e.Kind == state.EventLog && json.Unmarshal(e.Payload, &l) == nil {
+				for _, line := range l.Lines {
+					if rest, ok := strings.CutPrefix(line, "grandchild pid "); ok {
+						pid, _ = strconv.Atoi(rest)
+					}
+				}
+			}
+		}
+		return pid > 0
+	})
+	if !processAlive(pid) {
+		t.Fatalf("grandchild %d is not running before the cancel", pid)
+	}
+	if _, err := c.client.CancelTask(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	v := c.waitPhase(t, id, "cancelled", terminal)
+	if v.Phase != state.PhaseCancelled || v.Attempts[0].Status != state.AttemptCancelled {
+		t.Errorf("after cancel: %s %+v", v.Phase, v.Attempts[0])
+	}
+	waitFor(t, 10*time.Second, "the grandchild to die", func() bool { return !processAlive(pid) })
+}
+
+// TestE2EControlPlaneDownAndBack stops the control plane while a task runs:
+// the task finishes, its records wait in the outbox, and once the control
+// plane is back every one is delivered, none applied twice.
+func TestE2EControlPlaneDownAndBack(t *testing.T) {
+	addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
+	c := startCP(t, addr, cpDir)
+	startAgentProc(t, c, dataDir)
+	id := submit(t, c, "@progress 2\n@sleep 1500ms\n@progress 3\n@output done")
+	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
+	c.kill()
+
+	waitFor(t, 60*time.Second, "the task to end on the agent", func() bool {
+		task, err := agent.LoadTask(dataDir, id)
+		return err == nil && task.Phase.Terminal()
+	})
+	snap, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
+	if err != nil || snap.Stats.Pending == 0 {
+		t.Fatalf("no records waiting while the control plane is down: %v %+v", err, snap)
+	}
+	time.Sleep(time.Second) // a few failed deliveries and heartbeats
+
+	c = startCP(t, addr, cpDir)
+	v := c.waitPhase(t, id, "completed", terminal)
+	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 {
+		t.Errorf("after the outage: %s, %d attempts", v.Phase, len(v.Attempts))
+	}
+	waitFor(t, 60*time.Second, "the outbox to drain", func() bool {
+		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
+		return err == nil && s.Stats.Pending == 0
+	})
+	snap, _ = outbox.Inspect(filepath.Join(dataDir, "outbox"))
+	written, tried := 0, 0
+	for _, it := range snap.Items {
+		if it.TaskID == id {
+			written++
+			tried = max(tried, it.Tries)
+		}
+	}
+	if evs := c.events(t, id); len(evs) != written {
+		t.Errorf("the agent wrote %d records for the task, the control plane holds %d events", written, len(evs))
+	}
+	if tried == 0 {
+		t.Errorf("no failed delivery was recorded: the outage was not exercised")
+	}
+}
+
+// TestE2EAgentKilledMidTaskAndRestarted SIGKILLs the agent during an
+// attempt. At the next start the orphaned attempt is finalized as
+// agent_restart, the gate allows a new attempt (nothing was done), and the
+// task completes; nothing stays in a running phase.
+func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	ag := startAgentProc(t, c, dataDir)
+	id := submit(t, c, "@sleep 2s\n@output done")
+	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
+	ag.kill()
+
+	startAgentProc(t, c, dataDir)
+	v := c.waitPhase(t, id, "terminal", terminal)
+	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 {
+		t.Fatalf("after the restart: %s with %d attempts", v.Phase, len(v.Attempts))
+	}
+	a1 := v.Attempts[0]
+	if a1.Error == nil || a1.Error.Code != "agent_restart" || a1.Retry.Decision != state.DecisionRetried {
+		t.Errorf("orphaned attempt %+v %+v", a1.Error, a1.Retry)
+	}
+	c.events(t, id)
+	tasks, err := agent.LoadTasks(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		if task.Phase.Running() {
+			t.Errorf("task %s is stuck %s", task.ID, task.Phase)
+		}
+	}
+}
+
+// TestE2ELateCompletionIsRejectedAndDead lets the control plane's watchdog
+// time a task out while the agent is still running it: the agent's late
+// completion is rejected as terminal and shows as dead in the outbox.
+func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir(), "--stall-limit", "1s")
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir)
+	id := submit(t, c, "@sleep 3s\n@output too late")
+	v := c.waitPhase(t, id, "timed out by the watchdog", terminal)
+	if v.Phase != state.PhaseTimedOut {
+		t.Fatalf("phase %s", v.Phase)
+	}
+	var dead []outbox.Item
+	waitFor(t, 60*time.Second, "the late completion to be marked dead", func() bool {
+		r := runAgent(t, "outbox", "ls", "--dead", "--json", "--data-dir", dataDir)
+		dead = nil
+		json.Unmarshal([]byte(r.stdout), &dead)
+		for _, it := range dead {
+			if it.Kind == outbox.KindComplete && it.Reason == "terminal" {
+				return true
+			}
+		}
+		return false
+	})
+	if v := c.task(t, id); v.Phase != state.PhaseTimedOut || v.Result != nil {
+		t.Errorf("the late completion changed the task: %s %+v", v.Phase, v.Result)
+	}
+}
+
+func TestE2EWrongTokenIsOneClearLine(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	bad := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(bad, []byte("tok-wrong-7781"), 0o600)
+
+	r := runAgent(t, "submit", "--control-plane", c.url(), "--token-file", bad, "--prompt", "x")
+	wantOneLineError(t, r, 1, "401")
+	ag := startProc(t, "agent", nil, "run", "--control-plane", c.url(), "--token-file", bad, "--data-dir", t.TempDir(), "--executor", "sample")
+	if code := ag.wait(); code != 1 {
+		t.Errorf("agent with a wrong token exited %d", code)
+	}
+	out := ag.output()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "agent: ") || !strings.Contains(last, "401") {
+		t.Errorf("last line %q", last)
+	}
+	if strings.Contains(out, "tok-wrong-7781") || strings.Contains(r.stderr, "tok-wrong-7781") {
+		t.Error("the token appears in the output")
+	}
+}
+
+func TestE2ESecondAgentOnTheSameDataDirIsRefused(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir)
+	waitFor(t, 30*time.Second, "the first agent to take the lock", func() bool {
+		_, err := os.Stat(filepath.Join(dataDir, "health.json"))
+		return err == nil
+	})
+	r := runAgent(t, "run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir, "--executor", "sample")
+	wantOneLineError(t, r, 1, filepath.Join(dataDir, "outbox", "lock"))
+}
+
+func TestE2EDemo(t *testing.T) {
+	dir := t.TempDir()
+	r := runAgent(t, "demo", "--data-dir", dir)
+	if r.code != 0 {
+		t.Fatalf("demo: %+v", r)
+	}
+	for _, want := range []string{"-> retried in", "-> blocked: side_effect", "Attempt 2  completed", "0 pending, 0 dead"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if ls := runAgent(t, "tasks", "ls", "--data-dir", filepath.Join(dir, "agent")); strings.Count(ls.stdout, "\n") != 5 {
+		t.Errorf("tasks ls after the demo:\n%s", ls.stdout)
+	}
+}
