@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/sample"
+	"github.com/edgeagent/agent/state"
+)
+
+// TestMain lets the test binary be the sample executor, and checks that no
+// goroutine outlives the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv("AGENT_PKG_SAMPLE") == "1" {
+		os.Exit(sample.Main(os.Stdin, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// fixture is a reference control plane on loopback and an agent config
+// running the sample executor.
+func fixture(t *testing.T) (*controlplane.Client, Config) {
+	t.Helper()
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: "tok", HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := runner.NewExec(runner.ExecConfig{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, Config{ControlPlane: hs.URL, Token: "tok", DataDir: t.TempDir(), Executor: exe,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()}
+}
+
+func waitTerminal(t *testing.T, c *controlplane.Client, id string) controlplane.TaskView {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		v, err := c.Task(context.Background(), id)
+		if err == nil && v.Phase.Terminal() {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s did not end: %+v %v", id, v.Phase, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRunStopsCleanly runs a task, stops the agent, and leaves goleak to
+// find any goroutine still running.
+func TestRunStopsCleanly(t *testing.T) {
+	client, cfg := fixture(t)
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	v, err := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "fix it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := waitTerminal(t, client, v.ID); got.Phase != state.PhaseCompleted {
+		t.Errorf("phase %s", got.Phase)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	snap, err := outbox.Inspect(Layout{cfg.DataDir}.Outbox())
+	if err != nil || snap.Stats.Pending != 0 {
+		t.Errorf("after a clean stop: %v %+v", err, snap.Stats)
+	}
+}
+
+// TestStopCancelsTasksAfterTheGrace stops the agent while a task hangs:
+// after the grace the task ends recoverable_failed (agent_shutdown), and
+// the record of it reaches the control plane in the final flush.
+func TestStopCancelsTasksAfterTheGrace(t *testing.T) {
+	client, cfg := fixture(t)
+	cfg.ShutdownGrace = 200 * time.Millisecond
+	a, _ := New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	v, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "@hang"})
+	for {
+		got, _ := client.Task(ctx, v.ID)
+		if got.Phase == state.PhaseTurnStarted {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	got := waitTerminal(t, client, v.ID)
+	if got.Phase != state.PhaseRecoverableFailed || got.Attempts[0].Error.Code != "agent_shutdown" {
+		t.Errorf("after the stop: %s %+v", got.Phase, got.Attempts[0].Error)
+	}
+}
+
+func TestNewRefusesABadConfig(t *testing.T) {
+	_, cfg := fixture(t)
+	for name, mutate := range map[string]func(*Config){
+		"no URL":      func(c *Config) { c.ControlPlane = "" },
+		"plain http":  func(c *Config) { c.ControlPlane = "http://cp.example.com" },
+		"no data dir": func(c *Config) { c.DataDir = "" },
+		"no executor": func(c *Config) { c.Executor = nil },
+		"no token":    func(c *Config) { c.Token = " " },
+	} {
+		c := cfg
+		mutate(&c)
+		if _, err := New(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestRecordKeys(t *testing.T) {
+	at := time.Date(2026, 11, 21, 12, 0, 0, 5, time.UTC)
+	cases := map[string]runner.Report{
+		"t-1:phase:claimed:2026-11-21T12:00:00.000000005Z":      {Kind: state.EventPhase, At: at, Payload: state.PhaseEvent{Phase: state.PhaseClaimed}},
+		"t-1:complete:completed:2026-11-21T12:00:00.000000005Z": {Kind: state.EventComplete, At: at, Payload: state.CompleteEvent{Status: state.PhaseCompleted}},
+		"": {Kind: state.EventLog, At: at, Payload: state.LogEvent{}},
+	}
+	for want, r := range cases {
+		if got := recordKey("t-1", r); got != want {
+			t.Errorf("%s: %q, want %q", r.Kind, got, want)
+		}
+	}
+	if strings.Contains(recordKey("t-1", cases[""]), "t-1") {
+		t.Error("log records must get the outbox's unique key")
+	}
+}
