@@ -19,7 +19,7 @@ and replayed until the control plane acknowledges it.`,
 		SilenceUsage:  true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newHealthCmd(), newOutboxCmd(), newSampleExecutorCmd())
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newHealthCmd(), newOutboxCmd(), newServiceCmd(), newSampleExecutorCmd())
 	return root
 }
 
