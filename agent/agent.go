@@ -31,7 +31,8 @@ type Agent struct {
 	started time.Time
 
 	tasksCtx  context.Context // cancelled with runner.ErrShutdown when tasks must stop
-	kickSend  chan struct{}
+	kickSend  chan struct{}   // something was appended
+	replay    chan struct{}   // a heartbeat got through
 	kickClaim chan struct{}
 	fatal     chan error
 	aborted   chan struct{}
@@ -72,7 +73,7 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{
 		cfg: cfg, log: cfg.Logger, layout: Layout{cfg.DataDir}, host: host, client: client,
 		health:   health.NewTracker(cfg.Executor.Name(), health.Options{}),
-		kickSend: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
+		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		fatal: make(chan error, 1), aborted: make(chan struct{}),
 		running: map[string]*supervised{}, interval: cfg.HeartbeatInterval,
 	}, nil

@@ -21,9 +21,10 @@ const (
 )
 
 // sendLoop delivers pending records whenever something is appended, on
-// every heartbeat (a replay), and on its own backoff after a failure. It
-// retries forever: the records are on disk, and a wait grows from 500 ms to
-// SendBackoffMax, with jitter, while the control plane is unreachable.
+// every heartbeat that gets through (a replay, which also ends a backoff),
+// and on its own backoff after a failure. It retries forever: the records
+// are on disk, and the wait grows from 500 ms to SendBackoffMax, with
+// jitter, while the control plane is unreachable.
 func (a *Agent) sendLoop(ctx context.Context) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.RandomizationFactor = 500*time.Millisecond, a.cfg.SendBackoffMax, 0.5
@@ -44,6 +45,12 @@ func (a *Agent) sendLoop(ctx context.Context) {
 			if waiting {
 				continue
 			}
+		case <-a.replay:
+			// A heartbeat got through: the control plane is back, so the
+			// backoff is over and pending records go now.
+			retry.Stop()
+			waiting = false
+			b.Reset()
 		case <-retry.C:
 			waiting = false
 		}
@@ -162,8 +169,10 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			}
 		}
 		a.writeHealth(err == nil)
-		a.kick(a.kickSend)
-		a.kick(a.kickClaim)
+		if err == nil {
+			a.kick(a.replay)
+			a.kick(a.kickClaim)
+		}
 		timer.Reset(interval)
 	}
 }

@@ -14,7 +14,7 @@ echo "$out" | awk '
 }
 /^BenchmarkAppend\// {
 	split($1, a, "payload="); split(a[2], p, "/"); size = p[1]
-	split($1, w, "writers="); split(w[2], q, "-"); writers = q[1]
+	split($1, wr, "writers="); split(wr[2], q, "-"); writers = q[1]
 	for (i = 1; i <= NF; i++) {
 		if ($i == "records/s") rps[size, writers] = $(i-1)
 		if ($i == "fsyncs/record") fpr[size, writers] = $(i-1)
@@ -27,8 +27,8 @@ END {
 	printf "\n| payload | writers | records/s | fsyncs/record | baseline records/s | vs baseline |\n"
 	printf "|---:|---:|---:|---:|---:|---:|\n"
 	for (k = 1; k <= n; k++) {
-		split(order[k], sw, SUBSEP); s = sw[1]; w = sw[2]
-		printf "| %d B | %d | %.0f | %.3f | %.0f | %.2fx |\n", s, w, rps[s, w], fpr[s, w], base[s], rps[s, w] / base[s]
+		split(order[k], sw, SUBSEP); sz = sw[1]; wc = sw[2]
+		printf "| %d B | %d | %.0f | %.3f | %.0f | %.2fx |\n", sz, wc, rps[sz, wc], fpr[sz, wc], base[sz], rps[sz, wc] / base[sz]
 	}
 	if (pause != "") printf "\ncompaction of 20 000 live records under 8 writers: appends paused %.0f µs of %.0f µs\n", pause, took
 	if (openmb != "") printf "recovery (Open) reads %s MB/s\n", openmb
