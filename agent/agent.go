@@ -26,6 +26,7 @@ type Agent struct {
 	host    string
 	client  *controlplane.Client
 	outbox  *outbox.Outbox
+	sender  *sender
 	store   *state.Store
 	health  *health.Tracker
 	started time.Time
@@ -105,6 +106,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.store, err = state.OpenStore(a.layout.Tasks()); err != nil {
 		return err
 	}
+	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log}
 	a.started = time.Now()
 	a.log.Info("agent starting", "agent_id", a.id, "data_dir", a.cfg.DataDir, "control_plane", a.client.URL(),
 		"executor", a.cfg.Executor.Name(), "max_concurrent", a.cfg.MaxConcurrent)
@@ -179,7 +181,7 @@ func (a *Agent) flush() {
 		}
 	}()
 	for ctx.Err() == nil {
-		n, err := a.sendBatch(ctx)
+		n, err := a.sender.batch(ctx)
 		if n == 0 || err != nil {
 			return
 		}
@@ -304,10 +306,7 @@ func (a *Agent) leaseOf(taskID string) string {
 	if sup != nil {
 		return sup.leaseID
 	}
-	if t, err := a.store.Load(taskID); err == nil && t.Lease != nil {
-		return t.Lease.ID
-	}
-	return ""
+	return storedLease(a.store, taskID)
 }
 
 // errorsIsUnauthorized reports a refused token.

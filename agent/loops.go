@@ -9,7 +9,6 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/health"
-	"github.com/edgeagent/agent/state"
 )
 
 // Batch limits of one delivery.
@@ -55,7 +54,7 @@ func (a *Agent) sendLoop(ctx context.Context) {
 			waiting = false
 		}
 		for ctx.Err() == nil {
-			n, err := a.sendBatch(ctx)
+			n, err := a.sender.batch(ctx)
 			if err != nil {
 				if errorsIsUnauthorized(err) {
 					a.die(err)
@@ -73,54 +72,6 @@ func (a *Agent) sendLoop(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// sendBatch delivers one batch of pending records and records what became
-// of each: sent (accepted or duplicate), dead (rejected for good), or one
-// more failed try. It returns how many records it took.
-func (a *Agent) sendBatch(ctx context.Context) (int, error) {
-	recs, err := a.outbox.Pending(sendBatchRecords, sendBatchBytes)
-	if err != nil || len(recs) == 0 {
-		return 0, err
-	}
-	events := make([]controlplane.Event, len(recs))
-	leases := map[string]string{}
-	for i, r := range recs {
-		lease, ok := leases[r.TaskID]
-		if !ok {
-			lease = a.leaseOf(r.TaskID)
-			leases[r.TaskID] = lease
-		}
-		events[i] = controlplane.Event{Key: r.Key, Kind: state.EventKind(r.Kind), TaskID: r.TaskID, Attempt: r.Attempt,
-			LeaseID: lease, CreatedAt: r.CreatedAt, Payload: r.Payload}
-	}
-	results, sendErr := a.client.SendEvents(ctx, a.id, events)
-	var sent, failed []uint64
-	for i, r := range recs {
-		if i >= len(results) {
-			failed = append(failed, r.Seq)
-			continue
-		}
-		switch res := results[i]; res.Status {
-		case controlplane.StatusAccepted, controlplane.StatusDuplicate:
-			sent = append(sent, r.Seq)
-		default:
-			a.log.Warn("record rejected for good; marked dead", "seq", r.Seq, "task", r.TaskID, "kind", r.Kind, "reason", res.Reason)
-			if err := a.outbox.MarkDead(res.Reason, r.Seq); err != nil {
-				return 0, err
-			}
-		}
-	}
-	if err := a.outbox.MarkSent(sent...); err != nil {
-		return 0, err
-	}
-	if sendErr != nil {
-		if err := a.outbox.MarkFailed(sendErr.Error(), failed...); err != nil {
-			return 0, err
-		}
-		return len(recs), sendErr
-	}
-	return len(recs), nil
 }
 
 // heartbeatLoop reports the agent every interval (the control plane may

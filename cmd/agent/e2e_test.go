@@ -258,3 +258,37 @@ func TestE2EDemo(t *testing.T) {
 		t.Errorf("tasks ls after the demo:\n%s", ls.stdout)
 	}
 }
+
+// TestE2EOutboxReplayByHand leaves records pending (the control plane went
+// away and the agent was stopped), then delivers them with
+// `agent outbox replay`.
+func TestE2EOutboxReplayByHand(t *testing.T) {
+	addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
+	c := startCP(t, addr, cpDir)
+	ag := startAgentProc(t, c, dataDir)
+	id := submit(t, c, "@sleep 1s\n@output done")
+	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
+	c.kill()
+	waitFor(t, 60*time.Second, "the task to end on the agent", func() bool {
+		task, err := agent.LoadTask(dataDir, id)
+		return err == nil && task.Phase.Terminal()
+	})
+	if code := ag.stop(); code != 0 {
+		t.Fatalf("agent exit %d", code)
+	}
+	snap, _ := outbox.Inspect(filepath.Join(dataDir, "outbox"))
+	pending := snap.Stats.Pending
+	if pending == 0 {
+		t.Fatal("nothing pending: the scenario did not happen")
+	}
+
+	c = startCP(t, addr, cpDir)
+	r := runAgent(t, "outbox", "replay", "--json", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir)
+	var res agent.ReplayResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 || res.Sent != pending || res.Pending != 0 {
+		t.Fatalf("replay of %d records: %+v %+v", pending, res, r)
+	}
+	if v := c.task(t, id); v.Phase != state.PhaseCompleted {
+		t.Errorf("after the replay the control plane shows %s", v.Phase)
+	}
+}

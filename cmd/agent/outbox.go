@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/edgeagent/agent/outbox"
@@ -17,13 +18,19 @@ func newOutboxCmd() *cobra.Command {
 plane acknowledges it. These commands read it while the agent runs; compact
 needs the agent stopped.`,
 	}
-	cmd.AddCommand(newOutboxLsCmd(), newOutboxStatsCmd(), newOutboxTailCmd(), newOutboxCompactCmd())
+	cmd.AddCommand(newOutboxLsCmd(), newOutboxStatsCmd(), newOutboxTailCmd(), newOutboxCompactCmd(), newOutboxReplayCmd())
 	return cmd
 }
 
 // dataDirFlag adds --data-dir to cmd.
 func dataDirFlag(cmd *cobra.Command, dir *string) {
 	cmd.Flags().StringVar(dir, "data-dir", defaultDataDir(), "the agent's data directory (env AGENT_DATA_DIR)")
+}
+
+// hasOutbox reports whether a data directory holds an outbox file.
+func hasOutbox(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(outboxDir(dataDir), outbox.FileName))
+	return err == nil
 }
 
 // outboxDir is where the outbox lives in a data directory.
