@@ -155,32 +155,37 @@ func LogAttempts(dataDir, taskID string) ([]int, error) {
 // LoadTasks reads the task state of a data directory, without changing
 // it. Unreadable files are reported in err; the other tasks are returned.
 func LoadTasks(dataDir string) ([]*state.Task, error) {
-	dir := Layout{dataDir}.Tasks()
-	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("no task state in data directory %s (has the agent run there?)", dataDir)
-	}
-	st, err := state.OpenStore(dir)
+	st, err := readStore(dataDir)
 	if err != nil {
 		return nil, err
 	}
 	return st.LoadAll()
 }
 
-// LoadTask reads one task of a data directory.
+// LoadTask reads one task of a data directory, without changing it.
 func LoadTask(dataDir, id string) (*state.Task, error) {
 	if err := state.ValidateID(id); err != nil {
 		return nil, err
 	}
-	t, err := (&Layout{dataDir}).store().Load(id)
+	st, err := readStore(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	t, err := st.Load(id)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no task %s in data directory %s", id, dataDir)
 	}
 	return t, err
 }
 
-func (l *Layout) store() *state.Store {
-	st, _ := state.OpenStore(l.Tasks())
-	return st
+// readStore opens the task store of a data directory only if it is there:
+// a reader must not create directories where a mistyped path points.
+func readStore(dataDir string) (*state.Store, error) {
+	dir := Layout{dataDir}.Tasks()
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("no task state in data directory %s (has the agent run there?)", dataDir)
+	}
+	return state.OpenStore(dir)
 }
 
 // LogReader reads a task's attempt logs from where it last stopped, so
