@@ -182,6 +182,26 @@ func (c *cp) waitPhase(t *testing.T, id, what string, ok func(state.Phase) bool)
 
 func terminal(p state.Phase) bool { return p.Terminal() }
 
+// waitDone waits until the control plane has the task's completion event:
+// the terminal phase arrives first, as an event of its own, and the result
+// with the completion after it.
+func (c *cp) waitDone(t *testing.T, id string) controlplane.TaskView {
+	t.Helper()
+	waitFor(t, 60*time.Second, fmt.Sprintf("task %s's completion", id), func() bool {
+		evs, err := c.client.TaskEvents(context.Background(), id)
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			if e.Kind == state.EventComplete {
+				return true
+			}
+		}
+		return false
+	})
+	return c.task(t, id)
+}
+
 // events returns the events the control plane accepted for a task, and
 // fails if a key appears twice.
 func (c *cp) events(t *testing.T, id string) []controlplane.StoredEvent {

@@ -27,11 +27,11 @@ func TestE2EThreeOutcomes(t *testing.T) {
 	retried := submit(t, c, "Summarize\n@fail rate_limit")
 	blocked := submit(t, c, "Rotate\n@side-effect rotated the key\n@fail network")
 
-	v := c.waitPhase(t, ok, "terminal", terminal)
+	v := c.waitDone(t, ok)
 	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 || v.Result == nil || v.Result.Summary != "done: Fix the flaky test" {
 		t.Errorf("success: %s, %d attempts, %+v", v.Phase, len(v.Attempts), v.Result)
 	}
-	v = c.waitPhase(t, retried, "terminal", terminal)
+	v = c.waitDone(t, retried)
 	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 {
 		t.Fatalf("retry: %s with %d attempts", v.Phase, len(v.Attempts))
 	}
@@ -40,7 +40,7 @@ func TestE2EThreeOutcomes(t *testing.T) {
 		a1.Retry.Gate != state.GateAllowed || a1.Model != "model-a" || a2.Model != "model-b" || a2.Status != state.AttemptCompleted {
 		t.Errorf("retry attempts: %+v / %+v", a1, a2)
 	}
-	v = c.waitPhase(t, blocked, "terminal", terminal)
+	v = c.waitDone(t, blocked)
 	if v.Phase != state.PhaseRecoverableFailed || len(v.Attempts) != 1 || v.Attempts[0].Retry.Gate != "side_effect" ||
 		!v.Attempts[0].Retry.TechnicallyRetryable || v.Attempts[0].Retry.Decision != state.DecisionStopped {
 		t.Errorf("gate: %s %+v", v.Phase, v.Attempts)
@@ -95,7 +95,7 @@ func TestE2ECancelFromTheControlPlaneKillsTheProcessGroup(t *testing.T) {
 	if _, err := c.client.CancelTask(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	v := c.waitPhase(t, id, "cancelled", terminal)
+	v := c.waitDone(t, id)
 	if v.Phase != state.PhaseCancelled || v.Attempts[0].Status != state.AttemptCancelled {
 		t.Errorf("after cancel: %s %+v", v.Phase, v.Attempts[0])
 	}
@@ -124,7 +124,7 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 	time.Sleep(time.Second) // a few failed deliveries and heartbeats
 
 	c = startCP(t, addr, cpDir)
-	v := c.waitPhase(t, id, "completed", terminal)
+	v := c.waitDone(t, id)
 	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 {
 		t.Errorf("after the outage: %s, %d attempts", v.Phase, len(v.Attempts))
 	}
@@ -161,7 +161,7 @@ func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
 	ag.kill()
 
 	startAgentProc(t, c, dataDir)
-	v := c.waitPhase(t, id, "terminal", terminal)
+	v := c.waitDone(t, id)
 	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 {
 		t.Fatalf("after the restart: %s with %d attempts", v.Phase, len(v.Attempts))
 	}
