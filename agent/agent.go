@@ -113,6 +113,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if st := a.outbox.Stats(); st.Pending > 0 || st.Quarantined > 0 || st.TornBytes > 0 {
 		a.log.Info("outbox recovered", "pending", st.Pending, "dead", st.Dead, "quarantined", st.Quarantined, "torn_bytes", st.TornBytes)
 	}
+	// An executor that cannot start claims nothing: better said now than
+	// learned by failing a task.
+	if err := a.cfg.Executor.Probe(ctx); err != nil {
+		a.health.Observe(health.StartFailure, err.Error())
+		a.log.Error("the executor cannot start; claiming nothing until a probe finds it", "err", err)
+	}
 	resume := a.reconcile()
 
 	tasksCtx, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))

@@ -157,3 +157,38 @@ func TestRecordKeys(t *testing.T) {
 		t.Error("log records must get the outbox's unique key")
 	}
 }
+
+// TestMissingExecutorClaimsNothing: an agent whose executor cannot start
+// is unavailable from its first heartbeat and leaves the work queued.
+func TestMissingExecutorClaimsNothing(t *testing.T) {
+	client, cfg := fixture(t)
+	cfg.Executor, _ = runner.NewExec(runner.ExecConfig{Argv: []string{"/nonexistent/codex"}})
+	a, _ := New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	v, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "fix it"})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		agents, _ := client.Agents(ctx)
+		if len(agents) == 1 && agents[0].Health.Grade == "unavailable" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agents %+v", agents)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // several heartbeats, each a chance to claim
+	if got, _ := client.Task(ctx, v.ID); got.Phase != state.PhaseQueued {
+		t.Errorf("an agent with a missing executor took the task: %s", got.Phase)
+	}
+	h, err := ReadHealth(cfg.DataDir)
+	if err != nil || h.Grade != "unavailable" || !strings.Contains(h.Reason, "/nonexistent/codex") {
+		t.Errorf("health file: %v %+v", err, h)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
