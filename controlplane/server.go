@@ -44,6 +44,8 @@ type Server struct {
 	opts ServerOptions
 	log  *slog.Logger
 
+	started time.Time // leases do not lapse until agents had time to report
+
 	mu     sync.Mutex
 	store  *state.Store
 	events events
@@ -87,7 +89,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	return &Server{opts: opts, log: opts.Logger, store: st, events: ev, tasks: tasks, keys: keys, agents: map[string]*agentState{}}, nil
+	return &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: keys, agents: map[string]*agentState{}}, nil
 }
 
 // Handler is the HTTP API.
@@ -432,9 +434,12 @@ func (s *Server) RunWatchdog(ctx context.Context, period time.Duration) {
 // end, and the leases of offline agents lapse (a task still only claimed
 // goes back to the queue). mu is held.
 func (s *Server) watchdog(now time.Time) {
+	// Just started, the server knows no agent yet: give them three
+	// heartbeat intervals to report before any lease lapses.
+	settled := now.Sub(s.started) > 3*s.opts.HeartbeatInterval
 	for _, t := range s.tasks {
 		changed := false
-		if t.Lease != nil && now.After(t.Lease.ExpiresAt) && !t.Phase.Terminal() {
+		if settled && t.Lease != nil && now.After(t.Lease.ExpiresAt) && !t.Phase.Terminal() {
 			if a := s.agents[t.Lease.AgentID]; a == nil || !a.online(now, s.opts.HeartbeatInterval) {
 				s.log.Info("lease lapsed", "task", t.ID, "agent", t.Lease.AgentID)
 				t.Lease = nil

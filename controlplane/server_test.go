@@ -322,3 +322,27 @@ func TestSendEventsSplitsBatches(t *testing.T) {
 		}
 	}
 }
+
+func TestARestartGivesAgentsTimeBeforeLeasesLapse(t *testing.T) {
+	dir, clk := t.TempDir(), &clock{now: t0}
+	e := newEnv(t, dir, clk)
+	e.submit("fix it", "")
+	c := e.claim("ag-1", "available", 1)[0]
+	clk.advance(5 * time.Minute) // the control plane was down; the lease ran out meanwhile
+	e.http.Close()
+	e = newEnv(t, dir, clk)
+	if v, _ := e.client.Task(context.Background(), c.Task.ID); v.Phase != state.PhaseClaimed || v.Lease == nil {
+		t.Fatalf("right after a restart the lease lapsed: %s %+v", v.Phase, v.Lease)
+	}
+	// The agent reports in time: its lease holds.
+	e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-1", Running: []RunningTask{{TaskID: c.Task.ID}}})
+	clk.advance(31 * time.Second)
+	if v, _ := e.client.Task(context.Background(), c.Task.ID); v.Lease == nil {
+		t.Errorf("a lease renewed by a heartbeat lapsed")
+	}
+	// An agent that never reports loses it after the grace.
+	clk.advance(2 * time.Minute)
+	if v, _ := e.client.Task(context.Background(), c.Task.ID); v.Phase != state.PhaseQueued {
+		t.Errorf("an absent agent kept its task: %s", v.Phase)
+	}
+}
