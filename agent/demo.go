@@ -176,7 +176,7 @@ func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agen
 			line := progressLine(v)
 			if line != last[v.ID] {
 				last[v.ID] = line
-				fmt.Fprintf(out, "%6.1fs  %s  %-30s  %s\n", time.Since(start).Seconds(), v.ID, truncate(v.Title, 30), line)
+				fmt.Fprintf(out, "%6.1fs  %s  %-30s  %s\n", time.Since(start).Seconds(), v.ID, state.Ellipsize(v.Title, 30), line)
 			}
 		}
 		if done && len(views) > 0 {
@@ -210,11 +210,4 @@ func progressLine(v controlplane.TaskView) string {
 		s += fmt.Sprintf("attempt %d with %s", c.Number, c.Model)
 	}
 	return strings.TrimSpace(s)
-}
-
-func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+
+	"github.com/edgeagent/agent/state"
 )
 
 // ClientOptions tune a Client. Zero fields take the defaults their comments
@@ -245,7 +247,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
 			eb.Error = strings.TrimSpace(string(data))
 		}
-		return &APIError{Status: resp.StatusCode, Message: truncate(eb.Error, 300)}
+		return &APIError{Status: resp.StatusCode, Message: state.Ellipsize(eb.Error, 300)}
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

@@ -222,17 +222,10 @@ func (s *Server) createTask(req CreateTaskRequest) (TaskView, error) {
 func firstLine(s string) string {
 	for _, l := range strings.Split(s, "\n") {
 		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "@") {
-			return truncate(l, 80)
+			return state.Ellipsize(l, 80)
 		}
 	}
 	return "untitled"
-}
-
-func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 // view copies a task for an answer, deeply: the answer is encoded after

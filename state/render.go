@@ -162,3 +162,12 @@ func dashIfEmpty(s string) string {
 	}
 	return s
 }
+
+// Ellipsize shortens s to at most n characters, ending it with "…" when
+// it had to be cut.
+func Ellipsize(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:max(n-1, 0)]) + "…"
+	}
+	return s
+}

@@ -114,3 +114,11 @@ func TestCompactDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestEllipsize(t *testing.T) {
+	for in, want := range map[string]string{"short": "short", "exactly10!": "exactly10!", "a bit too long": "a bit too…", "héllo wörld!": "héllo wör…"} {
+		if got := Ellipsize(in, 10); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
