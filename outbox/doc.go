@@ -16,10 +16,15 @@
 //
 // A record line (wrapped here; on disk it is one line):
 //
-//	{"seq":42,"key":"t-1:phase:claimed:2026-11-21T12:00:00.000000000Z",
-//	 "kind":"phase","task_id":"t-1","attempt":1,
+//	{"kind":"phase","task_id":"t-1","attempt":1,
 //	 "created_at":"2026-11-21T12:00:00.000000000Z",
-//	 "payload":{"phase":"claimed"},"crc":"1c291ca3"}
+//	 "payload":{"phase":"claimed"},
+//	 "key":"t-1:phase:claimed:2026-11-21T12:00:00.000000000Z",
+//	 "seq":42,"crc":"1c291ca3"}
+//
+// Key and seq come last so that an append encodes and checksums everything
+// else before it takes the lock that assigns seqs. Readers do not depend on
+// the order of fields.
 //
 // Marks record what happened to records later. They are appended, never
 // written over a record:

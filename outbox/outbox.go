@@ -1,12 +1,10 @@
 package outbox
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,12 +230,12 @@ func (o *Outbox) Append(r Record) (uint64, error) {
 		r.CreatedAt = o.opts.Now()
 	}
 	r.CreatedAt = r.CreatedAt.UTC()
-	body, err := encodeRecordBody(r)
+	d, err := newDraft(r)
 	if err != nil {
 		return 0, err
 	}
-	if len(body)+len(r.Key)+64 > o.opts.MaxRecordBytes {
-		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(body)+len(r.Key), o.opts.MaxRecordBytes)
+	if d.maxLen() > o.opts.MaxRecordBytes {
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, d.maxLen(), o.opts.MaxRecordBytes)
 	}
 	done := make(chan error, 1)
 	o.qmu.Lock()
@@ -245,7 +243,7 @@ func (o *Outbox) Append(r Record) (uint64, error) {
 		o.qmu.Unlock()
 		return 0, err
 	}
-	if r.Kind == KindLog && o.full(int64(len(body)+len(r.Key)+64)) {
+	if r.Kind == KindLog && o.full(int64(d.maxLen())) {
 		o.dropped[r.TaskID]++
 		o.droppedLogs.Add(1)
 		o.qmu.Unlock()
@@ -253,9 +251,13 @@ func (o *Outbox) Append(r Record) (uint64, error) {
 	}
 	if n := o.dropped[r.TaskID]; n > 0 {
 		delete(o.dropped, r.TaskID)
-		o.enqueueRecord(droppedMarker(r, n), nil, nil)
+		marker, err := newDraft(droppedMarker(r, n))
+		if err != nil {
+			panic(fmt.Sprintf("outbox: the dropped-records marker must encode: %v", err))
+		}
+		o.enqueueDraft(marker, nil)
 	}
-	seq := o.enqueueRecord(r, body, done)
+	seq := o.enqueueDraft(d, done)
 	o.qmu.Unlock()
 	if err := <-done; err != nil {
 		return 0, err
@@ -279,50 +281,15 @@ func (o *Outbox) full(n int64) bool {
 	return o.fileBytes.Load()+o.queueBytes+n > o.opts.MaxBytes
 }
 
-// encodeRecordBody encodes the fields of r after its seq and key:
-// ,"kind":…,"task_id":…,"attempt":…,"created_at":…,"payload":…
-// The payload is compacted, which also guarantees it holds no newline.
-func encodeRecordBody(r Record) ([]byte, error) {
-	b := make([]byte, 0, len(r.Payload)+len(r.TaskID)+96)
-	b = append(b, `,"kind":`...)
-	b = appendJSONString(b, string(r.Kind))
-	b = append(b, `,"task_id":`...)
-	b = appendJSONString(b, r.TaskID)
-	b = append(b, `,"attempt":`...)
-	b = strconv.AppendInt(b, int64(r.Attempt), 10)
-	b = append(b, `,"created_at":"`...)
-	b = r.CreatedAt.AppendFormat(b, TimeFormat)
-	b = append(b, `","payload":`...)
-	buf := bytes.NewBuffer(b)
-	if err := json.Compact(buf, r.Payload); err != nil || len(r.Payload) == 0 {
-		return nil, fmt.Errorf("%w: payload is not JSON", ErrInvalid)
-	}
-	return buf.Bytes(), nil
-}
-
-// enqueueRecord assigns r the next seq and queues its line. body is r
-// encoded by encodeRecordBody, or nil to encode it here; done, if not nil,
-// receives the outcome of the write. qmu is held.
-func (o *Outbox) enqueueRecord(r Record, body []byte, done chan error) uint64 {
-	if body == nil {
-		var err error
-		if body, err = encodeRecordBody(r); err != nil {
-			panic(fmt.Sprintf("outbox: an internal record must encode: %v", err))
-		}
-	}
+// enqueueDraft gives d the next seq, finishes its line and queues it; done,
+// if not nil, receives the outcome of the write. qmu is held: this is all
+// the work an append does under it.
+func (o *Outbox) enqueueDraft(d *draft, done chan error) uint64 {
 	seq := o.nextSeq
 	o.nextSeq++
-	if r.Key == "" {
-		r.Key = r.TaskID + ":" + string(r.Kind) + ":" + r.CreatedAt.Format(TimeFormat) + ":" + strconv.FormatUint(seq, 10)
-	}
-	l := make([]byte, 0, len(body)+len(r.Key)+64)
-	l = append(l, `{"seq":`...)
-	l = strconv.AppendUint(l, seq, 10)
-	l = append(l, `,"key":`...)
-	l = appendJSONString(l, r.Key)
-	l = append(l, body...)
-	l = seal(l)
-	e := &entry{seq: seq, key: r.Key, kind: r.Kind, taskID: r.TaskID, attempt: r.Attempt,
+	l, key := d.finish(seq)
+	r := d.rec
+	e := &entry{seq: seq, key: key, kind: r.Kind, taskID: r.TaskID, attempt: r.Attempt,
 		createdAt: r.CreatedAt, n: len(l), state: StatePending}
 	o.enqueue(&write{line: l, rec: e, done: done})
 	return seq

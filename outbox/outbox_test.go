@@ -345,8 +345,8 @@ func TestCorruptMiddleLineIsQuarantinedOnce(t *testing.T) {
 	o.Close()
 	path := filepath.Join(dir, FileName)
 	data, _ := os.ReadFile(path)
-	i := bytes.Index(data, []byte(`"seq":2,`))
-	data[i+len(`"seq":2,`)+3] ^= 0x20 // flip a bit inside record 2
+	i := bytes.Index(data, []byte(`{"i":1,`)) // record 2's payload
+	data[i+len(`{"i":`)] ^= 0x20              // flip a bit inside it
 	os.WriteFile(path, data, 0o600)
 
 	o = openT(t, dir, Options{})

@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -99,11 +101,14 @@ const crcSuffixLen = 18
 
 // seal appends the CRC field and the newline to body, a JSON object without
 // its closing brace, and returns the line.
-func seal(body []byte) []byte {
-	sum := crcOf(body)
-	body = append(body, `,"crc":"`...)
-	body = fmt.Appendf(body, "%08x", sum)
-	return append(body, '"', '}', '\n')
+func seal(body []byte) []byte { return appendCRC(body, crcOf(body)) }
+
+// appendCRC appends ,"crc":"xxxxxxxx"} and the newline, sum being the CRC
+// of everything before.
+func appendCRC(b []byte, sum uint32) []byte {
+	b = append(b, `,"crc":"`...)
+	b = hex.AppendEncode(b, binary.BigEndian.AppendUint32(nil, sum))
+	return append(b, '"', '}', '\n')
 }
 
 // verify checks a line's CRC. l excludes the trailing newline.

@@ -1,0 +1,75 @@
+package outbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+)
+
+// draft is a record line encoded, and its CRC computed, outside the
+// outbox's lock, all but its seq. Key and seq come last in the line,
+//
+//	{"kind":…,"task_id":…,"attempt":…,"created_at":…,"payload":…,"key":"…","seq":N,"crc":"…"}
+//
+// so that under the lock an append only adds the seq's digits (and, for a
+// key the outbox makes, the same digits at the key's end) and carries the
+// CRC over those few bytes. Readers do not depend on the field order.
+type draft struct {
+	rec Record // without its payload, for the index
+	buf []byte // the line up to the key; the key's closing quote too unless the key ends in the seq
+	crc uint32 // of buf
+	key string // the caller's key, or the prefix of the one the outbox makes
+	gen bool   // the key is the outbox's: taskID:kind:createdAt:seq
+}
+
+// draftTail bounds what finish adds: a key's seq and quote, `,"seq":` and
+// a seq, the CRC field and the newline.
+const draftTail = 20 + 1 + 7 + 20 + crcSuffixLen + 1
+
+func newDraft(r Record) (*draft, error) {
+	d := &draft{rec: r, key: r.Key, gen: r.Key == ""}
+	d.rec.Payload = nil
+	if d.gen {
+		d.key = r.TaskID + ":" + string(r.Kind) + ":" + r.CreatedAt.Format(TimeFormat) + ":"
+	}
+	b := make([]byte, 0, len(r.Payload)+len(r.TaskID)+2*len(d.key)+96+draftTail)
+	b = append(b, `{"kind":`...)
+	b = appendJSONString(b, string(r.Kind))
+	b = append(b, `,"task_id":`...)
+	b = appendJSONString(b, r.TaskID)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	b = append(b, `,"created_at":"`...)
+	b = r.CreatedAt.AppendFormat(b, TimeFormat)
+	b = append(b, `","payload":`...)
+	buf := bytes.NewBuffer(b)
+	// Compacting also guarantees the payload holds no newline.
+	if len(r.Payload) == 0 || json.Compact(buf, r.Payload) != nil {
+		return nil, fmt.Errorf("%w: payload is not JSON", ErrInvalid)
+	}
+	b = append(buf.Bytes(), `,"key":`...)
+	b = appendJSONString(b, d.key)
+	if d.gen {
+		b = b[:len(b)-1] // the seq and the closing quote come in finish
+	}
+	d.buf, d.crc = b, crcOf(b)
+	return d, nil
+}
+
+// maxLen bounds the finished line's length.
+func (d *draft) maxLen() int { return len(d.buf) + draftTail }
+
+// finish completes the line with seq and returns it with the record's key.
+func (d *draft) finish(seq uint64) (line []byte, key string) {
+	b, start, key := d.buf, len(d.buf), d.key
+	if d.gen {
+		b = strconv.AppendUint(b, seq, 10)
+		b = append(b, '"')
+		key += strconv.FormatUint(seq, 10)
+	}
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	return appendCRC(b, crc32.Update(d.crc, castagnoli, b[start:])), key
+}
