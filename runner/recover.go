@@ -28,22 +28,5 @@ func (r *Runner) Recover(task *state.Task) (resume bool) {
 	v := Verdict{Class: Transient, Code: "agent_restart", Message: "the agent restarted during the attempt"}
 	d := r.Policy.decide(v, c, r.firstEventRetried(task, c))
 	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, Retry: &d}
-	now := r.now()
-	if d.Decision == state.DecisionRetried {
-		next, err := task.ScheduleRetry(c.AttemptID, out, r.newID(), r.Models, now)
-		if err != nil {
-			r.logger().Error("recover: schedule retry", "task", task.ID, "err", err)
-			return false
-		}
-		r.reportAttempt(task, &task.Attempts[len(task.Attempts)-2])
-		r.reportPhase(task)
-		r.reportAttempt(task, next)
-		return true
-	}
-	if err := task.FinalizeAttempt(c.AttemptID, out, now); err != nil {
-		r.logger().Error("recover: finalize attempt", "task", task.ID, "err", err)
-	}
-	r.reportAttempt(task, c)
-	r.end(task, state.PhaseRecoverableFailed, fmt.Sprintf("%s; not retried automatically: %s", v.Error(), d.Gate))
-	return false
+	return r.conclude(task, c, out, state.PhaseRecoverableFailed, notRetried(v, d.Gate)) != nil
 }

@@ -336,8 +336,27 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		code := exit.ExitCode
 		out.ExitCode = &code
 	}
+	phase, reason := state.PhaseFailed, v.Error()
+	switch {
+	case v.Class == Stop && f.Cancelled:
+		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
+	case v.Class == Stop:
+		phase = state.PhaseRecoverableFailed
+	case v.Class == Transient && d.Gate != state.GateAllowed && d.Gate != GateMaxAttempts && d.Gate != GateFirstEventUsed:
+		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d.Gate)
+	case strings.HasSuffix(v.Code, "_timeout"):
+		phase = state.PhaseTimedOut
+	}
+	return r.conclude(task, a, out, phase, reason)
+}
+
+// conclude applies the decision recorded in out.Retry to a failed attempt:
+// with a retry, it opens the next attempt, reports both and returns the
+// new one; otherwise it finalizes the attempt, ends the task in phase with
+// reason, and returns nil.
+func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome, phase state.Phase, reason string) *state.Attempt {
 	now := r.now()
-	if d.Decision == state.DecisionRetried {
+	if out.Retry != nil && out.Retry.Decision == state.DecisionRetried {
 		next, err := task.ScheduleRetry(a.AttemptID, out, r.newID(), r.Models, now)
 		if err != nil {
 			r.logger().Error("schedule retry", "task", task.ID, "err", err)
@@ -348,23 +367,17 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		r.reportAttempt(task, next)
 		return next
 	}
-	phase, reason := state.PhaseFailed, v.Error()
-	switch {
-	case v.Class == Stop && f.Cancelled:
-		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
-	case v.Class == Stop:
-		phase = state.PhaseRecoverableFailed
-	case v.Class == Transient && d.Gate != state.GateAllowed && d.Gate != GateMaxAttempts && d.Gate != GateFirstEventUsed:
-		phase, reason = state.PhaseRecoverableFailed, fmt.Sprintf("%s; not retried automatically: %s", v.Error(), d.Gate)
-	case strings.HasSuffix(v.Code, "_timeout"):
-		phase = state.PhaseTimedOut
-	}
 	if err := task.FinalizeAttempt(a.AttemptID, out, now); err != nil {
 		r.logger().Error("finalize attempt", "task", task.ID, "err", err)
 	}
 	r.reportAttempt(task, a)
 	r.end(task, phase, reason)
 	return nil
+}
+
+// notRetried is the reason a task ends when the gate blocked its retry.
+func notRetried(v Verdict, gate string) string {
+	return fmt.Sprintf("%s; not retried automatically: %s", v.Error(), gate)
 }
 
 // Error renders a verdict as code: message.
