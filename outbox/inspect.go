@@ -30,10 +30,9 @@ type Item struct {
 // Snapshot is a read-only view of an outbox.
 type Snapshot struct {
 	Items []Item
+	// Stats.Quarantined counts the corrupt spans a writer's Open would set
+	// aside; inspection leaves them alone.
 	Stats Stats
-	// Corrupt counts invalid spans that a writer's Open would quarantine;
-	// inspection leaves them alone.
-	Corrupt int
 }
 
 // ErrNoOutbox: the directory holds no outbox.
@@ -53,8 +52,9 @@ func Inspect(dir string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read %s: %w", f.Name(), err)
 	}
-	snap := &Snapshot{Corrupt: len(res.corrupt)}
+	snap := &Snapshot{}
 	snap.Stats.fill(ix, res.end, time.Now())
+	snap.Stats.Quarantined = len(res.corrupt)
 	ix.each(func(e *entry) bool {
 		snap.Items = append(snap.Items, Item{Seq: e.seq, Key: e.key, Kind: e.kind, TaskID: e.taskID, Attempt: e.attempt,
 			CreatedAt: e.createdAt, State: e.state, Tries: e.tries, LastError: e.lastErr, Reason: e.reason, Bytes: e.n})

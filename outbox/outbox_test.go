@@ -348,6 +348,9 @@ func TestCorruptMiddleLineIsQuarantinedOnce(t *testing.T) {
 	i := bytes.Index(data, []byte(`{"i":1,`)) // record 2's payload
 	data[i+len(`{"i":`)] ^= 0x20              // flip a bit inside it
 	os.WriteFile(path, data, 0o600)
+	if snap, err := Inspect(dir); err != nil || snap.Stats.Quarantined != 1 {
+		t.Fatalf("Inspect does not report the corrupt line: %v %+v", err, snap)
+	}
 
 	o = openT(t, dir, Options{})
 	if got := pendingSeqs(t, o); fmt.Sprint(got) != "[1 3 4]" {

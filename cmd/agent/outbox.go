@@ -27,10 +27,14 @@ func dataDirFlag(cmd *cobra.Command, dir *string) {
 	cmd.Flags().StringVar(dir, "data-dir", defaultDataDir(), "the agent's data directory (env AGENT_DATA_DIR)")
 }
 
-// hasOutbox reports whether a data directory holds an outbox file.
-func hasOutbox(dataDir string) bool {
-	_, err := os.Stat(filepath.Join(outboxDir(dataDir), outbox.FileName))
-	return err == nil
+// requireOutbox fails, clearly, unless the data directory holds an outbox:
+// the commands that open it as its writer would otherwise create one
+// where a mistyped path points.
+func requireOutbox(dataDir string) error {
+	if _, err := os.Stat(filepath.Join(outboxDir(dataDir), outbox.FileName)); err != nil {
+		return explainOutboxErr(dataDir, outbox.ErrNoOutbox)
+	}
+	return nil
 }
 
 // outboxDir is where the outbox lives in a data directory.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/edgeagent/agent/outbox"
 	"github.com/spf13/cobra"
@@ -21,11 +20,10 @@ through a temporary file, fsync, rename and directory fsync. The agent does
 this on its own; run it by hand with the agent stopped (it takes the lock).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir := outboxDir(dataDir)
-			if _, err := os.Stat(dir); err != nil {
-				return explainOutboxErr(dataDir, fmt.Errorf("%w: %v", outbox.ErrNoOutbox, err))
+			if err := requireOutbox(dataDir); err != nil {
+				return err
 			}
-			o, err := outbox.Open(dir, outbox.Options{})
+			o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
 			if err != nil {
 				return explainOutboxErr(dataDir, err)
 			}

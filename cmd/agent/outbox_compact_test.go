@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,4 +38,15 @@ func TestOutboxCompactRefusesWhileTheAgentRuns(t *testing.T) {
 func TestOutboxCompactNeedsAnOutbox(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
 	wantOneLineError(t, runAgent(t, "outbox", "compact", "--data-dir", missing), 1, "no outbox")
+}
+
+func TestOutboxReplayNeedsAnOutbox(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	tok := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tok, []byte("x"), 0o600)
+	r := runAgent(t, "outbox", "replay", "--control-plane", "http://127.0.0.1:1", "--token-file", tok, "--data-dir", missing)
+	wantOneLineError(t, r, 1, "no outbox")
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("replay created %s", missing)
+	}
 }

@@ -33,8 +33,8 @@ the agent replays on its own at every start and heartbeat.`,
 			if err != nil {
 				return err
 			}
-			if _, err := agent.LoadTasks(dataDir); err != nil && !hasOutbox(dataDir) {
-				return explainOutboxErr(dataDir, err)
+			if err := requireOutbox(dataDir); err != nil {
+				return err
 			}
 			stderr := cmd.ErrOrStderr()
 			res, err := agent.Replay(cmd.Context(), agent.ReplayOptions{ControlPlane: url, Token: token, Insecure: insecure, DataDir: dataDir,

@@ -23,7 +23,6 @@ func newOutboxStatsCmd() *cobra.Command {
 				return explainOutboxErr(dataDir, err)
 			}
 			st := snap.Stats
-			st.Quarantined = snap.Corrupt
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), st)
 			}
