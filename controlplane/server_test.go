@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -310,39 +311,18 @@ func TestSendEventsSplitsBatches(t *testing.T) {
 	c := e.claim("ag-1", "available", 1)[0]
 	var evs []Event
 	for i := range 1200 {
-		evs = append(evs, ev("log-"+strings.Repeat("x", i%3)+string(rune('a'+i%26))+time.Duration(i).String(), state.EventLog, c, state.LogEvent{Stream: "stdout", Lines: []string{"l"}}))
+		evs = append(evs, ev(fmt.Sprint("log-", i), state.EventLog, c, state.LogEvent{Stream: "stdout", Lines: []string{"l"}}))
 	}
 	res := e.send("ag-1", evs...)
 	if len(res) != 1200 {
 		t.Fatalf("%d results", len(res))
 	}
-	for _, r := range res {
-		if r.Status != StatusAccepted && r.Status != StatusDuplicate {
-			t.Fatalf("%+v", r)
+	for i, r := range res {
+		if r.Status != StatusAccepted || r.Key != evs[i].Key {
+			t.Fatalf("result %d: %+v", i, r)
 		}
 	}
-}
-
-func TestARestartGivesAgentsTimeBeforeLeasesLapse(t *testing.T) {
-	dir, clk := t.TempDir(), &clock{now: t0}
-	e := newEnv(t, dir, clk)
-	e.submit("fix it", "")
-	c := e.claim("ag-1", "available", 1)[0]
-	clk.advance(5 * time.Minute) // the control plane was down; the lease ran out meanwhile
-	e.http.Close()
-	e = newEnv(t, dir, clk)
-	if v, _ := e.client.Task(context.Background(), c.Task.ID); v.Phase != state.PhaseClaimed || v.Lease == nil {
-		t.Fatalf("right after a restart the lease lapsed: %s %+v", v.Phase, v.Lease)
-	}
-	// The agent reports in time: its lease holds.
-	e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-1", Running: []RunningTask{{TaskID: c.Task.ID}}})
-	clk.advance(31 * time.Second)
-	if v, _ := e.client.Task(context.Background(), c.Task.ID); v.Lease == nil {
-		t.Errorf("a lease renewed by a heartbeat lapsed")
-	}
-	// An agent that never reports loses it after the grace.
-	clk.advance(2 * time.Minute)
-	if v, _ := e.client.Task(context.Background(), c.Task.ID); v.Phase != state.PhaseQueued {
-		t.Errorf("an absent agent kept its task: %s", v.Phase)
+	if stored, _ := e.client.TaskEvents(context.Background(), c.Task.ID); len(stored) != 1200 {
+		t.Errorf("the control plane holds %d events, want 1200", len(stored))
 	}
 }

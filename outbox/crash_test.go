@@ -74,9 +74,6 @@ func crashKills() int {
 }
 
 func TestCrashAtRandomMomentsLosesNoAcknowledgedRecord(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the crash test spawns and kills processes")
-	}
 	dir := t.TempDir()
 	kills := crashKills()
 	acked := map[uint64][2]int{} // seq → writer, index; acknowledged and not known sent

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -193,7 +192,7 @@ func TestTransientFailureIsRetriedThenSucceeds(t *testing.T) {
 		t.Errorf("attempt 2: %+v", a2)
 	}
 	tl := state.Timeline(f.task, time.Now())
-	if len(tl) != 2 || !strings.Contains(tl[0], "rate_limit: 429 Too Many Requests  -> retried in 0s") && !strings.Contains(tl[0], "-> retried in 300ms") {
+	if len(tl) != 2 || !strings.HasSuffix(tl[0], "rate_limit: 429 Too Many Requests  -> retried in 300ms") {
 		t.Errorf("timeline:\n%s", strings.Join(tl, "\n"))
 	}
 	if !contains(f.rec.kinds(), "attempt:2:pending") {
@@ -386,70 +385,9 @@ func TestIgnoredSIGTERMGetsSIGKILL(t *testing.T) {
 	}
 }
 
-// grandchildPID finds the pid the sample printed for its grandchild.
-func grandchildPID(t *testing.T, logs []string) int {
-	t.Helper()
-	for _, l := range logs {
-		if rest, ok := strings.CutPrefix(l, "stderr: grandchild pid "); ok {
-			pid, err := strconv.Atoi(rest)
-			if err == nil {
-				return pid
-			}
-		}
-	}
-	t.Fatalf("no grandchild pid in %q", logs)
-	return 0
-}
-
-// alive reports whether pid is a running (not zombie) process.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
-}
-
-func TestGrandchildIsKilledWithTheGroup(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("reads /proc")
-	}
-	for name, c := range map[string]struct {
-		prompt string
-		cancel bool
-	}{
-		"on cancel":      {"@spawn-child\n@output spawned\n@hang", true},
-		"on normal exit": {"@spawn-child\n@output spawned", false},
-	} {
-		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithCancelCause(context.Background())
-			defer cancel(nil)
-			f := newFixture(t, sampleExec(t, ExecConfig{Grace: 100 * time.Millisecond}), c.prompt)
-			f.rec.onReport = func(r Report) {
-				if l, ok := r.Payload.(state.LogEvent); ok && l.Stream == "output" && c.cancel {
-					cancel(ErrCancelled)
-				}
-			}
-			f.run(t, ctx)
-			pid := grandchildPID(t, f.rec.logs())
-			// SIGKILL is delivered asynchronously: give it a moment.
-			for deadline := time.Now().Add(10 * time.Second); alive(pid) && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if alive(pid) {
-				t.Errorf("grandchild %d survived its attempt", pid)
-			}
-		})
-	}
-}
-
 // TestFloodOfAMillionLinesKeepsMemoryBounded floods a million lines through
 // the runner and watches the heap meanwhile.
 func TestFloodOfAMillionLinesKeepsMemoryBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	f := newFixture(t, sampleExec(t, ExecConfig{}), "@flood 1000000")
 	f.rec.keepLogs = false
 	var peak uint64

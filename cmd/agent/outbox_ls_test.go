@@ -94,7 +94,6 @@ func TestOutboxLsExplainsABadDataDir(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o600)
-	os.MkdirAll(filepath.Join(t.TempDir(), "x"), 0o700)
 	wantOneLineError(t, runAgent(t, "outbox", "ls", "--data-dir", file), 1, "not a directory")
 
 	// An outbox file that cannot be read (a directory in its place stands
