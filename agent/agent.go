@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -314,6 +313,3 @@ func (a *Agent) leaseOf(taskID string) string {
 	}
 	return storedLease(a.store, taskID)
 }
-
-// errorsIsUnauthorized reports a refused token.
-func errorsIsUnauthorized(err error) bool { return errors.Is(err, controlplane.ErrUnauthorized) }

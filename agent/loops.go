@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -56,7 +57,7 @@ func (a *Agent) sendLoop(ctx context.Context) {
 		for ctx.Err() == nil {
 			n, err := a.sender.batch(ctx)
 			if err != nil {
-				if errorsIsUnauthorized(err) {
+				if errors.Is(err, controlplane.ErrUnauthorized) {
 					a.die(err)
 					return
 				}
@@ -98,7 +99,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		interval := a.interval
 		a.mu.Unlock()
 		switch {
-		case errorsIsUnauthorized(err):
+		case errors.Is(err, controlplane.ErrUnauthorized):
 			a.die(err)
 			return
 		case err != nil && ctx.Err() == nil:
@@ -196,7 +197,7 @@ func (a *Agent) claimLoop(ctx context.Context) {
 		}
 		resp, err := a.client.Claim(ctx, controlplane.ClaimRequest{AgentID: a.id, Max: free, HealthGrade: string(grade)})
 		if err != nil {
-			if errorsIsUnauthorized(err) {
+			if errors.Is(err, controlplane.ErrUnauthorized) {
 				a.die(err)
 				return
 			}

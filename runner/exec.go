@@ -96,7 +96,6 @@ const (
 
 // Run implements Executor.
 func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
-	start := time.Now()
 	path, err := e.resolve()
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
@@ -220,7 +219,6 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	if waitErr != nil && exit.ExitCode == 0 && exit.Signal == "" {
 		exit.StartErr = waitErr
 	}
-	exit.Duration = time.Since(start)
 	return exit
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/edgeagent/agent/state"
 )
@@ -101,8 +100,6 @@ type Exit struct {
 	ProtocolErr error
 	// Killed: the runner had to stop the attempt (cancel or timeout).
 	Killed bool
-	// Duration is how long the attempt ran.
-	Duration time.Duration
 }
 
 // Start errors an executor reports in Exit.StartErr.

@@ -32,8 +32,7 @@ type LogEvent struct {
 	Lines  []string `json:"lines"`
 }
 
-// AttemptEvent reports an attempt record as it stands.
-type AttemptEvent = Attempt
+// An attempt event's payload is the Attempt record as it stands.
 
 // CompleteEvent reports the end of a task.
 type CompleteEvent struct {
