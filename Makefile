@@ -13,15 +13,19 @@ LDFLAGS     := -X main.version=$(VERSION)
 FUZZ_TMPDIR := $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp})
 FUZZTIME    ?= 3m
 
-.PHONY: all build test demo bench fuzz crash lint clean
+.PHONY: all build tools test demo bench fuzz crash lint clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent
 
+## tools: the real AI CLIs the executors are tested against (npm, pinned, into .tools/).
+tools:
+	./scripts/tools.sh
+
 ## test: the whole suite under the race detector (fuzz seeds and 50 crash kills included).
-test:
+test: tools
 	$(GO) test -race -count=1 ./...
 
 ## demo: the whole system on embedded defaults.
