@@ -7,10 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -21,8 +18,12 @@ import (
 type ExecConfig struct {
 	// Argv is the command, never run through a shell. Required.
 	Argv []string
-	// Env is added to the agent's environment, after it.
+	// Env is set in the child's environment (NAME=VALUE), after the
+	// variables allowed through from the agent's (see CheckEnvNames).
 	Env []string
+	// EnvPass names more of the agent's variables to pass on: NAME, or
+	// PREFIX* (--executor-env).
+	EnvPass []string
 	// Dir is the working directory. Default: the agent's.
 	Dir string
 	// Grace is how long a stopped attempt gets between SIGTERM and
@@ -73,20 +74,7 @@ func (e *Exec) Probe(context.Context) error {
 }
 
 // resolve finds the command, saying which of the two start errors stops it.
-func (e *Exec) resolve() (string, error) {
-	name := e.cfg.Argv[0]
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path, nil
-	}
-	if errors.Is(err, fs.ErrPermission) {
-		return "", fmt.Errorf("%w: %s: %v", ErrNotExecutable, name, err)
-	}
-	if info, serr := os.Stat(name); serr == nil && (info.IsDir() || info.Mode()&0o111 == 0) {
-		return "", fmt.Errorf("%w: %s", ErrNotExecutable, name)
-	}
-	return "", fmt.Errorf("%w: %s: %v", ErrExecutorNotFound, name, err)
-}
+func (e *Exec) resolve() (string, error) { return resolveBinary(e.cfg.Argv[0]) }
 
 // batchLines and batchBytes bound one lines event.
 const (
@@ -104,33 +92,12 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	if err != nil {
 		return Exit{StartErr: fmt.Errorf("encode task: %w", err), ExitCode: -1}
 	}
-	outR, outW, err := os.Pipe()
+	p, err := startProcess(processSpec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: e.cfg.Dir,
+		Env: executorEnv(os.Environ(), e.cfg.EnvPass, e.cfg.Env, spec), Mark: spec.mark(),
+		Stdin: bytes.NewReader(append(input, '\n'))})
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return Exit{StartErr: err, ExitCode: -1}
-	}
-	cmd := exec.Command(path, e.cfg.Argv[1:]...)
-	cmd.Args[0] = e.cfg.Argv[0]
-	cmd.Dir = e.cfg.Dir
-	cmd.Env = append(append(os.Environ(), e.cfg.Env...),
-		"AGENT_TASK_ID="+spec.Task.ID, "AGENT_ATTEMPT="+strconv.Itoa(spec.Task.Attempt), "AGENT_MODEL="+spec.Task.Model)
-	cmd.Stdin = bytes.NewReader(append(input, '\n'))
-	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = sysProcAttr()
-	err = cmd.Start()
-	outW.Close() // the child has its own copies
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		return Exit{StartErr: startError(e.cfg.Argv[0], err), ExitCode: -1}
-	}
-	pgid := cmd.Process.Pid
 
 	var emitMu sync.Mutex
 	send := func(ev Event) {
@@ -140,7 +107,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	}
 	sid := make([]byte, 4)
 	rand.Read(sid)
-	session := fmt.Sprintf("%x-%d", sid, pgid) // short form (first 4) tells attempts apart
+	session := fmt.Sprintf("%x-%d", sid, p.pgid) // short form (first 4) tells attempts apart
 	send(Event{Type: EventSession, SessionID: session})
 
 	var sawResult sync.Once
@@ -148,40 +115,36 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	stdoutDone, stderrDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stdoutDone)
-		e.read(outR, "stdout", session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) })
+		e.read(p.stdout, "stdout", session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) })
 	}()
 	go func() {
 		defer close(stderrDone)
-		e.read(errR, "stderr", session, false, send, nil)
+		e.read(p.stderr, "stderr", session, false, send, nil)
 	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 
 	var (
-		exit        Exit
-		stopping    bool
-		killTimer   <-chan time.Time
-		closeTimer  <-chan time.Time
-		stdoutEOF   = stdoutDone
-		waitErr     error
-		processDone bool
+		exit       Exit
+		stopping   bool
+		killTimer  <-chan time.Time
+		closeTimer <-chan time.Time
+		stdoutEOF  = stdoutDone
 	)
 	stop := func() {
 		if !stopping {
 			stopping = true
 			exit.Killed = true
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			p.signal(syscall.SIGTERM)
 			killTimer = time.After(e.cfg.Grace)
 		}
 	}
 	ctxDone := ctx.Done()
-	for !processDone {
+	for running := true; running; {
 		select {
 		case <-ctxDone:
 			ctxDone = nil
 			stop()
 		case <-killTimer:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			p.signal(syscall.SIGKILL)
 		case <-stdoutEOF:
 			stdoutEOF = nil
 			select {
@@ -192,45 +155,35 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 		case <-closeTimer:
 			exit.StdioClosed = true
 			stop()
-		case waitErr = <-exited:
-			processDone = true
+		case <-p.exited:
+			running = false
 		}
 	}
-	// No child of the attempt outlives it: kill what is left of the group.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	drain := time.NewTimer(e.cfg.DrainTimeout)
-	defer drain.Stop()
-	for _, done := range []chan struct{}{stdoutDone, stderrDone} {
-		select {
-		case <-done:
-		case <-drain.C:
-			outR.Close() // a grandchild outside the group holds the pipe
-			errR.Close()
-			<-done
-		}
-	}
-	outR.Close()
-	errR.Close()
-
-	exit.ExitCode = cmd.ProcessState.ExitCode()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		exit.Signal = ws.Signal().String()
-	}
-	if waitErr != nil && exit.ExitCode == 0 && exit.Signal == "" {
-		exit.StartErr = waitErr
-	}
+	// No process of the attempt outlives it: its group, and whatever
+	// carries its mark.
+	p.sweep()
+	drainOutput(e.cfg.DrainTimeout, p, stdoutDone, stderrDone)
+	p.exitStatus(&exit)
 	return exit
 }
 
-// startError maps a failed start to the named start errors.
-func startError(name string, err error) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: %s: %v", ErrExecutorNotFound, name, err)
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC):
-		return fmt.Errorf("%w: %s: %v", ErrNotExecutable, name, err)
+// drainOutput waits, for at most timeout, for the readers to reach the end
+// of the output; then it closes the pipes under them (something outside the
+// attempt's reach holds them open) and waits for the readers to return.
+func drainOutput(timeout time.Duration, p *process, done ...chan struct{}) {
+	drain := time.NewTimer(timeout)
+	defer drain.Stop()
+	for _, d := range done {
+		select {
+		case <-d:
+		case <-drain.C:
+			p.stdout.Close()
+			p.stderr.Close()
+			<-d
+		}
 	}
-	return fmt.Errorf("start %s: %w", name, err)
+	p.stdout.Close()
+	p.stderr.Close()
 }
 
 // read turns one pipe into events: JSON object lines on stdout are events,

@@ -27,6 +27,17 @@ type Executor interface {
 type AttemptSpec struct {
 	Task      TaskInput
 	AttemptID string
+	// Mark tags every process of the attempt (MarkEnv), so that none
+	// outlives it. Default: one made from the attempt id.
+	Mark string
+}
+
+// mark returns the attempt's process mark.
+func (s AttemptSpec) mark() string {
+	if s.Mark != "" {
+		return s.Mark
+	}
+	return newMark("", s.AttemptID)
 }
 
 // TaskInput is the task as the executor sees it: the JSON line the exec

@@ -1,0 +1,210 @@
+package runner
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// MarkEnv is the environment variable every process of an attempt carries:
+// the executor gets it and its descendants inherit it, even those that
+// leave the process group or start a session of their own (Codex and
+// Claude Code run tool commands that way). After an attempt, every process
+// still carrying its mark is killed (see process.sweep). The value is
+// OWNER/ATTEMPT, so that an agent restarting after a crash can also end
+// what its previous life left running (SweepOwner).
+const MarkEnv = "AGENT_ATTEMPT_MARK"
+
+// process is one executor process of an attempt, in a process group of its
+// own, with the attempt's mark in its environment.
+type process struct {
+	cmd    *exec.Cmd
+	pgid   int
+	mark   string
+	stdin  io.WriteCloser // nil unless asked for
+	stdout *os.File       // read ends; the reader closes them
+	stderr *os.File
+	exited chan struct{} // closed once Wait has returned
+	err    error         // Wait's error, valid after exited
+}
+
+// processSpec is what startProcess needs.
+type processSpec struct {
+	Name  string   // the command as configured, for errors
+	Path  string   // resolved path of the binary
+	Args  []string // argv after the name
+	Dir   string
+	Env   []string
+	Mark  string    // the attempt's mark (MarkEnv); required
+	Stdin io.Reader // fixed input; nil with StdinPipe means /dev/null
+	// StdinPipe gives the caller the child's stdin as a pipe.
+	StdinPipe bool
+}
+
+// startProcess starts a process in its own group, with stdout and stderr on
+// pipes of its own (os.Pipe, so a grandchild holding them cannot hold up
+// Wait), and waits for it in the background.
+func startProcess(ps processSpec) (*process, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd := exec.Command(ps.Path, ps.Args...)
+	cmd.Args[0] = ps.Name
+	cmd.Dir = ps.Dir
+	cmd.Env = append(ps.Env, MarkEnv+"="+ps.Mark)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.SysProcAttr = sysProcAttr()
+	p := &process{cmd: cmd, mark: ps.Mark, stdout: outR, stderr: errR, exited: make(chan struct{})}
+	if ps.StdinPipe {
+		if p.stdin, err = cmd.StdinPipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, err
+		}
+	} else {
+		cmd.Stdin = ps.Stdin
+	}
+	err = children.start(cmd)
+	outW.Close() // the child has its own copies
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, startError(ps.Name, err)
+	}
+	p.pgid = cmd.Process.Pid
+	go func() {
+		p.err = cmd.Wait()
+		children.remove(p.pgid)
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// signal sends sig to the process group.
+func (p *process) signal(sig syscall.Signal) { _ = syscall.Kill(-p.pgid, sig) }
+
+// signalLeader sends sig to the executor process alone.
+func (p *process) signalLeader(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+
+// sweep ends every process left of the attempt: its group, and every
+// process anywhere that carries its mark. It returns how many marked
+// processes it had to kill. Call it once the executor process has exited.
+func (p *process) sweep() int {
+	p.signal(syscall.SIGKILL)
+	return sweepMark(func(m string) bool { return m == p.mark })
+}
+
+// exitStatus fills an Exit from the ended process.
+func (p *process) exitStatus(exit *Exit) {
+	st := p.cmd.ProcessState
+	exit.ExitCode = st.ExitCode()
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		exit.Signal = ws.Signal().String()
+	}
+	if p.err != nil && exit.ExitCode == 0 && exit.Signal == "" {
+		exit.StartErr = p.err
+	}
+}
+
+// SweepOwner kills every process marked as started by owner's attempts, as
+// an agent that restarts after a crash does before it runs anything: a
+// SIGKILLed agent cannot end what its executors left running. It returns
+// how many it killed. Where processes cannot be listed it does nothing.
+func SweepOwner(owner string) int {
+	prefix := owner + "/"
+	return sweepMark(func(m string) bool { return strings.HasPrefix(m, prefix) })
+}
+
+// newMark makes an attempt's mark: OWNER/ATTEMPT/RANDOM.
+func newMark(owner, attemptID string) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	if owner == "" {
+		owner = "agent"
+	}
+	return owner + "/" + attemptID + "/" + hex.EncodeToString(b)
+}
+
+// childSet is the set of processes the runner started and has not yet
+// waited for. A subreaper agent reaps other zombie children (orphans of
+// attempts) and leaves these to their own Wait; starting and reaping hold
+// the same lock, so a child cannot be reaped between its start and its
+// registration.
+type childSet struct {
+	mu   sync.Mutex
+	pids map[int]bool
+}
+
+var children = &childSet{pids: map[int]bool{}}
+
+// start starts cmd and registers it.
+func (s *childSet) start(cmd *exec.Cmd) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	s.pids[cmd.Process.Pid] = true
+	return nil
+}
+
+func (s *childSet) remove(pid int) {
+	s.mu.Lock()
+	delete(s.pids, pid)
+	s.mu.Unlock()
+}
+
+// reap reaps zombie pid unless the runner is waiting for it itself.
+func (s *childSet) reap(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pids[pid] {
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	}
+}
+
+// resolveBinary finds a command on PATH or by path, saying which of the two
+// start errors stops it.
+func resolveBinary(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path, nil
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return "", fmt.Errorf("%w: %s: %v", ErrNotExecutable, name, err)
+	}
+	if info, serr := os.Stat(name); serr == nil && (info.IsDir() || info.Mode()&0o111 == 0) {
+		return "", fmt.Errorf("%w: %s", ErrNotExecutable, name)
+	}
+	return "", fmt.Errorf("%w: %s: %v", ErrExecutorNotFound, name, err)
+}
+
+// startError maps a failed start to the named start errors.
+func startError(name string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s: %v", ErrExecutorNotFound, name, err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC):
+		return fmt.Errorf("%w: %s: %v", ErrNotExecutable, name, err)
+	}
+	return fmt.Errorf("start %s: %w", name, err)
+}

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package runner
+
+// BecomeSubreaper does nothing where the platform has no child subreaper.
+func BecomeSubreaper() error { return nil }
+
+// sweepMark cannot list processes by their environment here; the sweep
+// relies on the process group alone.
+func sweepMark(func(mark string) bool) int { return 0 }
