@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/edgeagent/agent/state"
 )
@@ -30,7 +31,50 @@ type AttemptSpec struct {
 	// Mark tags every process of the attempt (MarkEnv), so that none
 	// outlives it. Default: one made from the attempt id.
 	Mark string
+	// FirstEventLimit is the attempt's first-event limit, for executors
+	// that bound their CLI's own waits within it.
+	FirstEventLimit time.Duration
+	// WorkDir is the task's work directory, when the runner gives tasks
+	// one; executors run there.
+	WorkDir string
+	// Ask asks a person to approve what the executor is about to do (the
+	// approval policy ask). Nil when nobody can be asked: the executor
+	// then declines.
+	Ask func(ctx context.Context, req ApprovalRequest) Approval
 }
+
+// ApprovalRequest is an executor's question for a person: may it run this
+// command, or make these file changes?
+type ApprovalRequest struct {
+	ID      string   `json:"id"`
+	Kind    string   `json:"kind"` // command or file_change
+	Command string   `json:"command,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+	Cwd     string   `json:"cwd,omitempty"`
+	Paths   []string `json:"paths,omitempty"`
+}
+
+// Approval is the answer to an ApprovalRequest.
+type Approval string
+
+// The answers. Cancel also ends the turn.
+const (
+	ApprovalAccept  Approval = "accept"
+	ApprovalDecline Approval = "decline"
+	ApprovalCancel  Approval = "cancel"
+)
+
+// ApprovalPolicy says how an executor answers approval requests.
+type ApprovalPolicy string
+
+// The policies: never ask (the CLI runs without asking, within its
+// sandbox), accept or decline every request, or ask a person.
+const (
+	ApprovalNever      ApprovalPolicy = "never"
+	ApprovalAcceptAll  ApprovalPolicy = "accept"
+	ApprovalDeclineAll ApprovalPolicy = "decline"
+	ApprovalAsk        ApprovalPolicy = "ask"
+)
 
 // mark returns the attempt's process mark.
 func (s AttemptSpec) mark() string {
@@ -94,6 +138,13 @@ type Event struct {
 
 	Stream string   `json:"-"` // lines: "stdout" or "stderr"
 	Lines  []string `json:"-"` // lines
+
+	// Approval is the question behind a phase awaiting_reply.
+	Approval *ApprovalRequest `json:"-"`
+	// Notice marks an event that shows the executor alive but not the
+	// model answering (a CLI's own retry notice, a status line): it does
+	// not satisfy the first-event limit.
+	Notice bool `json:"-"`
 }
 
 // Exit is how an attempt's run ended.
@@ -111,7 +162,21 @@ type Exit struct {
 	ProtocolErr error
 	// Killed: the runner had to stop the attempt (cancel or timeout).
 	Killed bool
+	// Outcome is the attempt's end as the executor's protocol said it, for
+	// executors whose exit code does not tell (an app server exits 0
+	// whatever its turn did). Zero: judge by the exit code.
+	Outcome Outcome
 }
+
+// Outcome is how an executor's protocol said an attempt ended.
+type Outcome int
+
+// The outcomes.
+const (
+	OutcomeByExit   Outcome = iota // the exit code tells (exec)
+	OutcomeComplete                // the turn completed
+	OutcomeFailed                  // the turn failed; the last error event says why
+)
 
 // Start errors an executor reports in Exit.StartErr.
 var (

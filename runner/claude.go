@@ -1,0 +1,467 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// ClaudeConfig configures the claude executor. Zero fields take the
+// defaults their comments give.
+type ClaudeConfig struct {
+	// Bin is the Claude Code binary. Default "claude" on PATH.
+	Bin string
+	// Args are added to the command line, after the agent's own.
+	Args []string
+	// Env is set in the CLI's environment (NAME=VALUE); EnvPass names more
+	// of the agent's variables to pass on. CLAUDE_CONFIG_DIR and
+	// ANTHROPIC_* always pass.
+	Env     []string
+	EnvPass []string
+	// Dir is the working directory when the attempt has no work directory
+	// of its own. Default: the agent's.
+	Dir string
+	// AllowedTools (--allowedTools) and PermissionMode (--permission-mode)
+	// decide what the CLI may do: in print mode it never asks, it denies.
+	AllowedTools   []string
+	PermissionMode string
+	// MaxRetries caps the CLI's own retries (CLAUDE_CODE_MAX_RETRIES), so
+	// the agent owns retrying. Default 1; negative for 0.
+	MaxRetries int
+	// APITimeout bounds the CLI's wait for the model's response headers
+	// (API_TIMEOUT_MS). Default: the attempt's first-event limit, so a
+	// model that never answers fails inside the CLI first.
+	APITimeout time.Duration
+	// Grace is each stop step's wait: for the result line after SIGINT,
+	// then between SIGTERM and SIGKILL. Default 5 s.
+	Grace time.Duration
+	// MaxLine is the longest stdout line read. Default 16 MiB.
+	MaxLine int
+}
+
+// Claude drives Claude Code in print mode with stream-json output: one
+// process per attempt; its result line decides the outcome.
+type Claude struct{ cfg ClaudeConfig }
+
+// NewClaude returns a claude executor.
+func NewClaude(cfg ClaudeConfig) (*Claude, error) {
+	if cfg.Bin == "" {
+		cfg.Bin = "claude"
+	}
+	switch cfg.PermissionMode {
+	case "", "default", "acceptEdits", "dontAsk", "plan", "bypassPermissions":
+	default:
+		return nil, fmt.Errorf("claude executor: permission mode %q: want default, acceptEdits, dontAsk, plan or bypassPermissions", cfg.PermissionMode)
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = 1
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 5 * time.Second
+	}
+	if cfg.MaxLine <= 0 {
+		cfg.MaxLine = 16 << 20
+	}
+	if err := CheckEnvNames(cfg.EnvPass); err != nil {
+		return nil, err
+	}
+	return &Claude{cfg: cfg}, nil
+}
+
+// Name implements Executor.
+func (c *Claude) Name() string { return "claude" }
+
+// Probe implements Executor.
+func (c *Claude) Probe(context.Context) error {
+	_, err := resolveBinary(c.cfg.Bin)
+	return err
+}
+
+// args is the command line after the binary. The prompt goes to stdin, so
+// no prompt can pass for a flag.
+func (c *Claude) args(model string) []string {
+	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
+	if model != "" {
+		args = append(args, "--model", model)
+	}
+	if len(c.cfg.AllowedTools) > 0 {
+		args = append(args, "--allowedTools", strings.Join(c.cfg.AllowedTools, ","))
+	}
+	if c.cfg.PermissionMode != "" {
+		args = append(args, "--permission-mode", c.cfg.PermissionMode)
+	}
+	return append(args, c.cfg.Args...)
+}
+
+// env is what the CLI is told besides the allowlist: no traffic but the
+// model's, few retries of its own, and a bound on the wait for headers.
+func (c *Claude) env(spec AttemptSpec) []string {
+	timeout := c.cfg.APITimeout
+	if timeout <= 0 {
+		timeout = spec.FirstEventLimit
+	}
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	set := []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"CLAUDE_CODE_MAX_RETRIES=" + strconv.Itoa(c.cfg.MaxRetries),
+		"API_TIMEOUT_MS=" + strconv.FormatInt(timeout.Milliseconds(), 10)}
+	return executorEnv(os.Environ(), append([]string{"CLAUDE_CONFIG_DIR", "ANTHROPIC_*"}, c.cfg.EnvPass...), append(set, c.cfg.Env...), spec)
+}
+
+// Run implements Executor.
+func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
+	path, err := resolveBinary(c.cfg.Bin)
+	if err != nil {
+		return Exit{StartErr: err, ExitCode: -1}
+	}
+	dir := spec.WorkDir
+	if dir == "" {
+		dir = c.cfg.Dir
+	}
+	p, err := startProcess(processSpec{Name: c.cfg.Bin, Path: path, Args: c.args(spec.Task.Model), Dir: dir,
+		Env: c.env(spec), Mark: spec.mark(), Stdin: strings.NewReader(spec.Task.Prompt)})
+	if err != nil {
+		return Exit{StartErr: err, ExitCode: -1}
+	}
+	var emitMu sync.Mutex
+	s := &claudeSession{tools: map[string]claudeTool{}, emit: func(ev Event) {
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		emit(ev)
+	}}
+	lines := make(chan string, 64)
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(lines)
+		lr := newLineReader(p.stdout, c.cfg.MaxLine)
+		for {
+			line, err := lr.next()
+			if err != nil {
+				return
+			}
+			lines <- line
+		}
+	}()
+	go func() {
+		defer close(stderrDone)
+		lr := newLineReader(p.stderr, 64<<10)
+		for {
+			line, err := lr.next()
+			if err != nil {
+				return
+			}
+			s.emit(Event{Type: EventLines, SessionID: s.session, Stream: "stderr", Lines: []string{line}, Notice: true})
+		}
+	}()
+
+	var (
+		exit      Exit
+		stopStep  <-chan time.Time
+		stopStage int
+		ctxDone   = ctx.Done()
+	)
+	// stop: SIGINT (Claude ends the turn and writes its result line), then
+	// SIGTERM, then SIGKILL, each after Grace.
+	stop := func() {
+		switch stopStage {
+		case 0:
+			p.signalLeader(syscall.SIGINT)
+		case 1:
+			p.signal(syscall.SIGTERM)
+		default:
+			p.signal(syscall.SIGKILL)
+		}
+		stopStage++
+		stopStep = time.After(c.cfg.Grace)
+	}
+	take := func(line string) {
+		if err := s.line(line); err != nil && exit.ProtocolErr == nil {
+			exit.ProtocolErr = err
+		}
+	}
+	for running := true; running; {
+		select {
+		case <-ctxDone:
+			ctxDone = nil
+			exit.Killed = true
+			s.interrupted = true
+			stop()
+		case <-stopStep:
+			stop()
+		case line, ok := <-lines:
+			if !ok {
+				lines = nil
+				continue
+			}
+			take(line)
+		case <-p.exited:
+			running = false
+		}
+	}
+	p.sweep()
+	drain := time.NewTimer(c.cfg.Grace)
+	defer drain.Stop()
+	for lines != nil {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				lines = nil
+				continue
+			}
+			take(line)
+		case <-drain.C:
+			p.stdout.Close() // held open by something out of reach
+		}
+	}
+	drainOutput(c.cfg.Grace, p, stderrDone)
+	p.exitStatus(&exit)
+	switch {
+	case s.outcome == OutcomeComplete:
+		exit.Outcome, exit.ProtocolErr = OutcomeComplete, nil
+	case s.outcome == OutcomeFailed:
+		exit.Outcome = OutcomeFailed
+	default:
+		exit.Outcome = OutcomeFailed
+		if exit.ProtocolErr == nil && !exit.Killed {
+			exit.ProtocolErr = fmt.Errorf("claude ended (%s) without a result line", exitText(exit))
+		}
+	}
+	return exit
+}
+
+// claudeTool is a tool call, remembered until its result.
+type claudeTool struct {
+	name  string
+	input json.RawMessage
+}
+
+// claudeSession maps one attempt's stream-json lines to events.
+type claudeSession struct {
+	emit        func(Event)
+	session     string
+	tools       map[string]claudeTool
+	streaming   bool // a progress event went out for the message being streamed
+	synthetic   string
+	retryDelay  time.Duration
+	interrupted bool
+	outcome     Outcome
+}
+
+// claudeLine is the part of a stream-json line the executor reads.
+type claudeLine struct {
+	Type       string          `json:"type"`
+	Subtype    string          `json:"subtype"`
+	SessionID  string          `json:"session_id"`
+	Model      string          `json:"model"`
+	Event      json.RawMessage `json:"event"`
+	Message    json.RawMessage `json:"message"`
+	Error      json.RawMessage `json:"error"`
+	Attempt    int             `json:"attempt"`
+	MaxRetries int             `json:"max_retries"`
+	RetryDelay float64         `json:"retry_delay_ms"`
+	Status     json.RawMessage `json:"error_status"`
+
+	IsError           bool            `json:"is_error"`
+	Result            string          `json:"result"`
+	APIErrorStatus    *int            `json:"api_error_status"`
+	APIErrorType      string          `json:"api_error_type"`
+	APIError          string          `json:"api_error"`
+	TerminalReason    string          `json:"terminal_reason"`
+	Usage             json.RawMessage `json:"usage"`
+	TotalCostUSD      *float64        `json:"total_cost_usd"`
+	NumTurns          int             `json:"num_turns"`
+	PermissionDenials []struct {
+		ToolName  string          `json:"tool_name"`
+		ToolInput json.RawMessage `json:"tool_input"`
+	} `json:"permission_denials"`
+}
+
+type claudeMessage struct {
+	Model   string `json:"model"`
+	Content []struct {
+		Type      string          `json:"type"`
+		Text      string          `json:"text"`
+		ID        string          `json:"id"`
+		Name      string          `json:"name"`
+		Input     json.RawMessage `json:"input"`
+		ToolUseID string          `json:"tool_use_id"`
+		IsError   bool            `json:"is_error"`
+	} `json:"content"`
+}
+
+// sideEffectTools change something when they succeed.
+var sideEffectTools = map[string]bool{"Bash": true, "Write": true, "Edit": true, "MultiEdit": true, "NotebookEdit": true}
+
+// line maps one stdout line. An error is a protocol error.
+func (s *claudeSession) line(line string) error {
+	if strings.TrimSpace(line) == "" {
+		return nil
+	}
+	var l claudeLine
+	if err := json.Unmarshal([]byte(line), &l); err != nil || l.Type == "" {
+		return fmt.Errorf("claude wrote a line that is not stream-json: %s", clip(line, 200))
+	}
+	ev := func(e Event) { e.SessionID = s.session; s.emit(e) }
+	switch l.Type {
+	case "system":
+		switch l.Subtype {
+		case "init":
+			if s.session == "" && l.SessionID != "" {
+				s.session = l.SessionID
+				s.emit(Event{Type: EventSession, SessionID: s.session})
+			}
+			ev(Event{Type: EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
+		case "api_retry":
+			s.retryDelay = time.Duration(l.RetryDelay * float64(time.Millisecond))
+			why := strings.Trim(string(l.Error), `"`)
+			if st := string(l.Status); st != "" && st != "null" {
+				why = st + " " + why
+			}
+			ev(Event{Type: EventProgress, Step: "retry", Notice: true, Message: fmt.Sprintf("Claude retries %d/%d in %s: %s",
+				l.Attempt, l.MaxRetries, s.retryDelay.Round(time.Millisecond), why)})
+		}
+	case "stream_event":
+		var e struct {
+			Type         string `json:"type"`
+			ContentBlock struct {
+				Type string `json:"type"`
+				Name string `json:"name"`
+			} `json:"content_block"`
+		}
+		_ = json.Unmarshal(l.Event, &e)
+		switch {
+		case e.Type == "message_start":
+			s.streaming = false
+		case e.Type == "content_block_start" && e.ContentBlock.Type == "tool_use":
+			ev(Event{Type: EventTool, Name: e.ContentBlock.Name, Stage: "input"})
+		case e.Type == "content_block_delta" && !s.streaming:
+			// The model answers: once per message, not per delta (the
+			// assistant message is the record).
+			s.streaming = true
+			ev(Event{Type: EventProgress, Message: "the model is answering", Step: "streaming"})
+		}
+	case "assistant":
+		var m claudeMessage
+		_ = json.Unmarshal(l.Message, &m)
+		if m.Model == "<synthetic>" {
+			// An error dressed as a message: never output.
+			var code string
+			_ = json.Unmarshal(l.Error, &code)
+			s.synthetic = code
+			return nil
+		}
+		for _, b := range m.Content {
+			switch b.Type {
+			case "text":
+				if strings.TrimSpace(b.Text) != "" {
+					ev(Event{Type: EventOutput, Text: b.Text})
+				}
+			case "tool_use":
+				s.tools[b.ID] = claudeTool{name: b.Name, input: b.Input}
+				ev(Event{Type: EventTool, Name: b.Name, Stage: "call"})
+			}
+		}
+	case "user":
+		var m claudeMessage
+		_ = json.Unmarshal(l.Message, &m)
+		for _, b := range m.Content {
+			if b.Type != "tool_result" {
+				continue
+			}
+			t := s.tools[b.ToolUseID]
+			ev(Event{Type: EventTool, Name: t.name, Stage: "result"})
+			if !b.IsError && sideEffectTools[t.name] {
+				ev(Event{Type: EventSideEffect, Description: toolText(t)})
+			}
+		}
+	case "result":
+		s.result(l, ev)
+	}
+	return nil // other lines (rate limit info, …) say nothing the runner needs
+}
+
+// toolText says what a tool call did: the command, or the file.
+func toolText(t claudeTool) string {
+	var in struct {
+		Command  string `json:"command"`
+		FilePath string `json:"file_path"`
+		Path     string `json:"notebook_path"`
+	}
+	_ = json.Unmarshal(t.input, &in)
+	return strings.TrimSpace(t.name + " " + clip(in.Command+in.FilePath+in.Path, 500))
+}
+
+// result ends the attempt: success needs is_error false.
+func (s *claudeSession) result(l claudeLine, ev func(Event)) {
+	for _, d := range l.PermissionDenials {
+		ev(Event{Type: EventLog, Level: "warn", Message: "permission denied: " + d.ToolName + " " + clip(string(d.ToolInput), 300)})
+	}
+	if !l.IsError && l.Subtype == "success" {
+		s.outcome = OutcomeComplete
+		ev(Event{Type: EventPhase, Phase: state.PhaseCompleting})
+		data, _ := json.Marshal(map[string]any{"usage": l.Usage, "total_cost_usd": l.TotalCostUSD, "num_turns": l.NumTurns,
+			"permission_denials": len(l.PermissionDenials)})
+		ev(Event{Type: EventResult, Summary: l.Result, Data: data})
+		return
+	}
+	s.outcome = OutcomeFailed
+	if s.interrupted && l.Subtype == "error_during_execution" {
+		return // our own SIGINT: the runner knows why it stopped
+	}
+	msg := l.Result
+	if msg == "" {
+		msg = "claude: " + strings.ReplaceAll(l.Subtype, "_", " ")
+	}
+	ev(Event{Type: EventError, Code: s.classify(l), Message: msg, RetryAfterMS: s.retryDelay.Milliseconds()})
+}
+
+// classify maps a failed result to the runner's error codes (see
+// EXECUTORS.md): the terminal reason, the synthetic message's error, the
+// API's error type, then the HTTP status, then the message.
+func (s *claudeSession) classify(l claudeLine) string {
+	switch {
+	case l.TerminalReason == "prompt_too_long":
+		return "context_overflow"
+	case s.synthetic == "billing_error":
+		return "quota"
+	case l.APIError == "connection_failed":
+		return "network"
+	}
+	switch l.APIErrorType {
+	case "rate_limit_error":
+		return "rate_limit"
+	case "overloaded_error":
+		return "overloaded"
+	case "api_error":
+		return "unavailable"
+	case "authentication_error":
+		return "auth"
+	case "permission_error":
+		return "permission"
+	case "invalid_request_error":
+		return "invalid_request"
+	}
+	if l.APIErrorStatus != nil {
+		return httpStatusCode(*l.APIErrorStatus)
+	}
+	msg := strings.ToLower(l.Result)
+	switch {
+	case strings.Contains(msg, "timed out"):
+		return "timeout"
+	case strings.Contains(msg, "unable to connect"), strings.Contains(msg, "connection"), strings.Contains(msg, "econnreset"):
+		return "network"
+	}
+	return ""
+}

@@ -1,0 +1,882 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// CodexConfig configures the codex executor. Zero fields take the defaults
+// their comments give.
+type CodexConfig struct {
+	// Bin is the codex binary. Default "codex" on PATH.
+	Bin string
+	// Args are added after "app-server": for example -c key=value
+	// overrides of the user's configuration, which is never edited.
+	Args []string
+	// Env is set in the app server's environment (NAME=VALUE); EnvPass
+	// names more of the agent's variables to pass on (see CheckEnvNames).
+	// CODEX_HOME and OPENAI_* always pass.
+	Env     []string
+	EnvPass []string
+	// Dir is the working directory when the attempt has no work directory
+	// of its own. Default: the agent's.
+	Dir string
+	// Approval answers the app server's approval requests. Default never:
+	// the thread runs with approval policy "never" and Codex never asks.
+	Approval ApprovalPolicy
+	// Sandbox is the thread's sandbox mode: read-only, workspace-write or
+	// danger-full-access. Default workspace-write.
+	Sandbox string
+	// Provider, when it names a provider defined in the user's Codex
+	// configuration, gets its own retries capped at one (request and
+	// stream), so the agent owns retrying. Codex refuses overrides of its
+	// built-in providers (openai): leave it empty for those.
+	Provider string
+	// Grace is each stop step's wait: for turn/completed after an
+	// interrupt, for the exit after stdin is closed, and between SIGTERM
+	// and SIGKILL. Default 5 s.
+	Grace time.Duration
+	// MaxLine is the longest protocol line read. Default 16 MiB.
+	MaxLine int
+}
+
+// Codex drives `codex app-server` over its JSON-RPC stdio protocol: one app
+// server per attempt, one thread, one turn.
+type Codex struct{ cfg CodexConfig }
+
+// codexOverrides turn off what Codex does besides the turn: its analytics,
+// plugin sync and update check reach the internet, and by default it
+// retries a refused connection forever.
+var codexOverrides = []string{
+	"analytics.enabled=false",
+	"features.plugins=false",
+	"check_for_update_on_startup=false",
+	"features.unbounded_connection_retries=false",
+}
+
+// NewCodex returns a codex executor.
+func NewCodex(cfg CodexConfig) (*Codex, error) {
+	if cfg.Bin == "" {
+		cfg.Bin = "codex"
+	}
+	switch cfg.Approval {
+	case "":
+		cfg.Approval = ApprovalNever
+	case ApprovalNever, ApprovalAcceptAll, ApprovalDeclineAll, ApprovalAsk:
+	default:
+		return nil, fmt.Errorf("codex executor: approval policy %q: want never, accept, decline or ask", cfg.Approval)
+	}
+	switch cfg.Sandbox {
+	case "":
+		cfg.Sandbox = "workspace-write"
+	case "read-only", "workspace-write", "danger-full-access":
+	default:
+		return nil, fmt.Errorf("codex executor: sandbox %q: want read-only, workspace-write or danger-full-access", cfg.Sandbox)
+	}
+	if strings.ContainsAny(cfg.Provider, ". =\"'") {
+		return nil, fmt.Errorf("codex executor: provider %q is not a provider id", cfg.Provider)
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 5 * time.Second
+	}
+	if cfg.MaxLine <= 0 {
+		cfg.MaxLine = 16 << 20
+	}
+	if err := CheckEnvNames(cfg.EnvPass); err != nil {
+		return nil, err
+	}
+	return &Codex{cfg: cfg}, nil
+}
+
+// Name implements Executor.
+func (c *Codex) Name() string { return "codex" }
+
+// Probe implements Executor.
+func (c *Codex) Probe(context.Context) error {
+	_, err := resolveBinary(c.cfg.Bin)
+	return err
+}
+
+// args is the app server's command line after the binary.
+func (c *Codex) args() []string {
+	args := []string{"app-server"}
+	for _, o := range codexOverrides {
+		args = append(args, "-c", o)
+	}
+	if p := c.cfg.Provider; p != "" {
+		args = append(args, "-c", "model_providers."+p+".request_max_retries=1", "-c", "model_providers."+p+".stream_max_retries=1")
+	}
+	return append(args, c.cfg.Args...)
+}
+
+// Run implements Executor.
+func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
+	path, err := resolveBinary(c.cfg.Bin)
+	if err != nil {
+		return Exit{StartErr: err, ExitCode: -1}
+	}
+	dir := spec.WorkDir
+	if dir == "" {
+		dir = c.cfg.Dir
+	}
+	p, err := startProcess(processSpec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
+		Env:  executorEnv(os.Environ(), append([]string{"CODEX_HOME", "OPENAI_*"}, c.cfg.EnvPass...), c.cfg.Env, spec),
+		Mark: spec.mark(), StdinPipe: true})
+	if err != nil {
+		return Exit{StartErr: err, ExitCode: -1}
+	}
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, emit: emit, pending: map[int64]string{},
+		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval)}
+	return s.run(ctx)
+}
+
+// codexMsg is one line from the app server: a response (ID and Result or
+// Error), a notification (Method), or a request (ID and Method).
+type codexMsg struct {
+	ID     *json.RawMessage `json:"id"`
+	Method string           `json:"method"`
+	Params json.RawMessage  `json:"params"`
+	Result json.RawMessage  `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+
+	bad error // the line was not a message
+}
+
+// codexApproval is a person's answer, coming back from Ask.
+type codexApproval struct {
+	id       json.RawMessage
+	decision Approval
+}
+
+// codexSession is one attempt's conversation with an app server. Its
+// fields are owned by run's goroutine.
+type codexSession struct {
+	cfg  CodexConfig
+	spec AttemptSpec
+	dir  string
+	p    *process
+	emit func(Event)
+
+	nextID  int64
+	pending map[int64]string // request id → method
+	stdinMu sync.Mutex
+	stdin   io.WriteCloser
+
+	thread, turn string
+	session      string
+	done         bool // turn/completed seen
+	interrupted  bool // we asked for the interrupt
+	lastMessage  string
+	streamed     map[string]int // agent message item → bytes already sent as output
+	partial      map[string]string
+	usage        json.RawMessage
+	durationMS   int64
+
+	exit      Exit
+	msgs      chan codexMsg // closed at the end of stdout
+	approvals chan codexApproval
+	asking    sync.WaitGroup
+}
+
+func (s *codexSession) run(ctx context.Context) Exit {
+	s.stdin = s.p.stdin
+	var emitMu sync.Mutex // emit is called from one goroutine at a time
+	emit := s.emit
+	s.emit = func(ev Event) {
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		emit(ev)
+	}
+	stderrDone := make(chan struct{})
+	go s.readStdout()
+	go func() {
+		defer close(stderrDone)
+		s.readStderr()
+	}()
+	askCtx, cancelAsks := context.WithCancel(context.Background())
+	defer cancelAsks()
+
+	s.request("initialize", map[string]any{"clientInfo": map[string]string{"name": "edge-agent", "title": "Edge agent", "version": "1"}})
+
+	var (
+		stopStep  <-chan time.Time // the next step of a stop
+		stopStage int
+		ctxDone   = ctx.Done()
+	)
+	// stop moves a stop forward one step: interrupt the turn, close stdin,
+	// SIGTERM, SIGKILL. Each step waits Grace for the process to end.
+	stop := func() {
+		switch stopStage {
+		case 0:
+			stopStage = 1
+			if s.turn != "" && !s.done {
+				s.interrupted = true
+				s.request("turn/interrupt", map[string]string{"threadId": s.thread, "turnId": s.turn})
+				stopStep = time.After(s.cfg.Grace)
+				return
+			}
+			fallthrough
+		case 1:
+			stopStage = 2
+			s.closeStdin()
+			stopStep = time.After(s.cfg.Grace)
+		case 2:
+			stopStage = 3
+			s.p.signal(syscall.SIGTERM)
+			stopStep = time.After(s.cfg.Grace)
+		default:
+			s.p.signal(syscall.SIGKILL)
+			stopStep = nil
+		}
+	}
+	msgs := s.msgs
+	for running := true; running; {
+		select {
+		case <-ctxDone:
+			ctxDone = nil
+			cancelAsks()
+			s.exit.Killed = true
+			if stopStage == 0 {
+				stop()
+			}
+		case <-stopStep:
+			stop()
+		case m, ok := <-msgs:
+			if !ok {
+				msgs = nil
+				continue
+			}
+			s.take(askCtx, m)
+			switch {
+			case s.exit.ProtocolErr != nil && stopStage < 2:
+				stopStage = 1 // no interrupt: the protocol is broken
+				stop()
+			case s.done && stopStage == 0:
+				// The turn is over. Codex keeps commands running after it,
+				// so the app server ends now.
+				stopStage = 1
+				stop()
+			case s.done && stopStage == 1:
+				stop() // the interrupt was answered: close stdin
+			}
+		case a := <-s.approvals:
+			s.respond(a.id, map[string]any{"decision": string(a.decision)})
+			s.emit(Event{Type: EventLog, SessionID: s.session, Level: "info", Message: "approval answered: " + string(a.decision), Notice: true})
+			if !s.done {
+				s.emit(Event{Type: EventPhase, SessionID: s.session, Phase: state.PhaseTurnStarted, Notice: true})
+			}
+		case <-s.p.exited:
+			running = false
+		}
+	}
+	cancelAsks()
+	s.asking.Wait()
+	s.p.sweep()
+	// What the app server said before it exited still counts.
+	drain := time.NewTimer(s.cfg.Grace)
+	defer drain.Stop()
+	for msgs != nil {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				msgs = nil
+				continue
+			}
+			s.take(askCtx, m)
+		case <-drain.C:
+			s.p.stdout.Close() // held open by something out of reach
+		}
+	}
+	drainOutput(s.cfg.Grace, s.p, stderrDone)
+	s.p.exitStatus(&s.exit)
+	switch {
+	case s.done && s.exit.Outcome == OutcomeComplete:
+		s.exit.ProtocolErr = nil
+	case !s.done:
+		s.exit.Outcome = OutcomeFailed
+		if s.exit.ProtocolErr == nil && !s.exit.Killed {
+			s.exit.ProtocolErr = fmt.Errorf("codex app-server ended (%s) before the turn completed", exitText(s.exit))
+		}
+	}
+	return s.exit
+}
+
+// take handles one message; the first protocol error is kept.
+func (s *codexSession) take(askCtx context.Context, m codexMsg) {
+	if err := s.handle(askCtx, m); err != nil && s.exit.ProtocolErr == nil {
+		s.exit.ProtocolErr = err
+	}
+}
+
+// exitText says how a process ended.
+func exitText(e Exit) string {
+	if e.Signal != "" {
+		return "killed by " + e.Signal
+	}
+	return "exit status " + strconv.Itoa(e.ExitCode)
+}
+
+// readStdout turns the app server's stdout into messages.
+func (s *codexSession) readStdout() {
+	defer close(s.msgs)
+	lr := newLineReader(s.p.stdout, s.cfg.MaxLine)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			return
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var m codexMsg
+		if err := json.Unmarshal([]byte(line), &m); err != nil || (m.ID == nil && m.Method == "") {
+			m = codexMsg{bad: fmt.Errorf("codex app-server wrote a line that is not a protocol message: %s", clip(line, 200))}
+		}
+		s.msgs <- m
+	}
+}
+
+// readStderr passes the app server's stderr on as log lines.
+func (s *codexSession) readStderr() {
+	lr := newLineReader(s.p.stderr, 64<<10)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			return
+		}
+		s.emit(Event{Type: EventLines, SessionID: s.session, Stream: "stderr", Lines: []string{line}, Notice: true})
+	}
+}
+
+// request sends a request and remembers its method for the response.
+func (s *codexSession) request(method string, params any) {
+	s.nextID++
+	s.pending[s.nextID] = method
+	s.write(map[string]any{"id": s.nextID, "method": method, "params": params})
+}
+
+func (s *codexSession) notify(method string) { s.write(map[string]any{"method": method}) }
+
+func (s *codexSession) respond(id json.RawMessage, result any) {
+	s.write(map[string]any{"id": id, "result": result})
+}
+
+func (s *codexSession) write(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return
+	}
+	s.stdinMu.Lock()
+	defer s.stdinMu.Unlock()
+	if s.stdin != nil {
+		_, _ = s.stdin.Write(append(b, '\n')) // a closed pipe shows as the process's end
+	}
+}
+
+func (s *codexSession) closeStdin() {
+	s.stdinMu.Lock()
+	defer s.stdinMu.Unlock()
+	if s.stdin != nil {
+		s.stdin.Close()
+		s.stdin = nil
+	}
+}
+
+// handle applies one message from the app server. An error is a protocol
+// error: the attempt cannot go on.
+func (s *codexSession) handle(askCtx context.Context, m codexMsg) error {
+	switch {
+	case m.bad != nil:
+		return m.bad
+	case m.ID != nil && m.Method != "":
+		return s.serverRequest(askCtx, m)
+	case m.ID != nil:
+		return s.response(m)
+	}
+	return s.notification(m.Method, m.Params)
+}
+
+// response handles the answer to one of our requests.
+func (s *codexSession) response(m codexMsg) error {
+	id, err := strconv.ParseInt(string(*m.ID), 10, 64)
+	method, ok := s.pending[id]
+	if err != nil || !ok {
+		return fmt.Errorf("codex app-server answered a request it was not sent (id %s)", *m.ID)
+	}
+	delete(s.pending, id)
+	if m.Error != nil {
+		if method == "turn/interrupt" {
+			return nil // the turn ended meanwhile
+		}
+		return fmt.Errorf("codex app-server refused %s: %s", method, m.Error.Message)
+	}
+	switch method {
+	case "initialize":
+		s.notify("initialized")
+		params := map[string]any{"cwd": s.dir, "approvalPolicy": s.approvalPolicy(), "sandbox": s.cfg.Sandbox}
+		if s.spec.Task.Model != "" {
+			params["model"] = s.spec.Task.Model
+		}
+		s.request("thread/start", params)
+	case "thread/start":
+		var r struct {
+			Thread struct {
+				ID string `json:"id"`
+			} `json:"thread"`
+		}
+		if err := json.Unmarshal(m.Result, &r); err != nil || r.Thread.ID == "" {
+			return fmt.Errorf("codex app-server: thread/start answer without a thread id")
+		}
+		s.thread, s.session = r.Thread.ID, r.Thread.ID
+		s.emit(Event{Type: EventSession, SessionID: s.session})
+		s.request("turn/start", map[string]any{"threadId": s.thread,
+			"input": []map[string]any{{"type": "text", "text": s.spec.Task.Prompt, "text_elements": []any{}}}})
+	case "turn/start":
+		var r struct {
+			Turn struct {
+				ID string `json:"id"`
+			} `json:"turn"`
+		}
+		if err := json.Unmarshal(m.Result, &r); err != nil || r.Turn.ID == "" {
+			return fmt.Errorf("codex app-server: turn/start answer without a turn id")
+		}
+		if s.turn == "" {
+			s.turn = r.Turn.ID
+		}
+	}
+	return nil
+}
+
+// approvalPolicy is the thread's approval policy for the configured answer.
+func (s *codexSession) approvalPolicy() string {
+	if s.cfg.Approval == ApprovalNever {
+		return "never"
+	}
+	return "on-request"
+}
+
+// codexItem is the part of a thread item the executor reads.
+type codexItem struct {
+	Type     string `json:"type"`
+	ID       string `json:"id"`
+	Text     string `json:"text"`
+	Command  string `json:"command"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exitCode"`
+	Server   string `json:"server"`
+	Tool     string `json:"tool"`
+	Changes  []struct {
+		Path string          `json:"path"`
+		Kind json.RawMessage `json:"kind"`
+	} `json:"changes"`
+}
+
+// notification maps one notification to the runner's events.
+func (s *codexSession) notification(method string, params json.RawMessage) error {
+	ev := func(e Event) { e.SessionID = s.session; s.emit(e) }
+	switch method {
+	case "turn/started":
+		var p struct {
+			Turn struct {
+				ID string `json:"id"`
+			} `json:"turn"`
+		}
+		_ = json.Unmarshal(params, &p)
+		if s.turn == "" {
+			s.turn = p.Turn.ID
+		}
+		ev(Event{Type: EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
+	case "item/started":
+		var p struct{ Item codexItem }
+		if err := json.Unmarshal(params, &p); err != nil {
+			return fmt.Errorf("codex app-server: bad item/started: %v", err)
+		}
+		s.itemStarted(p.Item, ev)
+	case "item/completed":
+		var p struct{ Item codexItem }
+		if err := json.Unmarshal(params, &p); err != nil {
+			return fmt.Errorf("codex app-server: bad item/completed: %v", err)
+		}
+		s.itemCompleted(p.Item, ev)
+	case "item/agentMessage/delta":
+		var p struct {
+			ItemID string `json:"itemId"`
+			Delta  string `json:"delta"`
+		}
+		_ = json.Unmarshal(params, &p)
+		s.delta(p.ItemID, p.Delta, ev)
+	case "item/commandExecution/outputDelta":
+		var p struct {
+			Delta string `json:"delta"`
+		}
+		_ = json.Unmarshal(params, &p)
+		if lines := splitLines(p.Delta); len(lines) > 0 {
+			ev(Event{Type: EventLines, Stream: "command", Lines: lines})
+		}
+	case "error":
+		var p struct {
+			Error     codexError `json:"error"`
+			WillRetry bool       `json:"willRetry"`
+		}
+		_ = json.Unmarshal(params, &p)
+		msg := p.Error.text()
+		if p.WillRetry {
+			// Codex retries on its own: progress, not a failure.
+			ev(Event{Type: EventProgress, Message: msg, Step: "retry", Notice: true})
+		} else {
+			ev(Event{Type: EventLog, Level: "error", Message: msg, Notice: true})
+		}
+	case "warning", "configWarning", "deprecationNotice":
+		var p struct {
+			Message string `json:"message"`
+			Summary string `json:"summary"`
+		}
+		_ = json.Unmarshal(params, &p)
+		ev(Event{Type: EventLog, Level: "warn", Message: strings.TrimSpace(method + ": " + p.Message + " " + p.Summary), Notice: true})
+	case "thread/tokenUsage/updated":
+		var p struct {
+			TokenUsage json.RawMessage `json:"tokenUsage"`
+		}
+		if json.Unmarshal(params, &p) == nil && len(p.TokenUsage) > 0 {
+			s.usage = p.TokenUsage
+		}
+	case "turn/completed":
+		return s.turnCompleted(params, ev)
+	}
+	return nil // other notifications (status, rate limits, diffs) say nothing the runner needs
+}
+
+func (s *codexSession) itemStarted(it codexItem, ev func(Event)) {
+	switch it.Type {
+	case "userMessage":
+		return // our own prompt, echoed: not the model
+	case "commandExecution":
+		ev(Event{Type: EventTool, Name: "shell", Stage: "call"})
+		ev(Event{Type: EventProgress, Message: "running " + clip(it.Command, 200), Step: it.Type})
+	case "fileChange":
+		ev(Event{Type: EventTool, Name: "apply_patch", Stage: "call"})
+		ev(Event{Type: EventProgress, Message: "changing files", Step: it.Type})
+	case "mcpToolCall":
+		ev(Event{Type: EventTool, Name: strings.Trim(it.Server+"."+it.Tool, "."), Stage: "call"})
+	case "webSearch":
+		ev(Event{Type: EventTool, Name: "web_search", Stage: "call"})
+	default: // agentMessage, reasoning, …: the model is answering
+		ev(Event{Type: EventProgress, Message: it.Type, Step: it.Type})
+	}
+}
+
+func (s *codexSession) itemCompleted(it codexItem, ev func(Event)) {
+	switch it.Type {
+	case "agentMessage":
+		// The completed text is the record; what was streamed of it is
+		// not sent twice.
+		sent, rest := s.streamed[it.ID], it.Text
+		if sent > 0 && strings.HasPrefix(it.Text, s.partial[it.ID][:sent]) {
+			rest = it.Text[sent:]
+		}
+		delete(s.streamed, it.ID)
+		delete(s.partial, it.ID)
+		if strings.TrimSpace(rest) != "" {
+			ev(Event{Type: EventOutput, Text: strings.TrimSuffix(rest, "\n")})
+		}
+		s.lastMessage = it.Text
+	case "commandExecution":
+		ev(Event{Type: EventTool, Name: "shell", Stage: "result"})
+		if it.Status != "declined" {
+			// Conservative: a command that ran may have changed something.
+			desc := "ran " + clip(it.Command, 500)
+			if it.ExitCode != nil {
+				desc += fmt.Sprintf(" (exit %d)", *it.ExitCode)
+			}
+			ev(Event{Type: EventSideEffect, Description: desc})
+		} else {
+			ev(Event{Type: EventLog, Level: "info", Message: "command declined: " + clip(it.Command, 500)})
+		}
+	case "fileChange":
+		ev(Event{Type: EventTool, Name: "apply_patch", Stage: "result"})
+		if it.Status == "completed" {
+			for _, c := range it.Changes {
+				var kind struct {
+					Type string `json:"type"`
+				}
+				if json.Unmarshal(c.Kind, &kind) != nil {
+					_ = json.Unmarshal(c.Kind, &kind.Type)
+				}
+				ev(Event{Type: EventSideEffect, Description: strings.TrimSpace(kind.Type + " " + c.Path)})
+			}
+		}
+	case "mcpToolCall", "webSearch":
+		ev(Event{Type: EventTool, Name: it.Type, Stage: "result"})
+	}
+}
+
+// delta streams an agent message as output, a whole line at a time; the
+// rest goes out when the item completes.
+func (s *codexSession) delta(item, delta string, ev func(Event)) {
+	s.partial[item] += delta
+	text := s.partial[item]
+	sent := s.streamed[item]
+	if i := strings.LastIndexByte(text, '\n'); i >= sent {
+		ev(Event{Type: EventOutput, Text: strings.TrimSuffix(text[sent:i], "\r")})
+		s.streamed[item] = i + 1
+	}
+}
+
+// turnCompleted ends the attempt by the turn's status.
+func (s *codexSession) turnCompleted(params json.RawMessage, ev func(Event)) error {
+	var p struct {
+		Turn struct {
+			ID         string      `json:"id"`
+			Status     string      `json:"status"`
+			Error      *codexError `json:"error"`
+			DurationMS int64       `json:"durationMs"`
+		} `json:"turn"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return fmt.Errorf("codex app-server: bad turn/completed: %v", err)
+	}
+	if s.turn != "" && p.Turn.ID != "" && p.Turn.ID != s.turn {
+		return nil // not our turn
+	}
+	s.done = true
+	switch p.Turn.Status {
+	case "completed":
+		s.exit.Outcome = OutcomeComplete
+		ev(Event{Type: EventPhase, Phase: state.PhaseCompleting})
+		data, _ := json.Marshal(map[string]any{"turn_id": p.Turn.ID, "duration_ms": p.Turn.DurationMS, "usage": s.usage})
+		ev(Event{Type: EventResult, Summary: s.lastMessage, Data: data})
+	case "interrupted":
+		s.exit.Outcome = OutcomeFailed
+		if !s.interrupted {
+			ev(Event{Type: EventError, Message: "the turn was interrupted"})
+		}
+	default:
+		s.exit.Outcome = OutcomeFailed
+		e := codexError{Message: "the turn failed with status " + p.Turn.Status}
+		if p.Turn.Error != nil {
+			e = *p.Turn.Error
+		}
+		code, retryAfter := e.classify()
+		ev(Event{Type: EventError, Code: code, Message: e.text(), RetryAfterMS: retryAfter.Milliseconds()})
+	}
+	return nil
+}
+
+// serverRequest answers a request from the app server: approvals by the
+// policy (asking a person when it says so), anything else with an error.
+func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
+	var p struct {
+		ItemID  string `json:"itemId"`
+		Reason  string `json:"reason"`
+		Command string `json:"command"`
+		Cwd     string `json:"cwd"`
+		Changes []struct {
+			Path string `json:"path"`
+		} `json:"changes"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	var kind string
+	switch m.Method {
+	case "item/commandExecution/requestApproval":
+		kind = "command"
+	case "item/fileChange/requestApproval":
+		kind = "file_change"
+	default:
+		s.write(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "the agent does not handle " + m.Method}})
+		s.emit(Event{Type: EventLog, SessionID: s.session, Level: "warn", Message: "declined an unknown request from codex: " + m.Method})
+		return nil
+	}
+	req := ApprovalRequest{ID: p.ItemID, Kind: kind, Command: p.Command, Reason: p.Reason, Cwd: p.Cwd}
+	for _, c := range p.Changes {
+		req.Paths = append(req.Paths, c.Path)
+	}
+	if req.ID == "" {
+		req.ID = string(*m.ID)
+	}
+	id := *m.ID
+	var answer Approval
+	switch s.cfg.Approval {
+	case ApprovalAcceptAll:
+		answer = ApprovalAccept
+	case ApprovalAsk:
+		if s.spec.Ask == nil {
+			answer = ApprovalDecline
+			break
+		}
+		s.emit(Event{Type: EventPhase, SessionID: s.session, Phase: state.PhaseAwaitingReply, Approval: &req})
+		s.asking.Add(1)
+		go func() {
+			defer s.asking.Done()
+			a := s.spec.Ask(askCtx, req)
+			select {
+			case s.approvals <- codexApproval{id: id, decision: a}:
+			case <-askCtx.Done():
+			}
+		}()
+		return nil
+	default:
+		answer = ApprovalDecline
+	}
+	s.emit(Event{Type: EventLog, SessionID: s.session, Level: "info", Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, approvalText(req))})
+	s.respond(id, map[string]any{"decision": string(answer)})
+	return nil
+}
+
+// approvalText says what a request asks for.
+func approvalText(r ApprovalRequest) string {
+	if r.Kind == "command" {
+		return clip(r.Command, 300)
+	}
+	return "change " + strings.Join(r.Paths, ", ")
+}
+
+// codexError is a turn's or an error notification's error.
+type codexError struct {
+	Message           string          `json:"message"`
+	CodexErrorInfo    json.RawMessage `json:"codexErrorInfo"`
+	AdditionalDetails string          `json:"additionalDetails"`
+}
+
+func (e codexError) text() string {
+	if e.AdditionalDetails != "" && !strings.Contains(e.Message, e.AdditionalDetails) {
+		return e.Message + " (" + e.AdditionalDetails + ")"
+	}
+	return e.Message
+}
+
+// classify maps codexErrorInfo to the runner's error codes (see
+// EXECUTORS.md), and finds a retry hint in the message.
+func (e codexError) classify() (code string, retryAfter time.Duration) {
+	retryAfter = retryHint(e.Message)
+	var name string
+	var detail map[string]struct {
+		HTTPStatusCode *int `json:"httpStatusCode"`
+	}
+	if json.Unmarshal(e.CodexErrorInfo, &name) != nil && json.Unmarshal(e.CodexErrorInfo, &detail) == nil {
+		for k := range detail {
+			name = k
+		}
+	}
+	status := 0
+	if d, ok := detail[name]; ok && d.HTTPStatusCode != nil {
+		status = *d.HTTPStatusCode
+	}
+	switch name {
+	case "rateLimitExceeded":
+		return "rate_limit", retryAfter
+	case "serverOverloaded":
+		return "overloaded", retryAfter
+	case "internalServerError":
+		return "unavailable", retryAfter
+	case "usageLimitExceeded", "sessionBudgetExceeded":
+		return "quota", retryAfter
+	case "unauthorized":
+		return "auth", retryAfter
+	case "sandboxError":
+		return "permission", retryAfter
+	case "badRequest", "modelNotFound":
+		return "invalid_request", retryAfter
+	case "contextWindowExceeded":
+		return "context_overflow", retryAfter
+	case "responseStreamDisconnected":
+		return "network", retryAfter
+	case "responseTooManyFailedAttempts", "httpConnectionFailed":
+		return httpStatusCode(status), retryAfter
+	}
+	msg := strings.ToLower(e.Message + " " + e.AdditionalDetails)
+	switch {
+	case strings.Contains(msg, "idle timeout"):
+		return "timeout", retryAfter
+	case strings.Contains(msg, "stream disconnected"), strings.Contains(msg, "stream closed"), strings.Contains(msg, "connection failed"):
+		return "network", retryAfter
+	}
+	return "", retryAfter // the message patterns decide
+}
+
+// httpStatusCode maps an HTTP status from a CLI's error to an error code.
+func httpStatusCode(status int) string {
+	switch {
+	case status == 0:
+		return "network"
+	case status == 429:
+		return "rate_limit"
+	case status == 401:
+		return "auth"
+	case status == 403:
+		return "permission"
+	case status == 529:
+		return "overloaded"
+	case status >= 500:
+		return "unavailable"
+	case status >= 400:
+		return "invalid_request"
+	}
+	return ""
+}
+
+// retryHint finds "try again in 1.5s" (or "in 20 seconds", "in 300ms") in
+// a message.
+func retryHint(msg string) time.Duration {
+	lower := strings.ToLower(msg)
+	i := strings.Index(lower, "try again in ")
+	if i < 0 {
+		return 0
+	}
+	rest := lower[i+len("try again in "):]
+	j := 0
+	for j < len(rest) && (rest[j] >= '0' && rest[j] <= '9' || rest[j] == '.') {
+		j++
+	}
+	n, err := strconv.ParseFloat(rest[:j], 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	unit := strings.TrimSpace(rest[j:])
+	switch {
+	case strings.HasPrefix(unit, "ms"), strings.HasPrefix(unit, "millisecond"):
+		return time.Duration(n * float64(time.Millisecond))
+	case strings.HasPrefix(unit, "m") && !strings.HasPrefix(unit, "ms"):
+		if strings.HasPrefix(unit, "min") {
+			return time.Duration(n * float64(time.Minute))
+		}
+	}
+	return time.Duration(n * float64(time.Second))
+}
+
+// splitLines splits text into lines without their newlines, dropping a
+// last empty one.
+func splitLines(text string) []string {
+	text = strings.TrimSuffix(text, "\n")
+	if text == "" {
+		return nil
+	}
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSuffix(l, "\r")
+	}
+	return lines
+}
+
+// clip shortens s to at most n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
