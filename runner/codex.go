@@ -702,7 +702,7 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 		s.emit(Event{Type: EventLog, SessionID: s.session, Level: "warn", Message: "declined an unknown request from codex: " + m.Method})
 		return nil
 	}
-	req := ApprovalRequest{ID: p.ItemID, Kind: kind, Command: p.Command, Reason: p.Reason, Cwd: p.Cwd}
+	req := state.ApprovalRequest{ID: p.ItemID, Kind: kind, Command: p.Command, Reason: p.Reason, Cwd: p.Cwd}
 	for _, c := range p.Changes {
 		req.Paths = append(req.Paths, c.Path)
 	}
@@ -739,7 +739,7 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 }
 
 // approvalText says what a request asks for.
-func approvalText(r ApprovalRequest) string {
+func approvalText(r state.ApprovalRequest) string {
 	if r.Kind == "command" {
 		return clip(r.Command, 300)
 	}

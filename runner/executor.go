@@ -40,21 +40,10 @@ type AttemptSpec struct {
 	// Ask asks a person to approve what the executor is about to do (the
 	// approval policy ask). Nil when nobody can be asked: the executor
 	// then declines.
-	Ask func(ctx context.Context, req ApprovalRequest) Approval
+	Ask func(ctx context.Context, req state.ApprovalRequest) Approval
 }
 
-// ApprovalRequest is an executor's question for a person: may it run this
-// command, or make these file changes?
-type ApprovalRequest struct {
-	ID      string   `json:"id"`
-	Kind    string   `json:"kind"` // command or file_change
-	Command string   `json:"command,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
-	Cwd     string   `json:"cwd,omitempty"`
-	Paths   []string `json:"paths,omitempty"`
-}
-
-// Approval is the answer to an ApprovalRequest.
+// Approval is the answer to an approval request.
 type Approval string
 
 // The answers. Cancel also ends the turn.
@@ -140,7 +129,7 @@ type Event struct {
 	Lines  []string `json:"-"` // lines
 
 	// Approval is the question behind a phase awaiting_reply.
-	Approval *ApprovalRequest `json:"-"`
+	Approval *state.ApprovalRequest `json:"-"`
 	// Notice marks an event that shows the executor alive but not the
 	// model answering (a CLI's own retry notice, a status line): it does
 	// not satisfy the first-event limit.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -63,7 +65,30 @@ type Runner struct {
 	Now      func() time.Time
 	// NewID makes attempt ids. Default: random.
 	NewID func() string
+	// Owner names whose attempts these are (the agent's id) in the mark
+	// every attempt process carries; see MarkEnv and SweepOwner.
+	Owner string
+	// WorkRoot, if set, gives each task a work directory of its own,
+	// WorkRoot/TASK_ID, kept after the task for inspection.
+	WorkRoot string
+	// Replies, if set, carries approval requests to a person and brings
+	// the answers back (the approval policy ask).
+	Replies Replies
+	// ReplyTimeout bounds the wait for a person's answer; then the request
+	// is declined. Default 10 min.
+	ReplyTimeout time.Duration
 }
+
+// Replies asks a person: Await returns the answer to a request the runner
+// reported (a phase awaiting_reply carrying it), or an error when ctx ends
+// first.
+type Replies interface {
+	Await(ctx context.Context, taskID string, req state.ApprovalRequest) (Approval, error)
+}
+
+// DefaultReplyTimeout is how long a person has to answer an approval
+// request by default.
+const DefaultReplyTimeout = 10 * time.Minute
 
 func (r *Runner) now() time.Time {
 	if r.Now != nil {
@@ -160,8 +185,16 @@ type result struct {
 }
 
 func (res *result) ok() bool {
-	return res.exit.StartErr == nil && res.timeout == "" && res.cause == nil && !res.exit.StdioClosed &&
-		res.exit.ProtocolErr == nil && res.exit.ExitCode == 0 && res.exit.Signal == ""
+	if res.exit.StartErr != nil || res.timeout != "" || res.cause != nil || res.exit.StdioClosed || res.exit.ProtocolErr != nil {
+		return false
+	}
+	switch res.exit.Outcome {
+	case OutcomeComplete:
+		return true
+	case OutcomeFailed:
+		return false
+	}
+	return res.exit.ExitCode == 0 && res.exit.Signal == ""
 }
 
 // execute runs attempt a through the executor, applying its events.
@@ -176,7 +209,15 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	defer limitTimer.Stop()
 
 	spec := AttemptSpec{AttemptID: a.AttemptID, Task: TaskInput{ID: task.ID, Title: task.Title, Prompt: task.Prompt,
-		Attempt: a.Number, AttemptID: a.AttemptID, Model: a.Model}}
+		Attempt: a.Number, AttemptID: a.AttemptID, Model: a.Model},
+		Mark: newMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID)}
+	if r.WorkRoot != "" {
+		spec.WorkDir = filepath.Join(r.WorkRoot, task.ID)
+		if err := os.MkdirAll(spec.WorkDir, 0o700); err != nil {
+			res.exit = Exit{StartErr: fmt.Errorf("work directory: %w", err), ExitCode: -1}
+			return res
+		}
+	}
 	events := make(chan Event)
 	done := make(chan Exit, 1)
 	go func() { done <- r.Executor.Run(actx, spec, func(ev Event) { events <- ev }) }()
@@ -191,7 +232,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	for {
 		select {
 		case ev := <-events:
-			if ev.Type != EventSession {
+			if countsAsFirstEvent(ev) {
 				firstTimer.Stop()
 			}
 			r.apply(task, a, ev, logs, &res)
@@ -209,6 +250,39 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			}
 			return res
 		}
+	}
+}
+
+// countsAsFirstEvent reports whether an event shows the model answering,
+// which is what the first-event limit waits for: not the session, a phase
+// change, raw output lines, or a notice (a CLI's own retry, a status).
+func countsAsFirstEvent(ev Event) bool {
+	switch ev.Type {
+	case EventSession, EventPhase, EventLines:
+		return false
+	}
+	return !ev.Notice
+}
+
+// asker returns the function executors call to ask a person about task,
+// or nil when nobody can be asked.
+func (r *Runner) asker(taskID string) func(context.Context, state.ApprovalRequest) Approval {
+	if r.Replies == nil {
+		return nil
+	}
+	return func(ctx context.Context, req state.ApprovalRequest) Approval {
+		timeout := r.ReplyTimeout
+		if timeout <= 0 {
+			timeout = DefaultReplyTimeout
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		a, err := r.Replies.Await(ctx, taskID, req)
+		if err != nil {
+			r.logger().Info("approval request declined: no answer", "task", taskID, "request", req.ID, "err", err)
+			return ApprovalDecline
+		}
+		return a
 	}
 }
 
@@ -230,7 +304,7 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 	switch ev.Type {
 	case EventPhase:
 		logs.flush() // what was said before the phase change is reported before it
-		if err := r.setPhase(task, ev.Phase, now); err != nil {
+		if err := r.setPhase(task, ev.Phase, ev.Approval, now); err != nil {
 			r.logger().Warn("phase from executor ignored", "task", task.ID, "phase", ev.Phase, "err", err)
 		}
 	case EventProgress:
@@ -265,19 +339,24 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 }
 
 // setPhase moves the task to a running phase an executor reported.
-func (r *Runner) setPhase(task *state.Task, p state.Phase, now time.Time) error {
+func (r *Runner) setPhase(task *state.Task, p state.Phase, req *state.ApprovalRequest, now time.Time) error {
 	switch p {
 	case state.PhaseTurnStarted, state.PhaseAwaitingReply, state.PhaseCompleting:
 	default:
 		return fmt.Errorf("an executor may report turn_started, awaiting_reply or completing, not %q", p)
 	}
-	if task.Phase == p {
+	if task.Phase == p && req == nil {
 		return nil
 	}
 	if err := task.Transition(p, "", now); err != nil {
 		return err
 	}
-	r.reportPhase(task)
+	ev := state.PhaseEvent{Phase: task.Phase, Reason: task.PhaseReason}
+	if req != nil {
+		ev.Reason = "approval requested: " + approvalText(*req)
+		ev.Request = req
+	}
+	r.report(task, state.EventPhase, ev)
 	return nil
 }
 

@@ -19,6 +19,21 @@ const (
 type PhaseEvent struct {
 	Phase  Phase  `json:"phase"`
 	Reason string `json:"reason,omitempty"`
+	// Request is the question a person is asked, with phase
+	// awaiting_reply.
+	Request *ApprovalRequest `json:"request,omitempty"`
+}
+
+// ApprovalRequest is an executor's question for a person: may it run this
+// command, or make these file changes? The answer (accept or decline)
+// names the request by ID.
+type ApprovalRequest struct {
+	ID      string   `json:"id"`
+	Kind    string   `json:"kind"` // command or file_change
+	Command string   `json:"command,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+	Cwd     string   `json:"cwd,omitempty"`
+	Paths   []string `json:"paths,omitempty"`
 }
 
 // ProgressEvent reports progress.
