@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +118,11 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err := a.cfg.Executor.Probe(ctx); err != nil {
 		a.health.Observe(health.StartFailure, err.Error())
 		a.log.Error("the executor cannot start; claiming nothing until a probe finds it", "err", err)
+	}
+	// A crash of the agent leaves what its attempts started running: end
+	// it before anything runs again.
+	if n := runner.SweepOwner(a.id); n > 0 {
+		a.log.Warn("ended processes a previous run of the agent left behind", "processes", n)
 	}
 	resume := a.reconcile()
 
@@ -241,7 +247,16 @@ func (a *Agent) reconcile() []*state.Task {
 // newRunner returns a runner whose reports go to task's sink.
 func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	return &runner.Runner{Executor: a.cfg.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
-		Policy: a.policyFor(t), Timeouts: a.cfg.Timeouts, Models: a.cfg.Models, Logger: a.log.With("task", t.ID)}
+		Policy: a.policyFor(t), Timeouts: a.cfg.Timeouts, Models: a.cfg.Models, Logger: a.log.With("task", t.ID),
+		Owner: a.id, WorkRoot: a.workDir(), ReplyTimeout: a.cfg.ReplyTimeout}
+}
+
+// workDir is where tasks get their work directories.
+func (a *Agent) workDir() string {
+	if a.cfg.WorkDir != "" {
+		return a.cfg.WorkDir
+	}
+	return filepath.Join(a.cfg.DataDir, "work")
 }
 
 // policyFor applies a task's own max_attempts, if it has one.

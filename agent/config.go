@@ -41,9 +41,15 @@ type Config struct {
 	Version string
 
 	Executor runner.Executor
-	Models   []string
-	Policy   runner.Policy
-	Timeouts runner.Timeouts
+	// WorkDir holds each task's work directory, WorkDir/TASK_ID. Default
+	// DataDir/work.
+	WorkDir string
+	// ReplyTimeout bounds a person's answer to an approval request; then
+	// it is declined. Default runner.DefaultReplyTimeout.
+	ReplyTimeout time.Duration
+	Models       []string
+	Policy       runner.Policy
+	Timeouts     runner.Timeouts
 
 	// MaxConcurrent is how many tasks run at once. Default 2.
 	MaxConcurrent int

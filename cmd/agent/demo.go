@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
@@ -23,7 +25,8 @@ With --data-dir the files stay there for inspection with agent tasks and
 agent outbox; without it they go in a temporary directory, removed at the end.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			exe, err := executorFor("sample", "", 0)
+			f := executorFlags{kind: "sample", killGrace: 5 * time.Second}
+			exe, err := f.build()
 			if err != nil {
 				return err
 			}

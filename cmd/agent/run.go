@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -20,11 +19,12 @@ import (
 // runFlags are the flags of `agent run`.
 type runFlags struct {
 	controlPlane, tokenFile, dataDir, agentID string
-	executor, executorCommand                 string
+	workDir                                   string
+	executor                                  executorFlags
 	models                                    []string
 	maxConcurrent, maxRetries                 int
 	noRetry, insecure                         bool
-	heartbeat, shutdownGrace, killGrace       time.Duration
+	heartbeat, shutdownGrace                  time.Duration
 	attemptTimeouts, firstEventTimeouts       []time.Duration
 	logLevel                                  string
 }
@@ -47,8 +47,10 @@ capitals, --max-concurrent is AGENT_MAX_CONCURRENT. The token comes from
 SIGTERM or SIGINT stops it: no new claims, running tasks get the shutdown
 grace, then are cancelled; pending records are flushed for a few seconds and
 the rest stay on disk for the next start. A second signal stops at once.`,
-		Example: `  agent run --control-plane http://127.0.0.1:8080 --token-file ~/.config/agent/token \
-      --executor exec --executor-command "codex exec --json" --models gpt-5-mini,gpt-5
+		Example: `  agent run --control-plane https://cp.example.com --token-file ~/.config/agent/token \
+      --executor codex --models gpt-5.5,gpt-5.4 --approval ask
+  agent run --control-plane https://cp.example.com --token-file ~/.config/agent/token \
+      --executor claude --claude-allowed-tools Bash,Write,Edit
   agent run --control-plane http://127.0.0.1:8080 --token-file token --executor sample`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -63,44 +65,19 @@ the rest stay on disk for the next start. A second signal stops at once.`,
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the control plane's bearer token (else AGENT_TOKEN)")
 	dataDirFlag(cmd, &f.dataDir)
 	fl.StringVar(&f.agentID, "agent-id", "", "this agent's id (default: one kept in the data directory)")
-	fl.StringVar(&f.executor, "executor", "exec", "exec (runs --executor-command) or sample (the built-in sample executor)")
-	fl.StringVar(&f.executorCommand, "executor-command", "", `the command to run per attempt, split into argv like a shell would but never run by one, e.g. "codex exec --json"`)
+	f.executor.register(fl)
+	fl.StringVar(&f.workDir, "work-dir", "", "where each task gets its work directory, TASK_ID below it, kept after the task (default: DATA_DIR/work)")
 	fl.StringSliceVar(&f.models, "models", nil, "fallback chain of models: attempt N uses the N-th, the last repeating")
 	fl.IntVar(&f.maxConcurrent, "max-concurrent", 2, "tasks run at once")
 	fl.IntVar(&f.maxRetries, "max-retries", runner.DefaultMaxAttempts-1, "automatic retries after the first attempt")
 	fl.BoolVar(&f.noRetry, "no-retry", false, "never retry automatically (same as --max-retries 0)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "time between heartbeats (the control plane may change it)")
 	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "on stop, how long running tasks may finish before they are cancelled")
-	fl.DurationVar(&f.killGrace, "kill-grace", 5*time.Second, "between SIGTERM and SIGKILL when an attempt is stopped")
 	fl.DurationSliceVar(&f.attemptTimeouts, "attempt-timeout", runner.DefaultAttemptTimeout, "whole-attempt limit per attempt number, the last repeating")
 	fl.DurationSliceVar(&f.firstEventTimeouts, "first-event-timeout", runner.DefaultFirstEventTimeout, "first-event limit per attempt number, the last repeating")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow http:// to a control plane that is not on loopback")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
-}
-
-// executorFor builds the executor the flags ask for.
-func executorFor(kind, command string, killGrace time.Duration) (runner.Executor, error) {
-	var argv []string
-	switch kind {
-	case "sample":
-		self, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("find the agent's own binary for the sample executor: %w", err)
-		}
-		argv = []string{self, "sample-executor"}
-	case "exec":
-		if strings.TrimSpace(command) == "" {
-			return nil, usagef("--executor exec needs --executor-command")
-		}
-		var err error
-		if argv, err = splitArgs(command); err != nil {
-			return nil, usagef("--executor-command: %v", err)
-		}
-	default:
-		return nil, usagef("--executor %q: want exec or sample", kind)
-	}
-	return runner.NewExec(runner.ExecConfig{Argv: argv, Grace: killGrace})
 }
 
 func startAgent(cmd *cobra.Command, f runFlags) error {
@@ -111,7 +88,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	exe, err := executorFor(f.executor, f.executorCommand, f.killGrace)
+	exe, err := f.executor.build()
 	if err != nil {
 		return err
 	}
@@ -124,7 +101,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		policy = policy.WithMaxRetries(0)
 	}
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
-		Version: agentVersion(), Executor: exe, Models: f.models, Policy: policy,
+		Version: agentVersion(), Executor: exe, Models: f.models, Policy: policy, WorkDir: f.workDir, ReplyTimeout: f.executor.replyTimeout,
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.shutdownGrace, Logger: log}
 	if os.Getenv("NOTIFY_SOCKET") != "" {
@@ -136,6 +113,11 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err
+	}
+	// Tool commands the CLIs start in sessions of their own, orphaned,
+	// come back to the agent rather than to init, within its reach.
+	if err := runner.BecomeSubreaper(); err != nil {
+		log.Warn("cannot become a child subreaper; orphaned executor processes are still found by their mark", "err", err)
 	}
 	// The first signal ends the command's context (see main); a second one
 	// makes the stop skip its waits.
