@@ -70,7 +70,6 @@ type Outbox struct {
 	nextSeq    uint64
 	dropped    map[string]uint64 // log records refused per task, not yet announced
 	closed     bool
-	failed     error // a write or sync failed; the outbox refuses all work
 
 	loopDone chan struct{}
 	bg       sync.WaitGroup // background compactions
@@ -93,6 +92,10 @@ type Outbox struct {
 	compactMu   sync.Mutex
 	appends     atomic.Uint64
 	syncs       atomic.Uint64
+	writeErrors atomic.Uint64
+	// failing is the error of the last write while writes fail (a full
+	// disk), nil once one succeeds again.
+	failing     atomic.Pointer[string]
 	droppedLogs atomic.Uint64
 	quarantined int   // spans set aside at Open
 	tornBytes   int64 // bytes truncated at Open
@@ -266,12 +269,11 @@ func (o *Outbox) Append(r Record) (uint64, error) {
 }
 
 // usable reports why the outbox cannot take work, if it cannot. qmu is held.
+// A failed write does not make it unusable: the committer repairs the file
+// and the next write may well succeed (space came back).
 func (o *Outbox) usable() error {
 	if o.closed {
 		return ErrClosed
-	}
-	if o.failed != nil {
-		return fmt.Errorf("outbox: an earlier write failed, reopen to recover: %w", o.failed)
 	}
 	return nil
 }
@@ -312,11 +314,16 @@ func (o *Outbox) enqueue(w *write) {
 
 // commitLoop is the committer: it takes everything queued, writes it with
 // one write and one sync, indexes it, and answers the waiters.
+//
+// A write or sync that fails (ENOSPC, EIO) fails its whole batch, and the
+// file is cut back to its last good size and synced, so that no partial
+// line stays behind; the next batch is tried afresh. Until that repair
+// succeeds, every batch fails with its error.
 func (o *Outbox) commitLoop() {
 	defer close(o.loopDone)
 	var (
 		spare  []*write
-		failed error // once a write fails, nothing more is written
+		broken error // a failed write the file is not yet repaired from
 	)
 	for {
 		o.qmu.Lock()
@@ -331,14 +338,28 @@ func (o *Outbox) commitLoop() {
 		o.queue, o.queueBytes = spare[:0], 0
 		o.qmu.Unlock()
 
-		err := failed
+		var err error
+		if broken != nil {
+			if rerr := o.repair(); rerr != nil {
+				err = fmt.Errorf("%w (and the repair failed: %v)", broken, rerr)
+			} else {
+				broken = nil
+			}
+		}
 		if err == nil {
 			if err = o.commit(batch); err != nil {
-				failed = err
-				o.qmu.Lock()
-				o.failed = err
-				o.qmu.Unlock()
+				broken = err
+				if o.repair() == nil {
+					broken = nil
+				}
 			}
+		}
+		if err != nil {
+			o.writeErrors.Add(1)
+			msg := err.Error()
+			o.failing.Store(&msg)
+		} else {
+			o.failing.Store(nil)
 		}
 		for i, w := range batch {
 			if w.done != nil {
@@ -351,6 +372,23 @@ func (o *Outbox) commitLoop() {
 			o.maybeCompact()
 		}
 	}
+}
+
+// repair cuts the file back to its last good size, dropping whatever part
+// of a failed batch reached it, and syncs the cut.
+func (o *Outbox) repair() error {
+	o.cmu.Lock()
+	defer o.cmu.Unlock()
+	o.mu.RLock()
+	f, size := o.f, o.size
+	o.mu.RUnlock()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("outbox: truncate after a failed write: %w", err)
+	}
+	if err := o.sync(f); err != nil {
+		return fmt.Errorf("outbox: sync after a failed write: %w", err)
+	}
+	return nil
 }
 
 // commit writes and indexes one batch.

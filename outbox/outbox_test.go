@@ -176,19 +176,6 @@ func TestAppendReturnsOnlyAfterSync(t *testing.T) {
 	}
 }
 
-func TestFailedSyncFailsAppendAndEveryLaterOne(t *testing.T) {
-	o := openT(t, t.TempDir(), Options{})
-	boom := errors.New("disk on fire")
-	o.sync = func(*os.File) error { return boom }
-	if _, err := o.Append(rec("t", KindLog, 0)); !errors.Is(err, boom) {
-		t.Fatalf("Append: %v, want %v", err, boom)
-	}
-	o.sync = durable.Datasync
-	if _, err := o.Append(rec("t", KindLog, 1)); err == nil || !strings.Contains(err.Error(), "reopen") {
-		t.Fatalf("Append after a failed sync: %v, want a refusal", err)
-	}
-}
-
 func TestConcurrentAppendsShareSyncs(t *testing.T) {
 	o := openT(t, t.TempDir(), Options{})
 	// A slow disk makes writers pile up behind the sync in progress.

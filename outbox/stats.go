@@ -23,6 +23,10 @@ type Stats struct {
 	Appends          uint64  `json:"appends"`
 	Syncs            uint64  `json:"syncs"`
 	DroppedLogs      uint64  `json:"dropped_logs"`
+	WriteErrors      uint64  `json:"write_errors"`
+	// WriteFailing is the error of the last write while writes fail (a
+	// full disk); empty once a write succeeds.
+	WriteFailing string `json:"write_failing,omitempty"`
 	// What recovery found: corrupt spans set aside and torn bytes cut.
 	Quarantined int   `json:"quarantined"`
 	TornBytes   int64 `json:"torn_bytes"`
@@ -50,5 +54,9 @@ func (o *Outbox) Stats() Stats {
 	s.MaxBytes = o.opts.MaxBytes
 	s.Appends, s.Syncs, s.DroppedLogs = o.appends.Load(), o.syncs.Load(), o.droppedLogs.Load()
 	s.Quarantined, s.TornBytes = o.quarantined, o.tornBytes
+	s.WriteErrors = o.writeErrors.Load()
+	if msg := o.failing.Load(); msg != nil {
+		s.WriteFailing = *msg
+	}
 	return s
 }
