@@ -189,6 +189,9 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 	take := func(line string) {
 		if err := s.line(line); err != nil && exit.ProtocolErr == nil {
 			exit.ProtocolErr = err
+			if stopStage == 0 {
+				stop() // a broken stream cannot be trusted to say how the turn ended
+			}
 		}
 	}
 	for running := true; running; {
