@@ -43,6 +43,10 @@ type Client struct {
 	opts  ClientOptions
 }
 
+// ErrRedirect: the control plane answered with a redirect, which the
+// client refuses to follow (it would carry the token along).
+var ErrRedirect = errors.New("the control plane redirected")
+
 // ErrUnauthorized: the control plane refused the token.
 var ErrUnauthorized = errors.New("the control plane refused the token (401 Unauthorized)")
 
@@ -71,21 +75,47 @@ func Transient(err error) bool {
 	if errors.As(err, &ae) {
 		return ae.Status == http.StatusTooManyRequests || ae.Status >= 500
 	}
-	return err != nil && !errors.Is(err, context.Canceled)
+	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrRedirect)
 }
 
-// CheckURL validates a control plane URL: http or https, and https unless
-// the host is loopback or insecure is set.
+// CheckURL validates a control plane URL and returns it normalized: http
+// or https (https unless the host is loopback or insecure is set), no user
+// or password (the token is the credential), no query or fragment. An
+// error never repeats a password.
 func CheckURL(raw string, insecure bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("control plane URL %q: want http(s)://host[:port]", raw)
+		return nil, fmt.Errorf("control plane URL %q: want http(s)://host[:port]", redactRaw(raw))
 	}
-	if u.Scheme == "http" && !insecure && !loopback(u.Hostname()) {
+	switch {
+	case u.User != nil:
+		return nil, fmt.Errorf("control plane URL %s holds a user or password; remove it: the token (--token-file or AGENT_TOKEN) is the credential", u.Redacted())
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("control plane URL %s has a query or fragment; give only scheme, host, port and path", u.Redacted())
+	case u.Scheme == "http" && !insecure && !loopback(u.Hostname()):
 		return nil, fmt.Errorf("control plane URL %s is not https and %s is not loopback; use https, or --insecure on a network you trust", u.Redacted(), u.Hostname())
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
 	return u, nil
+}
+
+// redactRaw hides what may be a password in a URL that does not parse.
+func redactRaw(raw string) string {
+	if i := strings.Index(raw, "@"); i >= 0 {
+		if j := strings.Index(raw, "//"); j >= 0 && j < i {
+			return raw[:j+2] + "xxxxx" + raw[i:]
+		}
+		return "xxxxx" + raw[i:]
+	}
+	return raw
+}
+
+// errRedirect refuses a redirect: the token must not follow it to another
+// place (another host, or from https to http).
+func errRedirect(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("%w to %s://%s%s; the agent does not follow redirects with its token: use the final URL",
+		ErrRedirect, req.URL.Scheme, req.URL.Host, req.URL.Path)
 }
 
 func loopback(host string) bool {
@@ -111,7 +141,7 @@ func NewClient(rawURL, token string, opts ClientOptions) (*Client, error) {
 	if opts.Tries == 0 {
 		opts.Tries = 3
 	}
-	return &Client{base: u, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout}, opts: opts}, nil
+	return &Client{base: u, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout, CheckRedirect: errRedirect}, opts: opts}, nil
 }
 
 // URL is the control plane's address (it holds no secret).
