@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ago renders how long ago t was, the way a person reads it: "12s ago",
@@ -65,4 +69,38 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// visible makes text from tasks, executors and the network safe to print
+// on a terminal: control characters (escape sequences above all), bidi
+// controls and invalid UTF-8 are shown as Go escapes (\x1b, \n, \u202e)
+// rather than obeyed. --json output is exact and never goes through it.
+func visible(s string) string {
+	clean := true
+	for _, r := range s {
+		if needsEscape(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case needsEscape(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func needsEscape(r rune) bool {
+	return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }

@@ -31,14 +31,14 @@ func newHealthCmd() *cobra.Command {
 			fmt.Fprintf(w, "executor:       %s\n", h.Executor)
 			fmt.Fprintf(w, "grade:          %s (since %s)\n", h.Grade, ago(now, h.Since))
 			if h.Reason != "" {
-				fmt.Fprintf(w, "reason:         %s\n", h.Reason)
+				fmt.Fprintf(w, "reason:         %s\n", visible(h.Reason))
 			}
-			fmt.Fprintf(w, "control plane:  %s\n", h.ControlPlane)
-			fmt.Fprintf(w, "recorded:       %s by agent %s\n", ago(now, h.UpdatedAt), h.AgentID)
+			fmt.Fprintf(w, "control plane:  %s\n", visible(h.ControlPlane))
+			fmt.Fprintf(w, "recorded:       %s by agent %s\n", ago(now, h.UpdatedAt), visible(h.AgentID))
 			if len(h.RecentErrors) > 0 {
 				fmt.Fprintln(w, "recent errors:")
 				for _, p := range h.RecentErrors {
-					fmt.Fprintf(w, "  %-8s %-20s %s\n", ago(now, p.At), p.Signal, p.Detail)
+					fmt.Fprintf(w, "  %-8s %-20s %s\n", ago(now, p.At), p.Signal, visible(p.Detail))
 				}
 			}
 			return nil

@@ -59,8 +59,8 @@ attempts and last error. Sent records stay listed until compaction.`,
 				if it.State == outbox.StateDead {
 					last = "dead: " + it.Reason
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", it.Seq, truncateMiddle(it.Key, 48), it.Kind, it.TaskID,
-					it.Attempt, ago(now, it.CreatedAt), it.State, it.Tries, dash(last))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", it.Seq, visible(truncateMiddle(it.Key, 48)), visible(string(it.Kind)), visible(it.TaskID),
+					it.Attempt, ago(now, it.CreatedAt), it.State, it.Tries, dash(visible(last)))
 			}
 			return tw.Flush()
 		},

@@ -112,5 +112,5 @@ func printRecord(w io.Writer, r outbox.Record, asJSON bool) {
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
-	fmt.Fprintf(w, "%d  %s  %-8s  %s#%d  %s\n", r.Seq, r.CreatedAt.Local().Format("15:04:05.000"), r.Kind, r.TaskID, r.Attempt, r.Payload)
+	fmt.Fprintf(w, "%d  %s  %-8s  %s#%d  %s\n", r.Seq, r.CreatedAt.Local().Format("15:04:05.000"), visible(string(r.Kind)), visible(r.TaskID), r.Attempt, visible(string(r.Payload)))
 }

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 )
@@ -32,6 +33,21 @@ type serviceSpec struct {
 }
 
 func specFrom(args []string, system bool) (serviceSpec, error) {
+	for _, a := range args {
+		if i := strings.IndexFunc(a, unicode.IsControl); i >= 0 {
+			return serviceSpec{}, usagef("flag %q holds a control character (%U); a unit is line-based and would be broken by it", visible(a), a[i])
+		}
+	}
+	// The flags must be agent run's, and valid: a unit that fails to start
+	// is found out late.
+	run := newRunCmd()
+	run.SetArgs(args)
+	if err := run.ParseFlags(args); err != nil {
+		return serviceSpec{}, usagef("agent run would refuse these flags: %v", err)
+	}
+	if rest := run.Flags().Args(); len(rest) > 0 {
+		return serviceSpec{}, usagef("agent run takes no arguments, only flags: %q", rest)
+	}
 	if !slices.ContainsFunc(args, func(a string) bool { return a == "--token-file" || strings.HasPrefix(a, "--token-file=") }) {
 		return serviceSpec{}, usagef("give agent run's flags after --, with --token-file (a service never holds the token itself)")
 	}
