@@ -35,3 +35,23 @@ func TestServicePrintAndInstall(t *testing.T) {
 		t.Errorf("installed unit: %v %s", err, unit)
 	}
 }
+
+// A flag that would inject a line into the unit, or that agent run would
+// refuse, is refused when the unit is made, not when it fails to start.
+func TestServiceRefusesBadFlags(t *testing.T) {
+	base := []string{"service", "print", "--", "--control-plane", "https://cp.example.com", "--token-file", "/etc/agent/token"}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"newline injects a line", []string{"--agent-id", "x\nExecStartPre=/bin/rm -rf /"}, "control character"},
+		{"unknown flag", []string{"--no-such-flag"}, "unknown flag"},
+		{"bad value", []string{"--max-concurrent", "many"}, "max-concurrent"},
+		{"stray argument", []string{"extra"}, "no arguments"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantOneLineError(t, runAgent(t, append(append([]string{}, base...), c.args...)...), 2, c.want)
+		})
+	}
+}
