@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,11 +37,14 @@ func newControlPlaneServeCmd() *cobra.Command {
 watchdog and health-aware claims, kept in files under --data-dir.
 
 Without --token-file it makes a token, writes it to DIR/token (0600), and says
-where; give that file to agents and to agent submit.`,
+where; give that file to agents and to agent submit.
+
+Every flag can also be set in the environment as AGENT_CP_ and the flag's
+name in capitals: --data-dir is AGENT_CP_DATA_DIR.`,
 		Example: `  agent controlplane serve --addr 127.0.0.1:8080 --data-dir ./cp`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd); err != nil {
+			if err := applyEnvPrefix(cmd, "AGENT_CP_"); err != nil {
 				return err
 			}
 			log, err := newLogger(cmd.ErrOrStderr(), logLevel)
@@ -65,7 +69,10 @@ where; give that file to agents and to agent submit.`,
 			}
 			ctx := cmd.Context()
 			go srv.RunWatchdog(ctx, time.Second)
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			// Timeouts so that a slow or silent client cannot hold a
+			// connection (and its goroutine) forever.
+			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+				WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 			go func() {
 				<-ctx.Done()
 				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -100,8 +107,8 @@ func serverToken(file, dir string) (token, where string, err error) {
 		return token, "from " + file, err
 	}
 	path := filepath.Join(dir, "token")
-	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-		return string(b), "in " + path, nil
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), "in " + path, nil
 	}
 	buf := make([]byte, 24)
 	rand.Read(buf)

@@ -19,7 +19,10 @@ import (
 // TestMain makes the test binary the agent itself when asked to, so that
 // tests run the real command line in a real process.
 func TestMain(m *testing.M) {
-	if os.Getenv("AGENT_TEST_BE_AGENT") == "1" {
+	// The test binary is the agent, and the sample executor the agent
+	// starts (as os.Executable sample-executor, with the executor's
+	// environment allowlist, which does not carry AGENT_TEST_BE_AGENT).
+	if os.Getenv("AGENT_TEST_BE_AGENT") == "1" || len(os.Args) > 1 && os.Args[1] == "sample-executor" {
 		main()
 		return
 	}
