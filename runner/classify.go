@@ -77,7 +77,8 @@ var (
 //     timeout, 429, 502, 503, 504, 529, connection reset, temporarily
 //     unavailable, try again) are transient;
 //  5. an executor that is not found or not executable is permanent;
-//  6. stdio closed before a result, and a timeout, are transient;
+//  6. stdio closed before a result, a protocol error, and a timeout, are
+//     transient;
 //  7. everything else is permanent.
 func Classify(f Failure) Verdict {
 	v := Verdict{Code: f.Code, Message: f.Message, RetryAfter: f.RetryAfter, Signal: signalOf(f)}
@@ -101,6 +102,10 @@ func Classify(f Failure) Verdict {
 		v.Class, v.Code, v.Message = Permanent, "not_executable", f.StartErr.Error()
 	case f.StdioClose:
 		v.Class, v.Code, v.Message = Transient, "stdio_closed", "stdio closed before result"
+	case f.Protocol != nil:
+		// The CLI broke its protocol (a garbled line, an exit before the
+		// outcome): the next run may well be fine.
+		v.Class, v.Code, v.Message = Transient, "protocol_error", f.Protocol.Error()
 	case f.Timeout != "":
 		v.Class, v.Code = Transient, f.Timeout+"_timeout"
 		if v.Message == "" {
