@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -135,12 +134,7 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}
-	var emitMu sync.Mutex
-	s := &claudeSession{tools: map[string]claudeTool{}, emit: func(ev Event) {
-		emitMu.Lock()
-		defer emitMu.Unlock()
-		emit(ev)
-	}}
+	s := &claudeSession{tools: map[string]claudeTool{}, out: newSessionEmitter(emit, "claude", p.pgid)}
 	lines := make(chan string, 64)
 	stderrDone := make(chan struct{})
 	go func() {
@@ -162,7 +156,7 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 			if err != nil {
 				return
 			}
-			s.emit(Event{Type: EventLines, SessionID: s.session, Stream: "stderr", Lines: []string{line}, Notice: true})
+			s.out.send(Event{Type: EventLines, Stream: "stderr", Lines: []string{line}, Notice: true})
 		}
 	}()
 
@@ -229,6 +223,7 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 		}
 	}
 	drainOutput(c.cfg.Grace, p, stderrDone)
+	s.out.close()
 	p.exitStatus(&exit)
 	switch {
 	case s.outcome == OutcomeComplete:
@@ -252,8 +247,7 @@ type claudeTool struct {
 
 // claudeSession maps one attempt's stream-json lines to events.
 type claudeSession struct {
-	emit        func(Event)
-	session     string
+	out         *sessionEmitter
 	tools       map[string]claudeTool
 	streaming   bool // a progress event went out for the message being streamed
 	synthetic   string
@@ -316,15 +310,12 @@ func (s *claudeSession) line(line string) error {
 	if err := json.Unmarshal([]byte(line), &l); err != nil || l.Type == "" {
 		return fmt.Errorf("claude wrote a line that is not stream-json: %s", clip(line, 200))
 	}
-	ev := func(e Event) { e.SessionID = s.session; s.emit(e) }
+	ev := s.out.send
 	switch l.Type {
 	case "system":
 		switch l.Subtype {
 		case "init":
-			if s.session == "" && l.SessionID != "" {
-				s.session = l.SessionID
-				s.emit(Event{Type: EventSession, SessionID: s.session})
-			}
+			s.out.bind(l.SessionID)
 			ev(Event{Type: EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
 		case "api_retry":
 			s.retryDelay = time.Duration(l.RetryDelay * float64(time.Millisecond))

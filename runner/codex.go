@@ -138,7 +138,7 @@ func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exi
 	if dir == "" {
 		dir, _ = os.Getwd()
 	}
-	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, emit: emit, pending: map[int64]string{},
+	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: newSessionEmitter(emit, "codex", p.pgid), pending: map[int64]string{},
 		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval)}
 	return s.run(ctx)
 }
@@ -171,7 +171,7 @@ type codexSession struct {
 	spec AttemptSpec
 	dir  string
 	p    *process
-	emit func(Event)
+	out  *sessionEmitter
 
 	nextID  int64
 	pending map[int64]string // request id → method
@@ -179,7 +179,6 @@ type codexSession struct {
 	stdin   io.WriteCloser
 
 	thread, turn string
-	session      string
 	done         bool // turn/completed seen
 	interrupted  bool // we asked for the interrupt
 	lastMessage  string
@@ -196,13 +195,6 @@ type codexSession struct {
 
 func (s *codexSession) run(ctx context.Context) Exit {
 	s.stdin = s.p.stdin
-	var emitMu sync.Mutex // emit is called from one goroutine at a time
-	emit := s.emit
-	s.emit = func(ev Event) {
-		emitMu.Lock()
-		defer emitMu.Unlock()
-		emit(ev)
-	}
 	stderrDone := make(chan struct{})
 	go s.readStdout()
 	go func() {
@@ -277,9 +269,9 @@ func (s *codexSession) run(ctx context.Context) Exit {
 			}
 		case a := <-s.approvals:
 			s.respond(a.id, map[string]any{"decision": string(a.decision)})
-			s.emit(Event{Type: EventLog, SessionID: s.session, Level: "info", Message: "approval answered: " + string(a.decision), Notice: true})
+			s.out.send(Event{Type: EventLog, Level: "info", Message: "approval answered: " + string(a.decision), Notice: true})
 			if !s.done {
-				s.emit(Event{Type: EventPhase, SessionID: s.session, Phase: state.PhaseTurnStarted, Notice: true})
+				s.out.send(Event{Type: EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
 			}
 		case <-s.p.exited:
 			running = false
@@ -304,6 +296,7 @@ func (s *codexSession) run(ctx context.Context) Exit {
 		}
 	}
 	drainOutput(s.cfg.Grace, s.p, stderrDone)
+	s.out.close()
 	s.p.exitStatus(&s.exit)
 	switch {
 	case s.done && s.exit.Outcome == OutcomeComplete:
@@ -360,7 +353,7 @@ func (s *codexSession) readStderr() {
 		if err != nil {
 			return
 		}
-		s.emit(Event{Type: EventLines, SessionID: s.session, Stream: "stderr", Lines: []string{line}, Notice: true})
+		s.out.send(Event{Type: EventLines, Stream: "stderr", Lines: []string{line}, Notice: true})
 	}
 }
 
@@ -443,8 +436,8 @@ func (s *codexSession) response(m codexMsg) error {
 		if err := json.Unmarshal(m.Result, &r); err != nil || r.Thread.ID == "" {
 			return fmt.Errorf("codex app-server: thread/start answer without a thread id")
 		}
-		s.thread, s.session = r.Thread.ID, r.Thread.ID
-		s.emit(Event{Type: EventSession, SessionID: s.session})
+		s.thread = r.Thread.ID
+		s.out.bind(s.thread)
 		s.request("turn/start", map[string]any{"threadId": s.thread,
 			"input": []map[string]any{{"type": "text", "text": s.spec.Task.Prompt, "text_elements": []any{}}}})
 	case "turn/start":
@@ -489,7 +482,7 @@ type codexItem struct {
 
 // notification maps one notification to the runner's events.
 func (s *codexSession) notification(method string, params json.RawMessage) error {
-	ev := func(e Event) { e.SessionID = s.session; s.emit(e) }
+	ev := s.out.send
 	switch method {
 	case "turn/started":
 		var p struct {
@@ -699,7 +692,7 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 		kind = "file_change"
 	default:
 		s.write(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "the agent does not handle " + m.Method}})
-		s.emit(Event{Type: EventLog, SessionID: s.session, Level: "warn", Message: "declined an unknown request from codex: " + m.Method})
+		s.out.send(Event{Type: EventLog, Level: "warn", Message: "declined an unknown request from codex: " + m.Method})
 		return nil
 	}
 	req := state.ApprovalRequest{ID: p.ItemID, Kind: kind, Command: p.Command, Reason: p.Reason, Cwd: p.Cwd}
@@ -719,7 +712,7 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 			answer = ApprovalDecline
 			break
 		}
-		s.emit(Event{Type: EventPhase, SessionID: s.session, Phase: state.PhaseAwaitingReply, Approval: &req})
+		s.out.send(Event{Type: EventPhase, Phase: state.PhaseAwaitingReply, Approval: &req})
 		s.asking.Add(1)
 		go func() {
 			defer s.asking.Done()
@@ -733,7 +726,7 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 	default:
 		answer = ApprovalDecline
 	}
-	s.emit(Event{Type: EventLog, SessionID: s.session, Level: "info", Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, approvalText(req))})
+	s.out.send(Event{Type: EventLog, Level: "info", Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, approvalText(req))})
 	s.respond(id, map[string]any{"decision": string(answer)})
 	return nil
 }

@@ -168,7 +168,11 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 	case "@exit":
 		return n(1), true
 	case "@hang":
-		select {}
+		// Never answer. A sleep rather than an empty select: with no other
+		// goroutine the runtime would call that a deadlock and exit.
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "@close-stdout":
 		s.out.Flush()
 		os.Stdout.Close()

@@ -1,0 +1,161 @@
+// Package clitest runs the real AI CLIs in tests: the pinned binaries that
+// `make tools` installs under .tools/, each with a fresh home and a
+// configuration that points it at a mockmodel server on loopback, and
+// nowhere else.
+package clitest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/edgeagent/agent/internal/mockmodel"
+)
+
+var (
+	installOnce sync.Once
+	installErr  error
+)
+
+// root finds the repository: the directory holding go.mod, upwards.
+func root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// bin returns the pinned binary .tools/NAME, installing the tools once
+// (scripts/tools.sh) when it is missing.
+func bin(t testing.TB, name string) string {
+	t.Helper()
+	r, err := root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(r, ".tools", name)
+	if _, err := os.Stat(path); err != nil {
+		installOnce.Do(func() {
+			out, err := exec.Command(filepath.Join(r, "scripts", "tools.sh")).CombinedOutput()
+			if err != nil {
+				installErr = fmt.Errorf("scripts/tools.sh: %v\n%s", err, out)
+			}
+		})
+		if installErr != nil {
+			t.Fatalf("the pinned CLIs are not installed and could not be (run make tools): %v", installErr)
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s is missing after make tools: %v", path, err)
+	}
+	return path
+}
+
+// CodexBin is the pinned codex binary.
+func CodexBin(t testing.TB) string { return bin(t, "codex") }
+
+// ClaudeBin is the pinned Claude Code binary.
+func ClaudeBin(t testing.TB) string { return bin(t, "claude") }
+
+// CodexOptions tune CodexEnv.
+type CodexOptions struct {
+	// StreamIdleMS is Codex's stream idle timeout. Default 5000.
+	StreamIdleMS int
+	// NoRetryCaps leaves the mock provider's retries at Codex's defaults,
+	// for a test that checks the agent caps them itself.
+	NoRetryCaps bool
+}
+
+// CodexEnv makes a fresh CODEX_HOME whose config.toml points Codex at the
+// mock (provider "mock", model gpt-5.5, no analytics, plugins or update
+// check), and returns the environment the app server needs.
+func CodexEnv(t testing.TB, mock *mockmodel.Server, opts CodexOptions) []string {
+	t.Helper()
+	home := t.TempDir()
+	if opts.StreamIdleMS <= 0 {
+		opts.StreamIdleMS = 5000
+	}
+	retries := "request_max_retries = 1\nstream_max_retries = 1\n"
+	if opts.NoRetryCaps {
+		retries = ""
+	}
+	cfg := fmt.Sprintf(`model = "gpt-5.5"
+model_provider = "mock"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[features]
+plugins = false
+unbounded_connection_retries = false
+
+[analytics]
+enabled = false
+
+[model_providers.mock]
+name = "Mock"
+base_url = %q
+wire_api = "responses"
+env_key = "MOCK_API_KEY"
+supports_websockets = false
+stream_idle_timeout_ms = %d
+%s`, mock.OpenAIBaseURL(), opts.StreamIdleMS, retries)
+	codexHome := filepath.Join(home, ".codex")
+	if err := os.MkdirAll(codexHome, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "MOCK_API_KEY=dummy"}
+}
+
+// ClaudeOptions tune ClaudeEnv.
+type ClaudeOptions struct {
+	// MaxRetries is CLAUDE_CODE_MAX_RETRIES; 0 leaves it to the caller.
+	MaxRetries int
+}
+
+// ClaudeEnv makes a fresh HOME and CLAUDE_CONFIG_DIR and returns the
+// environment that points Claude Code at the mock with no other traffic.
+func ClaudeEnv(t testing.TB, mock *mockmodel.Server, opts ClaudeOptions) []string {
+	t.Helper()
+	home := t.TempDir()
+	env := []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude"),
+		"ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=dummy", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
+	if opts.MaxRetries > 0 {
+		env = append(env, fmt.Sprintf("CLAUDE_CODE_MAX_RETRIES=%d", opts.MaxRetries))
+	}
+	return env
+}
+
+// Env merges overrides into base: a NAME=VALUE in overrides replaces
+// base's NAME.
+func Env(base []string, overrides ...string) []string {
+	out := make([]string, 0, len(base)+len(overrides))
+	names := map[string]bool{}
+	for _, kv := range overrides {
+		n, _, _ := strings.Cut(kv, "=")
+		names[n] = true
+	}
+	for _, kv := range base {
+		if n, _, _ := strings.Cut(kv, "="); !names[n] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, overrides...)
+}

@@ -1,0 +1,331 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/internal/clitest"
+	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/state"
+)
+
+// These tests drive the real Codex and Claude Code binaries (pinned, from
+// make tools) against the mock model on loopback, through the runner: what
+// they check is what an operator sees, phases, attempts with their codes
+// and retry decisions, results, and no process left behind.
+
+// cliCase is one scenario through one CLI.
+type cliCase struct {
+	name   string
+	prompt string
+	models []string
+	// what the task must come to
+	phase    state.Phase
+	codes    []string // the attempts' error codes, "" for one that completed
+	decision []state.RetryDecision
+	gate     string // the last attempt's gate, when it failed
+	summary  string // the result's summary, when completed
+	models2  []string
+}
+
+// newCLIRunner returns a fixture whose runner drives exe with short limits.
+func newCLIRunner(t *testing.T, exe Executor, prompt string, models []string) *fixture {
+	t.Helper()
+	f := newFixture(t, exe, prompt)
+	f.runner.Models = models
+	f.runner.WorkRoot = t.TempDir()
+	// An owner per test: parallel tests must not see each other's
+	// processes as left behind.
+	f.runner.Owner = fmt.Sprintf("test-%d-%s", os.Getpid(), strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+	f.runner.Timeouts = Timeouts{FirstEvent: []time.Duration{20 * time.Second}, Attempt: []time.Duration{2 * time.Minute}}
+	return f
+}
+
+func codexExec(t *testing.T, mock *mockmodel.Server, cfg CodexConfig) *Codex {
+	t.Helper()
+	cfg.Bin = clitest.CodexBin(t)
+	cfg.Env = append(cfg.Env, clitest.CodexEnv(t, mock, clitest.CodexOptions{StreamIdleMS: 1500})...)
+	if cfg.Sandbox == "" {
+		cfg.Sandbox = "danger-full-access"
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	exe, err := NewCodex(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+func claudeExec(t *testing.T, mock *mockmodel.Server, cfg ClaudeConfig) *Claude {
+	t.Helper()
+	cfg.Bin = clitest.ClaudeBin(t)
+	cfg.Env = append(cfg.Env, clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})...)
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	if cfg.APITimeout == 0 {
+		cfg.APITimeout = 3 * time.Second
+	}
+	exe, err := NewClaude(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// check asserts the task's end against the case.
+func (c cliCase) check(t *testing.T, f *fixture, mock *mockmodel.Server) {
+	t.Helper()
+	task := f.task
+	if task.Phase != c.phase {
+		t.Fatalf("task ended %s (%s), want %s; attempts %s; logs:\n%s", task.Phase, task.PhaseReason, c.phase, attemptsText(task), strings.Join(f.rec.logs(), "\n"))
+	}
+	if len(task.Attempts) != len(c.codes) {
+		t.Fatalf("%d attempts (%s), want %d", len(task.Attempts), attemptsText(task), len(c.codes))
+	}
+	for i, a := range task.Attempts {
+		code := ""
+		if a.Error != nil {
+			code = a.Error.Code
+		}
+		if code != c.codes[i] {
+			t.Errorf("attempt %d: code %q (%v), want %q", i+1, code, a.Error, c.codes[i])
+		}
+		if a.SessionID == "" {
+			t.Errorf("attempt %d has no session id", i+1)
+		}
+	}
+	last := task.Attempts[len(task.Attempts)-1]
+	if c.gate != "" && (last.Retry == nil || last.Retry.Gate != c.gate) {
+		t.Errorf("last attempt's retry decision %+v, want gate %s", last.Retry, c.gate)
+	}
+	if c.summary != "" && (task.Result == nil || task.Result.Summary != c.summary) {
+		t.Errorf("result %+v, want summary %q", task.Result, c.summary)
+	}
+	if c.models2 != nil {
+		var asked []string
+		for _, r := range mock.Requests() {
+			asked = appendOnce(asked, r.Model)
+		}
+		if strings.Join(asked, ",") != strings.Join(c.models2, ",") {
+			t.Errorf("models asked on the wire %v, want %v", asked, c.models2)
+		}
+	}
+}
+
+func appendOnce(list []string, s string) []string {
+	if len(list) > 0 && list[len(list)-1] == s {
+		return list
+	}
+	return append(list, s)
+}
+
+func attemptsText(task *state.Task) string {
+	var parts []string
+	for _, a := range task.Attempts {
+		s := fmt.Sprintf("#%d %s", a.Number, a.Status)
+		if a.Error != nil {
+			s += " " + a.Error.Error()
+		}
+		if a.Retry != nil {
+			s += fmt.Sprintf(" gate=%s %s", a.Retry.Gate, a.Retry.Decision)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// cliLimit keeps a few real CLIs running at once on a small machine.
+var cliLimit = make(chan struct{}, 3)
+
+func runCLICase(t *testing.T, c cliCase, exe func(*mockmodel.Server) Executor) {
+	t.Parallel()
+	cliLimit <- struct{}{}
+	defer func() { <-cliLimit }()
+	mock, err := mockmodel.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mock.Close()
+	f := newCLIRunner(t, exe(mock), c.prompt, c.models)
+	f.run(t, context.Background())
+	c.check(t, f, mock)
+	assertNoMarkedProcess(t, f.runner.Owner)
+}
+
+// assertNoMarkedProcess fails when a process of the owner's attempts is
+// still alive.
+func assertNoMarkedProcess(t *testing.T, owner string) {
+	t.Helper()
+	if pids := markedProcesses(func(m string) bool { return strings.HasPrefix(m, owner+"/") }); len(pids) > 0 {
+		for _, pid := range pids {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			t.Errorf("process %d (%s) of the attempt outlived it", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		}
+		SweepOwner(owner)
+	}
+}
+
+func TestCodexAgainstTheRealCLI(t *testing.T) {
+	for _, c := range []cliCase{
+		{name: "text", prompt: "Say hello", models: []string{"gpt-5.5"}, phase: state.PhaseCompleted, codes: []string{""},
+			summary: "Hello from the mock model.", models2: []string{"gpt-5.5"}},
+		{name: "fallback chain on a 429", prompt: "Say hello\nmock: gpt-a=r429 gpt-b=text", models: []string{"gpt-a", "gpt-b"},
+			phase: state.PhaseCompleted, codes: []string{"rate_limit", ""}, summary: "Hello from the mock model.", models2: []string{"gpt-a", "gpt-b"}},
+		{name: "shell runs a command", prompt: "Run it\nmock: shell", models: []string{"gpt-5.5"}, phase: state.PhaseCompleted, codes: []string{""},
+			summary: "Done: the tool ran."},
+		{name: "patch writes a file", prompt: "Write it\nmock: write", models: []string{"gpt-5.5"}, phase: state.PhaseCompleted, codes: []string{""}},
+		{name: "side effect then a 500 is blocked by the gate", prompt: "Run it\nmock: shell after=r500", models: []string{"gpt-5.5"},
+			phase: state.PhaseRecoverableFailed, codes: []string{"unavailable"}, gate: "side_effect"},
+		{name: "quota is permanent", prompt: "x\nmock: quota", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []string{"quota"}},
+		{name: "401 is permanent", prompt: "x\nmock: r401", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []string{"auth"}},
+		{name: "context overflow is permanent", prompt: "x\nmock: context", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []string{"context_overflow"}},
+		{name: "500 is retried", prompt: "x\nmock: gpt-a=r500 gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []string{"unavailable", ""}},
+		{name: "overloaded is retried", prompt: "x\nmock: gpt-a=overloaded gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []string{"overloaded", ""}},
+		{name: "a cut stream is retried", prompt: "x\nmock: gpt-a=cut gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []string{"network", ""}},
+		{name: "a silent stream times out in codex", prompt: "x\nmock: gpt-a=hang gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []string{"timeout", ""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runCLICase(t, c, func(m *mockmodel.Server) Executor { return codexExec(t, m, CodexConfig{}) })
+		})
+	}
+}
+
+func TestClaudeAgainstTheRealCLI(t *testing.T) {
+	for _, c := range []cliCase{
+		{name: "text", prompt: "Say hello", models: []string{"claude-a"}, phase: state.PhaseCompleted, codes: []string{""},
+			summary: "Hello from the mock model.", models2: []string{"claude-a"}},
+		{name: "fallback chain on a 429", prompt: "Say hello\nmock: claude-a=r429 claude-b=text", models: []string{"claude-a", "claude-b"},
+			phase: state.PhaseCompleted, codes: []string{"rate_limit", ""}, models2: []string{"claude-a", "claude-b"}},
+		{name: "bash runs a command", prompt: "Run it\nmock: shell", models: []string{"claude-a"}, phase: state.PhaseCompleted, codes: []string{""},
+			summary: "Done: the tool ran."},
+		{name: "side effect then a 500 is blocked by the gate", prompt: "Run it\nmock: shell after=r500", models: []string{"claude-a"},
+			phase: state.PhaseRecoverableFailed, codes: []string{"unavailable"}, gate: "side_effect"},
+		{name: "credit balance is quota", prompt: "x\nmock: quota", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []string{"quota"}},
+		{name: "401 is auth", prompt: "x\nmock: r401", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []string{"auth"}},
+		{name: "403 is permission", prompt: "x\nmock: r403", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []string{"permission"}},
+		{name: "prompt too long is context overflow", prompt: "x\nmock: context", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []string{"context_overflow"}},
+		{name: "overloaded is retried", prompt: "x\nmock: claude-a=overloaded claude-b=text", models: []string{"claude-a", "claude-b"}, phase: state.PhaseCompleted, codes: []string{"overloaded", ""}},
+		{name: "no headers times out in claude", prompt: "x\nmock: claude-a=hang_headers claude-b=text", models: []string{"claude-a", "claude-b"}, phase: state.PhaseCompleted, codes: []string{"timeout", ""}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runCLICase(t, c, func(m *mockmodel.Server) Executor {
+				return claudeExec(t, m, ClaudeConfig{AllowedTools: []string{"Bash"}})
+			})
+		})
+	}
+}
+
+// A model that accepts the request and never answers is stopped by the
+// agent's own first-event limit: turn/started and system/init do not
+// count as an answer.
+func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
+	for _, cli := range []string{"codex", "claude"} {
+		t.Run(cli, func(t *testing.T) {
+			mock, err := mockmodel.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mock.Close()
+			var exe Executor
+			if cli == "codex" {
+				exe = codexExec(t, mock, CodexConfig{})
+			} else {
+				exe = claudeExec(t, mock, ClaudeConfig{APITimeout: 10 * time.Minute})
+			}
+			f := newCLIRunner(t, exe, "x\nmock: hang_headers", []string{"m"})
+			f.runner.Policy.MaxAttempts = 1
+			f.runner.Timeouts.FirstEvent = []time.Duration{4 * time.Second}
+			f.run(t, context.Background())
+			a := f.task.Attempts[0]
+			if a.Error == nil || a.Error.Code != "first_event_timeout" {
+				t.Fatalf("attempt %s, want first_event_timeout; logs:\n%s", attemptsText(f.task), strings.Join(f.rec.logs(), "\n"))
+			}
+			if !contains(f.rec.kinds(), "phase:turn_started") {
+				t.Errorf("the turn started before the silence (the limit still fired): %v", f.rec.kinds())
+			}
+			assertNoMarkedProcess(t, f.runner.Owner)
+		})
+	}
+}
+
+// Cancel while a tool command runs: the CLI is stopped gracefully, the
+// task ends cancelled, and no process of the attempt is left, although
+// both CLIs start tool commands in sessions of their own.
+func TestCancelDuringAToolCommandLeavesNoProcess(t *testing.T) {
+	for _, cli := range []string{"codex", "claude"} {
+		t.Run(cli, func(t *testing.T) {
+			mock, err := mockmodel.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mock.Close()
+			var exe Executor
+			if cli == "codex" {
+				exe = codexExec(t, mock, CodexConfig{})
+			} else {
+				exe = claudeExec(t, mock, ClaudeConfig{AllowedTools: []string{"Bash"}})
+			}
+			marker := "sleep-" + strconv.Itoa(os.Getpid()) + "-" + cli
+			f := newCLIRunner(t, exe, "Sleep\nmock: shell\nmock-cmd: bash -c 'exec -a "+marker+" sleep 300'", []string{"m"})
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			var once sync.Once
+			f.rec.onReport = func(Report) {
+				if len(pidsNamed(marker)) > 0 {
+					once.Do(func() { cancel(ErrCancelled) })
+				}
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				f.run(t, ctx)
+			}()
+			// The command starts while the attempt is quiet: look for it.
+			deadline := time.Now().Add(60 * time.Second)
+			for len(pidsNamed(marker)) == 0 && time.Now().Before(deadline) {
+				select {
+				case <-done:
+					t.Fatalf("the attempt ended before its command ran: %s; logs:\n%s", attemptsText(f.task), strings.Join(f.rec.logs(), "\n"))
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			once.Do(func() { cancel(ErrCancelled) })
+			<-done
+			if f.task.Phase != state.PhaseCancelled {
+				t.Fatalf("task %s, want cancelled; %s", f.task.Phase, attemptsText(f.task))
+			}
+			if pids := pidsNamed(marker); len(pids) > 0 {
+				t.Fatalf("the tool command outlived the cancelled attempt: %v", pids)
+			}
+			assertNoMarkedProcess(t, f.runner.Owner)
+		})
+	}
+}
+
+// pidsNamed lists live processes whose argv[0] is name.
+func pidsNamed(name string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.HasPrefix(b, []byte(name+"\x00")) && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
