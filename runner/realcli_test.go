@@ -329,3 +329,93 @@ func pidsNamed(name string) []int {
 	}
 	return out
 }
+
+// replies is a person answering approval requests, as the agent's control
+// plane round trip would: it records each request and answers by a fixed
+// decision.
+type replies struct {
+	mu       sync.Mutex
+	requests []state.ApprovalRequest
+	answer   Approval
+}
+
+func (r *replies) Await(ctx context.Context, taskID string, req state.ApprovalRequest) (Approval, error) {
+	r.mu.Lock()
+	r.requests = append(r.requests, req)
+	r.mu.Unlock()
+	if r.answer == "" {
+		<-ctx.Done() // nobody answers
+		return "", ctx.Err()
+	}
+	return r.answer, nil
+}
+
+// Codex asks before a command that needs escalation (approval policy
+// on-request); the executor answers by the agent's policy, or asks a
+// person, who may not answer in time.
+func TestCodexApprovals(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		policy   ApprovalPolicy
+		answer   Approval
+		ran      bool
+		asked    bool
+		phases   []string
+		logWant  string
+		complete bool
+	}{
+		{name: "accept by policy", policy: ApprovalAcceptAll, ran: true, logWant: "approval accept by policy accept", complete: true},
+		{name: "decline by policy", policy: ApprovalDeclineAll, ran: false, logWant: "approval decline by policy decline", complete: true},
+		{name: "a person accepts", policy: ApprovalAsk, answer: ApprovalAccept, ran: true, asked: true, logWant: "approval answered: accept", complete: true},
+		{name: "a person declines", policy: ApprovalAsk, answer: ApprovalDecline, ran: false, asked: true, logWant: "approval answered: decline", complete: true},
+		{name: "nobody answers in time", policy: ApprovalAsk, ran: false, asked: true, logWant: "approval answered: decline", complete: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cliLimit <- struct{}{}
+			defer func() { <-cliLimit }()
+			mock, err := mockmodel.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mock.Close()
+			exe := codexExec(t, mock, CodexConfig{Approval: c.policy, Sandbox: "read-only"})
+			f := newCLIRunner(t, exe, "Escalate\nmock: escalate\nmock-cmd: echo approved > approved.txt", []string{"gpt-5.5"})
+			rep := &replies{answer: c.answer}
+			f.runner.Replies = rep
+			f.runner.ReplyTimeout = 2 * time.Second
+			f.run(t, context.Background())
+			if (f.task.Phase == state.PhaseCompleted) != c.complete {
+				t.Fatalf("task %s (%s); attempts %s; logs:\n%s", f.task.Phase, f.task.PhaseReason, attemptsText(f.task), strings.Join(f.rec.logs(), "\n"))
+			}
+			_, err = os.Stat(filepath.Join(f.runner.WorkRoot, f.task.ID, "approved.txt"))
+			if ran := err == nil; ran != c.ran {
+				t.Errorf("the command ran: %v, want %v; logs:\n%s", ran, c.ran, strings.Join(f.rec.logs(), "\n"))
+			}
+			if asked := len(rep.requests) > 0; asked != c.asked {
+				t.Fatalf("a person was asked: %v, want %v", asked, c.asked)
+			}
+			if c.asked {
+				req := rep.requests[0]
+				if req.Kind != "command" || !strings.Contains(req.Command, "approved.txt") || req.Reason == "" {
+					t.Errorf("the request does not say what it asks: %+v", req)
+				}
+				if !contains(f.rec.kinds(), "phase:awaiting_reply") {
+					t.Errorf("no phase awaiting_reply reported: %v", f.rec.kinds())
+				}
+			}
+			if !slicesContainsSub(f.rec.logs(), c.logWant) {
+				t.Errorf("no log line with %q:\n%s", c.logWant, strings.Join(f.rec.logs(), "\n"))
+			}
+		})
+	}
+}
+
+func slicesContainsSub(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}

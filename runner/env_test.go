@@ -1,0 +1,84 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The executor's environment is an allowlist: the agent's token and the
+// service manager's variables never reach it; what the operator names
+// does.
+func TestExecutorEnvironmentIsAnAllowlist(t *testing.T) {
+	t.Setenv("AGENT_TOKEN", "secret-token-123")
+	t.Setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+	t.Setenv("WATCHDOG_USEC", "30000000")
+	t.Setenv("SOME_OTHER_SECRET", "hunter2")
+	t.Setenv("MY_TOOL_HOME", "/opt/tool")
+	t.Setenv("LANG", "C.UTF-8")
+	exe, err := NewExec(ExecConfig{Argv: []string{"/usr/bin/env"}, EnvPass: []string{"MY_TOOL_*"}, Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, exe, "")
+	f.run(t, context.Background())
+	env := strings.Join(f.rec.logs(), "\n")
+	for _, gone := range []string{"secret-token-123", "NOTIFY_SOCKET", "WATCHDOG_USEC", "hunter2"} {
+		if strings.Contains(env, gone) {
+			t.Errorf("the executor's environment holds %s:\n%s", gone, env)
+		}
+	}
+	for _, kept := range []string{"stdout: PATH=", "stdout: LANG=C.UTF-8", "stdout: MY_TOOL_HOME=/opt/tool", "stdout: AGENT_TASK_ID=t-1", "stdout: AGENT_ATTEMPT=1", "stdout: " + MarkEnv + "="} {
+		if !strings.Contains(env, kept) {
+			t.Errorf("the executor's environment lacks %s:\n%s", kept, env)
+		}
+	}
+}
+
+func TestEnvNamesCannotPassTheAgentsSecrets(t *testing.T) {
+	for _, c := range []struct {
+		names []string
+		ok    bool
+	}{
+		{[]string{"OPENAI_API_KEY", "MY_*"}, true},
+		{[]string{"AGENT_TOKEN"}, false},
+		{[]string{"AGENT_*"}, false},
+		{[]string{"NOTIFY_*"}, false},
+		{[]string{"*"}, false},
+		{[]string{"A=B"}, false},
+	} {
+		t.Run(strings.Join(c.names, ","), func(t *testing.T) {
+			if err := CheckEnvNames(c.names); (err == nil) != c.ok {
+				t.Errorf("CheckEnvNames(%v) = %v, want ok %v", c.names, err, c.ok)
+			}
+		})
+	}
+}
+
+// A CLI that is not installed makes the executor unavailable at once.
+func TestMissingCLIIsUnavailable(t *testing.T) {
+	for name, exe := range map[string]func() (Executor, error){
+		"codex":  func() (Executor, error) { return NewCodex(CodexConfig{Bin: "/nonexistent/codex"}) },
+		"claude": func() (Executor, error) { return NewClaude(ClaudeConfig{Bin: "/nonexistent/claude"}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, err := exe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Probe(context.Background()); err == nil {
+				t.Fatal("Probe found a binary that is not there")
+			}
+			f := newFixture(t, e, "hello")
+			f.run(t, context.Background())
+			a := f.task.Attempts[0]
+			if a.Error == nil || a.Error.Code != "executor_not_found" || len(f.task.Attempts) != 1 {
+				t.Fatalf("attempts %s, want one executor_not_found", attemptsText(f.task))
+			}
+			if g := f.health.Snapshot().Grade; g != "unavailable" {
+				t.Errorf("health %s, want unavailable", g)
+			}
+		})
+	}
+}
