@@ -28,9 +28,14 @@ type DemoOptions struct {
 	DataDir string
 	// Out receives the narrative.
 	Out io.Writer
-	// Executor runs the tasks: the sample executor.
+	// Executor runs the tasks: the sample executor, or a real CLI pointed
+	// at a mock model.
 	Executor runner.Executor
-	Version  string
+	// Tasks are the tasks submitted, and Models the fallback chain.
+	// Default: the sample executor's tasks and models.
+	Tasks   []controlplane.CreateTaskRequest
+	Models  []string
+	Version string
 	// Timeout bounds the whole demo. Default 2 min.
 	Timeout time.Duration
 }
@@ -51,6 +56,9 @@ var demoTasks = []controlplane.CreateTaskRequest{
 func Demo(ctx context.Context, opts DemoOptions) error {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Minute
+	}
+	if len(opts.Tasks) == 0 {
+		opts.Tasks, opts.Models = demoTasks, []string{"gpt-5-mini", "gpt-5"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
@@ -98,7 +106,7 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 		where += " (temporary)"
 	}
 	fmt.Fprintf(out, "Control plane on %s; agent data in %s\n\n", url, where)
-	for _, req := range demoTasks {
+	for _, req := range opts.Tasks {
 		v, err := client.CreateTask(ctx, req)
 		if err != nil {
 			return fmt.Errorf("submit: %w", err)
@@ -108,7 +116,7 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 	fmt.Fprintln(out)
 
 	ag, err := New(Config{ControlPlane: url, Token: token, DataDir: filepath.Join(dir, "agent"), Executor: opts.Executor,
-		Models: []string{"gpt-5-mini", "gpt-5"}, MaxConcurrent: 2, HeartbeatInterval: beat, ShutdownGrace: 2 * time.Second,
+		Models: opts.Models, MaxConcurrent: 2, HeartbeatInterval: beat, ShutdownGrace: 2 * time.Second,
 		Policy: runner.Policy{BaseDelay: time.Second}, Logger: log.With("component", "agent"), Version: opts.Version})
 	if err != nil {
 		return err
@@ -204,8 +212,10 @@ func progressLine(v controlplane.TaskView) string {
 		s += v.PhaseReason
 	case c != nil && c.Status == state.AttemptPending:
 		s += fmt.Sprintf("attempt %d with %s after %s", c.Number, c.Model, v.LastErrorCode)
-	case v.Progress.Message != "":
+	case v.Progress.Message != "" && v.Progress.Percent > 0:
 		s += fmt.Sprintf("%3d%%  %s", v.Progress.Percent, v.Progress.Message)
+	case v.Progress.Message != "":
+		s += v.Progress.Message
 	case c != nil:
 		s += fmt.Sprintf("attempt %d with %s", c.Number, c.Model)
 	}

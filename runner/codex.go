@@ -569,7 +569,11 @@ func (s *codexSession) itemStarted(it codexItem, ev func(Event)) {
 		ev(Event{Type: EventTool, Name: strings.Trim(it.Server+"."+it.Tool, "."), Stage: "call"})
 	case "webSearch":
 		ev(Event{Type: EventTool, Name: "web_search", Stage: "call"})
-	default: // agentMessage, reasoning, …: the model is answering
+	case "agentMessage":
+		ev(Event{Type: EventProgress, Message: "writing a reply", Step: it.Type})
+	case "reasoning":
+		ev(Event{Type: EventProgress, Message: "thinking", Step: it.Type})
+	default: // the model is at work
 		ev(Event{Type: EventProgress, Message: it.Type, Step: it.Type})
 	}
 }

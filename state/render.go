@@ -149,9 +149,11 @@ func Compact(d time.Duration) string {
 	}
 }
 
+// shortID is the end of a session id: Codex's thread ids are UUIDv7,
+// whose first digits are a timestamp shared by every attempt of a run.
 func shortID(s string) string {
 	if len(s) > 4 {
-		return s[:4]
+		return s[len(s)-4:]
 	}
 	return s
 }

@@ -59,7 +59,7 @@ func TestTimelineMatchesTheSpec(t *testing.T) {
 	models := []string{"gpt-5-mini", "gpt-5"}
 	_, err := task.StartFirstAttempt("a1", models, t0)
 	must(t, err)
-	must(t, task.BindSession("a1", "4f1c2d"))
+	must(t, task.BindSession("a1", "01a2-4f1c"))
 	end1 := t0.Add(2*time.Minute + 3*time.Second)
 	out := retried("rate_limit", 4*time.Second)
 	out.Error.Message = "429 Too Many Requests"
@@ -67,12 +67,12 @@ func TestTimelineMatchesTheSpec(t *testing.T) {
 	must(t, err)
 	start2 := end1.Add(4 * time.Second)
 	must(t, task.BeginAttempt("a2", start2))
-	must(t, task.BindSession("a2", "9a2e11"))
+	must(t, task.BindSession("a2", "01a2-9a2e"))
 	end2 := start2.Add(41 * time.Second)
 	must(t, task.FinalizeAttempt("a2", Outcome{Status: AttemptFailed, Error: &Error{Message: "stdio closed before result"},
 		Retry: &RetryDecision{TechnicallyRetryable: true, Gate: "tool_executed", Decision: DecisionStopped}}, end2))
 	// The third attempt is one a person started after the block.
-	task.Attempts = append(task.Attempts, Attempt{AttemptID: "a3", Number: 3, Model: "gpt-5", SessionID: "77b0aa",
+	task.Attempts = append(task.Attempts, Attempt{AttemptID: "a3", Number: 3, Model: "gpt-5", SessionID: "01a2-77b0",
 		Status: AttemptCompleted, StartedAt: end2, CompletedAt: end2.Add(72 * time.Second)})
 
 	want := []string{

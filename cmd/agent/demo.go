@@ -1,15 +1,24 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/runner"
 )
 
 func newDemoCmd() *cobra.Command {
-	var dataDir string
+	var dataDir, kind, bin string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the whole system on embedded defaults and show what happens",
@@ -21,18 +30,134 @@ effect before a network error, so the safety gate stops it for a person to
 decide. It shows live progress, then each task's attempt timeline and the
 outbox's figures, and exits 0 once every task has ended.
 
+With --executor codex or claude it runs the same story through the real CLI
+(Codex app server, or Claude Code), pointed at a mock model server the demo
+embeds on loopback: no account, no network. The CLI must be installed:
+npm install -g @openai/codex@0.169.0 or @anthropic-ai/claude-code@2.1.330,
+or make tools in the repository, or give --executor-bin.
+
 With --data-dir the files stay there for inspection with agent tasks and
 agent outbox; without it they go in a temporary directory, removed at the end.`,
+		Example: `  agent demo
+  agent demo --executor codex
+  agent demo --executor claude --data-dir ./demo-data`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f := executorFlags{kind: "sample", killGrace: 5 * time.Second}
-			exe, err := f.build()
-			if err != nil {
-				return err
+			opts := agent.DemoOptions{DataDir: dataDir, Out: cmd.OutOrStdout(), Version: agentVersion()}
+			switch kind {
+			case "sample":
+				f := executorFlags{kind: "sample", killGrace: 5 * time.Second}
+				exe, err := f.build()
+				if err != nil {
+					return err
+				}
+				opts.Executor = exe
+				return agent.Demo(cmd.Context(), opts)
+			case "codex", "claude":
+				path, err := demoBinary(kind, bin)
+				if err != nil {
+					return err
+				}
+				mock, err := mockmodel.Start()
+				if err != nil {
+					return fmt.Errorf("start the mock model: %w", err)
+				}
+				defer mock.Close()
+				home, err := os.MkdirTemp("", "agent-demo-"+kind+"-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(home)
+				if opts.Executor, err = demoExecutor(kind, path, home, mock); err != nil {
+					return err
+				}
+				if err := opts.Executor.Probe(cmd.Context()); err != nil {
+					return fmt.Errorf("%s cannot start: %v; %s", kind, err, installHint(kind))
+				}
+				opts.Tasks, opts.Models = demoCLITasks(kind)
+				opts.Timeout = 5 * time.Minute
+				fmt.Fprintf(cmd.OutOrStdout(), "Running %s (%s) against a mock model on %s\n", kind, path, mock.URL())
+				return agent.Demo(cmd.Context(), opts)
 			}
-			return agent.Demo(cmd.Context(), agent.DemoOptions{DataDir: dataDir, Out: cmd.OutOrStdout(), Executor: exe, Version: agentVersion()})
+			return usagef("--executor %q: want sample, codex or claude", kind)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the demo's files here (default: a temporary directory)")
+	cmd.Flags().StringVar(&kind, "executor", "sample", "sample (built in), codex or claude (the real CLI against an embedded mock model)")
+	cmd.Flags().StringVar(&bin, "executor-bin", "", "the codex or claude binary (default: on PATH, else .tools/ after make tools)")
 	return cmd
+}
+
+// demoBinary finds the CLI: the flag, PATH, or the repository's .tools/.
+func demoBinary(kind, bin string) (string, error) {
+	if bin != "" {
+		return bin, nil
+	}
+	if p, err := exec.LookPath(kind); err == nil {
+		return p, nil
+	}
+	local := filepath.Join(".tools", kind)
+	if _, err := os.Stat(local); err == nil {
+		return filepath.Abs(local)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	return "", fmt.Errorf("%s is not installed: %s", kind, installHint(kind))
+}
+
+// installHint says how to get a CLI.
+func installHint(kind string) string {
+	pkg := map[string]string{"codex": "@openai/codex@0.169.0", "claude": "@anthropic-ai/claude-code@2.1.330"}[kind]
+	return "npm install -g " + pkg + " (or make tools in the repository), or give --executor-bin"
+}
+
+// demoExecutor builds the CLI's executor with a home of its own in home,
+// pointed at the mock model and nowhere else.
+func demoExecutor(kind, path, home string, mock *mockmodel.Server) (runner.Executor, error) {
+	if kind == "claude" {
+		return runner.NewClaude(runner.ClaudeConfig{Bin: path, AllowedTools: []string{"Bash"}, Grace: 2 * time.Second,
+			Env: []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude"), "ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=demo"}})
+	}
+	cfg := fmt.Sprintf(`model = "gpt-5.5"
+model_provider = "mock"
+check_for_update_on_startup = false
+
+[features]
+plugins = false
+
+[analytics]
+enabled = false
+
+[model_providers.mock]
+name = "Mock"
+base_url = %q
+wire_api = "responses"
+env_key = "MOCK_API_KEY"
+supports_websockets = false
+stream_idle_timeout_ms = 5000
+`, mock.OpenAIBaseURL())
+	codexHome := filepath.Join(home, ".codex")
+	if err := os.MkdirAll(codexHome, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	return runner.NewCodex(runner.CodexConfig{Bin: path, Provider: "mock", Sandbox: "danger-full-access", Grace: 2 * time.Second,
+		Env: []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "MOCK_API_KEY=demo"}})
+}
+
+// demoCLITasks tell the sample's story through a real CLI: the mock line
+// in each prompt says how the mock model answers.
+func demoCLITasks(kind string) ([]controlplane.CreateTaskRequest, []string) {
+	small, big := "gpt-5.4-mini", "gpt-5.5"
+	if kind == "claude" {
+		small, big = "claude-haiku-4-5", "claude-opus-5-5"
+	}
+	return []controlplane.CreateTaskRequest{
+		{Title: "Say hello", Prompt: "Say hello to the operator."},
+		{Title: "Summarize this week's issues", Prompt: "Summarize this week's issues.\nmock: " + small + "=r429 " + big + "=text"},
+		{Title: "Rotate the staging logs", Prompt: "Rotate the staging logs.\nmock: shell\nmock-cmd: echo rotated > rotated.txt"},
+		{Title: "Rotate the staging credentials", Prompt: "Rotate the staging credentials.\nmock: shell after=r500\nmock-cmd: echo rotated > credentials.txt"},
+	}, []string{small, big}
 }
