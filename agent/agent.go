@@ -29,6 +29,7 @@ type Agent struct {
 	sender  *sender
 	store   *state.Store
 	health  *health.Tracker
+	replies *replies
 	started time.Time
 
 	tasksCtx  context.Context // cancelled with runner.ErrShutdown when tasks must stop
@@ -73,7 +74,7 @@ func New(cfg Config) (*Agent, error) {
 	host, _ := os.Hostname()
 	return &Agent{
 		cfg: cfg, log: cfg.Logger, layout: Layout{cfg.DataDir}, host: host, client: client,
-		health:   health.NewTracker(cfg.Executor.Name(), health.Options{}),
+		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		fatal: make(chan error, 1), aborted: make(chan struct{}),
 		running: map[string]*supervised{}, interval: cfg.HeartbeatInterval,
@@ -248,7 +249,7 @@ func (a *Agent) reconcile() []*state.Task {
 func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	return &runner.Runner{Executor: a.cfg.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
 		Policy: a.policyFor(t), Timeouts: a.cfg.Timeouts, Models: a.cfg.Models, Logger: a.log.With("task", t.ID),
-		Owner: a.id, WorkRoot: a.workDir(), ReplyTimeout: a.cfg.ReplyTimeout}
+		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: a.cfg.ReplyTimeout}
 }
 
 // workDir is where tasks get their work directories.

@@ -89,6 +89,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-a.replies.wake:
+			timer.Stop()
 		}
 		a.beatTick.Store(time.Now().UnixNano())
 		a.probe(ctx)
@@ -119,15 +121,24 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			for _, id := range resp.Cancel {
 				a.cancelTask(id)
 			}
+			a.replies.deliver(resp.Replies)
 		}
 		a.writeHealth(err == nil)
 		if err == nil {
 			a.kick(a.replay)
 			a.kick(a.kickClaim)
 		}
+		if a.replies.any() {
+			// A person's answer is awaited: ask for it often.
+			interval = min(interval, replyBeat)
+		}
 		timer.Reset(interval)
 	}
 }
+
+// replyBeat is the heartbeat interval while an attempt awaits a person's
+// answer.
+const replyBeat = time.Second
 
 // probe checks an unavailable executor again when a probe is due.
 func (a *Agent) probe(ctx context.Context) {

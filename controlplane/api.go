@@ -77,6 +77,24 @@ type HeartbeatResponse struct {
 	HeartbeatIntervalS float64   `json:"heartbeat_interval_s"`
 	// Cancel lists tasks the agent must cancel.
 	Cancel []string `json:"cancel"`
+	// Replies are people's answers to the agent's approval requests, sent
+	// again in every answer until the task leaves awaiting_reply (the agent
+	// ignores a reply it already took).
+	Replies []ReplyDelivery `json:"replies,omitempty"`
+}
+
+// ReplyDelivery is a person's answer on its way to the agent.
+type ReplyDelivery struct {
+	TaskID    string `json:"task_id"`
+	RequestID string `json:"request_id"`
+	Decision  string `json:"decision"`
+}
+
+// ReplyRequest is POST /v1/tasks/{id}/reply: a person's answer to the
+// task's approval request.
+type ReplyRequest struct {
+	RequestID string `json:"request_id"`
+	Decision  string `json:"decision"` // accept or decline
 }
 
 // ClaimRequest is POST /v1/tasks/claim.

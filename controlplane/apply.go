@@ -96,6 +96,9 @@ func (s *Server) apply(agentID string, ev Event, now time.Time) (reason string) 
 		if err := t.Transition(p.Phase, p.Reason, now); err != nil {
 			return bad(err)
 		}
+		if p.Phase == state.PhaseAwaitingReply && p.Request != nil {
+			t.AwaitingReply, t.Reply = p.Request, nil
+		}
 	case state.EventProgress:
 		var p state.ProgressEvent
 		if err := json.Unmarshal(ev.Payload, &p); err != nil {

@@ -218,6 +218,14 @@ func (c *Client) CancelTask(ctx context.Context, id string) (TaskView, error) {
 }
 
 // Agents lists the agents the control plane has heard from.
+// Reply answers a task's approval request: decision is accept or decline;
+// requestID may be empty for the request the task awaits now.
+func (c *Client) Reply(ctx context.Context, taskID, requestID, decision string) (TaskView, error) {
+	var v TaskView
+	err := c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(taskID)+"/reply", ReplyRequest{RequestID: requestID, Decision: decision}, &v, true)
+	return v, err
+}
+
 func (c *Client) Agents(ctx context.Context) ([]AgentView, error) {
 	var out []AgentView
 	return out, c.call(ctx, http.MethodGet, "/v1/agents", nil, &out, true)

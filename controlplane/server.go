@@ -116,6 +116,9 @@ func (s *Server) Handler() http.Handler {
 		v, err := s.cancelTask(r.PathValue("id"))
 		reply(w, v, err)
 	})
+	api.HandleFunc("POST /v1/tasks/{id}/reply", func(w http.ResponseWriter, r *http.Request) {
+		handle(func(req ReplyRequest) (TaskView, error) { return s.replyTask(r.PathValue("id"), req) })(w, r)
+	})
 	api.HandleFunc("GET /v1/agents", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listAgents()) })
 	mux.Handle("/v1/", s.authorize(api))
 	return mux
@@ -313,6 +316,35 @@ func (s *Server) cancelTask(id string) (TaskView, error) {
 	return view(t), nil
 }
 
+// replyTask records a person's answer to the task's approval request; the
+// agent holding the task gets it in its next heartbeat answer.
+func (s *Server) replyTask(id string, req ReplyRequest) (TaskView, error) {
+	if req.Decision != "accept" && req.Decision != "decline" {
+		return TaskView{}, badRequest("decision %q: want accept or decline", req.Decision)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.task(id)
+	if err != nil {
+		return TaskView{}, err
+	}
+	switch {
+	case t.Phase != state.PhaseAwaitingReply || t.AwaitingReply == nil:
+		return TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s, not awaiting a reply", id, t.Phase)}
+	case req.RequestID != "" && req.RequestID != t.AwaitingReply.ID:
+		return TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s awaits a reply to request %s, not %s", id, t.AwaitingReply.ID, req.RequestID)}
+	case t.Reply != nil && t.Reply.Decision != req.Decision:
+		return TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("request %s was already answered: %s", t.AwaitingReply.ID, t.Reply.Decision)}
+	}
+	now := s.opts.Now()
+	t.Reply = &state.Reply{RequestID: t.AwaitingReply.ID, Decision: req.Decision, At: now}
+	t.UpdatedAt = now
+	if err := s.save(t); err != nil {
+		return TaskView{}, err
+	}
+	return view(t), nil
+}
+
 func (s *Server) listAgents() []AgentView {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -351,6 +383,9 @@ func (s *Server) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
 		t.Lease.ExpiresAt = now.Add(s.opts.Lease)
 		if t.CancelRequested {
 			resp.Cancel = append(resp.Cancel, t.ID)
+		}
+		if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {
+			resp.Replies = append(resp.Replies, ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: t.Reply.Decision})
 		}
 	}
 	s.watchdog(now)

@@ -352,7 +352,9 @@ func (r *Runner) setPhase(task *state.Task, p state.Phase, req *state.ApprovalRe
 		return err
 	}
 	ev := state.PhaseEvent{Phase: task.Phase, Reason: task.PhaseReason}
-	if req != nil {
+	if req != nil && p == state.PhaseAwaitingReply {
+		r := *req
+		task.AwaitingReply, task.Reply = &r, nil
 		ev.Reason = "approval requested: " + approvalText(*req)
 		ev.Request = req
 	}

@@ -40,6 +40,19 @@ type Task struct {
 	// CancelRequested: a person asked to cancel the task; the agent that
 	// holds it is told in its next heartbeat answer.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+
+	// AwaitingReply is the question a person is asked while the task is
+	// in phase awaiting_reply; Reply is the answer, once given, until the
+	// task moves on. Both are cleared when it leaves the phase.
+	AwaitingReply *ApprovalRequest `json:"awaiting_reply,omitempty"`
+	Reply         *Reply           `json:"reply,omitempty"`
+}
+
+// Reply is a person's answer to an approval request.
+type Reply struct {
+	RequestID string    `json:"request_id"`
+	Decision  string    `json:"decision"` // accept or decline
+	At        time.Time `json:"at"`
 }
 
 // Lease is a time-limited claim of a task by one agent. Heartbeats and
@@ -194,6 +207,9 @@ func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 		}
 		t.PhaseBefore = t.Phase
 	}
+	if t.Phase == PhaseAwaitingReply {
+		t.AwaitingReply, t.Reply = nil, nil
+	}
 	t.Phase, t.PhaseReason, t.UpdatedAt = to, reason, now
 	if to.Running() && t.LastProgressAt.IsZero() {
 		t.LastProgressAt = now
@@ -225,6 +241,15 @@ func (t *Task) Clone() *Task {
 	if t.Lease != nil {
 		l := *t.Lease
 		c.Lease = &l
+	}
+	if t.AwaitingReply != nil {
+		r := *t.AwaitingReply
+		r.Paths = append([]string(nil), r.Paths...)
+		c.AwaitingReply = &r
+	}
+	if t.Reply != nil {
+		r := *t.Reply
+		c.Reply = &r
 	}
 	if t.Result != nil {
 		r := *t.Result

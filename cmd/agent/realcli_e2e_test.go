@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -89,5 +90,75 @@ func TestE2ERunWithClaude(t *testing.T) {
 	}
 	if snap.Stats.Pending != 0 || snap.Stats.Dead != 0 {
 		t.Errorf("outbox after the run: %+v", snap.Stats)
+	}
+}
+
+// The approval policy ask, round trip: Codex asks, the task waits in
+// awaiting_reply at the control plane with the request, a person answers
+// with agent tasks reply, the agent takes the answer at its next heartbeat.
+// A restart mid-wait ends the attempt as agent_restart and the gate
+// decides; the control plane's pending request is cleared.
+func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		answer  string // --accept, --decline, or "restart"
+		ran     bool
+		phase   state.Phase
+		errCode string
+	}{
+		{name: "accepted", answer: "--accept", ran: true, phase: state.PhaseCompleted},
+		{name: "declined", answer: "--decline", ran: false, phase: state.PhaseCompleted},
+		{name: "agent restarted while waiting", answer: "restart", ran: false, phase: state.PhaseRecoverableFailed, errCode: "agent_restart"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mock, err := mockmodel.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mock.Close()
+			cp := startCP(t, freeAddr(t), t.TempDir())
+			defer cp.stop()
+			dataDir := t.TempDir()
+			env := clitest.CodexEnv(t, mock, clitest.CodexOptions{})
+			args := []string{"run", "--control-plane", cp.url(), "--token-file", cp.tokenFile, "--data-dir", dataDir,
+				"--executor", "codex", "--executor-bin", clitest.CodexBin(t), "--executor-env", "MOCK_API_KEY",
+				"--codex-sandbox", "read-only", "--approval", "ask", "--reply-timeout", "2m",
+				"--heartbeat-interval", "5s", "--shutdown-grace", "2s", "--kill-grace", "1s"}
+			ag := startProc(t, "agent", env, args...)
+			id := submit(t, cp, "Escalate\nmock: escalate\nmock-cmd: echo approved > approved.txt")
+			v := cp.waitPhase(t, id, "awaiting_reply", func(p state.Phase) bool { return p == state.PhaseAwaitingReply })
+			if v.AwaitingReply == nil || !strings.Contains(v.AwaitingReply.Command, "approved.txt") || v.AwaitingReply.Reason == "" {
+				t.Fatalf("the control plane does not show the request: %+v", v.AwaitingReply)
+			}
+			if c.answer == "restart" {
+				ag.kill()
+				ag = startProc(t, "agent", env, args...)
+			} else {
+				r := runAgent(t, "tasks", "reply", id, c.answer, "--control-plane", cp.url(), "--token-file", cp.tokenFile)
+				if r.code != 0 {
+					t.Fatalf("tasks reply: %+v", r)
+				}
+				// A second, different answer is refused: the request is answered.
+				other := map[string]string{"--accept": "--decline", "--decline": "--accept"}[c.answer]
+				wantOneLineError(t, runAgent(t, "tasks", "reply", id, other, "--control-plane", cp.url(), "--token-file", cp.tokenFile), 1, "already answered")
+			}
+			v = cp.waitDone(t, id)
+			if v.Phase != c.phase {
+				t.Fatalf("task %s (%s), want %s; agent:\n%s", v.Phase, v.PhaseReason, c.phase, tail(ag.output(), 30))
+			}
+			if c.errCode != "" && (v.Attempts[0].Error == nil || v.Attempts[0].Error.Code != c.errCode) {
+				t.Errorf("attempt 1 error %+v, want %s", v.Attempts[0].Error, c.errCode)
+			}
+			if v.AwaitingReply != nil || v.Reply != nil {
+				t.Errorf("the request is still pending at the control plane after the task moved on: %+v %+v", v.AwaitingReply, v.Reply)
+			}
+			_, err = os.Stat(filepath.Join(dataDir, "work", id, "approved.txt"))
+			if ran := err == nil; ran != c.ran {
+				t.Errorf("the command ran: %v, want %v", ran, c.ran)
+			}
+			if code := ag.stop(); code != 0 {
+				t.Errorf("agent exit %d", code)
+			}
+		})
 	}
 }

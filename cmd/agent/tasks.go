@@ -7,6 +7,6 @@ func newTasksCmd() *cobra.Command {
 		Use:   "tasks",
 		Short: "Show the tasks this agent has run: state, progress card, attempt timeline, output",
 	}
-	cmd.AddCommand(newTasksLsCmd(), newTasksShowCmd(), newTasksLogsCmd())
+	cmd.AddCommand(newTasksLsCmd(), newTasksShowCmd(), newTasksLogsCmd(), newTasksReplyCmd())
 	return cmd
 }

@@ -42,21 +42,37 @@ func newTasksShowCmd() *cobra.Command {
 				}{t, card, timeline})
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s  %s\n", t.ID, t.Title)
+			fmt.Fprintf(w, "%s  %s\n", visible(t.ID), visible(t.Title))
 			phase := string(t.Phase)
 			if t.PhaseReason != "" {
 				phase += " (" + t.PhaseReason + ")"
 			}
-			fmt.Fprintf(w, "phase:    %s\n", phase)
+			fmt.Fprintf(w, "phase:    %s\n", visible(phase))
 			fmt.Fprintf(w, "created:  %s (%s)\n", t.CreatedAt.Local().Format(time.DateTime), ago(now, t.CreatedAt))
 			if t.Progress.Message != "" {
-				fmt.Fprintf(w, "progress: %d%% %s\n", t.Progress.Percent, t.Progress.Message)
+				fmt.Fprintf(w, "progress: %d%% %s\n", t.Progress.Percent, visible(t.Progress.Message))
 			}
 			if !t.NextRetryAt.IsZero() {
 				fmt.Fprintf(w, "retry:    at %s\n", t.NextRetryAt.Local().Format(time.TimeOnly))
 			}
+			if r := t.AwaitingReply; r != nil {
+				fmt.Fprintf(w, "awaiting: a reply to request %s (%s)\n", visible(r.ID), r.Kind)
+				if r.Command != "" {
+					fmt.Fprintf(w, "  command: %s\n", visible(r.Command))
+				}
+				for _, p := range r.Paths {
+					fmt.Fprintf(w, "  change:  %s\n", visible(p))
+				}
+				if r.Reason != "" {
+					fmt.Fprintf(w, "  reason:  %s\n", visible(r.Reason))
+				}
+				if r.Cwd != "" {
+					fmt.Fprintf(w, "  in:      %s\n", visible(r.Cwd))
+				}
+				fmt.Fprintf(w, "  answer with: agent tasks reply %s --accept|--decline --control-plane URL\n", visible(t.ID))
+			}
 			if t.Result != nil && t.Result.Summary != "" {
-				fmt.Fprintf(w, "result:   %s\n", t.Result.Summary)
+				fmt.Fprintf(w, "result:   %s\n", visible(t.Result.Summary))
 			}
 			fmt.Fprintln(w)
 			for _, s := range card {
@@ -65,7 +81,7 @@ func newTasksShowCmd() *cobra.Command {
 			if len(timeline) > 0 {
 				fmt.Fprintln(w)
 				for _, l := range timeline {
-					fmt.Fprintln(w, "  "+l)
+					fmt.Fprintln(w, "  "+visible(l))
 				}
 			}
 			return nil
