@@ -185,7 +185,6 @@ type codexSession struct {
 	streamed     map[string]int // agent message item → bytes already sent as output
 	partial      map[string]string
 	usage        json.RawMessage
-	durationMS   int64
 
 	exit      Exit
 	msgs      chan codexMsg // closed at the end of stdout

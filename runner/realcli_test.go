@@ -28,12 +28,11 @@ type cliCase struct {
 	prompt string
 	models []string
 	// what the task must come to
-	phase    state.Phase
-	codes    []string // the attempts' error codes, "" for one that completed
-	decision []state.RetryDecision
-	gate     string // the last attempt's gate, when it failed
-	summary  string // the result's summary, when completed
-	models2  []string
+	phase   state.Phase
+	codes   []string // the attempts' error codes, "" for one that completed
+	gate    string   // the last attempt's gate, when it failed
+	summary string   // the result's summary, when completed
+	models2 []string
 }
 
 // newCLIRunner returns a fixture whose runner drives exe with short limits.
