@@ -25,8 +25,10 @@ func crashPayload(w, i int) json.RawMessage {
 
 // crashChild appends from several goroutines until it is killed, printing
 // "a SEQ W I" once an append returned, and "s SEQ" before it marks a record
-// sent (after the mark, the record may rightly be gone).
-// Marking most records sent keeps compaction busy, so kills land in it too.
+// sent (after the mark, the record may rightly be gone). Marking most
+// records sent gives compaction work; a compactor goroutine compacts again
+// and again, printing "c" as it copies records and "C" when a compaction
+// is over, so that the parent can kill it in the middle of one.
 func crashChild(dir string) {
 	o, err := Open(dir, Options{CompactMinBytes: 8 << 10})
 	if err != nil {
@@ -61,6 +63,15 @@ func crashChild(dir string) {
 			}
 		})
 	}
+	wg.Go(func() {
+		for {
+			if _, err := o.Compact(func(done, total int) { report("c %d %d\n", done, total) }); err != nil {
+				fmt.Fprintln(os.Stderr, "child: compact:", err)
+				os.Exit(6)
+			}
+			report("C\n")
+		}
+	})
 	wg.Wait()
 }
 
@@ -73,11 +84,16 @@ func crashKills() int {
 	return 50
 }
 
+// The kill moments are drawn from the child's own progress, never from the
+// clock: half the kills come after a random number of acknowledged
+// appends, half in the middle of a compaction the child reports, however
+// fast or slow the machine (a race-built child starts slowly).
 func TestCrashAtRandomMomentsLosesNoAcknowledgedRecord(t *testing.T) {
 	dir := t.TempDir()
 	kills := crashKills()
 	acked := map[uint64][2]int{} // seq → writer, index; acknowledged and not known sent
 	totalAcked := 0
+	inAppends, inCompactions := 0, 0
 	for k := range kills {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
@@ -90,7 +106,6 @@ func TestCrashAtRandomMomentsLosesNoAcknowledgedRecord(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Kill at a random moment after the child has started appending.
 		lines := make(chan string)
 		go func() {
 			defer close(lines)
@@ -99,23 +114,51 @@ func TestCrashAtRandomMomentsLosesNoAcknowledgedRecord(t *testing.T) {
 				lines <- sc.Text()
 			}
 		}()
-		deadline := time.After(time.Duration(rand.IntN(40_000)) * time.Microsecond)
-		killed := false
-		for l := range lines {
-			record(t, l, acked, &totalAcked)
-			if killed {
+		duringCompaction := k%2 == 1
+		appendsBefore := 1 + rand.IntN(200) // acknowledged appends before the kill (or before looking for a compaction)
+		seen, killed, compacting := 0, false, false
+		hang := time.NewTimer(2 * time.Minute) // a guard against a child that hangs, not a time limit
+		for open := true; open; {
+			var l string
+			select {
+			case l, open = <-lines:
+			case <-hang.C:
+				cmd.Process.Kill()
+				t.Fatalf("kill %d: the child said nothing for 2 minutes\n%s", k, stderr.String())
+			}
+			if !open {
+				break
+			}
+			switch l[0] {
+			case 'c':
+				compacting = true
+				if !killed && duringCompaction && seen >= appendsBefore {
+					cmd.Process.Signal(syscall.SIGKILL)
+					killed = true
+				}
+				continue
+			case 'C':
+				compacting = false
 				continue
 			}
-			select {
-			case <-deadline:
-				cmd.Process.Signal(syscall.SIGKILL)
-				killed = true
-			default:
+			record(t, l, acked, &totalAcked)
+			if l[0] == 'a' {
+				seen++
+				if !killed && !duringCompaction && seen >= appendsBefore {
+					cmd.Process.Signal(syscall.SIGKILL)
+					killed = true
+				}
 			}
 		}
+		hang.Stop()
 		err = cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 			t.Fatalf("kill %d: child was not killed: %v\n%s", k, err, stderr.String())
+		}
+		if duringCompaction && compacting {
+			inCompactions++ // the child died with a compaction begun and not over
+		} else if !duringCompaction {
+			inAppends++
 		}
 		verifyAfterCrash(t, dir, acked, k)
 	}
@@ -123,9 +166,13 @@ func TestCrashAtRandomMomentsLosesNoAcknowledgedRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("survived %d SIGKILLs; %d appends acknowledged, %d still pending", kills, totalAcked, len(acked))
+	t.Logf("survived %d SIGKILLs (%d among appends, %d in compactions); %d appends acknowledged, %d still pending",
+		kills, inAppends, inCompactions, totalAcked, len(acked))
 	if snap.Stats.LastCompaction.IsZero() {
 		t.Errorf("the children never compacted: kills did not reach compaction")
+	}
+	if inAppends == 0 || inCompactions == 0 {
+		t.Errorf("kills among appends %d, in compactions %d: both must happen", inAppends, inCompactions)
 	}
 	if totalAcked < kills {
 		t.Errorf("only %d appends acknowledged over %d kills: the test is not exercising the outbox", totalAcked, kills)
