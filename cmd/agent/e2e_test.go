@@ -121,7 +121,19 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 	if err != nil || snap.Stats.Pending == 0 {
 		t.Fatalf("no records waiting while the control plane is down: %v %+v", err, snap)
 	}
-	time.Sleep(time.Second) // a few failed deliveries and heartbeats
+	// Wait for the agent to have tried and failed, rather than for a while.
+	waitFor(t, 60*time.Second, "a failed delivery to be recorded", func() bool {
+		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
+		if err != nil {
+			return false
+		}
+		for _, it := range s.Items {
+			if it.TaskID == id && it.Tries > 0 {
+				return true
+			}
+		}
+		return false
+	})
 
 	c = startCP(t, addr, cpDir)
 	v := c.waitDone(t, id)
