@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/state"
 )
 
 // Class is what a failure means for a retry.
@@ -28,13 +29,13 @@ type Failure struct {
 	Cancelled bool // by the user
 	Shutdown  bool // the agent is stopping
 	// Code, Message and RetryAfter come from the executor's last error event.
-	Code       string
+	Code       state.ErrorCode
 	Message    string
 	RetryAfter time.Duration
-	StartErr   error  // the executor could not start
-	StdioClose bool   // output closed before a result
-	Timeout    string // "first_event" or "attempt" when a limit fired
-	Protocol   error  // an app server broke its protocol
+	StartErr   error       // the executor could not start
+	StdioClose bool        // output closed before a result
+	Timeout    TimeoutKind // which of the agent's own limits fired, if one did
+	Protocol   error       // an app server broke its protocol
 	ExitCode   int
 	Signal     string
 }
@@ -43,10 +44,8 @@ type Failure struct {
 type Verdict struct {
 	Class Class
 	// Code names the failure on the attempt: the executor's code, or one
-	// of cancelled, agent_shutdown, executor_not_found, not_executable,
-	// stdio_closed, first_event_timeout, attempt_timeout, protocol_error,
-	// exit_status.
-	Code       string
+	// of the agent's own (state.CodeCancelled, …).
+	Code       state.ErrorCode
 	Message    string
 	RetryAfter time.Duration
 	// Signal is what the failure tells the health tracker, if anything.
@@ -55,8 +54,10 @@ type Verdict struct {
 
 // Explicit codes an executor may give, by class.
 var (
-	transientCodes = []string{"rate_limit", "overloaded", "unavailable", "timeout", "network"}
-	permanentCodes = []string{"quota", "auth", "invalid_request", "context_overflow", "permission"}
+	transientCodes = []state.ErrorCode{state.CodeRateLimit, state.CodeOverloaded, state.CodeUnavailable, state.CodeTimeout,
+		state.CodeGatewayTimeout, state.CodeNetwork}
+	permanentCodes = []state.ErrorCode{state.CodeQuota, state.CodeAuth, state.CodeInvalidRequest, state.CodeContextOverflow,
+		state.CodePermission}
 )
 
 // Patterns in an error message, lower-case.
@@ -85,9 +86,9 @@ func Classify(f Failure) Verdict {
 	msg := strings.ToLower(f.Message)
 	switch {
 	case f.Cancelled:
-		return Verdict{Class: Stop, Code: "cancelled", Message: "cancelled by the user"}
+		return Verdict{Class: Stop, Code: state.CodeCancelled, Message: "cancelled by the user"}
 	case f.Shutdown:
-		return Verdict{Class: Stop, Code: "agent_shutdown", Message: "the agent is shutting down"}
+		return Verdict{Class: Stop, Code: state.CodeAgentShutdown, Message: "the agent is shutting down"}
 	case slices.Contains(transientCodes, f.Code):
 		v.Class = Transient
 	case slices.Contains(permanentCodes, f.Code):
@@ -97,19 +98,19 @@ func Classify(f Failure) Verdict {
 	case containsAny(msg, transientPatterns):
 		v.Class = Transient
 	case errors.Is(f.StartErr, ErrExecutorNotFound):
-		v.Class, v.Code, v.Message = Permanent, "executor_not_found", f.StartErr.Error()
+		v.Class, v.Code, v.Message = Permanent, state.CodeExecutorNotFound, f.StartErr.Error()
 	case errors.Is(f.StartErr, ErrNotExecutable):
-		v.Class, v.Code, v.Message = Permanent, "not_executable", f.StartErr.Error()
+		v.Class, v.Code, v.Message = Permanent, state.CodeNotExecutable, f.StartErr.Error()
 	case f.StdioClose:
-		v.Class, v.Code, v.Message = Transient, "stdio_closed", "stdio closed before result"
+		v.Class, v.Code, v.Message = Transient, state.CodeStdioClosed, "stdio closed before result"
 	case f.Protocol != nil:
 		// The CLI broke its protocol (a garbled line, an exit before the
 		// outcome): the next run may well be fine.
-		v.Class, v.Code, v.Message = Transient, "protocol_error", f.Protocol.Error()
-	case f.Timeout != "":
-		v.Class, v.Code = Transient, f.Timeout+"_timeout"
+		v.Class, v.Code, v.Message = Transient, state.CodeProtocolError, f.Protocol.Error()
+	case f.Timeout != TimeoutNone:
+		v.Class, v.Code = Transient, f.Timeout.Code()
 		if v.Message == "" {
-			v.Message = "no " + strings.ReplaceAll(f.Timeout, "_", " ") + " within the limit"
+			v.Message = f.Timeout.message()
 		}
 	default:
 		v.Class = Permanent
@@ -132,22 +133,71 @@ func signalOf(f Failure) health.Signal {
 		return health.ProtocolError
 	case f.StdioClose:
 		return health.StdioClosed
-	case f.Timeout == "first_event":
-		return health.FirstEventTimeout
-	case f.Timeout == "attempt":
-		return health.AttemptTimeout
+	case f.Timeout != TimeoutNone:
+		return f.Timeout.signal()
 	}
 	return ""
 }
 
-func fallbackCode(f Failure) string {
+func fallbackCode(f Failure) state.ErrorCode {
 	switch {
 	case f.StartErr != nil:
-		return "start_failed"
+		return state.CodeStartFailed
 	case f.Protocol != nil:
-		return "protocol_error"
+		return state.CodeProtocolError
 	}
-	return "exit_status"
+	return state.CodeExitStatus
+}
+
+// TimeoutKind names which of the agent's own limits fired.
+type TimeoutKind int
+
+// The limits.
+const (
+	TimeoutNone       TimeoutKind = iota
+	TimeoutFirstEvent             // no answer from the model within the first-event limit
+	TimeoutAttempt                // the whole attempt took longer than its limit
+)
+
+// Code is the error code a fired limit gives the attempt.
+func (k TimeoutKind) Code() state.ErrorCode {
+	switch k {
+	case TimeoutFirstEvent:
+		return state.CodeFirstEventTimeout
+	case TimeoutAttempt:
+		return state.CodeAttemptTimeout
+	}
+	return ""
+}
+
+func (k TimeoutKind) String() string {
+	switch k {
+	case TimeoutFirstEvent:
+		return "first_event"
+	case TimeoutAttempt:
+		return "attempt"
+	}
+	return "none"
+}
+
+func (k TimeoutKind) message() string {
+	switch k {
+	case TimeoutFirstEvent:
+		return "no first event within the limit"
+	case TimeoutAttempt:
+		return "the attempt did not end within its limit"
+	}
+	return ""
+}
+
+func (k TimeoutKind) signal() health.Signal {
+	switch k {
+	case TimeoutFirstEvent:
+		return health.FirstEventTimeout
+	case TimeoutAttempt:
+		return health.AttemptTimeout
+	}
+	return ""
 }
 
 func fallbackMessage(f Failure) string {

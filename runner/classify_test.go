@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/state"
 )
 
 func TestClassifyRealProviderMessages(t *testing.T) {
@@ -13,7 +14,7 @@ func TestClassifyRealProviderMessages(t *testing.T) {
 		name  string
 		f     Failure
 		class Class
-		code  string
+		code  state.ErrorCode
 	}{
 		{"user cancel wins over everything", Failure{Cancelled: true, Code: "rate_limit"}, Stop, "cancelled"},
 		{"agent shutdown", Failure{Shutdown: true, StdioClose: true}, Stop, "agent_shutdown"},
@@ -39,20 +40,24 @@ func TestClassifyRealProviderMessages(t *testing.T) {
 		{"missing binary", Failure{StartErr: fmt.Errorf("%w: codex", ErrExecutorNotFound)}, Permanent, "executor_not_found"},
 		{"not executable", Failure{StartErr: fmt.Errorf("%w: ./run.sh", ErrNotExecutable)}, Permanent, "not_executable"},
 		{"stdio closed before a result", Failure{StdioClose: true}, Transient, "stdio_closed"},
-		{"attempt timeout", Failure{Timeout: "attempt", Signal: "terminated"}, Transient, "attempt_timeout"},
-		{"first-event timeout", Failure{Timeout: "first_event"}, Transient, "first_event_timeout"},
+		{"attempt timeout", Failure{Timeout: TimeoutAttempt, Signal: "terminated"}, Transient, "attempt_timeout"},
+		{"first-event timeout", Failure{Timeout: TimeoutFirstEvent}, Transient, "first_event_timeout"},
 		{"plain non-zero exit", Failure{ExitCode: 2}, Permanent, "exit_status"},
 		{"a port number is not a 429", Failure{Message: "listen tcp :14293: address already in use", ExitCode: 1}, Permanent, "exit_status"},
 		{"unknown explicit code falls through to patterns", Failure{Code: "weird", Message: "try again in 5 minutes"}, Transient, "weird"},
+		{"a gateway's timeout is the model's, transient", Failure{Code: "gateway_timeout", Message: "upstream timed out"}, Transient, "gateway_timeout"},
+		{"a protocol error is transient", Failure{Protocol: fmt.Errorf("garbled line")}, Transient, "protocol_error"},
 	}
 	for _, c := range cases {
-		v := Classify(c.f)
-		if v.Class != c.class || v.Code != c.code {
-			t.Errorf("%s: %s/%s, want %s/%s", c.name, v.Class, v.Code, c.class, c.code)
-		}
-		if v.Message == "" {
-			t.Errorf("%s: no message", c.name)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			v := Classify(c.f)
+			if v.Class != c.class || v.Code != c.code {
+				t.Errorf("%s/%s, want %s/%s", v.Class, v.Code, c.class, c.code)
+			}
+			if v.Message == "" {
+				t.Error("no message")
+			}
+		})
 	}
 	if v := Classify(Failure{Code: "rate_limit", RetryAfter: 20 * time.Second}); v.RetryAfter != 20*time.Second {
 		t.Errorf("retry-after lost: %v", v.RetryAfter)
@@ -66,8 +71,8 @@ func TestHealthSignalOfAFailure(t *testing.T) {
 	cases := map[health.Signal]Failure{
 		health.StartFailure:      {StartErr: ErrExecutorNotFound},
 		health.StdioClosed:       {StdioClose: true},
-		health.AttemptTimeout:    {Timeout: "attempt"},
-		health.FirstEventTimeout: {Timeout: "first_event"},
+		health.AttemptTimeout:    {Timeout: TimeoutAttempt},
+		health.FirstEventTimeout: {Timeout: TimeoutFirstEvent},
 		health.ProtocolError:     {Protocol: fmt.Errorf("bad frame")},
 		"":                       {Code: "rate_limit"}, // the provider's trouble, not the executor's
 	}

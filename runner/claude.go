@@ -424,28 +424,28 @@ func (s *claudeSession) result(l claudeLine, ev func(Event)) {
 // classify maps a failed result to the runner's error codes (see
 // EXECUTORS.md): the terminal reason, the synthetic message's error, the
 // API's error type, then the HTTP status, then the message.
-func (s *claudeSession) classify(l claudeLine) string {
+func (s *claudeSession) classify(l claudeLine) state.ErrorCode {
 	switch {
 	case l.TerminalReason == "prompt_too_long":
-		return "context_overflow"
+		return state.CodeContextOverflow
 	case s.synthetic == "billing_error":
-		return "quota"
+		return state.CodeQuota
 	case l.APIError == "connection_failed":
-		return "network"
+		return state.CodeNetwork
 	}
 	switch l.APIErrorType {
 	case "rate_limit_error":
-		return "rate_limit"
+		return state.CodeRateLimit
 	case "overloaded_error":
-		return "overloaded"
+		return state.CodeOverloaded
 	case "api_error":
-		return "unavailable"
+		return state.CodeUnavailable
 	case "authentication_error":
-		return "auth"
+		return state.CodeAuth
 	case "permission_error":
-		return "permission"
+		return state.CodePermission
 	case "invalid_request_error":
-		return "invalid_request"
+		return state.CodeInvalidRequest
 	}
 	if l.APIErrorStatus != nil {
 		return httpStatusCode(*l.APIErrorStatus)
@@ -453,9 +453,9 @@ func (s *claudeSession) classify(l claudeLine) string {
 	msg := strings.ToLower(l.Result)
 	switch {
 	case strings.Contains(msg, "timed out"):
-		return "timeout"
+		return state.CodeTimeout
 	case strings.Contains(msg, "unable to connect"), strings.Contains(msg, "connection"), strings.Contains(msg, "econnreset"):
-		return "network"
+		return state.CodeNetwork
 	}
 	return ""
 }

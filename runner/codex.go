@@ -758,7 +758,7 @@ func (e codexError) text() string {
 
 // classify maps codexErrorInfo to the runner's error codes (see
 // EXECUTORS.md), and finds a retry hint in the message.
-func (e codexError) classify() (code string, retryAfter time.Duration) {
+func (e codexError) classify() (code state.ErrorCode, retryAfter time.Duration) {
 	retryAfter = retryHint(e.Message)
 	var name string
 	var detail map[string]struct {
@@ -775,53 +775,53 @@ func (e codexError) classify() (code string, retryAfter time.Duration) {
 	}
 	switch name {
 	case "rateLimitExceeded":
-		return "rate_limit", retryAfter
+		return state.CodeRateLimit, retryAfter
 	case "serverOverloaded":
-		return "overloaded", retryAfter
+		return state.CodeOverloaded, retryAfter
 	case "internalServerError":
-		return "unavailable", retryAfter
+		return state.CodeUnavailable, retryAfter
 	case "usageLimitExceeded", "sessionBudgetExceeded":
-		return "quota", retryAfter
+		return state.CodeQuota, retryAfter
 	case "unauthorized":
-		return "auth", retryAfter
+		return state.CodeAuth, retryAfter
 	case "sandboxError":
-		return "permission", retryAfter
+		return state.CodePermission, retryAfter
 	case "badRequest", "modelNotFound":
-		return "invalid_request", retryAfter
+		return state.CodeInvalidRequest, retryAfter
 	case "contextWindowExceeded":
-		return "context_overflow", retryAfter
+		return state.CodeContextOverflow, retryAfter
 	case "responseStreamDisconnected":
-		return "network", retryAfter
+		return state.CodeNetwork, retryAfter
 	case "responseTooManyFailedAttempts", "httpConnectionFailed":
 		return httpStatusCode(status), retryAfter
 	}
 	msg := strings.ToLower(e.Message + " " + e.AdditionalDetails)
 	switch {
 	case strings.Contains(msg, "idle timeout"):
-		return "timeout", retryAfter
+		return state.CodeTimeout, retryAfter
 	case strings.Contains(msg, "stream disconnected"), strings.Contains(msg, "stream closed"), strings.Contains(msg, "connection failed"):
-		return "network", retryAfter
+		return state.CodeNetwork, retryAfter
 	}
 	return "", retryAfter // the message patterns decide
 }
 
 // httpStatusCode maps an HTTP status from a CLI's error to an error code.
-func httpStatusCode(status int) string {
+func httpStatusCode(status int) state.ErrorCode {
 	switch {
 	case status == 0:
-		return "network"
+		return state.CodeNetwork
 	case status == 429:
-		return "rate_limit"
+		return state.CodeRateLimit
 	case status == 401:
-		return "auth"
+		return state.CodeAuth
 	case status == 403:
-		return "permission"
+		return state.CodePermission
 	case status == 529:
-		return "overloaded"
+		return state.CodeOverloaded
 	case status >= 500:
-		return "unavailable"
+		return state.CodeUnavailable
 	case status >= 400:
-		return "invalid_request"
+		return state.CodeInvalidRequest
 	}
 	return ""
 }

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/agent/state"
 )
 
 func TestCodexErrorClassification(t *testing.T) {
 	for _, c := range []struct {
 		name, info, message string
-		code                string
+		code                state.ErrorCode
 		retryAfter          time.Duration
 	}{
 		{"429 after codex's retries", `{"responseTooManyFailedAttempts":{"httpStatusCode":429}}`, "exceeded retry limit, last status: 429 Too Many Requests", "rate_limit", 0},

@@ -122,7 +122,7 @@ type Event struct {
 	Level        string          `json:"level,omitempty"`          // log
 	Summary      string          `json:"summary,omitempty"`        // result
 	Data         json.RawMessage `json:"data,omitempty"`           // result
-	Code         string          `json:"code,omitempty"`           // error
+	Code         state.ErrorCode `json:"code,omitempty"`           // error
 	RetryAfterMS int64           `json:"retry_after_ms,omitempty"` // error
 
 	Stream string   `json:"-"` // lines: "stdout" or "stderr"

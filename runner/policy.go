@@ -83,27 +83,18 @@ func (p Policy) Delay(n int, retryAfter time.Duration) time.Duration {
 	return time.Duration(d)
 }
 
-// The gate's blocking reasons.
-const (
-	GateSideEffect     = "side_effect"
-	GateToolExecuted   = "tool_executed"
-	GateVisibleOutput  = "visible_output"
-	GateMaxAttempts    = "max_attempts"
-	GateFirstEventUsed = "first_event_retry_used"
-)
-
 // Gate is the safety gate: an automatic retry is allowed only when the
 // failed attempt produced no visible output, used no tool, and had no side
 // effect, so that running it again cannot repeat work. It returns
 // state.GateAllowed or the blocking reason.
-func Gate(f state.Facts) string {
+func Gate(f state.Facts) state.GateReason {
 	switch {
 	case f.SideEffect:
-		return GateSideEffect
+		return state.GateSideEffect
 	case f.ToolInput || f.ToolCall:
-		return GateToolExecuted
+		return state.GateToolExecuted
 	case f.Output:
-		return GateVisibleOutput
+		return state.GateVisibleOutput
 	}
 	return state.GateAllowed
 }
@@ -120,9 +111,9 @@ func (p Policy) decide(v Verdict, a *state.Attempt, firstEventRetried bool) stat
 	}
 	switch {
 	case a.Number >= p.MaxAttempts:
-		d.Gate = GateMaxAttempts
-	case v.Code == "first_event_timeout" && firstEventRetried:
-		d.Gate = GateFirstEventUsed
+		d.Gate = state.GateMaxAttempts
+	case v.Code == state.CodeFirstEventTimeout && firstEventRetried:
+		d.Gate = state.GateFirstEventUsed
 	default:
 		d.Decision = state.DecisionRetried
 		d.Delay = state.Duration(p.Delay(a.Number, v.RetryAfter))

@@ -48,13 +48,13 @@ func TestMaxRetriesAndNoRetry(t *testing.T) {
 func TestGate(t *testing.T) {
 	cases := []struct {
 		facts state.Facts
-		want  string
+		want  state.GateReason
 	}{
 		{state.Facts{}, state.GateAllowed},
-		{state.Facts{Output: true}, GateVisibleOutput},
-		{state.Facts{ToolInput: true}, GateToolExecuted},
-		{state.Facts{ToolCall: true, Output: true}, GateToolExecuted},
-		{state.Facts{SideEffect: true, ToolCall: true, Output: true}, GateSideEffect},
+		{state.Facts{Output: true}, state.GateVisibleOutput},
+		{state.Facts{ToolInput: true}, state.GateToolExecuted},
+		{state.Facts{ToolCall: true, Output: true}, state.GateToolExecuted},
+		{state.Facts{SideEffect: true, ToolCall: true, Output: true}, state.GateSideEffect},
 	}
 	for _, c := range cases {
 		if got := Gate(c.facts); got != c.want {
@@ -73,17 +73,17 @@ func TestDecide(t *testing.T) {
 	if d := p.decide(Verdict{Class: Permanent, Code: "auth"}, a, false); d.Decision != state.DecisionStopped || d.TechnicallyRetryable {
 		t.Errorf("permanent: %+v", d)
 	}
-	if d := p.decide(transient, &state.Attempt{Number: 3}, false); d.Gate != GateMaxAttempts || d.Decision != state.DecisionStopped {
+	if d := p.decide(transient, &state.Attempt{Number: 3}, false); d.Gate != state.GateMaxAttempts || d.Decision != state.DecisionStopped {
 		t.Errorf("last attempt: %+v", d)
 	}
-	if d := p.decide(transient, &state.Attempt{Number: 1, Facts: state.Facts{SideEffect: true}}, false); d.Gate != GateSideEffect {
+	if d := p.decide(transient, &state.Attempt{Number: 1, Facts: state.Facts{SideEffect: true}}, false); d.Gate != state.GateSideEffect {
 		t.Errorf("side effect: %+v", d)
 	}
 	fe := Verdict{Class: Transient, Code: "first_event_timeout"}
 	if d := p.decide(fe, &state.Attempt{Number: 1}, false); d.Decision != state.DecisionRetried {
 		t.Errorf("first first-event timeout: %+v", d)
 	}
-	if d := p.decide(fe, &state.Attempt{Number: 2}, true); d.Gate != GateFirstEventUsed {
+	if d := p.decide(fe, &state.Attempt{Number: 2}, true); d.Gate != state.GateFirstEventUsed {
 		t.Errorf("second first-event timeout: %+v", d)
 	}
 }

@@ -29,9 +29,9 @@ type cliCase struct {
 	models []string
 	// what the task must come to
 	phase   state.Phase
-	codes   []string // the attempts' error codes, "" for one that completed
-	gate    string   // the last attempt's gate, when it failed
-	summary string   // the result's summary, when completed
+	codes   []state.ErrorCode // the attempts' error codes, "" for one that completed
+	gate    state.GateReason  // the last attempt's gate, when it failed
+	summary string            // the result's summary, when completed
 	models2 []string
 }
 
@@ -93,7 +93,7 @@ func (c cliCase) check(t *testing.T, f *fixture, mock *mockmodel.Server) {
 		t.Fatalf("%d attempts (%s), want %d", len(task.Attempts), attemptsText(task), len(c.codes))
 	}
 	for i, a := range task.Attempts {
-		code := ""
+		var code state.ErrorCode
 		if a.Error != nil {
 			code = a.Error.Code
 		}
@@ -177,22 +177,22 @@ func assertNoMarkedProcess(t *testing.T, owner string) {
 
 func TestCodexAgainstTheRealCLI(t *testing.T) {
 	for _, c := range []cliCase{
-		{name: "text", prompt: "Say hello", models: []string{"gpt-5.5"}, phase: state.PhaseCompleted, codes: []string{""},
+		{name: "text", prompt: "Say hello", models: []string{"gpt-5.5"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{""},
 			summary: "Hello from the mock model.", models2: []string{"gpt-5.5"}},
 		{name: "fallback chain on a 429", prompt: "Say hello\nmock: gpt-a=r429 gpt-b=text", models: []string{"gpt-a", "gpt-b"},
-			phase: state.PhaseCompleted, codes: []string{"rate_limit", ""}, summary: "Hello from the mock model.", models2: []string{"gpt-a", "gpt-b"}},
-		{name: "shell runs a command", prompt: "Run it\nmock: shell", models: []string{"gpt-5.5"}, phase: state.PhaseCompleted, codes: []string{""},
+			phase: state.PhaseCompleted, codes: []state.ErrorCode{"rate_limit", ""}, summary: "Hello from the mock model.", models2: []string{"gpt-a", "gpt-b"}},
+		{name: "shell runs a command", prompt: "Run it\nmock: shell", models: []string{"gpt-5.5"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{""},
 			summary: "Done: the tool ran."},
-		{name: "patch writes a file", prompt: "Write it\nmock: write", models: []string{"gpt-5.5"}, phase: state.PhaseCompleted, codes: []string{""}},
+		{name: "patch writes a file", prompt: "Write it\nmock: write", models: []string{"gpt-5.5"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{""}},
 		{name: "side effect then a 500 is blocked by the gate", prompt: "Run it\nmock: shell after=r500", models: []string{"gpt-5.5"},
-			phase: state.PhaseRecoverableFailed, codes: []string{"unavailable"}, gate: "side_effect"},
-		{name: "quota is permanent", prompt: "x\nmock: quota", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []string{"quota"}},
-		{name: "401 is permanent", prompt: "x\nmock: r401", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []string{"auth"}},
-		{name: "context overflow is permanent", prompt: "x\nmock: context", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []string{"context_overflow"}},
-		{name: "500 is retried", prompt: "x\nmock: gpt-a=r500 gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []string{"unavailable", ""}},
-		{name: "overloaded is retried", prompt: "x\nmock: gpt-a=overloaded gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []string{"overloaded", ""}},
-		{name: "a cut stream is retried", prompt: "x\nmock: gpt-a=cut gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []string{"network", ""}},
-		{name: "a silent stream times out in codex", prompt: "x\nmock: gpt-a=hang gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []string{"timeout", ""}},
+			phase: state.PhaseRecoverableFailed, codes: []state.ErrorCode{"unavailable"}, gate: "side_effect"},
+		{name: "quota is permanent", prompt: "x\nmock: quota", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"quota"}},
+		{name: "401 is permanent", prompt: "x\nmock: r401", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"auth"}},
+		{name: "context overflow is permanent", prompt: "x\nmock: context", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"context_overflow"}},
+		{name: "500 is retried", prompt: "x\nmock: gpt-a=r500 gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"unavailable", ""}},
+		{name: "overloaded is retried", prompt: "x\nmock: gpt-a=overloaded gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"overloaded", ""}},
+		{name: "a cut stream is retried", prompt: "x\nmock: gpt-a=cut gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"network", ""}},
+		{name: "a silent stream times out in codex", prompt: "x\nmock: gpt-a=hang gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"timeout", ""}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			runCLICase(t, c, func(m *mockmodel.Server) Executor { return codexExec(t, m, CodexConfig{}) })
@@ -202,20 +202,20 @@ func TestCodexAgainstTheRealCLI(t *testing.T) {
 
 func TestClaudeAgainstTheRealCLI(t *testing.T) {
 	for _, c := range []cliCase{
-		{name: "text", prompt: "Say hello", models: []string{"claude-a"}, phase: state.PhaseCompleted, codes: []string{""},
+		{name: "text", prompt: "Say hello", models: []string{"claude-a"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{""},
 			summary: "Hello from the mock model.", models2: []string{"claude-a"}},
 		{name: "fallback chain on a 429", prompt: "Say hello\nmock: claude-a=r429 claude-b=text", models: []string{"claude-a", "claude-b"},
-			phase: state.PhaseCompleted, codes: []string{"rate_limit", ""}, models2: []string{"claude-a", "claude-b"}},
-		{name: "bash runs a command", prompt: "Run it\nmock: shell", models: []string{"claude-a"}, phase: state.PhaseCompleted, codes: []string{""},
+			phase: state.PhaseCompleted, codes: []state.ErrorCode{"rate_limit", ""}, models2: []string{"claude-a", "claude-b"}},
+		{name: "bash runs a command", prompt: "Run it\nmock: shell", models: []string{"claude-a"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{""},
 			summary: "Done: the tool ran."},
 		{name: "side effect then a 500 is blocked by the gate", prompt: "Run it\nmock: shell after=r500", models: []string{"claude-a"},
-			phase: state.PhaseRecoverableFailed, codes: []string{"unavailable"}, gate: "side_effect"},
-		{name: "credit balance is quota", prompt: "x\nmock: quota", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []string{"quota"}},
-		{name: "401 is auth", prompt: "x\nmock: r401", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []string{"auth"}},
-		{name: "403 is permission", prompt: "x\nmock: r403", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []string{"permission"}},
-		{name: "prompt too long is context overflow", prompt: "x\nmock: context", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []string{"context_overflow"}},
-		{name: "overloaded is retried", prompt: "x\nmock: claude-a=overloaded claude-b=text", models: []string{"claude-a", "claude-b"}, phase: state.PhaseCompleted, codes: []string{"overloaded", ""}},
-		{name: "no headers times out in claude", prompt: "x\nmock: claude-a=hang_headers claude-b=text", models: []string{"claude-a", "claude-b"}, phase: state.PhaseCompleted, codes: []string{"timeout", ""}},
+			phase: state.PhaseRecoverableFailed, codes: []state.ErrorCode{"unavailable"}, gate: "side_effect"},
+		{name: "credit balance is quota", prompt: "x\nmock: quota", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"quota"}},
+		{name: "401 is auth", prompt: "x\nmock: r401", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"auth"}},
+		{name: "403 is permission", prompt: "x\nmock: r403", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"permission"}},
+		{name: "prompt too long is context overflow", prompt: "x\nmock: context", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"context_overflow"}},
+		{name: "overloaded is retried", prompt: "x\nmock: claude-a=overloaded claude-b=text", models: []string{"claude-a", "claude-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"overloaded", ""}},
+		{name: "no headers times out in claude", prompt: "x\nmock: claude-a=hang_headers claude-b=text", models: []string{"claude-a", "claude-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"timeout", ""}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			runCLICase(t, c, func(m *mockmodel.Server) Executor {

@@ -35,7 +35,7 @@ func TestRecoverAfterACrash(t *testing.T) {
 				if f.task.Phase != state.PhaseCompleted || len(f.task.Attempts) != 2 {
 					t.Errorf("after resuming: %s with %d attempts", f.task.Phase, len(f.task.Attempts))
 				}
-			} else if a1.Retry.Gate != GateSideEffect || !contains(f.rec.kinds(), "complete:recoverable_failed") {
+			} else if a1.Retry.Gate != state.GateSideEffect || !contains(f.rec.kinds(), "complete:recoverable_failed") {
 				t.Errorf("gate %q, reports %v", a1.Retry.Gate, f.rec.kinds())
 			}
 		})

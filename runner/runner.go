@@ -177,15 +177,15 @@ func (r *Runner) wait(ctx context.Context, t time.Time) bool {
 // result is what one attempt's run came to.
 type result struct {
 	exit     Exit
-	timeout  string // "first_event" or "attempt" when a limit fired
-	cause    error  // the task context's cause, when it was cancelled
+	timeout  TimeoutKind // the agent's own limit that fired, if one did
+	cause    error       // the task context's cause, when it was cancelled
 	lastErr  *Event
 	result   *Event
 	timeouts string // the limits that applied, for the attempt record
 }
 
 func (res *result) ok() bool {
-	if res.exit.StartErr != nil || res.timeout != "" || res.cause != nil || res.exit.StdioClosed || res.exit.ProtocolErr != nil {
+	if res.exit.StartErr != nil || res.timeout != TimeoutNone || res.cause != nil || res.exit.StdioClosed || res.exit.ProtocolErr != nil {
 		return false
 	}
 	switch res.exit.Outcome {
@@ -242,9 +242,9 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			logs.flush()
 			switch cause := context.Cause(actx); {
 			case errors.Is(cause, errFirstEventTimeout):
-				res.timeout = "first_event"
+				res.timeout = TimeoutFirstEvent
 			case errors.Is(cause, errAttemptTimeout):
-				res.timeout = "attempt"
+				res.timeout = TimeoutAttempt
 			case ctx.Err() != nil:
 				res.cause = context.Cause(ctx)
 			}
@@ -398,8 +398,8 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		if res.lastErr != nil {
 			f.Code, f.Message, f.RetryAfter = res.lastErr.Code, res.lastErr.Message, time.Duration(res.lastErr.RetryAfterMS)*time.Millisecond
 		}
-		if res.timeout != "" {
-			timeouts += " fired=" + res.timeout
+		if res.timeout != TimeoutNone {
+			timeouts += " fired=" + res.timeout.String()
 		}
 	}
 	if ctx.Err() != nil && (res == nil || res.cause != nil) {
@@ -423,9 +423,11 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
 	case v.Class == Stop:
 		phase = state.PhaseRecoverableFailed
-	case v.Class == Transient && d.Gate != state.GateAllowed && d.Gate != GateMaxAttempts && d.Gate != GateFirstEventUsed:
+	case v.Class == Transient && d.Gate.Blocks():
 		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d.Gate)
-	case strings.HasSuffix(v.Code, "_timeout"):
+	case f.Timeout != TimeoutNone:
+		// Only the agent's own limits end a task timed_out: an executor's
+		// "timeout" is the model's, a transient failure like another.
 		phase = state.PhaseTimedOut
 	}
 	return r.conclude(task, a, out, phase, reason)
@@ -457,7 +459,7 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 }
 
 // notRetried is the reason a task ends when the gate blocked its retry.
-func notRetried(v Verdict, gate string) string {
+func notRetried(v Verdict, gate state.GateReason) string {
 	return fmt.Sprintf("%s; not retried automatically: %s", v.Error(), gate)
 }
 
@@ -470,7 +472,7 @@ func (v Verdict) Error() string {
 // first-event timeout.
 func (r *Runner) firstEventRetried(task *state.Task, a *state.Attempt) bool {
 	for _, p := range task.Attempts[:a.Number-1] {
-		if p.Error != nil && p.Error.Code == "first_event_timeout" && p.Retry != nil && p.Retry.Decision == state.DecisionRetried {
+		if p.Error != nil && p.Error.Code == state.CodeFirstEventTimeout && p.Retry != nil && p.Retry.Decision == state.DecisionRetried {
 			return true
 		}
 	}

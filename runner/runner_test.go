@@ -255,7 +255,7 @@ func TestHangTimesOutTransientAndDegrades(t *testing.T) {
 			t.Errorf("attempt %d: %+v %+v", a.Number, a.Error, a.Retry)
 		}
 	}
-	if g := f.task.Attempts[1].Retry.Gate; g != GateMaxAttempts {
+	if g := f.task.Attempts[1].Retry.Gate; g != state.GateMaxAttempts {
 		t.Errorf("last attempt's gate %q", g)
 	}
 	if s := f.health.Snapshot(); s.Grade != health.Degraded || s.RecentErrors[0].Signal != health.AttemptTimeout {
@@ -279,7 +279,7 @@ func TestFirstEventTimeoutIsRecoveredOnlyOnce(t *testing.T) {
 	if a1.Retry.Decision != state.DecisionRetried || !strings.HasPrefix(a1.TimeoutUsed, "first_event=150ms") {
 		t.Errorf("attempt 1: %+v %+v", a1, a1.Retry)
 	}
-	if a2.Retry.Decision != state.DecisionStopped || a2.Retry.Gate != GateFirstEventUsed || !strings.HasPrefix(a2.TimeoutUsed, "first_event=300ms") {
+	if a2.Retry.Decision != state.DecisionStopped || a2.Retry.Gate != state.GateFirstEventUsed || !strings.HasPrefix(a2.TimeoutUsed, "first_event=300ms") {
 		t.Errorf("attempt 2: %+v %+v", a2, a2.Retry)
 	}
 	if f.health.Snapshot().RecentErrors[0].Signal != health.FirstEventTimeout {
@@ -292,7 +292,7 @@ func TestClosedStdoutIsTransientAndDegrades(t *testing.T) {
 	f.runner.Policy.MaxAttempts = 1
 	f.run(t, context.Background())
 	a := f.task.Attempts[0]
-	if a.Error.Code != "stdio_closed" || a.Error.Message != "stdio closed before result" || !a.Retry.TechnicallyRetryable || a.Retry.Gate != GateMaxAttempts {
+	if a.Error.Code != "stdio_closed" || a.Error.Message != "stdio closed before result" || !a.Retry.TechnicallyRetryable || a.Retry.Gate != state.GateMaxAttempts {
 		t.Fatalf("attempt %+v %+v", a.Error, a.Retry)
 	}
 	if s := f.health.Snapshot(); s.Grade != health.Degraded || s.RecentErrors[0].Signal != health.StdioClosed {
@@ -307,7 +307,7 @@ func TestSideEffectThenTransientFailureIsBlockedByTheGate(t *testing.T) {
 		t.Fatalf("phase %s, %d attempts", f.task.Phase, len(f.task.Attempts))
 	}
 	d := f.task.Attempts[0].Retry
-	if !d.TechnicallyRetryable || d.Gate != GateSideEffect || d.Decision != state.DecisionStopped {
+	if !d.TechnicallyRetryable || d.Gate != state.GateSideEffect || d.Decision != state.DecisionStopped {
 		t.Errorf("decision %+v", d)
 	}
 	if !strings.Contains(f.task.PhaseReason, "side_effect") {
@@ -319,7 +319,7 @@ func TestSideEffectThenTransientFailureIsBlockedByTheGate(t *testing.T) {
 }
 
 func TestToolAndOutputAlsoBlockTheGate(t *testing.T) {
-	for prompt, gate := range map[string]string{"@tool grep\n@fail overloaded": GateToolExecuted, "@output hello\n@fail overloaded": GateVisibleOutput} {
+	for prompt, gate := range map[string]state.GateReason{"@tool grep\n@fail overloaded": state.GateToolExecuted, "@output hello\n@fail overloaded": state.GateVisibleOutput} {
 		f := newFixture(t, sampleExec(t, ExecConfig{}), prompt)
 		f.run(t, context.Background())
 		if d := f.task.Attempts[0].Retry; d.Gate != gate || f.task.Phase != state.PhaseRecoverableFailed {
@@ -437,5 +437,28 @@ func TestOverlongLinesAreCut(t *testing.T) {
 	e.Run(context.Background(), AttemptSpec{}, func(ev Event) { lines = append(lines, ev.Lines...) })
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], strings.Repeat("x", 1000)+" …[line cut: 299000 more bytes]") || lines[1] != "after" {
 		t.Errorf("got %d lines: %.80q…", len(lines), lines)
+	}
+}
+
+// An executor's own timeout (the model's, a gateway's) is a transient
+// failure like another: only the agent's own limits end a task timed_out.
+func TestExecutorTimeoutCodeIsNotTheAgentsTimeout(t *testing.T) {
+	for _, code := range []state.ErrorCode{state.CodeTimeout, state.CodeGatewayTimeout} {
+		t.Run(string(code), func(t *testing.T) {
+			f := newFixture(t, sampleExec(t, ExecConfig{}), "@fail "+string(code)+" 5")
+			f.runner.Policy.MaxAttempts = 2
+			f.run(t, context.Background())
+			if f.task.Phase != state.PhaseFailed {
+				t.Fatalf("task %s, want failed: an executor's %s is not the agent's timeout", f.task.Phase, code)
+			}
+			for _, a := range f.task.Attempts {
+				if a.Error == nil || a.Error.Code != code || !a.Retry.TechnicallyRetryable {
+					t.Errorf("attempt %d: %+v %+v, want a transient %s", a.Number, a.Error, a.Retry, code)
+				}
+			}
+			if len(f.task.Attempts) != 2 {
+				t.Errorf("%d attempts, want 2 (retried as transient)", len(f.task.Attempts))
+			}
+		})
 	}
 }

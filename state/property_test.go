@@ -47,7 +47,7 @@ func TestInvariantsHoldUnderRandomOperations(t *testing.T) {
 			return rapid.SampledFrom(Phases[:6]).Draw(rt, "phase")
 		}
 		failed := func() Outcome {
-			code := rapid.SampledFrom([]string{"rate_limit", "network", "quota"}).Draw(rt, "code")
+			code := rapid.SampledFrom([]ErrorCode{CodeRateLimit, CodeNetwork, CodeQuota}).Draw(rt, "code")
 			return Outcome{Status: AttemptFailed, Error: &Error{Code: code}}
 		}
 

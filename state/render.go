@@ -121,12 +121,12 @@ func decisionText(a Attempt) string {
 		return ""
 	case a.Retry.Decision == DecisionRetried:
 		return "-> retried in " + Compact(a.Retry.Delay.D())
-	case !a.Retry.TechnicallyRetryable && a.Error != nil && (a.Error.Code == "cancelled" || a.Error.Code == "agent_shutdown"):
-		return "-> stopped: " + a.Error.Code
+	case !a.Retry.TechnicallyRetryable && a.Error != nil && (a.Error.Code == CodeCancelled || a.Error.Code == CodeAgentShutdown):
+		return "-> stopped: " + string(a.Error.Code)
 	case !a.Retry.TechnicallyRetryable:
 		return "-> stopped: permanent"
 	case a.Retry.Gate != "" && a.Retry.Gate != GateAllowed:
-		return "-> blocked: " + a.Retry.Gate
+		return "-> blocked: " + string(a.Retry.Gate)
 	default:
 		return "-> stopped"
 	}

@@ -28,7 +28,7 @@ type Task struct {
 	Result         *Result   `json:"result,omitempty"`
 
 	// Projections of the current attempt; see project.
-	LastErrorCode    string    `json:"last_error_code,omitempty"`
+	LastErrorCode    ErrorCode `json:"last_error_code,omitempty"`
 	Recoverable      bool      `json:"recoverable"`
 	NextRetryAt      time.Time `json:"next_retry_at,omitzero"`
 	CurrentAttemptID string    `json:"current_attempt_id,omitempty"`
@@ -120,18 +120,18 @@ type Attempt struct {
 
 // Error is a classified failure.
 type Error struct {
-	Code    string `json:"code"`
+	Code    ErrorCode `json:"code"`
 	Message string `json:"message,omitempty"`
 }
 
 func (e *Error) Error() string {
 	switch {
 	case e.Message == "":
-		return e.Code
+		return string(e.Code)
 	case e.Code == "":
 		return e.Message
 	}
-	return e.Code + ": " + e.Message
+	return string(e.Code) + ": " + e.Message
 }
 
 // Facts are what an attempt did that matters for a retry: once it produced
@@ -152,18 +152,12 @@ type RetryDecision struct {
 	TechnicallyRetryable bool `json:"technically_retryable"`
 	// Gate is "allowed", or why an automatic retry is blocked: for example
 	// "visible_output", "tool_executed", "side_effect", "max_attempts".
-	Gate string `json:"gate"`
+	Gate GateReason `json:"gate"`
 	// Decision is "retried" or "stopped".
-	Decision string   `json:"decision"`
+	Decision Decision `json:"decision"`
 	Delay    Duration `json:"delay,omitempty"`
 }
 
-// The retry decisions.
-const (
-	DecisionRetried = "retried"
-	DecisionStopped = "stopped"
-	GateAllowed     = "allowed"
-)
 
 // Errors of the attempt helpers.
 var (
@@ -196,12 +190,14 @@ func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 	}
 	if to.Terminal() {
 		if c := t.Current(); c != nil && !c.Status.Final() {
-			out := Outcome{Status: AttemptFailed, Error: &Error{Code: string(to), Message: reason}}
+			// The terminal phase names the failure when nothing else did
+			// (the control plane's watchdog timing a task out, say).
+			out := Outcome{Status: AttemptFailed, Error: &Error{Code: ErrorCode(to), Message: reason}}
 			switch to {
 			case PhaseCompleted:
 				out = Outcome{Status: AttemptCompleted}
 			case PhaseCancelled:
-				out = Outcome{Status: AttemptCancelled, Error: &Error{Code: "cancelled", Message: reason}}
+				out = Outcome{Status: AttemptCancelled, Error: &Error{Code: CodeCancelled, Message: reason}}
 			}
 			c.finalize(out, now)
 		}

@@ -24,7 +24,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func retried(code string, delay time.Duration) Outcome {
+func retried(code ErrorCode, delay time.Duration) Outcome {
 	return Outcome{Status: AttemptFailed, Error: &Error{Code: code},
 		Retry: &RetryDecision{TechnicallyRetryable: true, Gate: GateAllowed, Decision: DecisionRetried, Delay: Duration(delay)}}
 }

@@ -104,7 +104,7 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 		answer  string // --accept, --decline, or "restart"
 		ran     bool
 		phase   state.Phase
-		errCode string
+		errCode state.ErrorCode
 	}{
 		{name: "accepted", answer: "--accept", ran: true, phase: state.PhaseCompleted},
 		{name: "declined", answer: "--decline", ran: false, phase: state.PhaseCompleted},

@@ -1,0 +1,72 @@
+package state
+
+// The closed sets an attempt's record is made of: why it failed, what the
+// safety gate said, and what was decided. Each is a type, so that a wrong
+// value fails to compile and a switch can be checked whole; the JSON is the
+// string.
+
+// ErrorCode names why an attempt failed.
+type ErrorCode string
+
+// Codes an executor gives (an exec child's error event, or mapped from a
+// CLI's own errors). The first six are transient, the rest permanent.
+const (
+	CodeRateLimit       ErrorCode = "rate_limit"
+	CodeOverloaded      ErrorCode = "overloaded"
+	CodeUnavailable     ErrorCode = "unavailable"
+	CodeTimeout         ErrorCode = "timeout"         // the model or its gateway timed out; not the agent's limit
+	CodeGatewayTimeout  ErrorCode = "gateway_timeout" // likewise
+	CodeNetwork         ErrorCode = "network"
+	CodeQuota           ErrorCode = "quota"
+	CodeAuth            ErrorCode = "auth"
+	CodeInvalidRequest  ErrorCode = "invalid_request"
+	CodeContextOverflow ErrorCode = "context_overflow"
+	CodePermission      ErrorCode = "permission"
+)
+
+// Codes the agent gives.
+const (
+	CodeCancelled         ErrorCode = "cancelled"
+	CodeAgentShutdown     ErrorCode = "agent_shutdown"
+	CodeAgentRestart      ErrorCode = "agent_restart"
+	CodeExecutorNotFound  ErrorCode = "executor_not_found"
+	CodeNotExecutable     ErrorCode = "not_executable"
+	CodeStartFailed       ErrorCode = "start_failed"
+	CodeStdioClosed       ErrorCode = "stdio_closed"
+	CodeFirstEventTimeout ErrorCode = "first_event_timeout" // the agent's first-event limit fired
+	CodeAttemptTimeout    ErrorCode = "attempt_timeout"     // the agent's whole-attempt limit fired
+	CodeProtocolError     ErrorCode = "protocol_error"
+	CodeExitStatus        ErrorCode = "exit_status"
+)
+
+// GateReason is what the safety gate said of a retry: allowed, or why not.
+type GateReason string
+
+// The gate's answers.
+const (
+	GateAllowed        GateReason = "allowed"
+	GateSideEffect     GateReason = "side_effect"
+	GateToolExecuted   GateReason = "tool_executed"
+	GateVisibleOutput  GateReason = "visible_output"
+	GateMaxAttempts    GateReason = "max_attempts"
+	GateFirstEventUsed GateReason = "first_event_retry_used"
+)
+
+// Blocks reports whether the gate stopped the retry for safety (what the
+// attempt did), as opposed to allowing it or running out of attempts.
+func (g GateReason) Blocks() bool {
+	switch g {
+	case GateSideEffect, GateToolExecuted, GateVisibleOutput:
+		return true
+	}
+	return false
+}
+
+// Decision is whether a failed attempt was retried.
+type Decision string
+
+// The decisions.
+const (
+	DecisionRetried Decision = "retried"
+	DecisionStopped Decision = "stopped"
+)
