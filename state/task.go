@@ -121,7 +121,7 @@ type Attempt struct {
 // Error is a classified failure.
 type Error struct {
 	Code    ErrorCode `json:"code"`
-	Message string `json:"message,omitempty"`
+	Message string    `json:"message,omitempty"`
 }
 
 func (e *Error) Error() string {
@@ -157,7 +157,6 @@ type RetryDecision struct {
 	Decision Decision `json:"decision"`
 	Delay    Duration `json:"delay,omitempty"`
 }
-
 
 // Errors of the attempt helpers.
 var (
