@@ -188,6 +188,7 @@ func TestCodexAgainstTheRealCLI(t *testing.T) {
 			phase: state.PhaseRecoverableFailed, codes: []state.ErrorCode{"unavailable"}, gate: "side_effect"},
 		{name: "quota is permanent", prompt: "x\nmock: quota", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"quota"}},
 		{name: "401 is permanent", prompt: "x\nmock: r401", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"auth"}},
+		{name: "403 is permission", prompt: "x\nmock: r403", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"permission"}},
 		{name: "context overflow is permanent", prompt: "x\nmock: context", models: []string{"gpt-5.5"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"context_overflow"}},
 		{name: "500 is retried", prompt: "x\nmock: gpt-a=r500 gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"unavailable", ""}},
 		{name: "overloaded is retried", prompt: "x\nmock: gpt-a=overloaded gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"overloaded", ""}},
@@ -210,6 +211,11 @@ func TestClaudeAgainstTheRealCLI(t *testing.T) {
 			summary: "Done: the tool ran."},
 		{name: "side effect then a 500 is blocked by the gate", prompt: "Run it\nmock: shell after=r500", models: []string{"claude-a"},
 			phase: state.PhaseRecoverableFailed, codes: []state.ErrorCode{"unavailable"}, gate: "side_effect"},
+		{name: "write creates a file", prompt: "Write it\nmock: write", models: []string{"claude-a"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{""},
+			summary: "Done: the tool ran."},
+		{name: "500 is retried", prompt: "x\nmock: claude-a=r500 claude-b=text", models: []string{"claude-a", "claude-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"unavailable", ""}},
+		{name: "a cut stream is taken up again by claude itself", prompt: "x\nmock: cut", models: []string{"claude-a"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{""},
+			summary: "Hello from the mock model."},
 		{name: "credit balance is quota", prompt: "x\nmock: quota", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"quota"}},
 		{name: "401 is auth", prompt: "x\nmock: r401", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"auth"}},
 		{name: "403 is permission", prompt: "x\nmock: r403", models: []string{"claude-a"}, phase: state.PhaseFailed, codes: []state.ErrorCode{"permission"}},
@@ -219,9 +225,34 @@ func TestClaudeAgainstTheRealCLI(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			runCLICase(t, c, func(m *mockmodel.Server) Executor {
-				return claudeExec(t, m, ClaudeConfig{AllowedTools: []string{"Bash"}})
+				return claudeExec(t, m, ClaudeConfig{AllowedTools: []string{"Bash", "Write"}})
 			})
 		})
+	}
+}
+
+// Claude in print mode never asks: what it may not do it denies, and the
+// denial is reported as a log line; the run still succeeds, without the
+// side effect.
+func TestClaudePermissionDenialIsLogged(t *testing.T) {
+	mock, err := mockmodel.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mock.Close()
+	f := newCLIRunner(t, claudeExec(t, mock, ClaudeConfig{}), "Run it\nmock: shell\nmock-cmd: echo denied > denied.txt", []string{"claude-a"})
+	f.run(t, context.Background())
+	if f.task.Phase != state.PhaseCompleted {
+		t.Fatalf("task %s: %s", f.task.Phase, attemptsText(f.task))
+	}
+	if !slicesContainsSub(f.rec.logs(), "permission denied: Bash") {
+		t.Errorf("no log line for the denial:\n%s", strings.Join(f.rec.logs(), "\n"))
+	}
+	if f.task.Attempts[0].Facts.SideEffect {
+		t.Error("a denied command counted as a side effect")
+	}
+	if _, err := os.Stat(filepath.Join(f.runner.WorkRoot, f.task.ID, "denied.txt")); err == nil {
+		t.Error("the denied command ran")
 	}
 }
 
