@@ -21,11 +21,14 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.batches++
+	batch := crashBatch{n: s.batches}
 	now := s.opts.Now()
 	s.watchdog(now)
 	resp := EventsResponse{Results: make([]EventResult, len(req.Events))}
 	accepted := map[string][]StoredEvent{}
-	var order []string // tasks in the order they were first touched
+	before := map[string]*state.Task{} // each touched task as it was, to undo a batch that cannot be stored
+	var order []string                 // tasks in the order they were first touched
 	for i, ev := range req.Events {
 		res := EventResult{Key: ev.Key, Status: StatusAccepted}
 		switch {
@@ -34,6 +37,9 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 		case s.keys[ev.Key]:
 			res.Status = StatusDuplicate
 		default:
+			if t := s.tasks[ev.TaskID]; t != nil && before[ev.TaskID] == nil {
+				before[ev.TaskID] = t.Clone()
+			}
 			if reason := s.apply(req.AgentID, ev, now); reason != "" {
 				res.Status, res.Reason = StatusRejected, reason
 				break
@@ -43,20 +49,69 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 				order = append(order, ev.TaskID)
 			}
 			accepted[ev.TaskID] = append(accepted[ev.TaskID], StoredEvent{Event: ev, AgentID: req.AgentID, ReceivedAt: now})
+			batch.complete = batch.complete || ev.Kind == state.EventComplete
 		}
 		resp.Results[i] = res
 	}
-	// Tasks first, then the events: a crash between the two leaves events
-	// that will be sent again and applied again, which every kind allows.
+	// The events first: they are the record. A crash before they are all
+	// stored loses only what was never answered; a crash after, before the
+	// task files are saved, is repaired at the next start, which applies
+	// the stored events the task files do not reflect.
+	for i, id := range order {
+		if err := s.events.append(id, accepted[id], batch.at(crashMidEvents)); err != nil {
+			s.undo(order[i:], accepted, before)
+			for _, done := range order[:i] {
+				_ = s.save(s.tasks[done]) // stored already; a failure is repaired at the next start
+			}
+			s.log.Error("store events", "task", id, "err", err)
+			return EventsResponse{}, fmt.Errorf("store events of %s: %w", id, err)
+		}
+		t := s.tasks[id]
+		n := len(accepted[id])
+		if t.EventsApplied != nil {
+			n += *t.EventsApplied
+		} else {
+			n += s.storedBefore(id, n)
+		}
+		t.EventsApplied = &n
+	}
+	if batch.at(crashAfterEvents) {
+		crash()
+	}
 	for _, id := range order {
 		if err := s.save(s.tasks[id]); err != nil {
-			return EventsResponse{}, err
-		}
-		if err := s.events.append(id, accepted[id]); err != nil {
-			return EventsResponse{}, fmt.Errorf("record events of %s: %w", id, err)
+			// The events are stored: the next start brings the task file
+			// up to date. Say so rather than answer as if all was well.
+			return EventsResponse{}, fmt.Errorf("events of %s are stored but the task could not be saved (it is repaired at the next start): %w", id, err)
 		}
 	}
+	if batch.at(crashAfterSave) {
+		crash()
+	}
 	return resp, nil
+}
+
+// undo puts back tasks whose events could not be stored, and forgets their
+// keys: the agent sends them again.
+func (s *Server) undo(ids []string, accepted map[string][]StoredEvent, before map[string]*state.Task) {
+	for _, id := range ids {
+		if t := before[id]; t != nil {
+			s.tasks[id] = t
+		}
+		for _, e := range accepted[id] {
+			delete(s.keys, e.Key)
+		}
+	}
+}
+
+// storedBefore counts the events stored for a task before the last n, for
+// a task file from before EventsApplied was kept. mu is held.
+func (s *Server) storedBefore(id string, n int) int {
+	list, err := s.events.list(id)
+	if err != nil {
+		return 0
+	}
+	return max(len(list)-n, 0)
 }
 
 // apply applies one event to its task, or says why it is rejected. mu is

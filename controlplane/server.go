@@ -52,6 +52,8 @@ type Server struct {
 	tasks  map[string]*state.Task
 	keys   map[string]bool
 	agents map[string]*agentState
+	// batches counts events batches, for the fault suite's crash points.
+	batches int
 }
 
 // NewServer opens (creating) the server's directory and loads its tasks
@@ -85,11 +87,46 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err != nil {
 		opts.Logger.Error("some task files could not be read; they are left alone", "err", err)
 	}
-	keys, err := ev.keys()
+	stored, err := ev.load()
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	return &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: keys, agents: map[string]*agentState{}}, nil
+	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]bool{}, agents: map[string]*agentState{}}
+	for _, list := range stored {
+		for _, e := range list {
+			s.keys[e.Key] = true
+		}
+	}
+	if err := s.recover(stored); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// recover brings each task file up to date with its stored events: a
+// crash between storing a batch's events and saving the task leaves the
+// file behind, and the events say what it missed. They are applied again
+// as they were then (same agent, same time).
+func (s *Server) recover(stored map[string][]StoredEvent) error {
+	for id, list := range stored {
+		t := s.tasks[id]
+		if t == nil || t.EventsApplied == nil || *t.EventsApplied >= len(list) {
+			continue
+		}
+		missed := list[*t.EventsApplied:]
+		for _, e := range missed {
+			if reason := s.apply(e.AgentID, e.Event, e.ReceivedAt); reason != "" {
+				s.log.Warn("replaying a stored event after a crash: not applied", "task", id, "key", e.Key, "reason", reason)
+			}
+		}
+		n := len(list)
+		t.EventsApplied = &n
+		if err := s.save(t); err != nil {
+			return fmt.Errorf("controlplane: bring task %s up to date: %w", id, err)
+		}
+		s.log.Info("task brought up to date with its stored events after a crash", "task", id, "events", len(missed))
+	}
+	return nil
 }
 
 // Handler is the HTTP API.
@@ -212,6 +249,8 @@ func (s *Server) createTask(req CreateTaskRequest) (TaskView, error) {
 	now := s.opts.Now()
 	t := state.NewTask(newID("t-", 5), req.Prompt, now)
 	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
+	none := 0
+	t.EventsApplied = &none
 	if t.Title == "" {
 		t.Title = firstLine(req.Prompt)
 	}

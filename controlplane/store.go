@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -11,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/edgeagent/agent/internal/durable"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -20,34 +23,52 @@ import (
 // in dir, each line a StoredEvent, appended and synced before the answer.
 // Idempotency keys are rebuilt from these files at start, so a restarted
 // control plane still knows every key it accepted.
+//
+// The events are the record: they are stored before the task file that
+// reflects them is saved, and the task file says how many it reflects
+// (Task.EventsApplied). A crash between the two is repaired at the next
+// start by applying the missing events again (Server.recover); a crash in
+// the middle of an append leaves a torn last line, which the next start
+// cuts off (repair) before anything is appended after it.
 type events struct {
 	dir string
 }
 
 func (ev events) path(taskID string) string { return filepath.Join(ev.dir, taskID+".jsonl") }
 
-// append writes a task's newly accepted events and syncs them.
-func (ev events) append(taskID string, batch []StoredEvent) error {
-	f, err := os.OpenFile(ev.path(taskID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
+// append writes a task's newly accepted events and syncs them. torn is
+// for the fault suite: write half, then crash.
+func (ev events) append(taskID string, batch []StoredEvent, torn bool) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	for _, e := range batch {
 		if err := enc.Encode(e); err != nil {
 			return err
 		}
 	}
-	if err := w.Flush(); err != nil {
+	f, err := os.OpenFile(ev.path(taskID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := buf.Bytes()
+	if torn {
+		f.Write(b[:len(b)/2])
+		f.Sync()
+		crash()
+	}
+	if _, err := f.Write(b); err != nil {
+		// Cut what part of the batch got in: the next append must start
+		// on a line of its own.
+		if info, serr := f.Stat(); serr == nil {
+			_ = f.Truncate(info.Size() - int64(len(b))) // best effort; repair at start covers the rest
+		}
 		return err
 	}
 	return f.Sync()
 }
 
-// list reads a task's accepted events in order. A line cut short by a
-// crash is skipped.
+// list reads a task's accepted events in order.
 func (ev events) list(taskID string) ([]StoredEvent, error) {
 	f, err := os.Open(ev.path(taskID))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -69,27 +90,48 @@ func (ev events) list(taskID string) ([]StoredEvent, error) {
 	return out, sc.Err()
 }
 
-// keys rebuilds the set of accepted keys from every events file.
-func (ev events) keys() (map[string]bool, error) {
-	keys := map[string]bool{}
+// repair cuts a torn last line (a crash in the middle of an append) off a
+// task's events file and syncs the cut. It reports how many bytes it cut.
+func (ev events) repair(taskID string) (int64, error) {
+	path := ev.path(taskID)
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 || b[len(b)-1] == '\n' {
+		return 0, err
+	}
+	keep := int64(bytes.LastIndexByte(b, '\n') + 1)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if err := f.Truncate(keep); err != nil {
+		return 0, err
+	}
+	return int64(len(b)) - keep, durable.Datasync(f)
+}
+
+// load repairs every events file and returns each task's events.
+func (ev events) load() (map[string][]StoredEvent, error) {
 	entries, err := os.ReadDir(ev.dir)
 	if err != nil {
 		return nil, err
 	}
+	all := map[string][]StoredEvent{}
 	for _, e := range entries {
 		id, ok := strings.CutSuffix(e.Name(), ".jsonl")
-		if !ok {
+		if !ok || !e.Type().IsRegular() {
 			continue
+		}
+		if _, err := ev.repair(id); err != nil {
+			return nil, fmt.Errorf("repair events of %s: %w", id, err)
 		}
 		list, err := ev.list(id)
 		if err != nil {
 			return nil, fmt.Errorf("events of %s: %w", id, err)
 		}
-		for _, s := range list {
-			keys[s.Key] = true
-		}
+		all[id] = list
 	}
-	return keys, nil
+	return all, nil
 }
 
 // newID returns prefix and random hex.
@@ -116,4 +158,39 @@ func loadTasks(st *state.Store) (map[string]*state.Task, error) {
 		tasks[t.ID] = t
 	}
 	return tasks, err
+}
+
+// Crash points, for the fault suite: AGENT_CP_CRASH=POINT:WHEN makes the
+// control plane kill itself with SIGKILL at POINT during an events batch:
+// WHEN is the batch's number (1 is the first), or "complete" for the first
+// batch that holds a completion. It proves that a crash there loses
+// nothing the control plane accepted.
+const (
+	crashMidEvents   = "mid-events"   // half of a batch's events written
+	crashAfterEvents = "after-events" // events stored, task files not saved
+	crashAfterSave   = "after-save"   // task files saved, the answer not sent
+)
+
+// crashSpec is AGENT_CP_CRASH, read once.
+var crashSpec = os.Getenv("AGENT_CP_CRASH")
+
+// crashBatch is the events batch a crash point may fire in.
+type crashBatch struct {
+	n        int  // its number
+	complete bool // it holds a completion
+}
+
+// at reports whether the process should crash at point during b.
+func (b crashBatch) at(point string) bool {
+	if crashSpec == "" {
+		return false
+	}
+	name, when, _ := strings.Cut(crashSpec, ":")
+	return name == point && (when == fmt.Sprint(b.n) || when == "complete" && b.complete)
+}
+
+// crash ends the process as a power cut would, without any clean-up.
+func crash() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
 }

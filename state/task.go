@@ -46,6 +46,12 @@ type Task struct {
 	// task moves on. Both are cleared when it leaves the phase.
 	AwaitingReply *ApprovalRequest `json:"awaiting_reply,omitempty"`
 	Reply         *Reply           `json:"reply,omitempty"`
+
+	// EventsApplied is the control plane's: how many of the task's stored
+	// events this copy reflects, so that after a crash between storing
+	// events and saving the task, the rest are applied again. Nil in files
+	// written before it was kept (then nothing is replayed).
+	EventsApplied *int `json:"events_applied,omitempty"`
 }
 
 // Reply is a person's answer to an approval request.
@@ -245,6 +251,10 @@ func (t *Task) Clone() *Task {
 	if t.Reply != nil {
 		r := *t.Reply
 		c.Reply = &r
+	}
+	if t.EventsApplied != nil {
+		n := *t.EventsApplied
+		c.EventsApplied = &n
 	}
 	if t.Result != nil {
 		r := *t.Result

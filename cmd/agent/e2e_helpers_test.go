@@ -105,8 +105,14 @@ type cp struct {
 
 func startCP(t *testing.T, addr, dir string, extra ...string) *cp {
 	t.Helper()
+	return startCPEnv(t, nil, addr, dir, extra...)
+}
+
+// startCPEnv is startCP with more environment (AGENT_CP_CRASH, say).
+func startCPEnv(t *testing.T, env []string, addr, dir string, extra ...string) *cp {
+	t.Helper()
 	args := append([]string{"controlplane", "serve", "--addr", addr, "--data-dir", dir, "--heartbeat-interval", "300ms", "--lease", "10s"}, extra...)
-	p := startProc(t, "controlplane", nil, args...)
+	p := startProc(t, "controlplane", env, args...)
 	url := "http://" + addr
 	waitFor(t, 30*time.Second, "the control plane to listen", func() bool {
 		resp, err := http.Get(url + "/healthz")

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/state"
+)
+
+// The control plane killed with SIGKILL at each crash point of its store
+// (AGENT_CP_CRASH=POINT:N stops it there during its Nth events batch), then
+// restarted on the same directory: nothing it accepted is lost, nothing
+// the agent sent ends dead, and the task ends as it would have.
+func TestE2EControlPlaneCrashAtEachStorePoint(t *testing.T) {
+	for _, point := range []string{"mid-events", "after-events", "after-save"} {
+		for _, batch := range []string{"2", "complete"} {
+			t.Run(point+":"+batch, func(t *testing.T) {
+				addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
+				c := startCPEnv(t, []string{"AGENT_CP_CRASH=" + point + ":" + batch}, addr, cpDir)
+				startAgentProc(t, c, dataDir)
+				id := submit(t, c, "@progress 4\n@sleep 300ms\n@output half way\n@progress 2\n@output done")
+				c.wait() // it dies at its crash point
+				if code := c.cmd.ProcessState.ExitCode(); code != -1 {
+					t.Fatalf("the control plane exited %d, not by its crash point:\n%s", code, tail(c.output(), 2000))
+				}
+				c = startCP(t, addr, cpDir)
+				v := c.waitDone(t, id)
+				if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 {
+					t.Fatalf("after the crash: %s (%s), %d attempts", v.Phase, v.PhaseReason, len(v.Attempts))
+				}
+				waitFor(t, 60*time.Second, "the outbox to drain", func() bool {
+					s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
+					return err == nil && s.Stats.Pending == 0
+				})
+				snap, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if snap.Stats.Dead != 0 {
+					for _, it := range snap.Items {
+						if it.State == outbox.StateDead {
+							t.Errorf("dead record %d %s: %s", it.Seq, it.Kind, it.Reason)
+						}
+					}
+				}
+				written := 0
+				for _, it := range snap.Items {
+					if it.TaskID == id {
+						written++
+					}
+				}
+				keys := map[string]int{}
+				for _, e := range c.events(t, id) {
+					keys[e.Key]++
+				}
+				if len(keys) != written {
+					t.Errorf("the agent wrote %d records, the control plane holds %d distinct events", written, len(keys))
+				}
+				for k, n := range keys {
+					if n != 1 {
+						t.Errorf("event %s stored %d times", k, n)
+					}
+				}
+			})
+		}
+	}
+}
