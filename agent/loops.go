@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"time"
@@ -186,10 +188,18 @@ func (a *Agent) writeHealth(reached bool) {
 
 // claimLoop asks for work when a heartbeat got through or a task ended,
 // while there is room, the executor is not unavailable and the agent is not
-// stopping. A failed claim is not retried: the next heartbeat asks again.
+// stopping. Each claim carries an id; a claim whose answer did not come
+// (the control plane may have granted it) is asked again with the same
+// id, which gets the same grant, before anything else is claimed. A grant
+// larger than asked for, or a task that cannot be saved, is released back
+// to the queue.
 func (a *Agent) claimLoop(ctx context.Context) {
 	tick := time.NewTicker(loopTick)
 	defer tick.Stop()
+	claimID := "" // a claim whose answer did not come
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	for {
 		a.claimTick.Store(time.Now().UnixNano())
 		select {
@@ -198,6 +208,7 @@ func (a *Agent) claimLoop(ctx context.Context) {
 		case <-tick.C:
 			continue
 		case <-a.kickClaim:
+		case <-retry.C:
 		}
 		a.mu.Lock()
 		free, stopping, reached := a.cfg.MaxConcurrent-len(a.running), a.stopping, a.reached
@@ -206,29 +217,66 @@ func (a *Agent) claimLoop(ctx context.Context) {
 		if free <= 0 || stopping || !reached || grade == health.Unavailable {
 			continue
 		}
-		resp, err := a.client.Claim(ctx, controlplane.ClaimRequest{AgentID: a.id, Max: free, HealthGrade: string(grade)})
+		if claimID == "" {
+			claimID = newClaimID()
+		}
+		resp, err := a.client.Claim(ctx, controlplane.ClaimRequest{AgentID: a.id, Max: free, HealthGrade: string(grade), RequestID: claimID})
 		if err != nil {
 			if errors.Is(err, controlplane.ErrUnauthorized) {
 				a.die(err)
 				return
 			}
 			if ctx.Err() == nil {
-				a.log.Warn("claim failed", "err", err)
+				a.log.Warn("claim failed; it is asked again with the same id", "claim", claimID, "err", err, "retry_in", claimRetry)
 			}
+			// The control plane may have granted it: ask again soon, not
+			// only at the next heartbeat.
+			retry.Reset(claimRetry)
 			continue
 		}
-		for _, c := range resp.Tasks {
+		claimID = ""
+		var release []string
+		for i, c := range resp.Tasks {
 			t := c.Task
 			lease := c.Lease
 			t.Lease = &lease
+			if i >= free || a.isRunning(t.ID) {
+				release = append(release, t.ID)
+				continue
+			}
 			if err := a.store.Save(&t); err != nil {
-				a.log.Error("save claimed task; it will stall at the control plane", "task", t.ID, "err", err)
+				a.log.Error("save claimed task; releasing it", "task", t.ID, "err", err)
+				release = append(release, t.ID)
 				continue
 			}
 			a.log.Info("task claimed", "task", t.ID, "title", t.Title)
 			a.supervise(a.tasksCtx, &t)
 		}
+		if len(release) > 0 {
+			a.log.Warn("releasing claimed tasks this agent will not run", "tasks", release)
+			if err := a.client.Release(ctx, a.id, release); err != nil && ctx.Err() == nil {
+				a.log.Warn("release failed; the control plane requeues them when they stay out of heartbeats", "err", err)
+			}
+		}
 	}
+}
+
+// claimRetry is the wait before a claim whose answer did not come is asked
+// again.
+const claimRetry = time.Second
+
+// isRunning reports whether the agent runs task id.
+func (a *Agent) isRunning(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running[id] != nil
+}
+
+// newClaimID makes a claim's id.
+func newClaimID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "claim-" + hex.EncodeToString(b)
 }
 
 // watchdogLoop pings the service manager's watchdog at half its interval,

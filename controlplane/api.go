@@ -102,6 +102,16 @@ type ClaimRequest struct {
 	AgentID     string `json:"agent_id"`
 	Max         int    `json:"max"`
 	HealthGrade string `json:"health_grade"`
+	// RequestID is the agent's id for this claim. Asked again (its answer
+	// was lost), the same claim gets the same grant rather than a new one.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// ReleaseRequest is POST /v1/tasks/release: claimed tasks an agent will not
+// run (a grant larger than it asked for) go back to the queue.
+type ReleaseRequest struct {
+	AgentID string   `json:"agent_id"`
+	TaskIDs []string `json:"task_ids"`
 }
 
 // ClaimResponse grants tasks, each under a lease; empty when none.

@@ -159,6 +159,12 @@ func (c *Client) Claim(ctx context.Context, req ClaimRequest) (ClaimResponse, er
 	return out, c.call(ctx, http.MethodPost, "/v1/tasks/claim", req, &out, false)
 }
 
+// Release gives claimed tasks back to the queue. It is safe to repeat.
+func (c *Client) Release(ctx context.Context, agentID string, taskIDs []string) error {
+	var out struct{}
+	return c.call(ctx, http.MethodPost, "/v1/tasks/release", ReleaseRequest{AgentID: agentID, TaskIDs: taskIDs}, &out, true)
+}
+
 // SendEvents sends events in batches of at most MaxEventsPerBatch events
 // and about MaxBatchBytes bytes, and returns one result per event, in
 // order. On an error it returns the results of the batches that went

@@ -138,6 +138,7 @@ func (s *Server) Handler() http.Handler {
 	api := http.NewServeMux()
 	api.HandleFunc("POST /v1/agents/heartbeat", handle(s.heartbeat))
 	api.HandleFunc("POST /v1/tasks/claim", handle(s.claim))
+	api.HandleFunc("POST /v1/tasks/release", handle(s.release))
 	api.HandleFunc("POST /v1/events", handle(s.acceptEvents))
 	api.HandleFunc("POST /v1/tasks", handle(s.createTask))
 	api.HandleFunc("GET /v1/tasks", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listTasks()) })
@@ -414,9 +415,19 @@ func (s *Server) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
 	a.view = AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
 		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox}
 	resp := HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: s.opts.HeartbeatInterval.Seconds(), Cancel: []string{}}
+	running := map[string]bool{}
 	for _, r := range req.Running {
+		running[r.TaskID] = true
 		t := s.tasks[r.TaskID]
-		if t == nil || t.Lease == nil || t.Lease.AgentID != req.AgentID || t.Phase.Terminal() {
+		switch {
+		case t == nil, t.Phase.Terminal(), t.Phase == state.PhaseQueued, t.Lease != nil && t.Lease.AgentID != req.AgentID:
+			// Unknown here, over, back in the queue, or someone else's: the
+			// agent must not go on with it.
+			resp.Cancel = append(resp.Cancel, r.TaskID)
+			continue
+		case t.Lease == nil:
+			// The lease lapsed while the agent was away and nobody took the
+			// task: its next event, under its lease id, takes it back.
 			continue
 		}
 		t.Lease.ExpiresAt = now.Add(s.opts.Lease)
@@ -427,8 +438,62 @@ func (s *Server) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
 			resp.Replies = append(resp.Replies, ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: t.Reply.Decision})
 		}
 	}
+	s.reconcile(req.AgentID, running, now)
 	s.watchdog(now)
 	return resp, nil
+}
+
+// reconcile compares what an agent says it runs with the tasks leased to
+// it. A task it was granted but does not run (its claim answer was lost on
+// the way) goes back to the queue once the agent has left it out of two
+// heartbeats in a row and the grant is two intervals old, so a heartbeat
+// that raced the claim does not count. No attempt is spent: none began.
+// mu is held.
+func (s *Server) reconcile(agentID string, running map[string]bool, now time.Time) {
+	a := s.agents[agentID]
+	if a.missing == nil {
+		a.missing = map[string]int{}
+	}
+	for _, t := range s.tasks {
+		if t.Lease == nil || t.Lease.AgentID != agentID || t.Phase != state.PhaseClaimed || running[t.ID] {
+			delete(a.missing, t.ID)
+			continue
+		}
+		a.missing[t.ID]++
+		if a.missing[t.ID] < 2 || now.Sub(t.Lease.GrantedAt) < 2*s.opts.HeartbeatInterval {
+			continue
+		}
+		delete(a.missing, t.ID)
+		reason := fmt.Sprintf("lease revoked: agent %s does not run it (its claim answer was lost?)", agentID)
+		t.Lease = nil
+		if err := t.Transition(state.PhaseQueued, reason, now); err != nil {
+			s.log.Error("requeue a task its agent does not run", "task", t.ID, "err", err)
+			continue
+		}
+		s.log.Info("task back in the queue: its agent does not run it", "task", t.ID, "agent", agentID)
+		s.save(t)
+	}
+}
+
+// release gives claimed tasks an agent will not run back to the queue.
+func (s *Server) release(req ReleaseRequest) (struct{}, error) {
+	if req.AgentID == "" {
+		return struct{}{}, badRequest("agent_id is required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opts.Now()
+	for _, id := range req.TaskIDs {
+		t := s.tasks[id]
+		if t == nil || t.Lease == nil || t.Lease.AgentID != req.AgentID || t.Phase != state.PhaseClaimed {
+			continue
+		}
+		t.Lease = nil
+		if err := t.Transition(state.PhaseQueued, "released by "+req.AgentID, now); err == nil {
+			s.save(t)
+		}
+	}
+	return struct{}{}, nil
 }
 
 func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
@@ -440,6 +505,19 @@ func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
 	now := s.opts.Now()
 	s.watchdog(now)
 	resp := ClaimResponse{Tasks: []Claimed{}}
+	if req.RequestID != "" {
+		// The same claim asked again (its answer was lost on the way):
+		// the same grant, not a second one.
+		for _, t := range s.sorted() {
+			if l := t.Lease; l != nil && l.AgentID == req.AgentID && l.ClaimID == req.RequestID && !t.Phase.Terminal() {
+				l.ExpiresAt = now.Add(s.opts.Lease)
+				resp.Tasks = append(resp.Tasks, Claimed{Task: *t.Clone(), Lease: *l})
+			}
+		}
+		if len(resp.Tasks) > 0 {
+			return resp, nil
+		}
+	}
 	if req.HealthGrade == "unavailable" || req.Max <= 0 {
 		return resp, nil
 	}
@@ -455,7 +533,7 @@ func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
 		if t.Prefer == "gui" && req.HealthGrade == "degraded" && s.availableAgentOnline(req.AgentID, now) {
 			continue
 		}
-		lease := state.Lease{ID: newID("lease-", 6), AgentID: req.AgentID, ExpiresAt: now.Add(s.opts.Lease)}
+		lease := state.Lease{ID: newID("lease-", 6), AgentID: req.AgentID, ExpiresAt: now.Add(s.opts.Lease), ClaimID: req.RequestID, GrantedAt: now}
 		if err := t.Transition(state.PhaseClaimed, "claimed by "+req.AgentID, now); err != nil {
 			s.log.Error("claim", "task", t.ID, "err", err)
 			continue

@@ -144,6 +144,9 @@ func newID(prefix string, n int) string {
 // agentState is what the control plane knows of an agent.
 type agentState struct {
 	view AgentView
+	// missing counts, per task leased to the agent in phase claimed, the
+	// heartbeats in a row that did not list it.
+	missing map[string]int
 }
 
 func (a *agentState) online(now time.Time, interval time.Duration) bool {

@@ -67,6 +67,10 @@ type Lease struct {
 	ID        string    `json:"id"`
 	AgentID   string    `json:"agent_id"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// ClaimID is the agent's id for the claim that granted the lease: the
+	// same claim asked again gets the same grant.
+	ClaimID   string    `json:"claim_id,omitempty"`
+	GrantedAt time.Time `json:"granted_at,omitzero"`
 }
 
 // Progress is the latest progress an executor reported.

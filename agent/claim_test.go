@@ -1,0 +1,103 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/state"
+)
+
+// The control plane grants a claim, and its answer is lost on the way (the
+// connection drops after the server acted). The agent asks again with the
+// same claim id, gets the same grant, and runs the task once: it is not
+// stranded in claimed, and no second attempt is spent.
+func TestLostClaimAnswerStrandsNothing(t *testing.T) {
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: "tok", HeartbeatInterval: time.Hour, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		claimIDs []string
+		dropped  bool
+	)
+	real := srv.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/tasks/claim" {
+			real.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var req controlplane.ClaimRequest
+		_ = json.Unmarshal(body, &req)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		real.ServeHTTP(rec, r) // the control plane acts
+		var resp controlplane.ClaimResponse
+		_ = json.Unmarshal(rec.Body.Bytes(), &resp)
+		mu.Lock()
+		claimIDs = append(claimIDs, req.RequestID)
+		drop := !dropped && len(resp.Tasks) > 0
+		dropped = dropped || drop
+		mu.Unlock()
+		if drop {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close() // the answer is lost
+			}
+			return
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	}))
+	defer hs.Close()
+	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := runner.NewExec(runner.ExecConfig{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A long heartbeat interval: the control plane's own reconcile (which
+	// would requeue the task after two heartbeats) stays out of this test.
+	cfg := Config{ControlPlane: hs.URL, Token: "tok", DataDir: t.TempDir(), Executor: exe,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()}
+	task, err := client.CreateTask(context.Background(), controlplane.CreateTaskRequest{Prompt: "@output hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	v := waitTerminal(t, client, task.ID)
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 {
+		t.Fatalf("task %s with %d attempts, want completed with one", v.Phase, len(v.Attempts))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !dropped || len(claimIDs) < 2 || claimIDs[0] != claimIDs[1] {
+		t.Fatalf("claims %v: want the lost one asked again with the same id", claimIDs)
+	}
+}

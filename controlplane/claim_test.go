@@ -1,0 +1,126 @@
+package controlplane
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// A claim asked again with the same id (its answer was lost) gets the same
+// grant; a new id gets a new one.
+func TestClaimIsIdempotentByRequestID(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	e.submit("one", "any")
+	e.submit("two", "any")
+	ctx := context.Background()
+	claim := func(id string) []Claimed {
+		resp, err := e.client.Claim(ctx, ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available", RequestID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Tasks
+	}
+	first := claim("claim-1")
+	again := claim("claim-1")
+	if len(first) != 1 || len(again) != 1 || again[0].Task.ID != first[0].Task.ID || again[0].Lease.ID != first[0].Lease.ID {
+		t.Fatalf("the same claim twice: %v then %v", ids(first), ids(again))
+	}
+	other := claim("claim-2")
+	if len(other) != 1 || other[0].Task.ID == first[0].Task.ID {
+		t.Fatalf("a new claim got %v, want the other task", ids(other))
+	}
+}
+
+func ids(cs []Claimed) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Task.ID+"/"+c.Lease.ID)
+	}
+	return out
+}
+
+// The control plane reconciles each heartbeat: a task it granted that the
+// agent leaves out of two heartbeats goes back to the queue without an
+// attempt; one the agent lists that it does not know, or that is not the
+// agent's, is in the cancel list.
+func TestHeartbeatReconcilesClaimsBothWays(t *testing.T) {
+	clk := &clock{now: t0}
+	e := newEnv(t, t.TempDir(), clk)
+	ctx := context.Background()
+	lost := e.submit("its claim answer is lost", "any")
+	kept := e.submit("this one runs", "any")
+	granted := e.claim("a", "available", 2)
+	if len(granted) != 2 {
+		t.Fatalf("granted %v", ids(granted))
+	}
+	beat := func(running ...string) HeartbeatResponse {
+		var rs []RunningTask
+		for _, id := range running {
+			rs = append(rs, RunningTask{TaskID: id, Phase: state.PhaseClaimed})
+		}
+		resp, err := e.client.Heartbeat(ctx, HeartbeatRequest{AgentID: "a", Running: rs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	phase := func(id string) state.Phase {
+		v, err := e.client.Task(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Phase
+	}
+	beat(kept.ID) // a heartbeat that may have raced the claim: nothing happens yet
+	if phase(lost.ID) != state.PhaseClaimed {
+		t.Fatalf("requeued after one heartbeat: %s", phase(lost.ID))
+	}
+	clk.advance(25 * time.Second)
+	beat(kept.ID)
+	if phase(lost.ID) != state.PhaseQueued || phase(kept.ID) != state.PhaseClaimed {
+		t.Fatalf("after two heartbeats without it: lost %s, kept %s", phase(lost.ID), phase(kept.ID))
+	}
+	v, _ := e.client.Task(ctx, lost.ID)
+	if len(v.Attempts) != 0 || v.Lease != nil {
+		t.Errorf("requeued task spent an attempt or kept its lease: %+v %+v", v.Attempts, v.Lease)
+	}
+	// Someone else claims it; the first agent, still listing it, is told to
+	// cancel it; and a task nobody knows is cancelled too.
+	if got := e.claim("b", "available", 1); len(got) != 1 || got[0].Task.ID != lost.ID {
+		t.Fatalf("b claimed %v", ids(got))
+	}
+	resp := beat(kept.ID, lost.ID, "t-unknown")
+	if !contains(resp.Cancel, lost.ID) || !contains(resp.Cancel, "t-unknown") || contains(resp.Cancel, kept.ID) {
+		t.Fatalf("cancel list %v, want %s and t-unknown, not %s", resp.Cancel, lost.ID, kept.ID)
+	}
+}
+
+// Tasks an agent will not run go back to the queue.
+func TestReleaseRequeues(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	task := e.submit("x", "any")
+	e.claim("a", "available", 1)
+	if err := e.client.Release(context.Background(), "b", []string{task.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := e.client.Task(context.Background(), task.ID); v.Phase != state.PhaseClaimed {
+		t.Fatalf("another agent released it: %s", v.Phase)
+	}
+	if err := e.client.Release(context.Background(), "a", []string{task.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := e.client.Task(context.Background(), task.ID); v.Phase != state.PhaseQueued || v.Lease != nil {
+		t.Fatalf("released: %s %+v", v.Phase, v.Lease)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
