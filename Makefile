@@ -13,7 +13,7 @@ LDFLAGS     := -X main.version=$(VERSION)
 FUZZ_TMPDIR := $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo $${TMPDIR:-/tmp})
 FUZZTIME    ?= 3m
 
-.PHONY: all build tools test demo bench fuzz crash lint clean
+.PHONY: all build tools test faults demo bench fuzz crash lint clean
 
 all: build
 
@@ -27,6 +27,10 @@ tools:
 ## test: the whole suite under the race detector (fuzz seeds and 50 crash kills included).
 test: tools
 	$(GO) test -race -count=1 ./...
+
+## faults: the fault suite (needs root: it mounts tmpfs); prints a table.
+faults: tools
+	./scripts/faults.sh
 
 ## demo: the whole system on embedded defaults.
 demo: build

@@ -30,6 +30,7 @@ type Agent struct {
 	store   *state.Store
 	health  *health.Tracker
 	replies *replies
+	held    *holdback
 	started time.Time
 
 	tasksCtx  context.Context // cancelled with runner.ErrShutdown when tasks must stop
@@ -74,7 +75,7 @@ func New(cfg Config) (*Agent, error) {
 	host, _ := os.Hostname()
 	return &Agent{
 		cfg: cfg, log: cfg.Logger, layout: Layout{cfg.DataDir}, host: host, client: client,
-		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(),
+		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		fatal: make(chan error, 1), aborted: make(chan struct{}),
 		running: map[string]*supervised{}, interval: cfg.HeartbeatInterval,

@@ -90,6 +90,9 @@ type HealthFile struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	// ControlPlane says whether the last heartbeat got through.
 	ControlPlane string `json:"control_plane"`
+	// Storage says whether the agent's writes fail (a full disk) and what
+	// it holds in memory meanwhile.
+	Storage StorageStatus `json:"storage"`
 }
 
 // ReadHealth reads the health the agent recorded at its last heartbeat.

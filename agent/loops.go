@@ -96,6 +96,14 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		}
 		a.beatTick.Store(time.Now().UnixNano())
 		a.probe(ctx)
+		if st := a.held.status(); st.Failing != "" {
+			if a.held.flush(a.outbox, a.store) {
+				a.log.Info("writes work again: held reports and task states are written", "reports", st.HeldReports, "tasks", st.HeldTasks)
+				a.kick(a.kickSend)
+			} else {
+				a.log.Warn("writes still fail: reports held in memory, claiming nothing", "reason", st.Failing, "held", st.HeldReports)
+			}
+		}
 		resp, err := a.client.Heartbeat(ctx, a.heartbeatRequest())
 		a.mu.Lock()
 		wasReached := a.reached
@@ -158,12 +166,22 @@ func (a *Agent) probe(ctx context.Context) {
 func (a *Agent) heartbeatRequest() controlplane.HeartbeatRequest {
 	snap := a.health.Snapshot()
 	h := controlplane.Health{Grade: string(snap.Grade), Reason: snap.Reason, Since: snap.Since, RecentErrors: []controlplane.HealthProblem{}}
+	storage := a.held.status()
+	if storage.Failing != "" {
+		// The agent cannot keep what it is given: no better than degraded,
+		// whatever the executor's health.
+		if snap.Grade == health.Available {
+			h.Grade, h.Since = string(health.Degraded), storage.Since
+		}
+		h.Reason = storage.Failing
+	}
 	for _, p := range snap.RecentErrors {
 		h.RecentErrors = append(h.RecentErrors, controlplane.HealthProblem{At: p.At, Signal: string(p.Signal), Detail: p.Detail})
 	}
 	st := a.outbox.Stats()
 	req := controlplane.HeartbeatRequest{AgentID: a.id, Hostname: a.host, Version: a.cfg.Version, StartedAt: a.started, Health: h,
-		Outbox:  controlplane.OutboxStats{Pending: st.Pending, OldestPendingAgeS: st.OldestPendingAge, Dead: st.Dead, Bytes: st.FileBytes},
+		Outbox: controlplane.OutboxStats{Pending: st.Pending, OldestPendingAgeS: st.OldestPendingAge, Dead: st.Dead, Bytes: st.FileBytes,
+			WriteFailing: storage.Failing, Held: storage.HeldReports},
 		Running: []controlplane.RunningTask{}}
 	a.mu.Lock()
 	for id, s := range a.running {
@@ -180,7 +198,7 @@ func (a *Agent) writeHealth(reached bool) {
 	if !reached {
 		cp = "unreachable"
 	}
-	b, _ := json.MarshalIndent(HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: time.Now(), ControlPlane: cp}, "", "  ")
+	b, _ := json.MarshalIndent(HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: time.Now(), ControlPlane: cp, Storage: a.held.status()}, "", "  ")
 	if err := writeFile(a.layout.Health(), append(b, '\n')); err != nil {
 		a.log.Warn("write health file", "err", err)
 	}
@@ -214,8 +232,8 @@ func (a *Agent) claimLoop(ctx context.Context) {
 		free, stopping, reached := a.cfg.MaxConcurrent-len(a.running), a.stopping, a.reached
 		a.mu.Unlock()
 		grade := a.health.Grade()
-		if free <= 0 || stopping || !reached || grade == health.Unavailable {
-			continue
+		if free <= 0 || stopping || !reached || grade == health.Unavailable || a.held.status().Failing != "" {
+			continue // a failing disk could not keep what a task reports
 		}
 		if claimID == "" {
 			claimID = newClaimID()

@@ -28,11 +28,12 @@ func (s *sink) Report(r runner.Report) {
 	}
 	rec := outbox.Record{Key: recordKey(s.taskID, r), Kind: outbox.Kind(r.Kind), TaskID: s.taskID, Attempt: r.Attempt,
 		CreatedAt: r.At, Payload: payload}
-	if _, err := a.outbox.Append(rec); err != nil {
+	a.held.flush(a.outbox, a.store) // what is held goes first, if writes work again
+	if err := a.held.append(a.outbox, rec); err != nil {
 		if errors.Is(err, outbox.ErrFull) {
 			a.log.Warn("outbox full: log record dropped", "task", s.taskID)
 		} else {
-			a.log.Error("outbox append failed: this report is not kept", "task", s.taskID, "kind", r.Kind, "err", err)
+			a.log.Error("log report dropped while writes fail", "task", s.taskID, "err", err)
 		}
 	}
 	switch r.Kind {
@@ -42,8 +43,8 @@ func (s *sink) Report(r runner.Report) {
 			a.log.Warn("local task log", "task", s.taskID, "err", err)
 		}
 	case state.EventPhase, state.EventAttempt, state.EventComplete:
-		if err := a.store.Save(r.Task); err != nil {
-			a.log.Error("save task state", "task", s.taskID, "err", err)
+		if err := a.held.save(a.store, r.Task); err != nil {
+			a.log.Error("task state not saved; held in memory and saved again when writes work", "task", s.taskID, "err", err)
 		}
 	}
 	a.mu.Lock()

@@ -69,6 +69,10 @@ type OutboxStats struct {
 	OldestPendingAgeS float64 `json:"oldest_pending_age_s"`
 	Dead              int     `json:"dead"`
 	Bytes             int64   `json:"bytes"`
+	// WriteFailing says why the agent's writes fail (disk_full: …), and
+	// Held how many reports it holds in memory meanwhile.
+	WriteFailing string `json:"write_failing,omitempty"`
+	Held         int    `json:"held,omitempty"`
 }
 
 // HeartbeatResponse answers a heartbeat.

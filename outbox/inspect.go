@@ -1,6 +1,8 @@
 package outbox
 
 import (
+	"github.com/edgeagent/agent/internal/durable"
+
 	"errors"
 	"fmt"
 	"io"
@@ -55,6 +57,7 @@ func Inspect(dir string) (*Snapshot, error) {
 	snap := &Snapshot{}
 	snap.Stats.fill(ix, res.end, time.Now())
 	snap.Stats.Quarantined = len(res.corrupt)
+	snap.Stats.DiskFreeBytes = durable.FreeBytes(dir)
 	ix.each(func(e *entry) bool {
 		snap.Items = append(snap.Items, Item{Seq: e.seq, Key: e.key, Kind: e.kind, TaskID: e.taskID, Attempt: e.attempt,
 			CreatedAt: e.createdAt, State: e.state, Tries: e.tries, LastError: e.lastErr, Reason: e.reason, Bytes: e.n})

@@ -1,6 +1,10 @@
 package outbox
 
-import "time"
+import (
+	"time"
+
+	"github.com/edgeagent/agent/internal/durable"
+)
 
 // Stats describe an outbox. The JSON form is what `agent outbox stats
 // --json` prints and is stable.
@@ -30,6 +34,9 @@ type Stats struct {
 	// What recovery found: corrupt spans set aside and torn bytes cut.
 	Quarantined int   `json:"quarantined"`
 	TornBytes   int64 `json:"torn_bytes"`
+	// DiskFreeBytes is the space left on the outbox's file system (-1
+	// when it cannot be told): a full disk is why writes fail.
+	DiskFreeBytes int64 `json:"disk_free_bytes"`
 }
 
 // fill sets the fields that come from the index and the file size.
@@ -55,6 +62,7 @@ func (o *Outbox) Stats() Stats {
 	s.Appends, s.Syncs, s.DroppedLogs = o.appends.Load(), o.syncs.Load(), o.droppedLogs.Load()
 	s.Quarantined, s.TornBytes = o.quarantined, o.tornBytes
 	s.WriteErrors = o.writeErrors.Load()
+	s.DiskFreeBytes = durable.FreeBytes(o.dir)
 	if msg := o.failing.Load(); msg != nil {
 		s.WriteFailing = *msg
 	}

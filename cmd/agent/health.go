@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/durable"
 )
 
 func newHealthCmd() *cobra.Command {
@@ -34,6 +35,15 @@ func newHealthCmd() *cobra.Command {
 				fmt.Fprintf(w, "reason:         %s\n", visible(h.Reason))
 			}
 			fmt.Fprintf(w, "control plane:  %s\n", visible(h.ControlPlane))
+			if st := h.Storage; st.Failing != "" {
+				fmt.Fprintf(w, "storage:        %s (since %s; %d reports and %d task states held in memory)\n",
+					visible(st.Failing), ago(now, st.Since), st.HeldReports, st.HeldTasks)
+			} else {
+				fmt.Fprintf(w, "storage:        writes work\n")
+			}
+			if free := durable.FreeBytes(dataDir); free >= 0 {
+				fmt.Fprintf(w, "disk free:      %s\n", bytesHuman(free))
+			}
 			fmt.Fprintf(w, "recorded:       %s by agent %s\n", ago(now, h.UpdatedAt), visible(h.AgentID))
 			if len(h.RecentErrors) > 0 {
 				fmt.Fprintln(w, "recent errors:")

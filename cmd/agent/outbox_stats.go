@@ -47,6 +47,13 @@ func newOutboxStatsCmd() *cobra.Command {
 				{"last compaction", lastCompaction},
 				{"next seq", fmt.Sprint(st.NextSeq)},
 			}
+			switch {
+			case st.DiskFreeBytes < 0:
+			case st.DiskFreeBytes < 1<<20:
+				rows = append(rows, [2]string{"disk free", bytesHuman(st.DiskFreeBytes) + " (full: a running agent holds reports in memory until space returns)"})
+			default:
+				rows = append(rows, [2]string{"disk free", bytesHuman(st.DiskFreeBytes)})
+			}
 			if st.Quarantined > 0 {
 				rows = append(rows, [2]string{"corrupt lines", fmt.Sprintf("%d (set aside at the agent's next start)", st.Quarantined)})
 			}

@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/state"
+)
+
+// holdback keeps what could not be written (a full disk, an I/O error):
+// reports the outbox refused, in order, and the latest state of tasks that
+// could not be saved. It writes them again as soon as writes work (each
+// heartbeat, and before a task's next report), so nothing is dropped and
+// nothing needs a restart. Phase, progress, attempt and completion reports
+// are always kept; log reports are dropped, and counted, past
+// holdbackLogBytes. While anything is held, the agent reports its storage
+// as failing: health degraded, no claims.
+type holdback struct {
+	mu      sync.Mutex
+	records []outbox.Record
+	bytes   int
+	held    map[string]int // task → its records held
+	tasks   map[string]*state.Task
+	dropped int // log reports dropped while holding
+	failing error
+	since   time.Time
+}
+
+// holdbackLogBytes bounds the log reports held in memory.
+const holdbackLogBytes = 64 << 20
+
+func newHoldback() *holdback {
+	return &holdback{held: map[string]int{}, tasks: map[string]*state.Task{}}
+}
+
+// append appends rec to o, or holds it: when the append fails, or when
+// earlier reports of its task are held (its order must hold).
+func (h *holdback) append(o *outbox.Outbox, rec outbox.Record) error {
+	h.mu.Lock()
+	waiting := h.held[rec.TaskID] > 0
+	h.mu.Unlock()
+	if !waiting {
+		_, err := o.Append(rec)
+		if err == nil || errors.Is(err, outbox.ErrFull) {
+			return err
+		}
+		h.mu.Lock()
+		h.fail(err)
+		h.mu.Unlock()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rec.Kind == outbox.KindLog && h.bytes+len(rec.Payload) > holdbackLogBytes {
+		h.dropped++
+		return fmt.Errorf("log report dropped: %d bytes already held while writes fail", h.bytes)
+	}
+	h.records = append(h.records, rec)
+	h.bytes += len(rec.Payload)
+	h.held[rec.TaskID]++
+	return nil
+}
+
+// save saves t, or holds a copy of it until a save works.
+func (h *holdback) save(st *state.Store, t *state.Task) error {
+	err := st.Save(t)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
+		h.tasks[t.ID] = t.Clone()
+		h.fail(err)
+		return err
+	}
+	delete(h.tasks, t.ID) // a newer state made it
+	return nil
+}
+
+// flush writes what is held, in order, until a write fails. It reports
+// whether everything is written.
+func (h *holdback) flush(o *outbox.Outbox, st *state.Store) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for len(h.records) > 0 {
+		rec := h.records[0]
+		if _, err := o.Append(rec); err != nil && !errors.Is(err, outbox.ErrFull) {
+			h.fail(err)
+			return false
+		}
+		h.records = h.records[1:]
+		h.bytes -= len(rec.Payload)
+		if h.held[rec.TaskID]--; h.held[rec.TaskID] == 0 {
+			delete(h.held, rec.TaskID)
+		}
+	}
+	h.records = nil
+	for id, t := range h.tasks {
+		if err := st.Save(t); err != nil {
+			h.fail(err)
+			return false
+		}
+		delete(h.tasks, id)
+	}
+	h.failing = nil
+	return true
+}
+
+// fail records a write error. mu is held.
+func (h *holdback) fail(err error) {
+	if h.failing == nil {
+		h.since = time.Now()
+	}
+	h.failing = err
+}
+
+// StorageStatus is what the agent tells of its writes.
+type StorageStatus struct {
+	Failing     string    `json:"failing,omitempty"` // disk_full or storage_error, and the error
+	Since       time.Time `json:"since,omitzero"`
+	HeldReports int       `json:"held_reports"`
+	HeldTasks   int       `json:"held_tasks"`
+	DroppedLogs int       `json:"dropped_logs"`
+}
+
+// status says whether writes fail, and what is held.
+func (h *holdback) status() StorageStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := StorageStatus{HeldReports: len(h.records), HeldTasks: len(h.tasks), DroppedLogs: h.dropped}
+	if h.failing != nil || len(h.records) > 0 || len(h.tasks) > 0 {
+		s.Since, s.Failing = h.since, storageReason(h.failing)
+	}
+	return s
+}
+
+// storageReason names a write error: disk_full when the device is full.
+func storageReason(err error) string {
+	switch {
+	case err == nil:
+		return "storage_error: writes are held"
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), strings.Contains(err.Error(), "no space left"):
+		return "disk_full: " + err.Error()
+	}
+	return "storage_error: " + err.Error()
+}

@@ -1,0 +1,6 @@
+//go:build !linux && !darwin
+
+package durable
+
+// FreeBytes cannot tell the free space here.
+func FreeBytes(string) int64 { return -1 }

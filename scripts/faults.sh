@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The fault suite: real processes against injected faults (a full disk on a
+# small tmpfs, control plane crashes at each store point, a proxy that
+# drops and breaks answers, an agent killed again and again). Each test
+# asserts its own figures and logs one "FAULT | …" line; this prints them as
+# a table. It mounts tmpfs file systems, so it needs root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+status=0
+go test -tags faults -count=1 -race -timeout 15m -run 'TestFault|TestE2EControlPlaneCrashAtEachStorePoint' -v ./cmd/agent >"$out" 2>&1 || status=$?
+grep -E '^\s*(--- (PASS|FAIL)|FAIL|ok )' "$out" >&2 || true
+echo
+echo "| scenario | figures | result |"
+echo "|---|---|---|"
+grep -h 'FAULT |' "$out" | sed -E 's/^.*FAULT \| ([^|]*)\| ([^|]*)\|.*$/| \1| \2| pass |/'
+grep -E -- '--- (PASS|FAIL): TestE2EControlPlaneCrashAtEachStorePoint/' "$out" |
+	sed -E 's/.*--- (PASS|FAIL): TestE2EControlPlaneCrashAtEachStorePoint\/([^ ]*) .*/| control plane SIGKILLed at store point \2, restarted | nothing accepted lost, no record dead, one event per record | \1 |/' | tr 'A-Z' 'a-z' | sed 's/| pass |$/| pass |/'
+if [ "$status" -ne 0 ]; then
+	echo
+	echo "the fault suite failed; its output:" >&2
+	tail -100 "$out" >&2
+fi
+exit "$status"
