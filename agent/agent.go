@@ -237,7 +237,11 @@ func (a *Agent) reconcile() []*state.Task {
 		}
 		r := a.newRunner(t)
 		if r.Recover(t) {
-			a.log.Info("resuming task left running", "task", t.ID, "attempt", t.Current().Number)
+			attempt := 0 // a task claimed, whose first attempt had not begun
+			if c := t.Current(); c != nil {
+				attempt = c.Number
+			}
+			a.log.Info("resuming task left running", "task", t.ID, "attempt", attempt)
 			resume = append(resume, t)
 		} else {
 			a.log.Info("task left running was ended", "task", t.ID, "phase", t.Phase, "reason", t.PhaseReason)

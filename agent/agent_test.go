@@ -189,3 +189,44 @@ func TestMissingExecutorClaimsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A crash right after a claim leaves a task claimed with no attempt: the
+// next start resumes it (it used to crash on it, again and again).
+func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
+	client, cfg := fixture(t)
+	v, err := client.CreateTask(context.Background(), controlplane.CreateTaskRequest{Prompt: "@output hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := client.Claim(context.Background(), controlplane.ClaimRequest{AgentID: "vm-crashed", Max: 1, HealthGrade: "available"})
+	if err != nil || len(claimed.Tasks) != 1 {
+		t.Fatalf("claim: %v %+v", err, claimed)
+	}
+	// What the crashed agent had saved: the claimed task, nothing more.
+	task := claimed.Tasks[0].Task
+	lease := claimed.Tasks[0].Lease
+	task.Lease = &lease
+	store, err := state.OpenStore(Layout{cfg.DataDir}.Tasks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Save(&task); err != nil {
+		t.Fatal(err)
+	}
+	cfg.AgentID = "vm-crashed"
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	got := waitTerminal(t, client, v.ID)
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got.Phase != state.PhaseCompleted || len(got.Attempts) != 1 {
+		t.Fatalf("task %s with %d attempts, want completed with one", got.Phase, len(got.Attempts))
+	}
+}

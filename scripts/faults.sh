@@ -19,7 +19,7 @@ grep -E -- '--- (PASS|FAIL): TestE2EControlPlaneCrashAtEachStorePoint/' "$out" |
 	sed -E 's/.*--- (PASS|FAIL): TestE2EControlPlaneCrashAtEachStorePoint\/([^ ]*) .*/| control plane SIGKILLed at store point \2, restarted | nothing accepted lost, no record dead, one event per record | \1 |/' | tr 'A-Z' 'a-z' | sed 's/| pass |$/| pass |/'
 if [ "$status" -ne 0 ]; then
 	echo
-	echo "the fault suite failed; its output:" >&2
-	tail -100 "$out" >&2
+	echo "the fault suite failed:" >&2
+	grep -E '^\s+[a-z_0-9]+_test\.go:[0-9]+: ' "$out" | grep -v 'output:$' >&2 || tail -100 "$out" >&2
 fi
 exit "$status"

@@ -7,12 +7,20 @@ package main
 // gathers into the table the README shows.
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,4 +145,218 @@ func hasOutput(evs []controlplane.StoredEvent, text string) bool {
 		}
 	}
 	return false
+}
+
+// faultProxy sits between the agent and the control plane and breaks some
+// exchanges: a 502 before the server sees the request, a reset connection
+// before it, an answer dropped after the server acted, and a slow answer.
+type faultProxy struct {
+	target  string
+	mu      sync.Mutex
+	n       int
+	counts  map[string]int
+	rnd     *rand.Rand
+	breakOn func(path string) bool
+}
+
+func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	p.mu.Lock()
+	p.n++
+	fault := "pass"
+	if p.breakOn(r.URL.Path) {
+		switch x := p.rnd.IntN(100); {
+		case x < 10:
+			fault = "502"
+		case x < 20:
+			fault = "reset"
+		case x < 30:
+			fault = "dropped answer"
+		case x < 35:
+			fault = "slow"
+		}
+	}
+	p.counts[fault]++
+	p.mu.Unlock()
+	hijackClose := func() {
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close()
+		}
+	}
+	switch fault {
+	case "502":
+		http.Error(w, "bad gateway (injected)", http.StatusBadGateway)
+		return
+	case "reset":
+		hijackClose()
+		return
+	}
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.Path, bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	switch fault {
+	case "dropped answer":
+		hijackClose() // the server acted; the agent never hears of it
+		return
+	case "slow":
+		time.Sleep(2 * time.Second)
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(answer)
+}
+
+// Through a proxy that breaks a third of the exchanges (claims, events,
+// heartbeats alike), several chatty tasks all end, and every record is
+// delivered exactly once in effect.
+func TestFaultProxy(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	proxy := &faultProxy{target: c.url(), counts: map[string]int{}, rnd: rand.New(rand.NewPCG(1, 2)),
+		breakOn: func(path string) bool { return strings.HasPrefix(path, "/v1/") }}
+	hs := httptest.NewServer(proxy)
+	defer hs.Close()
+	dataDir := t.TempDir()
+	ag := startProc(t, "agent", nil, "run", "--control-plane", hs.URL, "--token-file", c.tokenFile, "--data-dir", dataDir,
+		"--executor", "sample", "--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--max-concurrent", "3")
+	defer ag.stop()
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, submit(t, c, fmt.Sprintf("Task %d\n@progress 20\n@sleep 1s\n@flood 300\n@progress 20\n@sleep 1s\n@output done %d", i, i)))
+	}
+	for _, id := range ids {
+		if v := c.waitDone(t, id); v.Phase != state.PhaseCompleted {
+			t.Errorf("task %s ended %s (%s)", id, v.Phase, v.PhaseReason)
+		}
+	}
+	waitFor(t, 2*time.Minute, "the outbox to drain", func() bool {
+		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
+		return err == nil && s.Stats.Pending == 0
+	})
+	snap, _ := outbox.Inspect(filepath.Join(dataDir, "outbox"))
+	if snap.Stats.Dead != 0 {
+		t.Errorf("%d records dead", snap.Stats.Dead)
+	}
+	written := map[string]int{}
+	for _, it := range snap.Items {
+		written[it.TaskID]++
+	}
+	total := 0
+	for _, id := range ids {
+		evs := c.events(t, id) // fails on a key stored twice
+		if len(evs) != written[id] {
+			t.Errorf("task %s: %d records written, %d events held", id, written[id], len(evs))
+		}
+		total += len(evs)
+	}
+	proxy.mu.Lock()
+	defer proxy.mu.Unlock()
+	t.Logf("FAULT | proxy breaking %d of %d exchanges (502 %d, reset %d, answer dropped after the server acted %d, slow 2 s %d), 6 chatty tasks | all 6 completed, %d events delivered once each, 0 dead |",
+		proxy.n-proxy.counts["pass"], proxy.n, proxy.counts["502"], proxy.counts["reset"], proxy.counts["dropped answer"], proxy.counts["slow"], total)
+}
+
+// The agent killed with SIGKILL 100 times under load, each kill once the
+// control plane has heard something new from it: nothing lost, nothing
+// applied twice, every task ends.
+func TestFaultAgentKilled100Times(t *testing.T) {
+	kills := 100
+	if n, err := strconv.Atoi(os.Getenv("AGENT_FAULT_KILLS")); err == nil && n > 0 {
+		kills = n
+	}
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	var ids []string
+	// Keep work coming: whenever fewer than 6 tasks are open, add some, so
+	// every kill lands on a loaded agent.
+	topUp := func() {
+		open := 0
+		for _, id := range ids {
+			if v, err := c.client.Task(context.Background(), id); err == nil && !v.Phase.Terminal() {
+				open++
+			}
+		}
+		for ; open < 6; open++ {
+			v, err := c.client.CreateTask(context.Background(), controlplane.CreateTaskRequest{MaxAttempts: 4,
+				Prompt: fmt.Sprintf("Task %d\n@progress 30\n@sleep 200ms\n@progress 30\n@output done", len(ids))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, v.ID)
+		}
+	}
+	count := func() int {
+		n := 0
+		for _, id := range ids {
+			evs, err := c.client.TaskEvents(context.Background(), id)
+			if err == nil {
+				n += len(evs)
+			}
+		}
+		return n
+	}
+	args := []string{"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir,
+		"--executor", "sample", "--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--max-concurrent", "4"}
+	for range kills {
+		topUp()
+		seen := count()
+		ag := startProc(t, "agent", nil, args...)
+		// Kill once the control plane heard something new, or the agent
+		// heartbeated twice (its tasks may all wait out a retry's
+		// backoff): drawn from progress, never from the clock.
+		beats, last := 0, agentHealth(t, c).LastHeartbeat
+		waitFor(t, time.Minute, "the agent to deliver something or heartbeat", func() bool {
+			if h := agentHealth(t, c).LastHeartbeat; h.After(last) {
+				beats, last = beats+1, h
+			}
+			return count() > seen || beats >= 2
+		})
+		ag.kill()
+	}
+	ag := startProc(t, "agent", nil, args...)
+	for _, id := range ids {
+		if v := c.waitDone(t, id); !v.Phase.Terminal() {
+			t.Errorf("task %s stuck in %s", id, v.Phase)
+		}
+	}
+	waitFor(t, 2*time.Minute, "the outbox to drain", func() bool {
+		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
+		return err == nil && s.Stats.Pending == 0
+	})
+	ag.stop()
+	snap, _ := outbox.Inspect(filepath.Join(dataDir, "outbox"))
+	written := map[string]int{}
+	for _, it := range snap.Items {
+		if it.State != outbox.StateDead {
+			written[it.TaskID]++
+		}
+	}
+	phases := map[state.Phase]int{}
+	total := 0
+	for _, id := range ids {
+		evs := c.events(t, id)
+		if len(evs) != written[id] {
+			t.Errorf("task %s: %d records written, %d events held", id, written[id], len(evs))
+		}
+		total += len(evs)
+		phases[c.task(t, id).Phase]++
+	}
+	t.Logf("FAULT | agent SIGKILLed %d times under load (%d tasks, 4 at a time), each kill after new deliveries or two heartbeats | %d events delivered once each, %d dead, tasks ended %v |",
+		kills, len(ids), total, snap.Stats.Dead, phases)
+}
+
+func allEnded(t *testing.T, c *cp, ids []string) bool {
+	for _, id := range ids {
+		v, err := c.client.Task(context.Background(), id)
+		if err != nil || !v.Phase.Terminal() {
+			return false
+		}
+	}
+	return true
 }
