@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -26,7 +27,7 @@ type holdback struct {
 	bytes   int
 	held    map[string]int // task → its records held
 	tasks   map[string]*state.Task
-	dropped int // log reports dropped while holding
+	dropped map[string]int // log reports dropped while holding, per task
 	failing error
 	since   time.Time
 }
@@ -35,7 +36,7 @@ type holdback struct {
 const holdbackLogBytes = 64 << 20
 
 func newHoldback() *holdback {
-	return &holdback{held: map[string]int{}, tasks: map[string]*state.Task{}}
+	return &holdback{held: map[string]int{}, tasks: map[string]*state.Task{}, dropped: map[string]int{}}
 }
 
 // append appends rec to o, or holds it: when the append fails, or when
@@ -56,7 +57,7 @@ func (h *holdback) append(o *outbox.Outbox, rec outbox.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if rec.Kind == outbox.KindLog && h.bytes+len(rec.Payload) > holdbackLogBytes {
-		h.dropped++
+		h.dropped[rec.TaskID]++
 		return fmt.Errorf("log report dropped: %d bytes already held while writes fail", h.bytes)
 	}
 	h.records = append(h.records, rec)
@@ -97,6 +98,15 @@ func (h *holdback) flush(o *outbox.Outbox, st *state.Store) bool {
 		}
 	}
 	h.records = nil
+	for id, n := range h.dropped {
+		// Say what was dropped, where the lines would have been.
+		payload, _ := json.Marshal(state.LogEvent{Stream: "agent", Lines: []string{fmt.Sprintf("%d log report(s) dropped while the disk was full", n)}})
+		if _, err := o.Append(outbox.Record{Kind: outbox.KindLog, TaskID: id, Payload: payload}); err != nil && !errors.Is(err, outbox.ErrFull) {
+			h.fail(err)
+			return false
+		}
+		delete(h.dropped, id)
+	}
 	for id, t := range h.tasks {
 		if err := st.Save(t); err != nil {
 			h.fail(err)
@@ -129,7 +139,10 @@ type StorageStatus struct {
 func (h *holdback) status() StorageStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := StorageStatus{HeldReports: len(h.records), HeldTasks: len(h.tasks), DroppedLogs: h.dropped}
+	s := StorageStatus{HeldReports: len(h.records), HeldTasks: len(h.tasks)}
+	for _, n := range h.dropped {
+		s.DroppedLogs += n
+	}
 	if h.failing != nil || len(h.records) > 0 || len(h.tasks) > 0 {
 		s.Since, s.Failing = h.since, storageReason(h.failing)
 	}

@@ -352,7 +352,9 @@ func (s *Server) cancelTask(id string) (TaskView, error) {
 		t.CancelRequested = true
 	}
 	t.UpdatedAt = now
-	s.save(t)
+	if err := s.save(t); err != nil {
+		return TaskView{}, err
+	}
 	return view(t), nil
 }
 
@@ -539,8 +541,12 @@ func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
 			continue
 		}
 		t.Lease = &lease
-		if s.save(t) != nil {
-			continue
+		if err := s.save(t); err != nil {
+			// Not granted after all: a claim that is not on disk would be
+			// forgotten by a restart while the agent runs the task.
+			t.Lease = nil
+			_ = t.Transition(state.PhaseQueued, "", now)
+			return resp, fmt.Errorf("claim %s: %w", t.ID, err)
 		}
 		resp.Tasks = append(resp.Tasks, Claimed{Task: *t.Clone(), Lease: lease})
 	}
