@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,36 +155,65 @@ func TestLinesAreOneJSONObjectWithAllFieldsAndCRC32C(t *testing.T) {
 func TestAppendReturnsOnlyAfterSync(t *testing.T) {
 	o := openT(t, t.TempDir(), Options{})
 	entered, release := make(chan struct{}), make(chan struct{})
+	var synced atomic.Bool
 	o.sync = func(f *os.File) error {
 		close(entered)
 		<-release
-		return durable.Datasync(f)
+		err := durable.Datasync(f)
+		synced.Store(true)
+		return err
 	}
-	returned := make(chan error)
+	returned := make(chan bool) // whether the sync had finished when Append returned
 	go func() {
-		_, err := o.Append(rec("t", KindLog, 0))
-		returned <- err
+		if _, err := o.Append(rec("t", KindLog, 0)); err != nil {
+			t.Error(err)
+		}
+		returned <- synced.Load()
 	}()
 	<-entered
+	// An Append that does not wait for its sync returns now: give it a
+	// moment to show itself. The wait cannot fail a correct Append, however
+	// slow the machine; and one that returns early is caught below too.
 	select {
-	case err := <-returned:
-		t.Fatalf("Append returned (%v) while its sync had not finished", err)
+	case <-returned:
+		t.Fatal("Append returned while its sync was held")
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(release)
-	if err := <-returned; err != nil {
-		t.Fatal(err)
+	if !<-returned {
+		t.Fatal("Append returned before its sync finished")
 	}
 }
 
+// TestConcurrentAppendsShareSyncs holds each sync until every writer with
+// appends left has queued its next one, the way writers pile up behind a
+// slow disk, whatever the speed of this machine; the writers queued behind
+// a sync must then share the next one.
 func TestConcurrentAppendsShareSyncs(t *testing.T) {
 	o := openT(t, t.TempDir(), Options{})
-	// A slow disk makes writers pile up behind the sync in progress.
-	o.sync = func(f *os.File) error { time.Sleep(2 * time.Millisecond); return durable.Datasync(f) }
 	const writers, each = 32, 20
+	var left atomic.Int64 // writers with appends still to make
+	left.Store(writers)
+	o.qmu.Lock()
+	firstSeq := o.nextSeq
+	o.qmu.Unlock()
+	o.sync = func(f *os.File) error {
+		for {
+			// Records given a seq and not yet acknowledged are in this
+			// batch or queued behind it, one at most per writer.
+			o.qmu.Lock()
+			inFlight := int64(o.nextSeq-firstSeq) - int64(o.appends.Load())
+			o.qmu.Unlock()
+			if inFlight >= left.Load() {
+				return durable.Datasync(f)
+			}
+			time.Sleep(100 * time.Microsecond) // polling for the writers, not timing them
+		}
+	}
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
+			defer left.Add(-1)
 			for i := range each {
 				mustAppend(t, o, rec(fmt.Sprint("w", w), KindProgress, i))
 			}
@@ -194,6 +224,7 @@ func TestConcurrentAppendsShareSyncs(t *testing.T) {
 	if st.Appends != writers*each {
 		t.Fatalf("appends %d, want %d", st.Appends, writers*each)
 	}
+	t.Logf("%d syncs for %d appends", st.Syncs, st.Appends)
 	if st.Syncs*4 > st.Appends {
 		t.Errorf("%d syncs for %d appends: concurrent appends are not sharing syncs", st.Syncs, st.Appends)
 	}
@@ -479,8 +510,15 @@ func TestCompactionUnderConcurrentAppendsLosesNothing(t *testing.T) {
 		wg      sync.WaitGroup
 		stop    = make(chan struct{})
 	)
+	// Each compaction waits for appends made since the last one, so that
+	// every one of them runs among appends, however the goroutines are
+	// scheduled.
+	appended := make(chan struct{}, 1)
+	writerGone := make(chan struct{})
+	var gone sync.Once
 	for w := range 4 {
 		wg.Go(func() {
+			defer gone.Do(func() { close(writerGone) })
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -495,10 +533,21 @@ func TestCompactionUnderConcurrentAppendsLosesNothing(t *testing.T) {
 				} else if err := o.MarkSent(seq); err != nil {
 					t.Error(err)
 				}
+				select {
+				case appended <- struct{}{}:
+				default:
+				}
 			}
 		})
 	}
 	for range 20 {
+		for range 8 {
+			select {
+			case <-appended:
+			case <-writerGone:
+				t.Fatal("a writer stopped before the compactions were done")
+			}
+		}
 		if _, err := o.Compact(nil); err != nil {
 			t.Fatal(err)
 		}
@@ -606,7 +655,7 @@ func TestFilesAndDirectoriesArePrivate(t *testing.T) {
 func TestAppendRejectsBadRecords(t *testing.T) {
 	o := openT(t, t.TempDir(), Options{MaxRecordBytes: 1024})
 	cases := map[string]Record{
-		"unknown kind": {Kind: "chat", TaskID: "t", Payload: json.RawMessage(`{}`)},
+		"malformed kind": {Kind: "Chat!", TaskID: "t", Payload: json.RawMessage(`{}`)},
 		"no task":      {Kind: KindLog, Payload: json.RawMessage(`{}`)},
 		"not json":     {Kind: KindLog, TaskID: "t", Payload: json.RawMessage(`{oops`)},
 		"no payload":   {Kind: KindLog, TaskID: "t"},

@@ -11,6 +11,9 @@ import (
 
 // Kind is what a record reports. The outbox treats every kind alike except
 // log records, which are the first to be refused when the outbox is full.
+// Kinds are opaque to it: the agent decides which it writes, and a record
+// of a kind a newer agent wrote survives a downgrade (the control plane
+// says whether it takes it).
 type Kind string
 
 // The kinds of record.
@@ -22,13 +25,18 @@ const (
 	KindComplete Kind = "complete"
 )
 
-// Valid reports whether k is one of the known kinds.
+// Valid reports whether k is a well-formed kind: 1 to 32 of a-z, 0-9
+// and _. Known or not is the agent's business.
 func (k Kind) Valid() bool {
-	switch k {
-	case KindPhase, KindProgress, KindLog, KindAttempt, KindComplete:
-		return true
+	if len(k) == 0 || len(k) > 32 {
+		return false
 	}
-	return false
+	for _, c := range []byte(k) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // TimeFormat is how created_at and other times are written: RFC 3339 with
