@@ -656,10 +656,10 @@ func TestAppendRejectsBadRecords(t *testing.T) {
 	o := openT(t, t.TempDir(), Options{MaxRecordBytes: 1024})
 	cases := map[string]Record{
 		"malformed kind": {Kind: "Chat!", TaskID: "t", Payload: json.RawMessage(`{}`)},
-		"no task":      {Kind: KindLog, Payload: json.RawMessage(`{}`)},
-		"not json":     {Kind: KindLog, TaskID: "t", Payload: json.RawMessage(`{oops`)},
-		"no payload":   {Kind: KindLog, TaskID: "t"},
-		"too large":    {Kind: KindLog, TaskID: "t", Payload: json.RawMessage(`"` + strings.Repeat("a", 2000) + `"`)},
+		"no task":        {Kind: KindLog, Payload: json.RawMessage(`{}`)},
+		"not json":       {Kind: KindLog, TaskID: "t", Payload: json.RawMessage(`{oops`)},
+		"no payload":     {Kind: KindLog, TaskID: "t"},
+		"too large":      {Kind: KindLog, TaskID: "t", Payload: json.RawMessage(`"` + strings.Repeat("a", 2000) + `"`)},
 	}
 	for name, r := range cases {
 		if _, err := o.Append(r); err == nil {
