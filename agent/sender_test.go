@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/outbox"
+)
+
+// One record the control plane refuses with the whole batch (a payload
+// nested deeper than its JSON decoder goes) is isolated by halving the
+// batch: it alone ends dead, every other record is delivered.
+func TestPoisonRecordIsIsolated(t *testing.T) {
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: "tok", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{Tries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	task, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "x"})
+	claimed, err := client.Claim(ctx, controlplane.ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available"})
+	if err != nil || len(claimed.Tasks) != 1 {
+		t.Fatal(err)
+	}
+	o, err := outbox.Open(t.TempDir(), outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	deep := strings.Repeat(`{"a":`, 9_998) + "1" + strings.Repeat("}", 9_998)
+	var poison uint64
+	for i := range 40 {
+		payload := json.RawMessage(`{"message":"step","percent":1}`)
+		if i == 23 {
+			payload = json.RawMessage(`{"message":` + deep + `}`)
+		}
+		seq, err := o.Append(outbox.Record{Kind: outbox.KindProgress, TaskID: task.ID, Attempt: 1, CreatedAt: time.Now(), Payload: payload})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 23 {
+			poison = seq
+		}
+	}
+	s := &sender{outbox: o, client: client, agentID: "a", log: quiet(),
+		leaseOf: func(string) string { return claimed.Tasks[0].Lease.ID }}
+	for {
+		n, err := s.batch(ctx)
+		if err != nil {
+			t.Fatalf("batch: %v", err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	st := o.Stats()
+	if st.Pending != 0 || st.Dead != 1 {
+		t.Fatalf("pending %d, dead %d; want 0 and 1", st.Pending, st.Dead)
+	}
+	snap, _ := outbox.Inspect(o.Dir())
+	for _, it := range snap.Items {
+		if it.State == outbox.StateDead && (it.Seq != poison || !strings.Contains(it.Reason, "400")) {
+			t.Errorf("dead record %d (%s), want only %d refused with 400", it.Seq, it.Reason, poison)
+		}
+	}
+	evs, _ := client.TaskEvents(ctx, task.ID)
+	if len(evs) != 39 {
+		t.Errorf("the control plane holds %d events, want the 39 good ones", len(evs))
+	}
+	
+}
