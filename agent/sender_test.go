@@ -77,5 +77,5 @@ func TestPoisonRecordIsIsolated(t *testing.T) {
 	if len(evs) != 39 {
 		t.Errorf("the control plane holds %d events, want the 39 good ones", len(evs))
 	}
-	
+
 }
