@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/edgeagent/agent/internal/durable"
@@ -106,6 +108,12 @@ func (s *Store) LoadAll() ([]*Task, error) {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
 			continue // atomic's temporary files end otherwise
 		}
+		if !e.Type().IsRegular() {
+			// A FIFO would block the read forever, a link could point
+			// anywhere: only regular files are tasks.
+			errs = append(errs, fmt.Errorf("state: %s is not a regular file (%s); skipped", filepath.Join(s.dir, e.Name()), e.Type()))
+			continue
+		}
 		t, err := loadFile(filepath.Join(s.dir, e.Name()))
 		if err != nil {
 			errs = append(errs, err)
@@ -128,9 +136,27 @@ func (s *Store) Delete(id string) error {
 	return durable.SyncDir(s.dir)
 }
 
+// readRegular reads a regular file, following no symbolic link and never
+// blocking on a FIFO planted in its place.
+func readRegular(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, info.Mode().Type())
+	}
+	return io.ReadAll(f)
+}
+
 // loadFile reads one task file, normalizing an older format.
 func loadFile(path string) (*Task, error) {
-	b, err := os.ReadFile(path)
+	b, err := readRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}

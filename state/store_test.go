@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -167,5 +168,42 @@ func TestSaveRefusesABrokenTask(t *testing.T) {
 	task.CurrentAttemptID = "forged"
 	if err := s.Save(task); err == nil {
 		t.Error("a task whose projection is wrong was saved")
+	}
+}
+
+// A FIFO or a symbolic link planted in tasks/ is skipped with an error
+// naming it: loading never blocks and never follows the link.
+func TestStoreSkipsWhatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	st, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := NewTask("t-good", "x", time.Now())
+	if err := st.Save(good); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "t-fifo.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "elsewhere.json")
+	if err := st.Save(NewTask("elsewhere", "x", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "elsewhere.json"), secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "t-link.json")); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := st.LoadAll()
+	if len(tasks) != 1 || tasks[0].ID != "t-good" {
+		t.Fatalf("loaded %d tasks, want only t-good", len(tasks))
+	}
+	if err == nil || !strings.Contains(err.Error(), "t-fifo.json") || !strings.Contains(err.Error(), "t-link.json") {
+		t.Fatalf("error %v does not name the skipped files", err)
+	}
+	if _, err := st.Load("t-fifo"); err == nil {
+		t.Fatal("Load read a FIFO")
 	}
 }
