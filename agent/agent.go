@@ -95,6 +95,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
+	if err := checkPrivate(a.cfg.DataDir); err != nil {
+		return err
+	}
 	a.outbox, err = outbox.Open(a.layout.Outbox(), a.cfg.Outbox)
 	if err != nil {
 		return err

@@ -230,3 +230,19 @@ func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 		t.Fatalf("task %s with %d attempts, want completed with one", got.Phase, len(got.Attempts))
 	}
 }
+
+// A data directory others could write to is refused, with the fix.
+func TestDataDirectoryWritableByOthersIsRefused(t *testing.T) {
+	_, cfg := fixture(t)
+	if err := os.Chmod(cfg.DataDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "writable by others") || !strings.Contains(err.Error(), "chmod 700") {
+		t.Fatalf("Run on a world-writable data directory: %v", err)
+	}
+}
