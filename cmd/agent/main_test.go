@@ -116,7 +116,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"outbox", "ls", "--bogus"},
 		{"outbox", "ls", "extra-arg"},
-		{"outbox", "ls", "--kind", "chat"},
+		{"outbox", "ls", "--kind", "Chat!"},
 		{"no-such-command"},
 	} {
 		r := runAgent(t, args...)

@@ -29,7 +29,7 @@ attempts and last error. Sent records stay listed until compaction.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := outbox.Filter{TaskID: task, Kind: outbox.Kind(kind), Limit: limit}
 			if kind != "" && !f.Kind.Valid() {
-				return usagef("--kind %q: want phase, progress, log, attempt or complete", kind)
+				return usagef("--kind %q: want a kind such as phase, progress, log, attempt or complete", kind)
 			}
 			if limit < 0 {
 				return usagef("--limit %d: want 0 (no limit) or more", limit)
