@@ -13,8 +13,8 @@ import (
 // with a reason the agent records as the record's dead reason. Changed
 // tasks are saved and accepted events appended, synced, before the answer.
 func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
-	if req.AgentID == "" {
-		return EventsResponse{}, badRequest("agent_id is required")
+	if err := checkAgentID(req.AgentID); err != nil {
+		return EventsResponse{}, err
 	}
 	if len(req.Events) > MaxEventsPerBatch {
 		return EventsResponse{}, badRequest("%d events in one batch; the limit is %d", len(req.Events), MaxEventsPerBatch)
@@ -34,6 +34,8 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 		switch {
 		case ev.Key == "":
 			res.Status, res.Reason = StatusRejected, ReasonInvalid+": no key"
+		case len(ev.Key) > MaxKeyBytes || len(ev.LeaseID) > MaxIDBytes || len(ev.TaskID) > MaxIDBytes:
+			res.Status, res.Reason = StatusRejected, fmt.Sprintf("%s: key over %d bytes or id over %d", ReasonInvalid, MaxKeyBytes, MaxIDBytes)
 		case s.keys[ev.Key]:
 			res.Status = StatusDuplicate
 		default:

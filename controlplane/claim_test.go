@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,23 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Ids and keys are capped: a huge key is rejected on its own, not stored
+// for good (it used to break the next start).
+func TestOverlongKeysAndIdsAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, dir, &clock{now: t0})
+	e.submit("x", "any")
+	c := e.claim("a", "available", 1)[0]
+	huge := strings.Repeat("k", 2<<20)
+	res := e.send("a", ev(huge[:MaxKeyBytes+1], state.EventProgress, c, state.ProgressEvent{Message: "x"}),
+		ev("ok", state.EventProgress, c, state.ProgressEvent{Message: "y"}))
+	if res[0].Status != StatusRejected || res[1].Status != StatusAccepted {
+		t.Fatalf("results %+v", res)
+	}
+	if _, err := e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: strings.Repeat("a", MaxIDBytes+1)}); err == nil {
+		t.Fatal("an overlong agent id was taken")
+	}
+	newEnv(t, dir, &clock{now: t0}) // starts
 }

@@ -182,6 +182,24 @@ type httpError struct {
 
 func (e *httpError) Error() string { return e.msg }
 
+// Caps on what clients name things with: an idempotency key and an id are
+// kept in memory and on disk for good, so none may be huge.
+const (
+	MaxKeyBytes = 512
+	MaxIDBytes  = 128
+)
+
+// checkAgentID refuses a missing or overlong agent id.
+func checkAgentID(id string) error {
+	switch {
+	case id == "":
+		return badRequest("agent_id is required")
+	case len(id) > MaxIDBytes:
+		return badRequest("agent_id is over %d bytes", MaxIDBytes)
+	}
+	return nil
+}
+
 func badRequest(format string, args ...any) error {
 	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
 }
@@ -403,8 +421,8 @@ func (s *Server) listAgents() []AgentView {
 }
 
 func (s *Server) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
-	if req.AgentID == "" {
-		return HeartbeatResponse{}, badRequest("agent_id is required")
+	if err := checkAgentID(req.AgentID); err != nil {
+		return HeartbeatResponse{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -479,8 +497,8 @@ func (s *Server) reconcile(agentID string, running map[string]bool, now time.Tim
 
 // release gives claimed tasks an agent will not run back to the queue.
 func (s *Server) release(req ReleaseRequest) (struct{}, error) {
-	if req.AgentID == "" {
-		return struct{}{}, badRequest("agent_id is required")
+	if err := checkAgentID(req.AgentID); err != nil {
+		return struct{}{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -499,8 +517,11 @@ func (s *Server) release(req ReleaseRequest) (struct{}, error) {
 }
 
 func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
-	if req.AgentID == "" {
-		return ClaimResponse{}, badRequest("agent_id is required")
+	if err := checkAgentID(req.AgentID); err != nil {
+		return ClaimResponse{}, err
+	}
+	if len(req.RequestID) > MaxIDBytes {
+		return ClaimResponse{}, badRequest("request_id is over %d bytes", MaxIDBytes)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
