@@ -39,6 +39,7 @@ func fixture(t *testing.T) (*controlplane.Client, Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{})

@@ -26,6 +26,7 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { srv.Close() })
 	var (
 		mu       sync.Mutex
 		claimIDs []string

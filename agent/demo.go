@@ -89,6 +89,7 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 	if err != nil {
 		return err
 	}
+	defer srv.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

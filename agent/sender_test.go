@@ -20,6 +20,7 @@ func TestPoisonRecordIsIsolated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{Tries: 1})

@@ -142,5 +142,9 @@ func TestOverlongKeysAndIdsAreRefused(t *testing.T) {
 	if _, err := e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: strings.Repeat("a", MaxIDBytes+1)}); err == nil {
 		t.Fatal("an overlong agent id was taken")
 	}
-	newEnv(t, dir, &clock{now: t0}) // starts
+	// And a second control plane on the same directory is refused.
+	if _, err := NewServer(ServerOptions{Dir: dir, Token: "x"}); err == nil || !strings.Contains(err.Error(), "another control plane") {
+		t.Fatalf("a second control plane on %s: %v", dir, err)
+	}
+	e.restart(&clock{now: t0}) // starts
 }

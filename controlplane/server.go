@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gofrs/flock"
+
 	"github.com/edgeagent/agent/state"
 )
 
@@ -54,7 +56,11 @@ type Server struct {
 	agents map[string]*agentState
 	// batches counts events batches, for the fault suite's crash points.
 	batches int
+	lock    *flock.Flock
 }
+
+// Close releases the server's directory.
+func (s *Server) Close() error { return s.lock.Unlock() }
 
 // NewServer opens (creating) the server's directory and loads its tasks
 // and accepted keys. Task files that cannot be read are logged and left
@@ -75,6 +81,23 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	// One control plane per directory: two would each believe their own
+	// copy of the tasks.
+	lock := flock.New(filepath.Join(opts.Dir, "lock"), flock.SetPermissions(0o600))
+	if ok, err := lock.TryLock(); err != nil {
+		return nil, fmt.Errorf("controlplane: lock %s: %w", lock.Path(), err)
+	} else if !ok {
+		return nil, fmt.Errorf("controlplane: %s is held: another control plane uses %s", lock.Path(), opts.Dir)
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.Unlock()
+		}
+	}()
 	st, err := state.OpenStore(filepath.Join(opts.Dir, "tasks"))
 	if err != nil {
 		return nil, err
@@ -91,7 +114,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]bool{}, agents: map[string]*agentState{}}
+	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]bool{}, agents: map[string]*agentState{}, lock: lock}
 	for _, list := range stored {
 		for _, e := range list {
 			s.keys[e.Key] = true
@@ -100,6 +123,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err := s.recover(stored); err != nil {
 		return nil, err
 	}
+	started = true
 	return s, nil
 }
 

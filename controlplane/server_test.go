@@ -51,12 +51,21 @@ func newEnv(t *testing.T, dir string, clk *clock) *env {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	t.Cleanup(func() { hs.Close(); srv.Close() })
 	c, err := NewClient(hs.URL, "s3cret", ClientOptions{Tries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &env{t: t, dir: dir, clk: clk, srv: srv, http: hs, client: c}
+}
+
+// restart stops this server, as a crash would leave its files, and starts
+// another on the same directory.
+func (e *env) restart(clk *clock) *env {
+	e.t.Helper()
+	e.http.Close()
+	e.srv.Close()
+	return newEnv(e.t, e.dir, clk)
 }
 
 func (e *env) submit(prompt, prefer string) TaskView {
@@ -131,7 +140,7 @@ func TestEventsAreIdempotentAcrossARestart(t *testing.T) {
 	// The same records again, after a restart: all duplicates, nothing changes.
 	before, _ := e.client.TaskEvents(context.Background(), c.Task.ID)
 	e.http.Close()
-	e = newEnv(t, dir, clk)
+	e = e.restart(clk)
 	if got := statuses(e.send("ag-1", evs...)); got != strings.TrimSpace(strings.Repeat("duplicate ", len(evs))) {
 		t.Fatalf("second delivery after a restart: %s", got)
 	}

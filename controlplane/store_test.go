@@ -26,7 +26,7 @@ func TestTornEventsLineIsCutAtStart(t *testing.T) {
 	f.WriteString(`{"key":"k-torn","kind":"progress","task_id":"` + task.ID + `","payl`)
 	f.Close()
 
-	e = newEnv(t, dir, &clock{now: t0})
+	e = e.restart(&clock{now: t0})
 	if r := e.send("a", ev("k2", state.EventProgress, c, state.ProgressEvent{Message: "two"})); r[0].Status != StatusAccepted {
 		t.Fatalf("after the repair: %+v", r)
 	}
@@ -73,7 +73,7 @@ func TestTaskFileBehindItsEventsIsBroughtUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e = newEnv(t, dir, &clock{now: t0})
+	e = e.restart(&clock{now: t0})
 	v, err := e.client.Task(context.Background(), task.ID)
 	if err != nil {
 		t.Fatal(err)

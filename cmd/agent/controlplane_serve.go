@@ -63,6 +63,7 @@ name in capitals: --data-dir is AGENT_CP_DATA_DIR.`,
 			if err != nil {
 				return err
 			}
+			defer srv.Close()
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", addr, err)
