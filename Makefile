@@ -40,9 +40,11 @@ demo: build
 bench:
 	./scripts/bench.sh
 
-## fuzz: fuzz outbox recovery for $(FUZZTIME).
+## fuzz: fuzz every parser of outside input for $(FUZZTIME) each: outbox recovery and the executors' protocol decoders.
+FUZZ_TARGETS := ./outbox:FuzzOpen ./runner:FuzzCodexMessage ./runner:FuzzClaudeLine ./runner:FuzzExecEvent
 fuzz:
-	TMPDIR=$(FUZZ_TMPDIR) $(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./outbox
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
+		TMPDIR=$(FUZZ_TMPDIR) $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg || exit 1; done
 
 ## crash: the SIGKILL crash test with 1000 kills.
 crash:
