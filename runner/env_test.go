@@ -2,9 +2,13 @@ package runner
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/agent/state"
 )
 
 // The executor's environment is an allowlist: the agent's token and the
@@ -80,5 +84,25 @@ func TestMissingCLIIsUnavailable(t *testing.T) {
 				t.Errorf("health %s, want unavailable", g)
 			}
 		})
+	}
+}
+
+// A binary given by a relative path is found although the attempt runs in
+// its own work directory.
+func TestRelativeBinaryRunsInTheWorkDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cli"), []byte("#!/bin/sh\necho '{\"type\":\"result\",\"summary\":\"ran\"}'\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	exe, err := NewExec(ExecConfig{Argv: []string{"./cli"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, exe, "")
+	f.runner.WorkRoot = t.TempDir()
+	f.run(t, context.Background())
+	if f.task.Phase != state.PhaseCompleted {
+		t.Fatalf("task %s: %s", f.task.Phase, attemptsText(f.task))
 	}
 }

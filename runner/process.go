@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -187,7 +188,9 @@ func (s *childSet) reap(pid int) {
 func resolveBinary(name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err == nil {
-		return path, nil
+		// Absolute: the attempt runs in its work directory, where a path
+		// relative to the agent's would not be found.
+		return filepath.Abs(path)
 	}
 	if errors.Is(err, fs.ErrPermission) {
 		return "", fmt.Errorf("%w: %s: %v", ErrNotExecutable, name, err)

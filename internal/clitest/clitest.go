@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/internal/mockmodel"
 )
@@ -81,8 +82,12 @@ type CodexOptions struct {
 }
 
 // CodexEnv makes a fresh CODEX_HOME whose config.toml points Codex at the
-// mock (provider "mock", model gpt-5.5, no analytics, plugins or update
-// check), and returns the environment the app server needs.
+// mock (provider "mock", model gpt-5.5, approval policy never, full
+// access, no analytics, plugins, update check or endless connection
+// retries; request and stream retries 1), and returns the environment
+// Codex needs: HOME, CODEX_HOME, MOCK_API_KEY=dummy and PATH. Codex
+// warns on stderr that it will not create helper binaries under the
+// temporary directory; that is harmless.
 func CodexEnv(t testing.TB, mock *mockmodel.Server, opts CodexOptions) []string {
 	t.Helper()
 	home := t.TempDir()
@@ -121,24 +126,37 @@ stream_idle_timeout_ms = %d
 	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "MOCK_API_KEY=dummy"}
+	return []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "MOCK_API_KEY=dummy", "PATH=" + os.Getenv("PATH")}
 }
 
-// ClaudeOptions tune ClaudeEnv.
+// ClaudeOptions tune ClaudeEnv. Their zero values set nothing, because
+// the agent's claude executor sets both variables itself (from its own
+// options) and a value here would override it; a test that runs the CLI
+// directly sets them.
 type ClaudeOptions struct {
-	// MaxRetries is CLAUDE_CODE_MAX_RETRIES; 0 leaves it to the caller.
+	// MaxRetries is CLAUDE_CODE_MAX_RETRIES, the CLI's own retries
+	// (its default is 10); negative for 0.
 	MaxRetries int
+	// APITimeout is API_TIMEOUT_MS, the CLI's wait for response headers
+	// (its default is 10 minutes).
+	APITimeout time.Duration
 }
 
 // ClaudeEnv makes a fresh HOME and CLAUDE_CONFIG_DIR and returns the
-// environment that points Claude Code at the mock with no other traffic.
+// environment that points Claude Code at the mock with no other traffic
+// (CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1): HOME, CLAUDE_CONFIG_DIR,
+// ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY=dummy, PATH, and the options'.
 func ClaudeEnv(t testing.TB, mock *mockmodel.Server, opts ClaudeOptions) []string {
 	t.Helper()
 	home := t.TempDir()
 	env := []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude"),
-		"ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=dummy", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}
-	if opts.MaxRetries > 0 {
-		env = append(env, fmt.Sprintf("CLAUDE_CODE_MAX_RETRIES=%d", opts.MaxRetries))
+		"ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=dummy", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"PATH=" + os.Getenv("PATH")}
+	if opts.MaxRetries != 0 {
+		env = append(env, fmt.Sprintf("CLAUDE_CODE_MAX_RETRIES=%d", max(opts.MaxRetries, 0)))
+	}
+	if opts.APITimeout > 0 {
+		env = append(env, fmt.Sprintf("API_TIMEOUT_MS=%d", opts.APITimeout.Milliseconds()))
 	}
 	return env
 }

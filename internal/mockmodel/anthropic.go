@@ -5,112 +5,220 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
+// antRequest is what the mock reads of a Messages API request.
+type antRequest struct {
+	Model    string          `json:"model"`
+	Stream   bool            `json:"stream"`
+	System   json.RawMessage `json:"system"` // a string, or a list of text blocks
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"` // a string, or a list of blocks
+	} `json:"messages"`
+	Tools []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
+}
+
+// conversation returns the user's texts, oldest first, and whether the
+// last user message carries a tool result: this request is the model turn
+// after a tool ran.
+func (q *antRequest) conversation() (texts []string, toolResult bool) {
+	for _, m := range q.Messages {
+		if m.Role != "user" {
+			continue
+		}
+		toolResult = false
+		for _, b := range contentParts(m.Content) {
+			switch b.Type {
+			case "text":
+				texts = append(texts, b.Text)
+			case "tool_result":
+				toolResult = true
+			}
+		}
+	}
+	return texts, toolResult
+}
+
+// cwd is the working directory Claude Code states in its prompt: "Primary
+// working directory: /path" in 2.1.330 (in a system message), "Working
+// directory: /path" in older versions (in the system prompt).
+func (q *antRequest) cwd() string {
+	var texts []string
+	for _, b := range contentParts(q.System) {
+		texts = append(texts, b.Text)
+	}
+	for _, m := range q.Messages {
+		for _, b := range contentParts(m.Content) {
+			texts = append(texts, b.Text)
+		}
+	}
+	for _, t := range texts {
+		for _, l := range strings.Split(t, "\n") {
+			if i := strings.Index(strings.ToLower(l), "working directory:"); i >= 0 {
+				if dir := strings.TrimSpace(l[i+len("working directory:"):]); filepath.IsAbs(dir) {
+					return dir
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func (q *antRequest) tools() []string {
+	var names []string
+	for _, t := range q.Tools {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+// antBlock is a content block of the mock's answer.
+type antBlock struct {
+	Type  string         `json:"type"`
+	Text  string         `json:"text,omitempty"`
+	ID    string         `json:"id,omitempty"`
+	Name  string         `json:"name,omitempty"`
+	Input map[string]any `json:"input,omitempty"`
+}
+
 // anthropic answers POST /v1/messages as the Anthropic Messages API does:
-// streaming, or as one JSON message when the request does not stream.
+// streamed, or as one JSON message when the request does not stream
+// (Claude Code's fallback after a broken stream).
 func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
-	var model string
-	var stream bool
-	p, _, err := readPrompt(r, &model, &stream)
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, "", antError("invalid_request_error", err.Error()))
+	var q antRequest
+	if err := decode(r, &q); err != nil {
+		antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())
 		return
 	}
-	scenario := p.scenario
-	n := s.record(Request{API: "anthropic", Model: model, Scenario: scenario, ToolResult: p.toolResult, Stream: stream})
-	switch scenario {
-	case "r429":
-		jsonError(w, http.StatusTooManyRequests, "1", antError("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"))
+	texts, toolResult := q.conversation()
+	d := parseDirectives(texts)
+	sc, err := d.scenario(q.Model, toolResult)
+	n := s.record(Request{API: APIAnthropic, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream})
+	w.Header().Set("Request-Id", "req_mock_"+strconv.Itoa(n))
+	if err != nil {
+		antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())
 		return
-	case "quota":
-		jsonError(w, http.StatusBadRequest, "", antError("invalid_request_error", "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."))
+	}
+	switch sc {
+	case ScenarioRateLimit:
+		antFail(w, http.StatusTooManyRequests, "1", "rate_limit_error",
+			"This request would exceed the rate limit for your organization of 50 requests per minute. Please try again later.")
 		return
-	case "r401":
-		jsonError(w, http.StatusUnauthorized, "", antError("authentication_error", "invalid x-api-key"))
+	case ScenarioQuota:
+		antFail(w, http.StatusBadRequest, "", "invalid_request_error",
+			"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.")
 		return
-	case "r403":
-		jsonError(w, http.StatusForbidden, "", antError("permission_error", "Your API key does not have permission to use the specified resource."))
+	case ScenarioUnauthorized:
+		antFail(w, http.StatusUnauthorized, "", "authentication_error", "invalid x-api-key")
 		return
-	case "r500":
-		jsonError(w, http.StatusInternalServerError, "", antError("api_error", "Internal server error"))
+	case ScenarioForbidden:
+		antFail(w, http.StatusForbidden, "", "permission_error", "Your API key does not have permission to use the specified resource.")
 		return
-	case "overloaded":
-		jsonError(w, 529, "", antError("overloaded_error", "Overloaded"))
+	case ScenarioServerError:
+		antFail(w, http.StatusInternalServerError, "", "api_error", "Internal server error")
 		return
-	case "context":
-		jsonError(w, http.StatusBadRequest, "", antError("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"))
+	case ScenarioOverloaded:
+		antFail(w, 529, "", "overloaded_error", "Overloaded")
 		return
-	case "hang_headers":
+	case ScenarioContext:
+		antFail(w, http.StatusBadRequest, "", "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
+		return
+	case ScenarioHangHeaders:
 		s.wait(r)
 		return
 	}
-	id := fmt.Sprintf("msg_%d", n)
-	var blocks []map[string]any
-	stop := "end_turn"
-	switch scenario {
-	case "shell":
-		cmd := p.command
-		if cmd == "" {
-			cmd = defaultCommand
+
+	blocks, stop := []antBlock{{Type: "text", Text: HelloText}}, "end_turn"
+	switch sc {
+	case ScenarioShell, ScenarioEscalate: // Bash has no escalation: the same call
+		if err := hasTool(q.tools(), "Bash"); err != nil {
+			antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())
+			return
 		}
-		blocks = []map[string]any{{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": "Bash", "input": map[string]any{"command": cmd, "description": "Run the mock command"}}}
-		stop = "tool_use"
-	case "write":
-		path := "mock_write.txt"
-		if p.cwd != "" {
-			path = filepath.Join(p.cwd, path)
+		blocks, stop = []antBlock{{Type: "tool_use", ID: fmt.Sprintf("toolu_mock_%d", n), Name: "Bash",
+			Input: map[string]any{"command": d.commandOr(), "description": "Run the mock model's command"}}}, "tool_use"
+	case ScenarioWrite:
+		if err := hasTool(q.tools(), "Write"); err != nil {
+			antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())
+			return
 		}
-		blocks = []map[string]any{{"type": "tool_use", "id": fmt.Sprintf("toolu_%d", n), "name": "Write", "input": map[string]any{"file_path": path, "content": "written by the mock model\n"}}}
-		stop = "tool_use"
-	case "final":
-		blocks = []map[string]any{{"type": "text", "text": finalText}}
-	default:
-		blocks = []map[string]any{{"type": "text", "text": helloText}}
+		path := d.file
+		if path == "" {
+			path = WriteFile
+		}
+		if dir := q.cwd(); !filepath.IsAbs(path) && dir != "" {
+			path = filepath.Join(dir, path)
+		}
+		blocks, stop = []antBlock{{Type: "tool_use", ID: fmt.Sprintf("toolu_mock_%d", n), Name: "Write",
+			Input: map[string]any{"file_path": path, "content": WrittenContent}}}, "tool_use"
+	case ScenarioFinal:
+		blocks = []antBlock{{Type: "text", Text: FinalText}}
 	}
-	usage := map[string]any{"input_tokens": 20, "output_tokens": 7, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-	if !stream {
-		if scenario == "hang" {
+	id := fmt.Sprintf("msg_mock_%d", n)
+	if !q.Stream {
+		if sc == ScenarioHang {
 			s.wait(r)
 			return
 		}
+		// cut answers here too: a broken stream's fallback gets the text.
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
-			"content": blocks, "stop_reason": stop, "stop_sequence": nil, "usage": usage})
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "type": "message", "role": "assistant", "model": q.Model,
+			"content": blocks, "stop_reason": stop, "stop_sequence": nil, "usage": antUsage(7)})
 		return
 	}
-	e := startSSE(w)
-	e.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": id, "type": "message", "role": "assistant",
-		"model": model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": 20, "output_tokens": 1}}})
-	switch scenario {
-	case "hang":
+	var e *sse
+	if sc == ScenarioCut {
+		if e, err = startCutSSE(w); err != nil {
+			panic(http.ErrAbortHandler)
+		}
+	} else {
+		e = startSSE(w)
+	}
+	e.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": id, "type": "message",
+		"role": "assistant", "model": q.Model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": antUsage(1)}})
+	switch sc {
+	case ScenarioHang:
 		s.wait(r)
 		return
-	case "cut":
+	case ScenarioCut:
 		e.send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 		e.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": "Partial "}})
-		cut(w)
+		s.cut(e)
 		return
 	}
+	e.send("ping", map[string]any{"type": "ping"})
 	for i, b := range blocks {
-		switch b["type"] {
+		switch b.Type {
 		case "text":
 			e.send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "text", "text": ""}})
-			for _, c := range chunks(b["text"].(string)) {
+			for _, c := range chunks(b.Text, 9) {
 				e.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "text_delta", "text": c}})
 			}
 		case "tool_use":
 			e.send("content_block_start", map[string]any{"type": "content_block_start", "index": i,
-				"content_block": map[string]any{"type": "tool_use", "id": b["id"], "name": b["name"], "input": map[string]any{}}})
-			in, _ := json.Marshal(b["input"])
-			e.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(in)}})
+				"content_block": map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": map[string]any{}}})
+			in, _ := json.Marshal(b.Input)
+			for _, c := range append([]string{""}, chunks(string(in), 24)...) { // the API starts with an empty delta
+				e.send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": c}})
+			}
 		}
 		e.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
 	}
-	e.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 7}})
+	e.send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
+		"usage": map[string]any{"output_tokens": 7}})
 	e.send("message_stop", map[string]any{"type": "message_stop"})
 }
 
-func antError(typ, msg string) map[string]any {
-	return map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
+func antUsage(output int) map[string]any {
+	return map[string]any{"input_tokens": 20, "output_tokens": output, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+}
+
+// antFail answers an error as the Anthropic API does.
+func antFail(w http.ResponseWriter, status int, retryAfter, typ, msg string) {
+	jsonError(w, status, retryAfter, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
 }

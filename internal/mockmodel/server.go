@@ -2,284 +2,197 @@ package mockmodel
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+)
+
+// API is the model API a request came in on.
+type API string
+
+// The APIs the mock speaks.
+const (
+	APIOpenAI    API = "openai"    // POST /v1/responses
+	APIAnthropic API = "anthropic" // POST /v1/messages
 )
 
 // Request is what the mock recorded of one model request.
 type Request struct {
-	API        string // "openai" or "anthropic"
+	API        API
 	Model      string
-	Scenario   string
-	ToolResult bool // the request carried a tool result
-	Stream     bool
+	Scenario   Scenario // what the mock answered with
+	ToolResult bool     // the request carried a tool result (a model turn after a tool ran)
+	Stream     bool     // the client asked for a streamed answer
 	At         time.Time
 }
 
-// Server is a running mock.
+// maxBody bounds a request body the mock reads; Claude Code's are about
+// 50 KB, Codex's 40 KB.
+const maxBody = 64 << 20
+
+// Server is a running mock on 127.0.0.1. Its zero value is not usable;
+// call Start.
 type Server struct {
 	ln      net.Listener
 	srv     *http.Server
-	closing chan struct{}
+	serving sync.WaitGroup // Serve's goroutine
+	closing chan struct{}  // closed by Close: hanging handlers return
 	once    sync.Once
-	wg      sync.WaitGroup
 
 	mu       sync.Mutex
+	closed   bool
+	handlers sync.WaitGroup // handlers running; Add only under mu while !closed
 	requests []Request
-	counter  int
 }
 
 // Start starts a mock on 127.0.0.1 on a free port.
 func Start() (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mock model: %w", err)
 	}
 	s := &Server{ln: ln, closing: make(chan struct{})}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/responses", s.openai)
-	mux.HandleFunc("POST /v1/messages", s.anthropic)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodHead {
-			return // Claude Code's reachability checks
-		}
-		http.NotFound(w, r)
-	})
+	mux.HandleFunc("POST /v1/responses", s.track(s.openai))
+	mux.HandleFunc("POST /v1/messages", s.track(s.anthropic))
+	// Claude Code checks that its base URL answers: 2.1.197 with HEAD /,
+	// 2.1.330 with HEAD /api/hello.
+	mux.HandleFunc("HEAD /{$}", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("HEAD /api/hello", func(http.ResponseWriter, *http.Request) {})
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.wg.Add(1)
+	s.serving.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer s.serving.Done()
 		_ = s.srv.Serve(ln)
 	}()
 	return s, nil
 }
 
-// URL is the mock's base URL, http://127.0.0.1:PORT (Anthropic's base).
+// URL is the mock's base URL, http://127.0.0.1:PORT: Anthropic's base
+// (ANTHROPIC_BASE_URL).
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 
 // OpenAIBaseURL is the base URL an OpenAI client takes: URL + "/v1".
 func (s *Server) OpenAIBaseURL() string { return s.URL() + "/v1" }
 
-// Requests returns the requests so far, in order.
+// Requests returns the model requests so far, in the order they came.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
 }
 
-// Close ends every request in progress and stops the mock.
+// Close stops the mock: hanging requests end at once, their connections
+// close, and Close returns when every handler has.
 func (s *Server) Close() {
 	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
 		close(s.closing)
 		_ = s.srv.Close()
-		s.wg.Wait()
+		s.handlers.Wait()
+		s.serving.Wait()
 	})
 }
 
-// record logs a request and returns a number for ids.
+// track counts a handler in, so that Close can wait for it.
+func (s *Server) track(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			http.Error(w, "mock model closed", http.StatusServiceUnavailable)
+			return
+		}
+		s.handlers.Add(1)
+		s.mu.Unlock()
+		defer s.handlers.Done()
+		h(w, r)
+	}
+}
+
+// record notes a request and returns its number, from 1, for ids.
 func (s *Server) record(r Request) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r.At = time.Now()
 	s.requests = append(s.requests, r)
-	s.counter++
-	return s.counter
+	return len(s.requests)
 }
 
-// wait blocks until the client goes away or the mock closes.
+// wait blocks until the client goes away or the mock closes: the hang
+// scenarios. When the mock closes it drops the connection, so that the
+// client sees a failure, not an empty answer.
 func (s *Server) wait(r *http.Request) {
 	select {
 	case <-r.Context().Done():
 	case <-s.closing:
+		panic(http.ErrAbortHandler)
 	}
 }
 
-// prompt is what a request says about its scenario.
-type prompt struct {
-	scenario   string
-	command    string
-	toolResult bool
-	cwd        string
-}
-
-// readPrompt decodes a request body and finds the scenario for model.
-func readPrompt(r *http.Request, model *string, stream *bool) (prompt, map[string]any, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+// decode reads a JSON request body into v.
+func decode(r *http.Request, v any) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
-		return prompt{}, nil, err
+		return fmt.Errorf("read the body: %w", err)
 	}
-	var req map[string]any
-	if err := json.Unmarshal(body, &req); err != nil {
-		return prompt{}, nil, fmt.Errorf("body is not JSON: %w", err)
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("the body is not the JSON expected: %w", err)
 	}
-	*model, _ = req["model"].(string)
-	*stream, _ = req["stream"].(bool)
-	var p prompt
-	var line string
-	walk(req["input"], &p, &line)
-	walk(req["messages"], &p, &line)
-	if sys, ok := req["system"]; ok {
-		var ignored string
-		walk(sys, &prompt{}, &ignored)
-		p.cwd = findCwd(sys)
-	}
-	p.scenario = pick(line, *model)
-	if p.toolResult {
-		p.scenario = afterTool(line)
-	}
-	return p, req, nil
+	return nil
 }
 
-// walk visits the strings of a request's messages: the last "mock:" line
-// and "mock-cmd:" line win; a tool result is noted.
-func walk(v any, p *prompt, line *string) {
-	switch x := v.(type) {
-	case map[string]any:
-		switch x["type"] {
-		case "function_call_output", "custom_tool_call_output", "tool_result":
-			p.toolResult = true
-		}
-		for _, e := range x {
-			walk(e, p, line)
-		}
-	case []any:
-		for _, e := range x {
-			walk(e, p, line)
-		}
-	case string:
-		for _, l := range strings.Split(x, "\n") {
-			l = strings.TrimSpace(l)
-			if rest, ok := strings.CutPrefix(l, "mock:"); ok {
-				*line = strings.TrimSpace(rest)
-			}
-			if rest, ok := strings.CutPrefix(l, "mock-cmd:"); ok {
-				p.command = strings.TrimSpace(rest)
-			}
+// part is a content part of either API: {"type": ..., "text": ...}.
+type part struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// contentParts reads a message's content, a string or a list of parts.
+func contentParts(raw json.RawMessage) []part {
+	if len(raw) == 0 {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []part{{Type: "text", Text: s}}
+	}
+	var parts []part
+	_ = json.Unmarshal(raw, &parts)
+	return parts
+}
+
+// errNoTool says the client did not offer the tool a scenario calls: a
+// new CLI version renamed it, and the scenario must follow.
+var errNoTool = errors.New("the request offers no tool named")
+
+func hasTool(tools []string, name string) error {
+	for _, t := range tools {
+		if t == name {
+			return nil
 		}
 	}
+	return fmt.Errorf("mock: %w %q (tools offered: %v)", errNoTool, name, tools)
 }
 
-// findCwd finds the working directory Claude Code states in its system
-// prompt ("Working directory: /path").
-func findCwd(v any) string {
-	var found string
-	var visit func(any)
-	visit = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for _, e := range x {
-				visit(e)
-			}
-		case []any:
-			for _, e := range x {
-				visit(e)
-			}
-		case string:
-			for _, l := range strings.Split(x, "\n") {
-				if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "Working directory:"); ok && found == "" {
-					found = strings.TrimSpace(rest)
-				}
-			}
-		}
-	}
-	visit(v)
-	return found
-}
-
-// pick chooses the scenario for model from a "mock:" line: a bare name
-// applies to every model, MODEL=NAME to one.
-func pick(line, model string) string {
-	scenario := "text"
-	for _, f := range strings.Fields(line) {
-		if m, name, ok := strings.Cut(f, "="); ok {
-			if m == model && m != "after" {
-				return name
-			}
-			continue
-		}
-		scenario = f
-	}
-	return scenario
-}
-
-// afterTool is the scenario of a request that carries a tool result:
-// "after=NAME" on the mock line, else the final text.
-func afterTool(line string) string {
-	for _, f := range strings.Fields(line) {
-		if name, ok := strings.CutPrefix(f, "after="); ok {
-			return name
-		}
-	}
-	return "final"
-}
-
-// Parse is pick, exported for tests of the syntax.
-func Parse(line, model string) string { return pick(line, model) }
-
-// defaultCommand is what the shell scenario runs without a mock-cmd line.
-const defaultCommand = "echo mock-side-effect > mock_side_effect.txt"
-
-// finalText is the answer to a request that carries a tool result.
-const finalText = "Done: the tool ran."
-
-// helloText is the text scenario's answer.
-const helloText = "Hello from the mock model."
-
-// sse writes server-sent events and flushes each.
-type sse struct {
-	w http.ResponseWriter
-	f http.Flusher
-}
-
-func startSSE(w http.ResponseWriter) *sse {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	f, _ := w.(http.Flusher)
-	return &sse{w: w, f: f}
-}
-
-func (e *sse) send(event string, data any) {
-	b, _ := json.Marshal(data)
-	fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", event, b)
-	if e.f != nil {
-		e.f.Flush()
-	}
-}
-
-// cut ends the connection without a proper end of stream.
-func cut(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			conn.Close()
-			return
-		}
-	}
-	panic(http.ErrAbortHandler)
-}
-
-// jsonError answers an HTTP error with a JSON body.
-func jsonError(w http.ResponseWriter, status int, retryAfter string, body any) {
-	w.Header().Set("Content-Type", "application/json")
-	if retryAfter != "" {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
-}
-
-// chunks splits text into a few deltas.
-func chunks(text string) []string {
+// chunks splits text into the few deltas a model would stream, of about
+// n bytes each, whole characters.
+func chunks(text string, n int) []string {
 	var out []string
 	for len(text) > 0 {
-		n := min(9, len(text))
-		out = append(out, text[:n])
-		text = text[n:]
+		k := min(n, len(text))
+		for k < len(text) && !utf8.RuneStart(text[k]) {
+			k++
+		}
+		out = append(out, text[:k])
+		text = text[k:]
 	}
 	return out
 }
