@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +85,10 @@ func crashKills() int {
 	return 50
 }
 
+// childSilence is how long a crash child may go without a line before the
+// test calls it hung: minutes, far beyond any slow machine's pause.
+const childSilence = 2 * time.Minute
+
 // The kill moments are drawn from the child's own progress, never from the
 // clock: half the kills come after a random number of acknowledged
 // appends, half in the middle of a compaction the child reports, however
@@ -94,71 +99,22 @@ func TestCrashAtRandomMomentsLosesNoAcknowledgedRecord(t *testing.T) {
 	acked := map[uint64][2]int{} // seq → writer, index; acknowledged and not known sent
 	totalAcked := 0
 	inAppends, inCompactions := 0, 0
+	cutCompactions := 0 // kills that left a compaction's temporary file behind
+	start := time.Now()
 	for k := range kills {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
+		c := crashChildRun{k: k, duringCompaction: k%2 == 1, appendsBefore: 1 + rand.IntN(200)}
+		reported := c.run(t, dir, acked, &totalAcked)
+		// Only a compaction cut short leaves its temporary file (the next
+		// Open removes it): the disk's word that the child died in one.
+		left, _ := filepath.Glob(filepath.Join(dir, compactPattern))
+		if len(left) > 0 {
+			cutCompactions++
 		}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
-		duringCompaction := k%2 == 1
-		appendsBefore := 1 + rand.IntN(200) // acknowledged appends before the kill (or before looking for a compaction)
-		seen, killed, compacting := 0, false, false
-		hang := time.NewTimer(2 * time.Minute) // a guard against a child that hangs, not a time limit
-		for open := true; open; {
-			var l string
-			select {
-			case l, open = <-lines:
-			case <-hang.C:
-				cmd.Process.Kill()
-				t.Fatalf("kill %d: the child said nothing for 2 minutes\n%s", k, stderr.String())
-			}
-			if !open {
-				break
-			}
-			switch l[0] {
-			case 'c':
-				compacting = true
-				if !killed && duringCompaction && seen >= appendsBefore {
-					cmd.Process.Signal(syscall.SIGKILL)
-					killed = true
-				}
-				continue
-			case 'C':
-				compacting = false
-				continue
-			}
-			record(t, l, acked, &totalAcked)
-			if l[0] == 'a' {
-				seen++
-				if !killed && !duringCompaction && seen >= appendsBefore {
-					cmd.Process.Signal(syscall.SIGKILL)
-					killed = true
-				}
-			}
-		}
-		hang.Stop()
-		err = cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
-			t.Fatalf("kill %d: child was not killed: %v\n%s", k, err, stderr.String())
-		}
-		if duringCompaction && compacting {
-			inCompactions++ // the child died with a compaction begun and not over
-		} else if !duringCompaction {
+		switch {
+		case !c.duringCompaction:
 			inAppends++
+		case reported || len(left) > 0:
+			inCompactions++
 		}
 		verifyAfterCrash(t, dir, acked, k)
 	}
@@ -166,8 +122,8 @@ func TestCrashAtRandomMomentsLosesNoAcknowledgedRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("survived %d SIGKILLs (%d among appends, %d in compactions); %d appends acknowledged, %d still pending",
-		kills, inAppends, inCompactions, totalAcked, len(acked))
+	t.Logf("survived %d SIGKILLs in %v (%d among appends, %d in compactions, %d leaving a compaction file); %d appends acknowledged, %d still pending",
+		kills, time.Since(start).Round(time.Millisecond), inAppends, inCompactions, cutCompactions, totalAcked, len(acked))
 	if snap.Stats.LastCompaction.IsZero() {
 		t.Errorf("the children never compacted: kills did not reach compaction")
 	}
@@ -177,6 +133,97 @@ func TestCrashAtRandomMomentsLosesNoAcknowledgedRecord(t *testing.T) {
 	if totalAcked < kills {
 		t.Errorf("only %d appends acknowledged over %d kills: the test is not exercising the outbox", totalAcked, kills)
 	}
+}
+
+// crashChildRun is one crash child's life and the moment of its death.
+type crashChildRun struct {
+	k                int  // which kill this is
+	duringCompaction bool // kill at a compaction report rather than at an append
+	appendsBefore    int  // acknowledged appends before the kill, or before looking for a compaction
+}
+
+// run starts a crash child on dir, records what it acknowledges, kills it
+// at the moment its reports call for, and waits for it. It reports whether
+// the child died inside a compaction it had reported begun and not over.
+func (c crashChildRun) run(t *testing.T, dir string, acked map[uint64][2]int, totalAcked *int) (compacting bool) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	// stop ends the child and its reader at once; Wait comes after the
+	// last read of the pipe, and before stderr, which Wait finishes, is read.
+	stop := func() {
+		cmd.Process.Kill()
+		for range lines {
+		}
+		cmd.Wait()
+	}
+	defer func() {
+		if cmd.ProcessState == nil { // a check failed: the child and its reader do not outlive the test
+			stop()
+		}
+	}()
+	// A guard against a child that hangs, not a time limit: every line
+	// resets it, so a slow child is never cut short.
+	hang := time.NewTimer(childSilence)
+	defer hang.Stop()
+	seen, killed := 0, false
+	kill := func() {
+		cmd.Process.Signal(syscall.SIGKILL)
+		killed = true
+	}
+	for open := true; open; {
+		var l string
+		select {
+		case l, open = <-lines:
+		case <-hang.C:
+			stop()
+			t.Fatalf("kill %d: the child said nothing for %v\n%s", c.k, childSilence, stderr.String())
+		}
+		if !open {
+			break
+		}
+		hang.Reset(childSilence)
+		switch l[0] {
+		case 'c':
+			compacting = true
+			if !killed && c.duringCompaction && seen >= c.appendsBefore {
+				kill()
+			}
+			continue
+		case 'C':
+			compacting = false
+			continue
+		}
+		record(t, l, acked, totalAcked)
+		if l[0] == 'a' {
+			seen++
+			if !killed && !c.duringCompaction && seen >= c.appendsBefore {
+				kill()
+			}
+		}
+	}
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("kill %d: child was not killed: %v\n%s", c.k, err, stderr.String())
+	}
+	return compacting
 }
 
 func record(t *testing.T, l string, acked map[uint64][2]int, total *int) {

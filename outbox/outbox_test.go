@@ -176,6 +176,7 @@ func TestAppendReturnsOnlyAfterSync(t *testing.T) {
 	// slow the machine; and one that returns early is caught below too.
 	select {
 	case <-returned:
+		close(release) // so that Close, at cleanup, finds the committer free
 		t.Fatal("Append returned while its sync was held")
 	case <-time.After(50 * time.Millisecond):
 	}

@@ -1,0 +1,123 @@
+package runner
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// codexError is a turn's or an error notification's error.
+type codexError struct {
+	Message           string          `json:"message"`
+	CodexErrorInfo    json.RawMessage `json:"codexErrorInfo"`
+	AdditionalDetails string          `json:"additionalDetails"`
+}
+
+func (e codexError) text() string {
+	if e.AdditionalDetails != "" && !strings.Contains(e.Message, e.AdditionalDetails) {
+		return e.Message + " (" + e.AdditionalDetails + ")"
+	}
+	return e.Message
+}
+
+// classify maps codexErrorInfo to the runner's error codes (see
+// EXECUTORS.md), and finds a retry hint in the message.
+func (e codexError) classify() (code state.ErrorCode, retryAfter time.Duration) {
+	retryAfter = retryHint(e.Message)
+	var name string
+	var detail map[string]struct {
+		HTTPStatusCode *int `json:"httpStatusCode"`
+	}
+	if json.Unmarshal(e.CodexErrorInfo, &name) != nil && json.Unmarshal(e.CodexErrorInfo, &detail) == nil {
+		for k := range detail {
+			name = k
+		}
+	}
+	status := 0
+	if d, ok := detail[name]; ok && d.HTTPStatusCode != nil {
+		status = *d.HTTPStatusCode
+	}
+	switch name {
+	case "rateLimitExceeded":
+		return state.CodeRateLimit, retryAfter
+	case "serverOverloaded":
+		return state.CodeOverloaded, retryAfter
+	case "internalServerError":
+		return state.CodeUnavailable, retryAfter
+	case "usageLimitExceeded", "sessionBudgetExceeded":
+		return state.CodeQuota, retryAfter
+	case "unauthorized":
+		return state.CodeAuth, retryAfter
+	case "sandboxError":
+		return state.CodePermission, retryAfter
+	case "badRequest", "modelNotFound":
+		return state.CodeInvalidRequest, retryAfter
+	case "contextWindowExceeded":
+		return state.CodeContextOverflow, retryAfter
+	case "responseStreamDisconnected":
+		return state.CodeNetwork, retryAfter
+	case "responseTooManyFailedAttempts", "httpConnectionFailed":
+		return httpStatusCode(status), retryAfter
+	}
+	msg := strings.ToLower(e.Message + " " + e.AdditionalDetails)
+	switch {
+	case strings.Contains(msg, "idle timeout"):
+		return state.CodeTimeout, retryAfter
+	case strings.Contains(msg, "stream disconnected"), strings.Contains(msg, "stream closed"), strings.Contains(msg, "connection failed"):
+		return state.CodeNetwork, retryAfter
+	}
+	return "", retryAfter // the message patterns decide
+}
+
+// httpStatusCode maps an HTTP status from a CLI's error to an error code.
+func httpStatusCode(status int) state.ErrorCode {
+	switch {
+	case status == 0:
+		return state.CodeNetwork
+	case status == 429:
+		return state.CodeRateLimit
+	case status == 401:
+		return state.CodeAuth
+	case status == 403:
+		return state.CodePermission
+	case status == 529:
+		return state.CodeOverloaded
+	case status >= 500:
+		return state.CodeUnavailable
+	case status >= 400:
+		return state.CodeInvalidRequest
+	}
+	return ""
+}
+
+// retryHint finds "try again in 1.5s" (or "in 20 seconds", "in 300ms") in
+// a message.
+func retryHint(msg string) time.Duration {
+	lower := strings.ToLower(msg)
+	i := strings.Index(lower, "try again in ")
+	if i < 0 {
+		return 0
+	}
+	rest := lower[i+len("try again in "):]
+	j := 0
+	for j < len(rest) && (rest[j] >= '0' && rest[j] <= '9' || rest[j] == '.') {
+		j++
+	}
+	n, err := strconv.ParseFloat(rest[:j], 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	unit := strings.TrimSpace(rest[j:])
+	switch {
+	case strings.HasPrefix(unit, "ms"), strings.HasPrefix(unit, "millisecond"):
+		return time.Duration(n * float64(time.Millisecond))
+	case strings.HasPrefix(unit, "m") && !strings.HasPrefix(unit, "ms"):
+		if strings.HasPrefix(unit, "min") {
+			return time.Duration(n * float64(time.Minute))
+		}
+	}
+	return time.Duration(n * float64(time.Second))
+}

@@ -1,0 +1,614 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// codexMsg is one line from the app server: a response (ID and Result or
+// Error), a notification (Method), or a request (ID and Method).
+type codexMsg struct {
+	ID     *json.RawMessage `json:"id"`
+	Method string           `json:"method"`
+	Params json.RawMessage  `json:"params"`
+	Result json.RawMessage  `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+
+	bad error // the line was not a message
+}
+
+// codexApproval is a person's answer, coming back from Ask.
+type codexApproval struct {
+	id       json.RawMessage
+	decision Approval
+}
+
+// codexSession is one attempt's conversation with an app server. Its
+// fields are owned by run's goroutine.
+type codexSession struct {
+	cfg  CodexConfig
+	spec AttemptSpec
+	dir  string
+	p    *process
+	out  *sessionEmitter
+
+	nextID  int64
+	pending map[int64]string // request id → method
+	stdinMu sync.Mutex
+	stdin   io.WriteCloser
+
+	thread, turn string
+	done         bool // turn/completed seen
+	interrupted  bool // we asked for the interrupt
+	lastMessage  string
+	streamed     map[string]int // agent message item → bytes already sent as output
+	partial      map[string]string
+	usage        json.RawMessage
+
+	exit      Exit
+	msgs      chan codexMsg // closed at the end of stdout
+	approvals chan codexApproval
+	asking    sync.WaitGroup
+}
+
+func (s *codexSession) run(ctx context.Context) Exit {
+	s.stdin = s.p.stdin
+	stderrDone := make(chan struct{})
+	go s.readStdout()
+	go func() {
+		defer close(stderrDone)
+		s.readStderr()
+	}()
+	askCtx, cancelAsks := context.WithCancel(context.Background())
+	defer cancelAsks()
+
+	s.request("initialize", map[string]any{"clientInfo": map[string]string{"name": "edge-agent", "title": "Edge agent", "version": "1"}})
+
+	var (
+		stopStep  <-chan time.Time // the next step of a stop
+		stopStage int
+		ctxDone   = ctx.Done()
+	)
+	// stop moves a stop forward one step: interrupt the turn, close stdin,
+	// SIGTERM, SIGKILL. Each step waits Grace for the process to end.
+	stop := func() {
+		switch stopStage {
+		case 0:
+			stopStage = 1
+			if s.turn != "" && !s.done {
+				s.interrupted = true
+				s.request("turn/interrupt", map[string]string{"threadId": s.thread, "turnId": s.turn})
+				stopStep = time.After(s.cfg.Grace)
+				return
+			}
+			fallthrough
+		case 1:
+			stopStage = 2
+			s.closeStdin()
+			stopStep = time.After(s.cfg.Grace)
+		case 2:
+			stopStage = 3
+			s.p.signal(syscall.SIGTERM)
+			stopStep = time.After(s.cfg.Grace)
+		default:
+			s.p.signal(syscall.SIGKILL)
+			stopStep = nil
+		}
+	}
+	msgs := s.msgs
+	for running := true; running; {
+		select {
+		case <-ctxDone:
+			ctxDone = nil
+			cancelAsks()
+			s.exit.Killed = true
+			if stopStage == 0 {
+				stop()
+			}
+		case <-stopStep:
+			stop()
+		case m, ok := <-msgs:
+			if !ok {
+				msgs = nil
+				continue
+			}
+			s.take(askCtx, m)
+			switch {
+			case s.exit.ProtocolErr != nil && stopStage < 2:
+				stopStage = 1 // no interrupt: the protocol is broken
+				stop()
+			case s.done && stopStage == 0:
+				// The turn is over. Codex keeps commands running after it,
+				// so the app server ends now.
+				stopStage = 1
+				stop()
+			case s.done && stopStage == 1:
+				stop() // the interrupt was answered: close stdin
+			}
+		case a := <-s.approvals:
+			s.respond(a.id, map[string]any{"decision": string(a.decision)})
+			s.out.send(Event{Type: EventLog, Level: "info", Message: "approval answered: " + string(a.decision), Notice: true})
+			if !s.done {
+				s.out.send(Event{Type: EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
+			}
+		case <-s.p.exited:
+			running = false
+		}
+	}
+	cancelAsks()
+	s.asking.Wait()
+	s.p.sweep()
+	// What the app server said before it exited still counts.
+	drain := time.NewTimer(s.cfg.Grace)
+	defer drain.Stop()
+	for msgs != nil {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				msgs = nil
+				continue
+			}
+			s.take(askCtx, m)
+		case <-drain.C:
+			s.p.stdout.Close() // held open by something out of reach
+		}
+	}
+	drainOutput(s.cfg.Grace, s.p, stderrDone)
+	s.out.close()
+	s.p.exitStatus(&s.exit)
+	switch {
+	case s.done && s.exit.Outcome == OutcomeComplete:
+		s.exit.ProtocolErr = nil
+	case !s.done:
+		s.exit.Outcome = OutcomeFailed
+		if s.exit.ProtocolErr == nil && !s.exit.Killed {
+			s.exit.ProtocolErr = fmt.Errorf("codex app-server ended (%s) before the turn completed", exitText(s.exit))
+		}
+	}
+	return s.exit
+}
+
+// take handles one message; the first protocol error is kept.
+func (s *codexSession) take(askCtx context.Context, m codexMsg) {
+	if err := s.handle(askCtx, m); err != nil && s.exit.ProtocolErr == nil {
+		s.exit.ProtocolErr = err
+	}
+}
+
+// exitText says how a process ended.
+func exitText(e Exit) string {
+	if e.Signal != "" {
+		return "killed by " + e.Signal
+	}
+	return "exit status " + strconv.Itoa(e.ExitCode)
+}
+
+// readStdout turns the app server's stdout into messages.
+func (s *codexSession) readStdout() {
+	defer close(s.msgs)
+	lr := newLineReader(s.p.stdout, s.cfg.MaxLine)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			return
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var m codexMsg
+		if err := json.Unmarshal([]byte(line), &m); err != nil || (m.ID == nil && m.Method == "") {
+			m = codexMsg{bad: fmt.Errorf("codex app-server wrote a line that is not a protocol message: %s", clip(line, 200))}
+		}
+		s.msgs <- m
+	}
+}
+
+// readStderr passes the app server's stderr on as log lines.
+func (s *codexSession) readStderr() {
+	lr := newLineReader(s.p.stderr, 64<<10)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			return
+		}
+		s.out.send(Event{Type: EventLines, Stream: "stderr", Lines: []string{line}, Notice: true})
+	}
+}
+
+// request sends a request and remembers its method for the response.
+func (s *codexSession) request(method string, params any) {
+	s.nextID++
+	s.pending[s.nextID] = method
+	s.write(map[string]any{"id": s.nextID, "method": method, "params": params})
+}
+
+func (s *codexSession) notify(method string) { s.write(map[string]any{"method": method}) }
+
+func (s *codexSession) respond(id json.RawMessage, result any) {
+	s.write(map[string]any{"id": id, "result": result})
+}
+
+func (s *codexSession) write(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return
+	}
+	s.stdinMu.Lock()
+	defer s.stdinMu.Unlock()
+	if s.stdin != nil {
+		_, _ = s.stdin.Write(append(b, '\n')) // a closed pipe shows as the process's end
+	}
+}
+
+func (s *codexSession) closeStdin() {
+	s.stdinMu.Lock()
+	defer s.stdinMu.Unlock()
+	if s.stdin != nil {
+		s.stdin.Close()
+		s.stdin = nil
+	}
+}
+
+// handle applies one message from the app server. An error is a protocol
+// error: the attempt cannot go on.
+func (s *codexSession) handle(askCtx context.Context, m codexMsg) error {
+	switch {
+	case m.bad != nil:
+		return m.bad
+	case m.ID != nil && m.Method != "":
+		return s.serverRequest(askCtx, m)
+	case m.ID != nil:
+		return s.response(m)
+	}
+	return s.notification(m.Method, m.Params)
+}
+
+// response handles the answer to one of our requests.
+func (s *codexSession) response(m codexMsg) error {
+	id, err := strconv.ParseInt(string(*m.ID), 10, 64)
+	method, ok := s.pending[id]
+	if err != nil || !ok {
+		return fmt.Errorf("codex app-server answered a request it was not sent (id %s)", *m.ID)
+	}
+	delete(s.pending, id)
+	if m.Error != nil {
+		if method == "turn/interrupt" {
+			return nil // the turn ended meanwhile
+		}
+		return fmt.Errorf("codex app-server refused %s: %s", method, m.Error.Message)
+	}
+	switch method {
+	case "initialize":
+		s.notify("initialized")
+		params := map[string]any{"cwd": s.dir, "approvalPolicy": s.approvalPolicy(), "sandbox": s.cfg.Sandbox}
+		if s.spec.Task.Model != "" {
+			params["model"] = s.spec.Task.Model
+		}
+		s.request("thread/start", params)
+	case "thread/start":
+		var r struct {
+			Thread struct {
+				ID string `json:"id"`
+			} `json:"thread"`
+		}
+		if err := json.Unmarshal(m.Result, &r); err != nil || r.Thread.ID == "" {
+			return fmt.Errorf("codex app-server: thread/start answer without a thread id")
+		}
+		s.thread = r.Thread.ID
+		s.out.bind(s.thread)
+		s.request("turn/start", map[string]any{"threadId": s.thread,
+			"input": []map[string]any{{"type": "text", "text": s.spec.Task.Prompt, "text_elements": []any{}}}})
+	case "turn/start":
+		var r struct {
+			Turn struct {
+				ID string `json:"id"`
+			} `json:"turn"`
+		}
+		if err := json.Unmarshal(m.Result, &r); err != nil || r.Turn.ID == "" {
+			return fmt.Errorf("codex app-server: turn/start answer without a turn id")
+		}
+		if s.turn == "" {
+			s.turn = r.Turn.ID
+		}
+	}
+	return nil
+}
+
+// approvalPolicy is the thread's approval policy for the configured answer.
+func (s *codexSession) approvalPolicy() string {
+	if s.cfg.Approval == ApprovalNever {
+		return "never"
+	}
+	return "on-request"
+}
+
+// codexItem is the part of a thread item the executor reads.
+type codexItem struct {
+	Type     string `json:"type"`
+	ID       string `json:"id"`
+	Text     string `json:"text"`
+	Command  string `json:"command"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exitCode"`
+	Server   string `json:"server"`
+	Tool     string `json:"tool"`
+	Changes  []struct {
+		Path string          `json:"path"`
+		Kind json.RawMessage `json:"kind"`
+	} `json:"changes"`
+}
+
+// notification maps one notification to the runner's events.
+func (s *codexSession) notification(method string, params json.RawMessage) error {
+	ev := s.out.send
+	switch method {
+	case "turn/started":
+		var p struct {
+			Turn struct {
+				ID string `json:"id"`
+			} `json:"turn"`
+		}
+		_ = json.Unmarshal(params, &p)
+		if s.turn == "" {
+			s.turn = p.Turn.ID
+		}
+		ev(Event{Type: EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
+	case "item/started":
+		var p struct{ Item codexItem }
+		if err := json.Unmarshal(params, &p); err != nil {
+			return fmt.Errorf("codex app-server: bad item/started: %v", err)
+		}
+		s.itemStarted(p.Item, ev)
+	case "item/completed":
+		var p struct{ Item codexItem }
+		if err := json.Unmarshal(params, &p); err != nil {
+			return fmt.Errorf("codex app-server: bad item/completed: %v", err)
+		}
+		s.itemCompleted(p.Item, ev)
+	case "item/agentMessage/delta":
+		var p struct {
+			ItemID string `json:"itemId"`
+			Delta  string `json:"delta"`
+		}
+		_ = json.Unmarshal(params, &p)
+		s.delta(p.ItemID, p.Delta, ev)
+	case "item/commandExecution/outputDelta":
+		var p struct {
+			Delta string `json:"delta"`
+		}
+		_ = json.Unmarshal(params, &p)
+		if lines := splitLines(p.Delta); len(lines) > 0 {
+			ev(Event{Type: EventLines, Stream: "command", Lines: lines})
+		}
+	case "error":
+		var p struct {
+			Error     codexError `json:"error"`
+			WillRetry bool       `json:"willRetry"`
+		}
+		_ = json.Unmarshal(params, &p)
+		msg := p.Error.text()
+		if p.WillRetry {
+			// Codex retries on its own: progress, not a failure.
+			ev(Event{Type: EventProgress, Message: msg, Step: "retry", Notice: true})
+		} else {
+			ev(Event{Type: EventLog, Level: "error", Message: msg, Notice: true})
+		}
+	case "warning", "configWarning", "deprecationNotice":
+		var p struct {
+			Message string `json:"message"`
+			Summary string `json:"summary"`
+		}
+		_ = json.Unmarshal(params, &p)
+		ev(Event{Type: EventLog, Level: "warn", Message: strings.TrimSpace(method + ": " + p.Message + " " + p.Summary), Notice: true})
+	case "thread/tokenUsage/updated":
+		var p struct {
+			TokenUsage json.RawMessage `json:"tokenUsage"`
+		}
+		if json.Unmarshal(params, &p) == nil && len(p.TokenUsage) > 0 {
+			s.usage = p.TokenUsage
+		}
+	case "turn/completed":
+		return s.turnCompleted(params, ev)
+	}
+	return nil // other notifications (status, rate limits, diffs) say nothing the runner needs
+}
+
+func (s *codexSession) itemStarted(it codexItem, ev func(Event)) {
+	switch it.Type {
+	case "userMessage":
+		return // our own prompt, echoed: not the model
+	case "commandExecution":
+		ev(Event{Type: EventTool, Name: "shell", Stage: "call"})
+		ev(Event{Type: EventProgress, Message: "running " + clip(it.Command, 200), Step: it.Type})
+	case "fileChange":
+		ev(Event{Type: EventTool, Name: "apply_patch", Stage: "call"})
+		ev(Event{Type: EventProgress, Message: "changing files", Step: it.Type})
+	case "mcpToolCall":
+		ev(Event{Type: EventTool, Name: strings.Trim(it.Server+"."+it.Tool, "."), Stage: "call"})
+	case "webSearch":
+		ev(Event{Type: EventTool, Name: "web_search", Stage: "call"})
+	case "agentMessage":
+		ev(Event{Type: EventProgress, Message: "writing a reply", Step: it.Type})
+	case "reasoning":
+		ev(Event{Type: EventProgress, Message: "thinking", Step: it.Type})
+	default: // the model is at work
+		ev(Event{Type: EventProgress, Message: it.Type, Step: it.Type})
+	}
+}
+
+func (s *codexSession) itemCompleted(it codexItem, ev func(Event)) {
+	switch it.Type {
+	case "agentMessage":
+		// The completed text is the record; what was streamed of it is
+		// not sent twice.
+		sent, rest := s.streamed[it.ID], it.Text
+		if sent > 0 && strings.HasPrefix(it.Text, s.partial[it.ID][:sent]) {
+			rest = it.Text[sent:]
+		}
+		delete(s.streamed, it.ID)
+		delete(s.partial, it.ID)
+		if strings.TrimSpace(rest) != "" {
+			ev(Event{Type: EventOutput, Text: strings.TrimSuffix(rest, "\n")})
+		}
+		s.lastMessage = it.Text
+	case "commandExecution":
+		ev(Event{Type: EventTool, Name: "shell", Stage: "result"})
+		if it.Status != "declined" {
+			// Conservative: a command that ran may have changed something.
+			desc := "ran " + clip(it.Command, 500)
+			if it.ExitCode != nil {
+				desc += fmt.Sprintf(" (exit %d)", *it.ExitCode)
+			}
+			ev(Event{Type: EventSideEffect, Description: desc})
+		} else {
+			ev(Event{Type: EventLog, Level: "info", Message: "command declined: " + clip(it.Command, 500)})
+		}
+	case "fileChange":
+		ev(Event{Type: EventTool, Name: "apply_patch", Stage: "result"})
+		if it.Status == "completed" {
+			for _, c := range it.Changes {
+				var kind struct {
+					Type string `json:"type"`
+				}
+				if json.Unmarshal(c.Kind, &kind) != nil {
+					_ = json.Unmarshal(c.Kind, &kind.Type)
+				}
+				ev(Event{Type: EventSideEffect, Description: strings.TrimSpace(kind.Type + " " + c.Path)})
+			}
+		}
+	case "mcpToolCall", "webSearch":
+		ev(Event{Type: EventTool, Name: it.Type, Stage: "result"})
+	}
+}
+
+// delta streams an agent message as output, a whole line at a time; the
+// rest goes out when the item completes.
+func (s *codexSession) delta(item, delta string, ev func(Event)) {
+	s.partial[item] += delta
+	text := s.partial[item]
+	sent := s.streamed[item]
+	if i := strings.LastIndexByte(text, '\n'); i >= sent {
+		ev(Event{Type: EventOutput, Text: strings.TrimSuffix(text[sent:i], "\r")})
+		s.streamed[item] = i + 1
+	}
+}
+
+// turnCompleted ends the attempt by the turn's status.
+func (s *codexSession) turnCompleted(params json.RawMessage, ev func(Event)) error {
+	var p struct {
+		Turn struct {
+			ID         string      `json:"id"`
+			Status     string      `json:"status"`
+			Error      *codexError `json:"error"`
+			DurationMS int64       `json:"durationMs"`
+		} `json:"turn"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return fmt.Errorf("codex app-server: bad turn/completed: %v", err)
+	}
+	if s.turn != "" && p.Turn.ID != "" && p.Turn.ID != s.turn {
+		return nil // not our turn
+	}
+	s.done = true
+	switch p.Turn.Status {
+	case "completed":
+		s.exit.Outcome = OutcomeComplete
+		ev(Event{Type: EventPhase, Phase: state.PhaseCompleting})
+		data, _ := json.Marshal(map[string]any{"turn_id": p.Turn.ID, "duration_ms": p.Turn.DurationMS, "usage": s.usage})
+		ev(Event{Type: EventResult, Summary: s.lastMessage, Data: data})
+	case "interrupted":
+		s.exit.Outcome = OutcomeFailed
+		if !s.interrupted {
+			ev(Event{Type: EventError, Message: "the turn was interrupted"})
+		}
+	default:
+		s.exit.Outcome = OutcomeFailed
+		e := codexError{Message: "the turn failed with status " + p.Turn.Status}
+		if p.Turn.Error != nil {
+			e = *p.Turn.Error
+		}
+		code, retryAfter := e.classify()
+		ev(Event{Type: EventError, Code: code, Message: e.text(), RetryAfterMS: retryAfter.Milliseconds()})
+	}
+	return nil
+}
+
+// serverRequest answers a request from the app server: approvals by the
+// policy (asking a person when it says so), anything else with an error.
+func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
+	var p struct {
+		ItemID  string `json:"itemId"`
+		Reason  string `json:"reason"`
+		Command string `json:"command"`
+		Cwd     string `json:"cwd"`
+		Changes []struct {
+			Path string `json:"path"`
+		} `json:"changes"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	var kind string
+	switch m.Method {
+	case "item/commandExecution/requestApproval":
+		kind = "command"
+	case "item/fileChange/requestApproval":
+		kind = "file_change"
+	default:
+		s.write(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "the agent does not handle " + m.Method}})
+		s.out.send(Event{Type: EventLog, Level: "warn", Message: "declined an unknown request from codex: " + m.Method})
+		return nil
+	}
+	req := state.ApprovalRequest{ID: p.ItemID, Kind: kind, Command: p.Command, Reason: p.Reason, Cwd: p.Cwd}
+	for _, c := range p.Changes {
+		req.Paths = append(req.Paths, c.Path)
+	}
+	if req.ID == "" {
+		req.ID = string(*m.ID)
+	}
+	id := *m.ID
+	var answer Approval
+	switch s.cfg.Approval {
+	case ApprovalAcceptAll:
+		answer = ApprovalAccept
+	case ApprovalAsk:
+		if s.spec.Ask == nil {
+			answer = ApprovalDecline
+			break
+		}
+		s.out.send(Event{Type: EventPhase, Phase: state.PhaseAwaitingReply, Approval: &req})
+		s.asking.Add(1)
+		go func() {
+			defer s.asking.Done()
+			a := s.spec.Ask(askCtx, req)
+			select {
+			case s.approvals <- codexApproval{id: id, decision: a}:
+			case <-askCtx.Done():
+			}
+		}()
+		return nil
+	default:
+		answer = ApprovalDecline
+	}
+	s.out.send(Event{Type: EventLog, Level: "info", Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, approvalText(req))})
+	s.respond(id, map[string]any{"decision": string(answer)})
+	return nil
+}
+
+// approvalText says what a request asks for.
+func approvalText(r state.ApprovalRequest) string {
+	if r.Kind == "command" {
+		return clip(r.Command, 300)
+	}
+	return "change " + strings.Join(r.Paths, ", ")
+}
