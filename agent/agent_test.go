@@ -108,10 +108,13 @@ func TestStopCancelsTasksAfterTheGrace(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
 	v, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "@hang"})
-	for {
+	for deadline := time.Now().Add(time.Minute); ; {
 		got, _ := client.Task(ctx, v.ID)
 		if got.Phase == state.PhaseTurnStarted {
 			break
+		}
+		if time.Now().After(deadline) { // a guard against a hang, not a time limit
+			t.Fatalf("the task never started: %s", got.Phase)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

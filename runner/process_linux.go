@@ -89,7 +89,7 @@ func markedProcesses(match func(string) bool) []int {
 // is reaped at once when it is the agent's child, else its parent's
 // business.
 func waitGone(pid int) {
-	for i := 0; i < 200; i++ {
+	for i := 0; i < 2000; i++ { // up to 10 s: SIGKILL cannot be refused, only delayed by a loaded machine
 		ppid, state, ok := procStat(pid)
 		if !ok {
 			return

@@ -275,7 +275,9 @@ func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
 			}
 			f := newCLIRunner(t, exe, "x\nmock: hang_headers", []string{"m"})
 			f.runner.Policy.MaxAttempts = 1
-			f.runner.Timeouts.FirstEvent = []time.Duration{4 * time.Second}
+			// Long enough for the CLI to start and say turn_started on a
+			// loaded machine; the model never answers, so it fires anyway.
+			f.runner.Timeouts.FirstEvent = []time.Duration{10 * time.Second}
 			f.run(t, context.Background())
 			a := f.task.Attempts[0]
 			if a.Error == nil || a.Error.Code != "first_event_timeout" {

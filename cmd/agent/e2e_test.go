@@ -109,9 +109,11 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 	addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
 	c := startCP(t, addr, cpDir)
 	startAgentProc(t, c, dataDir)
-	id := submit(t, c, "@progress 2\n@sleep 1500ms\n@progress 3\n@output done")
+	gate := filepath.Join(t.TempDir(), "go-on")
+	id := submit(t, c, "@progress 2\n@wait-file "+gate+"\n@progress 3\n@output done")
 	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 	c.kill()
+	must(t, os.WriteFile(gate, nil, 0o600)) // the task goes on only now, with the control plane down
 
 	waitFor(t, 60*time.Second, "the task to end on the agent", func() bool {
 		task, err := agent.LoadTask(dataDir, id)
@@ -168,11 +170,13 @@ func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir)
-	id := submit(t, c, "@sleep 2s\n@output done")
+	gate := filepath.Join(t.TempDir(), "go-on")
+	id := submit(t, c, "@wait-file "+gate+"\n@output done")
 	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 	ag.kill()
 
 	startAgentProc(t, c, dataDir)
+	must(t, os.WriteFile(gate, nil, 0o600)) // the second attempt may finish
 	v := c.waitDone(t, id)
 	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 {
 		t.Fatalf("after the restart: %s with %d attempts", v.Phase, len(v.Attempts))
@@ -200,11 +204,13 @@ func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir(), "--stall-limit", "1s")
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
-	id := submit(t, c, "@sleep 3s\n@output too late")
+	gate := filepath.Join(t.TempDir(), "go-on")
+	id := submit(t, c, "@wait-file "+gate+"\n@output too late")
 	v := c.waitPhase(t, id, "timed out by the watchdog", terminal)
 	if v.Phase != state.PhaseTimedOut {
 		t.Fatalf("phase %s", v.Phase)
 	}
+	must(t, os.WriteFile(gate, nil, 0o600)) // only now does the agent finish, too late
 	var dead []outbox.Item
 	waitFor(t, 60*time.Second, "the late completion to be marked dead", func() bool {
 		r := runAgent(t, "outbox", "ls", "--dead", "--json", "--data-dir", dataDir)
@@ -278,9 +284,11 @@ func TestE2EOutboxReplayByHand(t *testing.T) {
 	addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
 	c := startCP(t, addr, cpDir)
 	ag := startAgentProc(t, c, dataDir)
-	id := submit(t, c, "@sleep 1s\n@output done")
+	gate := filepath.Join(t.TempDir(), "go-on")
+	id := submit(t, c, "@wait-file "+gate+"\n@output done")
 	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 	c.kill()
+	must(t, os.WriteFile(gate, nil, 0o600))
 	waitFor(t, 60*time.Second, "the task to end on the agent", func() bool {
 		task, err := agent.LoadTask(dataDir, id)
 		return err == nil && task.Phase.Terminal()

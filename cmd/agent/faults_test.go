@@ -85,14 +85,17 @@ func TestFaultDiskFull(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	ag := startAgentProc(t, c, dataDir)
 	defer ag.stop()
-	first := submit(t, c, "@progress 3\n@sleep 3s\n@progress 5\n@output written while the disk was full\n@sleep 1s\n@progress 2")
+	gates := t.TempDir() // on another disk: the task's pace is the test's
+	full, freed := filepath.Join(gates, "full"), filepath.Join(gates, "freed")
+	first := submit(t, c, "@progress 3\n@wait-file "+full+"\n@progress 5\n@output written while the disk was full\n@wait-file "+freed+"\n@progress 2")
 	c.waitPhase(t, first, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 
 	filler := filepath.Join(disk, "filler")
 	fill(t, filler)
-	waitFor(t, 60*time.Second, "the agent to report disk_full", func() bool {
-		h := agentHealth(t, c).Health
-		return h.Grade == "degraded" && strings.HasPrefix(h.Reason, "disk_full")
+	must(t, os.WriteFile(full, nil, 0o600)) // the task reports while the disk is full
+	waitFor(t, 60*time.Second, "the agent to report disk_full with reports held", func() bool {
+		a := agentHealth(t, c)
+		return a.Health.Grade == "degraded" && strings.HasPrefix(a.Health.Reason, "disk_full") && a.Outbox.Held > 0
 	})
 	second := submit(t, c, "@output the second task")
 	// Several heartbeats while the disk is full: the second task waits.
@@ -113,6 +116,7 @@ func TestFaultDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
+	must(t, os.WriteFile(freed, nil, 0o600))
 	v1, v2 := c.waitDone(t, first), c.waitDone(t, second)
 	if v1.Phase != state.PhaseCompleted || len(v1.Attempts) != 1 || v2.Phase != state.PhaseCompleted {
 		t.Fatalf("after space returned: first %s (%d attempts), second %s", v1.Phase, len(v1.Attempts), v2.Phase)

@@ -5,6 +5,7 @@
 //
 //	@progress N        N progress events with rising percent
 //	@sleep DURATION    wait (Go duration syntax)
+//	@wait-file PATH    wait until PATH exists (a test's way to pace a task)
 //	@output TEXT       visible output
 //	@tool NAME         a tool call: input, call, result
 //	@side-effect TEXT  a side effect
@@ -136,6 +137,14 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 			return 2, true
 		}
 		time.Sleep(d)
+	case "@wait-file":
+		s.out.Flush() // what came before is out while it waits
+		for {
+			if _, err := os.Stat(arg); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	case "@output":
 		s.emit(map[string]any{"type": "output", "text": arg})
 	case "@tool":
