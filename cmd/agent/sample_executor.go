@@ -17,6 +17,7 @@ follows directives in the task's prompt, one per line:
 
   @progress N        N progress events with rising percent
   @sleep DURATION    wait (Go duration syntax)
+  @wait-file PATH    wait until PATH exists (a test paces a task with it)
   @output TEXT       visible output
   @tool NAME         a tool call: input, call, result
   @side-effect TEXT  a side effect
