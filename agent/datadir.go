@@ -138,7 +138,7 @@ func (l Layout) appendLog(taskID string, attempt int, at time.Time, stream strin
 	if err := os.MkdirAll(l.Logs(taskID), 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(l.Log(taskID, attempt), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(l.Log(taskID, attempt), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}

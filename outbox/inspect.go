@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"github.com/edgeagent/agent/internal/durable"
+	"syscall"
 
 	"errors"
 	"fmt"
@@ -83,7 +84,7 @@ func openForReading(dir string) (*os.File, error) {
 	case !info.IsDir():
 		return nil, fmt.Errorf("outbox: %s is not a directory", dir)
 	}
-	f, err := os.Open(filepath.Join(dir, FileName))
+	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("outbox: %s: %w (no %s)", dir, ErrNoOutbox, FileName)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/edgeagent/agent/internal/durable"
@@ -157,7 +158,7 @@ func (o *Outbox) recover() (corrupt bool, err error) {
 		_ = os.Remove(p) // a compaction cut short by a crash
 	}
 	path := filepath.Join(o.dir, FileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return false, fmt.Errorf("outbox: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -30,7 +31,7 @@ const maxQuarantineSpan = 1 << 20
 // before recovery removes them from the outbox.
 func (o *Outbox) quarantine(f *os.File, spans []span) error {
 	path := filepath.Join(o.dir, QuarantineName)
-	q, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	q, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("outbox: quarantine: %w", err)
 	}

@@ -3,6 +3,7 @@ package outbox
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,5 +85,25 @@ func TestRepairCutsWhatAFailedBatchWrote(t *testing.T) {
 	}
 	if info.Size() != before {
 		t.Fatalf("file is %d bytes after the repair, want %d", info.Size(), before)
+	}
+}
+
+// A symbolic link planted in place of the outbox file is not followed:
+// the agent would otherwise write its records wherever the link points.
+func TestOutboxFileThatIsALinkIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := Open(dir, Options{}); err == nil {
+		o.Close()
+		t.Fatal("Open followed a symbolic link")
+	}
+	if info, _ := os.Stat(target); info.Size() != 0 {
+		t.Fatalf("the link's target was written: %d bytes", info.Size())
 	}
 }
