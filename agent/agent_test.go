@@ -250,3 +250,25 @@ func TestDataDirectoryWritableByOthersIsRefused(t *testing.T) {
 		t.Fatalf("Run on a world-writable data directory: %v", err)
 	}
 }
+
+func TestHeartbeatIntervalFromTheControlPlaneIsClamped(t *testing.T) {
+	a := &Agent{cfg: Config{HeartbeatInterval: 10 * time.Second}}
+	for _, c := range []struct {
+		seconds float64
+		want    time.Duration
+	}{
+		{10, 10 * time.Second},
+		{0.000001, time.Second},
+		{1e9, 5 * time.Minute},
+		{0, 10 * time.Second},
+		{-3, 10 * time.Second},
+	} {
+		if got, _ := a.clampInterval(c.seconds); got != c.want {
+			t.Errorf("clampInterval(%v) = %v, want %v", c.seconds, got, c.want)
+		}
+	}
+	fast := &Agent{cfg: Config{HeartbeatInterval: 100 * time.Millisecond}}
+	if got, _ := fast.clampInterval(0.1); got != 100*time.Millisecond {
+		t.Errorf("an agent set to beat fast keeps its own floor: %v", got)
+	}
+}

@@ -123,7 +123,10 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			if !wasReached {
 				a.log.Info("control plane reached", "url", a.client.URL())
 			}
-			if d := time.Duration(resp.HeartbeatIntervalS * float64(time.Second)); d > 0 && d != interval {
+			if d, asked := a.clampInterval(resp.HeartbeatIntervalS); d != interval {
+				if asked != d {
+					a.log.Warn("heartbeat interval from the control plane is out of bounds; clamped", "asked", asked, "using", d)
+				}
 				a.mu.Lock()
 				a.interval, interval = d, d
 				a.mu.Unlock()
@@ -144,6 +147,27 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		}
 		timer.Reset(interval)
 	}
+}
+
+// The heartbeat interval a control plane may set: not so short that the
+// agent spins, not so long that it goes silent.
+const (
+	minBeat = time.Second
+	maxBeat = 5 * time.Minute
+)
+
+// clampInterval takes the control plane's interval within [minBeat,
+// maxBeat] (or below minBeat when the agent's own interval is, as in
+// tests). It returns the interval to use and the one asked for.
+func (a *Agent) clampInterval(seconds float64) (use, asked time.Duration) {
+	switch {
+	case seconds != seconds || seconds <= 0: // NaN, or nothing said
+		return a.cfg.HeartbeatInterval, a.cfg.HeartbeatInterval
+	case seconds > maxBeat.Seconds(): // and beyond what a Duration holds
+		return maxBeat, time.Duration(min(seconds, 1e9) * float64(time.Second))
+	}
+	asked = time.Duration(seconds * float64(time.Second))
+	return min(max(asked, min(minBeat, a.cfg.HeartbeatInterval)), maxBeat), asked
 }
 
 // replyBeat is the heartbeat interval while an attempt awaits a person's
