@@ -102,3 +102,78 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 		t.Fatalf("claims %v: want the lost one asked again with the same id", claimIDs)
 	}
 }
+
+// A control plane that grants more than asked: the agent runs what it
+// asked for and releases the rest, which goes back to the queue and runs
+// later; nothing is run twice or dropped.
+func TestGrantLargerThanAskedIsReleased(t *testing.T) {
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: "tok", HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	var (
+		mu       sync.Mutex
+		released []string
+	)
+	real := srv.Handler()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/tasks/claim":
+			var req controlplane.ClaimRequest
+			body, _ := io.ReadAll(r.Body)
+			_ = json.Unmarshal(body, &req)
+			req.Max++ // a control plane that grants one more than asked
+			body, _ = json.Marshal(req)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		case "/v1/tasks/release":
+			body, _ := io.ReadAll(r.Body)
+			var req controlplane.ReleaseRequest
+			_ = json.Unmarshal(body, &req)
+			mu.Lock()
+			released = append(released, req.TaskIDs...)
+			mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		real.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := runner.NewExec(runner.ExecConfig{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		v, err := client.CreateTask(context.Background(), controlplane.CreateTaskRequest{Prompt: "@output hello"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, v.ID)
+	}
+	a, err := New(Config{ControlPlane: hs.URL, Token: "tok", DataDir: t.TempDir(), Executor: exe, MaxConcurrent: 1,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	for _, id := range ids {
+		if v := waitTerminal(t, client, id); v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 {
+			t.Errorf("task %s: %s with %d attempts", id, v.Phase, len(v.Attempts))
+		}
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(released) == 0 {
+		t.Fatal("nothing was released: the agent took more than it asked for")
+	}
+}

@@ -32,8 +32,14 @@ type holdback struct {
 	since   time.Time
 }
 
-// holdbackLogBytes bounds the log reports held in memory.
-const holdbackLogBytes = 64 << 20
+// Bounds of what is held in memory: log reports past holdbackLogBytes are
+// dropped; past holdbackRecords reports in all, a task's next report waits
+// (its runner with it) until writes work again, rather than grow memory
+// without end or drop what must not be dropped.
+const (
+	holdbackLogBytes = 64 << 20
+	holdbackRecords  = 100_000
+)
 
 func newHoldback() *holdback {
 	return &holdback{held: map[string]int{}, tasks: map[string]*state.Task{}, dropped: map[string]int{}}
@@ -56,6 +62,11 @@ func (h *holdback) append(o *outbox.Outbox, rec outbox.Record) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for len(h.records) >= holdbackRecords && rec.Kind != outbox.KindLog {
+		h.mu.Unlock()
+		time.Sleep(time.Second) // the heartbeat's flush makes room once writes work
+		h.mu.Lock()
+	}
 	if rec.Kind == outbox.KindLog && h.bytes+len(rec.Payload) > holdbackLogBytes {
 		h.dropped[rec.TaskID]++
 		return fmt.Errorf("log report dropped: %d bytes already held while writes fail", h.bytes)
