@@ -67,7 +67,7 @@ func (h *holdback) append(o *outbox.Outbox, rec outbox.Record) error {
 		time.Sleep(time.Second) // the heartbeat's flush makes room once writes work
 		h.mu.Lock()
 	}
-	if rec.Kind == outbox.KindLog && h.bytes+len(rec.Payload) > holdbackLogBytes {
+	if rec.Kind == outbox.KindLog && (h.bytes+len(rec.Payload) > holdbackLogBytes || len(h.records) >= holdbackRecords) {
 		h.dropped[rec.TaskID]++
 		return fmt.Errorf("log report dropped: %d bytes already held while writes fail", h.bytes)
 	}
