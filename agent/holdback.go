@@ -53,8 +53,8 @@ func (h *holdback) append(o *outbox.Outbox, rec outbox.Record) error {
 	h.mu.Unlock()
 	if !waiting {
 		_, err := o.Append(rec)
-		if err == nil || errors.Is(err, outbox.ErrFull) {
-			return err
+		if err == nil || !writeFailure(err) {
+			return err // written, or refused for what it is: holding it would not help
 		}
 		h.mu.Lock()
 		h.fail(err)
@@ -98,7 +98,7 @@ func (h *holdback) flush(o *outbox.Outbox, st *state.Store) bool {
 	defer h.mu.Unlock()
 	for len(h.records) > 0 {
 		rec := h.records[0]
-		if _, err := o.Append(rec); err != nil && !errors.Is(err, outbox.ErrFull) {
+		if _, err := o.Append(rec); err != nil && writeFailure(err) {
 			h.fail(err)
 			return false
 		}
@@ -126,6 +126,18 @@ func (h *holdback) flush(o *outbox.Outbox, st *state.Store) bool {
 		delete(h.tasks, id)
 	}
 	h.failing = nil
+	return true
+}
+
+// writeFailure reports whether an append failed for the disk's sake (and
+// may work later), not for the record's: full (log records), too large,
+// invalid, or the outbox closed say nothing about the disk.
+func writeFailure(err error) bool {
+	for _, e := range []error{outbox.ErrFull, outbox.ErrTooLarge, outbox.ErrInvalid, outbox.ErrClosed} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
 	return true
 }
 

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -21,9 +20,9 @@ type sink struct {
 // Report implements runner.Sink.
 func (s *sink) Report(r runner.Report) {
 	a := s.a
-	payload, err := json.Marshal(r.Payload)
+	payload, err := a.fit(s.taskID, r, a.recordLimit())
 	if err != nil {
-		a.log.Error("encode report", "task", s.taskID, "kind", r.Kind, "err", err)
+		a.log.Error("report not kept", "task", s.taskID, "kind", r.Kind, "err", err)
 		return
 	}
 	rec := outbox.Record{Key: recordKey(s.taskID, r), Kind: outbox.Kind(r.Kind), TaskID: s.taskID, Attempt: r.Attempt,
@@ -53,6 +52,15 @@ func (s *sink) Report(r runner.Report) {
 	}
 	a.mu.Unlock()
 	a.kick(a.kickSend)
+}
+
+// recordLimit is the largest payload a record may carry.
+func (a *Agent) recordLimit() int {
+	limit := a.cfg.Outbox.MaxRecordBytes
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	return limit - recordRoom
 }
 
 // recordKey is the idempotency key of a report: taskID:kind:phase:createdAt

@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/state"
+)
+
+// Reports too large for a record are made to fit where they are made: a
+// log keeps whole lines and says what it cut; a completion is stored whole
+// in the work directory and the record points to it. The outbox takes both.
+func TestOversizedReportsAreMadeToFit(t *testing.T) {
+	a := &Agent{cfg: Config{DataDir: t.TempDir()}}
+	limit := a.recordLimit()
+	o, err := outbox.Open(t.TempDir(), outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	line := strings.Repeat("x", 10<<10)
+	var lines []string
+	for range 300 { // 3 MB
+		lines = append(lines, line)
+	}
+	huge := strings.Repeat("r", 3<<20)
+	for _, c := range []struct {
+		name string
+		r    runner.Report
+		kind outbox.Kind
+		want string
+	}{
+		{"log", runner.Report{Kind: state.EventLog, Payload: state.LogEvent{Stream: "stdout", Lines: lines}}, outbox.KindLog, "bytes cut: over the record limit"},
+		{"completion", runner.Report{Kind: state.EventComplete, Payload: state.CompleteEvent{Status: state.PhaseCompleted, Summary: "done", Result: map[string]string{"data": huge}}}, outbox.KindComplete, "stored_in"},
+		{"progress", runner.Report{Kind: state.EventProgress, Payload: state.ProgressEvent{Message: huge}}, outbox.KindProgress, "bytes cut"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			payload, err := a.fit("t-1", c.r, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(payload) > limit || !strings.Contains(string(payload), c.want) {
+				t.Fatalf("payload of %d bytes (limit %d), want it to say %q", len(payload), limit, c.want)
+			}
+			if _, err := o.Append(outbox.Record{Kind: c.kind, TaskID: "t-1", CreatedAt: time.Now(), Payload: payload}); err != nil {
+				t.Fatalf("the outbox refused the fitted record: %v", err)
+			}
+			if c.kind == outbox.KindComplete {
+				var ce struct {
+					Result struct {
+						StoredIn string `json:"stored_in"`
+					} `json:"result"`
+				}
+				if err := json.Unmarshal(payload, &ce); err != nil {
+					t.Fatal(err)
+				}
+				whole, err := os.ReadFile(ce.Result.StoredIn)
+				if err != nil || !strings.Contains(string(whole), huge) {
+					t.Fatalf("the whole completion is not where the record points: %v", err)
+				}
+			}
+		})
+	}
+}
