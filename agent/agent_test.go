@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -270,5 +271,37 @@ func TestHeartbeatIntervalFromTheControlPlaneIsClamped(t *testing.T) {
 	fast := &Agent{cfg: Config{HeartbeatInterval: 100 * time.Millisecond}}
 	if got, _ := fast.clampInterval(0.1); got != 100*time.Millisecond {
 		t.Errorf("an agent set to beat fast keeps its own floor: %v", got)
+	}
+}
+
+// An agent whose lock file is removed under it stops, naming it, rather
+// than share its outbox with a second agent.
+func TestAgentStopsWhenItsLockIsRemoved(t *testing.T) {
+	_, cfg := fixture(t)
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(context.Background()) }()
+	lock := filepath.Join(cfg.DataDir, "outbox", outbox.LockName)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(lock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never took its lock")
+		}
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, outbox.ErrLockLost) {
+			t.Fatalf("Run: %v, want ErrLockLost", err)
+		}
+	case <-time.After(time.Minute): // a guard, not a limit: heartbeats come every 100 ms
+		t.Fatal("the agent went on without its lock")
 	}
 }

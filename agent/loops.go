@@ -95,6 +95,10 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			timer.Stop()
 		}
 		a.beatTick.Store(time.Now().UnixNano())
+		if err := a.outbox.CheckLock(); err != nil {
+			a.die(err) // two writers on one outbox would lose records
+			return
+		}
 		a.probe(ctx)
 		if st := a.held.status(); st.Failing != "" {
 			if a.held.flush(a.outbox, a.store) {

@@ -29,6 +29,8 @@ var (
 	ErrTooLarge = errors.New("outbox: record too large")
 	// ErrInvalid: the record lacks a valid kind, a task id or a JSON payload.
 	ErrInvalid = errors.New("outbox: invalid record")
+	// ErrLockLost: the lock file is no longer the one this outbox holds.
+	ErrLockLost = errors.New("outbox: lock lost")
 	// ErrLocked: another process holds the outbox's lock.
 	ErrLocked = errors.New("outbox: locked by another process")
 )

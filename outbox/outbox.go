@@ -126,6 +126,10 @@ func Open(dir string, opts Options) (*Outbox, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %s is held (is an agent already running on this data directory?)", ErrLocked, lock.Path())
 	}
+	if err := checkLock(lock); err != nil {
+		_ = lock.Unlock()
+		return nil, err
+	}
 	o := &Outbox{
 		dir: dir, opts: opts, lock: lock, sync: durable.Datasync,
 		dropped: make(map[string]uint64), loopDone: make(chan struct{}),
@@ -214,6 +218,23 @@ func (o *Outbox) recover() (corrupt bool, err error) {
 func (o *Outbox) setSize(n int64) {
 	o.size = n
 	o.fileBytes.Store(n)
+}
+
+// CheckLock reports whether the lock this outbox holds is still the file at
+// its path: one deleted or replaced would let a second writer in. The
+// daemon checks it at every heartbeat and stops when it fails.
+func (o *Outbox) CheckLock() error { return checkLock(o.lock) }
+
+func checkLock(lock *flock.Flock) error {
+	held, err := lock.Stat()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrLockLost, lock.Path(), err)
+	}
+	onDisk, err := os.Lstat(lock.Path())
+	if err != nil || !os.SameFile(held, onDisk) {
+		return fmt.Errorf("%w: %s was removed or replaced; another agent may now use this data directory", ErrLockLost, lock.Path())
+	}
+	return nil
 }
 
 // Dir returns the outbox's directory.

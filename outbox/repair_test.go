@@ -107,3 +107,19 @@ func TestOutboxFileThatIsALinkIsRefused(t *testing.T) {
 		t.Fatalf("the link's target was written: %d bytes", info.Size())
 	}
 }
+
+// Deleting the lock file would let a second writer in: the outbox that
+// holds the lock sees it, and a new Open takes a fresh lock.
+func TestRemovedLockFileIsNoticed(t *testing.T) {
+	dir := t.TempDir()
+	o := openT(t, dir, Options{})
+	if err := o.CheckLock(); err != nil {
+		t.Fatalf("a lock in place: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, LockName)); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.CheckLock(); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("CheckLock after the lock file was removed: %v, want ErrLockLost", err)
+	}
+}
