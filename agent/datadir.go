@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -42,6 +43,19 @@ func (l Layout) Log(taskID string, n int) string {
 	return filepath.Join(l.Logs(taskID), strconv.Itoa(n)+".log")
 }
 
+// readNoFollow reads a file, refusing a symbolic link in its place.
+func readNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return io.ReadAll(f)
+}
+
 // checkPrivate refuses a data directory that someone else could change: one
 // writable by its group or others, or owned by another user. What is in it
 // decides what the agent sends and runs.
@@ -65,7 +79,7 @@ func checkPrivate(dir string) error {
 // agentID returns the id kept in the data directory, making one the first
 // time: the host name and a random suffix.
 func (l Layout) agentID() (string, error) {
-	b, err := os.ReadFile(l.AgentID())
+	b, err := readNoFollow(l.AgentID())
 	if err == nil {
 		if id := strings.TrimSpace(string(b)); id != "" {
 			return id, nil

@@ -1,0 +1,60 @@
+package controlplane
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// Every API body is outside input. Whatever a client posts, the control
+// plane answers (never panics) and goes on answering.
+func FuzzAPIBodies(f *testing.F) {
+	for _, seed := range []string{
+		`{"agent_id":"a","events":[{"key":"k","kind":"progress","task_id":"t-1","attempt":1,"lease_id":"l","payload":{"message":"m"}}]}`,
+		`{"agent_id":"a","max":2,"health_grade":"available","request_id":"c"}`,
+		`{"agent_id":"a","running":[{"task_id":"t-1","attempt":1,"phase":"claimed"}]}`,
+		`{"title":"x","prompt":"do it","prefer":"gui","max_attempts":3}`,
+		`{"request_id":"r","decision":"accept"}`,
+		`{"agent_id":"a","task_ids":["t-1"]}`,
+		`{"agent_id":"a","events":[{"key":"k","kind":"complete","task_id":"t-1","payload":{"status":"completed"}}]}`,
+		`{"agent_id":"` + string(bytes.Repeat([]byte("a"), 200)) + `"}`,
+		`{`, `null`, `[]`, `{"events":null}`,
+	} {
+		for _, path := range []string{"/v1/events", "/v1/tasks/claim", "/v1/agents/heartbeat", "/v1/tasks", "/v1/tasks/t-1/reply", "/v1/tasks/release"} {
+			f.Add(path, []byte(seed))
+		}
+	}
+	srv, err := NewServer(ServerOptions{Dir: f.TempDir(), Token: "tok", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer srv.Close()
+	h := srv.Handler()
+	post := func(path string, body []byte) int {
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	post("/v1/tasks", []byte(`{"prompt":"a task to act on"}`))
+	f.Fuzz(func(t *testing.T, path string, body []byte) {
+		switch path {
+		case "/v1/events", "/v1/tasks/claim", "/v1/agents/heartbeat", "/v1/tasks", "/v1/tasks/release":
+		default:
+			path = "/v1/tasks/t-1/reply"
+		}
+		if code := post(path, body); code == 0 {
+			t.Fatal("no answer")
+		}
+		req := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("the control plane stopped answering: %d", w.Code)
+		}
+	})
+}
