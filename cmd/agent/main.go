@@ -30,6 +30,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
+	var ec exitCode
+	if errors.As(err, &ec) {
+		return int(ec) // the command said all it had to say
+	}
 	fmt.Fprintf(stderr, "agent: %s\n", oneLine(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
@@ -37,6 +41,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	return 1
 }
+
+// exitCode ends a command with that code and nothing more on stderr.
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
 
 // usageError marks a mistake in the command line (exit 2).
 type usageError struct{ err error }

@@ -14,7 +14,7 @@ func newSubmitCmd() *cobra.Command {
 	var (
 		url, tokenFile, prompt, title, prefer string
 		maxAttempts                           int
-		insecure, asJSON                      bool
+		insecure, asJSON, wait                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "submit",
@@ -49,10 +49,28 @@ func newSubmitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), v)
+			if !wait {
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), v)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), v.ID)
+				return nil
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), v.ID)
+			if !asJSON {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s submitted; waiting for it to end\n", v.ID)
+			}
+			final, err := waitTask(cmd.Context(), c, v.ID, cmd.OutOrStdout(), asJSON)
+			if err != nil {
+				return fmt.Errorf("waiting for %s: %w", v.ID, err)
+			}
+			if asJSON {
+				if err := writeJSON(cmd.OutOrStdout(), final); err != nil {
+					return err
+				}
+			}
+			if code := waitExitCode(final.Phase); code != 0 {
+				return exitCode(code)
+			}
 			return nil
 		},
 	}
@@ -64,6 +82,7 @@ func newSubmitCmd() *cobra.Command {
 	fl.StringVar(&prefer, "prefer", "any", "gui (needs the executor's app server) or any")
 	fl.IntVar(&maxAttempts, "max-attempts", 0, "attempts this task may take (0: the agent's setting)")
 	fl.BoolVar(&insecure, "insecure", false, "allow http:// to a control plane that is not on loopback")
-	fl.BoolVar(&asJSON, "json", false, "print the whole task as JSON")
+	fl.BoolVar(&asJSON, "json", false, "print the whole task as JSON (with --wait: the final task)")
+	fl.BoolVar(&wait, "wait", false, "follow the task to its end; exit 0 completed, 1 failed, 3 recoverable_failed (a person decides), 4 timed out or expired, 5 cancelled")
 	return cmd
 }
