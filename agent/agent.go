@@ -111,6 +111,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.store, err = state.OpenStore(a.layout.Tasks()); err != nil {
 		return err
 	}
+	if a.client, err = a.layout.agentClient(a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
 	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log}
 	a.started = time.Now()
 	a.log.Info("agent starting", "agent_id", a.id, "data_dir", a.cfg.DataDir, "control_plane", a.client.URL(),

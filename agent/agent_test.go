@@ -203,7 +203,11 @@ func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := client.Claim(context.Background(), controlplane.ClaimRequest{AgentID: "vm-crashed", Max: 1, HealthGrade: "available"})
+	crashed, err := controlplane.NewClient(cfg.ControlPlane, cfg.Token, controlplane.ClientOptions{AgentID: "vm-crashed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := crashed.Claim(context.Background(), controlplane.ClaimRequest{AgentID: "vm-crashed", Max: 1, HealthGrade: "available"})
 	if err != nil || len(claimed.Tasks) != 1 {
 		t.Fatalf("claim: %v %+v", err, claimed)
 	}

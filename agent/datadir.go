@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/durable"
 	"github.com/edgeagent/agent/state"
@@ -31,6 +32,7 @@ import (
 //	logs/TASK/N.log   executor output of attempt N
 //	health.json       the executor's health at the last heartbeat
 //	agent-id          the agent's stable id
+//	agent-token       the agent's own control plane token (0600)
 type Layout struct{ Dir string }
 
 // Paths in a data directory.
@@ -39,8 +41,20 @@ func (l Layout) Tasks() string             { return filepath.Join(l.Dir, "tasks"
 func (l Layout) Logs(taskID string) string { return filepath.Join(l.Dir, "logs", taskID) }
 func (l Layout) Health() string            { return filepath.Join(l.Dir, "health.json") }
 func (l Layout) AgentID() string           { return filepath.Join(l.Dir, "agent-id") }
+func (l Layout) AgentToken() string        { return filepath.Join(l.Dir, "agent-token") }
 func (l Layout) Log(taskID string, n int) string {
 	return filepath.Join(l.Logs(taskID), strconv.Itoa(n)+".log")
+}
+
+// agentClient is agent id's client: its own control plane token is the one
+// kept in the data directory, registered (with the shared token) when
+// there is none or the control plane no longer knows it.
+func (l Layout) agentClient(url, sharedToken string, insecure bool, version, id string) (*controlplane.Client, error) {
+	saved, _ := readNoFollow(l.AgentToken())
+	return controlplane.NewClient(url, sharedToken, controlplane.ClientOptions{
+		Insecure: insecure, UserAgent: "agent/" + version, Timeout: 30 * time.Second,
+		AgentID: id, AgentToken: strings.TrimSpace(string(saved)),
+		SaveAgentToken: func(tok string) error { return writeFile(l.AgentToken(), []byte(tok+"\n")) }})
 }
 
 // readNoFollow reads a file, refusing a symbolic link in its place.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -32,10 +31,6 @@ type ReplayResult struct {
 // as the daemon would. It takes the outbox's lock, so it refuses to run
 // beside the agent. On an error the records not delivered stay pending.
 func Replay(ctx context.Context, opts ReplayOptions) (ReplayResult, error) {
-	client, err := controlplane.NewClient(opts.ControlPlane, opts.Token, controlplane.ClientOptions{Insecure: opts.Insecure})
-	if err != nil {
-		return ReplayResult{}, err
-	}
 	layout := Layout{opts.DataDir}
 	ob, err := outbox.Open(layout.Outbox(), outbox.Options{})
 	if err != nil {
@@ -43,6 +38,10 @@ func Replay(ctx context.Context, opts ReplayOptions) (ReplayResult, error) {
 	}
 	defer ob.Close()
 	id, err := layout.agentID()
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	client, err := layout.agentClient(opts.ControlPlane, opts.Token, opts.Insecure, "replay", id)
 	if err != nil {
 		return ReplayResult{}, err
 	}

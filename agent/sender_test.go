@@ -29,7 +29,11 @@ func TestPoisonRecordIsIsolated(t *testing.T) {
 	}
 	ctx := context.Background()
 	task, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "x"})
-	claimed, err := client.Claim(ctx, controlplane.ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available"})
+	agentA, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{Tries: 1, AgentID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := agentA.Claim(ctx, controlplane.ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available"})
 	if err != nil || len(claimed.Tasks) != 1 {
 		t.Fatal(err)
 	}
@@ -53,7 +57,7 @@ func TestPoisonRecordIsIsolated(t *testing.T) {
 			poison = seq
 		}
 	}
-	s := &sender{outbox: o, client: client, agentID: "a", log: quiet(),
+	s := &sender{outbox: o, client: agentA, agentID: "a", log: quiet(),
 		leaseOf: func(string) string { return claimed.Tasks[0].Lease.ID }}
 	for {
 		n, err := s.batch(ctx)

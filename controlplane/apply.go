@@ -134,8 +134,8 @@ func (s *Server) apply(agentID string, ev Event, now time.Time) (reason string) 
 		return ReasonTerminal
 	}
 	switch {
-	case t.Lease != nil && t.Lease.ID != ev.LeaseID:
-		return ReasonLease
+	case t.Lease != nil && (t.Lease.ID != ev.LeaseID || t.Lease.AgentID != agentID):
+		return ReasonLease // another's lease, or another agent holding it
 	case t.Lease == nil && t.Phase == state.PhaseQueued:
 		return ReasonLease // its lease lapsed and it went back to the queue
 	case t.Lease == nil:

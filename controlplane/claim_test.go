@@ -17,7 +17,7 @@ func TestClaimIsIdempotentByRequestID(t *testing.T) {
 	e.submit("two", "any")
 	ctx := context.Background()
 	claim := func(id string) []Claimed {
-		resp, err := e.client.Claim(ctx, ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available", RequestID: id})
+		resp, err := e.agent("a").Claim(ctx, ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available", RequestID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestHeartbeatReconcilesClaimsBothWays(t *testing.T) {
 		for _, id := range running {
 			rs = append(rs, RunningTask{TaskID: id, Phase: state.PhaseClaimed})
 		}
-		resp, err := e.client.Heartbeat(ctx, HeartbeatRequest{AgentID: "a", Running: rs})
+		resp, err := e.agent("a").Heartbeat(ctx, HeartbeatRequest{AgentID: "a", Running: rs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,13 +103,13 @@ func TestReleaseRequeues(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	task := e.submit("x", "any")
 	e.claim("a", "available", 1)
-	if err := e.client.Release(context.Background(), "b", []string{task.ID}); err != nil {
+	if err := e.agent("b").Release(context.Background(), "b", []string{task.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := e.client.Task(context.Background(), task.ID); v.Phase != state.PhaseClaimed {
 		t.Fatalf("another agent released it: %s", v.Phase)
 	}
-	if err := e.client.Release(context.Background(), "a", []string{task.ID}); err != nil {
+	if err := e.agent("a").Release(context.Background(), "a", []string{task.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := e.client.Task(context.Background(), task.ID); v.Phase != state.PhaseQueued || v.Lease != nil {
@@ -139,7 +139,7 @@ func TestOverlongKeysAndIdsAreRefused(t *testing.T) {
 	if res[0].Status != StatusRejected || res[1].Status != StatusAccepted {
 		t.Fatalf("results %+v", res)
 	}
-	if _, err := e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: strings.Repeat("a", MaxIDBytes+1)}); err == nil {
+	if _, err := e.agent(strings.Repeat("a", MaxIDBytes+1)).Heartbeat(context.Background(), HeartbeatRequest{AgentID: strings.Repeat("a", MaxIDBytes+1)}); err == nil {
 		t.Fatal("an overlong agent id was taken")
 	}
 	// And a second control plane on the same directory is refused.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -32,15 +33,28 @@ type ClientOptions struct {
 	Tries uint
 	// UserAgent is sent with every request.
 	UserAgent string
+	// AgentID, when set, makes this an agent's client: the agent
+	// endpoints (heartbeat, claim, release, events) go with the agent's own
+	// token, AgentToken, registered with the shared token when there is
+	// none yet, or when the control plane no longer knows it.
+	// SaveAgentToken keeps a new one (the agent writes it to its data
+	// directory).
+	AgentID        string
+	AgentToken     string
+	SaveAgentToken func(token string) error
 }
 
 // Client talks to a control plane. It never puts its token in an error or
 // a log.
 type Client struct {
 	base  *url.URL
-	token string
+	token string // the shared token
 	http  *http.Client
 	opts  ClientOptions
+
+	regMu    sync.Mutex // one registration at a time
+	agentMu  sync.Mutex
+	agentTok string
 }
 
 // ErrRedirect: the control plane answered with a redirect, which the
@@ -141,7 +155,8 @@ func NewClient(rawURL, token string, opts ClientOptions) (*Client, error) {
 	if opts.Tries == 0 {
 		opts.Tries = 3
 	}
-	return &Client{base: u, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout, CheckRedirect: errRedirect}, opts: opts}, nil
+	return &Client{base: u, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout, CheckRedirect: errRedirect}, opts: opts,
+		agentTok: strings.TrimSpace(opts.AgentToken)}, nil
 }
 
 // URL is the control plane's address (it holds no secret).
@@ -150,19 +165,19 @@ func (c *Client) URL() string { return c.base.Redacted() }
 // Heartbeat reports the agent and learns what to cancel.
 func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatResponse, error) {
 	var out HeartbeatResponse
-	return out, c.call(ctx, http.MethodPost, "/v1/agents/heartbeat", req, &out, true)
+	return out, c.agentCall(ctx, http.MethodPost, "/v1/agents/heartbeat", req, &out, true)
 }
 
 // Claim asks for up to req.Max tasks. It is tried once.
 func (c *Client) Claim(ctx context.Context, req ClaimRequest) (ClaimResponse, error) {
 	var out ClaimResponse
-	return out, c.call(ctx, http.MethodPost, "/v1/tasks/claim", req, &out, false)
+	return out, c.agentCall(ctx, http.MethodPost, "/v1/tasks/claim", req, &out, false)
 }
 
 // Release gives claimed tasks back to the queue. It is safe to repeat.
 func (c *Client) Release(ctx context.Context, agentID string, taskIDs []string) error {
 	var out struct{}
-	return c.call(ctx, http.MethodPost, "/v1/tasks/release", ReleaseRequest{AgentID: agentID, TaskIDs: taskIDs}, &out, true)
+	return c.agentCall(ctx, http.MethodPost, "/v1/tasks/release", ReleaseRequest{AgentID: agentID, TaskIDs: taskIDs}, &out, true)
 }
 
 // SendEvents sends events in batches of at most MaxEventsPerBatch events
@@ -181,7 +196,7 @@ func (c *Client) SendEvents(ctx context.Context, agentID string, events []Event)
 			n++
 		}
 		var out EventsResponse
-		if err := c.call(ctx, http.MethodPost, "/v1/events", EventsRequest{AgentID: agentID, Events: events[:n]}, &out, true); err != nil {
+		if err := c.agentCall(ctx, http.MethodPost, "/v1/events", EventsRequest{AgentID: agentID, Events: events[:n]}, &out, true); err != nil {
 			return results, err
 		}
 		if len(out.Results) != n {
@@ -240,6 +255,57 @@ func (c *Client) Agents(ctx context.Context) ([]AgentView, error) {
 // call does one request, retried with backoff when repeatable and the
 // failure is transient.
 func (c *Client) call(ctx context.Context, method, path string, in, out any, repeatable bool) error {
+	return c.callWith(ctx, c.token, method, path, in, out, repeatable)
+}
+
+// agentCall calls an agent endpoint with the agent's own token. A token
+// the control plane does not know (it lost its registry, or a registration
+// replaced it) is registered again, once.
+func (c *Client) agentCall(ctx context.Context, method, path string, in, out any, repeatable bool) error {
+	tok, err := c.agentToken(ctx, "")
+	if err != nil {
+		return err
+	}
+	err = c.callWith(ctx, tok, method, path, in, out, repeatable)
+	if errors.Is(err, ErrUnauthorized) && c.opts.AgentID != "" {
+		if tok, err = c.agentToken(ctx, tok); err != nil {
+			return err
+		}
+		err = c.callWith(ctx, tok, method, path, in, out, repeatable)
+	}
+	return err
+}
+
+// agentToken returns the agent's token, registering for one when there is
+// none or it is stale (the one that was refused).
+func (c *Client) agentToken(ctx context.Context, stale string) (string, error) {
+	if c.opts.AgentID == "" {
+		return c.token, nil // a tool, not an agent: the control plane will say no
+	}
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	c.agentMu.Lock()
+	tok := c.agentTok
+	c.agentMu.Unlock()
+	if tok != "" && tok != stale {
+		return tok, nil
+	}
+	var resp RegisterResponse
+	if err := c.callWith(ctx, c.token, http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: c.opts.AgentID}, &resp, true); err != nil {
+		return "", fmt.Errorf("register agent %s: %w", c.opts.AgentID, err)
+	}
+	if c.opts.SaveAgentToken != nil {
+		if err := c.opts.SaveAgentToken(resp.Token); err != nil {
+			return "", fmt.Errorf("keep the agent's token: %w", err)
+		}
+	}
+	c.agentMu.Lock()
+	c.agentTok = resp.Token
+	c.agentMu.Unlock()
+	return resp.Token, nil
+}
+
+func (c *Client) callWith(ctx context.Context, token, method, path string, in, out any, repeatable bool) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -254,7 +320,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, rep
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval = 200*time.Millisecond, 5*time.Second
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		err := c.once(ctx, method, path, body, out)
+		err := c.once(ctx, token, method, path, body, out)
 		if err != nil && !Transient(err) {
 			return struct{}{}, backoff.Permanent(err)
 		}
@@ -263,7 +329,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, rep
 	return err
 }
 
-func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) error {
+func (c *Client) once(ctx context.Context, token, method, path string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -272,7 +338,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	if c.opts.UserAgent != "" {
 		req.Header.Set("User-Agent", c.opts.UserAgent)

@@ -52,7 +52,7 @@ func TestReplyToAnApprovalRequest(t *testing.T) {
 		}
 	}
 	beat := func() HeartbeatResponse {
-		resp, err := e.client.Heartbeat(ctx, HeartbeatRequest{AgentID: "agent-1", Running: []RunningTask{{TaskID: task.ID, Attempt: 1, Phase: state.PhaseAwaitingReply}}})
+		resp, err := e.agent("agent-1").Heartbeat(ctx, HeartbeatRequest{AgentID: "agent-1", Running: []RunningTask{{TaskID: task.ID, Attempt: 1, Phase: state.PhaseAwaitingReply}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func TestReplyToAnApprovalRequest(t *testing.T) {
 			t.Fatalf("heartbeat %d replies %+v, want %+v", i, got, want)
 		}
 	}
-	if _, err := e.client.Heartbeat(ctx, HeartbeatRequest{AgentID: "agent-2"}); err != nil {
+	if _, err := e.agent("agent-2").Heartbeat(ctx, HeartbeatRequest{AgentID: "agent-2"}); err != nil {
 		t.Fatal(err)
 	}
 	e.send("agent-1", ev("k4", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}))

@@ -55,8 +55,9 @@ type Server struct {
 	keys   map[string]bool
 	agents map[string]*agentState
 	// batches counts events batches, for the fault suite's crash points.
-	batches int
-	lock    *flock.Flock
+	batches  int
+	lock     *flock.Flock
+	registry *registry
 }
 
 // Close releases the server's directory.
@@ -114,7 +115,11 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]bool{}, agents: map[string]*agentState{}, lock: lock}
+	reg, err := openRegistry(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]bool{}, agents: map[string]*agentState{}, lock: lock, registry: reg}
 	for _, list := range stored {
 		for _, e := range list {
 			s.keys[e.Key] = true
@@ -160,10 +165,13 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	api := http.NewServeMux()
-	api.HandleFunc("POST /v1/agents/heartbeat", handle(s.heartbeat))
-	api.HandleFunc("POST /v1/tasks/claim", handle(s.claim))
-	api.HandleFunc("POST /v1/tasks/release", handle(s.release))
-	api.HandleFunc("POST /v1/events", handle(s.acceptEvents))
+	api.HandleFunc("POST /v1/agents/register", func(w http.ResponseWriter, r *http.Request) {
+		handle(func(req RegisterRequest) (RegisterResponse, error) { return s.register(r.Context(), req) })(w, r)
+	})
+	api.HandleFunc("POST /v1/agents/heartbeat", agentOnly(s.heartbeat, func(r HeartbeatRequest) string { return r.AgentID }))
+	api.HandleFunc("POST /v1/tasks/claim", agentOnly(s.claim, func(r ClaimRequest) string { return r.AgentID }))
+	api.HandleFunc("POST /v1/tasks/release", agentOnly(s.release, func(r ReleaseRequest) string { return r.AgentID }))
+	api.HandleFunc("POST /v1/events", agentOnly(s.acceptEvents, func(r EventsRequest) string { return r.AgentID }))
 	api.HandleFunc("POST /v1/tasks", handle(s.createTask))
 	api.HandleFunc("GET /v1/tasks", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listTasks()) })
 	api.HandleFunc("GET /v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -190,12 +198,49 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) authorize(next http.Handler) http.Handler {
 	want := []byte("Bearer " + s.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		got := r.Header.Get("Authorization")
+		var who caller
+		if subtle.ConstantTimeCompare([]byte(got), want) == 1 {
+			who.shared = true
+		} else if tok, ok := strings.CutPrefix(got, "Bearer "); ok && tok != "" {
+			who.agentID, _ = s.registry.agent(tok)
+		}
+		if !who.shared && who.agentID == "" {
 			writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "unauthorized: missing or wrong bearer token"})
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, who)))
 	})
+}
+
+// register gives an agent its own token; it takes the shared token.
+func (s *Server) register(ctx context.Context, req RegisterRequest) (RegisterResponse, error) {
+	if !callerOf(ctx).shared {
+		return RegisterResponse{}, &httpError{http.StatusForbidden, "registering takes the shared token"}
+	}
+	if err := checkAgentID(req.AgentID); err != nil {
+		return RegisterResponse{}, err
+	}
+	tok, err := s.registry.register(req.AgentID)
+	if err != nil {
+		return RegisterResponse{}, fmt.Errorf("register %s: %w", req.AgentID, err)
+	}
+	s.log.Info("agent registered", "agent", req.AgentID)
+	return RegisterResponse{AgentID: req.AgentID, Token: tok}, nil
+}
+
+// agentOnly wraps an agent endpoint: its body's agent_id must be the
+// caller's own.
+func agentOnly[In, Out any](fn func(In) (Out, error), agentID func(In) string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		handle(func(in In) (Out, error) {
+			if err := asAgent(r.Context(), agentID(in)); err != nil {
+				var zero Out
+				return zero, err
+			}
+			return fn(in)
+		})(w, r)
+	}
 }
 
 // httpError is an error with the status to answer it with.

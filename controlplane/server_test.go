@@ -40,7 +40,22 @@ type env struct {
 	clk    *clock
 	srv    *Server
 	http   *httptest.Server
-	client *Client
+	client *Client // a person's tools: the shared token
+	agents map[string]*Client
+}
+
+// agent returns agent id's client, which registers for its own token.
+func (e *env) agent(id string) *Client {
+	e.t.Helper()
+	if c := e.agents[id]; c != nil {
+		return c
+	}
+	c, err := NewClient(e.http.URL, "s3cret", ClientOptions{Tries: 1, AgentID: id})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.agents[id] = c
+	return c
 }
 
 func newEnv(t *testing.T, dir string, clk *clock) *env {
@@ -56,7 +71,7 @@ func newEnv(t *testing.T, dir string, clk *clock) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, dir: dir, clk: clk, srv: srv, http: hs, client: c}
+	return &env{t: t, dir: dir, clk: clk, srv: srv, http: hs, client: c, agents: map[string]*Client{}}
 }
 
 // restart stops this server, as a crash would leave its files, and starts
@@ -79,7 +94,7 @@ func (e *env) submit(prompt, prefer string) TaskView {
 
 func (e *env) claim(agent, grade string, max int) []Claimed {
 	e.t.Helper()
-	resp, err := e.client.Claim(context.Background(), ClaimRequest{AgentID: agent, Max: max, HealthGrade: grade})
+	resp, err := e.agent(agent).Claim(context.Background(), ClaimRequest{AgentID: agent, Max: max, HealthGrade: grade})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -88,7 +103,7 @@ func (e *env) claim(agent, grade string, max int) []Claimed {
 
 func (e *env) send(agent string, evs ...Event) []EventResult {
 	e.t.Helper()
-	res, err := e.client.SendEvents(context.Background(), agent, evs)
+	res, err := e.agent(agent).SendEvents(context.Background(), agent, evs)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -203,7 +218,7 @@ func TestClaimsAreHealthAware(t *testing.T) {
 		t.Errorf("an unavailable agent got %d tasks", len(got))
 	}
 	// An available agent is online: the degraded one does not get the gui task.
-	e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-ok", Health: Health{Grade: "available"}})
+	e.agent("ag-ok").Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-ok", Health: Health{Grade: "available"}})
 	got := e.claim("ag-meh", "degraded", 5)
 	if len(got) != 1 || got[0].Task.Prefer != "any" {
 		t.Fatalf("degraded agent got %+v", got)
@@ -224,7 +239,7 @@ func TestDegradedAgentGetsGuiTaskWhenNoBetterOneIsOnline(t *testing.T) {
 func TestLeaseLapsesWhenTheAgentGoesOffline(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("fix it", "")
-	e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-1"})
+	e.agent("ag-1").Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-1"})
 	c := e.claim("ag-1", "available", 1)[0]
 	e.clk.advance(2 * time.Minute) // three intervals silent, lease expired
 	agents, _ := e.client.Agents(context.Background())
@@ -260,7 +275,7 @@ func TestCancelReachesTheAgentInItsHeartbeat(t *testing.T) {
 	if err != nil || !v.CancelRequested || v.Phase.Terminal() {
 		t.Fatalf("a running task is marked, not ended: %v %+v", err, v.Task)
 	}
-	resp, _ := e.client.Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-1", Running: []RunningTask{{TaskID: c.Task.ID}}})
+	resp, _ := e.agent("ag-1").Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-1", Running: []RunningTask{{TaskID: c.Task.ID}}})
 	if len(resp.Cancel) != 1 || resp.Cancel[0] != c.Task.ID {
 		t.Errorf("heartbeat cancel list %v", resp.Cancel)
 	}

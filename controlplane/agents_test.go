@@ -1,0 +1,111 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/edgeagent/agent/state"
+)
+
+func statusOf(err error) int {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
+}
+
+// Each agent acts with its own token and only for itself: the shared token
+// registers and serves people's tools, never the agent endpoints; another
+// agent's token cannot heartbeat as it, and cannot post events on its
+// lease.
+func TestAgentsActOnlyForThemselves(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, dir, &clock{now: t0})
+	ctx := context.Background()
+	task := e.submit("x", "any")
+	c := e.claim("a", "available", 1)[0]
+
+	if _, err := e.client.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); statusOf(err) != http.StatusForbidden {
+		t.Fatalf("heartbeat with the shared token: %v, want 403", err)
+	}
+	mallory := e.agent("mallory")
+	if _, err := mallory.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); statusOf(err) != http.StatusForbidden {
+		t.Fatalf("mallory heartbeating as a: %v, want 403", err)
+	}
+	res, err := mallory.SendEvents(ctx, "mallory", []Event{ev("m1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting})})
+	if err != nil || res[0].Status != StatusRejected || res[0].Reason != ReasonLease {
+		t.Fatalf("mallory's events on a's lease: %+v %v, want rejected (lease)", res, err)
+	}
+	if r := e.send("a", ev("a1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting})); r[0].Status != StatusAccepted {
+		t.Fatalf("a's own event: %+v", r)
+	}
+
+	// The tokens outlive a restart (no new registration is needed);
+	// registering again replaces one.
+	oldTok := e.agents["a"].agentTok
+	e = e.restart(&clock{now: t0})
+	a, err := NewClient(e.http.URL, "s3cret", ClientOptions{Tries: 1, AgentID: "a", AgentToken: oldTok,
+		SaveAgentToken: func(string) error { t.Error("registered again: the token did not outlive the restart"); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Heartbeat(ctx, HeartbeatRequest{AgentID: "a", Running: []RunningTask{{TaskID: task.ID}}}); err != nil {
+		t.Fatalf("a's token after a restart: %v", err)
+	}
+	tokenOf(t, e, "a")
+	stale, _ := NewClient(e.http.URL, oldTok, ClientOptions{Tries: 1})
+	if err := stale.call(ctx, http.MethodGet, "/v1/tasks", nil, &[]TaskView{}, false); statusOf(err) != http.StatusUnauthorized {
+		t.Fatalf("a replaced token: %v, want 401", err)
+	}
+}
+
+// tokenOf registers agent id afresh through the shared token and returns
+// its token.
+func tokenOf(t *testing.T, e *env, id string) string {
+	t.Helper()
+	var resp RegisterResponse
+	if err := e.client.call(context.Background(), http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: id}, &resp, false); err != nil {
+		t.Fatal(err)
+	}
+	return resp.Token
+}
+
+// A control plane that lost its registry (a new directory, say): the
+// agent's client registers again, once, and goes on.
+func TestClientRegistersAgainWhenItsTokenIsUnknown(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, dir, &clock{now: t0})
+	saved := ""
+	c, err := NewClient(e.http.URL, "s3cret", ClientOptions{Tries: 1, AgentID: "a", SaveAgentToken: func(tok string) error { saved = tok; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); err != nil || saved == "" {
+		t.Fatalf("first heartbeat: %v (token saved: %v)", err, saved != "")
+	}
+	first := saved
+	if err := os.Remove(filepath.Join(dir, "agents.json")); err != nil {
+		t.Fatal(err)
+	}
+	e = e.restart(&clock{now: t0})
+	c2, err := NewClient(e.http.URL, "s3cret", ClientOptions{Tries: 1, AgentID: "a", AgentToken: first, SaveAgentToken: func(tok string) error { saved = tok; return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); err != nil {
+		t.Fatalf("heartbeat with a token the control plane forgot: %v", err)
+	}
+	if saved == first {
+		t.Fatal("no new token was registered and saved")
+	}
+	agentOnlyToken, _ := NewClient(e.http.URL, saved, ClientOptions{Tries: 1})
+	if err := agentOnlyToken.call(ctx, http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: "c"}, &RegisterResponse{}, false); statusOf(err) != http.StatusForbidden {
+		t.Fatalf("registering with an agent's token: %v, want 403", err)
+	}
+}
