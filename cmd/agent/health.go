@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/durable"
 )
 
@@ -17,15 +18,23 @@ func newHealthCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "health",
-		Short: "Show the executor's health grade and recent errors, as of the agent's last heartbeat",
+		Short: "Show the executor's health grade and recent errors, as of the agent's last heartbeat (exit 1 when unavailable)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, err := agent.ReadHealth(dataDir)
 			if err != nil {
 				return err
 			}
+			// A script can ask: exit 1 when the executor is unavailable.
+			unavailable := exitCode(0)
+			if h.Grade == health.Unavailable {
+				unavailable = 1
+			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), h)
+				if err := writeJSON(cmd.OutOrStdout(), h); err != nil {
+					return err
+				}
+				return exitOr(unavailable)
 			}
 			now := time.Now()
 			w := cmd.OutOrStdout()
@@ -51,7 +60,7 @@ func newHealthCmd() *cobra.Command {
 					fmt.Fprintf(w, "  %-8s %-20s %s\n", ago(now, p.At), p.Signal, visible(p.Detail))
 				}
 			}
-			return nil
+			return exitOr(unavailable)
 		},
 	}
 	dataDirFlag(cmd, &dataDir)

@@ -47,6 +47,14 @@ type exitCode int
 
 func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
 
+// exitOr is nil for 0, else the exit code as an error.
+func exitOr(c exitCode) error {
+	if c == 0 {
+		return nil
+	}
+	return c
+}
+
 // usageError marks a mistake in the command line (exit 2).
 type usageError struct{ err error }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,22 @@ func TestVersion(t *testing.T) {
 	r := runAgent(t, "version")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "agent ") {
 		t.Errorf("version: %+v", r)
+	}
+	if r := runAgent(t, "--version"); r.code != 0 || !strings.Contains(r.stdout, "version") {
+		t.Errorf("--version: %+v", r)
+	}
+}
+
+// agent health says unavailable in its exit code, for scripts.
+func TestHealthExitsOneWhenUnavailable(t *testing.T) {
+	for grade, code := range map[string]int{"available": 0, "degraded": 0, "unavailable": 1} {
+		t.Run(grade, func(t *testing.T) {
+			dir := t.TempDir()
+			must(t, os.WriteFile(filepath.Join(dir, "health.json"), []byte(`{"executor":"codex","grade":"`+grade+`","agent_id":"a"}`), 0o600))
+			r := runAgent(t, "health", "--data-dir", dir)
+			if r.code != code || !strings.Contains(r.stdout, "grade:          "+grade) || r.stderr != "" {
+				t.Fatalf("exit %d, want %d: %+v", r.code, code, r)
+			}
+		})
 	}
 }

@@ -59,7 +59,7 @@ attempts and last error. Sent records stay listed until compaction.`,
 				if it.State == outbox.StateDead {
 					last = "dead: " + it.Reason
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", it.Seq, visible(truncateMiddle(it.Key, 48)), visible(string(it.Kind)), visible(it.TaskID),
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", it.Seq, visible(it.Key), visible(string(it.Kind)), visible(it.TaskID),
 					it.Attempt, ago(now, it.CreatedAt), it.State, it.Tries, dash(visible(last)))
 			}
 			return tw.Flush()

@@ -18,6 +18,7 @@ and replayed until the control plane acknowledges it.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.Version = agentVersion() // agent --version
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newHealthCmd(), newOutboxCmd(), newServiceCmd(), newSampleExecutorCmd())
 	return root

@@ -48,8 +48,8 @@ func newTasksLsCmd() *cobra.Command {
 				if t.Progress.Message != "" || t.Progress.Percent > 0 {
 					progress = fmt.Sprintf("%d%% %s", t.Progress.Percent, t.Progress.Message)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", t.ID, truncateMiddle(t.Title, 40), t.Phase, len(t.Attempts), model,
-					truncateMiddle(progress, 30), ago(now, t.UpdatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(t.ID), visible(truncateMiddle(t.Title, 40)), t.Phase, len(t.Attempts), visible(model),
+					visible(truncateMiddle(progress, 30)), ago(now, t.UpdatedAt))
 			}
 			return tw.Flush()
 		},
