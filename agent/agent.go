@@ -166,11 +166,28 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	wg.Wait()
 	if fatal == nil {
 		a.flush()
+		a.goOffline()
 	}
 	st := a.outbox.Stats()
 	a.log.Info("agent stopped", "pending", st.Pending, "dead", st.Dead)
 	return fatal
 }
+
+// goOffline sends a last heartbeat saying the agent is gone, so the control
+// plane stops showing it online at once rather than after three silent
+// intervals. Best effort, and brief: the agent is stopping.
+func (a *Agent) goOffline() {
+	ctx, cancel := context.WithTimeout(context.Background(), offlineTimeout)
+	defer cancel()
+	req := a.heartbeatRequest()
+	req.State, req.Running = controlplane.AgentOffline, []controlplane.RunningTask{}
+	if _, err := a.client.Heartbeat(ctx, req); err != nil {
+		a.log.Info("the control plane was not told the agent went offline; it will see it silent", "err", err)
+	}
+}
+
+// offlineTimeout bounds the last heartbeat.
+const offlineTimeout = 2 * time.Second
 
 // shutdownTasks gives running tasks the grace period, then cancels them
 // with runner.ErrShutdown and waits for them to end.

@@ -63,6 +63,9 @@ func (a *Agent) sendLoop(ctx context.Context) {
 					a.die(err)
 					return
 				}
+				if ctx.Err() != nil {
+					return // stopping: not a failure worth a warning
+				}
 				d := b.NextBackOff()
 				a.log.Warn("delivery failed; records stay pending", "err", err, "retry_in", d.Round(time.Millisecond))
 				retry.Reset(d)
@@ -214,6 +217,11 @@ func (a *Agent) heartbeatRequest() controlplane.HeartbeatRequest {
 	a.mu.Lock()
 	for id, s := range a.running {
 		req.Running = append(req.Running, controlplane.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress})
+	}
+	if a.stopping {
+		req.State = controlplane.AgentDraining // claims nothing, finishes what it runs
+	} else {
+		req.State = controlplane.AgentRunning
 	}
 	a.mu.Unlock()
 	req.Capacity = controlplane.Capacity{Max: a.cfg.MaxConcurrent, Running: len(req.Running)}

@@ -24,7 +24,10 @@ const (
 
 // HeartbeatRequest is POST /v1/agents/heartbeat.
 type HeartbeatRequest struct {
-	AgentID   string        `json:"agent_id"`
+	AgentID string `json:"agent_id"`
+	// State is running (or empty), draining (stopping: it claims nothing
+	// and finishes what it runs), or offline (its last heartbeat: gone).
+	State     string        `json:"state,omitempty"`
 	Hostname  string        `json:"hostname"`
 	Version   string        `json:"version"`
 	StartedAt time.Time     `json:"started_at"`
@@ -202,6 +205,7 @@ type AgentView struct {
 	StartedAt     time.Time     `json:"started_at"`
 	LastHeartbeat time.Time     `json:"last_heartbeat"`
 	Online        bool          `json:"online"`
+	State         string        `json:"state,omitempty"` // running, draining or offline, as the agent said
 	Health        Health        `json:"health"`
 	Capacity      Capacity      `json:"capacity"`
 	Running       []RunningTask `json:"running"`

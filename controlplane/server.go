@@ -251,6 +251,13 @@ type httpError struct {
 
 func (e *httpError) Error() string { return e.msg }
 
+// An agent's states, as its heartbeats say.
+const (
+	AgentRunning  = "running"
+	AgentDraining = "draining"
+	AgentOffline  = "offline"
+)
+
 // Caps on what clients name things with: an idempotency key and an id are
 // kept in memory and on disk for good, so none may be huge.
 const (
@@ -501,8 +508,16 @@ func (s *Server) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
 		a = &agentState{}
 		s.agents[req.AgentID] = a
 	}
+	switch req.State {
+	case "", AgentRunning, AgentDraining, AgentOffline:
+	default:
+		return HeartbeatResponse{}, badRequest("state %q: want running, draining or offline", req.State)
+	}
 	a.view = AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
-		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox}
+		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State}
+	if req.State == AgentOffline {
+		s.log.Info("agent went offline", "agent", req.AgentID)
+	}
 	resp := HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: s.opts.HeartbeatInterval.Seconds(), Cancel: []string{}}
 	running := map[string]bool{}
 	for _, r := range req.Running {

@@ -155,7 +155,7 @@ type agentState struct {
 }
 
 func (a *agentState) online(now time.Time, interval time.Duration) bool {
-	return now.Sub(a.view.LastHeartbeat) <= 3*interval
+	return a.view.State != AgentOffline && now.Sub(a.view.LastHeartbeat) <= 3*interval
 }
 
 // loadTasks reads every task, skipping (and reporting) bad files.

@@ -312,3 +312,26 @@ func TestE2EOutboxReplayByHand(t *testing.T) {
 		t.Errorf("after the replay the control plane shows %s", v.Phase)
 	}
 }
+
+// A stopped agent says so in a last heartbeat: the control plane shows it
+// offline at once, and the stop logs no warning.
+func TestE2EStopSaysOffline(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	ag := startAgentProc(t, c, t.TempDir())
+	id := submit(t, c, "@output hi")
+	c.waitDone(t, id)
+	waitFor(t, 30*time.Second, "the agent to be online", func() bool {
+		agents, err := c.client.Agents(context.Background())
+		return err == nil && len(agents) == 1 && agents[0].Online
+	})
+	if code := ag.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	agents, err := c.client.Agents(context.Background())
+	if err != nil || len(agents) != 1 || agents[0].Online || agents[0].State != "offline" {
+		t.Fatalf("after the stop the control plane shows %+v (%v)", agents, err)
+	}
+	if out := ag.output(); strings.Contains(out, `"level":"WARN"`) {
+		t.Errorf("a clean stop logged a warning:\n%s", out)
+	}
+}
