@@ -124,7 +124,7 @@ func TestStopCancelsTasksAfterTheGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitTerminal(t, client, v.ID)
-	if got.Phase != state.PhaseRecoverableFailed || got.Attempts[0].Error.Code != "agent_shutdown" {
+	if got.Phase != state.PhaseRecoverableFailed || got.Attempts[0].Error.Code != state.CodeAgentShutdown {
 		t.Errorf("after the stop: %s %+v", got.Phase, got.Attempts[0].Error)
 	}
 }

@@ -70,8 +70,11 @@ var (
 //
 //  1. user cancel and agent shutdown stop;
 //  2. an explicit code from the executor: rate_limit, overloaded,
-//     unavailable, timeout, network are transient; quota, auth,
-//     invalid_request, context_overflow, permission are permanent;
+//     unavailable, timeout, gateway_timeout, network are transient; quota,
+//     auth, invalid_request, context_overflow, permission are permanent
+//     (an executor's timeout is the model's or its gateway's, never the
+//     agent's own limit); an unknown code is kept and judged by the rules
+//     below;
 //  3. stop patterns in the message (quota exceeded, billing, payment
 //     required, insufficient credits, context length) are permanent;
 //  4. transient patterns (rate limit, too many requests, overloaded,

@@ -46,6 +46,8 @@ func TestClassifyRealProviderMessages(t *testing.T) {
 		{"a port number is not a 429", Failure{Message: "listen tcp :14293: address already in use", ExitCode: 1}, Permanent, "exit_status"},
 		{"unknown explicit code falls through to patterns", Failure{Code: "weird", Message: "try again in 5 minutes"}, Transient, "weird"},
 		{"a gateway's timeout is the model's, transient", Failure{Code: "gateway_timeout", Message: "upstream timed out"}, Transient, "gateway_timeout"},
+		{"gateway_timeout is transient by its code alone", Failure{Code: "gateway_timeout", Message: "upstream gave up", ExitCode: 1}, Transient, "gateway_timeout"},
+		{"an executor's timeout code is not the agent's", Failure{Code: "timeout", Message: "upstream request timeout"}, Transient, "timeout"},
 		{"a protocol error is transient", Failure{Protocol: fmt.Errorf("garbled line")}, Transient, "protocol_error"},
 	}
 	for _, c := range cases {
@@ -77,8 +79,39 @@ func TestHealthSignalOfAFailure(t *testing.T) {
 		"":                       {Code: "rate_limit"}, // the provider's trouble, not the executor's
 	}
 	for want, f := range cases {
-		if got := Classify(f).Signal; got != want {
-			t.Errorf("%+v: signal %q, want %q", f, got, want)
-		}
+		t.Run(string(want), func(t *testing.T) {
+			if got := Classify(f).Signal; got != want {
+				t.Errorf("%+v: signal %q, want %q", f, got, want)
+			}
+		})
+	}
+}
+
+// Each of the agent's own limits names its code and its health signal; an
+// executor's timeout code is neither.
+func TestTimeoutKind(t *testing.T) {
+	cases := []struct {
+		kind   TimeoutKind
+		name   string
+		code   state.ErrorCode
+		signal health.Signal
+	}{
+		{TimeoutNone, "none", "", ""},
+		{TimeoutFirstEvent, "first_event", state.CodeFirstEventTimeout, health.FirstEventTimeout},
+		{TimeoutAttempt, "attempt", state.CodeAttemptTimeout, health.AttemptTimeout},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.kind.String() != c.name || c.kind.Code() != c.code || c.kind.signal() != c.signal {
+				t.Errorf("%s: code %q signal %q, want %s %q %q", c.kind, c.kind.Code(), c.kind.signal(), c.name, c.code, c.signal)
+			}
+			if c.kind == TimeoutNone {
+				return
+			}
+			v := Classify(Failure{Timeout: c.kind})
+			if v.Class != Transient || v.Code != c.code || v.Signal != c.signal || v.Message == "" {
+				t.Errorf("verdict %+v", v)
+			}
+		})
 	}
 }

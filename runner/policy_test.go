@@ -47,19 +47,26 @@ func TestMaxRetriesAndNoRetry(t *testing.T) {
 
 func TestGate(t *testing.T) {
 	cases := []struct {
+		name  string
 		facts state.Facts
 		want  state.GateReason
 	}{
-		{state.Facts{}, state.GateAllowed},
-		{state.Facts{Output: true}, state.GateVisibleOutput},
-		{state.Facts{ToolInput: true}, state.GateToolExecuted},
-		{state.Facts{ToolCall: true, Output: true}, state.GateToolExecuted},
-		{state.Facts{SideEffect: true, ToolCall: true, Output: true}, state.GateSideEffect},
+		{"nothing done", state.Facts{}, state.GateAllowed},
+		{"visible output", state.Facts{Output: true}, state.GateVisibleOutput},
+		{"tool input", state.Facts{ToolInput: true}, state.GateToolExecuted},
+		{"tool call wins over output", state.Facts{ToolCall: true, Output: true}, state.GateToolExecuted},
+		{"side effect wins over all", state.Facts{SideEffect: true, ToolCall: true, Output: true}, state.GateSideEffect},
 	}
 	for _, c := range cases {
-		if got := Gate(c.facts); got != c.want {
-			t.Errorf("%+v: %q, want %q", c.facts, got, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			got := Gate(c.facts)
+			if got != c.want {
+				t.Errorf("%+v: %q, want %q", c.facts, got, c.want)
+			}
+			if got.Blocks() != (c.want != state.GateAllowed) {
+				t.Errorf("%q.Blocks() = %v", got, got.Blocks())
+			}
+		})
 	}
 }
 

@@ -320,11 +320,13 @@ func TestSideEffectThenTransientFailureIsBlockedByTheGate(t *testing.T) {
 
 func TestToolAndOutputAlsoBlockTheGate(t *testing.T) {
 	for prompt, gate := range map[string]state.GateReason{"@tool grep\n@fail overloaded": state.GateToolExecuted, "@output hello\n@fail overloaded": state.GateVisibleOutput} {
-		f := newFixture(t, sampleExec(t, ExecConfig{}), prompt)
-		f.run(t, context.Background())
-		if d := f.task.Attempts[0].Retry; d.Gate != gate || f.task.Phase != state.PhaseRecoverableFailed {
-			t.Errorf("%q: %+v, phase %s", prompt, d, f.task.Phase)
-		}
+		t.Run(string(gate), func(t *testing.T) {
+			f := newFixture(t, sampleExec(t, ExecConfig{}), prompt)
+			f.run(t, context.Background())
+			if d := f.task.Attempts[0].Retry; d.Gate != gate || f.task.Phase != state.PhaseRecoverableFailed {
+				t.Errorf("%q: %+v, phase %s", prompt, d, f.task.Phase)
+			}
+		})
 	}
 }
 

@@ -39,6 +39,37 @@ const (
 	CodeExitStatus        ErrorCode = "exit_status"
 )
 
+// Codes a terminal phase gives an attempt still open when its task ends
+// from outside the runner (the control plane's watchdog timing a task out,
+// a phase an agent reported): the phase's own name.
+const (
+	CodeFailed            ErrorCode = "failed"
+	CodeRecoverableFailed ErrorCode = "recoverable_failed"
+	CodeTimedOut          ErrorCode = "timed_out"
+	CodeExpired           ErrorCode = "expired"
+)
+
+// endedBy is the outcome terminal phase p gives an attempt still open,
+// with reason as its message.
+func endedBy(p Phase, reason string) Outcome {
+	fail := func(c ErrorCode) Outcome {
+		return Outcome{Status: AttemptFailed, Error: &Error{Code: c, Message: reason}}
+	}
+	switch p {
+	case PhaseCompleted:
+		return Outcome{Status: AttemptCompleted}
+	case PhaseCancelled:
+		return Outcome{Status: AttemptCancelled, Error: &Error{Code: CodeCancelled, Message: reason}}
+	case PhaseRecoverableFailed:
+		return fail(CodeRecoverableFailed)
+	case PhaseTimedOut:
+		return fail(CodeTimedOut)
+	case PhaseExpired:
+		return fail(CodeExpired)
+	}
+	return fail(CodeFailed) // PhaseFailed
+}
+
 // GateReason is what the safety gate said of a retry: allowed, or why not.
 type GateReason string
 

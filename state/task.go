@@ -160,10 +160,10 @@ type Facts struct {
 // attempted, after what delay.
 type RetryDecision struct {
 	TechnicallyRetryable bool `json:"technically_retryable"`
-	// Gate is "allowed", or why an automatic retry is blocked: for example
-	// "visible_output", "tool_executed", "side_effect", "max_attempts".
+	// Gate is GateAllowed, or why an automatic retry is blocked
+	// (GateSideEffect, GateMaxAttempts, …).
 	Gate GateReason `json:"gate"`
-	// Decision is "retried" or "stopped".
+	// Decision is DecisionRetried or DecisionStopped.
 	Decision Decision `json:"decision"`
 	Delay    Duration `json:"delay,omitempty"`
 }
@@ -189,7 +189,8 @@ func NewTask(id, prompt string, now time.Time) *Task {
 // Transition moves the task to phase to, if the rules allow it (see
 // CheckTransition). A terminal phase finalizes the current attempt when it
 // is still open: cancelled as cancelled, completed as completed, any other
-// as failed with the reason as its error.
+// as failed with the phase's code (CodeTimedOut, …) and the reason as its
+// message.
 func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 	if err := CheckTransition(t.Phase, to); err != nil {
 		return fmt.Errorf("task %s: %w", t.ID, err)
@@ -201,14 +202,7 @@ func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 		if c := t.Current(); c != nil && !c.Status.Final() {
 			// The terminal phase names the failure when nothing else did
 			// (the control plane's watchdog timing a task out, say).
-			out := Outcome{Status: AttemptFailed, Error: &Error{Code: ErrorCode(to), Message: reason}}
-			switch to {
-			case PhaseCompleted:
-				out = Outcome{Status: AttemptCompleted}
-			case PhaseCancelled:
-				out = Outcome{Status: AttemptCancelled, Error: &Error{Code: CodeCancelled, Message: reason}}
-			}
-			c.finalize(out, now)
+			c.finalize(endedBy(to, reason), now)
 		}
 		t.PhaseBefore = t.Phase
 	}

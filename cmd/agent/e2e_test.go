@@ -36,12 +36,12 @@ func TestE2EThreeOutcomes(t *testing.T) {
 		t.Fatalf("retry: %s with %d attempts", v.Phase, len(v.Attempts))
 	}
 	a1, a2 := v.Attempts[0], v.Attempts[1]
-	if a1.Error == nil || a1.Error.Code != "rate_limit" || a1.Retry == nil || a1.Retry.Decision != state.DecisionRetried ||
+	if a1.Error == nil || a1.Error.Code != state.CodeRateLimit || a1.Retry == nil || a1.Retry.Decision != state.DecisionRetried ||
 		a1.Retry.Gate != state.GateAllowed || a1.Model != "model-a" || a2.Model != "model-b" || a2.Status != state.AttemptCompleted {
 		t.Errorf("retry attempts: %+v / %+v", a1, a2)
 	}
 	v = c.waitDone(t, blocked)
-	if v.Phase != state.PhaseRecoverableFailed || len(v.Attempts) != 1 || v.Attempts[0].Retry.Gate != "side_effect" ||
+	if v.Phase != state.PhaseRecoverableFailed || len(v.Attempts) != 1 || v.Attempts[0].Retry.Gate != state.GateSideEffect ||
 		!v.Attempts[0].Retry.TechnicallyRetryable || v.Attempts[0].Retry.Decision != state.DecisionStopped {
 		t.Errorf("gate: %s %+v", v.Phase, v.Attempts)
 	}
@@ -182,7 +182,7 @@ func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
 		t.Fatalf("after the restart: %s with %d attempts", v.Phase, len(v.Attempts))
 	}
 	a1 := v.Attempts[0]
-	if a1.Error == nil || a1.Error.Code != "agent_restart" || a1.Retry.Decision != state.DecisionRetried {
+	if a1.Error == nil || a1.Error.Code != state.CodeAgentRestart || a1.Retry.Decision != state.DecisionRetried {
 		t.Errorf("orphaned attempt %+v %+v", a1.Error, a1.Retry)
 	}
 	c.events(t, id)

@@ -57,7 +57,7 @@ func TestE2ERunWithClaude(t *testing.T) {
 		"--heartbeat-interval", "300ms", "--shutdown-grace", "2s")
 	id := submit(t, c, "Summarize\nmock: claude-a=r429 claude-b=text")
 	v := c.waitDone(t, id)
-	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 || v.Attempts[0].Error == nil || v.Attempts[0].Error.Code != "rate_limit" {
+	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 || v.Attempts[0].Error == nil || v.Attempts[0].Error.Code != state.CodeRateLimit {
 		t.Fatalf("control plane shows %s with attempts %+v", v.Phase, v.Attempts)
 	}
 	if v.Result == nil || v.Result.Summary != "Hello from the mock model." {
@@ -108,7 +108,7 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 	}{
 		{name: "accepted", answer: "--accept", ran: true, phase: state.PhaseCompleted},
 		{name: "declined", answer: "--decline", ran: false, phase: state.PhaseCompleted},
-		{name: "agent restarted while waiting", answer: "restart", ran: false, phase: state.PhaseRecoverableFailed, errCode: "agent_restart"},
+		{name: "agent restarted while waiting", answer: "restart", ran: false, phase: state.PhaseRecoverableFailed, errCode: state.CodeAgentRestart},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mock, err := mockmodel.Start()
