@@ -36,9 +36,9 @@ faults: tools
 demo: build
 	./$(BIN) demo
 
-## bench: outbox throughput beside the per-record fdatasync baseline.
+## bench: the outbox, delivery and the idle agent beside peers (scripts/bench/, BENCHMARKS.md); BENCH_FLAGS=-quick for a smoke run.
 bench:
-	./scripts/bench.sh
+	./scripts/bench.sh $(BENCH_FLAGS)
 
 ## fuzz: fuzz every parser of outside input for $(FUZZTIME) each: outbox recovery, task files, API bodies, the executors' protocol decoders.
 FUZZ_TARGETS := ./outbox:FuzzOpen ./state:FuzzLoadTaskFile ./controlplane:FuzzAPIBodies ./runner:FuzzCodexMessage ./runner:FuzzClaudeLine ./runner:FuzzExecEvent

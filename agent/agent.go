@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
+
+	"github.com/edgeagent/agent/internal/utc"
 )
 
 // Agent is the daemon. Make one with New and run it with Run.
@@ -31,6 +34,7 @@ type Agent struct {
 	health  *health.Tracker
 	replies *replies
 	held    *holdback
+	logs    *taskLogs // the attempt logs being written, capped
 	started time.Time
 
 	tasksCtx  context.Context // cancelled with runner.ErrShutdown when tasks must stop
@@ -42,6 +46,8 @@ type Agent struct {
 	abortOnce sync.Once
 	tasks     sync.WaitGroup
 
+	live atomic.Pointer[Live] // what Reconfigure may change
+
 	mu       sync.Mutex
 	running  map[string]*supervised
 	stopping bool
@@ -50,6 +56,9 @@ type Agent struct {
 
 	// Liveness of the loops, for the service manager's watchdog.
 	sendTick, beatTick, claimTick atomic.Int64
+
+	metrics *agentMetrics // nil without Config.MetricsAddr
+	obs     observer      // counts for the metrics; noObserver without them
 }
 
 // supervised is a task being run, as the other loops see it.
@@ -73,13 +82,18 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	host, _ := os.Hostname()
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, log: cfg.Logger, layout: Layout{cfg.DataDir}, host: host, client: client,
-		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(),
+		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		fatal: make(chan error, 1), aborted: make(chan struct{}),
 		running: map[string]*supervised{}, interval: cfg.HeartbeatInterval,
-	}, nil
+	}
+	a.live.Store(liveOf(cfg))
+	if err := a.setupMetrics(); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // Abort makes a running stop skip its waits: tasks are cancelled at once and
@@ -103,6 +117,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer a.outbox.Close()
+	if err := a.layout.writePID(); err != nil {
+		return fmt.Errorf("pid file: %w", err)
+	}
+	defer a.layout.removePID()
 	if a.id = a.cfg.AgentID; a.id == "" {
 		if a.id, err = a.layout.agentID(); err != nil {
 			return fmt.Errorf("agent id: %w", err)
@@ -114,10 +132,15 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.client, err = a.layout.agentClient(a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log}
-	a.started = time.Now()
-	a.log.Info("agent starting", "agent_id", a.id, "data_dir", a.cfg.DataDir, "control_plane", a.client.URL(),
-		"executor", a.cfg.Executor.Name(), "max_concurrent", a.cfg.MaxConcurrent)
+	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log, obs: a.obs}
+	stopMetrics, err := a.serveMetrics()
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	a.started = utc.Now()
+	a.log.Info("agent starting", "version", a.cfg.Version, "agent_id", a.id, "data_dir", a.cfg.DataDir, "control_plane", a.client.URL(),
+		"executor", runner.Describe(a.cfg.Executor), "max_concurrent", a.cfg.MaxConcurrent, "models", a.cfg.Models)
 	if st := a.outbox.Stats(); st.Pending > 0 || st.Quarantined > 0 || st.TornBytes > 0 {
 		a.log.Info("outbox recovered", "pending", st.Pending, "dead", st.Dead, "quarantined", st.Quarantined, "torn_bytes", st.TornBytes)
 	}
@@ -141,6 +164,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	wg.Go(func() { a.sendLoop(loops) })
 	wg.Go(func() { a.heartbeatLoop(loops) })
 	wg.Go(func() { a.claimLoop(loops) })
+	wg.Go(func() { a.retention().loop(loops) })
 	if a.cfg.WatchdogInterval > 0 {
 		wg.Go(func() { a.watchdogLoop(loops) })
 	}
@@ -189,23 +213,69 @@ func (a *Agent) goOffline() {
 // offlineTimeout bounds the last heartbeat.
 const offlineTimeout = 2 * time.Second
 
-// shutdownTasks gives running tasks the grace period, then cancels them
-// with runner.ErrShutdown and waits for them to end.
+// drainTick is how often a stop says what it waits for.
+const drainTick = time.Second
+
+// shutdownTasks gives running tasks the drain timeout, then cancels them
+// with runner.ErrShutdown and waits for them to end. Each second it says
+// what it waits for, in the log and to the service manager.
 func (a *Agent) shutdownTasks(stop context.CancelCauseFunc) {
 	done := make(chan struct{})
 	go func() { a.tasks.Wait(); close(done) }()
 	if a.runningCount() > 0 {
-		select {
-		case <-done:
-		case <-a.aborted:
-		case <-time.After(a.cfg.ShutdownGrace):
-		}
+		deadline := time.Now().Add(a.cfg.ShutdownGrace)
+		a.log.Info("draining: running tasks may finish before they are cancelled", "running", a.runningIDs(), "drain_timeout", a.cfg.ShutdownGrace)
+		a.waitSaying(done, time.After(a.cfg.ShutdownGrace), "draining: waiting for running tasks", func() []any {
+			return []any{"running", a.runningIDs(), "cancel_in", time.Until(deadline).Round(time.Second).String()}
+		})
+	}
+	if ids := a.runningIDs(); len(ids) > 0 {
+		a.log.Info("cancelling the tasks still running; they end recoverable_failed, for a person to retry", "running", ids)
 	}
 	stop(runner.ErrShutdown)
-	<-done
+	a.waitSaying(done, nil, "waiting for cancelled tasks to stop", func() []any { return []any{"running", a.runningIDs()} })
 }
 
-// flush delivers what it can of the outbox within the flush timeout.
+// waitSaying waits for done, the end of limit, or an abort, saying each
+// drainTick what it waits for. A nil limit never ends; an abort then ends
+// nothing either (what is cancelled must still stop).
+func (a *Agent) waitSaying(done <-chan struct{}, limit <-chan time.Time, what string, attrs func() []any) {
+	tick := time.NewTicker(drainTick)
+	defer tick.Stop()
+	aborted := a.aborted
+	if limit == nil {
+		aborted = nil
+	}
+	for {
+		select {
+		case <-done:
+			return
+		case <-aborted:
+			return
+		case <-limit:
+			return
+		case <-tick.C:
+			at := attrs()
+			a.log.Info(what, at...)
+			a.cfg.Notify("STATUS=stopping: " + what)
+		}
+	}
+}
+
+// runningIDs are the tasks running now, sorted.
+func (a *Agent) runningIDs() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := make([]string, 0, len(a.running))
+	for id := range a.running {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// flush delivers what it can of the outbox within the flush timeout,
+// saying each second how much is left.
 func (a *Agent) flush() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.FlushTimeout)
 	defer cancel()
@@ -216,12 +286,25 @@ func (a *Agent) flush() {
 		case <-ctx.Done():
 		}
 	}()
+	tick := time.NewTicker(drainTick)
+	defer tick.Stop()
 	for ctx.Err() == nil {
+		select {
+		case <-tick.C:
+			a.log.Info("stopping: delivering pending records", "pending", a.outbox.Stats().Pending,
+				"gives_up_in", time.Until(deadlineOf(ctx)).Round(time.Second).String())
+		default:
+		}
 		n, err := a.sender.batch(ctx)
 		if n == 0 || err != nil {
 			return
 		}
 	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 func (a *Agent) runningCount() int {
@@ -275,9 +358,10 @@ func (a *Agent) reconcile() []*state.Task {
 
 // newRunner returns a runner whose reports go to task's sink.
 func (a *Agent) newRunner(t *state.Task) *runner.Runner {
-	return &runner.Runner{Executor: a.cfg.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
-		Policy: a.policyFor(t), Timeouts: a.cfg.Timeouts, Models: a.cfg.Models, Logger: a.log.With("task", t.ID),
-		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: a.cfg.ReplyTimeout}
+	l := a.live.Load()
+	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
+		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: l.Models, Logger: a.log.With("task", t.ID),
+		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout}
 }
 
 // workDir is where tasks get their work directories.
@@ -289,8 +373,7 @@ func (a *Agent) workDir() string {
 }
 
 // policyFor applies a task's own max_attempts, if it has one.
-func (a *Agent) policyFor(t *state.Task) runner.Policy {
-	p := a.cfg.Policy
+func policyFor(p runner.Policy, t *state.Task) runner.Policy {
 	if t.MaxAttempts > 0 {
 		p.MaxAttempts = t.MaxAttempts
 	}
@@ -323,6 +406,9 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 		defer a.tasks.Done()
 		defer func() {
 			cancel(nil)
+			if err := a.logs.finish(t.ID); err != nil {
+				a.log.Warn("local task log: tail not written", "task", t.ID, "err", err)
+			}
 			a.mu.Lock()
 			delete(a.running, t.ID)
 			a.mu.Unlock()

@@ -25,6 +25,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/state"
 )
 
 // Config configures an Agent. ControlPlane, Token, DataDir and Executor are
@@ -74,6 +75,22 @@ type Config struct {
 	// WatchdogInterval, if set, is the service manager's watchdog limit;
 	// the agent pings at half of it while its loops are alive.
 	WatchdogInterval time.Duration
+
+	// Retention is how long a finished task (its state, logs and work
+	// directory) and a dead outbox record are kept; the rules are
+	// state.Retention's. Default 7 days.
+	Retention time.Duration
+	// RetentionMaxBytes caps what finished tasks take on disk; past it the
+	// ones that ended first are pruned. Default 10 GiB.
+	RetentionMaxBytes int64
+	// TaskLogMaxBytes caps each attempt's log: the head and the tail are
+	// kept, the middle counted. Default 1 MiB; at least 4 KiB.
+	TaskLogMaxBytes int64
+
+	// MetricsAddr, if set, is where Run serves Prometheus metrics at
+	// /metrics: a port alone ("9464" or ":9464") is on loopback, a host
+	// and port ("0.0.0.0:9464") as given. Default "": no metrics.
+	MetricsAddr string
 }
 
 // ErrConfig marks a configuration error.
@@ -114,6 +131,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Version == "" {
 		c.Version = "dev"
+	}
+	if c.Retention <= 0 {
+		c.Retention = state.DefaultRetention
+	}
+	if c.RetentionMaxBytes <= 0 {
+		c.RetentionMaxBytes = state.DefaultRetentionMaxBytes
+	}
+	if c.TaskLogMaxBytes <= 0 {
+		c.TaskLogMaxBytes = DefaultTaskLogMaxBytes
 	}
 	return c, nil
 }

@@ -33,6 +33,7 @@ import (
 //	health.json       the executor's health at the last heartbeat
 //	agent-id          the agent's stable id
 //	agent-token       the agent's own control plane token (0600)
+//	agent.pid         the running agent's process id
 type Layout struct{ Dir string }
 
 // Paths in a data directory.
@@ -160,9 +161,10 @@ func ReadHealth(dataDir string) (HealthFile, error) {
 	return h, nil
 }
 
-// appendLog appends lines of executor output to the task's attempt log.
-// These files are for local inspection; delivery goes through the outbox.
-func (l Layout) appendLog(taskID string, attempt int, at time.Time, stream string, lines []string) error {
+// appendLog appends lines of executor output, formatted and capped by
+// taskLogs, to the task's attempt log. These files are for local
+// inspection; delivery goes through the outbox.
+func (l Layout) appendLog(taskID string, attempt int, b []byte) error {
 	if err := os.MkdirAll(l.Logs(taskID), 0o700); err != nil {
 		return err
 	}
@@ -170,12 +172,7 @@ func (l Layout) appendLog(taskID string, attempt int, at time.Time, stream strin
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(f)
-	ts := at.UTC().Format("15:04:05.000")
-	for _, line := range lines {
-		fmt.Fprintf(w, "%s %-8s %s\n", ts, stream, line)
-	}
-	if err := w.Flush(); err != nil {
+	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return err
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
+
+	"github.com/edgeagent/agent/internal/utc"
 )
 
 // DemoOptions configure Demo.
@@ -78,7 +80,7 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 		return err
 	}
 	defer logf.Close()
-	log := slog.New(slog.NewJSONHandler(logf, nil))
+	log := slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{ReplaceAttr: utc.LogTime}))
 
 	tok := make([]byte, 16)
 	rand.Read(tok)

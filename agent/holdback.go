@@ -11,6 +11,8 @@ import (
 
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
+
+	"github.com/edgeagent/agent/internal/utc"
 )
 
 // holdback keeps what could not be written (a full disk, an I/O error):
@@ -144,7 +146,7 @@ func writeFailure(err error) bool {
 // fail records a write error. mu is held.
 func (h *holdback) fail(err error) {
 	if h.failing == nil {
-		h.since = time.Now()
+		h.since = utc.Now()
 	}
 	h.failing = err
 }

@@ -6,12 +6,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/health"
+
+	"github.com/edgeagent/agent/internal/utc"
 )
 
 // Batch limits of one delivery.
@@ -111,7 +114,11 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 				a.log.Warn("writes still fail: reports held in memory, claiming nothing", "reason", st.Failing, "held", st.HeldReports)
 			}
 		}
-		resp, err := a.client.Heartbeat(ctx, a.heartbeatRequest())
+		req := a.heartbeatRequest()
+		sentAt := time.Now()
+		resp, err := a.client.Heartbeat(ctx, req)
+		a.obs.Heartbeat(time.Since(sentAt), err == nil)
+		a.cfg.Notify(serviceStatus(req, err == nil))
 		a.mu.Lock()
 		wasReached := a.reached
 		a.reached = err == nil
@@ -186,12 +193,13 @@ func (a *Agent) probe(ctx context.Context) {
 	if !a.health.ProbeDue() {
 		return
 	}
-	if err := a.cfg.Executor.Probe(ctx); err != nil {
+	exe := a.live.Load().Executor
+	if err := exe.Probe(ctx); err != nil {
 		a.health.Observe(health.StartFailure, err.Error())
 		return
 	}
 	a.health.Observe(health.ProbeOK, "")
-	a.log.Info("executor can start again", "executor", a.cfg.Executor.Name())
+	a.log.Info("executor can start again", "executor", exe.Name())
 }
 
 func (a *Agent) heartbeatRequest() controlplane.HeartbeatRequest {
@@ -224,8 +232,19 @@ func (a *Agent) heartbeatRequest() controlplane.HeartbeatRequest {
 		req.State = controlplane.AgentRunning
 	}
 	a.mu.Unlock()
-	req.Capacity = controlplane.Capacity{Max: a.cfg.MaxConcurrent, Running: len(req.Running)}
+	req.Capacity = controlplane.Capacity{Max: a.live.Load().MaxConcurrent, Running: len(req.Running)}
 	return req
+}
+
+// serviceStatus is the one line a service manager shows for the agent
+// (sd_notify STATUS=, in systemctl status).
+func serviceStatus(req controlplane.HeartbeatRequest, reached bool) string {
+	cp := "control plane reachable"
+	if !reached {
+		cp = "control plane unreachable"
+	}
+	return fmt.Sprintf("STATUS=%s: %d of %d tasks running, %d records pending, executor %s, %s",
+		req.State, req.Capacity.Running, req.Capacity.Max, req.Outbox.Pending, req.Health.Grade, cp)
 }
 
 // writeHealth records the health for `agent health`.
@@ -234,10 +253,28 @@ func (a *Agent) writeHealth(reached bool) {
 	if !reached {
 		cp = "unreachable"
 	}
-	b, _ := json.MarshalIndent(HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: time.Now(), ControlPlane: cp, Storage: a.held.status()}, "", "  ")
+	b, _ := json.MarshalIndent(HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: utc.Now(), ControlPlane: cp, Storage: a.held.status()}, "", "  ")
 	if err := writeFile(a.layout.Health(), append(b, '\n')); err != nil {
 		a.log.Warn("write health file", "err", err)
 	}
+}
+
+// claimBlocked says why the agent claims nothing now, or "".
+func claimBlocked(free int, stopping, reached bool, grade health.Grade, diskFailing string) string {
+	switch {
+	case stopping:
+		return "draining"
+	case free <= 0:
+		return "no room: every slot runs a task"
+	case !reached:
+		return "the control plane is unreachable"
+	case grade == health.Unavailable:
+		return "the executor is unavailable"
+	case diskFailing != "":
+		// A failing disk could not keep what a task reports.
+		return "writes fail: " + diskFailing
+	}
+	return ""
 }
 
 // claimLoop asks for work when a heartbeat got through or a task ended,
@@ -251,6 +288,7 @@ func (a *Agent) claimLoop(ctx context.Context) {
 	tick := time.NewTicker(loopTick)
 	defer tick.Stop()
 	claimID := "" // a claim whose answer did not come
+	lastBlocked := ""
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
@@ -265,12 +303,17 @@ func (a *Agent) claimLoop(ctx context.Context) {
 		case <-retry.C:
 		}
 		a.mu.Lock()
-		free, stopping, reached := a.cfg.MaxConcurrent-len(a.running), a.stopping, a.reached
+		free, stopping, reached := a.live.Load().MaxConcurrent-len(a.running), a.stopping, a.reached
 		a.mu.Unlock()
 		grade := a.health.Grade()
-		if free <= 0 || stopping || !reached || grade == health.Unavailable || a.held.status().Failing != "" {
-			continue // a failing disk could not keep what a task reports
+		if why := claimBlocked(free, stopping, reached, grade, a.held.status().Failing); why != "" {
+			if why != lastBlocked {
+				a.log.Debug("not claiming", "why", why)
+			}
+			lastBlocked = why
+			continue
 		}
+		lastBlocked = ""
 		if claimID == "" {
 			claimID = newClaimID()
 		}
@@ -288,6 +331,7 @@ func (a *Agent) claimLoop(ctx context.Context) {
 			retry.Reset(claimRetry)
 			continue
 		}
+		a.log.Debug("claim answered", "claim", claimID, "asked", free, "granted", len(resp.Tasks), "health", grade)
 		claimID = ""
 		var release []string
 		for i, c := range resp.Tasks {

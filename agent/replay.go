@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -20,12 +21,22 @@ type ReplayOptions struct {
 	Logger   *slog.Logger
 }
 
-// ReplayResult counts what a replay did.
+// ReplayResult counts what a replay did, from the control plane's answers.
 type ReplayResult struct {
-	Sent    int `json:"sent"`
-	Dead    int `json:"dead"`
-	Pending int `json:"pending"` // still pending: the control plane failed before the end
+	// Sent is every record the control plane acknowledged: Accepted (new to
+	// it) plus Duplicate (it had them already, say from a delivery whose
+	// answer was lost).
+	Sent      int `json:"sent"`
+	Accepted  int `json:"accepted"`
+	Duplicate int `json:"duplicate"`
+	Dead      int `json:"dead"`    // rejected for good, kept with the reason
+	Pending   int `json:"pending"` // still pending: the control plane failed before the end
 }
+
+// tally counts a replay's deliveries by result.
+type tally map[metrics.SendResult]int
+
+func (t tally) Sent(result metrics.SendResult, n int) { t[result] += n }
 
 // Replay delivers the pending records of a stopped agent's outbox by hand,
 // as the daemon would. It takes the outbox's lock, so it refuses to run
@@ -53,22 +64,19 @@ func Replay(ctx context.Context, opts ReplayOptions) (ReplayResult, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &sender{outbox: ob, client: client, agentID: id, log: log, leaseOf: func(taskID string) string { return storedLease(store, taskID) }}
+	counts := tally{}
+	s := &sender{outbox: ob, client: client, agentID: id, log: log, obs: counts, leaseOf: func(taskID string) string { return storedLease(store, taskID) }}
 	before := ob.Stats()
 	done := 0
-	for ctx.Err() == nil {
-		n, err := s.batch(ctx)
+	err = s.drain(ctx, func(n int) {
 		done += n
-		if opts.Progress != nil && n > 0 {
+		if opts.Progress != nil {
 			opts.Progress(done, before.Pending)
 		}
-		if err != nil || n == 0 {
-			after := ob.Stats()
-			dead := after.Dead - before.Dead
-			return ReplayResult{Sent: before.Pending - after.Pending - dead, Dead: dead, Pending: after.Pending}, err
-		}
-	}
-	return ReplayResult{}, ctx.Err()
+	})
+	accepted, duplicate := counts[metrics.SendSent], counts[metrics.SendDuplicate]
+	return ReplayResult{Sent: accepted + duplicate, Accepted: accepted, Duplicate: duplicate, Dead: counts[metrics.SendDead],
+		Pending: ob.Stats().Pending}, err
 }
 
 // storedLease returns the lease id kept with a task's state, or "".

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -20,6 +21,12 @@ type sender struct {
 	// leaseOf returns the lease id a task's records are sent with.
 	leaseOf func(taskID string) string
 	log     *slog.Logger
+	obs     deliveryCounter // counts deliveries (metrics, replay's report); nil: none
+}
+
+// deliveryCounter is told what became of the records a delivery try took.
+type deliveryCounter interface {
+	Sent(result metrics.SendResult, n int)
 }
 
 // batch delivers one batch of pending records and records what became of
@@ -31,6 +38,38 @@ func (s *sender) batch(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	return len(recs), s.send(ctx, recs)
+}
+
+// drain delivers every pending record, reading the next batch from the
+// outbox while the one before is in flight, so that the disk and the
+// network work side by side. progress, if set, is told after each batch
+// how many records it took. It stops at the first error.
+func (s *sender) drain(ctx context.Context, progress func(n int)) error {
+	type read struct {
+		recs []outbox.Record
+		err  error
+	}
+	recs, err := s.outbox.PendingAfter(0, sendBatchRecords, sendBatchBytes)
+	for err == nil && len(recs) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ahead := make(chan read, 1)
+		go func(after uint64) {
+			r, err := s.outbox.PendingAfter(after, sendBatchRecords, sendBatchBytes)
+			ahead <- read{r, err}
+		}(recs[len(recs)-1].Seq)
+		sendErr := s.send(ctx, recs)
+		next := <-ahead // always awaited: the reader never outlives drain
+		if progress != nil {
+			progress(len(recs))
+		}
+		if sendErr != nil {
+			return sendErr
+		}
+		recs, err = next.recs, next.err
+	}
+	return err
 }
 
 // send delivers recs. A batch the control plane refuses as a whole (a 4xx
@@ -51,6 +90,7 @@ func (s *sender) send(ctx context.Context, recs []outbox.Record) error {
 			LeaseID: lease, CreatedAt: r.CreatedAt, Payload: r.Payload}
 	}
 	results, sendErr := s.client.SendEvents(ctx, s.agentID, events)
+	s.countResults(results)
 	var sent []uint64
 	for i, res := range results {
 		r := recs[i]
@@ -75,6 +115,7 @@ func (s *sender) send(ctx context.Context, recs []outbox.Record) error {
 		if len(rest) == 1 {
 			r := rest[0]
 			s.log.Warn("record refused by the control plane; marked dead", "seq", r.Seq, "task", r.TaskID, "kind", r.Kind, "err", sendErr)
+			s.count(metrics.SendDead, 1)
 			return s.outbox.MarkDead("refused: "+sendErr.Error(), r.Seq)
 		}
 		half := len(rest) / 2
@@ -83,6 +124,7 @@ func (s *sender) send(ctx context.Context, recs []outbox.Record) error {
 		}
 		return s.send(ctx, rest[half:])
 	}
+	s.count(metrics.SendFailed, len(rest))
 	seqs := make([]uint64, len(rest))
 	for i, r := range rest {
 		seqs[i] = r.Seq

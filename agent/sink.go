@@ -11,7 +11,7 @@ import (
 
 // sink takes a task's reports from the runner: each is appended to the
 // outbox (durably, before anything is sent), task state is saved on phase,
-// attempt and completion reports, and log lines also go to the local log.
+// progress, attempt and completion reports, and log lines also go to the local log.
 type sink struct {
 	a      *Agent
 	taskID string
@@ -38,10 +38,15 @@ func (s *sink) Report(r runner.Report) {
 	switch r.Kind {
 	case state.EventLog:
 		l := r.Payload.(state.LogEvent)
-		if err := a.layout.appendLog(s.taskID, max(r.Attempt, 1), r.At, l.Stream, l.Lines); err != nil {
+		if err := a.logs.append(a.layout, s.taskID, max(r.Attempt, 1), r.At, l.Stream, l.Lines); err != nil {
 			a.log.Warn("local task log", "task", s.taskID, "err", err)
 		}
-	case state.EventPhase, state.EventAttempt, state.EventComplete:
+	case state.EventPhase, state.EventProgress, state.EventAttempt, state.EventComplete:
+		if r.Kind == state.EventAttempt {
+			a.obs.Attempt(r.Payload.(state.Attempt)) // the metrics count the attempts that end
+		}
+		// Progress too, as it happens: tasks watch and tasks logs -f read
+		// it from the task's file.
 		if err := a.held.save(a.store, r.Task); err != nil {
 			a.log.Error("task state not saved; held in memory and saved again when writes work", "task", s.taskID, "err", err)
 		}

@@ -90,6 +90,7 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 	if batch.at(crashAfterSave) {
 		crash()
 	}
+	s.countResults(resp.Results)
 	return resp, nil
 }
 
@@ -131,6 +132,11 @@ func (s *Server) apply(agentID string, ev Event, now time.Time) (reason string) 
 			s.setResult(t, c)
 			return ""
 		}
+		return ReasonTerminal
+	}
+	if r := t.PersonRetry; r != nil && ev.Attempt > 0 && ev.Attempt <= r.After {
+		// A report of an attempt that ended before a person retried the
+		// task: it was made while the task was terminal.
 		return ReasonTerminal
 	}
 	switch {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -195,8 +196,12 @@ func (c *Client) SendEvents(ctx context.Context, agentID string, events []Event)
 			}
 			n++
 		}
+		body, err := encodeEvents(agentID, events[:n])
+		if err != nil {
+			return results, err
+		}
 		var out EventsResponse
-		if err := c.agentCall(ctx, http.MethodPost, "/v1/events", EventsRequest{AgentID: agentID, Events: events[:n]}, &out, true); err != nil {
+		if err := c.agentCall(ctx, http.MethodPost, "/v1/events", body, &out, true); err != nil {
 			return results, err
 		}
 		if len(out.Results) != n {
@@ -206,6 +211,68 @@ func (c *Client) SendEvents(ctx context.Context, agentID string, events []Event)
 		events = events[n:]
 	}
 	return results, nil
+}
+
+// preEncoded is a request body already encoded as JSON; callWith sends it
+// as it is.
+type preEncoded []byte
+
+// encodeEvents encodes an EventsRequest by hand, each payload copied as
+// it is: encoding/json would scan and copy every json.RawMessage again
+// (to compact it), and a payload here was checked when the outbox took
+// it and again when it was read back. A payload that is not JSON fails
+// the call before anything is sent.
+func encodeEvents(agentID string, events []Event) (preEncoded, error) {
+	size := 64
+	for _, e := range events {
+		size += len(e.Payload) + len(e.Key) + len(e.TaskID) + len(e.LeaseID) + 160
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"agent_id":`...)
+	b = appendString(b, agentID)
+	b = append(b, `,"events":[`...)
+	for i, e := range events {
+		if len(e.Payload) == 0 {
+			return nil, fmt.Errorf("event %s: empty payload", e.Key)
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		b = appendString(b, e.Key)
+		b = append(b, `,"kind":`...)
+		b = appendString(b, string(e.Kind))
+		b = append(b, `,"task_id":`...)
+		b = appendString(b, e.TaskID)
+		b = append(b, `,"attempt":`...)
+		b = strconv.AppendInt(b, int64(e.Attempt), 10)
+		b = append(b, `,"lease_id":`...)
+		b = appendString(b, e.LeaseID)
+		b = append(b, `,"created_at":`...)
+		ts, err := e.CreatedAt.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.Key, err)
+		}
+		b = append(b, ts...)
+		b = append(b, `,"payload":`...)
+		b = append(b, e.Payload...)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...), nil
+}
+
+// appendString appends s as a JSON string: as it is when it needs no
+// escaping (ids, keys, kinds), through encoding/json otherwise.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // CreateTask enqueues a task. It is tried once.
@@ -238,7 +305,14 @@ func (c *Client) CancelTask(ctx context.Context, id string) (TaskView, error) {
 	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/cancel", nil, &out, true)
 }
 
-// Agents lists the agents the control plane has heard from.
+// RetryTask asks for a new attempt of a recoverable_failed task (a
+// person decided). It is tried once: a second try after a lost answer
+// would find the task queued and say so.
+func (c *Client) RetryTask(ctx context.Context, id string) (TaskView, error) {
+	var out TaskView
+	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/retry", nil, &out, false)
+}
+
 // Reply answers a task's approval request: decision is accept or decline;
 // requestID may be empty for the request the task awaits now.
 func (c *Client) Reply(ctx context.Context, taskID, requestID, decision string) (TaskView, error) {
@@ -247,6 +321,7 @@ func (c *Client) Reply(ctx context.Context, taskID, requestID, decision string) 
 	return v, err
 }
 
+// Agents lists the agents the control plane has heard from.
 func (c *Client) Agents(ctx context.Context) ([]AgentView, error) {
 	var out []AgentView
 	return out, c.call(ctx, http.MethodGet, "/v1/agents", nil, &out, true)
@@ -307,7 +382,9 @@ func (c *Client) agentToken(ctx context.Context, stale string) (string, error) {
 
 func (c *Client) callWith(ctx context.Context, token, method, path string, in, out any, repeatable bool) error {
 	var body []byte
-	if in != nil {
+	if p, ok := in.(preEncoded); ok {
+		body = p
+	} else if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
 			return err

@@ -18,6 +18,8 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/edgeagent/agent/state"
+
+	"github.com/edgeagent/agent/internal/utc"
 )
 
 // ServerOptions configure the reference control plane. Zero fields take
@@ -58,6 +60,9 @@ type Server struct {
 	batches  int
 	lock     *flock.Flock
 	registry *registry
+
+	// eventResults counts the events answered, by status, for metrics.
+	eventResults map[string]uint64
 }
 
 // Close releases the server's directory.
@@ -80,7 +85,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.Now == nil {
-		opts.Now = time.Now
+		opts.Now = utc.Now
 	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
@@ -186,11 +191,15 @@ func (s *Server) Handler() http.Handler {
 		v, err := s.cancelTask(r.PathValue("id"))
 		reply(w, v, err)
 	})
+	api.HandleFunc("POST /v1/tasks/{id}/retry", func(w http.ResponseWriter, r *http.Request) {
+		v, err := s.retryTask(r.PathValue("id"))
+		reply(w, v, err)
+	})
 	api.HandleFunc("POST /v1/tasks/{id}/reply", func(w http.ResponseWriter, r *http.Request) {
 		handle(func(req ReplyRequest) (TaskView, error) { return s.replyTask(r.PathValue("id"), req) })(w, r)
 	})
 	api.HandleFunc("GET /v1/agents", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listAgents()) })
-	mux.Handle("/v1/", s.authorize(api))
+	mux.Handle("/v1/", s.authorize(notePattern(api)))
 	return mux
 }
 
@@ -449,6 +458,35 @@ func (s *Server) cancelTask(id string) (TaskView, error) {
 	if err := s.save(t); err != nil {
 		return TaskView{}, err
 	}
+	return view(t), nil
+}
+
+// retryTask puts a recoverable_failed task back in the queue at a
+// person's request: the agent that claims it runs the next attempt, the
+// attempts before it kept. Any other phase is a conflict, said in one line.
+func (s *Server) retryTask(id string) (TaskView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.task(id)
+	if err != nil {
+		return TaskView{}, err
+	}
+	if t.Phase != state.PhaseRecoverableFailed {
+		why := "only a recoverable_failed task can be retried"
+		if !t.Phase.Terminal() {
+			why = "it has not ended; " + why
+		}
+		return TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: %s", id, t.Phase, why)}
+	}
+	before := t.Clone()
+	if err := t.RetryByPerson(s.opts.Now()); err != nil {
+		return TaskView{}, &httpError{http.StatusConflict, err.Error()}
+	}
+	if err := s.save(t); err != nil {
+		s.tasks[id] = before // not retried after all: a restart would not know it
+		return TaskView{}, err
+	}
+	s.log.Info("task retried by a person", "task", id, "attempts", len(t.Attempts))
 	return view(t), nil
 }
 

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/edgeagent/agent/internal/utc"
 )
 
 // Grade is an executor's health.
@@ -75,7 +77,7 @@ func (o Options) withDefaults() Options {
 		o.RecentErrors = 10
 	}
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = utc.Now
 	}
 	return o
 }

@@ -48,6 +48,7 @@ type snap struct {
 	tries   int
 	lastErr string
 	reason  string
+	deadAt  time.Time // kept, so that a dead record's age survives compaction (PurgeDead)
 }
 
 // Compact rewrites the outbox with only its live records: pending and dead
@@ -70,7 +71,7 @@ func (o *Outbox) Compact(progress func(done, total int)) (CompactResult, error) 
 	old, end, nextSeq, created := o.f, o.size, o.ix.nextSeq, o.ix.createdAt
 	var snaps []snap
 	o.ix.each(func(e *entry) bool {
-		snaps = append(snaps, snap{e: e, off: e.off, n: e.n, state: e.state, tries: e.tries, lastErr: e.lastErr, reason: e.reason})
+		snaps = append(snaps, snap{e: e, off: e.off, n: int(e.n), state: e.state, tries: e.tries(), lastErr: e.lastErr(), reason: e.reason(), deadAt: deadSince(e)})
 		return true
 	})
 	o.mu.RUnlock()
@@ -111,7 +112,7 @@ func (o *Outbox) Compact(progress func(done, total int)) (CompactResult, error) 
 			w.Write(encodeMark(line{Op: opTry, Seqs: []uint64{s.e.seq}, N: s.tries, Error: s.lastErr, At: now}))
 		}
 		if s.state == StateDead {
-			w.Write(encodeMark(line{Op: opDead, Seqs: []uint64{s.e.seq}, Reason: s.reason, At: now}))
+			w.Write(encodeMark(line{Op: opDead, Seqs: []uint64{s.e.seq}, Reason: s.reason, At: s.deadAt}))
 		}
 	}
 	if err := w.flush(); err != nil {

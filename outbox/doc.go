@@ -24,7 +24,16 @@
 //
 // Key and seq come last so that an append encodes and checksums everything
 // else before it takes the lock that assigns seqs. Readers do not depend on
-// the order of fields.
+// the order of fields: a line laid out exactly as above, with strings that
+// need no unescaping, is read without a JSON parse (the payload is only
+// validated, in place); any other valid line is decoded with encoding/json
+// to the same record.
+//
+// The payload is stored as the caller gave it, once checked to be one
+// JSON value (surrounding whitespace cut): it is not rewritten. Only a
+// payload holding a newline or a carriage return (whitespace between its
+// tokens: inside strings they are escaped) is compacted, so that every
+// record stays one line. The attempt must fit in 32 bits.
 //
 // Marks record what happened to records later. They are appended, never
 // written over a record:
@@ -61,7 +70,8 @@
 // # Guarantees
 //
 //  1. Append is durable when it returns. Concurrent appends share one write
-//     and one fdatasync (group commit).
+//     and one fdatasync (group commit), led by one of the appenders: no
+//     committer goroutine, one hand-off per append.
 //  2. One JSON object per line, each with a CRC-32C.
 //  3. Sent is recorded by appending a mark, never by rewriting a record.
 //  4. Open recovers from a crash at any byte and never loops.
@@ -77,8 +87,13 @@
 //  7. One writer per directory (flock). Inspect, Tail and the CLI's read-only
 //     commands read the file without the lock while the writer runs.
 //  8. MarkDead keeps a permanently rejected record, with its reason, out of
-//     Pending. Dead records survive compaction so they can be inspected.
+//     Pending. Dead records survive compaction so they can be inspected,
+//     with the time they died, until PurgeDead appends a sent mark for them
+//     with the reason "purged".
 //  9. Memory is O(pending records): the index keeps each live record's
-//     offset and metadata, never its payload. Payloads are read back from
-//     the file when they are sent.
+//     offset and metadata (about 140 bytes a record; a key the outbox made
+//     is rebuilt, not kept), never its payload. Payloads are read back from
+//     the file when they are sent, each batch with one read, starting at a
+//     cursor past the records already sent, so a batch costs the same
+//     however long the backlog.
 package outbox

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
+	"time"
 )
 
 // draft is a record line encoded, and its CRC computed, outside the
@@ -35,21 +36,12 @@ func newDraft(r Record) (*draft, error) {
 		d.key = r.TaskID + ":" + string(r.Kind) + ":" + r.CreatedAt.Format(TimeFormat) + ":"
 	}
 	b := make([]byte, 0, len(r.Payload)+len(r.TaskID)+2*len(d.key)+96+draftTail)
-	b = append(b, `{"kind":`...)
-	b = appendJSONString(b, string(r.Kind))
-	b = append(b, `,"task_id":`...)
-	b = appendJSONString(b, r.TaskID)
-	b = append(b, `,"attempt":`...)
-	b = strconv.AppendInt(b, int64(r.Attempt), 10)
-	b = append(b, `,"created_at":"`...)
-	b = r.CreatedAt.AppendFormat(b, TimeFormat)
-	b = append(b, `","payload":`...)
-	buf := bytes.NewBuffer(b)
-	// Compacting also guarantees the payload holds no newline.
-	if len(r.Payload) == 0 || json.Compact(buf, r.Payload) != nil {
-		return nil, fmt.Errorf("%w: payload is not JSON", ErrInvalid)
+	b = appendRecordHead(b, r.Kind, r.TaskID, r.Attempt, r.CreatedAt)
+	b, err := appendPayload(b, r.Payload)
+	if err != nil {
+		return nil, err
 	}
-	b = append(buf.Bytes(), `,"key":`...)
+	b = append(b, `,"key":`...)
 	b = appendJSONString(b, d.key)
 	if d.gen {
 		b = b[:len(b)-1] // the seq and the closing quote come in finish
@@ -72,4 +64,40 @@ func (d *draft) finish(seq uint64) (line []byte, key string) {
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
 	return appendCRC(b, crc32.Update(d.crc, castagnoli, b[start:])), key
+}
+
+// appendPayload appends p to b once it is known to be JSON. It is copied as
+// it is: valid JSON can hold a newline or a carriage return only as
+// whitespace between tokens (inside a string they must be escaped), so
+// only a payload that holds one is compacted, to keep the record on one
+// line. Validating is a single scan with no output, a fraction of what
+// compacting every payload cost.
+func appendPayload(b, p []byte) ([]byte, error) {
+	p = trimJSONSpace(p)
+	if len(p) == 0 || !json.Valid(p) {
+		return nil, fmt.Errorf("%w: payload is not JSON", ErrInvalid)
+	}
+	if bytes.IndexByte(p, '\n') < 0 && bytes.IndexByte(p, '\r') < 0 {
+		return append(b, p...), nil
+	}
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, p); err != nil {
+		return nil, fmt.Errorf("%w: payload is not JSON", ErrInvalid)
+	}
+	return buf.Bytes(), nil
+}
+
+// appendRecordHead appends a record line's fields before its payload,
+// `{"kind":…,"task_id":…,"attempt":…,"created_at":"…","payload":`. Pending
+// builds the same bytes to find the payload in a line without parsing it.
+func appendRecordHead(b []byte, kind Kind, taskID string, attempt int, createdAt time.Time) []byte {
+	b = append(b, `{"kind":`...)
+	b = appendJSONString(b, string(kind))
+	b = append(b, `,"task_id":`...)
+	b = appendJSONString(b, taskID)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(attempt), 10)
+	b = append(b, `,"created_at":"`...)
+	b = createdAt.AppendFormat(b, TimeFormat)
+	return append(b, `","payload":`...)
 }

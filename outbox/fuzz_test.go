@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,4 +104,27 @@ func validOutboxBytes(f *testing.F) []byte {
 		f.Fatal(err)
 	}
 	return b
+}
+
+// FuzzDecodeRecordFast: whatever line the fast record reader accepts,
+// encoding/json reads to the same record.
+func FuzzDecodeRecordFast(f *testing.F) {
+	f.Add([]byte(`{"kind":"log","task_id":"t","attempt":1,"created_at":"2026-11-21T12:00:00.000000000Z","payload":{"a":1},"key":"k","seq":3`))
+	f.Add([]byte(`{"kind":"log","task_id":"t","attempt":-2,"created_at":"2026-02-30T12:00:00.000000000Z","payload":{},"key":"k","seq":3`))
+	f.Add([]byte(`{"kind":"log","task_id":"t","attempt":1,"created_at":"2026-11-21T12:00:00.000000000Z","payload":{},"op":"sent","key":"k","seq":3`))
+	f.Add([]byte(`{"kind":"log","task_id":"t","attempt":01,"created_at":"2026-11-21T12:00:00.000000000Z","payload":{"key":"x"},"key":"k","seq":3`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var fast line
+		if !decodeRecordFast(body, &fast) {
+			return
+		}
+		var slow line
+		if err := json.Unmarshal(append(slices.Clone(body), '}'), &slow); err != nil {
+			t.Fatalf("fast read accepted %q; encoding/json: %v", body, err)
+		}
+		if fast.Op != slow.Op || fast.Seq != slow.Seq || fast.Key != slow.Key || fast.Kind != slow.Kind || fast.TaskID != slow.TaskID ||
+			fast.Attempt != slow.Attempt || !fast.CreatedAt.Equal(slow.CreatedAt) || !bytes.Equal(fast.Payload, slow.Payload) {
+			t.Fatalf("%q:\nfast %+v\nslow %+v", body, fast, slow)
+		}
+	})
 }

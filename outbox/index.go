@@ -2,29 +2,105 @@ package outbox
 
 import (
 	"slices"
+	"sort"
+	"strconv"
 	"time"
 )
 
 // entry is what the index keeps of one record: where its line is and what
-// became of it, never its payload.
+// became of it, never its payload. It is kept small (128 bytes) because
+// there is one per pending record: what only some records need (send
+// attempts, death, the time sent) hangs off x, and a key the outbox made
+// is not stored but rebuilt from the fields it was made of.
 type entry struct {
 	seq       uint64
-	key       string
+	off       int64  // offset of the line in the file
+	key       string // "" when the key is genKey's
 	kind      Kind
 	taskID    string
-	attempt   int
 	createdAt time.Time
+	n         int32 // length of the line, newline included (≤ MaxRecordBytes)
+	attempt   int32
+	state     State
+	gone      bool // dropped from the index; still in order until it is tidied
+	x         *entryExtra
+}
 
-	off int64 // offset of the line in the file
-	n   int   // length of the line, newline included
-
-	state   State
-	tries   int    // failed send attempts
-	lastErr string // error of the last failed send
-	reason  string // why it is dead
-	lastTry time.Time
+// entryExtra is what a record that was tried, died or was sent carries.
+type entryExtra struct {
+	tries   int       // failed send attempts
+	lastErr string    // error of the last failed send
+	reason  string    // why it is dead
+	lastTry time.Time //
 	deadAt  time.Time
 	sentAt  time.Time
+}
+
+// extra returns e's extra fields, making them on first use.
+func (e *entry) extra() *entryExtra {
+	if e.x == nil {
+		e.x = &entryExtra{}
+	}
+	return e.x
+}
+
+// tries, lastErr, reason and deadAt read e's extra fields, zero when none.
+func (e *entry) tries() int {
+	if e.x == nil {
+		return 0
+	}
+	return e.x.tries
+}
+
+func (e *entry) lastErr() string {
+	if e.x == nil {
+		return ""
+	}
+	return e.x.lastErr
+}
+
+func (e *entry) reason() string {
+	if e.x == nil {
+		return ""
+	}
+	return e.x.reason
+}
+
+func (e *entry) deadAt() time.Time {
+	if e.x == nil {
+		return time.Time{}
+	}
+	return e.x.deadAt
+}
+
+// recordKey returns e's idempotency key.
+func (e *entry) recordKey() string {
+	if e.key != "" {
+		return e.key
+	}
+	return string(appendGenKey(nil, e.taskID, e.kind, e.createdAt, e.seq))
+}
+
+// appendGenKey appends the key Append makes for a record given none:
+// taskID:kind:createdAt:seq.
+func appendGenKey(b []byte, taskID string, kind Kind, createdAt time.Time, seq uint64) []byte {
+	b = append(b, taskID...)
+	b = append(b, ':')
+	b = append(b, kind...)
+	b = append(b, ':')
+	b = createdAt.AppendFormat(b, TimeFormat)
+	b = append(b, ':')
+	return strconv.AppendUint(b, seq, 10)
+}
+
+// isGenKey reports whether key is the one appendGenKey makes for the
+// record, so that the index need not keep it. scratch is reused.
+func isGenKey(key string, taskID string, kind Kind, createdAt time.Time, seq uint64, scratch *[]byte) bool {
+	if len(key) < len(taskID)+len(kind)+len(TimeFormat)+4 {
+		return false
+	}
+	*scratch = appendGenKey((*scratch)[:0], taskID, kind, createdAt, seq)
+	return string(*scratch) == key
 }
 
 // index is the set of records in the file that matter: pending and dead
@@ -32,10 +108,9 @@ type entry struct {
 type index struct {
 	keepSent bool
 
-	bySeq map[uint64]*entry
-	order []*entry // by seq; entries no longer in bySeq are skipped
-	gone  int      // entries in order that are no longer in bySeq
-	head  int      // no entry before order[head] is pending
+	order []*entry // by seq, rising; entries marked gone are skipped
+	gone  int      // entries in order that are gone
+	head  int      // no entry before order[head] is pending: the pending cursor
 
 	pending   int
 	dead      int
@@ -45,20 +120,50 @@ type index struct {
 	nextSeq     uint64 // one above the highest seq seen or announced
 	createdAt   time.Time
 	compactedAt time.Time
+
+	// While a file is scanned: task ids and kinds shared between the
+	// entries that carry them, and a scratch buffer for keys. Dropped
+	// after the scan (see doneScanning).
+	interned map[string]string
+	scratch  []byte
 }
 
 func newIndex(keepSent bool) *index {
-	return &index{keepSent: keepSent, bySeq: make(map[uint64]*entry), nextSeq: 1}
+	return &index{keepSent: keepSent, nextSeq: 1, interned: map[string]string{}}
+}
+
+// doneScanning drops what only the scan of a file needs.
+func (ix *index) doneScanning() {
+	ix.interned, ix.scratch = nil, nil
+	if cap(ix.order) > len(ix.order)+len(ix.order)/8+1024 {
+		ix.order = slices.Clone(ix.order) // drop the slack appends grew
+	}
+}
+
+// intern returns s, shared with earlier equal strings of the scan.
+func (ix *index) intern(s string) string {
+	if ix.interned == nil {
+		return s
+	}
+	if v, ok := ix.interned[s]; ok {
+		return v
+	}
+	ix.interned[s] = s
+	return s
 }
 
 // add indexes a line found at off, n bytes long.
 func (ix *index) add(off int64, n int, d *line) {
 	switch d.Op {
 	case "":
-		ix.addRecord(&entry{
-			seq: d.Seq, key: d.Key, kind: d.Kind, taskID: d.TaskID, attempt: d.Attempt,
-			createdAt: d.CreatedAt, off: off, n: n, state: StatePending,
-		})
+		e := &entry{
+			seq: d.Seq, kind: Kind(ix.intern(string(d.Kind))), taskID: ix.intern(d.TaskID), attempt: int32(d.Attempt),
+			createdAt: d.CreatedAt, off: off, n: int32(n), state: StatePending,
+		}
+		if !isGenKey(d.Key, e.taskID, e.kind, e.createdAt, e.seq, &ix.scratch) {
+			e.key = d.Key
+		}
+		ix.addRecord(e)
 	case opHeader:
 		ix.nextSeq = max(ix.nextSeq, d.NextSeq)
 		if !d.CreatedAt.IsZero() {
@@ -72,18 +177,29 @@ func (ix *index) add(off int64, n int, d *line) {
 	}
 }
 
+// addRecord indexes e, whose seq is above every indexed one: the scan
+// refuses falling seqs, and commits write in the order seqs were
+// given.
 func (ix *index) addRecord(e *entry) {
-	ix.bySeq[e.seq] = e
 	ix.order = append(ix.order, e)
 	ix.pending++
 	ix.liveBytes += int64(e.n)
 	ix.nextSeq = max(ix.nextSeq, e.seq+1)
 }
 
+// find returns the indexed entry of seq, or nil.
+func (ix *index) find(seq uint64) *entry {
+	i := sort.Search(len(ix.order), func(i int) bool { return ix.order[i].seq >= seq })
+	if i < len(ix.order) && ix.order[i].seq == seq && !ix.order[i].gone {
+		return ix.order[i]
+	}
+	return nil
+}
+
 // mark applies a sent, try or dead mark.
 func (ix *index) mark(m *line) {
 	for _, seq := range m.Seqs {
-		e := ix.bySeq[seq]
+		e := ix.find(seq)
 		if e == nil {
 			continue
 		}
@@ -93,8 +209,9 @@ func (ix *index) mark(m *line) {
 				continue
 			}
 			ix.leave(e)
-			e.state, e.sentAt = StateSent, m.At
+			e.state = StateSent
 			if ix.keepSent {
+				e.extra().sentAt = m.At
 				ix.sent++
 			} else {
 				ix.drop(e)
@@ -105,10 +222,12 @@ func (ix *index) mark(m *line) {
 			}
 			ix.pending--
 			ix.dead++
-			e.state, e.reason, e.deadAt = StateDead, m.Reason, m.At
+			x := e.extra()
+			e.state, x.reason, x.deadAt = StateDead, m.Reason, m.At
 		case opTry:
-			e.tries += max(m.N, 1)
-			e.lastErr, e.lastTry = m.Error, m.At
+			x := e.extra()
+			x.tries += max(m.N, 1)
+			x.lastErr, x.lastTry = m.Error, m.At
 		}
 	}
 }
@@ -127,19 +246,48 @@ func (ix *index) leave(e *entry) {
 // drop forgets e. The order slice is tidied once half of it is gone, which
 // keeps memory O(live records) at O(1) amortized cost per drop.
 func (ix *index) drop(e *entry) {
-	delete(ix.bySeq, e.seq)
+	e.gone = true
+	e.x = nil
 	ix.gone++
 	if ix.gone > 1024 && ix.gone*2 > len(ix.order) {
-		ix.order = slices.DeleteFunc(ix.order, func(e *entry) bool { return ix.bySeq[e.seq] != e })
-		ix.order = slices.Clip(ix.order)
-		ix.gone, ix.head = 0, 0
+		head := 0
+		for _, e := range ix.order[:ix.head] {
+			if !e.gone {
+				head++
+			}
+		}
+		// A new array of the exact size: deleting in place would keep the
+		// old one, sized for every record ever indexed, alive.
+		kept := make([]*entry, 0, len(ix.order)-ix.gone)
+		for _, e := range ix.order {
+			if !e.gone {
+				kept = append(kept, e)
+			}
+		}
+		ix.order = kept
+		ix.gone, ix.head = 0, head
 	}
 }
 
 // each calls fn for every indexed entry in seq order until fn returns false.
 func (ix *index) each(fn func(*entry) bool) {
-	for _, e := range ix.order {
-		if ix.bySeq[e.seq] != e {
+	ix.eachFrom(0, fn)
+}
+
+// after returns where in order the pending records above seq start: at
+// the pending cursor, or past seq when that is further on.
+func (ix *index) after(seq uint64) int {
+	if seq == 0 {
+		return ix.head
+	}
+	i := sort.Search(len(ix.order), func(i int) bool { return ix.order[i].seq > seq })
+	return max(i, ix.head)
+}
+
+// eachFrom is each from order[i] on.
+func (ix *index) eachFrom(i int, fn func(*entry) bool) {
+	for _, e := range ix.order[i:] {
+		if e.gone {
 			continue
 		}
 		if !fn(e) {
@@ -148,11 +296,13 @@ func (ix *index) each(fn func(*entry) bool) {
 	}
 }
 
-// oldestPending returns the first pending entry, or nil. A record never
-// becomes pending again, so the scan resumes where the last one stopped.
+// oldestPending moves the pending cursor to the first pending entry and
+// returns it, or nil. A record never becomes pending again, so the cursor
+// only moves forward, and finding the oldest pending record costs O(1)
+// amortized however long the backlog behind it.
 func (ix *index) oldestPending() *entry {
 	for ; ix.head < len(ix.order); ix.head++ {
-		if e := ix.order[ix.head]; ix.bySeq[e.seq] == e && e.state == StatePending {
+		if e := ix.order[ix.head]; !e.gone && e.state == StatePending {
 			return e
 		}
 	}

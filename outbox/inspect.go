@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"bytes"
 	"github.com/edgeagent/agent/internal/durable"
 	"syscall"
 
@@ -60,8 +61,8 @@ func Inspect(dir string) (*Snapshot, error) {
 	snap.Stats.Quarantined = len(res.corrupt)
 	snap.Stats.DiskFreeBytes = durable.FreeBytes(dir)
 	ix.each(func(e *entry) bool {
-		snap.Items = append(snap.Items, Item{Seq: e.seq, Key: e.key, Kind: e.kind, TaskID: e.taskID, Attempt: e.attempt,
-			CreatedAt: e.createdAt, State: e.state, Tries: e.tries, LastError: e.lastErr, Reason: e.reason, Bytes: e.n})
+		snap.Items = append(snap.Items, Item{Seq: e.seq, Key: e.recordKey(), Kind: e.kind, TaskID: e.taskID, Attempt: int(e.attempt),
+			CreatedAt: e.createdAt, State: e.state, Tries: e.tries(), LastError: e.lastErr(), Reason: e.reason(), Bytes: int(e.n)})
 		return true
 	})
 	return snap, nil
@@ -134,7 +135,9 @@ func (t *Tailer) Next(fn func(Record)) error {
 	}
 	res, err := scanLines(io.NewSectionReader(t.f, t.off, 1<<62), maxInspectLine, func(_ int64, _ int, d *line) {
 		if d.Op == "" && d.Seq > t.lastSeq {
-			fn(d.record())
+			r := d.record()
+			r.Payload = bytes.Clone(r.Payload) // it shares the reader's buffer
+			fn(r)
 			t.lastSeq = d.Seq
 		}
 	})

@@ -1,10 +1,14 @@
 package outbox
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -36,6 +40,12 @@ type Options struct {
 	CompactMinBytes int64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// OnCommit, if set, is told of each group commit that synced records:
+	// how many, the bytes written, and how long the sync took. It runs on
+	// the goroutine leading the commit (one of the appenders), before the
+	// others are answered, so it must be quick and must not call the
+	// outbox. Metrics use it.
+	OnCommit func(records int, bytes int64, sync time.Duration)
 }
 
 func (o Options) withDefaults() Options {
@@ -62,20 +72,27 @@ type Outbox struct {
 	lock *flock.Flock
 	sync func(*os.File) error // datasync; replaced by fault-injection tests
 
-	// The queue of lines waiting for the committer. qmu guards it and
+	// The queue of lines waiting to be committed. qmu guards it and
 	// everything assigned at enqueue time.
 	qmu        sync.Mutex
-	qcond      *sync.Cond
+	qcond      *sync.Cond // signalled when leading turns false after Close
 	queue      []*write
 	queueBytes int64
 	nextSeq    uint64
 	dropped    map[string]uint64 // log records refused per task, not yet announced
 	closed     bool
+	// leading is true while an appender commits the queue (the leader) or
+	// has been handed the lead and is about to. While it is false the queue
+	// is empty: whoever queues a line then leads.
+	leading bool
 
-	loopDone chan struct{}
-	bg       sync.WaitGroup // background compactions
+	// Owned by the leader: passing the lead (under qmu) passes them.
+	spare  []*write // the array of the batch before, reused for the queue
+	broken error    // a failed write the file is not yet repaired from
 
-	// cmu serializes writers of the file: the committer and compaction's
+	bg sync.WaitGroup // background compactions
+
+	// cmu serializes writers of the file: the leader and compaction's
 	// final step.
 	cmu  sync.Mutex
 	wbuf []byte
@@ -102,13 +119,21 @@ type Outbox struct {
 	tornBytes   int64 // bytes truncated at Open
 }
 
-// write is one line waiting for the committer.
+// write is one line waiting to be committed.
 type write struct {
 	line []byte
 	rec  *entry     // set for a record
 	mark *line      // set for a mark
 	done chan error // nil when nobody waits
 }
+
+// errLead is sent, instead of an outcome, to the waiter that is to lead
+// the next commit. It never leaves the package.
+var errLead = errors.New("outbox: lead the commit")
+
+// donePool recycles the channels appenders wait on; one goes back empty,
+// once its outcome was received.
+var donePool = sync.Pool{New: func() any { return make(chan error, 1) }}
 
 // Open opens the outbox in dir, creating it if needed, and recovers it from
 // whatever a crash left. It fails only when the directory cannot be used or
@@ -132,7 +157,7 @@ func Open(dir string, opts Options) (*Outbox, error) {
 	}
 	o := &Outbox{
 		dir: dir, opts: opts, lock: lock, sync: durable.Datasync,
-		dropped: make(map[string]uint64), loopDone: make(chan struct{}),
+		dropped: make(map[string]uint64),
 	}
 	o.qcond = sync.NewCond(&o.qmu)
 	corrupt, err := o.recover()
@@ -141,7 +166,6 @@ func Open(dir string, opts Options) (*Outbox, error) {
 		return nil, err
 	}
 	o.nextSeq = o.ix.nextSeq
-	go o.commitLoop()
 	if corrupt {
 		// Rewrite the file without the corrupt lines, so that they are
 		// quarantined once and not again at every Open.
@@ -189,6 +213,7 @@ func (o *Outbox) recover() (corrupt bool, err error) {
 		return false, nil
 	}
 	res, err := scanLines(f, o.opts.MaxRecordBytes, o.ix.add)
+	o.ix.doneScanning()
 	if err != nil {
 		return fail(fmt.Errorf("outbox: read %s: %w", path, err))
 	}
@@ -248,8 +273,8 @@ func (o *Outbox) Dir() string { return o.dir }
 // Append fills in Seq, CreatedAt (when zero) and Key (when empty). It
 // refuses a log record with ErrFull when the outbox is full.
 func (o *Outbox) Append(r Record) (uint64, error) {
-	if !r.Kind.Valid() || r.TaskID == "" {
-		return 0, fmt.Errorf("%w: kind %q, task %q", ErrInvalid, r.Kind, r.TaskID)
+	if !r.Kind.Valid() || r.TaskID == "" || r.Attempt > math.MaxInt32 || r.Attempt < -math.MaxInt32 {
+		return 0, fmt.Errorf("%w: kind %q, task %q, attempt %d", ErrInvalid, r.Kind, r.TaskID, r.Attempt)
 	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = o.opts.Now()
@@ -262,7 +287,6 @@ func (o *Outbox) Append(r Record) (uint64, error) {
 	if d.maxLen() > o.opts.MaxRecordBytes {
 		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, d.maxLen(), o.opts.MaxRecordBytes)
 	}
-	done := make(chan error, 1)
 	o.qmu.Lock()
 	if err := o.usable(); err != nil {
 		o.qmu.Unlock()
@@ -282,16 +306,18 @@ func (o *Outbox) Append(r Record) (uint64, error) {
 		}
 		o.enqueueDraft(marker, nil)
 	}
+	done := donePool.Get().(chan error)
 	seq := o.enqueueDraft(d, done)
-	o.qmu.Unlock()
-	if err := <-done; err != nil {
+	err = o.await(done)
+	donePool.Put(done)
+	if err != nil {
 		return 0, err
 	}
 	return seq, nil
 }
 
 // usable reports why the outbox cannot take work, if it cannot. qmu is held.
-// A failed write does not make it unusable: the committer repairs the file
+// A failed write does not make it unusable: the leader repairs the file
 // and the next write may well succeed (space came back).
 func (o *Outbox) usable() error {
 	if o.closed {
@@ -313,8 +339,11 @@ func (o *Outbox) enqueueDraft(d *draft, done chan error) uint64 {
 	o.nextSeq++
 	l, key := d.finish(seq)
 	r := d.rec
-	e := &entry{seq: seq, key: key, kind: r.Kind, taskID: r.TaskID, attempt: r.Attempt,
-		createdAt: r.CreatedAt, n: len(l), state: StatePending}
+	e := &entry{seq: seq, kind: r.Kind, taskID: r.TaskID, attempt: int32(r.Attempt),
+		createdAt: r.CreatedAt, n: int32(len(l)), state: StatePending}
+	if !d.gen {
+		e.key = key
+	}
 	o.enqueue(&write{line: l, rec: e, done: done})
 	return seq
 }
@@ -327,73 +356,105 @@ func droppedMarker(next Record, n uint64) Record {
 	return Record{Kind: KindLog, TaskID: next.TaskID, Attempt: next.Attempt, CreatedAt: next.CreatedAt, Payload: payload}
 }
 
-// enqueue queues w and wakes the committer. qmu is held.
+// enqueue queues w. qmu is held.
 func (o *Outbox) enqueue(w *write) {
 	o.queue = append(o.queue, w)
 	o.queueBytes += int64(len(w.line))
-	o.qcond.Signal()
 }
 
-// commitLoop is the committer: it takes everything queued, writes it with
-// one write and one sync, indexes it, and answers the waiters.
+// await is called with qmu held, once the caller has queued its lines,
+// the last of them with done; it releases qmu and returns the outcome of
+// the write.
+//
+// Group commit without a committer goroutine: the caller that finds no
+// commit under way leads one itself: it takes everything queued, writes
+// and syncs it and answers the others. Any other caller waits once, for
+// its outcome, or to be handed the lead (see lead).
+func (o *Outbox) await(done chan error) error {
+	if o.leading {
+		o.qmu.Unlock()
+	} else {
+		o.leading = true
+		o.lead()
+	}
+	err := <-done
+	if err == errLead {
+		o.qmu.Lock()
+		o.lead()
+		err = <-done // the first batch held the caller's own lines
+	}
+	return err
+}
+
+// lead commits the queue as one batch, with one write and one sync,
+// indexes it and answers the waiters. If lines were queued meanwhile, it
+// hands the lead to the oldest of their waiters (leading stays true);
+// otherwise leading turns false. A leader leads one batch only, so that
+// its own caller returns, and can queue its next line behind the next
+// batch, as it would behind a committer goroutine. qmu is held on entry
+// and released on return.
 //
 // A write or sync that fails (ENOSPC, EIO) fails its whole batch, and the
 // file is cut back to its last good size and synced, so that no partial
 // line stays behind; the next batch is tried afresh. Until that repair
 // succeeds, every batch fails with its error.
-func (o *Outbox) commitLoop() {
-	defer close(o.loopDone)
-	var (
-		spare  []*write
-		broken error // a failed write the file is not yet repaired from
-	)
-	for {
-		o.qmu.Lock()
-		for len(o.queue) == 0 && !o.closed {
-			o.qcond.Wait()
-		}
-		if len(o.queue) == 0 {
-			o.qmu.Unlock()
-			return
-		}
-		batch := o.queue
-		o.queue, o.queueBytes = spare[:0], 0
-		o.qmu.Unlock()
+func (o *Outbox) lead() {
+	batch := o.queue
+	o.queue, o.queueBytes = o.spare[:0], 0
+	o.qmu.Unlock()
 
-		var err error
-		if broken != nil {
-			if rerr := o.repair(); rerr != nil {
-				err = fmt.Errorf("%w (and the repair failed: %v)", broken, rerr)
-			} else {
-				broken = nil
-			}
-		}
-		if err == nil {
-			if err = o.commit(batch); err != nil {
-				broken = err
-				if o.repair() == nil {
-					broken = nil
-				}
-			}
-		}
-		if err != nil {
-			o.writeErrors.Add(1)
-			msg := err.Error()
-			o.failing.Store(&msg)
+	var err error
+	if o.broken != nil {
+		if rerr := o.repair(); rerr != nil {
+			err = fmt.Errorf("%w (and the repair failed: %v)", o.broken, rerr)
 		} else {
-			o.failing.Store(nil)
-		}
-		for i, w := range batch {
-			if w.done != nil {
-				w.done <- err
-			}
-			batch[i] = nil
-		}
-		spare = batch
-		if err == nil {
-			o.maybeCompact()
+			o.broken = nil
 		}
 	}
+	if err == nil {
+		if err = o.commit(batch); err != nil {
+			o.broken = err
+			if o.repair() == nil {
+				o.broken = nil
+			}
+		}
+	}
+	if err != nil {
+		o.writeErrors.Add(1)
+		msg := err.Error()
+		o.failing.Store(&msg)
+	} else if o.failing.Load() != nil {
+		o.failing.Store(nil)
+	}
+	for i, w := range batch {
+		if w.done != nil {
+			w.done <- err
+		}
+		batch[i] = nil
+	}
+	o.spare = batch
+	if err == nil {
+		// While still leading, so that Close, which waits for the lead to
+		// end, then also waits for a compaction started here.
+		o.maybeCompact()
+	}
+
+	o.qmu.Lock()
+	if len(o.queue) == 0 {
+		o.leading = false
+		if o.closed {
+			o.qcond.Broadcast()
+		}
+	} else {
+		// Every caller's lines end with one that has a waiter.
+		for _, w := range o.queue {
+			if w.done != nil {
+				w.done <- errLead
+				break
+			}
+		}
+	}
+	o.qmu.Unlock()
 }
 
 // repair cuts the file back to its last good size, dropping whatever part
@@ -437,11 +498,15 @@ func (o *Outbox) commit(batch []*write) error {
 	// which the control plane drops. Records are synced before anyone is
 	// told they are written.
 	if records > 0 {
+		syncStart := time.Now()
 		if err := o.sync(o.f); err != nil {
 			return fmt.Errorf("outbox: sync: %w", err)
 		}
 		o.syncs.Add(1)
 		o.appends.Add(uint64(records))
+		if o.opts.OnCommit != nil {
+			o.opts.OnCommit(records, int64(len(buf)), time.Since(syncStart))
+		}
 	}
 	o.mu.Lock()
 	for _, w := range batch {
@@ -484,10 +549,11 @@ func (o *Outbox) appendMarks(m line, seqs []uint64) error {
 		return nil
 	}
 	m.At = o.opts.Now()
-	done := make(chan error, 1)
+	done := donePool.Get().(chan error)
 	o.qmu.Lock()
 	if err := o.usable(); err != nil {
 		o.qmu.Unlock()
+		donePool.Put(done)
 		return err
 	}
 	for len(seqs) > 0 {
@@ -503,8 +569,9 @@ func (o *Outbox) appendMarks(m line, seqs []uint64) error {
 		}
 		o.enqueue(w)
 	}
-	o.qmu.Unlock()
-	return <-done
+	err := o.await(done)
+	donePool.Put(done)
+	return err
 }
 
 func truncate(s string, n int) string {
@@ -517,43 +584,124 @@ func truncate(s string, n int) string {
 // Pending returns up to max pending records, oldest first, whose lines add
 // up to at most maxBytes (at least one record is returned when any is
 // pending). Payloads are read from the file.
+//
+// It starts at the index's pending cursor, so its cost does not grow with
+// the records sent before; the lines of a batch, next to each other in the
+// file, are read with one read.
 func (o *Outbox) Pending(max int, maxBytes int) ([]Record, error) {
+	return o.PendingAfter(0, max, maxBytes)
+}
+
+// PendingAfter is Pending of the records whose seq is above after. A
+// sender with a batch in flight reads the next one meanwhile, passing the
+// last seq of the batch in flight.
+func (o *Outbox) PendingAfter(after uint64, max int, maxBytes int) ([]Record, error) {
+	o.mu.Lock()
+	o.ix.oldestPending() // moves the cursor past what was sent
+	o.mu.Unlock()
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	var (
-		out   []Record
+		es    []*entry
 		total int
-		err   error
 	)
-	o.ix.each(func(e *entry) bool {
+	o.ix.eachFrom(o.ix.after(after), func(e *entry) bool {
 		if e.state != StatePending {
 			return true
 		}
-		if len(out) >= max || (len(out) > 0 && total+e.n > maxBytes) {
+		if len(es) >= max || (len(es) > 0 && total+int(e.n) > maxBytes) {
 			return false
 		}
-		var r Record
-		if r, err = o.readRecord(e); err != nil {
-			return false
-		}
-		out = append(out, r)
-		total += e.n
+		es = append(es, e)
+		total += int(e.n)
 		return true
 	})
-	return out, err
+	if len(es) == 0 {
+		return nil, nil
+	}
+	first, last := es[0], es[len(es)-1]
+	var (
+		span     []byte
+		spanFrom = first.off
+		spanLen  = last.off + int64(last.n) - first.off
+	)
+	// One read when the lines lie close together (dead records and sent
+	// ones not yet compacted away may sit between them).
+	if spanLen <= 2*int64(total)+64<<10 {
+		span = make([]byte, spanLen)
+		if _, err := o.f.ReadAt(span, spanFrom); err != nil {
+			return nil, fmt.Errorf("outbox: read seqs %d to %d: %w", first.seq, last.seq, err)
+		}
+	}
+	out := make([]Record, len(es))
+	for i, e := range es {
+		var buf []byte
+		if span != nil {
+			buf = span[e.off-spanFrom : e.off-spanFrom+int64(e.n)]
+		} else {
+			buf = make([]byte, e.n)
+			if _, err := o.f.ReadAt(buf, e.off); err != nil {
+				return nil, fmt.Errorf("outbox: read seq %d: %w", e.seq, err)
+			}
+		}
+		r, err := readRecord(e, buf)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
-// readRecord reads e's line back from the file. mu is held.
-func (o *Outbox) readRecord(e *entry) (Record, error) {
-	buf := make([]byte, e.n)
-	if _, err := o.f.ReadAt(buf, e.off); err != nil {
-		return Record{}, fmt.Errorf("outbox: read seq %d: %w", e.seq, err)
-	}
-	d, err := decode(buf[:len(buf)-1])
-	if err != nil || d.Seq != e.seq {
+// readRecord turns e's line, as read back from the file, into a Record.
+// The index already holds every field but the payload; when the line is
+// laid out as Append writes it, the payload is the bytes between the
+// fields before it and those after, and it is checked (one scan, no
+// copy) rather than parsed. Any other layout is decoded in full.
+func readRecord(e *entry, buf []byte) (Record, error) {
+	bad := func(err error) (Record, error) {
 		return Record{}, fmt.Errorf("outbox: seq %d at offset %d no longer reads back (%v); reopen to recover", e.seq, e.off, err)
 	}
+	if len(buf) == 0 || buf[len(buf)-1] != '\n' {
+		return bad(ErrTornTail)
+	}
+	l := buf[:len(buf)-1]
+	if err := verify(l); err != nil {
+		return bad(err)
+	}
+	r := Record{Seq: e.seq, Key: e.recordKey(), Kind: e.kind, TaskID: e.taskID, Attempt: int(e.attempt), CreatedAt: e.createdAt}
+	if p, ok := payloadOf(l[:len(l)-crcSuffixLen], &r); ok && json.Valid(p) {
+		r.Payload = p
+		return r, nil
+	}
+	d, err := decode(l)
+	if err == nil && d.Seq != e.seq {
+		err = fmt.Errorf("seq %d in the line", d.Seq)
+	}
+	if err != nil {
+		return bad(err)
+	}
 	return d.record(), nil
+}
+
+// payloadOf returns the payload of body (a record line before its CRC
+// field) when body is exactly the line Append writes for r, payload
+// aside.
+func payloadOf(body []byte, r *Record) ([]byte, bool) {
+	var a [256]byte
+	pre := appendRecordHead(a[:0], r.Kind, r.TaskID, r.Attempt, r.CreatedAt)
+	if !bytes.HasPrefix(body, pre) {
+		return nil, false
+	}
+	var b [128]byte
+	post := append(b[:0], `,"key":`...)
+	post = appendJSONString(post, r.Key)
+	post = append(post, `,"seq":`...)
+	post = strconv.AppendUint(post, r.Seq, 10)
+	if len(body) < len(pre)+len(post) || !bytes.HasSuffix(body, post) {
+		return nil, false
+	}
+	return trimJSONSpace(body[len(pre) : len(body)-len(post)]), true
 }
 
 // Close waits for queued writes and a running compaction, then closes the
@@ -565,9 +713,10 @@ func (o *Outbox) Close() error {
 		return nil
 	}
 	o.closed = true
-	o.qcond.Broadcast()
+	for o.leading { // the leader commits what was queued before Close
+		o.qcond.Wait()
+	}
 	o.qmu.Unlock()
-	<-o.loopDone
 	o.bg.Wait()
 	o.mu.Lock()
 	err := o.f.Close()

@@ -364,8 +364,8 @@ func TestCorruptMiddleLineIsQuarantinedOnce(t *testing.T) {
 	o.Close()
 	path := filepath.Join(dir, FileName)
 	data, _ := os.ReadFile(path)
-	i := bytes.Index(data, []byte(`{"i":1,`)) // record 2's payload
-	data[i+len(`{"i":`)] ^= 0x20              // flip a bit inside it
+	i := bytes.Index(data, []byte(`{"i": 1,`)) // record 2's payload
+	data[i+len(`{"i": `)] ^= 0x20              // flip a bit inside it
 	os.WriteFile(path, data, 0o600)
 	if snap, err := Inspect(dir); err != nil || snap.Stats.Quarantined != 1 {
 		t.Fatalf("Inspect does not report the corrupt line: %v %+v", err, snap)
@@ -447,7 +447,7 @@ func TestCompactionKeepsLiveRecordsAttemptsAndSeq(t *testing.T) {
 		t.Fatalf("pending after compaction %v, want %v", got, want)
 	}
 	recs, _ := o.Pending(1, 1<<20)
-	if !bytes.Contains(recs[0].Payload, []byte(`"i":0`)) {
+	if !bytes.Contains(recs[0].Payload, []byte(`"i": 0`)) {
 		t.Errorf("payload after compaction: %s", recs[0].Payload)
 	}
 	o.Close()
@@ -726,5 +726,52 @@ func TestInspectExplainsAMissingOutbox(t *testing.T) {
 	_, err = Inspect(t.TempDir())
 	if !errors.Is(err, ErrNoOutbox) {
 		t.Errorf("Inspect of an empty directory: %v", err)
+	}
+}
+
+// TestPayloadKeptAsGivenUnlessItBreaksTheLine: a payload is validated, not
+// rewritten; only one with a newline or carriage return between tokens is
+// compacted, so that every record stays one line.
+func TestPayloadKeptAsGivenUnlessItBreaksTheLine(t *testing.T) {
+	cases := []struct {
+		name, in, want string
+	}{
+		{"compact", `{"a":1,"b":[true,null]}`, `{"a":1,"b":[true,null]}`},
+		{"spaces kept", `{ "a": 1, "b": "x y" }`, `{ "a": 1, "b": "x y" }`},
+		{"newline compacted", "{\n  \"a\": 1,\n  \"b\": \"x\\ny\"\n}", `{"a":1,"b":"x\ny"}`},
+		{"carriage return compacted", "{\"a\":\r\n1}", `{"a":1}`},
+		{"scalar", `"text"`, `"text"`},
+		{"space around trimmed", " \t{\"a\": 1} ", `{"a": 1}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := openT(t, dir, Options{})
+			seq := mustAppend(t, o, Record{Kind: KindLog, TaskID: "t", Payload: json.RawMessage(c.in)})
+			o.Close()
+			data, err := os.ReadFile(filepath.Join(dir, FileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := bytes.Count(data, []byte{'\n'}); n != 2 {
+				t.Fatalf("file has %d lines, want 2 (header and record):\n%s", n, data)
+			}
+			o = openT(t, dir, Options{})
+			defer o.Close()
+			recs, err := o.Pending(10, 1<<20)
+			if err != nil || len(recs) != 1 || recs[0].Seq != seq {
+				t.Fatalf("Pending: %v %+v", err, recs)
+			}
+			if string(recs[0].Payload) != c.want {
+				t.Errorf("payload %q, want %q", recs[0].Payload, c.want)
+			}
+		})
+	}
+	for _, bad := range []string{"", "{", `{"a":1}x`, "{\"a\":\"x\ny\"}"} {
+		o := openT(t, t.TempDir(), Options{})
+		if _, err := o.Append(Record{Kind: KindLog, TaskID: "t", Payload: json.RawMessage(bad)}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("payload %q: err %v, want ErrInvalid", bad, err)
+		}
+		o.Close()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -153,6 +154,9 @@ func decode(l []byte) (*line, error) {
 		return nil, err
 	}
 	var d line
+	if decodeRecordFast(l[:len(l)-crcSuffixLen], &d) {
+		return &d, nil
+	}
 	if err := json.Unmarshal(l, &d); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
@@ -160,6 +164,9 @@ func decode(l []byte) (*line, error) {
 	case "":
 		if d.Seq == 0 || !d.Kind.Valid() || d.Key == "" || len(d.Payload) == 0 {
 			return nil, fmt.Errorf("%w: record lacks seq, key, kind or payload", ErrMalformed)
+		}
+		if d.Attempt > math.MaxInt32 || d.Attempt < -math.MaxInt32 {
+			return nil, fmt.Errorf("%w: attempt %d out of range", ErrMalformed, d.Attempt)
 		}
 	case opHeader, opSent, opTry, opDead:
 	default:
@@ -210,7 +217,186 @@ func markJSON(m line) any {
 }
 
 // appendJSONString appends s as a JSON string, escaped as encoding/json does.
+// Ids, kinds and keys are plain ASCII, which needs no escaping and no
+// allocation; anything else goes through encoding/json.
 func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s) // a string always marshals
-	return append(dst, b...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// decodeRecordFast reads a record line laid out exactly as Append writes
+// it (body is the line before its CRC field):
+//
+//	{"kind":"…","task_id":"…","attempt":N,"created_at":"…Z","payload":…,"key":"…","seq":N
+//
+// with strings that need no unescaping and a created_at in TimeFormat, in
+// UTC. It reports false for anything else, which is then decoded by
+// encoding/json: it never decides a line is invalid. The payload must be
+// one valid JSON value, so that what it accepts reads exactly as
+// encoding/json would read it; it is checked, not parsed or copied, and
+// d.Payload shares body's bytes.
+//
+// This is what makes Open cheap: a record line is scanned once, by the
+// CRC, plus one validating pass over its payload, where encoding/json
+// scans it twice and copies it.
+func decodeRecordFast(body []byte, d *line) bool {
+	p := body
+	var ok bool
+	var kind, task []byte
+	if p, ok = cutPrefix(p, `{"kind":"`); !ok {
+		return false
+	}
+	if kind, p, ok = cutPlainString(p); !ok {
+		return false
+	}
+	if p, ok = cutPrefix(p, `,"task_id":"`); !ok {
+		return false
+	}
+	if task, p, ok = cutPlainString(p); !ok {
+		return false
+	}
+	if p, ok = cutPrefix(p, `,"attempt":`); !ok {
+		return false
+	}
+	neg := len(p) > 0 && p[0] == '-'
+	if neg {
+		p = p[1:]
+	}
+	attempt, p, ok := cutUint(p)
+	if !ok || attempt > math.MaxInt32 {
+		return false
+	}
+	if p, ok = cutPrefix(p, `,"created_at":"`); !ok || len(p) < len(TimeFormat)-5 {
+		return false
+	}
+	created, ok := parseUTC(p[:len(TimeFormat)-5])
+	if !ok {
+		return false
+	}
+	if p, ok = cutPrefix(p[len(TimeFormat)-5:], `","payload":`); !ok {
+		return false
+	}
+	// The key is found from the end: `,"key":"` cannot occur in the key
+	// or the seq after it, so its last occurrence is the field.
+	k := bytes.LastIndex(p, []byte(`,"key":"`))
+	if k <= 0 {
+		return false
+	}
+	payload := trimJSONSpace(p[:k])
+	key, rest, ok := cutPlainString(p[k+len(`,"key":"`):])
+	if !ok || len(key) == 0 {
+		return false
+	}
+	if rest, ok = cutPrefix(rest, `,"seq":`); !ok {
+		return false
+	}
+	seq, rest, ok := cutUint(rest)
+	if !ok || len(rest) != 0 || seq == 0 || !Kind(kind).Valid() || !json.Valid(payload) {
+		return false
+	}
+	a := int(attempt)
+	if neg {
+		a = -a
+	}
+	*d = line{Seq: seq, Key: string(key), Kind: internKind(kind), TaskID: string(task), Attempt: a, CreatedAt: created, Payload: payload}
+	return true
+}
+
+// internKind returns the kind named by b, without allocating for the
+// kinds this package knows.
+func internKind(b []byte) Kind {
+	for _, k := range []Kind{KindProgress, KindLog, KindPhase, KindAttempt, KindComplete} {
+		if string(b) == string(k) {
+			return k
+		}
+	}
+	return Kind(b)
+}
+
+func cutPrefix(p []byte, prefix string) ([]byte, bool) {
+	if len(p) < len(prefix) || string(p[:len(prefix)]) != prefix {
+		return p, false
+	}
+	return p[len(prefix):], true
+}
+
+// cutPlainString reads a string's content up to its closing quote; it
+// reports false for one that holds an escape, a control character or
+// anything not ASCII (encoding/json would replace invalid UTF-8).
+func cutPlainString(p []byte) (s, rest []byte, ok bool) {
+	for i, c := range p {
+		switch {
+		case c == '"':
+			return p[:i], p[i+1:], true
+		case c == '\\' || c < 0x20 || c >= 0x80:
+			return nil, p, false
+		}
+	}
+	return nil, p, false
+}
+
+// cutUint reads a JSON unsigned integer (no leading zero, at most 19
+// digits, so it cannot overflow).
+func cutUint(p []byte) (uint64, []byte, bool) {
+	i := 0
+	var v uint64
+	for i < len(p) && i < 20 && p[i] >= '0' && p[i] <= '9' {
+		v = v*10 + uint64(p[i]-'0')
+		i++
+	}
+	if i == 0 || i > 19 || (i > 1 && p[0] == '0') || (i < len(p) && p[i] >= '0' && p[i] <= '9') {
+		return 0, p, false
+	}
+	return v, p[i:], true
+}
+
+// parseUTC reads a time written in TimeFormat in UTC:
+// 2006-01-02T15:04:05.000000000Z. A field out of range is refused (and the
+// line goes to encoding/json, which decides).
+func parseUTC(b []byte) (time.Time, bool) {
+	if len(b) != 30 || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[19] != '.' || b[29] != 'Z' {
+		return time.Time{}, false
+	}
+	num := func(b []byte) (int, bool) {
+		v := 0
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	var f [7]int
+	for i, r := range [7][2]int{{0, 4}, {5, 7}, {8, 10}, {11, 13}, {14, 16}, {17, 19}, {20, 29}} {
+		v, ok := num(b[r[0]:r[1]])
+		if !ok {
+			return time.Time{}, false
+		}
+		f[i] = v
+	}
+	t := time.Date(f[0], time.Month(f[1]), f[2], f[3], f[4], f[5], f[6], time.UTC)
+	if y, m, d := t.Date(); y != f[0] || int(m) != f[1] || d != f[2] || t.Hour() != f[3] || t.Minute() != f[4] || t.Second() != f[5] {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// trimJSONSpace cuts the whitespace JSON allows around a value.
+func trimJSONSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
 }

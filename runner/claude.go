@@ -459,3 +459,5 @@ func (s *claudeSession) classify(l claudeLine) state.ErrorCode {
 	}
 	return ""
 }
+
+func (c *Claude) describe() string { return "claude -p (" + binaryNote(c.cfg.Bin) + ")" }

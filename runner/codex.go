@@ -112,6 +112,12 @@ func (c *Codex) args() []string {
 	return append(args, c.cfg.Args...)
 }
 
+// env is the app server's environment: the allowlist, Codex's own
+// variables, and what the config sets.
+func (c *Codex) env(spec AttemptSpec) []string {
+	return executorEnv(os.Environ(), append([]string{"CODEX_HOME", "OPENAI_*"}, c.cfg.EnvPass...), c.cfg.Env, spec)
+}
+
 // Run implements Executor.
 func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
 	path, err := resolveBinary(c.cfg.Bin)
@@ -123,7 +129,7 @@ func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exi
 		dir = c.cfg.Dir
 	}
 	p, err := startProcess(processSpec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
-		Env:  executorEnv(os.Environ(), append([]string{"CODEX_HOME", "OPENAI_*"}, c.cfg.EnvPass...), c.cfg.Env, spec),
+		Env:  c.env(spec),
 		Mark: spec.mark(), StdinPipe: true})
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
@@ -157,3 +163,5 @@ func clip(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+func (c *Codex) describe() string { return "codex app-server (" + binaryNote(c.cfg.Bin) + ")" }

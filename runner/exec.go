@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -237,4 +238,8 @@ func parseEvent(line string) (Event, bool) {
 		return ev, true
 	}
 	return Event{}, false
+}
+
+func (e *Exec) describe() string {
+	return "exec (" + strings.Join(append([]string{binaryNote(e.cfg.Argv[0])}, e.cfg.Argv[1:]...), " ") + ")"
 }

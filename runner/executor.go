@@ -172,3 +172,21 @@ var (
 	ErrExecutorNotFound = errors.New("executor not found")
 	ErrNotExecutable    = errors.New("executor not executable")
 )
+
+// Describe says what an executor runs, for the agent's start banner: its
+// kind and the binary it found, e.g. "codex app-server (/usr/local/bin/codex)".
+func Describe(e Executor) string {
+	if d, ok := e.(interface{ describe() string }); ok {
+		return d.describe()
+	}
+	return e.Name()
+}
+
+// binaryNote is where a binary was found, or why it was not.
+func binaryNote(bin string) string {
+	path, err := resolveBinary(bin)
+	if err != nil {
+		return bin + ": not found"
+	}
+	return path
+}

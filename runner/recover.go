@@ -12,13 +12,14 @@ import (
 // safety gate then decide between a new attempt and recoverable_failed,
 // and the decision is recorded on the attempt. Every change is reported to
 // the sink. Recover reports whether Run should take the task up: a task
-// with a new or pending attempt, or claimed without one.
+// with a new or pending attempt, claimed without one, or claimed for a
+// person's retry whose attempt had not begun.
 func (r *Runner) Recover(task *state.Task) (resume bool) {
 	c := task.Current()
 	switch {
 	case task.Phase.Terminal() || task.Phase == state.PhaseQueued:
 		return false
-	case c == nil || c.Status == state.AttemptPending:
+	case c == nil || c.Status == state.AttemptPending || task.PersonRetryDue():
 		return true
 	case c.Status.Final():
 		// The attempt ended but the task did not: the crash came between.

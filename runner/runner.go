@@ -14,6 +14,8 @@ import (
 
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/state"
+
+	"github.com/edgeagent/agent/internal/utc"
 )
 
 // Causes the daemon cancels a task's context with (context.WithCancelCause).
@@ -94,7 +96,7 @@ func (r *Runner) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
 	}
-	return time.Now()
+	return utc.Now()
 }
 
 func (r *Runner) newID() string {
@@ -114,8 +116,8 @@ func (r *Runner) logger() *slog.Logger {
 }
 
 // Run runs task to a terminal phase. The task must be claimed with no
-// attempt yet, or hold a pending retry (as reconciliation after a crash
-// leaves it). Cancel ctx with ErrCancelled to cancel the task, or with
+// attempt yet, claimed again after a person's retry, or hold a pending
+// retry (as reconciliation after a crash leaves it). Cancel ctx with ErrCancelled to cancel the task, or with
 // ErrShutdown when the agent stops; Run then stops the executor and ends
 // the task. It returns an error only when the task is not in a state it can
 // run.
@@ -131,6 +133,15 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 		r.reportAttempt(task, a)
 	case c.Status == state.AttemptPending:
 		a = c
+	case task.PersonRetryDue():
+		// A person retried the task after it ended recoverable_failed:
+		// their decision overrides the one that stopped it.
+		var err error
+		if a, err = task.StartPersonRetry(r.newID(), r.Models, r.now()); err != nil {
+			return err
+		}
+		r.reportPhase(task)
+		r.reportAttempt(task, a)
 	default:
 		return fmt.Errorf("task %s: attempt %d is %s, not one the runner can take up", task.ID, c.Number, c.Status)
 	}
@@ -439,6 +450,12 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 // reason, and returns nil.
 func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome, phase state.Phase, reason string) *state.Attempt {
 	now := r.now()
+	if out.Retry != nil {
+		// Why the attempt ended as it did, for --log-level debug.
+		r.logger().Debug("attempt judged", "attempt", a.Number, "code", out.Error.Code,
+			"technically_retryable", out.Retry.TechnicallyRetryable, "gate", out.Retry.Gate, "decision", out.Retry.Decision,
+			"delay", time.Duration(out.Retry.Delay).String(), "limits", out.TimeoutUsed, "then", phaseOrRetry(out, phase))
+	}
 	if out.Retry != nil && out.Retry.Decision == state.DecisionRetried {
 		next, err := task.ScheduleRetry(a.AttemptID, out, r.newID(), r.Models, now)
 		if err != nil {
@@ -456,6 +473,15 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 	r.reportAttempt(task, a)
 	r.end(task, phase, reason)
 	return nil
+}
+
+// phaseOrRetry says what follows a judged attempt: another attempt, or
+// the phase the task ends in.
+func phaseOrRetry(out state.Outcome, phase state.Phase) string {
+	if out.Retry.Decision == state.DecisionRetried {
+		return "next attempt"
+	}
+	return string(phase)
 }
 
 // notRetried is the reason a task ends when the gate blocked its retry.

@@ -6,6 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CODEX_VERSION=${CODEX_VERSION:-0.169.0}
 CLAUDE_VERSION=${CLAUDE_VERSION:-2.1.330}
+# tmux drives the live terminal test of `agent tasks watch`, which skips
+# without it: install it from the system's packages when we can.
+if ! command -v tmux >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux; } >/dev/null ||
+			echo "tools: could not install tmux; the live terminal test will skip" >&2
+	else
+		echo "tools: tmux is not installed; the live terminal test will skip (Debian: apt-get install tmux)" >&2
+	fi
+fi
 dir=.tools/npm
 stamp="$dir/.installed-codex-$CODEX_VERSION-claude-$CLAUDE_VERSION"
 if [ -f "$stamp" ]; then

@@ -97,6 +97,9 @@ func Timeline(t *Task, now time.Time) []string {
 			r.err = a.Error.Error()
 		}
 		r.decision = decisionText(a)
+		if i+1 < len(t.Attempts) && t.Attempts[i+1].RetriedByPerson {
+			r.decision = strings.TrimSpace(r.decision + "; retried by a person")
+		}
 		rows[i] = r
 		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
 		wDur, wErr = max(wDur, len(r.dur)), max(wErr, len([]rune(r.err)))

@@ -40,6 +40,9 @@ type Task struct {
 	// CancelRequested: a person asked to cancel the task; the agent that
 	// holds it is told in its next heartbeat answer.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// PersonRetry is set when a person asked for a new attempt of the
+	// task after it ended recoverable_failed (agent tasks retry).
+	PersonRetry *PersonRetry `json:"person_retry,omitempty"`
 
 	// AwaitingReply is the question a person is asked while the task is
 	// in phase awaiting_reply; Reply is the answer, once given, until the
@@ -126,6 +129,9 @@ type Attempt struct {
 	Facts Facts `json:"facts"`
 	// Retry is the decision taken when the attempt ended.
 	Retry *RetryDecision `json:"retry,omitempty"`
+	// RetriedByPerson: a person started this attempt (agent tasks retry),
+	// overriding the stop that ended the one before.
+	RetriedByPerson bool `json:"retried_by_person,omitempty"`
 }
 
 // Error is a classified failure.
@@ -257,6 +263,10 @@ func (t *Task) Clone() *Task {
 	if t.Result != nil {
 		r := *t.Result
 		c.Result = &r
+	}
+	if t.PersonRetry != nil {
+		r := *t.PersonRetry
+		c.PersonRetry = &r
 	}
 	return &c
 }

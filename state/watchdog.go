@@ -48,7 +48,7 @@ func Watch(t *Task, now time.Time, lim Limits) (Verdict, bool) {
 	lim = lim.withDefaults()
 	switch {
 	case t.Phase == PhaseQueued:
-		if waited := now.Sub(t.CreatedAt); waited > lim.Queued {
+		if waited := now.Sub(t.queuedSince()); waited > lim.Queued {
 			return Verdict{PhaseExpired, fmt.Sprintf("queued for %s, limit %s", waited.Round(time.Second), lim.Queued)}, true
 		}
 	case t.Phase.Running():

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -27,8 +28,8 @@ func newControlPlaneCmd() *cobra.Command {
 
 func newControlPlaneServeCmd() *cobra.Command {
 	var (
-		addr, dir, tokenFile, logLevel string
-		lease, heartbeat, stall, queue time.Duration
+		addr, dir, tokenFile, level, format, metricsAddr string
+		lease, heartbeat, stall, queue                   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -40,17 +41,13 @@ Without --token-file it makes a token, writes it to DIR/token (0600), and says
 where; give that file to agents and to agent submit.
 
 Every flag can also be set in the environment as AGENT_CP_ and the flag's
-name in capitals: --data-dir is AGENT_CP_DATA_DIR.`,
+name in capitals (--data-dir is AGENT_CP_DATA_DIR), or as a key in the
+TOML file given by --config (AGENT_CP_CONFIG); the command line wins over
+the environment, which wins over the file.`,
 		Example: `  agent controlplane serve --addr 127.0.0.1:8080 --data-dir ./cp`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnvPrefix(cmd, "AGENT_CP_"); err != nil {
-				return err
-			}
-			log, err := newLogger(cmd.ErrOrStderr(), logLevel)
-			if err != nil {
-				return err
-			}
+			log := newLogger(cmd.ErrOrStderr(), logLevel(level), format)
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return fmt.Errorf("data directory: %w", err)
 			}
@@ -72,7 +69,18 @@ name in capitals: --data-dir is AGENT_CP_DATA_DIR.`,
 			go srv.RunWatchdog(ctx, time.Second)
 			// Timeouts so that a slow or silent client cannot hold a
 			// connection (and its goroutine) forever.
-			hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+			handler := srv.Handler()
+			if metricsAddr != "" {
+				m := metrics.NewControlPlane(srv)
+				handler = m.Instrument(handler)
+				ms, err := metrics.Listen(metricsAddr, m.Gatherer())
+				if err != nil {
+					return err
+				}
+				defer ms.Close()
+				log.Info("serving metrics", "url", "http://"+ms.Addr()+"/metrics")
+			}
+			hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 				WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 			go func() {
 				<-ctx.Done()
@@ -88,15 +96,17 @@ name in capitals: --data-dir is AGENT_CP_DATA_DIR.`,
 			return nil
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
-	fl.StringVar(&dir, "data-dir", "controlplane-data", "where tasks and events are kept")
-	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token (default: DIR/token, made if missing)")
-	fl.DurationVar(&lease, "lease", 60*time.Second, "how long a claim lasts without renewal")
-	fl.DurationVar(&heartbeat, "heartbeat-interval", 10*time.Second, "the interval agents are told to use")
-	fl.DurationVar(&stall, "stall-limit", state.DefaultStallLimit, "a running task with no progress this long ends")
-	fl.DurationVar(&queue, "queued-limit", state.DefaultQueuedLimit, "a task queued this long expires")
-	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs, t := useSettings(cmd, controlPlaneSettings), controlPlaneSettings
+	t.bind(fs, "addr", &addr)
+	t.bind(fs, "data-dir", &dir)
+	t.bind(fs, "token-file", &tokenFile)
+	t.bind(fs, "lease", &lease)
+	t.bind(fs, "heartbeat-interval", &heartbeat)
+	t.bind(fs, "stall-limit", &stall)
+	t.bind(fs, "queued-limit", &queue)
+	t.bind(fs, "metrics-addr", &metricsAddr)
+	t.bind(fs, "log-level", &level)
+	t.bind(fs, "log-format", &format)
 	return cmd
 }
 

@@ -107,8 +107,8 @@ func demoBinary(kind, bin string) (string, error) {
 
 // installHint says how to get a CLI.
 func installHint(kind string) string {
-	pkg := map[string]string{"codex": "@openai/codex@0.169.0", "claude": "@anthropic-ai/claude-code@2.1.330"}[kind]
-	return "npm install -g " + pkg + " (or make tools in the repository), or give --executor-bin"
+	cli := runner.TestedCLIs[kind]
+	return "npm install -g " + cli.Package + "@" + cli.Version + " (or make tools in the repository), or give --executor-bin"
 }
 
 // demoExecutor builds the CLI's executor with a home of its own in home,

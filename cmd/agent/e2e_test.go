@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -302,14 +304,36 @@ func TestE2EOutboxReplayByHand(t *testing.T) {
 		t.Fatal("nothing pending: the scenario did not happen")
 	}
 
+	// A copy of the data directory, to deliver the same records twice.
+	again := filepath.Join(t.TempDir(), "again")
+	if out, err := exec.Command("cp", "-a", dataDir, again).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+
+	// With the control plane still down, the replay says what it did
+	// (nothing) and fails in one line.
+	r := runAgent(t, "outbox", "replay", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", again)
+	want := fmt.Sprintf("0 delivered (0 new to the control plane, 0 it had already), 0 dead, %d still pending", pending)
+	if r.code != 1 || strings.TrimSpace(r.stdout) != want || !strings.Contains(r.stderr, fmt.Sprintf("replay stopped with %d records still pending", pending)) {
+		t.Fatalf("replay with the control plane down: %+v", r)
+	}
+
 	c = startCP(t, addr, cpDir)
-	r := runAgent(t, "outbox", "replay", "--json", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir)
+	r = runAgent(t, "outbox", "replay", "--json", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir)
 	var res agent.ReplayResult
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 || res.Sent != pending || res.Pending != 0 {
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 0 ||
+		res != (agent.ReplayResult{Sent: pending, Accepted: pending, Pending: 0}) {
 		t.Fatalf("replay of %d records: %+v %+v", pending, res, r)
 	}
 	if v := c.task(t, id); v.Phase != state.PhaseCompleted {
 		t.Errorf("after the replay the control plane shows %s", v.Phase)
+	}
+	// The same records again: delivered, but nothing new to the control
+	// plane, and the report says so.
+	r = runAgent(t, "outbox", "replay", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", again)
+	want = fmt.Sprintf("%d delivered (0 new to the control plane, %d it had already), 0 dead, 0 still pending", pending, pending)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != want {
+		t.Fatalf("replay of records the control plane had: %+v, want %q", r, want)
 	}
 }
 

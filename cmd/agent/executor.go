@@ -24,20 +24,21 @@ type executorFlags struct {
 	killGrace          time.Duration
 }
 
-// register declares the executor flags; demo takes only --executor.
-func (f *executorFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.kind, "executor", "exec", "exec (runs --executor-command), codex (codex app-server), claude (Claude Code in print mode), or sample (built in)")
-	fl.StringVar(&f.command, "executor-command", "", `with --executor exec: the command to run per attempt, split into argv like a shell would but never run by one, e.g. "my-cli --json"`)
-	fl.StringVar(&f.bin, "executor-bin", "", "the codex or claude binary (default: codex or claude on PATH)")
-	fl.StringArrayVar(&f.args, "executor-arg", nil, `an argument added to the codex or claude command line, repeatable (e.g. --executor-arg=-c --executor-arg='model_reasoning_effort="high"')`)
-	fl.StringSliceVar(&f.env, "executor-env", nil, "names of more environment variables to pass to the executor (NAME or PREFIX*); the agent's token is never passed")
-	fl.StringVar(&f.approval, "approval", "never", "codex approval requests: never (Codex runs without asking, in its sandbox), accept, decline, or ask (a person answers)")
-	fl.DurationVar(&f.replyTimeout, "reply-timeout", runner.DefaultReplyTimeout, "with --approval ask: how long a person has to answer before the request is declined")
-	fl.StringVar(&f.codexSandbox, "codex-sandbox", "workspace-write", "codex sandbox mode: read-only, workspace-write or danger-full-access")
-	fl.StringVar(&f.codexProvider, "codex-provider", "", "a model provider defined in your Codex config whose own retries are capped at one, so the agent owns retrying (not for the built-in openai)")
-	fl.StringSliceVar(&f.claudeTools, "claude-allowed-tools", nil, "tools Claude Code may use without asking (--allowedTools), e.g. Bash,Write,Edit")
-	fl.StringVar(&f.claudePermission, "claude-permission-mode", "", "Claude Code --permission-mode: default, acceptEdits, dontAsk, plan or bypassPermissions")
-	fl.DurationVar(&f.killGrace, "kill-grace", 5*time.Second, "each step of stopping an attempt (interrupt, SIGTERM, SIGKILL) waits this long")
+// bind declares the executor's settings on fs, stored in f.
+func (f *executorFlags) bind(fs *pflag.FlagSet) {
+	t := agentSettings
+	t.bind(fs, "executor", &f.kind)
+	t.bind(fs, "executor-command", &f.command)
+	t.bind(fs, "executor-bin", &f.bin)
+	t.bind(fs, "executor-arg", &f.args)
+	t.bind(fs, "executor-env", &f.env)
+	t.bind(fs, "approval", &f.approval)
+	t.bind(fs, "reply-timeout", &f.replyTimeout)
+	t.bind(fs, "codex-sandbox", &f.codexSandbox)
+	t.bind(fs, "codex-provider", &f.codexProvider)
+	t.bind(fs, "claude-allowed-tools", &f.claudeTools)
+	t.bind(fs, "claude-permission-mode", &f.claudePermission)
+	t.bind(fs, "kill-grace", &f.killGrace)
 }
 
 // build makes the executor the flags ask for.

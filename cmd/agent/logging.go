@@ -9,18 +9,29 @@ import (
 	"time"
 
 	"github.com/lmittmann/tint"
+
+	"github.com/edgeagent/agent/internal/utc"
 )
 
-// newLogger logs to w: colored through tint on a terminal, JSON otherwise.
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+// newLogger logs to w at level. Format text is for people: tint's
+// colors on a terminal unless NO_COLOR is set, local times. Format json is
+// for machines: one object per line, times in UTC. auto is text on a
+// terminal and json otherwise. The level may change later (a reload).
+func newLogger(w io.Writer, level *slog.LevelVar, format string) *slog.Logger {
+	if format == "text" || format == "auto" && isTerminal(w) {
+		noColor := os.Getenv("NO_COLOR") != "" || !isTerminal(w)
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: noColor}))
 	}
-	if isTerminal(w) {
-		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly})), nil
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: utc.LogTime}))
+}
+
+// logLevel parses a checked level setting.
+func logLevel(s string) *slog.LevelVar {
+	var lv slog.LevelVar
+	if err := lv.UnmarshalText([]byte(s)); err != nil {
+		panic(err) // the setting allows only valid levels
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
+	return &lv
 }
 
 func isTerminal(w io.Writer) bool {
@@ -30,6 +41,17 @@ func isTerminal(w io.Writer) bool {
 	}
 	info, err := f.Stat()
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// validToken tells whether a bearer token can go in an Authorization
+// header as is: visible ASCII, no spaces.
+func validToken(tok string) bool {
+	for i := 0; i < len(tok); i++ {
+		if tok[i] <= ' ' || tok[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // readToken reads the control plane token from a file, else from
@@ -44,9 +66,15 @@ func readToken(file string) (string, error) {
 		if tok == "" {
 			return "", fmt.Errorf("token file %s is empty", file)
 		}
+		if !validToken(tok) {
+			return "", fmt.Errorf("token file %s does not hold one token (one line of visible characters); is it the right file?", file)
+		}
 		return tok, nil
 	}
 	if tok := strings.TrimSpace(os.Getenv("AGENT_TOKEN")); tok != "" {
+		if !validToken(tok) {
+			return "", fmt.Errorf("AGENT_TOKEN does not hold one token (visible characters, no spaces)")
+		}
 		return tok, nil
 	}
 	return "", usagef("no control plane token: give --token-file FILE or set AGENT_TOKEN")

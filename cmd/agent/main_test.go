@@ -38,17 +38,24 @@ type result struct {
 // agentCmd prepares the agent as a subprocess.
 func agentCmd(ctx context.Context, env []string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	// The race detector would sleep a second at every clean exit.
-	cmd.Env = append(append(os.Environ(), "AGENT_TEST_BE_AGENT=1", "GORACE=atexit_sleep_ms=0"), env...)
+	// The race detector would sleep a second at every clean exit. A config
+	// file of the person running the tests is not read (AGENT_CONFIG empty).
+	cmd.Env = append(append(os.Environ(), "AGENT_TEST_BE_AGENT=1", "GORACE=atexit_sleep_ms=0", "AGENT_CONFIG=", "AGENT_CP_CONFIG="), env...)
 	return cmd
 }
 
 // runAgent runs the agent to completion.
 func runAgent(t *testing.T, args ...string) result {
 	t.Helper()
+	return runAgentEnv(t, nil, args...)
+}
+
+// runAgentEnv runs the agent to completion with more environment.
+func runAgentEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := agentCmd(ctx, nil, args...)
+	cmd := agentCmd(ctx, env, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -114,14 +121,27 @@ func must(t *testing.T, err error) {
 }
 
 func TestUsageErrorsExitTwo(t *testing.T) {
-	for _, args := range [][]string{
-		{"outbox", "ls", "--bogus"},
-		{"outbox", "ls", "extra-arg"},
-		{"outbox", "ls", "--kind", "Chat!"},
-		{"no-such-command"},
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"outbox", "ls", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"outbox", "ls", "extra-arg"}, "takes no arguments"},
+		{[]string{"outbox", "ls", "--kind", "Chat!"}, "Chat!"},
+		{[]string{"no-such-command"}, `unknown command "no-such-command"`},
+		{[]string{"taks"}, "Did you mean this? tasks"},
+		{[]string{"tasks", "lss"}, `unknown command "lss" for "agent tasks"; did you mean logs or ls?`},
+		{[]string{"outbox", "stast"}, `did you mean stats?`},
+		{[]string{"config", "chek"}, `did you mean check?`},
 	} {
-		r := runAgent(t, args...)
-		wantOneLineError(t, r, 2, "")
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := runAgent(t, tc.args...)
+			wantOneLineError(t, r, 2, tc.want)
+		})
+	}
+	// A group without a subcommand shows its help.
+	if r := runAgent(t, "tasks"); r.code != 0 || !strings.Contains(r.stdout, "Available Commands") {
+		t.Errorf("agent tasks: %+v", r)
 	}
 }
 

@@ -16,15 +16,24 @@ func newOutboxCmd() *cobra.Command {
 		Short: "Inspect and maintain the durable outbox",
 		Long: `The outbox holds every payload the agent has to send, until the control
 plane acknowledges it. These commands read it while the agent runs; compact
-needs the agent stopped.`,
+and purge need the agent stopped.`,
 	}
-	cmd.AddCommand(newOutboxLsCmd(), newOutboxStatsCmd(), newOutboxTailCmd(), newOutboxCompactCmd(), newOutboxReplayCmd())
+	cmd.AddCommand(newOutboxLsCmd(), newOutboxStatsCmd(), newOutboxTailCmd(), newOutboxCompactCmd(), newOutboxReplayCmd(), newOutboxPurgeCmd())
 	return cmd
 }
 
-// dataDirFlag adds --data-dir to cmd.
+// dataDirFlag makes cmd take the agent's data directory setting.
 func dataDirFlag(cmd *cobra.Command, dir *string) {
-	cmd.Flags().StringVar(dir, "data-dir", defaultDataDir(), "the agent's data directory (env AGENT_DATA_DIR)")
+	agentSettings.bind(useSettings(cmd, agentSettings), "data-dir", dir)
+}
+
+// controlPlaneFlags makes cmd take the settings that reach the control
+// plane: its URL, the token file and --insecure.
+func controlPlaneFlags(cmd *cobra.Command, url, tokenFile *string, insecure *bool) {
+	fs := useSettings(cmd, agentSettings)
+	agentSettings.bind(fs, "control-plane", url)
+	agentSettings.bind(fs, "token-file", tokenFile)
+	agentSettings.bind(fs, "insecure", insecure)
 }
 
 // requireOutbox fails, clearly, unless the data directory holds an outbox:

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/outbox"
 )
 
 func newOutboxReplayCmd() *cobra.Command {
@@ -23,9 +25,6 @@ the agent replays on its own at every start and heartbeat.`,
 		Example: `  agent outbox replay --control-plane http://127.0.0.1:8080 --token-file token --data-dir ./agent-data`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd); err != nil {
-				return err
-			}
 			if url == "" {
 				return usagef("--control-plane is required")
 			}
@@ -46,21 +45,33 @@ the agent replays on its own at every start and heartbeat.`,
 			if !asJSON && res.Sent+res.Dead > 0 {
 				fmt.Fprintln(stderr)
 			}
-			if err != nil {
-				return explainOutboxErr(dataDir, err)
+			if errors.Is(err, outbox.ErrLocked) || errors.Is(err, outbox.ErrNoOutbox) {
+				return explainOutboxErr(dataDir, err) // nothing was tried
 			}
+			// What was delivered is said even when the replay stopped early.
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), res)
+				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil {
+					return jerr
+				}
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), replaySummary(res))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%d sent, %d dead, %d still pending\n", res.Sent, res.Dead, res.Pending)
+			if err != nil {
+				return fmt.Errorf("replay stopped with %d records still pending: %w", res.Pending, err)
+			}
 			return nil
 		},
 	}
 	dataDirFlag(cmd, &dataDir)
 	fl := cmd.Flags()
-	fl.StringVar(&url, "control-plane", "", "the control plane's URL")
-	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token (else AGENT_TOKEN)")
-	fl.BoolVar(&insecure, "insecure", false, "allow http:// to a control plane that is not on loopback")
-	fl.BoolVar(&asJSON, "json", false, `print {"sent", "dead", "pending"} as JSON`)
+	controlPlaneFlags(cmd, &url, &tokenFile, &insecure)
+	fl.BoolVar(&asJSON, "json", false, `print {"sent", "accepted", "duplicate", "dead", "pending"} as JSON`)
 	return cmd
+}
+
+// replaySummary says what a replay delivered: what the control plane took
+// as new, what it had already, what it refused for good, what is left.
+func replaySummary(r agent.ReplayResult) string {
+	return fmt.Sprintf("%d delivered (%d new to the control plane, %d it had already), %d dead, %d still pending",
+		r.Sent, r.Accepted, r.Duplicate, r.Dead, r.Pending)
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -17,19 +19,20 @@ results back. Every payload is written to a durable outbox before it is sent,
 and replayed until the control plane acknowledges it.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// Settings come from the command line, the environment and the
+		// config file, in that order, for every command.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return resolveSettings(cmd) },
 	}
 	root.Version = agentVersion() // agent --version
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newHealthCmd(), newOutboxCmd(), newServiceCmd(), newSampleExecutorCmd())
+	defer refuseUnknownSubcommands(root)
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newStopCmd(), newConfigCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newHealthCmd(), newDoctorCmd(), newOutboxCmd(), newServiceCmd(), newSampleExecutorCmd())
 	return root
 }
 
 // defaultDataDir is where the agent keeps its state unless told otherwise:
-// $AGENT_DATA_DIR, else $XDG_STATE_HOME/agent, else ~/.local/state/agent.
+// $XDG_STATE_HOME/agent, else ~/.local/state/agent.
 func defaultDataDir() string {
-	if d := os.Getenv("AGENT_DATA_DIR"); d != "" {
-		return d
-	}
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
 		return filepath.Join(d, "agent")
 	}
@@ -45,4 +48,28 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return usagef("%s takes no arguments, got %q", cmd.CommandPath(), args)
 	}
 	return nil
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (agent tasks, agent outbox, ...) refuse an unknown subcommand as a usage
+// error with a suggestion, as the root does, rather than print its help and
+// succeed.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		refuseUnknownSubcommands(c)
+	}
+	if cmd.HasParent() && cmd.HasSubCommands() && !cmd.Runnable() {
+		cmd.Args = cobra.ArbitraryArgs
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			cmd.SuggestionsMinimumDistance = 2
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return usagef("%s", msg)
+		}
+	}
 }

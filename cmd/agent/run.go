@@ -1,22 +1,25 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/runner"
 )
 
-// runFlags are the flags of `agent run`.
+// runFlags are the settings of `agent run`.
 type runFlags struct {
 	controlPlane, tokenFile, dataDir, agentID string
 	workDir                                   string
@@ -24,9 +27,43 @@ type runFlags struct {
 	models                                    []string
 	maxConcurrent, maxRetries                 int
 	noRetry, insecure                         bool
-	heartbeat, shutdownGrace                  time.Duration
+	heartbeat, drainTimeout, retention        time.Duration
+	retentionMaxSize, taskLogMaxSize          byteSize
 	attemptTimeouts, firstEventTimeouts       []time.Duration
-	logLevel                                  string
+	logLevel, logFormat, metricsAddr          string
+}
+
+// bind declares the settings of agent run on fs, stored in f.
+func (f *runFlags) bind(fs *pflag.FlagSet) {
+	t := agentSettings
+	t.bind(fs, "control-plane", &f.controlPlane)
+	t.bind(fs, "token-file", &f.tokenFile)
+	t.bind(fs, "insecure", &f.insecure)
+	t.bind(fs, "data-dir", &f.dataDir)
+	t.bind(fs, "agent-id", &f.agentID)
+	t.bind(fs, "work-dir", &f.workDir)
+	f.executor.bind(fs)
+	t.bind(fs, "models", &f.models)
+	t.bind(fs, "max-concurrent", &f.maxConcurrent)
+	t.bind(fs, "max-retries", &f.maxRetries)
+	t.bind(fs, "no-retry", &f.noRetry)
+	t.bind(fs, "attempt-timeout", &f.attemptTimeouts)
+	t.bind(fs, "first-event-timeout", &f.firstEventTimeouts)
+	t.bind(fs, "heartbeat-interval", &f.heartbeat)
+	t.bind(fs, "drain-timeout", &f.drainTimeout)
+	t.bind(fs, "metrics-addr", &f.metricsAddr)
+	t.bind(fs, "retention", &f.retention)
+	t.bind(fs, "retention-max-size", &f.retentionMaxSize)
+	t.bind(fs, "task-log-max-size", &f.taskLogMaxSize)
+	t.bind(fs, "log-level", &f.logLevel)
+	t.bind(fs, "log-format", &f.logFormat)
+	// The name of earlier versions.
+	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "shutdown-grace" {
+			return "drain-timeout"
+		}
+		return pflag.NormalizedName(name)
+	})
 }
 
 func newRunCmd() *cobra.Command {
@@ -40,13 +77,21 @@ executor with retries, and reports phases, progress, logs and results. Every
 report is written to the outbox in the data directory, durably, before it is
 sent, and replayed until the control plane acknowledges it.
 
-Every flag can also be set in the environment: AGENT_ and the flag's name in
-capitals, --max-concurrent is AGENT_MAX_CONCURRENT. The token comes from
---token-file or AGENT_TOKEN and is never logged.
+Every flag can also be set in the environment (AGENT_ and the flag's name in
+capitals: --max-concurrent is AGENT_MAX_CONCURRENT) or in the TOML config
+file (--config; agent config print shows every key). Flags win over the
+environment, which wins over the file. The token comes from --token-file or
+AGENT_TOKEN and is never logged.
 
-SIGTERM or SIGINT stops it: no new claims, running tasks get the shutdown
-grace, then are cancelled; pending records are flushed for a few seconds and
-the rest stay on disk for the next start. A second signal stops at once.`,
+The config file is followed: when it changes, or on SIGHUP, the live
+settings (models, concurrency, retries, limits, log level, the executor's
+settings) apply to attempts that start after; an invalid edit keeps the
+running configuration and says why.
+
+SIGTERM or SIGINT drains: no new claims, running tasks get --drain-timeout,
+then are cancelled; pending records are flushed for a few seconds and
+the rest stay on disk for the next start. A second signal, or SIGQUIT,
+stops at once.`,
 		Example: `  agent run --control-plane https://cp.example.com --token-file ~/.config/agent/token \
       --executor codex --models gpt-5.5,gpt-5.4 --approval ask
   agent run --control-plane https://cp.example.com --token-file ~/.config/agent/token \
@@ -54,30 +99,19 @@ the rest stay on disk for the next start. A second signal stops at once.`,
   agent run --control-plane http://127.0.0.1:8080 --token-file token --executor sample`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd); err != nil {
-				return err
-			}
 			return startAgent(cmd, f)
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&f.controlPlane, "control-plane", "", "the control plane's URL (https, or http on loopback)")
-	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the control plane's bearer token (else AGENT_TOKEN)")
-	dataDirFlag(cmd, &f.dataDir)
-	fl.StringVar(&f.agentID, "agent-id", "", "this agent's id (default: one kept in the data directory)")
-	f.executor.register(fl)
-	fl.StringVar(&f.workDir, "work-dir", "", "where each task gets its work directory, TASK_ID below it, kept after the task (default: DATA_DIR/work)")
-	fl.StringSliceVar(&f.models, "models", nil, "fallback chain of models: attempt N uses the N-th, the last repeating")
-	fl.IntVar(&f.maxConcurrent, "max-concurrent", 2, "tasks run at once")
-	fl.IntVar(&f.maxRetries, "max-retries", runner.DefaultMaxAttempts-1, "automatic retries after the first attempt")
-	fl.BoolVar(&f.noRetry, "no-retry", false, "never retry automatically (same as --max-retries 0)")
-	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "time between heartbeats (the control plane may change it)")
-	fl.DurationVar(&f.shutdownGrace, "shutdown-grace", 10*time.Second, "on stop, how long running tasks may finish before they are cancelled")
-	fl.DurationSliceVar(&f.attemptTimeouts, "attempt-timeout", runner.DefaultAttemptTimeout, "whole-attempt limit per attempt number, the last repeating")
-	fl.DurationSliceVar(&f.firstEventTimeouts, "first-event-timeout", runner.DefaultFirstEventTimeout, "first-event limit per attempt number, the last repeating")
-	fl.BoolVar(&f.insecure, "insecure", false, "allow http:// to a control plane that is not on loopback")
-	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.bind(useSettings(cmd, agentSettings))
 	return cmd
+}
+
+// policy is the retry policy the settings ask for.
+func (f *runFlags) policy() runner.Policy {
+	if f.noRetry {
+		return runner.Policy{}.WithMaxRetries(0)
+	}
+	return runner.Policy{}.WithMaxRetries(f.maxRetries)
 }
 
 func startAgent(cmd *cobra.Command, f runFlags) error {
@@ -92,18 +126,13 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(cmd.ErrOrStderr(), f.logLevel)
-	if err != nil {
-		return err
-	}
-	policy := runner.Policy{}.WithMaxRetries(f.maxRetries)
-	if f.noRetry {
-		policy = policy.WithMaxRetries(0)
-	}
+	level := logLevel(f.logLevel)
+	log := newLogger(cmd.ErrOrStderr(), level, f.logFormat)
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
-		Version: agentVersion(), Executor: exe, Models: f.models, Policy: policy, WorkDir: f.workDir, ReplyTimeout: f.executor.replyTimeout,
+		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ReplyTimeout: f.executor.replyTimeout,
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
-		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.shutdownGrace, Logger: log}
+		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
+		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize)}
 	if os.Getenv("NOTIFY_SOCKET") != "" {
 		cfg.Notify = func(s string) { daemon.SdNotify(false, s) }
 		if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {
@@ -119,27 +148,44 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	if err := runner.BecomeSubreaper(); err != nil {
 		log.Warn("cannot become a child subreaper; orphaned executor processes are still found by their mark", "err", err)
 	}
-	// The first signal ends the command's context (see main); a second one
-	// makes the stop skip its waits.
+	// The first SIGTERM or SIGINT drains (it also ends the command's
+	// context: see main); a second one, or SIGQUIT, stops at once.
+	ctx, cancel := context.WithCancel(cmd.Context())
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	done := make(chan struct{})
-	defer close(done)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
+	stopped := make(chan struct{}) // Run returned
+	var wg sync.WaitGroup
+	defer func() {
+		signal.Stop(sigs)
+		close(stopped)
+		cancel()
+		wg.Wait()
+	}()
+	wg.Add(1)
 	go func() {
-		select {
-		case <-sigs:
-		case <-done:
-			return
-		}
-		select {
-		case <-sigs:
-			log.Warn("second signal: stopping at once")
-			a.Abort()
-		case <-done:
+		defer wg.Done()
+		for draining := false; ; draining = true {
+			select {
+			case sig := <-sigs:
+				if sig == syscall.SIGQUIT || draining {
+					log.Warn("stopping at once: running tasks are cancelled, pending records stay on disk", "signal", sig.String())
+					a.Abort()
+					cancel()
+					return
+				}
+				log.Info("stopping: draining (a second signal or SIGQUIT stops at once)", "signal", sig.String())
+				cancel()
+			case <-stopped:
+				return
+			}
 		}
 	}()
-	err = a.Run(cmd.Context())
+	if r := resolvedOf(cmd); r != nil {
+		rl := &reloader{agent: a, level: level, log: log, inForce: r, fs: cmd.Flags(), exe: exe}
+		wg.Add(1)
+		go func() { defer wg.Done(); rl.watch(ctx) }()
+	}
+	err = a.Run(ctx)
 	if errors.Is(err, controlplane.ErrUnauthorized) {
 		return fmt.Errorf("control plane at %s refused the token (401 Unauthorized); check --token-file or AGENT_TOKEN", f.controlPlane)
 	}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"fmt"
-	"html"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
-	"unicode"
+	"strconv"
 
 	"github.com/spf13/cobra"
 )
@@ -16,196 +14,182 @@ import (
 func newServiceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "service",
-		Short: "Make `agent run` a systemd service (a launchd agent on macOS)",
-		Long: `service print writes, and service install installs, a systemd unit (a launchd
-plist on macOS) that runs agent run with the flags given after --. The
-unit names the token file; it never holds the token.`,
+		Short: "Run `agent run` as a systemd service (a launchd job on macOS): install, uninstall, status, start, stop, print",
+		Long: `service install writes a systemd unit (a launchd plist on macOS) that runs
+agent run with the flags given after --, made absolute, and starts it;
+service uninstall stops and removes it, keeping the data directory. The
+unit names the token file or reads AGENT_TOKEN from its environment file;
+it never holds the token.
+
+User units by default (systemctl --user; the service runs while you are
+logged in, or always after loginctl enable-linger); --system for a system
+unit (/etc/systemd/system, needs root; --run-as USER).`,
 	}
-	cmd.AddCommand(newServicePrintCmd(), newServiceInstallCmd())
+	cmd.AddCommand(newServicePrintCmd(), newServiceInstallCmd(), newServiceUninstallCmd(),
+		newServiceStatusCmd(), newServiceStartCmd(), newServiceStopCmd())
 	return cmd
 }
 
-// serviceSpec is what a unit or plist is made from.
-type serviceSpec struct {
-	binary string
-	args   []string // the flags of agent run
-	system bool     // a system unit rather than a user one
-}
+// serviceManager is the service manager a unit is made for.
+type serviceManager string
 
-func specFrom(args []string, system bool) (serviceSpec, error) {
-	for _, a := range args {
-		if i := strings.IndexFunc(a, unicode.IsControl); i >= 0 {
-			return serviceSpec{}, usagef("flag %q holds a control character (%U); a unit is line-based and would be broken by it", visible(a), a[i])
-		}
-	}
-	// The flags must be agent run's, and valid: a unit that fails to start
-	// is found out late.
-	run := newRunCmd()
-	run.SetArgs(args)
-	if err := run.ParseFlags(args); err != nil {
-		return serviceSpec{}, usagef("agent run would refuse these flags: %v", err)
-	}
-	if rest := run.Flags().Args(); len(rest) > 0 {
-		return serviceSpec{}, usagef("agent run takes no arguments, only flags: %q", rest)
-	}
-	if !slices.ContainsFunc(args, func(a string) bool { return a == "--token-file" || strings.HasPrefix(a, "--token-file=") }) {
-		return serviceSpec{}, usagef("give agent run's flags after --, with --token-file (a service never holds the token itself)")
-	}
-	if !slices.ContainsFunc(args, func(a string) bool { return a == "--control-plane" || strings.HasPrefix(a, "--control-plane=") }) {
-		return serviceSpec{}, usagef("give agent run's flags after --, with --control-plane URL")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return serviceSpec{}, err
-	}
-	if self, err = filepath.EvalSymlinks(self); err != nil {
-		return serviceSpec{}, err
-	}
-	return serviceSpec{binary: self, args: args, system: system}, nil
-}
+const (
+	systemd serviceManager = "systemd"
+	launchd serviceManager = "launchd"
+)
 
-// systemdUnit renders the unit. Stopping gets the shutdown grace, the kill
-// grace and the flush before systemd sends SIGKILL.
-func (s serviceSpec) systemdUnit() string {
-	words := []string{systemdQuote(s.binary), "run"}
-	for _, a := range s.args {
-		words = append(words, systemdQuote(a))
-	}
-	target := "default.target"
-	if s.system {
-		target = "multi-user.target"
-	}
-	return fmt.Sprintf(`[Unit]
-Description=Edge agent: runs control plane tasks on this machine
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-Type=notify
-ExecStart=%s
-Restart=on-failure
-RestartSec=5s
-WatchdogSec=60s
-TimeoutStopSec=45s
-KillMode=mixed
-
-[Install]
-WantedBy=%s
-`, strings.Join(words, " "), target)
-}
-
-// systemdQuote quotes a word for ExecStart when it needs it.
-func systemdQuote(w string) string {
-	if w != "" && !strings.ContainsAny(w, " \t\"'\\$%;") {
-		return w
-	}
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `$$`, `%`, `%%`)
-	return `"` + r.Replace(w) + `"`
-}
-
-// launchdPlist renders a launchd agent.
-func (s serviceSpec) launchdPlist() string {
-	var b strings.Builder
-	for _, a := range append([]string{s.binary, "run"}, s.args...) {
-		fmt.Fprintf(&b, "\n    <string>%s</string>", html.EscapeString(a))
-	}
-	return fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?>
-<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
-<plist version="1.0">
-<dict>
-  <key>Label</key>
-  <string>dev.edgeagent.agent</string>
-  <key>ProgramArguments</key>
-  <array>%s
-  </array>
-  <key>RunAtLoad</key>
-  <true/>
-  <key>KeepAlive</key>
-  <true/>
-  <key>ExitTimeOut</key>
-  <integer>45</integer>
-</dict>
-</plist>
-`, b.String())
-}
-
-func (s serviceSpec) render() string {
+// hostManager is this system's service manager.
+func hostManager() serviceManager {
 	if runtime.GOOS == "darwin" {
-		return s.launchdPlist()
+		return launchd
 	}
-	return s.systemdUnit()
+	return systemd
 }
 
-// path is where install puts the file.
-func (s serviceSpec) path() (string, error) {
-	home, err := os.UserHomeDir()
+// serviceName is the systemd unit's name; launchdLabel the launchd job's.
+const (
+	serviceName  = "agent.service"
+	launchdLabel = "dev.edgeagent.agent"
+)
+
+// serviceFlags are what every service subcommand takes: which service.
+type serviceFlags struct {
+	manager string
+	system  bool
+	runAs   string
+}
+
+func (f *serviceFlags) add(cmd *cobra.Command, withRunAs bool) {
+	cmd.Flags().BoolVar(&f.system, "system", false, "a system unit (/etc/systemd/system; a LaunchDaemon on macOS) rather than the user's; needs root")
+	cmd.Flags().StringVar(&f.manager, "manager", string(hostManager()), "systemd or launchd (launchd's commands run only on macOS; its plist can be printed anywhere)")
+	if withRunAs {
+		cmd.Flags().StringVar(&f.runAs, "run-as", "", "with --system: the user the service runs as (default: the one sudo was run by, else root)")
+	}
+}
+
+// serviceTarget is one installed (or to be installed) service: the manager,
+// user or system, and the account it runs as, whose home holds the
+// executors' own state (~/.codex, ~/.claude).
+type serviceTarget struct {
+	manager serviceManager
+	system  bool
+	// account runs the service: the caller for a user service, --run-as
+	// (else root) for a system one.
+	account *user.User
+	// configHome is the caller's config directory ($XDG_CONFIG_HOME or
+	// ~/.config): user units and the environment file go below it.
+	configHome string
+}
+
+func (f *serviceFlags) target() (serviceTarget, error) {
+	t := serviceTarget{manager: serviceManager(f.manager), system: f.system}
+	switch t.manager {
+	case systemd, launchd:
+	default:
+		return t, usagef("--manager %q: want systemd or launchd", f.manager)
+	}
+	if f.runAs != "" && !f.system {
+		return t, usagef("--run-as is for a system service (--system); a user service runs as you")
+	}
+	runAs := f.runAs
+	if runAs == "" && f.system {
+		runAs = os.Getenv("SUDO_USER")
+	}
+	var err error
 	switch {
-	case runtime.GOOS == "darwin" && err == nil:
-		return filepath.Join(home, "Library", "LaunchAgents", "dev.edgeagent.agent.plist"), nil
-	case s.system:
-		return "/etc/systemd/system/agent.service", nil
-	case err != nil:
-		return "", err
+	case f.system && runAs != "":
+		t.account, err = user.Lookup(runAs)
+	case f.system:
+		t.account, err = user.LookupId("0")
+	default:
+		t.account, err = user.Current()
 	}
-	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
-		return filepath.Join(d, "systemd", "user", "agent.service"), nil
+	if err != nil {
+		return t, fmt.Errorf("the service's user: %w", err)
 	}
-	return filepath.Join(home, ".config", "systemd", "user", "agent.service"), nil
+	if t.configHome = os.Getenv("XDG_CONFIG_HOME"); t.configHome == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return t, err
+		}
+		t.configHome = filepath.Join(home, ".config")
+	}
+	return t, nil
 }
 
-func (s serviceSpec) nextSteps() string {
+// file is where the unit or plist goes.
+func (t serviceTarget) file() string {
 	switch {
-	case runtime.GOOS == "darwin":
-		return "launchctl load -w ~/Library/LaunchAgents/dev.edgeagent.agent.plist"
-	case s.system:
-		return "systemctl daemon-reload && systemctl enable --now agent"
+	case t.manager == launchd && t.system:
+		return filepath.Join("/Library/LaunchDaemons", launchdLabel+".plist")
+	case t.manager == launchd:
+		return filepath.Join(t.account.HomeDir, "Library", "LaunchAgents", launchdLabel+".plist")
+	case t.system:
+		return filepath.Join("/etc/systemd/system", serviceName)
 	}
-	return "systemctl --user daemon-reload && systemctl --user enable --now agent"
+	return filepath.Join(t.configHome, "systemd", "user", serviceName)
 }
 
-func newServicePrintCmd() *cobra.Command {
-	var system bool
-	cmd := &cobra.Command{
-		Use:     "print [--system] -- RUN-FLAGS...",
-		Short:   "Print the systemd unit (launchd plist on macOS) for agent run",
-		Example: `  agent service print -- --control-plane https://cp.example.com --token-file /etc/agent/token --executor sample`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			spec, err := specFrom(args, system)
-			if err != nil {
-				return err
-			}
-			fmt.Fprint(cmd.OutOrStdout(), spec.render())
-			return nil
-		},
+// envFile is the systemd unit's EnvironmentFile, where secrets such as
+// AGENT_TOKEN or ANTHROPIC_API_KEY go. launchd has none.
+func (t serviceTarget) envFile() string {
+	if t.system {
+		return "/etc/agent/agent.env"
 	}
-	cmd.Flags().BoolVar(&system, "system", false, "a system unit (multi-user.target) rather than a user one")
-	return cmd
+	return filepath.Join(t.configHome, "agent", "agent.env")
 }
 
-func newServiceInstallCmd() *cobra.Command {
-	var system bool
-	cmd := &cobra.Command{
-		Use:   "install [--system] -- RUN-FLAGS...",
-		Short: "Install the unit (plist on macOS) and say how to start it",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			spec, err := specFrom(args, system)
-			if err != nil {
-				return err
-			}
-			path, err := spec.path()
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-				return err
-			}
-			if err := os.WriteFile(path, []byte(spec.render()), 0o600); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "installed %s\nstart it with: %s\n", path, spec.nextSteps())
-			return nil
-		},
+// configFile is the config file agent run reads by default as the
+// service's account (see defaultConfigFile).
+func (t serviceTarget) configFile() string {
+	switch {
+	case t.account.Uid == "0":
+		return "/etc/agent/agent.toml"
+	case t.system:
+		return filepath.Join(t.account.HomeDir, ".config", "agent", "agent.toml")
 	}
-	cmd.Flags().BoolVar(&system, "system", false, "install a system unit in /etc/systemd/system (needs root)")
-	return cmd
+	return defaultConfigFile()
+}
+
+// stateDirectory is systemd's StateDirectory= for a root system service
+// that names no data directory: /var/lib/agent, made by systemd 0700.
+const stateDirectory = "agent"
+
+// defaultDataDir is the data directory agent run would use as the
+// service's account when none is set.
+func (t serviceTarget) defaultDataDir() string {
+	switch {
+	case t.manager == systemd && t.system && t.account.Uid == "0":
+		return filepath.Join("/var/lib", stateDirectory)
+	case t.system:
+		return filepath.Join(t.account.HomeDir, ".local", "state", "agent")
+	}
+	return defaultDataDir()
+}
+
+// logFile is where launchd writes the agent's output (systemd: the
+// journal).
+func (t serviceTarget) logFile() string {
+	if t.system {
+		return "/Library/Logs/agent/agent.log"
+	}
+	return filepath.Join(t.account.HomeDir, "Library", "Logs", "agent", "agent.log")
+}
+
+// logsHint says how to read the service's logs.
+func (t serviceTarget) logsHint() string {
+	switch {
+	case t.manager == launchd:
+		return "tail -f " + t.logFile()
+	case t.system:
+		return "journalctl -u agent -f"
+	}
+	return "journalctl --user -u agent -f"
+}
+
+// uid and gid of the service's account.
+func (t serviceTarget) ids() (uid, gid int) {
+	uid, _ = strconv.Atoi(t.account.Uid)
+	gid, _ = strconv.Atoi(t.account.Gid)
+	return uid, gid
 }

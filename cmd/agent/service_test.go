@@ -1,45 +1,202 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgeagent/agent/state"
 )
 
-func TestServicePrintAndInstall(t *testing.T) {
-	runFlags := []string{"--", "--control-plane", "https://cp.example.com", "--token-file", "/etc/agent/token", "--executor-command", "codex exec --json"}
-	r := runAgent(t, append([]string{"service", "print"}, runFlags...)...)
-	if r.code != 0 {
-		t.Fatalf("print: %+v", r)
+// fakeCtl is a fake systemctl or launchctl first on PATH: a real
+// subprocess that records each call's argv, one line per call, the
+// arguments ended by "|", and prints what the test put in its answer file
+// (or fails, saying what is in its fail file).
+type fakeCtl struct {
+	dir, calls, answer string
+	fail               string // if it exists, its text goes to stderr and the fake exits 1
+}
+
+func newFakeCtl(t *testing.T, name string) *fakeCtl {
+	t.Helper()
+	dir := t.TempDir()
+	f := &fakeCtl{dir: dir, calls: filepath.Join(dir, "calls"), answer: filepath.Join(dir, "answer"), fail: filepath.Join(dir, "fail")}
+	script := "#!/bin/sh\nprintf '%s|' \"$@\" >> '" + f.calls + "'\necho >> '" + f.calls + "'\n" +
+		"[ -f '" + f.fail + "' ] && cat '" + f.fail + "' >&2 && exit 1\n" +
+		"[ -f '" + f.answer + "' ] && cat '" + f.answer + "'\nexit 0\n"
+	must(t, os.WriteFile(filepath.Join(dir, name), []byte(script), 0o700))
+	return f
+}
+
+// took returns the calls recorded since the last took, and forgets them.
+func (f *fakeCtl) took(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(f.calls)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
 	}
-	for _, want := range []string{"Type=notify", "WatchdogSec=", " run --control-plane https://cp.example.com --token-file /etc/agent/token --executor-command \"codex exec --json\"", "WantedBy=default.target"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("unit lacks %q:\n%s", want, r.stdout)
+	must(t, err)
+	must(t, os.Remove(f.calls))
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+func (f *fakeCtl) wantCalls(t *testing.T, what string, want ...string) {
+	t.Helper()
+	got := f.took(t)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s: systemctl calls\n got %q\nwant %q", what, got, want)
+	}
+}
+
+func TestServiceLifecycleSystemd(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	configHome, stateHome := t.TempDir(), t.TempDir()
+	env := []string{"XDG_CONFIG_HOME=" + configHome, "XDG_STATE_HOME=" + stateHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	tok := tokenFile(t)
+	dataDir := seedOutbox(t) // 2 records pending, 1 dead
+	store, err := state.OpenStore(filepath.Join(dataDir, "tasks"))
+	must(t, err)
+	must(t, store.Save(&state.Task{ID: "t-1", Prompt: "p", Phase: state.PhaseTurnStarted}))
+	must(t, store.Save(&state.Task{ID: "t-0", Prompt: "p", Phase: state.PhaseCompleted}))
+	install := []string{"service", "install", "--", "--control-plane", "https://cp.example.com", "--token-file", tok, "--data-dir", dataDir}
+	unit := filepath.Join(configHome, "systemd", "user", serviceName)
+	envFile := filepath.Join(configHome, "agent", "agent.env")
+
+	// Dry run: nothing written, nothing run.
+	r := runAgentEnv(t, env, append([]string{"service", "install", "--dry-run"}, install[2:]...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "would write "+unit) || !strings.Contains(r.stdout, "systemctl --user enable --now agent.service") {
+		t.Fatalf("install --dry-run: %+v", r)
+	}
+	if _, err := os.Stat(unit); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dry run wrote the unit: %v", err)
+	}
+	ctl.wantCalls(t, "dry run")
+
+	// --no-start: written, not run; the commands are said.
+	r = runAgentEnv(t, env, append([]string{"service", "install", "--no-start"}, install[2:]...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "systemctl --user daemon-reload") {
+		t.Fatalf("install --no-start: %+v", r)
+	}
+	ctl.wantCalls(t, "install --no-start")
+	must(t, os.Remove(unit))
+
+	r = runAgentEnv(t, env, install...)
+	if r.code != 0 {
+		t.Fatalf("install: %+v", r)
+	}
+	ctl.wantCalls(t, "install", "--user|daemon-reload|", "--user|enable|--now|agent.service|")
+	for path, mode := range map[string]os.FileMode{unit: 0o644, envFile: 0o600} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != mode {
+			t.Errorf("%s: %v, mode %v, want %v", path, err, st.Mode().Perm(), mode)
 		}
 	}
-	exec := strings.Fields(strings.SplitN(strings.SplitN(r.stdout, "ExecStart=", 2)[1], "\n", 2)[0])[0]
-	if !filepath.IsAbs(exec) {
-		t.Errorf("ExecStart binary %q is not absolute", exec)
+	if !strings.Contains(r.stdout, "journalctl --user -u agent") || !strings.Contains(r.stdout, dataDir) {
+		t.Errorf("install does not say where the logs and data are:\n%s", r.stdout)
 	}
-	wantOneLineError(t, runAgent(t, "service", "print", "--", "--control-plane", "https://x"), 2, "--token-file")
 
-	cfg := t.TempDir()
-	cmd := agentCmd(t.Context(), []string{"XDG_CONFIG_HOME=" + cfg}, append([]string{"service", "install"}, runFlags...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "systemctl --user daemon-reload") {
-		t.Fatalf("install: %v %s", err, out)
+	// Again: a running service is restarted to take the new unit.
+	if r = runAgentEnv(t, env, install...); r.code != 0 {
+		t.Fatalf("reinstall: %+v", r)
 	}
-	unit, err := os.ReadFile(filepath.Join(cfg, "systemd", "user", "agent.service"))
-	if err != nil || !strings.Contains(string(unit), "ExecStart=") {
-		t.Errorf("installed unit: %v %s", err, unit)
+	ctl.wantCalls(t, "reinstall", "--user|daemon-reload|", "--user|try-restart|agent.service|", "--user|enable|--now|agent.service|")
+
+	must(t, os.WriteFile(ctl.answer, []byte("LoadState=loaded\nActiveState=active\nSubState=running\nMainPID=4242\nNRestarts=0\nStatusText=running: 1 of 2 tasks running, 2 records pending\n"), 0o600))
+	r = runAgentEnv(t, env, "service", "status")
+	if r.code != 0 {
+		t.Errorf("status of a running service: exit %d, want 0: %+v", r.code, r)
 	}
+	for _, want := range []string{"installed (" + unit + ")", "active (running)", "4242", "1 running: t-1", "2 records pending, 1 dead", "running: 1 of 2 tasks running", "data directory:", dataDir} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	ctl.wantCalls(t, "status", "--user|show|agent.service|--property=LoadState,ActiveState,SubState,MainPID,NRestarts,StatusText|")
+
+	must(t, os.WriteFile(ctl.answer, []byte("LoadState=loaded\nActiveState=inactive\nSubState=dead\nMainPID=0\n"), 0o600))
+	if r = runAgentEnv(t, env, "service", "status"); r.code != 3 || !strings.Contains(r.stdout, "inactive (dead)") {
+		t.Errorf("status of a stopped service: want exit 3 and inactive (dead): %+v", r)
+	}
+	ctl.took(t)
+	must(t, os.Remove(ctl.answer))
+
+	// The manager out of reach: the local state is still shown.
+	must(t, os.WriteFile(ctl.fail, []byte("Failed to connect to bus: No medium found\n"), 0o600))
+	if r = runAgentEnv(t, env, "service", "status"); r.code != 1 || !strings.Contains(r.stdout, "unknown: ") ||
+		!strings.Contains(r.stdout, "No medium found") || !strings.Contains(r.stdout, "2 records pending") {
+		t.Errorf("status without the manager: want exit 1, the state unknown and why, and the outbox: %+v", r)
+	}
+	ctl.took(t)
+	must(t, os.Remove(ctl.fail))
+
+	for _, c := range []struct{ verb, want string }{{"stop", "--user|stop|agent.service|"}, {"start", "--user|start|agent.service|"}} {
+		t.Run(c.verb, func(t *testing.T) {
+			if r := runAgentEnv(t, env, "service", c.verb); r.code != 0 {
+				t.Fatalf("%s: %+v", c.verb, r)
+			}
+			ctl.wantCalls(t, c.verb, c.want)
+		})
+	}
+
+	r = runAgentEnv(t, env, "service", "uninstall")
+	if r.code != 0 {
+		t.Fatalf("uninstall: %+v", r)
+	}
+	ctl.wantCalls(t, "uninstall", "--user|disable|--now|agent.service|", "--user|daemon-reload|")
+	if _, err := os.Stat(unit); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the unit is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "outbox")); err != nil {
+		t.Errorf("uninstall touched the data directory: %v", err)
+	}
+	if !strings.Contains(r.stdout, "kept the data directory "+dataDir) {
+		t.Errorf("uninstall does not say where the data directory is:\n%s", r.stdout)
+	}
+
+	if r = runAgentEnv(t, env, "service", "status"); r.code != 4 || !strings.Contains(r.stdout, "not installed") {
+		t.Errorf("status when not installed: want exit 4: %+v", r)
+	}
+	wantOneLineError(t, runAgentEnv(t, env, "service", "start"), 1, "not installed")
+	ctl.wantCalls(t, "after uninstall")
+}
+
+// A system unit is made the same way; --system's calls have no --user.
+func TestServiceSystemDryRun(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	env := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	r := runAgentEnv(t, env, "service", "install", "--system", "--dry-run", "--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t))
+	for _, want := range []string{"would write /etc/systemd/system/agent.service", "WantedBy=multi-user.target", "EnvironmentFile=-/etc/agent/agent.env", "\n  systemctl daemon-reload\n"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("install --system --dry-run does not say %q: %+v", want, r)
+		}
+	}
+	wantOneLineError(t, runAgentEnv(t, env, "service", "install", "--run-as", "nobody", "--dry-run", "--", "--control-plane", "https://x"), 2, "--run-as is for a system service")
+	ctl.wantCalls(t, "system dry run")
+}
+
+// launchd's plist can be made anywhere; what needs launchctl says it runs
+// only on macOS, before anything is written.
+func TestServiceLaunchdOffMacOS(t *testing.T) {
+	if hostManager() == launchd {
+		t.Skip("this is macOS")
+	}
+	ctl := newFakeCtl(t, "launchctl")
+	env := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	run := []string{"--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t)}
+	r := runAgentEnv(t, env, append([]string{"service", "install", "--manager", "launchd", "--dry-run"}, run...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "<key>ProgramArguments</key>") || !strings.Contains(r.stdout, "launchctl bootstrap gui/") {
+		t.Errorf("install --manager launchd --dry-run: %+v", r)
+	}
+	wantOneLineError(t, runAgentEnv(t, env, append([]string{"service", "install", "--manager", "launchd"}, run...)...), 1, "launchd runs only on macOS")
+	ctl.wantCalls(t, "launchd off macOS")
 }
 
 // A flag that would inject a line into the unit, or that agent run would
 // refuse, is refused when the unit is made, not when it fails to start.
 func TestServiceRefusesBadFlags(t *testing.T) {
-	base := []string{"service", "print", "--", "--control-plane", "https://cp.example.com", "--token-file", "/etc/agent/token"}
+	tok := tokenFile(t)
+	base := []string{"service", "print", "--", "--control-plane", "https://cp.example.com", "--token-file", tok}
 	for _, c := range []struct {
 		name string
 		args []string
@@ -48,10 +205,37 @@ func TestServiceRefusesBadFlags(t *testing.T) {
 		{"newline injects a line", []string{"--agent-id", "x\nExecStartPre=/bin/rm -rf /"}, "control character"},
 		{"unknown flag", []string{"--no-such-flag"}, "unknown flag"},
 		{"bad value", []string{"--max-concurrent", "many"}, "max-concurrent"},
+		{"value out of range", []string{"--max-concurrent", "0"}, "max-concurrent"},
 		{"stray argument", []string{"extra"}, "no arguments"},
+		{"missing token file", []string{"--token-file", "/no/such/token"}, "--token-file /no/such/token: no such file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wantOneLineError(t, runAgent(t, append(append([]string{}, base...), c.args...)...), 2, c.want)
 		})
 	}
+	wantOneLineError(t, runAgent(t, "service", "print", "--", "--token-file", tok), 2, "--control-plane")
+}
+
+// install makes the data and work directories, 0700, so that the sandbox
+// can name them writable; --no-sandbox leaves the sandbox out.
+func TestServiceInstallMakesDirs(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	configHome, top := t.TempDir(), t.TempDir()
+	env := []string{"XDG_CONFIG_HOME=" + configHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	data, work := filepath.Join(top, "data"), filepath.Join(top, "work")
+	r := runAgentEnv(t, env, "service", "install", "--no-start", "--no-sandbox", "--", "--control-plane", "https://cp.example.com",
+		"--token-file", tokenFile(t), "--data-dir", data, "--work-dir", work)
+	if r.code != 0 {
+		t.Fatalf("install: %+v", r)
+	}
+	for _, d := range []string{data, work} {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v, want a directory 0700", d, err, st)
+		}
+	}
+	unit, err := os.ReadFile(filepath.Join(configHome, "systemd", "user", serviceName))
+	if err != nil || strings.Contains(string(unit), "NoNewPrivileges") || !strings.Contains(string(unit), "Type=notify") {
+		t.Errorf("--no-sandbox unit: %v\n%s", err, unit)
+	}
+	ctl.wantCalls(t, "install --no-start")
 }

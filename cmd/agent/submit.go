@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -12,9 +13,10 @@ import (
 
 func newSubmitCmd() *cobra.Command {
 	var (
-		url, tokenFile, prompt, title, prefer string
-		maxAttempts                           int
-		insecure, asJSON, wait                bool
+		cp                    cpFlags
+		prompt, title, prefer string
+		maxAttempts           int
+		asJSON, wait          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "submit",
@@ -23,25 +25,17 @@ func newSubmitCmd() *cobra.Command {
   agent submit --control-plane http://127.0.0.1:8080 --token-file token --prompt @prompt.md --prefer gui`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd); err != nil {
-				return err
-			}
-			if url == "" {
+			if cp.url == "" {
 				return usagef("--control-plane is required")
 			}
-			if file, ok := strings.CutPrefix(prompt, "@"); ok && !strings.Contains(file, "\n") && file != "" {
-				if b, err := os.ReadFile(file); err == nil {
-					prompt = string(b)
-				}
+			var err error
+			if prompt, err = promptArg(prompt); err != nil {
+				return err
 			}
 			if strings.TrimSpace(prompt) == "" {
 				return usagef("--prompt is required")
 			}
-			token, err := readToken(tokenFile)
-			if err != nil {
-				return err
-			}
-			c, err := controlplane.NewClient(url, token, controlplane.ClientOptions{Insecure: insecure})
+			c, err := cp.client()
 			if err != nil {
 				return err
 			}
@@ -75,14 +69,31 @@ func newSubmitCmd() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&url, "control-plane", "", "the control plane's URL")
-	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token (else AGENT_TOKEN)")
-	fl.StringVar(&prompt, "prompt", "", "what to do; @FILE reads it from a file")
+	cp.add(cmd)
+	fl.StringVar(&prompt, "prompt", "", "what to do; @FILE reads it from a file (@@WORD sends the word @WORD)")
 	fl.StringVar(&title, "title", "", "a short title (default: the prompt's first line)")
 	fl.StringVar(&prefer, "prefer", "any", "gui (needs the executor's app server) or any")
 	fl.IntVar(&maxAttempts, "max-attempts", 0, "attempts this task may take (0: the agent's setting)")
-	fl.BoolVar(&insecure, "insecure", false, "allow http:// to a control plane that is not on loopback")
 	fl.BoolVar(&asJSON, "json", false, "print the whole task as JSON (with --wait: the final task)")
 	fl.BoolVar(&wait, "wait", false, "follow the task to its end; exit 0 completed, 1 failed, 3 recoverable_failed (a person decides), 4 timed out or expired, 5 cancelled")
 	return cmd
+}
+
+// promptArg reads --prompt @FILE from the file; a missing file is an
+// error, not a prompt. A prompt of one word starting with @ is a file name
+// (@@WORD is the word @WORD itself); a prompt with spaces or lines is text,
+// so the sample executor's directives ("@fail rate_limit") pass as they are.
+func promptArg(p string) (string, error) {
+	if literal, ok := strings.CutPrefix(p, "@@"); ok {
+		return "@" + literal, nil
+	}
+	file, ok := strings.CutPrefix(p, "@")
+	if !ok || file == "" || strings.ContainsAny(file, " \t\r\n") {
+		return p, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", usagef("--prompt @%s: %v (to send a prompt that is one word starting with @, write @@)", file, errors.Unwrap(err))
+	}
+	return string(b), nil
 }

@@ -1,14 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"os"
-	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/state"
 )
 
 func newTasksLogsCmd() *cobra.Command {
@@ -20,62 +19,62 @@ func newTasksLogsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print a task's executor output, every attempt or one; -f follows it until the task ends",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("tasks logs takes one task id")
-			}
-			return nil
-		},
+		Long: `logs prints the executor's output of a task, as the agent keeps it in its
+data directory. With -f it follows the task: it waits for a task the agent
+has not claimed yet, prints the output as it comes with a line for each
+change of phase or progress ("-- turn_started  step 2 of 3 (66%)"), and
+stops after the line of the task's final phase.`,
+		Args: taskIDArg("logs ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if attempt < 0 {
 				return usagef("--attempt %d: attempts count from 1", attempt)
 			}
 			id := args[0]
-			if _, err := agent.LoadTask(dataDir, id); err != nil {
+			src := localSource{dataDir: dataDir}
+			_, err := src.Task(cmd.Context(), id)
+			if err != nil && (!follow || !errors.Is(err, errNoTask)) {
 				return err
+			}
+			if err != nil {
+				cmd.PrintErrf("agent: waiting for task %s: the agent in %s has not claimed it yet\n", visible(id), dataDir)
 			}
 			r, err := agent.NewLogReader(dataDir, id, attempt)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			print := func(l string) { fmt.Fprintln(out, l) }
+			print := func(l string) { fmt.Fprintln(out, visible(l)) }
 			if !follow {
 				return r.Next(print)
 			}
-			if err := os.MkdirAll(r.Dir(), 0o700); err != nil {
-				return err
-			}
-			w, err := fsnotify.NewWatcher()
+			w, err := newDirWatch()
 			if err != nil {
 				return err
 			}
 			defer w.Close()
-			if err := w.Add(r.Dir()); err != nil {
-				return err
-			}
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
+			w.Add(agent.Layout{Dir: dataDir}.Tasks())
+			last := ""
+			_, err = followTask(cmd.Context(), src, id, w.Wake(), func(t *state.Task) error {
+				w.Add(r.Dir()) // once the first line made it
+				// The output first: it was written before the change the
+				// task's state shows, the final phase last of all.
 				if err := r.Next(print); err != nil {
 					return err
 				}
-				if t, err := agent.LoadTask(dataDir, id); err == nil && t.Phase.Terminal() {
-					return r.Next(print) // what was written before the end
+				if line := taskLine(t); line != last {
+					last = line
+					print("-- " + line)
 				}
-				select {
-				case <-cmd.Context().Done():
-					return nil
-				case <-w.Events:
-				case err := <-w.Errors:
-					return err
-				case <-tick.C:
-				}
+				return nil
+			})
+			if errors.Is(err, cmd.Context().Err()) {
+				return nil // stopped by the person
 			}
+			return err
 		},
 	}
 	dataDirFlag(cmd, &dataDir)
 	cmd.Flags().IntVar(&attempt, "attempt", 0, "only this attempt (default: all)")
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the task runs; stop when it ends")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the task runs, with its phase and progress; wait for it if it has not started; stop when it ends")
 	return cmd
 }

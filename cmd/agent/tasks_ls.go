@@ -2,25 +2,32 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/state"
 )
 
 func newTasksLsCmd() *cobra.Command {
 	var (
-		dataDir string
-		asJSON  bool
+		src    sourceFlags
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
-		Short: "List the tasks in the data directory, oldest first",
-		Args:  noArgs,
+		Short: "List the tasks, oldest first: this agent's (the data directory) or, with --remote, the control plane's",
+		Example: `  agent tasks ls
+  agent tasks ls --remote --control-plane http://127.0.0.1:8080 --token-file token`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tasks, err := agent.LoadTasks(dataDir)
+			s, err := src.source()
+			if err != nil {
+				return err
+			}
+			tasks, err := s.Tasks(cmd.Context())
 			if tasks == nil && err != nil {
 				return err
 			}
@@ -28,33 +35,44 @@ func newTasksLsCmd() *cobra.Command {
 				cmd.PrintErrln("agent: tasks ls: warning:", oneLine(err.Error()))
 			}
 			if asJSON {
+				if src.remote {
+					views := make([]controlplane.TaskView, len(tasks))
+					for i, t := range tasks {
+						views[i] = viewOf(t)
+					}
+					return writeJSON(cmd.OutOrStdout(), views)
+				}
 				if tasks == nil {
 					tasks = []*state.Task{}
 				}
 				return writeJSON(cmd.OutOrStdout(), tasks)
 			}
-			if len(tasks) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "no tasks")
-				return nil
-			}
-			now := time.Now()
-			tw := newTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "ID\tTITLE\tPHASE\tATTEMPTS\tMODEL\tPROGRESS\tUPDATED")
-			for _, t := range tasks {
-				model, progress := "-", "-"
-				if c := t.Current(); c != nil && c.Model != "" {
-					model = c.Model
-				}
-				if t.Progress.Message != "" || t.Progress.Percent > 0 {
-					progress = fmt.Sprintf("%d%% %s", t.Progress.Percent, t.Progress.Message)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(t.ID), visible(truncateMiddle(t.Title, 40)), t.Phase, len(t.Attempts), visible(model),
-					visible(truncateMiddle(progress, 30)), ago(now, t.UpdatedAt))
-			}
-			return tw.Flush()
+			return printTaskTable(cmd.OutOrStdout(), tasks, time.Now())
 		},
 	}
-	dataDirFlag(cmd, &dataDir)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tasks as a JSON array (the task files' schema)")
+	src.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tasks as a JSON array (the task files' schema; with --remote, the control plane's, with progress_card)")
 	return cmd
+}
+
+// printTaskTable prints one row per task.
+func printTaskTable(w io.Writer, tasks []*state.Task, now time.Time) error {
+	if len(tasks) == 0 {
+		fmt.Fprintln(w, "no tasks")
+		return nil
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tTITLE\tPHASE\tATTEMPTS\tMODEL\tPROGRESS\tUPDATED")
+	for _, t := range tasks {
+		model, progress := "-", "-"
+		if c := t.Current(); c != nil && c.Model != "" {
+			model = c.Model
+		}
+		if t.Progress.Message != "" || t.Progress.Percent > 0 {
+			progress = fmt.Sprintf("%d%% %s", t.Progress.Percent, t.Progress.Message)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(t.ID), visible(truncateMiddle(t.Title, 40)), visible(string(t.Phase)), len(t.Attempts), visible(model),
+			visible(truncateMiddle(progress, 30)), ago(now, t.UpdatedAt))
+	}
+	return tw.Flush()
 }

@@ -4,15 +4,14 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/edgeagent/agent/controlplane"
 )
 
 func newTasksReplyCmd() *cobra.Command {
 	var (
-		url, tokenFile, requestID string
-		accept, decline, insecure bool
-		asJSON                    bool
+		cp              cpFlags
+		requestID       string
+		accept, decline bool
+		asJSON          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "reply ID --accept|--decline",
@@ -22,27 +21,12 @@ may the executor run this command, or make these changes? The answer goes to
 the control plane, and the agent holding the task takes it at its next
 heartbeat. Without --request it answers the request the task awaits now.`,
 		Example: `  agent tasks reply t-0123456789 --accept --control-plane http://127.0.0.1:8080 --token-file token`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("give the task's id: agent tasks reply ID --accept|--decline")
-			}
-			return nil
-		},
+		Args:    taskIDArg("reply ID --accept|--decline"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := applyEnv(cmd); err != nil {
-				return err
-			}
 			if accept == decline {
 				return usagef("give one of --accept or --decline")
 			}
-			if url == "" {
-				return usagef("--control-plane is required")
-			}
-			token, err := readToken(tokenFile)
-			if err != nil {
-				return err
-			}
-			c, err := controlplane.NewClient(url, token, controlplane.ClientOptions{Insecure: insecure})
+			c, err := cp.client()
 			if err != nil {
 				return err
 			}
@@ -65,9 +49,7 @@ heartbeat. Without --request it answers the request the task awaits now.`,
 	fl.BoolVar(&accept, "accept", false, "let the executor go ahead")
 	fl.BoolVar(&decline, "decline", false, "refuse; the executor goes on without it")
 	fl.StringVar(&requestID, "request", "", "the request to answer (default: the one the task awaits)")
-	fl.StringVar(&url, "control-plane", "", "the control plane's URL")
-	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token (else AGENT_TOKEN)")
-	fl.BoolVar(&insecure, "insecure", false, "allow http:// to a control plane that is not on loopback")
+	cp.add(cmd)
 	fl.BoolVar(&asJSON, "json", false, "print the task as JSON")
 	return cmd
 }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -15,20 +15,19 @@ var stepMarks = map[state.StepStatus]string{state.StepDone: "[x]", state.StepAct
 
 func newTasksShowCmd() *cobra.Command {
 	var (
-		dataDir string
-		asJSON  bool
+		src    sourceFlags
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "show ID",
-		Short: "Show a task: phase, progress card and attempt timeline",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("tasks show takes one task id")
-			}
-			return nil
-		},
+		Short: "Show a task: phase, progress card and attempt timeline (--remote: as the control plane has it)",
+		Args:  taskIDArg("show ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := agent.LoadTask(dataDir, args[0])
+			s, err := src.source()
+			if err != nil {
+				return err
+			}
+			t, err := s.Task(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -41,53 +40,59 @@ func newTasksShowCmd() *cobra.Command {
 					Timeline     []string     `json:"timeline"`
 				}{t, card, timeline})
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s  %s\n", visible(t.ID), visible(t.Title))
-			phase := string(t.Phase)
-			if t.PhaseReason != "" {
-				phase += " (" + t.PhaseReason + ")"
-			}
-			fmt.Fprintf(w, "phase:    %s\n", visible(phase))
-			fmt.Fprintf(w, "created:  %s (%s)\n", t.CreatedAt.Local().Format(time.DateTime), ago(now, t.CreatedAt))
-			if t.Progress.Message != "" {
-				fmt.Fprintf(w, "progress: %d%% %s\n", t.Progress.Percent, visible(t.Progress.Message))
-			}
-			if !t.NextRetryAt.IsZero() {
-				fmt.Fprintf(w, "retry:    at %s\n", t.NextRetryAt.Local().Format(time.TimeOnly))
-			}
-			if r := t.AwaitingReply; r != nil {
-				fmt.Fprintf(w, "awaiting: a reply to request %s (%s)\n", visible(r.ID), r.Kind)
-				if r.Command != "" {
-					fmt.Fprintf(w, "  command: %s\n", visible(r.Command))
-				}
-				for _, p := range r.Paths {
-					fmt.Fprintf(w, "  change:  %s\n", visible(p))
-				}
-				if r.Reason != "" {
-					fmt.Fprintf(w, "  reason:  %s\n", visible(r.Reason))
-				}
-				if r.Cwd != "" {
-					fmt.Fprintf(w, "  in:      %s\n", visible(r.Cwd))
-				}
-				fmt.Fprintf(w, "  answer with: agent tasks reply %s --accept|--decline --control-plane URL\n", visible(t.ID))
-			}
-			if t.Result != nil && t.Result.Summary != "" {
-				fmt.Fprintf(w, "result:   %s\n", visible(t.Result.Summary))
-			}
-			fmt.Fprintln(w)
-			for _, s := range card {
-				fmt.Fprintf(w, "  %s %s\n", stepMarks[s.Status], s.Name)
-			}
-			if len(timeline) > 0 {
-				fmt.Fprintln(w)
-				for _, l := range timeline {
-					fmt.Fprintln(w, "  "+visible(l))
-				}
-			}
+			printTask(cmd.OutOrStdout(), t, now)
 			return nil
 		},
 	}
-	dataDirFlag(cmd, &dataDir)
+	src.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"task", "progress_card", "timeline"} as JSON`)
 	return cmd
+}
+
+// printTask prints a task for a person: what it is, where it stands, its
+// progress card and its attempt timeline.
+func printTask(w io.Writer, t *state.Task, now time.Time) {
+	fmt.Fprintf(w, "%s  %s\n", visible(t.ID), visible(t.Title))
+	phase := string(t.Phase)
+	if t.PhaseReason != "" {
+		phase += " (" + t.PhaseReason + ")"
+	}
+	fmt.Fprintf(w, "phase:    %s\n", visible(phase))
+	fmt.Fprintf(w, "created:  %s (%s)\n", t.CreatedAt.Local().Format(time.DateTime), ago(now, t.CreatedAt))
+	if t.Progress.Message != "" {
+		fmt.Fprintf(w, "progress: %d%% %s\n", t.Progress.Percent, visible(t.Progress.Message))
+	}
+	if !t.NextRetryAt.IsZero() {
+		fmt.Fprintf(w, "retry:    at %s\n", t.NextRetryAt.Local().Format(time.TimeOnly))
+	}
+	if r := t.AwaitingReply; r != nil {
+		fmt.Fprintf(w, "awaiting: a reply to request %s (%s)\n", visible(r.ID), visible(r.Kind))
+		if r.Command != "" {
+			fmt.Fprintf(w, "  command: %s\n", visible(r.Command))
+		}
+		for _, p := range r.Paths {
+			fmt.Fprintf(w, "  change:  %s\n", visible(p))
+		}
+		if r.Reason != "" {
+			fmt.Fprintf(w, "  reason:  %s\n", visible(r.Reason))
+		}
+		if r.Cwd != "" {
+			fmt.Fprintf(w, "  in:      %s\n", visible(r.Cwd))
+		}
+		fmt.Fprintf(w, "  answer with: agent tasks reply %s --accept|--decline --control-plane URL\n", visible(t.ID))
+	}
+	if t.Phase == state.PhaseRecoverableFailed {
+		fmt.Fprintf(w, "decide:   a person decides; run it again with: agent tasks retry %s --control-plane URL\n", visible(t.ID))
+	}
+	if t.Result != nil && t.Result.Summary != "" {
+		fmt.Fprintf(w, "result:   %s\n", visible(t.Result.Summary))
+	}
+	fmt.Fprintln(w)
+	for _, s := range state.ProgressCard(t) {
+		fmt.Fprintf(w, "  %s %s\n", stepMarks[s.Status], s.Name)
+	}
+	if len(t.Attempts) > 0 {
+		fmt.Fprintln(w)
+		printTimeline(w, t, "  ")
+	}
 }

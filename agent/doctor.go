@@ -1,0 +1,569 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/runner"
+)
+
+// Doctor looks at what `agent run` would use, without running it: the
+// settings, the token, the data directory (its rights, its lock, the
+// outbox, the free space), the executor and the control plane. Each check
+// says what it found and, when something is wrong, how to fix it. Doctor
+// changes nothing: it creates no file, takes no lock a running agent
+// holds, registers no agent and claims no task.
+
+// CheckName names a check. The names are stable: scripts read them in
+// `agent doctor --json`.
+type CheckName string
+
+// The checks, in the order Doctor runs them.
+const (
+	CheckConfig       CheckName = "config"        // the settings resolved; the config file read
+	CheckToken        CheckName = "token"         // a token given, its file private
+	CheckDataDir      CheckName = "data-dir"      // exists or can be made, the user's, 0700
+	CheckLock         CheckName = "lock"          // free, or held by the running agent
+	CheckOutbox       CheckName = "outbox"        // readable, nothing corrupt, torn, dead or stale
+	CheckDisk         CheckName = "disk"          // free space on the data directory's file system
+	CheckExecutor     CheckName = "executor"      // found, executable, the tested version
+	CheckControlPlane CheckName = "control-plane" // the URL valid, GET /healthz answers
+	CheckAuth         CheckName = "auth"          // the control plane accepts the token
+	CheckClock        CheckName = "clock"         // this clock agrees with the control plane's
+)
+
+// CheckResult is how a check came out.
+type CheckResult string
+
+// The results. Only a failure makes `agent doctor` exit 1.
+const (
+	CheckPass CheckResult = "pass"
+	CheckWarn CheckResult = "warn" // works, but deserves a look
+	CheckFail CheckResult = "fail" // agent run would fail or misbehave
+	CheckSkip CheckResult = "skip" // not checked: what it needs failed first
+)
+
+// Check is one check's outcome: a one-line detail and, for a failure or a
+// warning, a one-line fix. Its JSON form is what `agent doctor --json`
+// prints; fields are added, never renamed.
+type Check struct {
+	Name   CheckName   `json:"check"`
+	Result CheckResult `json:"result"`
+	Detail string      `json:"detail"`
+	Fix    string      `json:"fix,omitempty"`
+}
+
+// Failed reports whether any check failed.
+func Failed(checks []Check) bool {
+	for _, c := range checks {
+		if c.Result == CheckFail {
+			return true
+		}
+	}
+	return false
+}
+
+// Thresholds of the checks.
+const (
+	// DiskFailBytes: below this much free space the outbox's and the task
+	// state's writes are about to fail.
+	DiskFailBytes = 100 << 20
+	// DiskWarnBytes and DiskWarnPercent: below either, the disk is filling.
+	DiskWarnBytes   = 1 << 30
+	DiskWarnPercent = 5
+	// ClockWarnSkew and ClockFailSkew bound the difference between this
+	// clock and the control plane's: leases, retry times and the ages of
+	// records are compared across the two.
+	ClockWarnSkew = 30 * time.Second
+	ClockFailSkew = 5 * time.Minute
+	// OutboxStaleAge: a pending record older than this is not being
+	// delivered.
+	OutboxStaleAge = time.Hour
+	// DefaultDoctorTimeout bounds each request to the control plane and
+	// the executor's --version.
+	DefaultDoctorTimeout = 10 * time.Second
+)
+
+// DoctorOptions is what Doctor checks: the settings agent run would use,
+// and what went wrong getting them. Zero fields take the defaults their
+// comments give.
+type DoctorOptions struct {
+	// ConfigFile is the config file read, "" for none; ConfigErr what was
+	// wrong with the settings (the file, the environment or the flags),
+	// nil when they resolved. The other fields then hold what could be
+	// resolved without it.
+	ConfigFile string
+	ConfigErr  error
+
+	// Token is the control plane's token, from TokenFile or, when that is
+	// "", the environment (AGENT_TOKEN); TokenErr says why there is none.
+	// The token is sent to the control plane alone, never shown.
+	Token     string
+	TokenFile string
+	TokenErr  error
+
+	DataDir string
+
+	// ExecutorKind is the --executor setting (codex, claude, exec,
+	// sample); Executor is the executor built from the settings, or nil
+	// with ExecutorErr saying why it could not be.
+	ExecutorKind string
+	Executor     runner.Executor
+	ExecutorErr  error
+
+	ControlPlane string
+	Insecure     bool
+	// Version is the agent's version, sent as its User-Agent.
+	Version string
+
+	// Timeout bounds each request to the control plane and the
+	// executor's --version. Default DefaultDoctorTimeout.
+	Timeout time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Doctor runs every check, in the order of the CheckName constants, and
+// returns their outcomes. A check whose prerequisite failed is skipped.
+func Doctor(ctx context.Context, o DoctorOptions) []Check {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultDoctorTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	checks := []Check{checkConfig(o), checkToken(o)}
+	checks = append(checks, checkDataDir(o)...)
+	checks = append(checks, checkExecutor(ctx, o))
+	return append(checks, checkControlPlane(ctx, o)...)
+}
+
+func pass(name CheckName, format string, args ...any) Check {
+	return Check{Name: name, Result: CheckPass, Detail: fmt.Sprintf(format, args...)}
+}
+
+func skip(name CheckName, why string) Check {
+	return Check{Name: name, Result: CheckSkip, Detail: why}
+}
+
+func failed(name CheckName, detail, fix string) Check {
+	return Check{Name: name, Result: CheckFail, Detail: detail, Fix: fix}
+}
+
+func checkConfig(o DoctorOptions) Check {
+	if o.ConfigErr != nil {
+		detail := o.ConfigErr.Error()
+		fix := "correct the setting named (agent run --help lists them); the checks below use what could be resolved"
+		if _, err := os.Stat(o.ConfigFile); o.ConfigFile != "" && err != nil {
+			fix = "give --config (or AGENT_CONFIG) a file you can read, or set AGENT_CONFIG= for none; the checks below use flags, environment and defaults"
+		} else if o.ConfigFile != "" && strings.Contains(detail, o.ConfigFile) {
+			fix = fmt.Sprintf("edit %s at the line named (agent config check %s checks it); the checks below use flags, environment and defaults", o.ConfigFile, o.ConfigFile)
+		}
+		return failed(CheckConfig, detail, fix)
+	}
+	if o.ConfigFile == "" {
+		return pass(CheckConfig, "no config file: flags, environment and defaults")
+	}
+	return pass(CheckConfig, "%s read, every key known and every value valid", o.ConfigFile)
+}
+
+func checkToken(o DoctorOptions) Check {
+	if o.TokenErr != nil {
+		fix := "give --token-file FILE (token-file in the config file) or set AGENT_TOKEN to the control plane's token"
+		if o.TokenFile != "" {
+			fix = fmt.Sprintf("put the control plane's token, one line, in %s (chmod 600 %s), or give another --token-file", o.TokenFile, o.TokenFile)
+		}
+		return failed(CheckToken, o.TokenErr.Error(), fix)
+	}
+	if o.TokenFile == "" {
+		return pass(CheckToken, "from AGENT_TOKEN (not shown)")
+	}
+	info, err := os.Stat(o.TokenFile)
+	if err != nil {
+		return failed(CheckToken, fmt.Sprintf("token file: %v", err), "give --token-file a file you can read")
+	}
+	perm := info.Mode().Perm()
+	fix := fmt.Sprintf("chmod 600 %s", o.TokenFile)
+	switch {
+	case perm&0o007 != 0:
+		return failed(CheckToken, fmt.Sprintf("token file %s is readable by every user (mode %04o): anyone on this machine can take the token", o.TokenFile, perm), fix)
+	case perm&0o070 != 0:
+		return Check{Name: CheckToken, Result: CheckWarn, Detail: fmt.Sprintf("token file %s is readable by its group (mode %04o)", o.TokenFile, perm), Fix: fix}
+	}
+	return pass(CheckToken, "from %s (mode %04o, not shown)", o.TokenFile, perm)
+}
+
+// checkDataDir checks the data directory and what is in it: its rights,
+// the lock, the outbox and the free space.
+func checkDataDir(o DoctorOptions) []Check {
+	dir := o.DataDir
+	info, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		parent := existingAncestor(dir)
+		if unix.Access(parent, unix.W_OK|unix.X_OK) != nil {
+			return []Check{failed(CheckDataDir, fmt.Sprintf("%s does not exist, and %s is not writable to make it", dir, parent),
+				fmt.Sprintf("mkdir -m 700 %s as a user who may, and give it to yours; or give --data-dir a directory of your own", dir)),
+				skip(CheckLock, "no data directory"), skip(CheckOutbox, "no data directory"), checkDisk(parent)}
+		}
+		const none = "no data directory yet"
+		return []Check{pass(CheckDataDir, "%s does not exist yet; agent run makes it (0700)", dir),
+			pass(CheckLock, "free (%s)", none), pass(CheckOutbox, "none yet (%s)", none), checkDisk(parent)}
+	case err != nil:
+		return []Check{failed(CheckDataDir, fmt.Sprintf("data directory: %v", err), "give --data-dir a directory of your own"),
+			skip(CheckLock, "data directory unreadable"), skip(CheckOutbox, "data directory unreadable"), checkDisk(existingAncestor(dir))}
+	}
+	c := checkDirRights(dir, info)
+	if !info.IsDir() {
+		return []Check{c, skip(CheckLock, "not a directory"), skip(CheckOutbox, "not a directory"), checkDisk(filepath.Dir(dir))}
+	}
+	lock, running := checkLock(dir)
+	return []Check{c, lock, checkOutbox(dir, running, o.Now()), checkDisk(dir)}
+}
+
+// existingAncestor is the nearest directory above dir that exists.
+func existingAncestor(dir string) string {
+	p, _ := filepath.Abs(dir)
+	for {
+		if _, err := os.Stat(p); err == nil || filepath.Dir(p) == p {
+			return p
+		}
+		p = filepath.Dir(p)
+	}
+}
+
+// checkDirRights: the data directory must be private (checkPrivate, which
+// agent run enforces) and closed to others' reading too: it holds the
+// tasks' prompts, the executors' output and the agent's own token.
+func checkDirRights(dir string, info fs.FileInfo) Check {
+	chmod := fmt.Sprintf("chmod 700 %s", dir)
+	if err := checkPrivate(dir); err != nil {
+		fix := chmod
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+			fix = "give --data-dir a directory of your own, or chown it to you"
+		} else if !info.IsDir() {
+			fix = "give --data-dir a directory (a symbolic link is refused)"
+		}
+		return failed(CheckDataDir, err.Error(), fix)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return failed(CheckDataDir, fmt.Sprintf("data directory %s is open to others (mode %04o); agent run makes it 0700: what it holds is private", dir, perm), chmod)
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return failed(CheckDataDir, fmt.Sprintf("data directory %s is not writable: %v", dir, err), chmod)
+	}
+	return pass(CheckDataDir, "%s (mode 0700, yours)", dir)
+}
+
+// checkLock says whether an agent runs on dir. It learns that as agent
+// stop does: a lock a running agent holds is only tried, never taken.
+func checkLock(dir string) (c Check, running bool) {
+	pid, err := RunningPID(dir)
+	switch {
+	case err == nil:
+		return pass(CheckLock, "held: agent running, pid %d", pid), true
+	case errors.Is(err, ErrNotRunning):
+		return pass(CheckLock, "free: no agent running"), false
+	}
+	lockPath := filepath.Join(Layout{dir}.Outbox(), outbox.LockName)
+	return Check{Name: CheckLock, Result: CheckWarn, Detail: err.Error(),
+		Fix: fmt.Sprintf("find what holds %s (fuser -v %s); agent stop stops an agent", lockPath, lockPath)}, true
+}
+
+// checkOutbox reads the outbox as `agent outbox stats` does, without its
+// lock. A torn tail is told only while no agent runs: a running one may be
+// writing that line.
+func checkOutbox(dir string, running bool, now time.Time) Check {
+	obDir := Layout{dir}.Outbox()
+	snap, err := outbox.Inspect(obDir)
+	if errors.Is(err, outbox.ErrNoOutbox) {
+		return pass(CheckOutbox, "none yet: agent run makes it")
+	}
+	if err != nil {
+		return failed(CheckOutbox, err.Error(), fmt.Sprintf("make %s a directory of yours that you can read (chmod 700)", obDir))
+	}
+	st := snap.Stats
+	detail := fmt.Sprintf("%d pending, %d dead, %s", st.Pending, st.Dead, sizeText(st.FileBytes))
+	if !st.OldestPending.IsZero() {
+		detail = fmt.Sprintf("%d pending (oldest %s old), %d dead, %s", st.Pending, now.Sub(st.OldestPending).Round(time.Second), st.Dead, sizeText(st.FileBytes))
+	}
+	var problems, fixes []string
+	if st.Quarantined > 0 {
+		problems = append(problems, fmt.Sprintf("%d corrupt lines", st.Quarantined))
+		fixes = append(fixes, "start the agent: it sets corrupt lines aside in "+outbox.QuarantineName)
+	}
+	if info, err := os.Stat(filepath.Join(obDir, outbox.FileName)); err == nil && !running && info.Size() > st.FileBytes {
+		problems = append(problems, fmt.Sprintf("%d torn bytes at the end (a crash)", info.Size()-st.FileBytes))
+		fixes = append(fixes, "start the agent: it cuts the torn tail")
+	}
+	if n := countLines(filepath.Join(obDir, outbox.QuarantineName)); n > 0 {
+		q := filepath.Join(obDir, outbox.QuarantineName)
+		problems = append(problems, fmt.Sprintf("%d quarantined lines in %s", n, q))
+		fixes = append(fixes, "look at "+q+", then remove it")
+	}
+	if st.Dead > 0 {
+		problems = append(problems, fmt.Sprintf("%d dead records (the control plane refused them)", st.Dead))
+		fixes = append(fixes, "agent outbox ls --dead says why; agent outbox purge --dead removes them")
+	}
+	if !st.OldestPending.IsZero() && now.Sub(st.OldestPending) > OutboxStaleAge {
+		problems = append(problems, fmt.Sprintf("records pending for more than %s", OutboxStaleAge))
+		if running {
+			fixes = append(fixes, "the agent cannot deliver: see the control-plane and auth checks")
+		} else {
+			fixes = append(fixes, "start the agent (or agent outbox replay) to deliver them")
+		}
+	}
+	if len(problems) == 0 {
+		return pass(CheckOutbox, "%s", detail)
+	}
+	return Check{Name: CheckOutbox, Result: CheckWarn, Detail: detail + "; " + strings.Join(problems, "; "), Fix: strings.Join(fixes, "; ")}
+}
+
+// countLines counts the lines of a file, 0 when it is missing.
+func countLines(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	n := 0
+	r := bufio.NewReader(f)
+	for {
+		_, err := r.ReadSlice('\n')
+		if err == nil {
+			n++
+			continue
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return n
+	}
+}
+
+// FreeSpaceResult classifies free space on a file system of total bytes.
+func FreeSpaceResult(free, total int64) CheckResult {
+	switch {
+	case free < DiskFailBytes:
+		return CheckFail
+	case free < DiskWarnBytes, total > 0 && free*100 < total*DiskWarnPercent:
+		return CheckWarn
+	}
+	return CheckPass
+}
+
+func checkDisk(path string) Check {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return Check{Name: CheckDisk, Result: CheckWarn, Detail: fmt.Sprintf("cannot tell the free space of %s: %v", path, err)}
+	}
+	free, total := int64(st.Bavail)*int64(st.Bsize), int64(st.Blocks)*int64(st.Bsize)
+	pct := 0.0
+	if total > 0 {
+		pct = float64(free) * 100 / float64(total)
+	}
+	c := Check{Name: CheckDisk, Result: FreeSpaceResult(free, total),
+		Detail: fmt.Sprintf("%s free of %s (%.0f%%) on the file system of %s", sizeText(free), sizeText(total), pct, path)}
+	switch c.Result {
+	case CheckFail:
+		c.Fix = fmt.Sprintf("free space there: below %s the outbox and task state cannot be written (a shorter --retention keeps less)", sizeText(DiskFailBytes))
+	case CheckWarn:
+		c.Fix = fmt.Sprintf("free space there before it runs out (below %s or %d%% is low; a shorter --retention keeps less)", sizeText(DiskWarnBytes), DiskWarnPercent)
+	}
+	return c
+}
+
+func checkExecutor(ctx context.Context, o DoctorOptions) Check {
+	if o.ExecutorErr != nil || o.Executor == nil {
+		detail := "no executor"
+		if o.ExecutorErr != nil {
+			detail = o.ExecutorErr.Error()
+		}
+		return failed(CheckExecutor, detail, "correct the executor's settings: --executor, --executor-command, --executor-bin (agent run --help)")
+	}
+	e := o.Executor
+	tested, isCLI := runner.TestedCLIs[o.ExecutorKind]
+	install := "install it, or give --executor-command a command on PATH or with its absolute path"
+	if isCLI {
+		install = fmt.Sprintf("npm install -g %s@%s, or give --executor-bin its path", tested.Package, tested.Version)
+	}
+	if err := e.Probe(ctx); err != nil {
+		fix := install
+		if errors.Is(err, runner.ErrNotExecutable) {
+			fix = "make it executable (chmod +x), or point at the right file"
+		}
+		return failed(CheckExecutor, err.Error(), fix)
+	}
+	vctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	path, version, err := runner.CLIVersion(vctx, e)
+	switch {
+	case errors.Is(err, runner.ErrNoVersion):
+		return pass(CheckExecutor, "%s: %s", o.ExecutorKind, runner.Describe(e))
+	case err != nil:
+		return Check{Name: CheckExecutor, Result: CheckWarn, Detail: fmt.Sprintf("%s found, but its version cannot be told: %v", o.ExecutorKind, err),
+			Fix: fmt.Sprintf("run %s --version by hand to see why", path)}
+	case isCLI && version != tested.Version:
+		return Check{Name: CheckExecutor, Result: CheckWarn,
+			Detail: fmt.Sprintf("%s %s (%s); the agent is tested against %s", o.ExecutorKind, version, path, tested.Version),
+			Fix:    fmt.Sprintf("npm install -g %s@%s to run the tested release", tested.Package, tested.Version)}
+	}
+	return pass(CheckExecutor, "%s %s (%s)", o.ExecutorKind, version, path)
+}
+
+// checkControlPlane checks the URL, GET /healthz, the token, and this
+// clock against the Date of the control plane's answer.
+func checkControlPlane(ctx context.Context, o DoctorOptions) []Check {
+	rest := func(why string) []Check { return []Check{skip(CheckAuth, why), skip(CheckClock, why)} }
+	if o.ControlPlane == "" {
+		return append([]Check{failed(CheckControlPlane, "no control plane URL given",
+			"give --control-plane URL (control-plane in the config file, or AGENT_CONTROL_PLANE)")}, rest("no control plane")...)
+	}
+	u, err := controlplane.CheckURL(o.ControlPlane, o.Insecure)
+	if err != nil {
+		return append([]Check{failed(CheckControlPlane, err.Error(), "correct --control-plane (control-plane in the config file)")}, rest("no valid control plane URL")...)
+	}
+	base := u.String()
+	healthz, err := getHealthz(ctx, base+"/healthz", o)
+	if err != nil {
+		fix := "start the control plane, or check the URL, the network and any firewall between"
+		if cve := (*tls.CertificateVerificationError)(nil); errors.As(err, &cve) {
+			fix = "this machine does not trust the control plane's certificate: add its CA to the system's trust store"
+		}
+		return append([]Check{failed(CheckControlPlane, fmt.Sprintf("cannot reach %s: %v", u.Redacted(), err), fix)}, rest("control plane unreachable")...)
+	}
+	cp := pass(CheckControlPlane, "%s: GET /healthz answered %d in %s", u.Redacted(), healthz.status, healthz.took.Round(time.Millisecond))
+	switch {
+	case healthz.status/100 == 3:
+		cp = failed(CheckControlPlane, fmt.Sprintf("%s: GET /healthz answered %d, a redirect to %s; the agent follows none (its token would go along)",
+			u.Redacted(), healthz.status, healthz.location), "give --control-plane the final URL")
+	case healthz.status != http.StatusOK:
+		cp = failed(CheckControlPlane, fmt.Sprintf("%s: GET /healthz answered %d %s", u.Redacted(), healthz.status, http.StatusText(healthz.status)),
+			"is that the control plane? Check the URL and its logs")
+	}
+	return []Check{cp, checkAuth(ctx, base, o), clockCheck(healthz)}
+}
+
+// healthzAnswer is what GET /healthz said, and when.
+type healthzAnswer struct {
+	status   int
+	location string
+	took     time.Duration
+	// date is the answer's Date header (zero when none); mid, the local
+	// time halfway through the request.
+	date, mid time.Time
+}
+
+// getHealthz asks target without the token (/healthz needs none) and follows
+// no redirect.
+func getHealthz(ctx context.Context, target string, o DoctorOptions) (healthzAnswer, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: o.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return healthzAnswer{}, err
+	}
+	req.Header.Set("User-Agent", "agent/"+o.Version)
+	sent := o.Now()
+	resp, err := client.Do(req)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return healthzAnswer{}, ue.Err // the caller names the URL
+	}
+	if err != nil {
+		return healthzAnswer{}, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	got := o.Now()
+	a := healthzAnswer{status: resp.StatusCode, location: resp.Header.Get("Location"), took: got.Sub(sent), mid: sent.Add(got.Sub(sent) / 2)}
+	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		a.date = d
+	}
+	return a, nil
+}
+
+// checkAuth makes one read-only request with the token: the list of
+// agents, which needs the shared token an agent registers with.
+func checkAuth(ctx context.Context, base string, o DoctorOptions) Check {
+	if o.Token == "" {
+		return skip(CheckAuth, "no token to try")
+	}
+	c, err := controlplane.NewClient(base, o.Token, controlplane.ClientOptions{Insecure: o.Insecure, Timeout: o.Timeout, Tries: 1, UserAgent: "agent/" + o.Version})
+	if err != nil {
+		return failed(CheckAuth, err.Error(), "correct --control-plane and the token")
+	}
+	agents, err := c.Agents(ctx)
+	switch {
+	case errors.Is(err, controlplane.ErrUnauthorized):
+		fix := "set AGENT_TOKEN to the control plane's token"
+		if o.TokenFile != "" {
+			fix = fmt.Sprintf("put the control plane's token in %s (the control plane's --token-file, or its DATA_DIR/token)", o.TokenFile)
+		}
+		return failed(CheckAuth, "the control plane refused the token (401 Unauthorized)", fix)
+	case err != nil:
+		return failed(CheckAuth, err.Error(), "see the control plane's logs for why it refused GET /v1/agents")
+	}
+	return pass(CheckAuth, "token accepted (GET /v1/agents: %d agents known)", len(agents))
+}
+
+// ClockResult classifies the difference between this clock and the
+// control plane's.
+func ClockResult(skew time.Duration) CheckResult {
+	skew = skew.Abs()
+	switch {
+	case skew > ClockFailSkew:
+		return CheckFail
+	case skew > ClockWarnSkew:
+		return CheckWarn
+	}
+	return CheckPass
+}
+
+// clockCheck compares the Date of the control plane's answer with this
+// clock halfway through the request. Date has whole seconds, cut down: the
+// control plane's time was in [date, date+1s), and the skew is the least
+// that agrees with it.
+func clockCheck(a healthzAnswer) Check {
+	if a.date.IsZero() {
+		return Check{Name: CheckClock, Result: CheckWarn, Detail: "the control plane's answer has no Date header: the clocks cannot be compared",
+			Fix: "a proxy in between may drop it; check this clock with NTP (timedatectl status)"}
+	}
+	var skew time.Duration
+	switch {
+	case a.mid.Before(a.date):
+		skew = a.mid.Sub(a.date)
+	case a.mid.After(a.date.Add(time.Second)):
+		skew = a.mid.Sub(a.date.Add(time.Second))
+	}
+	skew = skew.Round(time.Second)
+	detail := "within 1s of the control plane's"
+	switch {
+	case skew > 0:
+		detail = fmt.Sprintf("%s ahead of the control plane's", skew)
+	case skew < 0:
+		detail = fmt.Sprintf("%s behind the control plane's", -skew)
+	}
+	c := Check{Name: CheckClock, Result: ClockResult(skew), Detail: "this clock is " + detail}
+	if c.Result != CheckPass {
+		c.Fix = fmt.Sprintf("synchronize this clock (timedatectl set-ntp true, or your NTP client); beyond %s leases and retry times go wrong", ClockFailSkew)
+	}
+	return c
+}

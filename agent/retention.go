@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/state"
+)
+
+// retentionInterval is how often the agent prunes, after once at start.
+const retentionInterval = time.Hour
+
+// trashPrefix names what a prune has taken away and not yet removed: a
+// task's logs and work directory are renamed to it at once (so that
+// nothing can find them half removed), then removed. A crash between the
+// two leaves them to the next prune. No task id starts with a dot.
+const trashPrefix = ".pruning-"
+
+// retention prunes what the agent no longer needs, under state.Retention's
+// rules: finished tasks, with their logs and work directories, after
+// Config.Retention or past Config.RetentionMaxBytes; and the outbox's dead
+// records once dead for Config.Retention. It runs at start, then every
+// retentionInterval.
+type retention struct {
+	layout   Layout
+	workRoot string // a task's work directory is workRoot/TASK_ID
+	store    *state.Store
+	outbox   *outbox.Outbox
+	rules    state.Retention
+	now      func() time.Time
+	log      *slog.Logger
+
+	// mu is held while a task is checked and taken away; busy, called
+	// with mu held, reports a task that must be left alone now (it runs,
+	// or reports of it wait in memory). The agent passes its own lock, the
+	// one that guards its running tasks, so that a task cannot start
+	// between the check and the removal.
+	mu   sync.Locker
+	busy func(taskID string) bool
+}
+
+// retention returns the agent's pruner.
+func (a *Agent) retention() *retention {
+	return &retention{layout: a.layout, workRoot: a.workDir(), store: a.store, outbox: a.outbox,
+		rules: state.Retention{MaxAge: a.cfg.Retention, MaxBytes: a.cfg.RetentionMaxBytes}, now: time.Now, log: a.log,
+		mu: &a.mu, busy: func(id string) bool { return a.running[id] != nil || a.held.holds(id) }}
+}
+
+// holds reports whether reports or the state of task id wait in memory.
+func (h *holdback) holds(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held[id] > 0 || h.tasks[id] != nil
+}
+
+// loop prunes now and every retentionInterval until ctx ends.
+func (r *retention) loop(ctx context.Context) {
+	tick := time.NewTicker(retentionInterval)
+	defer tick.Stop()
+	for {
+		r.prune(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// pruned says what one prune did.
+type pruned struct {
+	tasks      int
+	taskBytes  int64
+	deadPurged int
+}
+
+// prune applies the rules once.
+func (r *retention) prune(ctx context.Context) pruned {
+	var res pruned
+	now := r.now()
+	r.sweepTrash()
+	tasks, err := r.store.LoadAll()
+	if err != nil {
+		r.log.Warn("retention: some task files could not be read; those tasks are left alone", "err", err)
+	}
+	pending := r.outbox.PendingByTask()
+	var stored []state.Stored
+	for _, t := range tasks {
+		if !t.Phase.Terminal() {
+			continue // never pruned, and not counted: no need to measure
+		}
+		stored = append(stored, state.Stored{Task: t, Bytes: r.footprint(t.ID), Undelivered: pending[t.ID] > 0})
+	}
+	for _, p := range state.PlanPrune(stored, now, r.rules) {
+		if ctx.Err() != nil {
+			break
+		}
+		ok, err := r.remove(p)
+		switch {
+		case err != nil:
+			r.log.Warn("retention: task not pruned", "task", p.ID, "err", err)
+		case ok:
+			res.tasks++
+			res.taskBytes += p.Bytes
+			r.log.Debug("retention: task pruned", "task", p.ID, "why", p.Reason, "ended", p.EndedAt, "bytes", p.Bytes)
+		}
+	}
+	if res.tasks > 0 {
+		r.log.Info("retention: finished tasks pruned, with their logs and work directories", "tasks", res.tasks, "bytes", res.taskBytes,
+			"retention", r.rules.MaxAge, "max_bytes", r.rules.MaxBytes)
+	}
+	res.deadPurged = r.purgeDead(now)
+	return res
+}
+
+// purgeDead purges the outbox's records dead for longer than the
+// retention, then compacts, so that their bytes go and inspection does
+// not show them. It returns how many it purged.
+func (r *retention) purgeDead(now time.Time) int {
+	res, err := r.outbox.PurgeDead(now.Add(-r.rules.WithDefaults().MaxAge))
+	if err != nil {
+		r.log.Warn("retention: dead outbox records not purged", "err", err)
+		return 0
+	}
+	if res.Purged == 0 {
+		return 0
+	}
+	r.log.Info("retention: dead outbox records purged", "records", res.Purged, "bytes", res.Bytes, "dead_left", res.Kept)
+	if _, err := r.outbox.Compact(nil); err != nil {
+		r.log.Warn("retention: outbox not compacted after the purge; it compacts on its own later", "err", err)
+	}
+	return res.Purged
+}
+
+// remove takes task p away: its logs and work directory, then its state.
+// It reports false, leaving everything, when the task changed since the
+// plan (it runs again, a person retried it) or is busy.
+func (r *retention) remove(p state.Prune) (bool, error) {
+	var trash []string
+	r.mu.Lock()
+	ok, err := func() (bool, error) {
+		if r.busy(p.ID) {
+			return false, nil
+		}
+		t, err := r.store.Load(p.ID)
+		if err != nil || !t.Phase.Terminal() || !state.EndedAt(t).Equal(p.EndedAt) {
+			return false, nil
+		}
+		// Logs and work directory first, the state last: a crash between
+		// leaves the task to the next prune, never its files orphaned.
+		for _, dir := range []string{r.layout.Logs(p.ID), filepath.Join(r.workRoot, p.ID)} {
+			to := filepath.Join(filepath.Dir(dir), trashPrefix+p.ID)
+			if err := os.Rename(dir, to); err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				return false, err
+			}
+			trash = append(trash, to)
+		}
+		return true, r.store.Delete(p.ID)
+	}()
+	r.mu.Unlock()
+	for _, dir := range trash {
+		if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return ok && err == nil, err
+}
+
+// sweepTrash removes what a prune cut short by a crash had taken away.
+func (r *retention) sweepTrash() {
+	for _, root := range []string{filepath.Join(r.layout.Dir, "logs"), r.workRoot} {
+		entries, _ := os.ReadDir(root)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), trashPrefix) {
+				if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+					r.log.Warn("retention: leftover of a prune not removed", "path", filepath.Join(root, e.Name()), "err", err)
+				}
+			}
+		}
+	}
+}
+
+// footprint is what task id takes on disk: its state file, its logs and
+// its work directory. Links are counted as links, never followed.
+func (r *retention) footprint(id string) int64 {
+	var n int64
+	if info, err := os.Lstat(r.store.Path(id)); err == nil {
+		n += info.Size()
+	}
+	for _, dir := range []string{r.layout.Logs(id), filepath.Join(r.workRoot, id)} {
+		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // what cannot be read is not counted
+			}
+			if info, err := d.Info(); err == nil && !d.IsDir() {
+				n += info.Size()
+			}
+			return nil
+		})
+	}
+	return n
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Show the effective configuration, or check a config file",
+		Long: `Every setting of agent run is a flag (--max-concurrent), an environment
+variable (AGENT_MAX_CONCURRENT) and a key of the TOML config file
+(max-concurrent; the executor's settings in [executor] and its tables). The
+command line wins over the environment, which wins over the file, which wins
+over the default; the same for every command.
+
+The config file is --config FILE, else $AGENT_CONFIG, else
+~/.config/agent/agent.toml (/etc/agent/agent.toml for root) if it exists.
+agent run reloads it when it changes and on SIGHUP.`,
+	}
+	cmd.AddCommand(newConfigPrintCmd(), newConfigCheckCmd())
+	return cmd
+}
+
+func newConfigPrintCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "print",
+		Short: "Print agent run's effective configuration as TOML, with where each value came from",
+		Long: `print resolves agent run's settings exactly as agent run would (the same
+flags are accepted here) and prints them as a config file: every key, its
+value, and a comment saying where it came from (flag, env, file:line or
+default). The token is never printed, only where it comes from.`,
+		Example: `  agent config print
+  agent config print --config ./agent.toml --max-concurrent 4
+  agent config print > ~/.config/agent/agent.toml   # a complete file to edit`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return printConfig(cmd.OutOrStdout(), resolvedOf(cmd), cmd.Flags(), f.tokenFile)
+		},
+	}
+	f.bind(useSettings(cmd, agentSettings))
+	return cmd
+}
+
+func newConfigCheckCmd() *cobra.Command {
+	var controlPlane bool
+	cmd := &cobra.Command{
+		Use:   "check FILE",
+		Short: "Check a config file: every key known, every value of its type and allowed",
+		Example: `  agent config check ~/.config/agent/agent.toml
+  agent config check --controlplane cp.toml`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("%s takes one config file, got %d arguments", cmd.CommandPath(), len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t := agentSettings
+			if controlPlane {
+				t = controlPlaneSettings
+			}
+			c, err := readConfigFile(args[0], t)
+			if err != nil {
+				return fmt.Errorf("%v", err) // a bad file, not a bad command line: exit 1
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok, %d settings\n", args[0], len(c.values))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&controlPlane, "controlplane", false, "the file is agent controlplane serve's")
+	return cmd
+}
+
+// printConfig writes r's settings as a TOML config file, tables last, each
+// value with its origin.
+func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) error {
+	var b bytes.Buffer
+	fmt.Fprintln(&b, "# agent run's effective configuration: flags > environment > config file > defaults.")
+	fmt.Fprintln(&b, "# live: a reload (the file changes, or SIGHUP) applies it to new attempts; the rest need a restart.")
+	if r.file != "" {
+		fmt.Fprintf(&b, "# config file: %s\n", r.file)
+	} else {
+		fmt.Fprintln(&b, "# config file: none")
+	}
+	switch {
+	case tokenFile != "":
+		fmt.Fprintf(&b, "# token: read from token-file %s\n", tokenFile)
+	case strings.TrimSpace(os.Getenv("AGENT_TOKEN")) != "":
+		fmt.Fprintln(&b, "# token: from AGENT_TOKEN (not shown)")
+	default:
+		fmt.Fprintln(&b, "# token: none (give token-file or AGENT_TOKEN)")
+	}
+	// Keys at the top first, then each table under its header.
+	tables := []string{""}
+	byTable := map[string][]*setting{}
+	for _, s := range r.table.list {
+		if fs.Lookup(s.name) == nil {
+			continue
+		}
+		table, _ := splitKey(s.fileKey())
+		if _, ok := byTable[table]; !ok && table != "" {
+			tables = append(tables, table)
+		}
+		byTable[table] = append(byTable[table], s)
+	}
+	for _, table := range tables {
+		if table != "" {
+			fmt.Fprintf(&b, "\n[%s]\n", table)
+		} else {
+			fmt.Fprintln(&b)
+		}
+		for _, s := range byTable[table] {
+			_, key := splitKey(s.fileKey())
+			v := tomlValue(flagValue(fs, s))
+			if s.name == "control-plane" {
+				v = tomlValue(redactURL(flagValue(fs, s).(string)))
+			}
+			line := fmt.Sprintf("%s = %s", key, v)
+			live := ""
+			if s.live {
+				live = " · live"
+			}
+			fmt.Fprintf(&b, "%-44s # %s%s\n", line, r.origins[s.name], live)
+		}
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// splitKey splits "executor.codex.sandbox" into its table and its key.
+func splitKey(k string) (table, key string) {
+	if i := strings.LastIndexByte(k, '.'); i >= 0 {
+		return k[:i], k[i+1:]
+	}
+	return "", k
+}
+
+// tomlValue writes v as a TOML value.
+func tomlValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return tomlString(x)
+	case time.Duration, byteSize:
+		return tomlString(fmt.Sprint(x))
+	case []string:
+		q := make([]string, len(x))
+		for i, s := range x {
+			q[i] = tomlString(s)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	case []time.Duration:
+		q := make([]string, len(x))
+		for i, d := range x {
+			q[i] = tomlString(d.String())
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	return fmt.Sprint(v)
+}
+
+// tomlString quotes s as a TOML basic string (JSON's escapes are TOML's).
+func tomlString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// redactURL hides a password written into a URL.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	}
+	return u.String()
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// printed finds a key's line in `agent config print`: its value and origin.
+func printed(t *testing.T, out, key string) (value, origin string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` = (.*?)\s+# (.*)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no %s in:\n%s", key, out)
+	}
+	return m[1], strings.TrimSuffix(m[2], " · live")
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "agent.toml")
+	writeFile(t, file, `# an operator's file
+max-concurrent = 3
+models = ["file-a", "file-b"]
+token-file = "token"
+
+[executor]
+kind = "codex"
+kill-grace = "7s"
+
+[executor.codex]
+sandbox = "read-only"
+`)
+	for _, tc := range []struct {
+		name       string
+		env        []string
+		args       []string
+		wantValue  string
+		wantOrigin string
+	}{
+		{"default without a file", []string{"AGENT_CONFIG="}, nil, "2", "default"},
+		{"file over default", []string{"AGENT_CONFIG=" + file}, nil, "3", "file " + file + ":2"},
+		{"env over file", []string{"AGENT_CONFIG=" + file, "AGENT_MAX_CONCURRENT=4"}, nil, "4", "env AGENT_MAX_CONCURRENT"},
+		{"flag over env", []string{"AGENT_CONFIG=" + file, "AGENT_MAX_CONCURRENT=4"}, []string{"--max-concurrent", "5"}, "5", "flag --max-concurrent"},
+		{"--config over AGENT_CONFIG", []string{"AGENT_CONFIG=/nonexistent.toml"}, []string{"--config", file}, "3", "file " + file + ":2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runAgentEnv(t, tc.env, append([]string{"config", "print"}, tc.args...)...)
+			if r.code != 0 {
+				t.Fatalf("config print: %+v", r)
+			}
+			v, o := printed(t, r.stdout, "max-concurrent")
+			if v != tc.wantValue || o != tc.wantOrigin {
+				t.Errorf("max-concurrent = %s from %q, want %s from %q", v, o, tc.wantValue, tc.wantOrigin)
+			}
+		})
+	}
+
+	r := runAgentEnv(t, []string{"AGENT_CONFIG=" + file, "AGENT_EXECUTOR_ARG=--x"}, "config", "print")
+	for _, want := range []struct{ key, value, origin string }{
+		{"models", `["file-a", "file-b"]`, "file " + file + ":3"},
+		{"kind", `"codex"`, "file " + file + ":7"},
+		{"kill-grace", `"7s"`, "file " + file + ":8"},
+		{"sandbox", `"read-only"`, "file " + file + ":11"},
+		// A relative path in the file is relative to the file.
+		{"token-file", tomlString(filepath.Join(dir, "token")), "file " + file + ":4"},
+		{"args", `["--x"]`, "env AGENT_EXECUTOR_ARG"},
+	} {
+		if v, o := printed(t, r.stdout, want.key); v != want.value || o != want.origin {
+			t.Errorf("%s = %s from %q, want %s from %q", want.key, v, o, want.value, want.origin)
+		}
+	}
+}
+
+// The printed configuration is itself a valid config file that gives the
+// same values, and it never shows the token.
+func TestConfigPrintIsAConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"AGENT_CONFIG=", "AGENT_TOKEN=s3cret-token-value", "AGENT_MODELS=m1,m2", "AGENT_CONTROL_PLANE=https://ops:hunter2@cp.example.com"}
+	r := runAgentEnv(t, env, "config", "print", "--attempt-timeout", "10m,20m", "--claude-allowed-tools", "Bash,Write")
+	if r.code != 0 {
+		t.Fatalf("config print: %+v", r)
+	}
+	for _, secret := range []string{"s3cret-token-value", "hunter2"} {
+		if strings.Contains(r.stdout+r.stderr, secret) {
+			t.Fatalf("config print shows a secret %q:\n%s", secret, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "# token: from AGENT_TOKEN (not shown)") {
+		t.Errorf("config print does not say where the token comes from:\n%s", r.stdout)
+	}
+	file := filepath.Join(dir, "printed.toml")
+	writeFile(t, file, r.stdout)
+	if c := runAgentEnv(t, nil, "config", "check", file); c.code != 0 || !strings.Contains(c.stdout, "ok") {
+		t.Fatalf("config check of the printed file: %+v", c)
+	}
+	again := runAgentEnv(t, []string{"AGENT_CONFIG=" + file}, "config", "print")
+	for _, key := range []string{"models", "attempt-timeout", "allowed-tools", "max-concurrent", "data-dir", "kind"} {
+		v1, _ := printed(t, r.stdout, key)
+		v2, o := printed(t, again.stdout, key)
+		if v1 != v2 || !strings.HasPrefix(o, "file "+file+":") {
+			t.Errorf("%s: printed %s, read back %s from %q", key, v1, v2, o)
+		}
+	}
+}
+
+func TestConfigErrorsNameFileLineAndKey(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, text, want string
+	}{
+		{"unknown key", "max-concurrent = 2\nmax-concurent = 3\n", `:2: unknown key "max-concurent"; did you mean "max-concurrent"?`},
+		{"flag name in the wrong table", "[executor]\ncodex-sandbox = \"read-only\"\n", `:2: unknown key "executor.codex-sandbox"`},
+		{"scalar for a table", "executor = \"codex\"\n", `:1: unknown key "executor"; did you mean "executor.kind"?`},
+		{"wrong type", "\n\nmax-concurrent = \"two\"\n", `:3: max-concurrent: want an integer, got the string "two"`},
+		{"not allowed", "[executor]\nkind = \"codex\"\napproval = \"sometimes\"\n", `:3: executor.approval = "sometimes": want never, accept, decline or ask`},
+		{"below the minimum", "max-concurrent = 0\n", `:1: max-concurrent = 0: want at least 1`},
+		{"bad duration", "[executor]\nkill-grace = 5\n", `:2: executor.kill-grace: want a duration string such as "30s" or "5m", got the integer 5`},
+		{"not TOML", "models = [\"a\",\n", `:1: toml:`},
+		{"unknown table", "[executr]\nkind = \"codex\"\n", `:2: unknown key "executr.kind"; did you mean "executor.kind"?`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".toml")
+			writeFile(t, file, tc.text)
+			// agent run refuses it as a configuration error: exit 2, so a
+			// service manager does not restart it in a loop.
+			r := runAgentEnv(t, nil, "run", "--config", file, "--control-plane", "http://127.0.0.1:1", "--data-dir", filepath.Join(dir, "data"))
+			wantOneLineError(t, r, 2, "config "+file+tc.want)
+			// Any command taking settings reads the same file.
+			r = runAgentEnv(t, []string{"AGENT_CONFIG=" + file}, "tasks", "ls", "--data-dir", filepath.Join(dir, "data"))
+			wantOneLineError(t, r, 2, "config "+file+tc.want)
+			// config check says the same, exit 1: the command was right,
+			// the file is not.
+			r = runAgentEnv(t, nil, "config", "check", file)
+			wantOneLineError(t, r, 1, "config "+file+tc.want)
+		})
+	}
+	t.Run("missing file named", func(t *testing.T) {
+		r := runAgentEnv(t, nil, "config", "print", "--config", filepath.Join(dir, "nope.toml"))
+		wantOneLineError(t, r, 2, "no such file")
+	})
+	t.Run("bad environment value", func(t *testing.T) {
+		r := runAgentEnv(t, []string{"AGENT_CONFIG=", "AGENT_MAX_CONCURRENT=lots"}, "config", "print")
+		wantOneLineError(t, r, 2, `AGENT_MAX_CONCURRENT="lots"`)
+		r = runAgentEnv(t, []string{"AGENT_CONFIG=", "AGENT_LOG_LEVEL=loud"}, "config", "print")
+		wantOneLineError(t, r, 2, `AGENT_LOG_LEVEL: "loud": want debug, info, warn or error`)
+	})
+}
+
+// The data directory from the config file serves every command: the
+// outbox commands find the outbox there.
+func TestConfigDataDirServesEveryCommand(t *testing.T) {
+	dataDir := seedOutbox(t)
+	file := filepath.Join(t.TempDir(), "agent.toml")
+	writeFile(t, file, "data-dir = "+tomlString(dataDir)+"\n")
+	r := runAgentEnv(t, []string{"AGENT_CONFIG=" + file}, "outbox", "stats", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"pending"`) {
+		t.Fatalf("outbox stats with the data dir from the file: %+v", r)
+	}
+	r = runAgentEnv(t, []string{"AGENT_CONFIG=" + file, "AGENT_DATA_DIR=" + filepath.Join(t.TempDir(), "empty")}, "outbox", "stats")
+	wantOneLineError(t, r, 1, "no outbox in data directory")
+}
+
+// A running agent follows its config file: a live setting applies, a bad
+// edit keeps the running configuration and says why, a setting that needs
+// a restart is reported, and SIGHUP reloads too.
+func TestConfigReload(t *testing.T) {
+	dir := t.TempDir()
+	c := startCP(t, freeAddr(t), filepath.Join(dir, "cp"))
+	file := filepath.Join(dir, "agent.toml")
+	writeFile(t, file, "max-concurrent = 1\n")
+	a := startAgentProc(t, c, filepath.Join(dir, "agent"), "--config", file, "--log-level", "debug")
+	capacity := func() int {
+		agents, err := c.client.Agents(context.Background())
+		if err != nil || len(agents) == 0 {
+			return 0
+		}
+		return agents[0].Capacity.Max
+	}
+	waitFor(t, time.Minute, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
+
+	// An editor's save: a new file renamed over the old one.
+	replace := func(text string) {
+		tmp := file + ".swp"
+		writeFile(t, tmp, text)
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace("max-concurrent = 3\n")
+	waitFor(t, time.Minute, "capacity 3 after the edit", func() bool { return capacity() == 3 })
+	if !strings.Contains(a.output(), `"applied":["max-concurrent"]`) {
+		t.Errorf("the reload is not logged with what it applied:\n%s", tail(a.output(), 3000))
+	}
+
+	replace("max-concurrent = \"many\"\n")
+	waitFor(t, time.Minute, "the bad edit to be refused", func() bool {
+		return strings.Contains(a.output(), `max-concurrent: want an integer, got the string \"many\"`)
+	})
+	if !strings.Contains(a.output(), "config not reloaded; the running configuration stays") {
+		t.Errorf("a refused reload does not say the running configuration stays:\n%s", tail(a.output(), 3000))
+	}
+
+	// Written in place, without the watcher's help: SIGHUP.
+	writeFile(t, file, "max-concurrent = 2\nagent-id = \"renamed\"\n")
+	a.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, time.Minute, "capacity 2 after SIGHUP", func() bool { return capacity() == 2 })
+	waitFor(t, time.Minute, "the restart-only setting to be reported", func() bool {
+		return strings.Contains(a.output(), `"msg":"config changed a setting that needs a restart to apply","setting":"agent-id"`)
+	})
+	if a.stop() != 0 {
+		t.Fatalf("agent exit code != 0:\n%s", tail(a.output(), 3000))
+	}
+	if agents, _ := c.client.Agents(context.Background()); len(agents) != 1 || agents[0].AgentID == "renamed" {
+		t.Errorf("agent id changed without a restart: %+v", agents)
+	}
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/agent"
+)
+
+func newDoctorCmd() *cobra.Command {
+	var (
+		f       runFlags
+		asJSON  bool
+		timeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check what agent run would use: config, token, data directory, executor, control plane (exit 1 on a failure)",
+		Long: `doctor takes agent run's settings (the same flags, environment and config
+file) and checks, without running the agent or changing anything:
+
+  config         the config file read, every key known, every value valid
+  token          given (token-file or AGENT_TOKEN; never shown), its file 0600
+  data-dir       exists or can be made, yours, mode 0700
+  lock           free, or held by the running agent (its pid)
+  outbox         no corrupt lines, torn tail, dead or long-pending records
+  disk           free space on the data directory's file system
+  executor       the binary found and executable; a CLI's version against
+                 the one the agent is tested with
+  control-plane  the URL valid, GET /healthz answers
+  auth           the control plane accepts the token (GET /v1/agents)
+  clock          this clock against the Date of the control plane's answer
+
+Each check passes, warns or fails, with a fix under the table for each
+warning and failure. A bad config file is a failed check, and the other
+checks go on with the flags, the environment and the defaults. doctor exits
+1 if any check failed, 0 otherwise (warnings too).`,
+		Example: `  agent doctor
+  agent doctor --config /etc/agent/agent.toml
+  agent doctor --json | jq '.[] | select(.result == "fail")'`,
+		Args: noArgs,
+		// A bad config file is one of the checks, not a reason not to run.
+		Annotations: map[string]string{resolvesOwnSettings: "doctor"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts := doctorOptions(cmd, &f)
+			opts.Timeout = timeout
+			checks := agent.Doctor(cmd.Context(), opts)
+			out := cmd.OutOrStdout()
+			var err error
+			if asJSON {
+				err = writeJSON(out, checks)
+			} else {
+				err = printChecks(out, checks, colorful(out))
+			}
+			if err != nil {
+				return err
+			}
+			if agent.Failed(checks) {
+				return exitCode(1)
+			}
+			return nil
+		},
+	}
+	f.bind(useSettings(cmd, agentSettings))
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print the checks as a JSON array of {"check", "result", "detail", "fix"}`)
+	cmd.Flags().DurationVar(&timeout, "timeout", agent.DefaultDoctorTimeout, "bound on each request to the control plane and on the executor's --version")
+	return cmd
+}
+
+// doctorOptions resolves agent run's settings as the root command would,
+// but keeps going when they are wrong: a bad config file is dropped (the
+// flags and the environment still apply) and its error becomes a check.
+func doctorOptions(cmd *cobra.Command, f *runFlags) agent.DoctorOptions {
+	t, fs := agentSettings, cmd.Flags()
+	path, err := t.configPath(fs)
+	if err == nil {
+		_, err = t.resolve(fs, path, os.LookupEnv)
+	}
+	if err != nil && path != "" {
+		t.resolve(fs, "", os.LookupEnv) // without the file; what still fails keeps its default
+	}
+	o := agent.DoctorOptions{ConfigFile: path, ConfigErr: err, TokenFile: f.tokenFile, DataDir: f.dataDir,
+		ExecutorKind: f.executor.kind, ControlPlane: f.controlPlane, Insecure: f.insecure, Version: agentVersion()}
+	o.Token, o.TokenErr = readToken(f.tokenFile)
+	o.Executor, o.ExecutorErr = f.executor.build()
+	return o
+}
+
+// colorful tells whether to color the results: on a terminal, unless
+// NO_COLOR is set.
+func colorful(w io.Writer) bool { return os.Getenv("NO_COLOR") == "" && isTerminal(w) }
+
+// resultColor is the SGR color of each result.
+var resultColor = map[agent.CheckResult]string{agent.CheckPass: "32", agent.CheckWarn: "33", agent.CheckFail: "31", agent.CheckSkip: "90"}
+
+// printChecks writes the checks as a table, then the fixes of those that
+// warned or failed, then a summary line.
+func printChecks(w io.Writer, checks []agent.Check, color bool) error {
+	nameWidth := len("CHECK")
+	for _, c := range checks {
+		nameWidth = max(nameWidth, len(c.Name))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-*s  %-6s  %s\n", nameWidth, "CHECK", "RESULT", "DETAIL")
+	count := map[agent.CheckResult]int{}
+	var fixes []agent.Check
+	for _, c := range checks {
+		count[c.Result]++
+		result := fmt.Sprintf("%-6s", c.Result) // padded before coloring, so the columns stay aligned
+		if color {
+			result = "\x1b[" + resultColor[c.Result] + "m" + result + "\x1b[0m"
+		}
+		fmt.Fprintf(&b, "%-*s  %s  %s\n", nameWidth, c.Name, result, visible(c.Detail))
+		if c.Fix != "" {
+			fixes = append(fixes, c)
+		}
+	}
+	if len(fixes) > 0 {
+		b.WriteString("\nto fix:\n")
+		for _, c := range fixes {
+			fmt.Fprintf(&b, "  %-*s  %s\n", nameWidth, c.Name, visible(c.Fix))
+		}
+	}
+	b.WriteString("\n")
+	switch {
+	case count[agent.CheckFail] > 0:
+		fmt.Fprintf(&b, "%d of %d checks failed, %d warned\n", count[agent.CheckFail], len(checks), count[agent.CheckWarn])
+	case count[agent.CheckWarn] > 0:
+		fmt.Fprintf(&b, "no check failed; %d warned\n", count[agent.CheckWarn])
+	default:
+		fmt.Fprintf(&b, "all %d checks passed\n", count[agent.CheckPass])
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/agent"
+)
+
+// doctorChecks runs agent doctor --json and returns its exit code and
+// checks by name, in order.
+func doctorChecks(t *testing.T, env []string, args ...string) (int, []agent.Check) {
+	t.Helper()
+	r := runAgentEnv(t, env, append([]string{"doctor", "--json", "--timeout", "5m"}, args...)...)
+	var checks []agent.Check
+	if err := json.Unmarshal([]byte(r.stdout), &checks); err != nil {
+		t.Fatalf("doctor --json: %v: %+v", err, r)
+	}
+	if r.stderr != "" {
+		t.Errorf("doctor wrote on stderr: %q", r.stderr)
+	}
+	want := []agent.CheckName{agent.CheckConfig, agent.CheckToken, agent.CheckDataDir, agent.CheckLock, agent.CheckOutbox,
+		agent.CheckDisk, agent.CheckExecutor, agent.CheckControlPlane, agent.CheckAuth, agent.CheckClock}
+	if len(checks) != len(want) {
+		t.Fatalf("%d checks, want %d: %+v", len(checks), len(want), checks)
+	}
+	for i, c := range checks {
+		if c.Name != want[i] {
+			t.Errorf("check %d is %s, want %s", i, c.Name, want[i])
+		}
+	}
+	return r.code, checks
+}
+
+func findCheck(checks []agent.Check, name agent.CheckName) agent.Check {
+	for _, c := range checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return agent.Check{}
+}
+
+// privateDir is a directory of the test's with mode 0700 (t.TempDir's
+// own directories follow the umask).
+func privateDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	must(t, os.Mkdir(dir, 0o700))
+	return dir
+}
+
+func TestDoctorHealthy(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := filepath.Join(t.TempDir(), "data") // agent run makes it
+	args := []string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir, "--executor", "sample"}
+	allPass := func(t *testing.T, checks []agent.Check) {
+		t.Helper()
+		for _, ch := range checks {
+			if ch.Result != agent.CheckPass || ch.Fix != "" {
+				t.Errorf("%s: %s %q (fix %q), want a pass", ch.Name, ch.Result, ch.Detail, ch.Fix)
+			}
+		}
+	}
+	code, checks := doctorChecks(t, nil, args...)
+	if code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	allPass(t, checks)
+	for name, detail := range map[agent.CheckName]string{
+		agent.CheckToken:    "from " + c.tokenFile + " (mode 0600, not shown)",
+		agent.CheckDataDir:  "does not exist yet",
+		agent.CheckExecutor: "sample: exec (",
+		agent.CheckAuth:     "token accepted",
+		agent.CheckClock:    "within 1s",
+	} {
+		if got := findCheck(checks, name).Detail; !strings.Contains(got, detail) {
+			t.Errorf("%s: %q does not say %q", name, got, detail)
+		}
+	}
+	tok, err := os.ReadFile(c.tokenFile)
+	must(t, err)
+
+	// The table, for people.
+	r := runAgent(t, append([]string{"doctor", "--timeout", "5m"}, args...)...)
+	if r.code != 0 || r.stderr != "" || !regexp.MustCompile(`(?m)^CHECK\s+RESULT\s+DETAIL$`).MatchString(r.stdout) ||
+		!strings.Contains(r.stdout, "all 10 checks passed") || strings.Contains(r.stdout, "to fix:") {
+		t.Errorf("doctor: %+v", r)
+	}
+	if strings.Contains(r.stdout, strings.TrimSpace(string(tok))) {
+		t.Error("doctor printed the token")
+	}
+
+	// An agent running on the data directory holds the lock: a pass that
+	// names it, and doctor leaves it running.
+	a := startAgentProc(t, c, dataDir)
+	pidFile := filepath.Join(dataDir, "agent.pid")
+	waitFor(t, time.Minute, "the agent's pid file", func() bool { _, err := os.Stat(pidFile); return err == nil })
+	code, checks = doctorChecks(t, nil, args...)
+	if code != 0 {
+		t.Errorf("with the agent running: exit %d, want 0", code)
+	}
+	allPass(t, checks)
+	if got, want := findCheck(checks, agent.CheckLock).Detail, "agent running, pid "+strconv.Itoa(a.cmd.Process.Pid); !strings.Contains(got, want) {
+		t.Errorf("lock: %q, want %q", got, want)
+	}
+	if got := findCheck(checks, agent.CheckDataDir).Detail; !strings.Contains(got, "mode 0700, yours") {
+		t.Errorf("data-dir: %q", got)
+	}
+	select {
+	case <-a.done:
+		t.Fatalf("the agent stopped after doctor ran: %s", a.output())
+	default:
+	}
+	if code := a.stop(); code != 0 {
+		t.Errorf("the agent exited %d after doctor ran", code)
+	}
+}
+
+func TestDoctorFindsWhatIsBroken(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	for _, tc := range []struct {
+		name string
+		// setup returns the flags that break it, given the healthy ones'
+		// data directory and token file.
+		setup        func(t *testing.T, dataDir, tokenFile string) []string
+		failing      agent.CheckName
+		detail, fix  string
+		skipped      []agent.CheckName
+		stillPassing []agent.CheckName
+	}{
+		{name: "wrong token", failing: agent.CheckAuth, detail: "refused the token (401 Unauthorized)", fix: "put the control plane's token in",
+			setup: func(t *testing.T, _, _ string) []string {
+				bad := filepath.Join(privateDir(t), "token")
+				writeFile(t, bad, "not-the-token\n")
+				return []string{"--token-file", bad}
+			}},
+		{name: "control plane down", failing: agent.CheckControlPlane, detail: "connection refused", fix: "start the control plane",
+			skipped: []agent.CheckName{agent.CheckAuth, agent.CheckClock},
+			setup: func(t *testing.T, _, _ string) []string {
+				return []string{"--control-plane", "http://" + freeAddr(t)}
+			}},
+		{name: "data dir 0755", failing: agent.CheckDataDir, detail: "is open to others (mode 0755)", fix: "chmod 700 ",
+			setup: func(t *testing.T, dataDir, _ string) []string {
+				must(t, os.Chmod(dataDir, 0o755))
+				return nil
+			}},
+		{name: "executor missing", failing: agent.CheckExecutor, detail: "executor not found: /nonexistent/codex",
+			fix: "npm install -g @openai/codex@0.169.0, or give --executor-bin",
+			setup: func(t *testing.T, _, _ string) []string {
+				return []string{"--executor", "codex", "--executor-bin", "/nonexistent/codex"}
+			}},
+		{name: "token file 0644", failing: agent.CheckToken, detail: "readable by every user (mode 0644)", fix: "chmod 600 ",
+			stillPassing: []agent.CheckName{agent.CheckAuth},
+			setup: func(t *testing.T, _, tokenFile string) []string {
+				open := filepath.Join(privateDir(t), "token")
+				b, err := os.ReadFile(tokenFile)
+				must(t, err)
+				writeFile(t, open, string(b))
+				must(t, os.Chmod(open, 0o644))
+				return []string{"--token-file", open}
+			}},
+		{name: "bad config file", failing: agent.CheckConfig, detail: `agent.toml:2: unknown key "max-concurent"; did you mean "max-concurrent"?`,
+			fix:          "agent config check ",
+			stillPassing: []agent.CheckName{agent.CheckControlPlane, agent.CheckAuth, agent.CheckExecutor, agent.CheckDataDir},
+			setup: func(t *testing.T, _, _ string) []string {
+				file := filepath.Join(privateDir(t), "agent.toml")
+				writeFile(t, file, "max-retries = 1\nmax-concurent = 3\n")
+				return []string{"--config", file}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir := privateDir(t)
+			args := append([]string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir, "--executor", "sample"},
+				tc.setup(t, dataDir, c.tokenFile)...)
+			code, checks := doctorChecks(t, nil, args...)
+			if code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			}
+			for _, ch := range checks {
+				switch {
+				case ch.Name == tc.failing:
+					if ch.Result != agent.CheckFail || !strings.Contains(ch.Detail, tc.detail) || !strings.Contains(ch.Fix, tc.fix) {
+						t.Errorf("%s: %s %q (fix %q), want a failure saying %q (fix %q)", ch.Name, ch.Result, ch.Detail, ch.Fix, tc.detail, tc.fix)
+					}
+				case ch.Result == agent.CheckFail:
+					t.Errorf("%s fails too: %q", ch.Name, ch.Detail)
+				}
+			}
+			for _, name := range tc.skipped {
+				if ch := findCheck(checks, name); ch.Result != agent.CheckSkip {
+					t.Errorf("%s: %s %q, want it skipped", name, ch.Result, ch.Detail)
+				}
+			}
+			for _, name := range tc.stillPassing {
+				if ch := findCheck(checks, name); ch.Result != agent.CheckPass {
+					t.Errorf("%s: %s %q, want it still checked and passing", name, ch.Result, ch.Detail)
+				}
+			}
+
+			// The table says the same, with the fix under it.
+			r := runAgent(t, append([]string{"doctor", "--timeout", "5m"}, args...)...)
+			fixLine := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(string(tc.failing)) + `\s+.*` + regexp.QuoteMeta(tc.fix))
+			if r.code != 1 || r.stderr != "" || !strings.Contains(r.stdout, "\nto fix:\n") || !fixLine.MatchString(r.stdout) ||
+				!strings.Contains(r.stdout, "1 of 10 checks failed") {
+				t.Errorf("doctor: exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
+			}
+		})
+	}
+}
+
+// What doctor prints of paths and answers goes through visible(): an
+// escape sequence in a data directory's name is shown, not obeyed.
+func TestDoctorEscapesUntrustedText(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "evil\x1b[2Jdir")
+	must(t, os.Mkdir(dataDir, 0o755))
+	r := runAgent(t, "doctor", "--data-dir", dataDir, "--executor", "sample")
+	if r.code != 1 || strings.ContainsRune(r.stdout, 0x1b) || !strings.Contains(r.stdout, `evil\x1b[2Jdir`) {
+		t.Errorf("doctor: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// On a terminal the results are colored, padded first so that the
+// columns stay aligned.
+func TestPrintChecksColorKeepsColumns(t *testing.T) {
+	checks := []agent.Check{
+		{Name: agent.CheckConfig, Result: agent.CheckPass, Detail: "fine"},
+		{Name: agent.CheckControlPlane, Result: agent.CheckFail, Detail: "down", Fix: "start it"},
+		{Name: agent.CheckClock, Result: agent.CheckSkip, Detail: "not asked"},
+	}
+	var plain, color strings.Builder
+	must(t, printChecks(&plain, checks, false))
+	must(t, printChecks(&color, checks, true))
+	sgr := regexp.MustCompile(`\x1b\[[0-9]*m`)
+	if !strings.Contains(color.String(), "\x1b[31mfail  \x1b[0m") {
+		t.Errorf("no red fail in %q", color.String())
+	}
+	if got := sgr.ReplaceAllString(color.String(), ""); got != plain.String() {
+		t.Errorf("colored table without its colors:\n%s\nplain:\n%s", got, plain.String())
+	}
+	want := "CHECK          RESULT  DETAIL\n" +
+		"config         pass    fine\n" +
+		"control-plane  fail    down\n" +
+		"clock          skip    not asked\n" +
+		"\nto fix:\n" +
+		"  control-plane  start it\n" +
+		"\n1 of 3 checks failed, 0 warned\n"
+	if plain.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", plain.String(), want)
+	}
+}

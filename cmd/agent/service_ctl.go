@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"runtime"
+	"strings"
+)
+
+// ctlCall is one run of systemctl or launchctl: its argv.
+type ctlCall []string
+
+func (c ctlCall) String() string { return strings.Join(c, " ") }
+
+// ctlStep is a call in a sequence; one that mayFail (unloading a job that
+// is not loaded) does not stop the others.
+type ctlStep struct {
+	call    ctlCall
+	mayFail bool
+}
+
+// runCtl runs call and returns its output. It is the one way the service
+// commands reach systemctl and launchctl, found on PATH (so a test can put
+// a fake one first). A failure is one line naming the command and saying
+// what the tool said.
+func runCtl(ctx context.Context, call ctlCall) (string, error) {
+	if call[0] == "launchctl" && runtime.GOOS != "darwin" {
+		return "", fmt.Errorf("%s: launchctl runs only on macOS; here, use --manager systemd (agent service print --manager launchd shows the plist)", call)
+	}
+	cmd := exec.CommandContext(ctx, call[0], call[1:]...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if errors.Is(err, exec.ErrNotFound) {
+		return "", fmt.Errorf("%s: %s is not on PATH; is %s this system's service manager? (--no-start prints the commands instead)", call, call[0], strings.TrimSuffix(call[0], "ctl"))
+	}
+	if err != nil {
+		said := strings.TrimSpace(errb.String())
+		if said == "" {
+			said = strings.TrimSpace(out.String())
+		}
+		if said == "" {
+			said = err.Error()
+		}
+		return out.String(), fmt.Errorf("%s: %s", call, oneLine(said))
+	}
+	return out.String(), nil
+}
+
+// canRunCtl refuses, before anything is written, a command that would need
+// launchctl where there is none.
+func (t serviceTarget) canRunCtl() error {
+	if t.manager == launchd && runtime.GOOS != "darwin" {
+		return fmt.Errorf("launchd runs only on macOS; here, use --manager systemd (agent service print --manager launchd shows the plist)")
+	}
+	return nil
+}
+
+// installSteps load and start the service once its file is written. A
+// reinstall restarts a running service so that it takes the new file.
+func (t serviceTarget) installSteps(reinstall bool) []ctlStep {
+	if t.manager == launchd {
+		steps := []ctlStep{}
+		if reinstall {
+			steps = append(steps, ctlStep{ctlCall{"launchctl", "bootout", t.launchdService()}, true})
+		}
+		return append(steps,
+			ctlStep{call: ctlCall{"launchctl", "enable", t.launchdService()}},
+			ctlStep{call: ctlCall{"launchctl", "bootstrap", t.launchdDomain(), t.file()}})
+	}
+	steps := []ctlStep{{call: t.systemctl("daemon-reload")}}
+	if reinstall {
+		steps = append(steps, ctlStep{call: t.systemctl("try-restart", serviceName)})
+	}
+	return append(steps, ctlStep{call: t.systemctl("enable", "--now", serviceName)})
+}
+
+// unloadSteps stop and unload the service before its file is removed;
+// forgetSteps run after.
+func (t serviceTarget) unloadSteps() []ctlStep {
+	if t.manager == launchd {
+		return []ctlStep{{ctlCall{"launchctl", "bootout", t.launchdService()}, true}}
+	}
+	return []ctlStep{{call: t.systemctl("disable", "--now", serviceName)}}
+}
+
+func (t serviceTarget) forgetSteps() []ctlStep {
+	if t.manager == launchd {
+		return nil
+	}
+	return []ctlStep{{call: t.systemctl("daemon-reload")}}
+}
+
+func (t serviceTarget) startCall() ctlCall {
+	if t.manager == launchd {
+		return ctlCall{"launchctl", "kickstart", t.launchdService()}
+	}
+	return t.systemctl("start", serviceName)
+}
+
+// stopCall drains the agent (SIGTERM); it exits 0, so neither manager
+// restarts it.
+func (t serviceTarget) stopCall() ctlCall {
+	if t.manager == launchd {
+		return ctlCall{"launchctl", "kill", "SIGTERM", t.launchdService()}
+	}
+	return t.systemctl("stop", serviceName)
+}
+
+// showCall asks the manager for the service's state.
+func (t serviceTarget) showCall() ctlCall {
+	if t.manager == launchd {
+		return ctlCall{"launchctl", "print", t.launchdService()}
+	}
+	return t.systemctl("show", serviceName, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,StatusText")
+}
+
+// runSteps runs steps in order, saying each on w; the first failure that
+// may not fail ends it.
+func runSteps(ctx context.Context, w io.Writer, steps []ctlStep) error {
+	for _, s := range steps {
+		fmt.Fprintf(w, "running: %s\n", s.call)
+		if _, err := runCtl(ctx, s.call); err != nil && !s.mayFail {
+			return err
+		}
+	}
+	return nil
+}
+
+// printSteps says the commands without running them.
+func printSteps(w io.Writer, steps []ctlStep) {
+	for _, s := range steps {
+		fmt.Fprintf(w, "  %s\n", s.call)
+	}
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+)
+
+// render is the service file for the target's manager.
+func (s serviceSpec) render() string {
+	if s.manager == launchd {
+		return s.launchdPlist()
+	}
+	return s.systemdUnit()
+}
+
+// specForCmd makes the spec from the command's flags and agent run's
+// flags after --.
+func specForCmd(f *serviceFlags, noSandbox bool, args []string) (serviceSpec, error) {
+	t, err := f.target()
+	if err != nil {
+		return serviceSpec{}, err
+	}
+	env := map[string]string{}
+	if t.manager == systemd {
+		if env, err = readEnvFile(t.envFile()); err != nil {
+			return serviceSpec{}, err
+		}
+	}
+	spec, err := specFrom(args, t, env)
+	spec.sandbox = !noSandbox
+	return spec, err
+}
+
+const runFlagsExample = `  agent service install -- --control-plane https://cp.example.com --token-file ~/.config/agent/token --executor codex
+  sudo agent service install --system --run-as builder -- --control-plane https://cp.example.com --token-file /etc/agent/token`
+
+func newServicePrintCmd() *cobra.Command {
+	var (
+		f         serviceFlags
+		noSandbox bool
+	)
+	cmd := &cobra.Command{
+		Use:     "print [--system] [--manager systemd|launchd] -- RUN-FLAGS...",
+		Short:   "Print the systemd unit (launchd plist) service install would write",
+		Example: `  agent service print -- --control-plane https://cp.example.com --token-file /etc/agent/token --executor sample`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec, err := specForCmd(&f, noSandbox, args)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), spec.render())
+			return nil
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out")
+	return cmd
+}
+
+func newServiceInstallCmd() *cobra.Command {
+	var (
+		f                          serviceFlags
+		noSandbox, noStart, dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   "install [--system] [--no-start] [--dry-run] -- RUN-FLAGS...",
+		Short: "Install the service running agent run with RUN-FLAGS, and start it",
+		Long: `install writes the unit (the plist on macOS) running agent run with the flags
+given after --, every path made absolute, creates the environment file
+(~/.config/agent/agent.env, 0600; /etc/agent/agent.env for --system) and the
+data directory if missing, then enables and starts the service. Installing
+again replaces the unit and restarts a running service.`,
+		Example: runFlagsExample,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec, err := specForCmd(&f, noSandbox, args)
+			if err != nil {
+				return err
+			}
+			if !dryRun && !noStart {
+				if err := spec.canRunCtl(); err != nil {
+					return err
+				}
+			}
+			return installService(cmd, spec, noStart, dryRun)
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out (see the README for what it allows)")
+	cmd.Flags().BoolVar(&noStart, "no-start", false, "write the files, print the commands that would load and start the service")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: print the file and the commands")
+	return cmd
+}
+
+func installService(cmd *cobra.Command, spec serviceSpec, noStart, dryRun bool) error {
+	w := cmd.OutOrStdout()
+	path, text := spec.file(), spec.render()
+	_, err := os.Stat(path)
+	steps := spec.installSteps(err == nil)
+	if dryRun {
+		fmt.Fprintf(w, "would write %s:\n%s", path, text)
+		if spec.manager == systemd {
+			fmt.Fprintf(w, "would create %s (0600) if missing\n", spec.envFile())
+		}
+		fmt.Fprintf(w, "would create the data directory %s (0700) if missing\nwould run:\n", spec.dataDir)
+		printSteps(w, steps)
+		return nil
+	}
+	if err := spec.makeDirs(); err != nil {
+		return err
+	}
+	if spec.manager == systemd {
+		created, err := ensureEnvFile(spec.envFile())
+		if err != nil {
+			return err
+		}
+		if created {
+			fmt.Fprintf(w, "created %s (0600): secrets such as AGENT_TOKEN or ANTHROPIC_API_KEY go there\n", spec.envFile())
+		} else if st, err := os.Stat(spec.envFile()); err == nil && st.Mode().Perm()&0o077 != 0 {
+			cmd.PrintErrf("agent: warning: %s is readable by others (%#o); it holds secrets: chmod 600 it\n", spec.envFile(), st.Mode().Perm())
+		}
+	}
+	if err := writeServiceFile(path, text); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "wrote %s\n", path)
+	if noStart {
+		fmt.Fprintln(w, "load and start it with:")
+		printSteps(w, steps)
+		return nil
+	}
+	if err := runSteps(cmd.Context(), w, steps); err != nil {
+		return err
+	}
+	printWhere(w, spec.serviceTarget, spec.dataDir)
+	return nil
+}
+
+// printWhere says where the service's data and logs are.
+func printWhere(w io.Writer, t serviceTarget, dataDir string) {
+	fmt.Fprintf(w, "data directory: %s\nlogs: %s\nstate: agent service status%s\n", dataDir, t.logsHint(), t.flagsHint())
+}
+
+// flagsHint repeats the flags that name this target, for a command to
+// copy.
+func (t serviceTarget) flagsHint() string {
+	s := ""
+	if t.manager != hostManager() {
+		s += " --manager " + string(t.manager)
+	}
+	if t.system {
+		s += " --system"
+	}
+	return s
+}
+
+// makeDirs creates the data and work directories (0700, owned by the
+// service's account) so that the sandbox can name them writable, and
+// launchd's log directory. systemd makes its StateDirectory itself.
+func (s serviceSpec) makeDirs() error {
+	dirs := []string{s.workDir}
+	if !(s.manager == systemd && s.system && s.dataDir == filepath.Join("/var/lib", stateDirectory)) {
+		dirs = append(dirs, s.dataDir)
+	}
+	if s.manager == launchd {
+		dirs = append(dirs, filepath.Dir(s.logFile()))
+	}
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(d); err == nil {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		if uid, gid := s.ids(); s.system && uid != os.Geteuid() {
+			if err := os.Chown(d, uid, gid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeServiceFile replaces the unit or plist atomically. 0644 is what
+// units are: the service manager and `systemctl cat` read them, and they
+// hold no secret (the token is in the token file or the 0600 environment
+// file).
+func writeServiceFile(path, text string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil { // whatever the umask
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func newServiceUninstallCmd() *cobra.Command {
+	var (
+		f      serviceFlags
+		dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   "uninstall [--system] [--dry-run]",
+		Short: "Stop, disable and remove the service; the data directory is kept",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := f.target()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			inst, err := readInstalled(t)
+			if errors.Is(err, iofs.ErrNotExist) {
+				fmt.Fprintf(w, "not installed: there is no %s\n", t.file())
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if dryRun {
+				fmt.Fprintln(w, "would run:")
+				printSteps(w, t.unloadSteps())
+				fmt.Fprintf(w, "would remove %s\nwould run:\n", t.file())
+				printSteps(w, t.forgetSteps())
+				return nil
+			}
+			if err := t.canRunCtl(); err != nil {
+				return err
+			}
+			if err := runSteps(cmd.Context(), w, t.unloadSteps()); err != nil {
+				return err
+			}
+			if err := os.Remove(t.file()); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "removed %s\n", t.file())
+			if err := runSteps(cmd.Context(), w, t.forgetSteps()); err != nil {
+				return err
+			}
+			if inst.dataDir != "" {
+				fmt.Fprintf(w, "kept the data directory %s (its tasks, logs and any records not yet delivered)\n", inst.dataDir)
+			}
+			if _, err := os.Stat(t.envFile()); t.manager == systemd && err == nil {
+				fmt.Fprintf(w, "kept %s (it may hold secrets)\n", t.envFile())
+			}
+			return nil
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "change nothing: print the commands")
+	return cmd
+}

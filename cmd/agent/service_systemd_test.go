@@ -1,0 +1,242 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// serviceEnv points the service commands run in this process at temporary
+// directories: the user's config (units, environment file) and state
+// (the default data directory).
+func serviceEnv(t *testing.T) (configHome, stateHome string) {
+	t.Helper()
+	configHome, stateHome = t.TempDir(), t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", configHome)
+	t.Setenv("XDG_STATE_HOME", stateHome)
+	return configHome, stateHome
+}
+
+// tokenFile makes a token file and returns its path.
+func tokenFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "token")
+	must(t, os.WriteFile(p, []byte("secret-token-value\n"), 0o600))
+	return p
+}
+
+func testSpec(t *testing.T, system bool, manager serviceManager, env map[string]string, args ...string) serviceSpec {
+	t.Helper()
+	f := serviceFlags{manager: string(manager), system: system}
+	tg, err := f.target()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := specFrom(args, tg, env)
+	if err != nil {
+		t.Fatalf("specFrom %q: %v", args, err)
+	}
+	return spec
+}
+
+// unitValues are the unit's Key=value lines, by key.
+func unitValues(unit string) map[string][]string {
+	v := map[string][]string{}
+	for _, l := range strings.Split(unit, "\n") {
+		if k, val, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") {
+			v[k] = append(v[k], val)
+		}
+	}
+	return v
+}
+
+func TestSystemdUnit(t *testing.T) {
+	configHome, stateHome := serviceEnv(t)
+	tok := tokenFile(t)
+	for _, c := range []struct {
+		name    string
+		system  bool
+		want    map[string]string
+		without []string
+	}{
+		{"user", false, map[string]string{
+			"EnvironmentFile": "-" + filepath.Join(configHome, "agent", "agent.env"),
+			"WantedBy":        "default.target",
+		}, []string{"User", "After", "StateDirectory"}},
+		{"system", true, map[string]string{
+			"EnvironmentFile": "-/etc/agent/agent.env",
+			"WantedBy":        "multi-user.target",
+			"After":           "network-online.target",
+			"User":            "root",
+			"StateDirectory":  "agent",
+		}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"--control-plane", "https://cp.example.com", "--token-file", tok,
+				"--drain-timeout", "20s", "--kill-grace=2s", "--executor-command", "my-cli --json $HOME 100%"}
+			spec := testSpec(t, c.system, systemd, nil, args...)
+			unit := spec.systemdUnit()
+			v := unitValues(unit)
+			want := map[string]string{
+				"Type": "notify", "WatchdogSec": "60s", "Restart": "on-failure", "RestartPreventExitStatus": "2",
+				"KillMode": "mixed", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
+				// 20s drain + 3 x 2s kill grace + 5s flush + 2s offline + 5s margin
+				"TimeoutStopSec": "38s",
+				"Environment":    "PATH=" + servicePath(os.Getenv("PATH")),
+			}
+			for k, val := range c.want {
+				want[k] = val
+			}
+			for k, val := range want {
+				if got := v[k]; len(got) != 1 || got[0] != val {
+					t.Errorf("%s=%q, want %q", k, got, val)
+				}
+			}
+			for _, k := range c.without {
+				if _, ok := v[k]; ok {
+					t.Errorf("unit has %s=%q", k, v[k])
+				}
+			}
+			dataDir := filepath.Join(stateHome, "agent")
+			if c.system {
+				dataDir = "/var/lib/agent"
+			}
+			wantWords := append(append([]string{spec.binary, "run"}, args...), "--data-dir", dataDir)
+			if got := systemdWords(v["ExecStart"][0]); !slices.Equal(got, wantWords) {
+				t.Errorf("ExecStart words\n got %q\nwant %q", got, wantWords)
+			}
+			if strings.Contains(unit, "secret-token-value") {
+				t.Error("the unit holds the token")
+			}
+		})
+	}
+}
+
+// Every path flag given after -- is made absolute against the current
+// directory; a file the service needs that is not there is refused by name.
+func TestServicePathsAbsolute(t *testing.T) {
+	serviceEnv(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	must(t, os.WriteFile("token", []byte("x\n"), 0o600))
+	must(t, os.WriteFile("agent.toml", []byte("max-concurrent = 3\n"), 0o600))
+	must(t, os.WriteFile("my-codex", []byte("#!/bin/sh\n"), 0o700))
+	bin := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(bin, "codex-on-path"), []byte("#!/bin/sh\n"), 0o700))
+	t.Setenv("PATH", bin+string(filepath.ListSeparator)+os.Getenv("PATH"))
+
+	base := []string{"--control-plane", "https://cp.example.com"}
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"separate values", []string{"--token-file", "token", "--data-dir", "data", "--work-dir", "../w", "--config", "agent.toml"},
+			[]string{"--token-file", filepath.Join(dir, "token"), "--data-dir", filepath.Join(dir, "data"),
+				"--work-dir", filepath.Join(filepath.Dir(dir), "w"), "--config", filepath.Join(dir, "agent.toml")}},
+		{"with =", []string{"--token-file=./token", "--insecure", "--executor-bin=./my-codex", "--data-dir=/abs/data"},
+			[]string{"--token-file=" + filepath.Join(dir, "token"), "--insecure", "--executor-bin=" + filepath.Join(dir, "my-codex"), "--data-dir=/abs/data"}},
+		{"binary on PATH", []string{"--token-file", "token", "--executor-bin", "codex-on-path", "--data-dir", "d"},
+			[]string{"--token-file", filepath.Join(dir, "token"), "--executor-bin", filepath.Join(bin, "codex-on-path"), "--data-dir", filepath.Join(dir, "d")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := testSpec(t, false, systemd, nil, append(slices.Clone(base), c.args...)...)
+			if want := append(slices.Clone(base), c.want...); !slices.Equal(spec.args, want) {
+				t.Errorf("args\n got %q\nwant %q", spec.args, want)
+			}
+		})
+	}
+
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing token file", []string{"--token-file", "nope"}, "--token-file " + filepath.Join(dir, "nope") + ": no such file"},
+		{"missing executor binary", []string{"--token-file", "token", "--executor-bin", "./gone"}, "--executor-bin " + filepath.Join(dir, "gone") + ": no such file"},
+		{"executor binary not on PATH", []string{"--token-file", "token", "--executor-bin", "no-such-cli"}, "--executor-bin no-such-cli: not found on PATH"},
+		{"missing config", []string{"--token-file", "token", "--config=other.toml"}, "--config " + filepath.Join(dir, "other.toml") + ": no such file"},
+		{"no token", nil, "AGENT_TOKEN in "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := serviceFlags{manager: string(systemd)}
+			tg, err := f.target()
+			must(t, err)
+			_, err = specFrom(append(slices.Clone(base), c.args...), tg, nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// The token may come from the environment file instead of a token file;
+// the unit names the file, never the token.
+func TestServiceTokenInEnvFile(t *testing.T) {
+	serviceEnv(t)
+	spec := testSpec(t, false, systemd, map[string]string{"AGENT_TOKEN": "secret-token-value"}, "--control-plane", "https://cp.example.com")
+	unit := spec.systemdUnit()
+	if strings.Contains(unit, "secret-token-value") || strings.Contains(unit, "--token-file") {
+		t.Errorf("unit:\n%s", unit)
+	}
+}
+
+func TestSystemdWordsRoundTrip(t *testing.T) {
+	for _, w := range []string{"plain", "two words", `back\slash`, `"quoted"`, "$HOME", "100%", "a;b", "", "tab\there"} {
+		t.Run(w, func(t *testing.T) {
+			if got := systemdWords("x " + systemdQuote(w) + " y"); !slices.Equal(got, []string{"x", w, "y"}) {
+				t.Errorf("%q -> %q -> %q", w, systemdQuote(w), got)
+			}
+		})
+	}
+}
+
+// systemd-analyze, where it is installed, accepts the units, and scores
+// their sandboxing below 5 (lower is safer).
+func TestSystemdAnalyze(t *testing.T) {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("no systemd-analyze")
+	}
+	serviceEnv(t)
+	tok := tokenFile(t)
+	score := regexp.MustCompile(`Overall exposure level for agent\.service: ([0-9.]+)`)
+	for _, system := range []bool{false, true} {
+		name := map[bool]string{false: "user", true: "system"}[system]
+		t.Run(name, func(t *testing.T) {
+			spec := testSpec(t, system, systemd, nil, "--control-plane", "https://cp.example.com", "--token-file", tok)
+			dir := t.TempDir()
+			unit := filepath.Join(dir, serviceName)
+			must(t, os.WriteFile(unit, []byte(spec.systemdUnit()), 0o644))
+			// The user manager's mode needs a runtime directory of its own.
+			runtimeDir := filepath.Join(dir, "run")
+			must(t, os.Mkdir(runtimeDir, 0o700))
+			analyze := func(args ...string) (string, error) {
+				if !system {
+					args = append([]string{"--user"}, args...)
+				}
+				cmd := exec.Command("systemd-analyze", args...)
+				cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtimeDir, "SYSTEMD_LOG_COLOR=0")
+				out, err := cmd.CombinedOutput()
+				return string(out), err
+			}
+			if out, err := analyze("verify", unit); err != nil || strings.TrimSpace(out) != "" {
+				t.Errorf("systemd-analyze verify: %v\n%s\nunit:\n%s", err, out, spec.systemdUnit())
+			}
+			out, err := analyze("security", "--offline=true", unit)
+			m := score.FindStringSubmatch(out)
+			if err != nil || m == nil {
+				t.Fatalf("systemd-analyze security --offline=true: %v\n%s", err, out)
+			}
+			n, _ := strconv.ParseFloat(m[1], 64)
+			t.Logf("systemd-analyze security: %s unit scores %.1f", name, n)
+			if n >= 5.0 {
+				t.Errorf("exposure %.1f, want below 5.0:\n%s", n, out)
+			}
+		})
+	}
+}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/state"
+)
+
+// A setting is one knob of the agent, defined once and known by one name
+// everywhere: the flag --NAME, the environment variable AGENT_NAME (in
+// capitals, dashes as underscores) and the key KEY in the config file.
+// Commands bind the settings they take to their own variables with
+// settings.bind; the default, the help and the checks come from here.
+type setting struct {
+	name string
+	// key is the config file's key, dotted for a table
+	// ("executor.codex.sandbox"); empty means the name.
+	key  string
+	def  any // the type and default: string, int, bool, time.Duration, byteSize, []string or []time.Duration
+	help string
+	// live settings apply to attempts that start after a reload; the
+	// others need a restart.
+	live bool
+	// repeat: a []string flag given once per value (--executor-arg) rather
+	// than split at commas.
+	repeat bool
+	// path: a file or directory. In the config file, ~/ is the home
+	// directory and a relative path is relative to the file's directory.
+	path bool
+	// oneOf, if set, is every value allowed.
+	oneOf []string
+	// min, if set, is the smallest value allowed of an int or a duration.
+	min *int64
+}
+
+func atLeast(n int64) *int64 { return &n }
+
+// fileKey is the setting's key in the config file.
+func (s *setting) fileKey() string {
+	if s.key != "" {
+		return s.key
+	}
+	return s.name
+}
+
+// envName is the setting's environment variable for a prefix such as
+// AGENT_.
+func (s *setting) envName(prefix string) string {
+	return prefix + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
+}
+
+// check refuses a value the setting does not allow. v has the setting's
+// type.
+func (s *setting) check(v any) error {
+	if len(s.oneOf) > 0 {
+		str, _ := v.(string)
+		if !slices.Contains(s.oneOf, str) {
+			return fmt.Errorf("%q: want %s", str, orList(s.oneOf))
+		}
+	}
+	if s.min != nil {
+		var n int64
+		switch x := v.(type) {
+		case int:
+			n = int64(x)
+		case byteSize:
+			n = int64(x)
+			if n < *s.min {
+				return fmt.Errorf("%s: want at least %s", x, byteSize(*s.min))
+			}
+			return nil
+		case time.Duration:
+			return s.checkDuration(x)
+		case []time.Duration:
+			for _, d := range x {
+				if err := s.checkDuration(d); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if n < *s.min {
+			return fmt.Errorf("%d: want at least %d", n, *s.min)
+		}
+	}
+	return nil
+}
+
+func (s *setting) checkDuration(d time.Duration) error {
+	switch {
+	case int64(d) >= *s.min:
+		return nil
+	case *s.min == 1:
+		return fmt.Errorf("%s: want more than 0s", d)
+	}
+	return fmt.Errorf("%s: want at least %s", d, time.Duration(*s.min))
+}
+
+// orList writes "a, b or c", quoting the empty string as "".
+func orList(vals []string) string {
+	q := make([]string, len(vals))
+	for i, v := range vals {
+		if v == "" {
+			v = `""`
+		}
+		q[i] = v
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// settingsTable is a program's settings and the prefix of their
+// environment variables.
+type settingsTable struct {
+	envPrefix string
+	// defaultFile, if set, is the config file read when --config is not
+	// given and the file exists.
+	defaultFile func() string
+	list        []*setting
+}
+
+// lookup finds a setting by flag name.
+func (t *settingsTable) lookup(name string) *setting {
+	for _, s := range t.list {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// byKey finds a setting by config file key.
+func (t *settingsTable) byKey(key string) *setting {
+	for _, s := range t.list {
+		if s.fileKey() == key {
+			return s
+		}
+	}
+	return nil
+}
+
+// isTable tells whether key is a table of settings, such as executor.
+func (t *settingsTable) isTable(key string) bool {
+	for _, s := range t.list {
+		if strings.HasPrefix(s.fileKey(), key+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// bind declares the setting name as a flag of fs, stored in p, which must
+// point to a variable of the setting's type.
+func (t *settingsTable) bind(fs *pflag.FlagSet, name string, p any) {
+	s := t.lookup(name)
+	if s == nil {
+		panic("no setting " + name)
+	}
+	help := s.help
+	if t.envPrefix != "" {
+		help += " (env " + s.envName(t.envPrefix) + ")"
+	}
+	switch def := s.def.(type) {
+	case string:
+		fs.StringVar(p.(*string), name, def, help)
+	case int:
+		fs.IntVar(p.(*int), name, def, help)
+	case bool:
+		fs.BoolVar(p.(*bool), name, def, help)
+	case time.Duration:
+		fs.DurationVar(p.(*time.Duration), name, def, help)
+	case byteSize:
+		v := p.(*byteSize)
+		*v = def
+		fs.Var(v, name, help)
+	case []string:
+		if s.repeat {
+			fs.StringArrayVar(p.(*[]string), name, def, help)
+		} else {
+			fs.StringSliceVar(p.(*[]string), name, def, help)
+		}
+	case []time.Duration:
+		fs.DurationSliceVar(p.(*[]time.Duration), name, def, help)
+	default:
+		panic(fmt.Sprintf("setting %s: unsupported type %T", name, def))
+	}
+}
+
+// agentSettings are the settings of the agent's commands. The config file
+// (--config, AGENT_CONFIG, else ~/.config/agent/agent.toml if it exists)
+// holds any of them.
+var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConfigFile, list: []*setting{
+	{name: "control-plane", help: "the control plane's URL (https, or http on loopback)"},
+	{name: "token-file", path: true, help: "file holding the control plane's bearer token (else AGENT_TOKEN)"},
+	{name: "insecure", def: false, help: "allow http:// to a control plane that is not on loopback"},
+	{name: "data-dir", path: true, def: defaultDataDir(), help: "the agent's data directory"},
+	{name: "agent-id", help: "this agent's id (default: one kept in the data directory)"},
+	{name: "work-dir", path: true, help: "where each task gets its work directory, TASK_ID below it, kept after the task (default: DATA_DIR/work)"},
+
+	{name: "executor", key: "executor.kind", def: "exec", oneOf: []string{"exec", "codex", "claude", "sample"},
+		help: "exec (runs --executor-command), codex (codex app-server), claude (Claude Code in print mode), or sample (built in)"},
+	{name: "executor-command", key: "executor.command", live: true,
+		help: `with --executor exec: the command to run per attempt, split into argv like a shell would but never run by one, e.g. "my-cli --json"`},
+	{name: "executor-bin", key: "executor.bin", path: true, live: true, help: "the codex or claude binary (default: codex or claude on PATH)"},
+	{name: "executor-arg", key: "executor.args", def: []string(nil), repeat: true, live: true,
+		help: `an argument added to the codex or claude command line, repeatable (e.g. --executor-arg=-c --executor-arg='model_reasoning_effort="high"')`},
+	{name: "executor-env", key: "executor.env", def: []string(nil), live: true,
+		help: "names of more environment variables to pass to the executor (NAME or PREFIX*); the agent's token is never passed"},
+	{name: "approval", key: "executor.approval", def: "never", live: true, oneOf: []string{"never", "accept", "decline", "ask"},
+		help: "codex approval requests: never (Codex runs without asking, in its sandbox), accept, decline, or ask (a person answers)"},
+	{name: "reply-timeout", key: "executor.reply-timeout", def: runner.DefaultReplyTimeout, live: true, min: atLeast(1),
+		help: "with --approval ask: how long a person has to answer before the request is declined"},
+	{name: "kill-grace", key: "executor.kill-grace", def: 5 * time.Second, live: true, min: atLeast(0),
+		help: "each step of stopping an attempt (interrupt, SIGTERM, SIGKILL) waits this long"},
+	{name: "codex-sandbox", key: "executor.codex.sandbox", def: "workspace-write", live: true,
+		oneOf: []string{"read-only", "workspace-write", "danger-full-access"}, help: "codex sandbox mode"},
+	{name: "codex-provider", key: "executor.codex.provider", live: true,
+		help: "a model provider defined in your Codex config whose own retries are capped at one, so the agent owns retrying (not for the built-in openai)"},
+	{name: "claude-allowed-tools", key: "executor.claude.allowed-tools", def: []string(nil), live: true,
+		help: "tools Claude Code may use without asking (--allowedTools), e.g. Bash,Write,Edit"},
+	{name: "claude-permission-mode", key: "executor.claude.permission-mode", live: true,
+		oneOf: []string{"", "default", "acceptEdits", "dontAsk", "plan", "bypassPermissions"}, help: "Claude Code --permission-mode"},
+
+	{name: "models", def: []string(nil), live: true, help: "fallback chain of models: attempt N uses the N-th, the last repeating"},
+	{name: "max-concurrent", def: 2, live: true, min: atLeast(1), help: "tasks run at once"},
+	{name: "max-retries", def: runner.DefaultMaxAttempts - 1, live: true, min: atLeast(0), help: "automatic retries after the first attempt"},
+	{name: "no-retry", def: false, live: true, help: "never retry automatically (same as --max-retries 0)"},
+	{name: "attempt-timeout", def: runner.DefaultAttemptTimeout, live: true, min: atLeast(1),
+		help: "whole-attempt limit per attempt number, the last repeating"},
+	{name: "first-event-timeout", def: runner.DefaultFirstEventTimeout, live: true, min: atLeast(1),
+		help: "first-event limit per attempt number, the last repeating"},
+	{name: "heartbeat-interval", def: 10 * time.Second, min: atLeast(1),
+		help: "time between heartbeats (the control plane may change it)"},
+	{name: "drain-timeout", def: 10 * time.Second, min: atLeast(0),
+		help: "on stop, how long running tasks may finish before they are cancelled"},
+
+	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
+	{name: "retention", def: 7 * 24 * time.Hour, min: atLeast(int64(time.Hour)),
+		help: "how long finished tasks (state, logs, work directories) and dead outbox records are kept"},
+	{name: "retention-max-size", def: byteSize(10 << 30), min: atLeast(0),
+		help: "disk cap for finished tasks; past it the ones that ended first are pruned (e.g. 10GiB)"},
+	{name: "task-log-max-size", def: byteSize(1 << 20), min: atLeast(4 << 10),
+		help: "cap of each attempt's local log: the head and the tail are kept, the middle counted (e.g. 1MiB)"},
+
+	{name: "log-level", key: "log.level", def: "info", live: true, oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
+	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
+		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, json otherwise"},
+}}
+
+// A setting without a default is a string, empty by default.
+func init() {
+	for _, t := range []*settingsTable{agentSettings, controlPlaneSettings} {
+		for _, s := range t.list {
+			if s.def == nil {
+				s.def = ""
+			}
+		}
+	}
+}
+
+// controlPlaneSettings are the reference control plane's (agent
+// controlplane serve). Their environment variables start AGENT_CP_, so an
+// agent's AGENT_DATA_DIR in the same shell is not taken for the control
+// plane's; a config file is read only when named.
+var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setting{
+	{name: "addr", def: "127.0.0.1:8080", help: "address to listen on"},
+	{name: "data-dir", path: true, def: "controlplane-data", help: "where tasks and events are kept"},
+	{name: "token-file", path: true, def: "", help: "file holding the bearer token (default: DIR/token, made if missing)"},
+	{name: "lease", def: 60 * time.Second, min: atLeast(1), help: "how long a claim lasts without renewal"},
+	{name: "heartbeat-interval", def: 10 * time.Second, min: atLeast(1), help: "the interval agents are told to use"},
+	{name: "stall-limit", def: state.DefaultStallLimit, min: atLeast(1), help: "a running task with no progress this long ends"},
+	{name: "queued-limit", def: state.DefaultQueuedLimit, min: atLeast(1), help: "a task queued this long expires"},
+	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
+	{name: "log-level", key: "log.level", def: "info", oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
+	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
+		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, json otherwise"},
+}}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/agent"
+)
+
+func newStopCmd() *cobra.Command {
+	var (
+		dataDir     string
+		now, noWait bool
+		timeout     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "stop",
+		Short: "Ask the agent running on a data directory to drain and stop",
+		Long: `stop sends SIGTERM to the agent running on the data directory (the one that
+holds its lock): it claims nothing more, lets running tasks finish for its
+--drain-timeout, cancels what still runs, flushes the outbox, tells the
+control plane it is offline and exits. stop waits for that, saying each
+second what is still running, unless --no-wait. --now sends SIGQUIT instead:
+running tasks are cancelled at once and pending records stay on disk.
+
+Under systemd, prefer systemctl stop (or agent service stop): it sends the
+same signal and the unit's stop timeout covers the drain.`,
+		Example: `  agent stop
+  agent stop --data-dir /var/lib/agent --timeout 5m
+  agent stop --now`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pid, err := agent.Stop(dataDir, now)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			how := "drain"
+			if now {
+				how = "stop at once"
+			}
+			fmt.Fprintf(out, "asked agent pid %d to %s\n", pid, how)
+			if noWait {
+				return nil
+			}
+			deadline := time.Now().Add(timeout)
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				if _, err := agent.RunningPID(dataDir); errors.Is(err, agent.ErrNotRunning) {
+					fmt.Fprintf(out, "agent pid %d stopped\n", pid)
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("agent pid %d still runs after %s; agent stop --now stops it at once", pid, timeout)
+				}
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-tick.C:
+				}
+				if ids := runningTasks(dataDir); len(ids) > 0 {
+					fmt.Fprintf(out, "waiting: %d task(s) still running: %s\n", len(ids), visible(fmt.Sprint(ids)))
+				} else {
+					fmt.Fprintln(out, "waiting: delivering pending records")
+				}
+			}
+		},
+	}
+	dataDirFlag(cmd, &dataDir)
+	fl := cmd.Flags()
+	fl.BoolVar(&now, "now", false, "stop at once (SIGQUIT): cancel running tasks without the drain")
+	fl.BoolVar(&noWait, "no-wait", false, "send the signal and return")
+	fl.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the agent to exit")
+	return cmd
+}
+
+// runningTasks are the ids of the tasks the data directory's task files
+// show running.
+func runningTasks(dataDir string) []string {
+	tasks, _ := agent.LoadTasks(dataDir)
+	var ids []string
+	for _, t := range tasks {
+		if t.Phase.Running() {
+			ids = append(ids, t.ID)
+		}
+	}
+	return ids
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/state"
+)
+
+// lockedBuffer is an io.Writer a running command writes while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// agent stop drains: the running task may finish while the agent claims
+// nothing, says each second what it waits for, and tells the control plane
+// it is draining, then offline; both commands exit 0 and nothing warns.
+func TestStopDrainsARunningTask(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	ag := startAgentProc(t, c, dataDir, "--drain-timeout", "10m")
+	gate := filepath.Join(t.TempDir(), "go-on")
+	id := submit(t, c, "@wait-file "+gate+"\n@output done")
+	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
+
+	var out lockedBuffer
+	stop := agentCmd(context.Background(), nil, "stop", "--data-dir", dataDir)
+	stop.Stdout, stop.Stderr = &out, &out
+	must(t, stop.Start())
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop.Wait() }()
+
+	waitFor(t, time.Minute, "the control plane to show the agent draining", func() bool {
+		agents, err := c.client.Agents(context.Background())
+		return err == nil && len(agents) == 1 && agents[0].State == "draining"
+	})
+	waitFor(t, time.Minute, "the drain to say what it waits for", func() bool {
+		return strings.Contains(ag.output(), `"msg":"draining: waiting for running tasks","running":["`+id+`"]`)
+	})
+	waitFor(t, time.Minute, "agent stop to say what is still running", func() bool {
+		return strings.Contains(out.String(), "waiting: 1 task(s) still running: ["+id+"]")
+	})
+	// Work queued now is not claimed by a draining agent.
+	late := submit(t, c, "@output later")
+
+	must(t, os.WriteFile(gate, nil, 0o600))
+	if code := ag.wait(); code != 0 {
+		t.Fatalf("agent exit %d", code)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("agent stop: %v\n%s", err, out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("agent stop did not return after the agent exited:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "stopped") {
+		t.Errorf("agent stop did not say the agent stopped:\n%s", out.String())
+	}
+	if v := c.task(t, id); v.Phase != state.PhaseCompleted {
+		t.Errorf("the drained task ended %s", v.Phase)
+	}
+	if v := c.task(t, late); v.Phase != state.PhaseQueued {
+		t.Errorf("a draining agent took new work: %s", v.Phase)
+	}
+	agents, err := c.client.Agents(context.Background())
+	if err != nil || len(agents) != 1 || agents[0].State != "offline" {
+		t.Errorf("after the stop the control plane shows %+v (%v)", agents, err)
+	}
+	if o := ag.output(); strings.Contains(o, `"level":"WARN"`) || strings.Contains(o, `"level":"ERROR"`) {
+		t.Errorf("a clean drain logged a warning or an error:\n%s", tail(o, 3000))
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "agent.pid")); !os.IsNotExist(err) {
+		t.Errorf("the pid file outlived the agent: %v", err)
+	}
+}
+
+// Past the drain timeout the running task is cancelled and ends
+// recoverable; --now (SIGQUIT) skips the drain.
+func TestStopDrainTimeoutAndNow(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		agentArgs []string
+		stopArgs  []string
+		wantLog   string
+	}{
+		{"drain timeout", []string{"--drain-timeout", "1s"}, nil, "cancelling the tasks still running"},
+		{"now", []string{"--drain-timeout", "10m"}, []string{"--now"}, "stopping at once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCP(t, freeAddr(t), t.TempDir())
+			dataDir := t.TempDir()
+			ag := startAgentProc(t, c, dataDir, tc.agentArgs...)
+			id := submit(t, c, "@wait-file "+filepath.Join(t.TempDir(), "never"))
+			c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
+			r := runAgent(t, append([]string{"stop", "--data-dir", dataDir}, tc.stopArgs...)...)
+			if r.code != 0 || !strings.Contains(r.stdout, "stopped") {
+				t.Fatalf("agent stop: %+v", r)
+			}
+			if code := ag.wait(); code != 0 {
+				t.Fatalf("agent exit %d", code)
+			}
+			if !strings.Contains(ag.output(), tc.wantLog) {
+				t.Errorf("the agent's log does not say %q:\n%s", tc.wantLog, tail(ag.output(), 3000))
+			}
+			tasks, err := agent.LoadTasks(dataDir)
+			if err != nil || len(tasks) != 1 {
+				t.Fatalf("tasks: %d (%v)", len(tasks), err)
+			}
+			task := tasks[0]
+			if a := task.Current(); task.Phase != state.PhaseRecoverableFailed || a == nil || a.Error == nil || a.Error.Code != state.CodeAgentShutdown {
+				t.Errorf("the cancelled task ended %s with attempt %+v", task.Phase, a)
+			}
+		})
+	}
+}
+
+func TestStopWithoutAnAgent(t *testing.T) {
+	dataDir := seedOutbox(t) // an outbox, but nobody holds its lock
+	r := runAgent(t, "stop", "--data-dir", dataDir)
+	wantOneLineError(t, r, 1, "no agent is running on this data directory")
+	r = runAgent(t, "stop", "--data-dir", t.TempDir())
+	wantOneLineError(t, r, 1, "no agent is running on this data directory")
+}

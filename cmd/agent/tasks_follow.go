@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// followPoll is how often a follow reads again when nothing woke it: the
+// control plane is only polled, and a local follow also wakes on the data
+// directory's changes.
+const followPoll = 500 * time.Millisecond
+
+// followTask follows one task to its end, for submit --wait and tasks
+// logs -f: it reads the task every followPoll, and at once when wake
+// fires, calls seen with each read, and returns the task once its phase is
+// terminal. A read that fails transiently (the network; a task the local
+// agent has not claimed yet) is tried again; another error, or one from
+// seen, ends the follow.
+func followTask(ctx context.Context, src taskSource, id string, wake <-chan struct{}, seen func(*state.Task) error) (*state.Task, error) {
+	var t *state.Task
+	err := follow(ctx, wake, func() (bool, error) {
+		got, err := src.Task(ctx, id)
+		if err != nil {
+			if src.Transient(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		t = got
+		if err := seen(t); err != nil {
+			return false, err
+		}
+		return t.Phase.Terminal(), nil
+	})
+	return t, err
+}
+
+// follow calls round every followPoll, and at once when wake fires, until
+// it says done, fails, or ctx ends. The one loop under every command that
+// follows tasks: submit --wait, tasks logs -f and tasks watch.
+func follow(ctx context.Context, wake <-chan struct{}, round func() (done bool, err error)) error {
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
+	for {
+		if done, err := round(); done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// dirWatch wakes a follow when files change in the directories it
+// watches (fsnotify). A directory that does not exist yet is added once it
+// does (Add again each round).
+type dirWatch struct {
+	w     *fsnotify.Watcher
+	wake  chan struct{}
+	added map[string]bool
+	done  sync.WaitGroup
+}
+
+// newDirWatch starts watching; Close ends it and its goroutine.
+func newDirWatch() (*dirWatch, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	d := &dirWatch{w: w, wake: make(chan struct{}, 1), added: map[string]bool{}}
+	d.done.Go(func() {
+		for {
+			select {
+			case _, ok := <-w.Events:
+				if !ok {
+					return
+				}
+			case _, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				// An overflow lost events: a round reads everything anyway.
+			}
+			select {
+			case d.wake <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return d, nil
+}
+
+// Add watches dir if it exists and is not watched yet.
+func (d *dirWatch) Add(dir string) {
+	if d.added[dir] {
+		return
+	}
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return
+	}
+	if d.w.Add(dir) == nil {
+		d.added[dir] = true
+	}
+}
+
+// Wake fires after a change.
+func (d *dirWatch) Wake() <-chan struct{} { return d.wake }
+
+// Close stops watching and waits for the goroutine.
+func (d *dirWatch) Close() {
+	d.w.Close()
+	d.done.Wait()
+}
+
+// taskLine is what a follow shows of a task, one line: its phase and what
+// it does now (progress, a scheduled retry, a question for a person, or
+// why it ended). It depends on the task alone, so an unchanged task gives
+// the same line and a follow prints it once.
+func taskLine(t *state.Task) string {
+	s := string(t.Phase)
+	c := t.Current()
+	switch {
+	case t.Phase.Terminal() && t.PhaseReason != "":
+		s += "  " + t.PhaseReason
+	case c != nil && c.Status == state.AttemptPending:
+		s += fmt.Sprintf("  attempt %d with %s after %s, at %s", c.Number, dash(c.Model), t.LastErrorCode, c.NotBefore.Local().Format(time.TimeOnly))
+	case t.AwaitingReply != nil:
+		s += "  waiting for a person: " + t.AwaitingReply.Command
+	case t.Progress.Message != "":
+		s += "  " + t.Progress.Message
+		if t.Progress.Percent > 0 {
+			s += fmt.Sprintf(" (%d%%)", t.Progress.Percent)
+		}
+	case c != nil:
+		s += fmt.Sprintf("  attempt %d with %s", c.Number, dash(c.Model))
+		if c.RetriedByPerson {
+			s += ", retried by a person"
+		}
+	}
+	return s
+}
+
+// printTimeline prints a task's attempt timeline, each line indented.
+func printTimeline(w io.Writer, t *state.Task, indent string) {
+	for _, l := range state.Timeline(t, time.Now()) {
+		fmt.Fprintf(w, "%s%s\n", indent, visible(l))
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/state"
+)
+
+// cpFlags are the settings a command reaches the control plane with: its
+// URL, the token file (else AGENT_TOKEN) and --insecure. submit, tasks
+// reply, cancel, retry and every --remote form share them.
+type cpFlags struct {
+	url, tokenFile string
+	insecure       bool
+}
+
+// add makes cmd take the control plane settings.
+func (f *cpFlags) add(cmd *cobra.Command) { controlPlaneFlags(cmd, &f.url, &f.tokenFile, &f.insecure) }
+
+// client is a client of the control plane the flags name. The token is
+// read here and never shows in an error.
+func (f *cpFlags) client() (*controlplane.Client, error) {
+	if f.url == "" {
+		return nil, usagef("--control-plane is required (or control-plane in the config file, or AGENT_CONTROL_PLANE)")
+	}
+	token, err := readToken(f.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	return controlplane.NewClient(f.url, token, controlplane.ClientOptions{Insecure: f.insecure, UserAgent: "agent/" + agentVersion()})
+}
+
+// sourceFlags choose where a tasks command reads tasks: the data directory
+// (the default; read without taking the agent's lock, so it works while
+// the agent runs) or, with --remote, the control plane.
+type sourceFlags struct {
+	dataDir string
+	remote  bool
+	cp      cpFlags
+}
+
+// add makes cmd take --data-dir, --remote and the control plane settings.
+func (f *sourceFlags) add(cmd *cobra.Command) {
+	dataDirFlag(cmd, &f.dataDir)
+	cmd.Flags().BoolVar(&f.remote, "remote", false, "read the control plane (--control-plane, --token-file) instead of the data directory")
+	f.cp.add(cmd)
+}
+
+// source is where to read tasks.
+func (f *sourceFlags) source() (taskSource, error) {
+	if !f.remote {
+		return localSource{dataDir: f.dataDir}, nil
+	}
+	c, err := f.cp.client()
+	if err != nil {
+		return nil, err
+	}
+	return remoteSource{c}, nil
+}
+
+// taskSource is where the tasks commands read tasks.
+type taskSource interface {
+	// Tasks lists the tasks, oldest first. A non-nil list with an error
+	// is a partial answer (some task files could not be read).
+	Tasks(ctx context.Context) ([]*state.Task, error)
+	// Task reads one task; an unknown one is errNoTask.
+	Task(ctx context.Context, id string) (*state.Task, error)
+	// Transient reports whether a failed read may succeed if tried again.
+	Transient(err error) bool
+	// String says where the tasks are, for people.
+	String() string
+}
+
+// errNoTask: the source does not know the task (yet).
+var errNoTask = errors.New("no such task")
+
+// noTaskError says where a task is not; it is errNoTask.
+type noTaskError string
+
+func (e noTaskError) Error() string        { return string(e) }
+func (e noTaskError) Is(target error) bool { return target == errNoTask }
+
+// localSource reads the agent's data directory.
+type localSource struct{ dataDir string }
+
+func (s localSource) Tasks(context.Context) ([]*state.Task, error) { return agent.LoadTasks(s.dataDir) }
+
+func (s localSource) Task(_ context.Context, id string) (*state.Task, error) {
+	if err := state.ValidateID(id); err != nil {
+		return nil, err
+	}
+	dir := agent.Layout{Dir: s.dataDir}.Tasks()
+	if _, err := os.Stat(dir); err == nil {
+		if _, err := os.Lstat(filepath.Join(dir, id+".json")); errors.Is(err, fs.ErrNotExist) {
+			return nil, noTaskError(fmt.Sprintf("no task %s in data directory %s", id, s.dataDir))
+		}
+	}
+	return agent.LoadTask(s.dataDir, id)
+}
+
+// Transient: a local read that failed fails again, but for a task not
+// there yet.
+func (s localSource) Transient(err error) bool { return errors.Is(err, errNoTask) }
+
+func (s localSource) String() string { return s.dataDir }
+
+// remoteSource reads the control plane.
+type remoteSource struct{ c *controlplane.Client }
+
+func (s remoteSource) Tasks(ctx context.Context) ([]*state.Task, error) {
+	views, err := s.c.Tasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]*state.Task, len(views))
+	for i := range views {
+		tasks[i] = &views[i].Task
+	}
+	return tasks, nil
+}
+
+func (s remoteSource) Task(ctx context.Context, id string) (*state.Task, error) {
+	v, err := s.c.Task(ctx, id)
+	if ae := (*controlplane.APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+		return nil, noTaskError(fmt.Sprintf("no task %s at %s", visible(id), s.c.URL()))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &v.Task, nil
+}
+
+// Transient: the network and the control plane's 5xx pass.
+func (s remoteSource) Transient(err error) bool {
+	return !errors.Is(err, errNoTask) && controlplane.Transient(err)
+}
+
+func (s remoteSource) String() string { return s.c.URL() }
+
+// viewOf is a task as the control plane shows it, with its progress card.
+func viewOf(t *state.Task) controlplane.TaskView {
+	return controlplane.TaskView{Task: *t, ProgressCard: state.ProgressCard(t)}
+}
+
+// taskIDArg accepts exactly one argument, the task's id.
+func taskIDArg(usage string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usagef("give one task id: agent tasks %s", usage)
+		}
+		return nil
+	}
+}

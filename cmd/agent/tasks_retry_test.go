@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/state"
+)
+
+// A task the safety gate stopped is run again when a person says so: the
+// control plane queues it, the agent runs attempt 2 with the timeline going
+// on, and the timeline says a person retried. Retrying a task in any other
+// phase is one line and exit 1.
+func TestTasksRetryRunsTheNextAttempt(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir)
+	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.tokenFile}
+
+	// Attempt 1 has a side effect, then a network error: the gate stops it.
+	id := submit(t, c, "Rotate the staging credentials\n@side-effect rotated the staging key\n@fail network")
+	if v := c.waitDone(t, id); v.Phase != state.PhaseRecoverableFailed {
+		t.Fatalf("phase %s, want recoverable_failed", v.Phase)
+	}
+	waitLocalPhase(t, dataDir, id, state.PhaseRecoverableFailed)
+
+	r := runAgent(t, append([]string{"tasks", "retry", id}, cpArgs...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "queued again for attempt 2") {
+		t.Fatalf("tasks retry: %+v", r)
+	}
+	v := c.waitPhase(t, id, "completed", func(p state.Phase) bool { return p == state.PhaseCompleted })
+	if len(v.Attempts) != 2 || !v.Attempts[1].RetriedByPerson || v.Attempts[0].Retry == nil || v.Attempts[0].Retry.Gate != state.GateSideEffect {
+		t.Fatalf("attempts at the control plane: %+v", v.Attempts)
+	}
+	local := waitLocalPhase(t, dataDir, id, state.PhaseCompleted)
+	if len(local.Attempts) != 2 || local.Attempts[1].Number != 2 || !local.Attempts[1].RetriedByPerson {
+		t.Fatalf("local attempts: %+v", local.Attempts)
+	}
+
+	// The timeline goes on from attempt 1, locally and at the control plane.
+	for _, args := range [][]string{{"tasks", "show", id, "--data-dir", dataDir}, append([]string{"tasks", "show", id, "--remote"}, cpArgs...)} {
+		r := runAgent(t, args...)
+		if r.code != 0 || !strings.Contains(r.stdout, "-> blocked: side_effect; retried by a person") || !strings.Contains(r.stdout, "Attempt 2  completed") {
+			t.Errorf("%v:\n%s%s", args, r.stdout, r.stderr)
+		}
+	}
+
+	t.Run("a completed task is refused", func(t *testing.T) {
+		r := runAgent(t, append([]string{"tasks", "retry", id}, cpArgs...)...)
+		wantOneLineError(t, r, 1, "409 Conflict: task "+id+" is completed: only a recoverable_failed task can be retried")
+	})
+	t.Run("an unknown task is refused", func(t *testing.T) {
+		r := runAgent(t, append([]string{"tasks", "retry", "t-nosuchtask"}, cpArgs...)...)
+		wantOneLineError(t, r, 1, "404")
+	})
+	t.Run("without a control plane it is a usage error", func(t *testing.T) {
+		r := runAgentEnv(t, []string{"AGENT_CONTROL_PLANE="}, "tasks", "retry", id, "--token-file", c.tokenFile)
+		wantOneLineError(t, r, 2, "--control-plane is required")
+	})
+}
+
+// tasks ls, show and cancel with --remote go to the control plane, and
+// the local state and the control plane agree on how each task ended.
+func TestTasksRemoteAndLocalAgree(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir, "--max-retries", "0")
+	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.tokenFile}
+	never := filepath.Join(t.TempDir(), "never")
+
+	ids := map[state.Phase]string{
+		state.PhaseCompleted:         submit(t, c, "@progress 2\n@output hello"),
+		state.PhaseFailed:            submit(t, c, "@fail quota"),
+		state.PhaseRecoverableFailed: submit(t, c, "@output partial work\n@fail network"),
+		state.PhaseCancelled:         submit(t, c, "@wait-file "+never),
+	}
+	cancelled := ids[state.PhaseCancelled]
+	waitLocalPhase(t, dataDir, cancelled, state.PhaseTurnStarted)
+	r := runAgent(t, append([]string{"tasks", "cancel", cancelled, "--remote"}, cpArgs...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "cancel requested") {
+		t.Fatalf("tasks cancel: %+v", r)
+	}
+	for want, id := range ids {
+		t.Run(string(want), func(t *testing.T) {
+			remote := c.waitDone(t, id)
+			local := waitLocalPhase(t, dataDir, id, remote.Phase)
+			if remote.Phase != want || local.Phase != want || len(local.Attempts) != len(remote.Attempts) {
+				t.Fatalf("control plane %s (%d attempts), local %s (%d attempts); want %s", remote.Phase, len(remote.Attempts), local.Phase, len(local.Attempts), want)
+			}
+		})
+	}
+
+	r = runAgent(t, append([]string{"tasks", "ls", "--remote", "--json"}, cpArgs...)...)
+	var views []controlplane.TaskView
+	if err := json.Unmarshal([]byte(r.stdout), &views); err != nil || len(views) != len(ids) || len(views[0].ProgressCard) == 0 {
+		t.Fatalf("tasks ls --remote --json: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	r = runAgent(t, append([]string{"tasks", "ls", "--remote"}, cpArgs...)...)
+	for want, id := range ids {
+		if !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, string(want)) {
+			t.Errorf("tasks ls --remote lacks %s %s:\n%s", id, want, r.stdout)
+		}
+	}
+	r = runAgent(t, append([]string{"tasks", "cancel", cancelled}, cpArgs...)...)
+	wantOneLineError(t, r, 1, "is already cancelled")
+	r = runAgent(t, append([]string{"tasks", "show", "t-nosuchtask", "--remote"}, cpArgs...)...)
+	wantOneLineError(t, r, 1, "no task t-nosuchtask at")
+}
+
+// waitLocalPhase waits until the agent's task file shows the phase.
+func waitLocalPhase(t *testing.T, dataDir, id string, want state.Phase) *state.Task {
+	t.Helper()
+	var task *state.Task
+	waitFor(t, followLimit, "task "+id+" to be "+string(want)+" in the data directory", func() bool {
+		var err error
+		task, err = agent.LoadTask(dataDir, id)
+		return err == nil && task.Phase == want
+	})
+	return task
+}

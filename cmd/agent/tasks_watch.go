@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/state"
+)
+
+func newTasksWatchCmd() *cobra.Command {
+	var (
+		src    sourceFlags
+		recent int
+	)
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "A live view of the tasks: running ones with their progress cards, scheduled retries, recent endings with their timelines",
+		Long: `watch shows the tasks as they run, until you stop it (q or Ctrl-C): each
+running task with its progress card and latest progress, each scheduled
+retry with its countdown, queued tasks, and the tasks that ended last with
+their attempt timelines.
+
+It reads the agent's data directory (without taking its lock, so it works
+while the agent runs), redrawn as the files change; with --remote it polls
+the control plane instead. On a terminal it redraws in place; otherwise
+(piped, redirected) it prints one line per change, and a task's timeline
+when it ends.`,
+		Example: `  agent tasks watch
+  agent tasks watch --remote --control-plane http://127.0.0.1:8080 --token-file token
+  agent tasks watch | tee watch.log`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if recent < 0 {
+				return usagef("--recent %d: want 0 or more", recent)
+			}
+			s, err := src.source()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var wake <-chan struct{}
+			if !src.remote {
+				// A data directory the agent never used (a typo) is an
+				// error, not an empty view forever.
+				if tasks, err := s.Tasks(ctx); tasks == nil && err != nil {
+					return err
+				}
+				w, err := newDirWatch()
+				if err != nil {
+					return err
+				}
+				defer w.Close()
+				w.Add(agent.Layout{Dir: src.dataDir}.Tasks())
+				wake = w.Wake()
+			}
+			out := cmd.OutOrStdout()
+			if f, ok := out.(*os.File); ok && isTerminal(out) {
+				err = watchScreen(ctx, s, wake, f, recent)
+			} else {
+				err = watchLines(ctx, s, wake, out, cmd.ErrOrStderr(), recent)
+			}
+			if errors.Is(err, context.Canceled) {
+				return nil // stopped by the person
+			}
+			return err
+		},
+	}
+	src.add(cmd)
+	cmd.Flags().IntVar(&recent, "recent", 5, "how many of the tasks that ended last to show")
+	return cmd
+}
+
+// board is what the watch shows at one moment, by section.
+type board struct {
+	running  []*state.Task // claimed to completing, not waiting out a retry's backoff
+	retrying []*state.Task // a retry scheduled: the current attempt waits for its start
+	queued   []*state.Task
+	ended    []*state.Task // the last to end first, at most the number asked
+	endedAll int
+}
+
+// newBoard sorts the tasks into the board's sections.
+func newBoard(tasks []*state.Task, recent int) board {
+	var b board
+	for _, t := range tasks {
+		c := t.Current()
+		switch {
+		case t.Phase.Terminal():
+			b.ended = append(b.ended, t)
+		case t.Phase == state.PhaseQueued:
+			b.queued = append(b.queued, t)
+		case c != nil && c.Status == state.AttemptPending:
+			b.retrying = append(b.retrying, t)
+		default:
+			b.running = append(b.running, t)
+		}
+	}
+	slices.SortStableFunc(b.ended, func(x, y *state.Task) int { return y.UpdatedAt.Compare(x.UpdatedAt) })
+	b.endedAll = len(b.ended)
+	b.ended = b.ended[:min(len(b.ended), recent)]
+	return b
+}
+
+// shown lists the tasks the board shows.
+func (b board) shown() []*state.Task {
+	return slices.Concat(b.running, b.retrying, b.queued, b.ended)
+}
+
+// watchLines prints one line per change of a task, and its timeline when
+// it ends: the watch's form for a pipe or a file. The first round prints
+// what the board shows; later rounds, every task that changed.
+func watchLines(ctx context.Context, s taskSource, wake <-chan struct{}, out, errOut io.Writer, recent int) error {
+	last := map[string]string{}
+	first, warned := true, ""
+	return follow(ctx, wake, func() (bool, error) {
+		tasks, err := s.Tasks(ctx)
+		if err != nil {
+			if tasks == nil && !s.Transient(err) {
+				return false, err
+			}
+			if msg := oneLine(err.Error()); msg != warned {
+				warned = msg
+				fmt.Fprintf(errOut, "agent: tasks watch: warning: %s\n", visible(msg))
+			}
+		}
+		show := tasks
+		if first {
+			show = newBoard(tasks, recent).shown()
+			for _, t := range tasks {
+				last[t.ID] = taskLine(t) // the others count from here
+			}
+			for _, t := range show {
+				last[t.ID] = ""
+			}
+			first = false
+		}
+		for _, t := range show {
+			line := taskLine(t)
+			if last[t.ID] == line {
+				continue
+			}
+			last[t.ID] = line
+			fmt.Fprintf(out, "%s  %s  %-30s  %s\n", time.Now().Format(time.TimeOnly), visible(t.ID), visible(state.Ellipsize(t.Title, 30)), visible(line))
+			if t.Phase.Terminal() {
+				printTimeline(out, t, "    ")
+			}
+		}
+		return false, nil
+	})
+}
+
+// Terminal control sequences of the live view.
+const (
+	ansiAltScreen     = "\x1b[?1049h" // the alternate screen: what was on the terminal comes back at the end
+	ansiMainScreen    = "\x1b[?1049l"
+	ansiHideCursor    = "\x1b[?25l"
+	ansiShowCursor    = "\x1b[?25h"
+	ansiHome          = "\x1b[H"
+	ansiClearLine     = "\x1b[K" // to the end of the line
+	ansiClearBelow    = "\x1b[J"
+	ansiBold, ansiOff = "\x1b[1m", "\x1b[0m"
+)
+
+// watchScreen redraws the board in place on a terminal, on the alternate
+// screen, until ctx ends or the person presses q (or Ctrl-C). The terminal
+// is given back as it was, whatever ends the watch.
+func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *os.File, recent int) error {
+	ctx, quit := context.WithCancel(ctx)
+	defer quit()
+	fmt.Fprint(out, ansiAltScreen+ansiHideCursor)
+	defer fmt.Fprint(out, ansiMainScreen+ansiShowCursor)
+	if isTerminal(os.Stdin) {
+		if restore, err := keyMode(os.Stdin); err == nil {
+			var keys sync.WaitGroup
+			keys.Go(func() { readKeys(ctx, os.Stdin, quit) })
+			defer restore()
+			defer keys.Wait() // before the terminal is put back
+			defer quit()
+		}
+	}
+	prev, problem := "", ""
+	return follow(ctx, wake, func() (bool, error) {
+		tasks, err := s.Tasks(ctx)
+		switch {
+		case err != nil && tasks == nil && !s.Transient(err):
+			return false, err
+		case err != nil:
+			problem = oneLine(err.Error())
+		default:
+			problem = ""
+		}
+		if tasks == nil && problem != "" && prev != "" {
+			return false, nil // keep what was shown; the header will say why it is old
+		}
+		width, height := termSize(out)
+		lines := renderBoard(newBoard(tasks, recent), s.String(), problem, time.Now(), width, height)
+		frame := strings.Join(lines, ansiClearLine+"\n") + ansiClearLine
+		if frame != prev {
+			prev = frame
+			fmt.Fprint(out, ansiHome+frame+ansiClearBelow)
+		}
+		return false, nil
+	})
+}
+
+// readKeys ends the watch (quit) when q, Q or Ctrl-C is read, and returns
+// when ctx ends: the terminal's reads return every tenth of a second.
+func readKeys(ctx context.Context, in *os.File, quit func()) {
+	buf := make([]byte, 16)
+	for ctx.Err() == nil {
+		n, err := in.Read(buf)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return
+		}
+		for _, b := range buf[:n] {
+			if b == 'q' || b == 'Q' || b == 3 {
+				quit()
+				return
+			}
+		}
+	}
+}
+
+// renderBoard lays the board out for a terminal of width×height: a
+// header, then each section. Lines are cut to the width, and the board to
+// the height, saying how much did not fit. Text from tasks goes through
+// visible.
+func renderBoard(b board, where, problem string, now time.Time, width, height int) []string {
+	var lines []string
+	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	add("%sagent tasks watch%s  ·  %s  ·  %s  ·  q to quit", ansiBold, ansiOff, visible(where), now.Format(time.TimeOnly))
+	add("%d running · %d retry scheduled · %d queued · %d ended", len(b.running), len(b.retrying), len(b.queued), b.endedAll)
+	if problem != "" {
+		add("! %s (showing what was read last)", visible(problem))
+	}
+	if len(b.shown()) == 0 {
+		add("")
+		add("no tasks yet")
+	}
+	head := func(t *state.Task) string {
+		return visible(t.ID) + "  " + visible(state.Ellipsize(t.Title, 40))
+	}
+	if len(b.running) > 0 {
+		add("")
+		add("%sRunning%s", ansiBold, ansiOff)
+		for _, t := range b.running {
+			line := "  " + head(t) + "  ·  " + visible(string(t.Phase))
+			if c := t.Current(); c != nil {
+				line += fmt.Sprintf("  ·  attempt %d with %s  ·  %s", c.Number, visible(dash(c.Model)), state.Compact(now.Sub(c.StartedAt)))
+				if c.RetriedByPerson {
+					line += "  ·  retried by a person"
+				}
+			}
+			add("%s", line)
+			var card []string
+			for _, s := range state.ProgressCard(t) {
+				card = append(card, stepMarks[s.Status]+" "+s.Name)
+			}
+			add("    %s", strings.Join(card, "  "))
+			switch {
+			case t.AwaitingReply != nil:
+				add("    waiting for a person: %s  (agent tasks reply %s --accept|--decline)", visible(t.AwaitingReply.Command), visible(t.ID))
+			case t.Progress.Message != "" || t.Progress.Percent > 0:
+				add("    %3d%%  %s", t.Progress.Percent, visible(t.Progress.Message))
+			}
+		}
+	}
+	if len(b.retrying) > 0 {
+		add("")
+		add("%sRetry scheduled%s", ansiBold, ansiOff)
+		for _, t := range b.retrying {
+			c := t.Current()
+			after := ""
+			if c.Number > 1 {
+				if e := t.Attempts[c.Number-2].Error; e != nil {
+					after = "  ·  after " + visible(state.Ellipsize(e.Error(), 60))
+				}
+			}
+			add("  %s  ·  attempt %d with %s %s%s", head(t), c.Number, visible(dash(c.Model)), countdown(c.NotBefore.Sub(now)), after)
+		}
+	}
+	if len(b.queued) > 0 {
+		add("")
+		add("%sQueued%s", ansiBold, ansiOff)
+		for _, t := range b.queued {
+			add("  %s  ·  queued %s", head(t), ago(now, t.UpdatedAt))
+		}
+	}
+	if len(b.ended) > 0 {
+		add("")
+		add("%sEnded%s", ansiBold, ansiOff)
+		for _, t := range b.ended {
+			line := "  " + head(t) + "  ·  " + visible(string(t.Phase)) + " " + ago(now, t.UpdatedAt)
+			if t.PhaseReason != "" {
+				line += "  ·  " + visible(t.PhaseReason)
+			}
+			add("%s", line)
+			for _, l := range state.Timeline(t, now) {
+				add("    %s", visible(l))
+			}
+			if t.Phase == state.PhaseRecoverableFailed {
+				add("    a person decides: agent tasks retry %s", visible(t.ID))
+			}
+		}
+	}
+	for i, l := range lines {
+		lines[i] = fitWidth(l, width)
+	}
+	if len(lines) > height {
+		lines = append(lines[:height-1], fmt.Sprintf("… %d more lines (a taller terminal, or --recent 0, shows them)", len(lines)-height+1))
+	}
+	return lines
+}
+
+// countdown says when a retry starts: "in 3s", or "now".
+func countdown(d time.Duration) string {
+	if d <= 0 {
+		return "now"
+	}
+	return "in " + state.Compact((d + time.Second - 1).Truncate(time.Second)) // 2.3 s is "in 3s"
+}
+
+// fitWidth cuts a line to width columns, not counting the bold and plain
+// sequences the board uses (everything else in it is visible text).
+func fitWidth(s string, width int) string {
+	plain := strings.NewReplacer(ansiBold, "", ansiOff, "").Replace(s)
+	if len([]rune(plain)) <= width {
+		return s
+	}
+	return state.Ellipsize(plain, width)
+}

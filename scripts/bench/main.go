@@ -1,0 +1,234 @@
+// Command bench measures the outbox and delivery beside peers, in one
+// invocation: durable appends against a raw write+fdatasync loop, a
+// hand-written group commit, tidwall/wal and nsqio/go-diskqueue; open and
+// list pending against decoding each line once; drain through the
+// product's delivery path against a raw batched POST loop; the compaction
+// pause; and the idle agent. It prints markdown tables (BENCHMARKS.md
+// says what each number means). `make bench` runs it.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The sections, in the order they run.
+var sections = []string{"appends", "open", "drain", "compaction", "idle"}
+
+// fsDir is a file system the appends run on.
+type fsDir struct{ name, dir string }
+
+type config struct {
+	quick       bool
+	rounds      int
+	appendTime  time.Duration
+	payloads    []int
+	writers     []int
+	openTotal   int
+	openPending int
+	// drainCompare is the backlog drained beside the raw POST loop.
+	drainCompare int
+	backlogs     []int
+	// growthRounds: the largest backlog is drained in this many rounds.
+	growthRounds int
+	compactLive  int
+	compactions  int
+	idleWindow   time.Duration
+	only         map[string]bool
+	dataDir      string // on the repo's disk
+	tmpfsDir     string // "" when there is no writable tmpfs
+	repo         string
+}
+
+func fullConfig() config {
+	return config{rounds: 3, appendTime: time.Second, payloads: []int{256, 4096}, writers: []int{1, 8, 64},
+		openTotal: 1_000_000, openPending: 100_000, drainCompare: 100_000, backlogs: []int{10_000, 100_000, 1_000_000},
+		growthRounds: 1, compactLive: 20_000, compactions: 10, idleWindow: 20 * time.Second}
+}
+
+func quickConfig() config {
+	return config{quick: true, rounds: 1, appendTime: 200 * time.Millisecond, payloads: []int{256, 4096}, writers: []int{1, 8, 64},
+		openTotal: 10_000, openPending: 1_000, drainCompare: 2_000, backlogs: []int{1_000, 2_000, 10_000},
+		growthRounds: 1, compactLive: 2_000, compactions: 3, idleWindow: 2 * time.Second}
+}
+
+func (c config) filesystems() []fsDir {
+	fs := []fsDir{{"disk", c.dataDir}}
+	if c.tmpfsDir != "" {
+		fs = append(fs, fsDir{"tmpfs", c.tmpfsDir})
+	}
+	return fs
+}
+
+func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
+
+// report is everything one invocation measured.
+type report struct {
+	Date       time.Time         `json:"date"`
+	Mode       string            `json:"mode"`
+	Rounds     int               `json:"rounds"`
+	Machine    machine           `json:"machine"`
+	Took       float64           `json:"took_s"`
+	Appends    []appendRow       `json:"appends,omitempty"`
+	Open       *openResult       `json:"open,omitempty"`
+	Drain      *drainResult      `json:"drain,omitempty"`
+	Compaction *compactionResult `json:"compaction,omitempty"`
+	Idle       *idleResult       `json:"idle,omitempty"`
+	Notes      []string          `json:"notes,omitempty"`
+}
+
+func main() {
+	if childMain() {
+		return
+	}
+	quick := flag.Bool("quick", false, "small counts and one round: for development and CI smoke")
+	only := flag.String("only", "", "comma-separated sections to run: "+strings.Join(sections, ","))
+	rounds := flag.Int("rounds", 0, "rounds (default 3, 1 with -quick)")
+	dir := flag.String("dir", "", "where the disk runs work (default: a temp dir on the repo's disk)")
+	repo := flag.String("repo", "../..", "the agent's repository (to build the agent for the idle section)")
+	jsonOut := flag.String("json", "", "also write the figures as JSON to this file")
+	printFile := flag.String("print", "", "measure nothing: print the tables of a file -json wrote")
+	flag.Parse()
+	if *printFile != "" {
+		var rep report
+		b, err := os.ReadFile(*printFile)
+		if err == nil {
+			err = json.Unmarshal(b, &rep)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -print:", err)
+			os.Exit(1)
+		}
+		printReport(os.Stdout, &rep)
+		return
+	}
+	cfg := fullConfig()
+	if *quick {
+		cfg = quickConfig()
+	}
+	if *rounds > 0 {
+		cfg.rounds = *rounds
+	}
+	if err := cfg.setOnly(*only); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	cfg.repo = *repo
+	cleanup, err := cfg.setDirs(*dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	rep, runErr := run(cfg, log.New(os.Stderr, "bench: ", 0))
+	cleanup()
+	printReport(os.Stdout, rep)
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
+	if runErr != nil {
+		fmt.Fprintln(os.Stderr, "bench:", runErr)
+		os.Exit(1)
+	}
+}
+
+func (c *config) setOnly(s string) error {
+	if s == "" {
+		return nil
+	}
+	c.only = map[string]bool{}
+	for name := range strings.SplitSeq(s, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(sections, name) {
+			return fmt.Errorf("-only: unknown section %q (want some of %s)", name, strings.Join(sections, ","))
+		}
+		c.only[name] = true
+	}
+	return nil
+}
+
+// setDirs makes the work directories: one on the disk the repository is
+// on (the temp dir when it is on that disk, else one in the repository's
+// parent), and one on /dev/shm when it is writable. The cleanup removes
+// them.
+func (c *config) setDirs(dir string) (func(), error) {
+	if dir == "" {
+		dir = os.TempDir()
+		if !sameDevice(dir, c.repo) {
+			dir = filepath.Dir(must(filepath.Abs(c.repo)))
+		}
+	}
+	d, err := os.MkdirTemp(dir, "agent-bench-")
+	if err != nil {
+		return nil, err
+	}
+	c.dataDir = d
+	if writable("/dev/shm") {
+		if c.tmpfsDir, err = os.MkdirTemp("/dev/shm", "agent-bench-"); err != nil {
+			os.RemoveAll(d)
+			return nil, err
+		}
+	}
+	return func() { os.RemoveAll(c.dataDir); os.RemoveAll(c.tmpfsDir) }, nil
+}
+
+func must[T any](v T, _ error) T { return v }
+
+// run measures the sections cfg selects.
+func run(cfg config, log *log.Logger) (*report, error) {
+	start := time.Now()
+	_, dataFS := mountOf(cfg.dataDir)
+	rep := &report{Date: start.UTC(), Mode: "full", Rounds: cfg.rounds, Machine: machine{CPUs: runtime.NumCPU(), Model: cpuModel(),
+		Kernel: kernel(), DataFS: dataFS, DataDir: cfg.dataDir, TmpFS: cfg.tmpfsDir, Load: loadAvg()}}
+	if cfg.quick {
+		rep.Mode = "quick"
+	}
+	if cfg.tmpfsDir == "" {
+		rep.Machine.TmpFS = "none"
+		rep.Notes = append(rep.Notes, "tmpfs cases skipped: /dev/shm is not writable")
+	}
+	// A section that fails is reported and the others still run: one
+	// broken build must not throw away minutes of figures.
+	var errs []error
+	section := func(name string, fn func() error) {
+		if !cfg.runs(name) {
+			return
+		}
+		if err := fn(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			rep.Notes = append(rep.Notes, fmt.Sprintf("section %s failed: %s", name, firstLine(err.Error())))
+		}
+	}
+	section("appends", func() (err error) { rep.Appends, err = appendsSection(cfg, log); return err })
+	var fx *fixture
+	if cfg.runs("open") || cfg.runs("drain") || cfg.runs("idle") {
+		var err error
+		if fx, err = newFixture(filepath.Join(cfg.dataDir, "fixture")); err != nil {
+			return rep, errors.Join(append(errs, fmt.Errorf("fixture: %w", err))...)
+		}
+	}
+	section("open", func() (err error) { rep.Open, err = openSection(cfg, fx, log); return err })
+	section("drain", func() (err error) { rep.Drain, err = drainSection(cfg, fx, log); return err })
+	section("compaction", func() (err error) { rep.Compaction, err = compactionSection(cfg, log); return err })
+	section("idle", func() (err error) { rep.Idle, err = idleSection(cfg, fx, log); return err })
+	rep.Took = time.Since(start).Seconds()
+	rep.Machine.Load += " at the start, " + loadAvg() + " at the end"
+	return rep, errors.Join(errs...)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
