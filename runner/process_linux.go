@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -55,7 +56,10 @@ func sweepMark(match func(mark string) bool) int {
 
 // markedProcesses lists the live processes whose MarkEnv matches. A
 // process whose environment cannot be read (another user's, or gone) is
-// not ours.
+// not ours. A process in the middle of an execve shows an empty
+// environment for an instant (its new memory is in place, its new stack
+// not yet described): it is read again until its exec is done, so that a
+// marked process is not missed for being caught between two programs.
 func markedProcesses(match func(string) bool) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -65,25 +69,106 @@ func markedProcesses(match func(string) bool) []int {
 	names, _ := d.Readdirnames(-1)
 	self := os.Getpid()
 	key := []byte(MarkEnv + "=")
+	marked := func(env []byte) bool {
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if v, ok := bytes.CutPrefix(kv, key); ok && match(string(v)) {
+				return true
+			}
+		}
+		return false
+	}
+	var r environReader
 	var pids []int
+	empty := map[int]int{} // pid → looks that found its exec done and its environment empty
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil || pid == self {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + name + "/environ")
-		if err != nil {
-			continue
+		env, err := r.read(pid)
+		switch {
+		case err != nil:
+		case marked(env):
+			pids = append(pids, pid)
+		case len(env) == 0:
+			empty[pid] = 0
 		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, key); ok && match(string(v)) {
-				pids = append(pids, pid)
-				break
+	}
+	for i := 0; len(empty) > 0 && i < execRereads; i++ {
+		for pid, n := range empty {
+			// The stat first: read after an empty environment, a finished
+			// exec could pass for an empty environment.
+			st, ok := readStat(pid)
+			if !ok || st.state == 'Z' || st.state == 'X' || st.flags&pfKthread != 0 {
+				delete(empty, pid) // gone, or has no environment to wait for
+				continue
 			}
+			env, err := r.read(pid)
+			switch {
+			case err != nil, len(env) > 0 && !marked(env):
+				delete(empty, pid)
+			case len(env) > 0:
+				pids = append(pids, pid)
+				delete(empty, pid)
+			case st.envEnd != 0 && n+1 >= emptyRereads:
+				delete(empty, pid) // started with an empty environment
+			case st.envEnd != 0:
+				empty[pid] = n + 1
+			}
+		}
+		if len(empty) > 0 {
+			time.Sleep(time.Millisecond)
 		}
 	}
 	return pids
 }
+
+// environReader reads processes' environments, each in one read: the file
+// holds the memory the process had when it was opened, and a read after
+// that process has exec'd another program finds it gone and ends early, so
+// an environment read in pieces across an exec would come out cut short,
+// missing the variables at its end (where the mark is).
+type environReader struct{ buf []byte }
+
+func (r *environReader) read(pid int) ([]byte, error) {
+	if r.buf == nil {
+		r.buf = make([]byte, 64<<10)
+	}
+	for {
+		f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil {
+			return nil, err
+		}
+		n, err := f.Read(r.buf)
+		f.Close()
+		switch {
+		case err == io.EOF:
+			return nil, nil
+		case err != nil:
+			return nil, err
+		case n < len(r.buf) || len(r.buf) >= maxEnviron:
+			return r.buf[:n], nil
+		}
+		r.buf = make([]byte, 4*len(r.buf)) // did not fit: again, whole
+	}
+}
+
+// maxEnviron bounds the environment read: the kernel takes at most a
+// quarter of an 8 MiB stack for arguments and environment together.
+const maxEnviron = 4 << 20
+
+// execRereads bounds how long a sweep waits for processes caught in an
+// execve (env_end still 0 in their stat): 2 s of 1 ms looks. An exec is
+// done in well under a millisecond on an idle machine.
+const execRereads = 2000
+
+// emptyRereads is how many looks a process whose exec looks done but whose
+// environment reads empty gets: the kernel may be still writing where the
+// environment ends, or the process was started with none.
+const emptyRereads = 20
+
+// pfKthread is PF_KTHREAD from linux/sched.h, in /proc/PID/stat's flags.
+const pfKthread = 0x00200000
 
 // waitGone waits, briefly, until a killed process is no longer running: it
 // is reaped at once when it is the agent's child, else its parent's
@@ -142,18 +227,44 @@ func zombieChildren() []int {
 
 // procStat reads a process's parent and state from /proc/PID/stat.
 func procStat(pid int) (ppid int, state byte, ok bool) {
+	st, ok := readStat(pid)
+	return st.ppid, st.state, ok
+}
+
+// stat is what the sweep reads of /proc/PID/stat.
+type stat struct {
+	state  byte
+	ppid   int
+	flags  uint64
+	envEnd uint64 // 0 while an execve is under way, and for zombies and kernel threads
+}
+
+// readStat reads /proc/PID/stat: fields 3 (state), 4 (ppid), 9 (flags) and
+// 51 (env_end, Linux 3.5 and later; 0 where absent). The command name
+// before them may hold spaces and parentheses, so fields count from the
+// last ')'.
+func readStat(pid int) (stat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, false
+		return stat{}, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
-		return 0, 0, false
+		return stat{}, false
 	}
-	fields := bytes.Fields(b[i+1:])
-	if len(fields) < 2 {
-		return 0, 0, false
+	f := bytes.Fields(b[i+1:]) // f[0] is field 3
+	if len(f) < 7 {
+		return stat{}, false
 	}
-	ppid, err = strconv.Atoi(string(fields[1]))
-	return ppid, fields[0][0], err == nil
+	st := stat{state: f[0][0]}
+	if st.ppid, err = strconv.Atoi(string(f[1])); err != nil {
+		return stat{}, false
+	}
+	if st.flags, err = strconv.ParseUint(string(f[6]), 10, 64); err != nil {
+		return stat{}, false
+	}
+	if len(f) > 48 {
+		st.envEnd, _ = strconv.ParseUint(string(f[48]), 10, 64)
+	}
+	return st, true
 }

@@ -78,6 +78,7 @@ func TestSweepOwnerEndsMarkedProcesses(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done }) // a failed run leaves nothing behind
 	other := exec.Command("sleep", "300")
 	other.Env = append(os.Environ(), MarkEnv+"=owner-y/att-2/abcd")
 	if err := other.Start(); err != nil {
@@ -91,5 +92,30 @@ func TestSweepOwnerEndsMarkedProcesses(t *testing.T) {
 	<-done // killed, else this blocks until the test times out
 	if !alive(other.Process.Pid) {
 		t.Fatal("another owner's process was killed")
+	}
+}
+
+// A process started with no environment at all reads like one caught in an
+// exec; the sweep looks at it a few times, leaves it alone and returns.
+func TestSweepLeavesAProcessWithNoEnvironment(t *testing.T) {
+	bare := exec.Command("sleep", "300")
+	bare.Env = []string{}
+	if err := bare.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = bare.Process.Kill(); _ = bare.Wait() }()
+	// Wait for its exec to be done: its command line is sleep's.
+	for {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(bare.Process.Pid) + "/cmdline")
+		if strings.HasPrefix(string(b), "sleep\x00") {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := SweepOwner("owner-z"); n != 0 {
+		t.Fatalf("SweepOwner killed %d processes, want 0", n)
+	}
+	if !alive(bare.Process.Pid) {
+		t.Fatal("a process with no environment was killed")
 	}
 }
