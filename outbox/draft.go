@@ -74,7 +74,7 @@ func (d *draft) finish(seq uint64) (line []byte, key string) {
 // compacting every payload cost.
 func appendPayload(b, p []byte) ([]byte, error) {
 	p = trimJSONSpace(p)
-	if len(p) == 0 || !json.Valid(p) {
+	if len(p) == 0 || !validJSON(p) {
 		return nil, fmt.Errorf("%w: payload is not JSON", ErrInvalid)
 	}
 	if bytes.IndexByte(p, '\n') < 0 && bytes.IndexByte(p, '\r') < 0 {

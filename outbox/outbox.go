@@ -670,7 +670,7 @@ func readRecord(e *entry, buf []byte) (Record, error) {
 		return bad(err)
 	}
 	r := Record{Seq: e.seq, Key: e.recordKey(), Kind: e.kind, TaskID: e.taskID, Attempt: int(e.attempt), CreatedAt: e.createdAt}
-	if p, ok := payloadOf(l[:len(l)-crcSuffixLen], &r); ok && json.Valid(p) {
+	if p, ok := payloadOf(l[:len(l)-crcSuffixLen], &r); ok && validJSON(p) {
 		r.Payload = p
 		return r, nil
 	}

@@ -298,7 +298,7 @@ func decodeRecordFast(body []byte, d *line) bool {
 		return false
 	}
 	seq, rest, ok := cutUint(rest)
-	if !ok || len(rest) != 0 || seq == 0 || !Kind(kind).Valid() || !json.Valid(payload) {
+	if !ok || len(rest) != 0 || seq == 0 || !Kind(kind).Valid() || !validJSON(payload) {
 		return false
 	}
 	a := int(attempt)
