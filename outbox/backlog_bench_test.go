@@ -32,7 +32,7 @@ func writeBacklog(b *testing.B, dir string, n, pending int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		l, _ := d.finish(seq)
+		l := d.finish(seq)
 		w.Write(l)
 		if int(seq) <= n-pending {
 			sent = append(sent, seq)

@@ -21,8 +21,7 @@ type draft struct {
 	rec Record // without its payload, for the index
 	buf []byte // the line up to the key; the key's closing quote too unless the key ends in the seq
 	crc uint32 // of buf
-	key string // the caller's key, or the prefix of the one the outbox makes
-	gen bool   // the key is the outbox's: taskID:kind:createdAt:seq
+	gen bool   // the key is the outbox's, taskID:kind:createdAt:seq; else rec.Key
 }
 
 // draftTail bounds what finish adds: a key's seq and quote, `,"seq":` and
@@ -30,21 +29,29 @@ type draft struct {
 const draftTail = 20 + 1 + 7 + 20 + crcSuffixLen + 1
 
 func newDraft(r Record) (*draft, error) {
-	d := &draft{rec: r, key: r.Key, gen: r.Key == ""}
+	d := &draft{rec: r, gen: r.Key == ""}
 	d.rec.Payload = nil
-	if d.gen {
-		d.key = r.TaskID + ":" + string(r.Kind) + ":" + r.CreatedAt.Format(TimeFormat) + ":"
-	}
-	b := make([]byte, 0, len(r.Payload)+len(r.TaskID)+2*len(d.key)+96+draftTail)
+	b := make([]byte, 0, len(r.Payload)+3*len(r.TaskID)+2*len(r.Key)+160+draftTail)
 	b = appendRecordHead(b, r.Kind, r.TaskID, r.Attempt, r.CreatedAt)
+	timeEnd := len(b) - len(`","payload":`)
+	timeStart := bytes.LastIndexByte(b[:timeEnd], '"') + 1
 	b, err := appendPayload(b, r.Payload)
 	if err != nil {
 		return nil, err
 	}
 	b = append(b, `,"key":`...)
-	b = appendJSONString(b, d.key)
 	if d.gen {
-		b = b[:len(b)-1] // the seq and the closing quote come in finish
+		// `"taskID:kind:createdAt:`; the seq and the closing quote come in
+		// finish. The time is the head's, copied rather than formatted again.
+		b = append(b, '"')
+		b = appendJSONStringBody(b, r.TaskID)
+		b = append(b, ':')
+		b = appendJSONStringBody(b, string(r.Kind))
+		b = append(b, ':')
+		b = append(b, b[timeStart:timeEnd]...)
+		b = append(b, ':')
+	} else {
+		b = appendJSONString(b, r.Key)
 	}
 	d.buf, d.crc = b, crcOf(b)
 	return d, nil
@@ -53,17 +60,16 @@ func newDraft(r Record) (*draft, error) {
 // maxLen bounds the finished line's length.
 func (d *draft) maxLen() int { return len(d.buf) + draftTail }
 
-// finish completes the line with seq and returns it with the record's key.
-func (d *draft) finish(seq uint64) (line []byte, key string) {
-	b, start, key := d.buf, len(d.buf), d.key
+// finish completes the line with seq.
+func (d *draft) finish(seq uint64) []byte {
+	b, start := d.buf, len(d.buf)
 	if d.gen {
 		b = strconv.AppendUint(b, seq, 10)
 		b = append(b, '"')
-		key += strconv.FormatUint(seq, 10)
 	}
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
-	return appendCRC(b, crc32.Update(d.crc, castagnoli, b[start:])), key
+	return appendCRC(b, crc32.Update(d.crc, castagnoli, b[start:]))
 }
 
 // appendPayload appends p to b once it is known to be JSON. It is copied as
@@ -98,6 +104,6 @@ func appendRecordHead(b []byte, kind Kind, taskID string, attempt int, createdAt
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(attempt), 10)
 	b = append(b, `,"created_at":"`...)
-	b = createdAt.AppendFormat(b, TimeFormat)
+	b = appendTime(b, createdAt)
 	return append(b, `","payload":`...)
 }

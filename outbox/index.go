@@ -88,7 +88,7 @@ func appendGenKey(b []byte, taskID string, kind Kind, createdAt time.Time, seq u
 	b = append(b, ':')
 	b = append(b, kind...)
 	b = append(b, ':')
-	b = createdAt.AppendFormat(b, TimeFormat)
+	b = appendTime(b, createdAt)
 	b = append(b, ':')
 	return strconv.AppendUint(b, seq, 10)
 }

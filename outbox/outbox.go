@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/edgeagent/agent/internal/durable"
 	"github.com/gofrs/flock"
@@ -276,6 +277,11 @@ func (o *Outbox) Append(r Record) (uint64, error) {
 	if !r.Kind.Valid() || r.TaskID == "" || r.Attempt > math.MaxInt32 || r.Attempt < -math.MaxInt32 {
 		return 0, fmt.Errorf("%w: kind %q, task %q, attempt %d", ErrInvalid, r.Kind, r.TaskID, r.Attempt)
 	}
+	// JSON would carry invalid UTF-8 as U+FFFD: the key the file holds
+	// would not be the one sent before a restart.
+	if !utf8.ValidString(r.TaskID) || !utf8.ValidString(r.Key) {
+		return 0, fmt.Errorf("%w: task %q or key %q is not UTF-8", ErrInvalid, r.TaskID, r.Key)
+	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = o.opts.Now()
 	}
@@ -337,12 +343,12 @@ func (o *Outbox) full(n int64) bool {
 func (o *Outbox) enqueueDraft(d *draft, done chan error) uint64 {
 	seq := o.nextSeq
 	o.nextSeq++
-	l, key := d.finish(seq)
+	l := d.finish(seq)
 	r := d.rec
 	e := &entry{seq: seq, kind: r.Kind, taskID: r.TaskID, attempt: int32(r.Attempt),
 		createdAt: r.CreatedAt, n: int32(len(l)), state: StatePending}
 	if !d.gen {
-		e.key = key
+		e.key = r.Key
 	}
 	o.enqueue(&write{line: l, rec: e, done: done})
 	return seq

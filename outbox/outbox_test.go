@@ -775,3 +775,49 @@ func TestPayloadKeptAsGivenUnlessItBreaksTheLine(t *testing.T) {
 		o.Close()
 	}
 }
+
+// The key Append makes is taskID:kind:createdAt:seq whatever the task id
+// holds and whether or not the payload had to be compacted, in the line
+// and after a reopen.
+func TestGeneratedKeyWithOddTaskIDAndCompactedPayload(t *testing.T) {
+	dir := t.TempDir()
+	o := openT(t, dir, Options{})
+	at := time.Date(2026, 11, 23, 10, 4, 5, 6, time.UTC)
+	ids := []string{"t-1", `t "<é>" \ x`, "t\x01\u2028"}
+	for _, id := range ids {
+		if _, err := o.Append(Record{Kind: KindProgress, TaskID: id, CreatedAt: at, Payload: json.RawMessage("{\n  \"a\": [1,\r\n 2]\n}\n")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(o *Outbox) {
+		t.Helper()
+		got, err := o.Pending(10, 1<<20)
+		if err != nil || len(got) != len(ids) {
+			t.Fatalf("pending %d, %v", len(got), err)
+		}
+		for i, r := range got {
+			want := fmt.Sprintf("%s:progress:%s:%d", ids[i], at.Format(TimeFormat), r.Seq)
+			if r.Key != want || string(r.Payload) != `{"a":[1,2]}` {
+				t.Errorf("record %d: key %q payload %s, want key %q", i, r.Key, r.Payload, want)
+			}
+		}
+	}
+	check(o)
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o = openT(t, dir, Options{})
+	check(o)
+}
+
+func TestAppendRefusesInvalidUTF8(t *testing.T) {
+	o := openT(t, t.TempDir(), Options{})
+	for _, r := range []Record{
+		{Kind: KindProgress, TaskID: "t\xff", Payload: json.RawMessage(`{}`)},
+		{Kind: KindProgress, TaskID: "t", Key: "k\xff", Payload: json.RawMessage(`{}`)},
+	} {
+		if _, err := o.Append(r); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Append(task %q, key %q) = %v, want ErrInvalid", r.TaskID, r.Key, err)
+		}
+	}
+}

@@ -116,7 +116,9 @@ func seal(body []byte) []byte { return appendCRC(body, crcOf(body)) }
 // of everything before.
 func appendCRC(b []byte, sum uint32) []byte {
 	b = append(b, `,"crc":"`...)
-	b = hex.AppendEncode(b, binary.BigEndian.AppendUint32(nil, sum))
+	var be [4]byte
+	binary.BigEndian.PutUint32(be[:], sum)
+	b = hex.AppendEncode(b, be[:])
 	return append(b, '"', '}', '\n')
 }
 
@@ -220,15 +222,21 @@ func markJSON(m line) any {
 // Ids, kinds and keys are plain ASCII, which needs no escaping and no
 // allocation; anything else goes through encoding/json.
 func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = appendJSONStringBody(dst, s)
+	return append(dst, '"')
+}
+
+// appendJSONStringBody appends s escaped as appendJSONString does, without
+// the quotes.
+func appendJSONStringBody(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			b, _ := json.Marshal(s) // a string always marshals
-			return append(dst, b...)
+			return append(dst, b[1:len(b)-1]...)
 		}
 	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
+	return append(dst, s...)
 }
 
 // decodeRecordFast reads a record line laid out exactly as Append writes
