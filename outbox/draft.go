@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -17,11 +18,33 @@ import (
 // so that under the lock an append only adds the seq's digits (and, for a
 // key the outbox makes, the same digits at the key's end) and carries the
 // CRC over those few bytes. Readers do not depend on the field order.
+//
+// Drafts are recycled (with their buffer and the write that carries the
+// line) once their line is written: at a few hundred thousand appends a
+// second, their garbage was what kept the collector busy.
 type draft struct {
 	rec Record // without its payload, for the index
 	buf []byte // the line up to the key; the key's closing quote too unless the key ends in the seq
 	crc uint32 // of buf
 	gen bool   // the key is the outbox's, taskID:kind:createdAt:seq; else rec.Key
+	w   write  // the queued line (finished buf) once enqueued
+}
+
+var draftPool = sync.Pool{New: func() any { return new(draft) }}
+
+// maxPooledLine bounds the buffers kept for reuse: a burst of large
+// records does not pin its memory.
+const maxPooledLine = 64 << 10
+
+// release gives d back for reuse. Its line must be written and no longer
+// referenced.
+func (d *draft) release() {
+	buf := d.buf[:0]
+	if cap(buf) > maxPooledLine {
+		buf = nil
+	}
+	*d = draft{buf: buf}
+	draftPool.Put(d)
 }
 
 // draftTail bounds what finish adds: a key's seq and quote, `,"seq":` and
@@ -29,14 +52,19 @@ type draft struct {
 const draftTail = 20 + 1 + 7 + 20 + crcSuffixLen + 1
 
 func newDraft(r Record) (*draft, error) {
-	d := &draft{rec: r, gen: r.Key == ""}
+	d := draftPool.Get().(*draft)
+	d.rec, d.gen = r, r.Key == ""
 	d.rec.Payload = nil
-	b := make([]byte, 0, len(r.Payload)+3*len(r.TaskID)+2*len(r.Key)+160+draftTail)
+	b := d.buf[:0]
+	if need := len(r.Payload) + 3*len(r.TaskID) + 2*len(r.Key) + 160 + draftTail; cap(b) < need {
+		b = make([]byte, 0, need)
+	}
 	b = appendRecordHead(b, r.Kind, r.TaskID, r.Attempt, r.CreatedAt)
 	timeEnd := len(b) - len(`","payload":`)
 	timeStart := bytes.LastIndexByte(b[:timeEnd], '"') + 1
 	b, err := appendPayload(b, r.Payload)
 	if err != nil {
+		d.release()
 		return nil, err
 	}
 	b = append(b, `,"key":`...)

@@ -122,10 +122,11 @@ type Outbox struct {
 
 // write is one line waiting to be committed.
 type write struct {
-	line []byte
-	rec  *entry     // set for a record
-	mark *line      // set for a mark
-	done chan error // nil when nobody waits
+	line  []byte
+	rec   *entry     // set for a record
+	mark  *line      // set for a mark
+	done  chan error // nil when nobody waits
+	draft *draft     // the record's draft, which holds this write, recycled once written
 }
 
 // errLead is sent, instead of an outcome, to the waiter that is to lead
@@ -350,7 +351,8 @@ func (o *Outbox) enqueueDraft(d *draft, done chan error) uint64 {
 	if !d.gen {
 		e.key = r.Key
 	}
-	o.enqueue(&write{line: l, rec: e, done: done})
+	d.w = write{line: l, rec: e, done: done, draft: d}
+	o.enqueue(&d.w)
 	return seq
 }
 
@@ -435,6 +437,9 @@ func (o *Outbox) lead() {
 	for i, w := range batch {
 		if w.done != nil {
 			w.done <- err
+		}
+		if w.draft != nil {
+			w.draft.release() // w with it
 		}
 		batch[i] = nil
 	}
