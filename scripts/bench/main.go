@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -97,7 +98,18 @@ func main() {
 	repo := flag.String("repo", "../..", "the agent's repository (to build the agent for the idle section)")
 	jsonOut := flag.String("json", "", "also write the figures as JSON to this file")
 	printFile := flag.String("print", "", "measure nothing: print the tables of a file -json wrote")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process: the product's outbox, delivery and the control plane run in it) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(1)
+		}
+	}
 	if *printFile != "" {
 		var rep report
 		b, err := os.ReadFile(*printFile)
@@ -129,6 +141,7 @@ func main() {
 		os.Exit(1)
 	}
 	rep, runErr := run(cfg, log.New(os.Stderr, "bench: ", 0))
+	pprof.StopCPUProfile() // nothing when not profiling
 	cleanup()
 	printReport(os.Stdout, rep)
 	if *jsonOut != "" {
