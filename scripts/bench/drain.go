@@ -111,6 +111,19 @@ func drainRaw(fx *fixture, events []controlplane.Event) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// drainRawBacklog runs the raw POST loop over the events of a backlog of n.
+func drainRawBacklog(fx *fixture, n int) (time.Duration, error) {
+	backlog, err := fx.backlog(n)
+	if err != nil {
+		return 0, err
+	}
+	events, err := fx.events(backlog)
+	if err != nil {
+		return 0, err
+	}
+	return drainRaw(fx, events)
+}
+
 // drainResult is the drain section's figures.
 type drainResult struct {
 	Records        int       `json:"records"`
@@ -122,6 +135,10 @@ type drainResult struct {
 	PerRecordUS    []float64 `json:"per_record_us"` // median per backlog
 	GrowthRatio    float64   `json:"growth_ratio"`  // largest backlog's per-record cost over the smallest's
 	GrowthRoundsOf []int     `json:"growth_rounds"` // rounds measured per backlog
+	// The raw POST loop at each backlog, in the same rounds: how much of
+	// the growth is the control plane's own (its key set, its files).
+	RawPerRecordUS []float64 `json:"raw_per_record_us,omitempty"`
+	RawGrowthRatio float64   `json:"raw_growth_ratio,omitempty"`
 }
 
 func drainSection(cfg config, fx *fixture, log *log.Logger) (*drainResult, error) {
@@ -140,6 +157,7 @@ func drainSection(cfg config, fx *fixture, log *log.Logger) (*drainResult, error
 	res := &drainResult{Records: n, Backlogs: cfg.backlogs}
 	var prod, raw []float64
 	per := make([][]float64, len(cfg.backlogs))
+	rawPer := make([][]float64, len(cfg.backlogs))
 	for round := range cfg.rounds {
 		var p, r time.Duration
 		for k := range 2 {
@@ -166,17 +184,27 @@ func drainSection(cfg config, fx *fixture, log *log.Logger) (*drainResult, error
 					return nil, err
 				}
 			}
-			log.Printf("round %d, drain backlog %s: %v, %.1f µs/record", round+1, count(b), t.Round(time.Millisecond), us(t)/float64(b))
+			rt := r
+			if b != n {
+				if rt, err = drainRawBacklog(fx, b); err != nil {
+					return nil, err
+				}
+			}
+			log.Printf("round %d, drain backlog %s: %v, %.1f µs/record; raw POST loop %v, %.1f µs/record", round+1, count(b),
+				t.Round(time.Millisecond), us(t)/float64(b), rt.Round(time.Millisecond), us(rt)/float64(b))
 			per[i] = append(per[i], us(t)/float64(b))
+			rawPer[i] = append(rawPer[i], us(rt)/float64(b))
 		}
 	}
 	res.ProductPerSec, res.RawPerSec, res.Ratio = median(prod), median(raw), median(res.Ratios)
 	for i := range cfg.backlogs {
 		res.PerRecordUS = append(res.PerRecordUS, median(per[i]))
+		res.RawPerRecordUS = append(res.RawPerRecordUS, median(rawPer[i]))
 		res.GrowthRoundsOf = append(res.GrowthRoundsOf, len(per[i]))
 	}
-	if k := len(res.PerRecordUS); k > 1 && res.PerRecordUS[0] > 0 {
+	if k := len(res.PerRecordUS); k > 1 && res.PerRecordUS[0] > 0 && res.RawPerRecordUS[0] > 0 {
 		res.GrowthRatio = res.PerRecordUS[k-1] / res.PerRecordUS[0]
+		res.RawGrowthRatio = res.RawPerRecordUS[k-1] / res.RawPerRecordUS[0]
 	}
 	return res, nil
 }

@@ -19,6 +19,11 @@ type idleResult struct {
 	WindowS    float64 `json:"window_s"`
 	CPUPercent float64 `json:"cpu_percent"` // of one core, over the window
 	RSSBytes   int64   `json:"rss_bytes"`   // VmRSS at the end of the window
+	// VmRSS's two parts: memory of the process's own (heap, stacks, the
+	// runtime's), and pages of files it maps (its binary, shared and
+	// reclaimable).
+	RSSAnonBytes int64 `json:"rss_anon_bytes,omitempty"`
+	RSSFileBytes int64 `json:"rss_file_bytes,omitempty"`
 }
 
 // idleSection builds the agent, starts `agent run` against a control
@@ -97,8 +102,12 @@ func idleSection(cfg config, fx *fixture, log *log.Logger) (*idleResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	res := &idleResult{WindowS: window.Seconds(), CPUPercent: 100 * float64(cpu1-cpu0) / float64(window), RSSBytes: rss}
-	log.Printf("idle agent: %.3f %% of a core, %.1f MB RSS over %.0f s", res.CPUPercent, float64(rss)/1e6, res.WindowS)
+	anon, _ := statusField(strconv.Itoa(pid), "RssAnon")
+	file, _ := statusField(strconv.Itoa(pid), "RssFile")
+	res := &idleResult{WindowS: window.Seconds(), CPUPercent: 100 * float64(cpu1-cpu0) / float64(window), RSSBytes: rss,
+		RSSAnonBytes: anon, RSSFileBytes: file}
+	log.Printf("idle agent: %.3f %% of a core, %.1f MB RSS (%.1f MB its own, %.1f MB of files) over %.0f s",
+		res.CPUPercent, float64(rss)/1e6, float64(anon)/1e6, float64(file)/1e6, res.WindowS)
 	return res, nil
 }
 

@@ -47,10 +47,19 @@ func printReport(w io.Writer, r *report) {
 		fmt.Fprintf(w, "| drain %s pending (agent.Replay) | %.0f records/s | raw POST loop, batches of 500: %.0f records/s | %.2fx throughput | %s |\n",
 			count(d.Records), d.ProductPerSec, d.RawPerSec, d.Ratio, ratios(d.Ratios))
 		for i, b := range d.Backlogs {
-			fmt.Fprintf(w, "| drain time per record, backlog %s | %.1f µs | | | %d round%s |\n", count(b), d.PerRecordUS[i], d.GrowthRoundsOf[i], plural(d.GrowthRoundsOf[i]))
+			if i < len(d.RawPerRecordUS) {
+				fmt.Fprintf(w, "| drain time per record, backlog %s | %.1f µs | raw POST loop, same backlog: %.1f µs | %.2fx time | %d round%s |\n",
+					count(b), d.PerRecordUS[i], d.RawPerRecordUS[i], d.PerRecordUS[i]/d.RawPerRecordUS[i], d.GrowthRoundsOf[i], plural(d.GrowthRoundsOf[i]))
+			} else {
+				fmt.Fprintf(w, "| drain time per record, backlog %s | %.1f µs | | | %d round%s |\n", count(b), d.PerRecordUS[i], d.GrowthRoundsOf[i], plural(d.GrowthRoundsOf[i]))
+			}
 		}
 		if len(d.Backlogs) > 1 {
-			fmt.Fprintf(w, "| per-record cost, %s over %s backlog | %.2fx | | | |\n", count(d.Backlogs[len(d.Backlogs)-1]), count(d.Backlogs[0]), d.GrowthRatio)
+			raw := ""
+			if d.RawGrowthRatio > 0 {
+				raw = fmt.Sprintf("raw POST loop: %.2fx (the control plane's own growth)", d.RawGrowthRatio)
+			}
+			fmt.Fprintf(w, "| per-record cost, %s over %s backlog | %.2fx | %s | | |\n", count(d.Backlogs[len(d.Backlogs)-1]), count(d.Backlogs[0]), d.GrowthRatio, raw)
 		}
 	}
 	if c := r.Compaction; c != nil {
@@ -59,7 +68,11 @@ func printReport(w io.Writer, r *report) {
 	}
 	if i := r.Idle; i != nil {
 		fmt.Fprintf(w, "| idle agent run, CPU over %.0f s | %.3f %% of a core | | | |\n", i.WindowS, i.CPUPercent)
-		fmt.Fprintf(w, "| idle agent run, RSS | %.1f MB | | | |\n", float64(i.RSSBytes)/1e6)
+		parts := ""
+		if i.RSSAnonBytes > 0 {
+			parts = fmt.Sprintf("its own (RssAnon): %.1f MB; mapped files, its binary (RssFile): %.1f MB", float64(i.RSSAnonBytes)/1e6, float64(i.RSSFileBytes)/1e6)
+		}
+		fmt.Fprintf(w, "| idle agent run, RSS | %.1f MB | %s | | |\n", float64(i.RSSBytes)/1e6, parts)
 	}
 }
 
