@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/outbox"
 )
 
 func writeFile(t *testing.T, path, text string) {
@@ -225,5 +231,69 @@ func TestConfigReload(t *testing.T) {
 	}
 	if agents, _ := c.client.Agents(context.Background()); len(agents) != 1 || agents[0].AgentID == "renamed" {
 		t.Errorf("agent id changed without a restart: %+v", agents)
+	}
+}
+
+// A SIGHUP that comes while the agent is still starting (here: opening an
+// outbox with a backlog) is kept for the reloader, not the end of the
+// process, as it was by Go's default before the reloader ran.
+func TestSIGHUPWhileStartingIsKept(t *testing.T) {
+	dir := t.TempDir()
+	c := startCP(t, freeAddr(t), filepath.Join(dir, "cp"))
+	dataDir := filepath.Join(dir, "agent")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	o, err := outbox.Open(agent.Layout{Dir: dataDir}.Outbox(), outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			for i := range 200 {
+				p := json.RawMessage(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i))
+				if _, err := o.Append(outbox.Record{Kind: outbox.KindProgress, TaskID: "t-gone", Attempt: 1, Payload: p}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	a := startAgentProc(t, c, dataDir, "--log-level", "debug")
+	// The moment the agent has its outbox open, it is still starting.
+	fds := fmt.Sprintf("/proc/%d/fd", a.cmd.Process.Pid)
+	opened := func() bool {
+		ents, _ := os.ReadDir(fds)
+		for _, e := range ents {
+			if l, _ := os.Readlink(filepath.Join(fds, e.Name())); strings.HasSuffix(l, outbox.FileName) {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(time.Minute); !opened(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never opened its outbox:\n%s", tail(a.output(), 3000))
+		}
+	}
+	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the reload the SIGHUP asked for", func() bool {
+		select {
+		case <-a.done:
+			t.Fatalf("the agent ended on a SIGHUP at start (%v):\n%s", a.err, tail(a.output(), 3000))
+		default:
+		}
+		return strings.Contains(a.output(), `"why":"SIGHUP"`)
+	})
+	if code := a.stop(); code != 0 {
+		t.Fatalf("agent exit code %d after a SIGHUP at start:\n%s", code, tail(a.output(), 3000))
 	}
 }

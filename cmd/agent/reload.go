@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -114,14 +112,10 @@ func liveSettings(f runFlags, exe runner.Executor) agent.Live {
 		ReplyTimeout: f.executor.replyTimeout, Timeouts: runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts}}
 }
 
-// watch reloads on SIGHUP and when the config file changes, until ctx
-// ends. It follows the file's directory, so an editor that replaces the
-// file (write a temporary, rename it over) is seen too.
-func (rl *reloader) watch(ctx context.Context) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-
+// watch reloads on SIGHUP (hup) and when the config file changes, until
+// ctx ends. It follows the file's directory, so an editor that replaces
+// the file (write a temporary, rename it over) is seen too.
+func (rl *reloader) watch(ctx context.Context, hup <-chan os.Signal) {
 	var events chan fsnotify.Event
 	var errs chan error
 	file := rl.inForce.file

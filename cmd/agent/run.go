@@ -115,6 +115,12 @@ func (f *runFlags) policy() runner.Policy {
 }
 
 func startAgent(cmd *cobra.Command, f runFlags) error {
+	// SIGHUP reloads the settings. Caught from here on, so that one sent
+	// while the agent opens its data (a large outbox takes seconds) waits
+	// for the reloader rather than ending the process (Go's default).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if f.controlPlane == "" {
 		return usagef("--control-plane is required")
 	}
@@ -183,7 +189,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	if r := resolvedOf(cmd); r != nil {
 		rl := &reloader{agent: a, level: level, log: log, inForce: r, fs: cmd.Flags(), exe: exe}
 		wg.Add(1)
-		go func() { defer wg.Done(); rl.watch(ctx) }()
+		go func() { defer wg.Done(); rl.watch(ctx, hup) }()
 	}
 	err = a.Run(ctx)
 	if errors.Is(err, controlplane.ErrUnauthorized) {
