@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +105,12 @@ func TestSmallestRun(t *testing.T) {
 		if len(d.PerRecordUS) != len(cfg.backlogs) || d.GrowthRatio <= 0 {
 			t.Fatalf("per-record costs %v, growth %.2f", d.PerRecordUS, d.GrowthRatio)
 		}
+		if len(d.RawPerRecordUS) != len(cfg.backlogs) || d.RawGrowthRatio <= 0 || slices.Contains(d.RawPerRecordUS, 0) {
+			t.Fatalf("raw loop per-record costs %v, growth %.2f", d.RawPerRecordUS, d.RawGrowthRatio)
+		}
+		if !strings.Contains(text, "raw POST loop, same backlog: ") || !strings.Contains(text, "(the control plane's own growth)") {
+			t.Errorf("the raw loop's per-backlog figures are not in the table")
+		}
 		for _, b := range []string{"500", "1k"} {
 			if !strings.Contains(text, "| drain time per record, backlog "+b+" |") {
 				t.Errorf("no drain row for backlog %s", b)
@@ -132,6 +139,9 @@ func TestSmallestRun(t *testing.T) {
 		}
 		if i.RSSBytes < 1<<20 || i.CPUPercent < 0 || i.WindowS <= 0 {
 			t.Errorf("idle agent: RSS %d B, CPU %.3f %%, window %.1f s", i.RSSBytes, i.CPUPercent, i.WindowS)
+		}
+		if i.RSSAnonBytes <= 0 || i.RSSFileBytes <= 0 || i.RSSAnonBytes+i.RSSFileBytes > i.RSSBytes+1<<20 {
+			t.Errorf("idle agent: RssAnon %d B and RssFile %d B do not make up VmRSS %d B", i.RSSAnonBytes, i.RSSFileBytes, i.RSSBytes)
 		}
 		if !strings.Contains(text, "| idle agent run, RSS |") {
 			t.Errorf("no idle row")
