@@ -297,3 +297,65 @@ func TestSIGHUPWhileStartingIsKept(t *testing.T) {
 		t.Fatalf("agent exit code %d after a SIGHUP at start:\n%s", code, tail(a.output(), 3000))
 	}
 }
+
+// A config file that is a symlink is followed to where it leads: an edit
+// of the target in its own directory reloads, and so does re-pointing the
+// link (as config management, or a mounted ConfigMap's "..data" swap, do).
+func TestConfigReloadFollowsSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	c := startCP(t, freeAddr(t), filepath.Join(dir, "cp"))
+	real, links := filepath.Join(dir, "real"), filepath.Join(dir, "etc")
+	for _, d := range []string{real, links} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := filepath.Join(real, "agent.toml")
+	writeFile(t, target, "max-concurrent = 1\n")
+	// Through a directory link too: etc/..data -> real, etc/agent.toml -> ..data/agent.toml.
+	if err := os.Symlink(real, filepath.Join(links, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(links, "agent.toml")
+	if err := os.Symlink(filepath.Join("..data", "agent.toml"), file); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgentProc(t, c, filepath.Join(dir, "agent"), "--config", file)
+	capacity := func() int {
+		agents, err := c.client.Agents(context.Background())
+		if err != nil || len(agents) == 0 {
+			return 0
+		}
+		return agents[0].Capacity.Max
+	}
+	waitFor(t, time.Minute, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
+
+	// The target, saved where it lies (an editor's rename-over).
+	tmp := filepath.Join(real, ".agent.toml.swp")
+	writeFile(t, tmp, "max-concurrent = 3\n")
+	if err := os.Rename(tmp, target); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "capacity 3 after the target was edited", func() bool { return capacity() == 3 })
+
+	// The directory link swapped to a new directory, the files left alone.
+	next := filepath.Join(dir, "real-2")
+	if err := os.MkdirAll(next, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(next, "agent.toml"), "max-concurrent = 2\n")
+	if err := os.Symlink(next, filepath.Join(links, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(links, "..data_tmp"), filepath.Join(links, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "capacity 2 after the link was re-pointed", func() bool { return capacity() == 2 })
+
+	// And an edit in the new directory is followed too.
+	writeFile(t, filepath.Join(next, "agent.toml"), "max-concurrent = 4\n")
+	waitFor(t, time.Minute, "capacity 4 after the new target was written in place", func() bool { return capacity() == 4 })
+	if code := a.stop(); code != 0 {
+		t.Fatalf("agent exit code %d:\n%s", code, tail(a.output(), 3000))
+	}
+}
