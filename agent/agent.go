@@ -288,18 +288,14 @@ func (a *Agent) flush() {
 	}()
 	tick := time.NewTicker(drainTick)
 	defer tick.Stop()
-	for ctx.Err() == nil {
+	_ = a.sender.drain(ctx, func(int) {
 		select {
 		case <-tick.C:
 			a.log.Info("stopping: delivering pending records", "pending", a.outbox.Stats().Pending,
 				"gives_up_in", time.Until(deadlineOf(ctx)).Round(time.Second).String())
 		default:
 		}
-		n, err := a.sender.batch(ctx)
-		if n == 0 || err != nil {
-			return
-		}
-	}
+	})
 }
 
 func deadlineOf(ctx context.Context) time.Time {

@@ -59,26 +59,20 @@ func (a *Agent) sendLoop(ctx context.Context) {
 		case <-retry.C:
 			waiting = false
 		}
-		for ctx.Err() == nil {
-			n, err := a.sender.batch(ctx)
-			if err != nil {
-				if errors.Is(err, controlplane.ErrUnauthorized) {
-					a.die(err)
-					return
-				}
-				if ctx.Err() != nil {
-					return // stopping: not a failure worth a warning
-				}
-				d := b.NextBackOff()
-				a.log.Warn("delivery failed; records stay pending", "err", err, "retry_in", d.Round(time.Millisecond))
-				retry.Reset(d)
-				waiting = true
-				break
+		if err := a.sender.drain(ctx, nil); err != nil {
+			if errors.Is(err, controlplane.ErrUnauthorized) {
+				a.die(err)
+				return
 			}
-			if n == 0 {
-				b.Reset()
-				break
+			if ctx.Err() != nil {
+				return // stopping: not a failure worth a warning
 			}
+			d := b.NextBackOff()
+			a.log.Warn("delivery failed; records stay pending", "err", err, "retry_in", d.Round(time.Millisecond))
+			retry.Reset(d)
+			waiting = true
+		} else {
+			b.Reset() // nothing left pending
 		}
 	}
 }

@@ -98,24 +98,29 @@ func (noObserver) Sent(metrics.SendResult, int)  {}
 func (noObserver) Attempt(state.Attempt)         {}
 func (noObserver) Heartbeat(time.Duration, bool) {}
 
-// countResults counts what the control plane answered for each record.
+// countResults counts what the control plane answered for the records of
+// a batch: one call per kind of answer, not one per record.
 func (s *sender) countResults(results []controlplane.EventResult) {
+	var sent, dup, dead int
 	for _, res := range results {
 		switch res.Status {
 		case controlplane.StatusAccepted:
-			s.count(metrics.SendSent, 1)
+			sent++
 		case controlplane.StatusDuplicate:
-			s.count(metrics.SendDuplicate, 1)
+			dup++
 		default:
-			s.count(metrics.SendDead, 1)
+			dead++
+		}
+	}
+	for _, c := range []struct {
+		result metrics.SendResult
+		n      int
+	}{{metrics.SendSent, sent}, {metrics.SendDuplicate, dup}, {metrics.SendDead, dead}} {
+		if c.n > 0 {
+			s.count(c.result, c.n)
 		}
 	}
 }
 
-// count counts n records a delivery try made result of, when the sender
-// has a counter.
-func (s *sender) count(result metrics.SendResult, n int) {
-	if s.obs != nil {
-		s.obs.Sent(result, n)
-	}
-}
+// count counts n records a delivery try made result of.
+func (s *sender) count(result metrics.SendResult, n int) { s.obs.Sent(result, n) }

@@ -29,17 +29,6 @@ type deliveryCounter interface {
 	Sent(result metrics.SendResult, n int)
 }
 
-// batch delivers one batch of pending records and records what became of
-// each: sent (accepted or duplicate), dead (rejected for good), or one more
-// failed try. It returns how many records it took.
-func (s *sender) batch(ctx context.Context) (int, error) {
-	recs, err := s.outbox.Pending(sendBatchRecords, sendBatchBytes)
-	if err != nil || len(recs) == 0 {
-		return 0, err
-	}
-	return len(recs), s.send(ctx, recs)
-}
-
 // drain delivers every pending record, reading the next batch from the
 // outbox while the one before is in flight, so that the disk and the
 // network work side by side. progress, if set, is told after each batch

@@ -57,16 +57,10 @@ func TestPoisonRecordIsIsolated(t *testing.T) {
 			poison = seq
 		}
 	}
-	s := &sender{outbox: o, client: agentA, agentID: "a", log: quiet(),
+	s := &sender{outbox: o, client: agentA, agentID: "a", log: quiet(), obs: noObserver{},
 		leaseOf: func(string) string { return claimed.Tasks[0].Lease.ID }}
-	for {
-		n, err := s.batch(ctx)
-		if err != nil {
-			t.Fatalf("batch: %v", err)
-		}
-		if n == 0 {
-			break
-		}
+	if err := s.drain(ctx, nil); err != nil {
+		t.Fatalf("drain: %v", err)
 	}
 	st := o.Stats()
 	if st.Pending != 0 || st.Dead != 1 {
