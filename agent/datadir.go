@@ -222,19 +222,34 @@ func LoadTask(dataDir, id string) (*state.Task, error) {
 	}
 	t, err := st.Load(id)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no task %s in data directory %s", id, dataDir)
+		return nil, noTaskError(fmt.Sprintf("no task %s in data directory %s", id, dataDir))
 	}
 	return t, err
+}
+
+// noTaskError is LoadTask's error for a task the data directory does not
+// hold: errors.Is(err, fs.ErrNotExist).
+type noTaskError string
+
+func (e noTaskError) Error() string { return string(e) }
+func (e noTaskError) Unwrap() error { return fs.ErrNotExist }
+
+// CheckTaskState reports a data directory that holds no task state (the
+// agent never ran there, or the path is mistyped).
+func CheckTaskState(dataDir string) error {
+	if info, err := os.Stat(Layout{dataDir}.Tasks()); err != nil || !info.IsDir() {
+		return fmt.Errorf("no task state in data directory %s (has the agent run there?)", dataDir)
+	}
+	return nil
 }
 
 // readStore opens the task store of a data directory only if it is there:
 // a reader must not create directories where a mistyped path points.
 func readStore(dataDir string) (*state.Store, error) {
-	dir := Layout{dataDir}.Tasks()
-	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-		return nil, fmt.Errorf("no task state in data directory %s (has the agent run there?)", dataDir)
+	if err := CheckTaskState(dataDir); err != nil {
+		return nil, err
 	}
-	return state.OpenStore(dir)
+	return state.OpenStore(Layout{dataDir}.Tasks())
 }
 
 // LogReader reads a task's attempt logs from where it last stopped, so

@@ -98,7 +98,10 @@ func Timeline(t *Task, now time.Time) []string {
 		}
 		r.decision = decisionText(a)
 		if i+1 < len(t.Attempts) && t.Attempts[i+1].RetriedByPerson {
-			r.decision = strings.TrimSpace(r.decision + "; retried by a person")
+			if r.decision != "" {
+				r.decision += "; "
+			}
+			r.decision += "retried by a person"
 		}
 		rows[i] = r
 		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))

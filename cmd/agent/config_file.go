@@ -21,7 +21,6 @@ const maxConfigBytes = 1 << 20
 // configFile is a parsed config file: each setting's value, of the
 // setting's type, and the line it is on.
 type configFile struct {
-	path   string
 	values map[string]fileValue // by setting name
 }
 
@@ -97,7 +96,7 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 	sort.Slice(keys, func(i, j int) bool {
 		return lines[keys[i]] < lines[keys[j]] || lines[keys[i]] == lines[keys[j]] && keys[i] < keys[j]
 	})
-	cf := &configFile{path: path, values: map[string]fileValue{}}
+	cf := &configFile{values: map[string]fileValue{}}
 	for _, k := range keys {
 		line := lines[k]
 		s := t.byKey(k)

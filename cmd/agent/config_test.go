@@ -188,13 +188,7 @@ func TestConfigReload(t *testing.T) {
 	file := filepath.Join(dir, "agent.toml")
 	writeFile(t, file, "max-concurrent = 1\n")
 	a := startAgentProc(t, c, filepath.Join(dir, "agent"), "--config", file, "--log-level", "debug")
-	capacity := func() int {
-		agents, err := c.client.Agents(context.Background())
-		if err != nil || len(agents) == 0 {
-			return 0
-		}
-		return agents[0].Capacity.Max
-	}
+	capacity := func() int { return agentCapacity(c) }
 	waitFor(t, time.Minute, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
 
 	// An editor's save: a new file renamed over the old one.
@@ -229,9 +223,16 @@ func TestConfigReload(t *testing.T) {
 	if a.stop() != 0 {
 		t.Fatalf("agent exit code != 0:\n%s", tail(a.output(), 3000))
 	}
-	if agents, _ := c.client.Agents(context.Background()); len(agents) != 1 || agents[0].AgentID == "renamed" {
-		t.Errorf("agent id changed without a restart: %+v", agents)
+}
+
+// agentCapacity is the max-concurrent the control plane last heard from
+// its one agent, 0 before it has heard from it.
+func agentCapacity(c *cp) int {
+	agents, err := c.client.Agents(context.Background())
+	if err != nil || len(agents) == 0 {
+		return 0
 	}
+	return agents[0].Capacity.Max
 }
 
 // A SIGHUP that comes while the agent is still starting (here: opening an
@@ -321,13 +322,7 @@ func TestConfigReloadFollowsSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := startAgentProc(t, c, filepath.Join(dir, "agent"), "--config", file)
-	capacity := func() int {
-		agents, err := c.client.Agents(context.Background())
-		if err != nil || len(agents) == 0 {
-			return 0
-		}
-		return agents[0].Capacity.Max
-	}
+	capacity := func() int { return agentCapacity(c) }
 	waitFor(t, time.Minute, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
 
 	// The target, saved where it lies (an editor's rename-over).

@@ -77,10 +77,8 @@ checks go on with the flags, the environment and the defaults. doctor exits
 // flags and the environment still apply) and its error becomes a check.
 func doctorOptions(cmd *cobra.Command, f *runFlags) agent.DoctorOptions {
 	t, fs := agentSettings, cmd.Flags()
-	path, err := t.configPath(fs)
-	if err == nil {
-		_, err = t.resolve(fs, path, os.LookupEnv)
-	}
+	path := t.configPath(fs)
+	_, err := t.resolve(fs, path, os.LookupEnv)
 	if err != nil && path != "" {
 		t.resolve(fs, "", os.LookupEnv) // without the file; what still fails keeps its default
 	}

@@ -186,11 +186,9 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 			}
 		}
 	}()
-	if r := resolvedOf(cmd); r != nil {
-		rl := &reloader{agent: a, level: level, log: log, inForce: r, fs: cmd.Flags(), exe: exe}
-		wg.Add(1)
-		go func() { defer wg.Done(); rl.watch(ctx, hup) }()
-	}
+	// The root command resolved the settings (PersistentPreRunE).
+	rl := &reloader{agent: a, level: level, log: log, inForce: resolvedOf(cmd), fs: cmd.Flags(), exe: exe}
+	wg.Go(func() { rl.watch(ctx, hup) })
 	err = a.Run(ctx)
 	if errors.Is(err, controlplane.ErrUnauthorized) {
 		return fmt.Errorf("control plane at %s refused the token (401 Unauthorized); check --token-file or AGENT_TOKEN", f.controlPlane)

@@ -27,10 +27,9 @@ type ctlStep struct {
 // commands reach systemctl and launchctl, found on PATH (so a test can put
 // a fake one first). A failure is one line naming the command and saying
 // what the tool said.
+//
+// Callers check canRunCtl first, before anything is written.
 func runCtl(ctx context.Context, call ctlCall) (string, error) {
-	if call[0] == "launchctl" && runtime.GOOS != "darwin" {
-		return "", fmt.Errorf("%s: launchctl runs only on macOS; here, use --manager systemd (agent service print --manager launchd shows the plist)", call)
-	}
 	cmd := exec.CommandContext(ctx, call[0], call[1:]...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -7,7 +7,9 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/natefinch/atomic"
 	"github.com/spf13/cobra"
 )
 
@@ -197,14 +199,10 @@ func writeServiceFile(path, text string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+	if err := atomic.WriteFile(path, strings.NewReader(text)); err != nil {
 		return err
 	}
-	if err := os.Chmod(tmp, 0o644); err != nil { // whatever the umask
-		return err
-	}
-	return os.Rename(tmp, path)
+	return os.Chmod(path, 0o644) // atomic makes it 0600
 }
 
 func newServiceUninstallCmd() *cobra.Command {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
@@ -243,11 +244,11 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "on stop, how long running tasks may finish before they are cancelled"},
 
 	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
-	{name: "retention", def: 7 * 24 * time.Hour, min: atLeast(int64(time.Hour)),
+	{name: "retention", def: state.DefaultRetention, min: atLeast(int64(time.Hour)),
 		help: "how long finished tasks (state, logs, work directories) and dead outbox records are kept"},
-	{name: "retention-max-size", def: byteSize(10 << 30), min: atLeast(0),
+	{name: "retention-max-size", def: byteSize(state.DefaultRetentionMaxBytes), min: atLeast(0),
 		help: "disk cap for finished tasks; past it the ones that ended first are pruned (e.g. 10GiB)"},
-	{name: "task-log-max-size", def: byteSize(1 << 20), min: atLeast(4 << 10),
+	{name: "task-log-max-size", def: byteSize(agent.DefaultTaskLogMaxBytes), min: atLeast(4 << 10),
 		help: "cap of each attempt's local log: the head and the tail are kept, the middle counted (e.g. 1MiB)"},
 
 	{name: "log-level", key: "log.level", def: "info", live: true, oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},

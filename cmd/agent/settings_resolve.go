@@ -105,11 +105,7 @@ func resolveSettings(cmd *cobra.Command) error {
 	if t == nil || cmd.Annotations[resolvesOwnSettings] != "" {
 		return nil
 	}
-	path, err := t.configPath(cmd.Flags())
-	if err != nil {
-		return err
-	}
-	r, err := t.resolve(cmd.Flags(), path, os.LookupEnv)
+	r, err := t.resolve(cmd.Flags(), t.configPath(cmd.Flags()), os.LookupEnv)
 	if err != nil {
 		return err
 	}
@@ -130,24 +126,24 @@ func resolvedOf(cmd *cobra.Command) *resolved {
 // configPath is the config file to read: --config, else PREFIX_CONFIG,
 // else the default file if it exists; "" for none. A file named on the
 // command line or in the environment must exist.
-func (t *settingsTable) configPath(fs *pflag.FlagSet) (string, error) {
+func (t *settingsTable) configPath(fs *pflag.FlagSet) string {
 	if f := fs.Lookup("config"); f != nil && f.Changed {
-		return f.Value.String(), nil
+		return f.Value.String()
 	}
 	if p, ok := os.LookupEnv(t.envPrefix + "CONFIG"); ok {
-		return p, nil
+		return p
 	}
 	if t.defaultFile == nil {
-		return "", nil
+		return ""
 	}
 	p := t.defaultFile()
 	if p == "" {
-		return "", nil
+		return ""
 	}
 	if _, err := os.Stat(p); errors.Is(err, iofs.ErrNotExist) {
-		return "", nil
+		return ""
 	}
-	return p, nil
+	return p
 }
 
 // resolve gives every setting bound in fs and not set on the command line

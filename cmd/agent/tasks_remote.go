@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -96,16 +94,11 @@ type localSource struct{ dataDir string }
 func (s localSource) Tasks(context.Context) ([]*state.Task, error) { return agent.LoadTasks(s.dataDir) }
 
 func (s localSource) Task(_ context.Context, id string) (*state.Task, error) {
-	if err := state.ValidateID(id); err != nil {
-		return nil, err
+	t, err := agent.LoadTask(s.dataDir, id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, noTaskError(err.Error()) // not there yet, maybe: transient
 	}
-	dir := agent.Layout{Dir: s.dataDir}.Tasks()
-	if _, err := os.Stat(dir); err == nil {
-		if _, err := os.Lstat(filepath.Join(dir, id+".json")); errors.Is(err, fs.ErrNotExist) {
-			return nil, noTaskError(fmt.Sprintf("no task %s in data directory %s", id, s.dataDir))
-		}
-	}
-	return agent.LoadTask(s.dataDir, id)
+	return t, err
 }
 
 // Transient: a local read that failed fails again, but for a task not

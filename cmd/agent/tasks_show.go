@@ -32,13 +32,12 @@ func newTasksShowCmd() *cobra.Command {
 				return err
 			}
 			now := time.Now()
-			card, timeline := state.ProgressCard(t), state.Timeline(t, now)
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), struct {
 					Task         *state.Task  `json:"task"`
 					ProgressCard []state.Step `json:"progress_card"`
 					Timeline     []string     `json:"timeline"`
-				}{t, card, timeline})
+				}{t, state.ProgressCard(t), state.Timeline(t, now)})
 			}
 			printTask(cmd.OutOrStdout(), t, now)
 			return nil

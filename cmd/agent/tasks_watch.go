@@ -52,7 +52,7 @@ when it ends.`,
 			if !src.remote {
 				// A data directory the agent never used (a typo) is an
 				// error, not an empty view forever.
-				if tasks, err := s.Tasks(ctx); tasks == nil && err != nil {
+				if err := agent.CheckTaskState(src.dataDir); err != nil {
 					return err
 				}
 				w, err := newDirWatch()
