@@ -232,7 +232,11 @@ func TestRunPrunesAtStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	<-pruned
+	select {
+	case <-pruned:
+	case <-time.After(time.Minute):
+		t.Fatal("the agent did not prune at start within a minute")
+	}
 	cancel()
 	must(t, <-errc)
 	for id, want := range map[string]bool{"old": false, "young": true} {
