@@ -38,18 +38,34 @@ func (o *Outbox) maybeCompact() {
 	}()
 }
 
-// snap is a live record as compaction copies it.
+// snap is a live record as compaction copies it. It is kept small, since a
+// compaction of a large backlog holds one per live record: what only a
+// tried or dead record carries hangs off marks.
 type snap struct {
-	e       *entry
-	off     int64 // in the old file
-	n       int
-	newOff  int64 // in the new file
-	state   State
+	e      *entry
+	off    int64 // in the old file
+	newOff int64 // in the new file
+	n      int32
+	marks  *snapMarks // nil when the record was never tried and is not dead
+}
+
+// snapMarks is what the marks after the copied lines say of one record.
+type snapMarks struct {
+	dead    bool
 	tries   int
 	lastErr string
 	reason  string
 	deadAt  time.Time // kept, so that a dead record's age survives compaction (PurgeDead)
 }
+
+// compactSpan bounds one read of compaction's copy: the live lines of a
+// span are read together (a drained backlog leaves them side by side),
+// not one read per line. compactGap is the most of the old file, sent
+// lines and marks, that a span reads past to take in the next live line.
+const (
+	compactSpan = 1 << 20
+	compactGap  = 16 << 10
+)
 
 // Compact rewrites the outbox with only its live records: pending and dead
 // ones, with their send attempts and dead reasons. It copies them to a
@@ -71,7 +87,11 @@ func (o *Outbox) Compact(progress func(done, total int)) (CompactResult, error) 
 	old, end, nextSeq, created := o.f, o.size, o.ix.nextSeq, o.ix.createdAt
 	var snaps []snap
 	o.ix.each(func(e *entry) bool {
-		snaps = append(snaps, snap{e: e, off: e.off, n: int(e.n), state: e.state, tries: e.tries(), lastErr: e.lastErr(), reason: e.reason(), deadAt: deadSince(e)})
+		s := snap{e: e, off: e.off, n: e.n}
+		if e.state == StateDead || e.tries() > 0 {
+			s.marks = &snapMarks{dead: e.state == StateDead, tries: e.tries(), lastErr: e.lastErr(), reason: e.reason(), deadAt: deadSince(e)}
+		}
+		snaps = append(snaps, s)
 		return true
 	})
 	o.mu.RUnlock()
@@ -91,28 +111,46 @@ func (o *Outbox) Compact(progress func(done, total int)) (CompactResult, error) 
 	now := o.opts.Now()
 	w := &countingWriter{w: bufio.NewWriterSize(tmp, 256<<10)}
 	w.Write(encodeMark(line{Op: opHeader, Version: formatVersion, NextSeq: nextSeq, CreatedAt: created, CompactedAt: now, At: now}))
-	buf := make([]byte, 0, 64<<10)
-	for i := range snaps {
-		s := &snaps[i]
-		buf = buf[:s.n]
-		if s.n > cap(buf) {
-			buf = make([]byte, s.n)
+	var buf []byte
+	for i := 0; i < len(snaps); {
+		// The span from snaps[i] to snaps[j-1], read at once.
+		from, to := snaps[i].off, snaps[i].off+int64(snaps[i].n)
+		j := i + 1
+		for ; j < len(snaps); j++ {
+			s := snaps[j]
+			end := s.off + int64(s.n)
+			if end-from > compactSpan || s.off-to > compactGap {
+				break
+			}
+			to = end
 		}
-		if _, err := old.ReadAt(buf, s.off); err != nil {
-			return res, fmt.Errorf("outbox: compact: read seq %d: %w", s.e.seq, err)
+		if int64(cap(buf)) < to-from {
+			buf = make([]byte, to-from)
 		}
-		s.newOff = w.n
-		w.Write(buf)
-		if progress != nil && (i%1024 == 0 || i == len(snaps)-1) {
-			progress(i+1, len(snaps))
+		span := buf[:to-from]
+		if _, err := old.ReadAt(span, from); err != nil {
+			return res, fmt.Errorf("outbox: compact: read seqs %d to %d: %w", snaps[i].e.seq, snaps[j-1].e.seq, err)
 		}
+		for k := i; k < j; k++ {
+			s := &snaps[k]
+			s.newOff = w.n
+			w.Write(span[s.off-from : s.off-from+int64(s.n)])
+		}
+		if progress != nil && (j/1024 != i/1024 || j == len(snaps)) {
+			progress(j, len(snaps))
+		}
+		i = j
 	}
 	for _, s := range snaps {
-		if s.tries > 0 {
-			w.Write(encodeMark(line{Op: opTry, Seqs: []uint64{s.e.seq}, N: s.tries, Error: s.lastErr, At: now}))
+		m := s.marks
+		if m == nil {
+			continue
 		}
-		if s.state == StateDead {
-			w.Write(encodeMark(line{Op: opDead, Seqs: []uint64{s.e.seq}, Reason: s.reason, At: s.deadAt}))
+		if m.tries > 0 {
+			w.Write(encodeMark(line{Op: opTry, Seqs: []uint64{s.e.seq}, N: m.tries, Error: m.lastErr, At: now}))
+		}
+		if m.dead {
+			w.Write(encodeMark(line{Op: opDead, Seqs: []uint64{s.e.seq}, Reason: m.reason, At: m.deadAt}))
 		}
 	}
 	if err := w.flush(); err != nil {

@@ -480,6 +480,72 @@ func TestCompactionKeepsLiveRecordsAttemptsAndSeq(t *testing.T) {
 	}
 }
 
+// Compaction reads live lines in spans: side by side, across small gaps of
+// sent lines, never more than compactSpan at once unless one line is
+// larger. Every payload must come through whole and in order, whatever
+// the spans, and progress must end at the total.
+func TestCompactionCopiesSpansWhole(t *testing.T) {
+	dir := t.TempDir()
+	o := openT(t, dir, Options{MaxRecordBytes: 3 << 20})
+	sizes := []int{100, 5_000, 40_000, compactSpan - 300, 2 * compactSpan, 300, compactGap + 1, 64}
+	want := map[uint64]string{}
+	var sent []uint64
+	for i := range 400 {
+		size := sizes[i%len(sizes)]
+		p := fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, strings.Repeat("x", size))
+		seq := mustAppend(t, o, Record{Kind: KindLog, TaskID: "t", Payload: json.RawMessage(p)})
+		// Runs of live lines, gaps of one sent line (small or large) and
+		// long stretches of sent lines.
+		if i%7 == 3 || i%50 >= 40 {
+			sent = append(sent, seq)
+		} else {
+			want[seq] = p
+		}
+	}
+	if err := o.MarkSent(sent...); err != nil {
+		t.Fatal(err)
+	}
+	var calls [][2]int
+	res, err := o.Compact(func(done, total int) { calls = append(calls, [2]int{done, total}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Records != len(want) {
+		t.Errorf("compaction kept %d records, want %d", res.Records, len(want))
+	}
+	if len(calls) == 0 || calls[len(calls)-1] != [2]int{len(want), len(want)} {
+		t.Errorf("progress calls %v: want the last to be %d of %d", calls, len(want), len(want))
+	}
+	for i := 1; i < len(calls); i++ {
+		if calls[i][0] <= calls[i-1][0] {
+			t.Errorf("progress went back: %v", calls)
+			break
+		}
+	}
+	check := func(o *Outbox, when string) {
+		recs, err := o.Pending(len(want)+1, 1<<40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != len(want) {
+			t.Fatalf("%s: %d pending, want %d", when, len(recs), len(want))
+		}
+		for _, r := range recs {
+			if string(r.Payload) != want[r.Seq] {
+				t.Fatalf("%s: seq %d reads back %d bytes, not its payload of %d", when, r.Seq, len(r.Payload), len(want[r.Seq]))
+			}
+		}
+	}
+	check(o, "after compaction")
+	o.Close()
+	o = openT(t, dir, Options{MaxRecordBytes: 3 << 20})
+	defer o.Close()
+	if st := o.Stats(); st.Quarantined != 0 {
+		t.Errorf("reopened compacted file quarantined %d lines", st.Quarantined)
+	}
+	check(o, "reopened")
+}
+
 func TestCompactionRunsOnItsOwnWhenSentRecordsDominate(t *testing.T) {
 	o := openT(t, t.TempDir(), Options{CompactMinBytes: 64 << 10})
 	payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 900) + `"}`)
