@@ -88,8 +88,8 @@ func (o *Outbox) Compact(progress func(done, total int)) (CompactResult, error) 
 	var snaps []snap
 	o.ix.each(func(e *entry) bool {
 		s := snap{e: e, off: e.off, n: e.n}
-		if e.state == StateDead || e.tries() > 0 {
-			s.marks = &snapMarks{dead: e.state == StateDead, tries: e.tries(), lastErr: e.lastErr(), reason: e.reason(), deadAt: deadSince(e)}
+		if e.state == stateDead || e.tries() > 0 {
+			s.marks = &snapMarks{dead: e.state == stateDead, tries: e.tries(), lastErr: e.lastErr(), reason: e.reason(), deadAt: deadSince(e)}
 		}
 		snaps = append(snaps, s)
 		return true

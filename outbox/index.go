@@ -8,23 +8,51 @@ import (
 )
 
 // entry is what the index keeps of one record: where its line is and what
-// became of it, never its payload. It is kept small (128 bytes) because
+// became of it, never its payload. It is kept small (96 bytes) because
 // there is one per pending record: what only some records need (send
-// attempts, death, the time sent) hangs off x, and a key the outbox made
-// is not stored but rebuilt from the fields it was made of.
+// attempts, death, the time sent) hangs off x, a key the outbox made is
+// not stored but rebuilt from the fields it was made of, the time is kept
+// as seconds and nanoseconds and the state as a byte.
 type entry struct {
-	seq       uint64
-	off       int64  // offset of the line in the file
-	key       string // "" when the key is genKey's
-	kind      Kind
-	taskID    string
-	createdAt time.Time
-	n         int32 // length of the line, newline included (≤ MaxRecordBytes)
-	attempt   int32
-	state     State
-	gone      bool // dropped from the index; still in order until it is tidied
-	x         *entryExtra
+	seq     uint64
+	off     int64  // offset of the line in the file
+	key     string // "" when the key is genKey's
+	kind    Kind
+	taskID  string
+	sec     int64 // createdAt, in seconds since 1970 (UTC)
+	nsec    int32 // and nanoseconds
+	n       int32 // length of the line, newline included (≤ MaxRecordBytes)
+	attempt int32
+	state   recState
+	gone    bool // dropped from the index; still in order until it is tidied
+	x       *entryExtra
 }
+
+// recState is a record's State as the index keeps it.
+type recState uint8
+
+const (
+	statePending recState = iota
+	stateSent
+	stateDead
+)
+
+// State returns s as the package's State.
+func (s recState) State() State {
+	switch s {
+	case stateSent:
+		return StateSent
+	case stateDead:
+		return StateDead
+	}
+	return StatePending
+}
+
+// createdAt returns the record's creation time, in UTC.
+func (e *entry) createdAt() time.Time { return time.Unix(e.sec, int64(e.nsec)).UTC() }
+
+// setCreatedAt keeps t as the record's creation time.
+func (e *entry) setCreatedAt(t time.Time) { e.sec, e.nsec = t.Unix(), int32(t.Nanosecond()) }
 
 // entryExtra is what a record that was tried, died or was sent carries.
 type entryExtra struct {
@@ -78,7 +106,7 @@ func (e *entry) recordKey() string {
 	if e.key != "" {
 		return e.key
 	}
-	return string(appendGenKey(nil, e.taskID, e.kind, e.createdAt, e.seq))
+	return string(appendGenKey(nil, e.taskID, e.kind, e.createdAt(), e.seq))
 }
 
 // appendGenKey appends the key Append makes for a record given none:
@@ -158,9 +186,10 @@ func (ix *index) add(off int64, n int, d *line) {
 	case "":
 		e := &entry{
 			seq: d.Seq, kind: Kind(ix.intern(string(d.Kind))), taskID: ix.intern(d.TaskID), attempt: int32(d.Attempt),
-			createdAt: d.CreatedAt, off: off, n: int32(n), state: StatePending,
+			off: off, n: int32(n), state: statePending,
 		}
-		if !isGenKey(d.Key, e.taskID, e.kind, e.createdAt, e.seq, &ix.scratch) {
+		e.setCreatedAt(d.CreatedAt)
+		if !isGenKey(d.Key, e.taskID, e.kind, d.CreatedAt, e.seq, &ix.scratch) {
 			e.key = d.Key
 		}
 		ix.addRecord(e)
@@ -205,11 +234,11 @@ func (ix *index) mark(m *line) {
 		}
 		switch m.Op {
 		case opSent:
-			if e.state == StateSent {
+			if e.state == stateSent {
 				continue
 			}
 			ix.leave(e)
-			e.state = StateSent
+			e.state = stateSent
 			if ix.keepSent {
 				e.extra().sentAt = m.At
 				ix.sent++
@@ -217,13 +246,13 @@ func (ix *index) mark(m *line) {
 				ix.drop(e)
 			}
 		case opDead:
-			if e.state != StatePending {
+			if e.state != statePending {
 				continue
 			}
 			ix.pending--
 			ix.dead++
 			x := e.extra()
-			e.state, x.reason, x.deadAt = StateDead, m.Reason, m.At
+			e.state, x.reason, x.deadAt = stateDead, m.Reason, m.At
 		case opTry:
 			x := e.extra()
 			x.tries += max(m.N, 1)
@@ -235,9 +264,9 @@ func (ix *index) mark(m *line) {
 // leave takes e out of the live counts.
 func (ix *index) leave(e *entry) {
 	switch e.state {
-	case StatePending:
+	case statePending:
 		ix.pending--
-	case StateDead:
+	case stateDead:
 		ix.dead--
 	}
 	ix.liveBytes -= int64(e.n)
@@ -302,7 +331,7 @@ func (ix *index) eachFrom(i int, fn func(*entry) bool) {
 // amortized however long the backlog behind it.
 func (ix *index) oldestPending() *entry {
 	for ; ix.head < len(ix.order); ix.head++ {
-		if e := ix.order[ix.head]; !e.gone && e.state == StatePending {
+		if e := ix.order[ix.head]; !e.gone && e.state == statePending {
 			return e
 		}
 	}

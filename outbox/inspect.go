@@ -62,7 +62,7 @@ func Inspect(dir string) (*Snapshot, error) {
 	snap.Stats.DiskFreeBytes = durable.FreeBytes(dir)
 	ix.each(func(e *entry) bool {
 		snap.Items = append(snap.Items, Item{Seq: e.seq, Key: e.recordKey(), Kind: e.kind, TaskID: e.taskID, Attempt: int(e.attempt),
-			CreatedAt: e.createdAt, State: e.state, Tries: e.tries(), LastError: e.lastErr(), Reason: e.reason(), Bytes: int(e.n)})
+			CreatedAt: e.createdAt(), State: e.state.State(), Tries: e.tries(), LastError: e.lastErr(), Reason: e.reason(), Bytes: int(e.n)})
 		return true
 	})
 	return snap, nil

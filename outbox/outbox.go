@@ -347,7 +347,8 @@ func (o *Outbox) enqueueDraft(d *draft, done chan error) uint64 {
 	l := d.finish(seq)
 	r := d.rec
 	e := &entry{seq: seq, kind: r.Kind, taskID: r.TaskID, attempt: int32(r.Attempt),
-		createdAt: r.CreatedAt, n: int32(len(l)), state: StatePending}
+		n: int32(len(l)), state: statePending}
+	e.setCreatedAt(r.CreatedAt)
 	if !d.gen {
 		e.key = r.Key
 	}
@@ -620,7 +621,7 @@ func (o *Outbox) PendingAfter(after uint64, max int, maxBytes int) ([]Record, er
 		total int
 	)
 	o.ix.eachFrom(o.ix.after(after), func(e *entry) bool {
-		if e.state != StatePending {
+		if e.state != statePending {
 			return true
 		}
 		if len(es) >= max || (len(es) > 0 && total+int(e.n) > maxBytes) {
@@ -685,7 +686,7 @@ func readRecord(e *entry, buf []byte) (Record, error) {
 	if err := verify(l); err != nil {
 		return bad(err)
 	}
-	r := Record{Seq: e.seq, Key: e.recordKey(), Kind: e.kind, TaskID: e.taskID, Attempt: int(e.attempt), CreatedAt: e.createdAt}
+	r := Record{Seq: e.seq, Key: e.recordKey(), Kind: e.kind, TaskID: e.taskID, Attempt: int(e.attempt), CreatedAt: e.createdAt()}
 	if p, ok := payloadOf(l[:len(l)-crcSuffixLen], &r); ok {
 		r.Payload = p
 		return r, nil

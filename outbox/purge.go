@@ -43,7 +43,7 @@ func (o *Outbox) PurgeDead(cutoff time.Time) (PurgeResult, error) {
 	)
 	o.mu.RLock()
 	o.ix.each(func(e *entry) bool {
-		if e.state != StateDead {
+		if e.state != stateDead {
 			return true
 		}
 		if !cutoff.IsZero() && !deadSince(e).Before(cutoff) {
@@ -68,7 +68,7 @@ func (o *Outbox) PurgeDead(cutoff time.Time) (PurgeResult, error) {
 // by this package) counts from the record's creation.
 func deadSince(e *entry) time.Time {
 	if e.deadAt().IsZero() {
-		return e.createdAt
+		return e.createdAt()
 	}
 	return e.deadAt()
 }
@@ -80,7 +80,7 @@ func (o *Outbox) PendingByTask() map[string]int {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	o.ix.each(func(e *entry) bool {
-		if e.state == StatePending {
+		if e.state == statePending {
 			out[e.taskID]++
 		}
 		return true

@@ -46,8 +46,8 @@ func (s *Stats) fill(ix *index, size int64, now time.Time) {
 	s.GarbageBytes = size - ix.liveBytes
 	s.CreatedAt, s.LastCompaction = ix.createdAt, ix.compactedAt
 	if e := ix.oldestPending(); e != nil {
-		s.OldestPending = e.createdAt
-		s.OldestPendingAge = max(0, now.Sub(e.createdAt).Seconds())
+		s.OldestPending = e.createdAt()
+		s.OldestPendingAge = max(0, now.Sub(s.OldestPending).Seconds())
 	}
 }
 
