@@ -174,23 +174,36 @@ type appendRun struct {
 
 func (r appendRun) rate() float64 { return float64(r.records) / r.elapsed.Seconds() }
 
-// runAppends runs one contender on one case for about d: writers append
-// the payload until told to stop; the clock stops when the last append
-// has returned.
-func runAppends(c contender, parent string, size, writers int, d time.Duration) (appendRun, error) {
+// appendSession is one contender on one case in one round: its log stays
+// open from slice to slice, so that it grows as over one longer run.
+type appendSession struct {
+	c       contender
+	dir     string
+	a       appender
+	writers int
+	payload []byte
+	run     appendRun
+}
+
+func openSession(c contender, parent string, size, writers int) (*appendSession, error) {
 	dir, err := os.MkdirTemp(parent, "append-")
 	if err != nil {
-		return appendRun{}, err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
 	a, err := c.open(dir)
 	if err != nil {
-		return appendRun{}, fmt.Errorf("%s: open: %w", c.name, err)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("%s: open: %w", c.name, err)
 	}
 	if c.oneWriter {
 		writers = 1
 	}
-	payload := benchPayload(size)
+	return &appendSession{c: c, dir: dir, a: a, writers: writers, payload: benchPayload(size)}, nil
+}
+
+// slice runs the session's writers for about d: they append the payload
+// until told to stop; the clock stops when the last append has returned.
+func (s *appendSession) slice(d time.Duration) error {
 	runtime.GC()
 	cpu0 := cpuTime()
 	var (
@@ -200,10 +213,10 @@ func runAppends(c contender, parent string, size, writers int, d time.Duration) 
 		wg    sync.WaitGroup
 	)
 	start := time.Now()
-	for range writers {
+	for range s.writers {
 		wg.Go(func() {
 			for !stop.Load() {
-				if err := a.append(payload); err != nil {
+				if err := s.a.append(s.payload); err != nil {
 					first.CompareAndSwap(nil, &err)
 					return
 				}
@@ -214,20 +227,69 @@ func runAppends(c contender, parent string, size, writers int, d time.Duration) 
 	time.Sleep(d)
 	stop.Store(true)
 	wg.Wait()
-	elapsed := time.Since(start)
-	syncs := a.syncCount()
-	cpu := cpuTime() - cpu0
-	stored := a.appended()
-	if err := a.close(); err != nil {
-		return appendRun{}, fmt.Errorf("%s: close: %w", c.name, err)
-	}
+	s.run.elapsed += time.Since(start)
+	s.run.cpu += cpuTime() - cpu0
+	s.run.records += count.Load()
 	if e := first.Load(); e != nil {
-		return appendRun{}, fmt.Errorf("%s: append: %w", c.name, *e)
+		return fmt.Errorf("%s: append: %w", s.c.name, *e)
 	}
-	if stored != count.Load() {
-		return appendRun{}, fmt.Errorf("%s: %d appends answered, %d stored by its own count", c.name, count.Load(), stored)
+	return nil
+}
+
+// close ends the session, checks the harness's count against the
+// contender's own and returns the figures of all its slices.
+func (s *appendSession) close() (appendRun, error) {
+	defer os.RemoveAll(s.dir)
+	s.run.syncs = s.a.syncCount()
+	stored := s.a.appended()
+	if err := s.a.close(); err != nil {
+		return appendRun{}, fmt.Errorf("%s: close: %w", s.c.name, err)
 	}
-	return appendRun{records: count.Load(), elapsed: elapsed, syncs: syncs, cpu: cpu}, nil
+	if stored != s.run.records {
+		return appendRun{}, fmt.Errorf("%s: %d appends answered, %d stored by its own count", s.c.name, s.run.records, stored)
+	}
+	return s.run, nil
+}
+
+// runCase runs every contender on one case for about d each, in slices
+// taken in turn (contender order rotated by shift), so that a disk that
+// is slower for a few seconds slows them all alike rather than the one
+// whose turn it was.
+func runCase(ac appendCase, d time.Duration, slices, shift int) ([]appendRun, error) {
+	slices = max(slices, 1)
+	sessions := make([]*appendSession, len(contenders))
+	defer func() {
+		for _, s := range sessions {
+			if s != nil {
+				s.a.close()
+				os.RemoveAll(s.dir)
+			}
+		}
+	}()
+	for j, c := range contenders {
+		s, err := openSession(c, ac.dir, ac.size, ac.writers)
+		if err != nil {
+			return nil, err
+		}
+		sessions[j] = s
+	}
+	for range slices {
+		for k := range contenders {
+			if err := sessions[(k+shift)%len(contenders)].slice(d / time.Duration(slices)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	runs := make([]appendRun, len(contenders))
+	for j, s := range sessions {
+		sessions[j] = nil
+		r, err := s.close()
+		if err != nil {
+			return nil, err
+		}
+		runs[j] = r
+	}
+	return runs, nil
 }
 
 // appendCase is one payload size, writer count and file system.
@@ -254,8 +316,9 @@ type appendRow struct {
 	CPUPerRec     float64   `json:"cpu_us_per_record"`
 }
 
-// appendsSection runs every case, every round, every contender back to
-// back within a case. The contenders' order rotates from round to round.
+// appendsSection runs every case, every round, every contender in slices
+// taken in turn within a case (runCase). The contenders' order rotates
+// from round to round.
 func appendsSection(cfg config, log *log.Logger) ([]appendRow, error) {
 	var cases []appendCase
 	for _, fs := range cfg.filesystems() {
@@ -271,12 +334,11 @@ func appendsSection(cfg config, log *log.Logger) ([]appendRow, error) {
 	}
 	for round := range cfg.rounds {
 		for i, ac := range cases {
-			for k := range contenders {
-				j := (k + round) % len(contenders)
-				r, err := runAppends(contenders[j], ac.dir, ac.size, ac.writers, cfg.appendTime)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", ac, err)
-				}
+			rs, err := runCase(ac, cfg.appendTime, cfg.appendSlices, round)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ac, err)
+			}
+			for j, r := range rs {
 				log.Printf("round %d, %s, %s: %.0f records/s", round+1, ac, contenders[j].name, r.rate())
 				runs[i][j] = append(runs[i][j], r)
 			}

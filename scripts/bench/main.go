@@ -29,13 +29,16 @@ var sections = []string{"appends", "open", "drain", "compaction", "idle"}
 type fsDir struct{ name, dir string }
 
 type config struct {
-	quick       bool
-	rounds      int
-	appendTime  time.Duration
-	payloads    []int
-	writers     []int
-	openTotal   int
-	openPending int
+	quick      bool
+	rounds     int
+	appendTime time.Duration // per contender, case and round
+	// appendSlices: appendTime is run in this many slices, the
+	// contenders taking turns.
+	appendSlices int
+	payloads     []int
+	writers      []int
+	openTotal    int
+	openPending  int
 	// drainCompare is the backlog drained beside the raw POST loop.
 	drainCompare int
 	backlogs     []int
@@ -51,13 +54,13 @@ type config struct {
 }
 
 func fullConfig() config {
-	return config{rounds: 3, appendTime: time.Second, payloads: []int{256, 4096}, writers: []int{1, 8, 64},
+	return config{rounds: 3, appendTime: time.Second, appendSlices: 5, payloads: []int{256, 4096}, writers: []int{1, 8, 64},
 		openTotal: 1_000_000, openPending: 100_000, drainCompare: 100_000, backlogs: []int{10_000, 100_000, 1_000_000},
 		growthRounds: 1, compactLive: 20_000, compactions: 10, idleWindow: 20 * time.Second}
 }
 
 func quickConfig() config {
-	return config{quick: true, rounds: 1, appendTime: 200 * time.Millisecond, payloads: []int{256, 4096}, writers: []int{1, 8, 64},
+	return config{quick: true, rounds: 1, appendTime: 200 * time.Millisecond, appendSlices: 2, payloads: []int{256, 4096}, writers: []int{1, 8, 64},
 		openTotal: 10_000, openPending: 1_000, drainCompare: 2_000, backlogs: []int{1_000, 2_000, 10_000},
 		growthRounds: 1, compactLive: 2_000, compactions: 3, idleWindow: 2 * time.Second}
 }
