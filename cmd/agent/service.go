@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -98,7 +100,7 @@ func (f *serviceFlags) target() (serviceTarget, error) {
 	var err error
 	switch {
 	case f.system && runAs != "":
-		t.account, err = user.Lookup(runAs)
+		t.account, err = lookupUser(runAs)
 	case f.system:
 		t.account, err = user.LookupId("0")
 	default:
@@ -115,6 +117,33 @@ func (f *serviceFlags) target() (serviceTarget, error) {
 		t.configHome = filepath.Join(home, ".config")
 	}
 	return t, nil
+}
+
+// lookupUser is user.Lookup, and where that finds no one, getent, which
+// asks the system's name services (LDAP, sssd) as libc does: the agent is
+// built without cgo (make build), and Go's own lookup reads only
+// /etc/passwd.
+func lookupUser(name string) (*user.User, error) {
+	u, err := user.Lookup(name)
+	if err == nil {
+		return u, nil
+	}
+	out, gerr := exec.Command("getent", "passwd", name).Output()
+	if gerr != nil {
+		return nil, err
+	}
+	// name:password:uid:gid:gecos:home:shell
+	f := strings.Split(strings.TrimSuffix(string(out), "\n"), ":")
+	if len(f) != 7 || f[0] != name {
+		return nil, err
+	}
+	for _, id := range f[2:4] {
+		if _, perr := strconv.ParseUint(id, 10, 32); perr != nil {
+			return nil, err
+		}
+	}
+	gecos, _, _ := strings.Cut(f[4], ",")
+	return &user.User{Username: f[0], Uid: f[2], Gid: f[3], Name: gecos, HomeDir: f[5]}, nil
 }
 
 // file is where the unit or plist goes.

@@ -175,6 +175,28 @@ func TestServiceSystemDryRun(t *testing.T) {
 	ctl.wantCalls(t, "system dry run")
 }
 
+// A --run-as account the agent's own lookup cannot see (it reads
+// /etc/passwd; LDAP and sssd accounts are not there) is asked of getent,
+// as libc would; one nobody knows is an error naming it.
+func TestServiceRunAsFromNameServices(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	getent := "#!/bin/sh\n" +
+		`[ "$1 $2" = "passwd ldapagent" ] && echo "ldapagent:*:4242:4343:LDAP Agent,,,:/srv/ldapagent:/bin/sh" && exit 0` + "\nexit 2\n"
+	if err := os.WriteFile(filepath.Join(ctl.dir, "getent"), []byte(getent), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	run := []string{"--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t)}
+	r := runAgentEnv(t, env, append([]string{"service", "install", "--system", "--run-as", "ldapagent", "--dry-run"}, run...)...)
+	for _, want := range []string{"User=ldapagent", "/srv/ldapagent/"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("install --run-as ldapagent does not say %q: %+v", want, r)
+		}
+	}
+	wantOneLineError(t, runAgentEnv(t, env, append([]string{"service", "install", "--system", "--run-as", "nosuchagentuser", "--dry-run"}, run...)...), 1, "nosuchagentuser")
+	ctl.wantCalls(t, "run-as dry run")
+}
+
 // launchd's plist can be made anywhere; what needs launchctl says it runs
 // only on macOS, before anything is written.
 func TestServiceLaunchdOffMacOS(t *testing.T) {
