@@ -87,9 +87,10 @@ type Outbox struct {
 	// is empty: whoever queues a line then leads.
 	leading bool
 
-	// Owned by the leader: passing the lead (under qmu) passes them.
-	spare  []*write // the array of the batch before, reused for the queue
-	broken error    // a failed write the file is not yet repaired from
+	spare []*write // the array of a batch before, reused for the queue (qmu)
+
+	// Owned by the leader: passing the lead (under qmu) passes it.
+	broken error // a failed write the file is not yet repaired from
 
 	bg sync.WaitGroup // background compactions
 
@@ -396,12 +397,14 @@ func (o *Outbox) await(done chan error) error {
 }
 
 // lead commits the queue as one batch, with one write and one sync,
-// indexes it and answers the waiters. If lines were queued meanwhile, it
-// hands the lead to the oldest of their waiters (leading stays true);
-// otherwise leading turns false. A leader leads one batch only, so that
-// its own caller returns, and can queue its next line behind the next
-// batch, as it would behind a committer goroutine. qmu is held on entry
-// and released on return.
+// indexes it, passes the lead on and answers the waiters. If lines were
+// queued meanwhile, the lead goes to the oldest of their waiters (leading
+// stays true); otherwise leading turns false. It is passed on before the
+// waiters are answered, so that the next batch's write and sync go on
+// while this one's waiters are woken. A leader leads one batch only, so
+// that its own caller returns, and can queue its next line behind the
+// next batch, as it would behind a committer goroutine. qmu is held on
+// entry and released on return.
 //
 // A write or sync that fails (ENOSPC, EIO) fails its whole batch, and the
 // file is cut back to its last good size and synced, so that no partial
@@ -410,6 +413,7 @@ func (o *Outbox) await(done chan error) error {
 func (o *Outbox) lead() {
 	batch := o.queue
 	o.queue, o.queueBytes = o.spare[:0], 0
+	o.spare = nil
 	o.qmu.Unlock()
 
 	var err error
@@ -435,16 +439,6 @@ func (o *Outbox) lead() {
 	} else if o.failing.Load() != nil {
 		o.failing.Store(nil)
 	}
-	for i, w := range batch {
-		if w.done != nil {
-			w.done <- err
-		}
-		if w.draft != nil {
-			w.draft.release() // w with it
-		}
-		batch[i] = nil
-	}
-	o.spare = batch
 	if err == nil {
 		// While still leading, so that Close, which waits for the lead to
 		// end, then also waits for a compaction started here.
@@ -465,6 +459,23 @@ func (o *Outbox) lead() {
 				break
 			}
 		}
+	}
+	o.qmu.Unlock()
+
+	for i, w := range batch {
+		if w.done != nil {
+			w.done <- err
+		}
+		if w.draft != nil {
+			w.draft.release() // w with it
+		}
+		batch[i] = nil
+	}
+	// The batch's array is kept for a queue to come; qmu guards it, the
+	// lead having moved on.
+	o.qmu.Lock()
+	if o.spare == nil {
+		o.spare = batch[:0]
 	}
 	o.qmu.Unlock()
 }
