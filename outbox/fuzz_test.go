@@ -52,8 +52,8 @@ func FuzzOpen(f *testing.F) {
 			if len(recovered) == 0 {
 				break // all of it was garbage: truncated to nothing
 			}
-			d, err := decode(l)
-			if err != nil {
+			var d line
+			if err := decode(l, &d); err != nil {
 				t.Fatalf("recovered file holds an invalid line %q: %v", l, err)
 			}
 			// Compaction may rewrite marks; a record it must copy verbatim.

@@ -702,7 +702,8 @@ func readRecord(e *entry, buf []byte) (Record, error) {
 		r.Payload = p
 		return r, nil
 	}
-	d, err := decode(l)
+	var d line
+	err := decode(l, &d)
 	if err == nil && d.Seq != e.seq {
 		err = fmt.Errorf("seq %d in the line", d.Seq)
 	}

@@ -150,31 +150,33 @@ func verify(l []byte) error {
 	return nil
 }
 
-// decode verifies and parses one line (without its newline).
-func decode(l []byte) (*line, error) {
+// decode verifies and parses one line (without its newline) into d, which
+// it resets first: a scan reuses one line for all, rather than make one
+// per line it reads.
+func decode(l []byte, d *line) error {
+	*d = line{}
 	if err := verify(l); err != nil {
-		return nil, err
+		return err
 	}
-	var d line
-	if decodeRecordFast(l[:len(l)-crcSuffixLen], &d) {
-		return &d, nil
+	if decodeRecordFast(l[:len(l)-crcSuffixLen], d) {
+		return nil
 	}
-	if err := json.Unmarshal(l, &d); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	if err := json.Unmarshal(l, d); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	switch d.Op {
 	case "":
 		if d.Seq == 0 || !d.Kind.Valid() || d.Key == "" || len(d.Payload) == 0 {
-			return nil, fmt.Errorf("%w: record lacks seq, key, kind or payload", ErrMalformed)
+			return fmt.Errorf("%w: record lacks seq, key, kind or payload", ErrMalformed)
 		}
 		if d.Attempt > math.MaxInt32 || d.Attempt < -math.MaxInt32 {
-			return nil, fmt.Errorf("%w: attempt %d out of range", ErrMalformed, d.Attempt)
+			return fmt.Errorf("%w: attempt %d out of range", ErrMalformed, d.Attempt)
 		}
 	case opHeader, opSent, opTry, opDead:
 	default:
-		return nil, fmt.Errorf("%w: unknown op %q", ErrMalformed, d.Op)
+		return fmt.Errorf("%w: unknown op %q", ErrMalformed, d.Op)
 	}
-	return &d, nil
+	return nil
 }
 
 // record converts a decoded record line into a Record.

@@ -24,8 +24,9 @@ type scanResult struct {
 }
 
 // scanLines reads every line of r once, front to back, and calls fn for each
-// valid one with its offset and length (newline included). It never loops
-// and never buffers more than maxLine bytes of one line.
+// valid one with its offset and length (newline included). d is good only
+// during the call: the next line is decoded into it. It never loops and
+// never buffers more than maxLine bytes of one line.
 func scanLines(r io.Reader, maxLine int, fn func(off int64, n int, d *line)) (scanResult, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var (
@@ -34,6 +35,7 @@ func scanLines(r io.Reader, maxLine int, fn func(off int64, n int, d *line)) (sc
 		lastSeq uint64
 		bad     []span // invalid lines since the last valid one
 		buf     []byte
+		d       line
 	)
 	for {
 		l, n, terminated, tooLong, err := readLine(br, maxLine, &buf)
@@ -44,17 +46,16 @@ func scanLines(r io.Reader, maxLine int, fn func(off int64, n int, d *line)) (sc
 			return res, err
 		}
 		var why error
-		var d *line
 		switch {
 		case !terminated:
 			why = ErrTornTail
 		case tooLong:
 			why = ErrLineTooLong
 		default:
-			d, why = decode(l)
+			why = decode(l, &d)
 			if why == nil && d.Op == "" {
 				if d.Seq <= lastSeq {
-					why, d = ErrSeqOrder, nil
+					why = ErrSeqOrder
 				} else {
 					lastSeq = d.Seq
 				}
@@ -65,7 +66,7 @@ func scanLines(r io.Reader, maxLine int, fn func(off int64, n int, d *line)) (sc
 		} else {
 			res.corrupt = append(res.corrupt, bad...)
 			bad = bad[:0]
-			fn(off, n, d)
+			fn(off, n, &d)
 			res.end = off + int64(n)
 		}
 		off += int64(n)
