@@ -23,10 +23,10 @@ import (
 // line) once their line is written: at a few hundred thousand appends a
 // second, their garbage was what kept the collector busy.
 type draft struct {
-	rec Record // without its payload, for the index
+	e   *entry // the record's index entry, made here, outside the lock: all but its seq and length
 	buf []byte // the line up to the key; the key's closing quote too unless the key ends in the seq
 	crc uint32 // of buf
-	gen bool   // the key is the outbox's, taskID:kind:createdAt:seq; else rec.Key
+	gen bool   // the key is the outbox's, taskID:kind:createdAt:seq; else the Record's
 	w   write  // the queued line (finished buf) once enqueued
 }
 
@@ -53,8 +53,7 @@ const draftTail = 20 + 1 + 7 + 20 + crcSuffixLen + 1
 
 func newDraft(r Record) (*draft, error) {
 	d := draftPool.Get().(*draft)
-	d.rec, d.gen = r, r.Key == ""
-	d.rec.Payload = nil
+	d.gen = r.Key == ""
 	b := d.buf[:0]
 	if need := len(r.Payload) + 3*len(r.TaskID) + 2*len(r.Key) + 160 + draftTail; cap(b) < need {
 		b = make([]byte, 0, need)
@@ -82,6 +81,11 @@ func newDraft(r Record) (*draft, error) {
 		b = appendJSONString(b, r.Key)
 	}
 	d.buf, d.crc = b, crcOf(b)
+	d.e = &entry{kind: r.Kind, taskID: r.TaskID, attempt: int32(r.Attempt), state: statePending}
+	d.e.setCreatedAt(r.CreatedAt)
+	if !d.gen {
+		d.e.key = r.Key
+	}
 	return d, nil
 }
 

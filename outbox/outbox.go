@@ -346,13 +346,8 @@ func (o *Outbox) enqueueDraft(d *draft, done chan error) uint64 {
 	seq := o.nextSeq
 	o.nextSeq++
 	l := d.finish(seq)
-	r := d.rec
-	e := &entry{seq: seq, kind: r.Kind, taskID: r.TaskID, attempt: int32(r.Attempt),
-		n: int32(len(l)), state: statePending}
-	e.setCreatedAt(r.CreatedAt)
-	if !d.gen {
-		e.key = r.Key
-	}
+	e := d.e
+	e.seq, e.n = seq, int32(len(l))
 	d.w = write{line: l, rec: e, done: done, draft: d}
 	o.enqueue(&d.w)
 	return seq
