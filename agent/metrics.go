@@ -112,15 +112,14 @@ func (s *sender) countResults(results []controlplane.EventResult) {
 			dead++
 		}
 	}
-	for _, c := range []struct {
-		result metrics.SendResult
-		n      int
-	}{{metrics.SendSent, sent}, {metrics.SendDuplicate, dup}, {metrics.SendDead, dead}} {
-		if c.n > 0 {
-			s.count(c.result, c.n)
-		}
-	}
+	s.count(metrics.SendSent, sent)
+	s.count(metrics.SendDuplicate, dup)
+	s.count(metrics.SendDead, dead)
 }
 
-// count counts n records a delivery try made result of.
-func (s *sender) count(result metrics.SendResult, n int) { s.obs.Sent(result, n) }
+// count counts n records a delivery try made result of; none, no call.
+func (s *sender) count(result metrics.SendResult, n int) {
+	if n > 0 {
+		s.obs.Sent(result, n)
+	}
+}

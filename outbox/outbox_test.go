@@ -9,7 +9,6 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -763,9 +762,11 @@ func TestCloseDuringConcurrentAppends(t *testing.T) {
 		dir := t.TempDir()
 		o := openT(t, dir, Options{})
 		var (
-			mu    sync.Mutex
-			acked = map[uint64]bool{}
-			wg    sync.WaitGroup
+			mu     sync.Mutex
+			acked  = map[uint64]bool{}
+			wg     sync.WaitGroup
+			enough = make(chan struct{}) // closed once 50*(round+1) appends are acknowledged
+			gone   = make(chan struct{}) // closed once every writer has stopped
 		)
 		for w := range 16 {
 			wg.Go(func() {
@@ -780,6 +781,9 @@ func TestCloseDuringConcurrentAppends(t *testing.T) {
 					}
 					mu.Lock()
 					acked[seq] = true
+					if len(acked) == 50*(round+1) {
+						close(enough)
+					}
 					mu.Unlock()
 					if i%5 == 4 {
 						if err := o.MarkFailed("503", seq); err != nil && !errors.Is(err, ErrClosed) {
@@ -789,19 +793,16 @@ func TestCloseDuringConcurrentAppends(t *testing.T) {
 				}
 			})
 		}
-		for {
-			mu.Lock()
-			n := len(acked)
-			mu.Unlock()
-			if n >= 50*(round+1) {
-				break
-			}
-			runtime.Gosched()
+		go func() { wg.Wait(); close(gone) }()
+		select {
+		case <-enough:
+		case <-gone:
+			t.Fatal("every writer stopped before Close")
 		}
 		if err := o.Close(); err != nil {
 			t.Fatal(err)
 		}
-		wg.Wait()
+		<-gone
 		o = openT(t, dir, Options{})
 		got := map[uint64]bool{}
 		for _, seq := range pendingSeqs(t, o) {

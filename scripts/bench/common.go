@@ -39,24 +39,42 @@ func cpuTime() time.Duration {
 
 // statusField reads one "Name:  N kB" field of /proc/PID/status, in bytes.
 func statusField(pid, name string) (int64, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/status")
+	v, err := statusFields(pid, name)
 	if err != nil {
 		return 0, err
 	}
-	for l := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, name+":"); ok {
-			f := strings.Fields(v)
-			if len(f) == 0 {
+	return v[0], nil
+}
+
+// statusFields reads fields of /proc/PID/status in kB, in bytes, from one
+// read of the file: figures of the same moment.
+func statusFields(pid string, names ...string) ([]int64, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(names))
+	for i, name := range names {
+		found := false
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, name+":"); ok {
+				f := strings.Fields(v)
+				if len(f) == 0 {
+					break
+				}
+				n, err := strconv.ParseInt(f[0], 10, 64)
+				if err != nil {
+					return nil, err
+				}
+				out[i], found = n<<10, true
 				break
 			}
-			n, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil {
-				return 0, err
-			}
-			return n << 10, nil
+		}
+		if !found {
+			return nil, fmt.Errorf("/proc/%s/status has no %s", pid, name)
 		}
 	}
-	return 0, fmt.Errorf("/proc/%s/status has no %s", pid, name)
+	return out, nil
 }
 
 // selfRSS is this process's resident set (VmRSS), in bytes.

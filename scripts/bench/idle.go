@@ -100,12 +100,11 @@ func idleSection(cfg config, fx *fixture, log *log.Logger) (*idleResult, error) 
 		return nil, err
 	}
 	window := time.Since(start)
-	rss, err := statusField(strconv.Itoa(pid), "VmRSS")
+	mem, err := statusFields(strconv.Itoa(pid), "VmRSS", "RssAnon", "RssFile")
 	if err != nil {
 		return nil, err
 	}
-	anon, _ := statusField(strconv.Itoa(pid), "RssAnon")
-	file, _ := statusField(strconv.Itoa(pid), "RssFile")
+	rss, anon, file := mem[0], mem[1], mem[2]
 	res := &idleResult{WindowS: window.Seconds(), CPUPercent: 100 * float64(cpu1-cpu0) / float64(window), RSSBytes: rss,
 		RSSAnonBytes: anon, RSSFileBytes: file}
 	log.Printf("idle agent: %.3f %% of a core, %.1f MB RSS (%.1f MB its own, %.1f MB of files) over %.0f s",
