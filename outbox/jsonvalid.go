@@ -1,5 +1,10 @@
 package outbox
 
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
 // validJSON reports whether b is exactly one JSON value, optionally
 // surrounded by whitespace: the same answer as encoding/json's Valid (which
 // accepts any bytes of 0x20 and above inside strings, valid UTF-8 or not,
@@ -169,13 +174,7 @@ func (v *jsonValidator) str() bool {
 	b := v.b
 	i := v.i + 1
 	for {
-		for i+8 <= len(b) && plain[b[i]] && plain[b[i+1]] && plain[b[i+2]] && plain[b[i+3]] &&
-			plain[b[i+4]] && plain[b[i+5]] && plain[b[i+6]] && plain[b[i+7]] {
-			i += 8
-		}
-		for i < len(b) && plain[b[i]] {
-			i++
-		}
+		i = plainRun(b, i)
 		if i >= len(b) {
 			return false
 		}
@@ -202,6 +201,49 @@ func (v *jsonValidator) str() bool {
 			return false
 		}
 	}
+}
+
+// plainRun returns the index of the first byte from i on that a string
+// cannot hold as it is (a quote, a backslash, a control byte), or len(b).
+// It looks at eight bytes at a time: in a word read little-endian, the
+// lowest flag that special8 raises is the first such byte, exactly (a
+// false flag can only follow a true one), so a run ends where the word
+// says, without going back over it a byte at a time.
+func plainRun(b []byte, i int) int {
+	for ; i+16 <= len(b); i += 16 {
+		w := b[i : i+16]
+		m0 := special8(binary.LittleEndian.Uint64(w))
+		m1 := special8(binary.LittleEndian.Uint64(w[8:]))
+		if m0|m1 != 0 {
+			if m0 != 0 {
+				return i + bits.TrailingZeros64(m0)/8
+			}
+			return i + 8 + bits.TrailingZeros64(m1)/8
+		}
+	}
+	for ; i+8 <= len(b); i += 8 {
+		if m := special8(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && plain[b[i]] {
+		i++
+	}
+	return i
+}
+
+// special8 flags, with the high bit of its byte, every byte of w that is
+// below 0x20, a quote or a backslash; above the lowest flag, a flag may be
+// false (a borrow). The tests are those of "Bit Twiddling Hacks": a byte
+// of x is below n where (x - n·0x01…) &^ x has its high bit set, and zero
+// where the same holds for n = 1. A quote or a backslash is a zero byte
+// once w is XORed with it; the XOR keeps every high bit, so one &^ w
+// serves all three.
+func special8(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := w ^ (ones * '"')
+	backslash := w ^ (ones * '\\')
+	return ((w - ones*0x20) | (quote - ones) | (backslash - ones)) &^ w & highs
 }
 
 func hex4(h []byte) bool {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // jsonValidCases are inputs at the edges of the grammar, each checked
@@ -32,6 +34,49 @@ func TestValidJSONAgreesWithEncodingJSON(t *testing.T) {
 			t.Errorf("validJSON(%.60q) = %v, encoding/json says %v", c, got, want)
 		}
 	}
+}
+
+// TestPlainRunFindsTheFirstSpecialByte holds the word-at-a-time scan to a
+// byte-at-a-time one. Every byte value, special or not, ends a run of
+// plain bytes of every length from every start, and the plain bytes are
+// those where the bit tricks could go wrong: neighbours of the special
+// ones, 0x7f, and 0x80 and above, whose high bit the tests mask. Then
+// rapid mixes special and plain bytes, so that borrows from one special
+// byte run through the others.
+func TestPlainRunFindsTheFirstSpecialByte(t *testing.T) {
+	check := func(t interface{ Fatalf(string, ...any) }, b []byte, i int) {
+		want := i
+		for want < len(b) && b[want] >= 0x20 && b[want] != '"' && b[want] != '\\' {
+			want++
+		}
+		if got := plainRun(b, i); got != want {
+			t.Fatalf("plainRun(%q, %d) = %d, want %d", b, i, got, want)
+		}
+	}
+	fill := []byte{0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0x9f, 0xa0, 0xa2, 0xdc, 0xff, 'x'}
+	for c := range 256 {
+		for n := range 40 {
+			b := make([]byte, 0, n+2)
+			for k := range n {
+				b = append(b, fill[(k+c)%len(fill)])
+			}
+			b = append(b, byte(c), 0)
+			for i := range n + 1 {
+				check(t, b, i)
+			}
+		}
+	}
+	special := []byte{0x00, 0x01, 0x1f, '"', '\\'}
+	rapid.Check(t, func(t *rapid.T) {
+		var b []byte
+		for range rapid.IntRange(0, 6).Draw(t, "runs") {
+			for range rapid.IntRange(0, 20).Draw(t, "run") {
+				b = append(b, rapid.SampledFrom(fill).Draw(t, "plain"))
+			}
+			b = append(b, rapid.SampledFrom(special).Draw(t, "special"))
+		}
+		check(t, b, rapid.IntRange(0, len(b)).Draw(t, "i"))
+	})
 }
 
 // FuzzValidJSON holds validJSON to encoding/json's answer on any input.
