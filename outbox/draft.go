@@ -112,10 +112,11 @@ func (d *draft) finish(seq uint64) []byte {
 // compacting every payload cost.
 func appendPayload(b, p []byte) ([]byte, error) {
 	p = trimJSONSpace(p)
-	if len(p) == 0 || !validJSON(p) {
+	valid, breaks := validJSONLine(p)
+	if len(p) == 0 || !valid {
 		return nil, fmt.Errorf("%w: payload is not JSON", ErrInvalid)
 	}
-	if bytes.IndexByte(p, '\n') < 0 && bytes.IndexByte(p, '\r') < 0 {
+	if !breaks {
 		return append(b, p...), nil
 	}
 	buf := bytes.NewBuffer(b)

@@ -18,6 +18,14 @@ func validJSON(b []byte) bool {
 	return v.valid()
 }
 
+// validJSONLine is validJSON that also tells whether b holds a newline
+// or a carriage return, which in valid JSON can only be whitespace
+// between tokens: the one scan answers both.
+func validJSONLine(b []byte) (valid, breaks bool) {
+	v := jsonValidator{b: b}
+	return v.valid(), v.breaks
+}
+
 // maxJSONDepth is encoding/json's limit on nesting.
 const maxJSONDepth = 10000
 
@@ -29,6 +37,8 @@ type jsonValidator struct {
 	open  uint64
 	more  []bool
 	depth int
+	// breaks is set when whitespace held a newline or a carriage return.
+	breaks bool
 }
 
 func (v *jsonValidator) push(object bool) bool {
@@ -152,7 +162,10 @@ func (v *jsonValidator) key() bool {
 func (v *jsonValidator) space() {
 	for v.i < len(v.b) {
 		switch v.b[v.i] {
-		case ' ', '\t', '\n', '\r':
+		case ' ', '\t':
+			v.i++
+		case '\n', '\r':
+			v.breaks = true
 			v.i++
 		default:
 			return

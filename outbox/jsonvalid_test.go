@@ -19,6 +19,7 @@ var jsonValidCases = []string{
 	`true`, `false`, `null`, `tru`, `nul`, `True`, `nulll`, `truefalse`,
 	`""`, `"a"`, `"`, `"a`, `"\"`, `"\\"`, `"\/\b\f\n\r\t"`, `"\u00e9"`, `"\u00E9"`, `"\u00g9"`, `"\u12"`, `"\x"`, `"\'"`,
 	"\"tab\there\"", "\"nl\nhere\"", "\"\x00\"", "\"\x1f\"", "\"\x7f\"", "\"\xff\xfe\"", "\"é\"", "\xef\xbb\xbf{}",
+	"{\n\"a\": [1,\r\n2]\n}\n", "[1,\r2]", "\n1", "1\r", "\"a\nb\"", "\"a\rb\"", "{\"a\":\"x\\n\"}",
 	`"` + strings.Repeat("abcdefgh", 40) + `"`, `"` + strings.Repeat("abcdefg\\n", 40) + `"`, `"` + strings.Repeat("x", 13) + "\x01" + `"`,
 	strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
 	strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
@@ -33,6 +34,21 @@ func TestValidJSONAgreesWithEncodingJSON(t *testing.T) {
 		if got, want := validJSON([]byte(c)), json.Valid([]byte(c)); got != want {
 			t.Errorf("validJSON(%.60q) = %v, encoding/json says %v", c, got, want)
 		}
+		checkBreaks(t, []byte(c))
+	}
+}
+
+// checkBreaks holds validJSONLine to what a valid b holds: a newline or a
+// carriage return anywhere in it (whitespace, since a string cannot hold
+// one) is reported.
+func checkBreaks(t *testing.T, b []byte) {
+	t.Helper()
+	valid, breaks := validJSONLine(b)
+	if valid != validJSON(b) {
+		t.Fatalf("validJSONLine(%.60q) says valid %v, validJSON %v", b, valid, !valid)
+	}
+	if want := strings.ContainsAny(string(b), "\n\r"); valid && breaks != want {
+		t.Errorf("validJSONLine(%.60q) says line breaks %v, want %v", b, breaks, want)
 	}
 }
 
@@ -91,6 +107,7 @@ func FuzzValidJSON(f *testing.F) {
 		if got, want := validJSON(b), json.Valid(b); got != want {
 			t.Fatalf("validJSON(%q) = %v, encoding/json says %v", b, got, want)
 		}
+		checkBreaks(t, b)
 	})
 }
 
