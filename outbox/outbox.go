@@ -292,18 +292,21 @@ func (o *Outbox) Append(r Record) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if d.maxLen() > o.opts.MaxRecordBytes {
-		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, d.maxLen(), o.opts.MaxRecordBytes)
+	if n := d.maxLen(); n > o.opts.MaxRecordBytes {
+		d.release()
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, o.opts.MaxRecordBytes)
 	}
 	o.qmu.Lock()
 	if err := o.usable(); err != nil {
 		o.qmu.Unlock()
+		d.release()
 		return 0, err
 	}
 	if r.Kind == KindLog && o.full(int64(d.maxLen())) {
 		o.dropped[r.TaskID]++
 		o.droppedLogs.Add(1)
 		o.qmu.Unlock()
+		d.release()
 		return 0, ErrFull
 	}
 	if n := o.dropped[r.TaskID]; n > 0 {
