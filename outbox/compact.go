@@ -195,6 +195,7 @@ func (o *Outbox) Compact(progress func(done, total int)) (CompactResult, error) 
 	}
 	o.f = tmp
 	o.setSize(w.n)
+	o.zeroed = w.n
 	o.lastPause = time.Since(pauseStart)
 	o.ix.compactedAt = now
 	o.compactions++

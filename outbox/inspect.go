@@ -51,8 +51,16 @@ func Inspect(dir string) (*Snapshot, error) {
 		return nil, err
 	}
 	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	zeros, err := zeroTailFrom(f, 0, info.Size())
+	if err != nil {
+		return nil, err
+	}
 	ix := newIndex(true)
-	res, err := scanLines(f, maxInspectLine, ix.add)
+	res, err := scanLines(io.NewSectionReader(f, 0, zeros), maxInspectLine, ix.add)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read %s: %w", f.Name(), err)
 	}
@@ -104,6 +112,9 @@ type Tailer struct {
 	f       *os.File
 	off     int64
 	lastSeq uint64
+	// The zeroed stretch at the file's end, as last seen whole: from
+	// zerosFrom to the end of a file of zerosSize bytes.
+	zerosFrom, zerosSize int64
 }
 
 // NewTailer returns a Tailer positioned before the first record whose seq is
@@ -131,9 +142,14 @@ func (t *Tailer) Next(fn func(Record)) error {
 			}
 			t.f.Close()
 			t.f, t.off = f, 0
+			t.zerosFrom, t.zerosSize = 0, 0
 		}
 	}
-	res, err := scanLines(io.NewSectionReader(t.f, t.off, 1<<62), maxInspectLine, func(_ int64, _ int, d *line) {
+	end, err := t.linesEnd()
+	if err != nil {
+		return err
+	}
+	res, err := scanLines(io.NewSectionReader(t.f, t.off, end-t.off), maxInspectLine, func(_ int64, _ int, d *line) {
 		if d.Op == "" && d.Seq > t.lastSeq {
 			r := d.record()
 			r.Payload = bytes.Clone(r.Payload) // it shares the reader's buffer
@@ -146,6 +162,40 @@ func (t *Tailer) Next(fn func(Record)) error {
 	}
 	t.off += res.end
 	return nil
+}
+
+// linesEnd returns where the bytes worth reading end: before the zeroed
+// stretch the writer keeps at the end of the file. Next runs on every
+// write, and the stretch is up to a MiB, so it is read whole only when
+// the file's size changes: in between, the writer only overwrites its
+// front, and the new front is the first NUL from the old one on.
+func (t *Tailer) linesEnd() (int64, error) {
+	info, err := t.f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	size := info.Size()
+	if size == t.zerosSize && t.zerosFrom >= t.off {
+		front, err := firstNUL(t.f, t.zerosFrom, size)
+		if err != nil {
+			return 0, err
+		}
+		t.zerosFrom = front
+		return front, nil
+	}
+	front, err := firstNUL(t.f, t.off, size)
+	if err != nil || front == size {
+		return size, err
+	}
+	zeros, err := zeroTailFrom(t.f, front, size)
+	if err != nil {
+		return 0, err
+	}
+	if zeros != front {
+		return size, nil // a hole a crash left, bytes after it: read it all, the hole as a corrupt line
+	}
+	t.zerosFrom, t.zerosSize = front, size
+	return front, nil
 }
 
 // Close releases the file.

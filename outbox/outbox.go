@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -96,8 +97,9 @@ type Outbox struct {
 
 	// cmu serializes writers of the file: the leader and compaction's
 	// final step.
-	cmu  sync.Mutex
-	wbuf []byte
+	cmu    sync.Mutex
+	wbuf   []byte
+	zeroed int64 // the file's size: its lines, then the stretch zeroed ahead of them
 
 	// mu guards the index, the file handle and its size.
 	mu          sync.RWMutex
@@ -213,9 +215,14 @@ func (o *Outbox) recover() (corrupt bool, err error) {
 		}
 		o.ix.createdAt = now
 		o.setSize(int64(len(hdr)))
+		o.zeroed = o.size
 		return false, nil
 	}
-	res, err := scanLines(f, o.opts.MaxRecordBytes, o.ix.add)
+	zeros, err := zeroTailFrom(f, 0, info.Size())
+	if err != nil {
+		return fail(err)
+	}
+	res, err := scanLines(io.NewSectionReader(f, 0, zeros), o.opts.MaxRecordBytes, o.ix.add)
 	o.ix.doneScanning()
 	if err != nil {
 		return fail(fmt.Errorf("outbox: read %s: %w", path, err))
@@ -230,8 +237,8 @@ func (o *Outbox) recover() (corrupt bool, err error) {
 		}
 	}
 	o.quarantined = len(res.corrupt)
-	if res.torn.n > 0 {
-		o.tornBytes = res.torn.n
+	o.tornBytes = res.torn.n
+	if res.end < info.Size() { // a torn tail, the zeroed stretch, or both
 		if err := f.Truncate(res.end); err != nil {
 			return fail(fmt.Errorf("outbox: truncate torn tail: %w", err))
 		}
@@ -240,12 +247,51 @@ func (o *Outbox) recover() (corrupt bool, err error) {
 		}
 	}
 	o.setSize(res.end)
+	o.zeroed = o.size
 	return len(res.corrupt) > 0, nil
 }
 
 func (o *Outbox) setSize(n int64) {
 	o.size = n
 	o.fileBytes.Store(n)
+}
+
+// zeroAheadBytes is how far past its last line the writer keeps the file
+// zeroed, while the file system has more than zeroAheadMinFree free.
+const (
+	zeroAheadBytes   = 1 << 20
+	zeroAheadMinFree = 64 << 20
+)
+
+// zeroBlock is what the stretch is written from; it is never written to,
+// so its pages are the kernel's one zero page.
+var zeroBlock [64 << 10]byte
+
+// zeroAhead extends the file with zeros to zeroAheadBytes past end, where
+// the batch about to be written ends, so that the batches after it
+// overwrite blocks the file has: their fdatasync then writes their data
+// and need not commit the file system's journal for a new size (on ext4
+// on a virtual disk, 1.4x the durable writes per second with 256 B, 1.7x
+// with 4 KiB). The batch's own sync makes the zeros durable. Should the
+// zeros not fit (a full disk), it cuts back what it wrote and the batch
+// appends as it would without them. On a nearly full disk it zeroes
+// nothing: the space is left to whoever needs it, and a full disk fails
+// the next write at once, so the agent reports it and holds its reports.
+// cmu is held.
+func (o *Outbox) zeroAhead(end int64) {
+	if free := durable.FreeBytes(o.dir); free >= 0 && free < zeroAheadMinFree {
+		return
+	}
+	to := (end + zeroAheadBytes + 4095) &^ 4095
+	for at := o.zeroed; at < to; {
+		n := min(int64(len(zeroBlock)), to-at)
+		if _, err := o.f.WriteAt(zeroBlock[:n], at); err != nil {
+			_ = o.f.Truncate(o.zeroed)
+			return
+		}
+		at += n
+	}
+	o.zeroed = to
 }
 
 // CheckLock reports whether the lock this outbox holds is still the file at
@@ -486,6 +532,7 @@ func (o *Outbox) repair() error {
 	o.mu.RLock()
 	f, size := o.f, o.size
 	o.mu.RUnlock()
+	o.zeroed = size
 	if err := f.Truncate(size); err != nil {
 		return fmt.Errorf("outbox: truncate after a failed write: %w", err)
 	}
@@ -512,6 +559,9 @@ func (o *Outbox) commit(batch []*write) error {
 		o.wbuf = nil // do not pin a burst's buffer forever
 	}
 	off := o.size
+	if end := off + int64(len(buf)); end > o.zeroed {
+		o.zeroAhead(end)
+	}
 	if _, err := o.f.WriteAt(buf, off); err != nil {
 		return fmt.Errorf("outbox: write: %w", err)
 	}
@@ -746,7 +796,20 @@ func (o *Outbox) Close() error {
 	o.qmu.Unlock()
 	o.bg.Wait()
 	o.mu.Lock()
-	err := o.f.Close()
+	// A file closed cleanly ends with its last line; after a crash, the
+	// next Open cuts the zeroed stretch.
+	var err error
+	if o.zeroed > o.size {
+		if err = o.f.Truncate(o.size); err == nil {
+			err = o.sync(o.f)
+		}
+		if err != nil {
+			err = fmt.Errorf("outbox: cut the zeroed stretch: %w", err)
+		}
+	}
+	if cerr := o.f.Close(); err == nil {
+		err = cerr
+	}
 	o.mu.Unlock()
 	if uerr := o.lock.Unlock(); err == nil {
 		err = uerr

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/edgeagent/agent/internal/durable"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,8 +157,9 @@ func TestAppendReturnsOnlyAfterSync(t *testing.T) {
 	o := openT(t, t.TempDir(), Options{})
 	entered, release := make(chan struct{}), make(chan struct{})
 	var synced atomic.Bool
+	var first sync.Once // Close syncs too, cutting the zeroed stretch
 	o.sync = func(f *os.File) error {
-		close(entered)
+		first.Do(func() { close(entered) })
 		<-release
 		err := durable.Datasync(f)
 		synced.Store(true)
@@ -234,6 +236,17 @@ func TestConcurrentAppendsShareSyncs(t *testing.T) {
 	}
 }
 
+// readLines returns the lines of the outbox file at path, without the
+// stretch the writer keeps zeroed after them while it is open.
+func readLines(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimRight(b, "\x00")
+}
+
 func TestMarksAreAppendedNeverRewritten(t *testing.T) {
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
@@ -241,7 +254,7 @@ func TestMarksAreAppendedNeverRewritten(t *testing.T) {
 		mustAppend(t, o, rec("t", KindProgress, i))
 	}
 	path := filepath.Join(dir, FileName)
-	before, _ := os.ReadFile(path)
+	before := readLines(t, path)
 	if err := o.MarkSent(1, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +264,7 @@ func TestMarksAreAppendedNeverRewritten(t *testing.T) {
 	if err := o.MarkDead("terminal", 4); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := os.ReadFile(path)
+	after := readLines(t, path)
 	if !bytes.HasPrefix(after, before) || len(after) == len(before) {
 		t.Fatalf("marks changed existing bytes or wrote nothing")
 	}
@@ -331,27 +344,38 @@ func TestTornTailIsTruncatedAtEveryByte(t *testing.T) {
 	}
 }
 
-func TestTailOfZerosIsTorn(t *testing.T) {
+// A run of NULs at the end of the file is the stretch the writer keeps
+// zeroed ahead (or what a crash after a size update but before the data
+// leaves): Open cuts it, neither counting it torn nor setting it aside,
+// and appends go on where the lines end.
+func TestTailOfZerosIsCutNotSetAside(t *testing.T) {
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	mustAppend(t, o, rec("t", KindProgress, 0))
 	o.Close()
 	path := filepath.Join(dir, FileName)
-	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	f.Write(make([]byte, 4096)) // what a crash after a size update but before the data leaves
-	f.Close()
+	lines, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(lines, make([]byte, 100_000)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	o = openT(t, dir, Options{})
 	if got := pendingSeqs(t, o); fmt.Sprint(got) != "[1]" {
 		t.Fatalf("pending %v", got)
 	}
-	if st := o.Stats(); st.TornBytes != 4096 || st.Quarantined != 0 {
-		t.Errorf("stats %+v", st)
+	if st := o.Stats(); st.TornBytes != 0 || st.Quarantined != 0 || st.FileBytes != int64(len(lines)) {
+		t.Errorf("stats %+v, want no torn bytes, nothing quarantined, %d bytes", st, len(lines))
+	}
+	if _, err := os.Stat(filepath.Join(dir, QuarantineName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the zeros were set aside: %v", err)
 	}
 	mustAppend(t, o, rec("t", KindProgress, 1))
 	o.Close()
 	o = openT(t, dir, Options{})
 	if got := pendingSeqs(t, o); fmt.Sprint(got) != "[1 2]" {
-		t.Fatalf("after append past the truncation: pending %v", got)
+		t.Fatalf("after append past the cut: pending %v", got)
 	}
 }
 
