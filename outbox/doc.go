@@ -14,6 +14,18 @@
 //	quarantine.jsonl  corrupt bytes set aside by recovery (created on demand)
 //	lock              held (flock) by the one writer
 //
+// While the outbox is open, outbox.jsonl ends in a stretch of NUL bytes,
+// about 1 MiB, that the writer keeps zeroed ahead of its lines: a batch
+// then overwrites blocks the file already has, and its fdatasync does not
+// also commit the file system's journal for a new size (on ext4, 1.5x to
+// 2.2x the durable appends per second). The batch whose write passes the
+// stretch's end extends it, under its own sync; Close cuts it, so a file
+// closed cleanly ends with its last line; on a disk with less than 64 MiB
+// free no stretch is made. No line holds a NUL (payloads are checked
+// JSON, which escapes control bytes), so every reader here stops where a
+// run of NULs reaches the end of the file. A program reading the file
+// while the agent runs should do the same.
+//
 // A record line (wrapped here; on disk it is one line):
 //
 //	{"kind":"phase","task_id":"t-1","attempt":1,
@@ -54,12 +66,17 @@
 // Open reads the file once, front to back, and never fails because of
 // corruption:
 //
-//   - Bytes after the last valid line (a line cut short by a crash, a tail of
-//     zeros, or garbage) are a torn tail. They are copied to the quarantine
-//     file, and the file is truncated to the end of the last valid line. The
-//     truncation is fsynced. A record is acknowledged only after its whole
-//     line, newline included, is durable, so a torn tail never holds an
-//     acknowledged record.
+//   - A run of NUL bytes that reaches the end of the file is the stretch
+//     the writer keeps zeroed (or what a crash left of it): it is cut,
+//     neither set aside nor counted torn. A run of NULs with bytes after
+//     it is a hole a crash left in a batch that was never synced: it is
+//     read as a corrupt line (below), never taken for the end.
+//   - Bytes after the last valid line, before that stretch (a line cut
+//     short by a crash, or garbage) are a torn tail. They are copied to
+//     the quarantine file, and the file is truncated to the end of the last
+//     valid line. The truncation is fsynced. A record is acknowledged only
+//     after its whole line, newline included, is durable, so a torn tail
+//     never holds an acknowledged record.
 //   - A line that fails its CRC or does not parse, followed by valid lines,
 //     is corrupt. It is skipped, counted in Stats.Quarantined and copied to
 //     the quarantine file. The outbox is then compacted once, so the same
