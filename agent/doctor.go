@@ -308,8 +308,8 @@ func checkOutbox(dir string, running bool, now time.Time) Check {
 		problems = append(problems, fmt.Sprintf("%d corrupt lines", st.Quarantined))
 		fixes = append(fixes, "start the agent: it sets corrupt lines aside in "+outbox.QuarantineName)
 	}
-	if info, err := os.Stat(filepath.Join(obDir, outbox.FileName)); err == nil && !running && info.Size() > st.FileBytes {
-		problems = append(problems, fmt.Sprintf("%d torn bytes at the end (a crash)", info.Size()-st.FileBytes))
+	if !running && st.TornBytes > 0 { // not the zeroed stretch a crash leaves: Open cuts that quietly
+		problems = append(problems, fmt.Sprintf("%d torn bytes at the end (a crash)", st.TornBytes))
 		fixes = append(fixes, "start the agent: it cuts the torn tail")
 	}
 	if n := countLines(filepath.Join(obDir, outbox.QuarantineName)); n > 0 {

@@ -469,13 +469,16 @@ func TestDoctorLockAndOutbox(t *testing.T) {
 	wantCheck(t, c, CheckWarn, "1 dead records", "agent outbox ls --dead")
 	wantCheck(t, c, CheckWarn, "pending for more than", "see the control-plane and auth checks")
 
-	// Stopped, with a torn tail and lines an earlier start set aside.
+	// Stopped by a crash, with a torn tail, the zeroed stretch after it
+	// (not torn: Open cuts it quietly), and lines an earlier start set
+	// aside.
 	o.Close()
 	f, err := os.OpenFile(filepath.Join(l.Outbox(), outbox.FileName), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.WriteString(`{"seq":9,"kin`)
+	f.Write(make([]byte, 1<<20))
 	f.Close()
 	if err := os.WriteFile(filepath.Join(l.Outbox(), outbox.QuarantineName), []byte("{}\n{}\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -67,6 +67,7 @@ func Inspect(dir string) (*Snapshot, error) {
 	snap := &Snapshot{}
 	snap.Stats.fill(ix, res.end, time.Now())
 	snap.Stats.Quarantined = len(res.corrupt)
+	snap.Stats.TornBytes = zeros - res.end
 	snap.Stats.DiskFreeBytes = durable.FreeBytes(dir)
 	ix.each(func(e *entry) bool {
 		snap.Items = append(snap.Items, Item{Seq: e.seq, Key: e.recordKey(), Kind: e.kind, TaskID: e.taskID, Attempt: int(e.attempt),
@@ -192,7 +193,11 @@ func (t *Tailer) linesEnd() (int64, error) {
 		return 0, err
 	}
 	if zeros != front {
-		return size, nil // a hole a crash left, bytes after it: read it all, the hole as a corrupt line
+		// Bytes after the first NUL: a batch being written, or a hole a
+		// crash left. Read to the last of them, which was written when it
+		// was seen (the hole then as a corrupt line), never into the
+		// stretch the writer is writing.
+		return zeros, nil
 	}
 	t.zerosFrom, t.zerosSize = front, size
 	return front, nil

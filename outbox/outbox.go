@@ -99,7 +99,7 @@ type Outbox struct {
 	// final step.
 	cmu    sync.Mutex
 	wbuf   []byte
-	zeroed int64 // the file's size: its lines, then the stretch zeroed ahead of them
+	zeroed int64 // the file's size: its lines, then the stretch zeroed ahead of them; never below size
 
 	// mu guards the index, the file handle and its size.
 	mu          sync.RWMutex
@@ -565,6 +565,10 @@ func (o *Outbox) commit(batch []*write) error {
 	if _, err := o.f.WriteAt(buf, off); err != nil {
 		return fmt.Errorf("outbox: write: %w", err)
 	}
+	// A batch written without a stretch (a nearly full disk, a zero write
+	// refused) moves the file's end past it: the next stretch must start
+	// after the lines, never over them.
+	o.zeroed = max(o.zeroed, off+int64(len(buf)))
 	// Marks alone need no sync: a lost sent mark costs a duplicate send,
 	// which the control plane drops. Records are synced before anyone is
 	// told they are written.

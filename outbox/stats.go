@@ -32,6 +32,9 @@ type Stats struct {
 	// full disk); empty once a write succeeds.
 	WriteFailing string `json:"write_failing,omitempty"`
 	// What recovery found: corrupt spans set aside and torn bytes cut.
+	// From Inspect: the corrupt spans in the file, and the bytes after its
+	// last valid line (before the zeroed stretch) that the next Open would
+	// cut; while the writer runs, a write in progress.
 	Quarantined int   `json:"quarantined"`
 	TornBytes   int64 `json:"torn_bytes"`
 	// DiskFreeBytes is the space left on the outbox's file system (-1

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -207,4 +209,94 @@ func TestZeroedStretchOnADiskThatFills(t *testing.T) {
 	if st.Pending != acked || st.TornBytes != 0 || st.Quarantined != 0 {
 		t.Fatalf("reopened: %d pending, %d torn, %d quarantined; want %d, 0, 0", st.Pending, st.TornBytes, st.Quarantined, acked)
 	}
+}
+
+// A batch written without a stretch (here, its zero write refused by a
+// file size limit, as a quota would) moves the file's end past the
+// stretch; the next stretch must start after the lines, never over them
+// (found in review: it zeroed, or cut, acknowledged records).
+func TestStretchNeverStartsOverLines(t *testing.T) {
+	dir := t.TempDir()
+	o := openT(t, dir, Options{})
+	mustAppend(t, o, rec("t", KindProgress, 0))
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// Room for lines 64 KiB past the stretch, none for another stretch.
+	// (The runtime ignores SIGXFSZ: a write past the limit fails EFBIG.)
+	z := o.zeroed
+	lim := syscall.Rlimit{Cur: uint64(z + 64<<10), Max: old.Max}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Skipf("set a file size limit: %v", err)
+	}
+	acked := 1
+	for o.size < z+16<<10 {
+		if _, err := o.Append(rec("t", KindProgress, acked)); err != nil {
+			syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old)
+			t.Fatalf("append %d: %v", acked, err)
+		}
+		acked++
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	for range 300 { // past the end once more: a stretch is made again
+		mustAppend(t, o, rec("t", KindProgress, acked))
+		acked++
+	}
+	if _, err := o.Pending(1<<30, 1<<40); err != nil {
+		t.Fatalf("Pending: %v", err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o = openT(t, dir, Options{})
+	if st := o.Stats(); st.Pending != acked || st.Quarantined != 0 || st.TornBytes != 0 {
+		t.Fatalf("reopened: %d pending, %d quarantined, %d torn; %d were acknowledged", st.Pending, st.Quarantined, st.TornBytes, acked)
+	}
+}
+
+// The Tailer follows writers that extend the stretch again and again, and
+// sees every record in order: where it finds bytes after the first NUL (a
+// batch being written), it reads to the last of them, not into the
+// stretch as it is being written (found in review: records were skipped).
+func TestTailerMissesNothingWhileTheStretchGrows(t *testing.T) {
+	dir := t.TempDir()
+	o := openT(t, dir, Options{CompactMinBytes: 1 << 40})
+	tl, err := NewTailer(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	const writers, each = 32, 250 // about 25 MiB: some 25 extensions
+	pad := strings.Repeat("p", 3000)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := o.Append(Record{Kind: KindProgress, TaskID: "t", Attempt: 1, Payload: []byte(fmt.Sprintf(`{"w":%d,"i":%d,"p":%q}`, w, i, pad))}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var last uint64
+	gaps := 0
+	for last < writers*each && !t.Failed() {
+		if err := tl.Next(func(r Record) {
+			if r.Seq != last+1 {
+				gaps++
+				t.Errorf("the Tailer went from seq %d to %d", last, r.Seq)
+			}
+			last = r.Seq
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if gaps > 5 {
+			break
+		}
+	}
+	wg.Wait()
 }
