@@ -194,8 +194,7 @@ func (o *Outbox) Compact(progress func(done, total int)) (CompactResult, error) 
 		s.e.off = s.newOff
 	}
 	o.f = tmp
-	o.setSize(w.n)
-	o.zeroed = w.n
+	o.fileEndsAt(w.n)
 	o.lastPause = time.Since(pauseStart)
 	o.ix.compactedAt = now
 	o.compactions++

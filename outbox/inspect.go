@@ -55,12 +55,8 @@ func Inspect(dir string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	zeros, err := zeroTailFrom(f, 0, info.Size())
-	if err != nil {
-		return nil, err
-	}
 	ix := newIndex(true)
-	res, err := scanLines(io.NewSectionReader(f, 0, zeros), maxInspectLine, ix.add)
+	res, zeros, err := scanBeforeZeros(f, info.Size(), maxInspectLine, ix.add)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read %s: %w", f.Name(), err)
 	}
@@ -135,20 +131,25 @@ func (t *Tailer) Path() string { return filepath.Join(t.dir, FileName) }
 // order. When compaction has replaced the file, it starts over in the new
 // one and skips what it has already passed.
 func (t *Tailer) Next(fn func(Record)) error {
-	if cur, err := os.Stat(t.Path()); err == nil {
-		if mine, err := t.f.Stat(); err == nil && !os.SameFile(cur, mine) {
-			f, err := os.Open(t.Path())
-			if err != nil {
-				return fmt.Errorf("outbox: %w", err)
-			}
-			t.f.Close()
-			t.f, t.off = f, 0
-			t.zerosFrom, t.zerosSize = 0, 0
+	mine, err := t.f.Stat()
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	if cur, err := os.Stat(t.Path()); err == nil && !os.SameFile(cur, mine) {
+		f, err := os.Open(t.Path())
+		if err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+		t.f.Close()
+		t.f, t.off = f, 0
+		t.zerosFrom, t.zerosSize = 0, 0
+		if mine, err = f.Stat(); err != nil {
+			return fmt.Errorf("outbox: %w", err)
 		}
 	}
-	end, err := t.linesEnd()
+	end, err := t.linesEnd(mine.Size())
 	if err != nil {
-		return err
+		return fmt.Errorf("outbox: read: %w", err)
 	}
 	res, err := scanLines(io.NewSectionReader(t.f, t.off, end-t.off), maxInspectLine, func(_ int64, _ int, d *line) {
 		if d.Op == "" && d.Seq > t.lastSeq {
@@ -165,17 +166,13 @@ func (t *Tailer) Next(fn func(Record)) error {
 	return nil
 }
 
-// linesEnd returns where the bytes worth reading end: before the zeroed
+// linesEnd returns where the bytes worth reading end in the file, of size
+// bytes: before the zeroed
 // stretch the writer keeps at the end of the file. Next runs on every
 // write, and the stretch is up to a MiB, so it is read whole only when
 // the file's size changes: in between, the writer only overwrites its
 // front, and the new front is the first NUL from the old one on.
-func (t *Tailer) linesEnd() (int64, error) {
-	info, err := t.f.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("outbox: %w", err)
-	}
-	size := info.Size()
+func (t *Tailer) linesEnd(size int64) (int64, error) {
 	if size == t.zerosSize && t.zerosFrom >= t.off {
 		front, err := firstNUL(t.f, t.zerosFrom, size)
 		if err != nil {

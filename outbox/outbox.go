@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -214,15 +213,10 @@ func (o *Outbox) recover() (corrupt bool, err error) {
 			return fail(err)
 		}
 		o.ix.createdAt = now
-		o.setSize(int64(len(hdr)))
-		o.zeroed = o.size
+		o.fileEndsAt(int64(len(hdr)))
 		return false, nil
 	}
-	zeros, err := zeroTailFrom(f, 0, info.Size())
-	if err != nil {
-		return fail(err)
-	}
-	res, err := scanLines(io.NewSectionReader(f, 0, zeros), o.opts.MaxRecordBytes, o.ix.add)
+	res, _, err := scanBeforeZeros(f, info.Size(), o.opts.MaxRecordBytes, o.ix.add)
 	o.ix.doneScanning()
 	if err != nil {
 		return fail(fmt.Errorf("outbox: read %s: %w", path, err))
@@ -246,14 +240,20 @@ func (o *Outbox) recover() (corrupt bool, err error) {
 			return fail(fmt.Errorf("outbox: sync: %w", err))
 		}
 	}
-	o.setSize(res.end)
-	o.zeroed = o.size
+	o.fileEndsAt(res.end)
 	return len(res.corrupt) > 0, nil
 }
 
 func (o *Outbox) setSize(n int64) {
 	o.size = n
 	o.fileBytes.Store(n)
+}
+
+// fileEndsAt records a file that holds its lines and nothing after them,
+// n bytes: as Open leaves it, and as compaction writes it.
+func (o *Outbox) fileEndsAt(n int64) {
+	o.setSize(n)
+	o.zeroed = n
 }
 
 // zeroAheadBytes is how far past its last line the writer keeps the file
@@ -558,8 +558,8 @@ func (o *Outbox) commit(batch []*write) error {
 	if cap(o.wbuf) > 4<<20 {
 		o.wbuf = nil // do not pin a burst's buffer forever
 	}
-	off := o.size
-	if end := off + int64(len(buf)); end > o.zeroed {
+	off, end := o.size, o.size+int64(len(buf))
+	if end > o.zeroed {
 		o.zeroAhead(end)
 	}
 	if _, err := o.f.WriteAt(buf, off); err != nil {
@@ -568,7 +568,7 @@ func (o *Outbox) commit(batch []*write) error {
 	// A batch written without a stretch (a nearly full disk, a zero write
 	// refused) moves the file's end past it: the next stretch must start
 	// after the lines, never over them.
-	o.zeroed = max(o.zeroed, off+int64(len(buf)))
+	o.zeroed = max(o.zeroed, end)
 	// Marks alone need no sync: a lost sent mark costs a duplicate send,
 	// which the control plane drops. Records are synced before anyone is
 	// told they are written.

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"os"
 )
@@ -18,6 +17,18 @@ import (
 // a crash left inside a batch that was not synced: the lines around it
 // are read as ever, and the hole is a corrupt line.
 
+// scanBeforeZeros scans the lines of f, of size bytes, that come before
+// the zeroed stretch at its end, and returns where that stretch starts:
+// how Open and Inspect read a whole file.
+func scanBeforeZeros(f *os.File, size int64, maxLine int, fn func(off int64, n int, d *line)) (scanResult, int64, error) {
+	zeros, err := zeroTailFrom(f, 0, size)
+	if err != nil {
+		return scanResult{}, 0, err
+	}
+	res, err := scanLines(io.NewSectionReader(f, 0, zeros), maxLine, fn)
+	return res, zeros, err
+}
+
 // zeroTailFrom returns where the run of NUL bytes that ends f, of size
 // bytes, starts (size when f does not end in one), reading backwards but
 // never before floor.
@@ -28,12 +39,10 @@ func zeroTailFrom(f *os.File, floor, size int64) (int64, error) {
 		start := max(floor, end-int64(len(buf)))
 		b := buf[:end-start]
 		if _, err := f.ReadAt(b, start); err != nil && err != io.EOF {
-			return 0, fmt.Errorf("outbox: read %s: %w", f.Name(), err)
+			return 0, err
 		}
-		for i := len(b) - 1; i >= 0; i-- {
-			if b[i] != 0 {
-				return start + int64(i) + 1, nil
-			}
+		if n := len(bytes.TrimRight(b, "\x00")); n > 0 {
+			return start + int64(n), nil
 		}
 		end = start
 	}
@@ -55,7 +64,7 @@ func firstNUL(f *os.File, from, to int64) (int64, error) {
 			return from, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("outbox: read %s: %w", f.Name(), err)
+			return 0, err
 		}
 	}
 	return to, nil

@@ -54,25 +54,20 @@ func statusFields(pid string, names ...string) ([]int64, error) {
 		return nil, err
 	}
 	out := make([]int64, len(names))
-	for i, name := range names {
-		found := false
-		for l := range strings.SplitSeq(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, name+":"); ok {
-				f := strings.Fields(v)
-				if len(f) == 0 {
-					break
-				}
-				n, err := strconv.ParseInt(f[0], 10, 64)
-				if err != nil {
-					return nil, err
-				}
-				out[i], found = n<<10, true
-				break
+	found := make([]bool, len(names))
+	for l := range strings.SplitSeq(string(b), "\n") {
+		name, v, _ := strings.Cut(l, ":")
+		i := slices.Index(names, name)
+		if f := strings.Fields(v); i >= 0 && len(f) > 0 {
+			n, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return nil, err
 			}
+			out[i], found[i] = n<<10, true
 		}
-		if !found {
-			return nil, fmt.Errorf("/proc/%s/status has no %s", pid, name)
-		}
+	}
+	if i := slices.Index(found, false); i >= 0 {
+		return nil, fmt.Errorf("/proc/%s/status has no %s", pid, names[i])
 	}
 	return out, nil
 }
