@@ -68,7 +68,7 @@ func (a *Agent) serveMetrics() (stop func(), err error) {
 	if a.metrics == nil {
 		return func() {}, nil
 	}
-	srv, err := metrics.Listen(a.cfg.MetricsAddr, a.metrics.m.Gatherer())
+	srv, err := metrics.Listen(a.cfg.MetricsAddr, a.metrics.m.Registry())
 	if err != nil {
 		return nil, err
 	}

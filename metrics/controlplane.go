@@ -5,9 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/edgeagent/agent/controlplane"
 )
 
@@ -15,25 +12,24 @@ import (
 // and events read from the server at scrape time, and the latency of the
 // requests its Instrument handler serves.
 type ControlPlane struct {
-	reg      *prometheus.Registry
-	requests *prometheus.HistogramVec
+	reg      Registry
+	requests *histogramVec
 }
 
 // NewControlPlane makes the metrics of srv.
 func NewControlPlane(srv *controlplane.Server) *ControlPlane {
 	m := &ControlPlane{
-		reg: prometheus.NewRegistry(),
-		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "agent_controlplane_request_duration_seconds",
-			Help: "API requests by route pattern (unmatched for any other path) and response status.", Buckets: latencyBuckets},
-			[]string{"route", "code"}),
+		requests: newHistogramVec("agent_controlplane_request_duration_seconds",
+			"API requests by route pattern (unmatched for any other path) and response status.", latencyBuckets, "route", "code"),
 	}
-	m.reg.MustRegister(m.requests, cpGauges{srv},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.add(m.requests.collect)
+	m.reg.add(cpGauges{srv}.collect)
+	m.reg.add(collectRuntime)
 	return m
 }
 
-// Gatherer is what a Server serves.
-func (m *ControlPlane) Gatherer() prometheus.Gatherer { return m.reg }
+// Registry is what a Server serves.
+func (m *ControlPlane) Registry() *Registry { return &m.reg }
 
 // Instrument wraps the server's handler (srv.Handler()) and times each
 // request by its route pattern, never its path: a task id in the path
@@ -48,7 +44,7 @@ func (m *ControlPlane) Instrument(next http.Handler) http.Handler {
 		if pattern == "" {
 			pattern = "unmatched"
 		}
-		m.requests.WithLabelValues(pattern, strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
+		m.requests.with(pattern, strconv.Itoa(sw.status)).observe(time.Since(start).Seconds())
 	})
 }
 
@@ -77,27 +73,16 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // cpGauges reads the control plane's figures at scrape time.
 type cpGauges struct{ srv *controlplane.Server }
 
-var (
-	descCPAgents = prometheus.NewDesc("agent_controlplane_agents", "Agents known, by state (running, draining, offline).", []string{"state"}, nil)
-	descCPTasks  = prometheus.NewDesc("agent_controlplane_tasks", "Tasks by phase.", []string{"phase"}, nil)
-	descCPEvents = prometheus.NewDesc("agent_controlplane_events_total", "Events answered since the start, by result (accepted, duplicate, rejected).", []string{"result"}, nil)
-)
-
-// Describe implements prometheus.Collector.
-func (cpGauges) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descCPAgents
-	ch <- descCPTasks
-	ch <- descCPEvents
-}
-
-// Collect implements prometheus.Collector.
-func (g cpGauges) Collect(ch chan<- prometheus.Metric) {
+func (g cpGauges) collect(s *scrape) {
 	st := g.srv.Stats()
-	for _, s := range []string{controlplane.AgentRunning, controlplane.AgentDraining, controlplane.AgentOffline} {
-		ch <- prometheus.MustNewConstMetric(descCPAgents, prometheus.GaugeValue, float64(st.Agents[s]), s)
+	s.family("agent_controlplane_agents", "gauge", "Agents known, by state (running, draining, offline).")
+	for _, a := range []string{controlplane.AgentRunning, controlplane.AgentDraining, controlplane.AgentOffline} {
+		s.sample("", float64(st.Agents[a]), "state", a)
 	}
-	collectPhases(ch, descCPTasks, st.Tasks)
+	s.family("agent_controlplane_tasks", "gauge", "Tasks by phase.")
+	samplePhases(s, st.Tasks)
+	s.family("agent_controlplane_events_total", "counter", "Events answered since the start, by result (accepted, duplicate, rejected).")
 	for _, r := range []string{controlplane.StatusAccepted, controlplane.StatusDuplicate, controlplane.StatusRejected} {
-		ch <- prometheus.MustNewConstMetric(descCPEvents, prometheus.CounterValue, float64(st.Events[r]), r)
+		s.sample("", float64(st.Events[r]), "result", r)
 	}
 }

@@ -139,7 +139,7 @@ func newSystem(t *testing.T) *system {
 	cpm := metrics.NewControlPlane(srv)
 	hs := httptest.NewServer(cpm.Instrument(srv.Handler()))
 	t.Cleanup(hs.Close)
-	ms, err := metrics.Listen("0", cpm.Gatherer()) // a free port on loopback
+	ms, err := metrics.Listen("0", cpm.Registry()) // a free port on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestABadMetricsAddressIsAConfigError(t *testing.T) {
 // metrics it was asked for, and says why.
 func TestAnAddressInUseStopsTheStart(t *testing.T) {
 	sys := newSystem(t)
-	taken, err := metrics.Listen("0", metrics.NewAgent(fixedSources()).Gatherer())
+	taken, err := metrics.Listen("0", metrics.NewAgent(fixedSources()).Registry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestResolveAddr(t *testing.T) {
 // TestOnlyMetricsIsServed: the metrics address answers /metrics and
 // nothing else.
 func TestOnlyMetricsIsServed(t *testing.T) {
-	s, err := metrics.Listen("0", metrics.NewAgent(fixedSources()).Gatherer())
+	s, err := metrics.Listen("0", metrics.NewAgent(fixedSources()).Registry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func TestLabelsAreBounded(t *testing.T) {
 	m.Attempt(state.Attempt{Status: state.AttemptRunning}) // not ended: not counted
 	m.Sent(metrics.SendFailed, 3)
 	m.Committed(4, 100, time.Millisecond)
-	s, err := metrics.Listen("0", m.Gatherer())
+	s, err := metrics.Listen("0", m.Registry())
 	if err != nil {
 		t.Fatal(err)
 	}

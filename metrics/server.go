@@ -9,9 +9,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // ResolveAddr turns a --metrics-addr value into the address to listen on:
@@ -36,7 +33,7 @@ func ResolveAddr(addr string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-// Server serves a Gatherer at /metrics, and nothing else, until Close.
+// Server serves a Registry at /metrics, and nothing else, until Close.
 type Server struct {
 	ln   net.Listener
 	hs   *http.Server
@@ -45,9 +42,9 @@ type Server struct {
 }
 
 // Listen resolves addr (see ResolveAddr), listens on it at once (so that
-// an address in use is an error now, not a log line later), and serves g
+// an address in use is an error now, not a log line later), and serves reg
 // at /metrics in a goroutine that Close ends.
-func Listen(addr string, g prometheus.Gatherer) (*Server, error) {
+func Listen(addr string, reg *Registry) (*Server, error) {
 	resolved, err := ResolveAddr(addr)
 	if err != nil {
 		return nil, err
@@ -60,9 +57,7 @@ func Listen(addr string, g prometheus.Gatherer) (*Server, error) {
 		return nil, fmt.Errorf("metrics: listen on %s: %w", resolved, err)
 	}
 	mux := http.NewServeMux()
-	// ContinueOnError: one collector's failure leaves the others' figures
-	// in the answer rather than failing the scrape.
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux.Handle("GET /metrics", reg)
 	s := &Server{ln: ln, done: make(chan struct{}),
 		// Timeouts so that a slow or silent client cannot hold a
 		// connection (and its goroutine) for long.

@@ -73,7 +73,7 @@ the environment, which wins over the file.`,
 			if metricsAddr != "" {
 				m := metrics.NewControlPlane(srv)
 				handler = m.Instrument(handler)
-				ms, err := metrics.Listen(metricsAddr, m.Gatherer())
+				ms, err := metrics.Listen(metricsAddr, m.Registry())
 				if err != nil {
 					return err
 				}
