@@ -49,15 +49,14 @@
 //	agent_controlplane_request_duration_seconds histogram route, code  API requests by route pattern and status
 //
 // Both also export the Go runtime's and the process's figures under the
-// Prometheus Go client's names: go_goroutines, go_info,
-// go_sched_gomaxprocs_threads, go_gc_duration_seconds (a summary of GC
-// pauses), go_memstats_* (alloc_bytes, alloc_bytes_total, mallocs_total,
-// frees_total, heap_objects, heap_inuse_bytes, heap_idle_bytes,
-// heap_released_bytes, stack_inuse_bytes, sys_bytes, next_gc_bytes,
-// last_gc_time_seconds), process_cpu_seconds_total,
-// process_start_time_seconds, process_open_fds, process_max_fds, and, from
-// /proc on Linux, process_resident_memory_bytes,
-// process_virtual_memory_bytes and go_threads.
+// names the Prometheus Go client's default collectors give them:
+// go_goroutines, go_threads, go_info, go_sched_gomaxprocs_threads,
+// go_gc_gogc_percent, go_gc_gomemlimit_bytes, go_gc_duration_seconds (a
+// summary of GC pauses), the 22 go_memstats_* figures, and
+// process_cpu_seconds_total, process_start_time_seconds, process_open_fds,
+// process_max_fds, process_virtual_memory_max_bytes, and, from /proc on
+// Linux, process_resident_memory_bytes and process_virtual_memory_bytes.
+// Only process_network_* are left out.
 //
 // The exposition is written by this package (registry.go says why); the
 // tests read every scrape back with Prometheus' own parser.

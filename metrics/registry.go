@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // The exposition is written here, in the Prometheus text format (0.0.4),
@@ -162,8 +163,17 @@ func newVec[S any](labels []string, newSeries func() *S) *vec[S] {
 	return &vec[S]{labels: labels, byName: byName, newSeries: newSeries, series: map[string]*seriesOf[S]{}}
 }
 
-// with is the series of these label values, one per label.
+// with is the series of these label values, one per label. A value that
+// is not UTF-8 has its bad bytes replaced (U+FFFD): Prometheus refuses a
+// whole scrape over one such value. So no value holds the byte 0xff, and
+// it can join them into a key.
 func (v *vec[S]) with(values ...string) *S {
+	for i, val := range values {
+		if !utf8.ValidString(val) {
+			values = slices.Clone(values)
+			values[i] = strings.ToValidUTF8(val, "\uFFFD")
+		}
+	}
 	key := strings.Join(values, "\xff")
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -210,43 +220,46 @@ func (c *counterVec) collect(s *scrape) {
 	c.each(func(labels []string, n *atomic.Uint64) { s.sample("", float64(n.Load()), labels...) })
 }
 
-// histogram counts observations into buckets by upper bound.
+// histogram counts observations into buckets by upper bound. A mutex
+// keeps each scrape's buckets, sum and count of the same observations;
+// observations are a few thousand a second at most (group commits,
+// requests), so it is never contended for long.
 type histogram struct {
-	bounds []float64       // upper bounds, ascending; +Inf is implied
-	counts []atomic.Uint64 // per bucket, not cumulative; the last is +Inf's
-	sum    atomic.Uint64   // float64 bits
+	bounds []float64 // upper bounds, ascending; +Inf is implied
+	mu     sync.Mutex
+	counts []uint64 // per bucket, not cumulative; the last is +Inf's
+	sum    float64
 }
 
 func newHistogram(bounds []float64) *histogram {
-	return &histogram{bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
+	return &histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
 }
 
 // observe counts v in the first bucket whose bound is at least v.
 func (h *histogram) observe(v float64) {
-	h.counts[sort.SearchFloat64s(h.bounds, v)].Add(1)
-	for {
-		old := h.sum.Load()
-		if h.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
-		}
-	}
+	i := sort.SearchFloat64s(h.bounds, v)
+	h.mu.Lock()
+	h.counts[i]++
+	h.sum += v
+	h.mu.Unlock()
 }
 
-// write writes the histogram's samples with labels. Its count is the sum
-// of the buckets read, so a scrape during observations is consistent:
-// buckets never decrease and +Inf's is the count.
+// write writes the histogram's samples with labels.
 func (h *histogram) write(s *scrape, labels []string) {
+	h.mu.Lock()
+	counts, sum := slices.Clone(h.counts), h.sum
+	h.mu.Unlock()
 	withLE := append(slices.Clip(labels), "le", "")
 	var cum uint64
-	for i := range h.counts {
-		cum += h.counts[i].Load()
+	for i, n := range counts {
+		cum += n
 		withLE[len(withLE)-1] = "+Inf"
 		if i < len(h.bounds) {
 			withLE[len(withLE)-1] = strconv.FormatFloat(h.bounds[i], 'g', -1, 64)
 		}
 		s.sample("_bucket", float64(cum), withLE...)
 	}
-	s.sample("_sum", math.Float64frombits(h.sum.Load()), labels...)
+	s.sample("_sum", sum, labels...)
 	s.sample("_count", float64(cum), labels...)
 }
 

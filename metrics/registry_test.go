@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,41 +123,63 @@ func TestFamiliesComeOnceInNameOrder(t *testing.T) {
 }
 
 // TestAHistogramScrapedWhileObservedIsConsistent: scrapes taken while
-// goroutines observe always parse, their buckets never decrease, and
-// their count is the +Inf bucket's; the last scrape counts everything.
+// goroutines observe always parse, and each is of one set of
+// observations: every observation is 1, so the sum is the count.
 func TestAHistogramScrapedWhileObservedIsConsistent(t *testing.T) {
 	var reg Registry
-	h := &histogramFamily{"test_seconds", "Latency.", newHistogram(exponential(0.001, 2, 10))}
+	h := &histogramFamily{"test_seconds", "Latency.", newHistogram([]float64{0.5, 2})}
 	reg.add(h.collect)
-	const writers, each = 4, 5000
+	var stop atomic.Bool
+	var observed atomic.Int64
 	var wg sync.WaitGroup
-	for w := range writers {
+	for range 4 {
 		wg.Go(func() {
-			for i := range each {
-				h.observe(float64((w*each+i)%2000) / 1000)
+			for !stop.Load() {
+				h.observe(1)
+				observed.Add(1)
 			}
 		})
 	}
-	check := func() uint64 {
+	scrape := func() uint64 {
 		hist := parse(t, reg.appendTo(nil))["test_seconds"].GetMetric()[0].GetHistogram()
-		prev := uint64(0)
-		for _, b := range hist.GetBucket() {
-			if b.GetCumulativeCount() < prev {
-				t.Fatalf("bucket %v holds %d, below the one before it (%d)", b.GetUpperBound(), b.GetCumulativeCount(), prev)
-			}
-			prev = b.GetCumulativeCount()
-		}
-		if hist.GetSampleCount() < prev {
-			t.Fatalf("count %d below the last bucket's %d", hist.GetSampleCount(), prev)
+		if float64(hist.GetSampleCount()) != hist.GetSampleSum() {
+			t.Fatalf("one scrape says count %d, sum %v", hist.GetSampleCount(), hist.GetSampleSum())
 		}
 		return hist.GetSampleCount()
 	}
-	for range 200 {
-		check()
+	// The scrapes start once observations have: they overlap them
+	// however fast or slow the machine.
+	for observed.Load() == 0 {
+		runtime.Gosched()
 	}
+	for range 2000 {
+		scrape()
+	}
+	stop.Store(true)
 	wg.Wait()
-	if n := check(); n != writers*each {
-		t.Errorf("count %d after every observation, want %d", n, writers*each)
+	if n := scrape(); n != uint64(observed.Load()) {
+		t.Errorf("count %d after every observation, want %d", n, observed.Load())
+	}
+}
+
+// TestLabelValuesThatAreNotUTF8: Prometheus refuses a whole scrape over
+// one label value that is not UTF-8, so its bad bytes are replaced; and
+// two sets of values never share a series.
+func TestLabelValuesThatAreNotUTF8(t *testing.T) {
+	var reg Registry
+	c := newCounterVec("test_total", "A counter.", "a", "b")
+	c.with("bad\xffvalue", "x").Add(1)
+	c.with("x\xff", "y").Add(2)
+	c.with("x", "\xffy").Add(3)
+	reg.add(c.collect)
+	got := parse(t, reg.appendTo(nil))["test_total"].GetMetric()
+	values := map[string]float64{}
+	for _, m := range got {
+		values[label(m, "a")+"|"+label(m, "b")] = m.GetCounter().GetValue()
+	}
+	want := map[string]float64{"bad\uFFFDvalue|x": 1, "x\uFFFD|y": 2, "x|\uFFFDy": 3}
+	if !maps.Equal(values, want) {
+		t.Errorf("series %v, want %v", values, want)
 	}
 }
 
@@ -177,22 +201,38 @@ func TestRuntimeFamilies(t *testing.T) {
 		}
 		return m.GetGauge().GetValue()
 	}
-	positive := []string{"go_goroutines", "go_sched_gomaxprocs_threads", "go_memstats_alloc_bytes", "go_memstats_alloc_bytes_total",
-		"go_memstats_sys_bytes", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_next_gc_bytes",
-		"process_max_fds"}
+	// Every family the Go client's default Go and process collectors
+	// export (but process_network_*), and with a value above 0 where one
+	// must be.
+	positive := []string{"go_goroutines", "go_threads", "go_sched_gomaxprocs_threads", "go_gc_gogc_percent", "go_gc_gomemlimit_bytes",
+		"go_memstats_alloc_bytes", "go_memstats_alloc_bytes_total", "go_memstats_buck_hash_sys_bytes", "go_memstats_frees_total",
+		"go_memstats_gc_sys_bytes", "go_memstats_heap_alloc_bytes", "go_memstats_heap_idle_bytes", "go_memstats_heap_inuse_bytes",
+		"go_memstats_heap_objects", "go_memstats_heap_sys_bytes", "go_memstats_mallocs_total", "go_memstats_mcache_inuse_bytes",
+		"go_memstats_mcache_sys_bytes", "go_memstats_mspan_inuse_bytes", "go_memstats_mspan_sys_bytes", "go_memstats_next_gc_bytes",
+		"go_memstats_other_sys_bytes", "go_memstats_stack_inuse_bytes", "go_memstats_stack_sys_bytes", "go_memstats_sys_bytes",
+		"process_cpu_seconds_total", "process_max_fds", "process_virtual_memory_max_bytes", "process_open_fds", "process_start_time_seconds"}
 	if runtime.GOOS == "linux" {
-		positive = append(positive, "process_open_fds", "process_resident_memory_bytes", "process_virtual_memory_bytes", "go_threads")
+		positive = append(positive, "process_resident_memory_bytes", "process_virtual_memory_bytes")
 	}
 	for _, name := range positive {
 		if v := gauge(name); !(v > 0) {
 			t.Errorf("%s = %v, want > 0", name, v)
 		}
 	}
-	if v := gauge("process_cpu_seconds_total"); !(v >= 0) || got["process_cpu_seconds_total"].GetType() != dto.MetricType_COUNTER {
-		t.Errorf("process_cpu_seconds_total = %v (%v)", v, got["process_cpu_seconds_total"].GetType())
+	for _, name := range []string{"process_cpu_seconds_total", "go_memstats_alloc_bytes_total", "go_memstats_mallocs_total", "go_memstats_frees_total"} {
+		if typ := got[name].GetType(); typ != dto.MetricType_COUNTER {
+			t.Errorf("%s is a %v, want a counter", name, typ)
+		}
 	}
-	if v := gauge("process_start_time_seconds"); v > float64(time.Now().Unix()+1) || v < float64(time.Now().Add(-time.Hour).Unix()) {
-		t.Errorf("process_start_time_seconds = %v, now is %d", v, time.Now().Unix())
+	if v := gauge("go_gc_gogc_percent"); os.Getenv("GOGC") == "" && v != 100 {
+		t.Errorf("go_gc_gogc_percent = %v with GOGC unset, want 100", v)
+	}
+	// /proc/self/stat counts in ticks of 10 ms; the test binary started
+	// before this test, and within the hour.
+	if v, now := gauge("process_start_time_seconds"), float64(time.Now().UnixNano())/1e9; v > now+0.02 || v < now-3600 {
+		t.Errorf("process_start_time_seconds = %v, now is %v", v, now)
+	} else if init := float64(started.UnixNano()) / 1e9; runtime.GOOS == "linux" && (v > init+0.02 || v < init-60) {
+		t.Errorf("process_start_time_seconds = %v from /proc, the package's initialisation was at %v", v, init)
 	}
 	if rss, statm := gauge("process_resident_memory_bytes"), residentFromStatm(t); runtime.GOOS == "linux" && (rss < statm/2 || rss > statm*2) {
 		t.Errorf("process_resident_memory_bytes = %v, /proc/self/statm says %v", rss, statm)

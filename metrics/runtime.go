@@ -5,13 +5,14 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"syscall"
 	"time"
 )
 
-// started stands for the process's start: the package is initialised
-// within milliseconds of it.
+// started stands for the process's start where /proc does not say it:
+// the package is initialised within milliseconds of it.
 var started = time.Now()
 
 // collectRuntime writes the Go runtime's and the process's figures, under
@@ -19,32 +20,58 @@ var started = time.Now()
 // for Go programs read them. A figure the platform does not give (the
 // /proc ones off Linux) is left out.
 func collectRuntime(s *scrape) {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	gauge := func(name, help string, v float64) {
-		s.family(name, "gauge", help)
+	one := func(name, typ, help string, v float64) {
+		s.family(name, typ, help)
 		s.sample("", v)
 	}
-	counter := func(name, help string, v float64) {
-		s.family(name, "counter", help)
-		s.sample("", v)
-	}
-	gauge("go_goroutines", "Number of goroutines that currently exist.", float64(runtime.NumGoroutine()))
-	gauge("go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting.", float64(runtime.GOMAXPROCS(0)))
+	threads, _ := runtime.ThreadCreateProfile(nil)
+	one("go_goroutines", "gauge", "Number of goroutines that currently exist.", float64(runtime.NumGoroutine()))
+	one("go_threads", "gauge", "Number of OS threads created.", float64(threads))
+	one("go_sched_gomaxprocs_threads", "gauge", "The current runtime.GOMAXPROCS setting.", float64(runtime.GOMAXPROCS(0)))
 	s.family("go_info", "gauge", "Information about the Go environment.")
 	s.sample("", 1, "version", runtime.Version())
-	gauge("go_memstats_alloc_bytes", "Number of heap bytes allocated and currently in use.", float64(ms.HeapAlloc))
-	counter("go_memstats_alloc_bytes_total", "Total number of heap bytes allocated, even if freed.", float64(ms.TotalAlloc))
-	counter("go_memstats_mallocs_total", "Total number of heap objects allocated.", float64(ms.Mallocs))
-	counter("go_memstats_frees_total", "Total number of heap objects freed.", float64(ms.Frees))
-	gauge("go_memstats_heap_objects", "Number of heap objects currently allocated.", float64(ms.HeapObjects))
-	gauge("go_memstats_heap_inuse_bytes", "Number of heap bytes in spans in use.", float64(ms.HeapInuse))
-	gauge("go_memstats_heap_idle_bytes", "Number of heap bytes in spans not in use.", float64(ms.HeapIdle))
-	gauge("go_memstats_heap_released_bytes", "Number of heap bytes released to the OS.", float64(ms.HeapReleased))
-	gauge("go_memstats_stack_inuse_bytes", "Number of bytes in stack spans in use.", float64(ms.StackInuse))
-	gauge("go_memstats_sys_bytes", "Number of bytes obtained from the OS.", float64(ms.Sys))
-	gauge("go_memstats_next_gc_bytes", "Heap size at which the next garbage collection starts.", float64(ms.NextGC))
-	gauge("go_memstats_last_gc_time_seconds", "When the last garbage collection ended, in seconds since the epoch (0 if none yet).",
+
+	settings := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
+	metrics.Read(settings)
+	if settings[0].Value.Kind() == metrics.KindUint64 {
+		// GOGC=off reads as 2^64-1, as the Go client shows it too.
+		one("go_gc_gogc_percent", "gauge", "Heap size target percentage configured by GOGC.", float64(settings[0].Value.Uint64()))
+	}
+	if settings[1].Value.Kind() == metrics.KindUint64 {
+		one("go_gc_gomemlimit_bytes", "gauge", "Go runtime memory limit configured by GOMEMLIMIT.", float64(settings[1].Value.Uint64()))
+	}
+
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	for _, m := range []struct {
+		name, typ, help string
+		v               uint64
+	}{
+		{"go_memstats_alloc_bytes", "gauge", "Number of heap bytes allocated and currently in use.", ms.HeapAlloc},
+		{"go_memstats_alloc_bytes_total", "counter", "Total number of heap bytes allocated, even if freed.", ms.TotalAlloc},
+		{"go_memstats_buck_hash_sys_bytes", "gauge", "Number of bytes used by the profiling bucket hash table.", ms.BuckHashSys},
+		{"go_memstats_frees_total", "counter", "Total number of heap objects freed.", ms.Frees},
+		{"go_memstats_gc_sys_bytes", "gauge", "Number of bytes used for garbage collection system metadata.", ms.GCSys},
+		{"go_memstats_heap_alloc_bytes", "gauge", "Number of heap bytes allocated and currently in use.", ms.HeapAlloc},
+		{"go_memstats_heap_idle_bytes", "gauge", "Number of heap bytes waiting to be used.", ms.HeapIdle},
+		{"go_memstats_heap_inuse_bytes", "gauge", "Number of heap bytes that are in use.", ms.HeapInuse},
+		{"go_memstats_heap_objects", "gauge", "Number of currently allocated objects.", ms.HeapObjects},
+		{"go_memstats_heap_released_bytes", "gauge", "Number of heap bytes released to the OS.", ms.HeapReleased},
+		{"go_memstats_heap_sys_bytes", "gauge", "Number of heap bytes obtained from the OS.", ms.HeapSys},
+		{"go_memstats_mallocs_total", "counter", "Total number of heap objects allocated.", ms.Mallocs},
+		{"go_memstats_mcache_inuse_bytes", "gauge", "Number of bytes in use by mcache structures.", ms.MCacheInuse},
+		{"go_memstats_mcache_sys_bytes", "gauge", "Number of bytes used for mcache structures obtained from the OS.", ms.MCacheSys},
+		{"go_memstats_mspan_inuse_bytes", "gauge", "Number of bytes in use by mspan structures.", ms.MSpanInuse},
+		{"go_memstats_mspan_sys_bytes", "gauge", "Number of bytes used for mspan structures obtained from the OS.", ms.MSpanSys},
+		{"go_memstats_next_gc_bytes", "gauge", "Heap size at which the next garbage collection starts.", ms.NextGC},
+		{"go_memstats_other_sys_bytes", "gauge", "Number of bytes used for other system allocations.", ms.OtherSys},
+		{"go_memstats_stack_inuse_bytes", "gauge", "Number of bytes obtained from the OS for stacks, in use.", ms.StackInuse},
+		{"go_memstats_stack_sys_bytes", "gauge", "Number of bytes obtained from the OS for stacks.", ms.StackSys},
+		{"go_memstats_sys_bytes", "gauge", "Number of bytes obtained from the OS.", ms.Sys},
+	} {
+		one(m.name, m.typ, m.help, float64(m.v))
+	}
+	one("go_memstats_last_gc_time_seconds", "gauge", "When the last garbage collection ended, in seconds since the epoch (0 if none yet).",
 		float64(ms.LastGC)/1e9)
 
 	// The pauses' quantiles, as the Go client gives them.
@@ -60,38 +87,48 @@ func collectRuntime(s *scrape) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", cpu.Seconds())
+		one("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", cpu.Seconds())
 	}
-	gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", float64(started.UnixNano())/1e9)
 	if n, ok := openFDs(); ok {
-		gauge("process_open_fds", "Number of open file descriptors.", float64(n))
+		one("process_open_fds", "gauge", "Number of open file descriptors.", float64(n))
 	}
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
-		gauge("process_max_fds", "Maximum number of open file descriptors.", float64(lim.Cur))
+		one("process_max_fds", "gauge", "Maximum number of open file descriptors.", float64(lim.Cur))
 	}
+	if syscall.Getrlimit(syscall.RLIMIT_AS, &lim) == nil {
+		one("process_virtual_memory_max_bytes", "gauge", "Maximum amount of virtual memory available in bytes.", float64(lim.Cur))
+	}
+	start := float64(started.UnixNano()) / 1e9
 	if st, ok := procStat(); ok {
-		gauge("process_resident_memory_bytes", "Resident memory size in bytes.", float64(st.rssPages*os.Getpagesize()))
-		gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", float64(st.vsize))
-		gauge("go_threads", "Number of OS threads of the process.", float64(st.threads))
+		one("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", float64(st.rssPages*os.Getpagesize()))
+		one("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", float64(st.vsize))
+		if boot, ok := bootTime(); ok {
+			// Read afresh at each scrape, it follows corrections to the
+			// clock (an agent started before NTP set it).
+			start = boot + float64(st.startTicks)/userHZ
+		}
 	}
+	one("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", start)
 }
 
-// openFDs counts the process's open descriptors (the one reading them
-// included, as the Go client counts).
+// openFDs counts the process's open descriptors as the Go client does:
+// on Linux the one reading /proc/self/fd is counted, and elsewhere the one
+// reading /dev/fd is not.
 func openFDs() (int, bool) {
-	for _, dir := range []string{"/proc/self/fd", "/dev/fd"} {
-		if entries, err := os.ReadDir(dir); err == nil {
-			return len(entries), true
-		}
+	if entries, err := os.ReadDir("/proc/self/fd"); err == nil {
+		return len(entries), true
+	}
+	if entries, err := os.ReadDir("/dev/fd"); err == nil && len(entries) > 0 {
+		return len(entries) - 1, true
 	}
 	return 0, false
 }
 
 // stat is what /proc/self/stat says of the process.
 type stat struct {
-	threads, rssPages int
-	vsize             uint64
+	rssPages          int
+	vsize, startTicks uint64
 }
 
 // procStat reads /proc/self/stat (Linux only).
@@ -110,11 +147,31 @@ func procStat() (stat, bool) {
 	if len(f) < 22 {
 		return stat{}, false
 	}
-	threads, err1 := strconv.Atoi(string(f[20-3]))
+	startTicks, err1 := strconv.ParseUint(string(f[22-3]), 10, 64)
 	vsize, err2 := strconv.ParseUint(string(f[23-3]), 10, 64)
 	rss, err3 := strconv.Atoi(string(f[24-3]))
 	if err1 != nil || err2 != nil || err3 != nil {
 		return stat{}, false
 	}
-	return stat{threads: threads, rssPages: rss, vsize: vsize}, true
+	return stat{rssPages: rss, vsize: vsize, startTicks: startTicks}, true
+}
+
+// userHZ is the unit of /proc/self/stat's times: 100 a second on every
+// Linux the Go client knows of, which assumes it too.
+const userHZ = 100
+
+// bootTime is when the system booted, in seconds since the epoch, from
+// /proc/stat's btime line (Linux only).
+func bootTime() (float64, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	for line := range bytes.Lines(b) {
+		if rest, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
+			v, err := strconv.ParseUint(string(bytes.TrimSpace(rest)), 10, 64)
+			return float64(v), err == nil
+		}
+	}
+	return 0, false
 }
