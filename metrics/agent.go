@@ -119,7 +119,7 @@ func (g agentGauges) collect(s *scrape) {
 	}
 	one("agent_outbox_pending_records", "gauge", "Outbox records not yet delivered.", float64(st.Pending))
 	one("agent_outbox_dead_records", "gauge", "Outbox records the control plane refused for good.", float64(st.Dead))
-	one("agent_outbox_file_bytes", "gauge", "Size of the outbox file.", float64(st.FileBytes))
+	one("agent_outbox_file_bytes", "gauge", "Bytes of records in the outbox file (the file runs up to 1 MiB further, zeroed ahead of them).", float64(st.FileBytes))
 	one("agent_outbox_oldest_pending_age_seconds", "gauge", "Age of the oldest pending record; 0 when none.", st.OldestPendingAge)
 	one("agent_outbox_appends_total", "counter", "Records appended, durably, by this process.", float64(st.Appends))
 	one("agent_outbox_dropped_logs_total", "counter", "Log records refused because the outbox was full.", float64(st.DroppedLogs))

@@ -28,7 +28,7 @@
 //
 //	agent_outbox_pending_records              gauge                    records not yet delivered
 //	agent_outbox_dead_records                 gauge                    records the control plane refused for good
-//	agent_outbox_file_bytes                   gauge                    size of outbox.jsonl
+//	agent_outbox_file_bytes                   gauge                    bytes of records in outbox.jsonl (not its zeroed stretch)
 //	agent_outbox_oldest_pending_age_seconds   gauge                    age of the oldest pending record (0 when none)
 //	agent_outbox_appends_total                counter                  records appended (durably) by this process
 //	agent_outbox_dropped_logs_total           counter                  log records refused because the outbox was full

@@ -15,7 +15,7 @@ type Stats struct {
 	OldestPending    time.Time `json:"oldest_pending,omitzero"`
 	OldestPendingAge float64   `json:"oldest_pending_age_s"`
 	NextSeq          uint64    `json:"next_seq"`
-	FileBytes        int64     `json:"file_bytes"`
+	FileBytes        int64     `json:"file_bytes"`    // the lines; the zeroed stretch after them is not counted
 	LiveBytes        int64     `json:"live_bytes"`    // pending and dead record lines
 	GarbageBytes     int64     `json:"garbage_bytes"` // sent records and marks, reclaimed by compaction
 	MaxBytes         int64     `json:"max_bytes,omitempty"`
