@@ -113,17 +113,13 @@ type agentGauges struct{ src AgentSources }
 
 func (g agentGauges) collect(s *scrape) {
 	st := g.src.Outbox()
-	one := func(name, typ, help string, v float64) {
-		s.family(name, typ, help)
-		s.sample("", v)
-	}
-	one("agent_outbox_pending_records", "gauge", "Outbox records not yet delivered.", float64(st.Pending))
-	one("agent_outbox_dead_records", "gauge", "Outbox records the control plane refused for good.", float64(st.Dead))
-	one("agent_outbox_file_bytes", "gauge", "Bytes of records in the outbox file (the file runs up to 1 MiB further, zeroed ahead of them).", float64(st.FileBytes))
-	one("agent_outbox_oldest_pending_age_seconds", "gauge", "Age of the oldest pending record; 0 when none.", st.OldestPendingAge)
-	one("agent_outbox_appends_total", "counter", "Records appended, durably, by this process.", float64(st.Appends))
-	one("agent_outbox_dropped_logs_total", "counter", "Log records refused because the outbox was full.", float64(st.DroppedLogs))
-	one("agent_outbox_write_errors_total", "counter", "Outbox group commits whose write or sync failed.", float64(st.WriteErrors))
+	s.single("agent_outbox_pending_records", "gauge", "Outbox records not yet delivered.", float64(st.Pending))
+	s.single("agent_outbox_dead_records", "gauge", "Outbox records the control plane refused for good.", float64(st.Dead))
+	s.single("agent_outbox_file_bytes", "gauge", "Bytes of records in the outbox file (the file runs up to 1 MiB further, zeroed ahead of them).", float64(st.FileBytes))
+	s.single("agent_outbox_oldest_pending_age_seconds", "gauge", "Age of the oldest pending record; 0 when none.", st.OldestPendingAge)
+	s.single("agent_outbox_appends_total", "counter", "Records appended, durably, by this process.", float64(st.Appends))
+	s.single("agent_outbox_dropped_logs_total", "counter", "Log records refused because the outbox was full.", float64(st.DroppedLogs))
+	s.single("agent_outbox_write_errors_total", "counter", "Outbox group commits whose write or sync failed.", float64(st.WriteErrors))
 
 	tasks, _ := g.src.Tasks() // a file that cannot be read costs only itself
 	s.family("agent_tasks", "gauge", "Tasks in the data directory, by phase.")

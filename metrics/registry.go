@@ -37,7 +37,7 @@ const contentType = "text/plain; version=0.0.4; charset=utf-8"
 // ServeHTTP answers a scrape.
 func (r *Registry) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", contentType)
-	w.Write(r.appendTo(nil)) // a client gone is not this server's concern
+	r.WriteTo(w) // a client gone is not this server's concern
 }
 
 // WriteTo writes a scrape to w.
@@ -81,6 +81,12 @@ func (s *scrape) family(name, typ, help string) {
 	b = append(b, typ...)
 	b = append(b, '\n')
 	s.families = append(s.families, &family{name: name, text: b})
+}
+
+// single writes a family of one sample without labels.
+func (s *scrape) single(name, typ, help string, v float64) {
+	s.family(name, typ, help)
+	s.sample("", v)
 }
 
 // sample writes a sample of the family last started: its name and suffix

@@ -189,7 +189,7 @@ func TestRuntimeFamilies(t *testing.T) {
 	var reg Registry
 	reg.add(collectRuntime)
 	got := parse(t, reg.appendTo(nil))
-	gauge := func(name string) float64 {
+	value := func(name string) float64 {
 		f := got[name]
 		if f == nil || len(f.GetMetric()) != 1 {
 			t.Errorf("no single series of %s", name)
@@ -215,7 +215,7 @@ func TestRuntimeFamilies(t *testing.T) {
 		positive = append(positive, "process_resident_memory_bytes", "process_virtual_memory_bytes")
 	}
 	for _, name := range positive {
-		if v := gauge(name); !(v > 0) {
+		if v := value(name); !(v > 0) {
 			t.Errorf("%s = %v, want > 0", name, v)
 		}
 	}
@@ -224,17 +224,17 @@ func TestRuntimeFamilies(t *testing.T) {
 			t.Errorf("%s is a %v, want a counter", name, typ)
 		}
 	}
-	if v := gauge("go_gc_gogc_percent"); os.Getenv("GOGC") == "" && v != 100 {
+	if v := value("go_gc_gogc_percent"); os.Getenv("GOGC") == "" && v != 100 {
 		t.Errorf("go_gc_gogc_percent = %v with GOGC unset, want 100", v)
 	}
 	// /proc/self/stat counts in ticks of 10 ms; the test binary started
 	// before this test, and within the hour.
-	if v, now := gauge("process_start_time_seconds"), float64(time.Now().UnixNano())/1e9; v > now+0.02 || v < now-3600 {
+	if v, now := value("process_start_time_seconds"), float64(time.Now().UnixNano())/1e9; v > now+0.02 || v < now-3600 {
 		t.Errorf("process_start_time_seconds = %v, now is %v", v, now)
 	} else if init := float64(started.UnixNano()) / 1e9; runtime.GOOS == "linux" && (v > init+0.02 || v < init-60) {
 		t.Errorf("process_start_time_seconds = %v from /proc, the package's initialisation was at %v", v, init)
 	}
-	if rss, statm := gauge("process_resident_memory_bytes"), residentFromStatm(t); runtime.GOOS == "linux" && (rss < statm/2 || rss > statm*2) {
+	if rss, statm := value("process_resident_memory_bytes"), residentFromStatm(t); runtime.GOOS == "linux" && (rss < statm/2 || rss > statm*2) {
 		t.Errorf("process_resident_memory_bytes = %v, /proc/self/statm says %v", rss, statm)
 	}
 	if m := got["go_info"].GetMetric(); len(m) != 1 || label(m[0], "version") != runtime.Version() {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/edgeagent/agent/internal/procstat"
 )
 
 // started stands for the process's start where /proc does not say it:
@@ -20,14 +22,10 @@ var started = time.Now()
 // for Go programs read them. A figure the platform does not give (the
 // /proc ones off Linux) is left out.
 func collectRuntime(s *scrape) {
-	one := func(name, typ, help string, v float64) {
-		s.family(name, typ, help)
-		s.sample("", v)
-	}
 	threads, _ := runtime.ThreadCreateProfile(nil)
-	one("go_goroutines", "gauge", "Number of goroutines that currently exist.", float64(runtime.NumGoroutine()))
-	one("go_threads", "gauge", "Number of OS threads created.", float64(threads))
-	one("go_sched_gomaxprocs_threads", "gauge", "The current runtime.GOMAXPROCS setting.", float64(runtime.GOMAXPROCS(0)))
+	s.single("go_goroutines", "gauge", "Number of goroutines that currently exist.", float64(runtime.NumGoroutine()))
+	s.single("go_threads", "gauge", "Number of OS threads created.", float64(threads))
+	s.single("go_sched_gomaxprocs_threads", "gauge", "The current runtime.GOMAXPROCS setting.", float64(runtime.GOMAXPROCS(0)))
 	s.family("go_info", "gauge", "Information about the Go environment.")
 	s.sample("", 1, "version", runtime.Version())
 
@@ -35,10 +33,10 @@ func collectRuntime(s *scrape) {
 	metrics.Read(settings)
 	if settings[0].Value.Kind() == metrics.KindUint64 {
 		// GOGC=off reads as 2^64-1, as the Go client shows it too.
-		one("go_gc_gogc_percent", "gauge", "Heap size target percentage configured by GOGC.", float64(settings[0].Value.Uint64()))
+		s.single("go_gc_gogc_percent", "gauge", "Heap size target percentage configured by GOGC.", float64(settings[0].Value.Uint64()))
 	}
 	if settings[1].Value.Kind() == metrics.KindUint64 {
-		one("go_gc_gomemlimit_bytes", "gauge", "Go runtime memory limit configured by GOMEMLIMIT.", float64(settings[1].Value.Uint64()))
+		s.single("go_gc_gomemlimit_bytes", "gauge", "Go runtime memory limit configured by GOMEMLIMIT.", float64(settings[1].Value.Uint64()))
 	}
 
 	var ms runtime.MemStats
@@ -69,9 +67,9 @@ func collectRuntime(s *scrape) {
 		{"go_memstats_stack_sys_bytes", "gauge", "Number of bytes obtained from the OS for stacks.", ms.StackSys},
 		{"go_memstats_sys_bytes", "gauge", "Number of bytes obtained from the OS.", ms.Sys},
 	} {
-		one(m.name, m.typ, m.help, float64(m.v))
+		s.single(m.name, m.typ, m.help, float64(m.v))
 	}
-	one("go_memstats_last_gc_time_seconds", "gauge", "When the last garbage collection ended, in seconds since the epoch (0 if none yet).",
+	s.single("go_memstats_last_gc_time_seconds", "gauge", "When the last garbage collection ended, in seconds since the epoch (0 if none yet).",
 		float64(ms.LastGC)/1e9)
 
 	// The pauses' quantiles, as the Go client gives them.
@@ -87,29 +85,29 @@ func collectRuntime(s *scrape) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		one("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", cpu.Seconds())
+		s.single("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", cpu.Seconds())
 	}
 	if n, ok := openFDs(); ok {
-		one("process_open_fds", "gauge", "Number of open file descriptors.", float64(n))
+		s.single("process_open_fds", "gauge", "Number of open file descriptors.", float64(n))
 	}
 	var lim syscall.Rlimit
 	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
-		one("process_max_fds", "gauge", "Maximum number of open file descriptors.", float64(lim.Cur))
+		s.single("process_max_fds", "gauge", "Maximum number of open file descriptors.", float64(lim.Cur))
 	}
 	if syscall.Getrlimit(syscall.RLIMIT_AS, &lim) == nil {
-		one("process_virtual_memory_max_bytes", "gauge", "Maximum amount of virtual memory available in bytes.", float64(lim.Cur))
+		s.single("process_virtual_memory_max_bytes", "gauge", "Maximum amount of virtual memory available in bytes.", float64(lim.Cur))
 	}
 	start := float64(started.UnixNano()) / 1e9
 	if st, ok := procStat(); ok {
-		one("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", float64(st.rssPages*os.Getpagesize()))
-		one("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", float64(st.vsize))
+		s.single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", float64(st.rssPages*uint64(os.Getpagesize())))
+		s.single("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", float64(st.vsize))
 		if boot, ok := bootTime(); ok {
 			// Read afresh at each scrape, it follows corrections to the
 			// clock (an agent started before NTP set it).
 			start = boot + float64(st.startTicks)/userHZ
 		}
 	}
-	one("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", start)
+	s.single("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", start)
 }
 
 // openFDs counts the process's open descriptors as the Go client does:
@@ -127,33 +125,20 @@ func openFDs() (int, bool) {
 
 // stat is what /proc/self/stat says of the process.
 type stat struct {
-	rssPages          int
-	vsize, startTicks uint64
+	rssPages, vsize, startTicks uint64
 }
 
-// procStat reads /proc/self/stat (Linux only).
+// procStat reads /proc/self/stat (Linux only): fields 22 (starttime), 23
+// (vsize) and 24 (rss).
 func procStat() (stat, bool) {
-	b, err := os.ReadFile("/proc/self/stat")
+	f, err := procstat.Read("self")
 	if err != nil {
 		return stat{}, false
 	}
-	// The command's name, in parentheses, may hold spaces; the fields
-	// counted from 3 (state) follow its closing parenthesis.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return stat{}, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 22 {
-		return stat{}, false
-	}
-	startTicks, err1 := strconv.ParseUint(string(f[22-3]), 10, 64)
-	vsize, err2 := strconv.ParseUint(string(f[23-3]), 10, 64)
-	rss, err3 := strconv.Atoi(string(f[24-3]))
-	if err1 != nil || err2 != nil || err3 != nil {
-		return stat{}, false
-	}
-	return stat{rssPages: rss, vsize: vsize, startTicks: startTicks}, true
+	start, ok1 := f.Uint(22)
+	vsize, ok2 := f.Uint(23)
+	rss, ok3 := f.Uint(24)
+	return stat{rssPages: rss, vsize: vsize, startTicks: start}, ok1 && ok2 && ok3
 }
 
 // userHZ is the unit of /proc/self/stat's times: 100 a second on every

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/edgeagent/agent/internal/procstat"
 )
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from linux/prctl.h.
@@ -240,31 +242,17 @@ type stat struct {
 }
 
 // readStat reads /proc/PID/stat: fields 3 (state), 4 (ppid), 9 (flags) and
-// 51 (env_end, Linux 3.5 and later; 0 where absent). The command name
-// before them may hold spaces and parentheses, so fields count from the
-// last ')'.
+// 51 (env_end, Linux 3.5 and later; 0 where absent).
 func readStat(pid int) (stat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procstat.Read(strconv.Itoa(pid))
 	if err != nil {
 		return stat{}, false
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
+	ppid, ok := f.Uint(4)
+	flags, ok2 := f.Uint(9)
+	if !ok || !ok2 {
 		return stat{}, false
 	}
-	f := bytes.Fields(b[i+1:]) // f[0] is field 3
-	if len(f) < 7 {
-		return stat{}, false
-	}
-	st := stat{state: f[0][0]}
-	if st.ppid, err = strconv.Atoi(string(f[1])); err != nil {
-		return stat{}, false
-	}
-	if st.flags, err = strconv.ParseUint(string(f[6]), 10, 64); err != nil {
-		return stat{}, false
-	}
-	if len(f) > 48 {
-		st.envEnd, _ = strconv.ParseUint(string(f[48]), 10, 64)
-	}
-	return st, true
+	envEnd, _ := f.Uint(51)
+	return stat{state: f.Field(3)[0], ppid: int(ppid), flags: flags, envEnd: envEnd}, true
 }
