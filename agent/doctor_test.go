@@ -358,23 +358,73 @@ func TestDoctorExecutor(t *testing.T) {
 	})
 }
 
-// The versions doctor compares with are the ones the tests install.
-func TestTestedCLIsMatchToolsScript(t *testing.T) {
+// The versions doctor compares with are the ones the tests install, and
+// they install from a lock: scripts/tools/package.json pins each CLI
+// exactly, package-lock.json holds every package (the linux-x64 platform
+// packages, which carry the binaries, too) with a sha512 integrity and no
+// download address, and scripts/tools.sh installs it with npm ci
+// --ignore-scripts, never npm install.
+func TestToolsLockPinsTestedCLIs(t *testing.T) {
+	dir := filepath.Join("..", "scripts", "tools")
+	var pkg struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	var lock struct {
+		LockfileVersion int `json:"lockfileVersion"`
+		Packages        map[string]struct {
+			Name, Version, Integrity, Resolved string
+			Optional                           bool
+		} `json:"packages"`
+	}
+	for file, v := range map[string]any{"package.json": &pkg, "package-lock.json": &lock} {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	if lock.LockfileVersion < 2 || len(lock.Packages) < 2 {
+		t.Fatalf("package-lock.json: lockfileVersion %d with %d packages: not a lock npm ci can install", lock.LockfileVersion, len(lock.Packages))
+	}
+	if len(pkg.Dependencies) != len(runner.TestedCLIs) {
+		t.Errorf("package.json installs %v, want exactly %v", pkg.Dependencies, runner.TestedCLIs)
+	}
+	platform := map[string]string{"codex": "@openai/codex-linux-x64", "claude": "@anthropic-ai/claude-code-linux-x64"}
+	for kind, cli := range runner.TestedCLIs {
+		if got := pkg.Dependencies[cli.Package]; got != cli.Version {
+			t.Errorf("package.json pins %s at %q, want exactly %s (runner.TestedCLIs[%s])", cli.Package, got, cli.Version, kind)
+		}
+		if got := lock.Packages["node_modules/"+cli.Package].Version; got != cli.Version {
+			t.Errorf("package-lock.json has %s %q, want %s", cli.Package, got, cli.Version)
+		}
+		if p, ok := lock.Packages["node_modules/"+platform[kind]]; !ok || !p.Optional || !strings.HasPrefix(p.Version, cli.Version) {
+			t.Errorf("package-lock.json lacks %s's optional linux-x64 package %s (got %+v)", cli.Package, platform[kind], p)
+		}
+	}
+	sha512 := regexp.MustCompile(`^sha512-[A-Za-z0-9+/]{86}==$`)
+	for path, p := range lock.Packages {
+		if path == "" {
+			continue // the project itself
+		}
+		if !sha512.MatchString(p.Integrity) {
+			t.Errorf("package-lock.json: %s has integrity %q, want a sha512", path, p.Integrity)
+		}
+		if p.Resolved != "" {
+			t.Errorf("package-lock.json: %s names where it was downloaded (%q): npm ci needs only name, version and integrity", path, p.Resolved)
+		}
+	}
 	b, err := os.ReadFile(filepath.Join("..", "scripts", "tools.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for kind, pin := range map[string]string{"codex": "CODEX_VERSION", "claude": "CLAUDE_VERSION"} {
-		m := regexp.MustCompile(pin + `:-([^}]+)}`).FindSubmatch(b)
-		if m == nil {
-			t.Fatalf("scripts/tools.sh pins no %s", pin)
-		}
-		if got := runner.TestedCLIs[kind].Version; got != string(m[1]) {
-			t.Errorf("runner.TestedCLIs[%s] is %s, scripts/tools.sh installs %s", kind, got, m[1])
-		}
-		if !strings.Contains(string(b), runner.TestedCLIs[kind].Package+"@$"+pin) {
-			t.Errorf("scripts/tools.sh does not install %s", runner.TestedCLIs[kind].Package)
-		}
+	script := string(b)
+	if !regexp.MustCompile(`(?m)^[^#\n]*\bnpm ci --ignore-scripts\b`).MatchString(script) {
+		t.Error("scripts/tools.sh does not install with npm ci --ignore-scripts")
+	}
+	if m := regexp.MustCompile(`(?m)^[^#\n]*\bnpm (install|i|add)\b.*`).FindString(script); m != "" {
+		t.Errorf("scripts/tools.sh runs npm install, which may resolve other versions and runs install scripts: %s", m)
 	}
 }
 

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Installs the real AI CLIs the executors are tested against, pinned, into
-# .tools/ (ignored by git), with npm. A second run costs nothing: a stamp
-# file names the installed versions.
+# Installs the real AI CLIs the executors are tested against into .tools/
+# (ignored by git) from a committed npm project: scripts/tools/package.json
+# pins them exactly and scripts/tools/package-lock.json holds every package
+# (the platform packages too) with its sha512 integrity. npm ci installs
+# exactly that lock and fails on any hash that does not match;
+# --ignore-scripts runs no package's install scripts. A second run costs
+# nothing: a stamp names the lock's checksum, and a changed lock reinstalls.
+# To move a pin: edit package.json, then in scripts/tools run
+# npm install --package-lock-only, and commit both files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CODEX_VERSION=${CODEX_VERSION:-0.169.0}
-CLAUDE_VERSION=${CLAUDE_VERSION:-2.1.330}
+src=scripts/tools
 # tmux drives the live terminal test of `agent tasks watch`, which skips
 # without it: install it from the system's packages when we can.
 if ! command -v tmux >/dev/null 2>&1; then
@@ -16,9 +21,16 @@ if ! command -v tmux >/dev/null 2>&1; then
 		echo "tools: tmux is not installed; the live terminal test will skip (Debian: apt-get install tmux)" >&2
 	fi
 fi
+sha256() { if command -v sha256sum >/dev/null 2>&1; then sha256sum; else shasum -a 256; fi; }
+sum=$(cat "$src/package.json" "$src/package-lock.json" "$src/.npmrc" | sha256 | cut -c1-16)
 dir=.tools/npm
-stamp="$dir/.installed-codex-$CODEX_VERSION-claude-$CLAUDE_VERSION"
-if [ -f "$stamp" ]; then
+stamp="$dir/.installed-lock-$sum"
+# The binaries inside the platform packages: with --ignore-scripts,
+# claude-code's postinstall does not put the native binary at its
+# bin/claude.exe, so the link goes to the platform package's own.
+codex="$dir/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
+claude="$dir/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+if [ -f "$stamp" ] && [ -x .tools/codex ] && [ -x .tools/claude ]; then
 	exit 0
 fi
 if ! command -v npm >/dev/null 2>&1; then
@@ -26,12 +38,11 @@ if ! command -v npm >/dev/null 2>&1; then
 	exit 1
 fi
 mkdir -p "$dir"
-# A package.json of its own keeps npm from installing into a parent project.
-[ -f "$dir/package.json" ] || echo '{"name":"agent-tools","private":true}' >"$dir/package.json"
-npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
-	"@openai/codex@$CODEX_VERSION" "@anthropic-ai/claude-code@$CLAUDE_VERSION" >&2
-codex="$dir/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
-claude="$dir/node_modules/@anthropic-ai/claude-code/bin/claude.exe"
+rm -f "$dir"/.installed-*
+# The project is copied, not installed in place: npm ci writes
+# node_modules beside its package.json, and that belongs in .tools/.
+cp "$src/package.json" "$src/package-lock.json" "$src/.npmrc" "$dir/"
+(cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >&2
 "$codex" --version >&2
 "$claude" --version >&2
 ln -sf "$(pwd)/$codex" .tools/codex
