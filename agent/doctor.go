@@ -274,10 +274,10 @@ func checkDirRights(dir string, info fs.FileInfo) Check {
 // checkLock says whether an agent runs on dir. It learns that as agent
 // stop does: a lock a running agent holds is only tried, never taken.
 func checkLock(dir string) (c Check, running bool) {
-	pid, err := RunningPID(dir)
+	h, err := Running(dir)
 	switch {
 	case err == nil:
-		return pass(CheckLock, "held: agent running, pid %d", pid), true
+		return pass(CheckLock, "held: agent running, pid %d", h.PID), true
 	case errors.Is(err, ErrNotRunning):
 		return pass(CheckLock, "free: no agent running"), false
 	}

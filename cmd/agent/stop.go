@@ -19,12 +19,20 @@ func newStopCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Ask the agent running on a data directory to drain and stop",
-		Long: `stop sends SIGTERM to the agent running on the data directory (the one that
-holds its lock): it claims nothing more, lets running tasks finish for its
---drain-timeout, cancels what still runs, flushes the outbox, tells the
-control plane it is offline and exits. stop waits for that, saying each
-second what is still running, unless --no-wait. --now sends SIGQUIT instead:
-running tasks are cancelled at once and pending records stay on disk.
+		Long: `stop sends SIGTERM to the agent running on the data directory: it claims
+nothing more, lets running tasks finish for its --drain-timeout, cancels
+what still runs, flushes the outbox, tells the control plane it is offline
+and exits. stop waits for that, saying each second what is still running,
+unless --no-wait. --now sends SIGQUIT instead: running tasks are cancelled
+at once and pending records stay on disk.
+
+The process signalled is the one the kernel names as the holder of the data
+directory's lock (/proc/locks), never merely the one DATA_DIR/agent.pid
+names: a task runs as the agent's user and could rewrite that file. A pid
+file naming another process is reported and that process left alone; a
+lock whose holder the kernel does not name is an error, and nothing is
+signalled. On macOS, which names no lock holder, the pid file is used
+while the lock is held; prefer agent service stop there.
 
 Under systemd, prefer systemctl stop (or agent service stop): it sends the
 same signal and the unit's stop timeout covers the drain.`,
@@ -33,10 +41,15 @@ same signal and the unit's stop timeout covers the drain.`,
   agent stop --now`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pid, err := agent.Stop(dataDir, now)
+			h, err := agent.Stop(dataDir, now)
+			if h.PIDFile != 0 {
+				cmd.PrintErrf("agent: warning: %s names pid %d, which does not hold the data directory's lock: not signalled (something rewrote the file)\n",
+					agent.Layout{Dir: dataDir}.PIDFile(), h.PIDFile)
+			}
 			if err != nil {
 				return err
 			}
+			pid := h.PID
 			out := cmd.OutOrStdout()
 			how := "drain"
 			if now {
@@ -50,7 +63,7 @@ same signal and the unit's stop timeout covers the drain.`,
 			tick := time.NewTicker(time.Second)
 			defer tick.Stop()
 			for {
-				if _, err := agent.RunningPID(dataDir); errors.Is(err, agent.ErrNotRunning) {
+				if _, err := agent.Running(dataDir); errors.Is(err, agent.ErrNotRunning) {
 					fmt.Fprintf(out, "agent pid %d stopped\n", pid)
 					return nil
 				}

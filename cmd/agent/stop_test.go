@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -143,4 +146,66 @@ func TestStopWithoutAnAgent(t *testing.T) {
 	wantOneLineError(t, r, 1, "no agent is running on this data directory")
 	r = runAgent(t, "stop", "--data-dir", t.TempDir())
 	wantOneLineError(t, r, 1, "no agent is running on this data directory")
+}
+
+// agent stop signals the process that holds the data directory's lock,
+// never one the pid file names that does not: a task, running as the
+// agent's user, can rewrite or remove agent.pid. A planted pid is said
+// on stderr and left alone; the real agent drains and exits.
+func TestStopSignalsOnlyTheLockHolder(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the kernel names a lock's holder only on Linux (/proc/locks)")
+	}
+	for _, tc := range []struct {
+		name    string
+		planted bool // the pid file names a sleep; else it is removed
+	}{
+		{"pid file names another process", true},
+		{"pid file removed", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCP(t, freeAddr(t), t.TempDir())
+			dataDir := t.TempDir()
+			ag := startAgentProc(t, c, dataDir)
+			pidFile := filepath.Join(dataDir, "agent.pid")
+			waitFor(t, time.Minute, "the agent to write its pid file", func() bool {
+				_, err := os.Stat(pidFile)
+				return err == nil
+			})
+			sleep := exec.Command("sleep", "300")
+			must(t, sleep.Start())
+			sleepDone := make(chan struct{})
+			go func() { sleep.Wait(); close(sleepDone) }()
+			t.Cleanup(func() { sleep.Process.Kill(); <-sleepDone })
+			if tc.planted {
+				must(t, os.WriteFile(pidFile, []byte(strconv.Itoa(sleep.Process.Pid)+"\n"), 0o600))
+			} else {
+				must(t, os.Remove(pidFile))
+			}
+
+			r := runAgent(t, "stop", "--data-dir", dataDir, "--timeout", "30s")
+			select {
+			case <-sleepDone:
+				t.Fatalf("agent stop signalled pid %d, which the pid file named but which holds no lock: %+v", sleep.Process.Pid, r)
+			default:
+			}
+			agentPID := ag.cmd.Process.Pid
+			if r.code != 0 || !strings.Contains(r.stdout, "asked agent pid "+strconv.Itoa(agentPID)+" to drain") || !strings.Contains(r.stdout, "stopped") {
+				t.Errorf("agent stop did not stop the lock's holder, pid %d: %+v", agentPID, r)
+			}
+			wantWarn := ""
+			if tc.planted {
+				wantWarn = "agent: warning: " + pidFile + " names pid " + strconv.Itoa(sleep.Process.Pid) + ", which does not hold the data directory's lock: not signalled"
+			}
+			if wantWarn != "" && (!strings.HasPrefix(r.stderr, wantWarn) || strings.Count(r.stderr, "\n") != 1) || wantWarn == "" && r.stderr != "" {
+				t.Errorf("stderr %q, want one line starting %q", r.stderr, wantWarn)
+			}
+			if code := ag.wait(); code != 0 {
+				t.Errorf("agent exit %d", code)
+			}
+			if !processAlive(sleep.Process.Pid) {
+				t.Error("the sleep the pid file named does not run any more")
+			}
+		})
+	}
 }
