@@ -25,7 +25,8 @@ it never holds the token.
 
 User units by default (systemctl --user; the service runs while you are
 logged in, or always after loginctl enable-linger); --system for a system
-unit (/etc/systemd/system, needs root; --run-as USER).`,
+unit (/etc/systemd/system, needs root), which runs as --run-as USER, or as
+the user sudo was run by: never as root unless --run-as root says so.`,
 	}
 	cmd.AddCommand(newServicePrintCmd(), newServiceInstallCmd(), newServiceUninstallCmd(),
 		newServiceStatusCmd(), newServiceStartCmd(), newServiceStopCmd())
@@ -59,13 +60,17 @@ type serviceFlags struct {
 	manager string
 	system  bool
 	runAs   string
+	// writes: the command makes a unit (install, print), whose account
+	// must be named (see target).
+	writes bool
 }
 
 func (f *serviceFlags) add(cmd *cobra.Command, withRunAs bool) {
 	cmd.Flags().BoolVar(&f.system, "system", false, "a system unit (/etc/systemd/system; a LaunchDaemon on macOS) rather than the user's; needs root")
 	cmd.Flags().StringVar(&f.manager, "manager", string(hostManager()), "systemd or launchd (launchd's commands run only on macOS; its plist can be printed anywhere)")
 	if withRunAs {
-		cmd.Flags().StringVar(&f.runAs, "run-as", "", "with --system: the user the service runs as (default: the one sudo was run by, else root)")
+		f.writes = true
+		cmd.Flags().StringVar(&f.runAs, "run-as", "", "with --system: the user the service runs as (default: the one sudo was run by; root only as --run-as root)")
 	}
 }
 
@@ -76,7 +81,7 @@ type serviceTarget struct {
 	manager serviceManager
 	system  bool
 	// account runs the service: the caller for a user service, --run-as
-	// (else root) for a system one.
+	// (else the user sudo was run by) for a system one.
 	account *user.User
 	// configHome is the caller's config directory ($XDG_CONFIG_HOME or
 	// ~/.config): user units and the environment file go below it.
@@ -97,6 +102,12 @@ func (f *serviceFlags) target() (serviceTarget, error) {
 	if runAs == "" && f.system {
 		runAs = os.Getenv("SUDO_USER")
 	}
+	// A system unit is never made to run as root by default: its tasks,
+	// which run whatever a model asks, could write root's home (an
+	// authorized_keys among it). Root takes an explicit --run-as root.
+	if f.writes && f.system && f.runAs == "" && (runAs == "" || runAs == "root") {
+		return t, usagef("--system needs --run-as USER (sudo names you in SUDO_USER): the service would run as root and its tasks could write root's home; --run-as root says you mean it")
+	}
 	var err error
 	switch {
 	case f.system && runAs != "":
@@ -108,6 +119,9 @@ func (f *serviceFlags) target() (serviceTarget, error) {
 	}
 	if err != nil {
 		return t, fmt.Errorf("the service's user: %w", err)
+	}
+	if f.writes && f.system && f.runAs == "" && t.account.Uid == "0" {
+		return t, usagef("--system needs --run-as USER: SUDO_USER %s is root (uid 0); --run-as root says you mean it", runAs)
 	}
 	if t.configHome = os.Getenv("XDG_CONFIG_HOME"); t.configHome == "" {
 		home, err := os.UserHomeDir()

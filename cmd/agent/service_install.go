@@ -23,9 +23,12 @@ func (s serviceSpec) render() string {
 
 // specForCmd makes the spec from the command's flags and agent run's
 // flags after --.
-func specForCmd(f *serviceFlags, noSandbox bool, args []string) (serviceSpec, error) {
+func specForCmd(f *serviceFlags, lim serviceLimits, noSandbox bool, args []string) (serviceSpec, error) {
 	t, err := f.target()
 	if err != nil {
+		return serviceSpec{}, err
+	}
+	if err := lim.check(t.manager); err != nil {
 		return serviceSpec{}, err
 	}
 	env := map[string]string{}
@@ -36,6 +39,7 @@ func specForCmd(f *serviceFlags, noSandbox bool, args []string) (serviceSpec, er
 	}
 	spec, err := specFrom(args, t, env)
 	spec.sandbox = !noSandbox
+	spec.limits = lim
 	return spec, err
 }
 
@@ -45,14 +49,16 @@ const runFlagsExample = `  agent service install -- --control-plane https://cp.e
 func newServicePrintCmd() *cobra.Command {
 	var (
 		f         serviceFlags
+		lim       serviceLimits
 		noSandbox bool
 	)
 	cmd := &cobra.Command{
-		Use:     "print [--system] [--manager systemd|launchd] -- RUN-FLAGS...",
+		Use:     "print [--system --run-as USER] [--manager systemd|launchd] [--tasks-max N] [--memory-max SIZE] -- RUN-FLAGS...",
 		Short:   "Print the systemd unit (launchd plist) service install would write",
 		Example: `  agent service print -- --control-plane https://cp.example.com --token-file /etc/agent/token --executor sample`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			spec, err := specForCmd(&f, noSandbox, args)
+			lim.memorySet = cmd.Flags().Changed("memory-max")
+			spec, err := specForCmd(&f, lim, noSandbox, args)
 			if err != nil {
 				return err
 			}
@@ -61,6 +67,7 @@ func newServicePrintCmd() *cobra.Command {
 		},
 	}
 	f.add(cmd, true)
+	lim.add(cmd)
 	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out")
 	return cmd
 }
@@ -68,19 +75,31 @@ func newServicePrintCmd() *cobra.Command {
 func newServiceInstallCmd() *cobra.Command {
 	var (
 		f                          serviceFlags
+		lim                        serviceLimits
 		noSandbox, noStart, dryRun bool
 	)
 	cmd := &cobra.Command{
-		Use:   "install [--system] [--no-start] [--dry-run] -- RUN-FLAGS...",
+		Use:   "install [--system --run-as USER] [--tasks-max N] [--memory-max SIZE] [--no-start] [--dry-run] -- RUN-FLAGS...",
 		Short: "Install the service running agent run with RUN-FLAGS, and start it",
 		Long: `install writes the unit (the plist on macOS) running agent run with the flags
 given after --, every path made absolute, creates the environment file
 (~/.config/agent/agent.env, 0600; /etc/agent/agent.env for --system) and the
 data directory if missing, then enables and starts the service. Installing
-again replaces the unit and restarts a running service.`,
+again replaces the unit and restarts a running service.
+
+--system runs the service as --run-as USER, by default the user sudo was
+run by (SUDO_USER); with neither it is refused, and running as root takes
+--run-as root: the service's tasks could write root's home.
+
+The unit bounds the service and all its tasks together: --tasks-max
+(TasksMax=, default ` + defaultTasksMax + `: processes and threads) and --memory-max
+(MemoryMax=, default ` + defaultMemoryMax + ` of RAM), each also infinity. launchd takes
+--tasks-max as NumberOfProcesses (a limit on the user's processes, which
+macOS caps at kern.maxprocperuid) and has no memory limit.`,
 		Example: runFlagsExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			spec, err := specForCmd(&f, noSandbox, args)
+			lim.memorySet = cmd.Flags().Changed("memory-max")
+			spec, err := specForCmd(&f, lim, noSandbox, args)
 			if err != nil {
 				return err
 			}
@@ -89,10 +108,14 @@ again replaces the unit and restarts a running service.`,
 					return err
 				}
 			}
+			if spec.system && spec.account.Uid == "0" {
+				cmd.PrintErrf("agent: warning: the service runs as root (--run-as root): its tasks can write %s, ~/.ssh included\n", spec.account.HomeDir)
+			}
 			return installService(cmd, spec, noStart, dryRun)
 		},
 	}
 	f.add(cmd, true)
+	lim.add(cmd)
 	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out (see the README for what it allows)")
 	cmd.Flags().BoolVar(&noStart, "no-start", false, "write the files, print the commands that would load and start the service")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: print the file and the commands")

@@ -48,6 +48,16 @@ func (s serviceSpec) launchdPlist() string {
 	// The time from SIGTERM to SIGKILL, as TimeoutStopSec for systemd.
 	key("ExitTimeOut")
 	fmt.Fprintf(&b, "  <integer>%d</integer>\n", int(s.stop.Seconds()))
+	// launchd's nearest to TasksMax=: RLIMIT_NPROC, which counts all the
+	// user's processes (not threads, not the job's alone) and which macOS
+	// caps at kern.maxprocperuid. It has no memory limit for a job: macOS
+	// does not enforce RLIMIT_RSS.
+	if tasks, _ := s.limits.tasks(); tasks != "infinity" {
+		for _, k := range []string{"SoftResourceLimits", "HardResourceLimits"} {
+			key(k)
+			fmt.Fprintf(&b, "  <dict>\n    <key>NumberOfProcesses</key>\n    <integer>%s</integer>\n  </dict>\n", tasks)
+		}
+	}
 	key("StandardOutPath")
 	str("  ", s.logFile())
 	key("StandardErrorPath")

@@ -27,6 +27,7 @@ type serviceSpec struct {
 	stop    time.Duration
 	// sandbox turns on the unit's hardening (see systemdSandbox).
 	sandbox bool
+	limits  serviceLimits
 }
 
 // Stopping the agent takes, at most: the drain, then each running

@@ -53,6 +53,13 @@ func (s serviceSpec) systemdUnit() string {
 	line("# SIGTERM to the agent alone: it stops its executors' process groups")
 	line("# itself, gracefully; whatever is left at the timeout gets SIGKILL.")
 	line("KillMode=mixed")
+	// Checked when the flags were read; the zero value is the defaults.
+	tasks, _ := s.limits.tasks()
+	memory, _ := s.limits.memory()
+	line("# The service and every task it runs, together: a fork bomb or a runaway")
+	line("# build meets these, not the machine (--tasks-max, --memory-max).")
+	line("TasksMax=%s", tasks)
+	line("MemoryMax=%s", memory)
 	if s.sandbox {
 		b.WriteString(s.systemdSandbox())
 	}

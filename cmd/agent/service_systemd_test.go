@@ -32,7 +32,10 @@ func tokenFile(t *testing.T) string {
 
 func testSpec(t *testing.T, system bool, manager serviceManager, env map[string]string, args ...string) serviceSpec {
 	t.Helper()
-	f := serviceFlags{manager: string(manager), system: system}
+	f := serviceFlags{manager: string(manager), system: system, writes: true}
+	if system {
+		f.runAs = "root" // said, as a system unit needs
+	}
 	tg, err := f.target()
 	if err != nil {
 		t.Fatal(err)

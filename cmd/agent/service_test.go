@@ -164,8 +164,8 @@ func TestServiceLifecycleSystemd(t *testing.T) {
 // A system unit is made the same way; --system's calls have no --user.
 func TestServiceSystemDryRun(t *testing.T) {
 	ctl := newFakeCtl(t, "systemctl")
-	env := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
-	r := runAgentEnv(t, env, "service", "install", "--system", "--dry-run", "--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t))
+	env := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "SUDO_USER=", "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	r := runAgentEnv(t, env, "service", "install", "--system", "--run-as", "root", "--dry-run", "--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t))
 	for _, want := range []string{"would write /etc/systemd/system/agent.service", "WantedBy=multi-user.target", "EnvironmentFile=-/etc/agent/agent.env", "\n  systemctl daemon-reload\n"} {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("install --system --dry-run does not say %q: %+v", want, r)
@@ -260,4 +260,50 @@ func TestServiceInstallMakesDirs(t *testing.T) {
 		t.Errorf("--no-sandbox unit: %v\n%s", err, unit)
 	}
 	ctl.wantCalls(t, "install --no-start")
+}
+
+// A system unit never runs as root by default: without --run-as, and
+// without sudo naming the user who ran it, install and print are refused
+// (a root service's tasks could write /root/.ssh/authorized_keys). sudo's
+// SUDO_USER is used; root takes an explicit --run-as root, with a warning.
+func TestServiceSystemNeverDefaultsToRoot(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	run := []string{"--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t)}
+	envWith := func(sudoUser string) []string {
+		return []string{"XDG_CONFIG_HOME=" + t.TempDir(), "SUDO_USER=" + sudoUser, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	}
+	for _, c := range []struct{ name, sudoUser string }{{"no sudo", ""}, {"sudo from root", "root"}} {
+		// --dry-run and print write nothing, whatever the outcome: a test
+		// must not put a unit into /etc when it fails.
+		for _, verb := range [][]string{{"install", "--dry-run"}, {"print"}} {
+			t.Run(c.name+" "+verb[0], func(t *testing.T) {
+				args := append(append([]string{"service"}, verb...), "--system")
+				r := runAgentEnv(t, envWith(c.sudoUser), append(args, run...)...)
+				wantOneLineError(t, r, 2, "--system needs --run-as USER")
+			})
+		}
+	}
+
+	t.Run("sudo names the user", func(t *testing.T) {
+		u, err := lookupUser("nobody")
+		if err != nil || u.Uid == "0" {
+			t.Skip("no account nobody")
+		}
+		r := runAgentEnv(t, envWith("nobody"), append([]string{"service", "print", "--system"}, run...)...)
+		v := unitValues(r.stdout)
+		if r.code != 0 || len(v["User"]) != 1 || v["User"][0] != "nobody" || strings.Contains(strings.Join(v["ReadWritePaths"], " "), "/root") {
+			t.Errorf("print --system under sudo -u nobody: want User=nobody and /root not writable: %+v", r)
+		}
+	})
+	t.Run("--run-as root said", func(t *testing.T) {
+		r := runAgentEnv(t, envWith(""), append([]string{"service", "install", "--system", "--run-as", "root", "--dry-run"}, run...)...)
+		v := unitValues(strings.TrimPrefix(r.stdout, "would write "))
+		if r.code != 0 || len(v["User"]) != 1 || v["User"][0] != "root" {
+			t.Errorf("install --system --run-as root: want User=root: %+v", r)
+		}
+		if !strings.HasPrefix(r.stderr, "agent: warning: the service runs as root") || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("install --run-as root does not warn, in one line: %q", r.stderr)
+		}
+	})
+	ctl.wantCalls(t, "refused installs")
 }
