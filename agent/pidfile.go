@@ -94,10 +94,10 @@ func Running(dir string) (Holder, error) {
 	}
 	hint, hintErr := l.readPID()
 	if !kernelNamesLockHolder {
-		if errors.Is(hintErr, fs.ErrNotExist) {
-			return Holder{}, fmt.Errorf("an agent holds the lock of %s but its pid file is missing: %w", dir, hintErr)
+		if hintErr != nil {
+			return Holder{}, fmt.Errorf("an agent holds the lock of %s, but its pid file does not name it: %w", dir, hintErr)
 		}
-		return Holder{PID: hint}, hintErr
+		return Holder{PID: hint}, nil
 	}
 	pid, err := lockHolder(lockPath)
 	if err != nil {
