@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -10,14 +9,6 @@ import (
 
 	"github.com/edgeagent/agent/state"
 )
-
-func statusOf(err error) int {
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return ae.Status
-	}
-	return 0
-}
 
 // Each agent acts with its own token and only for itself: an operator
 // token serves people's tools, never the agent endpoints; another

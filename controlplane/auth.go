@@ -166,6 +166,8 @@ func refusal(p, allow principal) string {
 		return "forbidden: the registration secret only registers agents (POST /v1/agents/register); people use an operator token (the control plane's --operator-token-file, or its DIR/operator-token)"
 	case p == principalAgent && allow&principalOperator != 0:
 		return "forbidden: an agent's token does its own work only (heartbeat, claim, release, events, its leased tasks); this endpoint takes an operator token"
+	case p == principalOperator && allow&principalRegistration != 0:
+		return "forbidden: registering an agent takes the registration secret (the control plane's --token-file, or its DIR/token), not an operator token"
 	case p == principalOperator:
 		return "forbidden: an operator token does not act as an agent; heartbeat, claim, release and events take the agent's own token"
 	}

@@ -68,6 +68,17 @@ var ErrRedirect = errors.New("the control plane redirected")
 // ErrUnauthorized: the control plane refused the token.
 var ErrUnauthorized = errors.New("the control plane refused the token (401 Unauthorized)")
 
+// ErrNotEnrolled: the control plane refused to register the agent: its
+// id is held by another token (409), or the token given is not the
+// registration secret (403). Trying again does not help; a person must act.
+var ErrNotEnrolled = errors.New("the control plane refused to register this agent")
+
+// Refused reports whether err says the control plane will not take this
+// client's credentials, now or later: an agent stops on it.
+func Refused(err error) bool {
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrNotEnrolled)
+}
+
 // APIError is an answer other than 2xx.
 type APIError struct {
 	Status  int
@@ -84,6 +95,15 @@ func (e *APIError) Unwrap() error {
 		return ErrUnauthorized
 	}
 	return nil
+}
+
+// statusOf is the status of an APIError, else 0.
+func statusOf(err error) int {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
 }
 
 // Transient reports whether a request that failed with err may succeed
@@ -384,6 +404,9 @@ func (c *Client) agentToken(ctx context.Context, stale string) (string, error) {
 	}
 	var resp RegisterResponse
 	if err := c.callWith(ctx, c.token, http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: c.opts.AgentID}, &resp, true); err != nil {
+		if s := statusOf(err); s == http.StatusConflict || s == http.StatusForbidden {
+			return "", fmt.Errorf("register agent %s: %w: %w", c.opts.AgentID, ErrNotEnrolled, err)
+		}
 		return "", fmt.Errorf("register agent %s: %w", c.opts.AgentID, err)
 	}
 	if c.opts.SaveAgentToken != nil {

@@ -135,7 +135,7 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 		skipped      []agent.CheckName
 		stillPassing []agent.CheckName
 	}{
-		{name: "wrong token", failing: agent.CheckAuth, detail: "refused the token (401 Unauthorized)", fix: "put the control plane's token in",
+		{name: "wrong token", failing: agent.CheckAuth, detail: "refused the token (401 Unauthorized)", fix: "put the control plane's registration secret in",
 			setup: func(t *testing.T, _, _ string) []string {
 				bad := filepath.Join(privateDir(t), "token")
 				writeFile(t, bad, "not-the-token\n")

@@ -233,7 +233,7 @@ func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
 func TestE2EWrongTokenIsOneClearLine(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	bad := filepath.Join(t.TempDir(), "token")
-	os.WriteFile(bad, []byte("tok-wrong-7781"), 0o600)
+	os.WriteFile(bad, []byte("tok-wrong-7781-0123456789abcdef0123"), 0o600)
 
 	r := runAgent(t, "submit", "--control-plane", c.url(), "--token-file", bad, "--prompt", "x")
 	wantOneLineError(t, r, 1, "401")

@@ -274,7 +274,8 @@ func init() {
 var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setting{
 	{name: "addr", def: "127.0.0.1:8080", help: "address to listen on"},
 	{name: "data-dir", path: true, def: "controlplane-data", help: "where tasks and events are kept"},
-	{name: "token-file", path: true, def: "", help: "file holding the bearer token (default: DIR/token, made if missing)"},
+	{name: "token-file", path: true, def: "", help: "file holding the registration secret agents enrol with, and nothing else (default: DIR/token, made if missing)"},
+	{name: "operator-token-file", path: true, def: "", help: "file of people's operator tokens, one per line; # comments (default: DIR/operator-token, made if missing)"},
 	{name: "lease", def: 60 * time.Second, min: atLeast(1), help: "how long a claim lasts without renewal"},
 	{name: "heartbeat-interval", def: 10 * time.Second, min: atLeast(1), help: "the interval agents are told to use"},
 	{name: "stall-limit", def: state.DefaultStallLimit, min: atLeast(1), help: "a running task with no progress this long ends"},
