@@ -3,7 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/controlplane"
 )
@@ -28,5 +30,31 @@ func TestControlPlaneServeEnvAndTokenFile(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(agentDir); len(entries) != 0 {
 		t.Fatalf("the control plane wrote into the agent's AGENT_DATA_DIR: %v", entries)
+	}
+}
+
+// People's tokens come from the operator token file, named by flag,
+// AGENT_CP_OPERATOR_TOKEN_FILE or the config file: each token in it works,
+// comments and blank lines are skipped, and no DIR/operator-token is made.
+func TestControlPlaneOperatorTokenFile(t *testing.T) {
+	dir := privateDir(t)
+	file := secret(t, "# alice\n"+longToken+"\n\n# bob\n"+otherToken+"\n", 0o600)
+	t.Setenv("AGENT_CP_OPERATOR_TOKEN_FILE", file)
+	addr := freeAddr(t)
+	p := startProc(t, "controlplane", nil, "controlplane", "serve", "--addr", addr, "--data-dir", dir)
+	defer p.stop()
+	waitFor(t, 30*time.Second, "the control plane to listen", func() bool { return strings.Contains(p.output(), "listening") })
+	for _, tok := range []string{longToken, otherToken} {
+		c, err := controlplane.NewClient("http://"+addr, tok, controlplane.ClientOptions{Tries: 1})
+		must(t, err)
+		if who, err := c.WhoAmI(t.Context()); err != nil || who.Principal != "operator" {
+			t.Errorf("an operator token from the file: %+v %v", who, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "operator-token")); err == nil {
+		t.Error("DIR/operator-token was made although a file was given")
+	}
+	if !strings.Contains(p.output(), "operator tokens for people from "+file+" (2)") {
+		t.Errorf("serve does not say where the operator tokens come from:\n%s", p.output())
 	}
 }

@@ -124,7 +124,9 @@ func TestCredentialsThroughTheCLI(t *testing.T) {
 			t.Fatalf("serve printed a token")
 		}
 	}
-	cpArgs := func(tokenFile string) []string { return []string{"--control-plane", c.url(), "--token-file", tokenFile} }
+	cpArgs := func(tokenFile string) []string {
+		return []string{"--control-plane", c.url(), "--token-file", tokenFile}
+	}
 	wantOneLineError(t, runAgent(t, append([]string{"submit", "--prompt", "x"}, cpArgs(c.tokenFile)...)...), 1, "people use an operator token")
 	id := submit(t, c, "@output hi")
 
