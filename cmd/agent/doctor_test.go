@@ -142,7 +142,7 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 				return []string{"--token-file", bad}
 			}},
 		{name: "a person's operator token", failing: agent.CheckAuth, detail: "it is an operator token, not the registration secret",
-			fix: "put the control plane's registration secret in",
+			fix:   "put the control plane's registration secret in",
 			setup: func(t *testing.T, _, _ string) []string { return []string{"--token-file", c.operatorFile} }},
 		{name: "control plane down", failing: agent.CheckControlPlane, detail: "connection refused", fix: "start the control plane",
 			skipped: []agent.CheckName{agent.CheckAuth, agent.CheckClock},

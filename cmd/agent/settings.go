@@ -200,7 +200,7 @@ func (t *settingsTable) bind(fs *pflag.FlagSet, name string, p any) {
 // holds any of them.
 var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConfigFile, list: []*setting{
 	{name: "control-plane", help: "the control plane's URL (https, or http on loopback)"},
-	{name: "token-file", path: true, help: "file holding the control plane's bearer token (else AGENT_TOKEN)"},
+	{name: "token-file", path: true, help: "file holding the token (else AGENT_TOKEN): for agent run, the control plane's registration secret; for submit, tasks and agents, a person's operator token; 0600, 32 characters or more"},
 	{name: "insecure", def: false, help: "allow http:// to a control plane that is not on loopback"},
 	{name: "data-dir", path: true, def: defaultDataDir(), help: "the agent's data directory"},
 	{name: "agent-id", help: "this agent's id (default: one kept in the data directory)"},
