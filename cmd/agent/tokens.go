@@ -46,6 +46,9 @@ func tokenFromEnv() (string, error) {
 	if tok == "" {
 		return "", usagef("no control plane token: give --token-file FILE or set AGENT_TOKEN")
 	}
+	if strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return "", fmt.Errorf("AGENT_TOKEN does not hold one token (visible characters, no spaces)")
+	}
 	if err := controlplane.CheckToken(tok); err != nil {
 		return "", fmt.Errorf("AGENT_TOKEN: %w", err)
 	}
