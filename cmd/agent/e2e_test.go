@@ -277,6 +277,21 @@ func TestE2EDemo(t *testing.T) {
 	if ls := runAgent(t, "tasks", "ls", "--data-dir", filepath.Join(dir, "agent")); strings.Count(ls.stdout, "\n") != 5 {
 		t.Errorf("tasks ls after the demo:\n%s", ls.stdout)
 	}
+	// It runs with the split credentials and says where each is, never
+	// what it is.
+	for _, file := range []string{"controlplane/operator-token", "controlplane/token", "agent/agent-token"} {
+		if !strings.Contains(r.stdout, file) {
+			t.Errorf("the demo does not say where %s is:\n%s", file, r.stdout)
+		}
+		tok, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil || len(strings.TrimSpace(string(tok))) < 32 {
+			t.Errorf("%s: %v", file, err)
+			continue
+		}
+		if strings.Contains(r.stdout+r.stderr, strings.TrimSpace(string(tok))) {
+			t.Errorf("the demo printed the token in %s", file)
+		}
+	}
 }
 
 // TestE2EOutboxReplayByHand leaves records pending (the control plane went
