@@ -32,18 +32,25 @@ func TestMain(m *testing.M) {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// The test credentials: the registration secret agents enrol with, and a
+// person's operator token.
+const (
+	regTok = "reg-0123456789abcdef0123456789abcdef"
+	opTok  = "op-0123456789abcdef0123456789abcdef0"
+)
+
 // fixture is a reference control plane on loopback and an agent config
 // running the sample executor.
 func fixture(t *testing.T) (*controlplane.Client, Config) {
 	t.Helper()
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: "tok", HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{})
+	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +58,7 @@ func fixture(t *testing.T) (*controlplane.Client, Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client, Config{ControlPlane: hs.URL, Token: "tok", DataDir: t.TempDir(), Executor: exe,
+	return client, Config{ControlPlane: hs.URL, Token: regTok, DataDir: t.TempDir(), Executor: exe,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()}
 }
 
@@ -203,7 +210,9 @@ func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crashed, err := controlplane.NewClient(cfg.ControlPlane, cfg.Token, controlplane.ClientOptions{AgentID: "vm-crashed"})
+	// It registered and kept its token, as an agent does before it claims.
+	crashed, err := controlplane.NewClient(cfg.ControlPlane, cfg.Token, controlplane.ClientOptions{AgentID: "vm-crashed",
+		SaveAgentToken: func(tok string) error { return os.WriteFile(Layout{cfg.DataDir}.AgentToken(), []byte(tok+"\n"), 0o600) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 // same claim id, gets the same grant, and runs the task once: it is not
 // stranded in claimed, and no second attempt is spent.
 func TestLostClaimAnswerStrandsNothing(t *testing.T) {
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: "tok", HeartbeatInterval: time.Hour, Logger: quiet()})
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: time.Hour, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 		w.Write(rec.Body.Bytes())
 	}))
 	defer hs.Close()
-	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{})
+	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 	}
 	// A long heartbeat interval: the control plane's own reconcile (which
 	// would requeue the task after two heartbeats) stays out of this test.
-	cfg := Config{ControlPlane: hs.URL, Token: "tok", DataDir: t.TempDir(), Executor: exe,
+	cfg := Config{ControlPlane: hs.URL, Token: regTok, DataDir: t.TempDir(), Executor: exe,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()}
 	task, err := client.CreateTask(context.Background(), controlplane.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
@@ -107,7 +107,7 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 // asked for and releases the rest, which goes back to the queue and runs
 // later; nothing is run twice or dropped.
 func TestGrantLargerThanAskedIsReleased(t *testing.T) {
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: "tok", HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestGrantLargerThanAskedIsReleased(t *testing.T) {
 		real.ServeHTTP(w, r)
 	}))
 	defer hs.Close()
-	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{})
+	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestGrantLargerThanAskedIsReleased(t *testing.T) {
 		}
 		ids = append(ids, v.ID)
 	}
-	a, err := New(Config{ControlPlane: hs.URL, Token: "tok", DataDir: t.TempDir(), Executor: exe, MaxConcurrent: 1,
+	a, err := New(Config{ControlPlane: hs.URL, Token: regTok, DataDir: t.TempDir(), Executor: exe, MaxConcurrent: 1,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/durable"
+	"github.com/edgeagent/agent/internal/private"
 	"github.com/edgeagent/agent/state"
 	"github.com/natefinch/atomic"
 )
@@ -74,22 +75,7 @@ func readNoFollow(path string) ([]byte, error) {
 // checkPrivate refuses a data directory that someone else could change: one
 // writable by its group or others, or owned by another user. What is in it
 // decides what the agent sends and runs.
-func checkPrivate(dir string) error {
-	info, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("data directory: %w", err)
-	}
-	switch {
-	case !info.IsDir():
-		return fmt.Errorf("data directory %s is not a directory (%s)", dir, info.Mode().Type())
-	case info.Mode().Perm()&0o022 != 0:
-		return fmt.Errorf("data directory %s is writable by others (mode %04o); make it private: chmod 700 %s", dir, info.Mode().Perm(), dir)
-	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("data directory %s belongs to uid %d, not to this user (uid %d); use your own", dir, st.Uid, os.Getuid())
-	}
-	return nil
-}
+func checkPrivate(dir string) error { return private.Dir("data directory", dir) }
 
 // agentID returns the id kept in the data directory, making one the first
 // time: the host name and a random suffix.

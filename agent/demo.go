@@ -82,11 +82,20 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 	defer logf.Close()
 	log := slog.New(slog.NewJSONHandler(logf, &slog.HandlerOptions{ReplaceAttr: utc.LogTime}))
 
-	tok := make([]byte, 16)
-	rand.Read(tok)
-	token := hex.EncodeToString(tok)
+	// The split credentials, as agent controlplane serve makes them: the
+	// registration secret (every agent host has it) and a person's token.
+	cpDir := filepath.Join(dir, "controlplane")
+	token, operator := demoToken(), demoToken()
+	if err := os.MkdirAll(cpDir, 0o700); err != nil {
+		return err
+	}
+	for name, tok := range map[string]string{"token": token, "operator-token": operator} {
+		if err := os.WriteFile(filepath.Join(cpDir, name), []byte(tok+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
 	const beat = 500 * time.Millisecond
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: filepath.Join(dir, "controlplane"), Token: token,
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: cpDir, Token: token, OperatorTokens: []string{operator},
 		HeartbeatInterval: beat, Logger: log.With("component", "controlplane")})
 	if err != nil {
 		return err
@@ -100,7 +109,7 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 	go hs.Serve(ln)
 	defer hs.Close()
 	url := "http://" + ln.Addr().String()
-	client, err := controlplane.NewClient(url, token, controlplane.ClientOptions{})
+	client, err := controlplane.NewClient(url, operator, controlplane.ClientOptions{}) // the person's tools
 	if err != nil {
 		return err
 	}
@@ -108,7 +117,11 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 	if !keep {
 		where += " (temporary)"
 	}
-	fmt.Fprintf(out, "Control plane on %s; agent data in %s\n\n", url, where)
+	fmt.Fprintf(out, "Control plane on %s; agent data in %s\n", url, where)
+	fmt.Fprintf(out, "Credentials, each in a file of its own (0600) under %s; no token is ever printed:\n"+
+		"  a person's   controlplane/operator-token  submits, reads, cancels, retries, answers approvals\n"+
+		"  agents'      controlplane/token           registers an agent id nobody holds, nothing else\n"+
+		"  the agent's  agent/agent-token            its own, made when it registers: heartbeat, claim, events on its leases\n\n", dir)
 	for _, req := range opts.Tasks {
 		v, err := client.CreateTask(ctx, req)
 		if err != nil {
@@ -167,6 +180,13 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 			filepath.Join(dir, "agent"), views[1].ID)
 	}
 	return nil
+}
+
+// demoToken is a fresh 256-bit token.
+func demoToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // watch prints a line whenever a task's phase, progress or attempts

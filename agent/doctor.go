@@ -204,7 +204,7 @@ func checkToken(o DoctorOptions) Check {
 	case perm&0o007 != 0:
 		return failed(CheckToken, fmt.Sprintf("token file %s is readable by every user (mode %04o): anyone on this machine can take the token", o.TokenFile, perm), fix)
 	case perm&0o070 != 0:
-		return Check{Name: CheckToken, Result: CheckWarn, Detail: fmt.Sprintf("token file %s is readable by its group (mode %04o)", o.TokenFile, perm), Fix: fix}
+		return failed(CheckToken, fmt.Sprintf("token file %s is open to its group (mode %04o): agent run refuses it", o.TokenFile, perm), fix)
 	}
 	return pass(CheckToken, "from %s (mode %04o, not shown)", o.TokenFile, perm)
 }
@@ -500,8 +500,9 @@ func getHealthz(ctx context.Context, target string, o DoctorOptions) (healthzAns
 	return a, nil
 }
 
-// checkAuth makes one read-only request with the token: the list of
-// agents, which needs the shared token an agent registers with.
+// checkAuth makes one read-only request with the token, GET /v1/whoami:
+// agent run needs the registration secret its agent enrols with, not a
+// person's token.
 func checkAuth(ctx context.Context, base string, o DoctorOptions) Check {
 	if o.Token == "" {
 		return skip(CheckAuth, "no token to try")
@@ -510,18 +511,20 @@ func checkAuth(ctx context.Context, base string, o DoctorOptions) Check {
 	if err != nil {
 		return failed(CheckAuth, err.Error(), "correct --control-plane and the token")
 	}
-	agents, err := c.Agents(ctx)
+	fix := "set AGENT_TOKEN to the control plane's registration secret"
+	if o.TokenFile != "" {
+		fix = fmt.Sprintf("put the control plane's registration secret in %s (the control plane's --token-file, or its DATA_DIR/token)", o.TokenFile)
+	}
+	who, err := c.WhoAmI(ctx)
 	switch {
 	case errors.Is(err, controlplane.ErrUnauthorized):
-		fix := "set AGENT_TOKEN to the control plane's token"
-		if o.TokenFile != "" {
-			fix = fmt.Sprintf("put the control plane's token in %s (the control plane's --token-file, or its DATA_DIR/token)", o.TokenFile)
-		}
 		return failed(CheckAuth, "the control plane refused the token (401 Unauthorized)", fix)
 	case err != nil:
-		return failed(CheckAuth, err.Error(), "see the control plane's logs for why it refused GET /v1/agents")
+		return failed(CheckAuth, err.Error(), "see the control plane's logs for why it refused GET /v1/whoami")
+	case who.Principal != "registration":
+		return failed(CheckAuth, fmt.Sprintf("token accepted, but it is an %s token, not the registration secret an agent enrols with", who.Principal), fix)
 	}
-	return pass(CheckAuth, "token accepted (GET /v1/agents: %d agents known)", len(agents))
+	return pass(CheckAuth, "token accepted: the registration secret (GET /v1/whoami)")
 }
 
 // ClockResult classifies the difference between this clock and the

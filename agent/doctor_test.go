@@ -86,7 +86,7 @@ func TestFreeSpaceResult(t *testing.T) {
 	}
 }
 
-// fakeControlPlane serves /healthz and /v1/agents on loopback, as a real
+// fakeControlPlane serves /healthz and /v1/whoami on loopback, as a real
 // net/http server: the Date header it sends and the token it wants are the
 // test's.
 type fakeControlPlane struct {
@@ -103,13 +103,13 @@ func startFakeControlPlane(t *testing.T, token string, date func() string, healt
 		healthz = func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"status":"ok"}`)) }
 	}
 	mux.HandleFunc("GET /healthz", healthz)
-	mux.HandleFunc("GET /v1/agents", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /v1/whoami", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+f.token {
 			w.WriteHeader(http.StatusUnauthorized)
 			w.Write([]byte(`{"error":"unauthorized"}`))
 			return
 		}
-		w.Write([]byte(`[{"agent_id":"a-1"}]`))
+		w.Write([]byte(`{"principal":"registration"}`))
 	})
 	withDate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d := f.date(); d != "" {
@@ -161,7 +161,7 @@ func TestDoctorClockFromDate(t *testing.T) {
 			cp := startFakeControlPlane(t, "tok", func() string { return now.Add(tc.offset).UTC().Format(http.TimeFormat) }, nil)
 			checks := Doctor(context.Background(), cpOptions(t, cp.url, "tok", now))
 			wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckPass, "GET /healthz answered 200", "")
-			wantCheck(t, checkNamed(t, checks, CheckAuth), CheckPass, "token accepted (GET /v1/agents: 1 agents known)", "")
+			wantCheck(t, checkNamed(t, checks, CheckAuth), CheckPass, "token accepted: the registration secret (GET /v1/whoami)", "")
 			c := checkNamed(t, checks, CheckClock)
 			wantCheck(t, c, tc.want, tc.detail, "")
 			if tc.want != CheckPass && !strings.Contains(c.Fix, "timedatectl set-ntp true") {
@@ -180,7 +180,7 @@ func TestDoctorControlPlane(t *testing.T) {
 		o.TokenFile = "/etc/agent/token"
 		checks := Doctor(context.Background(), o)
 		wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckPass, "200", "")
-		wantCheck(t, checkNamed(t, checks, CheckAuth), CheckFail, "refused the token (401 Unauthorized)", "put the control plane's token in /etc/agent/token")
+		wantCheck(t, checkNamed(t, checks, CheckAuth), CheckFail, "refused the token (401 Unauthorized)", "put the control plane's registration secret in /etc/agent/token")
 		for _, c := range checks {
 			if strings.Contains(c.Detail+c.Fix, "tok-not-this-one") {
 				t.Errorf("the token shows in %+v", c)
@@ -256,7 +256,7 @@ func TestDoctorToken(t *testing.T) {
 	}{
 		{"file 0600", 0o600, CheckPass, "mode 0600"},
 		{"file 0400", 0o400, CheckPass, "mode 0400"},
-		{"file 0640", 0o640, CheckWarn, "readable by its group"},
+		{"file 0640", 0o640, CheckFail, "open to its group (mode 0640): agent run refuses it"},
 		{"file 0644", 0o644, CheckFail, "readable by every user (mode 0644)"},
 		{"file 0606", 0o606, CheckFail, "mode 0606"},
 		{"environment", 0, CheckPass, "from AGENT_TOKEN"},

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -60,7 +59,7 @@ func (a *Agent) sendLoop(ctx context.Context) {
 			waiting = false
 		}
 		if err := a.sender.drain(ctx, nil); err != nil {
-			if errors.Is(err, controlplane.ErrUnauthorized) {
+			if controlplane.Refused(err) {
 				a.die(err)
 				return
 			}
@@ -119,7 +118,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		interval := a.interval
 		a.mu.Unlock()
 		switch {
-		case errors.Is(err, controlplane.ErrUnauthorized):
+		case controlplane.Refused(err):
 			a.die(err)
 			return
 		case err != nil && ctx.Err() == nil:
@@ -313,7 +312,7 @@ func (a *Agent) claimLoop(ctx context.Context) {
 		}
 		resp, err := a.client.Claim(ctx, controlplane.ClaimRequest{AgentID: a.id, Max: free, HealthGrade: string(grade), RequestID: claimID})
 		if err != nil {
-			if errors.Is(err, controlplane.ErrUnauthorized) {
+			if controlplane.Refused(err) {
 				a.die(err)
 				return
 			}

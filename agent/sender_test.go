@@ -16,20 +16,20 @@ import (
 // nested deeper than its JSON decoder goes) is isolated by halving the
 // batch: it alone ends dead, every other record is delivered.
 func TestPoisonRecordIsIsolated(t *testing.T) {
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: "tok", Logger: quiet()})
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
-	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{Tries: 1})
+	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{Tries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	task, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "x"})
-	agentA, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{Tries: 1, AgentID: "a"})
+	agentA, err := controlplane.NewClient(hs.URL, regTok, controlplane.ClientOptions{Tries: 1, AgentID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package controlplane
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,20 +18,24 @@ import (
 	"github.com/edgeagent/agent/internal/durable"
 )
 
-// Credentials: the shared token registers agents and serves people's
-// tools (submit, reply, cancel, views); each agent registers once and gets
-// a token of its own, which alone may heartbeat, claim, release and post
-// events, and only for that agent. A lease is honoured only for the agent
-// that holds it. The control plane keeps the tokens' SHA-256, never the
-// tokens, in agents.json.
+// Enrolment: an agent registers once with the registration secret and
+// gets a token of its own, which alone may heartbeat, claim, release and
+// post events, and only for that agent (see auth.go for who may do what).
+// The registration secret enrols only an agent id nobody holds: an id
+// already registered is renewed only with its current token as the bearer,
+// or freed by an operator (POST /v1/agents/{id}/revoke) and then
+// registered again. A lease is honoured only for the agent that holds it.
+// The control plane keeps the tokens' SHA-256, never the tokens, in
+// agents.json.
 
-// RegisterRequest is POST /v1/agents/register (with the shared token).
+// RegisterRequest is POST /v1/agents/register: with the registration
+// secret for an id nobody holds, or with the agent's own token to replace
+// it.
 type RegisterRequest struct {
 	AgentID string `json:"agent_id"`
 }
 
-// RegisterResponse carries the agent's own token. Registering again
-// replaces it.
+// RegisterResponse carries the agent's own token.
 type RegisterResponse struct {
 	AgentID string `json:"agent_id"`
 	Token   string `json:"token"`
@@ -70,26 +72,71 @@ func hashToken(tok string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// register gives agent id a new token, replacing any it had.
-func (r *registry) register(id string) (string, error) {
+// WhoAmI answers GET /v1/whoami: whose the token is (operator, agent or
+// registration) and, for an agent, its id. Tools check with it that they
+// hold the credential they need.
+type WhoAmI struct {
+	Principal string `json:"principal"`
+	AgentID   string `json:"agent_id,omitempty"`
+}
+
+// RevokeResponse answers POST /v1/agents/{id}/revoke.
+type RevokeResponse struct {
+	AgentID string `json:"agent_id"`
+	Revoked bool   `json:"revoked"`
+}
+
+// errRegistered: the agent id is held by a token, and the registration
+// secret cannot take it over.
+var errRegistered = errors.New("agent id is registered")
+
+// register gives agent id a new token (192 bits). Unless replace is set
+// (the agent itself asks, with its current token), an id that already has
+// one is errRegistered.
+func (r *registry) register(id string, replace bool) (string, error) {
 	b := make([]byte, 24)
 	rand.Read(b)
 	tok := "agt_" + hex.EncodeToString(b)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old, ok := r.byID[id]; ok {
+	old, ok := r.byID[id]
+	if ok && !replace {
+		return "", errRegistered
+	}
+	if ok {
 		delete(r.byHash, old)
 	}
 	h := hashToken(tok)
 	r.byID[id], r.byHash[h] = h, id
+	if err := r.save(); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+// revoke forgets agent id's token; it reports whether there was one.
+func (r *registry) revoke(id string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.byID[id]
+	if !ok {
+		return false, nil
+	}
+	delete(r.byID, id)
+	delete(r.byHash, h)
+	return true, r.save()
+}
+
+// save writes the registry, 0600, synced. mu is held.
+func (r *registry) save() error {
 	data, _ := json.MarshalIndent(r.byID, "", "  ")
 	if err := atomic.WriteFile(r.path, strings.NewReader(string(data))); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.Chmod(r.path, 0o600); err != nil {
-		return "", err
+		return err
 	}
-	return tok, durable.SyncDir(filepath.Dir(r.path))
+	return durable.SyncDir(filepath.Dir(r.path))
 }
 
 // agent returns the agent a token belongs to, if any.
@@ -98,31 +145,4 @@ func (r *registry) agent(tok string) (string, bool) {
 	defer r.mu.Unlock()
 	id, ok := r.byHash[hashToken(tok)]
 	return id, ok
-}
-
-// caller is who made a request: a person's tool (the shared token), or an
-// agent (its own token).
-type caller struct {
-	shared  bool
-	agentID string
-}
-
-type callerKey struct{}
-
-func callerOf(ctx context.Context) caller {
-	c, _ := ctx.Value(callerKey{}).(caller)
-	return c
-}
-
-// asAgent refuses a request for agent agentID that the agent did not make
-// with its own token.
-func asAgent(ctx context.Context, agentID string) error {
-	c := callerOf(ctx)
-	switch {
-	case c.agentID == "":
-		return &httpError{http.StatusForbidden, "this endpoint needs the agent's own token: register first (POST /v1/agents/register)"}
-	case c.agentID != agentID:
-		return &httpError{http.StatusForbidden, fmt.Sprintf("this token is agent %s's, not %s's", c.agentID, agentID)}
-	}
-	return nil
 }

@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,16 +10,8 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
-func statusOf(err error) int {
-	var ae *APIError
-	if errors.As(err, &ae) {
-		return ae.Status
-	}
-	return 0
-}
-
-// Each agent acts with its own token and only for itself: the shared token
-// registers and serves people's tools, never the agent endpoints; another
+// Each agent acts with its own token and only for itself: an operator
+// token serves people's tools, never the agent endpoints; another
 // agent's token cannot heartbeat as it, and cannot post events on its
 // lease.
 func TestAgentsActOnlyForThemselves(t *testing.T) {
@@ -31,7 +22,7 @@ func TestAgentsActOnlyForThemselves(t *testing.T) {
 	c := e.claim("a", "available", 1)[0]
 
 	if _, err := e.client.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); statusOf(err) != http.StatusForbidden {
-		t.Fatalf("heartbeat with the shared token: %v, want 403", err)
+		t.Fatalf("heartbeat with an operator token: %v, want 403", err)
 	}
 	mallory := e.agent("mallory")
 	if _, err := mallory.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); statusOf(err) != http.StatusForbidden {
@@ -46,10 +37,10 @@ func TestAgentsActOnlyForThemselves(t *testing.T) {
 	}
 
 	// The tokens outlive a restart (no new registration is needed);
-	// registering again replaces one.
+	// renewing one (with itself as the bearer) replaces it.
 	oldTok := e.agents["a"].agentTok
 	e = e.restart(&clock{now: t0})
-	a, err := NewClient(e.http.URL, "s3cret", ClientOptions{Tries: 1, AgentID: "a", AgentToken: oldTok,
+	a, err := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: "a", AgentToken: oldTok,
 		SaveAgentToken: func(string) error { t.Error("registered again: the token did not outlive the restart"); return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -57,22 +48,14 @@ func TestAgentsActOnlyForThemselves(t *testing.T) {
 	if _, err := a.Heartbeat(ctx, HeartbeatRequest{AgentID: "a", Running: []RunningTask{{TaskID: task.ID}}}); err != nil {
 		t.Fatalf("a's token after a restart: %v", err)
 	}
-	tokenOf(t, e, "a")
+	renewed, _ := NewClient(e.http.URL, oldTok, ClientOptions{Tries: 1})
+	if err := renewed.call(ctx, http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: "a"}, &RegisterResponse{}, false); err != nil {
+		t.Fatalf("a renewing its own token: %v", err)
+	}
 	stale, _ := NewClient(e.http.URL, oldTok, ClientOptions{Tries: 1})
 	if err := stale.call(ctx, http.MethodGet, "/v1/tasks", nil, &[]TaskView{}, false); statusOf(err) != http.StatusUnauthorized {
 		t.Fatalf("a replaced token: %v, want 401", err)
 	}
-}
-
-// tokenOf registers agent id afresh through the shared token and returns
-// its token.
-func tokenOf(t *testing.T, e *env, id string) string {
-	t.Helper()
-	var resp RegisterResponse
-	if err := e.client.call(context.Background(), http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: id}, &resp, false); err != nil {
-		t.Fatal(err)
-	}
-	return resp.Token
 }
 
 // A control plane that lost its registry (a new directory, say): the
@@ -81,7 +64,7 @@ func TestClientRegistersAgainWhenItsTokenIsUnknown(t *testing.T) {
 	dir := t.TempDir()
 	e := newEnv(t, dir, &clock{now: t0})
 	saved := ""
-	c, err := NewClient(e.http.URL, "s3cret", ClientOptions{Tries: 1, AgentID: "a", SaveAgentToken: func(tok string) error { saved = tok; return nil }})
+	c, err := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: "a", SaveAgentToken: func(tok string) error { saved = tok; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +77,7 @@ func TestClientRegistersAgainWhenItsTokenIsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	e = e.restart(&clock{now: t0})
-	c2, err := NewClient(e.http.URL, "s3cret", ClientOptions{Tries: 1, AgentID: "a", AgentToken: first, SaveAgentToken: func(tok string) error { saved = tok; return nil }})
+	c2, err := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: "a", AgentToken: first, SaveAgentToken: func(tok string) error { saved = tok; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

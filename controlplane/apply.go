@@ -140,14 +140,15 @@ func (s *Server) apply(agentID string, ev Event, now time.Time) (reason string) 
 		return ReasonTerminal
 	}
 	switch {
-	case t.Lease != nil && (t.Lease.ID != ev.LeaseID || t.Lease.AgentID != agentID):
-		return ReasonLease // another's lease, or another agent holding it
-	case t.Lease == nil && t.Phase == state.PhaseQueued:
-		return ReasonLease // its lease lapsed and it went back to the queue
 	case t.Lease == nil:
+		return ReasonLease // never leased, or back in the queue
+	case t.Lease.ID != ev.LeaseID || t.Lease.AgentID != agentID:
+		return ReasonLease // another's lease, or another agent holding it
+	case t.Lease.Lapsed:
 		// The lease lapsed while the agent was away, and nobody else took
-		// the task: the agent that holds the lease id gets it back.
-		t.Lease = &state.Lease{ID: ev.LeaseID, AgentID: agentID}
+		// the task: the agent that held it, under its lease id, gets it
+		// back.
+		t.Lease.Lapsed = false
 	}
 	bad := func(err error) string { return ReasonInvalid + ": " + err.Error() }
 	switch ev.Kind {

@@ -36,8 +36,11 @@ type ClientOptions struct {
 	UserAgent string
 	// AgentID, when set, makes this an agent's client: the agent
 	// endpoints (heartbeat, claim, release, events) go with the agent's own
-	// token, AgentToken, registered with the shared token when there is
-	// none yet, or when the control plane no longer knows it.
+	// token, AgentToken, registered with the registration secret (the
+	// client's token) when there is none yet, or when the control plane no
+	// longer knows it (an operator revoked it, or the control plane lost
+	// its registry). The control plane refuses (409) to register an id
+	// that another token holds.
 	// SaveAgentToken keeps a new one (the agent writes it to its data
 	// directory).
 	AgentID        string
@@ -49,7 +52,7 @@ type ClientOptions struct {
 // a log.
 type Client struct {
 	base  *url.URL
-	token string // the shared token
+	token string // a person's token, or an agent's registration secret
 	http  *http.Client
 	opts  ClientOptions
 
@@ -64,6 +67,17 @@ var ErrRedirect = errors.New("the control plane redirected")
 
 // ErrUnauthorized: the control plane refused the token.
 var ErrUnauthorized = errors.New("the control plane refused the token (401 Unauthorized)")
+
+// ErrNotEnrolled: the control plane refused to register the agent: its
+// id is held by another token (409), or the token given is not the
+// registration secret (403). Trying again does not help; a person must act.
+var ErrNotEnrolled = errors.New("the control plane refused to register this agent")
+
+// Refused reports whether err says the control plane will not take this
+// client's credentials, now or later: an agent stops on it.
+func Refused(err error) bool {
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrNotEnrolled)
+}
 
 // APIError is an answer other than 2xx.
 type APIError struct {
@@ -81,6 +95,15 @@ func (e *APIError) Unwrap() error {
 		return ErrUnauthorized
 	}
 	return nil
+}
+
+// statusOf is the status of an APIError, else 0.
+func statusOf(err error) int {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
 }
 
 // Transient reports whether a request that failed with err may succeed
@@ -327,6 +350,19 @@ func (c *Client) Agents(ctx context.Context) ([]AgentView, error) {
 	return out, c.call(ctx, http.MethodGet, "/v1/agents", nil, &out, true)
 }
 
+// WhoAmI says whose the client's token is.
+func (c *Client) WhoAmI(ctx context.Context) (WhoAmI, error) {
+	var out WhoAmI
+	return out, c.call(ctx, http.MethodGet, "/v1/whoami", nil, &out, true)
+}
+
+// RevokeAgent forgets an agent's token (an operator's request): the agent
+// is refused from then on, and its id can be registered again.
+func (c *Client) RevokeAgent(ctx context.Context, id string) (RevokeResponse, error) {
+	var out RevokeResponse
+	return out, c.call(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(id)+"/revoke", nil, &out, true)
+}
+
 // call does one request, retried with backoff when repeatable and the
 // failure is transient.
 func (c *Client) call(ctx context.Context, method, path string, in, out any, repeatable bool) error {
@@ -334,8 +370,9 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, rep
 }
 
 // agentCall calls an agent endpoint with the agent's own token. A token
-// the control plane does not know (it lost its registry, or a registration
-// replaced it) is registered again, once.
+// the control plane does not know (it lost its registry, or an operator
+// revoked it) is registered again, once; when the id is held by another
+// token, the control plane refuses and says how to free it.
 func (c *Client) agentCall(ctx context.Context, method, path string, in, out any, repeatable bool) error {
 	tok, err := c.agentToken(ctx, "")
 	if err != nil {
@@ -367,6 +404,9 @@ func (c *Client) agentToken(ctx context.Context, stale string) (string, error) {
 	}
 	var resp RegisterResponse
 	if err := c.callWith(ctx, c.token, http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: c.opts.AgentID}, &resp, true); err != nil {
+		if s := statusOf(err); s == http.StatusConflict || s == http.StatusForbidden {
+			return "", fmt.Errorf("register agent %s: %w: %w", c.opts.AgentID, ErrNotEnrolled, err)
+		}
 		return "", fmt.Errorf("register agent %s: %w", c.opts.AgentID, err)
 	}
 	if c.opts.SaveAgentToken != nil {

@@ -2,10 +2,12 @@ package controlplane
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -27,20 +29,37 @@ func FuzzAPIBodies(f *testing.F) {
 			f.Add(path, []byte(seed))
 		}
 	}
-	srv, err := NewServer(ServerOptions{Dir: f.TempDir(), Token: "tok", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := NewServer(ServerOptions{Dir: f.TempDir(), Token: regToken, OperatorTokens: []string{opToken}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		f.Fatal(err)
 	}
 	defer srv.Close()
 	h := srv.Handler()
+	agentTok := ""
 	post := func(path string, body []byte) int {
 		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer tok")
+		tok := opToken // a person's endpoints
+		switch path {
+		case "/v1/agents/register":
+			tok = regToken
+		case "/v1/events", "/v1/tasks/claim", "/v1/agents/heartbeat", "/v1/tasks/release":
+			tok = agentTok // agent a's own
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		return w.Code
 	}
 	post("/v1/tasks", []byte(`{"prompt":"a task to act on"}`))
+	reg := httptest.NewRequest(http.MethodPost, "/v1/agents/register", strings.NewReader(`{"agent_id":"a"}`))
+	reg.Header.Set("Authorization", "Bearer "+regToken)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, reg)
+	var resp RegisterResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || resp.Token == "" {
+		f.Fatalf("register agent a: %d %s", w.Code, w.Body)
+	}
+	agentTok = resp.Token
 	f.Fuzz(func(t *testing.T, path string, body []byte) {
 		switch path {
 		case "/v1/events", "/v1/tasks/claim", "/v1/agents/heartbeat", "/v1/tasks", "/v1/tasks/release":

@@ -2,7 +2,7 @@ package controlplane
 
 import (
 	"context"
-	"crypto/subtle"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgeagent/agent/state"
 
+	"github.com/edgeagent/agent/internal/private"
 	"github.com/edgeagent/agent/internal/utc"
 )
 
@@ -28,8 +29,15 @@ type ServerOptions struct {
 	// Dir holds the server's files: tasks/ (one JSON file per task) and
 	// events/ (accepted events, one JSONL file per task). Required.
 	Dir string
-	// Token is the bearer token every /v1 request must carry. Required.
+	// Token is the registration secret: it enrols agents (POST
+	// /v1/agents/register) and does nothing else. Required, at least
+	// MinTokenLen characters.
 	Token string
+	// OperatorTokens are the people's tokens (one per person): they
+	// submit, read, cancel, retry, answer approvals and manage agents.
+	// At least one is required, each at least MinTokenLen characters and
+	// none the registration secret.
+	OperatorTokens []string
 	// Lease is how long a claim lasts without renewal. Default 60 s.
 	Lease time.Duration
 	// HeartbeatInterval is what agents are told to use. An agent silent for
@@ -61,6 +69,11 @@ type Server struct {
 	lock     *flock.Flock
 	registry *registry
 
+	// operators are the SHA-256 of the operator tokens; throttle counts
+	// failed authentications per address.
+	operators map[[sha256.Size]byte]bool
+	throttle  throttle
+
 	// eventResults counts the events answered, by status, for metrics.
 	eventResults map[string]uint64
 }
@@ -73,7 +86,11 @@ func (s *Server) Close() error { return s.lock.Unlock() }
 // alone; the others load.
 func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Dir == "" || opts.Token == "" {
-		return nil, errors.New("controlplane: a directory and a token are required")
+		return nil, errors.New("controlplane: a directory and a registration secret are required")
+	}
+	operators, err := checkTokens(opts.Token, opts.OperatorTokens)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Lease <= 0 {
 		opts.Lease = 60 * time.Second
@@ -88,6 +105,11 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		opts.Now = utc.Now
 	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	// What is in the directory decides what agents are handed: nobody
+	// else may write there.
+	if err := private.Dir("state directory", opts.Dir); err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
 	// One control plane per directory: two would each believe their own
@@ -112,6 +134,11 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err := os.MkdirAll(ev.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
+	for _, sub := range []string{"tasks", "events"} {
+		if err := private.Dir("state directory", filepath.Join(opts.Dir, sub)); err != nil {
+			return nil, fmt.Errorf("controlplane: %w", err)
+		}
+	}
 	tasks, err := loadTasks(st)
 	if err != nil {
 		opts.Logger.Error("some task files could not be read; they are left alone", "err", err)
@@ -124,7 +151,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]bool{}, agents: map[string]*agentState{}, lock: lock, registry: reg}
+	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]bool{}, agents: map[string]*agentState{}, lock: lock, registry: reg, operators: operators}
 	for _, list := range stored {
 		for _, e := range list {
 			s.keys[e.Key] = true
@@ -170,72 +197,101 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	api := http.NewServeMux()
-	api.HandleFunc("POST /v1/agents/register", func(w http.ResponseWriter, r *http.Request) {
-		handle(func(req RegisterRequest) (RegisterResponse, error) { return s.register(r.Context(), req) })(w, r)
-	})
-	api.HandleFunc("POST /v1/agents/heartbeat", agentOnly(s.heartbeat, func(r HeartbeatRequest) string { return r.AgentID }))
-	api.HandleFunc("POST /v1/tasks/claim", agentOnly(s.claim, func(r ClaimRequest) string { return r.AgentID }))
-	api.HandleFunc("POST /v1/tasks/release", agentOnly(s.release, func(r ReleaseRequest) string { return r.AgentID }))
-	api.HandleFunc("POST /v1/events", agentOnly(s.acceptEvents, func(r EventsRequest) string { return r.AgentID }))
-	api.HandleFunc("POST /v1/tasks", handle(s.createTask))
-	api.HandleFunc("GET /v1/tasks", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listTasks()) })
-	api.HandleFunc("GET /v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
-		v, err := s.getTask(r.PathValue("id"))
-		reply(w, v, err)
-	})
-	api.HandleFunc("GET /v1/tasks/{id}/events", func(w http.ResponseWriter, r *http.Request) {
-		v, err := s.taskEvents(r.PathValue("id"))
-		reply(w, v, err)
-	})
-	api.HandleFunc("POST /v1/tasks/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
-		v, err := s.cancelTask(r.PathValue("id"))
-		reply(w, v, err)
-	})
-	api.HandleFunc("POST /v1/tasks/{id}/retry", func(w http.ResponseWriter, r *http.Request) {
-		v, err := s.retryTask(r.PathValue("id"))
-		reply(w, v, err)
-	})
-	api.HandleFunc("POST /v1/tasks/{id}/reply", func(w http.ResponseWriter, r *http.Request) {
-		handle(func(req ReplyRequest) (TaskView, error) { return s.replyTask(r.PathValue("id"), req) })(w, r)
-	})
-	api.HandleFunc("GET /v1/agents", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listAgents()) })
+	for _, rt := range s.routes() {
+		api.Handle(rt.pattern, guard(rt))
+	}
 	mux.Handle("/v1/", s.authorize(notePattern(api)))
 	return mux
 }
 
-// authorize checks the bearer token in constant time.
-func (s *Server) authorize(next http.Handler) http.Handler {
-	want := []byte("Bearer " + s.opts.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get("Authorization")
-		var who caller
-		if subtle.ConstantTimeCompare([]byte(got), want) == 1 {
-			who.shared = true
-		} else if tok, ok := strings.CutPrefix(got, "Bearer "); ok && tok != "" {
-			who.agentID, _ = s.registry.agent(tok)
-		}
-		if !who.shared && who.agentID == "" {
-			writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "unauthorized: missing or wrong bearer token"})
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, who)))
-	})
+// routes are the API's endpoints, each with the principals it serves (see
+// auth.go): the one place that says who may do what.
+func (s *Server) routes() []route {
+	const (
+		operator     = principalOperator
+		agent        = principalAgent
+		registration = principalRegistration
+	)
+	return []route{
+		{"POST /v1/agents/register", registration | agent, func(w http.ResponseWriter, r *http.Request) {
+			handle(func(req RegisterRequest) (RegisterResponse, error) { return s.register(r.Context(), req) })(w, r)
+		}},
+		{"POST /v1/agents/{id}/revoke", operator, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.revoke(r.PathValue("id"))
+			reply(w, v, err)
+		}},
+		{"POST /v1/agents/heartbeat", agent, agentOnly(s.heartbeat, func(r HeartbeatRequest) string { return r.AgentID })},
+		{"POST /v1/tasks/claim", agent, agentOnly(s.claim, func(r ClaimRequest) string { return r.AgentID })},
+		{"POST /v1/tasks/release", agent, agentOnly(s.release, func(r ReleaseRequest) string { return r.AgentID })},
+		{"POST /v1/events", agent, agentOnly(s.acceptEvents, func(r EventsRequest) string { return r.AgentID })},
+		{"POST /v1/tasks", operator, handle(s.createTask)},
+		{"GET /v1/tasks", operator, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listTasks()) }},
+		{"GET /v1/tasks/{id}", operator | agent, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.getTask(r.Context(), r.PathValue("id"))
+			reply(w, v, err)
+		}},
+		{"GET /v1/tasks/{id}/events", operator | agent, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.taskEvents(r.Context(), r.PathValue("id"))
+			reply(w, v, err)
+		}},
+		{"POST /v1/tasks/{id}/cancel", operator, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.cancelTask(r.PathValue("id"))
+			reply(w, v, err)
+		}},
+		{"POST /v1/tasks/{id}/retry", operator, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.retryTask(r.PathValue("id"))
+			reply(w, v, err)
+		}},
+		{"POST /v1/tasks/{id}/reply", operator, func(w http.ResponseWriter, r *http.Request) {
+			handle(func(req ReplyRequest) (TaskView, error) { return s.replyTask(r.PathValue("id"), req) })(w, r)
+		}},
+		{"GET /v1/agents", operator, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listAgents()) }},
+		{"GET /v1/whoami", operator | agent | registration, func(w http.ResponseWriter, r *http.Request) {
+			c := callerOf(r.Context())
+			writeJSON(w, http.StatusOK, WhoAmI{Principal: c.principal.String(), AgentID: c.agentID})
+		}},
+	}
 }
 
-// register gives an agent its own token; it takes the shared token.
+// register gives an agent its own token: with the registration secret for
+// an id nobody holds, with the agent's own token to replace it.
 func (s *Server) register(ctx context.Context, req RegisterRequest) (RegisterResponse, error) {
-	if !callerOf(ctx).shared {
-		return RegisterResponse{}, &httpError{http.StatusForbidden, "registering takes the shared token"}
-	}
 	if err := checkAgentID(req.AgentID); err != nil {
 		return RegisterResponse{}, err
 	}
-	tok, err := s.registry.register(req.AgentID)
+	c := callerOf(ctx)
+	if c.principal == principalAgent && c.agentID != req.AgentID {
+		return RegisterResponse{}, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: this token is agent %s's; it renews only its own registration", c.agentID)}
+	}
+	tok, err := s.registry.register(req.AgentID, c.principal == principalAgent)
+	if errors.Is(err, errRegistered) {
+		s.log.Warn("registration refused: the agent id is held", "agent", req.AgentID)
+		return RegisterResponse{}, &httpError{http.StatusConflict, fmt.Sprintf(
+			"agent %s is registered already, with another token: the registration secret does not take over an id; renew with the agent's own token, or have an operator free the id (agent agents revoke %s)", req.AgentID, req.AgentID)}
+	}
 	if err != nil {
 		return RegisterResponse{}, fmt.Errorf("register %s: %w", req.AgentID, err)
 	}
-	s.log.Info("agent registered", "agent", req.AgentID)
+	s.log.Info("agent registered", "agent", req.AgentID, "renewed", c.principal == principalAgent)
 	return RegisterResponse{AgentID: req.AgentID, Token: tok}, nil
+}
+
+// revoke forgets an agent's token, at an operator's request: the agent's
+// requests are refused (401) from now on, and its id can be registered
+// again with the registration secret.
+func (s *Server) revoke(id string) (RevokeResponse, error) {
+	if err := checkAgentID(id); err != nil {
+		return RevokeResponse{}, err
+	}
+	ok, err := s.registry.revoke(id)
+	if err != nil {
+		return RevokeResponse{}, fmt.Errorf("revoke %s: %w", id, err)
+	}
+	if !ok {
+		return RevokeResponse{}, &httpError{http.StatusNotFound, fmt.Sprintf("agent %s is not registered", id)}
+	}
+	s.log.Info("agent's token revoked by an operator", "agent", id)
+	return RevokeResponse{AgentID: id, Revoked: true}, nil
 }
 
 // agentOnly wraps an agent endpoint: its body's agent_id must be the
@@ -414,24 +470,35 @@ func (s *Server) task(id string) (*state.Task, error) {
 	return t, nil
 }
 
-func (s *Server) getTask(id string) (TaskView, error) {
+func (s *Server) getTask(ctx context.Context, id string) (TaskView, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watchdog(s.opts.Now())
-	t, err := s.task(id)
+	t, err := s.readable(ctx, id)
 	if err != nil {
 		return TaskView{}, err
 	}
 	return view(t), nil
 }
 
-func (s *Server) taskEvents(id string) ([]StoredEvent, error) {
+func (s *Server) taskEvents(ctx context.Context, id string) ([]StoredEvent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.task(id); err != nil {
+	if _, err := s.readable(ctx, id); err != nil {
 		return nil, err
 	}
 	return s.events.list(id)
+}
+
+// readable returns a task the caller may read: any, for an operator; one
+// it holds the lease on (lapsed or not), for an agent. mu is held.
+func (s *Server) readable(ctx context.Context, id string) (*state.Task, error) {
+	c := callerOf(ctx)
+	t := s.tasks[id]
+	if c.principal == principalAgent && (t == nil || t.Lease == nil || t.Lease.AgentID != c.agentID) {
+		return nil, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: agent %s holds no lease on task %q; an agent reads only the tasks it holds", c.agentID, id)}
+	}
+	return s.task(id)
 }
 
 // cancelTask cancels a queued task at once; a running one is marked, and
@@ -567,7 +634,7 @@ func (s *Server) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
 			// agent must not go on with it.
 			resp.Cancel = append(resp.Cancel, r.TaskID)
 			continue
-		case t.Lease == nil:
+		case t.Lease == nil || t.Lease.Lapsed:
 			// The lease lapsed while the agent was away and nobody took the
 			// task: its next event, under its lease id, takes it back.
 			continue
@@ -655,7 +722,7 @@ func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
 		// the same grant, not a second one.
 		for _, t := range s.sorted() {
 			if l := t.Lease; l != nil && l.AgentID == req.AgentID && l.ClaimID == req.RequestID && !t.Phase.Terminal() {
-				l.ExpiresAt = now.Add(s.opts.Lease)
+				l.ExpiresAt, l.Lapsed = now.Add(s.opts.Lease), false
 				resp.Tasks = append(resp.Tasks, Claimed{Task: *t.Clone(), Lease: *l})
 			}
 		}
@@ -733,12 +800,16 @@ func (s *Server) watchdog(now time.Time) {
 	settled := now.Sub(s.started) > 3*s.opts.HeartbeatInterval
 	for _, t := range s.tasks {
 		changed := false
-		if settled && t.Lease != nil && now.After(t.Lease.ExpiresAt) && !t.Phase.Terminal() {
+		if settled && t.Lease != nil && !t.Lease.Lapsed && now.After(t.Lease.ExpiresAt) && !t.Phase.Terminal() {
 			if a := s.agents[t.Lease.AgentID]; a == nil || !a.online(now, s.opts.HeartbeatInterval) {
 				s.log.Info("lease lapsed", "task", t.ID, "agent", t.Lease.AgentID)
-				t.Lease = nil
 				if t.Phase == state.PhaseClaimed {
+					t.Lease = nil
 					t.Transition(state.PhaseQueued, "lease lapsed before the executor started", now)
+				} else {
+					// Still bound to its agent and lease id: only they
+					// take it back (see apply).
+					t.Lease.Lapsed = true
 				}
 				changed = true
 			}

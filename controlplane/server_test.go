@@ -40,9 +40,16 @@ type env struct {
 	clk    *clock
 	srv    *Server
 	http   *httptest.Server
-	client *Client // a person's tools: the shared token
+	client *Client // a person's tools: an operator token
 	agents map[string]*Client
 }
+
+// The test credentials: the registration secret every agent host holds,
+// and a person's operator token.
+const (
+	regToken = "reg-0123456789abcdef0123456789abcdef"
+	opToken  = "op-0123456789abcdef0123456789abcdef0"
+)
 
 // agent returns agent id's client, which registers for its own token.
 func (e *env) agent(id string) *Client {
@@ -50,7 +57,7 @@ func (e *env) agent(id string) *Client {
 	if c := e.agents[id]; c != nil {
 		return c
 	}
-	c, err := NewClient(e.http.URL, "s3cret", ClientOptions{Tries: 1, AgentID: id})
+	c, err := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: id})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -60,14 +67,14 @@ func (e *env) agent(id string) *Client {
 
 func newEnv(t *testing.T, dir string, clk *clock) *env {
 	t.Helper()
-	srv, err := NewServer(ServerOptions{Dir: dir, Token: "s3cret", Now: clk.Now, Lease: time.Minute, HeartbeatInterval: 10 * time.Second,
+	srv, err := NewServer(ServerOptions{Dir: dir, Token: regToken, OperatorTokens: []string{opToken}, Now: clk.Now, Lease: time.Minute, HeartbeatInterval: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); srv.Close() })
-	c, err := NewClient(hs.URL, "s3cret", ClientOptions{Tries: 1})
+	c, err := NewClient(hs.URL, opToken, ClientOptions{Tries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +87,17 @@ func (e *env) restart(clk *clock) *env {
 	e.t.Helper()
 	e.http.Close()
 	e.srv.Close()
-	return newEnv(e.t, e.dir, clk)
+	n := newEnv(e.t, e.dir, clk)
+	// The agents keep their tokens, as they keep them in their data
+	// directories.
+	for id, c := range e.agents {
+		a, err := NewClient(n.http.URL, regToken, ClientOptions{Tries: 1, AgentID: id, AgentToken: c.agentTok})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		n.agents[id] = a
+	}
+	return n
 }
 
 func (e *env) submit(prompt, prefer string) TaskView {
@@ -200,7 +217,7 @@ func TestWrongTokenIs401(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	bad, _ := NewClient(e.http.URL, "tok-zz9-bogus", ClientOptions{Tries: 3})
 	_, err := bad.Tasks(context.Background())
-	if !errors.Is(err, ErrUnauthorized) || strings.Contains(err.Error(), "tok-zz9-bogus") || strings.Contains(err.Error(), "s3cret") {
+	if !errors.Is(err, ErrUnauthorized) || strings.Contains(err.Error(), "tok-zz9-bogus") || strings.Contains(err.Error(), opToken) {
 		t.Errorf("wrong token: %v", err)
 	}
 	resp, err := http.Get(e.http.URL + "/healthz")

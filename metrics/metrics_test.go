@@ -39,6 +39,13 @@ func TestMain(m *testing.M) {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// The test credentials: the registration secret agents enrol with, and a
+// person's operator token.
+const (
+	regTok = "reg-0123456789abcdef0123456789abcdef"
+	opTok  = "op-0123456789abcdef0123456789abcdef0"
+)
+
 // scraper fetches /metrics without keeping connections (which goleak
 // would see) and parses what it gets.
 var scraper = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
@@ -131,7 +138,7 @@ type system struct {
 
 func newSystem(t *testing.T) *system {
 	t.Helper()
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: "tok", HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
+	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +151,7 @@ func newSystem(t *testing.T) *system {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
-	client, err := controlplane.NewClient(hs.URL, "tok", controlplane.ClientOptions{})
+	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +159,7 @@ func newSystem(t *testing.T) *system {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &system{url: hs.URL, client: client, cpMetrics: ms, cfg: agent.Config{ControlPlane: hs.URL, Token: "tok", DataDir: t.TempDir(), Executor: exe,
+	return &system{url: hs.URL, client: client, cpMetrics: ms, cfg: agent.Config{ControlPlane: hs.URL, Token: regTok, DataDir: t.TempDir(), Executor: exe,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet(), MetricsAddr: "127.0.0.1:0"}}
 }
 

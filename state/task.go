@@ -74,6 +74,11 @@ type Lease struct {
 	// same claim asked again gets the same grant.
 	ClaimID   string    `json:"claim_id,omitempty"`
 	GrantedAt time.Time `json:"granted_at,omitzero"`
+	// Lapsed: the lease ran out while its agent was silent, after the
+	// executor had started. It stays bound to its agent and id: that agent,
+	// with that id, takes it back; nobody else can. (Older files, which
+	// dropped a lapsed lease, load without it.)
+	Lapsed bool `json:"lapsed,omitempty"`
 }
 
 // Progress is the latest progress an executor reported.

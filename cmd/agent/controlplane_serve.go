@@ -2,20 +2,18 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/internal/private"
 	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/state"
 )
@@ -28,8 +26,8 @@ func newControlPlaneCmd() *cobra.Command {
 
 func newControlPlaneServeCmd() *cobra.Command {
 	var (
-		addr, dir, tokenFile, level, format, metricsAddr string
-		lease, heartbeat, stall, queue                   time.Duration
+		addr, dir, tokenFile, operatorFile, level, format, metricsAddr string
+		lease, heartbeat, stall, queue                                 time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -37,8 +35,19 @@ func newControlPlaneServeCmd() *cobra.Command {
 		Long: `serve runs the reference control plane: tasks, leases, idempotent events, the
 watchdog and health-aware claims, kept in files under --data-dir.
 
-Without --token-file it makes a token, writes it to DIR/token (0600), and says
-where; give that file to agents and to agent submit.
+Credentials: three kinds, each doing only its own part.
+  - The registration secret (--token-file; without it, DIR/token, made if
+    missing) is what every agent host holds: it registers an agent id nobody
+    holds, nothing else. Give it to agent run.
+  - Operator tokens (--operator-token-file: one per line, one per person;
+    blank lines and # comments are skipped; without it, DIR/operator-token,
+    made if missing) are people's: submit, tasks ls/show/retry/cancel/reply
+    --remote, agent agents. Give them to people, never to agent hosts.
+  - Each agent's own token, made when it registers, kept in its
+    DATA_DIR/agent-token: heartbeat, claim, events on its own leases.
+Token files must be their owner's alone (chmod 600) and every token at
+least 32 characters; the ones the control plane makes are 256-bit. The
+state directory must be private (not writable by others, yours).
 
 Every flag can also be set in the environment as AGENT_CP_ and the flag's
 name in capitals (--data-dir is AGENT_CP_DATA_DIR), or as a key in the
@@ -51,11 +60,20 @@ the environment, which wins over the file.`,
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return fmt.Errorf("data directory: %w", err)
 			}
+			// Before a token is written there: nobody else may read or
+			// plant files in it.
+			if err := private.Dir("state directory", dir); err != nil {
+				return err
+			}
 			token, where, err := serverToken(tokenFile, dir)
 			if err != nil {
 				return err
 			}
-			srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: dir, Token: token, Lease: lease, HeartbeatInterval: heartbeat,
+			operators, opWhere, err := operatorTokens(operatorFile, dir)
+			if err != nil {
+				return err
+			}
+			srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: dir, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
 				Limits: state.Limits{Stall: stall, Queued: queue}, Logger: log})
 			if err != nil {
 				return err
@@ -88,7 +106,7 @@ the environment, which wins over the file.`,
 				defer cancel()
 				hs.Shutdown(sctx)
 			}()
-			fmt.Fprintf(cmd.OutOrStdout(), "control plane listening on http://%s (token %s)\n", ln.Addr(), where)
+			fmt.Fprintf(cmd.OutOrStdout(), "control plane listening on http://%s (registration secret for agents %s; operator tokens for people %s)\n", ln.Addr(), where, opWhere)
 			log.Info("control plane listening", "addr", ln.Addr().String(), "data_dir", dir)
 			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -100,6 +118,7 @@ the environment, which wins over the file.`,
 	t.bind(fs, "addr", &addr)
 	t.bind(fs, "data-dir", &dir)
 	t.bind(fs, "token-file", &tokenFile)
+	t.bind(fs, "operator-token-file", &operatorFile)
 	t.bind(fs, "lease", &lease)
 	t.bind(fs, "heartbeat-interval", &heartbeat)
 	t.bind(fs, "stall-limit", &stall)
@@ -110,22 +129,24 @@ the environment, which wins over the file.`,
 	return cmd
 }
 
-// serverToken reads the token file, or makes DIR/token. It returns the
-// token and where it is, never the token in a message.
+// serverToken reads the registration secret's file, or DIR/token, made if
+// missing. It returns the token and where it is, never the token in a
+// message.
 func serverToken(file, dir string) (token, where string, err error) {
 	if file != "" {
-		token, err = readToken(file)
+		token, err = readTokenFile("token file", file, true)
 		return token, "from " + file, err
 	}
-	path := filepath.Join(dir, "token")
-	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-		return strings.TrimSpace(string(b)), "in " + path, nil
+	return ownToken("registration secret", filepath.Join(dir, "token"))
+}
+
+// operatorTokens reads the operator token file, or DIR/operator-token,
+// made if missing, and says where they are.
+func operatorTokens(file, dir string) ([]string, string, error) {
+	if file != "" {
+		toks, err := readOperatorTokens(file)
+		return toks, fmt.Sprintf("from %s (%d)", file, len(toks)), err
 	}
-	buf := make([]byte, 24)
-	rand.Read(buf)
-	token = hex.EncodeToString(buf)
-	if err := os.WriteFile(path, []byte(token), 0o600); err != nil {
-		return "", "", fmt.Errorf("write token: %w", err)
-	}
-	return token, "written to " + path, nil
+	tok, where, err := ownToken("operator token", filepath.Join(dir, "operator-token"))
+	return []string{tok}, where, err
 }

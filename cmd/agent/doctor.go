@@ -84,7 +84,7 @@ func doctorOptions(cmd *cobra.Command, f *runFlags) agent.DoctorOptions {
 	}
 	o := agent.DoctorOptions{ConfigFile: path, ConfigErr: err, TokenFile: f.tokenFile, DataDir: f.dataDir,
 		ExecutorKind: f.executor.kind, ControlPlane: f.controlPlane, Insecure: f.insecure, Version: agentVersion()}
-	o.Token, o.TokenErr = readToken(f.tokenFile)
+	o.Token, o.TokenErr = readTokenForDoctor(f.tokenFile) // doctor checks the file's mode itself
 	o.Executor, o.ExecutorErr = f.executor.build()
 	return o
 }

@@ -135,12 +135,15 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 		skipped      []agent.CheckName
 		stillPassing []agent.CheckName
 	}{
-		{name: "wrong token", failing: agent.CheckAuth, detail: "refused the token (401 Unauthorized)", fix: "put the control plane's token in",
+		{name: "wrong token", failing: agent.CheckAuth, detail: "refused the token (401 Unauthorized)", fix: "put the control plane's registration secret in",
 			setup: func(t *testing.T, _, _ string) []string {
 				bad := filepath.Join(privateDir(t), "token")
-				writeFile(t, bad, "not-the-token\n")
+				writeFile(t, bad, "not-the-token-0123456789abcdef0123456789\n")
 				return []string{"--token-file", bad}
 			}},
+		{name: "a person's operator token", failing: agent.CheckAuth, detail: "it is an operator token, not the registration secret",
+			fix:   "put the control plane's registration secret in",
+			setup: func(t *testing.T, _, _ string) []string { return []string{"--token-file", c.operatorFile} }},
 		{name: "control plane down", failing: agent.CheckControlPlane, detail: "connection refused", fix: "start the control plane",
 			skipped: []agent.CheckName{agent.CheckAuth, agent.CheckClock},
 			setup: func(t *testing.T, _, _ string) []string {

@@ -96,11 +96,12 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// cp is a control plane subprocess.
+// cp is a control plane subprocess. tokenFile is the registration secret
+// agents enrol with; operatorFile a person's token, which client uses.
 type cp struct {
 	*proc
-	addr, dir, tokenFile string
-	client               *controlplane.Client
+	addr, dir, tokenFile, operatorFile string
+	client                             *controlplane.Client
 }
 
 func startCP(t *testing.T, addr, dir string, extra ...string) *cp {
@@ -121,16 +122,16 @@ func startCPEnv(t *testing.T, env []string, addr, dir string, extra ...string) *
 		}
 		return err == nil && resp.StatusCode == 200
 	})
-	tokenFile := filepath.Join(dir, "token")
-	tok, err := os.ReadFile(tokenFile)
+	tokenFile, operatorFile := filepath.Join(dir, "token"), filepath.Join(dir, "operator-token")
+	tok, err := os.ReadFile(operatorFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := controlplane.NewClient(url, string(tok), controlplane.ClientOptions{Tries: 1})
+	c, err := controlplane.NewClient(url, strings.TrimSpace(string(tok)), controlplane.ClientOptions{Tries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cp{proc: p, addr: addr, dir: dir, tokenFile: tokenFile, client: c}
+	return &cp{proc: p, addr: addr, dir: dir, tokenFile: tokenFile, operatorFile: operatorFile, client: c}
 }
 
 func (c *cp) url() string { return "http://" + c.addr }
@@ -146,7 +147,7 @@ func startAgentProc(t *testing.T, c *cp, dataDir string, extra ...string) *proc 
 // submit enqueues a task through `agent submit` and returns its id.
 func submit(t *testing.T, c *cp, prompt string) string {
 	t.Helper()
-	r := runAgent(t, "submit", "--control-plane", c.url(), "--token-file", c.tokenFile, "--prompt", prompt)
+	r := runAgent(t, "submit", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", prompt)
 	if r.code != 0 {
 		t.Fatalf("submit: %+v", r)
 	}

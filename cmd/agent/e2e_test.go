@@ -233,7 +233,7 @@ func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
 func TestE2EWrongTokenIsOneClearLine(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	bad := filepath.Join(t.TempDir(), "token")
-	os.WriteFile(bad, []byte("tok-wrong-7781"), 0o600)
+	os.WriteFile(bad, []byte("tok-wrong-7781-0123456789abcdef0123"), 0o600)
 
 	r := runAgent(t, "submit", "--control-plane", c.url(), "--token-file", bad, "--prompt", "x")
 	wantOneLineError(t, r, 1, "401")
@@ -276,6 +276,21 @@ func TestE2EDemo(t *testing.T) {
 	}
 	if ls := runAgent(t, "tasks", "ls", "--data-dir", filepath.Join(dir, "agent")); strings.Count(ls.stdout, "\n") != 5 {
 		t.Errorf("tasks ls after the demo:\n%s", ls.stdout)
+	}
+	// It runs with the split credentials and says where each is, never
+	// what it is.
+	for _, file := range []string{"controlplane/operator-token", "controlplane/token", "agent/agent-token"} {
+		if !strings.Contains(r.stdout, file) {
+			t.Errorf("the demo does not say where %s is:\n%s", file, r.stdout)
+		}
+		tok, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil || len(strings.TrimSpace(string(tok))) < 32 {
+			t.Errorf("%s: %v", file, err)
+			continue
+		}
+		if strings.Contains(r.stdout+r.stderr, strings.TrimSpace(string(tok))) {
+			t.Errorf("the demo printed the token in %s", file)
+		}
 	}
 }
 

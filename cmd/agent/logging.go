@@ -1,11 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -41,41 +39,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	info, err := f.Stat()
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
-}
-
-// validToken tells whether a bearer token can go in an Authorization
-// header as is: visible ASCII, no spaces.
-func validToken(tok string) bool {
-	for i := 0; i < len(tok); i++ {
-		if tok[i] <= ' ' || tok[i] > '~' {
-			return false
-		}
-	}
-	return true
-}
-
-// readToken reads the control plane token from a file, else from
-// AGENT_TOKEN. Errors never show the token.
-func readToken(file string) (string, error) {
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("token file: %w", err)
-		}
-		tok := strings.TrimSpace(string(b))
-		if tok == "" {
-			return "", fmt.Errorf("token file %s is empty", file)
-		}
-		if !validToken(tok) {
-			return "", fmt.Errorf("token file %s does not hold one token (one line of visible characters); is it the right file?", file)
-		}
-		return tok, nil
-	}
-	if tok := strings.TrimSpace(os.Getenv("AGENT_TOKEN")); tok != "" {
-		if !validToken(tok) {
-			return "", fmt.Errorf("AGENT_TOKEN does not hold one token (visible characters, no spaces)")
-		}
-		return tok, nil
-	}
-	return "", usagef("no control plane token: give --token-file FILE or set AGENT_TOKEN")
 }

@@ -43,7 +43,7 @@ func TestOutboxCompactNeedsAnOutbox(t *testing.T) {
 func TestOutboxReplayNeedsAnOutbox(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
 	tok := filepath.Join(t.TempDir(), "token")
-	os.WriteFile(tok, []byte("x"), 0o600)
+	os.WriteFile(tok, []byte("a-token-of-enough-length-0123456789"), 0o600)
 	r := runAgent(t, "outbox", "replay", "--control-plane", "http://127.0.0.1:1", "--token-file", tok, "--data-dir", missing)
 	wantOneLineError(t, r, 1, "no outbox")
 	if _, err := os.Stat(missing); err == nil {

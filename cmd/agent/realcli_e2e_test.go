@@ -134,13 +134,13 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 				ag.kill()
 				ag = startProc(t, "agent", env, args...)
 			} else {
-				r := runAgent(t, "tasks", "reply", id, c.answer, "--control-plane", cp.url(), "--token-file", cp.tokenFile)
+				r := runAgent(t, "tasks", "reply", id, c.answer, "--control-plane", cp.url(), "--token-file", cp.operatorFile)
 				if r.code != 0 {
 					t.Fatalf("tasks reply: %+v", r)
 				}
 				// A second, different answer is refused: the request is answered.
 				other := map[string]string{"--accept": "--decline", "--decline": "--accept"}[c.answer]
-				wantOneLineError(t, runAgent(t, "tasks", "reply", id, other, "--control-plane", cp.url(), "--token-file", cp.tokenFile), 1, "already answered")
+				wantOneLineError(t, runAgent(t, "tasks", "reply", id, other, "--control-plane", cp.url(), "--token-file", cp.operatorFile), 1, "already answered")
 			}
 			v = cp.waitDone(t, id)
 			if v.Phase != c.phase {

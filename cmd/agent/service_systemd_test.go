@@ -26,7 +26,7 @@ func serviceEnv(t *testing.T) (configHome, stateHome string) {
 func tokenFile(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "token")
-	must(t, os.WriteFile(p, []byte("secret-token-value\n"), 0o600))
+	must(t, os.WriteFile(p, []byte("secret-token-value-0123456789abcdef\n"), 0o600))
 	return p
 }
 

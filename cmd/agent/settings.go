@@ -200,7 +200,7 @@ func (t *settingsTable) bind(fs *pflag.FlagSet, name string, p any) {
 // holds any of them.
 var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConfigFile, list: []*setting{
 	{name: "control-plane", help: "the control plane's URL (https, or http on loopback)"},
-	{name: "token-file", path: true, help: "file holding the control plane's bearer token (else AGENT_TOKEN)"},
+	{name: "token-file", path: true, help: "file holding the token (else AGENT_TOKEN): for agent run, the control plane's registration secret; for submit, tasks and agents, a person's operator token; 0600, 32 characters or more"},
 	{name: "insecure", def: false, help: "allow http:// to a control plane that is not on loopback"},
 	{name: "data-dir", path: true, def: defaultDataDir(), help: "the agent's data directory"},
 	{name: "agent-id", help: "this agent's id (default: one kept in the data directory)"},
@@ -274,7 +274,8 @@ func init() {
 var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setting{
 	{name: "addr", def: "127.0.0.1:8080", help: "address to listen on"},
 	{name: "data-dir", path: true, def: "controlplane-data", help: "where tasks and events are kept"},
-	{name: "token-file", path: true, def: "", help: "file holding the bearer token (default: DIR/token, made if missing)"},
+	{name: "token-file", path: true, def: "", help: "file holding the registration secret agents enrol with, and nothing else (default: DIR/token, made if missing)"},
+	{name: "operator-token-file", path: true, def: "", help: "file of people's operator tokens, one per line; # comments (default: DIR/operator-token, made if missing)"},
 	{name: "lease", def: 60 * time.Second, min: atLeast(1), help: "how long a claim lasts without renewal"},
 	{name: "heartbeat-interval", def: 10 * time.Second, min: atLeast(1), help: "the interval agents are told to use"},
 	{name: "stall-limit", def: state.DefaultStallLimit, min: atLeast(1), help: "a running task with no progress this long ends"},

@@ -21,8 +21,8 @@ func newSubmitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit",
 		Short: "Enqueue a task on a control plane and print its id",
-		Example: `  agent submit --control-plane http://127.0.0.1:8080 --token-file token --prompt "Fix the flaky login test"
-  agent submit --control-plane http://127.0.0.1:8080 --token-file token --prompt @prompt.md --prefer gui`,
+		Example: `  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the flaky login test"
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt @prompt.md --prefer gui`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cp.url == "" {

@@ -24,7 +24,7 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 		{"needs a person", "@side-effect rotated a key\n@fail network", 3, "blocked: side_effect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runAgent(t, "submit", "--wait", "--control-plane", c.url(), "--token-file", c.tokenFile, "--prompt", tc.prompt)
+			r := runAgent(t, "submit", "--wait", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", tc.prompt)
 			if r.code != tc.code || !strings.Contains(r.stdout, tc.want) {
 				t.Fatalf("exit %d, want %d; output lacks %q?\n%s%s", r.code, tc.code, tc.want, r.stdout, r.stderr)
 			}
@@ -34,7 +34,7 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 		})
 	}
 	t.Run("json", func(t *testing.T) {
-		r := runAgent(t, "submit", "--wait", "--json", "--control-plane", c.url(), "--token-file", c.tokenFile, "--prompt", "@output hi")
+		r := runAgent(t, "submit", "--wait", "--json", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", "@output hi")
 		var v controlplane.TaskView
 		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 || v.Phase != state.PhaseCompleted {
 			t.Fatalf("exit %d, %v: %s", r.code, err, r.stdout)

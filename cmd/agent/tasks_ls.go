@@ -20,7 +20,7 @@ func newTasksLsCmd() *cobra.Command {
 		Use:   "ls",
 		Short: "List the tasks, oldest first: this agent's (the data directory) or, with --remote, the control plane's",
 		Example: `  agent tasks ls
-  agent tasks ls --remote --control-plane http://127.0.0.1:8080 --token-file token`,
+  agent tasks ls --remote --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := src.source()

@@ -20,7 +20,7 @@ func newTasksReplyCmd() *cobra.Command {
 may the executor run this command, or make these changes? The answer goes to
 the control plane, and the agent holding the task takes it at its next
 heartbeat. Without --request it answers the request the task awaits now.`,
-		Example: `  agent tasks reply t-0123456789 --accept --control-plane http://127.0.0.1:8080 --token-file token`,
+		Example: `  agent tasks reply t-0123456789 --accept --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		Args:    taskIDArg("reply ID --accept|--decline"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if accept == decline {

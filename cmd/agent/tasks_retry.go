@@ -28,7 +28,7 @@ person retried it.
 It always goes through the control plane (--control-plane, --token-file),
 which owns the assignment of tasks; --remote is accepted and changes nothing.
 A task in any other phase is refused (exit 1).`,
-		example: `  agent tasks retry t-0123456789 --control-plane http://127.0.0.1:8080 --token-file token`,
+		example: `  agent tasks retry t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		call:    (*controlplane.Client).RetryTask,
 		done:    "queued again for attempt %d; the next agent to claim it runs it",
 		attempt: func(v controlplane.TaskView) int { return len(v.Attempts) + 1 },
@@ -44,7 +44,7 @@ hears of it at its next heartbeat (its executor is stopped, the attempt ends
 cancelled). It always goes through the control plane (--control-plane,
 --token-file); --remote is accepted and changes nothing. A task that has
 already ended is refused (exit 1).`,
-		example: `  agent tasks cancel t-0123456789 --control-plane http://127.0.0.1:8080 --token-file token`,
+		example: `  agent tasks cancel t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		call:    (*controlplane.Client).CancelTask,
 		done:    "cancel requested (attempt %d); its agent stops it at its next heartbeat",
 		attempt: func(v controlplane.TaskView) int { return len(v.Attempts) },

@@ -19,7 +19,7 @@ func TestTasksRetryRunsTheNextAttempt(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
-	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.tokenFile}
+	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.operatorFile}
 
 	// Attempt 1 has a side effect, then a network error: the gate stops it.
 	id := submit(t, c, "Rotate the staging credentials\n@side-effect rotated the staging key\n@fail network")
@@ -58,7 +58,7 @@ func TestTasksRetryRunsTheNextAttempt(t *testing.T) {
 		wantOneLineError(t, r, 1, "404")
 	})
 	t.Run("without a control plane it is a usage error", func(t *testing.T) {
-		r := runAgentEnv(t, []string{"AGENT_CONTROL_PLANE="}, "tasks", "retry", id, "--token-file", c.tokenFile)
+		r := runAgentEnv(t, []string{"AGENT_CONTROL_PLANE="}, "tasks", "retry", id, "--token-file", c.operatorFile)
 		wantOneLineError(t, r, 2, "--control-plane is required")
 	})
 }
@@ -69,7 +69,7 @@ func TestTasksRemoteAndLocalAgree(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--max-retries", "0")
-	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.tokenFile}
+	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.operatorFile}
 	never := filepath.Join(t.TempDir(), "never")
 
 	ids := map[state.Phase]string{

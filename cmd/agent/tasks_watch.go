@@ -36,7 +36,7 @@ the control plane instead. On a terminal it redraws in place; otherwise
 (piped, redirected) it prints one line per change, and a task's timeline
 when it ends.`,
 		Example: `  agent tasks watch
-  agent tasks watch --remote --control-plane http://127.0.0.1:8080 --token-file token
+  agent tasks watch --remote --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
   agent tasks watch | tee watch.log`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

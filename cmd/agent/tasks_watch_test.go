@@ -115,7 +115,7 @@ func TestTasksWatchPrintsALinePerChange(t *testing.T) {
 			waitDataDir(t, dataDir)
 			args := []string{"tasks", "watch", "--data-dir", dataDir}
 			if remote {
-				args = []string{"tasks", "watch", "--remote", "--control-plane", c.url(), "--token-file", c.tokenFile}
+				args = []string{"tasks", "watch", "--remote", "--control-plane", c.url(), "--token-file", c.operatorFile}
 			}
 			w := startLines(t, false, args...)
 			gate := filepath.Join(t.TempDir(), "gate")

@@ -28,7 +28,8 @@ import (
 // pending records of that task. Each measured run works on a copy.
 type fixture struct {
 	base       string
-	token      string // the control plane's shared token
+	token      string // the control plane's registration secret
+	opToken    string // a person's operator token
 	agentID    string
 	agentToken string
 	taskID     string
@@ -49,8 +50,11 @@ type server struct {
 	done chan struct{}
 }
 
+// benchOperatorToken is the benchmark's person.
+const benchOperatorToken = "bench-operator-token-0123456789abcdef"
+
 func startServer(dir, token string, heartbeat time.Duration) (*server, error) {
-	s, err := controlplane.NewServer(controlplane.ServerOptions{Dir: dir, Token: token, Lease: 1000 * time.Hour,
+	s, err := controlplane.NewServer(controlplane.ServerOptions{Dir: dir, Token: token, OperatorTokens: []string{benchOperatorToken}, Lease: 1000 * time.Hour,
 		HeartbeatInterval: heartbeat, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
@@ -72,7 +76,7 @@ func (s *server) stop() {
 }
 
 func newFixture(base string) (*fixture, error) {
-	fx := &fixture{base: base, token: "bench-shared-token", agentID: "bench-agent",
+	fx := &fixture{base: base, token: "bench-registration-secret-0123456789", opToken: benchOperatorToken, agentID: "bench-agent",
 		serverTmpl: filepath.Join(base, "cp-template"), agentTmpl: filepath.Join(base, "agent-template"), backlogs: map[int]string{}}
 	layout := agent.Layout{Dir: fx.agentTmpl}
 	if err := os.MkdirAll(layout.Dir, 0o700); err != nil {
@@ -92,7 +96,11 @@ func newFixture(base string) (*fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "benchmark drain"}); err != nil {
+	person, err := controlplane.NewClient(srv.url, fx.opToken, controlplane.ClientOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := person.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "benchmark drain"}); err != nil {
 		return nil, fmt.Errorf("create task: %w", err)
 	}
 	claim, err := client.Claim(ctx, controlplane.ClaimRequest{AgentID: fx.agentID, Max: 1, HealthGrade: "available"})

@@ -79,7 +79,7 @@ func idleSection(cfg config, fx *fixture, log *log.Logger) (*idleResult, error) 
 			}
 		}
 	}()
-	if err := waitOnline(srv.url, fx.token, "bench-idle", exited); err != nil {
+	if err := waitOnline(srv.url, fx.opToken, "bench-idle", exited); err != nil {
 		b, _ := os.ReadFile(logFile.Name())
 		return nil, fmt.Errorf("%w; its log:\n%s", err, b)
 	}
