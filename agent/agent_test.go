@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/sample"
@@ -24,6 +25,7 @@ import (
 // TestMain lets the test binary be the sample executor, and checks that no
 // goroutine outlives the tests.
 func TestMain(m *testing.M) {
+	keeper.Main() // attempts run under a keeper: this test binary is it
 	if os.Getenv("AGENT_PKG_SAMPLE") == "1" {
 		os.Exit(sample.Main(os.Stdin, os.Stdout, os.Stderr))
 	}

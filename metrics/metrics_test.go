@@ -21,6 +21,7 @@ import (
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
@@ -31,6 +32,7 @@ import (
 // TestMain lets the test binary be the sample executor, and checks that no
 // goroutine outlives the tests (the metrics servers included).
 func TestMain(m *testing.M) {
+	keeper.Main() // attempts run under a keeper: this test binary is it
 	if os.Getenv("AGENT_METRICS_SAMPLE") == "1" {
 		os.Exit(sample.Main(os.Stdin, os.Stdout, os.Stderr))
 	}

@@ -25,7 +25,8 @@ type ExecConfig struct {
 	// EnvPass names more of the agent's variables to pass on: NAME, or
 	// PREFIX* (--executor-env).
 	EnvPass []string
-	// Dir is the working directory. Default: the agent's.
+	// Dir is the working directory of attempts given no work directory of
+	// their own (AttemptSpec.WorkDir). Default: the agent's.
 	Dir string
 	// Grace is how long a stopped attempt gets between SIGTERM and
 	// SIGKILL. Default 5 s.
@@ -93,7 +94,11 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	if err != nil {
 		return Exit{StartErr: fmt.Errorf("encode task: %w", err), ExitCode: -1}
 	}
-	p, err := startProcess(processSpec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: e.cfg.Dir,
+	dir := spec.WorkDir
+	if dir == "" {
+		dir = e.cfg.Dir
+	}
+	p, err := startProcess(processSpec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
 		Env: executorEnv(os.Environ(), e.cfg.EnvPass, e.cfg.Env, spec), Mark: spec.mark(),
 		Stdin: bytes.NewReader(append(input, '\n'))})
 	if err != nil {

@@ -13,6 +13,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+
+	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/landlock"
 )
 
 // MarkEnv is the environment variable every process of an attempt carries:
@@ -25,9 +29,12 @@ import (
 const MarkEnv = "AGENT_ATTEMPT_MARK"
 
 // process is one executor process of an attempt, in a process group of its
-// own, with the attempt's mark in its environment.
+// own, with the attempt's mark in its environment. On Linux it runs under a
+// keeper (internal/keeper), which confines it and ends every process it
+// starts; cmd is then the keeper's.
 type process struct {
 	cmd    *exec.Cmd
+	keeper *keeper.Process // nil where attempts run without one
 	pgid   int
 	mark   string
 	stdin  io.WriteCloser // nil unless asked for
@@ -35,6 +42,7 @@ type process struct {
 	stderr *os.File
 	exited chan struct{} // closed once Wait has returned
 	err    error         // Wait's error, valid after exited
+	status keeper.Status // the keeper's report, valid after exited
 }
 
 // processSpec is what startProcess needs.
@@ -48,6 +56,11 @@ type processSpec struct {
 	Stdin io.Reader // fixed input; nil with StdinPipe means /dev/null
 	// StdinPipe gives the caller the child's stdin as a pipe.
 	StdinPipe bool
+	// Confine, if set, is what the attempt's processes may reach.
+	Confine *landlock.Policy
+	// Grace is how long the executor gets between SIGTERM and SIGKILL
+	// should the agent go away while it runs.
+	Grace time.Duration
 }
 
 // startProcess starts a process in its own group, with stdout and stderr on
@@ -69,7 +82,6 @@ func startProcess(ps processSpec) (*process, error) {
 	cmd.Dir = ps.Dir
 	cmd.Env = append(ps.Env, MarkEnv+"="+ps.Mark)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = sysProcAttr()
 	p := &process{cmd: cmd, mark: ps.Mark, stdout: outR, stderr: errR, exited: make(chan struct{})}
 	if ps.StdinPipe {
 		if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -82,7 +94,14 @@ func startProcess(ps processSpec) (*process, error) {
 	} else {
 		cmd.Stdin = ps.Stdin
 	}
-	err = children.start(cmd)
+	if keeper.Supported() {
+		p.keeper, err = keeper.Start(cmd, ps.Confine, ps.Grace, children.start)
+	} else if ps.Confine != nil {
+		err = errors.New("this program cannot confine attempts (it does not run them under a keeper)")
+	} else {
+		cmd.SysProcAttr = sysProcAttr()
+		err = children.start(cmd)
+	}
 	outW.Close() // the child has its own copies
 	errW.Close()
 	if err != nil {
@@ -93,17 +112,47 @@ func startProcess(ps processSpec) (*process, error) {
 	p.pgid = cmd.Process.Pid
 	go func() {
 		p.err = cmd.Wait()
+		if p.keeper != nil {
+			p.status = p.keeper.Status()
+		}
 		children.remove(p.pgid)
 		close(p.exited)
 	}()
 	return p, nil
 }
 
-// signal sends sig to the process group.
-func (p *process) signal(sig syscall.Signal) { _ = syscall.Kill(-p.pgid, sig) }
+// signal sends sig to the executor's process group. A SIGKILL also
+// arms keeperKillAfter: a keeper that has not ended its attempt by then is
+// killed itself, and the agent (a subreaper) ends what it leaves.
+func (p *process) signal(sig syscall.Signal) {
+	if p.keeper == nil {
+		_ = syscall.Kill(-p.pgid, sig)
+		return
+	}
+	p.keeper.Signal(sig, true)
+	if sig == syscall.SIGKILL {
+		time.AfterFunc(keeperKillAfter, func() {
+			select {
+			case <-p.exited:
+			default:
+				_ = syscall.Kill(p.pgid, syscall.SIGKILL)
+			}
+		})
+	}
+}
+
+// keeperKillAfter is how long a keeper told to SIGKILL its attempt may
+// take before it is killed itself.
+const keeperKillAfter = 5 * time.Second
 
 // signalLeader sends sig to the executor process alone.
-func (p *process) signalLeader(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+func (p *process) signalLeader(sig syscall.Signal) {
+	if p.keeper == nil {
+		_ = p.cmd.Process.Signal(sig)
+		return
+	}
+	p.keeper.Signal(sig, false)
+}
 
 // sweep ends every process left of the attempt: its group, and every
 // process anywhere that carries its mark. It returns how many marked
@@ -115,6 +164,10 @@ func (p *process) sweep() int {
 
 // exitStatus fills an Exit from the ended process.
 func (p *process) exitStatus(exit *Exit) {
+	if p.keeper != nil {
+		exit.ExitCode, exit.Signal = p.status.ExitCode, p.status.Signal
+		return
+	}
 	st := p.cmd.ProcessState
 	exit.ExitCode = st.ExitCode()
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/runner/sample"
 	"github.com/edgeagent/agent/state"
 )
@@ -23,6 +24,7 @@ import (
 // TestMain lets the test binary be the sample executor, so tests run a
 // real subprocess.
 func TestMain(m *testing.M) {
+	keeper.Main() // attempts run under a keeper: this test binary is it
 	if os.Getenv("RUNNER_TEST_SAMPLE") == "1" {
 		os.Exit(sample.Main(os.Stdin, os.Stdout, os.Stderr))
 	}

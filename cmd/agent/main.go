@@ -11,9 +11,13 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/edgeagent/agent/internal/keeper"
 )
 
 func main() {
+	// A process started as an attempt's keeper is one, and nothing else.
+	keeper.Main()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

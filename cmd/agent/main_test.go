@@ -14,12 +14,14 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/outbox"
 )
 
 // TestMain makes the test binary the agent itself when asked to, so that
 // tests run the real command line in a real process.
 func TestMain(m *testing.M) {
+	keeper.Main() // attempts run under a keeper: this test binary is it
 	// The test binary is the agent, and the sample executor the agent
 	// starts (as os.Executable sample-executor, with the executor's
 	// environment allowlist, which does not carry AGENT_TEST_BE_AGENT).

@@ -1,0 +1,110 @@
+// Package keeper runs each attempt's executor under a keeper: a small
+// process of the agent's own binary that starts the executor, confines it,
+// and ends every process the attempt started, whatever they did to get
+// away.
+//
+// Why a process of its own: a process of the attempt can leave its process
+// group, start a session of its own and drop the environment mark the agent
+// knows its attempts by. It cannot leave its ancestry. The keeper is a
+// child subreaper (PR_SET_CHILD_SUBREAPER), so everything the executor
+// starts that loses its parent becomes the keeper's child, not init's. When
+// the executor exits, the keeper kills what is left of the attempt (its
+// process group, and every child it inherited, until it has none) and only
+// then exits itself. The keeper also confines the executor and all it
+// starts with Landlock (internal/landlock), from the thread that starts it.
+//
+// The agent talks to its keeper over a socket (file descriptor 3 in the
+// keeper), one JSON object a line:
+//
+//	agent → keeper  {"spec": {...}}                      first: what to run
+//	keeper → agent  {"started": PID, "abi": 7}           or {"error": "...", "errno": 2}
+//	agent → keeper  {"signal": 15, "group": true}        signal the executor's group, or the executor alone
+//	keeper → agent  {"exit_code": 0, "signal": "", "swept": 1}   last, after every process of the attempt is gone
+//
+// The agent going away (its end of the socket closed: it was killed) ends
+// the attempt: SIGTERM to the executor's group, then SIGKILL to all after
+// the grace period. SIGTERM to the keeper ends it at once.
+//
+// A program that starts attempts calls Main first thing in main (and in
+// TestMain): in a process started as a keeper, Main runs the keeper and
+// never returns.
+package keeper
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/edgeagent/agent/internal/landlock"
+)
+
+// Arg0 is the keeper's argv[0], which tells Main to run as one. The
+// executor's own argv follows it, so that ps shows what the keeper keeps.
+const Arg0 = "agent-keeper"
+
+// Spec is what a keeper runs.
+type Spec struct {
+	// Path is the executor's binary, resolved; Args its argv (Args[0] is
+	// its name as configured).
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	Dir  string   `json:"dir,omitempty"`
+	Env  []string `json:"env"`
+	// Policy, if set, confines the executor and everything it starts.
+	Policy *landlock.Policy `json:"policy,omitempty"`
+	// Grace is how long the executor has between SIGTERM and SIGKILL when
+	// the agent goes away.
+	Grace time.Duration `json:"grace"`
+}
+
+// Status is how the executor ended, and how many processes the keeper had
+// to kill after it.
+type Status struct {
+	// ExitCode is the executor's exit code; -1 when a signal ended it.
+	ExitCode int `json:"exit_code"`
+	// Signal names the signal that ended it, if one did.
+	Signal string `json:"signal,omitempty"`
+	// Swept counts the attempt's processes still alive when the executor
+	// exited, which the keeper killed.
+	Swept int `json:"swept"`
+}
+
+// message is one line on the keeper's socket.
+type message struct {
+	Spec *Spec `json:"spec,omitempty"`
+
+	Started int    `json:"started,omitempty"`
+	ABI     int    `json:"abi,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Errno   int    `json:"errno,omitempty"`
+
+	Signal int  `json:"signal,omitempty"`
+	Group  bool `json:"group,omitempty"`
+
+	Exit *Status `json:"exit,omitempty"`
+}
+
+// StartError is an executor the keeper could not start. It wraps the
+// system error (fs.ErrNotExist, fs.ErrPermission, ENOEXEC) where there
+// was one, so errors.Is tells why.
+type StartError struct {
+	Msg   string
+	Errno syscall.Errno
+}
+
+func (e *StartError) Error() string { return e.Msg }
+
+// Unwrap gives the system error.
+func (e *StartError) Unwrap() error {
+	if e.Errno == 0 {
+		return nil
+	}
+	return e.Errno
+}
+
+// ErrNotKeeper is returned by Start in a program that did not call Main:
+// it cannot serve as its own keeper.
+var ErrNotKeeper = errors.New("keeper: this program cannot keep attempts (its main does not call keeper.Main)")
+
+func errorf(format string, args ...any) error { return fmt.Errorf("keeper: "+format, args...) }

@@ -1,0 +1,278 @@
+package keeper
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/procstat"
+)
+
+// canKeep is set by Main in a program that serves as its own keeper.
+var canKeep bool
+
+// Main runs the keeper and exits, in a process started as one (argv[0] is
+// Arg0); anywhere else it only notes that this program can keep attempts,
+// and returns. Call it first thing in main, and in TestMain of packages
+// whose tests run attempts.
+func Main() {
+	if len(os.Args) == 0 || os.Args[0] != Arg0 {
+		canKeep = true
+		return
+	}
+	os.Exit(keep())
+}
+
+// keep is the keeper's life; it returns the keeper's exit code.
+func keep() int {
+	ctl := os.NewFile(3, "keeper socket")
+	if ctl == nil {
+		return 2
+	}
+	in := bufio.NewReader(ctl)
+	k := &keeperProc{ctl: ctl}
+	var first message
+	if err := readMessage(in, &first); err != nil || first.Spec == nil {
+		return 2
+	}
+	spec := first.Spec
+	// Orphans of the attempt come to the keeper, not to init.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		k.send(message{Error: "keeper: become a subreaper: " + err.Error()})
+		return 1
+	}
+	// SIGTERM to the keeper ends the attempt at once; the others a signal
+	// sends to its whole process group are not the keeper's to act on.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+
+	// The thread that confines itself starts the executor, which inherits
+	// the confinement; the thread is never used for anything else.
+	runtime.LockOSThread()
+	abi := 0
+	if spec.Policy != nil {
+		var err error
+		if abi, err = landlock.RestrictThread(*spec.Policy); err != nil {
+			k.send(message{Error: "confine the attempt: " + err.Error()})
+			return 1
+		}
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		k.send(message{Error: "keeper: " + err.Error()})
+		return 1
+	}
+	proc, err := os.StartProcess(spec.Path, spec.Args, &os.ProcAttr{Dir: spec.Dir, Env: spec.Env,
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys:   &syscall.SysProcAttr{Setpgid: true}})
+	if err != nil {
+		msg := message{Error: err.Error()}
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			msg.Errno = int(errno)
+		}
+		k.send(msg)
+		return 1
+	}
+	k.pid = proc.Pid
+	// The executor has its own copies of the standard streams: the agent
+	// must see them close when the executor's side closes them.
+	for fd := 0; fd <= 2; fd++ {
+		_ = unix.Dup2(int(devNull.Fd()), fd)
+	}
+	devNull.Close()
+	k.send(message{Started: proc.Pid, ABI: abi})
+
+	exited := make(chan Status, 1)
+	allGone := make(chan struct{})
+	go k.reap(exited, allGone)
+	agentGone := make(chan struct{})
+	go k.commands(in, agentGone)
+
+	var (
+		st        Status
+		killTimer <-chan time.Time
+	)
+	for done := false; !done; {
+		select {
+		case st = <-exited:
+			done = true
+		case <-agentGone:
+			agentGone = nil
+			k.signalGroup(syscall.SIGTERM)
+			killTimer = time.After(spec.Grace)
+		case <-killTimer:
+			k.signalGroup(syscall.SIGKILL)
+		case s := <-sigs:
+			if s == syscall.SIGTERM {
+				k.signalGroup(syscall.SIGKILL)
+			}
+		}
+	}
+	st.Swept = k.sweep(allGone)
+	k.send(message{Exit: &st})
+	return 0
+}
+
+// keeperProc is the keeper's state.
+type keeperProc struct {
+	ctl   *os.File
+	sendM sync.Mutex
+	pid   int // the executor's, also its process group's
+}
+
+// send writes one message to the agent; a gone agent is not an error.
+func (k *keeperProc) send(m message) {
+	b, _ := json.Marshal(m)
+	k.sendM.Lock()
+	defer k.sendM.Unlock()
+	_, _ = k.ctl.Write(append(b, '\n'))
+}
+
+// commands carries out the agent's signals until the agent closes its end.
+func (k *keeperProc) commands(in *bufio.Reader, agentGone chan<- struct{}) {
+	defer close(agentGone)
+	for {
+		var m message
+		if err := readMessage(in, &m); err != nil {
+			return
+		}
+		if m.Signal <= 0 {
+			continue
+		}
+		sig := syscall.Signal(m.Signal)
+		if m.Group {
+			k.signalGroup(sig)
+		} else {
+			_ = syscall.Kill(k.pid, sig)
+		}
+	}
+}
+
+func (k *keeperProc) signalGroup(sig syscall.Signal) { _ = syscall.Kill(-k.pid, sig) }
+
+// reap reaps every child: the executor (its status goes to exited) and
+// the orphans the keeper inherits. It closes allGone once the executor is
+// reaped and the keeper has no child left.
+func (k *keeperProc) reap(exited chan<- Status, allGone chan<- struct{}) {
+	execDone := false
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil: // ECHILD: no child left
+			if execDone {
+				close(allGone)
+				return
+			}
+			time.Sleep(time.Millisecond) // cannot happen: the executor is a child until reaped
+			continue
+		}
+		if pid == k.pid {
+			st := Status{ExitCode: ws.ExitStatus()}
+			if ws.Signaled() {
+				st.ExitCode, st.Signal = -1, ws.Signal().String()
+			}
+			execDone = true
+			exited <- st
+		}
+	}
+}
+
+// sweep kills every process of the attempt still alive once the executor
+// has exited: the members of its process group and the keeper's children,
+// looking again as killed parents hand their children to the keeper, until
+// the keeper has none. It returns how many it killed.
+func (k *keeperProc) sweep(allGone <-chan struct{}) int {
+	killed := map[int]bool{}
+	for {
+		for _, pid := range k.leftover() {
+			if !killed[pid] && k.kill(pid) {
+				killed[pid] = true
+			}
+		}
+		select {
+		case <-allGone:
+			return len(killed)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// leftover lists the live processes that are the keeper's children or in
+// the executor's process group.
+func (k *keeperProc) leftover() []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	self := os.Getpid()
+	var out []int
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == self {
+			continue
+		}
+		if k.ours(pid, self) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// ours reports whether pid is alive and the attempt's: a child of the
+// keeper, or in the executor's process group.
+func (k *keeperProc) ours(pid, self int) bool {
+	f, err := procstat.Read(strconv.Itoa(pid))
+	if err != nil {
+		return false
+	}
+	state := f.Field(3)
+	ppid, ok1 := f.Uint(4)
+	pgrp, ok2 := f.Uint(5)
+	if !ok1 || !ok2 || len(state) == 0 || state[0] == 'Z' || state[0] == 'X' {
+		return false
+	}
+	return int(ppid) == self || int(pgrp) == k.pid
+}
+
+// kill SIGKILLs pid through a pidfd, checked to be still the attempt's
+// process once held: a pid the keeper reaped since it looked may already
+// be another process's.
+func (k *keeperProc) kill(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOSYS) {
+			return syscall.Kill(pid, syscall.SIGKILL) == nil
+		}
+		return false
+	}
+	defer unix.Close(fd)
+	if !k.ours(pid, os.Getpid()) {
+		return false
+	}
+	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil
+}
+
+// readMessage reads one line of JSON.
+func readMessage(in *bufio.Reader, m *message) error {
+	line, err := in.ReadBytes('\n')
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(line, m)
+}

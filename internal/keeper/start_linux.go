@@ -1,0 +1,138 @@
+package keeper
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/edgeagent/agent/internal/landlock"
+)
+
+// Supported reports whether attempts can run under a keeper here: on
+// Linux, in a program that called Main.
+func Supported() bool { return canKeep }
+
+// Process is an executor running under its keeper.
+type Process struct {
+	// Keeper is the keeper's command; wait for it with Keeper.Wait, then
+	// read Status.
+	Keeper *exec.Cmd
+	// Pid is the executor's; its process group is its own.
+	Pid int
+	// ABI is the Landlock ABI the attempt is confined with; 0 when it is
+	// not.
+	ABI int
+
+	ctl  *os.File
+	in   *bufio.Reader
+	mu   sync.Mutex
+	done bool
+}
+
+// Start runs cmd's program (Path, Args, Dir, Env and the standard streams
+// as set on it) under a keeper, confined by policy when it is not nil.
+// grace is how long the executor gets between SIGTERM and SIGKILL should
+// the agent go away. start starts the keeper's command (the caller may
+// want to register the child as it starts); nil means cmd.Start. Start
+// returns once the executor runs, or with a *StartError when the keeper
+// could not start it.
+func Start(cmd *exec.Cmd, policy *landlock.Policy, grace time.Duration, start func(*exec.Cmd) error) (*Process, error) {
+	if !canKeep {
+		return nil, ErrNotKeeper
+	}
+	if start == nil {
+		start = (*exec.Cmd).Start
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, errorf("socket: %w", err)
+	}
+	ctl, theirs := os.NewFile(uintptr(fds[0]), "keeper socket"), os.NewFile(uintptr(fds[1]), "keeper socket")
+	spec := Spec{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: cmd.Env, Policy: policy, Grace: grace}
+	if spec.Env == nil {
+		spec.Env = os.Environ()
+	}
+	// The keeper is this very binary, the one running now even if its file
+	// was replaced since.
+	cmd.Path = "/proc/self/exe"
+	cmd.Args = append([]string{Arg0}, cmd.Args...)
+	cmd.Dir = ""
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = start(cmd)
+	theirs.Close()
+	if err != nil {
+		ctl.Close()
+		return nil, errorf("start: %w", err)
+	}
+	p := &Process{Keeper: cmd, ctl: ctl, in: bufio.NewReader(ctl)}
+	if err := p.send(message{Spec: &spec}); err != nil {
+		return p.failed(errorf("send the attempt: %w", err))
+	}
+	var m message
+	if err := readMessage(p.in, &m); err != nil {
+		return p.failed(errorf("no answer from the keeper: %v", err))
+	}
+	if m.Started == 0 {
+		return p.failed(&StartError{Msg: m.Error, Errno: syscall.Errno(m.Errno)})
+	}
+	p.Pid, p.ABI = m.Started, m.ABI
+	return p, nil
+}
+
+// failed waits for a keeper that could not start its executor.
+func (p *Process) failed(err error) (*Process, error) {
+	p.ctl.Close()
+	_ = p.Keeper.Wait()
+	return nil, err
+}
+
+// Signal sends sig to the executor's process group (group) or to the
+// executor alone, through the keeper.
+func (p *Process) Signal(sig syscall.Signal, group bool) {
+	_ = p.send(message{Signal: int(sig), Group: group})
+}
+
+func (p *Process) send(m message) error {
+	b, _ := json.Marshal(m)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return os.ErrClosed
+	}
+	_, err := p.ctl.Write(append(b, '\n'))
+	return err
+}
+
+// Status is how the executor ended, read once the keeper has exited
+// (Keeper.Wait returned). A keeper that died before it could say (killed)
+// gives its own end instead, with Swept -1.
+func (p *Process) Status() Status {
+	p.mu.Lock()
+	p.done = true
+	p.mu.Unlock()
+	defer p.ctl.Close()
+	for {
+		var m message
+		if err := readMessage(p.in, &m); err != nil {
+			break
+		}
+		if m.Exit != nil {
+			return *m.Exit
+		}
+	}
+	st := Status{ExitCode: -1, Swept: -1}
+	if ps := p.Keeper.ProcessState; ps != nil {
+		st.ExitCode = ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.Signal = ws.Signal().String()
+		}
+	}
+	return st
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package landlock
+
+// ABI is 0: Landlock is Linux's.
+func ABI() int { return 0 }
+
+// RestrictThread confines nothing here: Landlock is Linux's.
+func RestrictThread(Policy) (int, error) { return 0, ErrUnsupported }
