@@ -119,6 +119,15 @@ func (c *Claude) env(spec AttemptSpec) []string {
 	return executorEnv(os.Environ(), append([]string{"CLAUDE_CONFIG_DIR", "ANTHROPIC_*"}, c.cfg.EnvPass...), append(set, c.cfg.Env...), spec)
 }
 
+// claudeConfigDir is where Claude Code keeps its state:
+// CLAUDE_CONFIG_DIR, else ~/.claude.
+func claudeConfigDir(env []string) string {
+	if d := envValue(env, "CLAUDE_CONFIG_DIR"); d != "" {
+		return d
+	}
+	return homeDir(env, ".claude")
+}
+
 // Run implements Executor.
 func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
 	path, err := resolveBinary(c.cfg.Bin)
@@ -129,8 +138,10 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 	if dir == "" {
 		dir = c.cfg.Dir
 	}
+	env := c.env(spec)
 	p, err := startProcess(processSpec{Name: c.cfg.Bin, Path: path, Args: c.args(spec.Task.Model), Dir: dir,
-		Env: c.env(spec), Mark: spec.mark(), Stdin: strings.NewReader(spec.Task.Prompt)})
+		Env: env, Mark: spec.mark(), Stdin: strings.NewReader(spec.Task.Prompt), Grace: c.cfg.Grace,
+		Confine: spec.confine(claudeConfigDir(env))})
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}

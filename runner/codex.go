@@ -128,9 +128,10 @@ func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exi
 	if dir == "" {
 		dir = c.cfg.Dir
 	}
+	env := c.env(spec)
 	p, err := startProcess(processSpec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
-		Env:  c.env(spec),
-		Mark: spec.mark(), StdinPipe: true})
+		Env: env, Mark: spec.mark(), StdinPipe: true, Grace: c.cfg.Grace,
+		Confine: spec.confine(codexHome(env))})
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}
@@ -140,6 +141,28 @@ func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exi
 	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: newSessionEmitter(emit, "codex", p.pgid), pending: map[int64]string{},
 		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval)}
 	return s.run(ctx)
+}
+
+// codexHome is where Codex keeps its state: CODEX_HOME, else ~/.codex.
+func codexHome(env []string) string {
+	if h := envValue(env, "CODEX_HOME"); h != "" {
+		return h
+	}
+	return homeDir(env, ".codex")
+}
+
+// codexSandbox is the sandbox mode a thread is started with. Codex's own
+// sandbox is bubblewrap, which mounts, and Landlock forbids a confined
+// process to mount: inside the agent's confinement it cannot run. There,
+// workspace-write becomes danger-full-access (the agent's confinement lets
+// the attempt write its work directory, not the rest), and read-only stays:
+// a command Codex would sandbox fails, so nothing runs unless the model
+// asks for escalation and the approval policy grants it.
+func codexSandbox(mode string, confined bool) string {
+	if confined && mode == "workspace-write" {
+		return "danger-full-access"
+	}
+	return mode
 }
 
 // splitLines splits text into lines without their newlines, dropping a

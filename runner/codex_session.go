@@ -292,7 +292,7 @@ func (s *codexSession) response(m codexMsg) error {
 	switch method {
 	case "initialize":
 		s.notify("initialized")
-		params := map[string]any{"cwd": s.dir, "approvalPolicy": s.approvalPolicy(), "sandbox": s.cfg.Sandbox}
+		params := map[string]any{"cwd": s.dir, "approvalPolicy": s.approvalPolicy(), "sandbox": codexSandbox(s.cfg.Sandbox, s.spec.Confine != nil)}
 		if s.spec.Task.Model != "" {
 			params["model"] = s.spec.Task.Model
 		}

@@ -51,7 +51,7 @@ func executorEnv(from []string, allow []string, set []string, spec AttemptSpec) 
 	var env []string
 	for _, kv := range from {
 		name, _, ok := strings.Cut(kv, "=")
-		if !ok || matchesAny(neverEnv, name) {
+		if !ok || matchesAny(neverEnv, name) || name == "TMPDIR" && spec.TempDir != "" {
 			continue
 		}
 		if matchesAny(baseEnv, name) || matchesAny(allow, name) {
@@ -62,6 +62,9 @@ func executorEnv(from []string, allow []string, set []string, spec AttemptSpec) 
 		if name, _, _ := strings.Cut(kv, "="); !matchesAny(neverEnv, name) {
 			env = append(env, kv)
 		}
+	}
+	if spec.TempDir != "" {
+		env = append(env, "TMPDIR="+spec.TempDir)
 	}
 	return append(env, "AGENT_TASK_ID="+spec.Task.ID, "AGENT_ATTEMPT="+strconv.Itoa(spec.Task.Attempt), "AGENT_MODEL="+spec.Task.Model)
 }

@@ -100,7 +100,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	}
 	p, err := startProcess(processSpec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
 		Env: executorEnv(os.Environ(), e.cfg.EnvPass, e.cfg.Env, spec), Mark: spec.mark(),
-		Stdin: bytes.NewReader(append(input, '\n'))})
+		Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.confine()})
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}

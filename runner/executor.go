@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -37,6 +38,12 @@ type AttemptSpec struct {
 	// WorkDir is the task's work directory, when the runner gives tasks
 	// one; executors run there.
 	WorkDir string
+	// TempDir is the attempt's own temporary directory (its TMPDIR), when
+	// it is confined.
+	TempDir string
+	// Confine, if set, is what the attempt's processes may reach; the
+	// executor adds what its CLI keeps of its own (see AttemptSpec.confine).
+	Confine *landlock.Policy
 	// Ask asks a person to approve what the executor is about to do (the
 	// approval policy ask). Nil when nobody can be asked: the executor
 	// then declines.

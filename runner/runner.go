@@ -79,6 +79,8 @@ type Runner struct {
 	// ReplyTimeout bounds the wait for a person's answer; then the request
 	// is declined. Default 10 min.
 	ReplyTimeout time.Duration
+	// Isolation, if set, confines every attempt (see Isolation).
+	Isolation *Isolation
 }
 
 // Replies asks a person: Await returns the answer to a request the runner
@@ -228,6 +230,18 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			res.exit = Exit{StartErr: fmt.Errorf("work directory: %w", err), ExitCode: -1}
 			return res
 		}
+	}
+	if r.Isolation != nil {
+		tmp, err := attemptTempDir(r.WorkRoot, a.AttemptID)
+		if err != nil {
+			res.exit = Exit{StartErr: err, ExitCode: -1}
+			return res
+		}
+		// Every process of the attempt is gone when Run returns (its
+		// keeper saw to it): nothing writes here any more.
+		defer os.RemoveAll(tmp)
+		spec.TempDir = tmp
+		spec.Confine = r.Isolation.policy(r.WorkRoot, spec.WorkDir, tmp)
 	}
 	events := make(chan Event)
 	done := make(chan Exit, 1)

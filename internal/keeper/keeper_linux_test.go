@@ -240,3 +240,20 @@ func waitFor(t *testing.T, path, text string) {
 	}
 	t.Fatalf("%s never said %q", path, text)
 }
+
+// A variable set twice keeps its last value, as os/exec has it.
+func TestAVariableSetTwiceKeepsItsLastValue(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", `echo "$A $B"`)
+	cmd.Env = []string{"A=1", "B=2", "A=3"}
+	var out strings.Builder
+	cmd.Stdout = &out
+	p, err := Start(cmd, nil, time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Keeper.Wait()
+	p.Status()
+	if got := strings.TrimSpace(out.String()); got != "3 2" {
+		t.Errorf("the executor saw %q, want %q", got, "3 2")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,10 +55,11 @@ func Start(cmd *exec.Cmd, policy *landlock.Policy, grace time.Duration, start fu
 		return nil, errorf("socket: %w", err)
 	}
 	ctl, theirs := os.NewFile(uintptr(fds[0]), "keeper socket"), os.NewFile(uintptr(fds[1]), "keeper socket")
-	spec := Spec{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: cmd.Env, Policy: policy, Grace: grace}
-	if spec.Env == nil {
-		spec.Env = os.Environ()
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
 	}
+	spec := Spec{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: dedupEnv(env), Policy: policy, Grace: grace}
 	// The keeper is this very binary, the one running now even if its file
 	// was replaced since.
 	cmd.Path = "/proc/self/exe"
@@ -84,6 +86,26 @@ func Start(cmd *exec.Cmd, policy *landlock.Policy, grace time.Duration, start fu
 	}
 	p.Pid, p.ABI = m.Started, m.ABI
 	return p, nil
+}
+
+// dedupEnv keeps the last value of each variable, in the order of first
+// appearance: what os/exec gives a command whose Env sets a name twice.
+func dedupEnv(env []string) []string {
+	last := map[string]int{}
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		last[name] = i
+	}
+	out := make([]string, 0, len(last))
+	seen := map[string]bool{}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, env[last[name]])
+		}
+	}
+	return out
 }
 
 // failed waits for a keeper that could not start its executor.

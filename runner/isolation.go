@@ -1,0 +1,99 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/edgeagent/agent/internal/landlock"
+)
+
+// Isolation confines every attempt with Landlock, under its keeper: a task
+// reads and runs what the agent's user can, except Deny; it writes only its
+// work directory, a temporary directory of its own (TMPDIR), /tmp, /dev,
+// what its CLI keeps of its own (Codex's CODEX_HOME, Claude Code's config
+// directory) and Write. It lists any directory, and signals no process
+// outside its attempt.
+type Isolation struct {
+	// Deny are the agent's own files: its data directory (the work
+	// directories in it are each given back to their task alone), token
+	// files and config file. The runner adds its work root, so that no
+	// task reaches another's work directory.
+	Deny []string
+	// Write are more hierarchies attempts may write (a build cache, say).
+	Write []string
+}
+
+// baseWritable are written by most programs, whatever they are.
+var baseWritable = []string{"/tmp", "/dev"}
+
+// policy is one attempt's confinement, before its executor adds what its
+// CLI keeps of its own (AttemptSpec.confine).
+func (iso *Isolation) policy(workRoot, workDir, tempDir string) *landlock.Policy {
+	write := append(slices.Clone(baseWritable), iso.Write...)
+	for _, d := range []string{workDir, tempDir} {
+		if d != "" {
+			write = append(write, d)
+		}
+	}
+	deny := slices.Clone(iso.Deny)
+	if workRoot != "" {
+		deny = append(deny, workRoot)
+	}
+	return &landlock.Policy{Read: []string{"/"}, Write: write, Deny: deny, ListAll: true}
+}
+
+// attemptTempDir makes an attempt's own temporary directory: in the work
+// root, where its confinement denies every task but this one, else in the
+// system's.
+func attemptTempDir(workRoot, attemptID string) (string, error) {
+	if workRoot == "" {
+		return os.MkdirTemp("", "agent-"+attemptID+"-")
+	}
+	dir := filepath.Join(workRoot, ".tmp", attemptID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("temporary directory: %w", err)
+	}
+	return dir, nil
+}
+
+// confine is spec's confinement with what the CLI keeps of its own added,
+// made if missing (a CLI could not make it itself in a directory it may not
+// write); nil when the attempt is not confined.
+func (s AttemptSpec) confine(cliState ...string) *landlock.Policy {
+	if s.Confine == nil {
+		return nil
+	}
+	p := *s.Confine
+	p.Write = slices.Clone(p.Write)
+	for _, dir := range cliState {
+		if dir == "" {
+			continue
+		}
+		_ = os.MkdirAll(dir, 0o700)
+		p.Write = append(p.Write, dir)
+	}
+	return &p
+}
+
+// envValue is NAME's value in env, the last one set.
+func envValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if n, val, ok := strings.Cut(kv, "="); ok && n == name {
+			v = val
+		}
+	}
+	return v
+}
+
+// homeDir is where the CLI's own state lives by default: HOME/name, or ""
+// without a HOME.
+func homeDir(env []string, name string) string {
+	if home := envValue(env, "HOME"); home != "" {
+		return filepath.Join(home, name)
+	}
+	return ""
+}

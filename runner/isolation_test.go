@@ -1,0 +1,198 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/state"
+)
+
+// agentFiles lays out what a hostile task goes for: a data directory with
+// the agent's token, a config file and the registration secret's file,
+// each with a known content. The work root is in the data directory, as
+// the agent has it.
+type agentFiles struct {
+	data, token, config, secret, pid, workRoot string
+}
+
+func newAgentFiles(t *testing.T) agentFiles {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := agentFiles{data: filepath.Join(root, "data"), config: filepath.Join(root, "agent.toml"), secret: filepath.Join(root, "registration-token")}
+	f.token, f.pid, f.workRoot = filepath.Join(f.data, "agent-token"), filepath.Join(f.data, "agent.pid"), filepath.Join(f.data, "work")
+	if err := os.MkdirAll(filepath.Join(f.workRoot, "other-task"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for path, content := range map[string]string{f.token: "agent-token-content", f.config: "[executor]\nkind = \"exec\"\n",
+		f.secret: "registration-secret-content", f.pid: "4242\n"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func (f agentFiles) isolation() *Isolation {
+	return &Isolation{Deny: []string{f.data, f.config, f.secret}}
+}
+
+// attack is what a prompt-injected task tries, as one shell script: read
+// each secret into its work directory, write the config, the pid file and
+// the data directory, and signal the agent (this test process).
+func (f agentFiles) attack() string {
+	return `cat ` + f.token + ` > stolen-token; cat ` + f.secret + ` > stolen-secret; ` +
+		`echo 'command = "evil"' >> ` + f.config + `; echo 1 > ` + f.pid + `; ` +
+		`echo planted > ` + filepath.Join(f.data, "tasks-planted.json") + `; ` +
+		`echo x > ` + filepath.Join(f.workRoot, "other-task", "planted") + `; ` +
+		`kill -0 ` + strconv.Itoa(os.Getpid()) + ` && echo yes > signalled-agent; pwd > where; echo done`
+}
+
+// check fails the test for every part of the attack that worked.
+func (f agentFiles) check(t *testing.T, workDir string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(workDir, "signalled-agent")); err == nil {
+		t.Errorf("the task could signal the agent")
+	}
+	for _, stolen := range []string{"stolen-token", "stolen-secret"} {
+		if b, _ := os.ReadFile(filepath.Join(workDir, stolen)); len(b) > 0 {
+			t.Errorf("the task read a secret into %s: %q", stolen, b)
+		}
+	}
+	if b, _ := os.ReadFile(f.config); strings.Contains(string(b), "evil") {
+		t.Errorf("the task rewrote the config file: %q", b)
+	}
+	if b, _ := os.ReadFile(f.pid); string(b) != "4242\n" {
+		t.Errorf("the task rewrote the pid file: %q", b)
+	}
+	for _, p := range []string{filepath.Join(f.data, "tasks-planted.json"), filepath.Join(f.workRoot, "other-task", "planted")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("the task wrote %s", p)
+		}
+	}
+}
+
+// An exec task that tries, from its shell, everything a prompt injection
+// would: it reads no secret, writes nothing of the agent's, cannot stop the
+// agent, and runs in its own work directory.
+func TestAConfinedExecTaskReachesNothingOfTheAgents(t *testing.T) {
+	if landlock.ABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	files := newAgentFiles(t)
+	exe, err := NewExec(ExecConfig{Argv: []string{"/bin/sh", "-c", files.attack()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, exe, "attack")
+	f.runner.WorkRoot, f.runner.Isolation = files.workRoot, files.isolation()
+	f.run(t, context.Background())
+	if f.task.Phase != state.PhaseCompleted {
+		t.Fatalf("task %s (%s): logs %v", f.task.Phase, f.task.PhaseReason, f.rec.logs())
+	}
+	work := filepath.Join(files.workRoot, f.task.ID)
+	files.check(t, work)
+	if b, _ := os.ReadFile(filepath.Join(work, "where")); strings.TrimSpace(string(b)) != work {
+		t.Errorf("the attempt ran in %q, not its work directory %s", b, work)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(files.workRoot, ".tmp")); len(entries) > 0 {
+		t.Errorf("the attempt's temporary directory outlived it: %v", entries)
+	}
+}
+
+// Every attempt of an exec executor runs in its task's work directory,
+// confined or not.
+func TestAnExecAttemptRunsInItsWorkDirectory(t *testing.T) {
+	exe, err := NewExec(ExecConfig{Argv: []string{"/bin/sh", "-c", "pwd > where"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, exe, "where")
+	f.runner.WorkRoot = t.TempDir()
+	f.run(t, context.Background())
+	work := filepath.Join(f.runner.WorkRoot, f.task.ID)
+	b, err := os.ReadFile(filepath.Join(work, "where"))
+	if err != nil {
+		t.Fatalf("the attempt left nothing in its work directory %s: %v", work, err)
+	}
+	if real, _ := filepath.EvalSymlinks(work); strings.TrimSpace(string(b)) != real {
+		t.Errorf("the attempt ran in %q, not %s", b, real)
+	}
+}
+
+// A task that starts a process in a session of its own, without the
+// attempt's mark in its environment, does not leave it running after the
+// attempt.
+func TestAProcessInItsOwnSessionWithoutTheMarkDiesWithItsAttempt(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "escaped")
+	script := `env -u ` + MarkEnv + ` setsid sh -c 'echo $$ > ` + pidFile + `; exec sleep 1000' </dev/null >/dev/null 2>&1 &
+		while [ ! -s ` + pidFile + ` ]; do sleep 0.01; done; echo started`
+	exe, err := NewExec(ExecConfig{Argv: []string{"/bin/sh", "-c", script}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, exe, "escape")
+	f.runner.WorkRoot = t.TempDir()
+	f.run(t, context.Background())
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the task did not start its process: %v; logs %v", err, f.rec.logs())
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if st, ok := readStat(pid); ok && st.state != 'Z' {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("process %d, in a session of its own without the mark, outlived its attempt", pid)
+	}
+}
+
+// The real CLIs, prompt-injected: the mock model has their shell tool run
+// the attack. Neither reads a secret or writes the agent's files.
+func TestAConfinedCLIsShellReachesNothingOfTheAgents(t *testing.T) {
+	if landlock.ABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	for _, c := range []struct {
+		name string
+		exe  func(*testing.T, *mockmodel.Server) Executor
+	}{
+		{"codex", func(t *testing.T, m *mockmodel.Server) Executor { return codexExec(t, m, CodexConfig{}) }},
+		{"codex workspace-write", func(t *testing.T, m *mockmodel.Server) Executor {
+			return codexExec(t, m, CodexConfig{Sandbox: "workspace-write"})
+		}},
+		{"claude", func(t *testing.T, m *mockmodel.Server) Executor {
+			return claudeExec(t, m, ClaudeConfig{PermissionMode: "bypassPermissions", Env: []string{"IS_SANDBOX=1"}})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cliLimit <- struct{}{}
+			defer func() { <-cliLimit }()
+			mock, err := mockmodel.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mock.Close()
+			files := newAgentFiles(t)
+			f := newCLIRunner(t, c.exe(t, mock), "Attack\nmock: shell\nmock-cmd: "+files.attack(), []string{"gpt-5.5"})
+			f.runner.WorkRoot, f.runner.Isolation = files.workRoot, files.isolation()
+			f.run(t, context.Background())
+			work := filepath.Join(files.workRoot, f.task.ID)
+			if _, err := os.Stat(filepath.Join(work, "where")); err != nil {
+				t.Fatalf("the shell tool did not run in the work directory (task %s, %s): %v; logs:\n%s",
+					f.task.Phase, f.task.PhaseReason, err, strings.Join(f.rec.logs(), "\n"))
+			}
+			files.check(t, work)
+			assertNoMarkedProcess(t, f.runner.Owner)
+		})
+	}
+}
