@@ -57,6 +57,7 @@ type Agent struct {
 	// Liveness of the loops, for the service manager's watchdog.
 	sendTick, beatTick, claimTick atomic.Int64
 
+	conf    confinement   // how attempts are confined
 	metrics *agentMetrics // nil without Config.MetricsAddr
 	obs     observer      // counts for the metrics; noObserver without them
 }
@@ -81,14 +82,19 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
+	conf, err := cfg.confine()
+	if err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
-	a := &Agent{
+	a := &Agent{conf: conf,
 		cfg: cfg, log: cfg.Logger, layout: Layout{cfg.DataDir}, host: host, client: client,
 		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		fatal: make(chan error, 1), aborted: make(chan struct{}),
 		running: map[string]*supervised{}, interval: cfg.HeartbeatInterval,
 	}
+	a.health.SetIsolation(conf.line, conf.iso != nil)
 	a.live.Store(liveOf(cfg))
 	if err := a.setupMetrics(); err != nil {
 		return nil, err
@@ -141,6 +147,11 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	a.started = utc.Now()
 	a.log.Info("agent starting", "version", a.cfg.Version, "agent_id", a.id, "data_dir", a.cfg.DataDir, "control_plane", a.client.URL(),
 		"executor", runner.Describe(a.cfg.Executor), "max_concurrent", a.cfg.MaxConcurrent, "models", a.cfg.Models)
+	if a.conf.iso == nil {
+		a.log.Warn("ATTEMPTS ARE NOT CONFINED: "+a.conf.line, "isolation", "none")
+	} else {
+		a.log.Info("attempts are confined", "isolation", a.conf.line)
+	}
 	if st := a.outbox.Stats(); st.Pending > 0 || st.Quarantined > 0 || st.TornBytes > 0 {
 		a.log.Info("outbox recovered", "pending", st.Pending, "dead", st.Dead, "quarantined", st.Quarantined, "torn_bytes", st.TornBytes)
 	}
@@ -357,7 +368,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	l := a.live.Load()
 	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
 		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: l.Models, Logger: a.log.With("task", t.ID),
-		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout}
+		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.iso}
 }
 
 // workDir is where tasks get their work directories.

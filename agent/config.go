@@ -45,6 +45,9 @@ type Config struct {
 	// WorkDir holds each task's work directory, WorkDir/TASK_ID. Default
 	// DataDir/work.
 	WorkDir string
+	// Isolation says how attempts are confined. Default: with Landlock
+	// where the kernel has it (see Isolation).
+	Isolation Isolation
 	// ReplyTimeout bounds a person's answer to an approval request; then
 	// it is declined. Default runner.DefaultReplyTimeout.
 	ReplyTimeout time.Duration

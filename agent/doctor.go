@@ -43,6 +43,7 @@ const (
 	CheckOutbox       CheckName = "outbox"        // readable, nothing corrupt, torn, dead or stale
 	CheckDisk         CheckName = "disk"          // free space on the data directory's file system
 	CheckExecutor     CheckName = "executor"      // found, executable, the tested version
+	CheckIsolation    CheckName = "isolation"     // attempts confined (Landlock), or said why not
 	CheckControlPlane CheckName = "control-plane" // the URL valid, GET /healthz answers
 	CheckAuth         CheckName = "auth"          // the control plane accepts the token
 	CheckClock        CheckName = "clock"         // this clock agrees with the control plane's
@@ -127,6 +128,9 @@ type DoctorOptions struct {
 	Executor     runner.Executor
 	ExecutorErr  error
 
+	// Isolation is how attempts are to be confined.
+	Isolation Isolation
+
 	ControlPlane string
 	Insecure     bool
 	// Version is the agent's version, sent as its User-Agent.
@@ -150,8 +154,24 @@ func Doctor(ctx context.Context, o DoctorOptions) []Check {
 	}
 	checks := []Check{checkConfig(o), checkToken(o)}
 	checks = append(checks, checkDataDir(o)...)
-	checks = append(checks, checkExecutor(ctx, o))
+	checks = append(checks, checkExecutor(ctx, o), checkIsolation(o))
 	return append(checks, checkControlPlane(ctx, o)...)
+}
+
+// checkIsolation says how agent run would confine attempts: a pass with
+// Landlock, a warning without (a kernel without it, or isolation none), a
+// failure where isolation landlock is asked of a kernel without it.
+func checkIsolation(o DoctorOptions) Check {
+	c, err := Config{DataDir: o.DataDir, Isolation: o.Isolation}.confine()
+	switch {
+	case err != nil:
+		return failed(CheckIsolation, strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "),
+			"run on Linux 5.13 or later with Landlock enabled (lsm=...,landlock), or set isolation auto")
+	case c.iso == nil:
+		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.line,
+			Fix: "run on Linux 5.13 or later with Landlock enabled (lsm=...,landlock); isolation none turns it off on purpose"}
+	}
+	return pass(CheckIsolation, "%s", c.line)
 }
 
 func pass(name CheckName, format string, args ...any) Check {

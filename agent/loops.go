@@ -197,7 +197,8 @@ func (a *Agent) probe(ctx context.Context) {
 
 func (a *Agent) heartbeatRequest() controlplane.HeartbeatRequest {
 	snap := a.health.Snapshot()
-	h := controlplane.Health{Grade: string(snap.Grade), Reason: snap.Reason, Since: snap.Since, RecentErrors: []controlplane.HealthProblem{}}
+	h := controlplane.Health{Grade: string(snap.Grade), Reason: snap.Reason, Since: snap.Since, Isolation: snap.Isolation,
+		RecentErrors: []controlplane.HealthProblem{}}
 	storage := a.held.status()
 	if storage.Failing != "" {
 		// The agent cannot keep what it is given: no better than degraded,

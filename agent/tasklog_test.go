@@ -164,6 +164,6 @@ func TestAgentCapsAFloodingTasksLog(t *testing.T) {
 		}
 	}
 	if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], "flood line 4999 of") {
-		t.Errorf("tasks logs would not end with the last line: %d lines", len(lines))
+		t.Errorf("tasks logs would not end with the last line: %d lines, last %q", len(lines), lines[len(lines)-3:])
 	}
 }

@@ -43,6 +43,8 @@ type Health struct {
 	Reason       string          `json:"reason,omitempty"`
 	Since        time.Time       `json:"since"`
 	RecentErrors []HealthProblem `json:"recent_errors"`
+	// Isolation says how the agent confines its attempts, in a line.
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // HealthProblem is one recent problem of the executor.

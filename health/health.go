@@ -16,6 +16,7 @@ package health
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,6 +98,8 @@ type Snapshot struct {
 	Reason       string    `json:"reason,omitempty"`
 	Since        time.Time `json:"since"`
 	RecentErrors []Problem `json:"recent_errors"`
+	// Isolation says how the executor's attempts are confined, in a line.
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // Tracker grades one executor. It is safe for concurrent use.
@@ -112,6 +115,8 @@ type Tracker struct {
 	lastProblem time.Time
 	lastProbe   time.Time
 	recent      []Problem
+	isolation   string
+	unconfined  bool
 }
 
 // NewTracker returns a tracker that starts available.
@@ -175,6 +180,15 @@ func (t *Tracker) settle(now time.Time) {
 	}
 }
 
+// SetIsolation records how attempts are confined, in a line, for every
+// snapshot. Where they are not (confined false), the line is also part of
+// the snapshot's reason, whatever the grade: an operator must not miss it.
+func (t *Tracker) SetIsolation(line string, confined bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.isolation, t.unconfined = line, !confined
+}
+
 // Grade returns the current grade.
 func (t *Tracker) Grade() Grade { return t.Snapshot().Grade }
 
@@ -191,6 +205,10 @@ func (t *Tracker) Snapshot() Snapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.settle(t.opts.Now())
-	return Snapshot{Executor: t.executor, Grade: t.grade, Reason: t.reason, Since: t.since,
-		RecentErrors: append([]Problem{}, t.recent...)}
+	reason := t.reason
+	if t.unconfined {
+		reason = strings.TrimPrefix(reason+"; attempts are not confined: "+t.isolation, "; ")
+	}
+	return Snapshot{Executor: t.executor, Grade: t.grade, Reason: reason, Since: t.since,
+		RecentErrors: append([]Problem{}, t.recent...), Isolation: t.isolation}
 }

@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -151,5 +152,23 @@ func TestSnapshotKeepsRecentErrors(t *testing.T) {
 	s.RecentErrors[0].Detail = "changed"
 	if tr.Snapshot().RecentErrors[0].Detail != "frame 2" {
 		t.Error("a snapshot shares memory with the tracker")
+	}
+}
+
+// How attempts are confined travels in every snapshot; where they are not,
+// the reason says so beside the grade's own, and never alone goes missing.
+func TestUnconfinedAttemptsAreInTheReason(t *testing.T) {
+	tr := NewTracker("exec", Options{})
+	tr.SetIsolation("landlock (ABI 7)", true)
+	if s := tr.Snapshot(); s.Isolation != "landlock (ABI 7)" || s.Reason != "" {
+		t.Errorf("confined: snapshot %+v, want the isolation line and no reason", s)
+	}
+	tr.SetIsolation("none: the kernel has no Landlock", false)
+	if s := tr.Snapshot(); s.Reason != "attempts are not confined: none: the kernel has no Landlock" {
+		t.Errorf("unconfined, available: reason %q", s.Reason)
+	}
+	tr.Observe(StdioClosed, "eof")
+	if s := tr.Snapshot(); s.Grade != Degraded || !strings.HasPrefix(s.Reason, "stdio_closed: eof; attempts are not confined: ") {
+		t.Errorf("unconfined, degraded: %s %q", s.Grade, s.Reason)
 	}
 }

@@ -111,7 +111,14 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 			return nil, configError(path, line, "%s: %v", k, err)
 		}
 		if s.path {
-			v = filePath(v.(string), filepath.Dir(path))
+			switch x := v.(type) {
+			case string:
+				v = filePath(x, filepath.Dir(path))
+			case []string:
+				for i := range x {
+					x[i] = filePath(x[i], filepath.Dir(path))
+				}
+			}
 		}
 		if err := s.check(v); err != nil {
 			return nil, configError(path, line, "%s = %v", k, err)

@@ -86,6 +86,7 @@ func doctorOptions(cmd *cobra.Command, f *runFlags) agent.DoctorOptions {
 		ExecutorKind: f.executor.kind, ControlPlane: f.controlPlane, Insecure: f.insecure, Version: agentVersion()}
 	o.Token, o.TokenErr = readTokenForDoctor(f.tokenFile) // doctor checks the file's mode itself
 	o.Executor, o.ExecutorErr = f.executor.build()
+	o.Isolation = f.isolationOf(path)
 	return o
 }
 

@@ -43,6 +43,9 @@ func newHealthCmd() *cobra.Command {
 			if h.Reason != "" {
 				fmt.Fprintf(w, "reason:         %s\n", visible(h.Reason))
 			}
+			if h.Isolation != "" {
+				fmt.Fprintf(w, "isolation:      %s\n", visible(h.Isolation))
+			}
 			fmt.Fprintf(w, "control plane:  %s\n", visible(h.ControlPlane))
 			if st := h.Storage; st.Failing != "" {
 				fmt.Fprintf(w, "storage:        %s (since %s; %d reports and %d task states held in memory)\n",

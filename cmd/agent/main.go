@@ -18,6 +18,10 @@ import (
 func main() {
 	// A process started as an attempt's keeper is one, and nothing else.
 	keeper.Main()
+	// No other process of this user reads this one's memory, environment
+	// or open files through /proc, nor traces it: a task runs as the same
+	// user, and the agent holds tokens.
+	undumpable()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

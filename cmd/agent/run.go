@@ -31,6 +31,8 @@ type runFlags struct {
 	retentionMaxSize, taskLogMaxSize          byteSize
 	attemptTimeouts, firstEventTimeouts       []time.Duration
 	logLevel, logFormat, metricsAddr          string
+	isolation                                 string
+	isolationDeny, isolationWrite             []string
 }
 
 // bind declares the settings of agent run on fs, stored in f.
@@ -43,6 +45,9 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "agent-id", &f.agentID)
 	t.bind(fs, "work-dir", &f.workDir)
 	f.executor.bind(fs)
+	t.bind(fs, "isolation", &f.isolation)
+	t.bind(fs, "isolation-deny", &f.isolationDeny)
+	t.bind(fs, "isolation-write", &f.isolationWrite)
 	t.bind(fs, "models", &f.models)
 	t.bind(fs, "max-concurrent", &f.maxConcurrent)
 	t.bind(fs, "max-retries", &f.maxRetries)
@@ -106,6 +111,28 @@ stops at once.`,
 	return cmd
 }
 
+// isolationOf is how the settings confine attempts. The agent's files
+// outside its data directory, the config file and the token file, are
+// out of every task's reach too.
+func (f *runFlags) isolationOf(configFile string) agent.Isolation {
+	iso := agent.Isolation{Mode: agent.IsolationMode(f.isolation), Deny: f.isolationDeny, Write: f.isolationWrite}
+	for _, p := range []string{configFile, f.tokenFile} {
+		if p != "" {
+			iso.Protect = append(iso.Protect, p)
+		}
+	}
+	return iso
+}
+
+// configFileOf is the config file the settings were read from, "" for
+// none.
+func configFileOf(cmd *cobra.Command) string {
+	if r := resolvedOf(cmd); r != nil {
+		return r.file
+	}
+	return ""
+}
+
 // policy is the retry policy the settings ask for.
 func (f *runFlags) policy() runner.Policy {
 	if f.noRetry {
@@ -138,7 +165,8 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ReplyTimeout: f.executor.replyTimeout,
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
-		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize)}
+		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
+		Isolation: f.isolationOf(configFileOf(cmd))}
 	if os.Getenv("NOTIFY_SOCKET") != "" {
 		cfg.Notify = func(s string) { daemon.SdNotify(false, s) }
 		if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {

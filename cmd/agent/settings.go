@@ -26,7 +26,10 @@ type setting struct {
 	def  any // the type and default: string, int, bool, time.Duration, byteSize, []string or []time.Duration
 	help string
 	// live settings apply to attempts that start after a reload; the
-	// others need a restart.
+	// others need a restart. What decides a task's reach (the executor's
+	// command, binary, arguments and environment, approvals, the CLIs'
+	// sandbox and permissions, isolation) is never live: a file a task
+	// could write must not change it under a running agent.
 	live bool
 	// repeat: a []string flag given once per value (--executor-arg) rather
 	// than split at commas.
@@ -208,27 +211,34 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 
 	{name: "executor", key: "executor.kind", def: "exec", oneOf: []string{"exec", "codex", "claude", "sample"},
 		help: "exec (runs --executor-command), codex (codex app-server), claude (Claude Code in print mode), or sample (built in)"},
-	{name: "executor-command", key: "executor.command", live: true,
+	{name: "executor-command", key: "executor.command",
 		help: `with --executor exec: the command to run per attempt, split into argv like a shell would but never run by one, e.g. "my-cli --json"`},
-	{name: "executor-bin", key: "executor.bin", path: true, live: true, help: "the codex or claude binary (default: codex or claude on PATH)"},
-	{name: "executor-arg", key: "executor.args", def: []string(nil), repeat: true, live: true,
+	{name: "executor-bin", key: "executor.bin", path: true, help: "the codex or claude binary (default: codex or claude on PATH)"},
+	{name: "executor-arg", key: "executor.args", def: []string(nil), repeat: true,
 		help: `an argument added to the codex or claude command line, repeatable (e.g. --executor-arg=-c --executor-arg='model_reasoning_effort="high"')`},
-	{name: "executor-env", key: "executor.env", def: []string(nil), live: true,
+	{name: "executor-env", key: "executor.env", def: []string(nil),
 		help: "names of more environment variables to pass to the executor (NAME or PREFIX*); the agent's token is never passed"},
-	{name: "approval", key: "executor.approval", def: "never", live: true, oneOf: []string{"never", "accept", "decline", "ask"},
+	{name: "approval", key: "executor.approval", def: "never", oneOf: []string{"never", "accept", "decline", "ask"},
 		help: "codex approval requests: never (Codex runs without asking, in its sandbox), accept, decline, or ask (a person answers)"},
 	{name: "reply-timeout", key: "executor.reply-timeout", def: runner.DefaultReplyTimeout, live: true, min: atLeast(1),
 		help: "with --approval ask: how long a person has to answer before the request is declined"},
 	{name: "kill-grace", key: "executor.kill-grace", def: 5 * time.Second, live: true, min: atLeast(0),
 		help: "each step of stopping an attempt (interrupt, SIGTERM, SIGKILL) waits this long"},
-	{name: "codex-sandbox", key: "executor.codex.sandbox", def: "workspace-write", live: true,
+	{name: "codex-sandbox", key: "executor.codex.sandbox", def: "workspace-write",
 		oneOf: []string{"read-only", "workspace-write", "danger-full-access"}, help: "codex sandbox mode"},
 	{name: "codex-provider", key: "executor.codex.provider", live: true,
 		help: "a model provider defined in your Codex config whose own retries are capped at one, so the agent owns retrying (not for the built-in openai)"},
-	{name: "claude-allowed-tools", key: "executor.claude.allowed-tools", def: []string(nil), live: true,
+	{name: "claude-allowed-tools", key: "executor.claude.allowed-tools", def: []string(nil),
 		help: "tools Claude Code may use without asking (--allowedTools), e.g. Bash,Write,Edit"},
-	{name: "claude-permission-mode", key: "executor.claude.permission-mode", live: true,
+	{name: "claude-permission-mode", key: "executor.claude.permission-mode",
 		oneOf: []string{"", "default", "acceptEdits", "dontAsk", "plan", "bypassPermissions"}, help: "Claude Code --permission-mode"},
+
+	{name: "isolation", key: "isolation.mode", def: string(agent.IsolationAuto), oneOf: isolationModes(),
+		help: "auto (confine every attempt with Landlock where the kernel has it, and say so loudly where it has not), landlock (confine, or do not start), or none"},
+	{name: "isolation-deny", key: "isolation.deny", def: []string(nil), repeat: true, path: true,
+		help: "a file or directory no task may read or write, besides the agent's own (e.g. ~/.ssh), repeatable"},
+	{name: "isolation-write", key: "isolation.write", def: []string(nil), repeat: true, path: true,
+		help: "a directory tasks may write, besides their work directory, temporary directories and CLI state (e.g. ~/.cache/go-build), repeatable"},
 
 	{name: "models", def: []string(nil), live: true, help: "fallback chain of models: attempt N uses the N-th, the last repeating"},
 	{name: "max-concurrent", def: 2, live: true, min: atLeast(1), help: "tasks run at once"},
@@ -255,6 +265,14 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
 		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, json otherwise"},
 }}
+
+func isolationModes() []string {
+	var out []string
+	for _, m := range agent.IsolationModes {
+		out = append(out, string(m))
+	}
+	return out
+}
 
 // A setting without a default is a string, empty by default.
 func init() {

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/state"
+)
+
+// A task of a real agent (`agent run`, exec executor) tries what a prompt
+// injection would, from its shell: read the agent's token and the
+// registration secret, rewrite the config file (the next task would run its
+// command) and the pid file, plant a task file in the data directory,
+// signal the agent. None of it works; the task itself completes, in its
+// work directory. The agent's health says how its attempts are confined.
+func TestE2EATaskReachesNothingOfTheAgents(t *testing.T) {
+	if landlock.ABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	c := startCP(t, freeAddr(t), filepath.Join(dir, "cp"))
+	dataDir := filepath.Join(dir, "agent")
+	config := filepath.Join(dir, "agent.toml")
+	script := filepath.Join(dir, "task.sh")
+	writeFile(t, script, `#!/bin/sh
+read -r task
+cat "$DATA/agent-token" > stolen-token
+cat "$SECRET" > stolen-secret
+printf '[executor]\ncommand = "sh -c \\"echo pwned > %s/pwned\\""\n' "$DATA" > "$CONFIG"
+echo 1 > "$DATA/agent.pid"
+echo planted > "$DATA/tasks/planted.json"
+kill -0 "$(cat "$DATA/../agent-pid")" && echo yes > signalled-agent
+pwd > where
+echo '{"type":"result","summary":"tried"}'
+`)
+	if err := os.Chmod(script, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, config, "[executor]\ncommand = \""+script+"\"\n")
+	a := startProc(t, "agent", []string{"DATA=" + dataDir, "SECRET=" + c.tokenFile, "CONFIG=" + config, "AGENT_SECRET_MARKER=s3cret-in-env"},
+		"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir, "--config", config,
+		"--executor", "exec", "--executor-env", "DATA,SECRET,CONFIG", "--heartbeat-interval", "300ms")
+	writeFile(t, filepath.Join(dir, "agent-pid"), strconv.Itoa(a.cmd.Process.Pid)) // what the task signals
+	waitFor(t, time.Minute, "the agent's health", func() bool { return isolationHealth(t, dataDir) != "" })
+	if line := isolationHealth(t, dataDir); !strings.HasPrefix(line, "landlock (ABI ") {
+		t.Fatalf("health says isolation %q, want landlock", line)
+	}
+	id := submit(t, c, "attack")
+	if v := c.waitDone(t, id); v.Phase != state.PhaseCompleted {
+		t.Fatalf("the task ended %s (%s):\n%s", v.Phase, v.PhaseReason, tail(a.output(), 3000))
+	}
+	work := filepath.Join(dataDir, "work", id)
+	if b, _ := os.ReadFile(filepath.Join(work, "where")); strings.TrimSpace(string(b)) != work {
+		t.Errorf("the task ran in %q, not its work directory %s", b, work)
+	}
+	for _, f := range []string{"stolen-token", "stolen-secret"} {
+		if b, _ := os.ReadFile(filepath.Join(work, f)); len(b) > 0 {
+			t.Errorf("the task read a secret (%s): %q", f, b)
+		}
+	}
+	if b, _ := os.ReadFile(config); strings.Contains(string(b), "pwned") {
+		t.Errorf("the task rewrote the config file: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "tasks", "planted.json")); err == nil {
+		t.Errorf("the task planted a task file")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dataDir, "agent.pid")); strings.TrimSpace(string(b)) != strconv.Itoa(a.cmd.Process.Pid) {
+		t.Errorf("agent.pid holds %q, not the agent's pid %d", b, a.cmd.Process.Pid)
+	}
+	if _, err := os.Stat(filepath.Join(work, "signalled-agent")); err == nil {
+		t.Errorf("the task could signal the agent")
+	}
+	if a.stop() != 0 {
+		t.Fatalf("agent exit code != 0:\n%s", tail(a.output(), 3000))
+	}
+}
+
+// The agent is not dumpable: a process of the same (non-root) user reads
+// neither its environment nor its memory through /proc, while it reads a
+// dumpable process's of that user. Root reads both, whatever: run agents
+// as a user of their own (service install does).
+func TestTheAgentsProcessIsClosedToItsUsersOthers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run the agent and the reader as another user")
+	}
+	const nobody = 65534
+	// A directory nobody can enter, with a copy of the test binary in it:
+	// the test's own are private.
+	dir, err := os.MkdirTemp("", "undumpable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "agent")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cpDir := filepath.Join(dir, "cp")
+	if err := os.Mkdir(cpDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(cpDir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	as := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	agentProc := agentCmd(t.Context(), []string{"AGENT_SECRET_MARKER=s3cret-in-env"}, "controlplane", "serve", "--data-dir", cpDir, "--addr", freeAddr(t))
+	agentProc.Path, agentProc.Args[0] = bin, bin
+	agentProc.SysProcAttr = as
+	if err := agentProc.Start(); err != nil {
+		t.Skipf("cannot run the test binary as nobody: %v", err)
+	}
+	defer func() { agentProc.Process.Kill(); agentProc.Wait() }()
+	plain := exec.Command("sleep", "60")
+	plain.Env = []string{"AGENT_SECRET_MARKER=dumpable"}
+	plain.SysProcAttr = as
+	if err := plain.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { plain.Process.Kill(); plain.Wait() }()
+	read := func(pid int) (string, error) {
+		cat := exec.Command("cat", "/proc/"+strconv.Itoa(pid)+"/environ")
+		cat.SysProcAttr = as
+		out, err := cat.Output()
+		return string(out), err
+	}
+	waitFor(t, 30*time.Second, "the agent to be up", func() bool {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(agentProc.Process.Pid) + "/cmdline")
+		return strings.Contains(string(b), "serve")
+	})
+	time.Sleep(100 * time.Millisecond) // past main's first lines
+	if out, err := read(plain.Process.Pid); err != nil || !strings.Contains(out, "dumpable") {
+		t.Fatalf("a process of the same user could not read a dumpable process's environment (%v): the check proves nothing", err)
+	}
+	if out, err := read(agentProc.Process.Pid); err == nil || strings.Contains(out, "s3cret") {
+		t.Errorf("a process of the same user read the agent's environment: %q", out)
+	}
+}
+
+// isolationHealth reads the isolation line the agent recorded.
+func isolationHealth(t *testing.T, dataDir string) string {
+	t.Helper()
+	h, err := agent.ReadHealth(dataDir)
+	if err != nil {
+		return ""
+	}
+	return h.Isolation
+}
+
