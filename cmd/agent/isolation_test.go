@@ -160,4 +160,3 @@ func isolationHealth(t *testing.T, dataDir string) string {
 	}
 	return h.Isolation
 }
-
