@@ -167,9 +167,11 @@ func checkIsolation(o DoctorOptions) Check {
 	case err != nil:
 		return failed(CheckIsolation, strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "),
 			"run on Linux 5.13 or later with Landlock enabled (lsm=...,landlock), or set isolation auto")
+	case c.iso == nil && o.Isolation.Mode == IsolationNone:
+		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.line, Fix: "drop --isolation none (isolation.mode) to confine attempts"}
 	case c.iso == nil:
 		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.line,
-			Fix: "run on Linux 5.13 or later with Landlock enabled (lsm=...,landlock); isolation none turns it off on purpose"}
+			Fix: "run on Linux 5.13 or later with Landlock enabled (lsm=...,landlock)"}
 	}
 	return pass(CheckIsolation, "%s", c.line)
 }

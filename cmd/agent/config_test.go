@@ -214,12 +214,22 @@ func TestConfigReload(t *testing.T) {
 	}
 
 	// Written in place, without the watcher's help: SIGHUP.
-	writeFile(t, file, "max-concurrent = 2\nagent-id = \"renamed\"\n")
+	// What decides a task's reach is not live either: a file a task could
+	// write must not change what the next task runs.
+	writeFile(t, file, "max-concurrent = 2\nagent-id = \"renamed\"\n[executor]\ncommand = \"sh -c pwned\"\napproval = \"accept\"\n")
 	a.cmd.Process.Signal(syscall.SIGHUP)
 	waitFor(t, time.Minute, "capacity 2 after SIGHUP", func() bool { return capacity() == 2 })
 	waitFor(t, time.Minute, "the restart-only setting to be reported", func() bool {
 		return strings.Contains(a.output(), `"msg":"config changed a setting that needs a restart to apply","setting":"agent-id"`)
 	})
+	for _, key := range []string{"executor.command", "executor.approval"} {
+		if !strings.Contains(a.output(), `"msg":"config changed a setting that needs a restart to apply","setting":"`+key+`"`) {
+			t.Errorf("a change of %s is not reported as needing a restart:\n%s", key, tail(a.output(), 3000))
+		}
+	}
+	if strings.Contains(a.output(), `"applied":["executor`) {
+		t.Errorf("an executor setting was applied live:\n%s", tail(a.output(), 3000))
+	}
 	if a.stop() != 0 {
 		t.Fatalf("agent exit code != 0:\n%s", tail(a.output(), 3000))
 	}

@@ -26,7 +26,7 @@ func doctorChecks(t *testing.T, env []string, args ...string) (int, []agent.Chec
 		t.Errorf("doctor wrote on stderr: %q", r.stderr)
 	}
 	want := []agent.CheckName{agent.CheckConfig, agent.CheckToken, agent.CheckDataDir, agent.CheckLock, agent.CheckOutbox,
-		agent.CheckDisk, agent.CheckExecutor, agent.CheckControlPlane, agent.CheckAuth, agent.CheckClock}
+		agent.CheckDisk, agent.CheckExecutor, agent.CheckIsolation, agent.CheckControlPlane, agent.CheckAuth, agent.CheckClock}
 	if len(checks) != len(want) {
 		t.Fatalf("%d checks, want %d: %+v", len(checks), len(want), checks)
 	}
@@ -74,11 +74,12 @@ func TestDoctorHealthy(t *testing.T) {
 	}
 	allPass(t, checks)
 	for name, detail := range map[agent.CheckName]string{
-		agent.CheckToken:    "from " + c.tokenFile + " (mode 0600, not shown)",
-		agent.CheckDataDir:  "does not exist yet",
-		agent.CheckExecutor: "sample: exec (",
-		agent.CheckAuth:     "token accepted",
-		agent.CheckClock:    "within 1s",
+		agent.CheckToken:     "from " + c.tokenFile + " (mode 0600, not shown)",
+		agent.CheckDataDir:   "does not exist yet",
+		agent.CheckExecutor:  "sample: exec (",
+		agent.CheckIsolation: "landlock (ABI ",
+		agent.CheckAuth:      "token accepted",
+		agent.CheckClock:     "within 1s",
 	} {
 		if got := findCheck(checks, name).Detail; !strings.Contains(got, detail) {
 			t.Errorf("%s: %q does not say %q", name, got, detail)
@@ -90,7 +91,7 @@ func TestDoctorHealthy(t *testing.T) {
 	// The table, for people.
 	r := runAgent(t, append([]string{"doctor", "--timeout", "5m"}, args...)...)
 	if r.code != 0 || r.stderr != "" || !regexp.MustCompile(`(?m)^CHECK\s+RESULT\s+DETAIL$`).MatchString(r.stdout) ||
-		!strings.Contains(r.stdout, "all 10 checks passed") || strings.Contains(r.stdout, "to fix:") {
+		!strings.Contains(r.stdout, "all 11 checks passed") || strings.Contains(r.stdout, "to fix:") {
 		t.Errorf("doctor: %+v", r)
 	}
 	if strings.Contains(r.stdout, strings.TrimSpace(string(tok))) {
@@ -211,7 +212,7 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 			r := runAgent(t, append([]string{"doctor", "--timeout", "5m"}, args...)...)
 			fixLine := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(string(tc.failing)) + `\s+.*` + regexp.QuoteMeta(tc.fix))
 			if r.code != 1 || r.stderr != "" || !strings.Contains(r.stdout, "\nto fix:\n") || !fixLine.MatchString(r.stdout) ||
-				!strings.Contains(r.stdout, "1 of 10 checks failed") {
+				!strings.Contains(r.stdout, "1 of 11 checks failed") {
 				t.Errorf("doctor: exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
 			}
 		})

@@ -89,9 +89,17 @@ environment, which wins over the file. The token comes from --token-file or
 AGENT_TOKEN and is never logged.
 
 The config file is followed: when it changes, or on SIGHUP, the live
-settings (models, concurrency, retries, limits, log level, the executor's
-settings) apply to attempts that start after; an invalid edit keeps the
-running configuration and says why.
+settings (models, concurrency, retries, limits, log level) apply to attempts
+that start after; an invalid edit keeps the running configuration and says
+why. What decides a task's reach (the executor's command, binary, arguments
+and variables, approvals, sandbox and permissions, isolation) applies at the
+next start only.
+
+Every attempt runs under a keeper that ends all its processes with it, and,
+where the kernel has Landlock, confined: it reads what this user can read
+but the agent's own files (data directory, config file, token file), and
+writes only its work directory, its temporary directories, /dev and its
+CLI's state (--isolation, --isolation-deny, --isolation-write).
 
 SIGTERM or SIGINT drains: no new claims, running tasks get --drain-timeout,
 then are cancelled; pending records are flushed for a few seconds and
