@@ -129,14 +129,16 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 		}
 		fmt.Fprintf(out, "submitted %s  %s\n", v.ID, v.Title)
 	}
-	fmt.Fprintln(out)
-
+	// The tasks reach neither the agent's files nor the control plane's,
+	// which share this machine in the demo.
 	ag, err := New(Config{ControlPlane: url, Token: token, DataDir: filepath.Join(dir, "agent"), Executor: opts.Executor,
 		Models: opts.Models, MaxConcurrent: 2, HeartbeatInterval: beat, ShutdownGrace: 2 * time.Second,
-		Policy: runner.Policy{BaseDelay: time.Second}, Logger: log.With("component", "agent"), Version: opts.Version})
+		Policy: runner.Policy{BaseDelay: time.Second}, Logger: log.With("component", "agent"), Version: opts.Version,
+		Isolation: Isolation{Protect: []string{cpDir}}})
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "\nIsolation: %s\n\n", ag.conf.line)
 	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopAgent()
 	agentErr := make(chan error, 1)
