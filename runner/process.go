@@ -155,11 +155,19 @@ func (p *process) signalLeader(sig syscall.Signal) {
 }
 
 // sweep ends every process left of the attempt: its group, and every
-// process anywhere that carries its mark. It returns how many marked
-// processes it had to kill. Call it once the executor process has exited.
+// process anywhere that carries its mark; and, when its keeper died before
+// it could end the attempt itself, what the keeper left to the agent. It
+// returns how many processes it had to kill. Call it once the executor
+// process (the keeper) has exited.
 func (p *process) sweep() int {
-	p.signal(syscall.SIGKILL)
-	return sweepMark(func(m string) bool { return m == p.mark })
+	if p.keeper == nil {
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	}
+	n := sweepMark(func(m string) bool { return m == p.mark })
+	if p.keeper != nil && p.status.Swept < 0 {
+		n += killOrphans()
+	}
+	return n
 }
 
 // exitStatus fills an Exit from the ended process.
@@ -184,7 +192,12 @@ func (p *process) exitStatus(exit *Exit) {
 // how many it killed. Where processes cannot be listed it does nothing.
 func SweepOwner(owner string) int {
 	prefix := owner + "/"
-	return sweepMark(func(m string) bool { return strings.HasPrefix(m, prefix) })
+	match := func(m string) bool { return strings.HasPrefix(m, prefix) }
+	// Keepers first, and gently: a keeper told SIGTERM kills every process
+	// of its attempt, marked or not, before it exits. Killed outright, it
+	// would leave those that dropped the mark to init.
+	endKeepers(match)
+	return sweepMark(match)
 }
 
 // newMark makes an attempt's mark: OWNER/ATTEMPT/RANDOM.

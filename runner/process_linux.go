@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/internal/procstat"
 )
 
@@ -28,6 +29,57 @@ func BecomeSubreaper() error {
 	}
 	subreaper.Store(true)
 	return nil
+}
+
+// keeperGrace bounds the wait for keepers told to end their attempts.
+const keeperGrace = 5 * time.Second
+
+// endKeepers sends SIGTERM to the marked keepers (a previous life's) and
+// waits, for at most keeperGrace, until they are gone.
+func endKeepers(match func(mark string) bool) {
+	var keepers []int
+	for _, pid := range markedProcesses(match) {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && bytes.HasPrefix(b, []byte(keeper.Arg0+"\x00")) {
+			if syscall.Kill(pid, syscall.SIGTERM) == nil {
+				keepers = append(keepers, pid)
+			}
+		}
+	}
+	deadline := time.Now().Add(keeperGrace)
+	for _, pid := range keepers {
+		for time.Now().Before(deadline) {
+			if _, state, ok := procStat(pid); !ok || state == 'Z' {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// killOrphans kills the agent's children it did not start: what a keeper
+// that died (killed) left behind comes to the agent, a subreaper. Their
+// own children come next, as they die; it looks again until none is left,
+// and returns how many it killed.
+func killOrphans() int {
+	if !subreaper.Load() {
+		return 0
+	}
+	killed := 0
+	for range sweepRounds {
+		orphans := children.orphans()
+		if len(orphans) == 0 {
+			break
+		}
+		for _, pid := range orphans {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+		for _, pid := range orphans {
+			waitGone(pid)
+		}
+	}
+	return killed
 }
 
 // sweepRounds bounds a sweep: a process may fork while it is being killed,
@@ -207,6 +259,18 @@ func reapOrphans() {
 
 // zombieChildren lists the agent's children that are zombies.
 func zombieChildren() []int {
+	return ownChildren(func(pid int, state byte) bool { return state == 'Z' })
+}
+
+// orphans lists the live children of the agent the runner did not start.
+func (s *childSet) orphans() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ownChildren(func(pid int, state byte) bool { return state != 'Z' && !s.pids[pid] })
+}
+
+// ownChildren lists the agent's children that keep says to.
+func ownChildren(keep func(pid int, state byte) bool) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -220,7 +284,7 @@ func zombieChildren() []int {
 		if err != nil {
 			continue
 		}
-		if ppid, state, ok := procStat(pid); ok && ppid == self && state == 'Z' {
+		if ppid, state, ok := procStat(pid); ok && ppid == self && keep(pid, state) {
 			out = append(out, pid)
 		}
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -117,5 +119,37 @@ func TestSweepLeavesAProcessWithNoEnvironment(t *testing.T) {
 	}
 	if !alive(bare.Process.Pid) {
 		t.Fatal("a process with no environment was killed")
+	}
+}
+
+// A previous life's keeper is told to end its attempt, not killed
+// outright: it kills what dropped the mark too, which a SIGKILLed keeper
+// would have left to init.
+func TestSweepOwnerEndsAKeepersAttemptWhole(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "escaped")
+	p, err := startProcess(processSpec{Name: "sh", Path: "/bin/sh", Dir: dir, Mark: newMark("owner-k", "att-1"), Grace: time.Second,
+		Args: []string{"-c", `env -u ` + MarkEnv + ` setsid sh -c 'echo $$ > escaped; exec sleep 300' </dev/null >/dev/null 2>&1 &
+			while :; do sleep 1; done`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drainOutput(time.Second, p)
+	for i := 0; i < 2000; i++ {
+		if b, _ := os.ReadFile(pidFile); len(b) > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	escaped, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	SweepOwner("owner-k")
+	<-p.exited
+	if alive(escaped) {
+		_ = syscall.Kill(escaped, syscall.SIGKILL)
+		t.Fatalf("process %d, which dropped the mark, outlived the sweep of its keeper's owner", escaped)
 	}
 }

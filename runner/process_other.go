@@ -8,3 +8,9 @@ func BecomeSubreaper() error { return nil }
 // sweepMark cannot list processes by their environment here; the sweep
 // relies on the process group alone.
 func sweepMark(func(mark string) bool) int { return 0 }
+
+// endKeepers does nothing: attempts run under a keeper on Linux only.
+func endKeepers(func(mark string) bool) {}
+
+// killOrphans does nothing: there is no subreaper here.
+func killOrphans() int { return 0 }

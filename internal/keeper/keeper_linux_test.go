@@ -257,3 +257,13 @@ func TestAVariableSetTwiceKeepsItsLastValue(t *testing.T) {
 		t.Errorf("the executor saw %q, want %q", got, "3 2")
 	}
 }
+
+// The executor does not inherit the keeper's socket: it could otherwise
+// write to the agent as if it were the keeper, and hold the agent's end
+// open after the keeper is gone.
+func TestTheExecutorHasNoSocketOfTheKeepers(t *testing.T) {
+	st, out := run(t, `ls -l /proc/self/fd/ | grep -c socket || true`, nil, "")
+	if st.ExitCode != 0 || strings.TrimSpace(out) != "0" {
+		t.Errorf("the executor holds %s socket(s) (status %+v)", strings.TrimSpace(out), st)
+	}
+}

@@ -35,6 +35,9 @@ func Main() {
 
 // keep is the keeper's life; it returns the keeper's exit code.
 func keep() int {
+	// The socket is the keeper's alone: the executor must neither hold
+	// the agent's end open nor write to it.
+	syscall.CloseOnExec(3)
 	ctl := os.NewFile(3, "keeper socket")
 	if ctl == nil {
 		return 2
