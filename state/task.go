@@ -55,6 +55,12 @@ type Task struct {
 	// events and saving the task, the rest are applied again. Nil in files
 	// written before it was kept (then nothing is replayed).
 	EventsApplied *int `json:"events_applied,omitempty"`
+	// EventsBytes is the control plane's too: the size of the task's
+	// events file when it held those EventsApplied events. A start finds
+	// what a crash left unapplied from the file's size alone, reading
+	// nothing before it. Zero in files written before it was kept (then
+	// the file's lines are counted).
+	EventsBytes int64 `json:"events_bytes,omitempty"`
 }
 
 // Reply is a person's answer to an approval request.
