@@ -8,10 +8,11 @@
 // final: a late completion is rejected with reason "terminal", and the
 // agent marks that record dead.
 //
-// The reference server is bounded against one task or client: the lists
-// come in pages written a piece at a time (MaxTasksPage, MaxEventsPage,
-// NextAfterHeader), events stay on disk, and the idempotency keys of ended
-// tasks leave memory.
+// The reference server is bounded against one task or client: the log
+// output it stores per attempt is capped (ServerOptions.MaxAttemptOutput;
+// past it lines are counted and one event marks the cut), the lists come in pages written a
+// piece at a time (MaxTasksPage, MaxEventsPage, NextAfterHeader), events
+// stay on disk, and the idempotency keys of ended tasks leave memory.
 package controlplane
 
 import (
@@ -193,6 +194,10 @@ type CreateTaskRequest struct {
 type TaskView struct {
 	state.Task
 	ProgressCard []state.Step `json:"progress_card"`
+	// OutputCutLines and OutputCutBytes add up what the control plane cut
+	// of the task's forwarded output, every attempt's (see Task.Output).
+	OutputCutLines int64 `json:"output_cut_lines"`
+	OutputCutBytes int64 `json:"output_cut_bytes"`
 }
 
 // StoredEvent is an accepted event as GET /v1/tasks/{id}/events lists it.

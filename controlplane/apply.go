@@ -14,6 +14,8 @@ import (
 // duplicate (its key was accepted before: nothing changes), or rejected
 // with a reason the agent records as the record's dead reason. Changed
 // tasks are saved and accepted events appended, synced, before the answer.
+// A log event past its attempt's cap is accepted and counted, its lines
+// not stored (see admitLog).
 func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return EventsResponse{}, err
@@ -53,6 +55,18 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 		case dup:
 			res.Status = StatusDuplicate
 		default:
+			var logged LogPayload
+			if ev.Kind == state.EventLog {
+				var err error
+				if logged, err = decodeLog(ev.Payload); err != nil {
+					res.Status, res.Reason = StatusRejected, ReasonInvalid+": "+err.Error()
+					break
+				}
+				if carriesCut(ev.Payload, logged) {
+					res.Status, res.Reason = StatusRejected, ReasonInvalid+": output_cut is the control plane's mark, not an agent's"
+					break
+				}
+			}
 			if t != nil && before[ev.TaskID] == nil {
 				before[ev.TaskID] = t.Clone()
 			}
@@ -60,7 +74,12 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 				res.Status, res.Reason = StatusRejected, reason
 				break
 			}
-			line, err := encodeStored(StoredEvent{Event: ev, AgentID: req.AgentID, ReceivedAt: now})
+			t = s.tasks[ev.TaskID]
+			se := StoredEvent{Event: ev, AgentID: req.AgentID, ReceivedAt: now}
+			line, err := encodeStored(se)
+			if err == nil && ev.Kind == state.EventLog {
+				line, err = s.admitLog(t, se, logged, line, *t.EventsApplied+stored[ev.TaskID]+1)
+			}
 			if err != nil {
 				s.undo(slices.Collect(maps.Keys(before)), keys, before)
 				return EventsResponse{}, fmt.Errorf("store event %s: %w", ev.Key, err)
@@ -72,8 +91,10 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 				order = append(order, ev.TaskID)
 			}
 			keys[ev.TaskID] = append(keys[ev.TaskID], ev.Key)
-			lines[ev.TaskID] = append(lines[ev.TaskID], line...)
-			stored[ev.TaskID]++
+			if line != nil {
+				lines[ev.TaskID] = append(lines[ev.TaskID], line...)
+				stored[ev.TaskID]++
+			}
 			batch.complete = batch.complete || ev.Kind == state.EventComplete
 		}
 		resp.Results[i] = res
@@ -83,6 +104,9 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 	// task files are saved, is repaired at the next start, which applies
 	// the stored events the task files do not reflect.
 	for i, id := range order {
+		if len(lines[id]) == 0 {
+			continue // every line cut: only the task's counts change
+		}
 		size, err := s.events.append(id, lines[id], batch.at(crashMidEvents))
 		if err != nil {
 			s.undo(order[i:], keys, before)
@@ -181,10 +205,8 @@ func (s *Server) apply(agentID string, ev Event, now time.Time) (reason string) 
 		}
 		t.Progress = p
 	case state.EventLog:
-		var l state.LogEvent
-		if err := json.Unmarshal(ev.Payload, &l); err != nil {
-			return bad(err)
-		}
+		// Its payload is read and checked by acceptEvents (decodeLog), and
+		// what of it is stored decided there (admitLog).
 	case state.EventAttempt:
 		var a state.Attempt
 		if err := json.Unmarshal(ev.Payload, &a); err != nil {

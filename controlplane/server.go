@@ -46,14 +46,20 @@ type ServerOptions struct {
 	HeartbeatInterval time.Duration
 	// Limits are the watchdog's queued and stall limits.
 	Limits state.Limits
-	Logger *slog.Logger
-	Now    func() time.Time
+	// MaxAttemptOutput caps the log output stored for one attempt: its
+	// log events' bytes in the events file. Past it, log events are
+	// accepted and counted, their lines not stored; one stored event marks
+	// the cut. Default DefaultMaxAttemptOutput (8 MiB).
+	MaxAttemptOutput int64
+	Logger           *slog.Logger
+	Now              func() time.Time
 }
 
 // Server is the reference control plane. It keeps every task in memory and
 // on disk, and serializes all changes under one lock: it is a reference,
 // not a fleet server. Events are on disk only, read a page at a time
-// outside the lock; the keys of ended tasks leave memory (keys.go).
+// outside the lock; a task's output is capped per attempt; the keys of
+// ended tasks leave memory (keys.go).
 type Server struct {
 	opts ServerOptions
 	log  *slog.Logger
@@ -103,6 +109,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = 10 * time.Second
+	}
+	if opts.MaxAttemptOutput <= 0 {
+		opts.MaxAttemptOutput = DefaultMaxAttemptOutput
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -210,12 +219,17 @@ func (s *Server) recover(t *state.Task) error {
 	if err != nil {
 		return fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
 	}
-	for _, e := range missed {
+	applied := *t.EventsApplied
+	for i, e := range missed {
 		if reason := s.apply(e.AgentID, e.Event, e.ReceivedAt); reason != "" {
 			s.log.Warn("replaying a stored event after a crash: not applied", "task", t.ID, "key", e.Key, "reason", reason)
+		} else if e.Kind == state.EventLog {
+			if l, err := decodeLog(e.Payload); err == nil {
+				replayLog(t, e, l, applied+i+1)
+			}
 		}
 	}
-	n := *t.EventsApplied + len(missed)
+	n := applied + len(missed)
 	t.EventsApplied, t.EventsBytes = &n, size
 	if err := s.save(t); err != nil {
 		return fmt.Errorf("controlplane: bring task %s up to date: %w", t.ID, err)
@@ -466,7 +480,9 @@ func firstLine(s string) string {
 // view copies a task for an answer, deeply: the answer is encoded after
 // the lock is released, while events go on changing the task.
 func view(t *state.Task) TaskView {
-	return TaskView{Task: *t.Clone(), ProgressCard: state.ProgressCard(t)}
+	v := TaskView{Task: *t.Clone(), ProgressCard: state.ProgressCard(t)}
+	v.OutputCutLines, v.OutputCutBytes = outputCut(t)
+	return v
 }
 
 // sorted returns the tasks oldest first. mu is held.
