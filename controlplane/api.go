@@ -8,9 +8,10 @@
 // final: a late completion is rejected with reason "terminal", and the
 // agent marks that record dead.
 //
-// The reference server is bounded against one task or client: the log
-// output it stores per attempt is capped (ServerOptions.MaxAttemptOutput;
-// past it lines are counted and one event marks the cut), the lists come in pages written a
+// The reference server is bounded against one task or client: titles and
+// prompts are capped (MaxTitleRunes, MaxPromptBytes), the log output it
+// stores per attempt too (ServerOptions.MaxAttemptOutput; past it lines are
+// counted and one event marks the cut), the lists come in pages written a
 // piece at a time (MaxTasksPage, MaxEventsPage, NextAfterHeader), events
 // stay on disk, and the idempotency keys of ended tasks leave memory.
 package controlplane
@@ -189,6 +190,14 @@ type CreateTaskRequest struct {
 	Prefer      string `json:"prefer,omitempty"` // gui or any (default)
 	MaxAttempts int    `json:"max_attempts,omitempty"`
 }
+
+// Caps on what a person's request puts in a task, which every list of
+// tasks carries: a longer title is cut to MaxTitleRunes characters, its
+// last one an ellipsis; a longer prompt is refused (400).
+const (
+	MaxTitleRunes  = 200
+	MaxPromptBytes = 256 << 10
+)
 
 // TaskView is a task as GET /v1/tasks and /v1/tasks/{id} show it.
 type TaskView struct {

@@ -272,3 +272,36 @@ func TestCutCountsSurviveACrashBeforeTheTaskFile(t *testing.T) {
 		t.Errorf("the events file: %d marks, %d bytes; the task says %d", len(s.marks), s.bytes, outputFor(t, got, 1).StoredBytes)
 	}
 }
+
+// Titles are cut to MaxTitleRunes characters at a character's boundary,
+// the last one an ellipsis; prompts over MaxPromptBytes are refused.
+func TestTitlesAreCappedAndPromptsRefused(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, title, want string
+	}{
+		{"ascii, 1.7 MB", strings.Repeat("a", 1700000), strings.Repeat("a", MaxTitleRunes-1) + "…"},
+		{"two-byte characters", strings.Repeat("é", 1000), strings.Repeat("é", MaxTitleRunes-1) + "…"},
+		{"at the cap", strings.Repeat("é", MaxTitleRunes), strings.Repeat("é", MaxTitleRunes)},
+		{"short", "fix the login test", "fix the login test"},
+	} {
+		v, err := e.client.CreateTask(ctx, CreateTaskRequest{Title: tc.title, Prompt: "do it"})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if v.Title != tc.want {
+			t.Errorf("%s: title of %d bytes, want %d", tc.name, len(v.Title), len(tc.want))
+		}
+		if stored, _ := e.client.Task(ctx, v.ID); stored.Title != tc.want {
+			t.Errorf("%s: stored title of %d bytes", tc.name, len(stored.Title))
+		}
+	}
+	_, err := e.client.CreateTask(ctx, CreateTaskRequest{Prompt: strings.Repeat("p", MaxPromptBytes+1)})
+	if statusOf(err) != 400 || !strings.Contains(err.Error(), "prompt is longer than 256 KiB") {
+		t.Errorf("a prompt over the cap: %v", err)
+	}
+	if _, err := e.client.CreateTask(ctx, CreateTaskRequest{Prompt: strings.Repeat("p", MaxPromptBytes)}); err != nil {
+		t.Errorf("a prompt at the cap: %v", err)
+	}
+}

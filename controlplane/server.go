@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofrs/flock"
 
@@ -442,8 +443,8 @@ func (s *Server) createTask(req CreateTaskRequest) (TaskView, error) {
 	switch {
 	case strings.TrimSpace(req.Prompt) == "":
 		return TaskView{}, badRequest("prompt is required")
-	case len(req.Prompt) > 256<<10:
-		return TaskView{}, badRequest("prompt is longer than 256 KiB")
+	case len(req.Prompt) > MaxPromptBytes:
+		return TaskView{}, badRequest("prompt is longer than %s", sizeText(MaxPromptBytes))
 	case req.Prefer != "" && req.Prefer != "any" && req.Prefer != "gui":
 		return TaskView{}, badRequest("prefer %q: want gui or any", req.Prefer)
 	case req.MaxAttempts < 0 || req.MaxAttempts > 20:
@@ -454,6 +455,9 @@ func (s *Server) createTask(req CreateTaskRequest) (TaskView, error) {
 	now := s.opts.Now()
 	t := state.NewTask(newID("t-", 5), req.Prompt, now)
 	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
+	if utf8.RuneCountInString(t.Title) > MaxTitleRunes {
+		t.Title = state.Ellipsize(t.Title, MaxTitleRunes)
+	}
 	none := 0
 	t.EventsApplied = &none
 	if t.Title == "" {
