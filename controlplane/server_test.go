@@ -95,7 +95,7 @@ func (e *env) restart(clk *clock) *env {
 	e.t.Helper()
 	e.http.Close()
 	e.srv.Close()
-	n := newEnv(e.t, e.dir, clk)
+	n := newEnvOpts(e.t, e.dir, clk, ServerOptions{MaxAttemptOutput: e.srv.opts.MaxAttemptOutput})
 	// The agents keep their tokens, as they keep them in their data
 	// directories.
 	for id, c := range e.agents {
