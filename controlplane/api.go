@@ -7,6 +7,13 @@
 // nothing, so an agent can replay its outbox freely. A terminal task is
 // final: a late completion is rejected with reason "terminal", and the
 // agent marks that record dead.
+//
+// The reference server is bounded against one task or client: titles and
+// prompts are capped (MaxTitleRunes, MaxPromptBytes), the log output it
+// stores per attempt too (ServerOptions.MaxAttemptOutput; past it lines are
+// counted and one event marks the cut), the lists come in pages written a
+// piece at a time (MaxTasksPage, MaxEventsPage, NextAfterHeader), events
+// stay on disk, and the idempotency keys of ended tasks leave memory.
 package controlplane
 
 import (
@@ -186,10 +193,22 @@ type CreateTaskRequest struct {
 	MaxAttempts int    `json:"max_attempts,omitempty"`
 }
 
+// Caps on what a person's request puts in a task, which every list of
+// tasks carries: a longer title is cut to MaxTitleRunes characters, its
+// last one an ellipsis; a longer prompt is refused (400).
+const (
+	MaxTitleRunes  = 200
+	MaxPromptBytes = 256 << 10
+)
+
 // TaskView is a task as GET /v1/tasks and /v1/tasks/{id} show it.
 type TaskView struct {
 	state.Task
 	ProgressCard []state.Step `json:"progress_card"`
+	// OutputCutLines and OutputCutBytes add up what the control plane cut
+	// of the task's forwarded output, every attempt's (see Task.Output).
+	OutputCutLines int64 `json:"output_cut_lines"`
+	OutputCutBytes int64 `json:"output_cut_bytes"`
 }
 
 // StoredEvent is an accepted event as GET /v1/tasks/{id}/events lists it.
@@ -197,7 +216,27 @@ type StoredEvent struct {
 	Event
 	AgentID    string    `json:"agent_id"`
 	ReceivedAt time.Time `json:"received_at"`
+	// Seq is the event's number among the task's, from 1: a page's
+	// cursor. Answers carry it; the events file does not.
+	Seq int `json:"seq,omitempty"`
 }
+
+// The lists GET /v1/tasks and GET /v1/tasks/{id}/events come in pages:
+// ?limit=N (at most the maximum; more is taken as the maximum) items after
+// ?after=CURSOR, a task's id for tasks (oldest first), an event's seq for
+// events. An answer is a JSON array; when more follow, its NextAfterHeader
+// holds the cursor to ask for the next page with. A page of events also
+// stops before the event that would take it past MaxEventsPageBytes (it
+// holds one event at least). A request without ?limit or ?after gets the
+// first page.
+const (
+	DefaultTasksPage   = 100
+	MaxTasksPage       = 500
+	DefaultEventsPage  = 500
+	MaxEventsPage      = 1000
+	MaxEventsPageBytes = 1 << 20
+	NextAfterHeader    = "Next-After"
+)
 
 // AgentView is an agent as GET /v1/agents shows it.
 type AgentView struct {

@@ -3,6 +3,8 @@ package controlplane
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/edgeagent/agent/state"
@@ -12,6 +14,8 @@ import (
 // duplicate (its key was accepted before: nothing changes), or rejected
 // with a reason the agent records as the record's dead reason. Changed
 // tasks are saved and accepted events appended, synced, before the answer.
+// A log event past its attempt's cap is accepted and counted, its lines
+// not stored (see admitLog).
 func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return EventsResponse{}, err
@@ -26,31 +30,71 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 	now := s.opts.Now()
 	s.watchdog(now)
 	resp := EventsResponse{Results: make([]EventResult, len(req.Events))}
-	accepted := map[string][]StoredEvent{}
+	lines := map[string][]byte{}       // each touched task's events to store, encoded
+	stored := map[string]int{}         // and how many they are
+	keys := map[string][]string{}      // each touched task's keys accepted in this batch
 	before := map[string]*state.Task{} // each touched task as it was, to undo a batch that cannot be stored
 	var order []string                 // tasks in the order they were first touched
 	for i, ev := range req.Events {
 		res := EventResult{Key: ev.Key, Status: StatusAccepted}
+		t := s.tasks[ev.TaskID]
+		var set map[string]struct{}
+		if t != nil && ev.Key != "" && len(ev.Key) <= MaxKeyBytes {
+			var err error
+			if set, err = s.keySet(t, req.AgentID); err != nil {
+				s.undo(slices.Collect(maps.Keys(before)), keys, before)
+				return EventsResponse{}, fmt.Errorf("read the keys of task %s: %w", t.ID, err)
+			}
+		}
+		_, dup := set[ev.Key]
 		switch {
 		case ev.Key == "":
 			res.Status, res.Reason = StatusRejected, ReasonInvalid+": no key"
 		case len(ev.Key) > MaxKeyBytes || len(ev.LeaseID) > MaxIDBytes || len(ev.TaskID) > MaxIDBytes:
 			res.Status, res.Reason = StatusRejected, fmt.Sprintf("%s: key over %d bytes or id over %d", ReasonInvalid, MaxKeyBytes, MaxIDBytes)
-		case s.keys[ev.Key]:
+		case dup:
 			res.Status = StatusDuplicate
 		default:
-			if t := s.tasks[ev.TaskID]; t != nil && before[ev.TaskID] == nil {
+			var logged LogPayload
+			if ev.Kind == state.EventLog {
+				var err error
+				if logged, err = decodeLog(ev.Payload); err != nil {
+					res.Status, res.Reason = StatusRejected, ReasonInvalid+": "+err.Error()
+					break
+				}
+				if carriesCut(ev.Payload, logged) {
+					res.Status, res.Reason = StatusRejected, ReasonInvalid+": output_cut is the control plane's mark, not an agent's"
+					break
+				}
+			}
+			if t != nil && before[ev.TaskID] == nil {
 				before[ev.TaskID] = t.Clone()
 			}
 			if reason := s.apply(req.AgentID, ev, now); reason != "" {
 				res.Status, res.Reason = StatusRejected, reason
 				break
 			}
-			s.keys[ev.Key] = true
-			if _, seen := accepted[ev.TaskID]; !seen {
+			t = s.tasks[ev.TaskID]
+			se := StoredEvent{Event: ev, AgentID: req.AgentID, ReceivedAt: now}
+			line, err := encodeStored(se)
+			if err == nil && ev.Kind == state.EventLog {
+				line, err = s.admitLog(t, se, logged, line, *t.EventsApplied+stored[ev.TaskID]+1)
+			}
+			if err != nil {
+				s.undo(slices.Collect(maps.Keys(before)), keys, before)
+				return EventsResponse{}, fmt.Errorf("store event %s: %w", ev.Key, err)
+			}
+			if set != nil {
+				set[ev.Key] = struct{}{}
+			}
+			if _, seen := keys[ev.TaskID]; !seen {
 				order = append(order, ev.TaskID)
 			}
-			accepted[ev.TaskID] = append(accepted[ev.TaskID], StoredEvent{Event: ev, AgentID: req.AgentID, ReceivedAt: now})
+			keys[ev.TaskID] = append(keys[ev.TaskID], ev.Key)
+			if line != nil {
+				lines[ev.TaskID] = append(lines[ev.TaskID], line...)
+				stored[ev.TaskID]++
+			}
 			batch.complete = batch.complete || ev.Kind == state.EventComplete
 		}
 		resp.Results[i] = res
@@ -60,8 +104,12 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 	// task files are saved, is repaired at the next start, which applies
 	// the stored events the task files do not reflect.
 	for i, id := range order {
-		if err := s.events.append(id, accepted[id], batch.at(crashMidEvents)); err != nil {
-			s.undo(order[i:], accepted, before)
+		if len(lines[id]) == 0 {
+			continue // every line cut: only the task's counts change
+		}
+		size, err := s.events.append(id, lines[id], batch.at(crashMidEvents))
+		if err != nil {
+			s.undo(order[i:], keys, before)
 			for _, done := range order[:i] {
 				_ = s.save(s.tasks[done]) // stored already; a failure is repaired at the next start
 			}
@@ -69,13 +117,8 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 			return EventsResponse{}, fmt.Errorf("store events of %s: %w", id, err)
 		}
 		t := s.tasks[id]
-		n := len(accepted[id])
-		if t.EventsApplied != nil {
-			n += *t.EventsApplied
-		} else {
-			n += s.storedBefore(id, n)
-		}
-		t.EventsApplied = &n
+		n := *t.EventsApplied + stored[id]
+		t.EventsApplied, t.EventsBytes = &n, size
 	}
 	if batch.at(crashAfterEvents) {
 		crash()
@@ -96,25 +139,17 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 
 // undo puts back tasks whose events could not be stored, and forgets their
 // keys: the agent sends them again.
-func (s *Server) undo(ids []string, accepted map[string][]StoredEvent, before map[string]*state.Task) {
+func (s *Server) undo(ids []string, keys map[string][]string, before map[string]*state.Task) {
 	for _, id := range ids {
 		if t := before[id]; t != nil {
 			s.tasks[id] = t
 		}
-		for _, e := range accepted[id] {
-			delete(s.keys, e.Key)
+		if set := s.keys[id]; set != nil {
+			for _, k := range keys[id] {
+				delete(set, k)
+			}
 		}
 	}
-}
-
-// storedBefore counts the events stored for a task before the last n, for
-// a task file from before EventsApplied was kept. mu is held.
-func (s *Server) storedBefore(id string, n int) int {
-	list, err := s.events.list(id)
-	if err != nil {
-		return 0
-	}
-	return max(len(list)-n, 0)
 }
 
 // apply applies one event to its task, or says why it is rejected. mu is
@@ -170,10 +205,8 @@ func (s *Server) apply(agentID string, ev Event, now time.Time) (reason string) 
 		}
 		t.Progress = p
 	case state.EventLog:
-		var l state.LogEvent
-		if err := json.Unmarshal(ev.Payload, &l); err != nil {
-			return bad(err)
-		}
+		// Its payload is read and checked by acceptEvents (decodeLog), and
+		// what of it is stored decided there (admitLog).
 	case state.EventAttempt:
 		var a state.Attempt
 		if err := json.Unmarshal(ev.Payload, &a); err != nil {

@@ -304,10 +304,18 @@ func (c *Client) CreateTask(ctx context.Context, req CreateTaskRequest) (TaskVie
 	return out, c.call(ctx, http.MethodPost, "/v1/tasks", req, &out, false)
 }
 
-// Tasks lists every task.
+// Tasks lists every task, oldest first, asking for one page after
+// another.
 func (c *Client) Tasks(ctx context.Context) ([]TaskView, error) {
-	var out []TaskView
-	return out, c.call(ctx, http.MethodGet, "/v1/tasks", nil, &out, true)
+	return allPages(ctx, func(after string) ([]TaskView, string, error) { return c.TasksPage(ctx, after, MaxTasksPage) })
+}
+
+// TasksPage lists up to limit tasks after the task named after ("": from
+// the first), and the cursor of the next page ("" on the last).
+func (c *Client) TasksPage(ctx context.Context, after string, limit int) ([]TaskView, string, error) {
+	var p page[TaskView]
+	err := c.call(ctx, http.MethodGet, "/v1/tasks?"+pageQuery(after, limit), nil, &p, true)
+	return p.items, p.next, err
 }
 
 // Task returns one task.
@@ -316,10 +324,58 @@ func (c *Client) Task(ctx context.Context, id string) (TaskView, error) {
 	return out, c.call(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id), nil, &out, true)
 }
 
-// TaskEvents returns the events accepted for a task, in order.
+// TaskEvents returns the events stored for a task, in order, asking for
+// one page after another.
 func (c *Client) TaskEvents(ctx context.Context, id string) ([]StoredEvent, error) {
-	var out []StoredEvent
-	return out, c.call(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id)+"/events", nil, &out, true)
+	return allPages(ctx, func(after string) ([]StoredEvent, string, error) {
+		return c.TaskEventsPage(ctx, id, after, MaxEventsPage)
+	})
+}
+
+// TaskEventsPage returns up to limit of a task's events after the one
+// numbered after ("": from the first), and the cursor of the next page
+// ("" on the last).
+func (c *Client) TaskEventsPage(ctx context.Context, id, after string, limit int) ([]StoredEvent, string, error) {
+	var p page[StoredEvent]
+	err := c.call(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id)+"/events?"+pageQuery(after, limit), nil, &p, true)
+	return p.items, p.next, err
+}
+
+// page is one page of a list: its items, and the cursor of the next page
+// from the answer's NextAfterHeader. A control plane from before pages
+// answers the whole list, with no cursor.
+type page[T any] struct {
+	items []T
+	next  string
+}
+
+func (p *page[T]) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &p.items) }
+
+func (p *page[T]) setNext(h http.Header) { p.next = h.Get(NextAfterHeader) }
+
+func pageQuery(after string, limit int) string {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if after != "" {
+		q.Set("after", after)
+	}
+	return q.Encode()
+}
+
+// allPages asks for one page after another until the last; an error
+// loses the pages before it.
+func allPages[T any](ctx context.Context, next func(after string) ([]T, string, error)) ([]T, error) {
+	all, after := []T{}, ""
+	for {
+		items, cursor, err := next(after)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if cursor == "" || cursor == after || ctx.Err() != nil {
+			return all, ctx.Err()
+		}
+		after = cursor
+	}
 }
 
 // CancelTask asks for a task to be cancelled.
@@ -480,6 +536,9 @@ func (c *Client) once(ctx context.Context, token, method, path string, body []by
 		if err := json.Unmarshal(data, out); err != nil {
 			return fmt.Errorf("%s %s: bad answer: %w", method, path, err)
 		}
+	}
+	if p, ok := out.(interface{ setNext(http.Header) }); ok {
+		p.setNext(resp.Header)
 	}
 	return nil
 }

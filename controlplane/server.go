@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofrs/flock"
 
@@ -45,13 +47,20 @@ type ServerOptions struct {
 	HeartbeatInterval time.Duration
 	// Limits are the watchdog's queued and stall limits.
 	Limits state.Limits
-	Logger *slog.Logger
-	Now    func() time.Time
+	// MaxAttemptOutput caps the log output stored for one attempt: its
+	// log events' bytes in the events file. Past it, log events are
+	// accepted and counted, their lines not stored; one stored event marks
+	// the cut. Default DefaultMaxAttemptOutput (8 MiB).
+	MaxAttemptOutput int64
+	Logger           *slog.Logger
+	Now              func() time.Time
 }
 
 // Server is the reference control plane. It keeps every task in memory and
 // on disk, and serializes all changes under one lock: it is a reference,
-// not a fleet server.
+// not a fleet server. Events are on disk only, read a page at a time
+// outside the lock; a task's output is capped per attempt; the keys of
+// ended tasks leave memory (keys.go).
 type Server struct {
 	opts ServerOptions
 	log  *slog.Logger
@@ -62,7 +71,10 @@ type Server struct {
 	store  *state.Store
 	events events
 	tasks  map[string]*state.Task
-	keys   map[string]bool
+	order  []taskRef // the tasks, oldest first: the lists' order
+	// keys holds, by task, the idempotency keys of the tasks that have
+	// not ended, or ended lately (see keys.go).
+	keys   map[string]map[string]struct{}
 	agents map[string]*agentState
 	// batches counts events batches, for the fault suite's crash points.
 	batches  int
@@ -81,9 +93,10 @@ type Server struct {
 // Close releases the server's directory.
 func (s *Server) Close() error { return s.lock.Unlock() }
 
-// NewServer opens (creating) the server's directory and loads its tasks
-// and accepted keys. Task files that cannot be read are logged and left
-// alone; the others load.
+// NewServer opens (creating) the server's directory and loads its tasks,
+// brings each up to date with the events a crash left unapplied, and
+// reads the keys of those that have not ended. Task files that cannot be
+// read are logged and left alone; the others load.
 func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Dir == "" || opts.Token == "" {
 		return nil, errors.New("controlplane: a directory and a registration secret are required")
@@ -97,6 +110,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = 10 * time.Second
+	}
+	if opts.MaxAttemptOutput <= 0 {
+		opts.MaxAttemptOutput = DefaultMaxAttemptOutput
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -143,50 +159,83 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err != nil {
 		opts.Logger.Error("some task files could not be read; they are left alone", "err", err)
 	}
-	stored, err := ev.load()
-	if err != nil {
-		return nil, fmt.Errorf("controlplane: %w", err)
-	}
 	reg, err := openRegistry(opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]bool{}, agents: map[string]*agentState{}, lock: lock, registry: reg, operators: operators}
-	for _, list := range stored {
-		for _, e := range list {
-			s.keys[e.Key] = true
+	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]map[string]struct{}{}, agents: map[string]*agentState{}, lock: lock, registry: reg, operators: operators}
+	s.orderTasks()
+	for _, ref := range s.order {
+		t := s.tasks[ref.id]
+		if err := s.recover(t); err != nil {
+			return nil, err
 		}
-	}
-	if err := s.recover(stored); err != nil {
-		return nil, err
+		if !t.Phase.Terminal() {
+			if s.keys[t.ID], err = ev.keys(t.ID, t.EventsBytes); err != nil {
+				return nil, fmt.Errorf("controlplane: keys of task %s: %w", t.ID, err)
+			}
+		}
 	}
 	started = true
 	return s, nil
 }
 
-// recover brings each task file up to date with its stored events: a
-// crash between storing a batch's events and saving the task leaves the
-// file behind, and the events say what it missed. They are applied again
-// as they were then (same agent, same time).
-func (s *Server) recover(stored map[string][]StoredEvent) error {
-	for id, list := range stored {
-		t := s.tasks[id]
-		if t == nil || t.EventsApplied == nil || *t.EventsApplied >= len(list) {
-			continue
+// recover brings a task file up to date with its stored events: a crash
+// between storing a batch's events and saving the task leaves the file
+// behind, and the events past the size it records (EventsBytes) say what
+// it missed. They are applied again as they were then (same agent, same
+// time). Only those are read. A torn last line is cut first.
+func (s *Server) recover(t *state.Task) error {
+	size, err := s.events.repair(t.ID)
+	if err != nil {
+		return fmt.Errorf("controlplane: repair the events of task %s: %w", t.ID, err)
+	}
+	if t.EventsApplied == nil {
+		// A file from before events were counted: all are taken as
+		// applied, as they were then.
+		_, n, err := s.events.skipLines(t.ID, math.MaxInt, size)
+		if err != nil {
+			return fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
 		}
-		missed := list[*t.EventsApplied:]
-		for _, e := range missed {
-			if reason := s.apply(e.AgentID, e.Event, e.ReceivedAt); reason != "" {
-				s.log.Warn("replaying a stored event after a crash: not applied", "task", id, "key", e.Key, "reason", reason)
+		t.EventsApplied, t.EventsBytes = &n, size
+		return nil
+	}
+	from := t.EventsBytes
+	if from == 0 && *t.EventsApplied > 0 {
+		// A file from before the size was kept: count the lines.
+		if from, _, err = s.events.skipLines(t.ID, *t.EventsApplied, size); err != nil {
+			return fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
+		}
+	}
+	switch {
+	case size == from:
+		t.EventsBytes = size
+		return nil
+	case size < from:
+		s.log.Error("a task's events file is shorter than its task file says; events were lost", "task", t.ID, "file_bytes", size, "task_says", from)
+		t.EventsBytes = size
+		return nil
+	}
+	missed, err := s.events.read(t.ID, from, size)
+	if err != nil {
+		return fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
+	}
+	applied := *t.EventsApplied
+	for i, e := range missed {
+		if reason := s.apply(e.AgentID, e.Event, e.ReceivedAt); reason != "" {
+			s.log.Warn("replaying a stored event after a crash: not applied", "task", t.ID, "key", e.Key, "reason", reason)
+		} else if e.Kind == state.EventLog {
+			if l, err := decodeLog(e.Payload); err == nil {
+				replayLog(t, e, l, applied+i+1)
 			}
 		}
-		n := len(list)
-		t.EventsApplied = &n
-		if err := s.save(t); err != nil {
-			return fmt.Errorf("controlplane: bring task %s up to date: %w", id, err)
-		}
-		s.log.Info("task brought up to date with its stored events after a crash", "task", id, "events", len(missed))
 	}
+	n := applied + len(missed)
+	t.EventsApplied, t.EventsBytes = &n, size
+	if err := s.save(t); err != nil {
+		return fmt.Errorf("controlplane: bring task %s up to date: %w", t.ID, err)
+	}
+	s.log.Info("task brought up to date with its stored events after a crash", "task", t.ID, "events", len(missed))
 	return nil
 }
 
@@ -225,15 +274,12 @@ func (s *Server) routes() []route {
 		{"POST /v1/tasks/release", agent, agentOnly(s.release, func(r ReleaseRequest) string { return r.AgentID })},
 		{"POST /v1/events", agent, agentOnly(s.acceptEvents, func(r EventsRequest) string { return r.AgentID })},
 		{"POST /v1/tasks", operator, handle(s.createTask)},
-		{"GET /v1/tasks", operator, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listTasks()) }},
+		{"GET /v1/tasks", operator, s.serveTasks},
 		{"GET /v1/tasks/{id}", operator | agent, func(w http.ResponseWriter, r *http.Request) {
 			v, err := s.getTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
-		{"GET /v1/tasks/{id}/events", operator | agent, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.taskEvents(r.Context(), r.PathValue("id"))
-			reply(w, v, err)
-		}},
+		{"GET /v1/tasks/{id}/events", operator | agent, s.serveEvents},
 		{"POST /v1/tasks/{id}/cancel", operator, func(w http.ResponseWriter, r *http.Request) {
 			v, err := s.cancelTask(r.PathValue("id"))
 			reply(w, v, err)
@@ -397,8 +443,8 @@ func (s *Server) createTask(req CreateTaskRequest) (TaskView, error) {
 	switch {
 	case strings.TrimSpace(req.Prompt) == "":
 		return TaskView{}, badRequest("prompt is required")
-	case len(req.Prompt) > 256<<10:
-		return TaskView{}, badRequest("prompt is longer than 256 KiB")
+	case len(req.Prompt) > MaxPromptBytes:
+		return TaskView{}, badRequest("prompt is longer than %s", sizeText(MaxPromptBytes))
 	case req.Prefer != "" && req.Prefer != "any" && req.Prefer != "gui":
 		return TaskView{}, badRequest("prefer %q: want gui or any", req.Prefer)
 	case req.MaxAttempts < 0 || req.MaxAttempts > 20:
@@ -409,6 +455,9 @@ func (s *Server) createTask(req CreateTaskRequest) (TaskView, error) {
 	now := s.opts.Now()
 	t := state.NewTask(newID("t-", 5), req.Prompt, now)
 	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
+	if utf8.RuneCountInString(t.Title) > MaxTitleRunes {
+		t.Title = state.Ellipsize(t.Title, MaxTitleRunes)
+	}
 	none := 0
 	t.EventsApplied = &none
 	if t.Title == "" {
@@ -418,6 +467,8 @@ func (s *Server) createTask(req CreateTaskRequest) (TaskView, error) {
 		return TaskView{}, err
 	}
 	s.tasks[t.ID] = t
+	s.place(t)
+	s.keys[t.ID] = map[string]struct{}{}
 	return view(t), nil
 }
 
@@ -433,32 +484,17 @@ func firstLine(s string) string {
 // view copies a task for an answer, deeply: the answer is encoded after
 // the lock is released, while events go on changing the task.
 func view(t *state.Task) TaskView {
-	return TaskView{Task: *t.Clone(), ProgressCard: state.ProgressCard(t)}
-}
-
-func (s *Server) listTasks() []TaskView {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watchdog(s.opts.Now())
-	out := make([]TaskView, 0, len(s.tasks))
-	for _, t := range s.sorted() {
-		out = append(out, view(t))
-	}
-	return out
+	v := TaskView{Task: *t.Clone(), ProgressCard: state.ProgressCard(t)}
+	v.OutputCutLines, v.OutputCutBytes = outputCut(t)
+	return v
 }
 
 // sorted returns the tasks oldest first. mu is held.
 func (s *Server) sorted() []*state.Task {
-	list := make([]*state.Task, 0, len(s.tasks))
-	for _, t := range s.tasks {
-		list = append(list, t)
+	list := make([]*state.Task, len(s.order))
+	for i, ref := range s.order {
+		list[i] = s.tasks[ref.id]
 	}
-	slices.SortFunc(list, func(a, b *state.Task) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
 	return list
 }
 
@@ -479,15 +515,6 @@ func (s *Server) getTask(ctx context.Context, id string) (TaskView, error) {
 		return TaskView{}, err
 	}
 	return view(t), nil
-}
-
-func (s *Server) taskEvents(ctx context.Context, id string) ([]StoredEvent, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.readable(ctx, id); err != nil {
-		return nil, err
-	}
-	return s.events.list(id)
 }
 
 // readable returns a task the caller may read: any, for an operator; one
@@ -795,6 +822,7 @@ func (s *Server) RunWatchdog(ctx context.Context, period time.Duration) {
 // end, and the leases of offline agents lapse (a task still only claimed
 // goes back to the queue). mu is held.
 func (s *Server) watchdog(now time.Time) {
+	defer s.dropKeys(now)
 	// Just started, the server knows no agent yet: give them three
 	// heartbeat intervals to report before any lease lapses.
 	settled := now.Sub(s.started) > 3*s.opts.HeartbeatInterval

@@ -67,8 +67,16 @@ func (e *env) agent(id string) *Client {
 
 func newEnv(t *testing.T, dir string, clk *clock) *env {
 	t.Helper()
-	srv, err := NewServer(ServerOptions{Dir: dir, Token: regToken, OperatorTokens: []string{opToken}, Now: clk.Now, Lease: time.Minute, HeartbeatInterval: 10 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return newEnvOpts(t, dir, clk, ServerOptions{})
+}
+
+// newEnvOpts is newEnv with more options: those newEnv sets are set over
+// them.
+func newEnvOpts(t *testing.T, dir string, clk *clock, opts ServerOptions) *env {
+	t.Helper()
+	opts.Dir, opts.Token, opts.OperatorTokens, opts.Now, opts.Lease, opts.HeartbeatInterval = dir, regToken, []string{opToken}, clk.Now, time.Minute, 10*time.Second
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +95,7 @@ func (e *env) restart(clk *clock) *env {
 	e.t.Helper()
 	e.http.Close()
 	e.srv.Close()
-	n := newEnv(e.t, e.dir, clk)
+	n := newEnvOpts(e.t, e.dir, clk, ServerOptions{MaxAttemptOutput: e.srv.opts.MaxAttemptOutput})
 	// The agents keep their tokens, as they keep them in their data
 	// directories.
 	for id, c := range e.agents {
@@ -365,5 +373,12 @@ func TestSendEventsSplitsBatches(t *testing.T) {
 	}
 	if stored, _ := e.client.TaskEvents(context.Background(), c.Task.ID); len(stored) != 1200 {
 		t.Errorf("the control plane holds %d events, want 1200", len(stored))
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

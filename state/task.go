@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 )
 
@@ -55,6 +56,35 @@ type Task struct {
 	// events and saving the task, the rest are applied again. Nil in files
 	// written before it was kept (then nothing is replayed).
 	EventsApplied *int `json:"events_applied,omitempty"`
+	// EventsBytes is the control plane's too: the size of the task's
+	// events file when it held those EventsApplied events. A start finds
+	// what a crash left unapplied from the file's size alone, reading
+	// nothing before it. Zero in files written before it was kept (then
+	// the file's lines are counted).
+	EventsBytes int64 `json:"events_bytes,omitempty"`
+	// Output is the control plane's account of the log output agents
+	// forwarded for the task, one entry per attempt: what it stored and
+	// what it cut past its cap.
+	Output []AttemptOutput `json:"output,omitempty"`
+}
+
+// AttemptOutput is the control plane's account of the log output
+// forwarded for one attempt. Its log events are stored while they fit in
+// the control plane's cap; the one that would pass it is stored with as
+// many of its lines as fit and a mark (its sequence number is CutAt), and
+// the lines after it are counted, not stored.
+type AttemptOutput struct {
+	Attempt int `json:"attempt"`
+	// StoredBytes is the size of the attempt's stored log events, the
+	// mark's included, as they lie in the events file.
+	StoredBytes int64 `json:"stored_bytes"`
+	// CutAt is the sequence number of the stored event that marks the
+	// cut; zero while nothing is cut.
+	CutAt int `json:"cut_at,omitempty"`
+	// CutLines and CutBytes count the lines cut and the bytes of their
+	// text.
+	CutLines int64 `json:"cut_lines,omitempty"`
+	CutBytes int64 `json:"cut_bytes,omitempty"`
 }
 
 // Reply is a person's answer to an approval request.
@@ -265,6 +295,7 @@ func (t *Task) Clone() *Task {
 		n := *t.EventsApplied
 		c.EventsApplied = &n
 	}
+	c.Output = slices.Clone(t.Output)
 	if t.Result != nil {
 		r := *t.Result
 		c.Result = &r

@@ -210,12 +210,14 @@ func TestCloneSharesNothingThatChanges(t *testing.T) {
 	must(t, task.FinalizeAttempt("a1", Outcome{Status: AttemptFailed, Error: &Error{Code: "x"}, ExitCode: &code, Retry: &RetryDecision{Gate: "g"}}, t0))
 	task.Lease = &Lease{ID: "l1"}
 	task.Result = &Result{Summary: "s"}
+	task.Output = []AttemptOutput{{Attempt: 1, StoredBytes: 10}}
 	c := task.Clone()
 	c.Attempts[0].Error.Code, *c.Attempts[0].ExitCode, c.Attempts[0].Retry.Gate = "changed", 9, "changed"
 	c.Attempts[0].Status = AttemptCompleted
 	c.Lease.ID, c.Result.Summary = "changed", "changed"
+	c.Output[0].StoredBytes = 99
 	a := task.Attempts[0]
-	if a.Error.Code != "x" || *a.ExitCode != 3 || a.Retry.Gate != "g" || a.Status != AttemptFailed || task.Lease.ID != "l1" || task.Result.Summary != "s" {
-		t.Errorf("the clone shares memory with the task: %+v %+v %+v", a, task.Lease, task.Result)
+	if a.Error.Code != "x" || *a.ExitCode != 3 || a.Retry.Gate != "g" || a.Status != AttemptFailed || task.Lease.ID != "l1" || task.Result.Summary != "s" || task.Output[0].StoredBytes != 10 {
+		t.Errorf("the clone shares memory with the task: %+v %+v %+v %+v", a, task.Lease, task.Result, task.Output)
 	}
 }

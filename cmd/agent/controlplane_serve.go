@@ -28,6 +28,7 @@ func newControlPlaneServeCmd() *cobra.Command {
 	var (
 		addr, dir, tokenFile, operatorFile, level, format, metricsAddr string
 		lease, heartbeat, stall, queue                                 time.Duration
+		maxOutput                                                      byteSize
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -74,7 +75,7 @@ the environment, which wins over the file.`,
 				return err
 			}
 			srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: dir, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
-				Limits: state.Limits{Stall: stall, Queued: queue}, Logger: log})
+				Limits: state.Limits{Stall: stall, Queued: queue}, MaxAttemptOutput: int64(maxOutput), Logger: log})
 			if err != nil {
 				return err
 			}
@@ -123,6 +124,7 @@ the environment, which wins over the file.`,
 	t.bind(fs, "heartbeat-interval", &heartbeat)
 	t.bind(fs, "stall-limit", &stall)
 	t.bind(fs, "queued-limit", &queue)
+	t.bind(fs, "max-attempt-output", &maxOutput)
 	t.bind(fs, "metrics-addr", &metricsAddr)
 	t.bind(fs, "log-level", &level)
 	t.bind(fs, "log-format", &format)
