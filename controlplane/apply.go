@@ -161,9 +161,13 @@ func (s *Server) apply(agentID string, ev Event, now time.Time) (reason string) 
 	}
 	if t.Phase.Terminal() {
 		// The completion that follows the agent's own terminal phase is
-		// the one late event a terminal task takes.
+		// the one late event a terminal task takes, from that agent under
+		// its lease alone.
 		var c state.CompleteEvent
 		if ev.Kind == state.EventComplete && json.Unmarshal(ev.Payload, &c) == nil && c.Status == t.Phase && t.Result == nil {
+			if t.Lease == nil || t.Lease.ID != ev.LeaseID || t.Lease.AgentID != agentID {
+				return ReasonLease
+			}
 			s.setResult(t, c)
 			return ""
 		}

@@ -265,3 +265,33 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// A task that ended without its result (the watchdog timed it out, its
+// agent's completion still on the way) takes one late completion: its
+// agent's, under its lease. Another agent cannot write its result.
+func TestAttackAnotherAgentWritesATerminalTasksResult(t *testing.T) {
+	dir, clk := t.TempDir(), &clock{now: t0}
+	e := newEnv(t, dir, clk)
+	ctx := context.Background()
+	task := e.submit("short", "any")
+	c := e.claim("holder", "available", 1)[0]
+	e.send("holder", ev("h1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseFailed, Reason: "boom"}))
+	e.tokenOfAgent("thief")
+	madeUp := c
+	madeUp.Lease.ID = "lease-madeup"
+	for name, claimed := range map[string]Claimed{"a made-up lease id": madeUp, "the holder's lease id": c} {
+		res := e.send("thief", ev("thief-"+name, state.EventComplete, claimed, state.CompleteEvent{Status: state.PhaseFailed, Summary: "forged"}))
+		if res[0].Status != StatusRejected || res[0].Reason != ReasonLease {
+			t.Fatalf("another agent's late completion with %s: %+v, want rejected (%s)", name, res[0], ReasonLease)
+		}
+	}
+	if v, _ := e.client.Task(ctx, task.ID); v.Result != nil {
+		t.Fatalf("the thief wrote the result: %+v", v.Result)
+	}
+	if r := e.send("holder", ev("h2", state.EventComplete, c, state.CompleteEvent{Status: state.PhaseFailed, Summary: "real"})); r[0].Status != StatusAccepted {
+		t.Fatalf("the holder's own late completion: %+v", r[0])
+	}
+	if v, _ := e.client.Task(ctx, task.ID); v.Result == nil || v.Result.Summary != "real" {
+		t.Fatalf("the result after the holder's completion: %+v", v.Result)
+	}
+}
