@@ -27,24 +27,12 @@ func codeLabel(e *state.Error) string {
 	if e == nil || e.Code == "" {
 		return "none"
 	}
-	if knownCodes[e.Code] {
+	if e.Code.Known() {
 		return string(e.Code)
 	}
 	return "other"
 }
 
-// knownCodes are state.ErrorCode's values. An executor may send any
-// string as a code; only these become label values.
-var knownCodes = map[state.ErrorCode]bool{
-	state.CodeRateLimit: true, state.CodeOverloaded: true, state.CodeUnavailable: true, state.CodeTimeout: true,
-	state.CodeGatewayTimeout: true, state.CodeNetwork: true, state.CodeQuota: true, state.CodeAuth: true,
-	state.CodeInvalidRequest: true, state.CodeContextOverflow: true, state.CodePermission: true,
-	state.CodeCancelled: true, state.CodeAgentShutdown: true, state.CodeAgentRestart: true,
-	state.CodeExecutorNotFound: true, state.CodeNotExecutable: true, state.CodeStartFailed: true,
-	state.CodeStdioClosed: true, state.CodeFirstEventTimeout: true, state.CodeAttemptTimeout: true,
-	state.CodeProtocolError: true, state.CodeExitStatus: true,
-	state.CodeFailed: true, state.CodeRecoverableFailed: true, state.CodeTimedOut: true, state.CodeExpired: true,
-}
 
 // phaseLabel is a phase as a label value; one the closed set does not
 // know (a newer file) is "other".

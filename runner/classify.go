@@ -2,7 +2,6 @@ package runner
 
 import (
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,14 +51,6 @@ type Verdict struct {
 	Signal health.Signal
 }
 
-// Explicit codes an executor may give, by class.
-var (
-	transientCodes = []state.ErrorCode{state.CodeRateLimit, state.CodeOverloaded, state.CodeUnavailable, state.CodeTimeout,
-		state.CodeGatewayTimeout, state.CodeNetwork}
-	permanentCodes = []state.ErrorCode{state.CodeQuota, state.CodeAuth, state.CodeInvalidRequest, state.CodeContextOverflow,
-		state.CodePermission}
-)
-
 // Patterns in an error message, lower-case.
 var (
 	stopPatterns      = []string{"quota exceeded", "exceeded your current quota", "billing", "payment required", "insufficient credits", "insufficient_quota", "context length", "context_length", "maximum context"}
@@ -92,9 +83,9 @@ func Classify(f Failure) Verdict {
 		return Verdict{Class: Stop, Code: state.CodeCancelled, Message: "cancelled by the user"}
 	case f.Shutdown:
 		return Verdict{Class: Stop, Code: state.CodeAgentShutdown, Message: "the agent is shutting down"}
-	case slices.Contains(transientCodes, f.Code):
+	case f.Code.Retry() == state.RetryTransient:
 		v.Class = Transient
-	case slices.Contains(permanentCodes, f.Code):
+	case f.Code.Retry() == state.RetryPermanent:
 		v.Class = Permanent
 	case containsAny(msg, stopPatterns):
 		v.Class = Permanent

@@ -9,7 +9,8 @@ package state
 type ErrorCode string
 
 // Codes an executor gives (an exec child's error event, or mapped from a
-// CLI's own errors). The first six are transient, the rest permanent.
+// CLI's own errors). The first six are transient, the rest permanent (see
+// ErrorCode.Retry).
 const (
 	CodeRateLimit       ErrorCode = "rate_limit"
 	CodeOverloaded      ErrorCode = "overloaded"
@@ -48,6 +49,48 @@ const (
 	CodeTimedOut          ErrorCode = "timed_out"
 	CodeExpired           ErrorCode = "expired"
 )
+
+// Retry is what an error code, given by an executor, says of another
+// attempt.
+type Retry uint8
+
+// What a code says of another attempt.
+const (
+	// RetryUnsaid: a code the agent gives itself, or one nobody knows;
+	// the runner judges the failure by its other facts.
+	RetryUnsaid Retry = iota
+	// RetryTransient: the same attempt may well succeed later.
+	RetryTransient
+	// RetryPermanent: another attempt would fail the same way.
+	RetryPermanent
+)
+
+// errorCodes is every ErrorCode, once, with what it says of another
+// attempt: the runner's classification and the metrics' label values
+// derive from it.
+var errorCodes = map[ErrorCode]Retry{
+	CodeRateLimit: RetryTransient, CodeOverloaded: RetryTransient, CodeUnavailable: RetryTransient,
+	CodeTimeout: RetryTransient, CodeGatewayTimeout: RetryTransient, CodeNetwork: RetryTransient,
+	CodeQuota: RetryPermanent, CodeAuth: RetryPermanent, CodeInvalidRequest: RetryPermanent,
+	CodeContextOverflow: RetryPermanent, CodePermission: RetryPermanent,
+
+	CodeCancelled: RetryUnsaid, CodeAgentShutdown: RetryUnsaid, CodeAgentRestart: RetryUnsaid,
+	CodeExecutorNotFound: RetryUnsaid, CodeNotExecutable: RetryUnsaid, CodeStartFailed: RetryUnsaid,
+	CodeStdioClosed: RetryUnsaid, CodeFirstEventTimeout: RetryUnsaid, CodeAttemptTimeout: RetryUnsaid,
+	CodeProtocolError: RetryUnsaid, CodeExitStatus: RetryUnsaid,
+
+	CodeFailed: RetryUnsaid, CodeRecoverableFailed: RetryUnsaid, CodeTimedOut: RetryUnsaid, CodeExpired: RetryUnsaid,
+}
+
+// Known reports whether c is one of the codes above. An executor may send
+// any string as a code.
+func (c ErrorCode) Known() bool {
+	_, ok := errorCodes[c]
+	return ok
+}
+
+// Retry is what c, given by an executor, says of another attempt.
+func (c ErrorCode) Retry() Retry { return errorCodes[c] }
 
 // endedBy is the outcome terminal phase p gives an attempt still open,
 // with reason as its message.

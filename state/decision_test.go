@@ -1,73 +1,64 @@
 package state
 
 import (
-	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strconv"
 	"testing"
-	"time"
 )
 
-// A task ended from outside the runner (the watchdog, a phase an agent
-// reported) finalizes its open attempt with a code named for the phase.
-func TestTerminalPhaseNamesAnOpenAttemptsFailure(t *testing.T) {
-	cases := []struct {
-		phase  Phase
-		status AttemptStatus
-		code   ErrorCode
-	}{
-		{PhaseCompleted, AttemptCompleted, ""},
-		{PhaseCancelled, AttemptCancelled, CodeCancelled},
-		{PhaseFailed, AttemptFailed, CodeFailed},
-		{PhaseRecoverableFailed, AttemptFailed, CodeRecoverableFailed},
-		{PhaseTimedOut, AttemptFailed, CodeTimedOut},
+// Every ErrorCode constant is in the one table that says what it means
+// for a retry: a code added without its class fails here, not in a
+// classification or a metric label that silently says "other".
+func TestEveryErrorCodeIsInTheTable(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "decision.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range cases {
-		t.Run(string(c.phase), func(t *testing.T) {
-			task := claimed(t)
-			_, err := task.StartFirstAttempt("a1", nil, t0)
-			must(t, err)
-			must(t, task.Transition(PhaseTurnStarted, "", t0))
-			must(t, task.Transition(c.phase, "no progress for 10m", t0.Add(time.Minute)))
-			a := task.Attempts[0]
-			var code ErrorCode
-			if a.Error != nil {
-				code = a.Error.Code
+	declared := 0
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			v := spec.(*ast.ValueSpec)
+			if id, ok := v.Type.(*ast.Ident); !ok || id.Name != "ErrorCode" {
+				continue
 			}
-			if a.Status != c.status || code != c.code {
-				t.Errorf("attempt %s %+v, want %s %q", a.Status, a.Error, c.status, c.code)
+			for _, val := range v.Values {
+				code, _ := strconv.Unquote(val.(*ast.BasicLit).Value)
+				declared++
+				if !ErrorCode(code).Known() {
+					t.Errorf("ErrorCode %q is declared but not in errorCodes", code)
+				}
 			}
-			if c.code != "" && string(c.code) != string(c.phase) {
-				t.Errorf("code %q is not the phase's name %q", c.code, c.phase)
-			}
-			must(t, task.Check())
-		})
+		}
+	}
+	if declared != len(errorCodes) {
+		t.Errorf("%d codes declared, %d in the table", declared, len(errorCodes))
 	}
 }
 
-// The typed decisions are strings on the wire, exactly as before they had
-// a type: a task file or a report written by an older agent reads the same.
-func TestDecisionsOnTheWire(t *testing.T) {
-	cases := []struct {
-		name string
-		v    any
-		want string
-	}{
-		{"executor code", Error{Code: CodeGatewayTimeout, Message: "upstream"}, `{"code":"gateway_timeout","message":"upstream"}`},
-		{"agent code", Error{Code: CodeFirstEventTimeout}, `{"code":"first_event_timeout"}`},
-		{"unknown executor code kept", Error{Code: ErrorCode("weird_thing")}, `{"code":"weird_thing"}`},
-		{"retried", RetryDecision{TechnicallyRetryable: true, Gate: GateAllowed, Decision: DecisionRetried, Delay: Duration(4 * time.Second)},
-			`{"technically_retryable":true,"gate":"allowed","decision":"retried","delay":"4s"}`},
-		{"blocked", RetryDecision{TechnicallyRetryable: true, Gate: GateFirstEventUsed, Decision: DecisionStopped},
-			`{"technically_retryable":true,"gate":"first_event_retry_used","decision":"stopped"}`},
+// What the codes executors give say of a retry: the spec's lists.
+func TestErrorCodesSayWhatTheSpecSays(t *testing.T) {
+	for _, c := range []ErrorCode{CodeRateLimit, CodeOverloaded, CodeUnavailable, CodeTimeout, CodeGatewayTimeout, CodeNetwork} {
+		if c.Retry() != RetryTransient {
+			t.Errorf("%s: %d, want transient", c, c.Retry())
+		}
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			b, err := json.Marshal(c.v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(b) != c.want {
-				t.Errorf("got  %s\nwant %s", b, c.want)
-			}
-		})
+	for _, c := range []ErrorCode{CodeQuota, CodeAuth, CodeInvalidRequest, CodeContextOverflow, CodePermission} {
+		if c.Retry() != RetryPermanent {
+			t.Errorf("%s: %d, want permanent", c, c.Retry())
+		}
+	}
+	for _, c := range []ErrorCode{CodeCancelled, CodeStdioClosed, "made-up"} {
+		if c.Retry() != RetryUnsaid {
+			t.Errorf("%s: %d, want unsaid", c, c.Retry())
+		}
+	}
+	if ErrorCode("made-up").Known() {
+		t.Error("a made-up code is known")
 	}
 }
