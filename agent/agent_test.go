@@ -158,13 +158,13 @@ func TestNewRefusesABadConfig(t *testing.T) {
 func TestRecordKeys(t *testing.T) {
 	at := time.Date(2026, 11, 21, 12, 0, 0, 5, time.UTC)
 	cases := map[string]runner.Report{
-		"t-1:phase:claimed:2026-11-21T12:00:00.000000005Z":      {Kind: state.EventPhase, At: at, Payload: state.PhaseEvent{Phase: state.PhaseClaimed}},
-		"t-1:complete:completed:2026-11-21T12:00:00.000000005Z": {Kind: state.EventComplete, At: at, Payload: state.CompleteEvent{Status: state.PhaseCompleted}},
-		"": {Kind: state.EventLog, At: at, Payload: state.LogEvent{}},
+		"t-1:phase:claimed:2026-11-21T12:00:00.000000005Z":      {At: at, Payload: state.PhaseEvent{Phase: state.PhaseClaimed}},
+		"t-1:complete:completed:2026-11-21T12:00:00.000000005Z": {At: at, Payload: state.CompleteEvent{Status: state.PhaseCompleted}},
+		"": {At: at, Payload: state.LogEvent{}},
 	}
 	for want, r := range cases {
 		if got := recordKey("t-1", r); got != want {
-			t.Errorf("%s: %q, want %q", r.Kind, got, want)
+			t.Errorf("%s: %q, want %q", r.Kind(), got, want)
 		}
 	}
 }

@@ -32,7 +32,7 @@ func (a *Agent) fit(taskID string, r runner.Report, limit int) ([]byte, error) {
 		return payload, err
 	}
 	if a.log != nil {
-		a.log.Warn("report over the record limit; made to fit", "task", taskID, "kind", r.Kind, "bytes", len(payload), "limit", limit)
+		a.log.Warn("report over the record limit; made to fit", "task", taskID, "kind", r.Kind(), "bytes", len(payload), "limit", limit)
 	}
 	switch p := r.Payload.(type) {
 	case state.LogEvent:

@@ -35,9 +35,9 @@ func TestOversizedReportsAreMadeToFit(t *testing.T) {
 		kind outbox.Kind
 		want string
 	}{
-		{"log", runner.Report{Kind: state.EventLog, Payload: state.LogEvent{Stream: "stdout", Lines: lines}}, outbox.KindLog, "bytes cut: over the record limit"},
-		{"completion", runner.Report{Kind: state.EventComplete, Payload: state.CompleteEvent{Status: state.PhaseCompleted, Summary: "done", Result: map[string]string{"data": huge}}}, outbox.KindComplete, "stored_in"},
-		{"progress", runner.Report{Kind: state.EventProgress, Payload: state.ProgressEvent{Message: huge}}, outbox.KindProgress, "bytes cut"},
+		{"log", runner.Report{Payload: state.LogEvent{Stream: "stdout", Lines: lines}}, outbox.KindLog, "bytes cut: over the record limit"},
+		{"completion", runner.Report{Payload: state.CompleteEvent{Status: state.PhaseCompleted, Summary: "done", Result: map[string]string{"data": huge}}}, outbox.KindComplete, "stored_in"},
+		{"progress", runner.Report{Payload: state.ProgressEvent{Message: huge}}, outbox.KindProgress, "bytes cut"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			payload, err := a.fit("t-1", c.r, limit)

@@ -22,10 +22,10 @@ func (s *sink) Report(r runner.Report) {
 	a := s.a
 	payload, err := a.fit(s.taskID, r, a.recordLimit())
 	if err != nil {
-		a.log.Error("report not kept", "task", s.taskID, "kind", r.Kind, "err", err)
+		a.log.Error("report not kept", "task", s.taskID, "kind", r.Kind(), "err", err)
 		return
 	}
-	rec := outbox.Record{Key: recordKey(s.taskID, r), Kind: outbox.Kind(r.Kind), TaskID: s.taskID, Attempt: r.Attempt,
+	rec := outbox.Record{Key: recordKey(s.taskID, r), Kind: outbox.Kind(r.Kind()), TaskID: s.taskID, Attempt: r.Attempt,
 		CreatedAt: r.At, Payload: payload}
 	a.held.flush(a.outbox, a.store) // what is held goes first, if writes work again
 	if err := a.held.append(a.outbox, rec); err != nil {
@@ -35,15 +35,14 @@ func (s *sink) Report(r runner.Report) {
 			a.log.Error("log report dropped while writes fail", "task", s.taskID, "err", err)
 		}
 	}
-	switch r.Kind {
-	case state.EventLog:
-		l := r.Payload.(state.LogEvent)
-		if err := a.logs.append(a.layout, s.taskID, max(r.Attempt, 1), r.At, l.Stream, l.Lines); err != nil {
+	switch p := r.Payload.(type) {
+	case state.LogEvent:
+		if err := a.logs.append(a.layout, s.taskID, max(r.Attempt, 1), r.At, p.Stream, p.Lines); err != nil {
 			a.log.Warn("local task log", "task", s.taskID, "err", err)
 		}
-	case state.EventPhase, state.EventProgress, state.EventAttempt, state.EventComplete:
-		if r.Kind == state.EventAttempt {
-			a.obs.Attempt(r.Payload.(state.Attempt)) // the metrics count the attempts that end
+	default:
+		if at, ok := p.(state.Attempt); ok {
+			a.obs.Attempt(at) // the metrics count the attempts that end
 		}
 		// Progress too, as it happens: tasks watch and tasks logs -f read
 		// it from the task's file.
@@ -82,5 +81,5 @@ func recordKey(taskID string, r runner.Report) string {
 	default:
 		return ""
 	}
-	return fmt.Sprintf("%s:%s:%s:%s", taskID, r.Kind, phase, r.At.UTC().Format(outbox.TimeFormat))
+	return fmt.Sprintf("%s:%s:%s:%s", taskID, r.Kind(), phase, r.At.UTC().Format(outbox.TimeFormat))
 }

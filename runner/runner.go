@@ -34,16 +34,18 @@ var (
 // Report is one thing the runner tells the sink: a phase, progress, log,
 // attempt or completion event of a task.
 type Report struct {
-	Kind    state.EventKind
 	Attempt int
 	At      time.Time
-	// Payload is a state.PhaseEvent, state.ProgressEvent, state.LogEvent,
-	// state.Attempt or state.CompleteEvent, by Kind.
-	Payload any
+	// Payload is the event: a state.PhaseEvent, state.ProgressEvent,
+	// state.LogEvent, state.Attempt or state.CompleteEvent.
+	Payload state.Payload
 	// Task is the task after the change. It is valid only during the call:
 	// the runner goes on changing it afterwards.
 	Task *state.Task
 }
+
+// Kind is the kind of event the report carries.
+func (r Report) Kind() state.EventKind { return r.Payload.EventKind() }
 
 // Sink receives reports, in order, from the runner's goroutine.
 type Sink interface {
@@ -359,7 +361,7 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 	}
 	if act.Progress != nil {
 		logs.flush()
-		r.report(task, state.EventProgress, *act.Progress)
+		r.report(task, *act.Progress)
 	}
 }
 
@@ -383,7 +385,7 @@ func (r *Runner) setPhase(task *state.Task, p state.Phase, req *state.ApprovalRe
 		ev.Reason = "approval requested: " + approvalText(*req)
 		ev.Request = req
 	}
-	r.report(task, state.EventPhase, ev)
+	r.report(task, ev)
 	return nil
 }
 
@@ -533,23 +535,23 @@ func (r *Runner) end(task *state.Task, phase state.Phase, reason string) {
 	if c := task.Current(); c != nil && phase != state.PhaseCompleted {
 		ce.Error = c.Error
 	}
-	r.report(task, state.EventComplete, ce)
+	r.report(task, ce)
 }
 
 func (r *Runner) reportPhase(task *state.Task) {
-	r.report(task, state.EventPhase, state.PhaseEvent{Phase: task.Phase, Reason: task.PhaseReason})
+	r.report(task, state.PhaseEvent{Phase: task.Phase, Reason: task.PhaseReason})
 }
 
 func (r *Runner) reportAttempt(task *state.Task, a *state.Attempt) {
-	r.report(task, state.EventAttempt, *a)
+	r.report(task, *a)
 }
 
-func (r *Runner) report(task *state.Task, kind state.EventKind, payload any) {
+func (r *Runner) report(task *state.Task, payload state.Payload) {
 	n := 0
 	if c := task.Current(); c != nil {
 		n = c.Number
 	}
-	r.Sink.Report(Report{Kind: kind, Attempt: n, At: r.now(), Payload: payload, Task: task})
+	r.Sink.Report(Report{Attempt: n, At: r.now(), Payload: payload, Task: task})
 }
 
 // logBatch gathers log lines into few reports: lines of one stream in a
@@ -582,6 +584,6 @@ func (b *logBatch) flush() {
 	if len(b.lines) == 0 {
 		return
 	}
-	b.r.report(b.task, state.EventLog, state.LogEvent{Stream: b.stream, Lines: b.lines})
+	b.r.report(b.task, state.LogEvent{Stream: b.stream, Lines: b.lines})
 	b.lines, b.size = nil, 0
 }

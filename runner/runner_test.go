@@ -54,10 +54,11 @@ type recorder struct {
 
 func (rec *recorder) Report(r Report) {
 	rec.mu.Lock()
-	if r.Kind == state.EventLog {
-		rec.logLines += len(r.Payload.(state.LogEvent).Lines)
+	l, isLog := r.Payload.(state.LogEvent)
+	if isLog {
+		rec.logLines += len(l.Lines)
 	}
-	if r.Kind != state.EventLog || rec.keepLogs {
+	if !isLog || rec.keepLogs {
 		r.Task = nil // only valid during the call
 		rec.reports = append(rec.reports, r)
 	}
@@ -73,7 +74,7 @@ func (rec *recorder) kinds() []string {
 	defer rec.mu.Unlock()
 	var out []string
 	for _, r := range rec.reports {
-		s := string(r.Kind)
+		s := string(r.Kind())
 		switch p := r.Payload.(type) {
 		case state.PhaseEvent:
 			s += ":" + string(p.Phase)

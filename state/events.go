@@ -15,6 +15,36 @@ const (
 	EventComplete EventKind = "complete"
 )
 
+// Payload is what an event carries: a PhaseEvent, a ProgressEvent, a
+// LogEvent, an Attempt or a CompleteEvent, and nothing else (the set is
+// sealed: a switch over it is whole).
+type Payload interface {
+	// EventKind is the kind of event that carries it.
+	EventKind() EventKind
+	payload()
+}
+
+// EventKind implements Payload.
+func (PhaseEvent) EventKind() EventKind { return EventPhase }
+
+// EventKind implements Payload.
+func (Progress) EventKind() EventKind { return EventProgress }
+
+// EventKind implements Payload.
+func (LogEvent) EventKind() EventKind { return EventLog }
+
+// EventKind implements Payload.
+func (Attempt) EventKind() EventKind { return EventAttempt }
+
+// EventKind implements Payload.
+func (CompleteEvent) EventKind() EventKind { return EventComplete }
+
+func (PhaseEvent) payload()    {}
+func (Progress) payload()      {}
+func (LogEvent) payload()      {}
+func (Attempt) payload()       {}
+func (CompleteEvent) payload() {}
+
 // PhaseEvent reports a phase change.
 type PhaseEvent struct {
 	Phase  Phase  `json:"phase"`
