@@ -69,14 +69,14 @@ func (c Config) confine() (confinement, error) {
 		return confinement{line: "none (isolation none): " + unconfinedRisk}, nil
 	}
 	why := ""
-	abi := landlock.ABI()
+	abi, err := landlock.Probe()
 	switch {
 	case runtime.GOOS != "linux":
 		why = "Landlock is Linux's"
 	case !keeper.Supported():
 		why = "this program does not run attempts under a keeper"
-	case abi == 0:
-		why = "the kernel has no Landlock (Linux 5.13 or later with landlock among its security modules)"
+	case err != nil:
+		why = err.Error()
 	}
 	if why != "" {
 		if iso.Mode == IsolationLandlock {

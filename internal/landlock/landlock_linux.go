@@ -11,11 +11,23 @@ import (
 // ABI is the Landlock ABI version the kernel offers: 0 where it has none
 // (too old, or Landlock is not among the enabled security modules).
 func ABI() int {
+	abi, _ := Probe()
+	return abi
+}
+
+// Probe is the Landlock ABI version the kernel offers, or why there is
+// none, in words an operator can act on.
+func Probe() (int, error) {
 	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	if errno != 0 {
-		return 0
+	switch errno {
+	case 0:
+		return int(v), nil
+	case unix.ENOSYS:
+		return 0, fmt.Errorf("%w: the kernel has none (Linux 5.13 or later has it)", ErrUnsupported)
+	case unix.EOPNOTSUPP:
+		return 0, fmt.Errorf("%w: the kernel has it turned off (boot with landlock among lsm=...)", ErrUnsupported)
 	}
-	return int(v)
+	return 0, fmt.Errorf("%w: %v (a seccomp filter refusing landlock_create_ruleset?)", ErrUnsupported, errno)
 }
 
 // scopedABI is the first ABI that scopes signals and abstract Unix

@@ -133,3 +133,18 @@ func TestListAllAndMissingPaths(t *testing.T) {
 		t.Errorf("the denied file has a rule: %v", got)
 	}
 }
+
+// A writable hierarchy that holds a denied path is split like a readable
+// one: an operator's --isolation-write of the home directory does not
+// give a task the agent's data directory in it.
+func TestAWritableHierarchyIsSplitToo(t *testing.T) {
+	root := tree(t, "home/.local/state/agent/agent-token", "home/src/x")
+	rules, err := Policy{Write: []string{filepath.Join(root, "home")}, Deny: []string{filepath.Join(root, "home/.local/state/agent")}}.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rulePaths(root, rules)
+	if got["home/src"] != WriteAccess || len(got) != 1 {
+		t.Errorf("rules %v, want write beneath home/src alone", got)
+	}
+}
