@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -203,6 +204,8 @@ func (k *keeperProc) reap(exited chan<- Status, allGone chan<- struct{}) {
 // the keeper has none. It returns how many it killed.
 func (k *keeperProc) sweep(allGone <-chan struct{}) int {
 	killed := map[int]bool{}
+	// Most attempts leave nothing: the first look is soon after.
+	wait := 100 * time.Microsecond
 	for {
 		for _, pid := range k.leftover() {
 			if !killed[pid] && k.kill(pid) {
@@ -212,21 +215,46 @@ func (k *keeperProc) sweep(allGone <-chan struct{}) int {
 		select {
 		case <-allGone:
 			return len(killed)
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(wait):
+			wait = min(2*wait, 5*time.Millisecond)
 		}
 	}
 }
 
-// leftover lists the live processes that are the keeper's children or in
-// the executor's process group.
+// leftover lists the keeper's live children. Every process of the attempt
+// becomes one in turn: when a parent is killed, its children come to the
+// keeper, a subreaper. The kernel lists each thread's children
+// (/proc/self/task/TID/children); without that file, /proc is scanned.
 func (k *keeperProc) leftover() []int {
+	self := os.Getpid()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return k.scan(self)
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			return k.scan(self)
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && k.ours(pid, self) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// scan lists the live processes that are the keeper's children or in the
+// executor's process group, from all of /proc.
+func (k *keeperProc) scan(self int) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
 	}
 	names, _ := d.Readdirnames(-1)
 	d.Close()
-	self := os.Getpid()
 	var out []int
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
