@@ -16,7 +16,7 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
-// wantPrincipals is who may use each route: the table the README shows.
+// wantPrincipals is who may use each route: the table docs/security.md shows.
 // A route added without a line here fails TestEveryRouteServesOnlyItsPrincipals.
 var wantPrincipals = map[string]principal{
 	"POST /v1/agents/register":    principalRegistration | principalAgent,

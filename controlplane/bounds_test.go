@@ -23,7 +23,7 @@ import (
 // This file's attacks use only what the API had before the control plane
 // was bounded (no option, no constant of the bounds), so that each runs,
 // and fails, against that code too. The figures they hold the server to
-// are README's ("The reference control plane").
+// are docs/controlplane.md's.
 const (
 	attackOutput  = 48 << 20 // what the task prints
 	defaultCap    = 8 << 20  // the default cap of an attempt's stored output

@@ -4,7 +4,7 @@ package main
 
 // The fault suite (make faults): real processes against real faults. Each
 // test logs one "FAULT | scenario | figures" line, which scripts/faults.sh
-// gathers into the table the README shows.
+// gathers into the table docs/faults.md shows.
 
 import (
 	"bytes"

@@ -53,6 +53,6 @@ this on its own; run it by hand with the agent stopped (it takes the lock).`,
 		},
 	}
 	dataDirFlag(cmd, &dataDir)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (see README: JSON output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (see docs/commands.md: JSON output)")
 	return cmd
 }

@@ -73,7 +73,7 @@ attempts and last error. Sent records stay listed until compaction.`,
 	fl.StringVar(&task, "task", "", "only records of this task")
 	fl.StringVar(&kind, "kind", "", "only records of this kind (phase, progress, log, attempt, complete)")
 	fl.IntVar(&limit, "limit", 0, "at most this many records (0: no limit)")
-	fl.BoolVar(&asJSON, "json", false, "print a JSON array (see README: JSON output)")
+	fl.BoolVar(&asJSON, "json", false, "print a JSON array (see docs/commands.md: JSON output)")
 	return cmd
 }
 

@@ -83,6 +83,6 @@ The agent purges dead records on its own once they are older than its
 	dataDirFlag(cmd, &dataDir)
 	cmd.Flags().BoolVar(&dead, "dead", false, "purge dead records (required)")
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "only records marked dead longer ago than this, e.g. 72h (default: every dead record)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (see README: JSON output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (see docs/commands.md: JSON output)")
 	return cmd
 }

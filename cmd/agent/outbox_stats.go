@@ -64,6 +64,6 @@ func newOutboxStatsCmd() *cobra.Command {
 		},
 	}
 	dataDirFlag(cmd, &dataDir)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object (see README: JSON output)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object (see docs/commands.md: JSON output)")
 	return cmd
 }

@@ -100,7 +100,7 @@ func newOutboxTailCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.BoolVarP(&follow, "follow", "f", false, "keep printing records as they are appended")
 	fl.IntVarP(&last, "lines", "n", 10, "how many of the latest records to print first")
-	fl.BoolVar(&asJSON, "json", false, "print one JSON object per record (see README: JSON output)")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object per record (see docs/commands.md: JSON output)")
 	return cmd
 }
 

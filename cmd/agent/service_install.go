@@ -116,7 +116,7 @@ macOS caps at kern.maxprocperuid) and has no memory limit.`,
 	}
 	f.add(cmd, true)
 	lim.add(cmd)
-	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out (see the README for what it allows)")
+	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out (see docs/service.md for what it allows)")
 	cmd.Flags().BoolVar(&noStart, "no-start", false, "write the files, print the commands that would load and start the service")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: print the file and the commands")
 	return cmd

@@ -99,7 +99,7 @@ func (s serviceSpec) systemdSandbox() string {
 	for i, d := range writable {
 		rw[i] = systemdValue("-" + d) // "-": one that does not exist yet is no error
 	}
-	return `# Sandbox (agent service install --no-sandbox leaves it out; see the README).
+	return `# Sandbox (agent service install --no-sandbox leaves it out; see docs/service.md).
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=read-only
