@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/edgeagent/agent/internal/proc"
 )
 
 // CodexConfig configures the codex executor. Zero fields take the defaults
@@ -96,7 +98,7 @@ func (c *Codex) Name() string { return "codex" }
 
 // Probe implements Executor.
 func (c *Codex) Probe(context.Context) error {
-	_, err := resolveBinary(c.cfg.Bin)
+	_, err := proc.Resolve(c.cfg.Bin)
 	return err
 }
 
@@ -120,7 +122,7 @@ func (c *Codex) env(spec AttemptSpec) []string {
 
 // Run implements Executor.
 func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
-	path, err := resolveBinary(c.cfg.Bin)
+	path, err := proc.Resolve(c.cfg.Bin)
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}
@@ -129,7 +131,7 @@ func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exi
 		dir = c.cfg.Dir
 	}
 	env := c.env(spec)
-	p, err := startProcess(processSpec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
+	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
 		Env: env, Mark: spec.mark(), StdinPipe: true, Grace: c.cfg.Grace,
 		Confine: spec.confine(codexHome(env))})
 	if err != nil {
@@ -138,7 +140,7 @@ func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exi
 	if dir == "" {
 		dir, _ = os.Getwd()
 	}
-	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: newSessionEmitter(emit, "codex", p.pgid), pending: map[int64]string{},
+	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: newSessionEmitter(emit, "codex", p.Pgid), pending: map[int64]string{},
 		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval)}
 	return s.run(ctx)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/edgeagent/agent/internal/proc"
 )
 
 // The executor's environment is an allowlist: what a CLI needs to run for
@@ -16,7 +18,7 @@ import (
 var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "TMPDIR"}
 
 // neverEnv is never passed on, whatever an allowlist says.
-var neverEnv = []string{"AGENT_TOKEN", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", MarkEnv}
+var neverEnv = []string{"AGENT_TOKEN", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", proc.MarkEnv}
 
 // CheckEnvNames checks names given to pass on (--executor-env): a name, or a
 // prefix ending in "*". The agent's own secrets cannot be passed.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -33,7 +34,7 @@ func TestExecutorEnvironmentIsAnAllowlist(t *testing.T) {
 			t.Errorf("the executor's environment holds %s:\n%s", gone, env)
 		}
 	}
-	for _, kept := range []string{"stdout: PATH=", "stdout: LANG=C.UTF-8", "stdout: MY_TOOL_HOME=/opt/tool", "stdout: AGENT_TASK_ID=t-1", "stdout: AGENT_ATTEMPT=1", "stdout: " + MarkEnv + "="} {
+	for _, kept := range []string{"stdout: PATH=", "stdout: LANG=C.UTF-8", "stdout: MY_TOOL_HOME=/opt/tool", "stdout: AGENT_TASK_ID=t-1", "stdout: AGENT_ATTEMPT=1", "stdout: " + proc.MarkEnv + "="} {
 		if !strings.Contains(env, kept) {
 			t.Errorf("the executor's environment lacks %s:\n%s", kept, env)
 		}

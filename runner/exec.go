@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/edgeagent/agent/internal/proc"
 )
 
 // ExecConfig configures the exec executor. Zero fields take the defaults
@@ -76,7 +78,7 @@ func (e *Exec) Probe(context.Context) error {
 }
 
 // resolve finds the command, saying which of the two start errors stops it.
-func (e *Exec) resolve() (string, error) { return resolveBinary(e.cfg.Argv[0]) }
+func (e *Exec) resolve() (string, error) { return proc.Resolve(e.cfg.Argv[0]) }
 
 // batchLines and batchBytes bound one lines event.
 const (
@@ -98,7 +100,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	if dir == "" {
 		dir = e.cfg.Dir
 	}
-	p, err := startProcess(processSpec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
+	p, err := proc.Start(proc.Spec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
 		Env: executorEnv(os.Environ(), e.cfg.EnvPass, e.cfg.Env, spec), Mark: spec.mark(),
 		Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.confine()})
 	if err != nil {
@@ -113,7 +115,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	}
 	sid := make([]byte, 4)
 	rand.Read(sid)
-	session := fmt.Sprintf("%x-%d", sid, p.pgid) // short form (first 4) tells attempts apart
+	session := fmt.Sprintf("%x-%d", sid, p.Pgid) // short form (first 4) tells attempts apart
 	send(Event{Type: EventSession, SessionID: session})
 
 	var sawResult sync.Once
@@ -121,11 +123,11 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	stdoutDone, stderrDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stdoutDone)
-		e.read(p.stdout, "stdout", session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) })
+		e.read(p.Stdout, "stdout", session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) })
 	}()
 	go func() {
 		defer close(stderrDone)
-		e.read(p.stderr, "stderr", session, false, send, nil)
+		e.read(p.Stderr, "stderr", session, false, send, nil)
 	}()
 
 	var (
@@ -139,7 +141,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 		if !stopping {
 			stopping = true
 			exit.Killed = true
-			p.signal(syscall.SIGTERM)
+			p.Signal(syscall.SIGTERM)
 			killTimer = time.After(e.cfg.Grace)
 		}
 	}
@@ -150,7 +152,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 			ctxDone = nil
 			stop()
 		case <-killTimer:
-			p.signal(syscall.SIGKILL)
+			p.Signal(syscall.SIGKILL)
 		case <-stdoutEOF:
 			stdoutEOF = nil
 			select {
@@ -161,42 +163,32 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 		case <-closeTimer:
 			exit.StdioClosed = true
 			stop()
-		case <-p.exited:
+		case <-p.Exited():
 			running = false
 		}
 	}
 	// No process of the attempt outlives it: its group, and whatever
 	// carries its mark.
-	p.sweep()
-	drainOutput(e.cfg.DrainTimeout, p, stdoutDone, stderrDone)
-	p.exitStatus(&exit)
+	p.Sweep()
+	p.Drain(e.cfg.DrainTimeout, stdoutDone, stderrDone)
+	exitStatus(p, &exit)
 	return exit
 }
 
-// drainOutput waits, for at most timeout, for the readers to reach the end
-// of the output; then it closes the pipes under them (something outside the
-// attempt's reach holds them open) and waits for the readers to return.
-func drainOutput(timeout time.Duration, p *process, done ...chan struct{}) {
-	drain := time.NewTimer(timeout)
-	defer drain.Stop()
-	for _, d := range done {
-		select {
-		case <-d:
-		case <-drain.C:
-			p.stdout.Close()
-			p.stderr.Close()
-			<-d
-		}
+// exitStatus fills an Exit from the ended process.
+func exitStatus(p *proc.Process, exit *Exit) {
+	var err error
+	exit.ExitCode, exit.Signal, err = p.Status()
+	if err != nil {
+		exit.StartErr = err
 	}
-	p.stdout.Close()
-	p.stderr.Close()
 }
 
 // read turns one pipe into events: JSON object lines on stdout are events,
 // every other line a raw line. Raw lines are batched while more input is
 // already buffered, so a burst costs few events and bounded memory.
 func (e *Exec) read(f *os.File, stream, session string, events bool, send func(Event), onResult func()) {
-	lr := newLineReader(f, e.cfg.MaxLine)
+	lr := proc.NewLineReader(f, e.cfg.MaxLine)
 	var (
 		batch []string
 		size  int
@@ -208,7 +200,7 @@ func (e *Exec) read(f *os.File, stream, session string, events bool, send func(E
 		}
 	}
 	for {
-		line, err := lr.next()
+		line, err := lr.Next()
 		if err != nil {
 			flush()
 			return
@@ -226,7 +218,7 @@ func (e *Exec) read(f *os.File, stream, session string, events bool, send func(E
 		}
 		batch = append(batch, line)
 		size += len(line)
-		if len(batch) >= batchLines || size >= batchBytes || !lr.buffered() {
+		if len(batch) >= batchLines || size >= batchBytes || !lr.Buffered() {
 			flush()
 		}
 	}

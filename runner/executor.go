@@ -3,10 +3,10 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -29,7 +29,7 @@ type Executor interface {
 type AttemptSpec struct {
 	Task      TaskInput
 	AttemptID string
-	// Mark tags every process of the attempt (MarkEnv), so that none
+	// Mark tags every process of the attempt (proc.MarkEnv), so that none
 	// outlives it. Default: one made from the attempt id.
 	Mark string
 	// FirstEventLimit is the attempt's first-event limit, for executors
@@ -77,7 +77,7 @@ func (s AttemptSpec) mark() string {
 	if s.Mark != "" {
 		return s.Mark
 	}
-	return newMark("", s.AttemptID)
+	return proc.NewMark("", s.AttemptID)
 }
 
 // TaskInput is the task as the executor sees it: the JSON line the exec
@@ -176,8 +176,8 @@ const (
 
 // Start errors an executor reports in Exit.StartErr.
 var (
-	ErrExecutorNotFound = errors.New("executor not found")
-	ErrNotExecutable    = errors.New("executor not executable")
+	ErrExecutorNotFound = proc.ErrNotFound
+	ErrNotExecutable    = proc.ErrNotExecutable
 )
 
 // Describe says what an executor runs, for the agent's start banner: its
@@ -191,7 +191,7 @@ func Describe(e Executor) string {
 
 // binaryNote is where a binary was found, or why it was not.
 func binaryNote(bin string) string {
-	path, err := resolveBinary(bin)
+	path, err := proc.Resolve(bin)
 	if err != nil {
 		return bin + ": not found"
 	}

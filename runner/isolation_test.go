@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -135,7 +136,7 @@ func TestAnExecAttemptRunsInItsWorkDirectory(t *testing.T) {
 func TestAProcessInItsOwnSessionWithoutTheMarkDiesWithItsAttempt(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "escaped")
-	script := `env -u ` + MarkEnv + ` setsid sh -c 'echo $$ > ` + pidFile + `; exec sleep 1000' </dev/null >/dev/null 2>&1 &
+	script := `env -u ` + proc.MarkEnv + ` setsid sh -c 'echo $$ > ` + pidFile + `; exec sleep 1000' </dev/null >/dev/null 2>&1 &
 		while [ ! -s ` + pidFile + ` ]; do sleep 0.01; done; echo started`
 	exe, err := NewExec(ExecConfig{Argv: []string{"/bin/sh", "-c", script}})
 	if err != nil {
@@ -149,7 +150,7 @@ func TestAProcessInItsOwnSessionWithoutTheMarkDiesWithItsAttempt(t *testing.T) {
 		t.Fatalf("the task did not start its process: %v; logs %v", err, f.rec.logs())
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if st, ok := readStat(pid); ok && st.state != 'Z' {
+	if alive(pid) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Fatalf("process %d, in a session of its own without the mark, outlived its attempt", pid)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -166,12 +167,12 @@ func runCLICase(t *testing.T, c cliCase, exe func(*mockmodel.Server) Executor) {
 // still alive.
 func assertNoMarkedProcess(t *testing.T, owner string) {
 	t.Helper()
-	if pids := markedProcesses(func(m string) bool { return strings.HasPrefix(m, owner+"/") }); len(pids) > 0 {
+	if pids := proc.OwnerProcesses(owner); len(pids) > 0 {
 		for _, pid := range pids {
 			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 			t.Errorf("process %d (%s) of the attempt outlived it", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 		}
-		SweepOwner(owner)
+		proc.SweepOwner(owner)
 	}
 }
 
