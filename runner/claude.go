@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -117,7 +116,7 @@ func (c *Claude) env(spec AttemptSpec) []string {
 	set := []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"CLAUDE_CODE_MAX_RETRIES=" + strconv.Itoa(c.cfg.MaxRetries),
 		"API_TIMEOUT_MS=" + strconv.FormatInt(timeout.Milliseconds(), 10)}
-	return executorEnv(os.Environ(), append([]string{"CLAUDE_CONFIG_DIR", "ANTHROPIC_*"}, c.cfg.EnvPass...), append(set, c.cfg.Env...), spec)
+	return spec.Environ(append([]string{"CLAUDE_CONFIG_DIR", "ANTHROPIC_*"}, c.cfg.EnvPass...), append(set, c.cfg.Env...))
 }
 
 // claudeConfigDir is where Claude Code keeps its state:
@@ -141,8 +140,8 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 	}
 	env := c.env(spec)
 	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(spec.Task.Model), Dir: dir,
-		Env: env, Mark: spec.mark(), Stdin: strings.NewReader(spec.Task.Prompt), Grace: c.cfg.Grace,
-		Confine: spec.confine(claudeConfigDir(env))})
+		Env: env, Mark: spec.ProcessMark(), Stdin: strings.NewReader(spec.Task.Prompt), Grace: c.cfg.Grace,
+		Confine: spec.Confinement(claudeConfigDir(env))})
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}
@@ -236,7 +235,7 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 	}
 	p.Drain(c.cfg.Grace, stderrDone)
 	s.out.close()
-	exitStatus(p, &exit)
+	exit.SetStatus(p)
 	switch {
 	case s.outcome == OutcomeComplete:
 		exit.Outcome, exit.ProtocolErr = OutcomeComplete, nil
@@ -472,4 +471,4 @@ func (s *claudeSession) classify(l claudeLine) state.ErrorCode {
 	return ""
 }
 
-func (c *Claude) describe() string { return "claude -p (" + binaryNote(c.cfg.Bin) + ")" }
+func (c *Claude) Describe() string { return "claude -p (" + proc.Located(c.cfg.Bin) + ")" }

@@ -117,7 +117,7 @@ func (c *Codex) args() []string {
 // env is the app server's environment: the allowlist, Codex's own
 // variables, and what the config sets.
 func (c *Codex) env(spec AttemptSpec) []string {
-	return executorEnv(os.Environ(), append([]string{"CODEX_HOME", "OPENAI_*"}, c.cfg.EnvPass...), c.cfg.Env, spec)
+	return spec.Environ(append([]string{"CODEX_HOME", "OPENAI_*"}, c.cfg.EnvPass...), c.cfg.Env)
 }
 
 // Run implements Executor.
@@ -132,8 +132,8 @@ func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exi
 	}
 	env := c.env(spec)
 	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
-		Env: env, Mark: spec.mark(), StdinPipe: true, Grace: c.cfg.Grace,
-		Confine: spec.confine(codexHome(env))})
+		Env: env, Mark: spec.ProcessMark(), StdinPipe: true, Grace: c.cfg.Grace,
+		Confine: spec.Confinement(codexHome(env))})
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}
@@ -189,4 +189,4 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func (c *Codex) describe() string { return "codex app-server (" + binaryNote(c.cfg.Bin) + ")" }
+func (c *Codex) Describe() string { return "codex app-server (" + proc.Located(c.cfg.Bin) + ")" }

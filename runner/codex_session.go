@@ -168,7 +168,7 @@ func (s *codexSession) run(ctx context.Context) Exit {
 	}
 	s.p.Drain(s.cfg.Grace, stderrDone)
 	s.out.close()
-	exitStatus(s.p, &s.exit)
+	s.exit.SetStatus(s.p)
 	switch {
 	case s.done && s.exit.Outcome == OutcomeComplete:
 		s.exit.ProtocolErr = nil

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -44,6 +45,13 @@ func envMatch(pattern, name string) bool {
 		return strings.HasPrefix(name, p)
 	}
 	return pattern == name
+}
+
+// Environ is the attempt's environment, built from the agent's: the
+// allowed variables (the allowlist and allow), then set (explicit
+// NAME=VALUE pairs), then the attempt's own variables.
+func (s AttemptSpec) Environ(allow, set []string) []string {
+	return executorEnv(os.Environ(), allow, set, s)
 }
 
 // executorEnv builds an attempt's environment from the agent's: the

@@ -42,7 +42,7 @@ type AttemptSpec struct {
 	// it is confined.
 	TempDir string
 	// Confine, if set, is what the attempt's processes may reach; the
-	// executor adds what its CLI keeps of its own (see AttemptSpec.confine).
+	// executor adds what its CLI keeps of its own (see AttemptSpec.Confinement).
 	Confine *landlock.Policy
 	// Ask asks a person to approve what the executor is about to do (the
 	// approval policy ask). Nil when nobody can be asked: the executor
@@ -72,8 +72,9 @@ const (
 	ApprovalAsk        ApprovalPolicy = "ask"
 )
 
-// mark returns the attempt's process mark.
-func (s AttemptSpec) mark() string {
+// ProcessMark returns the attempt's process mark (Mark, or one made from
+// the attempt id).
+func (s AttemptSpec) ProcessMark() string {
 	if s.Mark != "" {
 		return s.Mark
 	}
@@ -183,17 +184,18 @@ var (
 // Describe says what an executor runs, for the agent's start banner: its
 // kind and the binary it found, e.g. "codex app-server (/usr/local/bin/codex)".
 func Describe(e Executor) string {
-	if d, ok := e.(interface{ describe() string }); ok {
-		return d.describe()
+	if d, ok := e.(interface{ Describe() string }); ok {
+		return d.Describe()
 	}
 	return e.Name()
 }
 
-// binaryNote is where a binary was found, or why it was not.
-func binaryNote(bin string) string {
-	path, err := proc.Resolve(bin)
+// SetStatus fills the exit code and signal from the ended executor
+// process, and StartErr when it could not be waited for.
+func (e *Exit) SetStatus(p *proc.Process) {
+	var err error
+	e.ExitCode, e.Signal, err = p.Status()
 	if err != nil {
-		return bin + ": not found"
+		e.StartErr = err
 	}
-	return path
 }

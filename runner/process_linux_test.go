@@ -1,12 +1,15 @@
-package runner
+package runner_test
 
 import (
 	"context"
-	"os/exec"
+	osexec "os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/exec"
 )
 
 // pidsFromLogs returns the pids a child printed as "pid N" lines.
@@ -39,7 +42,7 @@ func TestProcessInItsOwnSessionDoesNotOutliveTheAttempt(t *testing.T) {
 		{"double fork, parent gone", `sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & echo "pid $!"'; echo '{"type":"result","summary":"ok"}'`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			exe, err := NewExec(ExecConfig{Argv: []string{"/bin/sh", "-c", c.script}, Grace: 100 * time.Millisecond})
+			exe, err := exec.New(exec.Config{Argv: []string{"/bin/sh", "-c", c.script}, Grace: 100 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,9 +51,9 @@ func TestProcessInItsOwnSessionDoesNotOutliveTheAttempt(t *testing.T) {
 			f := newFixture(t, exe, "")
 			f.runner.Policy.MaxAttempts = 1
 			if c.cancel {
-				f.rec.onReport = func(r Report) {
+				f.rec.onReport = func(r runner.Report) {
 					if len(pidsFromLogs(t, f.rec.logs())) > 0 {
-						cancel(ErrCancelled)
+						cancel(runner.ErrCancelled)
 					}
 				}
 			}
@@ -60,7 +63,7 @@ func TestProcessInItsOwnSessionDoesNotOutliveTheAttempt(t *testing.T) {
 				t.Fatalf("want one pid line, logs %q", f.rec.logs())
 			}
 			if alive(pids[0]) {
-				_ = exec.Command("kill", "-9", strconv.Itoa(pids[0])).Run()
+				_ = osexec.Command("kill", "-9", strconv.Itoa(pids[0])).Run()
 				t.Fatalf("pid %d (its own session) outlived the attempt", pids[0])
 			}
 		})

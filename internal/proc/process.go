@@ -320,3 +320,13 @@ func startError(name string, err error) error {
 	}
 	return fmt.Errorf("start %s: %w", name, err)
 }
+
+// Located says where a command was found, or why it was not: its absolute
+// path, or "NAME: not found".
+func Located(name string) string {
+	path, err := Resolve(name)
+	if err != nil {
+		return name + ": not found"
+	}
+	return path
+}

@@ -1,4 +1,9 @@
-package runner
+// Package exec is the exec executor: it runs an argv (never through a
+// shell) per attempt, in a process group of its own, writes the task to its
+// stdin as one JSON line, and reads its stdout's JSON object lines as
+// events (runner.Event) and every other line of stdout or stderr as a log
+// line. runner.Exit 0 completes the attempt; anything else fails it.
+package exec
 
 import (
 	"bytes"
@@ -14,21 +19,22 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/runner"
 )
 
-// ExecConfig configures the exec executor. Zero fields take the defaults
+// Config configures the exec executor. Zero fields take the defaults
 // their comments give.
-type ExecConfig struct {
+type Config struct {
 	// Argv is the command, never run through a shell. Required.
 	Argv []string
 	// Env is set in the child's environment (NAME=VALUE), after the
-	// variables allowed through from the agent's (see CheckEnvNames).
+	// variables allowed through from the agent's (see runner.CheckEnvNames).
 	Env []string
 	// EnvPass names more of the agent's variables to pass on: NAME, or
 	// PREFIX* (--executor-env).
 	EnvPass []string
 	// Dir is the working directory of attempts given no work directory of
-	// their own (AttemptSpec.WorkDir). Default: the agent's.
+	// their own (runner.AttemptSpec.WorkDir). Default: the agent's.
 	Dir string
 	// Grace is how long a stopped attempt gets between SIGTERM and
 	// SIGKILL. Default 5 s.
@@ -46,10 +52,10 @@ type ExecConfig struct {
 }
 
 // Exec runs an argv per attempt, in its own process group.
-type Exec struct{ cfg ExecConfig }
+type Exec struct{ cfg Config }
 
-// NewExec returns an exec executor.
-func NewExec(cfg ExecConfig) (*Exec, error) {
+// New returns an exec executor.
+func New(cfg Config) (*Exec, error) {
 	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
 		return nil, errors.New("exec executor: empty command")
 	}
@@ -68,10 +74,10 @@ func NewExec(cfg ExecConfig) (*Exec, error) {
 	return &Exec{cfg: cfg}, nil
 }
 
-// Name implements Executor.
+// Name implements runner.Executor.
 func (e *Exec) Name() string { return "exec" }
 
-// Probe implements Executor: is the command there and executable?
+// Probe implements runner.Executor: is the command there and executable?
 func (e *Exec) Probe(context.Context) error {
 	_, err := e.resolve()
 	return err
@@ -86,29 +92,29 @@ const (
 	batchBytes = 256 << 10
 )
 
-// Run implements Executor.
-func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
+// Run implements runner.Executor.
+func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runner.Event)) runner.Exit {
 	path, err := e.resolve()
 	if err != nil {
-		return Exit{StartErr: err, ExitCode: -1}
+		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
 	input, err := json.Marshal(spec.Task)
 	if err != nil {
-		return Exit{StartErr: fmt.Errorf("encode task: %w", err), ExitCode: -1}
+		return runner.Exit{StartErr: fmt.Errorf("encode task: %w", err), ExitCode: -1}
 	}
 	dir := spec.WorkDir
 	if dir == "" {
 		dir = e.cfg.Dir
 	}
 	p, err := proc.Start(proc.Spec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
-		Env: executorEnv(os.Environ(), e.cfg.EnvPass, e.cfg.Env, spec), Mark: spec.mark(),
-		Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.confine()})
+		Env: spec.Environ(e.cfg.EnvPass, e.cfg.Env), Mark: spec.ProcessMark(),
+		Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.Confinement()})
 	if err != nil {
-		return Exit{StartErr: err, ExitCode: -1}
+		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
 
 	var emitMu sync.Mutex
-	send := func(ev Event) {
+	send := func(ev runner.Event) {
 		emitMu.Lock()
 		defer emitMu.Unlock()
 		emit(ev)
@@ -116,7 +122,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	sid := make([]byte, 4)
 	rand.Read(sid)
 	session := fmt.Sprintf("%x-%d", sid, p.Pgid) // short form (first 4) tells attempts apart
-	send(Event{Type: EventSession, SessionID: session})
+	send(runner.Event{Type: runner.EventSession, SessionID: session})
 
 	var sawResult sync.Once
 	resultSeen := make(chan struct{})
@@ -131,7 +137,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	}()
 
 	var (
-		exit       Exit
+		exit       runner.Exit
 		stopping   bool
 		killTimer  <-chan time.Time
 		closeTimer <-chan time.Time
@@ -171,23 +177,14 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 	// carries its mark.
 	p.Sweep()
 	p.Drain(e.cfg.DrainTimeout, stdoutDone, stderrDone)
-	exitStatus(p, &exit)
+	exit.SetStatus(p)
 	return exit
-}
-
-// exitStatus fills an Exit from the ended process.
-func exitStatus(p *proc.Process, exit *Exit) {
-	var err error
-	exit.ExitCode, exit.Signal, err = p.Status()
-	if err != nil {
-		exit.StartErr = err
-	}
 }
 
 // read turns one pipe into events: JSON object lines on stdout are events,
 // every other line a raw line. Raw lines are batched while more input is
 // already buffered, so a burst costs few events and bounded memory.
-func (e *Exec) read(f *os.File, stream, session string, events bool, send func(Event), onResult func()) {
+func (e *Exec) read(f *os.File, stream, session string, events bool, send func(runner.Event), onResult func()) {
 	lr := proc.NewLineReader(f, e.cfg.MaxLine)
 	var (
 		batch []string
@@ -195,7 +192,7 @@ func (e *Exec) read(f *os.File, stream, session string, events bool, send func(E
 	)
 	flush := func() {
 		if len(batch) > 0 {
-			send(Event{Type: EventLines, SessionID: session, Stream: stream, Lines: batch})
+			send(runner.Event{Type: runner.EventLines, SessionID: session, Stream: stream, Lines: batch})
 			batch, size = nil, 0
 		}
 	}
@@ -209,7 +206,7 @@ func (e *Exec) read(f *os.File, stream, session string, events bool, send func(E
 			if ev, ok := parseEvent(line); ok {
 				flush()
 				ev.SessionID = session
-				if ev.Type == EventResult && onResult != nil {
+				if ev.Type == runner.EventResult && onResult != nil {
 					onResult()
 				}
 				send(ev)
@@ -225,18 +222,19 @@ func (e *Exec) read(f *os.File, stream, session string, events bool, send func(E
 }
 
 // parseEvent reads one stdout line as an event, if it is one.
-func parseEvent(line string) (Event, bool) {
-	var ev Event
+func parseEvent(line string) (runner.Event, bool) {
+	var ev runner.Event
 	if err := json.Unmarshal([]byte(line), &ev); err != nil {
-		return Event{}, false
+		return runner.Event{}, false
 	}
 	switch ev.Type {
-	case EventPhase, EventProgress, EventOutput, EventTool, EventSideEffect, EventLog, EventResult, EventError:
+	case runner.EventPhase, runner.EventProgress, runner.EventOutput, runner.EventTool, runner.EventSideEffect, runner.EventLog, runner.EventResult, runner.EventError:
 		return ev, true
 	}
-	return Event{}, false
+	return runner.Event{}, false
 }
 
-func (e *Exec) describe() string {
-	return "exec (" + strings.Join(append([]string{binaryNote(e.cfg.Argv[0])}, e.cfg.Argv[1:]...), " ") + ")"
+// Describe says what the executor runs, for the agent's start banner.
+func (e *Exec) Describe() string {
+	return "exec (" + strings.Join(append([]string{proc.Located(e.cfg.Argv[0])}, e.cfg.Argv[1:]...), " ") + ")"
 }
