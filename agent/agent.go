@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -163,7 +164,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	// A crash of the agent leaves what its attempts started running: end
 	// it before anything runs again.
-	if n := runner.SweepOwner(a.id); n > 0 {
+	if n := proc.SweepOwner(a.id); n > 0 {
 		a.log.Warn("ended processes a previous run of the agent left behind", "processes", n)
 	}
 	resume := a.reconcile()

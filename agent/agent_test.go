@@ -18,6 +18,7 @@ import (
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/runner/sample"
 	"github.com/edgeagent/agent/state"
 )
@@ -56,7 +57,7 @@ func fixture(t *testing.T) (*controlplane.Client, Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exe, err := runner.NewExec(runner.ExecConfig{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
+	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestRecordKeys(t *testing.T) {
 // is unavailable from its first heartbeat and leaves the work queued.
 func TestMissingExecutorClaimsNothing(t *testing.T) {
 	client, cfg := fixture(t)
-	cfg.Executor, _ = runner.NewExec(runner.ExecConfig{Argv: []string{"/nonexistent/codex"}})
+	cfg.Executor, _ = exec.New(exec.Config{Argv: []string{"/nonexistent/codex"}})
 	a, _ := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

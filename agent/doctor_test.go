@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/exec"
 )
 
 // checkNamed finds a check among Doctor's.
@@ -345,7 +346,7 @@ func TestDoctorExecutor(t *testing.T) {
 		wantCheck(t, c, CheckFail, "executor not found: /nonexistent/codex", "npm install -g @openai/codex@"+codex.Version+", or give --executor-bin")
 	})
 	t.Run("exec", func(t *testing.T) {
-		exe, err := runner.NewExec(runner.ExecConfig{Argv: []string{"sh", "-c", "true"}})
+		exe, err := exec.New(exec.Config{Argv: []string{"sh", "-c", "true"}})
 		if err != nil {
 			t.Fatal(err)
 		}

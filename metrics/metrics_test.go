@@ -24,7 +24,7 @@ import (
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/outbox"
-	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/runner/sample"
 	"github.com/edgeagent/agent/state"
 )
@@ -157,7 +157,7 @@ func newSystem(t *testing.T) *system {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exe, err := runner.NewExec(runner.ExecConfig{Argv: []string{os.Args[0]}, Env: []string{"AGENT_METRICS_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
+	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_METRICS_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
 	if err != nil {
 		t.Fatal(err)
 	}

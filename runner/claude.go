@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -83,7 +83,7 @@ func (c *Claude) Name() string { return "claude" }
 
 // Probe implements Executor.
 func (c *Claude) Probe(context.Context) error {
-	_, err := resolveBinary(c.cfg.Bin)
+	_, err := proc.Resolve(c.cfg.Bin)
 	return err
 }
 
@@ -116,7 +116,7 @@ func (c *Claude) env(spec AttemptSpec) []string {
 	set := []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"CLAUDE_CODE_MAX_RETRIES=" + strconv.Itoa(c.cfg.MaxRetries),
 		"API_TIMEOUT_MS=" + strconv.FormatInt(timeout.Milliseconds(), 10)}
-	return executorEnv(os.Environ(), append([]string{"CLAUDE_CONFIG_DIR", "ANTHROPIC_*"}, c.cfg.EnvPass...), append(set, c.cfg.Env...), spec)
+	return spec.Environ(append([]string{"CLAUDE_CONFIG_DIR", "ANTHROPIC_*"}, c.cfg.EnvPass...), append(set, c.cfg.Env...))
 }
 
 // claudeConfigDir is where Claude Code keeps its state:
@@ -130,7 +130,7 @@ func claudeConfigDir(env []string) string {
 
 // Run implements Executor.
 func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
-	path, err := resolveBinary(c.cfg.Bin)
+	path, err := proc.Resolve(c.cfg.Bin)
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}
@@ -139,20 +139,20 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 		dir = c.cfg.Dir
 	}
 	env := c.env(spec)
-	p, err := startProcess(processSpec{Name: c.cfg.Bin, Path: path, Args: c.args(spec.Task.Model), Dir: dir,
-		Env: env, Mark: spec.mark(), Stdin: strings.NewReader(spec.Task.Prompt), Grace: c.cfg.Grace,
-		Confine: spec.confine(claudeConfigDir(env))})
+	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(spec.Task.Model), Dir: dir,
+		Env: env, Mark: spec.ProcessMark(), Stdin: strings.NewReader(spec.Task.Prompt), Grace: c.cfg.Grace,
+		Confine: spec.Confinement(claudeConfigDir(env))})
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}
-	s := &claudeSession{tools: map[string]claudeTool{}, out: newSessionEmitter(emit, "claude", p.pgid)}
+	s := &claudeSession{tools: map[string]claudeTool{}, out: newSessionEmitter(emit, "claude", p.Pgid)}
 	lines := make(chan string, 64)
 	stderrDone := make(chan struct{})
 	go func() {
 		defer close(lines)
-		lr := newLineReader(p.stdout, c.cfg.MaxLine)
+		lr := proc.NewLineReader(p.Stdout, c.cfg.MaxLine)
 		for {
-			line, err := lr.next()
+			line, err := lr.Next()
 			if err != nil {
 				return
 			}
@@ -161,9 +161,9 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 	}()
 	go func() {
 		defer close(stderrDone)
-		lr := newLineReader(p.stderr, 64<<10)
+		lr := proc.NewLineReader(p.Stderr, 64<<10)
 		for {
-			line, err := lr.next()
+			line, err := lr.Next()
 			if err != nil {
 				return
 			}
@@ -182,11 +182,11 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 	stop := func() {
 		switch stopStage {
 		case 0:
-			p.signalLeader(syscall.SIGINT)
+			p.SignalLeader(syscall.SIGINT)
 		case 1:
-			p.signal(syscall.SIGTERM)
+			p.Signal(syscall.SIGTERM)
 		default:
-			p.signal(syscall.SIGKILL)
+			p.Signal(syscall.SIGKILL)
 		}
 		stopStage++
 		stopStep = time.After(c.cfg.Grace)
@@ -214,11 +214,11 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 				continue
 			}
 			take(line)
-		case <-p.exited:
+		case <-p.Exited():
 			running = false
 		}
 	}
-	p.sweep()
+	p.Sweep()
 	drain := time.NewTimer(c.cfg.Grace)
 	defer drain.Stop()
 	for lines != nil {
@@ -230,12 +230,12 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 			}
 			take(line)
 		case <-drain.C:
-			p.stdout.Close() // held open by something out of reach
+			p.Stdout.Close() // held open by something out of reach
 		}
 	}
-	drainOutput(c.cfg.Grace, p, stderrDone)
+	p.Drain(c.cfg.Grace, stderrDone)
 	s.out.close()
-	p.exitStatus(&exit)
+	exit.SetStatus(p)
 	switch {
 	case s.outcome == OutcomeComplete:
 		exit.Outcome, exit.ProtocolErr = OutcomeComplete, nil
@@ -471,4 +471,4 @@ func (s *claudeSession) classify(l claudeLine) state.ErrorCode {
 	return ""
 }
 
-func (c *Claude) describe() string { return "claude -p (" + binaryNote(c.cfg.Bin) + ")" }
+func (c *Claude) Describe() string { return "claude -p (" + proc.Located(c.cfg.Bin) + ")" }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/edgeagent/agent/internal/proc"
 )
 
 // CodexConfig configures the codex executor. Zero fields take the defaults
@@ -96,7 +98,7 @@ func (c *Codex) Name() string { return "codex" }
 
 // Probe implements Executor.
 func (c *Codex) Probe(context.Context) error {
-	_, err := resolveBinary(c.cfg.Bin)
+	_, err := proc.Resolve(c.cfg.Bin)
 	return err
 }
 
@@ -115,12 +117,12 @@ func (c *Codex) args() []string {
 // env is the app server's environment: the allowlist, Codex's own
 // variables, and what the config sets.
 func (c *Codex) env(spec AttemptSpec) []string {
-	return executorEnv(os.Environ(), append([]string{"CODEX_HOME", "OPENAI_*"}, c.cfg.EnvPass...), c.cfg.Env, spec)
+	return spec.Environ(append([]string{"CODEX_HOME", "OPENAI_*"}, c.cfg.EnvPass...), c.cfg.Env)
 }
 
 // Run implements Executor.
 func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
-	path, err := resolveBinary(c.cfg.Bin)
+	path, err := proc.Resolve(c.cfg.Bin)
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}
@@ -129,16 +131,16 @@ func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exi
 		dir = c.cfg.Dir
 	}
 	env := c.env(spec)
-	p, err := startProcess(processSpec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
-		Env: env, Mark: spec.mark(), StdinPipe: true, Grace: c.cfg.Grace,
-		Confine: spec.confine(codexHome(env))})
+	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
+		Env: env, Mark: spec.ProcessMark(), StdinPipe: true, Grace: c.cfg.Grace,
+		Confine: spec.Confinement(codexHome(env))})
 	if err != nil {
 		return Exit{StartErr: err, ExitCode: -1}
 	}
 	if dir == "" {
 		dir, _ = os.Getwd()
 	}
-	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: newSessionEmitter(emit, "codex", p.pgid), pending: map[int64]string{},
+	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: newSessionEmitter(emit, "codex", p.Pgid), pending: map[int64]string{},
 		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval)}
 	return s.run(ctx)
 }
@@ -187,4 +189,4 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func (c *Codex) describe() string { return "codex app-server (" + binaryNote(c.cfg.Bin) + ")" }
+func (c *Codex) Describe() string { return "codex app-server (" + proc.Located(c.cfg.Bin) + ")" }

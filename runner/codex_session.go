@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -41,7 +42,7 @@ type codexSession struct {
 	cfg  CodexConfig
 	spec AttemptSpec
 	dir  string
-	p    *process
+	p    *proc.Process
 	out  *sessionEmitter
 
 	nextID  int64
@@ -64,7 +65,7 @@ type codexSession struct {
 }
 
 func (s *codexSession) run(ctx context.Context) Exit {
-	s.stdin = s.p.stdin
+	s.stdin = s.p.Stdin
 	stderrDone := make(chan struct{})
 	go s.readStdout()
 	go func() {
@@ -100,10 +101,10 @@ func (s *codexSession) run(ctx context.Context) Exit {
 			stopStep = time.After(s.cfg.Grace)
 		case 2:
 			stopStage = 3
-			s.p.signal(syscall.SIGTERM)
+			s.p.Signal(syscall.SIGTERM)
 			stopStep = time.After(s.cfg.Grace)
 		default:
-			s.p.signal(syscall.SIGKILL)
+			s.p.Signal(syscall.SIGKILL)
 			stopStep = nil
 		}
 	}
@@ -143,13 +144,13 @@ func (s *codexSession) run(ctx context.Context) Exit {
 			if !s.done {
 				s.out.send(Event{Type: EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
 			}
-		case <-s.p.exited:
+		case <-s.p.Exited():
 			running = false
 		}
 	}
 	cancelAsks()
 	s.asking.Wait()
-	s.p.sweep()
+	s.p.Sweep()
 	// What the app server said before it exited still counts.
 	drain := time.NewTimer(s.cfg.Grace)
 	defer drain.Stop()
@@ -162,12 +163,12 @@ func (s *codexSession) run(ctx context.Context) Exit {
 			}
 			s.take(askCtx, m)
 		case <-drain.C:
-			s.p.stdout.Close() // held open by something out of reach
+			s.p.Stdout.Close() // held open by something out of reach
 		}
 	}
-	drainOutput(s.cfg.Grace, s.p, stderrDone)
+	s.p.Drain(s.cfg.Grace, stderrDone)
 	s.out.close()
-	s.p.exitStatus(&s.exit)
+	s.exit.SetStatus(s.p)
 	switch {
 	case s.done && s.exit.Outcome == OutcomeComplete:
 		s.exit.ProtocolErr = nil
@@ -198,9 +199,9 @@ func exitText(e Exit) string {
 // readStdout turns the app server's stdout into messages.
 func (s *codexSession) readStdout() {
 	defer close(s.msgs)
-	lr := newLineReader(s.p.stdout, s.cfg.MaxLine)
+	lr := proc.NewLineReader(s.p.Stdout, s.cfg.MaxLine)
 	for {
-		line, err := lr.next()
+		line, err := lr.Next()
 		if err != nil {
 			return
 		}
@@ -217,9 +218,9 @@ func (s *codexSession) readStdout() {
 
 // readStderr passes the app server's stderr on as log lines.
 func (s *codexSession) readStderr() {
-	lr := newLineReader(s.p.stderr, 64<<10)
+	lr := proc.NewLineReader(s.p.Stderr, 64<<10)
 	for {
-		line, err := lr.next()
+		line, err := lr.Next()
 		if err != nil {
 			return
 		}

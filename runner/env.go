@@ -2,8 +2,11 @@ package runner
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
+
+	"github.com/edgeagent/agent/internal/proc"
 )
 
 // The executor's environment is an allowlist: what a CLI needs to run for
@@ -16,7 +19,7 @@ import (
 var baseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", "TMPDIR"}
 
 // neverEnv is never passed on, whatever an allowlist says.
-var neverEnv = []string{"AGENT_TOKEN", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", MarkEnv}
+var neverEnv = []string{"AGENT_TOKEN", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", proc.MarkEnv}
 
 // CheckEnvNames checks names given to pass on (--executor-env): a name, or a
 // prefix ending in "*". The agent's own secrets cannot be passed.
@@ -42,6 +45,13 @@ func envMatch(pattern, name string) bool {
 		return strings.HasPrefix(name, p)
 	}
 	return pattern == name
+}
+
+// Environ is the attempt's environment, built from the agent's: the
+// allowed variables (the allowlist and allow), then set (explicit
+// NAME=VALUE pairs), then the attempt's own variables.
+func (s AttemptSpec) Environ(allow, set []string) []string {
+	return executorEnv(os.Environ(), allow, set, s)
 }
 
 // executorEnv builds an attempt's environment from the agent's: the

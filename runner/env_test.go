@@ -1,4 +1,4 @@
-package runner
+package runner_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -21,7 +24,7 @@ func TestExecutorEnvironmentIsAnAllowlist(t *testing.T) {
 	t.Setenv("SOME_OTHER_SECRET", "hunter2")
 	t.Setenv("MY_TOOL_HOME", "/opt/tool")
 	t.Setenv("LANG", "C.UTF-8")
-	exe, err := NewExec(ExecConfig{Argv: []string{"/usr/bin/env"}, EnvPass: []string{"MY_TOOL_*"}, Grace: time.Second})
+	exe, err := exec.New(exec.Config{Argv: []string{"/usr/bin/env"}, EnvPass: []string{"MY_TOOL_*"}, Grace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +36,7 @@ func TestExecutorEnvironmentIsAnAllowlist(t *testing.T) {
 			t.Errorf("the executor's environment holds %s:\n%s", gone, env)
 		}
 	}
-	for _, kept := range []string{"stdout: PATH=", "stdout: LANG=C.UTF-8", "stdout: MY_TOOL_HOME=/opt/tool", "stdout: AGENT_TASK_ID=t-1", "stdout: AGENT_ATTEMPT=1", "stdout: " + MarkEnv + "="} {
+	for _, kept := range []string{"stdout: PATH=", "stdout: LANG=C.UTF-8", "stdout: MY_TOOL_HOME=/opt/tool", "stdout: AGENT_TASK_ID=t-1", "stdout: AGENT_ATTEMPT=1", "stdout: " + proc.MarkEnv + "="} {
 		if !strings.Contains(env, kept) {
 			t.Errorf("the executor's environment lacks %s:\n%s", kept, env)
 		}
@@ -53,7 +56,7 @@ func TestEnvNamesCannotPassTheAgentsSecrets(t *testing.T) {
 		{[]string{"A=B"}, false},
 	} {
 		t.Run(strings.Join(c.names, ","), func(t *testing.T) {
-			if err := CheckEnvNames(c.names); (err == nil) != c.ok {
+			if err := runner.CheckEnvNames(c.names); (err == nil) != c.ok {
 				t.Errorf("CheckEnvNames(%v) = %v, want ok %v", c.names, err, c.ok)
 			}
 		})
@@ -62,9 +65,11 @@ func TestEnvNamesCannotPassTheAgentsSecrets(t *testing.T) {
 
 // A CLI that is not installed makes the executor unavailable at once.
 func TestMissingCLIIsUnavailable(t *testing.T) {
-	for name, exe := range map[string]func() (Executor, error){
-		"codex":  func() (Executor, error) { return NewCodex(CodexConfig{Bin: "/nonexistent/codex"}) },
-		"claude": func() (Executor, error) { return NewClaude(ClaudeConfig{Bin: "/nonexistent/claude"}) },
+	for name, exe := range map[string]func() (runner.Executor, error){
+		"codex": func() (runner.Executor, error) { return runner.NewCodex(runner.CodexConfig{Bin: "/nonexistent/codex"}) },
+		"claude": func() (runner.Executor, error) {
+			return runner.NewClaude(runner.ClaudeConfig{Bin: "/nonexistent/claude"})
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, err := exe()
@@ -95,7 +100,7 @@ func TestRelativeBinaryRunsInTheWorkDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(dir)
-	exe, err := NewExec(ExecConfig{Argv: []string{"./cli"}})
+	exe, err := exec.New(exec.Config{Argv: []string{"./cli"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,10 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -29,7 +29,7 @@ type Executor interface {
 type AttemptSpec struct {
 	Task      TaskInput
 	AttemptID string
-	// Mark tags every process of the attempt (MarkEnv), so that none
+	// Mark tags every process of the attempt (proc.MarkEnv), so that none
 	// outlives it. Default: one made from the attempt id.
 	Mark string
 	// FirstEventLimit is the attempt's first-event limit, for executors
@@ -42,7 +42,7 @@ type AttemptSpec struct {
 	// it is confined.
 	TempDir string
 	// Confine, if set, is what the attempt's processes may reach; the
-	// executor adds what its CLI keeps of its own (see AttemptSpec.confine).
+	// executor adds what its CLI keeps of its own (see AttemptSpec.Confinement).
 	Confine *landlock.Policy
 	// Ask asks a person to approve what the executor is about to do (the
 	// approval policy ask). Nil when nobody can be asked: the executor
@@ -72,12 +72,13 @@ const (
 	ApprovalAsk        ApprovalPolicy = "ask"
 )
 
-// mark returns the attempt's process mark.
-func (s AttemptSpec) mark() string {
+// ProcessMark returns the attempt's process mark (Mark, or one made from
+// the attempt id).
+func (s AttemptSpec) ProcessMark() string {
 	if s.Mark != "" {
 		return s.Mark
 	}
-	return newMark("", s.AttemptID)
+	return proc.NewMark("", s.AttemptID)
 }
 
 // TaskInput is the task as the executor sees it: the JSON line the exec
@@ -176,24 +177,25 @@ const (
 
 // Start errors an executor reports in Exit.StartErr.
 var (
-	ErrExecutorNotFound = errors.New("executor not found")
-	ErrNotExecutable    = errors.New("executor not executable")
+	ErrExecutorNotFound = proc.ErrNotFound
+	ErrNotExecutable    = proc.ErrNotExecutable
 )
 
 // Describe says what an executor runs, for the agent's start banner: its
 // kind and the binary it found, e.g. "codex app-server (/usr/local/bin/codex)".
 func Describe(e Executor) string {
-	if d, ok := e.(interface{ describe() string }); ok {
-		return d.describe()
+	if d, ok := e.(interface{ Describe() string }); ok {
+		return d.Describe()
 	}
 	return e.Name()
 }
 
-// binaryNote is where a binary was found, or why it was not.
-func binaryNote(bin string) string {
-	path, err := resolveBinary(bin)
+// SetStatus fills the exit code and signal from the ended executor
+// process, and StartErr when it could not be waited for.
+func (e *Exit) SetStatus(p *proc.Process) {
+	var err error
+	e.ExitCode, e.Signal, err = p.Status()
 	if err != nil {
-		return bin + ": not found"
+		e.StartErr = err
 	}
-	return path
 }

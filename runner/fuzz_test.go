@@ -64,23 +64,3 @@ func FuzzClaudeLine(f *testing.F) {
 		s.out.close()
 	})
 }
-
-func FuzzExecEvent(f *testing.F) {
-	for _, seed := range []string{
-		`{"type":"phase","phase":"turn_started"}`,
-		`{"type":"progress","message":"m","percent":50}`,
-		`{"type":"error","code":"rate_limit","message":"429","retry_after_ms":300}`,
-		`{"type":"result","summary":"s","data":{"a":1}}`,
-		`{"type":"tool","name":"grep","stage":"call"}`,
-		`{"type":"phase","phase":"completed"}`,
-		`{"type":"progress","percent":"many"}`,
-		`{}`, `{"type":"nope"}`,
-	} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, line string) {
-		if ev, ok := parseEvent(line); ok && ev.Type == "" {
-			t.Fatalf("an event without a type: %q", line)
-		}
-	})
-}

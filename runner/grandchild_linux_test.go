@@ -1,4 +1,4 @@
-package runner
+package runner_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -50,10 +52,10 @@ func TestGrandchildIsKilledWithTheGroup(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			f := newFixture(t, sampleExec(t, ExecConfig{Grace: 100 * time.Millisecond}), c.prompt)
-			f.rec.onReport = func(r Report) {
+			f := newFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), c.prompt)
+			f.rec.onReport = func(r runner.Report) {
 				if l, ok := r.Payload.(state.LogEvent); ok && l.Stream == "output" && c.cancel {
-					cancel(ErrCancelled)
+					cancel(runner.ErrCancelled)
 				}
 			}
 			f.run(t, ctx)

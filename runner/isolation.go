@@ -59,10 +59,10 @@ func attemptTempDir(workRoot, attemptID string) (string, error) {
 	return dir, nil
 }
 
-// confine is spec's confinement with what the CLI keeps of its own added,
+// Confinement is spec's confinement with what the CLI keeps of its own added,
 // made if missing (a CLI could not make it itself in a directory it may not
 // write); nil when the attempt is not confined.
-func (s AttemptSpec) confine(cliState ...string) *landlock.Policy {
+func (s AttemptSpec) Confinement(cliState ...string) *landlock.Policy {
 	if s.Confine == nil {
 		return nil
 	}

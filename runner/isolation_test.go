@@ -1,4 +1,4 @@
-package runner
+package runner_test
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -42,8 +45,8 @@ func newAgentFiles(t *testing.T) agentFiles {
 	return f
 }
 
-func (f agentFiles) isolation() *Isolation {
-	return &Isolation{Deny: []string{f.data, f.config, f.secret}}
+func (f agentFiles) isolation() *runner.Isolation {
+	return &runner.Isolation{Deny: []string{f.data, f.config, f.secret}}
 }
 
 // attack is what a prompt-injected task tries, as one shell script: read
@@ -89,7 +92,7 @@ func TestAConfinedExecTaskReachesNothingOfTheAgents(t *testing.T) {
 		t.Skip("the kernel has no Landlock")
 	}
 	files := newAgentFiles(t)
-	exe, err := NewExec(ExecConfig{Argv: []string{"/bin/sh", "-c", files.attack()}})
+	exe, err := exec.New(exec.Config{Argv: []string{"/bin/sh", "-c", files.attack()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +115,7 @@ func TestAConfinedExecTaskReachesNothingOfTheAgents(t *testing.T) {
 // Every attempt of an exec executor runs in its task's work directory,
 // confined or not.
 func TestAnExecAttemptRunsInItsWorkDirectory(t *testing.T) {
-	exe, err := NewExec(ExecConfig{Argv: []string{"/bin/sh", "-c", "pwd > where"}})
+	exe, err := exec.New(exec.Config{Argv: []string{"/bin/sh", "-c", "pwd > where"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,9 +138,9 @@ func TestAnExecAttemptRunsInItsWorkDirectory(t *testing.T) {
 func TestAProcessInItsOwnSessionWithoutTheMarkDiesWithItsAttempt(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "escaped")
-	script := `env -u ` + MarkEnv + ` setsid sh -c 'echo $$ > ` + pidFile + `; exec sleep 1000' </dev/null >/dev/null 2>&1 &
+	script := `env -u ` + proc.MarkEnv + ` setsid sh -c 'echo $$ > ` + pidFile + `; exec sleep 1000' </dev/null >/dev/null 2>&1 &
 		while [ ! -s ` + pidFile + ` ]; do sleep 0.01; done; echo started`
-	exe, err := NewExec(ExecConfig{Argv: []string{"/bin/sh", "-c", script}})
+	exe, err := exec.New(exec.Config{Argv: []string{"/bin/sh", "-c", script}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +152,7 @@ func TestAProcessInItsOwnSessionWithoutTheMarkDiesWithItsAttempt(t *testing.T) {
 		t.Fatalf("the task did not start its process: %v; logs %v", err, f.rec.logs())
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if st, ok := readStat(pid); ok && st.state != 'Z' {
+	if alive(pid) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Fatalf("process %d, in a session of its own without the mark, outlived its attempt", pid)
 	}
@@ -163,14 +166,14 @@ func TestAConfinedCLIsShellReachesNothingOfTheAgents(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		exe  func(*testing.T, *mockmodel.Server) Executor
+		exe  func(*testing.T, *mockmodel.Server) runner.Executor
 	}{
-		{"codex", func(t *testing.T, m *mockmodel.Server) Executor { return codexExec(t, m, CodexConfig{}) }},
-		{"codex workspace-write", func(t *testing.T, m *mockmodel.Server) Executor {
-			return codexExec(t, m, CodexConfig{Sandbox: "workspace-write"})
+		{"codex", func(t *testing.T, m *mockmodel.Server) runner.Executor { return codexExec(t, m, runner.CodexConfig{}) }},
+		{"codex workspace-write", func(t *testing.T, m *mockmodel.Server) runner.Executor {
+			return codexExec(t, m, runner.CodexConfig{Sandbox: "workspace-write"})
 		}},
-		{"claude", func(t *testing.T, m *mockmodel.Server) Executor {
-			return claudeExec(t, m, ClaudeConfig{PermissionMode: "bypassPermissions", Env: []string{"IS_SANDBOX=1"}})
+		{"claude", func(t *testing.T, m *mockmodel.Server) runner.Executor {
+			return claudeExec(t, m, runner.ClaudeConfig{PermissionMode: "bypassPermissions", Env: []string{"IS_SANDBOX=1"}})
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package runner
+package runner_test
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -36,7 +38,7 @@ type cliCase struct {
 }
 
 // newCLIRunner returns a fixture whose runner drives exe with short limits.
-func newCLIRunner(t *testing.T, exe Executor, prompt string, models []string) *fixture {
+func newCLIRunner(t *testing.T, exe runner.Executor, prompt string, models []string) *fixture {
 	t.Helper()
 	f := newFixture(t, exe, prompt)
 	f.runner.Models = models
@@ -44,11 +46,11 @@ func newCLIRunner(t *testing.T, exe Executor, prompt string, models []string) *f
 	// An owner per test: parallel tests must not see each other's
 	// processes as left behind.
 	f.runner.Owner = fmt.Sprintf("test-%d-%s", os.Getpid(), strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
-	f.runner.Timeouts = Timeouts{FirstEvent: []time.Duration{20 * time.Second}, Attempt: []time.Duration{2 * time.Minute}}
+	f.runner.Timeouts = runner.Timeouts{FirstEvent: []time.Duration{20 * time.Second}, Attempt: []time.Duration{2 * time.Minute}}
 	return f
 }
 
-func codexExec(t *testing.T, mock *mockmodel.Server, cfg CodexConfig) *Codex {
+func codexExec(t *testing.T, mock *mockmodel.Server, cfg runner.CodexConfig) *runner.Codex {
 	t.Helper()
 	cfg.Bin = clitest.CodexBin(t)
 	cfg.Env = append(cfg.Env, clitest.CodexEnv(t, mock, clitest.CodexOptions{StreamIdleMS: 1500})...)
@@ -58,14 +60,14 @@ func codexExec(t *testing.T, mock *mockmodel.Server, cfg CodexConfig) *Codex {
 	if cfg.Grace == 0 {
 		cfg.Grace = 2 * time.Second
 	}
-	exe, err := NewCodex(cfg)
+	exe, err := runner.NewCodex(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return exe
 }
 
-func claudeExec(t *testing.T, mock *mockmodel.Server, cfg ClaudeConfig) *Claude {
+func claudeExec(t *testing.T, mock *mockmodel.Server, cfg runner.ClaudeConfig) *runner.Claude {
 	t.Helper()
 	cfg.Bin = clitest.ClaudeBin(t)
 	cfg.Env = append(cfg.Env, clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})...)
@@ -75,7 +77,7 @@ func claudeExec(t *testing.T, mock *mockmodel.Server, cfg ClaudeConfig) *Claude 
 	if cfg.APITimeout == 0 {
 		cfg.APITimeout = 3 * time.Second
 	}
-	exe, err := NewClaude(cfg)
+	exe, err := runner.NewClaude(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func attemptsText(task *state.Task) string {
 // cliLimit keeps a few real CLIs running at once on a small machine.
 var cliLimit = make(chan struct{}, 3)
 
-func runCLICase(t *testing.T, c cliCase, exe func(*mockmodel.Server) Executor) {
+func runCLICase(t *testing.T, c cliCase, exe func(*mockmodel.Server) runner.Executor) {
 	t.Parallel()
 	cliLimit <- struct{}{}
 	defer func() { <-cliLimit }()
@@ -166,12 +168,12 @@ func runCLICase(t *testing.T, c cliCase, exe func(*mockmodel.Server) Executor) {
 // still alive.
 func assertNoMarkedProcess(t *testing.T, owner string) {
 	t.Helper()
-	if pids := markedProcesses(func(m string) bool { return strings.HasPrefix(m, owner+"/") }); len(pids) > 0 {
+	if pids := proc.OwnerProcesses(owner); len(pids) > 0 {
 		for _, pid := range pids {
 			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 			t.Errorf("process %d (%s) of the attempt outlived it", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
 		}
-		SweepOwner(owner)
+		proc.SweepOwner(owner)
 	}
 }
 
@@ -196,7 +198,7 @@ func TestCodexAgainstTheRealCLI(t *testing.T) {
 		{name: "a silent stream times out in codex", prompt: "x\nmock: gpt-a=hang gpt-b=text", models: []string{"gpt-a", "gpt-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"timeout", ""}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			runCLICase(t, c, func(m *mockmodel.Server) Executor { return codexExec(t, m, CodexConfig{}) })
+			runCLICase(t, c, func(m *mockmodel.Server) runner.Executor { return codexExec(t, m, runner.CodexConfig{}) })
 		})
 	}
 }
@@ -224,8 +226,8 @@ func TestClaudeAgainstTheRealCLI(t *testing.T) {
 		{name: "no headers times out in claude", prompt: "x\nmock: claude-a=hang_headers claude-b=text", models: []string{"claude-a", "claude-b"}, phase: state.PhaseCompleted, codes: []state.ErrorCode{"timeout", ""}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			runCLICase(t, c, func(m *mockmodel.Server) Executor {
-				return claudeExec(t, m, ClaudeConfig{AllowedTools: []string{"Bash", "Write"}})
+			runCLICase(t, c, func(m *mockmodel.Server) runner.Executor {
+				return claudeExec(t, m, runner.ClaudeConfig{AllowedTools: []string{"Bash", "Write"}})
 			})
 		})
 	}
@@ -240,7 +242,7 @@ func TestClaudePermissionDenialIsLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mock.Close()
-	f := newCLIRunner(t, claudeExec(t, mock, ClaudeConfig{}), "Run it\nmock: shell\nmock-cmd: echo denied > denied.txt", []string{"claude-a"})
+	f := newCLIRunner(t, claudeExec(t, mock, runner.ClaudeConfig{}), "Run it\nmock: shell\nmock-cmd: echo denied > denied.txt", []string{"claude-a"})
 	f.run(t, context.Background())
 	if f.task.Phase != state.PhaseCompleted {
 		t.Fatalf("task %s: %s", f.task.Phase, attemptsText(f.task))
@@ -267,11 +269,11 @@ func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer mock.Close()
-			var exe Executor
+			var exe runner.Executor
 			if cli == "codex" {
-				exe = codexExec(t, mock, CodexConfig{})
+				exe = codexExec(t, mock, runner.CodexConfig{})
 			} else {
-				exe = claudeExec(t, mock, ClaudeConfig{APITimeout: 10 * time.Minute})
+				exe = claudeExec(t, mock, runner.ClaudeConfig{APITimeout: 10 * time.Minute})
 			}
 			f := newCLIRunner(t, exe, "x\nmock: hang_headers", []string{"m"})
 			f.runner.Policy.MaxAttempts = 1
@@ -302,20 +304,20 @@ func TestCancelDuringAToolCommandLeavesNoProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer mock.Close()
-			var exe Executor
+			var exe runner.Executor
 			if cli == "codex" {
-				exe = codexExec(t, mock, CodexConfig{})
+				exe = codexExec(t, mock, runner.CodexConfig{})
 			} else {
-				exe = claudeExec(t, mock, ClaudeConfig{AllowedTools: []string{"Bash"}})
+				exe = claudeExec(t, mock, runner.ClaudeConfig{AllowedTools: []string{"Bash"}})
 			}
 			marker := "sleep-" + strconv.Itoa(os.Getpid()) + "-" + cli
 			f := newCLIRunner(t, exe, "Sleep\nmock: shell\nmock-cmd: bash -c 'exec -a "+marker+" sleep 300'", []string{"m"})
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
 			var once sync.Once
-			f.rec.onReport = func(Report) {
+			f.rec.onReport = func(runner.Report) {
 				if len(pidsNamed(marker)) > 0 {
-					once.Do(func() { cancel(ErrCancelled) })
+					once.Do(func() { cancel(runner.ErrCancelled) })
 				}
 			}
 			done := make(chan struct{})
@@ -332,7 +334,7 @@ func TestCancelDuringAToolCommandLeavesNoProcess(t *testing.T) {
 				case <-time.After(50 * time.Millisecond):
 				}
 			}
-			once.Do(func() { cancel(ErrCancelled) })
+			once.Do(func() { cancel(runner.ErrCancelled) })
 			<-done
 			if f.task.Phase != state.PhaseCancelled {
 				t.Fatalf("task %s, want cancelled; %s", f.task.Phase, attemptsText(f.task))
@@ -368,10 +370,10 @@ func pidsNamed(name string) []int {
 type replies struct {
 	mu       sync.Mutex
 	requests []state.ApprovalRequest
-	answer   Approval
+	answer   runner.Approval
 }
 
-func (r *replies) Await(ctx context.Context, taskID string, req state.ApprovalRequest) (Approval, error) {
+func (r *replies) Await(ctx context.Context, taskID string, req state.ApprovalRequest) (runner.Approval, error) {
 	r.mu.Lock()
 	r.requests = append(r.requests, req)
 	r.mu.Unlock()
@@ -388,19 +390,19 @@ func (r *replies) Await(ctx context.Context, taskID string, req state.ApprovalRe
 func TestCodexApprovals(t *testing.T) {
 	for _, c := range []struct {
 		name     string
-		policy   ApprovalPolicy
-		answer   Approval
+		policy   runner.ApprovalPolicy
+		answer   runner.Approval
 		ran      bool
 		asked    bool
 		phases   []string
 		logWant  string
 		complete bool
 	}{
-		{name: "accept by policy", policy: ApprovalAcceptAll, ran: true, logWant: "approval accept by policy accept", complete: true},
-		{name: "decline by policy", policy: ApprovalDeclineAll, ran: false, logWant: "approval decline by policy decline", complete: true},
-		{name: "a person accepts", policy: ApprovalAsk, answer: ApprovalAccept, ran: true, asked: true, logWant: "approval answered: accept", complete: true},
-		{name: "a person declines", policy: ApprovalAsk, answer: ApprovalDecline, ran: false, asked: true, logWant: "approval answered: decline", complete: true},
-		{name: "nobody answers in time", policy: ApprovalAsk, ran: false, asked: true, logWant: "approval answered: decline", complete: true},
+		{name: "accept by policy", policy: runner.ApprovalAcceptAll, ran: true, logWant: "approval accept by policy accept", complete: true},
+		{name: "decline by policy", policy: runner.ApprovalDeclineAll, ran: false, logWant: "approval decline by policy decline", complete: true},
+		{name: "a person accepts", policy: runner.ApprovalAsk, answer: runner.ApprovalAccept, ran: true, asked: true, logWant: "approval answered: accept", complete: true},
+		{name: "a person declines", policy: runner.ApprovalAsk, answer: runner.ApprovalDecline, ran: false, asked: true, logWant: "approval answered: decline", complete: true},
+		{name: "nobody answers in time", policy: runner.ApprovalAsk, ran: false, asked: true, logWant: "approval answered: decline", complete: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -411,7 +413,7 @@ func TestCodexApprovals(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer mock.Close()
-			exe := codexExec(t, mock, CodexConfig{Approval: c.policy, Sandbox: "read-only"})
+			exe := codexExec(t, mock, runner.CodexConfig{Approval: c.policy, Sandbox: "read-only"})
 			f := newCLIRunner(t, exe, "Escalate\nmock: escalate\nmock-cmd: echo approved > approved.txt", []string{"gpt-5.5"})
 			rep := &replies{answer: c.answer}
 			f.runner.Replies = rep

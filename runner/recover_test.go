@@ -1,10 +1,11 @@
-package runner
+package runner_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -20,7 +21,7 @@ func TestRecoverAfterACrash(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, sampleExec(t, ExecConfig{}), "fix it")
+			f := newFixture(t, sampleExec(t, exec.Config{}), "fix it")
 			a, _ := f.task.StartFirstAttempt("a1", f.runner.Models, time.Now())
 			f.task.Observe(a.AttemptID, state.Activity{SideEffect: c.facts.SideEffect}, time.Now())
 			if got := f.runner.Recover(f.task); got != c.resume || f.task.Phase != c.phase {

@@ -1,10 +1,11 @@
-package runner
+package runner_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -14,7 +15,7 @@ import (
 func TestPersonRetryRunsTheNextAttempt(t *testing.T) {
 	for _, crashed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "claimed", true: "claimed, then the agent restarted"}[crashed], func(t *testing.T) {
-			f := newFixture(t, sampleExec(t, ExecConfig{}), "@side-effect rotated the key\n@fail network")
+			f := newFixture(t, sampleExec(t, exec.Config{}), "@side-effect rotated the key\n@fail network")
 			f.run(t, context.Background())
 			if f.task.Phase != state.PhaseRecoverableFailed {
 				t.Fatalf("phase %s, want recoverable_failed", f.task.Phase)

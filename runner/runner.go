@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/state"
 
 	"github.com/edgeagent/agent/internal/utc"
@@ -70,7 +71,7 @@ type Runner struct {
 	// NewID makes attempt ids. Default: random.
 	NewID func() string
 	// Owner names whose attempts these are (the agent's id) in the mark
-	// every attempt process carries; see MarkEnv and SweepOwner.
+	// every attempt process carries; see proc.MarkEnv and proc.SweepOwner.
 	Owner string
 	// WorkRoot, if set, gives each task a work directory of its own,
 	// WorkRoot/TASK_ID, kept after the task for inspection.
@@ -225,7 +226,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 
 	spec := AttemptSpec{AttemptID: a.AttemptID, Task: TaskInput{ID: task.ID, Title: task.Title, Prompt: task.Prompt,
 		Attempt: a.Number, AttemptID: a.AttemptID, Model: a.Model},
-		Mark: newMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID)}
+		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID)}
 	if r.WorkRoot != "" {
 		spec.WorkDir = filepath.Join(r.WorkRoot, task.ID)
 		if err := os.MkdirAll(spec.WorkDir, 0o700); err != nil {

@@ -1,4 +1,4 @@
-package runner
+package runner_test
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/runner/sample"
 	"github.com/edgeagent/agent/state"
 )
@@ -32,11 +34,11 @@ func TestMain(m *testing.M) {
 }
 
 // sampleExec returns an exec executor running the sample.
-func sampleExec(t *testing.T, cfg ExecConfig) *Exec {
+func sampleExec(t *testing.T, cfg exec.Config) *exec.Exec {
 	t.Helper()
 	cfg.Argv = []string{os.Args[0]}
 	cfg.Env = append(cfg.Env, "RUNNER_TEST_SAMPLE=1", "GORACE=atexit_sleep_ms=0")
-	e, err := NewExec(cfg)
+	e, err := exec.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +48,13 @@ func sampleExec(t *testing.T, cfg ExecConfig) *Exec {
 // recorder is a Sink that keeps every report.
 type recorder struct {
 	mu       sync.Mutex
-	reports  []Report
+	reports  []runner.Report
 	logLines int
 	keepLogs bool
-	onReport func(Report)
+	onReport func(runner.Report)
 }
 
-func (rec *recorder) Report(r Report) {
+func (rec *recorder) Report(r runner.Report) {
 	rec.mu.Lock()
 	l, isLog := r.Payload.(state.LogEvent)
 	if isLog {
@@ -103,13 +105,13 @@ func (rec *recorder) logs() []string {
 }
 
 type fixture struct {
-	runner *Runner
+	runner *runner.Runner
 	rec    *recorder
 	health *health.Tracker
 	task   *state.Task
 }
 
-func newFixture(t *testing.T, exe Executor, prompt string) *fixture {
+func newFixture(t *testing.T, exe runner.Executor, prompt string) *fixture {
 	t.Helper()
 	rec := &recorder{keepLogs: true}
 	tr := health.NewTracker(exe.Name(), health.Options{})
@@ -117,8 +119,8 @@ func newFixture(t *testing.T, exe Executor, prompt string) *fixture {
 	if err := task.Transition(state.PhaseClaimed, "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	r := &Runner{Executor: exe, Sink: rec, Health: tr, Models: []string{"model-a", "model-b"},
-		Policy: Policy{BaseDelay: 10 * time.Millisecond}, LogFlush: 20 * time.Millisecond}
+	r := &runner.Runner{Executor: exe, Sink: rec, Health: tr, Models: []string{"model-a", "model-b"},
+		Policy: runner.Policy{BaseDelay: 10 * time.Millisecond}, LogFlush: 20 * time.Millisecond}
 	return &fixture{runner: r, rec: rec, health: tr, task: task}
 }
 
@@ -145,7 +147,7 @@ func contains(list []string, want string) bool {
 }
 
 func TestSuccess(t *testing.T) {
-	f := newFixture(t, sampleExec(t, ExecConfig{}), "fix the flaky test")
+	f := newFixture(t, sampleExec(t, exec.Config{}), "fix the flaky test")
 	f.run(t, context.Background())
 	if f.task.Phase != state.PhaseCompleted || len(f.task.Attempts) != 1 {
 		t.Fatalf("phase %s, %d attempts", f.task.Phase, len(f.task.Attempts))
@@ -180,7 +182,7 @@ func TestSuccess(t *testing.T) {
 }
 
 func TestTransientFailureIsRetriedThenSucceeds(t *testing.T) {
-	f := newFixture(t, sampleExec(t, ExecConfig{}), "@fail rate_limit")
+	f := newFixture(t, sampleExec(t, exec.Config{}), "@fail rate_limit")
 	f.run(t, context.Background())
 	if f.task.Phase != state.PhaseCompleted || len(f.task.Attempts) != 2 {
 		t.Fatalf("phase %s, %d attempts", f.task.Phase, len(f.task.Attempts))
@@ -204,7 +206,7 @@ func TestTransientFailureIsRetriedThenSucceeds(t *testing.T) {
 }
 
 func TestPermanentFailureIsNotRetried(t *testing.T) {
-	f := newFixture(t, sampleExec(t, ExecConfig{}), "@fail quota")
+	f := newFixture(t, sampleExec(t, exec.Config{}), "@fail quota")
 	f.run(t, context.Background())
 	if f.task.Phase != state.PhaseFailed || len(f.task.Attempts) != 1 {
 		t.Fatalf("phase %s, %d attempts", f.task.Phase, len(f.task.Attempts))
@@ -219,7 +221,7 @@ func TestPermanentFailureIsNotRetried(t *testing.T) {
 }
 
 func TestMissingBinaryIsPermanentAndUnavailable(t *testing.T) {
-	e, _ := NewExec(ExecConfig{Argv: []string{filepath.Join(t.TempDir(), "no-such-executor")}})
+	e, _ := exec.New(exec.Config{Argv: []string{filepath.Join(t.TempDir(), "no-such-executor")}})
 	f := newFixture(t, e, "anything")
 	f.run(t, context.Background())
 	a := f.task.Attempts[0]
@@ -229,7 +231,7 @@ func TestMissingBinaryIsPermanentAndUnavailable(t *testing.T) {
 	if s := f.health.Snapshot(); s.Grade != health.Unavailable || !strings.Contains(s.Reason, "no-such-executor") {
 		t.Errorf("health %+v", s)
 	}
-	if err := e.Probe(context.Background()); !errors.Is(err, ErrExecutorNotFound) {
+	if err := e.Probe(context.Background()); !errors.Is(err, runner.ErrExecutorNotFound) {
 		t.Errorf("probe: %v", err)
 	}
 }
@@ -237,7 +239,7 @@ func TestMissingBinaryIsPermanentAndUnavailable(t *testing.T) {
 func TestNotExecutableIsPermanent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "script")
 	os.WriteFile(path, []byte("#!/bin/sh\necho hi\n"), 0o600)
-	e, _ := NewExec(ExecConfig{Argv: []string{path}})
+	e, _ := exec.New(exec.Config{Argv: []string{path}})
 	f := newFixture(t, e, "anything")
 	f.run(t, context.Background())
 	if a := f.task.Attempts[0]; a.Error.Code != "not_executable" || f.health.Grade() != health.Unavailable {
@@ -246,8 +248,8 @@ func TestNotExecutableIsPermanent(t *testing.T) {
 }
 
 func TestHangTimesOutTransientAndDegrades(t *testing.T) {
-	f := newFixture(t, sampleExec(t, ExecConfig{Grace: 100 * time.Millisecond}), "@hang")
-	f.runner.Timeouts = Timeouts{Attempt: []time.Duration{300 * time.Millisecond}}
+	f := newFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), "@hang")
+	f.runner.Timeouts = runner.Timeouts{Attempt: []time.Duration{300 * time.Millisecond}}
 	f.runner.Policy.MaxAttempts = 2
 	f.run(t, context.Background())
 	if f.task.Phase != state.PhaseTimedOut || len(f.task.Attempts) != 2 {
@@ -270,9 +272,9 @@ func TestHangTimesOutTransientAndDegrades(t *testing.T) {
 // anything: the first-event limit fires, one safe automatic retry follows
 // with the longer limit, and then the task stops.
 func TestFirstEventTimeoutIsRecoveredOnlyOnce(t *testing.T) {
-	e, _ := NewExec(ExecConfig{Argv: []string{"sleep", "30"}, Grace: 100 * time.Millisecond})
+	e, _ := exec.New(exec.Config{Argv: []string{"sleep", "30"}, Grace: 100 * time.Millisecond})
 	f := newFixture(t, e, "anything")
-	f.runner.Timeouts = Timeouts{FirstEvent: []time.Duration{150 * time.Millisecond, 300 * time.Millisecond}}
+	f.runner.Timeouts = runner.Timeouts{FirstEvent: []time.Duration{150 * time.Millisecond, 300 * time.Millisecond}}
 	f.runner.Policy.MaxAttempts = 5
 	f.run(t, context.Background())
 	if f.task.Phase != state.PhaseTimedOut || len(f.task.Attempts) != 2 {
@@ -291,7 +293,7 @@ func TestFirstEventTimeoutIsRecoveredOnlyOnce(t *testing.T) {
 }
 
 func TestClosedStdoutIsTransientAndDegrades(t *testing.T) {
-	f := newFixture(t, sampleExec(t, ExecConfig{CloseGrace: 100 * time.Millisecond, Grace: 100 * time.Millisecond}), "@close-stdout")
+	f := newFixture(t, sampleExec(t, exec.Config{CloseGrace: 100 * time.Millisecond, Grace: 100 * time.Millisecond}), "@close-stdout")
 	f.runner.Policy.MaxAttempts = 1
 	f.run(t, context.Background())
 	a := f.task.Attempts[0]
@@ -304,7 +306,7 @@ func TestClosedStdoutIsTransientAndDegrades(t *testing.T) {
 }
 
 func TestSideEffectThenTransientFailureIsBlockedByTheGate(t *testing.T) {
-	f := newFixture(t, sampleExec(t, ExecConfig{}), "@side-effect wrote ~/.config/app.toml\n@fail network")
+	f := newFixture(t, sampleExec(t, exec.Config{}), "@side-effect wrote ~/.config/app.toml\n@fail network")
 	f.run(t, context.Background())
 	if f.task.Phase != state.PhaseRecoverableFailed || len(f.task.Attempts) != 1 || !f.task.Recoverable {
 		t.Fatalf("phase %s, %d attempts", f.task.Phase, len(f.task.Attempts))
@@ -324,7 +326,7 @@ func TestSideEffectThenTransientFailureIsBlockedByTheGate(t *testing.T) {
 func TestToolAndOutputAlsoBlockTheGate(t *testing.T) {
 	for prompt, gate := range map[string]state.GateReason{"@tool grep\n@fail overloaded": state.GateToolExecuted, "@output hello\n@fail overloaded": state.GateVisibleOutput} {
 		t.Run(string(gate), func(t *testing.T) {
-			f := newFixture(t, sampleExec(t, ExecConfig{}), prompt)
+			f := newFixture(t, sampleExec(t, exec.Config{}), prompt)
 			f.run(t, context.Background())
 			if d := f.task.Attempts[0].Retry; d.Gate != gate || f.task.Phase != state.PhaseRecoverableFailed {
 				t.Errorf("%q: %+v, phase %s", prompt, d, f.task.Phase)
@@ -336,11 +338,11 @@ func TestToolAndOutputAlsoBlockTheGate(t *testing.T) {
 func TestCancelDuringBackoffWait(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	f := newFixture(t, sampleExec(t, ExecConfig{}), "@fail overloaded 5")
-	f.runner.Policy = Policy{BaseDelay: time.Hour, MaxDelay: 2 * time.Hour, Jitter: 0.01}
-	f.rec.onReport = func(r Report) {
+	f := newFixture(t, sampleExec(t, exec.Config{}), "@fail overloaded 5")
+	f.runner.Policy = runner.Policy{BaseDelay: time.Hour, MaxDelay: 2 * time.Hour, Jitter: 0.01}
+	f.rec.onReport = func(r runner.Report) {
 		if a, ok := r.Payload.(state.Attempt); ok && a.Status == state.AttemptPending {
-			cancel(ErrCancelled)
+			cancel(runner.ErrCancelled)
 		}
 	}
 	f.run(t, ctx)
@@ -358,10 +360,10 @@ func TestCancelDuringBackoffWait(t *testing.T) {
 
 func TestShutdownEndsTheTaskRecoverable(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	f := newFixture(t, sampleExec(t, ExecConfig{Grace: 100 * time.Millisecond}), "@hang")
-	f.rec.onReport = func(r Report) {
+	f := newFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), "@hang")
+	f.rec.onReport = func(r runner.Report) {
 		if p, ok := r.Payload.(state.PhaseEvent); ok && p.Phase == state.PhaseTurnStarted {
-			cancel(ErrShutdown)
+			cancel(runner.ErrShutdown)
 		}
 	}
 	f.run(t, ctx)
@@ -376,11 +378,11 @@ func TestShutdownEndsTheTaskRecoverable(t *testing.T) {
 // TestIgnoredSIGTERMGetsSIGKILL runs the executor directly to see how the
 // process ended.
 func TestIgnoredSIGTERMGetsSIGKILL(t *testing.T) {
-	e := sampleExec(t, ExecConfig{Grace: 200 * time.Millisecond})
+	e := sampleExec(t, exec.Config{Grace: 200 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
-	spec := AttemptSpec{Task: TaskInput{ID: "t", Prompt: "@ignore-sigterm\n@output armed\n@hang", Attempt: 1}}
-	exit := e.Run(ctx, spec, func(ev Event) {
-		if ev.Type == EventOutput {
+	spec := runner.AttemptSpec{Task: runner.TaskInput{ID: "t", Prompt: "@ignore-sigterm\n@output armed\n@hang", Attempt: 1}}
+	exit := e.Run(ctx, spec, func(ev runner.Event) {
+		if ev.Type == runner.EventOutput {
 			cancel() // SIGTERM is ignored by now
 		}
 	})
@@ -393,7 +395,7 @@ func TestIgnoredSIGTERMGetsSIGKILL(t *testing.T) {
 // TestFloodOfAMillionLinesKeepsMemoryBounded floods a million lines through
 // the runner and watches the heap meanwhile.
 func TestFloodOfAMillionLinesKeepsMemoryBounded(t *testing.T) {
-	f := newFixture(t, sampleExec(t, ExecConfig{}), "@flood 1000000")
+	f := newFixture(t, sampleExec(t, exec.Config{}), "@flood 1000000")
 	f.rec.keepLogs = false
 	var peak uint64
 	stop := make(chan struct{})
@@ -426,9 +428,9 @@ func TestFloodOfAMillionLinesKeepsMemoryBounded(t *testing.T) {
 }
 
 func TestEnvironmentAndStdinReachTheChild(t *testing.T) {
-	e, _ := NewExec(ExecConfig{Argv: []string{"sh", "-c", `read -r task; echo "$AGENT_TASK_ID $AGENT_ATTEMPT $AGENT_MODEL"; echo "$task"`}})
+	e, _ := exec.New(exec.Config{Argv: []string{"sh", "-c", `read -r task; echo "$AGENT_TASK_ID $AGENT_ATTEMPT $AGENT_MODEL"; echo "$task"`}})
 	var lines []string
-	exit := e.Run(context.Background(), AttemptSpec{Task: TaskInput{ID: "t-9", Prompt: "p", Attempt: 2, Model: "m"}}, func(ev Event) {
+	exit := e.Run(context.Background(), runner.AttemptSpec{Task: runner.TaskInput{ID: "t-9", Prompt: "p", Attempt: 2, Model: "m"}}, func(ev runner.Event) {
 		lines = append(lines, ev.Lines...)
 	})
 	if exit.ExitCode != 0 || len(lines) != 2 || lines[0] != "t-9 2 m" || !strings.HasPrefix(lines[1], `{"id":"t-9","prompt":"p","attempt":2`) {
@@ -437,9 +439,9 @@ func TestEnvironmentAndStdinReachTheChild(t *testing.T) {
 }
 
 func TestOverlongLinesAreCut(t *testing.T) {
-	e, _ := NewExec(ExecConfig{Argv: []string{"sh", "-c", `head -c 300000 /dev/zero | tr '\0' x; echo; echo after`}, MaxLine: 1000})
+	e, _ := exec.New(exec.Config{Argv: []string{"sh", "-c", `head -c 300000 /dev/zero | tr '\0' x; echo; echo after`}, MaxLine: 1000})
 	var lines []string
-	e.Run(context.Background(), AttemptSpec{}, func(ev Event) { lines = append(lines, ev.Lines...) })
+	e.Run(context.Background(), runner.AttemptSpec{}, func(ev runner.Event) { lines = append(lines, ev.Lines...) })
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], strings.Repeat("x", 1000)+" …[line cut: 299000 more bytes]") || lines[1] != "after" {
 		t.Errorf("got %d lines: %.80q…", len(lines), lines)
 	}
@@ -450,7 +452,7 @@ func TestOverlongLinesAreCut(t *testing.T) {
 func TestExecutorTimeoutCodeIsNotTheAgentsTimeout(t *testing.T) {
 	for _, code := range []state.ErrorCode{state.CodeTimeout, state.CodeGatewayTimeout} {
 		t.Run(string(code), func(t *testing.T) {
-			f := newFixture(t, sampleExec(t, ExecConfig{}), "@fail "+string(code)+" 5")
+			f := newFixture(t, sampleExec(t, exec.Config{}), "@fail "+string(code)+" 5")
 			f.runner.Policy.MaxAttempts = 2
 			f.run(t, context.Background())
 			if f.task.Phase != state.PhaseFailed {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/edgeagent/agent/internal/proc"
 )
 
 // TestedCLI is a release of an AI CLI the executors are tested against:
@@ -55,12 +57,12 @@ func CLIVersion(ctx context.Context, e Executor) (path, version string, err erro
 	default:
 		return "", "", ErrNoVersion
 	}
-	if path, err = resolveBinary(bin); err != nil {
+	if path, err = proc.Resolve(bin); err != nil {
 		return "", "", err
 	}
 	cmd := exec.CommandContext(ctx, path, "--version")
 	cmd.Env = env
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = proc.SysProcAttr()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = versionWait
 	var out cappedBuffer

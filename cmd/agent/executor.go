@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/exec"
 )
 
 // executorFlags choose and configure the executor, for run and demo.
@@ -55,7 +56,7 @@ func (f *executorFlags) build() (runner.Executor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("find the agent's own binary for the sample executor: %w", err)
 		}
-		return runner.NewExec(runner.ExecConfig{Argv: []string{self, "sample-executor"}, Grace: f.killGrace, EnvPass: f.env})
+		return exec.New(exec.Config{Argv: []string{self, "sample-executor"}, Grace: f.killGrace, EnvPass: f.env})
 	case "exec":
 		if strings.TrimSpace(f.command) == "" {
 			return nil, usagef("--executor exec needs --executor-command")
@@ -64,7 +65,7 @@ func (f *executorFlags) build() (runner.Executor, error) {
 		if err != nil {
 			return nil, usagef("--executor-command: %v", err)
 		}
-		return runner.NewExec(runner.ExecConfig{Argv: argv, Grace: f.killGrace, EnvPass: f.env})
+		return exec.New(exec.Config{Argv: argv, Grace: f.killGrace, EnvPass: f.env})
 	case "codex":
 		exe, err := runner.NewCodex(runner.CodexConfig{Bin: f.bin, Args: f.args, EnvPass: f.env, Approval: runner.ApprovalPolicy(f.approval),
 			Sandbox: f.codexSandbox, Provider: f.codexProvider, Grace: f.killGrace})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
+	attemptproc "github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
 )
 
@@ -187,7 +188,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	}
 	// Tool commands the CLIs start in sessions of their own, orphaned,
 	// come back to the agent rather than to init, within its reach.
-	if err := runner.BecomeSubreaper(); err != nil {
+	if err := attemptproc.BecomeSubreaper(); err != nil {
 		log.Warn("cannot become a child subreaper; orphaned executor processes are still found by their mark", "err", err)
 	}
 	// The first SIGTERM or SIGINT drains (it also ends the command's

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package runner
+package proc
 
 // BecomeSubreaper does nothing where the platform has no child subreaper.
 func BecomeSubreaper() error { return nil }
@@ -14,3 +14,6 @@ func endKeepers(func(mark string) bool) {}
 
 // killOrphans does nothing: there is no subreaper here.
 func killOrphans() int { return 0 }
+
+// markedProcesses cannot list processes by their environment here.
+func markedProcesses(func(mark string) bool) []int { return nil }

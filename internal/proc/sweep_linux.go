@@ -1,4 +1,4 @@
-package runner
+package proc
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ var subreaper atomic.Bool
 // attempt started whose parent dies is reparented to the agent rather than
 // to init, so it stays within reach (its zombie is reaped by the next
 // sweep). Call it once, early, from a program whose children are all
-// started by the runner: the sweep reaps any other zombie child.
+// started by Start: the sweep reaps any other zombie child.
 func BecomeSubreaper() error {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		return errno
@@ -243,7 +243,7 @@ func waitGone(pid int) {
 	}
 }
 
-// reapOrphans reaps zombie children of a subreaper agent that the runner
+// reapOrphans reaps zombie children of a subreaper agent that Start
 // did not start itself: descendants of attempts, reparented after their
 // parent died, that then exited on their own.
 func reapOrphans() {
@@ -251,7 +251,7 @@ func reapOrphans() {
 		return
 	}
 	// Only zombies, by pid: waiting for any child would also take the
-	// executors the runner is still waiting for.
+	// executors Start is still waiting for.
 	for _, pid := range zombieChildren() {
 		children.reap(pid)
 	}
@@ -262,7 +262,7 @@ func zombieChildren() []int {
 	return ownChildren(func(pid int, state byte) bool { return state == 'Z' })
 }
 
-// orphans lists the live children of the agent the runner did not start.
+// orphans lists the live children of the agent Start did not start.
 func (s *childSet) orphans() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,4 +1,9 @@
-package runner
+// Package exec is the exec executor: it runs an argv (never through a
+// shell) per attempt, in a process group of its own, writes the task to its
+// stdin as one JSON line, and reads its stdout's JSON object lines as
+// events (runner.Event) and every other line of stdout or stderr as a log
+// line. runner.Exit 0 completes the attempt; anything else fails it.
+package exec
 
 import (
 	"bytes"
@@ -12,21 +17,24 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/runner"
 )
 
-// ExecConfig configures the exec executor. Zero fields take the defaults
+// Config configures the exec executor. Zero fields take the defaults
 // their comments give.
-type ExecConfig struct {
+type Config struct {
 	// Argv is the command, never run through a shell. Required.
 	Argv []string
 	// Env is set in the child's environment (NAME=VALUE), after the
-	// variables allowed through from the agent's (see CheckEnvNames).
+	// variables allowed through from the agent's (see runner.CheckEnvNames).
 	Env []string
 	// EnvPass names more of the agent's variables to pass on: NAME, or
 	// PREFIX* (--executor-env).
 	EnvPass []string
 	// Dir is the working directory of attempts given no work directory of
-	// their own (AttemptSpec.WorkDir). Default: the agent's.
+	// their own (runner.AttemptSpec.WorkDir). Default: the agent's.
 	Dir string
 	// Grace is how long a stopped attempt gets between SIGTERM and
 	// SIGKILL. Default 5 s.
@@ -44,10 +52,10 @@ type ExecConfig struct {
 }
 
 // Exec runs an argv per attempt, in its own process group.
-type Exec struct{ cfg ExecConfig }
+type Exec struct{ cfg Config }
 
-// NewExec returns an exec executor.
-func NewExec(cfg ExecConfig) (*Exec, error) {
+// New returns an exec executor.
+func New(cfg Config) (*Exec, error) {
 	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
 		return nil, errors.New("exec executor: empty command")
 	}
@@ -66,17 +74,17 @@ func NewExec(cfg ExecConfig) (*Exec, error) {
 	return &Exec{cfg: cfg}, nil
 }
 
-// Name implements Executor.
+// Name implements runner.Executor.
 func (e *Exec) Name() string { return "exec" }
 
-// Probe implements Executor: is the command there and executable?
+// Probe implements runner.Executor: is the command there and executable?
 func (e *Exec) Probe(context.Context) error {
 	_, err := e.resolve()
 	return err
 }
 
 // resolve finds the command, saying which of the two start errors stops it.
-func (e *Exec) resolve() (string, error) { return resolveBinary(e.cfg.Argv[0]) }
+func (e *Exec) resolve() (string, error) { return proc.Resolve(e.cfg.Argv[0]) }
 
 // batchLines and batchBytes bound one lines event.
 const (
@@ -84,52 +92,52 @@ const (
 	batchBytes = 256 << 10
 )
 
-// Run implements Executor.
-func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
+// Run implements runner.Executor.
+func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runner.Event)) runner.Exit {
 	path, err := e.resolve()
 	if err != nil {
-		return Exit{StartErr: err, ExitCode: -1}
+		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
 	input, err := json.Marshal(spec.Task)
 	if err != nil {
-		return Exit{StartErr: fmt.Errorf("encode task: %w", err), ExitCode: -1}
+		return runner.Exit{StartErr: fmt.Errorf("encode task: %w", err), ExitCode: -1}
 	}
 	dir := spec.WorkDir
 	if dir == "" {
 		dir = e.cfg.Dir
 	}
-	p, err := startProcess(processSpec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
-		Env: executorEnv(os.Environ(), e.cfg.EnvPass, e.cfg.Env, spec), Mark: spec.mark(),
-		Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.confine()})
+	p, err := proc.Start(proc.Spec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
+		Env: spec.Environ(e.cfg.EnvPass, e.cfg.Env), Mark: spec.ProcessMark(),
+		Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.Confinement()})
 	if err != nil {
-		return Exit{StartErr: err, ExitCode: -1}
+		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
 
 	var emitMu sync.Mutex
-	send := func(ev Event) {
+	send := func(ev runner.Event) {
 		emitMu.Lock()
 		defer emitMu.Unlock()
 		emit(ev)
 	}
 	sid := make([]byte, 4)
 	rand.Read(sid)
-	session := fmt.Sprintf("%x-%d", sid, p.pgid) // short form (first 4) tells attempts apart
-	send(Event{Type: EventSession, SessionID: session})
+	session := fmt.Sprintf("%x-%d", sid, p.Pgid) // short form (first 4) tells attempts apart
+	send(runner.Event{Type: runner.EventSession, SessionID: session})
 
 	var sawResult sync.Once
 	resultSeen := make(chan struct{})
 	stdoutDone, stderrDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stdoutDone)
-		e.read(p.stdout, "stdout", session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) })
+		e.read(p.Stdout, "stdout", session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) })
 	}()
 	go func() {
 		defer close(stderrDone)
-		e.read(p.stderr, "stderr", session, false, send, nil)
+		e.read(p.Stderr, "stderr", session, false, send, nil)
 	}()
 
 	var (
-		exit       Exit
+		exit       runner.Exit
 		stopping   bool
 		killTimer  <-chan time.Time
 		closeTimer <-chan time.Time
@@ -139,7 +147,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 		if !stopping {
 			stopping = true
 			exit.Killed = true
-			p.signal(syscall.SIGTERM)
+			p.Signal(syscall.SIGTERM)
 			killTimer = time.After(e.cfg.Grace)
 		}
 	}
@@ -150,7 +158,7 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 			ctxDone = nil
 			stop()
 		case <-killTimer:
-			p.signal(syscall.SIGKILL)
+			p.Signal(syscall.SIGKILL)
 		case <-stdoutEOF:
 			stdoutEOF = nil
 			select {
@@ -161,54 +169,35 @@ func (e *Exec) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit
 		case <-closeTimer:
 			exit.StdioClosed = true
 			stop()
-		case <-p.exited:
+		case <-p.Exited():
 			running = false
 		}
 	}
 	// No process of the attempt outlives it: its group, and whatever
 	// carries its mark.
-	p.sweep()
-	drainOutput(e.cfg.DrainTimeout, p, stdoutDone, stderrDone)
-	p.exitStatus(&exit)
+	p.Sweep()
+	p.Drain(e.cfg.DrainTimeout, stdoutDone, stderrDone)
+	exit.SetStatus(p)
 	return exit
-}
-
-// drainOutput waits, for at most timeout, for the readers to reach the end
-// of the output; then it closes the pipes under them (something outside the
-// attempt's reach holds them open) and waits for the readers to return.
-func drainOutput(timeout time.Duration, p *process, done ...chan struct{}) {
-	drain := time.NewTimer(timeout)
-	defer drain.Stop()
-	for _, d := range done {
-		select {
-		case <-d:
-		case <-drain.C:
-			p.stdout.Close()
-			p.stderr.Close()
-			<-d
-		}
-	}
-	p.stdout.Close()
-	p.stderr.Close()
 }
 
 // read turns one pipe into events: JSON object lines on stdout are events,
 // every other line a raw line. Raw lines are batched while more input is
 // already buffered, so a burst costs few events and bounded memory.
-func (e *Exec) read(f *os.File, stream, session string, events bool, send func(Event), onResult func()) {
-	lr := newLineReader(f, e.cfg.MaxLine)
+func (e *Exec) read(f *os.File, stream, session string, events bool, send func(runner.Event), onResult func()) {
+	lr := proc.NewLineReader(f, e.cfg.MaxLine)
 	var (
 		batch []string
 		size  int
 	)
 	flush := func() {
 		if len(batch) > 0 {
-			send(Event{Type: EventLines, SessionID: session, Stream: stream, Lines: batch})
+			send(runner.Event{Type: runner.EventLines, SessionID: session, Stream: stream, Lines: batch})
 			batch, size = nil, 0
 		}
 	}
 	for {
-		line, err := lr.next()
+		line, err := lr.Next()
 		if err != nil {
 			flush()
 			return
@@ -217,7 +206,7 @@ func (e *Exec) read(f *os.File, stream, session string, events bool, send func(E
 			if ev, ok := parseEvent(line); ok {
 				flush()
 				ev.SessionID = session
-				if ev.Type == EventResult && onResult != nil {
+				if ev.Type == runner.EventResult && onResult != nil {
 					onResult()
 				}
 				send(ev)
@@ -226,25 +215,26 @@ func (e *Exec) read(f *os.File, stream, session string, events bool, send func(E
 		}
 		batch = append(batch, line)
 		size += len(line)
-		if len(batch) >= batchLines || size >= batchBytes || !lr.buffered() {
+		if len(batch) >= batchLines || size >= batchBytes || !lr.Buffered() {
 			flush()
 		}
 	}
 }
 
 // parseEvent reads one stdout line as an event, if it is one.
-func parseEvent(line string) (Event, bool) {
-	var ev Event
+func parseEvent(line string) (runner.Event, bool) {
+	var ev runner.Event
 	if err := json.Unmarshal([]byte(line), &ev); err != nil {
-		return Event{}, false
+		return runner.Event{}, false
 	}
 	switch ev.Type {
-	case EventPhase, EventProgress, EventOutput, EventTool, EventSideEffect, EventLog, EventResult, EventError:
+	case runner.EventPhase, runner.EventProgress, runner.EventOutput, runner.EventTool, runner.EventSideEffect, runner.EventLog, runner.EventResult, runner.EventError:
 		return ev, true
 	}
-	return Event{}, false
+	return runner.Event{}, false
 }
 
-func (e *Exec) describe() string {
-	return "exec (" + strings.Join(append([]string{binaryNote(e.cfg.Argv[0])}, e.cfg.Argv[1:]...), " ") + ")"
+// Describe says what the executor runs, for the agent's start banner.
+func (e *Exec) Describe() string {
+	return "exec (" + strings.Join(append([]string{proc.Located(e.cfg.Argv[0])}, e.cfg.Argv[1:]...), " ") + ")"
 }

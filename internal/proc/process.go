@@ -1,4 +1,4 @@
-package runner
+package proc
 
 import (
 	"crypto/rand"
@@ -23,30 +23,34 @@ import (
 // the executor gets it and its descendants inherit it, even those that
 // leave the process group or start a session of their own (Codex and
 // Claude Code run tool commands that way). After an attempt, every process
-// still carrying its mark is killed (see process.sweep). The value is
+// still carrying its mark is killed (see Process.Sweep). The value is
 // OWNER/ATTEMPT, so that an agent restarting after a crash can also end
 // what its previous life left running (SweepOwner).
 const MarkEnv = "AGENT_ATTEMPT_MARK"
 
-// process is one executor process of an attempt, in a process group of its
+// Process is one executor process of an attempt, in a process group of its
 // own, with the attempt's mark in its environment. On Linux it runs under a
 // keeper (internal/keeper), which confines it and ends every process it
 // starts; cmd is then the keeper's.
-type process struct {
+type Process struct {
+	// Pgid is the executor's process group (its pid).
+	Pgid int
+	// Stdin is the child's stdin, nil unless Spec.StdinPipe asked for it.
+	Stdin io.WriteCloser
+	// Stdout and Stderr are the read ends of the child's output; the
+	// reader closes them (Drain does).
+	Stdout, Stderr *os.File
+
 	cmd    *exec.Cmd
 	keeper *keeper.Process // nil where attempts run without one
-	pgid   int
 	mark   string
-	stdin  io.WriteCloser // nil unless asked for
-	stdout *os.File       // read ends; the reader closes them
-	stderr *os.File
 	exited chan struct{} // closed once Wait has returned
 	err    error         // Wait's error, valid after exited
 	status keeper.Status // the keeper's report, valid after exited
 }
 
-// processSpec is what startProcess needs.
-type processSpec struct {
+// Spec is what Start needs.
+type Spec struct {
 	Name  string   // the command as configured, for errors
 	Path  string   // resolved path of the binary
 	Args  []string // argv after the name
@@ -63,10 +67,10 @@ type processSpec struct {
 	Grace time.Duration
 }
 
-// startProcess starts a process in its own group, with stdout and stderr on
+// Start starts a process in its own group, with stdout and stderr on
 // pipes of its own (os.Pipe, so a grandchild holding them cannot hold up
 // Wait), and waits for it in the background.
-func startProcess(ps processSpec) (*process, error) {
+func Start(ps Spec) (*Process, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -82,9 +86,9 @@ func startProcess(ps processSpec) (*process, error) {
 	cmd.Dir = ps.Dir
 	cmd.Env = append(ps.Env, MarkEnv+"="+ps.Mark)
 	cmd.Stdout, cmd.Stderr = outW, errW
-	p := &process{cmd: cmd, mark: ps.Mark, stdout: outR, stderr: errR, exited: make(chan struct{})}
+	p := &Process{cmd: cmd, mark: ps.Mark, Stdout: outR, Stderr: errR, exited: make(chan struct{})}
 	if ps.StdinPipe {
-		if p.stdin, err = cmd.StdinPipe(); err != nil {
+		if p.Stdin, err = cmd.StdinPipe(); err != nil {
 			outR.Close()
 			outW.Close()
 			errR.Close()
@@ -99,7 +103,7 @@ func startProcess(ps processSpec) (*process, error) {
 	} else if ps.Confine != nil {
 		err = errors.New("this program cannot confine attempts (it does not run them under a keeper)")
 	} else {
-		cmd.SysProcAttr = sysProcAttr()
+		cmd.SysProcAttr = SysProcAttr()
 		err = children.start(cmd)
 	}
 	outW.Close() // the child has its own copies
@@ -109,24 +113,24 @@ func startProcess(ps processSpec) (*process, error) {
 		errR.Close()
 		return nil, startError(ps.Name, err)
 	}
-	p.pgid = cmd.Process.Pid
+	p.Pgid = cmd.Process.Pid
 	go func() {
 		p.err = cmd.Wait()
 		if p.keeper != nil {
 			p.status = p.keeper.Status()
 		}
-		children.remove(p.pgid)
+		children.remove(p.Pgid)
 		close(p.exited)
 	}()
 	return p, nil
 }
 
-// signal sends sig to the executor's process group. A SIGKILL also
+// Signal sends sig to the executor's process group. A SIGKILL also
 // arms keeperKillAfter: a keeper that has not ended its attempt by then is
 // killed itself, and the agent (a subreaper) ends what it leaves.
-func (p *process) signal(sig syscall.Signal) {
+func (p *Process) Signal(sig syscall.Signal) {
 	if p.keeper == nil {
-		_ = syscall.Kill(-p.pgid, sig)
+		_ = syscall.Kill(-p.Pgid, sig)
 		return
 	}
 	p.keeper.Signal(sig, true)
@@ -135,7 +139,7 @@ func (p *process) signal(sig syscall.Signal) {
 			select {
 			case <-p.exited:
 			default:
-				_ = syscall.Kill(p.pgid, syscall.SIGKILL)
+				_ = syscall.Kill(p.Pgid, syscall.SIGKILL)
 			}
 		})
 	}
@@ -145,8 +149,8 @@ func (p *process) signal(sig syscall.Signal) {
 // take before it is killed itself.
 const keeperKillAfter = 5 * time.Second
 
-// signalLeader sends sig to the executor process alone.
-func (p *process) signalLeader(sig syscall.Signal) {
+// SignalLeader sends sig to the executor process alone.
+func (p *Process) SignalLeader(sig syscall.Signal) {
 	if p.keeper == nil {
 		_ = p.cmd.Process.Signal(sig)
 		return
@@ -154,14 +158,14 @@ func (p *process) signalLeader(sig syscall.Signal) {
 	p.keeper.Signal(sig, false)
 }
 
-// sweep ends every process left of the attempt: its group, and every
+// Sweep ends every process left of the attempt: its group, and every
 // process anywhere that carries its mark; and, when its keeper died before
 // it could end the attempt itself, what the keeper left to the agent. It
 // returns how many processes it had to kill. Call it once the executor
 // process (the keeper) has exited.
-func (p *process) sweep() int {
+func (p *Process) Sweep() int {
 	if p.keeper == nil {
-		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		_ = syscall.Kill(-p.Pgid, syscall.SIGKILL)
 	}
 	n := sweepMark(func(m string) bool { return m == p.mark })
 	if p.keeper != nil && p.status.Swept < 0 {
@@ -170,20 +174,45 @@ func (p *process) sweep() int {
 	return n
 }
 
-// exitStatus fills an Exit from the ended process.
-func (p *process) exitStatus(exit *Exit) {
+// Exited is closed once the executor process (the keeper) has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Status says how the ended process ended: its exit code (-1 when a signal
+// ended it) and the signal's name; err is set when it could not be waited
+// for, having reported neither. Call it once Exited is closed.
+func (p *Process) Status() (exitCode int, signal string, err error) {
 	if p.keeper != nil {
-		exit.ExitCode, exit.Signal = p.status.ExitCode, p.status.Signal
-		return
+		return p.status.ExitCode, p.status.Signal, nil
 	}
 	st := p.cmd.ProcessState
-	exit.ExitCode = st.ExitCode()
+	exitCode = st.ExitCode()
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		exit.Signal = ws.Signal().String()
+		signal = ws.Signal().String()
 	}
-	if p.err != nil && exit.ExitCode == 0 && exit.Signal == "" {
-		exit.StartErr = p.err
+	if p.err != nil && exitCode == 0 && signal == "" {
+		err = p.err
 	}
+	return exitCode, signal, err
+}
+
+// Drain waits, for at most timeout, for the readers to reach the end of
+// the output (each done is closed when its reader returns); then it closes
+// the pipes under them (something outside the attempt's reach holds them
+// open) and waits for the readers to return.
+func (p *Process) Drain(timeout time.Duration, done ...chan struct{}) {
+	drain := time.NewTimer(timeout)
+	defer drain.Stop()
+	for _, d := range done {
+		select {
+		case <-d:
+		case <-drain.C:
+			p.Stdout.Close()
+			p.Stderr.Close()
+			<-d
+		}
+	}
+	p.Stdout.Close()
+	p.Stderr.Close()
 }
 
 // SweepOwner kills every process marked as started by owner's attempts, as
@@ -200,8 +229,15 @@ func SweepOwner(owner string) int {
 	return sweepMark(match)
 }
 
-// newMark makes an attempt's mark: OWNER/ATTEMPT/RANDOM.
-func newMark(owner, attemptID string) string {
+// OwnerProcesses lists the live processes marked as started by owner's
+// attempts: none should be left once its attempts have ended.
+func OwnerProcesses(owner string) []int {
+	return markedProcesses(func(m string) bool { return strings.HasPrefix(m, owner+"/") })
+}
+
+// NewMark makes an attempt's mark: OWNER/ATTEMPT/RANDOM ("agent" when
+// owner is empty).
+func NewMark(owner, attemptID string) string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	if owner == "" {
@@ -210,7 +246,7 @@ func newMark(owner, attemptID string) string {
 	return owner + "/" + attemptID + "/" + hex.EncodeToString(b)
 }
 
-// childSet is the set of processes the runner started and has not yet
+// childSet is the set of processes Start started and has not yet
 // waited for. A subreaper agent reaps other zombie children (orphans of
 // attempts) and leaves these to their own Wait; starting and reaping hold
 // the same lock, so a child cannot be reaped between its start and its
@@ -239,7 +275,7 @@ func (s *childSet) remove(pid int) {
 	s.mu.Unlock()
 }
 
-// reap reaps zombie pid unless the runner is waiting for it itself.
+// reap reaps zombie pid unless Start's own Wait is waiting for it.
 func (s *childSet) reap(pid int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -249,9 +285,16 @@ func (s *childSet) reap(pid int) {
 	}
 }
 
-// resolveBinary finds a command on PATH or by path, saying which of the two
-// start errors stops it.
-func resolveBinary(name string) (string, error) {
+// Start errors: Resolve and Start wrap one of these when that is why a
+// command cannot run.
+var (
+	ErrNotFound      = errors.New("executor not found")
+	ErrNotExecutable = errors.New("executor not executable")
+)
+
+// Resolve finds a command on PATH or by path, as an absolute path, saying
+// which of the two start errors stops it.
+func Resolve(name string) (string, error) {
 	path, err := exec.LookPath(name)
 	if err == nil {
 		// Absolute: the attempt runs in its work directory, where a path
@@ -264,16 +307,26 @@ func resolveBinary(name string) (string, error) {
 	if info, serr := os.Stat(name); serr == nil && (info.IsDir() || info.Mode()&0o111 == 0) {
 		return "", fmt.Errorf("%w: %s", ErrNotExecutable, name)
 	}
-	return "", fmt.Errorf("%w: %s: %v", ErrExecutorNotFound, name, err)
+	return "", fmt.Errorf("%w: %s: %v", ErrNotFound, name, err)
 }
 
 // startError maps a failed start to the named start errors.
 func startError(name string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: %s: %v", ErrExecutorNotFound, name, err)
+		return fmt.Errorf("%w: %s: %v", ErrNotFound, name, err)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC):
 		return fmt.Errorf("%w: %s: %v", ErrNotExecutable, name, err)
 	}
 	return fmt.Errorf("start %s: %w", name, err)
+}
+
+// Located says where a command was found, or why it was not: its absolute
+// path, or "NAME: not found".
+func Located(name string) string {
+	path, err := Resolve(name)
+	if err != nil {
+		return name + ": not found"
+	}
+	return path
 }

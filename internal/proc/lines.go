@@ -1,4 +1,4 @@
-package runner
+package proc
 
 import (
 	"bufio"
@@ -7,23 +7,25 @@ import (
 	"io"
 )
 
-// lineReader reads lines of at most max bytes. A longer line is cut: its
+// LineReader reads lines of at most max bytes. A longer line is cut: its
 // first max bytes are returned with a note of how much was dropped, and the
 // rest is read past without being held. A flood of output therefore costs
 // at most max bytes at a time.
-type lineReader struct {
+type LineReader struct {
 	br  *bufio.Reader
 	max int
 	buf []byte
 }
 
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+// NewLineReader returns a LineReader of r that keeps lines of at most max
+// bytes.
+func NewLineReader(r io.Reader, max int) *LineReader {
+	return &LineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
-// next returns the next line without its newline. At the end it returns
+// Next returns the next line without its newline. At the end it returns
 // io.EOF, after a last unterminated line if there is one.
-func (lr *lineReader) next() (string, error) {
+func (lr *LineReader) Next() (string, error) {
 	lr.buf = lr.buf[:0]
 	dropped := 0
 	for {
@@ -54,6 +56,6 @@ func (lr *lineReader) next() (string, error) {
 	}
 }
 
-// buffered reports whether more input is already waiting, so a reader can
+// Buffered reports whether more input is already waiting, so a reader can
 // batch the lines of a burst.
-func (lr *lineReader) buffered() bool { return lr.br.Buffered() > 0 }
+func (lr *LineReader) Buffered() bool { return lr.br.Buffered() > 0 }

@@ -1,0 +1,102 @@
+package proc
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The mark reaches the executor, and a sweep by owner ends what a crashed
+// agent's attempts left behind.
+func TestSweepOwnerEndsMarkedProcesses(t *testing.T) {
+	cmd := exec.Command("setsid", "sleep", "300")
+	cmd.Env = append(os.Environ(), MarkEnv+"=owner-x/att-1/abcd")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done }) // a failed run leaves nothing behind
+	other := exec.Command("sleep", "300")
+	other.Env = append(os.Environ(), MarkEnv+"=owner-y/att-2/abcd")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+
+	if n := SweepOwner("owner-x"); n != 1 {
+		t.Fatalf("SweepOwner killed %d processes, want 1", n)
+	}
+	<-done // killed, else this blocks until the test times out
+	if !alive(other.Process.Pid) {
+		t.Fatal("another owner's process was killed")
+	}
+}
+
+// A process started with no environment at all reads like one caught in an
+// exec; the sweep looks at it a few times, leaves it alone and returns.
+func TestSweepLeavesAProcessWithNoEnvironment(t *testing.T) {
+	bare := exec.Command("sleep", "300")
+	bare.Env = []string{}
+	if err := bare.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = bare.Process.Kill(); _ = bare.Wait() }()
+	// Wait for its exec to be done: its command line is sleep's.
+	for {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(bare.Process.Pid) + "/cmdline")
+		if strings.HasPrefix(string(b), "sleep\x00") {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := SweepOwner("owner-z"); n != 0 {
+		t.Fatalf("SweepOwner killed %d processes, want 0", n)
+	}
+	if !alive(bare.Process.Pid) {
+		t.Fatal("a process with no environment was killed")
+	}
+}
+
+// A previous life's keeper is told to end its attempt, not killed
+// outright: it kills what dropped the mark too, which a SIGKILLed keeper
+// would have left to init.
+func TestSweepOwnerEndsAKeepersAttemptWhole(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "escaped")
+	p, err := Start(Spec{Name: "sh", Path: "/bin/sh", Dir: dir, Mark: NewMark("owner-k", "att-1"), Grace: time.Second,
+		Args: []string{"-c", `env -u ` + MarkEnv + ` setsid sh -c 'echo $$ > escaped; exec sleep 300' </dev/null >/dev/null 2>&1 &
+			while :; do sleep 1; done`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Drain(time.Second)
+	for i := 0; i < 2000; i++ {
+		if b, _ := os.ReadFile(pidFile); len(b) > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	escaped, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	SweepOwner("owner-k")
+	<-p.Exited()
+	if alive(escaped) {
+		_ = syscall.Kill(escaped, syscall.SIGKILL)
+		t.Fatalf("process %d, which dropped the mark, outlived the sweep of its keeper's owner", escaped)
+	}
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	_, state, ok := procStat(pid)
+	return ok && state != 'Z'
+}
