@@ -33,7 +33,6 @@ func codeLabel(e *state.Error) string {
 	return "other"
 }
 
-
 // phaseLabel is a phase as a label value; one the closed set does not
 // know (a newer file) is "other".
 func phaseLabel(p state.Phase) string {
