@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
@@ -64,7 +65,7 @@ func fixture(t *testing.T) (*controlplane.Client, Config) {
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()}
 }
 
-func waitTerminal(t *testing.T, c *controlplane.Client, id string) controlplane.TaskView {
+func waitTerminal(t *testing.T, c *controlplane.Client, id string) api.TaskView {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -90,7 +91,7 @@ func TestRunStopsCleanly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	v, err := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "fix it"})
+	v, err := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "fix it"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestStopCancelsTasksAfterTheGrace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	v, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "@hang"})
+	v, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "@hang"})
 	for deadline := time.Now().Add(time.Minute); ; {
 		got, _ := client.Task(ctx, v.ID)
 		if got.Phase == state.PhaseTurnStarted {
@@ -178,7 +179,7 @@ func TestMissingExecutorClaimsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	v, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "fix it"})
+	v, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "fix it"})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		agents, _ := client.Agents(ctx)
@@ -208,7 +209,7 @@ func TestMissingExecutorClaimsNothing(t *testing.T) {
 // next start resumes it (it used to crash on it, again and again).
 func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 	client, cfg := fixture(t)
-	v, err := client.CreateTask(context.Background(), controlplane.CreateTaskRequest{Prompt: "@output hello"})
+	v, err := client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := crashed.Claim(context.Background(), controlplane.ClaimRequest{AgentID: "vm-crashed", Max: 1, HealthGrade: "available"})
+	claimed, err := crashed.Claim(context.Background(), api.ClaimRequest{AgentID: "vm-crashed", Max: 1, HealthGrade: "available"})
 	if err != nil || len(claimed.Tasks) != 1 {
 		t.Fatalf("claim: %v %+v", err, claimed)
 	}

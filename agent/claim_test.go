@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
@@ -39,12 +40,12 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		var req controlplane.ClaimRequest
+		var req api.ClaimRequest
 		_ = json.Unmarshal(body, &req)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rec := httptest.NewRecorder()
 		real.ServeHTTP(rec, r) // the control plane acts
-		var resp controlplane.ClaimResponse
+		var resp api.ClaimResponse
 		_ = json.Unmarshal(rec.Body.Bytes(), &resp)
 		mu.Lock()
 		claimIDs = append(claimIDs, req.RequestID)
@@ -77,7 +78,7 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 	// would requeue the task after two heartbeats) stays out of this test.
 	cfg := Config{ControlPlane: hs.URL, Token: regTok, DataDir: t.TempDir(), Executor: exe,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()}
-	task, err := client.CreateTask(context.Background(), controlplane.CreateTaskRequest{Prompt: "@output hello"})
+	task, err := client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestGrantLargerThanAskedIsReleased(t *testing.T) {
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/tasks/claim":
-			var req controlplane.ClaimRequest
+			var req api.ClaimRequest
 			body, _ := io.ReadAll(r.Body)
 			_ = json.Unmarshal(body, &req)
 			req.Max++ // a control plane that grants one more than asked
@@ -128,7 +129,7 @@ func TestGrantLargerThanAskedIsReleased(t *testing.T) {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		case "/v1/tasks/release":
 			body, _ := io.ReadAll(r.Body)
-			var req controlplane.ReleaseRequest
+			var req api.ReleaseRequest
 			_ = json.Unmarshal(body, &req)
 			mu.Lock()
 			released = append(released, req.TaskIDs...)
@@ -148,7 +149,7 @@ func TestGrantLargerThanAskedIsReleased(t *testing.T) {
 	}
 	var ids []string
 	for range 3 {
-		v, err := client.CreateTask(context.Background(), controlplane.CreateTaskRequest{Prompt: "@output hello"})
+		v, err := client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "@output hello"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -35,7 +36,7 @@ type DemoOptions struct {
 	Executor runner.Executor
 	// Tasks are the tasks submitted, and Models the fallback chain.
 	// Default: the sample executor's tasks and models.
-	Tasks   []controlplane.CreateTaskRequest
+	Tasks   []api.CreateTaskRequest
 	Models  []string
 	Version string
 	// Timeout bounds the whole demo. Default 2 min.
@@ -44,7 +45,7 @@ type DemoOptions struct {
 
 // demoTasks show the three outcomes: success, a transient failure retried
 // with the next model, and a failure the safety gate stops.
-var demoTasks = []controlplane.CreateTaskRequest{
+var demoTasks = []api.CreateTaskRequest{
 	{Title: "Fix the flaky login test", Prompt: "Fix the flaky login test\n@progress 3\n@sleep 1500ms\n@tool go test ./auth/...\n@output Found a race in the session cache; fixed it and added a test."},
 	{Title: "Summarize this week's issues", Prompt: "Summarize this week's issues\n@sleep 500ms\n@fail rate_limit\n@progress 3\n@sleep 1s\n@output 12 new issues, 3 need attention."},
 	{Title: "Rotate the staging credentials", Prompt: "Rotate the staging credentials\n@progress 2\n@sleep 1s\n@side-effect rotated the staging API key\n@fail network"},
@@ -193,7 +194,7 @@ func demoToken() string {
 
 // watch prints a line whenever a task's phase, progress or attempts
 // change, until every task is terminal.
-func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agentErr <-chan error) ([]controlplane.TaskView, error) {
+func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agentErr <-chan error) ([]api.TaskView, error) {
 	start := time.Now()
 	last := map[string]string{}
 	tick := time.NewTicker(150 * time.Millisecond)
@@ -229,7 +230,7 @@ func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agen
 }
 
 // progressLine is what the demo shows of a task.
-func progressLine(v controlplane.TaskView) string {
+func progressLine(v api.TaskView) string {
 	s := fmt.Sprintf("%-19s", v.Phase)
 	c := v.Current()
 	switch {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -28,12 +29,12 @@ func TestPoisonRecordIsIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	task, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "x"})
+	task, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "x"})
 	agentA, err := controlplane.NewClient(hs.URL, regTok, controlplane.ClientOptions{Tries: 1, AgentID: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := agentA.Claim(ctx, controlplane.ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available"})
+	claimed, err := agentA.Claim(ctx, api.ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available"})
 	if err != nil || len(claimed.Tasks) != 1 {
 		t.Fatal(err)
 	}

@@ -28,19 +28,6 @@ import (
 // The control plane keeps the tokens' SHA-256, never the tokens, in
 // agents.json.
 
-// RegisterRequest is POST /v1/agents/register: with the registration
-// secret for an id nobody holds, or with the agent's own token to replace
-// it.
-type RegisterRequest struct {
-	AgentID string `json:"agent_id"`
-}
-
-// RegisterResponse carries the agent's own token.
-type RegisterResponse struct {
-	AgentID string `json:"agent_id"`
-	Token   string `json:"token"`
-}
-
 // registry holds the agents' token hashes, on disk and in memory.
 type registry struct {
 	path   string
@@ -70,20 +57,6 @@ func openRegistry(dir string) (*registry, error) {
 func hashToken(tok string) string {
 	h := sha256.Sum256([]byte(tok))
 	return hex.EncodeToString(h[:])
-}
-
-// WhoAmI answers GET /v1/whoami: whose the token is (operator, agent or
-// registration) and, for an agent, its id. Tools check with it that they
-// hold the credential they need.
-type WhoAmI struct {
-	Principal string `json:"principal"`
-	AgentID   string `json:"agent_id,omitempty"`
-}
-
-// RevokeResponse answers POST /v1/agents/{id}/revoke.
-type RevokeResponse struct {
-	AgentID string `json:"agent_id"`
-	Revoked bool   `json:"revoked"`
 }
 
 // errRegistered: the agent id is held by a token, and the registration

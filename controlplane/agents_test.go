@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -21,18 +22,18 @@ func TestAgentsActOnlyForThemselves(t *testing.T) {
 	task := e.submit("x", "any")
 	c := e.claim("a", "available", 1)[0]
 
-	if _, err := e.client.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); statusOf(err) != http.StatusForbidden {
+	if _, err := e.client.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"}); statusOf(err) != http.StatusForbidden {
 		t.Fatalf("heartbeat with an operator token: %v, want 403", err)
 	}
 	mallory := e.agent("mallory")
-	if _, err := mallory.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); statusOf(err) != http.StatusForbidden {
+	if _, err := mallory.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"}); statusOf(err) != http.StatusForbidden {
 		t.Fatalf("mallory heartbeating as a: %v, want 403", err)
 	}
-	res, err := mallory.SendEvents(ctx, "mallory", []Event{ev("m1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting})})
-	if err != nil || res[0].Status != StatusRejected || res[0].Reason != ReasonLease {
+	res, err := mallory.SendEvents(ctx, "mallory", []api.Event{ev("m1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting})})
+	if err != nil || res[0].Status != api.StatusRejected || res[0].Reason != api.ReasonLease {
 		t.Fatalf("mallory's events on a's lease: %+v %v, want rejected (lease)", res, err)
 	}
-	if r := e.send("a", ev("a1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting})); r[0].Status != StatusAccepted {
+	if r := e.send("a", ev("a1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting})); r[0].Status != api.StatusAccepted {
 		t.Fatalf("a's own event: %+v", r)
 	}
 
@@ -45,15 +46,15 @@ func TestAgentsActOnlyForThemselves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Heartbeat(ctx, HeartbeatRequest{AgentID: "a", Running: []RunningTask{{TaskID: task.ID}}}); err != nil {
+	if _, err := a.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a", Running: []api.RunningTask{{TaskID: task.ID}}}); err != nil {
 		t.Fatalf("a's token after a restart: %v", err)
 	}
 	renewed, _ := NewClient(e.http.URL, oldTok, ClientOptions{Tries: 1})
-	if err := renewed.call(ctx, http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: "a"}, &RegisterResponse{}, false); err != nil {
+	if err := renewed.call(ctx, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: "a"}, &api.RegisterResponse{}, false); err != nil {
 		t.Fatalf("a renewing its own token: %v", err)
 	}
 	stale, _ := NewClient(e.http.URL, oldTok, ClientOptions{Tries: 1})
-	if err := stale.call(ctx, http.MethodGet, "/v1/tasks", nil, &[]TaskView{}, false); statusOf(err) != http.StatusUnauthorized {
+	if err := stale.call(ctx, http.MethodGet, "/v1/tasks", nil, &[]api.TaskView{}, false); statusOf(err) != http.StatusUnauthorized {
 		t.Fatalf("a replaced token: %v, want 401", err)
 	}
 }
@@ -69,7 +70,7 @@ func TestClientRegistersAgainWhenItsTokenIsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := c.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); err != nil || saved == "" {
+	if _, err := c.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"}); err != nil || saved == "" {
 		t.Fatalf("first heartbeat: %v (token saved: %v)", err, saved != "")
 	}
 	first := saved
@@ -81,14 +82,14 @@ func TestClientRegistersAgainWhenItsTokenIsUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c2.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); err != nil {
+	if _, err := c2.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"}); err != nil {
 		t.Fatalf("heartbeat with a token the control plane forgot: %v", err)
 	}
 	if saved == first {
 		t.Fatal("no new token was registered and saved")
 	}
 	agentOnlyToken, _ := NewClient(e.http.URL, saved, ClientOptions{Tries: 1})
-	if err := agentOnlyToken.call(ctx, http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: "c"}, &RegisterResponse{}, false); statusOf(err) != http.StatusForbidden {
+	if err := agentOnlyToken.call(ctx, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: "c"}, &api.RegisterResponse{}, false); statusOf(err) != http.StatusForbidden {
 		t.Fatalf("registering with an agent's token: %v, want 403", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -16,12 +17,12 @@ import (
 // tasks are saved and accepted events appended, synced, before the answer.
 // A log event past its attempt's cap is accepted and counted, its lines
 // not stored (see admitLog).
-func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
+func (s *Server) acceptEvents(req api.EventsRequest) (api.EventsResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
-		return EventsResponse{}, err
+		return api.EventsResponse{}, err
 	}
-	if len(req.Events) > MaxEventsPerBatch {
-		return EventsResponse{}, badRequest("%d events in one batch; the limit is %d", len(req.Events), MaxEventsPerBatch)
+	if len(req.Events) > api.MaxEventsPerBatch {
+		return api.EventsResponse{}, badRequest("%d events in one batch; the limit is %d", len(req.Events), api.MaxEventsPerBatch)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -29,41 +30,41 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 	batch := crashBatch{n: s.batches}
 	now := s.opts.Now()
 	s.watchdog(now)
-	resp := EventsResponse{Results: make([]EventResult, len(req.Events))}
+	resp := api.EventsResponse{Results: make([]api.EventResult, len(req.Events))}
 	lines := map[string][]byte{}       // each touched task's events to store, encoded
 	stored := map[string]int{}         // and how many they are
 	keys := map[string][]string{}      // each touched task's keys accepted in this batch
 	before := map[string]*state.Task{} // each touched task as it was, to undo a batch that cannot be stored
 	var order []string                 // tasks in the order they were first touched
 	for i, ev := range req.Events {
-		res := EventResult{Key: ev.Key, Status: StatusAccepted}
+		res := api.EventResult{Key: ev.Key, Status: api.StatusAccepted}
 		t := s.tasks[ev.TaskID]
 		var set map[string]struct{}
-		if t != nil && ev.Key != "" && len(ev.Key) <= MaxKeyBytes {
+		if t != nil && ev.Key != "" && len(ev.Key) <= api.MaxKeyBytes {
 			var err error
 			if set, err = s.keySet(t, req.AgentID); err != nil {
 				s.undo(slices.Collect(maps.Keys(before)), keys, before)
-				return EventsResponse{}, fmt.Errorf("read the keys of task %s: %w", t.ID, err)
+				return api.EventsResponse{}, fmt.Errorf("read the keys of task %s: %w", t.ID, err)
 			}
 		}
 		_, dup := set[ev.Key]
 		switch {
 		case ev.Key == "":
-			res.Status, res.Reason = StatusRejected, ReasonInvalid+": no key"
-		case len(ev.Key) > MaxKeyBytes || len(ev.LeaseID) > MaxIDBytes || len(ev.TaskID) > MaxIDBytes:
-			res.Status, res.Reason = StatusRejected, fmt.Sprintf("%s: key over %d bytes or id over %d", ReasonInvalid, MaxKeyBytes, MaxIDBytes)
+			res.Status, res.Reason = api.StatusRejected, api.Invalid("no key")
+		case len(ev.Key) > api.MaxKeyBytes || len(ev.LeaseID) > api.MaxIDBytes || len(ev.TaskID) > api.MaxIDBytes:
+			res.Status, res.Reason = api.StatusRejected, api.Invalid(fmt.Sprintf("key over %d bytes or id over %d", api.MaxKeyBytes, api.MaxIDBytes))
 		case dup:
-			res.Status = StatusDuplicate
+			res.Status = api.StatusDuplicate
 		default:
-			var logged LogPayload
+			var logged api.LogPayload
 			if ev.Kind == state.EventLog {
 				var err error
 				if logged, err = decodeLog(ev.Payload); err != nil {
-					res.Status, res.Reason = StatusRejected, ReasonInvalid+": "+err.Error()
+					res.Status, res.Reason = api.StatusRejected, api.Invalid(err.Error())
 					break
 				}
 				if carriesCut(ev.Payload, logged) {
-					res.Status, res.Reason = StatusRejected, ReasonInvalid+": output_cut is the control plane's mark, not an agent's"
+					res.Status, res.Reason = api.StatusRejected, api.Invalid("output_cut is the control plane's mark, not an agent's")
 					break
 				}
 			}
@@ -71,18 +72,18 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 				before[ev.TaskID] = t.Clone()
 			}
 			if reason := s.apply(req.AgentID, ev, now); reason != "" {
-				res.Status, res.Reason = StatusRejected, reason
+				res.Status, res.Reason = api.StatusRejected, reason
 				break
 			}
 			t = s.tasks[ev.TaskID]
-			se := StoredEvent{Event: ev, AgentID: req.AgentID, ReceivedAt: now}
+			se := api.StoredEvent{Event: ev, AgentID: req.AgentID, ReceivedAt: now}
 			line, err := encodeStored(se)
 			if err == nil && ev.Kind == state.EventLog {
 				line, err = s.admitLog(t, se, logged, line, *t.EventsApplied+stored[ev.TaskID]+1)
 			}
 			if err != nil {
 				s.undo(slices.Collect(maps.Keys(before)), keys, before)
-				return EventsResponse{}, fmt.Errorf("store event %s: %w", ev.Key, err)
+				return api.EventsResponse{}, fmt.Errorf("store event %s: %w", ev.Key, err)
 			}
 			if set != nil {
 				set[ev.Key] = struct{}{}
@@ -114,7 +115,7 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 				_ = s.save(s.tasks[done]) // stored already; a failure is repaired at the next start
 			}
 			s.log.Error("store events", "task", id, "err", err)
-			return EventsResponse{}, fmt.Errorf("store events of %s: %w", id, err)
+			return api.EventsResponse{}, fmt.Errorf("store events of %s: %w", id, err)
 		}
 		t := s.tasks[id]
 		n := *t.EventsApplied + stored[id]
@@ -127,7 +128,7 @@ func (s *Server) acceptEvents(req EventsRequest) (EventsResponse, error) {
 		if err := s.save(s.tasks[id]); err != nil {
 			// The events are stored: the next start brings the task file
 			// up to date. Say so rather than answer as if all was well.
-			return EventsResponse{}, fmt.Errorf("events of %s are stored but the task could not be saved (it is repaired at the next start): %w", id, err)
+			return api.EventsResponse{}, fmt.Errorf("events of %s are stored but the task could not be saved (it is repaired at the next start): %w", id, err)
 		}
 	}
 	if batch.at(crashAfterSave) {
@@ -154,10 +155,10 @@ func (s *Server) undo(ids []string, keys map[string][]string, before map[string]
 
 // apply applies one event to its task, or says why it is rejected. mu is
 // held.
-func (s *Server) apply(agentID string, ev Event, now time.Time) (reason string) {
+func (s *Server) apply(agentID string, ev api.Event, now time.Time) (reason api.RejectReason) {
 	t := s.tasks[ev.TaskID]
 	if t == nil {
-		return ReasonUnknown
+		return api.ReasonUnknown
 	}
 	if t.Phase.Terminal() {
 		// The completion that follows the agent's own terminal phase is
@@ -166,30 +167,30 @@ func (s *Server) apply(agentID string, ev Event, now time.Time) (reason string) 
 		var c state.CompleteEvent
 		if ev.Kind == state.EventComplete && json.Unmarshal(ev.Payload, &c) == nil && c.Status == t.Phase && t.Result == nil {
 			if t.Lease == nil || t.Lease.ID != ev.LeaseID || t.Lease.AgentID != agentID {
-				return ReasonLease
+				return api.ReasonLease
 			}
 			s.setResult(t, c)
 			return ""
 		}
-		return ReasonTerminal
+		return api.ReasonTerminal
 	}
 	if r := t.PersonRetry; r != nil && ev.Attempt > 0 && ev.Attempt <= r.After {
 		// A report of an attempt that ended before a person retried the
 		// task: it was made while the task was terminal.
-		return ReasonTerminal
+		return api.ReasonTerminal
 	}
 	switch {
 	case t.Lease == nil:
-		return ReasonLease // never leased, or back in the queue
+		return api.ReasonLease // never leased, or back in the queue
 	case t.Lease.ID != ev.LeaseID || t.Lease.AgentID != agentID:
-		return ReasonLease // another's lease, or another agent holding it
+		return api.ReasonLease // another's lease, or another agent holding it
 	case t.Lease.Lapsed:
 		// The lease lapsed while the agent was away, and nobody else took
 		// the task: the agent that held it, under its lease id, gets it
 		// back.
 		t.Lease.Lapsed = false
 	}
-	bad := func(err error) string { return ReasonInvalid + ": " + err.Error() }
+	bad := func(err error) api.RejectReason { return api.Invalid(err.Error()) }
 	switch ev.Kind {
 	case state.EventPhase:
 		var p state.PhaseEvent
@@ -229,7 +230,7 @@ func (s *Server) apply(agentID string, ev Event, now time.Time) (reason string) 
 		}
 		s.setResult(t, c)
 	default:
-		return ReasonInvalid + ": unknown kind " + string(ev.Kind)
+		return api.Invalid("unknown kind " + string(ev.Kind))
 	}
 	t.LastProgressAt, t.UpdatedAt = now, now
 	t.Lease.ExpiresAt = now.Add(s.opts.Lease)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 // Principals: who a credential speaks for, and so what it may do. Each
@@ -37,34 +39,17 @@ func (p principal) String() string {
 	var names []string
 	for _, n := range []struct {
 		p    principal
-		name string
-	}{{principalOperator, "operator"}, {principalAgent, "agent"}, {principalRegistration, "registration"}} {
+		name api.Principal
+	}{{principalOperator, api.PrincipalOperator}, {principalAgent, api.PrincipalAgent}, {principalRegistration, api.PrincipalRegistration}} {
 		if p&n.p != 0 {
-			names = append(names, n.name)
+			names = append(names, string(n.name))
 		}
 	}
 	return strings.Join(names, "|")
 }
 
-// MinTokenLen is the shortest token the control plane and its clients
-// take: 32 characters, 128 bits when they are hex digits. The tokens the
-// control plane makes are longer (192 bits or more).
-const MinTokenLen = 32
-
-// CheckToken refuses a token that cannot go in an Authorization header as
-// it is (visible ASCII, no spaces) or that is shorter than MinTokenLen.
-// The error never holds the token.
-func CheckToken(tok string) error {
-	for i := 0; i < len(tok); i++ {
-		if tok[i] <= ' ' || tok[i] > '~' {
-			return fmt.Errorf("a token is one word of visible ASCII characters (no spaces)")
-		}
-	}
-	if len(tok) < MinTokenLen {
-		return fmt.Errorf("the token is %d characters; a token needs at least %d (128 bits as hex digits): make one with openssl rand -hex 32", len(tok), MinTokenLen)
-	}
-	return nil
-}
+// wire is a caller's principal (one of them) as GET /v1/whoami says it.
+func (p principal) wire() api.Principal { return api.Principal(p.String()) }
 
 // caller is who made a request.
 type caller struct {
@@ -115,11 +100,11 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 				}
 				secs := int(wait.Seconds() + 0.999)
 				w.Header().Set("Retry-After", strconv.Itoa(secs))
-				writeJSON(w, http.StatusTooManyRequests, ErrorBody{Error: fmt.Sprintf("too many failed authentications from %s; try again in %ds", addr, secs)})
+				writeJSON(w, http.StatusTooManyRequests, api.ErrorBody{Error: fmt.Sprintf("too many failed authentications from %s; try again in %ds", addr, secs)})
 				return
 			}
 			s.log.Warn("authentication failed", "addr", addr, "path", r.URL.Path)
-			writeJSON(w, http.StatusUnauthorized, ErrorBody{Error: "unauthorized: missing or wrong bearer token"})
+			writeJSON(w, http.StatusUnauthorized, api.ErrorBody{Error: "unauthorized: missing or wrong bearer token"})
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, who)))
@@ -151,7 +136,7 @@ func guard(rt route) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := callerOf(r.Context()).principal; p&rt.allow == 0 {
-			writeJSON(w, http.StatusForbidden, ErrorBody{Error: refusal(p, rt.allow)})
+			writeJSON(w, http.StatusForbidden, api.ErrorBody{Error: refusal(p, rt.allow)})
 			return
 		}
 		rt.handler(w, r)
@@ -250,7 +235,7 @@ func (t *throttle) fail(addr string, now time.Time) (wait time.Duration, crossed
 // secret, and no operator token at all. It returns the operator tokens'
 // SHA-256. Errors never hold a token.
 func checkTokens(registration string, operators []string) (map[[sha256.Size]byte]bool, error) {
-	if err := CheckToken(registration); err != nil {
+	if err := api.CheckToken(registration); err != nil {
 		return nil, fmt.Errorf("controlplane: the registration secret: %w", err)
 	}
 	if len(operators) == 0 {
@@ -258,7 +243,7 @@ func checkTokens(registration string, operators []string) (map[[sha256.Size]byte
 	}
 	set := map[[sha256.Size]byte]bool{}
 	for i, tok := range operators {
-		if err := CheckToken(tok); err != nil {
+		if err := api.CheckToken(tok); err != nil {
 			return nil, fmt.Errorf("controlplane: operator token %d: %w", i+1, err)
 		}
 		if subtle.ConstantTimeCompare([]byte(tok), []byte(registration)) == 1 {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -87,7 +88,7 @@ func TestEveryRouteServesOnlyItsPrincipals(t *testing.T) {
 				t.Errorf("%s with a %s token: %d %s, want it served", rt.pattern, p, code, answer)
 			}
 			if rt.pattern == "POST /v1/agents/register" && p == principalAgent && code == http.StatusOK {
-				var r RegisterResponse // the agent renewed its token: the old one is gone
+				var r api.RegisterResponse // the agent renewed its token: the old one is gone
 				if err := json.Unmarshal([]byte(answer), &r); err != nil || r.Token == "" {
 					t.Fatalf("renewal answer %s", answer)
 				}
@@ -144,12 +145,12 @@ func TestRevokeFreesAnAgentID(t *testing.T) {
 	if _, err := e.client.RevokeAgent(ctx, "a"); statusOf(err) != http.StatusNotFound {
 		t.Fatalf("revoking it again: %v, want 404", err)
 	}
-	if _, err := e.as(old).Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); statusOf(err) != http.StatusUnauthorized {
+	if _, err := e.as(old).Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"}); statusOf(err) != http.StatusUnauthorized {
 		t.Fatalf("the revoked token: %v, want 401", err)
 	}
 	saved := ""
 	c, _ := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: "a", AgentToken: old, SaveAgentToken: func(tok string) error { saved = tok; return nil }})
-	if _, err := c.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); err != nil || saved == "" || saved == old {
+	if _, err := c.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"}); err != nil || saved == "" || saved == old {
 		t.Fatalf("the agent after the revocation: %v (new token saved: %v)", err, saved != "" && saved != old)
 	}
 }
@@ -162,11 +163,11 @@ func TestClientWhoseIDIsHeldIsToldTheFix(t *testing.T) {
 	e.tokenOfAgent("a")
 	c, _ := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: "a", AgentToken: "agt_" + strings.Repeat("0", 48),
 		SaveAgentToken: func(string) error { t.Error("a token was saved"); return nil }})
-	_, err := c.Heartbeat(ctx, HeartbeatRequest{AgentID: "a"})
+	_, err := c.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"})
 	if statusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "agent agents revoke a") {
 		t.Fatalf("heartbeat of an agent whose id another token holds: %v, want 409 naming agent agents revoke", err)
 	}
-	if _, err := e.agent("a").Heartbeat(ctx, HeartbeatRequest{AgentID: "a"}); err != nil {
+	if _, err := e.agent("a").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"}); err != nil {
 		t.Fatalf("the holder after the attempt: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -143,12 +144,12 @@ func TestBoundsUnderAttack(t *testing.T) {
 	payload, _ := json.Marshal(state.LogEvent{Stream: "stdout", Lines: lines})
 	events := (attackOutput + len(payload) - 1) / len(payload)
 	for sent := 0; sent < events; sent += 20 {
-		batch := make([]Event, 0, 20)
+		batch := make([]api.Event, 0, 20)
 		for i := sent; i < min(sent+20, events); i++ {
-			batch = append(batch, Event{Key: fmt.Sprintf("%s:log:%d", c.Task.ID, i), Kind: state.EventLog, TaskID: c.Task.ID, Attempt: 1, LeaseID: c.Lease.ID, CreatedAt: t0, Payload: payload})
+			batch = append(batch, api.Event{Key: fmt.Sprintf("%s:log:%d", c.Task.ID, i), Kind: state.EventLog, TaskID: c.Task.ID, Attempt: 1, LeaseID: c.Lease.ID, CreatedAt: t0, Payload: payload})
 		}
 		for _, r := range e.send("ag-1", batch...) {
-			if r.Status != StatusAccepted {
+			if r.Status != api.StatusAccepted {
 				t.Fatalf("log event %s: %+v, want accepted", r.Key, r)
 			}
 		}
@@ -163,7 +164,7 @@ func TestBoundsUnderAttack(t *testing.T) {
 	title, prompt := strings.Repeat("T", 1700000), strings.Repeat("P", 256<<10)
 	for i := range 30 {
 		clk.advance(time.Millisecond)
-		if _, err := e.client.CreateTask(ctx, CreateTaskRequest{Title: title, Prompt: fmt.Sprintf("%02d", i) + prompt[2:]}); err != nil {
+		if _, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Title: title, Prompt: fmt.Sprintf("%02d", i) + prompt[2:]}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -239,7 +240,7 @@ func TestStartReadsNoStoredEvents(t *testing.T) {
 	payload, _ := json.Marshal(state.LogEvent{Stream: "stdout", Lines: []string{strings.Repeat("o", 40<<10)}})
 	n := 1000
 	for i := range n {
-		b, _ := json.Marshal(StoredEvent{Event: Event{Key: fmt.Sprint("old-log-", i), Kind: state.EventLog, TaskID: c.Task.ID, Attempt: 1, LeaseID: c.Lease.ID, CreatedAt: t0, Payload: payload}, AgentID: "ag-1", ReceivedAt: t0})
+		b, _ := json.Marshal(api.StoredEvent{Event: api.Event{Key: fmt.Sprint("old-log-", i), Kind: state.EventLog, TaskID: c.Task.ID, Attempt: 1, LeaseID: c.Lease.ID, CreatedAt: t0, Payload: payload}, AgentID: "ag-1", ReceivedAt: t0})
 		w.Write(append(b, '\n'))
 	}
 	must(t, w.Flush())
@@ -259,7 +260,7 @@ func TestStartReadsNoStoredEvents(t *testing.T) {
 	if allocs > 1<<20 || held > 1<<20 {
 		t.Errorf("the start allocates %.1f MiB and holds %.1f MiB with %d MiB of events stored; it should read none of them", float64(allocs)/(1<<20), float64(held)/(1<<20), info.Size()>>20)
 	}
-	if r := e.send("ag-1", runToCompletion(c)[0])[0]; r.Status != StatusDuplicate {
+	if r := e.send("ag-1", runToCompletion(c)[0])[0]; r.Status != api.StatusDuplicate {
 		t.Errorf("an event sent again after the start: %+v", r)
 	}
 }

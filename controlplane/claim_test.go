@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -16,8 +17,8 @@ func TestClaimIsIdempotentByRequestID(t *testing.T) {
 	e.submit("one", "any")
 	e.submit("two", "any")
 	ctx := context.Background()
-	claim := func(id string) []Claimed {
-		resp, err := e.agent("a").Claim(ctx, ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available", RequestID: id})
+	claim := func(id string) []api.Claimed {
+		resp, err := e.agent("a").Claim(ctx, api.ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available", RequestID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +35,7 @@ func TestClaimIsIdempotentByRequestID(t *testing.T) {
 	}
 }
 
-func ids(cs []Claimed) []string {
+func ids(cs []api.Claimed) []string {
 	var out []string
 	for _, c := range cs {
 		out = append(out, c.Task.ID+"/"+c.Lease.ID)
@@ -56,12 +57,12 @@ func TestHeartbeatReconcilesClaimsBothWays(t *testing.T) {
 	if len(granted) != 2 {
 		t.Fatalf("granted %v", ids(granted))
 	}
-	beat := func(running ...string) HeartbeatResponse {
-		var rs []RunningTask
+	beat := func(running ...string) api.HeartbeatResponse {
+		var rs []api.RunningTask
 		for _, id := range running {
-			rs = append(rs, RunningTask{TaskID: id, Phase: state.PhaseClaimed})
+			rs = append(rs, api.RunningTask{TaskID: id, Phase: state.PhaseClaimed})
 		}
-		resp, err := e.agent("a").Heartbeat(ctx, HeartbeatRequest{AgentID: "a", Running: rs})
+		resp, err := e.agent("a").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a", Running: rs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,12 +135,12 @@ func TestOverlongKeysAndIdsAreRefused(t *testing.T) {
 	e.submit("x", "any")
 	c := e.claim("a", "available", 1)[0]
 	huge := strings.Repeat("k", 2<<20)
-	res := e.send("a", ev(huge[:MaxKeyBytes+1], state.EventProgress, c, state.ProgressEvent{Message: "x"}),
+	res := e.send("a", ev(huge[:api.MaxKeyBytes+1], state.EventProgress, c, state.ProgressEvent{Message: "x"}),
 		ev("ok", state.EventProgress, c, state.ProgressEvent{Message: "y"}))
-	if res[0].Status != StatusRejected || res[1].Status != StatusAccepted {
+	if res[0].Status != api.StatusRejected || res[1].Status != api.StatusAccepted {
 		t.Fatalf("results %+v", res)
 	}
-	if _, err := e.agent(strings.Repeat("a", MaxIDBytes+1)).Heartbeat(context.Background(), HeartbeatRequest{AgentID: strings.Repeat("a", MaxIDBytes+1)}); err == nil {
+	if _, err := e.agent(strings.Repeat("a", api.MaxIDBytes+1)).Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: strings.Repeat("a", api.MaxIDBytes+1)}); err == nil {
 		t.Fatal("an overlong agent id was taken")
 	}
 	// And a second control plane on the same directory is refused.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 func TestCheckURLNormalizesAndNeverEchoesAPassword(t *testing.T) {
@@ -61,7 +63,7 @@ func TestClientRefusesRedirects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Heartbeat(context.Background(), HeartbeatRequest{AgentID: "a"})
+	_, err = c.Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "a"})
 	if !errors.Is(err, ErrRedirect) {
 		t.Fatalf("Heartbeat through a redirect: %v, want ErrRedirect", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 // Every API body is outside input. Whatever a client posts, the control
@@ -55,7 +57,7 @@ func FuzzAPIBodies(f *testing.F) {
 	reg.Header.Set("Authorization", "Bearer "+regToken)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, reg)
-	var resp RegisterResponse
+	var resp api.RegisterResponse
 	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || resp.Token == "" {
 		f.Fatalf("register agent a: %d %s", w.Code, w.Body)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -39,7 +40,7 @@ func TestKeysOfEndedTasksLeaveMemoryWithoutLosingExactlyOnce(t *testing.T) {
 	}
 
 	clk.advance(keysKeptAfterEnd)
-	e.agent("ag-2").Heartbeat(ctx, HeartbeatRequest{AgentID: "ag-2"}) // a watchdog pass
+	e.agent("ag-2").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "ag-2"}) // a watchdog pass
 	if n, ok := e.keysHeld(c.Task.ID); ok || n != 1 {
 		t.Fatalf("keys held for %d tasks (the ended one: %v), want only the running task's", n, ok)
 	}
@@ -53,8 +54,8 @@ func TestKeysOfEndedTasksLeaveMemoryWithoutLosingExactlyOnce(t *testing.T) {
 	}
 	// Another agent: rejected as late, its keys not read for it.
 	clk.advance(time.Second)
-	e.agent("ag-2").Heartbeat(ctx, HeartbeatRequest{AgentID: "ag-2"})
-	if r := e.send("ag-2", evs[len(evs)-1])[0]; r.Status != StatusRejected || r.Reason != ReasonTerminal {
+	e.agent("ag-2").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "ag-2"})
+	if r := e.send("ag-2", evs[len(evs)-1])[0]; r.Status != api.StatusRejected || r.Reason != api.ReasonTerminal {
 		t.Errorf("another agent's late event: %+v, want rejected terminal", r)
 	}
 	if _, ok := e.keysHeld(c.Task.ID); ok {
@@ -91,7 +92,7 @@ func TestRetryReadsTheKeysBack(t *testing.T) {
 	failed.Status, failed.CompletedAt = state.AttemptFailed, t0.Add(time.Second)
 	failed.Error = &state.Error{Code: state.CodeNetwork}
 	failed.Retry = &state.RetryDecision{TechnicallyRetryable: true, Gate: state.GateSideEffect, Decision: state.DecisionStopped}
-	run := []Event{
+	run := []api.Event{
 		ev("x:phase:executor_starting", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
 		ev("x:attempt:1", state.EventAttempt, c, a),
 		ev("x:attempt:2", state.EventAttempt, c, failed),
@@ -122,7 +123,7 @@ func TestOddKeysAreReadBackExactly(t *testing.T) {
 	e := newEnv(t, t.TempDir(), clk)
 	e.submit("x", "")
 	c := e.claim("ag-1", "available", 1)[0]
-	var evs []Event
+	var evs []api.Event
 	for i, k := range []string{`a"b`, `back\slash`, `<tag>&amp;`, "tab\tnew\nline", "ключ-鍵-🔑", `\"`, `x\`, "\u2028"} {
 		evs = append(evs, ev(k, state.EventProgress, c, state.ProgressEvent{Message: strings.Repeat("m", i)}))
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -14,35 +15,16 @@ import (
 // attempt when ServerOptions.MaxAttemptOutput is zero.
 const DefaultMaxAttemptOutput = 8 << 20
 
-// OutputCut marks the log event where the control plane cut an attempt's
-// output: its cap, and what it cut from this event. What it cut after this
-// event it counts on the task (output_cut_lines, output_cut_bytes, and
-// per attempt in output[]).
-type OutputCut struct {
-	CapBytes int64 `json:"cap_bytes"`
-	Lines    int64 `json:"lines"`
-	Bytes    int64 `json:"bytes"`
-}
-
-// LogPayload is a log event's payload as the control plane stores it: the
-// agent's stream and lines and, on the event where it cut the attempt's
-// output, its mark. The mark is the control plane's: an agent's log event
-// that carries one is rejected (invalid).
-type LogPayload struct {
-	state.LogEvent
-	Cut *OutputCut `json:"output_cut,omitempty"`
-}
-
 // decodeLog reads a log event's payload.
-func decodeLog(payload json.RawMessage) (LogPayload, error) {
-	var l LogPayload
+func decodeLog(payload json.RawMessage) (api.LogPayload, error) {
+	var l api.LogPayload
 	err := json.Unmarshal(payload, &l)
 	return l, err
 }
 
 // carriesCut reports whether an agent's log payload holds the control
 // plane's mark; the quick look first, then the decoded payload.
-func carriesCut(payload json.RawMessage, l LogPayload) bool {
+func carriesCut(payload json.RawMessage, l api.LogPayload) bool {
 	return bytes.Contains(payload, []byte(`"output_cut"`)) && l.Cut != nil
 }
 
@@ -91,7 +73,7 @@ func outputOf(t *state.Task, attempt int) *state.AttemptOutput {
 // cap, the event is stored whole; the one that would pass it is stored
 // with as many of its lines as fit and the mark; after the mark, nothing
 // of the attempt's is stored (nil) and its lines are counted. mu is held.
-func (s *Server) admitLog(t *state.Task, se StoredEvent, l LogPayload, line []byte, seq int) ([]byte, error) {
+func (s *Server) admitLog(t *state.Task, se api.StoredEvent, l api.LogPayload, line []byte, seq int) ([]byte, error) {
 	acct := outputOf(t, se.Attempt)
 	limit := s.opts.MaxAttemptOutput
 	switch {
@@ -116,33 +98,33 @@ func (s *Server) admitLog(t *state.Task, se StoredEvent, l LogPayload, line []by
 // the mark line after them, and the mark. The mark itself may pass room:
 // it is at most a couple of KiB (keys, ids and the stream it names are
 // capped).
-func markCut(se StoredEvent, l state.LogEvent, room, limit int64) ([]byte, OutputCut, error) {
+func markCut(se api.StoredEvent, l state.LogEvent, room, limit int64) ([]byte, api.OutputCut, error) {
 	mark := markLine(limit)
-	p := LogPayload{LogEvent: state.LogEvent{Stream: state.Ellipsize(l.Stream, markStreamRunes), Lines: []string{mark}},
-		Cut: &OutputCut{CapBytes: limit, Lines: math.MaxInt64, Bytes: math.MaxInt64}} // the widest counts: an upper bound
+	p := api.LogPayload{LogEvent: state.LogEvent{Stream: state.Ellipsize(l.Stream, markStreamRunes), Lines: []string{mark}},
+		Cut: &api.OutputCut{CapBytes: limit, Lines: math.MaxInt64, Bytes: math.MaxInt64}} // the widest counts: an upper bound
 	base, err := withPayload(se, p)
 	if err != nil {
-		return nil, OutputCut{}, err
+		return nil, api.OutputCut{}, err
 	}
 	size, keep := int64(len(base)), 0
 	for ; keep < len(l.Lines); keep++ {
 		q, err := json.Marshal(l.Lines[keep])
 		if err != nil {
-			return nil, OutputCut{}, err
+			return nil, api.OutputCut{}, err
 		}
 		if size+int64(len(q))+1 > room { // the line and its comma
 			break
 		}
 		size += int64(len(q)) + 1
 	}
-	cut := OutputCut{CapBytes: limit, Lines: int64(len(l.Lines) - keep), Bytes: textBytes(l.Lines[keep:])}
+	cut := api.OutputCut{CapBytes: limit, Lines: int64(len(l.Lines) - keep), Bytes: textBytes(l.Lines[keep:])}
 	p.Lines, p.Cut = append(slices.Clip(l.Lines[:keep]), mark), &cut
 	line, err := withPayload(se, p)
 	return line, cut, err
 }
 
 // withPayload is se stored with payload p instead of its own.
-func withPayload(se StoredEvent, p LogPayload) ([]byte, error) {
+func withPayload(se api.StoredEvent, p api.LogPayload) ([]byte, error) {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, err
@@ -154,7 +136,7 @@ func withPayload(se StoredEvent, p LogPayload) ([]byte, error) {
 // replayLog counts a stored log event that a start applies again (see
 // recover): it was stored, so it counts as stored, and its mark as the
 // cut. mu is held.
-func replayLog(t *state.Task, e storedLine, l LogPayload, seq int) {
+func replayLog(t *state.Task, e storedLine, l api.LogPayload, seq int) {
 	acct := outputOf(t, e.Attempt)
 	acct.StoredBytes += e.size
 	if l.Cut != nil {

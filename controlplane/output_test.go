@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
 // logEvents makes n log events of attempt, each of lines lines of width
 // bytes, keyed prefix-i.
-func logEvents(c Claimed, attempt int, prefix string, n, lines, width int) (evs []Event, sentLines, sentBytes int64) {
+func logEvents(c api.Claimed, attempt int, prefix string, n, lines, width int) (evs []api.Event, sentLines, sentBytes int64) {
 	for i := range n {
 		l := make([]string, lines)
 		for j := range l {
@@ -36,7 +37,7 @@ func logEvents(c Claimed, attempt int, prefix string, n, lines, width int) (evs 
 // kept (the mark's line not counted), and the marks.
 type storedLog struct {
 	bytes, lines, textBytes int64
-	marks                   []StoredEvent
+	marks                   []api.StoredEvent
 	seqOfMark               []int
 }
 
@@ -57,14 +58,14 @@ func readStoredLog(t *testing.T, dir, taskID string, attempt int) storedLog {
 		if err != nil {
 			t.Fatalf("a torn line in the events file: %v", err)
 		}
-		var e StoredEvent
+		var e api.StoredEvent
 		if err := json.Unmarshal(line, &e); err != nil {
 			t.Fatal(err)
 		}
 		if e.Kind != state.EventLog || e.Attempt != attempt {
 			continue
 		}
-		var p LogPayload
+		var p api.LogPayload
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func readStoredLog(t *testing.T, dir, taskID string, attempt int) storedLog {
 	return out
 }
 
-func outputFor(t *testing.T, v TaskView, attempt int) state.AttemptOutput {
+func outputFor(t *testing.T, v api.TaskView, attempt int) state.AttemptOutput {
 	t.Helper()
 	for _, o := range v.Output {
 		if o.Attempt == attempt {
@@ -115,7 +116,7 @@ func TestLogOutputIsCappedPerAttempt(t *testing.T) {
 	// 1 MB of output in 100 events of 100 lines of 100 bytes.
 	logs, sentLines, sentBytes := logEvents(c, 1, "out", 100, 100, 100)
 	for i, r := range e.send("ag-1", logs...) {
-		if r.Status != StatusAccepted {
+		if r.Status != api.StatusAccepted {
 			t.Fatalf("log event %d: %+v, want accepted", i, r)
 		}
 	}
@@ -136,7 +137,7 @@ func TestLogOutputIsCappedPerAttempt(t *testing.T) {
 		t.Fatalf("%d marks stored, want 1", len(got.marks))
 	}
 	mark := got.marks[0]
-	var p LogPayload
+	var p api.LogPayload
 	must(t, json.Unmarshal(mark.Payload, &p))
 	if p.Cut.CapBytes != limit || mark.Key == "" || mark.Attempt != 1 || p.Stream != "stdout" {
 		t.Errorf("the mark: %+v, payload %+v", mark, p)
@@ -205,9 +206,9 @@ func TestLogOutputIsCappedPerAttempt(t *testing.T) {
 	}
 
 	// The mark is the control plane's: an agent's is refused.
-	forged := ev(id+":forged", state.EventLog, c, LogPayload{LogEvent: state.LogEvent{Stream: "stdout", Lines: []string{"x"}}, Cut: &OutputCut{CapBytes: 1}})
+	forged := ev(id+":forged", state.EventLog, c, api.LogPayload{LogEvent: state.LogEvent{Stream: "stdout", Lines: []string{"x"}}, Cut: &api.OutputCut{CapBytes: 1}})
 	forged.Attempt = 2
-	if r := e.send("ag-1", forged)[0]; r.Status != StatusRejected || !strings.HasPrefix(r.Reason, ReasonInvalid) {
+	if r := e.send("ag-1", forged)[0]; r.Status != api.StatusRejected || !strings.HasPrefix(string(r.Reason), string(api.ReasonInvalid)) {
 		t.Errorf("a log event with a forged mark: %+v, want rejected invalid", r)
 	}
 }
@@ -221,14 +222,14 @@ func TestTheEventThatPassesTheCapKeepsWhatFits(t *testing.T) {
 	e.submit("x", "")
 	c := e.claim("ag-1", "available", 1)[0]
 	big, sentLines, sentBytes := logEvents(c, 1, "big", 1, 400, 100) // 40 KB in one event
-	if r := e.send("ag-1", big...)[0]; r.Status != StatusAccepted {
+	if r := e.send("ag-1", big...)[0]; r.Status != api.StatusAccepted {
 		t.Fatalf("%+v", r)
 	}
 	got := readStoredLog(t, dir, c.Task.ID, 1)
 	if len(got.marks) != 1 {
 		t.Fatalf("%d marks stored, want 1", len(got.marks))
 	}
-	var p LogPayload
+	var p api.LogPayload
 	must(t, json.Unmarshal(got.marks[0].Payload, &p))
 	if got.lines == 0 || got.bytes > limit || p.Cut.Lines != sentLines-got.lines || p.Cut.Bytes != sentBytes-got.textBytes {
 		t.Errorf("kept %d lines in %d bytes (cap %d); the mark says %d lines, %d bytes cut of %d, %d", got.lines, got.bytes, limit, p.Cut.Lines, p.Cut.Bytes, sentLines, sentBytes)
@@ -281,12 +282,12 @@ func TestTitlesAreCappedAndPromptsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name, title, want string
 	}{
-		{"ascii, 1.7 MB", strings.Repeat("a", 1700000), strings.Repeat("a", MaxTitleRunes-1) + "…"},
-		{"two-byte characters", strings.Repeat("é", 1000), strings.Repeat("é", MaxTitleRunes-1) + "…"},
-		{"at the cap", strings.Repeat("é", MaxTitleRunes), strings.Repeat("é", MaxTitleRunes)},
+		{"ascii, 1.7 MB", strings.Repeat("a", 1700000), strings.Repeat("a", api.MaxTitleRunes-1) + "…"},
+		{"two-byte characters", strings.Repeat("é", 1000), strings.Repeat("é", api.MaxTitleRunes-1) + "…"},
+		{"at the cap", strings.Repeat("é", api.MaxTitleRunes), strings.Repeat("é", api.MaxTitleRunes)},
 		{"short", "fix the login test", "fix the login test"},
 	} {
-		v, err := e.client.CreateTask(ctx, CreateTaskRequest{Title: tc.title, Prompt: "do it"})
+		v, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Title: tc.title, Prompt: "do it"})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -297,11 +298,11 @@ func TestTitlesAreCappedAndPromptsRefused(t *testing.T) {
 			t.Errorf("%s: stored title of %d bytes", tc.name, len(stored.Title))
 		}
 	}
-	_, err := e.client.CreateTask(ctx, CreateTaskRequest{Prompt: strings.Repeat("p", MaxPromptBytes+1)})
+	_, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: strings.Repeat("p", api.MaxPromptBytes+1)})
 	if statusOf(err) != 400 || !strings.Contains(err.Error(), "prompt is longer than 256 KiB") {
 		t.Errorf("a prompt over the cap: %v", err)
 	}
-	if _, err := e.client.CreateTask(ctx, CreateTaskRequest{Prompt: strings.Repeat("p", MaxPromptBytes)}); err != nil {
+	if _, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: strings.Repeat("p", api.MaxPromptBytes)}); err != nil {
 		t.Errorf("a prompt at the cap: %v", err)
 	}
 }

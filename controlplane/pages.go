@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -66,7 +67,7 @@ func (s *Server) orderTasks() {
 
 // serveTasks answers GET /v1/tasks: a page of tasks, oldest first.
 func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
-	after, limit, err := pageParams(r, DefaultTasksPage, MaxTasksPage)
+	after, limit, err := pageParams(r, api.DefaultTasksPage, api.MaxTasksPage)
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -82,7 +83,7 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			panic(http.ErrAbortHandler) // the answer is half written: cut the connection rather than end it as if whole
 		}
-		views[i] = TaskView{} // written: let it go
+		views[i] = api.TaskView{} // written: let it go
 		if !writeItem(w, i, b) {
 			return
 		}
@@ -92,7 +93,7 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 
 // tasksPage copies up to limit tasks after the task named after. next
 // names the page's last task when more follow.
-func (s *Server) tasksPage(after string, limit int) ([]TaskView, string, error) {
+func (s *Server) tasksPage(after string, limit int) ([]api.TaskView, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watchdog(s.opts.Now())
@@ -106,7 +107,7 @@ func (s *Server) tasksPage(after string, limit int) ([]TaskView, string, error) 
 		start = i + 1
 	}
 	end := min(start+limit, len(s.order))
-	views := make([]TaskView, 0, max(end-start, 0))
+	views := make([]api.TaskView, 0, max(end-start, 0))
 	for _, ref := range s.order[min(start, end):end] {
 		views = append(views, view(s.tasks[ref.id]))
 	}
@@ -120,7 +121,7 @@ func (s *Server) tasksPage(after string, limit int) ([]TaskView, string, error) 
 // serveEvents answers GET /v1/tasks/{id}/events: a page of the task's
 // events, read from its file.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
-	cursor, limit, err := pageParams(r, DefaultEventsPage, MaxEventsPage)
+	cursor, limit, err := pageParams(r, api.DefaultEventsPage, api.MaxEventsPage)
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -176,7 +177,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			reply(w, nil, err)
 			return
 		}
-		if n == 0 || count > 0 && size+n > MaxEventsPageBytes {
+		if n == 0 || count > 0 && size+n > api.MaxEventsPageBytes {
 			break
 		}
 		count, size = count+1, size+n
@@ -223,7 +224,7 @@ func storedWell(line []byte) bool {
 func writeList(w http.ResponseWriter, next string) {
 	w.Header().Set("Content-Type", "application/json")
 	if next != "" {
-		w.Header().Set(NextAfterHeader, next)
+		w.Header().Set(api.NextAfterHeader, next)
 	}
 	w.WriteHeader(http.StatusOK)
 	w.Write([]byte("["))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -28,7 +29,7 @@ func (e *env) get(path string) (int, string, []byte) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	must(e.t, err)
-	return resp.StatusCode, resp.Header.Get(NextAfterHeader), b
+	return resp.StatusCode, resp.Header.Get(api.NextAfterHeader), b
 }
 
 // The list of tasks comes in pages, oldest first; the answer stays a JSON
@@ -38,7 +39,7 @@ func TestTaskListComesInPages(t *testing.T) {
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()
-	n := DefaultTasksPage + 5
+	n := api.DefaultTasksPage + 5
 	var ids []string
 	for i := range n {
 		clk.advance(time.Millisecond)
@@ -48,10 +49,10 @@ func TestTaskListComesInPages(t *testing.T) {
 	// The call of a client from before pages: the first page, and where
 	// the next starts.
 	status, next, body := e.get("/v1/tasks")
-	var first []TaskView
+	var first []api.TaskView
 	must(t, json.Unmarshal(body, &first))
-	if status != 200 || len(first) != DefaultTasksPage || next != ids[DefaultTasksPage-1] {
-		t.Fatalf("GET /v1/tasks: %d, %d tasks, next %q; want %d tasks and next %s", status, len(first), next, DefaultTasksPage, ids[DefaultTasksPage-1])
+	if status != 200 || len(first) != api.DefaultTasksPage || next != ids[api.DefaultTasksPage-1] {
+		t.Fatalf("GET /v1/tasks: %d, %d tasks, next %q; want %d tasks and next %s", status, len(first), next, api.DefaultTasksPage, ids[api.DefaultTasksPage-1])
 	}
 	for i, v := range first {
 		if v.ID != ids[i] {
@@ -93,7 +94,7 @@ func TestTaskListComesInPages(t *testing.T) {
 
 	// The last page has no cursor; a task created meanwhile is on it.
 	_, next, body = e.get("/v1/tasks?after=" + ids[n-2])
-	var last []TaskView
+	var last []api.TaskView
 	must(t, json.Unmarshal(body, &last))
 	if len(last) != 1 || next != "" {
 		t.Errorf("the last page: %d tasks, next %q", len(last), next)
@@ -114,16 +115,16 @@ func TestEventsComeInPages(t *testing.T) {
 	e.submit("fix it", "")
 	c := e.claim("ag-1", "available", 1)[0]
 	id := c.Task.ID
-	var evs []Event
+	var evs []api.Event
 	for i := range 1200 {
 		evs = append(evs, ev(fmt.Sprint("p-", i), state.EventProgress, c, state.ProgressEvent{Message: fmt.Sprint("step ", i)}))
 	}
 	e.send("ag-1", evs...)
 
 	status, next, body := e.get("/v1/tasks/" + id + "/events")
-	var first []StoredEvent
+	var first []api.StoredEvent
 	must(t, json.Unmarshal(body, &first))
-	if status != 200 || len(first) != DefaultEventsPage || next != strconv.Itoa(DefaultEventsPage) {
+	if status != 200 || len(first) != api.DefaultEventsPage || next != strconv.Itoa(api.DefaultEventsPage) {
 		t.Fatalf("GET events: %d, %d events, next %q", status, len(first), next)
 	}
 	for i, se := range first {
@@ -133,9 +134,9 @@ func TestEventsComeInPages(t *testing.T) {
 	}
 	// A limit over the maximum is the maximum.
 	_, next, body = e.get("/v1/tasks/" + id + "/events?after=100&limit=5000")
-	var page []StoredEvent
+	var page []api.StoredEvent
 	must(t, json.Unmarshal(body, &page))
-	if len(page) != MaxEventsPage || page[0].Seq != 101 || next != strconv.Itoa(100+MaxEventsPage) {
+	if len(page) != api.MaxEventsPage || page[0].Seq != 101 || next != strconv.Itoa(100+api.MaxEventsPage) {
 		t.Errorf("after=100&limit=5000: %d events from seq %d, next %q", len(page), page[0].Seq, next)
 	}
 	_, next, body = e.get("/v1/tasks/" + id + "/events?after=1190")
@@ -153,7 +154,7 @@ func TestEventsComeInPages(t *testing.T) {
 	}
 
 	// Big events: a page stops before MaxEventsPageBytes.
-	var big []Event
+	var big []api.Event
 	for i := range 12 {
 		big = append(big, ev(fmt.Sprint("big-", i), state.EventLog, c, state.LogEvent{Stream: "stdout", Lines: []string{strings.Repeat("y", 200<<10)}}))
 	}
@@ -162,11 +163,11 @@ func TestEventsComeInPages(t *testing.T) {
 	}
 	after, seen := "1200", 0
 	for {
-		page, cursor, err := e.client.TaskEventsPage(ctx, id, after, MaxEventsPage)
+		page, cursor, err := e.client.TaskEventsPage(ctx, id, after, api.MaxEventsPage)
 		must(t, err)
 		b, _ := json.Marshal(page)
-		if len(page) == 0 || len(b) > MaxEventsPageBytes+len(page)*16 { // the seq each answer adds
-			t.Fatalf("a page of %d events, %d bytes; the limit is %d", len(page), len(b), MaxEventsPageBytes)
+		if len(page) == 0 || len(b) > api.MaxEventsPageBytes+len(page)*16 { // the seq each answer adds
+			t.Fatalf("a page of %d events, %d bytes; the limit is %d", len(page), len(b), api.MaxEventsPageBytes)
 		}
 		seen += len(page)
 		if cursor == "" {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -32,7 +33,7 @@ func (e *env) as(tok string) *Client {
 func (e *env) tokenOfAgent(id string) string {
 	e.t.Helper()
 	a := e.agent(id)
-	if _, err := a.Heartbeat(context.Background(), HeartbeatRequest{AgentID: id}); err != nil {
+	if _, err := a.Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: id}); err != nil {
 		e.t.Fatalf("agent %s's heartbeat: %v", id, err)
 	}
 	return a.agentTok
@@ -51,7 +52,7 @@ func TestAttackAgentTokenActsAsAPerson(t *testing.T) {
 	g := e.claim("victim", "available", 1)[0]
 	for _, r := range e.send("victim", ev("g1", state.EventPhase, g, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
 		ev("g2", state.EventPhase, g, state.PhaseEvent{Phase: state.PhaseRecoverableFailed, Reason: "tool_executed"})) {
-		if r.Status != StatusAccepted {
+		if r.Status != api.StatusAccepted {
 			t.Fatalf("setting up a gated task: %+v", r)
 		}
 	}
@@ -63,7 +64,10 @@ func TestAttackAgentTokenActsAsAPerson(t *testing.T) {
 		{"list every task", func() error { _, err := mallory.Tasks(ctx); return err }},
 		{"read another agent's task", func() error { _, err := mallory.Task(ctx, victim.ID); return err }},
 		{"read another agent's events", func() error { _, err := mallory.TaskEvents(ctx, victim.ID); return err }},
-		{"submit a task", func() error { _, err := mallory.CreateTask(ctx, CreateTaskRequest{Prompt: "exfiltrate"}); return err }},
+		{"submit a task", func() error {
+			_, err := mallory.CreateTask(ctx, api.CreateTaskRequest{Prompt: "exfiltrate"})
+			return err
+		}},
 		{"retry a task the gate stopped", func() error { _, err := mallory.RetryTask(ctx, gated.ID); return err }},
 		{"cancel another agent's task", func() error { _, err := mallory.CancelTask(ctx, c.Task.ID); return err }},
 		{"list the agents", func() error { _, err := mallory.Agents(ctx); return err }},
@@ -96,7 +100,7 @@ func TestAttackAgentAnswersAnApproval(t *testing.T) {
 		ev("a1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
 		ev("a2", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}),
 		ev("a3", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseAwaitingReply, Request: req})) {
-		if r.Status != StatusAccepted {
+		if r.Status != api.StatusAccepted {
 			t.Fatalf("setup: %+v", r)
 		}
 	}
@@ -108,7 +112,7 @@ func TestAttackAgentAnswersAnApproval(t *testing.T) {
 	if v, _ := e.client.Task(ctx, task.ID); v.Reply != nil {
 		t.Fatalf("an agent's answer was recorded: %+v", v.Reply)
 	}
-	hb, err := e.agent("asker").Heartbeat(ctx, HeartbeatRequest{AgentID: "asker", Running: []RunningTask{{TaskID: task.ID}}})
+	hb, err := e.agent("asker").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "asker", Running: []api.RunningTask{{TaskID: task.ID}}})
 	if err != nil || len(hb.Replies) != 0 {
 		t.Fatalf("the asker got a reply nobody gave: %+v %v", hb.Replies, err)
 	}
@@ -127,24 +131,24 @@ func TestAttackRegistrationSecretTakesOverAnAgent(t *testing.T) {
 	c := e.claim("owner", "available", 1)[0]
 	e.send("owner", ev("o1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}))
 
-	var stolen RegisterResponse
-	err := e.as(regToken).call(ctx, http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: "owner"}, &stolen, false)
+	var stolen api.RegisterResponse
+	err := e.as(regToken).call(ctx, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: "owner"}, &stolen, false)
 	if statusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "revoke") {
 		t.Errorf("re-registering a held id with the registration secret: %v, want 409 naming the fix", err)
 	}
 	if stolen.Token != "" {
 		forged := ev("forged", state.EventComplete, c, state.CompleteEvent{Status: state.PhaseCompleted, Summary: "forged"})
-		res, _ := e.as(stolen.Token).SendEvents(ctx, "owner", []Event{forged})
+		res, _ := e.as(stolen.Token).SendEvents(ctx, "owner", []api.Event{forged})
 		t.Fatalf("the registration secret got the owner's id; a forged completion on its lease: %+v", res)
 	}
-	if _, err := e.agent("owner").Heartbeat(ctx, HeartbeatRequest{AgentID: "owner", Running: []RunningTask{{TaskID: task.ID}}}); err != nil {
+	if _, err := e.agent("owner").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "owner", Running: []api.RunningTask{{TaskID: task.ID}}}); err != nil {
 		t.Fatalf("the owner's token after the attempt: %v", err)
 	}
 	// The registration secret reads and does nothing else either.
 	if _, err := e.as(regToken).Tasks(ctx); statusOf(err) != http.StatusForbidden {
 		t.Errorf("the registration secret listing tasks: %v, want 403", err)
 	}
-	if _, err := e.as(regToken).CreateTask(ctx, CreateTaskRequest{Prompt: "x"}); statusOf(err) != http.StatusForbidden ||
+	if _, err := e.as(regToken).CreateTask(ctx, api.CreateTaskRequest{Prompt: "x"}); statusOf(err) != http.StatusForbidden ||
 		!strings.Contains(err.Error(), "operator token") {
 		t.Errorf("the registration secret submitting: %v, want 403 naming the operator token", err)
 	}
@@ -164,7 +168,7 @@ func TestAttackLapsedLeaseIsCompletedByAnother(t *testing.T) {
 		ev("h2", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}))
 	e.tokenOfAgent("thief")
 	clk.advance(2 * time.Minute) // the holder is silent: offline, its lease lapses
-	if _, err := e.agent("thief").Heartbeat(ctx, HeartbeatRequest{AgentID: "thief"}); err != nil {
+	if _, err := e.agent("thief").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "thief"}); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := e.client.Task(ctx, task.ID); v.Phase != state.PhaseTurnStarted {
@@ -172,10 +176,10 @@ func TestAttackLapsedLeaseIsCompletedByAnother(t *testing.T) {
 	}
 	madeUp := c
 	madeUp.Lease.ID = "lease-madeup"
-	for name, claimed := range map[string]Claimed{"a made-up lease id": madeUp, "the holder's lease id": c} {
+	for name, claimed := range map[string]api.Claimed{"a made-up lease id": madeUp, "the holder's lease id": c} {
 		res := e.send("thief", ev("thief-"+name, state.EventComplete, claimed, state.CompleteEvent{Status: state.PhaseCompleted, Summary: "forged"}))
-		if res[0].Status != StatusRejected || res[0].Reason != ReasonLease {
-			t.Fatalf("another agent completing a lapsed lease with %s: %+v, want rejected (%s)", name, res[0], ReasonLease)
+		if res[0].Status != api.StatusRejected || res[0].Reason != api.ReasonLease {
+			t.Fatalf("another agent completing a lapsed lease with %s: %+v, want rejected (%s)", name, res[0], api.ReasonLease)
 		}
 	}
 	if v, _ := e.client.Task(ctx, task.ID); v.Phase.Terminal() || v.Result != nil {
@@ -187,7 +191,7 @@ func TestAttackLapsedLeaseIsCompletedByAnother(t *testing.T) {
 		t.Fatalf("the lapsed lease after a restart: %+v, want %s of holder kept", v.Lease, c.Lease.ID)
 	}
 	// The holder comes back: its event under its lease takes it back.
-	if r := e.send("holder", ev("h3", state.EventProgress, c, state.ProgressEvent{Message: "back"})); r[0].Status != StatusAccepted {
+	if r := e.send("holder", ev("h3", state.EventProgress, c, state.ProgressEvent{Message: "back"})); r[0].Status != api.StatusAccepted {
 		t.Fatalf("the holder's own event on its lapsed lease: %+v", r[0])
 	}
 	if v, _ := e.client.Task(ctx, task.ID); v.Lease == nil || v.Lease.AgentID != "holder" || v.Lease.Lapsed {
@@ -279,16 +283,16 @@ func TestAttackAnotherAgentWritesATerminalTasksResult(t *testing.T) {
 	e.tokenOfAgent("thief")
 	madeUp := c
 	madeUp.Lease.ID = "lease-madeup"
-	for name, claimed := range map[string]Claimed{"a made-up lease id": madeUp, "the holder's lease id": c} {
+	for name, claimed := range map[string]api.Claimed{"a made-up lease id": madeUp, "the holder's lease id": c} {
 		res := e.send("thief", ev("thief-"+name, state.EventComplete, claimed, state.CompleteEvent{Status: state.PhaseFailed, Summary: "forged"}))
-		if res[0].Status != StatusRejected || res[0].Reason != ReasonLease {
-			t.Fatalf("another agent's late completion with %s: %+v, want rejected (%s)", name, res[0], ReasonLease)
+		if res[0].Status != api.StatusRejected || res[0].Reason != api.ReasonLease {
+			t.Fatalf("another agent's late completion with %s: %+v, want rejected (%s)", name, res[0], api.ReasonLease)
 		}
 	}
 	if v, _ := e.client.Task(ctx, task.ID); v.Result != nil {
 		t.Fatalf("the thief wrote the result: %+v", v.Result)
 	}
-	if r := e.send("holder", ev("h2", state.EventComplete, c, state.CompleteEvent{Status: state.PhaseFailed, Summary: "real"})); r[0].Status != StatusAccepted {
+	if r := e.send("holder", ev("h2", state.EventComplete, c, state.CompleteEvent{Status: state.PhaseFailed, Summary: "real"})); r[0].Status != api.StatusAccepted {
 		t.Fatalf("the holder's own late completion: %+v", r[0])
 	}
 	if v, _ := e.client.Task(ctx, task.ID); v.Result == nil || v.Result.Summary != "real" {

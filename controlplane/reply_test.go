@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -31,7 +32,7 @@ func TestReplyToAnApprovalRequest(t *testing.T) {
 		ev("k1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
 		ev("k2", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}),
 		ev("k3", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseAwaitingReply, Request: req})) {
-		if r.Status != StatusAccepted {
+		if r.Status != api.StatusAccepted {
 			t.Fatalf("event %s: %s %s", r.Key, r.Status, r.Reason)
 		}
 	}
@@ -40,8 +41,9 @@ func TestReplyToAnApprovalRequest(t *testing.T) {
 		t.Fatalf("task view: %v %+v", err, v.AwaitingReply)
 	}
 	for _, bad := range []struct {
-		id, request, decision string
-		want                  int
+		id, request string
+		decision    api.Decision
+		want        int
 	}{
 		{task.ID, "", "maybe", http.StatusBadRequest},
 		{"t-nope", "", "accept", http.StatusNotFound},
@@ -51,8 +53,8 @@ func TestReplyToAnApprovalRequest(t *testing.T) {
 			t.Errorf("reply %+v: %v, want %d", bad, err, bad.want)
 		}
 	}
-	beat := func() HeartbeatResponse {
-		resp, err := e.agent("agent-1").Heartbeat(ctx, HeartbeatRequest{AgentID: "agent-1", Running: []RunningTask{{TaskID: task.ID, Attempt: 1, Phase: state.PhaseAwaitingReply}}})
+	beat := func() api.HeartbeatResponse {
+		resp, err := e.agent("agent-1").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "agent-1", Running: []api.RunningTask{{TaskID: task.ID, Attempt: 1, Phase: state.PhaseAwaitingReply}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,13 +72,13 @@ func TestReplyToAnApprovalRequest(t *testing.T) {
 	if _, err := e.client.Reply(ctx, task.ID, "", "decline"); status(err) != http.StatusConflict {
 		t.Fatalf("a different answer after the first: %v, want 409", err)
 	}
-	want := ReplyDelivery{TaskID: task.ID, RequestID: "call_1", Decision: "accept"}
+	want := api.ReplyDelivery{TaskID: task.ID, RequestID: "call_1", Decision: "accept"}
 	for i := range 2 { // repeated until the task moves on: a lost answer is not lost
 		if got := beat().Replies; len(got) != 1 || got[0] != want {
 			t.Fatalf("heartbeat %d replies %+v, want %+v", i, got, want)
 		}
 	}
-	if _, err := e.agent("agent-2").Heartbeat(ctx, HeartbeatRequest{AgentID: "agent-2"}); err != nil {
+	if _, err := e.agent("agent-2").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "agent-2"}); err != nil {
 		t.Fatal(err)
 	}
 	e.send("agent-1", ev("k4", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}))

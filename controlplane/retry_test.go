@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -59,7 +60,7 @@ func TestRetryRequeuesARecoverableFailedTask(t *testing.T) {
 	}
 	// The completion of attempt 1, late: made before the retry.
 	late := ev(id+":complete", state.EventComplete, c, state.CompleteEvent{Status: state.PhaseRecoverableFailed, Attempts: []state.Attempt{failed}})
-	if r := e.send("agent-1", late)[0]; r.Status != StatusRejected || r.Reason != ReasonTerminal {
+	if r := e.send("agent-1", late)[0]; r.Status != api.StatusRejected || r.Reason != api.ReasonTerminal {
 		t.Fatalf("a late report of attempt 1: %+v, want rejected terminal", r)
 	}
 	// Queued two hours after it was made, it is claimed, not expired.
@@ -70,7 +71,7 @@ func TestRetryRequeuesARecoverableFailedTask(t *testing.T) {
 	a2 := state.Attempt{AttemptID: "a2", Number: 2, Status: state.AttemptRunning, StartedAt: clk.Now(), RetriedByPerson: true}
 	done := a2
 	done.Status, done.CompletedAt = state.AttemptCompleted, clk.Now()
-	at2 := func(key string, kind state.EventKind, payload any) Event {
+	at2 := func(key string, kind state.EventKind, payload any) api.Event {
 		e := ev(key, kind, c2[0], payload)
 		e.Attempt = 2
 		return e

@@ -19,6 +19,8 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/state"
 
 	"github.com/edgeagent/agent/internal/private"
@@ -87,7 +89,7 @@ type Server struct {
 	throttle  throttle
 
 	// eventResults counts the events answered, by status, for metrics.
-	eventResults map[string]uint64
+	eventResults map[api.EventStatus]uint64
 }
 
 // Close releases the server's directory.
@@ -263,16 +265,16 @@ func (s *Server) routes() []route {
 	)
 	return []route{
 		{"POST /v1/agents/register", registration | agent, func(w http.ResponseWriter, r *http.Request) {
-			handle(func(req RegisterRequest) (RegisterResponse, error) { return s.register(r.Context(), req) })(w, r)
+			handle(func(req api.RegisterRequest) (api.RegisterResponse, error) { return s.register(r.Context(), req) })(w, r)
 		}},
 		{"POST /v1/agents/{id}/revoke", operator, func(w http.ResponseWriter, r *http.Request) {
 			v, err := s.revoke(r.PathValue("id"))
 			reply(w, v, err)
 		}},
-		{"POST /v1/agents/heartbeat", agent, agentOnly(s.heartbeat, func(r HeartbeatRequest) string { return r.AgentID })},
-		{"POST /v1/tasks/claim", agent, agentOnly(s.claim, func(r ClaimRequest) string { return r.AgentID })},
-		{"POST /v1/tasks/release", agent, agentOnly(s.release, func(r ReleaseRequest) string { return r.AgentID })},
-		{"POST /v1/events", agent, agentOnly(s.acceptEvents, func(r EventsRequest) string { return r.AgentID })},
+		{"POST /v1/agents/heartbeat", agent, agentOnly(s.heartbeat, func(r api.HeartbeatRequest) string { return r.AgentID })},
+		{"POST /v1/tasks/claim", agent, agentOnly(s.claim, func(r api.ClaimRequest) string { return r.AgentID })},
+		{"POST /v1/tasks/release", agent, agentOnly(s.release, func(r api.ReleaseRequest) string { return r.AgentID })},
+		{"POST /v1/events", agent, agentOnly(s.acceptEvents, func(r api.EventsRequest) string { return r.AgentID })},
 		{"POST /v1/tasks", operator, handle(s.createTask)},
 		{"GET /v1/tasks", operator, s.serveTasks},
 		{"GET /v1/tasks/{id}", operator | agent, func(w http.ResponseWriter, r *http.Request) {
@@ -289,55 +291,55 @@ func (s *Server) routes() []route {
 			reply(w, v, err)
 		}},
 		{"POST /v1/tasks/{id}/reply", operator, func(w http.ResponseWriter, r *http.Request) {
-			handle(func(req ReplyRequest) (TaskView, error) { return s.replyTask(r.PathValue("id"), req) })(w, r)
+			handle(func(req api.ReplyRequest) (api.TaskView, error) { return s.replyTask(r.PathValue("id"), req) })(w, r)
 		}},
 		{"GET /v1/agents", operator, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listAgents()) }},
 		{"GET /v1/whoami", operator | agent | registration, func(w http.ResponseWriter, r *http.Request) {
 			c := callerOf(r.Context())
-			writeJSON(w, http.StatusOK, WhoAmI{Principal: c.principal.String(), AgentID: c.agentID})
+			writeJSON(w, http.StatusOK, api.WhoAmI{Principal: c.principal.wire(), AgentID: c.agentID})
 		}},
 	}
 }
 
 // register gives an agent its own token: with the registration secret for
 // an id nobody holds, with the agent's own token to replace it.
-func (s *Server) register(ctx context.Context, req RegisterRequest) (RegisterResponse, error) {
+func (s *Server) register(ctx context.Context, req api.RegisterRequest) (api.RegisterResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
-		return RegisterResponse{}, err
+		return api.RegisterResponse{}, err
 	}
 	c := callerOf(ctx)
 	if c.principal == principalAgent && c.agentID != req.AgentID {
-		return RegisterResponse{}, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: this token is agent %s's; it renews only its own registration", c.agentID)}
+		return api.RegisterResponse{}, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: this token is agent %s's; it renews only its own registration", c.agentID)}
 	}
 	tok, err := s.registry.register(req.AgentID, c.principal == principalAgent)
 	if errors.Is(err, errRegistered) {
 		s.log.Warn("registration refused: the agent id is held", "agent", req.AgentID)
-		return RegisterResponse{}, &httpError{http.StatusConflict, fmt.Sprintf(
+		return api.RegisterResponse{}, &httpError{http.StatusConflict, fmt.Sprintf(
 			"agent %s is registered already, with another token: the registration secret does not take over an id; renew with the agent's own token, or have an operator free the id (agent agents revoke %s)", req.AgentID, req.AgentID)}
 	}
 	if err != nil {
-		return RegisterResponse{}, fmt.Errorf("register %s: %w", req.AgentID, err)
+		return api.RegisterResponse{}, fmt.Errorf("register %s: %w", req.AgentID, err)
 	}
 	s.log.Info("agent registered", "agent", req.AgentID, "renewed", c.principal == principalAgent)
-	return RegisterResponse{AgentID: req.AgentID, Token: tok}, nil
+	return api.RegisterResponse{AgentID: req.AgentID, Token: tok}, nil
 }
 
 // revoke forgets an agent's token, at an operator's request: the agent's
 // requests are refused (401) from now on, and its id can be registered
 // again with the registration secret.
-func (s *Server) revoke(id string) (RevokeResponse, error) {
+func (s *Server) revoke(id string) (api.RevokeResponse, error) {
 	if err := checkAgentID(id); err != nil {
-		return RevokeResponse{}, err
+		return api.RevokeResponse{}, err
 	}
 	ok, err := s.registry.revoke(id)
 	if err != nil {
-		return RevokeResponse{}, fmt.Errorf("revoke %s: %w", id, err)
+		return api.RevokeResponse{}, fmt.Errorf("revoke %s: %w", id, err)
 	}
 	if !ok {
-		return RevokeResponse{}, &httpError{http.StatusNotFound, fmt.Sprintf("agent %s is not registered", id)}
+		return api.RevokeResponse{}, &httpError{http.StatusNotFound, fmt.Sprintf("agent %s is not registered", id)}
 	}
 	s.log.Info("agent's token revoked by an operator", "agent", id)
-	return RevokeResponse{AgentID: id, Revoked: true}, nil
+	return api.RevokeResponse{AgentID: id, Revoked: true}, nil
 }
 
 // agentOnly wraps an agent endpoint: its body's agent_id must be the
@@ -362,27 +364,13 @@ type httpError struct {
 
 func (e *httpError) Error() string { return e.msg }
 
-// An agent's states, as its heartbeats say.
-const (
-	AgentRunning  = "running"
-	AgentDraining = "draining"
-	AgentOffline  = "offline"
-)
-
-// Caps on what clients name things with: an idempotency key and an id are
-// kept in memory and on disk for good, so none may be huge.
-const (
-	MaxKeyBytes = 512
-	MaxIDBytes  = 128
-)
-
 // checkAgentID refuses a missing or overlong agent id.
 func checkAgentID(id string) error {
 	switch {
 	case id == "":
 		return badRequest("agent_id is required")
-	case len(id) > MaxIDBytes:
-		return badRequest("agent_id is over %d bytes", MaxIDBytes)
+	case len(id) > api.MaxIDBytes:
+		return badRequest("agent_id is over %d bytes", api.MaxIDBytes)
 	}
 	return nil
 }
@@ -396,14 +384,14 @@ func badRequest(format string, args ...any) error {
 func handle[In, Out any](fn func(In) (Out, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var in In
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*MaxBatchBytes))
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*api.MaxBatchBytes))
 		if err := dec.Decode(&in); err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
-				writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{Error: "request body too large"})
+				writeJSON(w, http.StatusRequestEntityTooLarge, api.ErrorBody{Error: "request body too large"})
 				return
 			}
-			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "bad JSON: " + err.Error()})
+			writeJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "bad JSON: " + err.Error()})
 			return
 		}
 		out, err := fn(in)
@@ -417,9 +405,9 @@ func reply(w http.ResponseWriter, v any, err error) {
 	case err == nil:
 		writeJSON(w, http.StatusOK, v)
 	case errors.As(err, &he):
-		writeJSON(w, he.status, ErrorBody{Error: he.msg})
+		writeJSON(w, he.status, api.ErrorBody{Error: he.msg})
 	default:
-		writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: err.Error()})
+		writeJSON(w, http.StatusInternalServerError, api.ErrorBody{Error: err.Error()})
 	}
 }
 
@@ -439,24 +427,24 @@ func (s *Server) save(t *state.Task) error {
 	return nil
 }
 
-func (s *Server) createTask(req CreateTaskRequest) (TaskView, error) {
+func (s *Server) createTask(req api.CreateTaskRequest) (api.TaskView, error) {
 	switch {
 	case strings.TrimSpace(req.Prompt) == "":
-		return TaskView{}, badRequest("prompt is required")
-	case len(req.Prompt) > MaxPromptBytes:
-		return TaskView{}, badRequest("prompt is longer than %s", sizeText(MaxPromptBytes))
-	case req.Prefer != "" && req.Prefer != "any" && req.Prefer != "gui":
-		return TaskView{}, badRequest("prefer %q: want gui or any", req.Prefer)
+		return api.TaskView{}, badRequest("prompt is required")
+	case len(req.Prompt) > api.MaxPromptBytes:
+		return api.TaskView{}, badRequest("prompt is longer than %s", sizeText(api.MaxPromptBytes))
+	case req.Prefer != "" && req.Prefer != api.PreferAny && req.Prefer != api.PreferGUI:
+		return api.TaskView{}, badRequest("prefer %q: want gui or any", req.Prefer)
 	case req.MaxAttempts < 0 || req.MaxAttempts > 20:
-		return TaskView{}, badRequest("max_attempts %d: want 0 (the agent's default) to 20", req.MaxAttempts)
+		return api.TaskView{}, badRequest("max_attempts %d: want 0 (the agent's default) to 20", req.MaxAttempts)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
 	t := state.NewTask(newID("t-", 5), req.Prompt, now)
-	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
-	if utf8.RuneCountInString(t.Title) > MaxTitleRunes {
-		t.Title = state.Ellipsize(t.Title, MaxTitleRunes)
+	t.Title, t.Prefer, t.MaxAttempts = req.Title, string(req.Prefer), req.MaxAttempts
+	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
+		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}
 	none := 0
 	t.EventsApplied = &none
@@ -464,7 +452,7 @@ func (s *Server) createTask(req CreateTaskRequest) (TaskView, error) {
 		t.Title = firstLine(req.Prompt)
 	}
 	if err := s.save(t); err != nil {
-		return TaskView{}, err
+		return api.TaskView{}, err
 	}
 	s.tasks[t.ID] = t
 	s.place(t)
@@ -483,8 +471,8 @@ func firstLine(s string) string {
 
 // view copies a task for an answer, deeply: the answer is encoded after
 // the lock is released, while events go on changing the task.
-func view(t *state.Task) TaskView {
-	v := TaskView{Task: *t.Clone(), ProgressCard: state.ProgressCard(t)}
+func view(t *state.Task) api.TaskView {
+	v := api.TaskView{Task: *t.Clone(), ProgressCard: state.ProgressCard(t)}
 	v.OutputCutLines, v.OutputCutBytes = outputCut(t)
 	return v
 }
@@ -506,13 +494,13 @@ func (s *Server) task(id string) (*state.Task, error) {
 	return t, nil
 }
 
-func (s *Server) getTask(ctx context.Context, id string) (TaskView, error) {
+func (s *Server) getTask(ctx context.Context, id string) (api.TaskView, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watchdog(s.opts.Now())
 	t, err := s.readable(ctx, id)
 	if err != nil {
-		return TaskView{}, err
+		return api.TaskView{}, err
 	}
 	return view(t), nil
 }
@@ -530,27 +518,27 @@ func (s *Server) readable(ctx context.Context, id string) (*state.Task, error) {
 
 // cancelTask cancels a queued task at once; a running one is marked, and
 // its agent is told in its next heartbeat answer.
-func (s *Server) cancelTask(id string) (TaskView, error) {
+func (s *Server) cancelTask(id string) (api.TaskView, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.task(id)
 	if err != nil {
-		return TaskView{}, err
+		return api.TaskView{}, err
 	}
 	now := s.opts.Now()
 	switch {
 	case t.Phase.Terminal():
-		return TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is already %s", id, t.Phase)}
+		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is already %s", id, t.Phase)}
 	case t.Phase == state.PhaseQueued:
 		if err := t.Transition(state.PhaseCancelled, "cancelled before it was claimed", now); err != nil {
-			return TaskView{}, err
+			return api.TaskView{}, err
 		}
 	default:
 		t.CancelRequested = true
 	}
 	t.UpdatedAt = now
 	if err := s.save(t); err != nil {
-		return TaskView{}, err
+		return api.TaskView{}, err
 	}
 	return view(t), nil
 }
@@ -558,27 +546,27 @@ func (s *Server) cancelTask(id string) (TaskView, error) {
 // retryTask puts a recoverable_failed task back in the queue at a
 // person's request: the agent that claims it runs the next attempt, the
 // attempts before it kept. Any other phase is a conflict, said in one line.
-func (s *Server) retryTask(id string) (TaskView, error) {
+func (s *Server) retryTask(id string) (api.TaskView, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.task(id)
 	if err != nil {
-		return TaskView{}, err
+		return api.TaskView{}, err
 	}
 	if t.Phase != state.PhaseRecoverableFailed {
 		why := "only a recoverable_failed task can be retried"
 		if !t.Phase.Terminal() {
 			why = "it has not ended; " + why
 		}
-		return TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: %s", id, t.Phase, why)}
+		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: %s", id, t.Phase, why)}
 	}
 	before := t.Clone()
 	if err := t.RetryByPerson(s.opts.Now()); err != nil {
-		return TaskView{}, &httpError{http.StatusConflict, err.Error()}
+		return api.TaskView{}, &httpError{http.StatusConflict, err.Error()}
 	}
 	if err := s.save(t); err != nil {
 		s.tasks[id] = before // not retried after all: a restart would not know it
-		return TaskView{}, err
+		return api.TaskView{}, err
 	}
 	s.log.Info("task retried by a person", "task", id, "attempts", len(t.Attempts))
 	return view(t), nil
@@ -586,51 +574,51 @@ func (s *Server) retryTask(id string) (TaskView, error) {
 
 // replyTask records a person's answer to the task's approval request; the
 // agent holding the task gets it in its next heartbeat answer.
-func (s *Server) replyTask(id string, req ReplyRequest) (TaskView, error) {
-	if req.Decision != "accept" && req.Decision != "decline" {
-		return TaskView{}, badRequest("decision %q: want accept or decline", req.Decision)
+func (s *Server) replyTask(id string, req api.ReplyRequest) (api.TaskView, error) {
+	if req.Decision != api.DecisionAccept && req.Decision != api.DecisionDecline {
+		return api.TaskView{}, badRequest("decision %q: want accept or decline", req.Decision)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.task(id)
 	if err != nil {
-		return TaskView{}, err
+		return api.TaskView{}, err
 	}
 	switch {
 	case t.Phase != state.PhaseAwaitingReply || t.AwaitingReply == nil:
-		return TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s, not awaiting a reply", id, t.Phase)}
+		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s, not awaiting a reply", id, t.Phase)}
 	case req.RequestID != "" && req.RequestID != t.AwaitingReply.ID:
-		return TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s awaits a reply to request %s, not %s", id, t.AwaitingReply.ID, req.RequestID)}
-	case t.Reply != nil && t.Reply.Decision != req.Decision:
-		return TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("request %s was already answered: %s", t.AwaitingReply.ID, t.Reply.Decision)}
+		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s awaits a reply to request %s, not %s", id, t.AwaitingReply.ID, req.RequestID)}
+	case t.Reply != nil && t.Reply.Decision != string(req.Decision):
+		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("request %s was already answered: %s", t.AwaitingReply.ID, t.Reply.Decision)}
 	}
 	now := s.opts.Now()
-	t.Reply = &state.Reply{RequestID: t.AwaitingReply.ID, Decision: req.Decision, At: now}
+	t.Reply = &state.Reply{RequestID: t.AwaitingReply.ID, Decision: string(req.Decision), At: now}
 	t.UpdatedAt = now
 	if err := s.save(t); err != nil {
-		return TaskView{}, err
+		return api.TaskView{}, err
 	}
 	return view(t), nil
 }
 
-func (s *Server) listAgents() []AgentView {
+func (s *Server) listAgents() []api.AgentView {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
 	s.watchdog(now)
-	out := []AgentView{}
+	out := []api.AgentView{}
 	for _, a := range s.agents {
 		v := a.view
 		v.Online = a.online(now, s.opts.HeartbeatInterval)
 		out = append(out, v)
 	}
-	slices.SortFunc(out, func(a, b AgentView) int { return strings.Compare(a.AgentID, b.AgentID) })
+	slices.SortFunc(out, func(a, b api.AgentView) int { return strings.Compare(a.AgentID, b.AgentID) })
 	return out
 }
 
-func (s *Server) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
+func (s *Server) heartbeat(req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
-		return HeartbeatResponse{}, err
+		return api.HeartbeatResponse{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -641,16 +629,16 @@ func (s *Server) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
 		s.agents[req.AgentID] = a
 	}
 	switch req.State {
-	case "", AgentRunning, AgentDraining, AgentOffline:
+	case "", api.AgentRunning, api.AgentDraining, api.AgentOffline:
 	default:
-		return HeartbeatResponse{}, badRequest("state %q: want running, draining or offline", req.State)
+		return api.HeartbeatResponse{}, badRequest("state %q: want running, draining or offline", req.State)
 	}
-	a.view = AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
+	a.view = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
 		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State}
-	if req.State == AgentOffline {
+	if req.State == api.AgentOffline {
 		s.log.Info("agent went offline", "agent", req.AgentID)
 	}
-	resp := HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: s.opts.HeartbeatInterval.Seconds(), Cancel: []string{}}
+	resp := api.HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: s.opts.HeartbeatInterval.Seconds(), Cancel: []string{}}
 	running := map[string]bool{}
 	for _, r := range req.Running {
 		running[r.TaskID] = true
@@ -671,7 +659,7 @@ func (s *Server) heartbeat(req HeartbeatRequest) (HeartbeatResponse, error) {
 			resp.Cancel = append(resp.Cancel, t.ID)
 		}
 		if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {
-			resp.Replies = append(resp.Replies, ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: t.Reply.Decision})
+			resp.Replies = append(resp.Replies, api.ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: api.Decision(t.Reply.Decision)})
 		}
 	}
 	s.reconcile(req.AgentID, running, now)
@@ -712,7 +700,7 @@ func (s *Server) reconcile(agentID string, running map[string]bool, now time.Tim
 }
 
 // release gives claimed tasks an agent will not run back to the queue.
-func (s *Server) release(req ReleaseRequest) (struct{}, error) {
+func (s *Server) release(req api.ReleaseRequest) (struct{}, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return struct{}{}, err
 	}
@@ -732,32 +720,32 @@ func (s *Server) release(req ReleaseRequest) (struct{}, error) {
 	return struct{}{}, nil
 }
 
-func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
+func (s *Server) claim(req api.ClaimRequest) (api.ClaimResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
-		return ClaimResponse{}, err
+		return api.ClaimResponse{}, err
 	}
-	if len(req.RequestID) > MaxIDBytes {
-		return ClaimResponse{}, badRequest("request_id is over %d bytes", MaxIDBytes)
+	if len(req.RequestID) > api.MaxIDBytes {
+		return api.ClaimResponse{}, badRequest("request_id is over %d bytes", api.MaxIDBytes)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
 	s.watchdog(now)
-	resp := ClaimResponse{Tasks: []Claimed{}}
+	resp := api.ClaimResponse{Tasks: []api.Claimed{}}
 	if req.RequestID != "" {
 		// The same claim asked again (its answer was lost on the way):
 		// the same grant, not a second one.
 		for _, t := range s.sorted() {
 			if l := t.Lease; l != nil && l.AgentID == req.AgentID && l.ClaimID == req.RequestID && !t.Phase.Terminal() {
 				l.ExpiresAt, l.Lapsed = now.Add(s.opts.Lease), false
-				resp.Tasks = append(resp.Tasks, Claimed{Task: *t.Clone(), Lease: *l})
+				resp.Tasks = append(resp.Tasks, api.Claimed{Task: *t.Clone(), Lease: *l})
 			}
 		}
 		if len(resp.Tasks) > 0 {
 			return resp, nil
 		}
 	}
-	if req.HealthGrade == "unavailable" || req.Max <= 0 {
+	if req.HealthGrade == health.Unavailable || req.Max <= 0 {
 		return resp, nil
 	}
 	for _, t := range s.sorted() {
@@ -769,7 +757,7 @@ func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
 		}
 		// A task that needs the executor's app server goes to an available
 		// agent when one is online; a degraded one gets it otherwise.
-		if t.Prefer == "gui" && req.HealthGrade == "degraded" && s.availableAgentOnline(req.AgentID, now) {
+		if api.Prefer(t.Prefer) == api.PreferGUI && req.HealthGrade == health.Degraded && s.availableAgentOnline(req.AgentID, now) {
 			continue
 		}
 		lease := state.Lease{ID: newID("lease-", 6), AgentID: req.AgentID, ExpiresAt: now.Add(s.opts.Lease), ClaimID: req.RequestID, GrantedAt: now}
@@ -785,7 +773,7 @@ func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
 			_ = t.Transition(state.PhaseQueued, "", now)
 			return resp, fmt.Errorf("claim %s: %w", t.ID, err)
 		}
-		resp.Tasks = append(resp.Tasks, Claimed{Task: *t.Clone(), Lease: lease})
+		resp.Tasks = append(resp.Tasks, api.Claimed{Task: *t.Clone(), Lease: lease})
 	}
 	return resp, nil
 }
@@ -794,7 +782,7 @@ func (s *Server) claim(req ClaimRequest) (ClaimResponse, error) {
 // and available. mu is held.
 func (s *Server) availableAgentOnline(except string, now time.Time) bool {
 	for id, a := range s.agents {
-		if id != except && a.online(now, s.opts.HeartbeatInterval) && a.view.Health.Grade == "available" {
+		if id != except && a.online(now, s.opts.HeartbeatInterval) && a.view.Health.Grade == health.Available {
 			return true
 		}
 	}

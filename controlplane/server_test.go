@@ -16,6 +16,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -108,25 +110,25 @@ func (e *env) restart(clk *clock) *env {
 	return n
 }
 
-func (e *env) submit(prompt, prefer string) TaskView {
+func (e *env) submit(prompt string, prefer api.Prefer) api.TaskView {
 	e.t.Helper()
-	v, err := e.client.CreateTask(context.Background(), CreateTaskRequest{Prompt: prompt, Prefer: prefer})
+	v, err := e.client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: prompt, Prefer: prefer})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return v
 }
 
-func (e *env) claim(agent, grade string, max int) []Claimed {
+func (e *env) claim(agent string, grade health.Grade, max int) []api.Claimed {
 	e.t.Helper()
-	resp, err := e.agent(agent).Claim(context.Background(), ClaimRequest{AgentID: agent, Max: max, HealthGrade: grade})
+	resp, err := e.agent(agent).Claim(context.Background(), api.ClaimRequest{AgentID: agent, Max: max, HealthGrade: grade})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return resp.Tasks
 }
 
-func (e *env) send(agent string, evs ...Event) []EventResult {
+func (e *env) send(agent string, evs ...api.Event) []api.EventResult {
 	e.t.Helper()
 	res, err := e.agent(agent).SendEvents(context.Background(), agent, evs)
 	if err != nil {
@@ -135,20 +137,20 @@ func (e *env) send(agent string, evs ...Event) []EventResult {
 	return res
 }
 
-func ev(key string, kind state.EventKind, c Claimed, payload any) Event {
+func ev(key string, kind state.EventKind, c api.Claimed, payload any) api.Event {
 	b, _ := json.Marshal(payload)
-	return Event{Key: key, Kind: kind, TaskID: c.Task.ID, Attempt: 1, LeaseID: c.Lease.ID, CreatedAt: time.Now(), Payload: b}
+	return api.Event{Key: key, Kind: kind, TaskID: c.Task.ID, Attempt: 1, LeaseID: c.Lease.ID, CreatedAt: time.Now(), Payload: b}
 }
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 // runToCompletion sends what an agent sends for a task that succeeds.
-func runToCompletion(c Claimed) []Event {
+func runToCompletion(c api.Claimed) []api.Event {
 	a := state.Attempt{AttemptID: "a1", Number: 1, Status: state.AttemptRunning, StartedAt: t0}
 	done := a
 	done.Status, done.CompletedAt = state.AttemptCompleted, t0.Add(time.Second)
 	id := c.Task.ID
-	return []Event{
+	return []api.Event{
 		ev(id+":phase:executor_starting", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
 		ev(id+":attempt:1", state.EventAttempt, c, a),
 		ev(id+":phase:turn_started", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}),
@@ -160,10 +162,10 @@ func runToCompletion(c Claimed) []Event {
 	}
 }
 
-func statuses(res []EventResult) string {
+func statuses(res []api.EventResult) string {
 	var s []string
 	for _, r := range res {
-		s = append(s, r.Status)
+		s = append(s, string(r.Status))
 	}
 	return strings.Join(s, " ")
 }
@@ -211,7 +213,7 @@ func TestLateCompletionForATerminalTaskIsRejected(t *testing.T) {
 	late := ev("late-complete", state.EventComplete, c, state.CompleteEvent{Status: state.PhaseCompleted})
 	res := e.send("ag-1", late, ev("late-phase", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseCompleting}))
 	for _, r := range res {
-		if r.Status != StatusRejected || r.Reason != ReasonTerminal {
+		if r.Status != api.StatusRejected || r.Reason != api.ReasonTerminal {
 			t.Errorf("late event %s: %+v", r.Key, r)
 		}
 	}
@@ -243,7 +245,7 @@ func TestClaimsAreHealthAware(t *testing.T) {
 		t.Errorf("an unavailable agent got %d tasks", len(got))
 	}
 	// An available agent is online: the degraded one does not get the gui task.
-	e.agent("ag-ok").Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-ok", Health: Health{Grade: "available"}})
+	e.agent("ag-ok").Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "ag-ok", Health: api.Health{Grade: "available"}})
 	got := e.claim("ag-meh", "degraded", 5)
 	if len(got) != 1 || got[0].Task.Prefer != "any" {
 		t.Fatalf("degraded agent got %+v", got)
@@ -264,7 +266,7 @@ func TestDegradedAgentGetsGuiTaskWhenNoBetterOneIsOnline(t *testing.T) {
 func TestLeaseLapsesWhenTheAgentGoesOffline(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("fix it", "")
-	e.agent("ag-1").Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-1"})
+	e.agent("ag-1").Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "ag-1"})
 	c := e.claim("ag-1", "available", 1)[0]
 	e.clk.advance(2 * time.Minute) // three intervals silent, lease expired
 	agents, _ := e.client.Agents(context.Background())
@@ -280,7 +282,7 @@ func TestLeaseLapsesWhenTheAgentGoesOffline(t *testing.T) {
 	}
 	// The first agent's events no longer count.
 	res := e.send("ag-1", ev("k", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}))
-	if res[0].Status != StatusRejected || res[0].Reason != ReasonLease {
+	if res[0].Status != api.StatusRejected || res[0].Reason != api.ReasonLease {
 		t.Errorf("stale lease: %+v", res[0])
 	}
 }
@@ -300,7 +302,7 @@ func TestCancelReachesTheAgentInItsHeartbeat(t *testing.T) {
 	if err != nil || !v.CancelRequested || v.Phase.Terminal() {
 		t.Fatalf("a running task is marked, not ended: %v %+v", err, v.Task)
 	}
-	resp, _ := e.agent("ag-1").Heartbeat(context.Background(), HeartbeatRequest{AgentID: "ag-1", Running: []RunningTask{{TaskID: c.Task.ID}}})
+	resp, _ := e.agent("ag-1").Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "ag-1", Running: []api.RunningTask{{TaskID: c.Task.ID}}})
 	if len(resp.Cancel) != 1 || resp.Cancel[0] != c.Task.ID {
 		t.Errorf("heartbeat cancel list %v", resp.Cancel)
 	}
@@ -324,7 +326,7 @@ func TestQueuedTaskExpires(t *testing.T) {
 
 func TestBadRequests(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
-	for _, req := range []CreateTaskRequest{{Prompt: " "}, {Prompt: "x", Prefer: "tty"}, {Prompt: "x", MaxAttempts: 99}} {
+	for _, req := range []api.CreateTaskRequest{{Prompt: " "}, {Prompt: "x", Prefer: "tty"}, {Prompt: "x", MaxAttempts: 99}} {
 		_, err := e.client.CreateTask(context.Background(), req)
 		var ae *APIError
 		if !errors.As(err, &ae) || ae.Status != 400 {
@@ -334,8 +336,8 @@ func TestBadRequests(t *testing.T) {
 	if _, err := e.client.Task(context.Background(), "t-nope"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("missing task: %v", err)
 	}
-	c := Claimed{Task: state.Task{ID: "t-nope"}}
-	if r := e.send("ag", ev("k1", state.EventLog, c, state.LogEvent{})); r[0].Reason != ReasonUnknown {
+	c := api.Claimed{Task: state.Task{ID: "t-nope"}}
+	if r := e.send("ag", ev("k1", state.EventLog, c, state.LogEvent{})); r[0].Reason != api.ReasonUnknown {
 		t.Errorf("unknown task: %+v", r)
 	}
 }
@@ -358,7 +360,7 @@ func TestSendEventsSplitsBatches(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("fix it", "")
 	c := e.claim("ag-1", "available", 1)[0]
-	var evs []Event
+	var evs []api.Event
 	for i := range 1200 {
 		evs = append(evs, ev(fmt.Sprint("log-", i), state.EventLog, c, state.LogEvent{Stream: "stdout", Lines: []string{"l"}}))
 	}
@@ -367,7 +369,7 @@ func TestSendEventsSplitsBatches(t *testing.T) {
 		t.Fatalf("%d results", len(res))
 	}
 	for i, r := range res {
-		if r.Status != StatusAccepted || r.Key != evs[i].Key {
+		if r.Status != api.StatusAccepted || r.Key != evs[i].Key {
 			t.Fatalf("result %d: %+v", i, r)
 		}
 	}

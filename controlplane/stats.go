@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -13,12 +14,12 @@ type Stats struct {
 	// Agents counts the agents it knows by state: running, draining or
 	// offline (an agent silent for three heartbeat intervals is offline,
 	// whatever it last said).
-	Agents map[string]int
+	Agents map[api.AgentState]int
 	// Tasks counts the tasks by phase.
 	Tasks map[state.Phase]int
 	// Events counts, since the server started, the events it answered by
 	// status: accepted, duplicate or rejected.
-	Events map[string]uint64
+	Events map[api.EventStatus]uint64
 }
 
 // Stats returns the server's figures.
@@ -26,15 +27,15 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
-	st := Stats{Agents: map[string]int{}, Tasks: map[state.Phase]int{}, Events: map[string]uint64{}}
+	st := Stats{Agents: map[api.AgentState]int{}, Tasks: map[state.Phase]int{}, Events: map[api.EventStatus]uint64{}}
 	for _, a := range s.agents {
 		switch {
 		case !a.online(now, s.opts.HeartbeatInterval):
-			st.Agents[AgentOffline]++
-		case a.view.State == AgentDraining:
-			st.Agents[AgentDraining]++
+			st.Agents[api.AgentOffline]++
+		case a.view.State == api.AgentDraining:
+			st.Agents[api.AgentDraining]++
 		default: // running, or an agent too old to say
-			st.Agents[AgentRunning]++
+			st.Agents[api.AgentRunning]++
 		}
 	}
 	for _, t := range s.tasks {
@@ -48,9 +49,9 @@ func (s *Server) Stats() Stats {
 
 // countResults adds a batch's answers to the events counted by status. mu
 // is held.
-func (s *Server) countResults(results []EventResult) {
+func (s *Server) countResults(results []api.EventResult) {
 	if s.eventResults == nil {
-		s.eventResults = map[string]uint64{}
+		s.eventResults = map[api.EventStatus]uint64{}
 	}
 	for _, r := range results {
 		s.eventResults[r.Status]++

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/durable"
 	"github.com/edgeagent/agent/state"
 )
@@ -43,10 +44,10 @@ func (ev events) path(taskID string) string { return filepath.Join(ev.dir, taskI
 // maxStoredLine is the longest line an events file holds: one event of a
 // request body at its limit, and the fields the control plane adds. A
 // longer line (written before keys were capped) is skipped, not read.
-const maxStoredLine = 2*MaxBatchBytes + 64<<10
+const maxStoredLine = 2*api.MaxBatchBytes + 64<<10
 
 // encodeStored is e as a line of an events file, its newline included.
-func encodeStored(e StoredEvent) ([]byte, error) {
+func encodeStored(e api.StoredEvent) ([]byte, error) {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return nil, err
@@ -247,7 +248,7 @@ func (ev events) keys(taskID string, end int64) (map[string]struct{}, error) {
 	defer f.Close()
 	sc := newLineScan(f, 0, end)
 	for {
-		head, n, err := sc.head(len(keyPrefix) + 8*MaxKeyBytes)
+		head, n, err := sc.head(len(keyPrefix) + 8*api.MaxKeyBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -262,7 +263,7 @@ func (ev events) keys(taskID string, end int64) (map[string]struct{}, error) {
 
 // storedLine is an event read back from its file, with its line's length.
 type storedLine struct {
-	StoredEvent
+	api.StoredEvent
 	size int64
 }
 
@@ -285,7 +286,7 @@ func (ev events) read(taskID string, off, end int64) ([]storedLine, error) {
 		if n == 0 {
 			return out, nil
 		}
-		var e StoredEvent
+		var e api.StoredEvent
 		if line != nil && json.Unmarshal(line, &e) == nil && e.Key != "" {
 			out = append(out, storedLine{e, n})
 		}
@@ -324,14 +325,14 @@ func newID(prefix string, n int) string {
 
 // agentState is what the control plane knows of an agent.
 type agentState struct {
-	view AgentView
+	view api.AgentView
 	// missing counts, per task leased to the agent in phase claimed, the
 	// heartbeats in a row that did not list it.
 	missing map[string]int
 }
 
 func (a *agentState) online(now time.Time, interval time.Duration) bool {
-	return a.view.State != AgentOffline && now.Sub(a.view.LastHeartbeat) <= 3*interval
+	return a.view.State != api.AgentOffline && now.Sub(a.view.LastHeartbeat) <= 3*interval
 }
 
 // loadTasks reads every task, skipping (and reporting) bad files.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -28,7 +29,7 @@ func TestTornEventsLineIsCutAtStart(t *testing.T) {
 	f.Close()
 
 	e = e.restart(&clock{now: t0})
-	if r := e.send("a", ev("k2", state.EventProgress, c, state.ProgressEvent{Message: "two"})); r[0].Status != StatusAccepted {
+	if r := e.send("a", ev("k2", state.EventProgress, c, state.ProgressEvent{Message: "two"})); r[0].Status != api.StatusAccepted {
 		t.Fatalf("after the repair: %+v", r)
 	}
 	evs, err := e.client.TaskEvents(context.Background(), task.ID)
@@ -38,7 +39,7 @@ func TestTornEventsLineIsCutAtStart(t *testing.T) {
 	if len(evs) != 2 || evs[0].Key != "k1" || evs[1].Key != "k2" {
 		t.Fatalf("events after a torn line: %+v", evs)
 	}
-	if r := e.send("a", ev("k2", state.EventProgress, c, state.ProgressEvent{Message: "two"})); r[0].Status != StatusDuplicate {
+	if r := e.send("a", ev("k2", state.EventProgress, c, state.ProgressEvent{Message: "two"})); r[0].Status != api.StatusDuplicate {
 		t.Fatalf("k2 again after a restart: %+v", r)
 	}
 }
@@ -57,7 +58,7 @@ func TestTaskFileBehindItsEventsIsBroughtUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := []Event{
+	batch := []api.Event{
 		ev("p1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
 		ev("p2", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}),
 		ev("p3", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseCompleting}),
@@ -65,7 +66,7 @@ func TestTaskFileBehindItsEventsIsBroughtUpToDate(t *testing.T) {
 		ev("c1", state.EventComplete, c, state.CompleteEvent{Status: state.PhaseCompleted, Summary: "done"}),
 	}
 	for _, r := range e.send("a", batch...) {
-		if r.Status != StatusAccepted {
+		if r.Status != api.StatusAccepted {
 			t.Fatalf("%+v", r)
 		}
 	}
@@ -83,7 +84,7 @@ func TestTaskFileBehindItsEventsIsBroughtUpToDate(t *testing.T) {
 		t.Fatalf("after the restart the task is %s with result %+v, want completed with its result", v.Phase, v.Result)
 	}
 	for _, r := range e.send("a", batch...) {
-		if r.Status != StatusDuplicate {
+		if r.Status != api.StatusDuplicate {
 			t.Fatalf("the batch sent again: %+v, want duplicate", r)
 		}
 	}

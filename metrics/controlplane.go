@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 // ControlPlane holds the reference control plane's metrics: agents, tasks
@@ -76,13 +77,13 @@ type cpGauges struct{ srv *controlplane.Server }
 func (g cpGauges) collect(s *scrape) {
 	st := g.srv.Stats()
 	s.family("agent_controlplane_agents", "gauge", "Agents known, by state (running, draining, offline).")
-	for _, a := range []string{controlplane.AgentRunning, controlplane.AgentDraining, controlplane.AgentOffline} {
-		s.sample("", float64(st.Agents[a]), "state", a)
+	for _, a := range api.AgentStates {
+		s.sample("", float64(st.Agents[a]), "state", string(a))
 	}
 	s.family("agent_controlplane_tasks", "gauge", "Tasks by phase.")
 	samplePhases(s, st.Tasks)
 	s.family("agent_controlplane_events_total", "counter", "Events answered since the start, by result (accepted, duplicate, rejected).")
-	for _, r := range []string{controlplane.StatusAccepted, controlplane.StatusDuplicate, controlplane.StatusRejected} {
-		s.sample("", float64(st.Events[r]), "result", r)
+	for _, r := range api.EventStatuses {
+		s.sample("", float64(st.Events[r]), "result", string(r))
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/metrics"
@@ -183,7 +184,7 @@ func TestMetricsOfATaskRunToCompletion(t *testing.T) {
 		t.Errorf("metrics served on %s, want loopback", addr)
 	}
 
-	v, err := sys.client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "fix it"})
+	v, err := sys.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "fix it"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
 )
@@ -149,12 +149,12 @@ stream_idle_timeout_ms = 5000
 
 // demoCLITasks tell the sample's story through a real CLI: the mock line
 // in each prompt says how the mock model answers.
-func demoCLITasks(kind string) ([]controlplane.CreateTaskRequest, []string) {
+func demoCLITasks(kind string) ([]api.CreateTaskRequest, []string) {
 	small, big := "gpt-5.4-mini", "gpt-5.5"
 	if kind == "claude" {
 		small, big = "claude-haiku-4-5", "claude-opus-5-5"
 	}
-	return []controlplane.CreateTaskRequest{
+	return []api.CreateTaskRequest{
 		{Title: "Say hello", Prompt: "Say hello to the operator."},
 		{Title: "Summarize this week's issues", Prompt: "Summarize this week's issues.\nmock: " + small + "=r429 " + big + "=text"},
 		{Title: "Rotate the staging logs", Prompt: "Rotate the staging logs.\nmock: shell\nmock-cmd: echo rotated > rotated.txt"},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -165,7 +166,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	}
 }
 
-func (c *cp) task(t *testing.T, id string) controlplane.TaskView {
+func (c *cp) task(t *testing.T, id string) api.TaskView {
 	t.Helper()
 	v, err := c.client.Task(context.Background(), id)
 	if err != nil {
@@ -176,9 +177,9 @@ func (c *cp) task(t *testing.T, id string) controlplane.TaskView {
 
 // waitPhase waits until the control plane shows task id in a phase that
 // satisfies ok.
-func (c *cp) waitPhase(t *testing.T, id, what string, ok func(state.Phase) bool) controlplane.TaskView {
+func (c *cp) waitPhase(t *testing.T, id, what string, ok func(state.Phase) bool) api.TaskView {
 	t.Helper()
-	var v controlplane.TaskView
+	var v api.TaskView
 	waitFor(t, 60*time.Second, fmt.Sprintf("task %s to be %s", id, what), func() bool {
 		var err error
 		v, err = c.client.Task(context.Background(), id)
@@ -192,7 +193,7 @@ func terminal(p state.Phase) bool { return p.Terminal() }
 // waitDone waits until the control plane has the task's completion event:
 // the terminal phase arrives first, as an event of its own, and the result
 // with the completion after it.
-func (c *cp) waitDone(t *testing.T, id string) controlplane.TaskView {
+func (c *cp) waitDone(t *testing.T, id string) api.TaskView {
 	t.Helper()
 	waitFor(t, 60*time.Second, fmt.Sprintf("task %s's completion", id), func() bool {
 		evs, err := c.client.TaskEvents(context.Background(), id)
@@ -211,7 +212,7 @@ func (c *cp) waitDone(t *testing.T, id string) controlplane.TaskView {
 
 // events returns the events the control plane accepted for a task, and
 // fails if a key appears twice.
-func (c *cp) events(t *testing.T, id string) []controlplane.StoredEvent {
+func (c *cp) events(t *testing.T, id string) []api.StoredEvent {
 	t.Helper()
 	evs, err := c.client.TaskEvents(context.Background(), id)
 	if err != nil {
