@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +34,46 @@ func TestClaimIsIdempotentByRequestID(t *testing.T) {
 	other := claim("claim-2")
 	if len(other) != 1 || other[0].Task.ID == first[0].Task.ID {
 		t.Fatalf("a new claim got %v, want the other task", ids(other))
+	}
+}
+
+// A claim's answer sends each task's lease once, beside the task, in the
+// shape every agent reads: tasks[].lease{id, expires_at}, and no lease in
+// tasks[].task.
+func TestClaimSendsTheLeaseOnce(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	e.submit("one", "any")
+	body := strings.NewReader(`{"agent_id":"a","max":1,"health_grade":"available"}`)
+	req, err := http.NewRequest(http.MethodPost, e.http.URL+"/v1/tasks/claim", body)
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+e.tokenOfAgent("a"))
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	var got struct {
+		Tasks []struct {
+			Task  map[string]json.RawMessage `json:"task"`
+			Lease struct {
+				ID        string    `json:"id"`
+				ExpiresAt time.Time `json:"expires_at"`
+			} `json:"lease"`
+		} `json:"tasks"`
+	}
+	must(t, json.NewDecoder(resp.Body).Decode(&got))
+	if len(got.Tasks) != 1 {
+		t.Fatalf("%d tasks granted, want 1", len(got.Tasks))
+	}
+	c := got.Tasks[0]
+	if c.Lease.ID == "" || !c.Lease.ExpiresAt.After(t0) {
+		t.Errorf("lease %+v: want an id and an expiry", c.Lease)
+	}
+	if _, twice := c.Task["lease"]; twice {
+		t.Errorf("the task carries the lease too: %s", c.Task["lease"])
+	}
+	var id string
+	must(t, json.Unmarshal(c.Task["id"], &id))
+	if v, err := e.client.Task(context.Background(), id); err != nil || v.Lease == nil || v.Lease.ID != c.Lease.ID {
+		t.Errorf("the task as people see it: %v, lease %+v; want lease %s", err, v.Lease, c.Lease.ID)
 	}
 }
 

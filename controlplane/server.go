@@ -738,7 +738,7 @@ func (s *Server) claim(req api.ClaimRequest) (api.ClaimResponse, error) {
 		for _, t := range s.sorted() {
 			if l := t.Lease; l != nil && l.AgentID == req.AgentID && l.ClaimID == req.RequestID && !t.Phase.Terminal() {
 				l.ExpiresAt, l.Lapsed = now.Add(s.opts.Lease), false
-				resp.Tasks = append(resp.Tasks, api.Claimed{Task: *t.Clone(), Lease: *l})
+				resp.Tasks = append(resp.Tasks, claimed(t, *l))
 			}
 		}
 		if len(resp.Tasks) > 0 {
@@ -773,9 +773,18 @@ func (s *Server) claim(req api.ClaimRequest) (api.ClaimResponse, error) {
 			_ = t.Transition(state.PhaseQueued, "", now)
 			return resp, fmt.Errorf("claim %s: %w", t.ID, err)
 		}
-		resp.Tasks = append(resp.Tasks, api.Claimed{Task: *t.Clone(), Lease: lease})
+		resp.Tasks = append(resp.Tasks, claimed(t, lease))
 	}
 	return resp, nil
+}
+
+// claimed is task t granted under lease. The lease goes once, beside the
+// task: a copy in the task too would say the same twice (every agent reads
+// this one and puts it in the task it keeps).
+func claimed(t *state.Task, lease state.Lease) api.Claimed {
+	c := api.Claimed{Task: *t.Clone(), Lease: lease}
+	c.Task.Lease = nil
+	return c
 }
 
 // availableAgentOnline reports whether an agent other than except is online

@@ -51,7 +51,9 @@ type ClaimResponse struct {
 	Tasks []Claimed `json:"tasks"`
 }
 
-// Claimed is one task granted to an agent, and its lease.
+// Claimed is one task granted to an agent, and its lease. The lease is
+// sent once, here: the task carries none (its lease field is absent), and
+// the agent puts this one in the task it keeps.
 type Claimed struct {
 	Task  state.Task  `json:"task"`
 	Lease state.Lease `json:"lease"`
