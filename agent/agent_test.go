@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
@@ -46,7 +47,7 @@ const (
 // running the sample executor.
 func fixture(t *testing.T) (*controlplane.Client, Config) {
 	t.Helper()
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
+	srv, err := server.New(server.Options{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
@@ -23,7 +24,7 @@ import (
 // same claim id, gets the same grant, and runs the task once: it is not
 // stranded in claimed, and no second attempt is spent.
 func TestLostClaimAnswerStrandsNothing(t *testing.T) {
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: time.Hour, Logger: quiet()})
+	srv, err := server.New(server.Options{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: time.Hour, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 // asked for and releases the rest, which goes back to the queue and runs
 // later; nothing is run twice or dropped.
 func TestGrantLargerThanAskedIsReleased(t *testing.T) {
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
+	srv, err := server.New(server.Options{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -96,7 +97,7 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 		}
 	}
 	const beat = 500 * time.Millisecond
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: cpDir, Token: token, OperatorTokens: []string{operator},
+	srv, err := server.New(server.Options{Dir: cpDir, Token: token, OperatorTokens: []string{operator},
 		HeartbeatInterval: beat, Logger: log.With("component", "controlplane")})
 	if err != nil {
 		return err

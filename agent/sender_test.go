@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -17,7 +18,7 @@ import (
 // nested deeper than its JSON decoder goes) is isolated by halving the
 // batch: it alone ends dead, every other record is delivered.
 func TestPoisonRecordIsIsolated(t *testing.T) {
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, Logger: quiet()})
+	srv, err := server.New(server.Options{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

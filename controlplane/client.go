@@ -62,22 +62,22 @@ type Client struct {
 	agentTok string
 }
 
-// ErrRedirect: the control plane answered with a redirect, which the
+// errRedirect: the control plane answered with a redirect, which the
 // client refuses to follow (it would carry the token along).
-var ErrRedirect = errors.New("the control plane redirected")
+var errRedirect = errors.New("the control plane redirected")
 
 // ErrUnauthorized: the control plane refused the token.
 var ErrUnauthorized = errors.New("the control plane refused the token (401 Unauthorized)")
 
-// ErrNotEnrolled: the control plane refused to register the agent: its
+// errNotEnrolled: the control plane refused to register the agent: its
 // id is held by another token (409), or the token given is not the
 // registration secret (403). Trying again does not help; a person must act.
-var ErrNotEnrolled = errors.New("the control plane refused to register this agent")
+var errNotEnrolled = errors.New("the control plane refused to register this agent")
 
 // Refused reports whether err says the control plane will not take this
 // client's credentials, now or later: an agent stops on it.
 func Refused(err error) bool {
-	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrNotEnrolled)
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, errNotEnrolled)
 }
 
 // APIError is an answer other than 2xx.
@@ -114,7 +114,7 @@ func Transient(err error) bool {
 	if errors.As(err, &ae) {
 		return ae.Status == http.StatusTooManyRequests || ae.Status >= 500
 	}
-	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrRedirect)
+	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errRedirect)
 }
 
 // CheckURL validates a control plane URL and returns it normalized: http
@@ -150,11 +150,11 @@ func redactRaw(raw string) string {
 	return raw
 }
 
-// errRedirect refuses a redirect: the token must not follow it to another
-// place (another host, or from https to http).
-func errRedirect(req *http.Request, _ []*http.Request) error {
+// refuseRedirect refuses a redirect: the token must not follow it to
+// another place (another host, or from https to http).
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
 	return fmt.Errorf("%w to %s://%s%s; the agent does not follow redirects with its token: use the final URL",
-		ErrRedirect, req.URL.Scheme, req.URL.Host, req.URL.Path)
+		errRedirect, req.URL.Scheme, req.URL.Host, req.URL.Path)
 }
 
 func loopback(host string) bool {
@@ -180,7 +180,7 @@ func NewClient(rawURL, token string, opts ClientOptions) (*Client, error) {
 	if opts.Tries == 0 {
 		opts.Tries = 3
 	}
-	return &Client{base: u, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout, CheckRedirect: errRedirect}, opts: opts,
+	return &Client{base: u, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout, CheckRedirect: refuseRedirect}, opts: opts,
 		agentTok: strings.TrimSpace(opts.AgentToken)}, nil
 }
 
@@ -462,7 +462,7 @@ func (c *Client) agentToken(ctx context.Context, stale string) (string, error) {
 	var resp api.RegisterResponse
 	if err := c.callWith(ctx, c.token, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: c.opts.AgentID}, &resp, true); err != nil {
 		if s := statusOf(err); s == http.StatusConflict || s == http.StatusForbidden {
-			return "", fmt.Errorf("register agent %s: %w: %w", c.opts.AgentID, ErrNotEnrolled, err)
+			return "", fmt.Errorf("register agent %s: %w: %w", c.opts.AgentID, errNotEnrolled, err)
 		}
 		return "", fmt.Errorf("register agent %s: %w", c.opts.AgentID, err)
 	}

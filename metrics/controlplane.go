@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
 )
 
 // ControlPlane holds the reference control plane's metrics: agents, tasks
@@ -18,7 +18,7 @@ type ControlPlane struct {
 }
 
 // NewControlPlane makes the metrics of srv.
-func NewControlPlane(srv *controlplane.Server) *ControlPlane {
+func NewControlPlane(srv *server.Server) *ControlPlane {
 	m := &ControlPlane{
 		requests: newHistogramVec("agent_controlplane_request_duration_seconds",
 			"API requests by route pattern (unmatched for any other path) and response status.", latencyBuckets, "route", "code"),
@@ -38,7 +38,7 @@ func (m *ControlPlane) Registry() *Registry { return &m.reg }
 func (m *ControlPlane) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		r, route := controlplane.TrackRoute(r)
+		r, route := server.TrackRoute(r)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		pattern := route()
@@ -72,7 +72,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // cpGauges reads the control plane's figures at scrape time.
-type cpGauges struct{ srv *controlplane.Server }
+type cpGauges struct{ srv *server.Server }
 
 func (g cpGauges) collect(s *scrape) {
 	st := g.srv.Stats()

@@ -21,6 +21,7 @@ import (
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/metrics"
@@ -141,7 +142,7 @@ type system struct {
 
 func newSystem(t *testing.T) *system {
 	t.Helper()
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
+	srv, err := server.New(server.Options{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	cpserver "github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -46,7 +47,7 @@ var backlogPayload = json.RawMessage(`{"message":"` + strings.Repeat("step of th
 // server is a reference control plane on loopback, in this process.
 type server struct {
 	url  string
-	s    *controlplane.Server
+	s    *cpserver.Server
 	http *http.Server
 	done chan struct{}
 }
@@ -55,7 +56,7 @@ type server struct {
 const benchOperatorToken = "bench-operator-token-0123456789abcdef"
 
 func startServer(dir, token string, heartbeat time.Duration) (*server, error) {
-	s, err := controlplane.NewServer(controlplane.ServerOptions{Dir: dir, Token: token, OperatorTokens: []string{benchOperatorToken}, Lease: 1000 * time.Hour,
+	s, err := cpserver.New(cpserver.Options{Dir: dir, Token: token, OperatorTokens: []string{benchOperatorToken}, Lease: 1000 * time.Hour,
 		HeartbeatInterval: heartbeat, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package controlplane
+package server
 
 import (
 	"bufio"
@@ -104,7 +104,7 @@ func outputFor(t *testing.T, v api.TaskView, attempt int) state.AttemptOutput {
 func TestLogOutputIsCappedPerAttempt(t *testing.T) {
 	const limit = 64 << 10
 	dir, clk := t.TempDir(), &clock{now: t0}
-	e := newEnvOpts(t, dir, clk, ServerOptions{MaxAttemptOutput: limit})
+	e := newEnvOpts(t, dir, clk, Options{MaxAttemptOutput: limit})
 	ctx := context.Background()
 	e.submit("print a lot", "")
 	c := e.claim("ag-1", "available", 1)[0]
@@ -218,7 +218,7 @@ func TestLogOutputIsCappedPerAttempt(t *testing.T) {
 func TestTheEventThatPassesTheCapKeepsWhatFits(t *testing.T) {
 	const limit = 16 << 10
 	dir := t.TempDir()
-	e := newEnvOpts(t, dir, &clock{now: t0}, ServerOptions{MaxAttemptOutput: limit})
+	e := newEnvOpts(t, dir, &clock{now: t0}, Options{MaxAttemptOutput: limit})
 	e.submit("x", "")
 	c := e.claim("ag-1", "available", 1)[0]
 	big, sentLines, sentBytes := logEvents(c, 1, "big", 1, 400, 100) // 40 KB in one event
@@ -246,7 +246,7 @@ func TestTheEventThatPassesTheCapKeepsWhatFits(t *testing.T) {
 func TestCutCountsSurviveACrashBeforeTheTaskFile(t *testing.T) {
 	const limit = 32 << 10
 	dir, clk := t.TempDir(), &clock{now: t0}
-	e := newEnvOpts(t, dir, clk, ServerOptions{MaxAttemptOutput: limit})
+	e := newEnvOpts(t, dir, clk, Options{MaxAttemptOutput: limit})
 	e.submit("x", "")
 	c := e.claim("ag-1", "available", 1)[0]
 	first, _, _ := logEvents(c, 1, "first", 2, 10, 100)

@@ -1,4 +1,4 @@
-package controlplane
+package server
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultMaxAttemptOutput is the cap on the log output stored for one
-// attempt when ServerOptions.MaxAttemptOutput is zero.
+// attempt when Options.MaxAttemptOutput is zero.
 const DefaultMaxAttemptOutput = 8 << 20
 
 // decodeLog reads a log event's payload.

@@ -1,4 +1,4 @@
-package controlplane
+package server
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 // Principals: who a credential speaks for, and so what it may do. Each
 // route of the API names the principals it serves (see routes in
-// server.go); every other credential gets 403 with a one-line reason.
+// routes.go); every other credential gets 403 with a one-line reason.
 //
 //   - An operator is a person: submit, list, show, events, cancel, retry,
 //     answer approvals, list and revoke agents. Operator tokens come from

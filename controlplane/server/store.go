@@ -1,24 +1,17 @@
-package controlplane
+package server
 
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
-	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/durable"
-	"github.com/edgeagent/agent/state"
 )
 
 // events keeps the accepted events of every task, one JSONL file per task
@@ -314,68 +307,4 @@ func (ev events) skipLines(taskID string, n int, end int64) (off int64, lines in
 		lines++
 	}
 	return off, lines, nil
-}
-
-// newID returns prefix and random hex.
-func newID(prefix string, n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
-// agentState is what the control plane knows of an agent.
-type agentState struct {
-	view api.AgentView
-	// missing counts, per task leased to the agent in phase claimed, the
-	// heartbeats in a row that did not list it.
-	missing map[string]int
-}
-
-func (a *agentState) online(now time.Time, interval time.Duration) bool {
-	return a.view.State != api.AgentOffline && now.Sub(a.view.LastHeartbeat) <= 3*interval
-}
-
-// loadTasks reads every task, skipping (and reporting) bad files.
-func loadTasks(st *state.Store) (map[string]*state.Task, error) {
-	list, err := st.LoadAll()
-	tasks := make(map[string]*state.Task, len(list))
-	for _, t := range list {
-		tasks[t.ID] = t
-	}
-	return tasks, err
-}
-
-// Crash points, for the fault suite: AGENT_CP_CRASH=POINT:WHEN makes the
-// control plane kill itself with SIGKILL at POINT during an events batch:
-// WHEN is the batch's number (1 is the first), or "complete" for the first
-// batch that holds a completion. It proves that a crash there loses
-// nothing the control plane accepted.
-const (
-	crashMidEvents   = "mid-events"   // half of a batch's events written
-	crashAfterEvents = "after-events" // events stored, task files not saved
-	crashAfterSave   = "after-save"   // task files saved, the answer not sent
-)
-
-// crashSpec is AGENT_CP_CRASH, read once.
-var crashSpec = os.Getenv("AGENT_CP_CRASH")
-
-// crashBatch is the events batch a crash point may fire in.
-type crashBatch struct {
-	n        int  // its number
-	complete bool // it holds a completion
-}
-
-// at reports whether the process should crash at point during b.
-func (b crashBatch) at(point string) bool {
-	if crashSpec == "" {
-		return false
-	}
-	name, when, _ := strings.Cut(crashSpec, ":")
-	return name == point && (when == fmt.Sprint(b.n) || when == "complete" && b.complete)
-}
-
-// crash ends the process as a power cut would, without any clean-up.
-func crash() {
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	select {}
 }

@@ -1,4 +1,4 @@
-package controlplane
+package server
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
@@ -18,7 +19,7 @@ func TestReplyToAnApprovalRequest(t *testing.T) {
 	task := e.submit("escalate", "any")
 	c := e.claim("agent-1", "available", 1)[0]
 	status := func(err error) int {
-		var ae *APIError
+		var ae *controlplane.APIError
 		if errors.As(err, &ae) {
 			return ae.Status
 		}

@@ -1,4 +1,4 @@
-package controlplane
+package server
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
@@ -39,9 +40,9 @@ func TestAgentsActOnlyForThemselves(t *testing.T) {
 
 	// The tokens outlive a restart (no new registration is needed);
 	// renewing one (with itself as the bearer) replaces it.
-	oldTok := e.agents["a"].agentTok
+	oldTok := e.tokens.get("a")
 	e = e.restart(&clock{now: t0})
-	a, err := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: "a", AgentToken: oldTok,
+	a, err := controlplane.NewClient(e.http.URL, regToken, controlplane.ClientOptions{Tries: 1, AgentID: "a", AgentToken: oldTok,
 		SaveAgentToken: func(string) error { t.Error("registered again: the token did not outlive the restart"); return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -49,12 +50,10 @@ func TestAgentsActOnlyForThemselves(t *testing.T) {
 	if _, err := a.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a", Running: []api.RunningTask{{TaskID: task.ID}}}); err != nil {
 		t.Fatalf("a's token after a restart: %v", err)
 	}
-	renewed, _ := NewClient(e.http.URL, oldTok, ClientOptions{Tries: 1})
-	if err := renewed.call(ctx, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: "a"}, &api.RegisterResponse{}, false); err != nil {
+	if err := e.call(oldTok, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: "a"}, &api.RegisterResponse{}); err != nil {
 		t.Fatalf("a renewing its own token: %v", err)
 	}
-	stale, _ := NewClient(e.http.URL, oldTok, ClientOptions{Tries: 1})
-	if err := stale.call(ctx, http.MethodGet, "/v1/tasks", nil, &[]api.TaskView{}, false); statusOf(err) != http.StatusUnauthorized {
+	if err := e.call(oldTok, http.MethodGet, "/v1/tasks", nil, &[]api.TaskView{}); statusOf(err) != http.StatusUnauthorized {
 		t.Fatalf("a replaced token: %v, want 401", err)
 	}
 }
@@ -65,7 +64,7 @@ func TestClientRegistersAgainWhenItsTokenIsUnknown(t *testing.T) {
 	dir := t.TempDir()
 	e := newEnv(t, dir, &clock{now: t0})
 	saved := ""
-	c, err := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: "a", SaveAgentToken: func(tok string) error { saved = tok; return nil }})
+	c, err := controlplane.NewClient(e.http.URL, regToken, controlplane.ClientOptions{Tries: 1, AgentID: "a", SaveAgentToken: func(tok string) error { saved = tok; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +77,7 @@ func TestClientRegistersAgainWhenItsTokenIsUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	e = e.restart(&clock{now: t0})
-	c2, err := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: "a", AgentToken: first, SaveAgentToken: func(tok string) error { saved = tok; return nil }})
+	c2, err := controlplane.NewClient(e.http.URL, regToken, controlplane.ClientOptions{Tries: 1, AgentID: "a", AgentToken: first, SaveAgentToken: func(tok string) error { saved = tok; return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +87,7 @@ func TestClientRegistersAgainWhenItsTokenIsUnknown(t *testing.T) {
 	if saved == first {
 		t.Fatal("no new token was registered and saved")
 	}
-	agentOnlyToken, _ := NewClient(e.http.URL, saved, ClientOptions{Tries: 1})
-	if err := agentOnlyToken.call(ctx, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: "c"}, &api.RegisterResponse{}, false); statusOf(err) != http.StatusForbidden {
+	if err := e.call(saved, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: "c"}, &api.RegisterResponse{}); statusOf(err) != http.StatusForbidden {
 		t.Fatalf("registering with an agent's token: %v, want 403", err)
 	}
 }

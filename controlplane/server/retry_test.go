@@ -1,4 +1,4 @@
-package controlplane
+package server
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
@@ -22,7 +23,7 @@ func TestRetryRequeuesARecoverableFailedTask(t *testing.T) {
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()
 	status := func(err error) int {
-		var ae *APIError
+		var ae *controlplane.APIError
 		if errors.As(err, &ae) {
 			return ae.Status
 		}

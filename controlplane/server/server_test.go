@@ -1,6 +1,7 @@
-package controlplane
+package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/state"
@@ -42,8 +44,23 @@ type env struct {
 	clk    *clock
 	srv    *Server
 	http   *httptest.Server
-	client *Client // a person's tools: an operator token
-	agents map[string]*Client
+	client *controlplane.Client // a person's tools: an operator token
+	agents map[string]*controlplane.Client
+	// tokens are the agents' own tokens, as their clients saved them; a
+	// restart keeps them, as agents keep them in their data directories.
+	tokens *agentTokens
+}
+
+// agentTokens are agents' own tokens by agent id.
+type agentTokens struct {
+	mu sync.Mutex
+	by map[string]string
+}
+
+func (a *agentTokens) get(id string) string { a.mu.Lock(); defer a.mu.Unlock(); return a.by[id] }
+
+func (a *agentTokens) save(id string) func(string) error {
+	return func(tok string) error { a.mu.Lock(); defer a.mu.Unlock(); a.by[id] = tok; return nil }
 }
 
 // The test credentials: the registration secret every agent host holds,
@@ -54,12 +71,13 @@ const (
 )
 
 // agent returns agent id's client, which registers for its own token.
-func (e *env) agent(id string) *Client {
+func (e *env) agent(id string) *controlplane.Client {
 	e.t.Helper()
 	if c := e.agents[id]; c != nil {
 		return c
 	}
-	c, err := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: id})
+	c, err := controlplane.NewClient(e.http.URL, regToken, controlplane.ClientOptions{Tries: 1, AgentID: id, AgentToken: e.tokens.get(id),
+		SaveAgentToken: e.tokens.save(id)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -69,26 +87,26 @@ func (e *env) agent(id string) *Client {
 
 func newEnv(t *testing.T, dir string, clk *clock) *env {
 	t.Helper()
-	return newEnvOpts(t, dir, clk, ServerOptions{})
+	return newEnvOpts(t, dir, clk, Options{})
 }
 
 // newEnvOpts is newEnv with more options: those newEnv sets are set over
 // them.
-func newEnvOpts(t *testing.T, dir string, clk *clock, opts ServerOptions) *env {
+func newEnvOpts(t *testing.T, dir string, clk *clock, opts Options) *env {
 	t.Helper()
 	opts.Dir, opts.Token, opts.OperatorTokens, opts.Now, opts.Lease, opts.HeartbeatInterval = dir, regToken, []string{opToken}, clk.Now, time.Minute, 10*time.Second
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := NewServer(opts)
+	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); srv.Close() })
-	c, err := NewClient(hs.URL, opToken, ClientOptions{Tries: 1})
+	c, err := controlplane.NewClient(hs.URL, opToken, controlplane.ClientOptions{Tries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, dir: dir, clk: clk, srv: srv, http: hs, client: c, agents: map[string]*Client{}}
+	return &env{t: t, dir: dir, clk: clk, srv: srv, http: hs, client: c, agents: map[string]*controlplane.Client{}, tokens: &agentTokens{by: map[string]string{}}}
 }
 
 // restart stops this server, as a crash would leave its files, and starts
@@ -97,16 +115,8 @@ func (e *env) restart(clk *clock) *env {
 	e.t.Helper()
 	e.http.Close()
 	e.srv.Close()
-	n := newEnvOpts(e.t, e.dir, clk, ServerOptions{MaxAttemptOutput: e.srv.opts.MaxAttemptOutput})
-	// The agents keep their tokens, as they keep them in their data
-	// directories.
-	for id, c := range e.agents {
-		a, err := NewClient(n.http.URL, regToken, ClientOptions{Tries: 1, AgentID: id, AgentToken: c.agentTok})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		n.agents[id] = a
-	}
+	n := newEnvOpts(e.t, e.dir, clk, Options{MaxAttemptOutput: e.srv.opts.MaxAttemptOutput})
+	n.tokens = e.tokens
 	return n
 }
 
@@ -225,9 +235,9 @@ func TestLateCompletionForATerminalTaskIsRejected(t *testing.T) {
 
 func TestWrongTokenIs401(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
-	bad, _ := NewClient(e.http.URL, "tok-zz9-bogus", ClientOptions{Tries: 3})
+	bad, _ := controlplane.NewClient(e.http.URL, "tok-zz9-bogus", controlplane.ClientOptions{Tries: 3})
 	_, err := bad.Tasks(context.Background())
-	if !errors.Is(err, ErrUnauthorized) || strings.Contains(err.Error(), "tok-zz9-bogus") || strings.Contains(err.Error(), opToken) {
+	if !errors.Is(err, controlplane.ErrUnauthorized) || strings.Contains(err.Error(), "tok-zz9-bogus") || strings.Contains(err.Error(), opToken) {
 		t.Errorf("wrong token: %v", err)
 	}
 	resp, err := http.Get(e.http.URL + "/healthz")
@@ -328,7 +338,7 @@ func TestBadRequests(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	for _, req := range []api.CreateTaskRequest{{Prompt: " "}, {Prompt: "x", Prefer: "tty"}, {Prompt: "x", MaxAttempts: 99}} {
 		_, err := e.client.CreateTask(context.Background(), req)
-		var ae *APIError
+		var ae *controlplane.APIError
 		if !errors.As(err, &ae) || ae.Status != 400 {
 			t.Errorf("%+v: %v", req, err)
 		}
@@ -339,20 +349,6 @@ func TestBadRequests(t *testing.T) {
 	c := api.Claimed{Task: state.Task{ID: "t-nope"}}
 	if r := e.send("ag", ev("k1", state.EventLog, c, state.LogEvent{})); r[0].Reason != api.ReasonUnknown {
 		t.Errorf("unknown task: %+v", r)
-	}
-}
-
-func TestURLMustBeHTTPSUnlessLoopback(t *testing.T) {
-	for raw, ok := range map[string]bool{
-		"http://127.0.0.1:8080": true, "http://localhost:1": true, "http://[::1]:9": true, "https://cp.example.com": true,
-		"http://cp.example.com": false, "ftp://x": false, "not a url": false, "http://": false,
-	} {
-		if _, err := CheckURL(raw, false); (err == nil) != ok {
-			t.Errorf("%s: %v", raw, err)
-		}
-	}
-	if _, err := CheckURL("http://cp.example.com", true); err != nil {
-		t.Errorf("--insecure: %v", err)
 	}
 }
 
@@ -376,6 +372,48 @@ func TestSendEventsSplitsBatches(t *testing.T) {
 	if stored, _ := e.client.TaskEvents(context.Background(), c.Task.ID); len(stored) != 1200 {
 		t.Errorf("the control plane holds %d events, want 1200", len(stored))
 	}
+}
+
+// statusOf is the status of a control plane's answer other than 2xx, else 0.
+func statusOf(err error) int {
+	var ae *controlplane.APIError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	return 0
+}
+
+// call makes one request with token tok, as a client that has no method
+// for it would: a body other than 2xx is an *controlplane.APIError.
+func (e *env) call(tok, method, path string, in, out any) error {
+	e.t.Helper()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, e.http.URL+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		var eb api.ErrorBody
+		json.NewDecoder(resp.Body).Decode(&eb)
+		return &controlplane.APIError{Status: resp.StatusCode, Message: eb.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 func must(t *testing.T, err error) {

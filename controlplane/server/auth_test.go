@@ -1,4 +1,4 @@
-package controlplane
+package server
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
@@ -44,7 +45,7 @@ func TestEveryRouteServesOnlyItsPrincipals(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	task := e.submit("x", "any")
 	e.claim("a", "available", 1)
-	tokens := map[principal]string{principalOperator: opToken, principalRegistration: regToken, principalAgent: e.agents["a"].agentTok}
+	tokens := map[principal]string{principalOperator: opToken, principalRegistration: regToken, principalAgent: e.tokens.get("a")}
 
 	do := func(method, path, tok, body string) (int, string) {
 		t.Helper()
@@ -112,7 +113,7 @@ func TestAgentReadsOnlyItsLeasedTasks(t *testing.T) {
 	e.claim("a", "available", 1)
 	theirs := e.submit("theirs", "any")
 	e.claim("b", "available", 1)
-	a := e.as(e.agents["a"].agentTok)
+	a := e.as(e.tokens.get("a"))
 	if v, err := a.Task(ctx, mine.ID); err != nil || v.Prompt != "mine" {
 		t.Errorf("agent a reading its own task: %v", err)
 	}
@@ -149,7 +150,7 @@ func TestRevokeFreesAnAgentID(t *testing.T) {
 		t.Fatalf("the revoked token: %v, want 401", err)
 	}
 	saved := ""
-	c, _ := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: "a", AgentToken: old, SaveAgentToken: func(tok string) error { saved = tok; return nil }})
+	c, _ := controlplane.NewClient(e.http.URL, regToken, controlplane.ClientOptions{Tries: 1, AgentID: "a", AgentToken: old, SaveAgentToken: func(tok string) error { saved = tok; return nil }})
 	if _, err := c.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"}); err != nil || saved == "" || saved == old {
 		t.Fatalf("the agent after the revocation: %v (new token saved: %v)", err, saved != "" && saved != old)
 	}
@@ -161,7 +162,7 @@ func TestClientWhoseIDIsHeldIsToldTheFix(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	e.tokenOfAgent("a")
-	c, _ := NewClient(e.http.URL, regToken, ClientOptions{Tries: 1, AgentID: "a", AgentToken: "agt_" + strings.Repeat("0", 48),
+	c, _ := controlplane.NewClient(e.http.URL, regToken, controlplane.ClientOptions{Tries: 1, AgentID: "a", AgentToken: "agt_" + strings.Repeat("0", 48),
 		SaveAgentToken: func(string) error { t.Error("a token was saved"); return nil }})
 	_, err := c.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"})
 	if statusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "agent agents revoke a") {
@@ -209,7 +210,7 @@ func TestServerRefusesWeakCredentialsAndAnOpenDirectory(t *testing.T) {
 		if dir == "" {
 			dir = t.TempDir()
 		}
-		srv, err := NewServer(ServerOptions{Dir: dir, Token: c.reg, OperatorTokens: c.operators})
+		srv, err := New(Options{Dir: dir, Token: c.reg, OperatorTokens: c.operators})
 		if err == nil {
 			srv.Close()
 			t.Errorf("%s: the control plane started", c.name)

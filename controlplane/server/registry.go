@@ -1,6 +1,7 @@
-package controlplane
+package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/natefinch/atomic"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/durable"
 )
 
@@ -118,4 +121,45 @@ func (r *registry) agent(tok string) (string, bool) {
 	defer r.mu.Unlock()
 	id, ok := r.byHash[hashToken(tok)]
 	return id, ok
+}
+
+// register gives an agent its own token: with the registration secret for
+// an id nobody holds, with the agent's own token to replace it.
+func (s *Server) register(ctx context.Context, req api.RegisterRequest) (api.RegisterResponse, error) {
+	if err := checkAgentID(req.AgentID); err != nil {
+		return api.RegisterResponse{}, err
+	}
+	c := callerOf(ctx)
+	if c.principal == principalAgent && c.agentID != req.AgentID {
+		return api.RegisterResponse{}, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: this token is agent %s's; it renews only its own registration", c.agentID)}
+	}
+	tok, err := s.registry.register(req.AgentID, c.principal == principalAgent)
+	if errors.Is(err, errRegistered) {
+		s.log.Warn("registration refused: the agent id is held", "agent", req.AgentID)
+		return api.RegisterResponse{}, &httpError{http.StatusConflict, fmt.Sprintf(
+			"agent %s is registered already, with another token: the registration secret does not take over an id; renew with the agent's own token, or have an operator free the id (agent agents revoke %s)", req.AgentID, req.AgentID)}
+	}
+	if err != nil {
+		return api.RegisterResponse{}, fmt.Errorf("register %s: %w", req.AgentID, err)
+	}
+	s.log.Info("agent registered", "agent", req.AgentID, "renewed", c.principal == principalAgent)
+	return api.RegisterResponse{AgentID: req.AgentID, Token: tok}, nil
+}
+
+// revoke forgets an agent's token, at an operator's request: the agent's
+// requests are refused (401) from now on, and its id can be registered
+// again with the registration secret.
+func (s *Server) revoke(id string) (api.RevokeResponse, error) {
+	if err := checkAgentID(id); err != nil {
+		return api.RevokeResponse{}, err
+	}
+	ok, err := s.registry.revoke(id)
+	if err != nil {
+		return api.RevokeResponse{}, fmt.Errorf("revoke %s: %w", id, err)
+	}
+	if !ok {
+		return api.RevokeResponse{}, &httpError{http.StatusNotFound, fmt.Sprintf("agent %s is not registered", id)}
+	}
+	s.log.Info("agent's token revoked by an operator", "agent", id)
+	return api.RevokeResponse{AgentID: id, Revoked: true}, nil
 }

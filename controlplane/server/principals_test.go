@@ -1,4 +1,4 @@
-package controlplane
+package server
 
 // Attacks on the trust boundaries between people, agents and the
 // registration secret (issue 21), each made over real HTTP on loopback.
@@ -15,14 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
 // as is a client that sends tok as it is: no registration, no retry.
-func (e *env) as(tok string) *Client {
+func (e *env) as(tok string) *controlplane.Client {
 	e.t.Helper()
-	c, err := NewClient(e.http.URL, tok, ClientOptions{Tries: 1})
+	c, err := controlplane.NewClient(e.http.URL, tok, controlplane.ClientOptions{Tries: 1})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func (e *env) tokenOfAgent(id string) string {
 	if _, err := a.Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: id}); err != nil {
 		e.t.Fatalf("agent %s's heartbeat: %v", id, err)
 	}
-	return a.agentTok
+	return e.tokens.get(id)
 }
 
 // An agent's own token does not work where a person's does: it lists no
@@ -132,7 +133,7 @@ func TestAttackRegistrationSecretTakesOverAnAgent(t *testing.T) {
 	e.send("owner", ev("o1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}))
 
 	var stolen api.RegisterResponse
-	err := e.as(regToken).call(ctx, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: "owner"}, &stolen, false)
+	err := e.call(regToken, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: "owner"}, &stolen)
 	if statusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "revoke") {
 		t.Errorf("re-registering a held id with the registration secret: %v, want 409 naming the fix", err)
 	}
