@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -110,7 +111,8 @@ func startCP(t *testing.T, addr, dir string, extra ...string) *cp {
 	return startCPEnv(t, nil, addr, dir, extra...)
 }
 
-// startCPEnv is startCP with more environment (AGENT_CP_CRASH, say).
+// startCPEnv is startCP with more environment (the crash switch of a
+// faults build, say).
 func startCPEnv(t *testing.T, env []string, addr, dir string, extra ...string) *cp {
 	t.Helper()
 	args := append([]string{"controlplane", "serve", "--addr", addr, "--data-dir", dir, "--heartbeat-interval", "300ms", "--lease", "10s"}, extra...)
@@ -238,3 +240,11 @@ func processAlive(pid int) bool {
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(fields) > 0 && fields[0] != "Z"
 }
+
+// crashSwitchName is the variable that sets off the control plane's crash
+// points in a faults build. It is put together at run time: as a constant
+// in this test it would be in every test binary.
+func crashSwitchName() string { return strings.Join([]string{"AGENT", "CP", "CRASH"}, "_") }
+
+// holdsCrashSwitch reports whether a binary holds the crash switch's name.
+func holdsCrashSwitch(bin []byte) bool { return bytes.Contains(bin, []byte(crashSwitchName())) }
