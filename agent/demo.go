@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,12 +15,10 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
-	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/internal/utc"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
-
-	"github.com/edgeagent/agent/internal/utc"
 )
 
 // DemoOptions configure Demo.
@@ -42,6 +38,21 @@ type DemoOptions struct {
 	Version string
 	// Timeout bounds the whole demo. Default 2 min.
 	Timeout time.Duration
+	// StartControlPlane starts the reference control plane on loopback
+	// as cp says and returns its URL and a function that stops it.
+	// Required: the daemon's package does not link the server, the
+	// command line gives it.
+	StartControlPlane func(cp DemoControlPlane) (url string, stop func(), err error)
+}
+
+// DemoControlPlane is the control plane the demo asks for.
+type DemoControlPlane struct {
+	// Dir holds its files, Token is the registration secret agents enrol
+	// with and OperatorToken a person's token.
+	Dir, Token, OperatorToken string
+	// HeartbeatInterval is what it tells agents to use.
+	HeartbeatInterval time.Duration
+	Logger            *slog.Logger
 }
 
 // demoTasks show the three outcomes: success, a transient failure retried
@@ -97,20 +108,15 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 		}
 	}
 	const beat = 500 * time.Millisecond
-	srv, err := server.New(server.Options{Dir: cpDir, Token: token, OperatorTokens: []string{operator},
+	if opts.StartControlPlane == nil {
+		return errors.New("demo: no control plane to start (DemoOptions.StartControlPlane)")
+	}
+	url, stopCP, err := opts.StartControlPlane(DemoControlPlane{Dir: cpDir, Token: token, OperatorToken: operator,
 		HeartbeatInterval: beat, Logger: log.With("component", "controlplane")})
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go hs.Serve(ln)
-	defer hs.Close()
-	url := "http://" + ln.Addr().String()
+	defer stopCP()
 	client, err := controlplane.NewClient(url, operator, controlplane.ClientOptions{}) // the person's tools
 	if err != nil {
 		return err

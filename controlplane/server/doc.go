@@ -34,6 +34,6 @@
 // registry.go (agents' tokens), tasks.go (people's requests), heartbeat.go,
 // claim.go, accept.go (POST /v1/events: applying events), watchdog.go,
 // store.go (the events files), keys.go, pages.go, output.go (output caps),
-// stats.go (figures for metrics), crash.go (the fault suite's crash
+// figures.go (figures for metrics), crash.go (the fault suite's crash
 // points).
 package server

@@ -8,43 +8,52 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
-// Stats are the control plane's figures at one moment, for its metrics.
-// Every key is from a closed set: agent states, phases, event statuses.
-type Stats struct {
-	// Agents counts the agents it knows by state: running, draining or
-	// offline (an agent silent for three heartbeat intervals is offline,
-	// whatever it last said).
-	Agents map[api.AgentState]int
-	// Tasks counts the tasks by phase.
-	Tasks map[state.Phase]int
-	// Events counts, since the server started, the events it answered by
-	// status: accepted, duplicate or rejected.
-	Events map[api.EventStatus]uint64
-}
+// The server's figures, for its metrics (package metrics reads them at
+// scrape time). Every key is from a closed set: agent states, phases,
+// event statuses.
 
-// Stats returns the server's figures.
-func (s *Server) Stats() Stats {
+// AgentsByState counts the agents the server knows by state: running,
+// draining or offline (an agent silent for three heartbeat intervals is
+// offline, whatever it last said).
+func (s *Server) AgentsByState() map[api.AgentState]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
-	st := Stats{Agents: map[api.AgentState]int{}, Tasks: map[state.Phase]int{}, Events: map[api.EventStatus]uint64{}}
+	n := map[api.AgentState]int{}
 	for _, a := range s.agents {
 		switch {
 		case !a.online(now, s.opts.HeartbeatInterval):
-			st.Agents[api.AgentOffline]++
+			n[api.AgentOffline]++
 		case a.view.State == api.AgentDraining:
-			st.Agents[api.AgentDraining]++
+			n[api.AgentDraining]++
 		default: // running, or an agent too old to say
-			st.Agents[api.AgentRunning]++
+			n[api.AgentRunning]++
 		}
 	}
+	return n
+}
+
+// TasksByPhase counts the tasks by phase.
+func (s *Server) TasksByPhase() map[state.Phase]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := map[state.Phase]int{}
 	for _, t := range s.tasks {
-		st.Tasks[t.Phase]++
+		n[t.Phase]++
 	}
-	for k, n := range s.eventResults {
-		st.Events[k] = n
+	return n
+}
+
+// EventsByStatus counts, since the server started, the events it
+// answered by status: accepted, duplicate or rejected.
+func (s *Server) EventsByStatus() map[api.EventStatus]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := make(map[api.EventStatus]uint64, len(s.eventResults))
+	for k, v := range s.eventResults {
+		n[k] = v
 	}
-	return st
+	return n
 }
 
 // countResults adds a batch's answers to the events counted by status. mu
@@ -64,10 +73,11 @@ func (s *Server) countResults(results []api.EventResult) {
 type routeKey struct{}
 
 // TrackRoute returns r carrying room for its route, and a function that
-// returns, once the request was served, the pattern of the route that
-// served it (e.g. "POST /v1/tasks/{id}/cancel"), or "" when none matched.
-// Request metrics label by it, so that task ids never become labels.
-func TrackRoute(r *http.Request) (*http.Request, func() string) {
+// returns, once the server's Handler served the request, the pattern of
+// the route that served it (e.g. "POST /v1/tasks/{id}/cancel"), or "" when
+// none matched. Request metrics label by it, so that task ids never become
+// labels.
+func (s *Server) TrackRoute(r *http.Request) (*http.Request, func() string) {
 	var inner string
 	r = r.WithContext(context.WithValue(r.Context(), routeKey{}, &inner))
 	return r, func() string {
