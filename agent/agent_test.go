@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
@@ -36,33 +36,16 @@ func TestMain(m *testing.M) {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// The test credentials: the registration secret agents enrol with, and a
-// person's operator token.
-const (
-	regTok = "reg-0123456789abcdef0123456789abcdef"
-	opTok  = "op-0123456789abcdef0123456789abcdef0"
-)
-
 // fixture is a reference control plane on loopback and an agent config
 // running the sample executor.
 func fixture(t *testing.T) (*controlplane.Client, Config) {
 	t.Helper()
-	srv, err := server.New(server.Options{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := servertest.Start(t, servertest.Options{Server: server.Options{HeartbeatInterval: 100 * time.Millisecond}})
 	exe, err := runner.NewExec(runner.ExecConfig{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client, Config{ControlPlane: hs.URL, Token: regTok, DataDir: t.TempDir(), Executor: exe,
+	return cp.Operator, Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()}
 }
 

@@ -156,23 +156,6 @@ func TestRevokeFreesAnAgentID(t *testing.T) {
 	}
 }
 
-// An agent whose token the control plane does not know, while another
-// token holds its id, is refused with the fix; it does not take the id.
-func TestClientWhoseIDIsHeldIsToldTheFix(t *testing.T) {
-	e := newEnv(t, t.TempDir(), &clock{now: t0})
-	ctx := context.Background()
-	e.tokenOfAgent("a")
-	c, _ := controlplane.NewClient(e.http.URL, regToken, controlplane.ClientOptions{Tries: 1, AgentID: "a", AgentToken: "agt_" + strings.Repeat("0", 48),
-		SaveAgentToken: func(string) error { t.Error("a token was saved"); return nil }})
-	_, err := c.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"})
-	if statusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "agent agents revoke a") {
-		t.Fatalf("heartbeat of an agent whose id another token holds: %v, want 409 naming agent agents revoke", err)
-	}
-	if _, err := e.agent("a").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "a"}); err != nil {
-		t.Fatalf("the holder after the attempt: %v", err)
-	}
-}
-
 // The control plane refuses credentials under 128 bits, an operator token
 // that is the registration secret, none at all, and a state directory
 // others can write to; no error holds a token.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -349,28 +348,6 @@ func TestBadRequests(t *testing.T) {
 	c := api.Claimed{Task: state.Task{ID: "t-nope"}}
 	if r := e.send("ag", ev("k1", state.EventLog, c, state.LogEvent{})); r[0].Reason != api.ReasonUnknown {
 		t.Errorf("unknown task: %+v", r)
-	}
-}
-
-func TestSendEventsSplitsBatches(t *testing.T) {
-	e := newEnv(t, t.TempDir(), &clock{now: t0})
-	e.submit("fix it", "")
-	c := e.claim("ag-1", "available", 1)[0]
-	var evs []api.Event
-	for i := range 1200 {
-		evs = append(evs, ev(fmt.Sprint("log-", i), state.EventLog, c, state.LogEvent{Stream: "stdout", Lines: []string{"l"}}))
-	}
-	res := e.send("ag-1", evs...)
-	if len(res) != 1200 {
-		t.Fatalf("%d results", len(res))
-	}
-	for i, r := range res {
-		if r.Status != api.StatusAccepted || r.Key != evs[i].Key {
-			t.Fatalf("result %d: %+v", i, r)
-		}
-	}
-	if stored, _ := e.client.TaskEvents(context.Background(), c.Task.ID); len(stored) != 1200 {
-		t.Errorf("the control plane holds %d events, want 1200", len(stored))
 	}
 }
 
