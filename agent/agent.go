@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/outbox"
@@ -216,7 +217,7 @@ func (a *Agent) goOffline() {
 	ctx, cancel := context.WithTimeout(context.Background(), offlineTimeout)
 	defer cancel()
 	req := a.heartbeatRequest()
-	req.State, req.Running = controlplane.AgentOffline, []controlplane.RunningTask{}
+	req.State, req.Running = api.AgentOffline, []api.RunningTask{}
 	if _, err := a.client.Heartbeat(ctx, req); err != nil {
 		a.log.Info("the control plane was not told the agent went offline; it will see it silent", "err", err)
 	}

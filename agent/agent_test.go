@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
@@ -35,37 +37,20 @@ func TestMain(m *testing.M) {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// The test credentials: the registration secret agents enrol with, and a
-// person's operator token.
-const (
-	regTok = "reg-0123456789abcdef0123456789abcdef"
-	opTok  = "op-0123456789abcdef0123456789abcdef0"
-)
-
 // fixture is a reference control plane on loopback and an agent config
 // running the sample executor.
 func fixture(t *testing.T) (*controlplane.Client, Config) {
 	t.Helper()
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := servertest.Start(t, servertest.Options{Server: server.Options{HeartbeatInterval: 100 * time.Millisecond}})
 	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return client, Config{ControlPlane: hs.URL, Token: regTok, DataDir: t.TempDir(), Executor: exe,
+	return cp.Operator, Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()}
 }
 
-func waitTerminal(t *testing.T, c *controlplane.Client, id string) controlplane.TaskView {
+func waitTerminal(t *testing.T, c *controlplane.Client, id string) api.TaskView {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -91,7 +76,7 @@ func TestRunStopsCleanly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	v, err := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "fix it"})
+	v, err := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "fix it"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +103,7 @@ func TestStopCancelsTasksAfterTheGrace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	v, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "@hang"})
+	v, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "@hang"})
 	for deadline := time.Now().Add(time.Minute); ; {
 		got, _ := client.Task(ctx, v.ID)
 		if got.Phase == state.PhaseTurnStarted {
@@ -179,7 +164,7 @@ func TestMissingExecutorClaimsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	v, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "fix it"})
+	v, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "fix it"})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		agents, _ := client.Agents(ctx)
@@ -209,7 +194,7 @@ func TestMissingExecutorClaimsNothing(t *testing.T) {
 // next start resumes it (it used to crash on it, again and again).
 func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 	client, cfg := fixture(t)
-	v, err := client.CreateTask(context.Background(), controlplane.CreateTaskRequest{Prompt: "@output hello"})
+	v, err := client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +204,7 @@ func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := crashed.Claim(context.Background(), controlplane.ClaimRequest{AgentID: "vm-crashed", Max: 1, HealthGrade: "available"})
+	claimed, err := crashed.Claim(context.Background(), api.ClaimRequest{AgentID: "vm-crashed", Max: 1, HealthGrade: "available"})
 	if err != nil || len(claimed.Tasks) != 1 {
 		t.Fatalf("claim: %v %+v", err, claimed)
 	}

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 )
@@ -22,62 +24,55 @@ import (
 // same claim id, gets the same grant, and runs the task once: it is not
 // stranded in claimed, and no second attempt is spent.
 func TestLostClaimAnswerStrandsNothing(t *testing.T) {
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: time.Hour, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
 	var (
 		mu       sync.Mutex
 		claimIDs []string
 		dropped  bool
 	)
-	real := srv.Handler()
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/tasks/claim" {
-			real.ServeHTTP(w, r)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		var req controlplane.ClaimRequest
-		_ = json.Unmarshal(body, &req)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		rec := httptest.NewRecorder()
-		real.ServeHTTP(rec, r) // the control plane acts
-		var resp controlplane.ClaimResponse
-		_ = json.Unmarshal(rec.Body.Bytes(), &resp)
-		mu.Lock()
-		claimIDs = append(claimIDs, req.RequestID)
-		drop := !dropped && len(resp.Tasks) > 0
-		dropped = dropped || drop
-		mu.Unlock()
-		if drop {
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err == nil {
-				conn.Close() // the answer is lost
+	loseAnAnswer := func(_ *server.Server, real http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/tasks/claim" {
+				real.ServeHTTP(w, r)
+				return
 			}
-			return
-		}
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		w.Write(rec.Body.Bytes())
-	}))
-	defer hs.Close()
-	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
+			body, _ := io.ReadAll(r.Body)
+			var req api.ClaimRequest
+			_ = json.Unmarshal(body, &req)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			rec := httptest.NewRecorder()
+			real.ServeHTTP(rec, r) // the control plane acts
+			var resp api.ClaimResponse
+			_ = json.Unmarshal(rec.Body.Bytes(), &resp)
+			mu.Lock()
+			claimIDs = append(claimIDs, req.RequestID)
+			drop := !dropped && len(resp.Tasks) > 0
+			dropped = dropped || drop
+			mu.Unlock()
+			if drop {
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err == nil {
+					conn.Close() // the answer is lost
+				}
+				return
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+		})
 	}
+	// A long heartbeat interval: the control plane's own reconcile (which
+	// would requeue the task after two heartbeats) stays out of this test.
+	cp := servertest.Start(t, servertest.Options{Server: server.Options{HeartbeatInterval: time.Hour}, Wrap: loseAnAnswer})
+	client := cp.Operator
 	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A long heartbeat interval: the control plane's own reconcile (which
-	// would requeue the task after two heartbeats) stays out of this test.
-	cfg := Config{ControlPlane: hs.URL, Token: regTok, DataDir: t.TempDir(), Executor: exe,
+	cfg := Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()}
-	task, err := client.CreateTask(context.Background(), controlplane.CreateTaskRequest{Prompt: "@output hello"})
+	task, err := client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,54 +102,47 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 // asked for and releases the rest, which goes back to the queue and runs
 // later; nothing is run twice or dropped.
 func TestGrantLargerThanAskedIsReleased(t *testing.T) {
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
 	var (
 		mu       sync.Mutex
 		released []string
 	)
-	real := srv.Handler()
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/v1/tasks/claim":
-			var req controlplane.ClaimRequest
-			body, _ := io.ReadAll(r.Body)
-			_ = json.Unmarshal(body, &req)
-			req.Max++ // a control plane that grants one more than asked
-			body, _ = json.Marshal(req)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		case "/v1/tasks/release":
-			body, _ := io.ReadAll(r.Body)
-			var req controlplane.ReleaseRequest
-			_ = json.Unmarshal(body, &req)
-			mu.Lock()
-			released = append(released, req.TaskIDs...)
-			mu.Unlock()
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		real.ServeHTTP(w, r)
-	}))
-	defer hs.Close()
-	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
+	growAndWatch := func(_ *server.Server, real http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/v1/tasks/claim":
+				var req api.ClaimRequest
+				body, _ := io.ReadAll(r.Body)
+				_ = json.Unmarshal(body, &req)
+				req.Max++ // a control plane that grants one more than asked
+				body, _ = json.Marshal(req)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			case "/v1/tasks/release":
+				body, _ := io.ReadAll(r.Body)
+				var req api.ReleaseRequest
+				_ = json.Unmarshal(body, &req)
+				mu.Lock()
+				released = append(released, req.TaskIDs...)
+				mu.Unlock()
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			real.ServeHTTP(w, r)
+		})
 	}
+	cp := servertest.Start(t, servertest.Options{Server: server.Options{HeartbeatInterval: 100 * time.Millisecond}, Wrap: growAndWatch})
+	client := cp.Operator
 	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
 	for range 3 {
-		v, err := client.CreateTask(context.Background(), controlplane.CreateTaskRequest{Prompt: "@output hello"})
+		v, err := client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "@output hello"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, v.ID)
 	}
-	a, err := New(Config{ControlPlane: hs.URL, Token: regTok, DataDir: t.TempDir(), Executor: exe, MaxConcurrent: 1,
+	a, err := New(Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe, MaxConcurrent: 1,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

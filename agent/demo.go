@@ -8,19 +8,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/utc"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
-
-	"github.com/edgeagent/agent/internal/utc"
 )
 
 // DemoOptions configure Demo.
@@ -35,16 +33,31 @@ type DemoOptions struct {
 	Executor runner.Executor
 	// Tasks are the tasks submitted, and Models the fallback chain.
 	// Default: the sample executor's tasks and models.
-	Tasks   []controlplane.CreateTaskRequest
+	Tasks   []api.CreateTaskRequest
 	Models  []string
 	Version string
 	// Timeout bounds the whole demo. Default 2 min.
 	Timeout time.Duration
+	// StartControlPlane starts the reference control plane on loopback
+	// as cp says and returns its URL and a function that stops it.
+	// Required: the daemon's package does not link the server, the
+	// command line gives it.
+	StartControlPlane func(cp DemoControlPlane) (url string, stop func(), err error)
+}
+
+// DemoControlPlane is the control plane the demo asks for.
+type DemoControlPlane struct {
+	// Dir holds its files, Token is the registration secret agents enrol
+	// with and OperatorToken a person's token.
+	Dir, Token, OperatorToken string
+	// HeartbeatInterval is what it tells agents to use.
+	HeartbeatInterval time.Duration
+	Logger            *slog.Logger
 }
 
 // demoTasks show the three outcomes: success, a transient failure retried
 // with the next model, and a failure the safety gate stops.
-var demoTasks = []controlplane.CreateTaskRequest{
+var demoTasks = []api.CreateTaskRequest{
 	{Title: "Fix the flaky login test", Prompt: "Fix the flaky login test\n@progress 3\n@sleep 1500ms\n@tool go test ./auth/...\n@output Found a race in the session cache; fixed it and added a test."},
 	{Title: "Summarize this week's issues", Prompt: "Summarize this week's issues\n@sleep 500ms\n@fail rate_limit\n@progress 3\n@sleep 1s\n@output 12 new issues, 3 need attention."},
 	{Title: "Rotate the staging credentials", Prompt: "Rotate the staging credentials\n@progress 2\n@sleep 1s\n@side-effect rotated the staging API key\n@fail network"},
@@ -95,20 +108,15 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 		}
 	}
 	const beat = 500 * time.Millisecond
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: cpDir, Token: token, OperatorTokens: []string{operator},
+	if opts.StartControlPlane == nil {
+		return errors.New("demo: no control plane to start (DemoOptions.StartControlPlane)")
+	}
+	url, stopCP, err := opts.StartControlPlane(DemoControlPlane{Dir: cpDir, Token: token, OperatorToken: operator,
 		HeartbeatInterval: beat, Logger: log.With("component", "controlplane")})
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go hs.Serve(ln)
-	defer hs.Close()
-	url := "http://" + ln.Addr().String()
+	defer stopCP()
 	client, err := controlplane.NewClient(url, operator, controlplane.ClientOptions{}) // the person's tools
 	if err != nil {
 		return err
@@ -193,7 +201,7 @@ func demoToken() string {
 
 // watch prints a line whenever a task's phase, progress or attempts
 // change, until every task is terminal.
-func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agentErr <-chan error) ([]controlplane.TaskView, error) {
+func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agentErr <-chan error) ([]api.TaskView, error) {
 	start := time.Now()
 	last := map[string]string{}
 	tick := time.NewTicker(150 * time.Millisecond)
@@ -229,7 +237,7 @@ func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agen
 }
 
 // progressLine is what the demo shows of a task.
-func progressLine(v controlplane.TaskView) string {
+func progressLine(v api.TaskView) string {
 	s := fmt.Sprintf("%-19s", v.Phase)
 	c := v.Current()
 	switch {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 )
@@ -543,7 +544,7 @@ func checkAuth(ctx context.Context, base string, o DoctorOptions) Check {
 		return failed(CheckAuth, "the control plane refused the token (401 Unauthorized)", fix)
 	case err != nil:
 		return failed(CheckAuth, err.Error(), "see the control plane's logs for why it refused GET /v1/whoami")
-	case who.Principal != "registration":
+	case who.Principal != api.PrincipalRegistration:
 		return failed(CheckAuth, fmt.Sprintf("token accepted, but it is an %s token, not the registration secret an agent enrols with", who.Principal), fix)
 	}
 	return pass(CheckAuth, "token accepted: the registration secret (GET /v1/whoami)")

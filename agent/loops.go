@@ -11,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
 
 	"github.com/edgeagent/agent/internal/utc"
@@ -18,8 +19,8 @@ import (
 
 // Batch limits of one delivery.
 const (
-	sendBatchRecords = controlplane.MaxEventsPerBatch
-	sendBatchBytes   = controlplane.MaxBatchBytes - 64<<10 // room for the envelope
+	sendBatchRecords = api.MaxEventsPerBatch
+	sendBatchBytes   = api.MaxBatchBytes - 64<<10 // room for the envelope
 	// loopTick wakes idle loops, so the service watchdog sees them alive.
 	loopTick = 5 * time.Second
 )
@@ -195,44 +196,44 @@ func (a *Agent) probe(ctx context.Context) {
 	a.log.Info("executor can start again", "executor", exe.Name())
 }
 
-func (a *Agent) heartbeatRequest() controlplane.HeartbeatRequest {
+func (a *Agent) heartbeatRequest() api.HeartbeatRequest {
 	snap := a.health.Snapshot()
-	h := controlplane.Health{Grade: string(snap.Grade), Reason: snap.Reason, Since: snap.Since, Isolation: snap.Isolation,
-		RecentErrors: []controlplane.HealthProblem{}}
+	h := api.Health{Grade: snap.Grade, Reason: snap.Reason, Since: snap.Since, Isolation: snap.Isolation,
+		RecentErrors: []api.HealthProblem{}}
 	storage := a.held.status()
 	if storage.Failing != "" {
 		// The agent cannot keep what it is given: no better than degraded,
 		// whatever the executor's health.
 		if snap.Grade == health.Available {
-			h.Grade, h.Since = string(health.Degraded), storage.Since
+			h.Grade, h.Since = health.Degraded, storage.Since
 		}
 		h.Reason = storage.Failing
 	}
 	for _, p := range snap.RecentErrors {
-		h.RecentErrors = append(h.RecentErrors, controlplane.HealthProblem{At: p.At, Signal: string(p.Signal), Detail: p.Detail})
+		h.RecentErrors = append(h.RecentErrors, api.HealthProblem{At: p.At, Signal: p.Signal, Detail: p.Detail})
 	}
 	st := a.outbox.Stats()
-	req := controlplane.HeartbeatRequest{AgentID: a.id, Hostname: a.host, Version: a.cfg.Version, StartedAt: a.started, Health: h,
-		Outbox: controlplane.OutboxStats{Pending: st.Pending, OldestPendingAgeS: st.OldestPendingAge, Dead: st.Dead, Bytes: st.FileBytes,
+	req := api.HeartbeatRequest{AgentID: a.id, Hostname: a.host, Version: a.cfg.Version, StartedAt: a.started, Health: h,
+		Outbox: api.OutboxStats{Pending: st.Pending, OldestPendingAgeS: st.OldestPendingAge, Dead: st.Dead, Bytes: st.FileBytes,
 			WriteFailing: storage.Failing, Held: storage.HeldReports},
-		Running: []controlplane.RunningTask{}}
+		Running: []api.RunningTask{}}
 	a.mu.Lock()
 	for id, s := range a.running {
-		req.Running = append(req.Running, controlplane.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress})
+		req.Running = append(req.Running, api.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress})
 	}
 	if a.stopping {
-		req.State = controlplane.AgentDraining // claims nothing, finishes what it runs
+		req.State = api.AgentDraining // claims nothing, finishes what it runs
 	} else {
-		req.State = controlplane.AgentRunning
+		req.State = api.AgentRunning
 	}
 	a.mu.Unlock()
-	req.Capacity = controlplane.Capacity{Max: a.live.Load().MaxConcurrent, Running: len(req.Running)}
+	req.Capacity = api.Capacity{Max: a.live.Load().MaxConcurrent, Running: len(req.Running)}
 	return req
 }
 
 // serviceStatus is the one line a service manager shows for the agent
 // (sd_notify STATUS=, in systemctl status).
-func serviceStatus(req controlplane.HeartbeatRequest, reached bool) string {
+func serviceStatus(req api.HeartbeatRequest, reached bool) string {
 	cp := "control plane reachable"
 	if !reached {
 		cp = "control plane unreachable"
@@ -311,7 +312,7 @@ func (a *Agent) claimLoop(ctx context.Context) {
 		if claimID == "" {
 			claimID = newClaimID()
 		}
-		resp, err := a.client.Claim(ctx, controlplane.ClaimRequest{AgentID: a.id, Max: free, HealthGrade: string(grade), RequestID: claimID})
+		resp, err := a.client.Claim(ctx, api.ClaimRequest{AgentID: a.id, Max: free, HealthGrade: grade, RequestID: claimID})
 		if err != nil {
 			if controlplane.Refused(err) {
 				a.die(err)

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
@@ -100,13 +100,13 @@ func (noObserver) Heartbeat(time.Duration, bool) {}
 
 // countResults counts what the control plane answered for the records of
 // a batch: one call per kind of answer, not one per record.
-func (s *sender) countResults(results []controlplane.EventResult) {
+func (s *sender) countResults(results []api.EventResult) {
 	var sent, dup, dead int
 	for _, res := range results {
 		switch res.Status {
-		case controlplane.StatusAccepted:
+		case api.StatusAccepted:
 			sent++
-		case controlplane.StatusDuplicate:
+		case api.StatusDuplicate:
 			dup++
 		default:
 			dead++

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
@@ -55,7 +55,7 @@ func (r *replies) Await(ctx context.Context, taskID string, req state.ApprovalRe
 // deliver hands answers to their waiting attempts. An answer nobody waits
 // for (already taken, or the attempt ended) is dropped: the control plane
 // repeats it until the task moves on.
-func (r *replies) deliver(list []controlplane.ReplyDelivery) {
+func (r *replies) deliver(list []api.ReplyDelivery) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, d := range list {
@@ -64,7 +64,7 @@ func (r *replies) deliver(list []controlplane.ReplyDelivery) {
 			continue
 		}
 		a := runner.ApprovalDecline
-		if d.Decision == string(runner.ApprovalAccept) {
+		if d.Decision == api.DecisionAccept {
 			a = runner.ApprovalAccept
 		}
 		select {

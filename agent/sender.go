@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
@@ -67,7 +68,7 @@ func (s *sender) drain(ctx context.Context, progress func(n int)) error {
 // alone; that one is marked dead with the reason, and the others go
 // through. One bad record never blocks those behind it.
 func (s *sender) send(ctx context.Context, recs []outbox.Record) error {
-	events := make([]controlplane.Event, len(recs))
+	events := make([]api.Event, len(recs))
 	leases := map[string]string{}
 	for i, r := range recs {
 		lease, ok := leases[r.TaskID]
@@ -75,7 +76,7 @@ func (s *sender) send(ctx context.Context, recs []outbox.Record) error {
 			lease = s.leaseOf(r.TaskID)
 			leases[r.TaskID] = lease
 		}
-		events[i] = controlplane.Event{Key: r.Key, Kind: state.EventKind(r.Kind), TaskID: r.TaskID, Attempt: r.Attempt,
+		events[i] = api.Event{Key: r.Key, Kind: state.EventKind(r.Kind), TaskID: r.TaskID, Attempt: r.Attempt,
 			LeaseID: lease, CreatedAt: r.CreatedAt, Payload: r.Payload}
 	}
 	results, sendErr := s.client.SendEvents(ctx, s.agentID, events)
@@ -84,11 +85,11 @@ func (s *sender) send(ctx context.Context, recs []outbox.Record) error {
 	for i, res := range results {
 		r := recs[i]
 		switch res.Status {
-		case controlplane.StatusAccepted, controlplane.StatusDuplicate:
+		case api.StatusAccepted, api.StatusDuplicate:
 			sent = append(sent, r.Seq)
 		default:
 			s.log.Warn("record rejected for good; marked dead", "seq", r.Seq, "task", r.TaskID, "kind", r.Kind, "reason", res.Reason)
-			if err := s.outbox.MarkDead(res.Reason, r.Seq); err != nil {
+			if err := s.outbox.MarkDead(string(res.Reason), r.Seq); err != nil {
 				return err
 			}
 		}

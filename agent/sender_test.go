@@ -3,12 +3,12 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -16,24 +16,12 @@ import (
 // nested deeper than its JSON decoder goes) is isolated by halving the
 // batch: it alone ends dead, every other record is delivered.
 func TestPoisonRecordIsIsolated(t *testing.T) {
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{Tries: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := servertest.Start(t, servertest.Options{})
+	client := cp.Operator
 	ctx := context.Background()
-	task, _ := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "x"})
-	agentA, err := controlplane.NewClient(hs.URL, regTok, controlplane.ClientOptions{Tries: 1, AgentID: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimed, err := agentA.Claim(ctx, controlplane.ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available"})
+	task, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "x"})
+	agentA := cp.Agent(t, "a")
+	claimed, err := agentA.Claim(ctx, api.ClaimRequest{AgentID: "a", Max: 1, HealthGrade: "available"})
 	if err != nil || len(claimed.Tasks) != 1 {
 		t.Fatal(err)
 	}

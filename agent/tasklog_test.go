@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -139,7 +139,7 @@ func TestAgentCapsAFloodingTasksLog(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	v, err := client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "flood\n@flood 5000"})
+	v, err := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "flood\n@flood 5000"})
 	must(t, err)
 	if got := waitTerminal(t, client, v.ID); got.Phase != state.PhaseCompleted {
 		t.Errorf("phase %s", got.Phase)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -61,22 +62,22 @@ type Client struct {
 	agentTok string
 }
 
-// ErrRedirect: the control plane answered with a redirect, which the
+// errRedirect: the control plane answered with a redirect, which the
 // client refuses to follow (it would carry the token along).
-var ErrRedirect = errors.New("the control plane redirected")
+var errRedirect = errors.New("the control plane redirected")
 
 // ErrUnauthorized: the control plane refused the token.
 var ErrUnauthorized = errors.New("the control plane refused the token (401 Unauthorized)")
 
-// ErrNotEnrolled: the control plane refused to register the agent: its
+// errNotEnrolled: the control plane refused to register the agent: its
 // id is held by another token (409), or the token given is not the
 // registration secret (403). Trying again does not help; a person must act.
-var ErrNotEnrolled = errors.New("the control plane refused to register this agent")
+var errNotEnrolled = errors.New("the control plane refused to register this agent")
 
 // Refused reports whether err says the control plane will not take this
 // client's credentials, now or later: an agent stops on it.
 func Refused(err error) bool {
-	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrNotEnrolled)
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, errNotEnrolled)
 }
 
 // APIError is an answer other than 2xx.
@@ -113,7 +114,7 @@ func Transient(err error) bool {
 	if errors.As(err, &ae) {
 		return ae.Status == http.StatusTooManyRequests || ae.Status >= 500
 	}
-	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrRedirect)
+	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errRedirect)
 }
 
 // CheckURL validates a control plane URL and returns it normalized: http
@@ -149,11 +150,11 @@ func redactRaw(raw string) string {
 	return raw
 }
 
-// errRedirect refuses a redirect: the token must not follow it to another
-// place (another host, or from https to http).
-func errRedirect(req *http.Request, _ []*http.Request) error {
+// refuseRedirect refuses a redirect: the token must not follow it to
+// another place (another host, or from https to http).
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
 	return fmt.Errorf("%w to %s://%s%s; the agent does not follow redirects with its token: use the final URL",
-		ErrRedirect, req.URL.Scheme, req.URL.Host, req.URL.Path)
+		errRedirect, req.URL.Scheme, req.URL.Host, req.URL.Path)
 }
 
 func loopback(host string) bool {
@@ -179,7 +180,7 @@ func NewClient(rawURL, token string, opts ClientOptions) (*Client, error) {
 	if opts.Tries == 0 {
 		opts.Tries = 3
 	}
-	return &Client{base: u, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout, CheckRedirect: errRedirect}, opts: opts,
+	return &Client{base: u, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout, CheckRedirect: refuseRedirect}, opts: opts,
 		agentTok: strings.TrimSpace(opts.AgentToken)}, nil
 }
 
@@ -187,34 +188,34 @@ func NewClient(rawURL, token string, opts ClientOptions) (*Client, error) {
 func (c *Client) URL() string { return c.base.Redacted() }
 
 // Heartbeat reports the agent and learns what to cancel.
-func (c *Client) Heartbeat(ctx context.Context, req HeartbeatRequest) (HeartbeatResponse, error) {
-	var out HeartbeatResponse
+func (c *Client) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	var out api.HeartbeatResponse
 	return out, c.agentCall(ctx, http.MethodPost, "/v1/agents/heartbeat", req, &out, true)
 }
 
 // Claim asks for up to req.Max tasks. It is tried once.
-func (c *Client) Claim(ctx context.Context, req ClaimRequest) (ClaimResponse, error) {
-	var out ClaimResponse
+func (c *Client) Claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, error) {
+	var out api.ClaimResponse
 	return out, c.agentCall(ctx, http.MethodPost, "/v1/tasks/claim", req, &out, false)
 }
 
 // Release gives claimed tasks back to the queue. It is safe to repeat.
 func (c *Client) Release(ctx context.Context, agentID string, taskIDs []string) error {
 	var out struct{}
-	return c.agentCall(ctx, http.MethodPost, "/v1/tasks/release", ReleaseRequest{AgentID: agentID, TaskIDs: taskIDs}, &out, true)
+	return c.agentCall(ctx, http.MethodPost, "/v1/tasks/release", api.ReleaseRequest{AgentID: agentID, TaskIDs: taskIDs}, &out, true)
 }
 
 // SendEvents sends events in batches of at most MaxEventsPerBatch events
 // and about MaxBatchBytes bytes, and returns one result per event, in
 // order. On an error it returns the results of the batches that went
 // through.
-func (c *Client) SendEvents(ctx context.Context, agentID string, events []Event) ([]EventResult, error) {
-	var results []EventResult
+func (c *Client) SendEvents(ctx context.Context, agentID string, events []api.Event) ([]api.EventResult, error) {
+	var results []api.EventResult
 	for len(events) > 0 {
 		n, size := 0, 0
-		for n < len(events) && n < MaxEventsPerBatch {
+		for n < len(events) && n < api.MaxEventsPerBatch {
 			size += len(events[n].Payload) + len(events[n].Key) + 200
-			if n > 0 && size > MaxBatchBytes {
+			if n > 0 && size > api.MaxBatchBytes {
 				break
 			}
 			n++
@@ -223,7 +224,7 @@ func (c *Client) SendEvents(ctx context.Context, agentID string, events []Event)
 		if err != nil {
 			return results, err
 		}
-		var out EventsResponse
+		var out api.EventsResponse
 		if err := c.agentCall(ctx, http.MethodPost, "/v1/events", body, &out, true); err != nil {
 			return results, err
 		}
@@ -245,7 +246,7 @@ type preEncoded []byte
 // (to compact it), and a payload here was checked when the outbox took
 // it and again when it was read back. A payload that is not JSON fails
 // the call before anything is sent.
-func encodeEvents(agentID string, events []Event) (preEncoded, error) {
+func encodeEvents(agentID string, events []api.Event) (preEncoded, error) {
 	size := 64
 	for _, e := range events {
 		size += len(e.Payload) + len(e.Key) + len(e.TaskID) + len(e.LeaseID) + 160
@@ -299,44 +300,44 @@ func appendString(b []byte, s string) []byte {
 }
 
 // CreateTask enqueues a task. It is tried once.
-func (c *Client) CreateTask(ctx context.Context, req CreateTaskRequest) (TaskView, error) {
-	var out TaskView
+func (c *Client) CreateTask(ctx context.Context, req api.CreateTaskRequest) (api.TaskView, error) {
+	var out api.TaskView
 	return out, c.call(ctx, http.MethodPost, "/v1/tasks", req, &out, false)
 }
 
 // Tasks lists every task, oldest first, asking for one page after
 // another.
-func (c *Client) Tasks(ctx context.Context) ([]TaskView, error) {
-	return allPages(ctx, func(after string) ([]TaskView, string, error) { return c.TasksPage(ctx, after, MaxTasksPage) })
+func (c *Client) Tasks(ctx context.Context) ([]api.TaskView, error) {
+	return allPages(ctx, func(after string) ([]api.TaskView, string, error) { return c.TasksPage(ctx, after, api.MaxTasksPage) })
 }
 
 // TasksPage lists up to limit tasks after the task named after ("": from
 // the first), and the cursor of the next page ("" on the last).
-func (c *Client) TasksPage(ctx context.Context, after string, limit int) ([]TaskView, string, error) {
-	var p page[TaskView]
+func (c *Client) TasksPage(ctx context.Context, after string, limit int) ([]api.TaskView, string, error) {
+	var p page[api.TaskView]
 	err := c.call(ctx, http.MethodGet, "/v1/tasks?"+pageQuery(after, limit), nil, &p, true)
 	return p.items, p.next, err
 }
 
 // Task returns one task.
-func (c *Client) Task(ctx context.Context, id string) (TaskView, error) {
-	var out TaskView
+func (c *Client) Task(ctx context.Context, id string) (api.TaskView, error) {
+	var out api.TaskView
 	return out, c.call(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id), nil, &out, true)
 }
 
 // TaskEvents returns the events stored for a task, in order, asking for
 // one page after another.
-func (c *Client) TaskEvents(ctx context.Context, id string) ([]StoredEvent, error) {
-	return allPages(ctx, func(after string) ([]StoredEvent, string, error) {
-		return c.TaskEventsPage(ctx, id, after, MaxEventsPage)
+func (c *Client) TaskEvents(ctx context.Context, id string) ([]api.StoredEvent, error) {
+	return allPages(ctx, func(after string) ([]api.StoredEvent, string, error) {
+		return c.TaskEventsPage(ctx, id, after, api.MaxEventsPage)
 	})
 }
 
 // TaskEventsPage returns up to limit of a task's events after the one
 // numbered after ("": from the first), and the cursor of the next page
 // ("" on the last).
-func (c *Client) TaskEventsPage(ctx context.Context, id, after string, limit int) ([]StoredEvent, string, error) {
-	var p page[StoredEvent]
+func (c *Client) TaskEventsPage(ctx context.Context, id, after string, limit int) ([]api.StoredEvent, string, error) {
+	var p page[api.StoredEvent]
 	err := c.call(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id)+"/events?"+pageQuery(after, limit), nil, &p, true)
 	return p.items, p.next, err
 }
@@ -351,7 +352,7 @@ type page[T any] struct {
 
 func (p *page[T]) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &p.items) }
 
-func (p *page[T]) setNext(h http.Header) { p.next = h.Get(NextAfterHeader) }
+func (p *page[T]) setNext(h http.Header) { p.next = h.Get(api.NextAfterHeader) }
 
 func pageQuery(after string, limit int) string {
 	q := url.Values{"limit": {strconv.Itoa(limit)}}
@@ -379,43 +380,43 @@ func allPages[T any](ctx context.Context, next func(after string) ([]T, string, 
 }
 
 // CancelTask asks for a task to be cancelled.
-func (c *Client) CancelTask(ctx context.Context, id string) (TaskView, error) {
-	var out TaskView
+func (c *Client) CancelTask(ctx context.Context, id string) (api.TaskView, error) {
+	var out api.TaskView
 	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/cancel", nil, &out, true)
 }
 
 // RetryTask asks for a new attempt of a recoverable_failed task (a
 // person decided). It is tried once: a second try after a lost answer
 // would find the task queued and say so.
-func (c *Client) RetryTask(ctx context.Context, id string) (TaskView, error) {
-	var out TaskView
+func (c *Client) RetryTask(ctx context.Context, id string) (api.TaskView, error) {
+	var out api.TaskView
 	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/retry", nil, &out, false)
 }
 
-// Reply answers a task's approval request: decision is accept or decline;
-// requestID may be empty for the request the task awaits now.
-func (c *Client) Reply(ctx context.Context, taskID, requestID, decision string) (TaskView, error) {
-	var v TaskView
-	err := c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(taskID)+"/reply", ReplyRequest{RequestID: requestID, Decision: decision}, &v, true)
+// Reply answers a task's approval request; requestID may be empty for
+// the request the task awaits now.
+func (c *Client) Reply(ctx context.Context, taskID, requestID string, decision api.Decision) (api.TaskView, error) {
+	var v api.TaskView
+	err := c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(taskID)+"/reply", api.ReplyRequest{RequestID: requestID, Decision: decision}, &v, true)
 	return v, err
 }
 
 // Agents lists the agents the control plane has heard from.
-func (c *Client) Agents(ctx context.Context) ([]AgentView, error) {
-	var out []AgentView
+func (c *Client) Agents(ctx context.Context) ([]api.AgentView, error) {
+	var out []api.AgentView
 	return out, c.call(ctx, http.MethodGet, "/v1/agents", nil, &out, true)
 }
 
 // WhoAmI says whose the client's token is.
-func (c *Client) WhoAmI(ctx context.Context) (WhoAmI, error) {
-	var out WhoAmI
+func (c *Client) WhoAmI(ctx context.Context) (api.WhoAmI, error) {
+	var out api.WhoAmI
 	return out, c.call(ctx, http.MethodGet, "/v1/whoami", nil, &out, true)
 }
 
 // RevokeAgent forgets an agent's token (an operator's request): the agent
 // is refused from then on, and its id can be registered again.
-func (c *Client) RevokeAgent(ctx context.Context, id string) (RevokeResponse, error) {
-	var out RevokeResponse
+func (c *Client) RevokeAgent(ctx context.Context, id string) (api.RevokeResponse, error) {
+	var out api.RevokeResponse
 	return out, c.call(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(id)+"/revoke", nil, &out, true)
 }
 
@@ -458,10 +459,10 @@ func (c *Client) agentToken(ctx context.Context, stale string) (string, error) {
 	if tok != "" && tok != stale {
 		return tok, nil
 	}
-	var resp RegisterResponse
-	if err := c.callWith(ctx, c.token, http.MethodPost, "/v1/agents/register", RegisterRequest{AgentID: c.opts.AgentID}, &resp, true); err != nil {
+	var resp api.RegisterResponse
+	if err := c.callWith(ctx, c.token, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: c.opts.AgentID}, &resp, true); err != nil {
 		if s := statusOf(err); s == http.StatusConflict || s == http.StatusForbidden {
-			return "", fmt.Errorf("register agent %s: %w: %w", c.opts.AgentID, ErrNotEnrolled, err)
+			return "", fmt.Errorf("register agent %s: %w: %w", c.opts.AgentID, errNotEnrolled, err)
 		}
 		return "", fmt.Errorf("register agent %s: %w", c.opts.AgentID, err)
 	}
@@ -526,7 +527,7 @@ func (c *Client) once(ctx context.Context, token, method, path string, body []by
 		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var eb ErrorBody
+		var eb api.ErrorBody
 		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
 			eb.Error = strings.TrimSpace(string(data))
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 func TestCheckURLNormalizesAndNeverEchoesAPassword(t *testing.T) {
@@ -61,9 +63,9 @@ func TestClientRefusesRedirects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Heartbeat(context.Background(), HeartbeatRequest{AgentID: "a"})
-	if !errors.Is(err, ErrRedirect) {
-		t.Fatalf("Heartbeat through a redirect: %v, want ErrRedirect", err)
+	_, err = c.Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "a"})
+	if !errors.Is(err, errRedirect) {
+		t.Fatalf("Heartbeat through a redirect: %v, want errRedirect", err)
 	}
 	if Transient(err) {
 		t.Error("a redirect is not transient: retrying it cannot help")
@@ -73,5 +75,19 @@ func TestClientRefusesRedirects(t *testing.T) {
 	}
 	if n := leaked.Load(); n != 0 {
 		t.Fatalf("the token reached the redirect's target %d times", n)
+	}
+}
+
+func TestURLMustBeHTTPSUnlessLoopback(t *testing.T) {
+	for raw, ok := range map[string]bool{
+		"http://127.0.0.1:8080": true, "http://localhost:1": true, "http://[::1]:9": true, "https://cp.example.com": true,
+		"http://cp.example.com": false, "ftp://x": false, "not a url": false, "http://": false,
+	} {
+		if _, err := CheckURL(raw, false); (err == nil) != ok {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+	if _, err := CheckURL("http://cp.example.com", true); err != nil {
+		t.Errorf("--insecure: %v", err)
 	}
 }

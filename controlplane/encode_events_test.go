@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 // TestEncodeEventsReadsAsEncodingJSON: the hand-made body of POST
@@ -14,11 +16,11 @@ func TestEncodeEventsReadsAsEncodingJSON(t *testing.T) {
 	at := time.Date(2026, 11, 21, 12, 0, 0, 120, time.UTC)
 	cases := []struct {
 		name   string
-		events []Event
+		events []api.Event
 	}{
-		{"plain", []Event{{Key: "t-1:log:1", Kind: "log", TaskID: "t-1", Attempt: 2, LeaseID: "l-1", CreatedAt: at, Payload: json.RawMessage(`{"a": [1, 2]}`)}}},
-		{"escapes", []Event{{Key: "k\"\\<&>\u2028é\n", Kind: "phase", TaskID: "t \"x\"", Attempt: -1, CreatedAt: at.In(time.FixedZone("x", 3600)), Payload: json.RawMessage(`"s"`)}}},
-		{"several", []Event{
+		{"plain", []api.Event{{Key: "t-1:log:1", Kind: "log", TaskID: "t-1", Attempt: 2, LeaseID: "l-1", CreatedAt: at, Payload: json.RawMessage(`{"a": [1, 2]}`)}}},
+		{"escapes", []api.Event{{Key: "k\"\\<&>\u2028é\n", Kind: "phase", TaskID: "t \"x\"", Attempt: -1, CreatedAt: at.In(time.FixedZone("x", 3600)), Payload: json.RawMessage(`"s"`)}}},
+		{"several", []api.Event{
 			{Key: "a", Kind: "log", TaskID: "t", CreatedAt: at, Payload: json.RawMessage(`1`)},
 			{Key: "b", Kind: "progress", TaskID: "t", CreatedAt: at, Payload: json.RawMessage(`{"pad":"<b>"}`)},
 		}},
@@ -30,7 +32,7 @@ func TestEncodeEventsReadsAsEncodingJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, _ := json.Marshal(EventsRequest{AgentID: "agent-1", Events: c.events})
+			want, _ := json.Marshal(api.EventsRequest{AgentID: "agent-1", Events: c.events})
 			var got, exp map[string]any
 			if err := json.Unmarshal(body, &got); err != nil {
 				t.Fatalf("body %s: %v", body, err)
@@ -42,7 +44,7 @@ func TestEncodeEventsReadsAsEncodingJSON(t *testing.T) {
 			if !reflect.DeepEqual(got, exp) {
 				t.Errorf("hand-made body\n%s\nencoding/json\n%s", body, want)
 			}
-			var req EventsRequest
+			var req api.EventsRequest
 			json.Unmarshal(body, &req)
 			for i, e := range c.events {
 				if string(req.Events[i].Payload) != string(e.Payload) {
@@ -51,7 +53,7 @@ func TestEncodeEventsReadsAsEncodingJSON(t *testing.T) {
 			}
 		})
 	}
-	if _, err := encodeEvents("a", []Event{{Key: "k"}}); err == nil {
+	if _, err := encodeEvents("a", []api.Event{{Key: "k"}}); err == nil {
 		t.Error("an event without a payload was encoded")
 	}
 }

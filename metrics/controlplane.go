@@ -5,25 +5,44 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/state"
 )
+
+// ControlPlaneSource is what the control plane's metrics read from the
+// reference control plane (controlplane/server.Server is one): its figures
+// at scrape time, and the route that served a request.
+type ControlPlaneSource interface {
+	// AgentsByState counts the agents known, by state.
+	AgentsByState() map[api.AgentState]int
+	// TasksByPhase counts the tasks, by phase.
+	TasksByPhase() map[state.Phase]int
+	// EventsByStatus counts the events answered since the start, by
+	// status.
+	EventsByStatus() map[api.EventStatus]uint64
+	// TrackRoute returns r carrying room for its route, and a function
+	// that returns, once the request was served, the pattern of the route
+	// that served it, or "" when none matched.
+	TrackRoute(r *http.Request) (*http.Request, func() string)
+}
 
 // ControlPlane holds the reference control plane's metrics: agents, tasks
 // and events read from the server at scrape time, and the latency of the
 // requests its Instrument handler serves.
 type ControlPlane struct {
+	src      ControlPlaneSource
 	reg      Registry
 	requests *histogramVec
 }
 
-// NewControlPlane makes the metrics of srv.
-func NewControlPlane(srv *controlplane.Server) *ControlPlane {
-	m := &ControlPlane{
+// NewControlPlane makes the metrics of the control plane src.
+func NewControlPlane(src ControlPlaneSource) *ControlPlane {
+	m := &ControlPlane{src: src,
 		requests: newHistogramVec("agent_controlplane_request_duration_seconds",
 			"API requests by route pattern (unmatched for any other path) and response status.", latencyBuckets, "route", "code"),
 	}
 	m.reg.add(m.requests.collect)
-	m.reg.add(cpGauges{srv}.collect)
+	m.reg.add(m.collect)
 	m.reg.add(collectRuntime)
 	return m
 }
@@ -31,13 +50,13 @@ func NewControlPlane(srv *controlplane.Server) *ControlPlane {
 // Registry is what a Server serves.
 func (m *ControlPlane) Registry() *Registry { return &m.reg }
 
-// Instrument wraps the server's handler (srv.Handler()) and times each
+// Instrument wraps the server's handler and times each
 // request by its route pattern, never its path: a task id in the path
 // does not become a label.
 func (m *ControlPlane) Instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		r, route := controlplane.TrackRoute(r)
+		r, route := m.src.TrackRoute(r)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		pattern := route()
@@ -70,19 +89,17 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// cpGauges reads the control plane's figures at scrape time.
-type cpGauges struct{ srv *controlplane.Server }
-
-func (g cpGauges) collect(s *scrape) {
-	st := g.srv.Stats()
+// collect reads the control plane's figures at scrape time.
+func (m *ControlPlane) collect(s *scrape) {
+	agents, tasks, events := m.src.AgentsByState(), m.src.TasksByPhase(), m.src.EventsByStatus()
 	s.family("agent_controlplane_agents", "gauge", "Agents known, by state (running, draining, offline).")
-	for _, a := range []string{controlplane.AgentRunning, controlplane.AgentDraining, controlplane.AgentOffline} {
-		s.sample("", float64(st.Agents[a]), "state", a)
+	for _, a := range api.AgentStates {
+		s.sample("", float64(agents[a]), "state", string(a))
 	}
 	s.family("agent_controlplane_tasks", "gauge", "Tasks by phase.")
-	samplePhases(s, st.Tasks)
+	samplePhases(s, tasks)
 	s.family("agent_controlplane_events_total", "counter", "Events answered since the start, by result (accepted, duplicate, rejected).")
-	for _, r := range []string{controlplane.StatusAccepted, controlplane.StatusDuplicate, controlplane.StatusRejected} {
-		s.sample("", float64(st.Events[r]), "result", r)
+	for _, r := range api.EventStatuses {
+		s.sample("", float64(events[r]), "result", string(r))
 	}
 }

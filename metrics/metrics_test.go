@@ -20,6 +20,9 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/metrics"
@@ -40,13 +43,6 @@ func TestMain(m *testing.M) {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// The test credentials: the registration secret agents enrol with, and a
-// person's operator token.
-const (
-	regTok = "reg-0123456789abcdef0123456789abcdef"
-	opTok  = "op-0123456789abcdef0123456789abcdef0"
-)
 
 // scraper fetches /metrics without keeping connections (which goleak
 // would see) and parses what it gets.
@@ -140,28 +136,22 @@ type system struct {
 
 func newSystem(t *testing.T) *system {
 	t.Helper()
-	srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: t.TempDir(), Token: regTok, OperatorTokens: []string{opTok}, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	cpm := metrics.NewControlPlane(srv)
-	hs := httptest.NewServer(cpm.Instrument(srv.Handler()))
-	t.Cleanup(hs.Close)
+	var cpm *metrics.ControlPlane
+	cp := servertest.Start(t, servertest.Options{Server: server.Options{HeartbeatInterval: 100 * time.Millisecond},
+		Wrap: func(srv *server.Server, h http.Handler) http.Handler {
+			cpm = metrics.NewControlPlane(srv)
+			return cpm.Instrument(h)
+		}})
 	ms, err := metrics.Listen("0", cpm.Registry()) // a free port on loopback
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ms.Close() })
-	client, err := controlplane.NewClient(hs.URL, opTok, controlplane.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_METRICS_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &system{url: hs.URL, client: client, cpMetrics: ms, cfg: agent.Config{ControlPlane: hs.URL, Token: regTok, DataDir: t.TempDir(), Executor: exe,
+	return &system{url: cp.URL, client: cp.Operator, cpMetrics: ms, cfg: agent.Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet(), MetricsAddr: "127.0.0.1:0"}}
 }
 
@@ -183,7 +173,7 @@ func TestMetricsOfATaskRunToCompletion(t *testing.T) {
 		t.Errorf("metrics served on %s, want loopback", addr)
 	}
 
-	v, err := sys.client.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "fix it"})
+	v, err := sys.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "fix it"})
 	if err != nil {
 		t.Fatal(err)
 	}

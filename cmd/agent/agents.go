@@ -47,7 +47,7 @@ func newAgentsLsCmd() *cobra.Command {
 					online = "online"
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%-24s %-7s %-11s last heartbeat %s ago  running %d of %d\n", visible(a.AgentID), online,
-					visible(a.Health.Grade), now.Sub(a.LastHeartbeat).Round(time.Second), a.Capacity.Running, a.Capacity.Max)
+					visible(string(a.Health.Grade)), now.Sub(a.LastHeartbeat).Round(time.Second), a.Capacity.Running, a.Capacity.Max)
 			}
 			return nil
 		},

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/internal/private"
 	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/state"
@@ -74,7 +74,7 @@ the environment, which wins over the file.`,
 			if err != nil {
 				return err
 			}
-			srv, err := controlplane.NewServer(controlplane.ServerOptions{Dir: dir, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
+			srv, err := server.New(server.Options{Dir: dir, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
 				Limits: state.Limits{Stall: stall, Queued: queue}, MaxAttemptOutput: int64(maxOutput), Logger: log})
 			if err != nil {
 				return err

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -49,13 +49,13 @@ func TestE2EControlPlaneCapsAnAttemptsOutput(t *testing.T) {
 		if err != nil {
 			break
 		}
-		var e controlplane.StoredEvent
+		var e api.StoredEvent
 		must(t, json.Unmarshal(line, &e))
 		if e.Kind != state.EventLog {
 			continue
 		}
 		logBytes += int64(len(line))
-		var p controlplane.LogPayload
+		var p api.LogPayload
 		must(t, json.Unmarshal(e.Payload, &p))
 		if p.Cut != nil {
 			marks++

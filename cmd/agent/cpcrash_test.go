@@ -1,6 +1,9 @@
+//go:build faults
+
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,8 +13,8 @@ import (
 )
 
 // The control plane killed with SIGKILL at each crash point of its store
-// (AGENT_CP_CRASH=POINT:N stops it there during its Nth events batch), then
-// restarted on the same directory: nothing it accepted is lost, nothing
+// (AGENT_CP_CRASH=POINT:N stops it there during its Nth events batch, in a
+// build with -tags faults), then restarted on the same directory: nothing it accepted is lost, nothing
 // the agent sent ends dead, and the task ends as it would have.
 func TestE2EControlPlaneCrashAtEachStorePoint(t *testing.T) {
 	for _, point := range []string{"mid-events", "after-events", "after-save"} {
@@ -65,5 +68,17 @@ func TestE2EControlPlaneCrashAtEachStorePoint(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The crash switch is in this build, and the check that the shipped
+// build has none (TestShippedBuildHasNoCrashSwitch) would see it.
+func TestFaultBuildHoldsTheCrashSwitch(t *testing.T) {
+	bin, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !holdsCrashSwitch(bin) {
+		t.Fatalf("%s, built with -tags faults, holds no %s", os.Args[0], crashSwitchName())
 	}
 }

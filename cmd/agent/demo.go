@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
 )
@@ -43,7 +46,7 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
   agent demo --executor claude --data-dir ./demo-data`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := agent.DemoOptions{DataDir: dataDir, Out: cmd.OutOrStdout(), Version: agentVersion()}
+			opts := agent.DemoOptions{DataDir: dataDir, Out: cmd.OutOrStdout(), Version: agentVersion(), StartControlPlane: startDemoControlPlane}
 			switch kind {
 			case "sample":
 				f := executorFlags{kind: "sample", killGrace: 5 * time.Second}
@@ -86,6 +89,24 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
 	cmd.Flags().StringVar(&kind, "executor", "sample", "sample (built in), codex or claude (the real CLI against an embedded mock model)")
 	cmd.Flags().StringVar(&bin, "executor-bin", "", "the codex or claude binary (default: on PATH, else .tools/ after make tools)")
 	return cmd
+}
+
+// startDemoControlPlane runs the reference control plane the demo asks for
+// on a free port of loopback.
+func startDemoControlPlane(cp agent.DemoControlPlane) (url string, stop func(), err error) {
+	srv, err := server.New(server.Options{Dir: cp.Dir, Token: cp.Token, OperatorTokens: []string{cp.OperatorToken},
+		HeartbeatInterval: cp.HeartbeatInterval, Logger: cp.Logger})
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		return "", nil, err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go hs.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { hs.Close(); srv.Close() }, nil
 }
 
 // demoBinary finds the CLI: the flag, PATH, or the repository's .tools/.
@@ -149,12 +170,12 @@ stream_idle_timeout_ms = 5000
 
 // demoCLITasks tell the sample's story through a real CLI: the mock line
 // in each prompt says how the mock model answers.
-func demoCLITasks(kind string) ([]controlplane.CreateTaskRequest, []string) {
+func demoCLITasks(kind string) ([]api.CreateTaskRequest, []string) {
 	small, big := "gpt-5.4-mini", "gpt-5.5"
 	if kind == "claude" {
 		small, big = "claude-haiku-4-5", "claude-opus-5-5"
 	}
-	return []controlplane.CreateTaskRequest{
+	return []api.CreateTaskRequest{
 		{Title: "Say hello", Prompt: "Say hello to the operator."},
 		{Title: "Summarize this week's issues", Prompt: "Summarize this week's issues.\nmock: " + small + "=r429 " + big + "=text"},
 		{Title: "Rotate the staging logs", Prompt: "Rotate the staging logs.\nmock: shell\nmock-cmd: echo rotated > rotated.txt"},

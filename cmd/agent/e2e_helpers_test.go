@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -109,7 +111,8 @@ func startCP(t *testing.T, addr, dir string, extra ...string) *cp {
 	return startCPEnv(t, nil, addr, dir, extra...)
 }
 
-// startCPEnv is startCP with more environment (AGENT_CP_CRASH, say).
+// startCPEnv is startCP with more environment (the crash switch of a
+// faults build, say).
 func startCPEnv(t *testing.T, env []string, addr, dir string, extra ...string) *cp {
 	t.Helper()
 	args := append([]string{"controlplane", "serve", "--addr", addr, "--data-dir", dir, "--heartbeat-interval", "300ms", "--lease", "10s"}, extra...)
@@ -165,7 +168,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	}
 }
 
-func (c *cp) task(t *testing.T, id string) controlplane.TaskView {
+func (c *cp) task(t *testing.T, id string) api.TaskView {
 	t.Helper()
 	v, err := c.client.Task(context.Background(), id)
 	if err != nil {
@@ -176,9 +179,9 @@ func (c *cp) task(t *testing.T, id string) controlplane.TaskView {
 
 // waitPhase waits until the control plane shows task id in a phase that
 // satisfies ok.
-func (c *cp) waitPhase(t *testing.T, id, what string, ok func(state.Phase) bool) controlplane.TaskView {
+func (c *cp) waitPhase(t *testing.T, id, what string, ok func(state.Phase) bool) api.TaskView {
 	t.Helper()
-	var v controlplane.TaskView
+	var v api.TaskView
 	waitFor(t, 60*time.Second, fmt.Sprintf("task %s to be %s", id, what), func() bool {
 		var err error
 		v, err = c.client.Task(context.Background(), id)
@@ -192,7 +195,7 @@ func terminal(p state.Phase) bool { return p.Terminal() }
 // waitDone waits until the control plane has the task's completion event:
 // the terminal phase arrives first, as an event of its own, and the result
 // with the completion after it.
-func (c *cp) waitDone(t *testing.T, id string) controlplane.TaskView {
+func (c *cp) waitDone(t *testing.T, id string) api.TaskView {
 	t.Helper()
 	waitFor(t, 60*time.Second, fmt.Sprintf("task %s's completion", id), func() bool {
 		evs, err := c.client.TaskEvents(context.Background(), id)
@@ -211,7 +214,7 @@ func (c *cp) waitDone(t *testing.T, id string) controlplane.TaskView {
 
 // events returns the events the control plane accepted for a task, and
 // fails if a key appears twice.
-func (c *cp) events(t *testing.T, id string) []controlplane.StoredEvent {
+func (c *cp) events(t *testing.T, id string) []api.StoredEvent {
 	t.Helper()
 	evs, err := c.client.TaskEvents(context.Background(), id)
 	if err != nil {
@@ -237,3 +240,11 @@ func processAlive(pid int) bool {
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(fields) > 0 && fields[0] != "Z"
 }
+
+// crashSwitchName is the variable that sets off the control plane's crash
+// points in a faults build. It is put together at run time: as a constant
+// in this test it would be in every test binary.
+func crashSwitchName() string { return strings.Join([]string{"AGENT", "CP", "CRASH"}, "_") }
+
+// holdsCrashSwitch reports whether a binary holds the crash switch's name.
+func holdsCrashSwitch(bin []byte) bool { return bytes.Contains(bin, []byte(crashSwitchName())) }

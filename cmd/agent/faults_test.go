@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -67,11 +67,11 @@ func fill(t *testing.T, path string) {
 	}
 }
 
-func agentHealth(t *testing.T, c *cp) controlplane.AgentView {
+func agentHealth(t *testing.T, c *cp) api.AgentView {
 	t.Helper()
 	agents, err := c.client.Agents(context.Background())
 	if err != nil || len(agents) != 1 {
-		return controlplane.AgentView{}
+		return api.AgentView{}
 	}
 	return agents[0]
 }
@@ -142,7 +142,7 @@ func TestFaultDiskFull(t *testing.T) {
 	t.Logf("FAULT | disk full (8 MiB tmpfs filled mid-task, then freed) | %d reports held in memory at most seen, %d records delivered once, 0 dead, 1 attempt, no claim while full, no restart |", heldWhileFull, written)
 }
 
-func hasOutput(evs []controlplane.StoredEvent, text string) bool {
+func hasOutput(evs []api.StoredEvent, text string) bool {
 	for _, e := range evs {
 		if e.Kind == state.EventLog && strings.Contains(string(e.Payload), text) {
 			return true
@@ -287,7 +287,7 @@ func TestFaultAgentKilled100Times(t *testing.T) {
 			}
 		}
 		for ; open < 6; open++ {
-			v, err := c.client.CreateTask(context.Background(), controlplane.CreateTaskRequest{MaxAttempts: 4,
+			v, err := c.client.CreateTask(context.Background(), api.CreateTaskRequest{MaxAttempts: 4,
 				Prompt: fmt.Sprintf("Task %d\n@progress 30\n@sleep 200ms\n@progress 30\n@output done", len(ids))})
 			if err != nil {
 				t.Fatal(err)

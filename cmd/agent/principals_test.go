@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 // runWithin runs the agent to completion or kills it after d (exit -1):
@@ -133,7 +134,7 @@ func TestCredentialsThroughTheCLI(t *testing.T) {
 	reg, _ := os.ReadFile(c.tokenFile)
 	agentClient, err := controlplane.NewClient(c.url(), strings.TrimSpace(string(reg)), controlplane.ClientOptions{AgentID: "vm-1", Tries: 1})
 	must(t, err)
-	if _, err := agentClient.Heartbeat(context.Background(), controlplane.HeartbeatRequest{AgentID: "vm-1"}); err != nil {
+	if _, err := agentClient.Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "vm-1"}); err != nil {
 		t.Fatal(err)
 	}
 	r := runAgent(t, append([]string{"tasks", "ls", "--remote"}, cpArgs(c.operatorFile)...)...)

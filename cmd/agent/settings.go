@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/agent"
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
@@ -299,7 +299,7 @@ var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setti
 	{name: "heartbeat-interval", def: 10 * time.Second, min: atLeast(1), help: "the interval agents are told to use"},
 	{name: "stall-limit", def: state.DefaultStallLimit, min: atLeast(1), help: "a running task with no progress this long ends"},
 	{name: "queued-limit", def: state.DefaultQueuedLimit, min: atLeast(1), help: "a task queued this long expires"},
-	{name: "max-attempt-output", def: byteSize(controlplane.DefaultMaxAttemptOutput), min: atLeast(64 << 10),
+	{name: "max-attempt-output", def: byteSize(server.DefaultMaxAttemptOutput), min: atLeast(64 << 10),
 		help: "cap of the log output stored per attempt; past it lines are counted, not stored, and one event marks the cut (e.g. 8MiB)"},
 	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
 	{name: "log-level", key: "log.level", def: "info", oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 func newSubmitCmd() *cobra.Command {
@@ -39,7 +39,7 @@ func newSubmitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := c.CreateTask(cmd.Context(), controlplane.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: prefer, MaxAttempts: maxAttempts})
+			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts})
 			if err != nil {
 				return err
 			}

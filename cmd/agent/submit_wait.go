@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -36,7 +37,7 @@ func waitExitCode(p state.Phase) int {
 
 // waitTask follows a task to its end: a line whenever its phase, progress
 // or attempts change, then its attempt timeline. It returns the final task.
-func waitTask(ctx context.Context, c *controlplane.Client, id string, out io.Writer, quiet bool) (controlplane.TaskView, error) {
+func waitTask(ctx context.Context, c *controlplane.Client, id string, out io.Writer, quiet bool) (api.TaskView, error) {
 	start, last := time.Now(), ""
 	t, err := followTask(ctx, remoteSource{c}, id, nil, func(t *state.Task) error {
 		if line := taskLine(t); line != last && !quiet {
@@ -46,7 +47,7 @@ func waitTask(ctx context.Context, c *controlplane.Client, id string, out io.Wri
 		return nil
 	})
 	if err != nil {
-		return controlplane.TaskView{}, err
+		return api.TaskView{}, err
 	}
 	if !quiet {
 		printTimeline(out, t, "  ")

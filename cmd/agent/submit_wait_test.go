@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -35,7 +35,7 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 	}
 	t.Run("json", func(t *testing.T) {
 		r := runAgent(t, "submit", "--wait", "--json", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", "@output hi")
-		var v controlplane.TaskView
+		var v api.TaskView
 		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 || v.Phase != state.PhaseCompleted {
 			t.Fatalf("exit %d, %v: %s", r.code, err, r.stdout)
 		}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -36,7 +36,7 @@ func newTasksLsCmd() *cobra.Command {
 			}
 			if asJSON {
 				if src.remote {
-					views := make([]controlplane.TaskView, len(tasks))
+					views := make([]api.TaskView, len(tasks))
 					for i, t := range tasks {
 						views[i] = viewOf(t)
 					}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -141,8 +142,8 @@ func (s remoteSource) Transient(err error) bool {
 func (s remoteSource) String() string { return s.c.URL() }
 
 // viewOf is a task as the control plane shows it, with its progress card.
-func viewOf(t *state.Task) controlplane.TaskView {
-	return controlplane.TaskView{Task: *t, ProgressCard: state.ProgressCard(t)}
+func viewOf(t *state.Task) api.TaskView {
+	return api.TaskView{Task: *t, ProgressCard: state.ProgressCard(t)}
 }
 
 // taskIDArg accepts exactly one argument, the task's id.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 func newTasksReplyCmd() *cobra.Command {
@@ -30,9 +32,9 @@ heartbeat. Without --request it answers the request the task awaits now.`,
 			if err != nil {
 				return err
 			}
-			decision := "accept"
+			decision := api.DecisionAccept
 			if decline {
-				decision = "decline"
+				decision = api.DecisionDecline
 			}
 			v, err := c.Reply(cmd.Context(), args[0], requestID, decision)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 // Cancel and retry change a task where it is assigned: the control plane
@@ -31,7 +32,7 @@ A task in any other phase is refused (exit 1).`,
 		example: `  agent tasks retry t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		call:    (*controlplane.Client).RetryTask,
 		done:    "queued again for attempt %d; the next agent to claim it runs it",
-		attempt: func(v controlplane.TaskView) int { return len(v.Attempts) + 1 },
+		attempt: func(v api.TaskView) int { return len(v.Attempts) + 1 },
 	})
 }
 
@@ -47,7 +48,7 @@ already ended is refused (exit 1).`,
 		example: `  agent tasks cancel t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		call:    (*controlplane.Client).CancelTask,
 		done:    "cancel requested (attempt %d); its agent stops it at its next heartbeat",
-		attempt: func(v controlplane.TaskView) int { return len(v.Attempts) },
+		attempt: func(v api.TaskView) int { return len(v.Attempts) },
 	})
 }
 
@@ -55,9 +56,9 @@ already ended is refused (exit 1).`,
 // one task.
 type taskAction struct {
 	use, short, long, example string
-	call                      func(c *controlplane.Client, ctx context.Context, id string) (controlplane.TaskView, error)
+	call                      func(c *controlplane.Client, ctx context.Context, id string) (api.TaskView, error)
 	done                      string // printf format of the success line, with the attempt number
-	attempt                   func(controlplane.TaskView) int
+	attempt                   func(api.TaskView) int
 }
 
 func taskActionCmd(a taskAction) *cobra.Command {

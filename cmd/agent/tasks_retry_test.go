@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/agent/agent"
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -95,7 +95,7 @@ func TestTasksRemoteAndLocalAgree(t *testing.T) {
 	}
 
 	r = runAgent(t, append([]string{"tasks", "ls", "--remote", "--json"}, cpArgs...)...)
-	var views []controlplane.TaskView
+	var views []api.TaskView
 	if err := json.Unmarshal([]byte(r.stdout), &views); err != nil || len(views) != len(ids) || len(views[0].ProgressCard) == 0 {
 		t.Fatalf("tasks ls --remote --json: %v\n%s%s", err, r.stdout, r.stderr)
 	}

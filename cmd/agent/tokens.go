@@ -13,14 +13,14 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/private"
 )
 
 // Token files. Every command that reaches a control plane, and the control
 // plane itself, reads its credentials here, under one rule: the file is
 // its owner's alone (no group or other permission bits), and a token is
-// one word of at least controlplane.MinTokenLen characters (128 bits as
+// one word of at least api.MinTokenLen characters (128 bits as
 // hex). No error holds a token.
 
 // readToken reads the control plane token from a file, else from
@@ -49,7 +49,7 @@ func tokenFromEnv() (string, error) {
 	if strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }) {
 		return "", fmt.Errorf("AGENT_TOKEN does not hold one token (visible characters, no spaces)")
 	}
-	if err := controlplane.CheckToken(tok); err != nil {
+	if err := api.CheckToken(tok); err != nil {
 		return "", fmt.Errorf("AGENT_TOKEN: %w", err)
 	}
 	return tok, nil
@@ -91,7 +91,7 @@ func readTokenFile(what, file string, checkPerm bool) (string, error) {
 	if strings.ContainsAny(tok, " \t\r\n") {
 		return "", fmt.Errorf("%s %s does not hold one token (one line of visible characters); is it the right file?", what, file)
 	}
-	if err := controlplane.CheckToken(tok); err != nil {
+	if err := api.CheckToken(tok); err != nil {
 		return "", fmt.Errorf("%s %s: %w", what, file, err)
 	}
 	return tok, nil
@@ -113,7 +113,7 @@ func readOperatorTokens(file string) ([]string, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if err := controlplane.CheckToken(line); err != nil {
+		if err := api.CheckToken(line); err != nil {
 			return nil, fmt.Errorf("%s %s, line %d: %w", what, file, n, err)
 		}
 		toks = append(toks, line)

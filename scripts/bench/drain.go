@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/agent"
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 )
 
 // drainProduct delivers the n pending records of a copy of the backlog to
@@ -63,7 +63,7 @@ func (fx *fixture) copyServer(dir string) (*server, error) {
 // drainRaw POSTs the same events to a copy of the control plane in
 // batches of 500, one after the other, with nothing kept on the agent's
 // side: what delivery costs without an outbox.
-func drainRaw(fx *fixture, events []controlplane.Event) (time.Duration, error) {
+func drainRaw(fx *fixture, events []api.Event) (time.Duration, error) {
 	dir, err := os.MkdirTemp(fx.base, "raw-")
 	if err != nil {
 		return 0, err
@@ -77,9 +77,9 @@ func drainRaw(fx *fixture, events []controlplane.Event) (time.Duration, error) {
 	client := &http.Client{Timeout: time.Minute}
 	defer client.CloseIdleConnections()
 	start := time.Now()
-	for i := 0; i < len(events); i += controlplane.MaxEventsPerBatch {
-		batch := events[i:min(i+controlplane.MaxEventsPerBatch, len(events))]
-		body, err := json.Marshal(controlplane.EventsRequest{AgentID: fx.agentID, Events: batch})
+	for i := 0; i < len(events); i += api.MaxEventsPerBatch {
+		batch := events[i:min(i+api.MaxEventsPerBatch, len(events))]
+		body, err := json.Marshal(api.EventsRequest{AgentID: fx.agentID, Events: batch})
 		if err != nil {
 			return 0, err
 		}
@@ -93,14 +93,14 @@ func drainRaw(fx *fixture, events []controlplane.Event) (time.Duration, error) {
 		if err != nil {
 			return 0, err
 		}
-		var out controlplane.EventsResponse
+		var out api.EventsResponse
 		err = json.NewDecoder(resp.Body).Decode(&out)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusOK {
 			return 0, fmt.Errorf("POST /v1/events: %s (%v)", resp.Status, err)
 		}
 		for _, r := range out.Results {
-			if r.Status != controlplane.StatusAccepted {
+			if r.Status != api.StatusAccepted {
 				return 0, fmt.Errorf("event %s: %s %s", r.Key, r.Status, r.Reason)
 			}
 		}

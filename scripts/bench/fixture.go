@@ -17,6 +17,8 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	cpserver "github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -45,7 +47,7 @@ var backlogPayload = json.RawMessage(`{"message":"` + strings.Repeat("step of th
 // server is a reference control plane on loopback, in this process.
 type server struct {
 	url  string
-	s    *controlplane.Server
+	s    *cpserver.Server
 	http *http.Server
 	done chan struct{}
 }
@@ -54,7 +56,7 @@ type server struct {
 const benchOperatorToken = "bench-operator-token-0123456789abcdef"
 
 func startServer(dir, token string, heartbeat time.Duration) (*server, error) {
-	s, err := controlplane.NewServer(controlplane.ServerOptions{Dir: dir, Token: token, OperatorTokens: []string{benchOperatorToken}, Lease: 1000 * time.Hour,
+	s, err := cpserver.New(cpserver.Options{Dir: dir, Token: token, OperatorTokens: []string{benchOperatorToken}, Lease: 1000 * time.Hour,
 		HeartbeatInterval: heartbeat, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
@@ -100,10 +102,10 @@ func newFixture(base string) (*fixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := person.CreateTask(ctx, controlplane.CreateTaskRequest{Prompt: "benchmark drain"}); err != nil {
+	if _, err := person.CreateTask(ctx, api.CreateTaskRequest{Prompt: "benchmark drain"}); err != nil {
 		return nil, fmt.Errorf("create task: %w", err)
 	}
-	claim, err := client.Claim(ctx, controlplane.ClaimRequest{AgentID: fx.agentID, Max: 1, HealthGrade: "available"})
+	claim, err := client.Claim(ctx, api.ClaimRequest{AgentID: fx.agentID, Max: 1, HealthGrade: "available"})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -192,7 +194,7 @@ func markSent(dir string, n int) error {
 
 // events reads the pending records of an outbox as the control plane's
 // events, for the raw POST loop.
-func (fx *fixture) events(dir string) ([]controlplane.Event, error) {
+func (fx *fixture) events(dir string) ([]api.Event, error) {
 	o, err := outbox.Open(dir, outbox.Options{CompactMinBytes: math.MaxInt64})
 	if err != nil {
 		return nil, err
@@ -202,9 +204,9 @@ func (fx *fixture) events(dir string) ([]controlplane.Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs := make([]controlplane.Event, len(recs))
+	evs := make([]api.Event, len(recs))
 	for i, r := range recs {
-		evs[i] = controlplane.Event{Key: r.Key, Kind: state.EventKind(r.Kind), TaskID: r.TaskID, Attempt: r.Attempt,
+		evs[i] = api.Event{Key: r.Key, Kind: state.EventKind(r.Kind), TaskID: r.TaskID, Attempt: r.Attempt,
 			LeaseID: fx.leaseID, CreatedAt: r.CreatedAt, Payload: r.Payload}
 	}
 	return evs, nil

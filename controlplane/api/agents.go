@@ -1,0 +1,117 @@
+package api
+
+import (
+	"time"
+
+	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/state"
+)
+
+// HeartbeatRequest is POST /v1/agents/heartbeat.
+type HeartbeatRequest struct {
+	AgentID string `json:"agent_id"`
+	// State is what the agent says of itself; empty is AgentRunning.
+	State     AgentState    `json:"state,omitempty"`
+	Hostname  string        `json:"hostname"`
+	Version   string        `json:"version"`
+	StartedAt time.Time     `json:"started_at"`
+	Health    Health        `json:"health"`
+	Capacity  Capacity      `json:"capacity"`
+	Running   []RunningTask `json:"running"`
+	Outbox    OutboxStats   `json:"outbox"`
+}
+
+// AgentState is what an agent says of itself in its heartbeats.
+type AgentState string
+
+// The agent states.
+const (
+	// AgentRunning: it claims and runs tasks.
+	AgentRunning AgentState = "running"
+	// AgentDraining: it is stopping: it claims nothing and finishes what
+	// it runs.
+	AgentDraining AgentState = "draining"
+	// AgentOffline: its last heartbeat; it is gone.
+	AgentOffline AgentState = "offline"
+)
+
+// AgentStates lists every agent state.
+var AgentStates = []AgentState{AgentRunning, AgentDraining, AgentOffline}
+
+// Health is the executor's health as a heartbeat carries it.
+type Health struct {
+	Grade        health.Grade    `json:"grade"`
+	Reason       string          `json:"reason,omitempty"`
+	Since        time.Time       `json:"since"`
+	RecentErrors []HealthProblem `json:"recent_errors"`
+	// Isolation says how the agent confines its attempts, in a line.
+	Isolation string `json:"isolation,omitempty"`
+}
+
+// HealthProblem is one recent problem of the executor.
+type HealthProblem struct {
+	At     time.Time     `json:"at"`
+	Signal health.Signal `json:"signal"`
+	Detail string        `json:"detail,omitempty"`
+}
+
+// Capacity is how many tasks the agent runs at most and now.
+type Capacity struct {
+	Max     int `json:"max"`
+	Running int `json:"running"`
+}
+
+// RunningTask is a task the agent is running.
+type RunningTask struct {
+	TaskID         string      `json:"task_id"`
+	Attempt        int         `json:"attempt"`
+	Phase          state.Phase `json:"phase"`
+	LastProgressAt time.Time   `json:"last_progress_at"`
+}
+
+// OutboxStats summarize the agent's outbox.
+type OutboxStats struct {
+	Pending           int     `json:"pending"`
+	OldestPendingAgeS float64 `json:"oldest_pending_age_s"`
+	Dead              int     `json:"dead"`
+	Bytes             int64   `json:"bytes"`
+	// WriteFailing says why the agent's writes fail (disk_full: …), and
+	// Held how many reports it holds in memory meanwhile.
+	WriteFailing string `json:"write_failing,omitempty"`
+	Held         int    `json:"held,omitempty"`
+}
+
+// HeartbeatResponse answers a heartbeat.
+type HeartbeatResponse struct {
+	ServerTime         time.Time `json:"server_time"`
+	HeartbeatIntervalS float64   `json:"heartbeat_interval_s"`
+	// Cancel lists tasks the agent must cancel.
+	Cancel []string `json:"cancel"`
+	// Replies are people's answers to the agent's approval requests, sent
+	// again in every answer until the task leaves awaiting_reply (the agent
+	// ignores a reply it already took).
+	Replies []ReplyDelivery `json:"replies,omitempty"`
+}
+
+// ReplyDelivery is a person's answer on its way to the agent.
+type ReplyDelivery struct {
+	TaskID    string   `json:"task_id"`
+	RequestID string   `json:"request_id"`
+	Decision  Decision `json:"decision"`
+}
+
+// AgentView is an agent as GET /v1/agents shows it.
+type AgentView struct {
+	AgentID       string    `json:"agent_id"`
+	Hostname      string    `json:"hostname"`
+	Version       string    `json:"version"`
+	StartedAt     time.Time `json:"started_at"`
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+	Online        bool      `json:"online"`
+	// State is what the agent said in its last heartbeat.
+	State    AgentState    `json:"state,omitempty"`
+	Health   Health        `json:"health"`
+	Capacity Capacity      `json:"capacity"`
+	Running  []RunningTask `json:"running"`
+	Outbox   OutboxStats   `json:"outbox"`
+}

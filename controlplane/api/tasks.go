@@ -1,0 +1,86 @@
+package api
+
+import (
+	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/state"
+)
+
+// CreateTaskRequest is POST /v1/tasks.
+type CreateTaskRequest struct {
+	Title       string `json:"title,omitempty"`
+	Prompt      string `json:"prompt"`
+	Prefer      Prefer `json:"prefer,omitempty"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+}
+
+// Prefer is what a task asks of the agent that runs it. Empty is
+// PreferAny. (The task itself keeps it as state.Task.Prefer.)
+type Prefer string
+
+// The preferences.
+const (
+	// PreferAny: any agent that is not unavailable.
+	PreferAny Prefer = "any"
+	// PreferGUI: the task needs the executor's app server; it goes to an
+	// available agent when one is online, a degraded one otherwise.
+	PreferGUI Prefer = "gui"
+)
+
+// TaskView is a task as GET /v1/tasks and /v1/tasks/{id} show it.
+type TaskView struct {
+	state.Task
+	ProgressCard []state.Step `json:"progress_card"`
+	// OutputCutLines and OutputCutBytes add up what the control plane cut
+	// of the task's forwarded output, every attempt's (see Task.Output).
+	OutputCutLines int64 `json:"output_cut_lines"`
+	OutputCutBytes int64 `json:"output_cut_bytes"`
+}
+
+// ClaimRequest is POST /v1/tasks/claim.
+type ClaimRequest struct {
+	AgentID     string       `json:"agent_id"`
+	Max         int          `json:"max"`
+	HealthGrade health.Grade `json:"health_grade"`
+	// RequestID is the agent's id for this claim. Asked again (its answer
+	// was lost), the same claim gets the same grant rather than a new one.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// ClaimResponse grants tasks, each under a lease; empty when none.
+type ClaimResponse struct {
+	Tasks []Claimed `json:"tasks"`
+}
+
+// Claimed is one task granted to an agent, and its lease. The lease is
+// sent once, here: the task carries none (its lease field is absent), and
+// the agent puts this one in the task it keeps.
+type Claimed struct {
+	Task  state.Task  `json:"task"`
+	Lease state.Lease `json:"lease"`
+}
+
+// ReleaseRequest is POST /v1/tasks/release: claimed tasks an agent will not
+// run (a grant larger than it asked for) go back to the queue.
+type ReleaseRequest struct {
+	AgentID string   `json:"agent_id"`
+	TaskIDs []string `json:"task_ids"`
+}
+
+// ReplyRequest is POST /v1/tasks/{id}/reply: a person's answer to the
+// task's approval request.
+type ReplyRequest struct {
+	// RequestID names the request answered; empty is the one the task
+	// awaits now.
+	RequestID string   `json:"request_id"`
+	Decision  Decision `json:"decision"`
+}
+
+// Decision is a person's answer to an approval request. (The task keeps
+// it as state.Reply.Decision.)
+type Decision string
+
+// The decisions.
+const (
+	DecisionAccept  Decision = "accept"
+	DecisionDecline Decision = "decline"
+)

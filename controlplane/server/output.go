@@ -1,0 +1,162 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/state"
+)
+
+// DefaultMaxAttemptOutput is the cap on the log output stored for one
+// attempt when Options.MaxAttemptOutput is zero.
+const DefaultMaxAttemptOutput = 8 << 20
+
+// decodeLog reads a log event's payload.
+func decodeLog(payload json.RawMessage) (api.LogPayload, error) {
+	var l api.LogPayload
+	err := json.Unmarshal(payload, &l)
+	return l, err
+}
+
+// carriesCut reports whether an agent's log payload holds the control
+// plane's mark; the quick look first, then the decoded payload.
+func carriesCut(payload json.RawMessage, l api.LogPayload) bool {
+	return bytes.Contains(payload, []byte(`"output_cut"`)) && l.Cut != nil
+}
+
+// markStreamRunes caps the stream named in a mark: the mark's size must
+// not depend on what the agent sent.
+const markStreamRunes = 64
+
+// markLine is the line the mark adds after the lines kept.
+func markLine(limit int64) string {
+	return fmt.Sprintf("[control plane] output cut here: this attempt's stored output reached its cap of %s; the lines after this are counted on the task (output_cut_lines, output_cut_bytes), not stored", sizeText(limit))
+}
+
+// sizeText writes n bytes in the largest binary unit that holds it whole.
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		n    int64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.n && n%u.n == 0 {
+			return fmt.Sprintf("%d %s", n/u.n, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// outputOf is the account a log event for attempt counts against, added
+// when new. An attempt number the task cannot have (below 1, or past the
+// one it may open next) counts against its current attempt, so that an
+// agent cannot open budgets by naming attempts.
+func outputOf(t *state.Task, attempt int) *state.AttemptOutput {
+	if attempt < 1 || attempt > len(t.Attempts)+1 {
+		attempt = max(len(t.Attempts), 1)
+	}
+	for i := range t.Output {
+		if t.Output[i].Attempt == attempt {
+			return &t.Output[i]
+		}
+	}
+	t.Output = append(t.Output, state.AttemptOutput{Attempt: attempt})
+	return &t.Output[len(t.Output)-1]
+}
+
+// admitLog decides what of an accepted log event is stored, and counts
+// it. line is the event as stored whole (encodeStored), seq the number it
+// is stored under. While the attempt's stored log events stay within the
+// cap, the event is stored whole; the one that would pass it is stored
+// with as many of its lines as fit and the mark; after the mark, nothing
+// of the attempt's is stored (nil) and its lines are counted. mu is held.
+func (s *Server) admitLog(t *state.Task, se api.StoredEvent, l api.LogPayload, line []byte, seq int) ([]byte, error) {
+	acct := outputOf(t, se.Attempt)
+	limit := s.opts.MaxAttemptOutput
+	switch {
+	case acct.CutAt != 0:
+		acct.CutLines += int64(len(l.Lines))
+		acct.CutBytes += textBytes(l.Lines)
+		return nil, nil
+	case acct.StoredBytes+int64(len(line)) <= limit:
+		acct.StoredBytes += int64(len(line))
+		return line, nil
+	}
+	marked, cut, err := markCut(se, l.LogEvent, limit-acct.StoredBytes, limit)
+	if err != nil {
+		return nil, err
+	}
+	acct.StoredBytes += int64(len(marked))
+	acct.CutAt, acct.CutLines, acct.CutBytes = seq, acct.CutLines+cut.Lines, acct.CutBytes+cut.Bytes
+	return marked, nil
+}
+
+// markCut is se stored with as many of l's lines as fit in room bytes,
+// the mark line after them, and the mark. The mark itself may pass room:
+// it is at most a couple of KiB (keys, ids and the stream it names are
+// capped).
+func markCut(se api.StoredEvent, l state.LogEvent, room, limit int64) ([]byte, api.OutputCut, error) {
+	mark := markLine(limit)
+	p := api.LogPayload{LogEvent: state.LogEvent{Stream: state.Ellipsize(l.Stream, markStreamRunes), Lines: []string{mark}},
+		Cut: &api.OutputCut{CapBytes: limit, Lines: math.MaxInt64, Bytes: math.MaxInt64}} // the widest counts: an upper bound
+	base, err := withPayload(se, p)
+	if err != nil {
+		return nil, api.OutputCut{}, err
+	}
+	size, keep := int64(len(base)), 0
+	for ; keep < len(l.Lines); keep++ {
+		q, err := json.Marshal(l.Lines[keep])
+		if err != nil {
+			return nil, api.OutputCut{}, err
+		}
+		if size+int64(len(q))+1 > room { // the line and its comma
+			break
+		}
+		size += int64(len(q)) + 1
+	}
+	cut := api.OutputCut{CapBytes: limit, Lines: int64(len(l.Lines) - keep), Bytes: textBytes(l.Lines[keep:])}
+	p.Lines, p.Cut = append(slices.Clip(l.Lines[:keep]), mark), &cut
+	line, err := withPayload(se, p)
+	return line, cut, err
+}
+
+// withPayload is se stored with payload p instead of its own.
+func withPayload(se api.StoredEvent, p api.LogPayload) ([]byte, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	se.Payload = b
+	return encodeStored(se)
+}
+
+// replayLog counts a stored log event that a start applies again (see
+// recover): it was stored, so it counts as stored, and its mark as the
+// cut. mu is held.
+func replayLog(t *state.Task, e storedLine, l api.LogPayload, seq int) {
+	acct := outputOf(t, e.Attempt)
+	acct.StoredBytes += e.size
+	if l.Cut != nil {
+		acct.CutAt, acct.CutLines, acct.CutBytes = seq, acct.CutLines+l.Cut.Lines, acct.CutBytes+l.Cut.Bytes
+	}
+}
+
+// textBytes is the size of lines' text.
+func textBytes(lines []string) int64 {
+	n := 0
+	for _, l := range lines {
+		n += len(l)
+	}
+	return int64(n)
+}
+
+// outputCut is what was cut of a task's output, all attempts together.
+func outputCut(t *state.Task) (lines, bytes int64) {
+	for _, o := range t.Output {
+		lines, bytes = lines+o.CutLines, bytes+o.CutBytes
+	}
+	return lines, bytes
+}

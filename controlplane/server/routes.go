@@ -1,0 +1,145 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/edgeagent/agent/controlplane/api"
+)
+
+// Handler is the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	api := http.NewServeMux()
+	for _, rt := range s.routes() {
+		api.Handle(rt.pattern, guard(rt))
+	}
+	mux.Handle("/v1/", s.authorize(notePattern(api)))
+	return mux
+}
+
+// routes are the API's endpoints, each with the principals it serves (see
+// auth.go): the one place that says who may do what.
+func (s *Server) routes() []route {
+	const (
+		operator     = principalOperator
+		agent        = principalAgent
+		registration = principalRegistration
+	)
+	return []route{
+		{"POST /v1/agents/register", registration | agent, func(w http.ResponseWriter, r *http.Request) {
+			handle(func(req api.RegisterRequest) (api.RegisterResponse, error) { return s.register(r.Context(), req) })(w, r)
+		}},
+		{"POST /v1/agents/{id}/revoke", operator, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.revoke(r.PathValue("id"))
+			reply(w, v, err)
+		}},
+		{"POST /v1/agents/heartbeat", agent, agentOnly(s.heartbeat, func(r api.HeartbeatRequest) string { return r.AgentID })},
+		{"POST /v1/tasks/claim", agent, agentOnly(s.claim, func(r api.ClaimRequest) string { return r.AgentID })},
+		{"POST /v1/tasks/release", agent, agentOnly(s.release, func(r api.ReleaseRequest) string { return r.AgentID })},
+		{"POST /v1/events", agent, agentOnly(s.acceptEvents, func(r api.EventsRequest) string { return r.AgentID })},
+		{"POST /v1/tasks", operator, handle(s.createTask)},
+		{"GET /v1/tasks", operator, s.serveTasks},
+		{"GET /v1/tasks/{id}", operator | agent, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.getTask(r.Context(), r.PathValue("id"))
+			reply(w, v, err)
+		}},
+		{"GET /v1/tasks/{id}/events", operator | agent, s.serveEvents},
+		{"POST /v1/tasks/{id}/cancel", operator, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.cancelTask(r.PathValue("id"))
+			reply(w, v, err)
+		}},
+		{"POST /v1/tasks/{id}/retry", operator, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.retryTask(r.PathValue("id"))
+			reply(w, v, err)
+		}},
+		{"POST /v1/tasks/{id}/reply", operator, func(w http.ResponseWriter, r *http.Request) {
+			handle(func(req api.ReplyRequest) (api.TaskView, error) { return s.replyTask(r.PathValue("id"), req) })(w, r)
+		}},
+		{"GET /v1/agents", operator, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listAgents()) }},
+		{"GET /v1/whoami", operator | agent | registration, func(w http.ResponseWriter, r *http.Request) {
+			c := callerOf(r.Context())
+			writeJSON(w, http.StatusOK, api.WhoAmI{Principal: c.principal.wire(), AgentID: c.agentID})
+		}},
+	}
+}
+
+// agentOnly wraps an agent endpoint: its body's agent_id must be the
+// caller's own.
+func agentOnly[In, Out any](fn func(In) (Out, error), agentID func(In) string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		handle(func(in In) (Out, error) {
+			if err := asAgent(r.Context(), agentID(in)); err != nil {
+				var zero Out
+				return zero, err
+			}
+			return fn(in)
+		})(w, r)
+	}
+}
+
+// httpError is an error with the status to answer it with.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+// checkAgentID refuses a missing or overlong agent id.
+func checkAgentID(id string) error {
+	switch {
+	case id == "":
+		return badRequest("agent_id is required")
+	case len(id) > api.MaxIDBytes:
+		return badRequest("agent_id is over %d bytes", api.MaxIDBytes)
+	}
+	return nil
+}
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// handle decodes a JSON body of at most twice the batch limit, calls fn
+// and writes its answer.
+func handle[In, Out any](fn func(In) (Out, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in In
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*api.MaxBatchBytes))
+		if err := dec.Decode(&in); err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				writeJSON(w, http.StatusRequestEntityTooLarge, api.ErrorBody{Error: "request body too large"})
+				return
+			}
+			writeJSON(w, http.StatusBadRequest, api.ErrorBody{Error: "bad JSON: " + err.Error()})
+			return
+		}
+		out, err := fn(in)
+		reply(w, out, err)
+	}
+}
+
+func reply(w http.ResponseWriter, v any, err error) {
+	var he *httpError
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, v)
+	case errors.As(err, &he):
+		writeJSON(w, he.status, api.ErrorBody{Error: he.msg})
+	default:
+		writeJSON(w, http.StatusInternalServerError, api.ErrorBody{Error: err.Error()})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

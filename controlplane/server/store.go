@@ -1,0 +1,310 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/durable"
+)
+
+// events keeps the accepted events of every task, one JSONL file per task
+// in dir, each line a StoredEvent, appended and synced before the answer.
+//
+// The events are the record: they are stored before the task file that
+// reflects them is saved, and the task file says how many it reflects
+// and how large the file was then (Task.EventsApplied, Task.EventsBytes).
+// A crash between the two is repaired at the next start by applying the
+// events past that size again (Server.recover); a crash in the middle of
+// an append leaves a torn last line, which the next start cuts off
+// (repair) before anything is appended after it.
+//
+// Nothing here holds a task's events in memory: they are read a line at
+// a time (lineScan), for a page of an answer, for the keys of a task, or
+// for the events a crash left unapplied.
+type events struct {
+	dir string
+}
+
+func (ev events) path(taskID string) string { return filepath.Join(ev.dir, taskID+".jsonl") }
+
+// maxStoredLine is the longest line an events file holds: one event of a
+// request body at its limit, and the fields the control plane adds. A
+// longer line (written before keys were capped) is skipped, not read.
+const maxStoredLine = 2*api.MaxBatchBytes + 64<<10
+
+// encodeStored is e as a line of an events file, its newline included.
+func encodeStored(e api.StoredEvent) ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// append writes lines (encodeStored's, one after another) to a task's
+// events file, syncs them, and returns the file's size after them. torn
+// is for the fault suite: write half, then crash.
+func (ev events) append(taskID string, lines []byte, torn bool) (int64, error) {
+	f, err := os.OpenFile(ev.path(taskID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if torn {
+		f.Write(lines[:len(lines)/2])
+		f.Sync()
+		crash()
+	}
+	if _, err := f.Write(lines); err != nil {
+		// Cut what part of the batch got in: the next append must start
+		// on a line of its own.
+		if info, serr := f.Stat(); serr == nil {
+			_ = f.Truncate(info.Size() - int64(len(lines))) // best effort; repair at start covers the rest
+		}
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return info.Size(), nil
+}
+
+// open opens a task's events file for reading; a task with no events has
+// none (nil, nil).
+func (ev events) open(taskID string) (*os.File, error) {
+	f, err := os.Open(ev.path(taskID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return f, err
+}
+
+// repair cuts a torn last line (a crash in the middle of an append) off a
+// task's events file, syncs the cut, and returns the file's size. It reads
+// only the file's tail.
+func (ev events) repair(taskID string) (int64, error) {
+	f, err := os.OpenFile(ev.path(taskID), os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return 0, err
+	}
+	size := info.Size()
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, size-1); err != nil || last[0] == '\n' {
+		return size, err
+	}
+	buf := make([]byte, min(size, 64<<10))
+	for pos := size; pos > 0; {
+		n := min(int64(len(buf)), pos)
+		pos -= n
+		if _, err := f.ReadAt(buf[:n], pos); err != nil {
+			return 0, err
+		}
+		i := bytes.LastIndexByte(buf[:n], '\n')
+		if i < 0 {
+			continue
+		}
+		keep := pos + int64(i) + 1
+		if err := f.Truncate(keep); err != nil {
+			return 0, err
+		}
+		return keep, durable.Datasync(f)
+	}
+	if err := f.Truncate(0); err != nil { // one torn line and nothing before it
+		return 0, err
+	}
+	return 0, durable.Datasync(f)
+}
+
+// lineScan reads the lines of a region of an events file one at a time,
+// through a buffer of its own: a line longer than the caller keeps is
+// skipped, never held.
+type lineScan struct {
+	r    *bufio.Reader
+	long []byte // a line longer than the buffer, put together
+}
+
+func newLineScan(f *os.File, off, end int64) *lineScan {
+	return &lineScan{r: bufio.NewReaderSize(io.NewSectionReader(f, off, max(end-off, 0)), 64<<10)}
+}
+
+// next reads the next line. n is its length with its newline, 0 at the
+// end of the region (a last line without its newline is not a line yet:
+// an append in progress, or a torn one). line is the line without its
+// newline when it is at most keep bytes long, else nil; it is valid until
+// the next call.
+func (s *lineScan) next(keep int) (line []byte, n int64, err error) {
+	s.long = s.long[:0]
+	whole := true
+	for {
+		frag, err := s.r.ReadSlice('\n')
+		n += int64(len(frag))
+		switch {
+		case err == nil && n == int64(len(frag)):
+			if n-1 > int64(keep) {
+				return nil, n, nil
+			}
+			return frag[:len(frag)-1], n, nil // the common case: in the buffer
+		case whole && n-1 <= int64(keep):
+			s.long = append(s.long, frag...)
+		default:
+			whole, s.long = false, s.long[:0]
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			return nil, 0, nil
+		case err != nil:
+			return nil, 0, err
+		}
+		if !whole {
+			return nil, n, nil
+		}
+		return s.long[:len(s.long)-1], n, nil
+	}
+}
+
+// head is the start of the line next read, at most the buffer's size:
+// enough for its key.
+func (s *lineScan) head(keep int) (head []byte, n int64, err error) {
+	b, err := s.r.Peek(min(keep, s.r.Size()))
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, 0, err
+	}
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	}
+	head = bytes.Clone(b)
+	_, n, err = s.next(-1)
+	return head, n, err
+}
+
+// keyPrefix starts every line: a StoredEvent's first field is its key.
+const keyPrefix = `{"key":`
+
+// lineKey is the key of a stored line, read from its first bytes.
+func lineKey(head []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(head, []byte(keyPrefix+`"`))
+	if !ok {
+		return "", false
+	}
+	escaped := false
+	for i := 0; i < len(rest); i++ {
+		switch rest[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			if i == 0 {
+				return "", false
+			}
+			if !escaped {
+				return string(rest[:i]), true
+			}
+			var k string
+			if json.Unmarshal(head[len(keyPrefix):len(keyPrefix)+i+2], &k) != nil {
+				return "", false
+			}
+			return k, k != ""
+		}
+	}
+	return "", false
+}
+
+// keys reads the keys of a task's events stored in its file's first end
+// bytes.
+func (ev events) keys(taskID string, end int64) (map[string]struct{}, error) {
+	keys := map[string]struct{}{}
+	f, err := ev.open(taskID)
+	if f == nil || err != nil {
+		return keys, err
+	}
+	defer f.Close()
+	sc := newLineScan(f, 0, end)
+	for {
+		head, n, err := sc.head(len(keyPrefix) + 8*api.MaxKeyBytes)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return keys, nil
+		}
+		if k, ok := lineKey(head); ok {
+			keys[k] = struct{}{}
+		}
+	}
+}
+
+// storedLine is an event read back from its file, with its line's length.
+type storedLine struct {
+	api.StoredEvent
+	size int64
+}
+
+// read decodes the events stored in a task's file from byte off to end:
+// the events a crash left unapplied. A line that does not decode is
+// skipped, as every reader skips it.
+func (ev events) read(taskID string, off, end int64) ([]storedLine, error) {
+	f, err := ev.open(taskID)
+	if f == nil || err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []storedLine
+	sc := newLineScan(f, off, end)
+	for {
+		line, n, err := sc.next(maxStoredLine)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return out, nil
+		}
+		var e api.StoredEvent
+		if line != nil && json.Unmarshal(line, &e) == nil && e.Key != "" {
+			out = append(out, storedLine{e, n})
+		}
+	}
+}
+
+// skipLines returns the offset after a task's first n lines, within its
+// file's first end bytes, and how many lines there were when fewer.
+func (ev events) skipLines(taskID string, n int, end int64) (off int64, lines int, err error) {
+	f, err := ev.open(taskID)
+	if f == nil || err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := newLineScan(f, 0, end)
+	for lines < n {
+		_, size, err := sc.next(-1)
+		if err != nil {
+			return 0, 0, err
+		}
+		if size == 0 {
+			break
+		}
+		off += size
+		lines++
+	}
+	return off, lines, nil
+}
