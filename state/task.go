@@ -13,7 +13,7 @@ type Task struct {
 	ID          string `json:"id"`
 	Title       string `json:"title,omitempty"`
 	Prompt      string `json:"prompt"`
-	Prefer      string `json:"prefer,omitempty"` // "gui" or "any"
+	Prefer      Prefer `json:"prefer,omitempty"`
 	MaxAttempts int    `json:"max_attempts,omitempty"`
 
 	Phase       Phase  `json:"phase"`
@@ -87,10 +87,32 @@ type AttemptOutput struct {
 	CutBytes int64 `json:"cut_bytes,omitempty"`
 }
 
+// Prefer is what a task asks of the agent that runs it. Empty is
+// PreferAny.
+type Prefer string
+
+// The preferences.
+const (
+	// PreferAny: any agent that is not unavailable.
+	PreferAny Prefer = "any"
+	// PreferGUI: the task needs the executor's app server; it goes to an
+	// available agent when one is online, a degraded one otherwise.
+	PreferGUI Prefer = "gui"
+)
+
+// Answer is a person's answer to an approval request.
+type Answer string
+
+// The answers.
+const (
+	AnswerAccept  Answer = "accept"
+	AnswerDecline Answer = "decline"
+)
+
 // Reply is a person's answer to an approval request.
 type Reply struct {
 	RequestID string    `json:"request_id"`
-	Decision  string    `json:"decision"` // accept or decline
+	Decision  Answer    `json:"decision"`
 	At        time.Time `json:"at"`
 }
 

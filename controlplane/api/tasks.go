@@ -13,17 +13,14 @@ type CreateTaskRequest struct {
 	MaxAttempts int    `json:"max_attempts,omitempty"`
 }
 
-// Prefer is what a task asks of the agent that runs it. Empty is
-// PreferAny. (The task itself keeps it as state.Task.Prefer.)
-type Prefer string
+// Prefer is what a task asks of the agent that runs it: the task's own
+// state.Prefer. Empty is PreferAny.
+type Prefer = state.Prefer
 
 // The preferences.
 const (
-	// PreferAny: any agent that is not unavailable.
-	PreferAny Prefer = "any"
-	// PreferGUI: the task needs the executor's app server; it goes to an
-	// available agent when one is online, a degraded one otherwise.
-	PreferGUI Prefer = "gui"
+	PreferAny = state.PreferAny
+	PreferGUI = state.PreferGUI
 )
 
 // TaskView is a task as GET /v1/tasks and /v1/tasks/{id} show it.
@@ -75,12 +72,12 @@ type ReplyRequest struct {
 	Decision  Decision `json:"decision"`
 }
 
-// Decision is a person's answer to an approval request. (The task keeps
-// it as state.Reply.Decision.)
-type Decision string
+// Decision is a person's answer to an approval request: the task's own
+// state.Answer.
+type Decision = state.Answer
 
 // The decisions.
 const (
-	DecisionAccept  Decision = "accept"
-	DecisionDecline Decision = "decline"
+	DecisionAccept  = state.AnswerAccept
+	DecisionDecline = state.AnswerDecline
 )

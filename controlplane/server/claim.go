@@ -67,7 +67,7 @@ func (s *Server) claim(req api.ClaimRequest) (api.ClaimResponse, error) {
 		}
 		// A task that needs the executor's app server goes to an available
 		// agent when one is online; a degraded one gets it otherwise.
-		if api.Prefer(t.Prefer) == api.PreferGUI && req.HealthGrade == health.Degraded && s.availableAgentOnline(req.AgentID, now) {
+		if t.Prefer == state.PreferGUI && req.HealthGrade == health.Degraded && s.availableAgentOnline(req.AgentID, now) {
 			continue
 		}
 		lease := state.Lease{ID: newID("lease-", 6), AgentID: req.AgentID, ExpiresAt: now.Add(s.opts.Lease), ClaimID: req.RequestID, GrantedAt: now}

@@ -68,7 +68,7 @@ func (s *Server) heartbeat(req api.HeartbeatRequest) (api.HeartbeatResponse, err
 			resp.Cancel = append(resp.Cancel, t.ID)
 		}
 		if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {
-			resp.Replies = append(resp.Replies, api.ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: api.Decision(t.Reply.Decision)})
+			resp.Replies = append(resp.Replies, api.ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: t.Reply.Decision})
 		}
 	}
 	s.reconcile(req.AgentID, running, now)

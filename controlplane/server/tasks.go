@@ -26,7 +26,7 @@ func (s *Server) createTask(req api.CreateTaskRequest) (api.TaskView, error) {
 	defer s.mu.Unlock()
 	now := s.opts.Now()
 	t := state.NewTask(newID("t-", 5), req.Prompt, now)
-	t.Title, t.Prefer, t.MaxAttempts = req.Title, string(req.Prefer), req.MaxAttempts
+	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
 	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
 		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}
@@ -173,11 +173,11 @@ func (s *Server) replyTask(id string, req api.ReplyRequest) (api.TaskView, error
 		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s, not awaiting a reply", id, t.Phase)}
 	case req.RequestID != "" && req.RequestID != t.AwaitingReply.ID:
 		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s awaits a reply to request %s, not %s", id, t.AwaitingReply.ID, req.RequestID)}
-	case t.Reply != nil && t.Reply.Decision != string(req.Decision):
+	case t.Reply != nil && t.Reply.Decision != req.Decision:
 		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("request %s was already answered: %s", t.AwaitingReply.ID, t.Reply.Decision)}
 	}
 	now := s.opts.Now()
-	t.Reply = &state.Reply{RequestID: t.AwaitingReply.ID, Decision: string(req.Decision), At: now}
+	t.Reply = &state.Reply{RequestID: t.AwaitingReply.ID, Decision: req.Decision, At: now}
 	t.UpdatedAt = now
 	if err := s.save(t); err != nil {
 		return api.TaskView{}, err
