@@ -29,8 +29,8 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Verdict is what the watchdog decides for a task.
-type Verdict struct {
+// Ending is how the watchdog ends a task: the terminal phase and why.
+type Ending struct {
 	Phase  Phase
 	Reason string
 }
@@ -44,12 +44,12 @@ type Verdict struct {
 //     safely run it again), else timed_out.
 //
 // A terminal task is left alone: nothing overwrites a terminal phase.
-func Watch(t *Task, now time.Time, lim Limits) (Verdict, bool) {
+func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
 	lim = lim.withDefaults()
 	switch {
 	case t.Phase == PhaseQueued:
 		if waited := now.Sub(t.queuedSince()); waited > lim.Queued {
-			return Verdict{PhaseExpired, fmt.Sprintf("queued for %s, limit %s", waited.Round(time.Second), lim.Queued)}, true
+			return Ending{PhaseExpired, fmt.Sprintf("queued for %s, limit %s", waited.Round(time.Second), lim.Queued)}, true
 		}
 	case t.Phase.Running():
 		last := t.LastProgressAt
@@ -57,15 +57,15 @@ func Watch(t *Task, now time.Time, lim Limits) (Verdict, bool) {
 			last = t.UpdatedAt
 		}
 		if c := t.Current(); c != nil && c.Status == AttemptPending && now.Before(c.NotBefore) {
-			return Verdict{}, false // waiting out a retry's backoff is not a stall
+			return Ending{}, false // waiting out a retry's backoff is not a stall
 		}
 		if quiet := now.Sub(last); quiet > lim.Stall {
 			reason := fmt.Sprintf("no progress for %s, limit %s", quiet.Round(time.Second), lim.Stall)
 			if t.Phase.TurnStarted() {
-				return Verdict{PhaseTimedOut, reason}, true
+				return Ending{PhaseTimedOut, reason}, true
 			}
-			return Verdict{PhaseRecoverableFailed, reason + ", before the turn started"}, true
+			return Ending{PhaseRecoverableFailed, reason + ", before the turn started"}, true
 		}
 	}
-	return Verdict{}, false
+	return Ending{}, false
 }
