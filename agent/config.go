@@ -55,13 +55,14 @@ type Config struct {
 	Policy       runner.Policy
 	Timeouts     runner.Timeouts
 
-	// MaxConcurrent is how many tasks run at once. Default 2.
+	// MaxConcurrent is how many tasks run at once. Default
+	// DefaultMaxConcurrent.
 	MaxConcurrent int
 	// HeartbeatInterval is the first interval; the control plane's answer
-	// may change it. Default 10 s.
+	// may change it. Default DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
 	// ShutdownGrace is how long running tasks may finish on stop before
-	// they are cancelled. Default 10 s.
+	// they are cancelled. Default DefaultShutdownGrace.
 	ShutdownGrace time.Duration
 	// FlushTimeout bounds the last delivery of pending records on stop.
 	// Default 5 s.
@@ -96,6 +97,14 @@ type Config struct {
 	MetricsAddr string
 }
 
+// Defaults of the settings agent run takes, used by Config and by the
+// command line's settings table alike.
+const (
+	DefaultMaxConcurrent     = 2
+	DefaultHeartbeatInterval = 10 * time.Second
+	DefaultShutdownGrace     = 10 * time.Second
+)
+
 // ErrConfig marks a configuration error.
 var ErrConfig = errors.New("invalid configuration")
 
@@ -112,13 +121,13 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.MaxConcurrent <= 0 {
-		c.MaxConcurrent = 2
+		c.MaxConcurrent = DefaultMaxConcurrent
 	}
 	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = 10 * time.Second
+		c.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = 10 * time.Second
+		c.ShutdownGrace = DefaultShutdownGrace
 	}
 	if c.FlushTimeout <= 0 {
 		c.FlushTimeout = 5 * time.Second

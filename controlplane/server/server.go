@@ -21,6 +21,12 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
+// Defaults of Options, used by the command line's settings table too.
+const (
+	DefaultLease             = 60 * time.Second
+	DefaultHeartbeatInterval = 10 * time.Second
+)
+
 // Options configure the reference control plane. Zero fields take
 // the defaults their comments give.
 type Options struct {
@@ -102,10 +108,10 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	if opts.Lease <= 0 {
-		opts.Lease = 60 * time.Second
+		opts.Lease = DefaultLease
 	}
 	if opts.HeartbeatInterval <= 0 {
-		opts.HeartbeatInterval = 10 * time.Second
+		opts.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if opts.MaxAttemptOutput <= 0 {
 		opts.MaxAttemptOutput = DefaultMaxAttemptOutput
