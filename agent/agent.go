@@ -14,6 +14,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
@@ -26,7 +27,7 @@ import (
 type Agent struct {
 	cfg     Config
 	log     *slog.Logger
-	layout  Layout
+	layout  datadir.Layout
 	id      string
 	host    string
 	client  *controlplane.Client
@@ -90,7 +91,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	host, _ := os.Hostname()
 	a := &Agent{conf: conf,
-		cfg: cfg, log: cfg.Logger, layout: Layout{cfg.DataDir}, host: host, client: client,
+		cfg: cfg, log: cfg.Logger, layout: datadir.Layout{Dir: cfg.DataDir}, host: host, client: client,
 		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		fatal: make(chan error, 1), aborted: make(chan struct{}),
@@ -117,7 +118,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	if err := checkPrivate(a.cfg.DataDir); err != nil {
+	if err := datadir.CheckPrivate(a.cfg.DataDir); err != nil {
 		return err
 	}
 	a.outbox, err = outbox.Open(a.layout.Outbox(), a.cfg.Outbox)
@@ -125,19 +126,19 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer a.outbox.Close()
-	if err := a.layout.writePID(); err != nil {
+	if err := a.layout.WritePID(); err != nil {
 		return fmt.Errorf("pid file: %w", err)
 	}
-	defer a.layout.removePID()
+	defer a.layout.RemovePID()
 	if a.id = a.cfg.AgentID; a.id == "" {
-		if a.id, err = a.layout.agentID(); err != nil {
+		if a.id, err = a.layout.LoadAgentID(); err != nil {
 			return fmt.Errorf("agent id: %w", err)
 		}
 	}
 	if a.store, err = state.OpenStore(a.layout.Tasks()); err != nil {
 		return err
 	}
-	if a.client, err = a.layout.agentClient(a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id); err != nil {
+	if a.client, err = agentClient(a.layout, a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log, obs: a.obs}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/utc"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
@@ -169,7 +170,7 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 			fmt.Fprintf(out, "    %s\n", l)
 		}
 	}
-	snap, err := outbox.Inspect(Layout{filepath.Join(dir, "agent")}.Outbox())
+	snap, err := outbox.Inspect(datadir.Layout{Dir: filepath.Join(dir, "agent")}.Outbox())
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 )
@@ -276,7 +277,7 @@ func existingAncestor(dir string) string {
 // tasks' prompts, the executors' output and the agent's own token.
 func checkDirRights(dir string, info fs.FileInfo) Check {
 	chmod := fmt.Sprintf("chmod 700 %s", dir)
-	if err := checkPrivate(dir); err != nil {
+	if err := datadir.CheckPrivate(dir); err != nil {
 		fix := chmod
 		if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
 			fix = "give --data-dir a directory of your own, or chown it to you"
@@ -297,14 +298,14 @@ func checkDirRights(dir string, info fs.FileInfo) Check {
 // checkLock says whether an agent runs on dir. It learns that as agent
 // stop does: a lock a running agent holds is only tried, never taken.
 func checkLock(dir string) (c Check, running bool) {
-	h, err := Running(dir)
+	h, err := datadir.Running(dir)
 	switch {
 	case err == nil:
 		return pass(CheckLock, "held: agent running, pid %d", h.PID), true
-	case errors.Is(err, ErrNotRunning):
+	case errors.Is(err, datadir.ErrNotRunning):
 		return pass(CheckLock, "free: no agent running"), false
 	}
-	lockPath := filepath.Join(Layout{dir}.Outbox(), outbox.LockName)
+	lockPath := datadir.Layout{Dir: dir}.Lock()
 	return Check{Name: CheckLock, Result: CheckWarn, Detail: err.Error(),
 		Fix: fmt.Sprintf("find what holds %s (fuser -v %s); agent stop stops an agent", lockPath, lockPath)}, true
 }
@@ -313,7 +314,7 @@ func checkLock(dir string) (c Check, running bool) {
 // lock. A torn tail is told only while no agent runs: a running one may be
 // writing that line.
 func checkOutbox(dir string, running bool, now time.Time) Check {
-	obDir := Layout{dir}.Outbox()
+	obDir := datadir.Layout{Dir: dir}.Outbox()
 	snap, err := outbox.Inspect(obDir)
 	if errors.Is(err, outbox.ErrNoOutbox) {
 		return pass(CheckOutbox, "none yet: agent run makes it")

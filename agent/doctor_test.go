@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/exec"
@@ -487,13 +488,13 @@ func TestDoctorDataDir(t *testing.T) {
 // is read without the lock.
 func TestDoctorLockAndOutbox(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	l := Layout{dir}
+	l := datadir.Layout{Dir: dir}
 	o, err := outbox.Open(l.Outbox(), outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	if err := l.writePID(); err != nil {
+	if err := l.WritePID(); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -534,7 +535,7 @@ func TestDoctorLockAndOutbox(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(l.Outbox(), outbox.QuarantineName), []byte("{}\n{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l.removePID()
+	l.RemovePID()
 	checks = checkDataDir(DoctorOptions{DataDir: dir, Now: time.Now})
 	wantCheck(t, checkNamed(t, checks, CheckLock), CheckPass, "free: no agent running", "")
 	c = checkNamed(t, checks, CheckOutbox)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/datadir"
 
 	"github.com/edgeagent/agent/internal/utc"
 )
@@ -248,8 +248,8 @@ func (a *Agent) writeHealth(reached bool) {
 	if !reached {
 		cp = "unreachable"
 	}
-	b, _ := json.MarshalIndent(HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: utc.Now(), ControlPlane: cp, Storage: a.held.status()}, "", "  ")
-	if err := writeFile(a.layout.Health(), append(b, '\n')); err != nil {
+	h := datadir.HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: utc.Now(), ControlPlane: cp, Storage: a.held.status()}
+	if err := a.layout.WriteHealth(h); err != nil {
 		a.log.Warn("write health file", "err", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -30,7 +31,7 @@ const trashPrefix = ".pruning-"
 // records once dead for Config.Retention. It runs at start, then every
 // retentionInterval.
 type retention struct {
-	layout   Layout
+	layout   datadir.Layout
 	workRoot string // a task's work directory is workRoot/TASK_ID
 	store    *state.Store
 	outbox   *outbox.Outbox
