@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -60,9 +61,9 @@ type Agent struct {
 	// Liveness of the loops, for the service manager's watchdog.
 	sendTick, beatTick, claimTick atomic.Int64
 
-	conf    confinement   // how attempts are confined
-	metrics *agentMetrics // nil without Config.MetricsAddr
-	obs     observer      // counts for the metrics; noObserver without them
+	conf    isolation.Confinement // how attempts are confined
+	metrics *agentMetrics         // nil without Config.MetricsAddr
+	obs     observer              // counts for the metrics; noObserver without them
 }
 
 // supervised is a task being run, as the other loops see it.
@@ -97,7 +98,7 @@ func New(cfg Config) (*Agent, error) {
 		fatal: make(chan error, 1), aborted: make(chan struct{}),
 		running: map[string]*supervised{}, interval: cfg.HeartbeatInterval,
 	}
-	a.health.SetIsolation(conf.line, conf.iso != nil)
+	a.health.SetIsolation(conf.Line, conf.Runner != nil)
 	a.live.Store(liveOf(cfg))
 	if err := a.setupMetrics(); err != nil {
 		return nil, err
@@ -150,10 +151,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	a.started = utc.Now()
 	a.log.Info("agent starting", "version", a.cfg.Version, "agent_id", a.id, "data_dir", a.cfg.DataDir, "control_plane", a.client.URL(),
 		"executor", runner.Describe(a.cfg.Executor), "max_concurrent", a.cfg.MaxConcurrent, "models", a.cfg.Models)
-	if a.conf.iso == nil {
-		a.log.Warn("ATTEMPTS ARE NOT CONFINED: "+a.conf.line, "isolation", "none")
+	if a.conf.Runner == nil {
+		a.log.Warn("ATTEMPTS ARE NOT CONFINED: "+a.conf.Line, "isolation", "none")
 	} else {
-		a.log.Info("attempts are confined", "isolation", a.conf.line)
+		a.log.Info("attempts are confined", "isolation", a.conf.Line)
 	}
 	if st := a.outbox.Stats(); st.Pending > 0 || st.Quarantined > 0 || st.TornBytes > 0 {
 		a.log.Info("outbox recovered", "pending", st.Pending, "dead", st.Dead, "quarantined", st.Quarantined, "torn_bytes", st.TornBytes)
@@ -371,7 +372,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	l := a.live.Load()
 	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
 		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: l.Models, Logger: a.log.With("task", t.ID),
-		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.iso}
+		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.Runner}
 }
 
 // workDir is where tasks get their work directories.

@@ -17,6 +17,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/utc"
+	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -143,11 +144,11 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 	ag, err := New(Config{ControlPlane: url, Token: token, DataDir: filepath.Join(dir, "agent"), Executor: opts.Executor,
 		Models: opts.Models, MaxConcurrent: 2, HeartbeatInterval: beat, ShutdownGrace: 2 * time.Second,
 		Policy: runner.Policy{BaseDelay: time.Second}, Logger: log.With("component", "agent"), Version: opts.Version,
-		Isolation: Isolation{Protect: []string{cpDir}}})
+		Isolation: isolation.Config{Protect: []string{cpDir}}})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nIsolation: %s\n\n", ag.conf.line)
+	fmt.Fprintf(out, "\nIsolation: %s\n\n", ag.conf.Line)
 	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopAgent()
 	agentErr := make(chan error, 1)

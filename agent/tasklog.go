@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeagent/agent/internal/bytesize"
 	"github.com/edgeagent/agent/internal/datadir"
 )
 
@@ -90,7 +91,7 @@ func (t *taskLogs) append(l datadir.Layout, taskID string, attempt int, at time.
 		if !c.cut {
 			c.cut = true
 			out = append(out, logMark(at, fmt.Sprintf("… output past %s is held: its last %s follow when the attempt ends …",
-				sizeText(t.half()), sizeText(t.half())))...)
+				bytesize.Text(t.half()), bytesize.Text(t.half())))...)
 		}
 		c.keep(b, t.half())
 	}
@@ -204,16 +205,3 @@ func logTime(at time.Time) string { return at.UTC().Format("15:04:05.000") }
 
 // logMark is a line the agent itself writes into a log.
 func logMark(at time.Time, msg string) []byte { return logLine(logTime(at), "agent", msg) }
-
-// sizeText says n bytes for people: 512 KiB, 1.5 MiB, 76.2 GiB.
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
