@@ -106,6 +106,10 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
+// Isolation says how the agent confines its attempts, as it found at
+// start.
+func (a *Agent) Isolation() string { return a.conf.Line }
+
 // Abort makes a running stop skip its waits: tasks are cancelled at once and
 // the outbox is not flushed (its records stay on disk for the next start).
 // The CLI calls it on a second signal.
