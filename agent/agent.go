@@ -41,11 +41,9 @@ type Agent struct {
 	logs    *taskLogs // the attempt logs being written, capped
 	started time.Time
 
-	tasksCtx  context.Context // cancelled with runner.ErrShutdown when tasks must stop
-	kickSend  chan struct{}   // something was appended
-	replay    chan struct{}   // a heartbeat got through
+	kickSend  chan struct{} // something was appended
+	replay    chan struct{} // a heartbeat got through
 	kickClaim chan struct{}
-	fatal     chan error
 	aborted   chan struct{}
 	abortOnce sync.Once
 	tasks     sync.WaitGroup
@@ -55,11 +53,8 @@ type Agent struct {
 	mu       sync.Mutex
 	running  map[string]*supervised
 	stopping bool
-	interval time.Duration
-	reached  bool // the last heartbeat got through
 
-	// Liveness of the loops, for the service manager's watchdog.
-	sendTick, beatTick, claimTick atomic.Int64
+	link *link // what the heartbeat learned of the control plane
 
 	conf    isolation.Confinement // how attempts are confined
 	metrics *agentMetrics         // nil without Config.MetricsAddr
@@ -95,8 +90,8 @@ func New(cfg Config) (*Agent, error) {
 		cfg: cfg, log: cfg.Logger, layout: datadir.Layout{Dir: cfg.DataDir}, host: host, client: client,
 		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
-		fatal: make(chan error, 1), aborted: make(chan struct{}),
-		running: map[string]*supervised{}, interval: cfg.HeartbeatInterval,
+		aborted: make(chan struct{}),
+		running: map[string]*supervised{}, link: &link{interval: cfg.HeartbeatInterval},
 	}
 	a.health.SetIsolation(conf.Line, conf.Runner != nil)
 	a.live.Store(liveOf(cfg))
@@ -177,27 +172,28 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	resume := a.reconcile()
 
 	tasksCtx, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
-	a.tasksCtx = tasksCtx
-	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { a.sendLoop(loops) })
-	wg.Go(func() { a.heartbeatLoop(loops) })
-	wg.Go(func() { a.claimLoop(loops) })
-	wg.Go(func() { a.retention().loop(loops) })
+	loopsCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	send, beat, claim := a.sendLoop(), a.heartbeat(), a.claimer(tasksCtx)
+	loops := newLoops()
+	loops.Go(loopsCtx, send)
+	loops.Go(loopsCtx, beat)
+	loops.Go(loopsCtx, claim)
+	loops.Go(loopsCtx, a.retention())
 	if a.cfg.WatchdogInterval > 0 {
-		wg.Go(func() { a.watchdogLoop(loops) })
+		loops.Go(loopsCtx, &watchdog{interval: a.cfg.WatchdogInterval, notify: a.cfg.Notify, link: a.link,
+			alive: []*atomic.Int64{&send.alive, &beat.alive, &claim.alive}})
 	}
 	for _, t := range resume {
 		a.supervise(tasksCtx, t)
 	}
-	a.kick(a.kickSend)
+	kick(a.kickSend)
 	a.cfg.Notify("READY=1")
 
 	var fatal error
 	select {
 	case <-ctx.Done():
 		a.log.Info("agent stopping", "running", a.runningCount())
-	case fatal = <-a.fatal:
+	case fatal = <-loops.failed():
 		a.log.Error("agent stopping", "err", fatal)
 	}
 	a.cfg.Notify("STOPPING=1")
@@ -206,7 +202,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	a.mu.Unlock()
 	a.shutdownTasks(stopTasks)
 	stopLoops()
-	wg.Wait()
+	loops.Wait()
 	if fatal == nil {
 		a.flush()
 		a.goOffline()
@@ -328,20 +324,29 @@ func (a *Agent) runningCount() int {
 	return len(a.running)
 }
 
-func (a *Agent) kick(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
+// sendLoop is the agent's delivery loop.
+func (a *Agent) sendLoop() *sendLoop {
+	return &sendLoop{sender: a.sender, backoffMax: a.cfg.SendBackoffMax, log: a.log, kick: a.kickSend, replay: a.replay}
 }
 
-// die stops the agent for an error it cannot work around (the control
-// plane refuses the token).
-func (a *Agent) die(err error) {
-	select {
-	case a.fatal <- err:
-	default:
-	}
+// heartbeat is the agent's heartbeat loop.
+func (a *Agent) heartbeat() *heartbeat {
+	return &heartbeat{client: a.client, outbox: a.outbox, store: a.store, held: a.held, health: a.health, live: &a.live,
+		replies: a.replies, link: a.link, obs: a.obs, log: a.log, notify: a.cfg.Notify, base: a.cfg.HeartbeatInterval,
+		request: a.heartbeatRequest, cancel: a.cancelTask, record: a.writeHealth,
+		sendNow: a.kickSend, replay: a.replay, claimNow: a.kickClaim}
+}
+
+// claimer is the agent's claim loop; the tasks it claims run under
+// tasksCtx.
+func (a *Agent) claimer(tasksCtx context.Context) *claimer {
+	return &claimer{client: a.client, agentID: a.id, store: a.store, health: a.health, held: a.held, link: a.link, log: a.log,
+		room: func() (int, bool) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return a.live.Load().MaxConcurrent - len(a.running), a.stopping
+		},
+		running: a.isRunning, start: func(t *state.Task) { a.supervise(tasksCtx, t) }, kick: a.kickClaim}
 }
 
 // reconcile loads task state and takes up the tasks a crash left in a
@@ -427,7 +432,7 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 			a.mu.Lock()
 			delete(a.running, t.ID)
 			a.mu.Unlock()
-			a.kick(a.kickClaim)
+			kick(a.kickClaim)
 		}()
 		if err := a.newRunner(t).Run(ctx, t); err != nil {
 			a.log.Error("task cannot run", "task", t.ID, "err", err)

@@ -257,7 +257,7 @@ func TestDataDirectoryWritableByOthersIsRefused(t *testing.T) {
 }
 
 func TestHeartbeatIntervalFromTheControlPlaneIsClamped(t *testing.T) {
-	a := &Agent{cfg: Config{HeartbeatInterval: 10 * time.Second}}
+	h := &heartbeat{base: 10 * time.Second}
 	for _, c := range []struct {
 		seconds float64
 		want    time.Duration
@@ -268,11 +268,11 @@ func TestHeartbeatIntervalFromTheControlPlaneIsClamped(t *testing.T) {
 		{0, 10 * time.Second},
 		{-3, 10 * time.Second},
 	} {
-		if got, _ := a.clampInterval(c.seconds); got != c.want {
+		if got, _ := h.clampInterval(c.seconds); got != c.want {
 			t.Errorf("clampInterval(%v) = %v, want %v", c.seconds, got, c.want)
 		}
 	}
-	fast := &Agent{cfg: Config{HeartbeatInterval: 100 * time.Millisecond}}
+	fast := &heartbeat{base: 100 * time.Millisecond}
 	if got, _ := fast.clampInterval(0.1); got != 100*time.Millisecond {
 		t.Errorf("an agent set to beat fast keeps its own floor: %v", got)
 	}

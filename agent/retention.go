@@ -62,15 +62,15 @@ func (h *holdback) holds(id string) bool {
 	return h.held[id] > 0 || h.tasks[id] != nil
 }
 
-// loop prunes now and every retentionInterval until ctx ends.
-func (r *retention) loop(ctx context.Context) {
+// Run prunes now and every retentionInterval until ctx ends.
+func (r *retention) Run(ctx context.Context) error {
 	tick := time.NewTicker(retentionInterval)
 	defer tick.Stop()
 	for {
 		r.prune(ctx)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tick.C:
 		}
 	}
