@@ -14,7 +14,9 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -26,7 +28,7 @@ import (
 type Agent struct {
 	cfg     Config
 	log     *slog.Logger
-	layout  Layout
+	layout  datadir.Layout
 	id      string
 	host    string
 	client  *controlplane.Client
@@ -39,11 +41,9 @@ type Agent struct {
 	logs    *taskLogs // the attempt logs being written, capped
 	started time.Time
 
-	tasksCtx  context.Context // cancelled with runner.ErrShutdown when tasks must stop
-	kickSend  chan struct{}   // something was appended
-	replay    chan struct{}   // a heartbeat got through
+	kickSend  chan struct{} // something was appended
+	replay    chan struct{} // a heartbeat got through
 	kickClaim chan struct{}
-	fatal     chan error
 	aborted   chan struct{}
 	abortOnce sync.Once
 	tasks     sync.WaitGroup
@@ -53,15 +53,12 @@ type Agent struct {
 	mu       sync.Mutex
 	running  map[string]*supervised
 	stopping bool
-	interval time.Duration
-	reached  bool // the last heartbeat got through
 
-	// Liveness of the loops, for the service manager's watchdog.
-	sendTick, beatTick, claimTick atomic.Int64
+	link *link // what the heartbeat learned of the control plane
 
-	conf    confinement   // how attempts are confined
-	metrics *agentMetrics // nil without Config.MetricsAddr
-	obs     observer      // counts for the metrics; noObserver without them
+	conf    isolation.Confinement // how attempts are confined
+	metrics *agentMetrics         // nil without Config.MetricsAddr
+	obs     observer              // counts for the metrics; noObserver without them
 }
 
 // supervised is a task being run, as the other loops see it.
@@ -90,19 +87,23 @@ func New(cfg Config) (*Agent, error) {
 	}
 	host, _ := os.Hostname()
 	a := &Agent{conf: conf,
-		cfg: cfg, log: cfg.Logger, layout: Layout{cfg.DataDir}, host: host, client: client,
+		cfg: cfg, log: cfg.Logger, layout: datadir.Layout{Dir: cfg.DataDir}, host: host, client: client,
 		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
-		fatal: make(chan error, 1), aborted: make(chan struct{}),
-		running: map[string]*supervised{}, interval: cfg.HeartbeatInterval,
+		aborted: make(chan struct{}),
+		running: map[string]*supervised{}, link: &link{interval: cfg.HeartbeatInterval},
 	}
-	a.health.SetIsolation(conf.line, conf.iso != nil)
+	a.health.SetIsolation(conf.Line, conf.Runner != nil)
 	a.live.Store(liveOf(cfg))
 	if err := a.setupMetrics(); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
+
+// Isolation says how the agent confines its attempts, as it found at
+// start.
+func (a *Agent) Isolation() string { return a.conf.Line }
 
 // Abort makes a running stop skip its waits: tasks are cancelled at once and
 // the outbox is not flushed (its records stay on disk for the next start).
@@ -117,7 +118,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	if err := checkPrivate(a.cfg.DataDir); err != nil {
+	if err := datadir.CheckPrivate(a.cfg.DataDir); err != nil {
 		return err
 	}
 	a.outbox, err = outbox.Open(a.layout.Outbox(), a.cfg.Outbox)
@@ -125,19 +126,19 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer a.outbox.Close()
-	if err := a.layout.writePID(); err != nil {
+	if err := a.layout.WritePID(); err != nil {
 		return fmt.Errorf("pid file: %w", err)
 	}
-	defer a.layout.removePID()
+	defer a.layout.RemovePID()
 	if a.id = a.cfg.AgentID; a.id == "" {
-		if a.id, err = a.layout.agentID(); err != nil {
+		if a.id, err = a.layout.LoadAgentID(); err != nil {
 			return fmt.Errorf("agent id: %w", err)
 		}
 	}
 	if a.store, err = state.OpenStore(a.layout.Tasks()); err != nil {
 		return err
 	}
-	if a.client, err = a.layout.agentClient(a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id); err != nil {
+	if a.client, err = agentClient(a.layout, a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log, obs: a.obs}
@@ -149,10 +150,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	a.started = utc.Now()
 	a.log.Info("agent starting", "version", a.cfg.Version, "agent_id", a.id, "data_dir", a.cfg.DataDir, "control_plane", a.client.URL(),
 		"executor", runner.Describe(a.cfg.Executor), "max_concurrent", a.cfg.MaxConcurrent, "models", a.cfg.Models)
-	if a.conf.iso == nil {
-		a.log.Warn("ATTEMPTS ARE NOT CONFINED: "+a.conf.line, "isolation", "none")
+	if a.conf.Runner == nil {
+		a.log.Warn("ATTEMPTS ARE NOT CONFINED: "+a.conf.Line, "isolation", "none")
 	} else {
-		a.log.Info("attempts are confined", "isolation", a.conf.line)
+		a.log.Info("attempts are confined", "isolation", a.conf.Line)
 	}
 	if st := a.outbox.Stats(); st.Pending > 0 || st.Quarantined > 0 || st.TornBytes > 0 {
 		a.log.Info("outbox recovered", "pending", st.Pending, "dead", st.Dead, "quarantined", st.Quarantined, "torn_bytes", st.TornBytes)
@@ -171,27 +172,28 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	resume := a.reconcile()
 
 	tasksCtx, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
-	a.tasksCtx = tasksCtx
-	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { a.sendLoop(loops) })
-	wg.Go(func() { a.heartbeatLoop(loops) })
-	wg.Go(func() { a.claimLoop(loops) })
-	wg.Go(func() { a.retention().loop(loops) })
+	loopsCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	send, beat, claim := a.sendLoop(), a.heartbeat(), a.claimer(tasksCtx)
+	loops := newLoops()
+	loops.Go(loopsCtx, send)
+	loops.Go(loopsCtx, beat)
+	loops.Go(loopsCtx, claim)
+	loops.Go(loopsCtx, a.retention())
 	if a.cfg.WatchdogInterval > 0 {
-		wg.Go(func() { a.watchdogLoop(loops) })
+		loops.Go(loopsCtx, &watchdog{interval: a.cfg.WatchdogInterval, notify: a.cfg.Notify, link: a.link,
+			alive: []*atomic.Int64{&send.alive, &beat.alive, &claim.alive}})
 	}
 	for _, t := range resume {
 		a.supervise(tasksCtx, t)
 	}
-	a.kick(a.kickSend)
+	kick(a.kickSend)
 	a.cfg.Notify("READY=1")
 
 	var fatal error
 	select {
 	case <-ctx.Done():
 		a.log.Info("agent stopping", "running", a.runningCount())
-	case fatal = <-a.fatal:
+	case fatal = <-loops.failed():
 		a.log.Error("agent stopping", "err", fatal)
 	}
 	a.cfg.Notify("STOPPING=1")
@@ -200,7 +202,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	a.mu.Unlock()
 	a.shutdownTasks(stopTasks)
 	stopLoops()
-	wg.Wait()
+	loops.Wait()
 	if fatal == nil {
 		a.flush()
 		a.goOffline()
@@ -322,20 +324,29 @@ func (a *Agent) runningCount() int {
 	return len(a.running)
 }
 
-func (a *Agent) kick(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
+// sendLoop is the agent's delivery loop.
+func (a *Agent) sendLoop() *sendLoop {
+	return &sendLoop{sender: a.sender, backoffMax: a.cfg.SendBackoffMax, log: a.log, kick: a.kickSend, replay: a.replay}
 }
 
-// die stops the agent for an error it cannot work around (the control
-// plane refuses the token).
-func (a *Agent) die(err error) {
-	select {
-	case a.fatal <- err:
-	default:
-	}
+// heartbeat is the agent's heartbeat loop.
+func (a *Agent) heartbeat() *heartbeat {
+	return &heartbeat{client: a.client, outbox: a.outbox, store: a.store, held: a.held, health: a.health, live: &a.live,
+		replies: a.replies, link: a.link, obs: a.obs, log: a.log, notify: a.cfg.Notify, base: a.cfg.HeartbeatInterval,
+		request: a.heartbeatRequest, cancel: a.cancelTask, record: a.writeHealth,
+		sendNow: a.kickSend, replay: a.replay, claimNow: a.kickClaim}
+}
+
+// claimer is the agent's claim loop; the tasks it claims run under
+// tasksCtx.
+func (a *Agent) claimer(tasksCtx context.Context) *claimer {
+	return &claimer{client: a.client, agentID: a.id, store: a.store, health: a.health, held: a.held, link: a.link, log: a.log,
+		room: func() (int, bool) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return a.live.Load().MaxConcurrent - len(a.running), a.stopping
+		},
+		running: a.isRunning, start: func(t *state.Task) { a.supervise(tasksCtx, t) }, kick: a.kickClaim}
 }
 
 // reconcile loads task state and takes up the tasks a crash left in a
@@ -370,7 +381,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	l := a.live.Load()
 	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
 		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: l.Models, Logger: a.log.With("task", t.ID),
-		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.iso}
+		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.Runner}
 }
 
 // workDir is where tasks get their work directories.
@@ -421,7 +432,7 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 			a.mu.Lock()
 			delete(a.running, t.ID)
 			a.mu.Unlock()
-			a.kick(a.kickClaim)
+			kick(a.kickClaim)
 		}()
 		if err := a.newRunner(t).Run(ctx, t); err != nil {
 			a.log.Error("task cannot run", "task", t.ID, "err", err)

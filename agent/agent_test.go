@@ -17,6 +17,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
@@ -87,7 +88,7 @@ func TestRunStopsCleanly(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	snap, err := outbox.Inspect(Layout{cfg.DataDir}.Outbox())
+	snap, err := outbox.Inspect(datadir.Layout{Dir: cfg.DataDir}.Outbox())
 	if err != nil || snap.Stats.Pending != 0 {
 		t.Errorf("after a clean stop: %v %+v", err, snap.Stats)
 	}
@@ -180,7 +181,7 @@ func TestMissingExecutorClaimsNothing(t *testing.T) {
 	if got, _ := client.Task(ctx, v.ID); got.Phase != state.PhaseQueued {
 		t.Errorf("an agent with a missing executor took the task: %s", got.Phase)
 	}
-	h, err := ReadHealth(cfg.DataDir)
+	h, err := datadir.ReadHealth(cfg.DataDir)
 	if err != nil || h.Grade != "unavailable" || !strings.Contains(h.Reason, "/nonexistent/codex") {
 		t.Errorf("health file: %v %+v", err, h)
 	}
@@ -200,7 +201,9 @@ func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 	}
 	// It registered and kept its token, as an agent does before it claims.
 	crashed, err := controlplane.NewClient(cfg.ControlPlane, cfg.Token, controlplane.ClientOptions{AgentID: "vm-crashed",
-		SaveAgentToken: func(tok string) error { return os.WriteFile(Layout{cfg.DataDir}.AgentToken(), []byte(tok+"\n"), 0o600) }})
+		SaveAgentToken: func(tok string) error {
+			return os.WriteFile(datadir.Layout{Dir: cfg.DataDir}.AgentToken(), []byte(tok+"\n"), 0o600)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +215,7 @@ func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 	task := claimed.Tasks[0].Task
 	lease := claimed.Tasks[0].Lease
 	task.Lease = &lease
-	store, err := state.OpenStore(Layout{cfg.DataDir}.Tasks())
+	store, err := state.OpenStore(datadir.Layout{Dir: cfg.DataDir}.Tasks())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +257,7 @@ func TestDataDirectoryWritableByOthersIsRefused(t *testing.T) {
 }
 
 func TestHeartbeatIntervalFromTheControlPlaneIsClamped(t *testing.T) {
-	a := &Agent{cfg: Config{HeartbeatInterval: 10 * time.Second}}
+	h := &heartbeat{base: 10 * time.Second}
 	for _, c := range []struct {
 		seconds float64
 		want    time.Duration
@@ -265,11 +268,11 @@ func TestHeartbeatIntervalFromTheControlPlaneIsClamped(t *testing.T) {
 		{0, 10 * time.Second},
 		{-3, 10 * time.Second},
 	} {
-		if got, _ := a.clampInterval(c.seconds); got != c.want {
+		if got, _ := h.clampInterval(c.seconds); got != c.want {
 			t.Errorf("clampInterval(%v) = %v, want %v", c.seconds, got, c.want)
 		}
 	}
-	fast := &Agent{cfg: Config{HeartbeatInterval: 100 * time.Millisecond}}
+	fast := &heartbeat{base: 100 * time.Millisecond}
 	if got, _ := fast.clampInterval(0.1); got != 100*time.Millisecond {
 		t.Errorf("an agent set to beat fast keeps its own floor: %v", got)
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -46,8 +47,8 @@ type Config struct {
 	// DataDir/work.
 	WorkDir string
 	// Isolation says how attempts are confined. Default: with Landlock
-	// where the kernel has it (see Isolation).
-	Isolation Isolation
+	// where the kernel has it (see the isolation package).
+	Isolation isolation.Config
 	// ReplyTimeout bounds a person's answer to an approval request; then
 	// it is declined. Default runner.DefaultReplyTimeout.
 	ReplyTimeout time.Duration

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
@@ -105,5 +106,5 @@ func (a *Agent) storeResult(taskID string, payload []byte) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, fmt.Sprintf("completion-%d.json", time.Now().UnixNano()))
-	return path, writeFile(path, payload)
+	return path, datadir.WriteFile(path, payload)
 }

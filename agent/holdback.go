@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 
@@ -151,20 +152,11 @@ func (h *holdback) fail(err error) {
 	h.failing = err
 }
 
-// StorageStatus is what the agent tells of its writes.
-type StorageStatus struct {
-	Failing     string    `json:"failing,omitempty"` // disk_full or storage_error, and the error
-	Since       time.Time `json:"since,omitzero"`
-	HeldReports int       `json:"held_reports"`
-	HeldTasks   int       `json:"held_tasks"`
-	DroppedLogs int       `json:"dropped_logs"`
-}
-
 // status says whether writes fail, and what is held.
-func (h *holdback) status() StorageStatus {
+func (h *holdback) status() datadir.StorageStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := StorageStatus{HeldReports: len(h.records), HeldTasks: len(h.tasks)}
+	s := datadir.StorageStatus{HeldReports: len(h.records), HeldTasks: len(h.tasks)}
 	for _, n := range h.dropped {
 		s.DroppedLogs += n
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
@@ -42,17 +43,17 @@ func (t tally) Sent(result metrics.SendResult, n int) { t[result] += n }
 // as the daemon would. It takes the outbox's lock, so it refuses to run
 // beside the agent. On an error the records not delivered stay pending.
 func Replay(ctx context.Context, opts ReplayOptions) (ReplayResult, error) {
-	layout := Layout{opts.DataDir}
+	layout := datadir.Layout{Dir: opts.DataDir}
 	ob, err := outbox.Open(layout.Outbox(), outbox.Options{})
 	if err != nil {
 		return ReplayResult{}, err
 	}
 	defer ob.Close()
-	id, err := layout.agentID()
+	id, err := layout.LoadAgentID()
 	if err != nil {
 		return ReplayResult{}, err
 	}
-	client, err := layout.agentClient(opts.ControlPlane, opts.Token, opts.Insecure, "replay", id)
+	client, err := agentClient(layout, opts.ControlPlane, opts.Token, opts.Insecure, "replay", id)
 	if err != nil {
 		return ReplayResult{}, err
 	}

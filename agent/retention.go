@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -30,7 +31,7 @@ const trashPrefix = ".pruning-"
 // records once dead for Config.Retention. It runs at start, then every
 // retentionInterval.
 type retention struct {
-	layout   Layout
+	layout   datadir.Layout
 	workRoot string // a task's work directory is workRoot/TASK_ID
 	store    *state.Store
 	outbox   *outbox.Outbox
@@ -61,15 +62,15 @@ func (h *holdback) holds(id string) bool {
 	return h.held[id] > 0 || h.tasks[id] != nil
 }
 
-// loop prunes now and every retentionInterval until ctx ends.
-func (r *retention) loop(ctx context.Context) {
+// Run prunes now and every retentionInterval until ctx ends.
+func (r *retention) Run(ctx context.Context) error {
 	tick := time.NewTicker(retentionInterval)
 	defer tick.Stop()
 	for {
 		r.prune(ctx)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tick.C:
 		}
 	}

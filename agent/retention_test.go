@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -29,7 +30,7 @@ type pruneBed struct {
 func newPruneBed(t *testing.T, rules state.Retention) *pruneBed {
 	t.Helper()
 	b := &pruneBed{t: t, now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC), busy: map[string]bool{}}
-	l := Layout{t.TempDir()}
+	l := datadir.Layout{Dir: t.TempDir()}
 	store, err := state.OpenStore(l.Tasks())
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func (b *pruneBed) task(id string, phase state.Phase, endedAgo time.Duration, wo
 	ended := b.now.Add(-endedAgo)
 	must(b.t, b.r.store.Save(&state.Task{ID: id, Prompt: "p", Phase: phase, CreatedAt: ended.Add(-time.Minute), UpdatedAt: ended,
 		Recoverable: phase == state.PhaseRecoverableFailed, Attempts: []state.Attempt{}}))
-	must(b.t, b.r.layout.appendLog(id, 1, []byte("12:00:00.000 stdout   hello\n")))
+	must(b.t, b.r.layout.AppendLog(id, 1, []byte("12:00:00.000 stdout   hello\n")))
 	must(b.t, os.MkdirAll(filepath.Join(b.r.workRoot, id, "src"), 0o700))
 	must(b.t, os.WriteFile(filepath.Join(b.r.workRoot, id, "src", "big"), make([]byte, workBytes), 0o600))
 }
@@ -216,7 +217,7 @@ func TestRunPrunesAtStart(t *testing.T) {
 	cfg.Retention = time.Hour
 	pruned := make(chan struct{})
 	cfg.Logger = slog.New(signalOn{msg: "retention: finished tasks pruned, with their logs and work directories", ch: pruned, once: &sync.Once{}})
-	l := Layout{cfg.DataDir}
+	l := datadir.Layout{Dir: cfg.DataDir}
 	store, err := state.OpenStore(l.Tasks())
 	must(t, err)
 	ended := time.Now().Add(-2 * time.Hour)

@@ -55,7 +55,7 @@ func (s *sink) Report(r runner.Report) {
 		sup.phase, sup.attempt, sup.lastProgress = r.Task.Phase, r.Attempt, r.Task.LastProgressAt
 	}
 	a.mu.Unlock()
-	a.kick(a.kickSend)
+	kick(a.kickSend)
 }
 
 // recordLimit is the largest payload a record may carry.

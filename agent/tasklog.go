@@ -6,6 +6,9 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/edgeagent/agent/internal/bytesize"
+	"github.com/edgeagent/agent/internal/datadir"
 )
 
 // taskLogs writes the attempt logs of the running tasks, each capped at
@@ -58,7 +61,7 @@ func (t *taskLogs) half() int64 { return t.max/2 - logMarkRoom }
 // cappedLog is one attempt's log while it is written.
 type cappedLog struct {
 	mu     sync.Mutex
-	layout Layout
+	layout datadir.Layout
 	key    logKey
 	size   int64 // bytes in the file, as far as this process knows
 	cut    bool  // the head is full: lines go to the ring
@@ -72,7 +75,7 @@ type cappedLog struct {
 
 // append writes lines of an attempt's output: to the file while the head
 // has room, to the ring after.
-func (t *taskLogs) append(l Layout, taskID string, attempt int, at time.Time, stream string, lines []string) error {
+func (t *taskLogs) append(l datadir.Layout, taskID string, attempt int, at time.Time, stream string, lines []string) error {
 	c, ended := t.get(l, logKey{taskID, attempt})
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -88,14 +91,14 @@ func (t *taskLogs) append(l Layout, taskID string, attempt int, at time.Time, st
 		if !c.cut {
 			c.cut = true
 			out = append(out, logMark(at, fmt.Sprintf("… output past %s is held: its last %s follow when the attempt ends …",
-				sizeText(t.half()), sizeText(t.half())))...)
+				bytesize.Text(t.half()), bytesize.Text(t.half())))...)
 		}
 		c.keep(b, t.half())
 	}
 	if len(out) == 0 {
 		return ended
 	}
-	if err := l.appendLog(taskID, attempt, out); err != nil {
+	if err := l.AppendLog(taskID, attempt, out); err != nil {
 		return errors.Join(ended, err)
 	}
 	c.size += int64(len(out))
@@ -105,7 +108,7 @@ func (t *taskLogs) append(l Layout, taskID string, attempt int, at time.Time, st
 // get returns the attempt's log, opening it. A new attempt of a task ends
 // the task's earlier ones: their tails are written, and the error of that
 // is returned.
-func (t *taskLogs) get(l Layout, k logKey) (*cappedLog, error) {
+func (t *taskLogs) get(l datadir.Layout, k logKey) (*cappedLog, error) {
 	t.mu.Lock()
 	c := t.open[k]
 	var ended []*cappedLog
@@ -185,7 +188,7 @@ func (c *cappedLog) close() error {
 		out = append(out, b...)
 	}
 	c.ring, c.first, c.ringBytes, c.cut = nil, 0, 0, false
-	if err := c.layout.appendLog(c.key.task, c.key.attempt, out); err != nil {
+	if err := c.layout.AppendLog(c.key.task, c.key.attempt, out); err != nil {
 		return err
 	}
 	c.size += int64(len(out))
@@ -202,16 +205,3 @@ func logTime(at time.Time) string { return at.UTC().Format("15:04:05.000") }
 
 // logMark is a line the agent itself writes into a log.
 func logMark(at time.Time, msg string) []byte { return logLine(logTime(at), "agent", msg) }
-
-// sizeText says n bytes for people: 512 KiB, 1.5 MiB, 76.2 GiB.
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}

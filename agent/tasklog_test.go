@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -19,10 +20,10 @@ func TestTaskLogCapUnderAFlood(t *testing.T) {
 		limit = 64 << 10
 		lines = 20_000 // about 1 MB of output
 	)
-	l := Layout{t.TempDir()}
+	l := datadir.Layout{Dir: t.TempDir()}
 	logs := newTaskLogs(limit)
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	follower, err := NewLogReader(l.Dir, "flood", 1)
+	follower, err := datadir.NewLogReader(l.Dir, "flood", 1)
 	must(t, err)
 	var followed []string
 	follow := func() { must(t, follower.Next(func(s string) { followed = append(followed, s) })) }
@@ -101,7 +102,7 @@ func TestTaskLogCapUnderAFlood(t *testing.T) {
 }
 
 func TestTaskLogNextAttemptEndsTheLastOne(t *testing.T) {
-	l := Layout{t.TempDir()}
+	l := datadir.Layout{Dir: t.TempDir()}
 	logs := newTaskLogs(1) // below the smallest cap: minTaskLogBytes is taken
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	long := strings.Repeat("y", 100)
@@ -148,10 +149,10 @@ func TestAgentCapsAFloodingTasksLog(t *testing.T) {
 	must(t, <-errc) // the task's log is ended once Run returns
 
 	var lines []string
-	r, err := NewLogReader(cfg.DataDir, v.ID, 1)
+	r, err := datadir.NewLogReader(cfg.DataDir, v.ID, 1)
 	must(t, err)
 	must(t, r.Next(func(s string) { lines = append(lines, s) }))
-	b, err := os.ReadFile(Layout{cfg.DataDir}.Log(v.ID, 1))
+	b, err := os.ReadFile(datadir.Layout{Dir: cfg.DataDir}.Log(v.ID, 1))
 	must(t, err)
 	text := string(b)
 	t.Logf("log: %d bytes, %d lines", len(b), len(lines))

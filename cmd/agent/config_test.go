@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -255,7 +255,7 @@ func TestSIGHUPWhileStartingIsKept(t *testing.T) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	o, err := outbox.Open(agent.Layout{Dir: dataDir}.Outbox(), outbox.Options{})
+	o, err := outbox.Open(datadir.Layout{Dir: dataDir}.Outbox(), outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/demo"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
 )
@@ -46,7 +46,7 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
   agent demo --executor claude --data-dir ./demo-data`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := agent.DemoOptions{DataDir: dataDir, Out: cmd.OutOrStdout(), Version: agentVersion(), StartControlPlane: startDemoControlPlane}
+			opts := demo.Options{DataDir: dataDir, Out: cmd.OutOrStdout(), Version: agentVersion(), StartControlPlane: startDemoControlPlane}
 			switch kind {
 			case "sample":
 				f := executorFlags{kind: "sample", killGrace: 5 * time.Second}
@@ -55,7 +55,7 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
 					return err
 				}
 				opts.Executor = exe
-				return agent.Demo(cmd.Context(), opts)
+				return demo.Run(cmd.Context(), opts)
 			case "codex", "claude":
 				path, err := demoBinary(kind, bin)
 				if err != nil {
@@ -80,7 +80,7 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
 				opts.Tasks, opts.Models = demoCLITasks(kind)
 				opts.Timeout = 5 * time.Minute
 				fmt.Fprintf(cmd.OutOrStdout(), "Running %s (%s) against a mock model on %s\n", kind, path, mock.URL())
-				return agent.Demo(cmd.Context(), opts)
+				return demo.Run(cmd.Context(), opts)
 			}
 			return usagef("--executor %q: want sample, codex or claude", kind)
 		},
@@ -93,7 +93,7 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
 
 // startDemoControlPlane runs the reference control plane the demo asks for
 // on a free port of loopback.
-func startDemoControlPlane(cp agent.DemoControlPlane) (url string, stop func(), err error) {
+func startDemoControlPlane(cp demo.ControlPlane) (url string, stop func(), err error) {
 	srv, err := server.New(server.Options{Dir: cp.Dir, Token: cp.Token, OperatorTokens: []string{cp.OperatorToken},
 		HeartbeatInterval: cp.HeartbeatInterval, Logger: cp.Logger})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/doctor"
 )
 
 func newDoctorCmd() *cobra.Command {
@@ -49,7 +49,7 @@ checks go on with the flags, the environment and the defaults. doctor exits
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts := doctorOptions(cmd, &f)
 			opts.Timeout = timeout
-			checks := agent.Doctor(cmd.Context(), opts)
+			checks := doctor.Run(cmd.Context(), opts)
 			out := cmd.OutOrStdout()
 			var err error
 			if asJSON {
@@ -60,7 +60,7 @@ checks go on with the flags, the environment and the defaults. doctor exits
 			if err != nil {
 				return err
 			}
-			if agent.Failed(checks) {
+			if doctor.Failed(checks) {
 				return exitCode(1)
 			}
 			return nil
@@ -68,21 +68,21 @@ checks go on with the flags, the environment and the defaults. doctor exits
 	}
 	f.bind(useSettings(cmd, agentSettings))
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print the checks as a JSON array of {"check", "result", "detail", "fix"}`)
-	cmd.Flags().DurationVar(&timeout, "timeout", agent.DefaultDoctorTimeout, "bound on each request to the control plane and on the executor's --version")
+	cmd.Flags().DurationVar(&timeout, "timeout", doctor.DefaultTimeout, "bound on each request to the control plane and on the executor's --version")
 	return cmd
 }
 
 // doctorOptions resolves agent run's settings as the root command would,
 // but keeps going when they are wrong: a bad config file is dropped (the
 // flags and the environment still apply) and its error becomes a check.
-func doctorOptions(cmd *cobra.Command, f *runFlags) agent.DoctorOptions {
+func doctorOptions(cmd *cobra.Command, f *runFlags) doctor.Options {
 	t, fs := agentSettings, cmd.Flags()
 	path := t.configPath(fs)
 	_, err := t.resolve(fs, path, os.LookupEnv)
 	if err != nil && path != "" {
 		t.resolve(fs, "", os.LookupEnv) // without the file; what still fails keeps its default
 	}
-	o := agent.DoctorOptions{ConfigFile: path, ConfigErr: err, TokenFile: f.tokenFile, DataDir: f.dataDir,
+	o := doctor.Options{ConfigFile: path, ConfigErr: err, TokenFile: f.tokenFile, DataDir: f.dataDir,
 		ExecutorKind: f.executor.kind, ControlPlane: f.controlPlane, Insecure: f.insecure, Version: agentVersion()}
 	o.Token, o.TokenErr = readTokenForDoctor(f.tokenFile) // doctor checks the file's mode itself
 	o.Executor, o.ExecutorErr = f.executor.build()
@@ -95,19 +95,19 @@ func doctorOptions(cmd *cobra.Command, f *runFlags) agent.DoctorOptions {
 func colorful(w io.Writer) bool { return os.Getenv("NO_COLOR") == "" && isTerminal(w) }
 
 // resultColor is the SGR color of each result.
-var resultColor = map[agent.CheckResult]string{agent.CheckPass: "32", agent.CheckWarn: "33", agent.CheckFail: "31", agent.CheckSkip: "90"}
+var resultColor = map[doctor.CheckResult]string{doctor.CheckPass: "32", doctor.CheckWarn: "33", doctor.CheckFail: "31", doctor.CheckSkip: "90"}
 
 // printChecks writes the checks as a table, then the fixes of those that
 // warned or failed, then a summary line.
-func printChecks(w io.Writer, checks []agent.Check, color bool) error {
+func printChecks(w io.Writer, checks []doctor.Check, color bool) error {
 	nameWidth := len("CHECK")
 	for _, c := range checks {
 		nameWidth = max(nameWidth, len(c.Name))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-*s  %-6s  %s\n", nameWidth, "CHECK", "RESULT", "DETAIL")
-	count := map[agent.CheckResult]int{}
-	var fixes []agent.Check
+	count := map[doctor.CheckResult]int{}
+	var fixes []doctor.Check
 	for _, c := range checks {
 		count[c.Result]++
 		result := fmt.Sprintf("%-6s", c.Result) // padded before coloring, so the columns stay aligned
@@ -127,12 +127,12 @@ func printChecks(w io.Writer, checks []agent.Check, color bool) error {
 	}
 	b.WriteString("\n")
 	switch {
-	case count[agent.CheckFail] > 0:
-		fmt.Fprintf(&b, "%d of %d checks failed, %d warned\n", count[agent.CheckFail], len(checks), count[agent.CheckWarn])
-	case count[agent.CheckWarn] > 0:
-		fmt.Fprintf(&b, "no check failed; %d warned\n", count[agent.CheckWarn])
+	case count[doctor.CheckFail] > 0:
+		fmt.Fprintf(&b, "%d of %d checks failed, %d warned\n", count[doctor.CheckFail], len(checks), count[doctor.CheckWarn])
+	case count[doctor.CheckWarn] > 0:
+		fmt.Fprintf(&b, "no check failed; %d warned\n", count[doctor.CheckWarn])
 	default:
-		fmt.Fprintf(&b, "all %d checks passed\n", count[agent.CheckPass])
+		fmt.Fprintf(&b, "all %d checks passed\n", count[doctor.CheckPass])
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -10,23 +10,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/doctor"
 )
 
 // doctorChecks runs agent doctor --json and returns its exit code and
 // checks by name, in order.
-func doctorChecks(t *testing.T, env []string, args ...string) (int, []agent.Check) {
+func doctorChecks(t *testing.T, env []string, args ...string) (int, []doctor.Check) {
 	t.Helper()
 	r := runAgentEnv(t, env, append([]string{"doctor", "--json", "--timeout", "5m"}, args...)...)
-	var checks []agent.Check
+	var checks []doctor.Check
 	if err := json.Unmarshal([]byte(r.stdout), &checks); err != nil {
 		t.Fatalf("doctor --json: %v: %+v", err, r)
 	}
 	if r.stderr != "" {
 		t.Errorf("doctor wrote on stderr: %q", r.stderr)
 	}
-	want := []agent.CheckName{agent.CheckConfig, agent.CheckToken, agent.CheckDataDir, agent.CheckLock, agent.CheckOutbox,
-		agent.CheckDisk, agent.CheckExecutor, agent.CheckIsolation, agent.CheckControlPlane, agent.CheckAuth, agent.CheckClock}
+	want := []doctor.CheckName{doctor.CheckConfig, doctor.CheckToken, doctor.CheckDataDir, doctor.CheckLock, doctor.CheckOutbox,
+		doctor.CheckDisk, doctor.CheckExecutor, doctor.CheckIsolation, doctor.CheckControlPlane, doctor.CheckAuth, doctor.CheckClock}
 	if len(checks) != len(want) {
 		t.Fatalf("%d checks, want %d: %+v", len(checks), len(want), checks)
 	}
@@ -38,13 +38,13 @@ func doctorChecks(t *testing.T, env []string, args ...string) (int, []agent.Chec
 	return r.code, checks
 }
 
-func findCheck(checks []agent.Check, name agent.CheckName) agent.Check {
+func findCheck(checks []doctor.Check, name doctor.CheckName) doctor.Check {
 	for _, c := range checks {
 		if c.Name == name {
 			return c
 		}
 	}
-	return agent.Check{}
+	return doctor.Check{}
 }
 
 // privateDir is a directory of the test's with mode 0700 (t.TempDir's
@@ -60,10 +60,10 @@ func TestDoctorHealthy(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := filepath.Join(t.TempDir(), "data") // agent run makes it
 	args := []string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir, "--executor", "sample"}
-	allPass := func(t *testing.T, checks []agent.Check) {
+	allPass := func(t *testing.T, checks []doctor.Check) {
 		t.Helper()
 		for _, ch := range checks {
-			if ch.Result != agent.CheckPass || ch.Fix != "" {
+			if ch.Result != doctor.CheckPass || ch.Fix != "" {
 				t.Errorf("%s: %s %q (fix %q), want a pass", ch.Name, ch.Result, ch.Detail, ch.Fix)
 			}
 		}
@@ -73,13 +73,13 @@ func TestDoctorHealthy(t *testing.T) {
 		t.Errorf("exit %d, want 0", code)
 	}
 	allPass(t, checks)
-	for name, detail := range map[agent.CheckName]string{
-		agent.CheckToken:     "from " + c.tokenFile + " (mode 0600, not shown)",
-		agent.CheckDataDir:   "does not exist yet",
-		agent.CheckExecutor:  "sample: exec (",
-		agent.CheckIsolation: "landlock (ABI ",
-		agent.CheckAuth:      "token accepted",
-		agent.CheckClock:     "within 1s",
+	for name, detail := range map[doctor.CheckName]string{
+		doctor.CheckToken:     "from " + c.tokenFile + " (mode 0600, not shown)",
+		doctor.CheckDataDir:   "does not exist yet",
+		doctor.CheckExecutor:  "sample: exec (",
+		doctor.CheckIsolation: "landlock (ABI ",
+		doctor.CheckAuth:      "token accepted",
+		doctor.CheckClock:     "within 1s",
 	} {
 		if got := findCheck(checks, name).Detail; !strings.Contains(got, detail) {
 			t.Errorf("%s: %q does not say %q", name, got, detail)
@@ -108,10 +108,10 @@ func TestDoctorHealthy(t *testing.T) {
 		t.Errorf("with the agent running: exit %d, want 0", code)
 	}
 	allPass(t, checks)
-	if got, want := findCheck(checks, agent.CheckLock).Detail, "agent running, pid "+strconv.Itoa(a.cmd.Process.Pid); !strings.Contains(got, want) {
+	if got, want := findCheck(checks, doctor.CheckLock).Detail, "agent running, pid "+strconv.Itoa(a.cmd.Process.Pid); !strings.Contains(got, want) {
 		t.Errorf("lock: %q, want %q", got, want)
 	}
-	if got := findCheck(checks, agent.CheckDataDir).Detail; !strings.Contains(got, "mode 0700, yours") {
+	if got := findCheck(checks, doctor.CheckDataDir).Detail; !strings.Contains(got, "mode 0700, yours") {
 		t.Errorf("data-dir: %q", got)
 	}
 	select {
@@ -131,37 +131,37 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 		// setup returns the flags that break it, given the healthy ones'
 		// data directory and token file.
 		setup        func(t *testing.T, dataDir, tokenFile string) []string
-		failing      agent.CheckName
+		failing      doctor.CheckName
 		detail, fix  string
-		skipped      []agent.CheckName
-		stillPassing []agent.CheckName
+		skipped      []doctor.CheckName
+		stillPassing []doctor.CheckName
 	}{
-		{name: "wrong token", failing: agent.CheckAuth, detail: "refused the token (401 Unauthorized)", fix: "put the control plane's registration secret in",
+		{name: "wrong token", failing: doctor.CheckAuth, detail: "refused the token (401 Unauthorized)", fix: "put the control plane's registration secret in",
 			setup: func(t *testing.T, _, _ string) []string {
 				bad := filepath.Join(privateDir(t), "token")
 				writeFile(t, bad, "not-the-token-0123456789abcdef0123456789\n")
 				return []string{"--token-file", bad}
 			}},
-		{name: "a person's operator token", failing: agent.CheckAuth, detail: "it is an operator token, not the registration secret",
+		{name: "a person's operator token", failing: doctor.CheckAuth, detail: "it is an operator token, not the registration secret",
 			fix:   "put the control plane's registration secret in",
 			setup: func(t *testing.T, _, _ string) []string { return []string{"--token-file", c.operatorFile} }},
-		{name: "control plane down", failing: agent.CheckControlPlane, detail: "connection refused", fix: "start the control plane",
-			skipped: []agent.CheckName{agent.CheckAuth, agent.CheckClock},
+		{name: "control plane down", failing: doctor.CheckControlPlane, detail: "connection refused", fix: "start the control plane",
+			skipped: []doctor.CheckName{doctor.CheckAuth, doctor.CheckClock},
 			setup: func(t *testing.T, _, _ string) []string {
 				return []string{"--control-plane", "http://" + freeAddr(t)}
 			}},
-		{name: "data dir 0755", failing: agent.CheckDataDir, detail: "is open to others (mode 0755)", fix: "chmod 700 ",
+		{name: "data dir 0755", failing: doctor.CheckDataDir, detail: "is open to others (mode 0755)", fix: "chmod 700 ",
 			setup: func(t *testing.T, dataDir, _ string) []string {
 				must(t, os.Chmod(dataDir, 0o755))
 				return nil
 			}},
-		{name: "executor missing", failing: agent.CheckExecutor, detail: "executor not found: /nonexistent/codex",
+		{name: "executor missing", failing: doctor.CheckExecutor, detail: "executor not found: /nonexistent/codex",
 			fix: "npm install -g @openai/codex@0.169.0, or give --executor-bin",
 			setup: func(t *testing.T, _, _ string) []string {
 				return []string{"--executor", "codex", "--executor-bin", "/nonexistent/codex"}
 			}},
-		{name: "token file 0644", failing: agent.CheckToken, detail: "readable by every user (mode 0644)", fix: "chmod 600 ",
-			stillPassing: []agent.CheckName{agent.CheckAuth},
+		{name: "token file 0644", failing: doctor.CheckToken, detail: "readable by every user (mode 0644)", fix: "chmod 600 ",
+			stillPassing: []doctor.CheckName{doctor.CheckAuth},
 			setup: func(t *testing.T, _, tokenFile string) []string {
 				open := filepath.Join(privateDir(t), "token")
 				b, err := os.ReadFile(tokenFile)
@@ -170,9 +170,9 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 				must(t, os.Chmod(open, 0o644))
 				return []string{"--token-file", open}
 			}},
-		{name: "bad config file", failing: agent.CheckConfig, detail: `agent.toml:2: unknown key "max-concurent"; did you mean "max-concurrent"?`,
+		{name: "bad config file", failing: doctor.CheckConfig, detail: `agent.toml:2: unknown key "max-concurent"; did you mean "max-concurrent"?`,
 			fix:          "agent config check ",
-			stillPassing: []agent.CheckName{agent.CheckControlPlane, agent.CheckAuth, agent.CheckExecutor, agent.CheckDataDir},
+			stillPassing: []doctor.CheckName{doctor.CheckControlPlane, doctor.CheckAuth, doctor.CheckExecutor, doctor.CheckDataDir},
 			setup: func(t *testing.T, _, _ string) []string {
 				file := filepath.Join(privateDir(t), "agent.toml")
 				writeFile(t, file, "max-retries = 1\nmax-concurent = 3\n")
@@ -190,20 +190,20 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 			for _, ch := range checks {
 				switch {
 				case ch.Name == tc.failing:
-					if ch.Result != agent.CheckFail || !strings.Contains(ch.Detail, tc.detail) || !strings.Contains(ch.Fix, tc.fix) {
+					if ch.Result != doctor.CheckFail || !strings.Contains(ch.Detail, tc.detail) || !strings.Contains(ch.Fix, tc.fix) {
 						t.Errorf("%s: %s %q (fix %q), want a failure saying %q (fix %q)", ch.Name, ch.Result, ch.Detail, ch.Fix, tc.detail, tc.fix)
 					}
-				case ch.Result == agent.CheckFail:
+				case ch.Result == doctor.CheckFail:
 					t.Errorf("%s fails too: %q", ch.Name, ch.Detail)
 				}
 			}
 			for _, name := range tc.skipped {
-				if ch := findCheck(checks, name); ch.Result != agent.CheckSkip {
+				if ch := findCheck(checks, name); ch.Result != doctor.CheckSkip {
 					t.Errorf("%s: %s %q, want it skipped", name, ch.Result, ch.Detail)
 				}
 			}
 			for _, name := range tc.stillPassing {
-				if ch := findCheck(checks, name); ch.Result != agent.CheckPass {
+				if ch := findCheck(checks, name); ch.Result != doctor.CheckPass {
 					t.Errorf("%s: %s %q, want it still checked and passing", name, ch.Result, ch.Detail)
 				}
 			}
@@ -233,10 +233,10 @@ func TestDoctorEscapesUntrustedText(t *testing.T) {
 // On a terminal the results are colored, padded first so that the
 // columns stay aligned.
 func TestPrintChecksColorKeepsColumns(t *testing.T) {
-	checks := []agent.Check{
-		{Name: agent.CheckConfig, Result: agent.CheckPass, Detail: "fine"},
-		{Name: agent.CheckControlPlane, Result: agent.CheckFail, Detail: "down", Fix: "start it"},
-		{Name: agent.CheckClock, Result: agent.CheckSkip, Detail: "not asked"},
+	checks := []doctor.Check{
+		{Name: doctor.CheckConfig, Result: doctor.CheckPass, Detail: "fine"},
+		{Name: doctor.CheckControlPlane, Result: doctor.CheckFail, Detail: "down", Fix: "start it"},
+		{Name: doctor.CheckClock, Result: doctor.CheckSkip, Detail: "not asked"},
 	}
 	var plain, color strings.Builder
 	must(t, printChecks(&plain, checks, false))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -66,7 +67,7 @@ func TestE2EThreeOutcomes(t *testing.T) {
 		t.Errorf("tasks logs:\n%s", r.stdout)
 	}
 	r = runAgent(t, "health", "--data-dir", dataDir, "--json")
-	var h agent.HealthFile
+	var h datadir.HealthFile
 	if json.Unmarshal([]byte(r.stdout), &h); h.Grade != "available" || h.ControlPlane != "reachable" {
 		t.Errorf("health: %+v", r)
 	}
@@ -118,7 +119,7 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 	must(t, os.WriteFile(gate, nil, 0o600)) // the task goes on only now, with the control plane down
 
 	waitFor(t, 60*time.Second, "the task to end on the agent", func() bool {
-		task, err := agent.LoadTask(dataDir, id)
+		task, err := datadir.LoadTask(dataDir, id)
 		return err == nil && task.Phase.Terminal()
 	})
 	snap, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
@@ -188,7 +189,7 @@ func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
 		t.Errorf("orphaned attempt %+v %+v", a1.Error, a1.Retry)
 	}
 	c.events(t, id)
-	tasks, err := agent.LoadTasks(dataDir)
+	tasks, err := datadir.LoadTasks(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func TestE2EOutboxReplayByHand(t *testing.T) {
 	c.kill()
 	must(t, os.WriteFile(gate, nil, 0o600))
 	waitFor(t, 60*time.Second, "the task to end on the agent", func() bool {
-		task, err := agent.LoadTask(dataDir, id)
+		task, err := datadir.LoadTask(dataDir, id)
 		return err == nil && task.Phase.Terminal()
 	})
 	if code := ag.stop(); code != 0 {

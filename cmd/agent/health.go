@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/durable"
 )
 
@@ -21,7 +21,7 @@ func newHealthCmd() *cobra.Command {
 		Short: "Show the executor's health grade and recent errors, as of the agent's last heartbeat (exit 1 when unavailable)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, err := agent.ReadHealth(dataDir)
+			h, err := datadir.ReadHealth(dataDir)
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/state"
 )
@@ -154,7 +154,7 @@ func TestTheAgentsProcessIsClosedToItsUsersOthers(t *testing.T) {
 // isolationHealth reads the isolation line the agent recorded.
 func isolationHealth(t *testing.T, dataDir string) string {
 	t.Helper()
-	h, err := agent.ReadHealth(dataDir)
+	h, err := datadir.ReadHealth(dataDir)
 	if err != nil {
 		return ""
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
 	attemptproc "github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
 )
 
@@ -123,8 +124,8 @@ stops at once.`,
 // isolationOf is how the settings confine attempts. The agent's files
 // outside its data directory, the config file and the token file, are
 // out of every task's reach too.
-func (f *runFlags) isolationOf(configFile string) agent.Isolation {
-	iso := agent.Isolation{Mode: agent.IsolationMode(f.isolation), Deny: f.isolationDeny, Write: f.isolationWrite}
+func (f *runFlags) isolationOf(configFile string) isolation.Config {
+	iso := isolation.Config{Mode: isolation.Mode(f.isolation), Deny: f.isolationDeny, Write: f.isolationWrite}
 	for _, p := range []string{configFile, f.tokenFile} {
 		if p != "" {
 			iso.Protect = append(iso.Protect, p)

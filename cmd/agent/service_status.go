@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -159,10 +159,10 @@ func newServiceStatusCmd() *cobra.Command {
 // localTasksLine says which tasks run, read from the data directory
 // without the lock, as agent tasks ls does.
 func localTasksLine(dataDir string) string {
-	if _, err := os.Stat(agent.Layout{Dir: dataDir}.Tasks()); errors.Is(err, iofs.ErrNotExist) {
+	if _, err := os.Stat(datadir.Layout{Dir: dataDir}.Tasks()); errors.Is(err, iofs.ErrNotExist) {
 		return "none yet (the agent has not run here)"
 	}
-	tasks, err := agent.LoadTasks(dataDir)
+	tasks, err := datadir.LoadTasks(dataDir)
 	if tasks == nil && err != nil {
 		return "unreadable: " + oneLine(err.Error())
 	}

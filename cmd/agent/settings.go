@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
@@ -234,7 +235,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "claude-permission-mode", key: "executor.claude.permission-mode",
 		oneOf: []string{"", "default", "acceptEdits", "dontAsk", "plan", "bypassPermissions"}, help: "Claude Code --permission-mode"},
 
-	{name: "isolation", key: "isolation.mode", def: string(agent.IsolationAuto), oneOf: isolationModes(),
+	{name: "isolation", key: "isolation.mode", def: string(isolation.Auto), oneOf: isolationModes(),
 		help: "auto (confine every attempt with Landlock where the kernel has it, and say so loudly where it has not), landlock (confine, or do not start), or none"},
 	{name: "isolation-deny", key: "isolation.deny", def: []string(nil), repeat: true, path: true,
 		help: "a file or directory no task may read or write, besides the agent's own (e.g. ~/.ssh), repeatable"},
@@ -269,7 +270,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 
 func isolationModes() []string {
 	var out []string
-	for _, m := range agent.IsolationModes {
+	for _, m := range isolation.Modes {
 		out = append(out, string(m))
 	}
 	return out

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/datadir"
 )
 
 func newStopCmd() *cobra.Command {
@@ -41,10 +41,10 @@ same signal and the unit's stop timeout covers the drain.`,
   agent stop --now`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, err := agent.Stop(dataDir, now)
+			h, err := datadir.Stop(dataDir, now)
 			if h.PIDFile != 0 {
 				cmd.PrintErrf("agent: warning: %s names pid %d, which does not hold the data directory's lock: not signalled (something rewrote the file)\n",
-					agent.Layout{Dir: dataDir}.PIDFile(), h.PIDFile)
+					datadir.Layout{Dir: dataDir}.PIDFile(), h.PIDFile)
 			}
 			if err != nil {
 				return err
@@ -63,7 +63,7 @@ same signal and the unit's stop timeout covers the drain.`,
 			tick := time.NewTicker(time.Second)
 			defer tick.Stop()
 			for {
-				if _, err := agent.Running(dataDir); errors.Is(err, agent.ErrNotRunning) {
+				if _, err := datadir.Running(dataDir); errors.Is(err, datadir.ErrNotRunning) {
 					fmt.Fprintf(out, "agent pid %d stopped\n", pid)
 					return nil
 				}
@@ -94,7 +94,7 @@ same signal and the unit's stop timeout covers the drain.`,
 // runningTasks are the ids of the tasks the data directory's task files
 // show running.
 func runningTasks(dataDir string) []string {
-	tasks, _ := agent.LoadTasks(dataDir)
+	tasks, _ := datadir.LoadTasks(dataDir)
 	var ids []string
 	for _, t := range tasks {
 		if t.Phase.Running() {

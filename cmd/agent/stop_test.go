@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -128,7 +128,7 @@ func TestStopDrainTimeoutAndNow(t *testing.T) {
 			if !strings.Contains(ag.output(), tc.wantLog) {
 				t.Errorf("the agent's log does not say %q:\n%s", tc.wantLog, tail(ag.output(), 3000))
 			}
-			tasks, err := agent.LoadTasks(dataDir)
+			tasks, err := datadir.LoadTasks(dataDir)
 			if err != nil || len(tasks) != 1 {
 				t.Fatalf("tasks: %d (%v)", len(tasks), err)
 			}

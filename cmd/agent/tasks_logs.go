@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -38,7 +38,7 @@ stops after the line of the task's final phase.`,
 			if err != nil {
 				cmd.PrintErrf("agent: waiting for task %s: the agent in %s has not claimed it yet\n", visible(id), dataDir)
 			}
-			r, err := agent.NewLogReader(dataDir, id, attempt)
+			r, err := datadir.NewLogReader(dataDir, id, attempt)
 			if err != nil {
 				return err
 			}
@@ -52,7 +52,7 @@ stops after the line of the task's final phase.`,
 				return err
 			}
 			defer w.Close()
-			w.Add(agent.Layout{Dir: dataDir}.Tasks())
+			w.Add(datadir.Layout{Dir: dataDir}.Tasks())
 			last := ""
 			_, err = followTask(cmd.Context(), src, id, w.Wake(), func(t *state.Task) error {
 				w.Add(r.Dir()) // once the first line made it

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -92,10 +92,12 @@ func (e noTaskError) Is(target error) bool { return target == errNoTask }
 // localSource reads the agent's data directory.
 type localSource struct{ dataDir string }
 
-func (s localSource) Tasks(context.Context) ([]*state.Task, error) { return agent.LoadTasks(s.dataDir) }
+func (s localSource) Tasks(context.Context) ([]*state.Task, error) {
+	return datadir.LoadTasks(s.dataDir)
+}
 
 func (s localSource) Task(_ context.Context, id string) (*state.Task, error) {
-	t, err := agent.LoadTask(s.dataDir, id)
+	t, err := datadir.LoadTask(s.dataDir, id)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, noTaskError(err.Error()) // not there yet, maybe: transient
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -117,7 +117,7 @@ func waitLocalPhase(t *testing.T, dataDir, id string, want state.Phase) *state.T
 	var task *state.Task
 	waitFor(t, followLimit, "task "+id+" to be "+string(want)+" in the data directory", func() bool {
 		var err error
-		task, err = agent.LoadTask(dataDir, id)
+		task, err = datadir.LoadTask(dataDir, id)
 		return err == nil && task.Phase == want
 	})
 	return task

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -52,7 +52,7 @@ when it ends.`,
 			if !src.remote {
 				// A data directory the agent never used (a typo) is an
 				// error, not an empty view forever.
-				if err := agent.CheckTaskState(src.dataDir); err != nil {
+				if err := datadir.CheckTaskState(src.dataDir); err != nil {
 					return err
 				}
 				w, err := newDirWatch()
@@ -60,7 +60,7 @@ when it ends.`,
 					return err
 				}
 				defer w.Close()
-				w.Add(agent.Layout{Dir: src.dataDir}.Tasks())
+				w.Add(datadir.Layout{Dir: src.dataDir}.Tasks())
 				wake = w.Wake()
 			}
 			out := cmd.OutOrStdout()

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/datadir"
 )
 
 // followLimit is how long a test waits for a follow to show something
@@ -99,7 +99,7 @@ func (p *lineProc) rest() []string {
 func waitDataDir(t *testing.T, dataDir string) {
 	t.Helper()
 	waitFor(t, followLimit, "the agent's task store", func() bool {
-		_, err := os.Stat(agent.Layout{Dir: dataDir}.Tasks())
+		_, err := os.Stat(datadir.Layout{Dir: dataDir}.Tasks())
 		return err == nil
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/datadir"
 )
 
 // drainProduct delivers the n pending records of a copy of the backlog to
@@ -28,7 +29,7 @@ func drainProduct(fx *fixture, n int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	layout := agent.Layout{Dir: filepath.Join(dir, "agent")}
+	layout := datadir.Layout{Dir: filepath.Join(dir, "agent")}
 	if err := copyTree(fx.agentTmpl, layout.Dir); err != nil {
 		return 0, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	cpserver "github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -80,7 +81,7 @@ func (s *server) stop() {
 func newFixture(base string) (*fixture, error) {
 	fx := &fixture{base: base, token: "bench-registration-secret-0123456789", opToken: benchOperatorToken, agentID: "bench-agent",
 		serverTmpl: filepath.Join(base, "cp-template"), agentTmpl: filepath.Join(base, "agent-template"), backlogs: map[int]string{}}
-	layout := agent.Layout{Dir: fx.agentTmpl}
+	layout := datadir.Layout{Dir: fx.agentTmpl}
 	if err := os.MkdirAll(layout.Dir, 0o700); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package agent
+package datadir
 
 import (
 	"errors"
@@ -29,11 +29,13 @@ func (l Layout) PIDFile() string { return filepath.Join(l.Dir, "agent.pid") }
 // ErrNotRunning says no agent runs on a data directory.
 var ErrNotRunning = errors.New("no agent is running on this data directory")
 
-func (l Layout) writePID() error {
-	return writeFile(l.PIDFile(), []byte(strconv.Itoa(os.Getpid())+"\n"))
+// WritePID records this process's id in the pid file.
+func (l Layout) WritePID() error {
+	return WriteFile(l.PIDFile(), []byte(strconv.Itoa(os.Getpid())+"\n"))
 }
 
-func (l Layout) removePID() { os.Remove(l.PIDFile()) }
+// RemovePID removes the pid file.
+func (l Layout) RemovePID() { os.Remove(l.PIDFile()) }
 
 // readPID is the process id the pid file names.
 func (l Layout) readPID() (int, error) {
@@ -48,8 +50,8 @@ func (l Layout) readPID() (int, error) {
 	return pid, nil
 }
 
-// lockPath is the data directory's lock: the outbox's.
-func (l Layout) lockPath() string { return filepath.Join(l.Outbox(), outbox.LockName) }
+// Lock is the data directory's lock: the outbox's.
+func (l Layout) Lock() string { return filepath.Join(l.Outbox(), outbox.LockName) }
 
 // Holder is the agent running on a data directory.
 type Holder struct {
@@ -81,7 +83,7 @@ func lockHeld(path string) (bool, error) {
 // when nobody holds its lock.
 func Running(dir string) (Holder, error) {
 	l := Layout{dir}
-	lockPath := l.lockPath()
+	lockPath := l.Lock()
 	if _, err := os.Stat(lockPath); errors.Is(err, fs.ErrNotExist) {
 		return Holder{}, fmt.Errorf("%w (%s has no outbox)", ErrNotRunning, dir)
 	}
@@ -124,7 +126,7 @@ func Stop(dir string, now bool) (Holder, error) {
 	if now {
 		sig = syscall.SIGQUIT
 	}
-	if err := signalLockHolder(Layout{dir}.lockPath(), h.PID, sig); err != nil {
+	if err := signalLockHolder(Layout{dir}.Lock(), h.PID, sig); err != nil {
 		return h, fmt.Errorf("signal agent pid %d: %w", h.PID, err)
 	}
 	return h, nil

@@ -1,4 +1,9 @@
-package agent
+// Package demo runs the whole system on embedded defaults, for a person
+// to watch: a reference control plane on loopback (started by the caller,
+// so that the daemon's packages link no server), an agent running a few
+// tasks that show the three outcomes, live progress, then each task's
+// attempt timeline and the outbox's figures.
+package demo
 
 import (
 	"context"
@@ -13,16 +18,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/utc"
+	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
 
-// DemoOptions configure Demo.
-type DemoOptions struct {
+// Options configure Run.
+type Options struct {
 	// DataDir keeps the demo's files there; empty uses a temporary
 	// directory, removed at the end.
 	DataDir string
@@ -42,11 +50,11 @@ type DemoOptions struct {
 	// as cp says and returns its URL and a function that stops it.
 	// Required: the daemon's package does not link the server, the
 	// command line gives it.
-	StartControlPlane func(cp DemoControlPlane) (url string, stop func(), err error)
+	StartControlPlane func(cp ControlPlane) (url string, stop func(), err error)
 }
 
-// DemoControlPlane is the control plane the demo asks for.
-type DemoControlPlane struct {
+// ControlPlane is the control plane the demo asks for.
+type ControlPlane struct {
 	// Dir holds its files, Token is the registration secret agents enrol
 	// with and OperatorToken a person's token.
 	Dir, Token, OperatorToken string
@@ -64,11 +72,11 @@ var demoTasks = []api.CreateTaskRequest{
 	{Title: "Write the release notes", Prompt: "Write the release notes"},
 }
 
-// Demo runs the whole system on embedded defaults: a reference control
+// Run runs the whole system on embedded defaults: a reference control
 // plane on loopback, an agent with the sample executor, a few tasks, live
 // progress, then each task's attempt timeline and the outbox's figures. It
 // returns nil once every task is terminal.
-func Demo(ctx context.Context, opts DemoOptions) error {
+func Run(ctx context.Context, opts Options) error {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Minute
 	}
@@ -109,9 +117,9 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 	}
 	const beat = 500 * time.Millisecond
 	if opts.StartControlPlane == nil {
-		return errors.New("demo: no control plane to start (DemoOptions.StartControlPlane)")
+		return errors.New("demo: no control plane to start (Options.StartControlPlane)")
 	}
-	url, stopCP, err := opts.StartControlPlane(DemoControlPlane{Dir: cpDir, Token: token, OperatorToken: operator,
+	url, stopCP, err := opts.StartControlPlane(ControlPlane{Dir: cpDir, Token: token, OperatorToken: operator,
 		HeartbeatInterval: beat, Logger: log.With("component", "controlplane")})
 	if err != nil {
 		return err
@@ -139,14 +147,14 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 	}
 	// The tasks reach neither the agent's files nor the control plane's,
 	// which share this machine in the demo.
-	ag, err := New(Config{ControlPlane: url, Token: token, DataDir: filepath.Join(dir, "agent"), Executor: opts.Executor,
+	ag, err := agent.New(agent.Config{ControlPlane: url, Token: token, DataDir: filepath.Join(dir, "agent"), Executor: opts.Executor,
 		Models: opts.Models, MaxConcurrent: 2, HeartbeatInterval: beat, ShutdownGrace: 2 * time.Second,
 		Policy: runner.Policy{BaseDelay: time.Second}, Logger: log.With("component", "agent"), Version: opts.Version,
-		Isolation: Isolation{Protect: []string{cpDir}}})
+		Isolation: isolation.Config{Protect: []string{cpDir}}})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nIsolation: %s\n\n", ag.conf.line)
+	fmt.Fprintf(out, "\nIsolation: %s\n\n", ag.Isolation())
 	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopAgent()
 	agentErr := make(chan error, 1)
@@ -169,7 +177,7 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 			fmt.Fprintf(out, "    %s\n", l)
 		}
 	}
-	snap, err := outbox.Inspect(Layout{filepath.Join(dir, "agent")}.Outbox())
+	snap, err := outbox.Inspect(datadir.Layout{Dir: filepath.Join(dir, "agent")}.Outbox())
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package agent
+package doctor
 
 import (
 	"context"
@@ -15,12 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/exec"
 )
 
-// checkNamed finds a check among Doctor's.
+// checkNamed finds a check among Run's.
 func checkNamed(t *testing.T, checks []Check, name CheckName) Check {
 	t.Helper()
 	for _, c := range checks {
@@ -138,8 +139,8 @@ const patient = 5 * time.Minute
 
 // cpOptions are options whose control plane part is c's, with a clock
 // fixed on a whole second.
-func cpOptions(t *testing.T, url, token string, now time.Time) DoctorOptions {
-	return DoctorOptions{ControlPlane: url, Token: token, DataDir: filepath.Join(t.TempDir(), "data"), Version: "test",
+func cpOptions(t *testing.T, url, token string, now time.Time) Options {
+	return Options{ControlPlane: url, Token: token, DataDir: filepath.Join(t.TempDir(), "data"), Version: "test",
 		Now: func() time.Time { return now }, Timeout: patient}
 }
 
@@ -160,7 +161,7 @@ func TestDoctorClockFromDate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cp := startFakeControlPlane(t, "tok", func() string { return now.Add(tc.offset).UTC().Format(http.TimeFormat) }, nil)
-			checks := Doctor(context.Background(), cpOptions(t, cp.url, "tok", now))
+			checks := Run(context.Background(), cpOptions(t, cp.url, "tok", now))
 			wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckPass, "GET /healthz answered 200", "")
 			wantCheck(t, checkNamed(t, checks, CheckAuth), CheckPass, "token accepted: the registration secret (GET /v1/whoami)", "")
 			c := checkNamed(t, checks, CheckClock)
@@ -179,7 +180,7 @@ func TestDoctorControlPlane(t *testing.T) {
 		cp := startFakeControlPlane(t, "right", httpDate, nil)
 		o := cpOptions(t, cp.url, "tok-not-this-one", now)
 		o.TokenFile = "/etc/agent/token"
-		checks := Doctor(context.Background(), o)
+		checks := Run(context.Background(), o)
 		wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckPass, "200", "")
 		wantCheck(t, checkNamed(t, checks, CheckAuth), CheckFail, "refused the token (401 Unauthorized)", "put the control plane's registration secret in /etc/agent/token")
 		for _, c := range checks {
@@ -190,25 +191,25 @@ func TestDoctorControlPlane(t *testing.T) {
 	})
 	t.Run("healthz fails", func(t *testing.T) {
 		cp := startFakeControlPlane(t, "tok", httpDate, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
-		checks := Doctor(context.Background(), cpOptions(t, cp.url, "tok", now))
+		checks := Run(context.Background(), cpOptions(t, cp.url, "tok", now))
 		wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckFail, "answered 502 Bad Gateway", "is that the control plane?")
 	})
 	t.Run("redirect", func(t *testing.T) {
 		cp := startFakeControlPlane(t, "tok", httpDate, func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "https://elsewhere.example/healthz", http.StatusMovedPermanently)
 		})
-		checks := Doctor(context.Background(), cpOptions(t, cp.url, "tok", now))
+		checks := Run(context.Background(), cpOptions(t, cp.url, "tok", now))
 		wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckFail, "a redirect to https://elsewhere.example/healthz", "the final URL")
 	})
 	t.Run("untrusted certificate", func(t *testing.T) {
 		srv := httptest.NewTLSServer(http.NotFoundHandler())
 		defer srv.Close()
-		checks := Doctor(context.Background(), cpOptions(t, srv.URL, "tok", now))
+		checks := Run(context.Background(), cpOptions(t, srv.URL, "tok", now))
 		wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckFail, "certificate", "add its CA to the system's trust store")
 	})
 	t.Run("no Date header", func(t *testing.T) {
 		cp := startFakeControlPlane(t, "tok", func() string { return "" }, nil)
-		checks := Doctor(context.Background(), cpOptions(t, cp.url, "tok", now))
+		checks := Run(context.Background(), cpOptions(t, cp.url, "tok", now))
 		wantCheck(t, checkNamed(t, checks, CheckClock), CheckWarn, "no Date header", "NTP")
 	})
 	t.Run("down", func(t *testing.T) {
@@ -218,7 +219,7 @@ func TestDoctorControlPlane(t *testing.T) {
 		}
 		url := "http://" + ln.Addr().String()
 		ln.Close()
-		checks := Doctor(context.Background(), cpOptions(t, url, "tok", now))
+		checks := Run(context.Background(), cpOptions(t, url, "tok", now))
 		wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckFail, "cannot reach "+url, "start the control plane")
 		wantCheck(t, checkNamed(t, checks, CheckAuth), CheckSkip, "unreachable", "")
 		wantCheck(t, checkNamed(t, checks, CheckClock), CheckSkip, "unreachable", "")
@@ -229,7 +230,7 @@ func TestDoctorControlPlane(t *testing.T) {
 		{"password in URL", "https://me:s3cret@cp.example.com", "holds a user or password"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checks := Doctor(context.Background(), cpOptions(t, tc.url, "tok", now))
+			checks := Run(context.Background(), cpOptions(t, tc.url, "tok", now))
 			c := checkNamed(t, checks, CheckControlPlane)
 			wantCheck(t, c, CheckFail, tc.detail, "--control-plane")
 			if strings.Contains(c.Detail, "s3cret") {
@@ -242,7 +243,7 @@ func TestDoctorControlPlane(t *testing.T) {
 		cp := startFakeControlPlane(t, "tok", httpDate, nil)
 		o := cpOptions(t, cp.url, "", now)
 		o.TokenErr = errors.New("no control plane token: give --token-file FILE or set AGENT_TOKEN")
-		checks := Doctor(context.Background(), o)
+		checks := Run(context.Background(), o)
 		wantCheck(t, checkNamed(t, checks, CheckToken), CheckFail, "no control plane token", "AGENT_TOKEN")
 		wantCheck(t, checkNamed(t, checks, CheckAuth), CheckSkip, "no token", "")
 	})
@@ -263,7 +264,7 @@ func TestDoctorToken(t *testing.T) {
 		{"environment", 0, CheckPass, "from AGENT_TOKEN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := DoctorOptions{Token: "tok-secret"}
+			o := Options{Token: "tok-secret"}
 			if tc.mode != 0 {
 				o.TokenFile = filepath.Join(t.TempDir(), "token")
 				if err := os.WriteFile(o.TokenFile, []byte("tok-secret\n"), 0o600); err != nil {
@@ -321,7 +322,7 @@ func TestDoctorExecutor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := fakeCLI(t, tc.kind, tc.body, tc.mode)
-			o := DoctorOptions{ExecutorKind: tc.kind, Timeout: tc.timeout}
+			o := Options{ExecutorKind: tc.kind, Timeout: tc.timeout}
 			if tc.kind == "codex" {
 				o.Executor, o.ExecutorErr = runner.NewCodex(runner.CodexConfig{Bin: bin})
 			} else {
@@ -342,7 +343,7 @@ func TestDoctorExecutor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := checkExecutor(context.Background(), DoctorOptions{ExecutorKind: "codex", Executor: exe, Timeout: patient})
+		c := checkExecutor(context.Background(), Options{ExecutorKind: "codex", Executor: exe, Timeout: patient})
 		wantCheck(t, c, CheckFail, "executor not found: /nonexistent/codex", "npm install -g @openai/codex@"+codex.Version+", or give --executor-bin")
 	})
 	t.Run("exec", func(t *testing.T) {
@@ -350,11 +351,11 @@ func TestDoctorExecutor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := checkExecutor(context.Background(), DoctorOptions{ExecutorKind: "exec", Executor: exe, Timeout: patient})
+		c := checkExecutor(context.Background(), Options{ExecutorKind: "exec", Executor: exe, Timeout: patient})
 		wantCheck(t, c, CheckPass, "exec: exec (/", "")
 	})
 	t.Run("not built", func(t *testing.T) {
-		c := checkExecutor(context.Background(), DoctorOptions{ExecutorKind: "exec", ExecutorErr: errors.New("--executor exec needs --executor-command")})
+		c := checkExecutor(context.Background(), Options{ExecutorKind: "exec", ExecutorErr: errors.New("--executor exec needs --executor-command")})
 		wantCheck(t, c, CheckFail, "needs --executor-command", "--executor-command")
 	})
 }
@@ -431,7 +432,7 @@ func TestToolsLockPinsTestedCLIs(t *testing.T) {
 
 func TestDoctorDataDir(t *testing.T) {
 	checksFor := func(t *testing.T, dir string) []Check {
-		return checkDataDir(DoctorOptions{DataDir: dir, Now: time.Now})
+		return checkDataDir(Options{DataDir: dir, Now: time.Now})
 	}
 	t.Run("missing", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "a", "b")
@@ -487,13 +488,13 @@ func TestDoctorDataDir(t *testing.T) {
 // is read without the lock.
 func TestDoctorLockAndOutbox(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	l := Layout{dir}
+	l := datadir.Layout{Dir: dir}
 	o, err := outbox.Open(l.Outbox(), outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	if err := l.writePID(); err != nil {
+	if err := l.WritePID(); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -501,7 +502,7 @@ func TestDoctorLockAndOutbox(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	checks := checkDataDir(DoctorOptions{DataDir: dir, Now: time.Now})
+	checks := checkDataDir(Options{DataDir: dir, Now: time.Now})
 	wantCheck(t, checkNamed(t, checks, CheckLock), CheckPass, "agent running, pid "+strconv.Itoa(os.Getpid()), "")
 	wantCheck(t, checkNamed(t, checks, CheckOutbox), CheckPass, "3 pending", "")
 	// The lock is still the agent's.
@@ -534,8 +535,8 @@ func TestDoctorLockAndOutbox(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(l.Outbox(), outbox.QuarantineName), []byte("{}\n{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l.removePID()
-	checks = checkDataDir(DoctorOptions{DataDir: dir, Now: time.Now})
+	l.RemovePID()
+	checks = checkDataDir(Options{DataDir: dir, Now: time.Now})
 	wantCheck(t, checkNamed(t, checks, CheckLock), CheckPass, "free: no agent running", "")
 	c = checkNamed(t, checks, CheckOutbox)
 	wantCheck(t, c, CheckWarn, "13 torn bytes", "it cuts the torn tail")
@@ -571,7 +572,7 @@ func TestDoctorConfig(t *testing.T) {
 		{"bad variable", "", errors.New("AGENT_MAX_CONCURRENT: 0: want at least 1"), CheckFail, "AGENT_MAX_CONCURRENT", "correct the setting named"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wantCheck(t, checkConfig(DoctorOptions{ConfigFile: tc.file, ConfigErr: tc.err}), tc.want, tc.detail, tc.fix)
+			wantCheck(t, checkConfig(Options{ConfigFile: tc.file, ConfigErr: tc.err}), tc.want, tc.detail, tc.fix)
 		})
 	}
 }

@@ -1,4 +1,10 @@
-package agent
+// Package doctor looks at what `agent run` would use, without running it:
+// the settings, the token, the data directory (its rights, its lock, the
+// outbox, the free space), the executor, the isolation and the control
+// plane. Each check says what it found and, when something is wrong, how
+// to fix it. It promises to change nothing: it creates no file, takes no
+// lock a running agent holds, registers no agent and claims no task.
+package doctor
 
 import (
 	"bufio"
@@ -20,22 +26,18 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/bytesize"
+	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 )
-
-// Doctor looks at what `agent run` would use, without running it: the
-// settings, the token, the data directory (its rights, its lock, the
-// outbox, the free space), the executor and the control plane. Each check
-// says what it found and, when something is wrong, how to fix it. Doctor
-// changes nothing: it creates no file, takes no lock a running agent
-// holds, registers no agent and claims no task.
 
 // CheckName names a check. The names are stable: scripts read them in
 // `agent doctor --json`.
 type CheckName string
 
-// The checks, in the order Doctor runs them.
+// The checks, in the order Run runs them.
 const (
 	CheckConfig       CheckName = "config"        // the settings resolved; the config file read
 	CheckToken        CheckName = "token"         // a token given, its file private
@@ -97,15 +99,15 @@ const (
 	// OutboxStaleAge: a pending record older than this is not being
 	// delivered.
 	OutboxStaleAge = time.Hour
-	// DefaultDoctorTimeout bounds each request to the control plane and
+	// DefaultTimeout bounds each request to the control plane and
 	// the executor's --version.
-	DefaultDoctorTimeout = 10 * time.Second
+	DefaultTimeout = 10 * time.Second
 )
 
-// DoctorOptions is what Doctor checks: the settings agent run would use,
+// Options is what Run checks: the settings agent run would use,
 // and what went wrong getting them. Zero fields take the defaults their
 // comments give.
-type DoctorOptions struct {
+type Options struct {
 	// ConfigFile is the config file read, "" for none; ConfigErr what was
 	// wrong with the settings (the file, the environment or the flags),
 	// nil when they resolved. The other fields then hold what could be
@@ -130,7 +132,7 @@ type DoctorOptions struct {
 	ExecutorErr  error
 
 	// Isolation is how attempts are to be confined.
-	Isolation Isolation
+	Isolation isolation.Config
 
 	ControlPlane string
 	Insecure     bool
@@ -138,17 +140,17 @@ type DoctorOptions struct {
 	Version string
 
 	// Timeout bounds each request to the control plane and the
-	// executor's --version. Default DefaultDoctorTimeout.
+	// executor's --version. Default DefaultTimeout.
 	Timeout time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
 
-// Doctor runs every check, in the order of the CheckName constants, and
+// Run runs every check, in the order of the CheckName constants, and
 // returns their outcomes. A check whose prerequisite failed is skipped.
-func Doctor(ctx context.Context, o DoctorOptions) []Check {
+func Run(ctx context.Context, o Options) []Check {
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultDoctorTimeout
+		o.Timeout = DefaultTimeout
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -162,19 +164,19 @@ func Doctor(ctx context.Context, o DoctorOptions) []Check {
 // checkIsolation says how agent run would confine attempts: a pass with
 // Landlock, a warning without (a kernel without it, or isolation none), a
 // failure where isolation landlock is asked of a kernel without it.
-func checkIsolation(o DoctorOptions) Check {
-	c, err := Config{DataDir: o.DataDir, Isolation: o.Isolation}.confine()
+func checkIsolation(o Options) Check {
+	c, err := isolation.Resolve(o.Isolation, o.DataDir, "")
 	switch {
 	case err != nil:
-		return failed(CheckIsolation, strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "),
+		return failed(CheckIsolation, err.Error(),
 			"run on Linux 5.13 or later with Landlock enabled (lsm=...,landlock), or set isolation auto")
-	case c.iso == nil && o.Isolation.Mode == IsolationNone:
-		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.line, Fix: "drop --isolation none (isolation.mode) to confine attempts"}
-	case c.iso == nil:
-		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.line,
+	case c.Runner == nil && o.Isolation.Mode == isolation.None:
+		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.Line, Fix: "drop --isolation none (isolation.mode) to confine attempts"}
+	case c.Runner == nil:
+		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.Line,
 			Fix: "run on Linux 5.13 or later with Landlock enabled (lsm=...,landlock)"}
 	}
-	return pass(CheckIsolation, "%s", c.line)
+	return pass(CheckIsolation, "%s", c.Line)
 }
 
 func pass(name CheckName, format string, args ...any) Check {
@@ -189,7 +191,7 @@ func failed(name CheckName, detail, fix string) Check {
 	return Check{Name: name, Result: CheckFail, Detail: detail, Fix: fix}
 }
 
-func checkConfig(o DoctorOptions) Check {
+func checkConfig(o Options) Check {
 	if o.ConfigErr != nil {
 		detail := o.ConfigErr.Error()
 		fix := "correct the setting named (agent run --help lists them); the checks below use what could be resolved"
@@ -206,7 +208,7 @@ func checkConfig(o DoctorOptions) Check {
 	return pass(CheckConfig, "%s read, every key known and every value valid", o.ConfigFile)
 }
 
-func checkToken(o DoctorOptions) Check {
+func checkToken(o Options) Check {
 	if o.TokenErr != nil {
 		fix := "give --token-file FILE (token-file in the config file) or set AGENT_TOKEN to the control plane's token"
 		if o.TokenFile != "" {
@@ -234,7 +236,7 @@ func checkToken(o DoctorOptions) Check {
 
 // checkDataDir checks the data directory and what is in it: its rights,
 // the lock, the outbox and the free space.
-func checkDataDir(o DoctorOptions) []Check {
+func checkDataDir(o Options) []Check {
 	dir := o.DataDir
 	info, err := os.Lstat(dir)
 	switch {
@@ -276,7 +278,7 @@ func existingAncestor(dir string) string {
 // tasks' prompts, the executors' output and the agent's own token.
 func checkDirRights(dir string, info fs.FileInfo) Check {
 	chmod := fmt.Sprintf("chmod 700 %s", dir)
-	if err := checkPrivate(dir); err != nil {
+	if err := datadir.CheckPrivate(dir); err != nil {
 		fix := chmod
 		if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
 			fix = "give --data-dir a directory of your own, or chown it to you"
@@ -297,14 +299,14 @@ func checkDirRights(dir string, info fs.FileInfo) Check {
 // checkLock says whether an agent runs on dir. It learns that as agent
 // stop does: a lock a running agent holds is only tried, never taken.
 func checkLock(dir string) (c Check, running bool) {
-	h, err := Running(dir)
+	h, err := datadir.Running(dir)
 	switch {
 	case err == nil:
 		return pass(CheckLock, "held: agent running, pid %d", h.PID), true
-	case errors.Is(err, ErrNotRunning):
+	case errors.Is(err, datadir.ErrNotRunning):
 		return pass(CheckLock, "free: no agent running"), false
 	}
-	lockPath := filepath.Join(Layout{dir}.Outbox(), outbox.LockName)
+	lockPath := datadir.Layout{Dir: dir}.Lock()
 	return Check{Name: CheckLock, Result: CheckWarn, Detail: err.Error(),
 		Fix: fmt.Sprintf("find what holds %s (fuser -v %s); agent stop stops an agent", lockPath, lockPath)}, true
 }
@@ -313,7 +315,7 @@ func checkLock(dir string) (c Check, running bool) {
 // lock. A torn tail is told only while no agent runs: a running one may be
 // writing that line.
 func checkOutbox(dir string, running bool, now time.Time) Check {
-	obDir := Layout{dir}.Outbox()
+	obDir := datadir.Layout{Dir: dir}.Outbox()
 	snap, err := outbox.Inspect(obDir)
 	if errors.Is(err, outbox.ErrNoOutbox) {
 		return pass(CheckOutbox, "none yet: agent run makes it")
@@ -322,9 +324,9 @@ func checkOutbox(dir string, running bool, now time.Time) Check {
 		return failed(CheckOutbox, err.Error(), fmt.Sprintf("make %s a directory of yours that you can read (chmod 700)", obDir))
 	}
 	st := snap.Stats
-	detail := fmt.Sprintf("%d pending, %d dead, %s", st.Pending, st.Dead, sizeText(st.FileBytes))
+	detail := fmt.Sprintf("%d pending, %d dead, %s", st.Pending, st.Dead, bytesize.Text(st.FileBytes))
 	if !st.OldestPending.IsZero() {
-		detail = fmt.Sprintf("%d pending (oldest %s old), %d dead, %s", st.Pending, now.Sub(st.OldestPending).Round(time.Second), st.Dead, sizeText(st.FileBytes))
+		detail = fmt.Sprintf("%d pending (oldest %s old), %d dead, %s", st.Pending, now.Sub(st.OldestPending).Round(time.Second), st.Dead, bytesize.Text(st.FileBytes))
 	}
 	var problems, fixes []string
 	if st.Quarantined > 0 {
@@ -402,17 +404,17 @@ func checkDisk(path string) Check {
 		pct = float64(free) * 100 / float64(total)
 	}
 	c := Check{Name: CheckDisk, Result: FreeSpaceResult(free, total),
-		Detail: fmt.Sprintf("%s free of %s (%.0f%%) on the file system of %s", sizeText(free), sizeText(total), pct, path)}
+		Detail: fmt.Sprintf("%s free of %s (%.0f%%) on the file system of %s", bytesize.Text(free), bytesize.Text(total), pct, path)}
 	switch c.Result {
 	case CheckFail:
-		c.Fix = fmt.Sprintf("free space there: below %s the outbox and task state cannot be written (a shorter --retention keeps less)", sizeText(DiskFailBytes))
+		c.Fix = fmt.Sprintf("free space there: below %s the outbox and task state cannot be written (a shorter --retention keeps less)", bytesize.Text(DiskFailBytes))
 	case CheckWarn:
-		c.Fix = fmt.Sprintf("free space there before it runs out (below %s or %d%% is low; a shorter --retention keeps less)", sizeText(DiskWarnBytes), DiskWarnPercent)
+		c.Fix = fmt.Sprintf("free space there before it runs out (below %s or %d%% is low; a shorter --retention keeps less)", bytesize.Text(DiskWarnBytes), DiskWarnPercent)
 	}
 	return c
 }
 
-func checkExecutor(ctx context.Context, o DoctorOptions) Check {
+func checkExecutor(ctx context.Context, o Options) Check {
 	if o.ExecutorErr != nil || o.Executor == nil {
 		detail := "no executor"
 		if o.ExecutorErr != nil {
@@ -452,7 +454,7 @@ func checkExecutor(ctx context.Context, o DoctorOptions) Check {
 
 // checkControlPlane checks the URL, GET /healthz, the token, and this
 // clock against the Date of the control plane's answer.
-func checkControlPlane(ctx context.Context, o DoctorOptions) []Check {
+func checkControlPlane(ctx context.Context, o Options) []Check {
 	rest := func(why string) []Check { return []Check{skip(CheckAuth, why), skip(CheckClock, why)} }
 	if o.ControlPlane == "" {
 		return append([]Check{failed(CheckControlPlane, "no control plane URL given",
@@ -495,7 +497,7 @@ type healthzAnswer struct {
 
 // getHealthz asks target without the token (/healthz needs none) and follows
 // no redirect.
-func getHealthz(ctx context.Context, target string, o DoctorOptions) (healthzAnswer, error) {
+func getHealthz(ctx context.Context, target string, o Options) (healthzAnswer, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: o.Timeout,
@@ -526,7 +528,7 @@ func getHealthz(ctx context.Context, target string, o DoctorOptions) (healthzAns
 // checkAuth makes one read-only request with the token, GET /v1/whoami:
 // agent run needs the registration secret its agent enrols with, not a
 // person's token.
-func checkAuth(ctx context.Context, base string, o DoctorOptions) Check {
+func checkAuth(ctx context.Context, base string, o Options) Check {
 	if o.Token == "" {
 		return skip(CheckAuth, "no token to try")
 	}

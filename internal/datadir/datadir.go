@@ -1,4 +1,14 @@
-package agent
+// Package datadir is the agent's data directory: where each file is
+// (Layout), and reading and writing the files that the daemon writes and
+// the command line reads: task state, attempt logs, the health file, the
+// pid file, the agent's id and token. It promises that a reader changes
+// nothing and creates no directory where a mistyped path points, that
+// every write is atomic and durable (0600), and that a symbolic link in
+// place of a file the agent trusts is refused.
+//
+// It is internal: the data directory's files are the agent's own; what
+// others may rely on is what the command line prints from them.
+package datadir
 
 import (
 	"bufio"
@@ -18,7 +28,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/durable"
 	"github.com/edgeagent/agent/internal/private"
@@ -48,19 +57,20 @@ func (l Layout) Log(taskID string, n int) string {
 	return filepath.Join(l.Logs(taskID), strconv.Itoa(n)+".log")
 }
 
-// agentClient is agent id's client: its own control plane token is the one
-// kept in the data directory, registered (with the shared token) when
-// there is none or the control plane no longer knows it.
-func (l Layout) agentClient(url, sharedToken string, insecure bool, version, id string) (*controlplane.Client, error) {
-	saved, _ := readNoFollow(l.AgentToken())
-	return controlplane.NewClient(url, sharedToken, controlplane.ClientOptions{
-		Insecure: insecure, UserAgent: "agent/" + version, Timeout: 30 * time.Second,
-		AgentID: id, AgentToken: strings.TrimSpace(string(saved)),
-		SaveAgentToken: func(tok string) error { return writeFile(l.AgentToken(), []byte(tok+"\n")) }})
+// ReadAgentToken is the agent's own control plane token, "" when none is
+// kept (or the file is not a regular file).
+func (l Layout) ReadAgentToken() string {
+	saved, _ := ReadNoFollow(l.AgentToken())
+	return strings.TrimSpace(string(saved))
 }
 
-// readNoFollow reads a file, refusing a symbolic link in its place.
-func readNoFollow(path string) ([]byte, error) {
+// SaveAgentToken keeps the agent's own control plane token, 0600.
+func (l Layout) SaveAgentToken(tok string) error {
+	return WriteFile(l.AgentToken(), []byte(tok+"\n"))
+}
+
+// ReadNoFollow reads a file, refusing a symbolic link in its place.
+func ReadNoFollow(path string) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -72,15 +82,15 @@ func readNoFollow(path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// checkPrivate refuses a data directory that someone else could change: one
+// CheckPrivate refuses a data directory that someone else could change: one
 // writable by its group or others, or owned by another user. What is in it
 // decides what the agent sends and runs.
-func checkPrivate(dir string) error { return private.Dir("data directory", dir) }
+func CheckPrivate(dir string) error { return private.Dir("data directory", dir) }
 
-// agentID returns the id kept in the data directory, making one the first
-// time: the host name and a random suffix.
-func (l Layout) agentID() (string, error) {
-	b, err := readNoFollow(l.AgentID())
+// LoadAgentID returns the id kept in the data directory, making one the
+// first time: the host name and a random suffix.
+func (l Layout) LoadAgentID() (string, error) {
+	b, err := ReadNoFollow(l.AgentID())
 	if err == nil {
 		if id := strings.TrimSpace(string(b)); id != "" {
 			return id, nil
@@ -92,7 +102,7 @@ func (l Layout) agentID() (string, error) {
 	suffix := make([]byte, 3)
 	rand.Read(suffix)
 	id := fmt.Sprintf("%s-%s", sanitize(host), hex.EncodeToString(suffix))
-	if err := writeFile(l.AgentID(), []byte(id+"\n")); err != nil {
+	if err := WriteFile(l.AgentID(), []byte(id+"\n")); err != nil {
 		return "", err
 	}
 	return id, nil
@@ -111,8 +121,8 @@ func sanitize(s string) string {
 	return s
 }
 
-// writeFile replaces a file atomically and durably, 0600.
-func writeFile(path string, data []byte) error {
+// WriteFile replaces a file atomically and durably, 0600.
+func WriteFile(path string, data []byte) error {
 	if err := atomic.WriteFile(path, bytes.NewReader(data)); err != nil {
 		return err
 	}
@@ -131,6 +141,21 @@ type HealthFile struct {
 	Storage StorageStatus `json:"storage"`
 }
 
+// StorageStatus is what the agent tells of its writes.
+type StorageStatus struct {
+	Failing     string    `json:"failing,omitempty"` // disk_full or storage_error, and the error
+	Since       time.Time `json:"since,omitzero"`
+	HeldReports int       `json:"held_reports"`
+	HeldTasks   int       `json:"held_tasks"`
+	DroppedLogs int       `json:"dropped_logs"`
+}
+
+// WriteHealth records the agent's health, for `agent health` to read.
+func (l Layout) WriteHealth(h HealthFile) error {
+	b, _ := json.MarshalIndent(h, "", "  ")
+	return WriteFile(l.Health(), append(b, '\n'))
+}
+
 // ReadHealth reads the health the agent recorded at its last heartbeat.
 func ReadHealth(dataDir string) (HealthFile, error) {
 	var h HealthFile
@@ -147,10 +172,10 @@ func ReadHealth(dataDir string) (HealthFile, error) {
 	return h, nil
 }
 
-// appendLog appends lines of executor output, formatted and capped by
-// taskLogs, to the task's attempt log. These files are for local
+// AppendLog appends lines of executor output, formatted and capped by the
+// daemon, to the task's attempt log. These files are for local
 // inspection; delivery goes through the outbox.
-func (l Layout) appendLog(taskID string, attempt int, b []byte) error {
+func (l Layout) AppendLog(taskID string, attempt int, b []byte) error {
 	if err := os.MkdirAll(l.Logs(taskID), 0o700); err != nil {
 		return err
 	}

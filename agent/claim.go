@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/state"
+)
+
+// claimer asks for work when a heartbeat got through or a task ended,
+// while there is room, the executor is not unavailable and the agent is not
+// stopping. Each claim carries an id; a claim whose answer did not come
+// (the control plane may have granted it) is asked again with the same
+// id, which gets the same grant, before anything else is claimed. A grant
+// larger than asked for, or a task that cannot be saved, is released back
+// to the queue. It fails only when the control plane refuses the agent.
+type claimer struct {
+	client  *controlplane.Client
+	agentID string
+	store   *state.Store
+	health  *health.Tracker
+	held    *holdback
+	link    *link
+	log     *slog.Logger
+	// room is how many more tasks the agent may run now, and whether it
+	// is stopping; running reports a task it runs; start runs a task
+	// claimed and saved.
+	room    func() (free int, stopping bool)
+	running func(taskID string) bool
+	start   func(*state.Task)
+	kick    <-chan struct{}
+	alive   atomic.Int64 // when it last went round, for the watchdog
+}
+
+func (c *claimer) Run(ctx context.Context) error {
+	tick := time.NewTicker(loopTick)
+	defer tick.Stop()
+	claimID := "" // a claim whose answer did not come
+	lastBlocked := ""
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		c.alive.Store(time.Now().UnixNano())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			continue
+		case <-c.kick:
+		case <-retry.C:
+		}
+		free, stopping := c.room()
+		grade := c.health.Grade()
+		if why := claimBlocked(free, stopping, c.link.Reached(), grade, c.held.status().Failing); why != "" {
+			if why != lastBlocked {
+				c.log.Debug("not claiming", "why", why)
+			}
+			lastBlocked = why
+			continue
+		}
+		lastBlocked = ""
+		if claimID == "" {
+			claimID = newClaimID()
+		}
+		resp, err := c.client.Claim(ctx, api.ClaimRequest{AgentID: c.agentID, Max: free, HealthGrade: grade, RequestID: claimID})
+		if err != nil {
+			if controlplane.Refused(err) {
+				return err
+			}
+			if ctx.Err() == nil {
+				c.log.Warn("claim failed; it is asked again with the same id", "claim", claimID, "err", err, "retry_in", claimRetry)
+			}
+			// The control plane may have granted it: ask again soon, not
+			// only at the next heartbeat.
+			retry.Reset(claimRetry)
+			continue
+		}
+		c.log.Debug("claim answered", "claim", claimID, "asked", free, "granted", len(resp.Tasks), "health", grade)
+		claimID = ""
+		var release []string
+		for i, g := range resp.Tasks {
+			t := g.Task
+			lease := g.Lease
+			t.Lease = &lease
+			if i >= free || c.running(t.ID) {
+				release = append(release, t.ID)
+				continue
+			}
+			if err := c.store.Save(&t); err != nil {
+				c.log.Error("save claimed task; releasing it", "task", t.ID, "err", err)
+				release = append(release, t.ID)
+				continue
+			}
+			c.log.Info("task claimed", "task", t.ID, "title", t.Title)
+			c.start(&t)
+		}
+		if len(release) > 0 {
+			c.log.Warn("releasing claimed tasks this agent will not run", "tasks", release)
+			if err := c.client.Release(ctx, c.agentID, release); err != nil && ctx.Err() == nil {
+				c.log.Warn("release failed; the control plane requeues them when they stay out of heartbeats", "err", err)
+			}
+		}
+	}
+}
+
+// claimBlocked says why the agent claims nothing now, or "".
+func claimBlocked(free int, stopping, reached bool, grade health.Grade, diskFailing string) string {
+	switch {
+	case stopping:
+		return "draining"
+	case free <= 0:
+		return "no room: every slot runs a task"
+	case !reached:
+		return "the control plane is unreachable"
+	case grade == health.Unavailable:
+		return "the executor is unavailable"
+	case diskFailing != "":
+		// A failing disk could not keep what a task reports.
+		return "writes fail: " + diskFailing
+	}
+	return ""
+}
+
+// claimRetry is the wait before a claim whose answer did not come is asked
+// again.
+const claimRetry = time.Second
+
+// newClaimID makes a claim's id.
+func newClaimID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "claim-" + hex.EncodeToString(b)
+}

@@ -1,0 +1,44 @@
+package agent
+
+import (
+	"sync"
+	"time"
+)
+
+// link is what the heartbeat learned of the control plane: whether the
+// last heartbeat got through, and the interval it asked for. The claim
+// loop and the watchdog read it.
+type link struct {
+	mu       sync.Mutex
+	reached  bool
+	interval time.Duration
+}
+
+// Reached reports whether the last heartbeat got through.
+func (l *link) Reached() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reached
+}
+
+// Interval is the heartbeat interval in use.
+func (l *link) Interval() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.interval
+}
+
+// beat records a heartbeat's outcome; it returns whether the one before
+// got through, and the interval.
+func (l *link) beat(reached bool) (wasReached bool, interval time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	wasReached, l.reached = l.reached, reached
+	return wasReached, l.interval
+}
+
+func (l *link) setInterval(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.interval = d
+}

@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/utc"
+)
+
+// heartbeatRequest is what a heartbeat says of the agent now.
+func (a *Agent) heartbeatRequest() api.HeartbeatRequest {
+	snap := a.health.Snapshot()
+	h := api.Health{Grade: snap.Grade, Reason: snap.Reason, Since: snap.Since, Isolation: snap.Isolation,
+		RecentErrors: []api.HealthProblem{}}
+	storage := a.held.status()
+	if storage.Failing != "" {
+		// The agent cannot keep what it is given: no better than degraded,
+		// whatever the executor's health.
+		if snap.Grade == health.Available {
+			h.Grade, h.Since = health.Degraded, storage.Since
+		}
+		h.Reason = storage.Failing
+	}
+	for _, p := range snap.RecentErrors {
+		h.RecentErrors = append(h.RecentErrors, api.HealthProblem{At: p.At, Signal: p.Signal, Detail: p.Detail})
+	}
+	st := a.outbox.Stats()
+	req := api.HeartbeatRequest{AgentID: a.id, Hostname: a.host, Version: a.cfg.Version, StartedAt: a.started, Health: h,
+		Outbox: api.OutboxStats{Pending: st.Pending, OldestPendingAgeS: st.OldestPendingAge, Dead: st.Dead, Bytes: st.FileBytes,
+			WriteFailing: storage.Failing, Held: storage.HeldReports},
+		Running: []api.RunningTask{}}
+	a.mu.Lock()
+	for id, s := range a.running {
+		req.Running = append(req.Running, api.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress})
+	}
+	if a.stopping {
+		req.State = api.AgentDraining // claims nothing, finishes what it runs
+	} else {
+		req.State = api.AgentRunning
+	}
+	a.mu.Unlock()
+	req.Capacity = api.Capacity{Max: a.live.Load().MaxConcurrent, Running: len(req.Running)}
+	return req
+}
+
+// serviceStatus is the one line a service manager shows for the agent
+// (sd_notify STATUS=, in systemctl status).
+func serviceStatus(req api.HeartbeatRequest, reached bool) string {
+	cp := "control plane reachable"
+	if !reached {
+		cp = "control plane unreachable"
+	}
+	return fmt.Sprintf("STATUS=%s: %d of %d tasks running, %d records pending, executor %s, %s",
+		req.State, req.Capacity.Running, req.Capacity.Max, req.Outbox.Pending, req.Health.Grade, cp)
+}
+
+// writeHealth records the health for `agent health`.
+func (a *Agent) writeHealth(reached bool) {
+	cp := "reachable"
+	if !reached {
+		cp = "unreachable"
+	}
+	h := datadir.HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: utc.Now(), ControlPlane: cp, Storage: a.held.status()}
+	if err := a.layout.WriteHealth(h); err != nil {
+		a.log.Warn("write health file", "err", err)
+	}
+}
+
+// isRunning reports whether the agent runs task id.
+func (a *Agent) isRunning(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running[id] != nil
+}
