@@ -22,6 +22,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/cli"
 )
 
 // Doctor looks at what `agent run` would use, without running it: the
@@ -421,7 +422,7 @@ func checkExecutor(ctx context.Context, o DoctorOptions) Check {
 		return failed(CheckExecutor, detail, "correct the executor's settings: --executor, --executor-command, --executor-bin (agent run --help)")
 	}
 	e := o.Executor
-	tested, isCLI := runner.TestedCLIs[o.ExecutorKind]
+	tested, isCLI := cli.Tested[o.ExecutorKind]
 	install := "install it, or give --executor-command a command on PATH or with its absolute path"
 	if isCLI {
 		install = fmt.Sprintf("npm install -g %s@%s, or give --executor-bin its path", tested.Package, tested.Version)
@@ -435,9 +436,9 @@ func checkExecutor(ctx context.Context, o DoctorOptions) Check {
 	}
 	vctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	path, version, err := runner.CLIVersion(vctx, e)
+	path, version, err := cli.Version(vctx, e)
 	switch {
-	case errors.Is(err, runner.ErrNoVersion):
+	case errors.Is(err, cli.ErrNoVersion):
 		return pass(CheckExecutor, "%s: %s", o.ExecutorKind, runner.Describe(e))
 	case err != nil:
 		return Check{Name: CheckExecutor, Result: CheckWarn, Detail: fmt.Sprintf("%s found, but its version cannot be told: %v", o.ExecutorKind, err),

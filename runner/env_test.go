@@ -10,6 +10,9 @@ import (
 
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
@@ -67,9 +70,11 @@ func TestEnvNamesCannotPassTheAgentsSecrets(t *testing.T) {
 // A CLI that is not installed makes the executor unavailable at once.
 func TestMissingCLIIsUnavailable(t *testing.T) {
 	for name, exe := range map[string]func() (runner.Executor, error){
-		"codex": func() (runner.Executor, error) { return runner.NewCodex(runner.CodexConfig{Bin: "/nonexistent/codex"}) },
+		"codex": func() (runner.Executor, error) {
+			return codex.New(codex.Config{Base: cli.Base{Bin: "/nonexistent/codex"}})
+		},
 		"claude": func() (runner.Executor, error) {
-			return runner.NewClaude(runner.ClaudeConfig{Bin: "/nonexistent/claude"})
+			return claude.New(claude.Config{Base: cli.Base{Bin: "/nonexistent/claude"}})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/edgeagent/agent/internal/landlock"
@@ -71,6 +72,23 @@ const (
 	ApprovalDeclineAll ApprovalPolicy = "decline"
 	ApprovalAsk        ApprovalPolicy = "ask"
 )
+
+// ApprovalText says what an approval request asks for, in a line.
+func ApprovalText(r state.ApprovalRequest) string {
+	if r.Kind == "command" {
+		return Clip(r.Command, 300)
+	}
+	return "change " + strings.Join(r.Paths, ", ")
+}
+
+// Clip shortens s to at most n bytes, marking the cut: for a CLI's text
+// in a log line or a reason.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
 
 // ProcessMark returns the attempt's process mark (Mark, or one made from
 // the attempt id).

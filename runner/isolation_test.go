@@ -13,6 +13,9 @@ import (
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
@@ -170,13 +173,13 @@ func TestAConfinedCLIsShellReachesNothingOfTheAgents(t *testing.T) {
 		exe  func(*testing.T, *mockmodel.Server) runner.Executor
 	}{
 		{"codex", func(t *testing.T, m *mockmodel.Server) runner.Executor {
-			return runnertest.CodexExec(t, m, runner.CodexConfig{})
+			return runnertest.CodexExec(t, m, codex.Config{})
 		}},
 		{"codex workspace-write", func(t *testing.T, m *mockmodel.Server) runner.Executor {
-			return runnertest.CodexExec(t, m, runner.CodexConfig{Sandbox: "workspace-write"})
+			return runnertest.CodexExec(t, m, codex.Config{Sandbox: "workspace-write"})
 		}},
 		{"claude", func(t *testing.T, m *mockmodel.Server) runner.Executor {
-			return runnertest.ClaudeExec(t, m, runner.ClaudeConfig{PermissionMode: "bypassPermissions", Env: []string{"IS_SANDBOX=1"}})
+			return runnertest.ClaudeExec(t, m, claude.Config{PermissionMode: "bypassPermissions", Base: cli.Base{Env: []string{"IS_SANDBOX=1"}}})
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/runnertest"
 )
 
@@ -42,9 +45,9 @@ func TestBrokenProtocolIsAProtocolError(t *testing.T) {
 			var exe runner.Executor
 			var err error
 			if c.claude {
-				exe, err = runner.NewClaude(runner.ClaudeConfig{Bin: fakeBin(t, c.script), Grace: 200 * time.Millisecond})
+				exe, err = claude.New(claude.Config{Base: cli.Base{Bin: fakeBin(t, c.script), Grace: 200 * time.Millisecond}})
 			} else {
-				exe, err = runner.NewCodex(runner.CodexConfig{Bin: fakeBin(t, c.script), Grace: 200 * time.Millisecond})
+				exe, err = codex.New(codex.Config{Base: cli.Base{Bin: fakeBin(t, c.script), Grace: 200 * time.Millisecond}})
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -14,9 +14,8 @@ import (
 
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/proc"
-	"github.com/edgeagent/agent/state"
-
 	"github.com/edgeagent/agent/internal/utc"
+	"github.com/edgeagent/agent/state"
 )
 
 // Causes the daemon cancels a task's context with (context.WithCancelCause).
@@ -383,7 +382,7 @@ func (r *Runner) setPhase(task *state.Task, p state.Phase, req *state.ApprovalRe
 	if req != nil && p == state.PhaseAwaitingReply {
 		r := *req
 		task.AwaitingReply, task.Reply = &r, nil
-		ev.Reason = "approval requested: " + approvalText(*req)
+		ev.Reason = "approval requested: " + ApprovalText(*req)
 		ev.Request = req
 	}
 	r.report(task, ev)

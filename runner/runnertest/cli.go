@@ -13,6 +13,8 @@ import (
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -126,7 +128,7 @@ func AssertNoMarkedProcess(t testing.TB, owner string) {
 // CodexExec returns a Codex executor running the pinned CLI against mock,
 // in full access unless cfg says another sandbox, with a 2 s grace unless
 // cfg says another.
-func CodexExec(t testing.TB, mock *mockmodel.Server, cfg runner.CodexConfig) *runner.Codex {
+func CodexExec(t testing.TB, mock *mockmodel.Server, cfg codex.Config) *codex.Codex {
 	t.Helper()
 	cfg.Bin = clitest.CodexBin(t)
 	cfg.Env = append(cfg.Env, clitest.CodexEnv(t, mock, clitest.CodexOptions{StreamIdleMS: 1500})...)
@@ -136,7 +138,7 @@ func CodexExec(t testing.TB, mock *mockmodel.Server, cfg runner.CodexConfig) *ru
 	if cfg.Grace == 0 {
 		cfg.Grace = 2 * time.Second
 	}
-	exe, err := runner.NewCodex(cfg)
+	exe, err := codex.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +147,7 @@ func CodexExec(t testing.TB, mock *mockmodel.Server, cfg runner.CodexConfig) *ru
 
 // ClaudeExec returns a Claude executor running the pinned CLI against
 // mock, with a 2 s grace and a 3 s API timeout unless cfg says others.
-func ClaudeExec(t testing.TB, mock *mockmodel.Server, cfg runner.ClaudeConfig) *runner.Claude {
+func ClaudeExec(t testing.TB, mock *mockmodel.Server, cfg claude.Config) *claude.Claude {
 	t.Helper()
 	cfg.Bin = clitest.ClaudeBin(t)
 	cfg.Env = append(cfg.Env, clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})...)
@@ -155,7 +157,7 @@ func ClaudeExec(t testing.TB, mock *mockmodel.Server, cfg runner.ClaudeConfig) *
 	if cfg.APITimeout == 0 {
 		cfg.APITimeout = 3 * time.Second
 	}
-	exe, err := runner.NewClaude(cfg)
+	exe, err := claude.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
