@@ -130,6 +130,40 @@ const (
 	EventLines EventType = "lines"
 )
 
+// ToolStage is how far a tool event has come.
+type ToolStage string
+
+// The stages. Input: the model is writing the tool's input; call: the
+// tool is called; result: its result is in. Input does not count as a
+// tool executed (the safety gate); the others do.
+const (
+	StageInput  ToolStage = "input"
+	StageCall   ToolStage = "call"
+	StageResult ToolStage = "result"
+)
+
+// LogLevel is how much a log event matters. An exec child may write
+// another level: it is passed on as written.
+type LogLevel string
+
+// The levels executors use.
+const (
+	LevelInfo  LogLevel = "info"
+	LevelWarn  LogLevel = "warn"
+	LevelError LogLevel = "error"
+)
+
+// Stream names where a lines event's lines came from; it is the log
+// stream the runner reports them in.
+type Stream string
+
+// The streams.
+const (
+	StreamStdout  Stream = "stdout"
+	StreamStderr  Stream = "stderr"
+	StreamCommand Stream = "command" // a tool command's output, as the CLI relayed it
+)
+
 // Event is one thing an executor reported.
 type Event struct {
 	Type EventType `json:"type"`
@@ -143,15 +177,15 @@ type Event struct {
 	Step         string          `json:"step,omitempty"`           // progress
 	Text         string          `json:"text,omitempty"`           // output
 	Name         string          `json:"name,omitempty"`           // tool
-	Stage        string          `json:"stage,omitempty"`          // tool: input, call or result
+	Stage        ToolStage       `json:"stage,omitempty"`          // tool
 	Description  string          `json:"description,omitempty"`    // side_effect
-	Level        string          `json:"level,omitempty"`          // log
+	Level        LogLevel        `json:"level,omitempty"`          // log
 	Summary      string          `json:"summary,omitempty"`        // result
 	Data         json.RawMessage `json:"data,omitempty"`           // result
 	Code         state.ErrorCode `json:"code,omitempty"`           // error
 	RetryAfterMS int64           `json:"retry_after_ms,omitempty"` // error
 
-	Stream string   `json:"-"` // lines: "stdout" or "stderr"
+	Stream Stream   `json:"-"` // lines
 	Lines  []string `json:"-"` // lines
 
 	// Approval is the question behind a phase awaiting_reply.

@@ -340,20 +340,20 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 		act.Output = true
 		logs.add("output", ev.Text)
 	case EventTool:
-		act.ToolInput = ev.Stage == "input"
-		act.ToolCall = ev.Stage != "input"
-		logs.add("tool", strings.TrimSpace(ev.Name+" "+ev.Stage))
+		act.ToolInput = ev.Stage == StageInput
+		act.ToolCall = ev.Stage != StageInput
+		logs.add("tool", strings.TrimSpace(ev.Name+" "+string(ev.Stage)))
 	case EventSideEffect:
 		act.SideEffect = true
 		logs.add("side_effect", ev.Description)
 	case EventLog:
-		logs.add("executor", strings.TrimSpace(ev.Level+" "+ev.Message))
+		logs.add("executor", strings.TrimSpace(string(ev.Level)+" "+ev.Message))
 	case EventResult:
 		res.result = &ev
 	case EventError:
 		res.lastErr = &ev
 	case EventLines:
-		logs.add(ev.Stream, ev.Lines...)
+		logs.add(string(ev.Stream), ev.Lines...)
 	}
 	if err := task.Observe(a.AttemptID, act, now); err != nil {
 		r.logger().Warn("event not applied", "task", task.ID, "err", err)

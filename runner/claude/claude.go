@@ -154,7 +154,7 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 			if err != nil {
 				return
 			}
-			s.out.Send(runner.Event{Type: runner.EventLines, Stream: "stderr", Lines: []string{line}, Notice: true})
+			s.out.Send(runner.Event{Type: runner.EventLines, Stream: runner.StreamStderr, Lines: []string{line}, Notice: true})
 		}
 	}()
 
@@ -337,7 +337,7 @@ func (s *claudeSession) line(line string) error {
 		case e.Type == "message_start":
 			s.streaming = false
 		case e.Type == "content_block_start" && e.ContentBlock.Type == "tool_use":
-			ev(runner.Event{Type: runner.EventTool, Name: e.ContentBlock.Name, Stage: "input"})
+			ev(runner.Event{Type: runner.EventTool, Name: e.ContentBlock.Name, Stage: runner.StageInput})
 		case e.Type == "content_block_delta" && !s.streaming:
 			// The model answers: once per message, not per delta (the
 			// assistant message is the record).
@@ -362,7 +362,7 @@ func (s *claudeSession) line(line string) error {
 				}
 			case "tool_use":
 				s.tools[b.ID] = claudeTool{name: b.Name, input: b.Input}
-				ev(runner.Event{Type: runner.EventTool, Name: b.Name, Stage: "call"})
+				ev(runner.Event{Type: runner.EventTool, Name: b.Name, Stage: runner.StageCall})
 			}
 		}
 	case "user":
@@ -373,7 +373,7 @@ func (s *claudeSession) line(line string) error {
 				continue
 			}
 			t := s.tools[b.ToolUseID]
-			ev(runner.Event{Type: runner.EventTool, Name: t.name, Stage: "result"})
+			ev(runner.Event{Type: runner.EventTool, Name: t.name, Stage: runner.StageResult})
 			if !b.IsError && sideEffectTools[t.name] {
 				ev(runner.Event{Type: runner.EventSideEffect, Description: toolText(t)})
 			}
@@ -398,7 +398,7 @@ func toolText(t claudeTool) string {
 // result ends the attempt: success needs is_error false.
 func (s *claudeSession) result(l claudeLine, ev func(runner.Event)) {
 	for _, d := range l.PermissionDenials {
-		ev(runner.Event{Type: runner.EventLog, Level: "warn", Message: "permission denied: " + d.ToolName + " " + runner.Clip(string(d.ToolInput), 300)})
+		ev(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: "permission denied: " + d.ToolName + " " + runner.Clip(string(d.ToolInput), 300)})
 	}
 	if !l.IsError && l.Subtype == "success" {
 		s.outcome = runner.OutcomeComplete

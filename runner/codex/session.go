@@ -142,7 +142,7 @@ func (s *codexSession) run(ctx context.Context) runner.Exit {
 			}
 		case a := <-s.approvals:
 			s.respond(a.id, map[string]any{"decision": string(a.decision)})
-			s.out.Send(runner.Event{Type: runner.EventLog, Level: "info", Message: "approval answered: " + string(a.decision), Notice: true})
+			s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: "approval answered: " + string(a.decision), Notice: true})
 			if !s.done {
 				s.out.Send(runner.Event{Type: runner.EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
 			}
@@ -218,7 +218,7 @@ func (s *codexSession) readStderr() {
 		if err != nil {
 			return
 		}
-		s.out.Send(runner.Event{Type: runner.EventLines, Stream: "stderr", Lines: []string{line}, Notice: true})
+		s.out.Send(runner.Event{Type: runner.EventLines, Stream: runner.StreamStderr, Lines: []string{line}, Notice: true})
 	}
 }
 
@@ -385,7 +385,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) error
 		}
 		_ = json.Unmarshal(params, &p)
 		if lines := splitLines(p.Delta); len(lines) > 0 {
-			ev(runner.Event{Type: runner.EventLines, Stream: "command", Lines: lines})
+			ev(runner.Event{Type: runner.EventLines, Stream: runner.StreamCommand, Lines: lines})
 		}
 	case "error":
 		var p struct {
@@ -398,7 +398,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) error
 			// Codex retries on its own: progress, not a failure.
 			ev(runner.Event{Type: runner.EventProgress, Message: msg, Step: "retry", Notice: true})
 		} else {
-			ev(runner.Event{Type: runner.EventLog, Level: "error", Message: msg, Notice: true})
+			ev(runner.Event{Type: runner.EventLog, Level: runner.LevelError, Message: msg, Notice: true})
 		}
 	case "warning", "configWarning", "deprecationNotice":
 		var p struct {
@@ -406,7 +406,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) error
 			Summary string `json:"summary"`
 		}
 		_ = json.Unmarshal(params, &p)
-		ev(runner.Event{Type: runner.EventLog, Level: "warn", Message: strings.TrimSpace(method + ": " + p.Message + " " + p.Summary), Notice: true})
+		ev(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: strings.TrimSpace(method + ": " + p.Message + " " + p.Summary), Notice: true})
 	case "thread/tokenUsage/updated":
 		var p struct {
 			TokenUsage json.RawMessage `json:"tokenUsage"`
@@ -425,15 +425,15 @@ func (s *codexSession) itemStarted(it codexItem, ev func(runner.Event)) {
 	case "userMessage":
 		return // our own prompt, echoed: not the model
 	case "commandExecution":
-		ev(runner.Event{Type: runner.EventTool, Name: "shell", Stage: "call"})
+		ev(runner.Event{Type: runner.EventTool, Name: "shell", Stage: runner.StageCall})
 		ev(runner.Event{Type: runner.EventProgress, Message: "running " + runner.Clip(it.Command, 200), Step: it.Type})
 	case "fileChange":
-		ev(runner.Event{Type: runner.EventTool, Name: "apply_patch", Stage: "call"})
+		ev(runner.Event{Type: runner.EventTool, Name: "apply_patch", Stage: runner.StageCall})
 		ev(runner.Event{Type: runner.EventProgress, Message: "changing files", Step: it.Type})
 	case "mcpToolCall":
-		ev(runner.Event{Type: runner.EventTool, Name: strings.Trim(it.Server+"."+it.Tool, "."), Stage: "call"})
+		ev(runner.Event{Type: runner.EventTool, Name: strings.Trim(it.Server+"."+it.Tool, "."), Stage: runner.StageCall})
 	case "webSearch":
-		ev(runner.Event{Type: runner.EventTool, Name: "web_search", Stage: "call"})
+		ev(runner.Event{Type: runner.EventTool, Name: "web_search", Stage: runner.StageCall})
 	case "agentMessage":
 		ev(runner.Event{Type: runner.EventProgress, Message: "writing a reply", Step: it.Type})
 	case "reasoning":
@@ -459,7 +459,7 @@ func (s *codexSession) itemCompleted(it codexItem, ev func(runner.Event)) {
 		}
 		s.lastMessage = it.Text
 	case "commandExecution":
-		ev(runner.Event{Type: runner.EventTool, Name: "shell", Stage: "result"})
+		ev(runner.Event{Type: runner.EventTool, Name: "shell", Stage: runner.StageResult})
 		if it.Status != "declined" {
 			// Conservative: a command that ran may have changed something.
 			desc := "ran " + runner.Clip(it.Command, 500)
@@ -468,10 +468,10 @@ func (s *codexSession) itemCompleted(it codexItem, ev func(runner.Event)) {
 			}
 			ev(runner.Event{Type: runner.EventSideEffect, Description: desc})
 		} else {
-			ev(runner.Event{Type: runner.EventLog, Level: "info", Message: "command declined: " + runner.Clip(it.Command, 500)})
+			ev(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: "command declined: " + runner.Clip(it.Command, 500)})
 		}
 	case "fileChange":
-		ev(runner.Event{Type: runner.EventTool, Name: "apply_patch", Stage: "result"})
+		ev(runner.Event{Type: runner.EventTool, Name: "apply_patch", Stage: runner.StageResult})
 		if it.Status == "completed" {
 			for _, c := range it.Changes {
 				var kind struct {
@@ -484,7 +484,7 @@ func (s *codexSession) itemCompleted(it codexItem, ev func(runner.Event)) {
 			}
 		}
 	case "mcpToolCall", "webSearch":
-		ev(runner.Event{Type: runner.EventTool, Name: it.Type, Stage: "result"})
+		ev(runner.Event{Type: runner.EventTool, Name: it.Type, Stage: runner.StageResult})
 	}
 }
 
@@ -561,7 +561,7 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 		kind = "file_change"
 	default:
 		s.write(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "the agent does not handle " + m.Method}})
-		s.out.Send(runner.Event{Type: runner.EventLog, Level: "warn", Message: "declined an unknown request from codex: " + m.Method})
+		s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: "declined an unknown request from codex: " + m.Method})
 		return nil
 	}
 	req := state.ApprovalRequest{ID: p.ItemID, Kind: kind, Command: p.Command, Reason: p.Reason, Cwd: p.Cwd}
@@ -595,7 +595,7 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 	default:
 		answer = runner.ApprovalDecline
 	}
-	s.out.Send(runner.Event{Type: runner.EventLog, Level: "info", Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, runner.ApprovalText(req))})
+	s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, runner.ApprovalText(req))})
 	s.respond(id, map[string]any{"decision": string(answer)})
 	return nil
 }
