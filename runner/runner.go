@@ -192,7 +192,7 @@ func (r *Runner) wait(ctx context.Context, t time.Time) bool {
 // result is what one attempt's run came to.
 type result struct {
 	exit     Exit
-	timeout  TimeoutKind // the agent's own limit that fired, if one did
+	timeout  timeoutKind // the agent's own limit that fired, if one did
 	cause    error       // the task context's cause, when it was cancelled
 	lastErr  *Event
 	result   *Event
@@ -200,7 +200,7 @@ type result struct {
 }
 
 func (res *result) ok() bool {
-	if res.exit.StartErr != nil || res.timeout != TimeoutNone || res.cause != nil || res.exit.StdioClosed || res.exit.ProtocolErr != nil {
+	if res.exit.StartErr != nil || res.timeout != timeoutNone || res.cause != nil || res.exit.StdioClosed || res.exit.ProtocolErr != nil {
 		return false
 	}
 	switch res.exit.Outcome {
@@ -269,9 +269,9 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			logs.flush()
 			switch cause := context.Cause(actx); {
 			case errors.Is(cause, errFirstEventTimeout):
-				res.timeout = TimeoutFirstEvent
+				res.timeout = timeoutFirstEvent
 			case errors.Is(cause, errAttemptTimeout):
-				res.timeout = TimeoutAttempt
+				res.timeout = timeoutAttempt
 			case ctx.Err() != nil:
 				res.cause = context.Cause(ctx)
 			}
@@ -418,14 +418,14 @@ func (r *Runner) complete(task *state.Task, a *state.Attempt, res result) {
 // attempt and returns it, or ends the task and returns nil. res is nil when
 // the attempt never ran (cancelled during its backoff wait).
 func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, exit Exit, res *result) *state.Attempt {
-	f := Failure{ExitCode: exit.ExitCode, Signal: exit.Signal, StartErr: exit.StartErr, StdioClose: exit.StdioClosed, Protocol: exit.ProtocolErr}
+	f := failure{ExitCode: exit.ExitCode, Signal: exit.Signal, StartErr: exit.StartErr, StdioClose: exit.StdioClosed, Protocol: exit.ProtocolErr}
 	timeouts := ""
 	if res != nil {
 		f.Timeout, timeouts = res.timeout, res.timeouts
 		if res.lastErr != nil {
 			f.Code, f.Message, f.RetryAfter = res.lastErr.Code, res.lastErr.Message, time.Duration(res.lastErr.RetryAfterMS)*time.Millisecond
 		}
-		if res.timeout != TimeoutNone {
+		if res.timeout != timeoutNone {
 			timeouts += " fired=" + res.timeout.String()
 		}
 	}
@@ -434,7 +434,7 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		f.Cancelled = errors.Is(cause, ErrCancelled)
 		f.Shutdown = !f.Cancelled
 	}
-	v := Classify(f)
+	v := classify(f)
 	if r.Health != nil && v.Signal != "" {
 		r.Health.Observe(v.Signal, v.Message)
 	}
@@ -446,13 +446,13 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	}
 	phase, reason := state.PhaseFailed, v.Error()
 	switch {
-	case v.Class == Stop && f.Cancelled:
+	case v.Class == classStop && f.Cancelled:
 		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
-	case v.Class == Stop:
+	case v.Class == classStop:
 		phase = state.PhaseRecoverableFailed
-	case v.Class == Transient && d.Gate.Blocks():
+	case v.Class == classTransient && d.Gate.Blocks():
 		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d.Gate)
-	case f.Timeout != TimeoutNone:
+	case f.Timeout != timeoutNone:
 		// Only the agent's own limits end a task timed_out: an executor's
 		// "timeout" is the model's, a transient failure like another.
 		phase = state.PhaseTimedOut
@@ -501,12 +501,12 @@ func phaseOrRetry(out state.Outcome, phase state.Phase) string {
 }
 
 // notRetried is the reason a task ends when the gate blocked its retry.
-func notRetried(v Verdict, gate state.GateReason) string {
+func notRetried(v verdict, gate state.GateReason) string {
 	return fmt.Sprintf("%s; not retried automatically: %s", v.Error(), gate)
 }
 
 // Error renders a verdict as code: message.
-func (v Verdict) Error() string {
+func (v verdict) Error() string {
 	return (&state.Error{Code: v.Code, Message: v.Message}).Error()
 }
 
