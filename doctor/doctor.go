@@ -31,6 +31,7 @@ import (
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/cli"
 )
 
 // CheckName names a check. The names are stable: scripts read them in
@@ -423,7 +424,7 @@ func checkExecutor(ctx context.Context, o Options) Check {
 		return failed(CheckExecutor, detail, "correct the executor's settings: --executor, --executor-command, --executor-bin (agent run --help)")
 	}
 	e := o.Executor
-	tested, isCLI := runner.TestedCLIs[o.ExecutorKind]
+	tested, isCLI := cli.Tested[o.ExecutorKind]
 	install := "install it, or give --executor-command a command on PATH or with its absolute path"
 	if isCLI {
 		install = fmt.Sprintf("npm install -g %s@%s, or give --executor-bin its path", tested.Package, tested.Version)
@@ -437,9 +438,9 @@ func checkExecutor(ctx context.Context, o Options) Check {
 	}
 	vctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	path, version, err := runner.CLIVersion(vctx, e)
+	path, version, err := cli.Version(vctx, e)
 	switch {
-	case errors.Is(err, runner.ErrNoVersion):
+	case errors.Is(err, cli.ErrNoVersion):
 		return pass(CheckExecutor, "%s: %s", o.ExecutorKind, runner.Describe(e))
 	case err != nil:
 		return Check{Name: CheckExecutor, Result: CheckWarn, Detail: fmt.Sprintf("%s found, but its version cannot be told: %v", o.ExecutorKind, err),

@@ -17,7 +17,9 @@ import (
 
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
-	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/exec"
 )
 
@@ -304,7 +306,7 @@ func TestDoctorExecutor(t *testing.T) {
 	// The CLI gets the executor's environment: never the agent's token.
 	t.Setenv("AGENT_TOKEN", "tok-secret")
 	const noToken = `[ -z "$AGENT_TOKEN" ] || { echo "the token leaked"; exit 9; }; `
-	codex, claude := runner.TestedCLIs["codex"], runner.TestedCLIs["claude"]
+	codexCLI, claudeCLI := cli.Tested["codex"], cli.Tested["claude"]
 	for _, tc := range []struct {
 		name, kind, body string
 		mode             os.FileMode
@@ -312,9 +314,9 @@ func TestDoctorExecutor(t *testing.T) {
 		want             CheckResult
 		detail, fix      string
 	}{
-		{"codex tested", "codex", noToken + `echo "codex-cli ` + codex.Version + `"`, 0o700, 0, CheckPass, "codex " + codex.Version + " (", ""},
-		{"claude tested", "claude", noToken + `echo "` + claude.Version + ` (Claude Code)"`, 0o700, 0, CheckPass, "claude " + claude.Version, ""},
-		{"codex other", "codex", noToken + `echo "codex-cli 0.1.0"`, 0o700, 0, CheckWarn, "codex 0.1.0", "npm install -g @openai/codex@" + codex.Version},
+		{"codex tested", "codex", noToken + `echo "codex-cli ` + codexCLI.Version + `"`, 0o700, 0, CheckPass, "codex " + codexCLI.Version + " (", ""},
+		{"claude tested", "claude", noToken + `echo "` + claudeCLI.Version + ` (Claude Code)"`, 0o700, 0, CheckPass, "claude " + claudeCLI.Version, ""},
+		{"codex other", "codex", noToken + `echo "codex-cli 0.1.0"`, 0o700, 0, CheckWarn, "codex 0.1.0", "npm install -g @openai/codex@" + codexCLI.Version},
 		{"version fails", "codex", `echo "boom" >&2; exit 3`, 0o700, 0, CheckWarn, "exit status 3: boom", "--version by hand"},
 		{"no version number", "claude", `echo "hello"`, 0o700, 0, CheckWarn, `no version number: "hello"`, "--version by hand"},
 		{"hangs", "codex", `exec sleep 1000`, 0o700, 50 * time.Millisecond, CheckWarn, "no answer", "--version by hand"},
@@ -324,9 +326,9 @@ func TestDoctorExecutor(t *testing.T) {
 			bin := fakeCLI(t, tc.kind, tc.body, tc.mode)
 			o := Options{ExecutorKind: tc.kind, Timeout: tc.timeout}
 			if tc.kind == "codex" {
-				o.Executor, o.ExecutorErr = runner.NewCodex(runner.CodexConfig{Bin: bin})
+				o.Executor, o.ExecutorErr = codex.New(codex.Config{Base: cli.Base{Bin: bin}})
 			} else {
-				o.Executor, o.ExecutorErr = runner.NewClaude(runner.ClaudeConfig{Bin: bin})
+				o.Executor, o.ExecutorErr = claude.New(claude.Config{Base: cli.Base{Bin: bin}})
 			}
 			if o.Timeout == 0 {
 				o.Timeout = patient
@@ -339,12 +341,12 @@ func TestDoctorExecutor(t *testing.T) {
 		})
 	}
 	t.Run("missing", func(t *testing.T) {
-		exe, err := runner.NewCodex(runner.CodexConfig{Bin: "/nonexistent/codex"})
+		exe, err := codex.New(codex.Config{Base: cli.Base{Bin: "/nonexistent/codex"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c := checkExecutor(context.Background(), Options{ExecutorKind: "codex", Executor: exe, Timeout: patient})
-		wantCheck(t, c, CheckFail, "executor not found: /nonexistent/codex", "npm install -g @openai/codex@"+codex.Version+", or give --executor-bin")
+		wantCheck(t, c, CheckFail, "executor not found: /nonexistent/codex", "npm install -g @openai/codex@"+codexCLI.Version+", or give --executor-bin")
 	})
 	t.Run("exec", func(t *testing.T) {
 		exe, err := exec.New(exec.Config{Argv: []string{"sh", "-c", "true"}})
@@ -390,19 +392,19 @@ func TestToolsLockPinsTestedCLIs(t *testing.T) {
 	if lock.LockfileVersion < 2 || len(lock.Packages) < 2 {
 		t.Fatalf("package-lock.json: lockfileVersion %d with %d packages: not a lock npm ci can install", lock.LockfileVersion, len(lock.Packages))
 	}
-	if len(pkg.Dependencies) != len(runner.TestedCLIs) {
-		t.Errorf("package.json installs %v, want exactly %v", pkg.Dependencies, runner.TestedCLIs)
+	if len(pkg.Dependencies) != len(cli.Tested) {
+		t.Errorf("package.json installs %v, want exactly %v", pkg.Dependencies, cli.Tested)
 	}
 	platform := map[string]string{"codex": "@openai/codex-linux-x64", "claude": "@anthropic-ai/claude-code-linux-x64"}
-	for kind, cli := range runner.TestedCLIs {
-		if got := pkg.Dependencies[cli.Package]; got != cli.Version {
-			t.Errorf("package.json pins %s at %q, want exactly %s (runner.TestedCLIs[%s])", cli.Package, got, cli.Version, kind)
+	for kind, tested := range cli.Tested {
+		if got := pkg.Dependencies[tested.Package]; got != tested.Version {
+			t.Errorf("package.json pins %s at %q, want exactly %s (cli.Tested[%s])", tested.Package, got, tested.Version, kind)
 		}
-		if got := lock.Packages["node_modules/"+cli.Package].Version; got != cli.Version {
-			t.Errorf("package-lock.json has %s %q, want %s", cli.Package, got, cli.Version)
+		if got := lock.Packages["node_modules/"+tested.Package].Version; got != tested.Version {
+			t.Errorf("package-lock.json has %s %q, want %s", tested.Package, got, tested.Version)
 		}
-		if p, ok := lock.Packages["node_modules/"+platform[kind]]; !ok || !p.Optional || !strings.HasPrefix(p.Version, cli.Version) {
-			t.Errorf("package-lock.json lacks %s's optional linux-x64 package %s (got %+v)", cli.Package, platform[kind], p)
+		if p, ok := lock.Packages["node_modules/"+platform[kind]]; !ok || !p.Optional || !strings.HasPrefix(p.Version, tested.Version) {
+			t.Errorf("package-lock.json lacks %s's optional linux-x64 package %s (got %+v)", tested.Package, platform[kind], p)
 		}
 	}
 	sha512 := regexp.MustCompile(`^sha512-[A-Za-z0-9+/]{86}==$`)

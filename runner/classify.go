@@ -10,21 +10,21 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
-// Class is what a failure means for a retry.
-type Class string
+// failureClass is what a failure means for a retry.
+type failureClass string
 
 // The classes.
 const (
-	// Stop: the user cancelled, or the agent is shutting down. No retry.
-	Stop Class = "stop"
-	// Transient: the same attempt may well succeed later.
-	Transient Class = "transient"
-	// Permanent: trying again would fail the same way.
-	Permanent Class = "permanent"
+	// classStop: the user cancelled, or the agent is shutting down. No retry.
+	classStop failureClass = "stop"
+	// classTransient: the same attempt may well succeed later.
+	classTransient failureClass = "transient"
+	// classPermanent: trying again would fail the same way.
+	classPermanent failureClass = "permanent"
 )
 
-// Failure is everything known about why an attempt failed.
-type Failure struct {
+// failure is everything known about why an attempt failed.
+type failure struct {
 	Cancelled bool // by the user
 	Shutdown  bool // the agent is stopping
 	// Code, Message and RetryAfter come from the executor's last error event.
@@ -33,15 +33,15 @@ type Failure struct {
 	RetryAfter time.Duration
 	StartErr   error       // the executor could not start
 	StdioClose bool        // output closed before a result
-	Timeout    TimeoutKind // which of the agent's own limits fired, if one did
+	Timeout    timeoutKind // which of the agent's own limits fired, if one did
 	Protocol   error       // an app server broke its protocol
 	ExitCode   int
 	Signal     string
 }
 
-// Verdict is a classified failure.
-type Verdict struct {
-	Class Class
+// verdict is a classified failure.
+type verdict struct {
+	Class failureClass
 	// Code names the failure on the attempt: the executor's code, or one
 	// of the agent's own (state.CodeCancelled, …).
 	Code       state.ErrorCode
@@ -57,7 +57,7 @@ var (
 	transientPatterns = []string{"rate limit", "rate_limit", "too many requests", "overloaded", "timeout", "timed out", "429", "502", "503", "504", "529", "connection reset", "temporarily unavailable", "try again"}
 )
 
-// Classify judges a failure, first match wins:
+// classify judges a failure, first match wins:
 //
 //  1. user cancel and agent shutdown stop;
 //  2. an explicit code from the executor: rate_limit, overloaded,
@@ -75,39 +75,39 @@ var (
 //  6. stdio closed before a result, a protocol error, and a timeout, are
 //     transient;
 //  7. everything else is permanent.
-func Classify(f Failure) Verdict {
-	v := Verdict{Code: f.Code, Message: f.Message, RetryAfter: f.RetryAfter, Signal: signalOf(f)}
+func classify(f failure) verdict {
+	v := verdict{Code: f.Code, Message: f.Message, RetryAfter: f.RetryAfter, Signal: signalOf(f)}
 	msg := strings.ToLower(f.Message)
 	switch {
 	case f.Cancelled:
-		return Verdict{Class: Stop, Code: state.CodeCancelled, Message: "cancelled by the user"}
+		return verdict{Class: classStop, Code: state.CodeCancelled, Message: "cancelled by the user"}
 	case f.Shutdown:
-		return Verdict{Class: Stop, Code: state.CodeAgentShutdown, Message: "the agent is shutting down"}
+		return verdict{Class: classStop, Code: state.CodeAgentShutdown, Message: "the agent is shutting down"}
 	case f.Code.Retry() == state.RetryTransient:
-		v.Class = Transient
+		v.Class = classTransient
 	case f.Code.Retry() == state.RetryPermanent:
-		v.Class = Permanent
+		v.Class = classPermanent
 	case containsAny(msg, stopPatterns):
-		v.Class = Permanent
+		v.Class = classPermanent
 	case containsAny(msg, transientPatterns):
-		v.Class = Transient
+		v.Class = classTransient
 	case errors.Is(f.StartErr, ErrExecutorNotFound):
-		v.Class, v.Code, v.Message = Permanent, state.CodeExecutorNotFound, f.StartErr.Error()
+		v.Class, v.Code, v.Message = classPermanent, state.CodeExecutorNotFound, f.StartErr.Error()
 	case errors.Is(f.StartErr, ErrNotExecutable):
-		v.Class, v.Code, v.Message = Permanent, state.CodeNotExecutable, f.StartErr.Error()
+		v.Class, v.Code, v.Message = classPermanent, state.CodeNotExecutable, f.StartErr.Error()
 	case f.StdioClose:
-		v.Class, v.Code, v.Message = Transient, state.CodeStdioClosed, "stdio closed before result"
+		v.Class, v.Code, v.Message = classTransient, state.CodeStdioClosed, "stdio closed before result"
 	case f.Protocol != nil:
 		// The CLI broke its protocol (a garbled line, an exit before the
 		// outcome): the next run may well be fine.
-		v.Class, v.Code, v.Message = Transient, state.CodeProtocolError, f.Protocol.Error()
-	case f.Timeout != TimeoutNone:
-		v.Class, v.Code = Transient, f.Timeout.Code()
+		v.Class, v.Code, v.Message = classTransient, state.CodeProtocolError, f.Protocol.Error()
+	case f.Timeout != timeoutNone:
+		v.Class, v.Code = classTransient, f.Timeout.Code()
 		if v.Message == "" {
 			v.Message = f.Timeout.message()
 		}
 	default:
-		v.Class = Permanent
+		v.Class = classPermanent
 	}
 	if v.Code == "" {
 		v.Code = fallbackCode(f)
@@ -119,7 +119,7 @@ func Classify(f Failure) Verdict {
 }
 
 // signalOf is what a failure tells the health tracker.
-func signalOf(f Failure) health.Signal {
+func signalOf(f failure) health.Signal {
 	switch {
 	case f.StartErr != nil:
 		return health.StartFailure
@@ -127,13 +127,13 @@ func signalOf(f Failure) health.Signal {
 		return health.ProtocolError
 	case f.StdioClose:
 		return health.StdioClosed
-	case f.Timeout != TimeoutNone:
+	case f.Timeout != timeoutNone:
 		return f.Timeout.signal()
 	}
 	return ""
 }
 
-func fallbackCode(f Failure) state.ErrorCode {
+func fallbackCode(f failure) state.ErrorCode {
 	switch {
 	case f.StartErr != nil:
 		return state.CodeStartFailed
@@ -143,58 +143,58 @@ func fallbackCode(f Failure) state.ErrorCode {
 	return state.CodeExitStatus
 }
 
-// TimeoutKind names which of the agent's own limits fired.
-type TimeoutKind int
+// timeoutKind names which of the agent's own limits fired.
+type timeoutKind int
 
 // The limits.
 const (
-	TimeoutNone       TimeoutKind = iota
-	TimeoutFirstEvent             // no answer from the model within the first-event limit
-	TimeoutAttempt                // the whole attempt took longer than its limit
+	timeoutNone       timeoutKind = iota
+	timeoutFirstEvent             // no answer from the model within the first-event limit
+	timeoutAttempt                // the whole attempt took longer than its limit
 )
 
 // Code is the error code a fired limit gives the attempt.
-func (k TimeoutKind) Code() state.ErrorCode {
+func (k timeoutKind) Code() state.ErrorCode {
 	switch k {
-	case TimeoutFirstEvent:
+	case timeoutFirstEvent:
 		return state.CodeFirstEventTimeout
-	case TimeoutAttempt:
+	case timeoutAttempt:
 		return state.CodeAttemptTimeout
 	}
 	return ""
 }
 
-func (k TimeoutKind) String() string {
+func (k timeoutKind) String() string {
 	switch k {
-	case TimeoutFirstEvent:
+	case timeoutFirstEvent:
 		return "first_event"
-	case TimeoutAttempt:
+	case timeoutAttempt:
 		return "attempt"
 	}
 	return "none"
 }
 
-func (k TimeoutKind) message() string {
+func (k timeoutKind) message() string {
 	switch k {
-	case TimeoutFirstEvent:
+	case timeoutFirstEvent:
 		return "no first event within the limit"
-	case TimeoutAttempt:
+	case timeoutAttempt:
 		return "the attempt did not end within its limit"
 	}
 	return ""
 }
 
-func (k TimeoutKind) signal() health.Signal {
+func (k timeoutKind) signal() health.Signal {
 	switch k {
-	case TimeoutFirstEvent:
+	case timeoutFirstEvent:
 		return health.FirstEventTimeout
-	case TimeoutAttempt:
+	case timeoutAttempt:
 		return health.AttemptTimeout
 	}
 	return ""
 }
 
-func fallbackMessage(f Failure) string {
+func fallbackMessage(f failure) string {
 	switch {
 	case f.StartErr != nil:
 		return f.StartErr.Error()

@@ -1,8 +1,10 @@
 // Package runner runs one task through its attempts.
 //
-// An Executor runs one attempt: the exec executor runs an argv (never a
-// shell) in its own process group; the codex executor drives an app server
-// over JSON-RPC. Both report what happens as Events and end with an Exit.
+// An Executor runs one attempt, reports what happens as Events and ends
+// with an Exit. The executors live in packages of their own: runner/exec
+// runs an argv (never a shell) in its own process group; runner/codex
+// drives Codex's app server over JSON-RPC; runner/claude drives Claude Code
+// in print mode; runner/cli holds what the two CLI executors share.
 //
 // Runner.Run is the attempt loop. It starts the first attempt, applies every
 // event to the task through the state helpers, enforces the first-event and

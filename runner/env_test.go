@@ -10,7 +10,11 @@ import (
 
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/exec"
+	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -28,9 +32,9 @@ func TestExecutorEnvironmentIsAnAllowlist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, exe, "")
-	f.run(t, context.Background())
-	env := strings.Join(f.rec.logs(), "\n")
+	f := runnertest.NewFixture(t, exe, "")
+	f.Run(t, context.Background())
+	env := strings.Join(f.Rec.Logs(), "\n")
 	for _, gone := range []string{"secret-token-123", "NOTIFY_SOCKET", "WATCHDOG_USEC", "hunter2"} {
 		if strings.Contains(env, gone) {
 			t.Errorf("the executor's environment holds %s:\n%s", gone, env)
@@ -66,9 +70,11 @@ func TestEnvNamesCannotPassTheAgentsSecrets(t *testing.T) {
 // A CLI that is not installed makes the executor unavailable at once.
 func TestMissingCLIIsUnavailable(t *testing.T) {
 	for name, exe := range map[string]func() (runner.Executor, error){
-		"codex": func() (runner.Executor, error) { return runner.NewCodex(runner.CodexConfig{Bin: "/nonexistent/codex"}) },
+		"codex": func() (runner.Executor, error) {
+			return codex.New(codex.Config{Base: cli.Base{Bin: "/nonexistent/codex"}})
+		},
 		"claude": func() (runner.Executor, error) {
-			return runner.NewClaude(runner.ClaudeConfig{Bin: "/nonexistent/claude"})
+			return claude.New(claude.Config{Base: cli.Base{Bin: "/nonexistent/claude"}})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -79,13 +85,13 @@ func TestMissingCLIIsUnavailable(t *testing.T) {
 			if err := e.Probe(context.Background()); err == nil {
 				t.Fatal("Probe found a binary that is not there")
 			}
-			f := newFixture(t, e, "hello")
-			f.run(t, context.Background())
-			a := f.task.Attempts[0]
-			if a.Error == nil || a.Error.Code != "executor_not_found" || len(f.task.Attempts) != 1 {
-				t.Fatalf("attempts %s, want one executor_not_found", attemptsText(f.task))
+			f := runnertest.NewFixture(t, e, "hello")
+			f.Run(t, context.Background())
+			a := f.Task.Attempts[0]
+			if a.Error == nil || a.Error.Code != "executor_not_found" || len(f.Task.Attempts) != 1 {
+				t.Fatalf("attempts %s, want one executor_not_found", runnertest.AttemptsText(f.Task))
 			}
-			if g := f.health.Snapshot().Grade; g != "unavailable" {
+			if g := f.Health.Snapshot().Grade; g != "unavailable" {
 				t.Errorf("health %s, want unavailable", g)
 			}
 		})
@@ -104,10 +110,10 @@ func TestRelativeBinaryRunsInTheWorkDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, exe, "")
-	f.runner.WorkRoot = t.TempDir()
-	f.run(t, context.Background())
-	if f.task.Phase != state.PhaseCompleted {
-		t.Fatalf("task %s: %s", f.task.Phase, attemptsText(f.task))
+	f := runnertest.NewFixture(t, exe, "")
+	f.Runner.WorkRoot = t.TempDir()
+	f.Run(t, context.Background())
+	if f.Task.Phase != state.PhaseCompleted {
+		t.Fatalf("task %s: %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
 	}
 }

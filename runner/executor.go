@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/edgeagent/agent/internal/landlock"
@@ -72,6 +73,23 @@ const (
 	ApprovalAsk        ApprovalPolicy = "ask"
 )
 
+// ApprovalText says what an approval request asks for, in a line.
+func ApprovalText(r state.ApprovalRequest) string {
+	if r.Kind == "command" {
+		return Clip(r.Command, 300)
+	}
+	return "change " + strings.Join(r.Paths, ", ")
+}
+
+// Clip shortens s to at most n bytes, marking the cut: for a CLI's text
+// in a log line or a reason.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
 // ProcessMark returns the attempt's process mark (Mark, or one made from
 // the attempt id).
 func (s AttemptSpec) ProcessMark() string {
@@ -112,6 +130,40 @@ const (
 	EventLines EventType = "lines"
 )
 
+// ToolStage is how far a tool event has come.
+type ToolStage string
+
+// The stages. Input: the model is writing the tool's input; call: the
+// tool is called; result: its result is in. Input does not count as a
+// tool executed (the safety gate); the others do.
+const (
+	StageInput  ToolStage = "input"
+	StageCall   ToolStage = "call"
+	StageResult ToolStage = "result"
+)
+
+// LogLevel is how much a log event matters. An exec child may write
+// another level: it is passed on as written.
+type LogLevel string
+
+// The levels executors use.
+const (
+	LevelInfo  LogLevel = "info"
+	LevelWarn  LogLevel = "warn"
+	LevelError LogLevel = "error"
+)
+
+// Stream names where a lines event's lines came from; it is the log
+// stream the runner reports them in.
+type Stream string
+
+// The streams.
+const (
+	StreamStdout  Stream = "stdout"
+	StreamStderr  Stream = "stderr"
+	StreamCommand Stream = "command" // a tool command's output, as the CLI relayed it
+)
+
 // Event is one thing an executor reported.
 type Event struct {
 	Type EventType `json:"type"`
@@ -125,15 +177,15 @@ type Event struct {
 	Step         string          `json:"step,omitempty"`           // progress
 	Text         string          `json:"text,omitempty"`           // output
 	Name         string          `json:"name,omitempty"`           // tool
-	Stage        string          `json:"stage,omitempty"`          // tool: input, call or result
+	Stage        ToolStage       `json:"stage,omitempty"`          // tool
 	Description  string          `json:"description,omitempty"`    // side_effect
-	Level        string          `json:"level,omitempty"`          // log
+	Level        LogLevel        `json:"level,omitempty"`          // log
 	Summary      string          `json:"summary,omitempty"`        // result
 	Data         json.RawMessage `json:"data,omitempty"`           // result
 	Code         state.ErrorCode `json:"code,omitempty"`           // error
 	RetryAfterMS int64           `json:"retry_after_ms,omitempty"` // error
 
-	Stream string   `json:"-"` // lines: "stdout" or "stderr"
+	Stream Stream   `json:"-"` // lines
 	Lines  []string `json:"-"` // lines
 
 	// Approval is the question behind a phase awaiting_reply.

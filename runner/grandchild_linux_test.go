@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/exec"
+	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -52,14 +53,14 @@ func TestGrandchildIsKilledWithTheGroup(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			f := newFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), c.prompt)
-			f.rec.onReport = func(r runner.Report) {
+			f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), c.prompt)
+			f.Rec.OnReport = func(r runner.Report) {
 				if l, ok := r.Payload.(state.LogEvent); ok && l.Stream == "output" && c.cancel {
 					cancel(runner.ErrCancelled)
 				}
 			}
-			f.run(t, ctx)
-			pid := grandchildPID(t, f.rec.logs())
+			f.Run(t, ctx)
+			pid := grandchildPID(t, f.Rec.Logs())
 			// SIGKILL is delivered asynchronously: give it a moment.
 			for deadline := time.Now().Add(10 * time.Second); alive(pid) && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/edgeagent/agent/internal/landlock"
 )
@@ -76,24 +75,4 @@ func (s AttemptSpec) Confinement(cliState ...string) *landlock.Policy {
 		p.Write = append(p.Write, dir)
 	}
 	return &p
-}
-
-// envValue is NAME's value in env, the last one set.
-func envValue(env []string, name string) string {
-	v := ""
-	for _, kv := range env {
-		if n, val, ok := strings.Cut(kv, "="); ok && n == name {
-			v = val
-		}
-	}
-	return v
-}
-
-// homeDir is where the CLI's own state lives by default: HOME/name, or ""
-// without a HOME.
-func homeDir(env []string, name string) string {
-	if home := envValue(env, "HOME"); home != "" {
-		return filepath.Join(home, name)
-	}
-	return ""
 }

@@ -13,7 +13,11 @@ import (
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/exec"
+	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -96,13 +100,13 @@ func TestAConfinedExecTaskReachesNothingOfTheAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, exe, "attack")
-	f.runner.WorkRoot, f.runner.Isolation = files.workRoot, files.isolation()
-	f.run(t, context.Background())
-	if f.task.Phase != state.PhaseCompleted {
-		t.Fatalf("task %s (%s): logs %v", f.task.Phase, f.task.PhaseReason, f.rec.logs())
+	f := runnertest.NewFixture(t, exe, "attack")
+	f.Runner.WorkRoot, f.Runner.Isolation = files.workRoot, files.isolation()
+	f.Run(t, context.Background())
+	if f.Task.Phase != state.PhaseCompleted {
+		t.Fatalf("task %s (%s): logs %v", f.Task.Phase, f.Task.PhaseReason, f.Rec.Logs())
 	}
-	work := filepath.Join(files.workRoot, f.task.ID)
+	work := filepath.Join(files.workRoot, f.Task.ID)
 	files.check(t, work)
 	if b, _ := os.ReadFile(filepath.Join(work, "where")); strings.TrimSpace(string(b)) != work {
 		t.Errorf("the attempt ran in %q, not its work directory %s", b, work)
@@ -119,10 +123,10 @@ func TestAnExecAttemptRunsInItsWorkDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, exe, "where")
-	f.runner.WorkRoot = t.TempDir()
-	f.run(t, context.Background())
-	work := filepath.Join(f.runner.WorkRoot, f.task.ID)
+	f := runnertest.NewFixture(t, exe, "where")
+	f.Runner.WorkRoot = t.TempDir()
+	f.Run(t, context.Background())
+	work := filepath.Join(f.Runner.WorkRoot, f.Task.ID)
 	b, err := os.ReadFile(filepath.Join(work, "where"))
 	if err != nil {
 		t.Fatalf("the attempt left nothing in its work directory %s: %v", work, err)
@@ -144,12 +148,12 @@ func TestAProcessInItsOwnSessionWithoutTheMarkDiesWithItsAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, exe, "escape")
-	f.runner.WorkRoot = t.TempDir()
-	f.run(t, context.Background())
+	f := runnertest.NewFixture(t, exe, "escape")
+	f.Runner.WorkRoot = t.TempDir()
+	f.Run(t, context.Background())
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
-		t.Fatalf("the task did not start its process: %v; logs %v", err, f.rec.logs())
+		t.Fatalf("the task did not start its process: %v; logs %v", err, f.Rec.Logs())
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	if alive(pid) {
@@ -168,34 +172,31 @@ func TestAConfinedCLIsShellReachesNothingOfTheAgents(t *testing.T) {
 		name string
 		exe  func(*testing.T, *mockmodel.Server) runner.Executor
 	}{
-		{"codex", func(t *testing.T, m *mockmodel.Server) runner.Executor { return codexExec(t, m, runner.CodexConfig{}) }},
+		{"codex", func(t *testing.T, m *mockmodel.Server) runner.Executor {
+			return runnertest.CodexExec(t, m, codex.Config{})
+		}},
 		{"codex workspace-write", func(t *testing.T, m *mockmodel.Server) runner.Executor {
-			return codexExec(t, m, runner.CodexConfig{Sandbox: "workspace-write"})
+			return runnertest.CodexExec(t, m, codex.Config{Sandbox: "workspace-write"})
 		}},
 		{"claude", func(t *testing.T, m *mockmodel.Server) runner.Executor {
-			return claudeExec(t, m, runner.ClaudeConfig{PermissionMode: "bypassPermissions", Env: []string{"IS_SANDBOX=1"}})
+			return runnertest.ClaudeExec(t, m, claude.Config{PermissionMode: "bypassPermissions", Base: cli.Base{Env: []string{"IS_SANDBOX=1"}}})
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			cliLimit <- struct{}{}
-			defer func() { <-cliLimit }()
-			mock, err := mockmodel.Start()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mock.Close()
+			runnertest.LimitCLIs(t)
+			mock := runnertest.StartMock(t)
 			files := newAgentFiles(t)
-			f := newCLIRunner(t, c.exe(t, mock), "Attack\nmock: shell\nmock-cmd: "+files.attack(), []string{"gpt-5.5"})
-			f.runner.WorkRoot, f.runner.Isolation = files.workRoot, files.isolation()
-			f.run(t, context.Background())
-			work := filepath.Join(files.workRoot, f.task.ID)
+			f := runnertest.NewCLIFixture(t, c.exe(t, mock), "Attack\nmock: shell\nmock-cmd: "+files.attack(), []string{"gpt-5.5"})
+			f.Runner.WorkRoot, f.Runner.Isolation = files.workRoot, files.isolation()
+			f.Run(t, context.Background())
+			work := filepath.Join(files.workRoot, f.Task.ID)
 			if _, err := os.Stat(filepath.Join(work, "where")); err != nil {
 				t.Fatalf("the shell tool did not run in the work directory (task %s, %s): %v; logs:\n%s",
-					f.task.Phase, f.task.PhaseReason, err, strings.Join(f.rec.logs(), "\n"))
+					f.Task.Phase, f.Task.PhaseReason, err, strings.Join(f.Rec.Logs(), "\n"))
 			}
 			files.check(t, work)
-			assertNoMarkedProcess(t, f.runner.Owner)
+			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
 		})
 	}
 }

@@ -83,11 +83,11 @@ func (p Policy) Delay(n int, retryAfter time.Duration) time.Duration {
 	return time.Duration(d)
 }
 
-// Gate is the safety gate: an automatic retry is allowed only when the
+// gateOf is the safety gate: an automatic retry is allowed only when the
 // failed attempt produced no visible output, used no tool, and had no side
 // effect, so that running it again cannot repeat work. It returns
 // state.GateAllowed or the blocking reason.
-func Gate(f state.Facts) state.GateReason {
+func gateOf(f state.Facts) state.GateReason {
 	switch {
 	case f.SideEffect:
 		return state.GateSideEffect
@@ -103,9 +103,9 @@ func Gate(f state.Facts) state.GateReason {
 // (transient), what the gate says, and whether a retry happens and when.
 // firstEventRetried reports whether an earlier attempt was already retried
 // after a first-event timeout: that safe recovery happens at most once.
-func (p Policy) decide(v Verdict, a *state.Attempt, firstEventRetried bool) state.RetryDecision {
+func (p Policy) decide(v verdict, a *state.Attempt, firstEventRetried bool) state.RetryDecision {
 	p = p.withDefaults()
-	d := state.RetryDecision{TechnicallyRetryable: v.Class == Transient, Gate: Gate(a.Facts), Decision: state.DecisionStopped}
+	d := state.RetryDecision{TechnicallyRetryable: v.Class == classTransient, Gate: gateOf(a.Facts), Decision: state.DecisionStopped}
 	if !d.TechnicallyRetryable || d.Gate != state.GateAllowed {
 		return d
 	}

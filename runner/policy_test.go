@@ -59,7 +59,7 @@ func TestGate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Gate(c.facts)
+			got := gateOf(c.facts)
 			if got != c.want {
 				t.Errorf("%+v: %q, want %q", c.facts, got, c.want)
 			}
@@ -72,12 +72,12 @@ func TestGate(t *testing.T) {
 
 func TestDecide(t *testing.T) {
 	p := Policy{Rand: func() float64 { return 0.5 }}
-	transient := Verdict{Class: Transient, Code: "overloaded"}
+	transient := verdict{Class: classTransient, Code: "overloaded"}
 	a := &state.Attempt{Number: 1}
 	if d := p.decide(transient, a, false); d.Decision != state.DecisionRetried || d.Delay.D() != 2*time.Second || !d.TechnicallyRetryable {
 		t.Errorf("first transient failure: %+v", d)
 	}
-	if d := p.decide(Verdict{Class: Permanent, Code: "auth"}, a, false); d.Decision != state.DecisionStopped || d.TechnicallyRetryable {
+	if d := p.decide(verdict{Class: classPermanent, Code: "auth"}, a, false); d.Decision != state.DecisionStopped || d.TechnicallyRetryable {
 		t.Errorf("permanent: %+v", d)
 	}
 	if d := p.decide(transient, &state.Attempt{Number: 3}, false); d.Gate != state.GateMaxAttempts || d.Decision != state.DecisionStopped {
@@ -86,7 +86,7 @@ func TestDecide(t *testing.T) {
 	if d := p.decide(transient, &state.Attempt{Number: 1, Facts: state.Facts{SideEffect: true}}, false); d.Gate != state.GateSideEffect {
 		t.Errorf("side effect: %+v", d)
 	}
-	fe := Verdict{Class: Transient, Code: "first_event_timeout"}
+	fe := verdict{Class: classTransient, Code: "first_event_timeout"}
 	if d := p.decide(fe, &state.Attempt{Number: 1}, false); d.Decision != state.DecisionRetried {
 		t.Errorf("first first-event timeout: %+v", d)
 	}

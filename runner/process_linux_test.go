@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/exec"
+	"github.com/edgeagent/agent/runner/runnertest"
 )
 
 // pidsFromLogs returns the pids a child printed as "pid N" lines.
@@ -48,19 +49,19 @@ func TestProcessInItsOwnSessionDoesNotOutliveTheAttempt(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
-			f := newFixture(t, exe, "")
-			f.runner.Policy.MaxAttempts = 1
+			f := runnertest.NewFixture(t, exe, "")
+			f.Runner.Policy.MaxAttempts = 1
 			if c.cancel {
-				f.rec.onReport = func(r runner.Report) {
-					if len(pidsFromLogs(t, f.rec.logs())) > 0 {
+				f.Rec.OnReport = func(r runner.Report) {
+					if len(pidsFromLogs(t, f.Rec.Logs())) > 0 {
 						cancel(runner.ErrCancelled)
 					}
 				}
 			}
-			f.run(t, ctx)
-			pids := pidsFromLogs(t, f.rec.logs())
+			f.Run(t, ctx)
+			pids := pidsFromLogs(t, f.Rec.Logs())
 			if len(pids) != 1 {
-				t.Fatalf("want one pid line, logs %q", f.rec.logs())
+				t.Fatalf("want one pid line, logs %q", f.Rec.Logs())
 			}
 			if alive(pids[0]) {
 				_ = osexec.Command("kill", "-9", strconv.Itoa(pids[0])).Run()

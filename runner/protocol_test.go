@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/runner/codex"
+	"github.com/edgeagent/agent/runner/runnertest"
 )
 
 // fakeBin writes an executable shell script standing in for a CLI that
@@ -41,24 +45,24 @@ func TestBrokenProtocolIsAProtocolError(t *testing.T) {
 			var exe runner.Executor
 			var err error
 			if c.claude {
-				exe, err = runner.NewClaude(runner.ClaudeConfig{Bin: fakeBin(t, c.script), Grace: 200 * time.Millisecond})
+				exe, err = claude.New(claude.Config{Base: cli.Base{Bin: fakeBin(t, c.script), Grace: 200 * time.Millisecond}})
 			} else {
-				exe, err = runner.NewCodex(runner.CodexConfig{Bin: fakeBin(t, c.script), Grace: 200 * time.Millisecond})
+				exe, err = codex.New(codex.Config{Base: cli.Base{Bin: fakeBin(t, c.script), Grace: 200 * time.Millisecond}})
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := newFixture(t, exe, "hello")
-			f.runner.Policy.MaxAttempts = 1
-			f.run(t, context.Background())
-			a := f.task.Attempts[0]
+			f := runnertest.NewFixture(t, exe, "hello")
+			f.Runner.Policy.MaxAttempts = 1
+			f.Run(t, context.Background())
+			a := f.Task.Attempts[0]
 			if a.Error == nil || a.Error.Code != "protocol_error" || !strings.Contains(a.Error.Message, c.want) {
 				t.Fatalf("attempt error %+v, want protocol_error with %q", a.Error, c.want)
 			}
 			if a.Retry == nil || !a.Retry.TechnicallyRetryable {
 				t.Errorf("a protocol error is transient: retry decision %+v", a.Retry)
 			}
-			if g := f.health.Snapshot().Grade; g != "degraded" {
+			if g := f.Health.Snapshot().Grade; g != "degraded" {
 				t.Errorf("health %s, want degraded", g)
 			}
 		})

@@ -26,7 +26,7 @@ func (r *Runner) Recover(task *state.Task) (resume bool) {
 		r.end(task, state.PhaseRecoverableFailed, fmt.Sprintf("the agent restarted after attempt %d ended %s", c.Number, c.Status))
 		return false
 	}
-	v := Verdict{Class: Transient, Code: state.CodeAgentRestart, Message: "the agent restarted during the attempt"}
+	v := verdict{Class: classTransient, Code: state.CodeAgentRestart, Message: "the agent restarted during the attempt"}
 	d := r.Policy.decide(v, c, r.firstEventRetried(task, c))
 	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, Retry: &d}
 	return r.conclude(task, c, out, state.PhaseRecoverableFailed, notRetried(v, d.Gate)) != nil

@@ -2,10 +2,12 @@ package runner_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/edgeagent/agent/runner/exec"
+	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -21,23 +23,23 @@ func TestRecoverAfterACrash(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, sampleExec(t, exec.Config{}), "fix it")
-			a, _ := f.task.StartFirstAttempt("a1", f.runner.Models, time.Now())
-			f.task.Observe(a.AttemptID, state.Activity{SideEffect: c.facts.SideEffect}, time.Now())
-			if got := f.runner.Recover(f.task); got != c.resume || f.task.Phase != c.phase {
-				t.Fatalf("resume %v, phase %s", got, f.task.Phase)
+			f := runnertest.NewFixture(t, sampleExec(t, exec.Config{}), "fix it")
+			a, _ := f.Task.StartFirstAttempt("a1", f.Runner.Models, time.Now())
+			f.Task.Observe(a.AttemptID, state.Activity{SideEffect: c.facts.SideEffect}, time.Now())
+			if got := f.Runner.Recover(f.Task); got != c.resume || f.Task.Phase != c.phase {
+				t.Fatalf("resume %v, phase %s", got, f.Task.Phase)
 			}
-			a1 := f.task.Attempts[0]
+			a1 := f.Task.Attempts[0]
 			if a1.Status != state.AttemptFailed || a1.Error.Code != "agent_restart" || a1.Retry == nil {
 				t.Errorf("orphaned attempt %+v", a1)
 			}
 			if c.resume {
-				f.run(t, context.Background())
-				if f.task.Phase != state.PhaseCompleted || len(f.task.Attempts) != 2 {
-					t.Errorf("after resuming: %s with %d attempts", f.task.Phase, len(f.task.Attempts))
+				f.Run(t, context.Background())
+				if f.Task.Phase != state.PhaseCompleted || len(f.Task.Attempts) != 2 {
+					t.Errorf("after resuming: %s with %d attempts", f.Task.Phase, len(f.Task.Attempts))
 				}
-			} else if a1.Retry.Gate != state.GateSideEffect || !contains(f.rec.kinds(), "complete:recoverable_failed") {
-				t.Errorf("gate %q, reports %v", a1.Retry.Gate, f.rec.kinds())
+			} else if a1.Retry.Gate != state.GateSideEffect || !slices.Contains(f.Rec.Kinds(), "complete:recoverable_failed") {
+				t.Errorf("gate %q, reports %v", a1.Retry.Gate, f.Rec.Kinds())
 			}
 		})
 	}

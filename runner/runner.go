@@ -14,9 +14,8 @@ import (
 
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/proc"
-	"github.com/edgeagent/agent/state"
-
 	"github.com/edgeagent/agent/internal/utc"
+	"github.com/edgeagent/agent/state"
 )
 
 // Causes the daemon cancels a task's context with (context.WithCancelCause).
@@ -193,7 +192,7 @@ func (r *Runner) wait(ctx context.Context, t time.Time) bool {
 // result is what one attempt's run came to.
 type result struct {
 	exit     Exit
-	timeout  TimeoutKind // the agent's own limit that fired, if one did
+	timeout  timeoutKind // the agent's own limit that fired, if one did
 	cause    error       // the task context's cause, when it was cancelled
 	lastErr  *Event
 	result   *Event
@@ -201,7 +200,7 @@ type result struct {
 }
 
 func (res *result) ok() bool {
-	if res.exit.StartErr != nil || res.timeout != TimeoutNone || res.cause != nil || res.exit.StdioClosed || res.exit.ProtocolErr != nil {
+	if res.exit.StartErr != nil || res.timeout != timeoutNone || res.cause != nil || res.exit.StdioClosed || res.exit.ProtocolErr != nil {
 		return false
 	}
 	switch res.exit.Outcome {
@@ -270,9 +269,9 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			logs.flush()
 			switch cause := context.Cause(actx); {
 			case errors.Is(cause, errFirstEventTimeout):
-				res.timeout = TimeoutFirstEvent
+				res.timeout = timeoutFirstEvent
 			case errors.Is(cause, errAttemptTimeout):
-				res.timeout = TimeoutAttempt
+				res.timeout = timeoutAttempt
 			case ctx.Err() != nil:
 				res.cause = context.Cause(ctx)
 			}
@@ -341,20 +340,20 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 		act.Output = true
 		logs.add("output", ev.Text)
 	case EventTool:
-		act.ToolInput = ev.Stage == "input"
-		act.ToolCall = ev.Stage != "input"
-		logs.add("tool", strings.TrimSpace(ev.Name+" "+ev.Stage))
+		act.ToolInput = ev.Stage == StageInput
+		act.ToolCall = ev.Stage != StageInput
+		logs.add("tool", strings.TrimSpace(ev.Name+" "+string(ev.Stage)))
 	case EventSideEffect:
 		act.SideEffect = true
 		logs.add("side_effect", ev.Description)
 	case EventLog:
-		logs.add("executor", strings.TrimSpace(ev.Level+" "+ev.Message))
+		logs.add("executor", strings.TrimSpace(string(ev.Level)+" "+ev.Message))
 	case EventResult:
 		res.result = &ev
 	case EventError:
 		res.lastErr = &ev
 	case EventLines:
-		logs.add(ev.Stream, ev.Lines...)
+		logs.add(string(ev.Stream), ev.Lines...)
 	}
 	if err := task.Observe(a.AttemptID, act, now); err != nil {
 		r.logger().Warn("event not applied", "task", task.ID, "err", err)
@@ -383,7 +382,7 @@ func (r *Runner) setPhase(task *state.Task, p state.Phase, req *state.ApprovalRe
 	if req != nil && p == state.PhaseAwaitingReply {
 		r := *req
 		task.AwaitingReply, task.Reply = &r, nil
-		ev.Reason = "approval requested: " + approvalText(*req)
+		ev.Reason = "approval requested: " + ApprovalText(*req)
 		ev.Request = req
 	}
 	r.report(task, ev)
@@ -419,14 +418,14 @@ func (r *Runner) complete(task *state.Task, a *state.Attempt, res result) {
 // attempt and returns it, or ends the task and returns nil. res is nil when
 // the attempt never ran (cancelled during its backoff wait).
 func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, exit Exit, res *result) *state.Attempt {
-	f := Failure{ExitCode: exit.ExitCode, Signal: exit.Signal, StartErr: exit.StartErr, StdioClose: exit.StdioClosed, Protocol: exit.ProtocolErr}
+	f := failure{ExitCode: exit.ExitCode, Signal: exit.Signal, StartErr: exit.StartErr, StdioClose: exit.StdioClosed, Protocol: exit.ProtocolErr}
 	timeouts := ""
 	if res != nil {
 		f.Timeout, timeouts = res.timeout, res.timeouts
 		if res.lastErr != nil {
 			f.Code, f.Message, f.RetryAfter = res.lastErr.Code, res.lastErr.Message, time.Duration(res.lastErr.RetryAfterMS)*time.Millisecond
 		}
-		if res.timeout != TimeoutNone {
+		if res.timeout != timeoutNone {
 			timeouts += " fired=" + res.timeout.String()
 		}
 	}
@@ -435,7 +434,7 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		f.Cancelled = errors.Is(cause, ErrCancelled)
 		f.Shutdown = !f.Cancelled
 	}
-	v := Classify(f)
+	v := classify(f)
 	if r.Health != nil && v.Signal != "" {
 		r.Health.Observe(v.Signal, v.Message)
 	}
@@ -447,13 +446,13 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	}
 	phase, reason := state.PhaseFailed, v.Error()
 	switch {
-	case v.Class == Stop && f.Cancelled:
+	case v.Class == classStop && f.Cancelled:
 		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
-	case v.Class == Stop:
+	case v.Class == classStop:
 		phase = state.PhaseRecoverableFailed
-	case v.Class == Transient && d.Gate.Blocks():
+	case v.Class == classTransient && d.Gate.Blocks():
 		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d.Gate)
-	case f.Timeout != TimeoutNone:
+	case f.Timeout != timeoutNone:
 		// Only the agent's own limits end a task timed_out: an executor's
 		// "timeout" is the model's, a transient failure like another.
 		phase = state.PhaseTimedOut
@@ -502,12 +501,12 @@ func phaseOrRetry(out state.Outcome, phase state.Phase) string {
 }
 
 // notRetried is the reason a task ends when the gate blocked its retry.
-func notRetried(v Verdict, gate state.GateReason) string {
+func notRetried(v verdict, gate state.GateReason) string {
 	return fmt.Sprintf("%s; not retried automatically: %s", v.Error(), gate)
 }
 
 // Error renders a verdict as code: message.
-func (v Verdict) Error() string {
+func (v verdict) Error() string {
 	return (&state.Error{Code: v.Code, Message: v.Message}).Error()
 }
 

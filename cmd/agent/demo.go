@@ -18,6 +18,9 @@ import (
 	"github.com/edgeagent/agent/demo"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/runner/codex"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -128,16 +131,16 @@ func demoBinary(kind, bin string) (string, error) {
 
 // installHint says how to get a CLI.
 func installHint(kind string) string {
-	cli := runner.TestedCLIs[kind]
-	return "npm install -g " + cli.Package + "@" + cli.Version + " (or make tools in the repository), or give --executor-bin"
+	tested := cli.Tested[kind]
+	return "npm install -g " + tested.Package + "@" + tested.Version + " (or make tools in the repository), or give --executor-bin"
 }
 
 // demoExecutor builds the CLI's executor with a home of its own in home,
 // pointed at the mock model and nowhere else.
 func demoExecutor(kind, path, home string, mock *mockmodel.Server) (runner.Executor, error) {
 	if kind == "claude" {
-		return runner.NewClaude(runner.ClaudeConfig{Bin: path, AllowedTools: []string{"Bash"}, Grace: 2 * time.Second,
-			Env: []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude"), "ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=demo"}})
+		return claude.New(claude.Config{AllowedTools: []string{"Bash"}, Base: cli.Base{Bin: path, Grace: 2 * time.Second,
+			Env: []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude"), "ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=demo"}}})
 	}
 	cfg := fmt.Sprintf(`model = "gpt-5.5"
 model_provider = "mock"
@@ -164,8 +167,8 @@ stream_idle_timeout_ms = 5000
 	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	return runner.NewCodex(runner.CodexConfig{Bin: path, Provider: "mock", Sandbox: "danger-full-access", Grace: 2 * time.Second,
-		Env: []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "MOCK_API_KEY=demo"}})
+	return codex.New(codex.Config{Provider: "mock", Sandbox: "danger-full-access", Base: cli.Base{Bin: path, Grace: 2 * time.Second,
+		Env: []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "MOCK_API_KEY=demo"}}})
 }
 
 // demoCLITasks tell the sample's story through a real CLI: the mock line

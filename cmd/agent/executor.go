@@ -9,6 +9,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/exec"
 )
 
@@ -67,8 +70,8 @@ func (f *executorFlags) build() (runner.Executor, error) {
 		}
 		return exec.New(exec.Config{Argv: argv, Grace: f.killGrace, EnvPass: f.env})
 	case "codex":
-		exe, err := runner.NewCodex(runner.CodexConfig{Bin: f.bin, Args: f.args, EnvPass: f.env, Approval: runner.ApprovalPolicy(f.approval),
-			Sandbox: f.codexSandbox, Provider: f.codexProvider, Grace: f.killGrace})
+		exe, err := codex.New(codex.Config{Base: cli.Base{Bin: f.bin, Args: f.args, EnvPass: f.env, Grace: f.killGrace}, Approval: runner.ApprovalPolicy(f.approval),
+			Sandbox: f.codexSandbox, Provider: f.codexProvider})
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
@@ -77,8 +80,8 @@ func (f *executorFlags) build() (runner.Executor, error) {
 		if f.approval != "never" && f.approval != "" {
 			return nil, usagef("--approval %s: Claude Code in print mode never asks; choose --claude-allowed-tools or --claude-permission-mode instead", f.approval)
 		}
-		exe, err := runner.NewClaude(runner.ClaudeConfig{Bin: f.bin, Args: f.args, EnvPass: f.env, AllowedTools: f.claudeTools,
-			PermissionMode: f.claudePermission, Grace: f.killGrace})
+		exe, err := claude.New(claude.Config{Base: cli.Base{Bin: f.bin, Args: f.args, EnvPass: f.env, Grace: f.killGrace},
+			AllowedTools: f.claudeTools, PermissionMode: f.claudePermission})
 		if err != nil {
 			return nil, usagef("%v", err)
 		}

@@ -129,11 +129,11 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 	stdoutDone, stderrDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stdoutDone)
-		e.read(p.Stdout, "stdout", session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) })
+		e.read(p.Stdout, runner.StreamStdout, session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) })
 	}()
 	go func() {
 		defer close(stderrDone)
-		e.read(p.Stderr, "stderr", session, false, send, nil)
+		e.read(p.Stderr, runner.StreamStderr, session, false, send, nil)
 	}()
 
 	var (
@@ -184,7 +184,7 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 // read turns one pipe into events: JSON object lines on stdout are events,
 // every other line a raw line. Raw lines are batched while more input is
 // already buffered, so a burst costs few events and bounded memory.
-func (e *Exec) read(f *os.File, stream, session string, events bool, send func(runner.Event), onResult func()) {
+func (e *Exec) read(f *os.File, stream runner.Stream, session string, events bool, send func(runner.Event), onResult func()) {
 	lr := proc.NewLineReader(f, e.cfg.MaxLine)
 	var (
 		batch []string

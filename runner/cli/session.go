@@ -1,40 +1,44 @@
-package runner
+package cli
 
 import (
 	"strconv"
 	"sync"
+
+	"github.com/edgeagent/agent/runner"
 )
 
-// sessionEmitter passes an app server's events to the runner, which takes
+// SessionEmitter passes a CLI's events to the runner, which takes
 // an event only from a known session: events said before the CLI named its
 // session (its stderr at start-up, say) wait, and go out once it has; a
 // CLI that never names one gets a stand-in at the end, so nothing it said
 // is lost. It is safe for concurrent use (emit is called from one
 // goroutine at a time).
-type sessionEmitter struct {
+type SessionEmitter struct {
 	mu       sync.Mutex
-	emit     func(Event)
+	emit     func(runner.Event)
 	session  string
-	held     []Event
+	held     []runner.Event
 	fallback string
 }
 
 // maxHeld bounds what waits for the session.
 const maxHeld = 1000
 
-func newSessionEmitter(emit func(Event), kind string, pid int) *sessionEmitter {
-	return &sessionEmitter{emit: emit, fallback: kind + "-" + strconv.Itoa(pid)}
+// NewSessionEmitter returns an emitter to emit; the stand-in session is
+// kind-pid.
+func NewSessionEmitter(emit func(runner.Event), kind string, pid int) *SessionEmitter {
+	return &SessionEmitter{emit: emit, fallback: kind + "-" + strconv.Itoa(pid)}
 }
 
-// bind names the session (once) and sends what waited for it.
-func (s *sessionEmitter) bind(id string) {
+// Bind names the session (once) and sends what waited for it.
+func (s *SessionEmitter) Bind(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.session != "" || id == "" {
 		return
 	}
 	s.session = id
-	s.emit(Event{Type: EventSession, SessionID: id})
+	s.emit(runner.Event{Type: runner.EventSession, SessionID: id})
 	for _, ev := range s.held {
 		ev.SessionID = id
 		s.emit(ev)
@@ -42,8 +46,8 @@ func (s *sessionEmitter) bind(id string) {
 	s.held = nil
 }
 
-// send passes ev on, or holds it until the session is known.
-func (s *sessionEmitter) send(ev Event) {
+// Send passes ev on, or holds it until the session is known.
+func (s *SessionEmitter) Send(ev runner.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.session == "" {
@@ -56,13 +60,13 @@ func (s *sessionEmitter) send(ev Event) {
 	s.emit(ev)
 }
 
-// close sends what still waits, under the stand-in session if the CLI
+// Close sends what still waits, under the stand-in session if the CLI
 // never named one.
-func (s *sessionEmitter) close() {
+func (s *SessionEmitter) Close() {
 	s.mu.Lock()
 	pending := s.session == "" && len(s.held) > 0
 	s.mu.Unlock()
 	if pending {
-		s.bind(s.fallback)
+		s.Bind(s.fallback)
 	}
 }

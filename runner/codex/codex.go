@@ -1,34 +1,34 @@
-package runner
+// Package codex is the codex executor: it drives `codex app-server` over
+// its JSON-RPC stdio protocol, one app server per attempt, one thread, one
+// turn. It answers the app server's approval requests by its policy or by
+// asking a person, maps Codex's errors to the runner's codes, and leaves
+// the outcome to the turn's status (runner.Exit.Outcome), not the exit code.
+package codex
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/cli"
 )
 
-// CodexConfig configures the codex executor. Zero fields take the defaults
+// Config configures the codex executor. Zero fields take the defaults
 // their comments give.
-type CodexConfig struct {
-	// Bin is the codex binary. Default "codex" on PATH.
-	Bin string
-	// Args are added after "app-server": for example -c key=value
-	// overrides of the user's configuration, which is never edited.
-	Args []string
-	// Env is set in the app server's environment (NAME=VALUE); EnvPass
-	// names more of the agent's variables to pass on (see CheckEnvNames).
-	// CODEX_HOME and OPENAI_* always pass.
-	Env     []string
-	EnvPass []string
-	// Dir is the working directory when the attempt has no work directory
-	// of its own. Default: the agent's.
-	Dir string
+type Config struct {
+	// Base: Bin defaults to "codex" on PATH; Args are added after
+	// "app-server" (for example -c key=value overrides of the user's
+	// configuration, which is never edited); CODEX_HOME and OPENAI_*
+	// always pass; Grace is each stop step's wait: for turn/completed after
+	// an interrupt, for the exit after stdin is closed, and between SIGTERM
+	// and SIGKILL; MaxLine is the longest protocol line read.
+	cli.Base
 	// Approval answers the app server's approval requests. Default never:
 	// the thread runs with approval policy "never" and Codex never asks.
-	Approval ApprovalPolicy
+	Approval runner.ApprovalPolicy
 	// Sandbox is the thread's sandbox mode: read-only, workspace-write or
 	// danger-full-access. Default workspace-write.
 	Sandbox string
@@ -37,17 +37,11 @@ type CodexConfig struct {
 	// stream), so the agent owns retrying. Codex refuses overrides of its
 	// built-in providers (openai): leave it empty for those.
 	Provider string
-	// Grace is each stop step's wait: for turn/completed after an
-	// interrupt, for the exit after stdin is closed, and between SIGTERM
-	// and SIGKILL. Default 5 s.
-	Grace time.Duration
-	// MaxLine is the longest protocol line read. Default 16 MiB.
-	MaxLine int
 }
 
 // Codex drives `codex app-server` over its JSON-RPC stdio protocol: one app
 // server per attempt, one thread, one turn.
-type Codex struct{ cfg CodexConfig }
+type Codex struct{ cfg Config }
 
 // codexOverrides turn off what Codex does besides the turn: its analytics,
 // plugin sync and update check reach the internet, and by default it
@@ -59,15 +53,12 @@ var codexOverrides = []string{
 	"features.unbounded_connection_retries=false",
 }
 
-// NewCodex returns a codex executor.
-func NewCodex(cfg CodexConfig) (*Codex, error) {
-	if cfg.Bin == "" {
-		cfg.Bin = "codex"
-	}
+// New returns a codex executor.
+func New(cfg Config) (*Codex, error) {
 	switch cfg.Approval {
 	case "":
-		cfg.Approval = ApprovalNever
-	case ApprovalNever, ApprovalAcceptAll, ApprovalDeclineAll, ApprovalAsk:
+		cfg.Approval = runner.ApprovalNever
+	case runner.ApprovalNever, runner.ApprovalAcceptAll, runner.ApprovalDeclineAll, runner.ApprovalAsk:
 	default:
 		return nil, fmt.Errorf("codex executor: approval policy %q: want never, accept, decline or ask", cfg.Approval)
 	}
@@ -81,22 +72,16 @@ func NewCodex(cfg CodexConfig) (*Codex, error) {
 	if strings.ContainsAny(cfg.Provider, ". =\"'") {
 		return nil, fmt.Errorf("codex executor: provider %q is not a provider id", cfg.Provider)
 	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = 5 * time.Second
-	}
-	if cfg.MaxLine <= 0 {
-		cfg.MaxLine = 16 << 20
-	}
-	if err := CheckEnvNames(cfg.EnvPass); err != nil {
+	if err := cfg.Defaults("codex"); err != nil {
 		return nil, err
 	}
 	return &Codex{cfg: cfg}, nil
 }
 
-// Name implements Executor.
+// Name implements runner.Executor.
 func (c *Codex) Name() string { return "codex" }
 
-// Probe implements Executor.
+// Probe implements runner.Executor.
 func (c *Codex) Probe(context.Context) error {
 	_, err := proc.Resolve(c.cfg.Bin)
 	return err
@@ -116,15 +101,15 @@ func (c *Codex) args() []string {
 
 // env is the app server's environment: the allowlist, Codex's own
 // variables, and what the config sets.
-func (c *Codex) env(spec AttemptSpec) []string {
+func (c *Codex) env(spec runner.AttemptSpec) []string {
 	return spec.Environ(append([]string{"CODEX_HOME", "OPENAI_*"}, c.cfg.EnvPass...), c.cfg.Env)
 }
 
-// Run implements Executor.
-func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
+// Run implements runner.Executor.
+func (c *Codex) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runner.Event)) runner.Exit {
 	path, err := proc.Resolve(c.cfg.Bin)
 	if err != nil {
-		return Exit{StartErr: err, ExitCode: -1}
+		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
 	dir := spec.WorkDir
 	if dir == "" {
@@ -135,22 +120,22 @@ func (c *Codex) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exi
 		Env: env, Mark: spec.ProcessMark(), StdinPipe: true, Grace: c.cfg.Grace,
 		Confine: spec.Confinement(codexHome(env))})
 	if err != nil {
-		return Exit{StartErr: err, ExitCode: -1}
+		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
 	if dir == "" {
 		dir, _ = os.Getwd()
 	}
-	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: newSessionEmitter(emit, "codex", p.Pgid), pending: map[int64]string{},
+	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: cli.NewSessionEmitter(emit, "codex", p.Pgid), pending: map[int64]string{},
 		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval)}
 	return s.run(ctx)
 }
 
 // codexHome is where Codex keeps its state: CODEX_HOME, else ~/.codex.
 func codexHome(env []string) string {
-	if h := envValue(env, "CODEX_HOME"); h != "" {
+	if h := cli.EnvValue(env, "CODEX_HOME"); h != "" {
 		return h
 	}
-	return homeDir(env, ".codex")
+	return cli.HomeDir(env, ".codex")
 }
 
 // codexSandbox is the sandbox mode a thread is started with. Codex's own
@@ -181,12 +166,10 @@ func splitLines(text string) []string {
 	return lines
 }
 
-// clip shortens s to at most n bytes, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+// VersionCommand implements cli.Versioned.
+func (c *Codex) VersionCommand() (bin string, env []string) {
+	return c.cfg.Bin, c.env(runner.AttemptSpec{})
 }
 
+// Describe says what the executor runs, for the agent's start banner.
 func (c *Codex) Describe() string { return "codex app-server (" + proc.Located(c.cfg.Bin) + ")" }

@@ -1,4 +1,4 @@
-package runner
+package cli
 
 import (
 	"bytes"
@@ -12,16 +12,16 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/runner"
 )
 
 // TestedCLI is a release of an AI CLI the executors are tested against:
 // the npm package and version scripts/tools.sh installs for the tests.
 type TestedCLI struct{ Package, Version string }
 
-// TestedCLIs are the releases the executors are tested against, by
-// executor name. Another release may work; its protocol may also have
-// moved.
-var TestedCLIs = map[string]TestedCLI{
+// Tested are the releases the executors are tested against, by executor
+// name. Another release may work; its protocol may also have moved.
+var Tested = map[string]TestedCLI{
 	"codex":  {Package: "@openai/codex", Version: "0.169.0"},
 	"claude": {Package: "@anthropic-ai/claude-code", Version: "2.1.330"},
 }
@@ -41,22 +41,24 @@ const versionOutputCap = 4 << 10
 // "2.1.330 (Claude Code)".
 var semver = regexp.MustCompile(`\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?`)
 
-// CLIVersion runs the executor's CLI with --version, in the environment an
+// Versioned is an executor whose CLI says its version.
+type Versioned interface {
+	// VersionCommand is the CLI's binary and the environment an attempt's
+	// CLI gets.
+	VersionCommand() (bin string, env []string)
+}
+
+// Version runs the executor's CLI with --version, in the environment an
 // attempt's CLI gets (the allowlist: never the agent's token), and returns
 // the binary it ran and the version number it printed ("0.169.0"). ctx
-// bounds the run; the CLI's process group is killed when ctx ends. An exec
-// executor gives ErrNoVersion.
-func CLIVersion(ctx context.Context, e Executor) (path, version string, err error) {
-	var bin string
-	var env []string
-	switch x := e.(type) {
-	case *Codex:
-		bin, env = x.cfg.Bin, x.env(AttemptSpec{})
-	case *Claude:
-		bin, env = x.cfg.Bin, x.env(AttemptSpec{})
-	default:
+// bounds the run; the CLI's process group is killed when ctx ends. An
+// executor that is not Versioned (exec) gives ErrNoVersion.
+func Version(ctx context.Context, e runner.Executor) (path, version string, err error) {
+	x, ok := e.(Versioned)
+	if !ok {
 		return "", "", ErrNoVersion
 	}
+	bin, env := x.VersionCommand()
 	if path, err = proc.Resolve(bin); err != nil {
 		return "", "", err
 	}
@@ -84,7 +86,7 @@ func CLIVersion(ctx context.Context, e Executor) (path, version string, err erro
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
-	return clip(line, 200)
+	return runner.Clip(line, 200)
 }
 
 // cappedBuffer keeps the first versionOutputCap bytes written to it and

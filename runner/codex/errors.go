@@ -1,4 +1,4 @@
-package runner
+package codex
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -60,7 +61,7 @@ func (e codexError) classify() (code state.ErrorCode, retryAfter time.Duration) 
 	case "responseStreamDisconnected":
 		return state.CodeNetwork, retryAfter
 	case "responseTooManyFailedAttempts", "httpConnectionFailed":
-		return httpStatusCode(status), retryAfter
+		return cli.HTTPStatusCode(status), retryAfter
 	}
 	msg := strings.ToLower(e.Message + " " + e.AdditionalDetails)
 	switch {
@@ -70,27 +71,6 @@ func (e codexError) classify() (code state.ErrorCode, retryAfter time.Duration) 
 		return state.CodeNetwork, retryAfter
 	}
 	return "", retryAfter // the message patterns decide
-}
-
-// httpStatusCode maps an HTTP status from a CLI's error to an error code.
-func httpStatusCode(status int) state.ErrorCode {
-	switch {
-	case status == 0:
-		return state.CodeNetwork
-	case status == 429:
-		return state.CodeRateLimit
-	case status == 401:
-		return state.CodeAuth
-	case status == 403:
-		return state.CodePermission
-	case status == 529:
-		return state.CodeOverloaded
-	case status >= 500:
-		return state.CodeUnavailable
-	case status >= 400:
-		return state.CodeInvalidRequest
-	}
-	return ""
 }
 
 // retryHint finds "try again in 1.5s" (or "in 20 seconds", "in 300ms") in

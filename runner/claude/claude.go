@@ -1,4 +1,9 @@
-package runner
+// Package claude is the claude executor: it runs Claude Code in print mode
+// with stream-json output, one process per attempt, the prompt on stdin,
+// and reads its lines as events; the result line decides the outcome. In
+// print mode the CLI never asks: what it may not do it denies, and the
+// executor reports each denial as a log line.
+package claude
 
 import (
 	"context"
@@ -10,24 +15,20 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/state"
 )
 
-// ClaudeConfig configures the claude executor. Zero fields take the
+// Config configures the claude executor. Zero fields take the
 // defaults their comments give.
-type ClaudeConfig struct {
-	// Bin is the Claude Code binary. Default "claude" on PATH.
-	Bin string
-	// Args are added to the command line, after the agent's own.
-	Args []string
-	// Env is set in the CLI's environment (NAME=VALUE); EnvPass names more
-	// of the agent's variables to pass on. CLAUDE_CONFIG_DIR and
-	// ANTHROPIC_* always pass.
-	Env     []string
-	EnvPass []string
-	// Dir is the working directory when the attempt has no work directory
-	// of its own. Default: the agent's.
-	Dir string
+type Config struct {
+	// Base: Bin defaults to "claude" on PATH; Args are added to the
+	// command line after the agent's own; CLAUDE_CONFIG_DIR and
+	// ANTHROPIC_* always pass; Grace is each stop step's wait: for the
+	// result line after SIGINT, then between SIGTERM and SIGKILL; MaxLine
+	// is the longest stdout line read.
+	cli.Base
 	// AllowedTools (--allowedTools) and PermissionMode (--permission-mode)
 	// decide what the CLI may do: in print mode it never asks, it denies.
 	AllowedTools   []string
@@ -39,22 +40,14 @@ type ClaudeConfig struct {
 	// (API_TIMEOUT_MS). Default: the attempt's first-event limit, so a
 	// model that never answers fails inside the CLI first.
 	APITimeout time.Duration
-	// Grace is each stop step's wait: for the result line after SIGINT,
-	// then between SIGTERM and SIGKILL. Default 5 s.
-	Grace time.Duration
-	// MaxLine is the longest stdout line read. Default 16 MiB.
-	MaxLine int
 }
 
 // Claude drives Claude Code in print mode with stream-json output: one
 // process per attempt; its result line decides the outcome.
-type Claude struct{ cfg ClaudeConfig }
+type Claude struct{ cfg Config }
 
-// NewClaude returns a claude executor.
-func NewClaude(cfg ClaudeConfig) (*Claude, error) {
-	if cfg.Bin == "" {
-		cfg.Bin = "claude"
-	}
+// New returns a claude executor.
+func New(cfg Config) (*Claude, error) {
 	switch cfg.PermissionMode {
 	case "", "default", "acceptEdits", "dontAsk", "plan", "bypassPermissions":
 	default:
@@ -66,22 +59,16 @@ func NewClaude(cfg ClaudeConfig) (*Claude, error) {
 	case cfg.MaxRetries < 0:
 		cfg.MaxRetries = 0
 	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = 5 * time.Second
-	}
-	if cfg.MaxLine <= 0 {
-		cfg.MaxLine = 16 << 20
-	}
-	if err := CheckEnvNames(cfg.EnvPass); err != nil {
+	if err := cfg.Defaults("claude"); err != nil {
 		return nil, err
 	}
 	return &Claude{cfg: cfg}, nil
 }
 
-// Name implements Executor.
+// Name implements runner.Executor.
 func (c *Claude) Name() string { return "claude" }
 
-// Probe implements Executor.
+// Probe implements runner.Executor.
 func (c *Claude) Probe(context.Context) error {
 	_, err := proc.Resolve(c.cfg.Bin)
 	return err
@@ -105,7 +92,7 @@ func (c *Claude) args(model string) []string {
 
 // env is what the CLI is told besides the allowlist: no traffic but the
 // model's, few retries of its own, and a bound on the wait for headers.
-func (c *Claude) env(spec AttemptSpec) []string {
+func (c *Claude) env(spec runner.AttemptSpec) []string {
 	timeout := c.cfg.APITimeout
 	if timeout <= 0 {
 		timeout = spec.FirstEventLimit
@@ -122,17 +109,17 @@ func (c *Claude) env(spec AttemptSpec) []string {
 // claudeConfigDir is where Claude Code keeps its state:
 // CLAUDE_CONFIG_DIR, else ~/.claude.
 func claudeConfigDir(env []string) string {
-	if d := envValue(env, "CLAUDE_CONFIG_DIR"); d != "" {
+	if d := cli.EnvValue(env, "CLAUDE_CONFIG_DIR"); d != "" {
 		return d
 	}
-	return homeDir(env, ".claude")
+	return cli.HomeDir(env, ".claude")
 }
 
-// Run implements Executor.
-func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Exit {
+// Run implements runner.Executor.
+func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runner.Event)) runner.Exit {
 	path, err := proc.Resolve(c.cfg.Bin)
 	if err != nil {
-		return Exit{StartErr: err, ExitCode: -1}
+		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
 	dir := spec.WorkDir
 	if dir == "" {
@@ -143,9 +130,9 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 		Env: env, Mark: spec.ProcessMark(), Stdin: strings.NewReader(spec.Task.Prompt), Grace: c.cfg.Grace,
 		Confine: spec.Confinement(claudeConfigDir(env))})
 	if err != nil {
-		return Exit{StartErr: err, ExitCode: -1}
+		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
-	s := &claudeSession{tools: map[string]claudeTool{}, out: newSessionEmitter(emit, "claude", p.Pgid)}
+	s := &claudeSession{tools: map[string]claudeTool{}, out: cli.NewSessionEmitter(emit, "claude", p.Pgid)}
 	lines := make(chan string, 64)
 	stderrDone := make(chan struct{})
 	go func() {
@@ -167,12 +154,12 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 			if err != nil {
 				return
 			}
-			s.out.send(Event{Type: EventLines, Stream: "stderr", Lines: []string{line}, Notice: true})
+			s.out.Send(runner.Event{Type: runner.EventLines, Stream: runner.StreamStderr, Lines: []string{line}, Notice: true})
 		}
 	}()
 
 	var (
-		exit      Exit
+		exit      runner.Exit
 		stopStep  <-chan time.Time
 		stopStage int
 		ctxDone   = ctx.Done()
@@ -234,17 +221,17 @@ func (c *Claude) Run(ctx context.Context, spec AttemptSpec, emit func(Event)) Ex
 		}
 	}
 	p.Drain(c.cfg.Grace, stderrDone)
-	s.out.close()
+	s.out.Close()
 	exit.SetStatus(p)
 	switch {
-	case s.outcome == OutcomeComplete:
-		exit.Outcome, exit.ProtocolErr = OutcomeComplete, nil
-	case s.outcome == OutcomeFailed:
-		exit.Outcome = OutcomeFailed
+	case s.outcome == runner.OutcomeComplete:
+		exit.Outcome, exit.ProtocolErr = runner.OutcomeComplete, nil
+	case s.outcome == runner.OutcomeFailed:
+		exit.Outcome = runner.OutcomeFailed
 	default:
-		exit.Outcome = OutcomeFailed
+		exit.Outcome = runner.OutcomeFailed
 		if exit.ProtocolErr == nil && !exit.Killed {
-			exit.ProtocolErr = fmt.Errorf("claude ended (%s) without a result line", exitText(exit))
+			exit.ProtocolErr = fmt.Errorf("claude ended (%s) without a result line", cli.ExitText(exit))
 		}
 	}
 	return exit
@@ -258,13 +245,13 @@ type claudeTool struct {
 
 // claudeSession maps one attempt's stream-json lines to events.
 type claudeSession struct {
-	out         *sessionEmitter
+	out         *cli.SessionEmitter
 	tools       map[string]claudeTool
 	streaming   bool // a progress event went out for the message being streamed
 	synthetic   string
 	retryDelay  time.Duration
 	interrupted bool
-	outcome     Outcome
+	outcome     runner.Outcome
 }
 
 // claudeLine is the part of a stream-json line the executor reads.
@@ -319,22 +306,22 @@ func (s *claudeSession) line(line string) error {
 	}
 	var l claudeLine
 	if err := json.Unmarshal([]byte(line), &l); err != nil || l.Type == "" {
-		return fmt.Errorf("claude wrote a line that is not stream-json: %s", clip(line, 200))
+		return fmt.Errorf("claude wrote a line that is not stream-json: %s", runner.Clip(line, 200))
 	}
-	ev := s.out.send
+	ev := s.out.Send
 	switch l.Type {
 	case "system":
 		switch l.Subtype {
 		case "init":
-			s.out.bind(l.SessionID)
-			ev(Event{Type: EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
+			s.out.Bind(l.SessionID)
+			ev(runner.Event{Type: runner.EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
 		case "api_retry":
 			s.retryDelay = time.Duration(l.RetryDelay * float64(time.Millisecond))
 			why := strings.Trim(string(l.Error), `"`)
 			if st := string(l.Status); st != "" && st != "null" {
 				why = st + " " + why
 			}
-			ev(Event{Type: EventProgress, Step: "retry", Notice: true, Message: fmt.Sprintf("Claude retries %d/%d in %s: %s",
+			ev(runner.Event{Type: runner.EventProgress, Step: "retry", Notice: true, Message: fmt.Sprintf("Claude retries %d/%d in %s: %s",
 				l.Attempt, l.MaxRetries, s.retryDelay.Round(time.Millisecond), why)})
 		}
 	case "stream_event":
@@ -350,12 +337,12 @@ func (s *claudeSession) line(line string) error {
 		case e.Type == "message_start":
 			s.streaming = false
 		case e.Type == "content_block_start" && e.ContentBlock.Type == "tool_use":
-			ev(Event{Type: EventTool, Name: e.ContentBlock.Name, Stage: "input"})
+			ev(runner.Event{Type: runner.EventTool, Name: e.ContentBlock.Name, Stage: runner.StageInput})
 		case e.Type == "content_block_delta" && !s.streaming:
 			// The model answers: once per message, not per delta (the
 			// assistant message is the record).
 			s.streaming = true
-			ev(Event{Type: EventProgress, Message: "the model is answering", Step: "streaming"})
+			ev(runner.Event{Type: runner.EventProgress, Message: "the model is answering", Step: "streaming"})
 		}
 	case "assistant":
 		var m claudeMessage
@@ -371,11 +358,11 @@ func (s *claudeSession) line(line string) error {
 			switch b.Type {
 			case "text":
 				if strings.TrimSpace(b.Text) != "" {
-					ev(Event{Type: EventOutput, Text: b.Text})
+					ev(runner.Event{Type: runner.EventOutput, Text: b.Text})
 				}
 			case "tool_use":
 				s.tools[b.ID] = claudeTool{name: b.Name, input: b.Input}
-				ev(Event{Type: EventTool, Name: b.Name, Stage: "call"})
+				ev(runner.Event{Type: runner.EventTool, Name: b.Name, Stage: runner.StageCall})
 			}
 		}
 	case "user":
@@ -386,9 +373,9 @@ func (s *claudeSession) line(line string) error {
 				continue
 			}
 			t := s.tools[b.ToolUseID]
-			ev(Event{Type: EventTool, Name: t.name, Stage: "result"})
+			ev(runner.Event{Type: runner.EventTool, Name: t.name, Stage: runner.StageResult})
 			if !b.IsError && sideEffectTools[t.name] {
-				ev(Event{Type: EventSideEffect, Description: toolText(t)})
+				ev(runner.Event{Type: runner.EventSideEffect, Description: toolText(t)})
 			}
 		}
 	case "result":
@@ -405,23 +392,23 @@ func toolText(t claudeTool) string {
 		Path     string `json:"notebook_path"`
 	}
 	_ = json.Unmarshal(t.input, &in)
-	return strings.TrimSpace(t.name + " " + clip(in.Command+in.FilePath+in.Path, 500))
+	return strings.TrimSpace(t.name + " " + runner.Clip(in.Command+in.FilePath+in.Path, 500))
 }
 
 // result ends the attempt: success needs is_error false.
-func (s *claudeSession) result(l claudeLine, ev func(Event)) {
+func (s *claudeSession) result(l claudeLine, ev func(runner.Event)) {
 	for _, d := range l.PermissionDenials {
-		ev(Event{Type: EventLog, Level: "warn", Message: "permission denied: " + d.ToolName + " " + clip(string(d.ToolInput), 300)})
+		ev(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: "permission denied: " + d.ToolName + " " + runner.Clip(string(d.ToolInput), 300)})
 	}
 	if !l.IsError && l.Subtype == "success" {
-		s.outcome = OutcomeComplete
-		ev(Event{Type: EventPhase, Phase: state.PhaseCompleting})
+		s.outcome = runner.OutcomeComplete
+		ev(runner.Event{Type: runner.EventPhase, Phase: state.PhaseCompleting})
 		data, _ := json.Marshal(map[string]any{"usage": l.Usage, "total_cost_usd": l.TotalCostUSD, "num_turns": l.NumTurns,
 			"permission_denials": len(l.PermissionDenials)})
-		ev(Event{Type: EventResult, Summary: l.Result, Data: data})
+		ev(runner.Event{Type: runner.EventResult, Summary: l.Result, Data: data})
 		return
 	}
-	s.outcome = OutcomeFailed
+	s.outcome = runner.OutcomeFailed
 	if s.interrupted && l.Subtype == "error_during_execution" {
 		return // our own SIGINT: the runner knows why it stopped
 	}
@@ -429,7 +416,7 @@ func (s *claudeSession) result(l claudeLine, ev func(Event)) {
 	if msg == "" {
 		msg = "claude: " + strings.ReplaceAll(l.Subtype, "_", " ")
 	}
-	ev(Event{Type: EventError, Code: s.classify(l), Message: msg, RetryAfterMS: s.retryDelay.Milliseconds()})
+	ev(runner.Event{Type: runner.EventError, Code: s.classify(l), Message: msg, RetryAfterMS: s.retryDelay.Milliseconds()})
 }
 
 // classify maps a failed result to the runner's error codes (see
@@ -459,7 +446,7 @@ func (s *claudeSession) classify(l claudeLine) state.ErrorCode {
 		return state.CodeInvalidRequest
 	}
 	if l.APIErrorStatus != nil {
-		return httpStatusCode(*l.APIErrorStatus)
+		return cli.HTTPStatusCode(*l.APIErrorStatus)
 	}
 	msg := strings.ToLower(l.Result)
 	switch {
@@ -471,4 +458,10 @@ func (s *claudeSession) classify(l claudeLine) state.ErrorCode {
 	return ""
 }
 
+// VersionCommand implements cli.Versioned.
+func (c *Claude) VersionCommand() (bin string, env []string) {
+	return c.cfg.Bin, c.env(runner.AttemptSpec{})
+}
+
+// Describe says what the executor runs, for the agent's start banner.
 func (c *Claude) Describe() string { return "claude -p (" + proc.Located(c.cfg.Bin) + ")" }

@@ -1,4 +1,4 @@
-package runner
+package codex
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -33,17 +35,17 @@ type codexMsg struct {
 // codexApproval is a person's answer, coming back from Ask.
 type codexApproval struct {
 	id       json.RawMessage
-	decision Approval
+	decision runner.Approval
 }
 
 // codexSession is one attempt's conversation with an app server. Its
 // fields are owned by run's goroutine.
 type codexSession struct {
-	cfg  CodexConfig
-	spec AttemptSpec
+	cfg  Config
+	spec runner.AttemptSpec
 	dir  string
 	p    *proc.Process
-	out  *sessionEmitter
+	out  *cli.SessionEmitter
 
 	nextID  int64
 	pending map[int64]string // request id → method
@@ -58,13 +60,13 @@ type codexSession struct {
 	partial      map[string]string
 	usage        json.RawMessage
 
-	exit      Exit
+	exit      runner.Exit
 	msgs      chan codexMsg // closed at the end of stdout
 	approvals chan codexApproval
 	asking    sync.WaitGroup
 }
 
-func (s *codexSession) run(ctx context.Context) Exit {
+func (s *codexSession) run(ctx context.Context) runner.Exit {
 	s.stdin = s.p.Stdin
 	stderrDone := make(chan struct{})
 	go s.readStdout()
@@ -140,9 +142,9 @@ func (s *codexSession) run(ctx context.Context) Exit {
 			}
 		case a := <-s.approvals:
 			s.respond(a.id, map[string]any{"decision": string(a.decision)})
-			s.out.send(Event{Type: EventLog, Level: "info", Message: "approval answered: " + string(a.decision), Notice: true})
+			s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: "approval answered: " + string(a.decision), Notice: true})
 			if !s.done {
-				s.out.send(Event{Type: EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
+				s.out.Send(runner.Event{Type: runner.EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
 			}
 		case <-s.p.Exited():
 			running = false
@@ -167,15 +169,15 @@ func (s *codexSession) run(ctx context.Context) Exit {
 		}
 	}
 	s.p.Drain(s.cfg.Grace, stderrDone)
-	s.out.close()
+	s.out.Close()
 	s.exit.SetStatus(s.p)
 	switch {
-	case s.done && s.exit.Outcome == OutcomeComplete:
+	case s.done && s.exit.Outcome == runner.OutcomeComplete:
 		s.exit.ProtocolErr = nil
 	case !s.done:
-		s.exit.Outcome = OutcomeFailed
+		s.exit.Outcome = runner.OutcomeFailed
 		if s.exit.ProtocolErr == nil && !s.exit.Killed {
-			s.exit.ProtocolErr = fmt.Errorf("codex app-server ended (%s) before the turn completed", exitText(s.exit))
+			s.exit.ProtocolErr = fmt.Errorf("codex app-server ended (%s) before the turn completed", cli.ExitText(s.exit))
 		}
 	}
 	return s.exit
@@ -186,14 +188,6 @@ func (s *codexSession) take(askCtx context.Context, m codexMsg) {
 	if err := s.handle(askCtx, m); err != nil && s.exit.ProtocolErr == nil {
 		s.exit.ProtocolErr = err
 	}
-}
-
-// exitText says how a process ended.
-func exitText(e Exit) string {
-	if e.Signal != "" {
-		return "killed by " + e.Signal
-	}
-	return "exit status " + strconv.Itoa(e.ExitCode)
 }
 
 // readStdout turns the app server's stdout into messages.
@@ -210,7 +204,7 @@ func (s *codexSession) readStdout() {
 		}
 		var m codexMsg
 		if err := json.Unmarshal([]byte(line), &m); err != nil || (m.ID == nil && m.Method == "") {
-			m = codexMsg{bad: fmt.Errorf("codex app-server wrote a line that is not a protocol message: %s", clip(line, 200))}
+			m = codexMsg{bad: fmt.Errorf("codex app-server wrote a line that is not a protocol message: %s", runner.Clip(line, 200))}
 		}
 		s.msgs <- m
 	}
@@ -224,7 +218,7 @@ func (s *codexSession) readStderr() {
 		if err != nil {
 			return
 		}
-		s.out.send(Event{Type: EventLines, Stream: "stderr", Lines: []string{line}, Notice: true})
+		s.out.Send(runner.Event{Type: runner.EventLines, Stream: runner.StreamStderr, Lines: []string{line}, Notice: true})
 	}
 }
 
@@ -308,7 +302,7 @@ func (s *codexSession) response(m codexMsg) error {
 			return fmt.Errorf("codex app-server: thread/start answer without a thread id")
 		}
 		s.thread = r.Thread.ID
-		s.out.bind(s.thread)
+		s.out.Bind(s.thread)
 		s.request("turn/start", map[string]any{"threadId": s.thread,
 			"input": []map[string]any{{"type": "text", "text": s.spec.Task.Prompt, "text_elements": []any{}}}})
 	case "turn/start":
@@ -329,7 +323,7 @@ func (s *codexSession) response(m codexMsg) error {
 
 // approvalPolicy is the thread's approval policy for the configured answer.
 func (s *codexSession) approvalPolicy() string {
-	if s.cfg.Approval == ApprovalNever {
+	if s.cfg.Approval == runner.ApprovalNever {
 		return "never"
 	}
 	return "on-request"
@@ -353,7 +347,7 @@ type codexItem struct {
 
 // notification maps one notification to the runner's events.
 func (s *codexSession) notification(method string, params json.RawMessage) error {
-	ev := s.out.send
+	ev := s.out.Send
 	switch method {
 	case "turn/started":
 		var p struct {
@@ -365,7 +359,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) error
 		if s.turn == "" {
 			s.turn = p.Turn.ID
 		}
-		ev(Event{Type: EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
+		ev(runner.Event{Type: runner.EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
 	case "item/started":
 		var p struct{ Item codexItem }
 		if err := json.Unmarshal(params, &p); err != nil {
@@ -391,7 +385,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) error
 		}
 		_ = json.Unmarshal(params, &p)
 		if lines := splitLines(p.Delta); len(lines) > 0 {
-			ev(Event{Type: EventLines, Stream: "command", Lines: lines})
+			ev(runner.Event{Type: runner.EventLines, Stream: runner.StreamCommand, Lines: lines})
 		}
 	case "error":
 		var p struct {
@@ -402,9 +396,9 @@ func (s *codexSession) notification(method string, params json.RawMessage) error
 		msg := p.Error.text()
 		if p.WillRetry {
 			// Codex retries on its own: progress, not a failure.
-			ev(Event{Type: EventProgress, Message: msg, Step: "retry", Notice: true})
+			ev(runner.Event{Type: runner.EventProgress, Message: msg, Step: "retry", Notice: true})
 		} else {
-			ev(Event{Type: EventLog, Level: "error", Message: msg, Notice: true})
+			ev(runner.Event{Type: runner.EventLog, Level: runner.LevelError, Message: msg, Notice: true})
 		}
 	case "warning", "configWarning", "deprecationNotice":
 		var p struct {
@@ -412,7 +406,7 @@ func (s *codexSession) notification(method string, params json.RawMessage) error
 			Summary string `json:"summary"`
 		}
 		_ = json.Unmarshal(params, &p)
-		ev(Event{Type: EventLog, Level: "warn", Message: strings.TrimSpace(method + ": " + p.Message + " " + p.Summary), Notice: true})
+		ev(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: strings.TrimSpace(method + ": " + p.Message + " " + p.Summary), Notice: true})
 	case "thread/tokenUsage/updated":
 		var p struct {
 			TokenUsage json.RawMessage `json:"tokenUsage"`
@@ -426,30 +420,30 @@ func (s *codexSession) notification(method string, params json.RawMessage) error
 	return nil // other notifications (status, rate limits, diffs) say nothing the runner needs
 }
 
-func (s *codexSession) itemStarted(it codexItem, ev func(Event)) {
+func (s *codexSession) itemStarted(it codexItem, ev func(runner.Event)) {
 	switch it.Type {
 	case "userMessage":
 		return // our own prompt, echoed: not the model
 	case "commandExecution":
-		ev(Event{Type: EventTool, Name: "shell", Stage: "call"})
-		ev(Event{Type: EventProgress, Message: "running " + clip(it.Command, 200), Step: it.Type})
+		ev(runner.Event{Type: runner.EventTool, Name: "shell", Stage: runner.StageCall})
+		ev(runner.Event{Type: runner.EventProgress, Message: "running " + runner.Clip(it.Command, 200), Step: it.Type})
 	case "fileChange":
-		ev(Event{Type: EventTool, Name: "apply_patch", Stage: "call"})
-		ev(Event{Type: EventProgress, Message: "changing files", Step: it.Type})
+		ev(runner.Event{Type: runner.EventTool, Name: "apply_patch", Stage: runner.StageCall})
+		ev(runner.Event{Type: runner.EventProgress, Message: "changing files", Step: it.Type})
 	case "mcpToolCall":
-		ev(Event{Type: EventTool, Name: strings.Trim(it.Server+"."+it.Tool, "."), Stage: "call"})
+		ev(runner.Event{Type: runner.EventTool, Name: strings.Trim(it.Server+"."+it.Tool, "."), Stage: runner.StageCall})
 	case "webSearch":
-		ev(Event{Type: EventTool, Name: "web_search", Stage: "call"})
+		ev(runner.Event{Type: runner.EventTool, Name: "web_search", Stage: runner.StageCall})
 	case "agentMessage":
-		ev(Event{Type: EventProgress, Message: "writing a reply", Step: it.Type})
+		ev(runner.Event{Type: runner.EventProgress, Message: "writing a reply", Step: it.Type})
 	case "reasoning":
-		ev(Event{Type: EventProgress, Message: "thinking", Step: it.Type})
+		ev(runner.Event{Type: runner.EventProgress, Message: "thinking", Step: it.Type})
 	default: // the model is at work
-		ev(Event{Type: EventProgress, Message: it.Type, Step: it.Type})
+		ev(runner.Event{Type: runner.EventProgress, Message: it.Type, Step: it.Type})
 	}
 }
 
-func (s *codexSession) itemCompleted(it codexItem, ev func(Event)) {
+func (s *codexSession) itemCompleted(it codexItem, ev func(runner.Event)) {
 	switch it.Type {
 	case "agentMessage":
 		// The completed text is the record; what was streamed of it is
@@ -461,23 +455,23 @@ func (s *codexSession) itemCompleted(it codexItem, ev func(Event)) {
 		delete(s.streamed, it.ID)
 		delete(s.partial, it.ID)
 		if strings.TrimSpace(rest) != "" {
-			ev(Event{Type: EventOutput, Text: strings.TrimSuffix(rest, "\n")})
+			ev(runner.Event{Type: runner.EventOutput, Text: strings.TrimSuffix(rest, "\n")})
 		}
 		s.lastMessage = it.Text
 	case "commandExecution":
-		ev(Event{Type: EventTool, Name: "shell", Stage: "result"})
+		ev(runner.Event{Type: runner.EventTool, Name: "shell", Stage: runner.StageResult})
 		if it.Status != "declined" {
 			// Conservative: a command that ran may have changed something.
-			desc := "ran " + clip(it.Command, 500)
+			desc := "ran " + runner.Clip(it.Command, 500)
 			if it.ExitCode != nil {
 				desc += fmt.Sprintf(" (exit %d)", *it.ExitCode)
 			}
-			ev(Event{Type: EventSideEffect, Description: desc})
+			ev(runner.Event{Type: runner.EventSideEffect, Description: desc})
 		} else {
-			ev(Event{Type: EventLog, Level: "info", Message: "command declined: " + clip(it.Command, 500)})
+			ev(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: "command declined: " + runner.Clip(it.Command, 500)})
 		}
 	case "fileChange":
-		ev(Event{Type: EventTool, Name: "apply_patch", Stage: "result"})
+		ev(runner.Event{Type: runner.EventTool, Name: "apply_patch", Stage: runner.StageResult})
 		if it.Status == "completed" {
 			for _, c := range it.Changes {
 				var kind struct {
@@ -486,28 +480,28 @@ func (s *codexSession) itemCompleted(it codexItem, ev func(Event)) {
 				if json.Unmarshal(c.Kind, &kind) != nil {
 					_ = json.Unmarshal(c.Kind, &kind.Type)
 				}
-				ev(Event{Type: EventSideEffect, Description: strings.TrimSpace(kind.Type + " " + c.Path)})
+				ev(runner.Event{Type: runner.EventSideEffect, Description: strings.TrimSpace(kind.Type + " " + c.Path)})
 			}
 		}
 	case "mcpToolCall", "webSearch":
-		ev(Event{Type: EventTool, Name: it.Type, Stage: "result"})
+		ev(runner.Event{Type: runner.EventTool, Name: it.Type, Stage: runner.StageResult})
 	}
 }
 
 // delta streams an agent message as output, a whole line at a time; the
 // rest goes out when the item completes.
-func (s *codexSession) delta(item, delta string, ev func(Event)) {
+func (s *codexSession) delta(item, delta string, ev func(runner.Event)) {
 	s.partial[item] += delta
 	text := s.partial[item]
 	sent := s.streamed[item]
 	if i := strings.LastIndexByte(text, '\n'); i >= sent {
-		ev(Event{Type: EventOutput, Text: strings.TrimSuffix(text[sent:i], "\r")})
+		ev(runner.Event{Type: runner.EventOutput, Text: strings.TrimSuffix(text[sent:i], "\r")})
 		s.streamed[item] = i + 1
 	}
 }
 
 // turnCompleted ends the attempt by the turn's status.
-func (s *codexSession) turnCompleted(params json.RawMessage, ev func(Event)) error {
+func (s *codexSession) turnCompleted(params json.RawMessage, ev func(runner.Event)) error {
 	var p struct {
 		Turn struct {
 			ID         string      `json:"id"`
@@ -525,23 +519,23 @@ func (s *codexSession) turnCompleted(params json.RawMessage, ev func(Event)) err
 	s.done = true
 	switch p.Turn.Status {
 	case "completed":
-		s.exit.Outcome = OutcomeComplete
-		ev(Event{Type: EventPhase, Phase: state.PhaseCompleting})
+		s.exit.Outcome = runner.OutcomeComplete
+		ev(runner.Event{Type: runner.EventPhase, Phase: state.PhaseCompleting})
 		data, _ := json.Marshal(map[string]any{"turn_id": p.Turn.ID, "duration_ms": p.Turn.DurationMS, "usage": s.usage})
-		ev(Event{Type: EventResult, Summary: s.lastMessage, Data: data})
+		ev(runner.Event{Type: runner.EventResult, Summary: s.lastMessage, Data: data})
 	case "interrupted":
-		s.exit.Outcome = OutcomeFailed
+		s.exit.Outcome = runner.OutcomeFailed
 		if !s.interrupted {
-			ev(Event{Type: EventError, Message: "the turn was interrupted"})
+			ev(runner.Event{Type: runner.EventError, Message: "the turn was interrupted"})
 		}
 	default:
-		s.exit.Outcome = OutcomeFailed
+		s.exit.Outcome = runner.OutcomeFailed
 		e := codexError{Message: "the turn failed with status " + p.Turn.Status}
 		if p.Turn.Error != nil {
 			e = *p.Turn.Error
 		}
 		code, retryAfter := e.classify()
-		ev(Event{Type: EventError, Code: code, Message: e.text(), RetryAfterMS: retryAfter.Milliseconds()})
+		ev(runner.Event{Type: runner.EventError, Code: code, Message: e.text(), RetryAfterMS: retryAfter.Milliseconds()})
 	}
 	return nil
 }
@@ -567,7 +561,7 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 		kind = "file_change"
 	default:
 		s.write(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "the agent does not handle " + m.Method}})
-		s.out.send(Event{Type: EventLog, Level: "warn", Message: "declined an unknown request from codex: " + m.Method})
+		s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: "declined an unknown request from codex: " + m.Method})
 		return nil
 	}
 	req := state.ApprovalRequest{ID: p.ItemID, Kind: kind, Command: p.Command, Reason: p.Reason, Cwd: p.Cwd}
@@ -578,16 +572,16 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 		req.ID = string(*m.ID)
 	}
 	id := *m.ID
-	var answer Approval
+	var answer runner.Approval
 	switch s.cfg.Approval {
-	case ApprovalAcceptAll:
-		answer = ApprovalAccept
-	case ApprovalAsk:
+	case runner.ApprovalAcceptAll:
+		answer = runner.ApprovalAccept
+	case runner.ApprovalAsk:
 		if s.spec.Ask == nil {
-			answer = ApprovalDecline
+			answer = runner.ApprovalDecline
 			break
 		}
-		s.out.send(Event{Type: EventPhase, Phase: state.PhaseAwaitingReply, Approval: &req})
+		s.out.Send(runner.Event{Type: runner.EventPhase, Phase: state.PhaseAwaitingReply, Approval: &req})
 		s.asking.Add(1)
 		go func() {
 			defer s.asking.Done()
@@ -599,17 +593,9 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 		}()
 		return nil
 	default:
-		answer = ApprovalDecline
+		answer = runner.ApprovalDecline
 	}
-	s.out.send(Event{Type: EventLog, Level: "info", Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, approvalText(req))})
+	s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, runner.ApprovalText(req))})
 	s.respond(id, map[string]any{"decision": string(answer)})
 	return nil
-}
-
-// approvalText says what a request asks for.
-func approvalText(r state.ApprovalRequest) string {
-	if r.Kind == "command" {
-		return clip(r.Command, 300)
-	}
-	return "change " + strings.Join(r.Paths, ", ")
 }

@@ -1,0 +1,165 @@
+package runnertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/internal/clitest"
+	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/codex"
+	"github.com/edgeagent/agent/state"
+)
+
+// CLICase is one scenario through one real CLI.
+type CLICase struct {
+	Name   string
+	Prompt string
+	Models []string
+	// what the task must come to
+	Phase   state.Phase
+	Codes   []state.ErrorCode // the attempts' error codes, "" for one that completed
+	Gate    state.GateReason  // the last attempt's gate, when it failed
+	Summary string            // the result's summary, when completed
+	Asked   []string          // the models asked on the wire, in turn, when set
+}
+
+// Check asserts the task's end against the case.
+func (c CLICase) Check(t testing.TB, f *Fixture, mock *mockmodel.Server) {
+	t.Helper()
+	task := f.Task
+	if task.Phase != c.Phase {
+		t.Fatalf("task ended %s (%s), want %s; attempts %s; logs:\n%s", task.Phase, task.PhaseReason, c.Phase, AttemptsText(task), strings.Join(f.Rec.Logs(), "\n"))
+	}
+	if len(task.Attempts) != len(c.Codes) {
+		t.Fatalf("%d attempts (%s), want %d", len(task.Attempts), AttemptsText(task), len(c.Codes))
+	}
+	for i, a := range task.Attempts {
+		var code state.ErrorCode
+		if a.Error != nil {
+			code = a.Error.Code
+		}
+		if code != c.Codes[i] {
+			t.Errorf("attempt %d: code %q (%v), want %q", i+1, code, a.Error, c.Codes[i])
+		}
+		if a.SessionID == "" {
+			t.Errorf("attempt %d has no session id", i+1)
+		}
+	}
+	last := task.Attempts[len(task.Attempts)-1]
+	if c.Gate != "" && (last.Retry == nil || last.Retry.Gate != c.Gate) {
+		t.Errorf("last attempt's retry decision %+v, want gate %s", last.Retry, c.Gate)
+	}
+	if c.Summary != "" && (task.Result == nil || task.Result.Summary != c.Summary) {
+		t.Errorf("result %+v, want summary %q", task.Result, c.Summary)
+	}
+	if c.Asked != nil {
+		var asked []string
+		for _, r := range mock.Requests() {
+			asked = appendOnce(asked, r.Model)
+		}
+		if strings.Join(asked, ",") != strings.Join(c.Asked, ",") {
+			t.Errorf("models asked on the wire %v, want %v", asked, c.Asked)
+		}
+	}
+}
+
+func appendOnce(list []string, s string) []string {
+	if len(list) > 0 && list[len(list)-1] == s {
+		return list
+	}
+	return append(list, s)
+}
+
+// cliLimit keeps a few real CLIs running at once on a small machine.
+var cliLimit = make(chan struct{}, 3)
+
+// LimitCLIs waits until the test may run a real CLI (a few run at once)
+// and holds its place until the test ends.
+func LimitCLIs(t testing.TB) {
+	cliLimit <- struct{}{}
+	t.Cleanup(func() { <-cliLimit })
+}
+
+// StartMock starts the mock model on loopback, closed when the test ends.
+func StartMock(t testing.TB) *mockmodel.Server {
+	t.Helper()
+	mock, err := mockmodel.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mock.Close)
+	return mock
+}
+
+// RunCLICase runs the case, in parallel with others, through the executor
+// exe makes for the mock model, checks its end, and fails when a process
+// of its attempts outlived them.
+func RunCLICase(t *testing.T, c CLICase, exe func(*mockmodel.Server) runner.Executor) {
+	t.Parallel()
+	LimitCLIs(t)
+	mock := StartMock(t)
+	f := NewCLIFixture(t, exe(mock), c.Prompt, c.Models)
+	f.Run(t, context.Background())
+	c.Check(t, f, mock)
+	AssertNoMarkedProcess(t, f.Runner.Owner)
+}
+
+// AssertNoMarkedProcess fails when a process of the owner's attempts is
+// still alive, and kills what it finds.
+func AssertNoMarkedProcess(t testing.TB, owner string) {
+	t.Helper()
+	if pids := proc.OwnerProcesses(owner); len(pids) > 0 {
+		for _, pid := range pids {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			t.Errorf("process %d (%s) of the attempt outlived it", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}))
+		}
+		proc.SweepOwner(owner)
+	}
+}
+
+// CodexExec returns a Codex executor running the pinned CLI against mock,
+// in full access unless cfg says another sandbox, with a 2 s grace unless
+// cfg says another.
+func CodexExec(t testing.TB, mock *mockmodel.Server, cfg codex.Config) *codex.Codex {
+	t.Helper()
+	cfg.Bin = clitest.CodexBin(t)
+	cfg.Env = append(cfg.Env, clitest.CodexEnv(t, mock, clitest.CodexOptions{StreamIdleMS: 1500})...)
+	if cfg.Sandbox == "" {
+		cfg.Sandbox = "danger-full-access"
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	exe, err := codex.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// ClaudeExec returns a Claude executor running the pinned CLI against
+// mock, with a 2 s grace and a 3 s API timeout unless cfg says others.
+func ClaudeExec(t testing.TB, mock *mockmodel.Server, cfg claude.Config) *claude.Claude {
+	t.Helper()
+	cfg.Bin = clitest.ClaudeBin(t)
+	cfg.Env = append(cfg.Env, clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})...)
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	if cfg.APITimeout == 0 {
+		cfg.APITimeout = 3 * time.Second
+	}
+	exe, err := claude.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
