@@ -383,8 +383,8 @@ func countLines(path string) int {
 	}
 }
 
-// FreeSpaceResult classifies free space on a file system of total bytes.
-func FreeSpaceResult(free, total int64) CheckResult {
+// freeSpaceResult classifies free space on a file system of total bytes.
+func freeSpaceResult(free, total int64) CheckResult {
 	switch {
 	case free < DiskFailBytes:
 		return CheckFail
@@ -404,7 +404,7 @@ func checkDisk(path string) Check {
 	if total > 0 {
 		pct = float64(free) * 100 / float64(total)
 	}
-	c := Check{Name: CheckDisk, Result: FreeSpaceResult(free, total),
+	c := Check{Name: CheckDisk, Result: freeSpaceResult(free, total),
 		Detail: fmt.Sprintf("%s free of %s (%.0f%%) on the file system of %s", bytesize.Text(free), bytesize.Text(total), pct, path)}
 	switch c.Result {
 	case CheckFail:
@@ -553,9 +553,9 @@ func checkAuth(ctx context.Context, base string, o Options) Check {
 	return pass(CheckAuth, "token accepted: the registration secret (GET /v1/whoami)")
 }
 
-// ClockResult classifies the difference between this clock and the
+// clockResult classifies the difference between this clock and the
 // control plane's.
-func ClockResult(skew time.Duration) CheckResult {
+func clockResult(skew time.Duration) CheckResult {
 	skew = skew.Abs()
 	switch {
 	case skew > ClockFailSkew:
@@ -590,7 +590,7 @@ func clockCheck(a healthzAnswer) Check {
 	case skew < 0:
 		detail = fmt.Sprintf("%s behind the control plane's", -skew)
 	}
-	c := Check{Name: CheckClock, Result: ClockResult(skew), Detail: "this clock is " + detail}
+	c := Check{Name: CheckClock, Result: clockResult(skew), Detail: "this clock is " + detail}
 	if c.Result != CheckPass {
 		c.Fix = fmt.Sprintf("synchronize this clock (timedatectl set-ntp true, or your NTP client); beyond %s leases and retry times go wrong", ClockFailSkew)
 	}

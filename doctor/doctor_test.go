@@ -60,8 +60,8 @@ func TestClockResult(t *testing.T) {
 		{-time.Hour, CheckFail},
 	} {
 		t.Run(tc.skew.String(), func(t *testing.T) {
-			if got := ClockResult(tc.skew); got != tc.want {
-				t.Errorf("ClockResult(%s) = %s, want %s", tc.skew, got, tc.want)
+			if got := clockResult(tc.skew); got != tc.want {
+				t.Errorf("clockResult(%s) = %s, want %s", tc.skew, got, tc.want)
 			}
 		})
 	}
@@ -83,8 +83,8 @@ func TestFreeSpaceResult(t *testing.T) {
 		{"total unknown", 2 << 30, 0, CheckPass},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := FreeSpaceResult(tc.free, tc.total); got != tc.want {
-				t.Errorf("FreeSpaceResult(%d, %d) = %s, want %s", tc.free, tc.total, got, tc.want)
+			if got := freeSpaceResult(tc.free, tc.total); got != tc.want {
+				t.Errorf("freeSpaceResult(%d, %d) = %s, want %s", tc.free, tc.total, got, tc.want)
 			}
 		})
 	}

@@ -72,7 +72,7 @@ var (
 	ErrTransition = errors.New("illegal phase transition")
 )
 
-// CheckTransition reports whether a task in phase from may move to phase
+// checkTransition reports whether a task in phase from may move to phase
 // to. Moving to the phase it is in is allowed and changes nothing.
 //
 //   - A terminal phase is final.
@@ -83,7 +83,7 @@ var (
 //     attempt; awaiting_reply back to turn_started for the next turn.
 //   - From a running phase: every terminal phase but expired, which is for
 //     tasks never claimed.
-func CheckTransition(from, to Phase) error {
+func checkTransition(from, to Phase) error {
 	switch {
 	case !to.Valid():
 		return fmt.Errorf("%w: unknown phase %q", ErrTransition, to)

@@ -17,7 +17,7 @@ func TestCheckTransition(t *testing.T) {
 		{PhaseCompleted, PhaseCompleted}, {PhaseTurnStarted, PhaseTurnStarted}, // staying put changes nothing
 	}
 	for _, c := range legal {
-		if err := CheckTransition(c.from, c.to); err != nil {
+		if err := checkTransition(c.from, c.to); err != nil {
 			t.Errorf("%s → %s: %v", c.from, c.to, err)
 		}
 	}
@@ -41,7 +41,7 @@ func TestCheckTransition(t *testing.T) {
 		}
 	}
 	for _, c := range illegal {
-		if err := CheckTransition(c.from, c.to); !errors.Is(err, c.want) {
+		if err := checkTransition(c.from, c.to); !errors.Is(err, c.want) {
 			t.Errorf("%s → %s: %v, want %v", c.from, c.to, err, c.want)
 		}
 	}

@@ -116,8 +116,8 @@ func TestInvariantsHoldUnderRandomOperations(t *testing.T) {
 				rt.Fatalf("after %s: attempts disappeared", name)
 			}
 			for i, a := range task.Attempts {
-				if a.Model != ModelFor(models, i+1) {
-					rt.Fatalf("attempt %d has model %q, the chain says %q", a.Number, a.Model, ModelFor(models, i+1))
+				if a.Model != modelFor(models, i+1) {
+					rt.Fatalf("attempt %d has model %q, the chain says %q", a.Number, a.Model, modelFor(models, i+1))
 				}
 			}
 		}

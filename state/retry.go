@@ -57,14 +57,14 @@ func (t *Task) StartPersonRetry(attemptID string, models []string, now time.Time
 	if !t.PersonRetryDue() {
 		return nil, fmt.Errorf("task %s: no person's retry waits for an attempt", t.ID)
 	}
-	if err := CheckTransition(t.Phase, PhaseExecutorStarting); err != nil {
+	if err := checkTransition(t.Phase, PhaseExecutorStarting); err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	if attemptID == "" || t.Attempt(attemptID) != nil {
 		return nil, fmt.Errorf("task %s: attempt id %q is empty or taken", t.ID, attemptID)
 	}
 	n := len(t.Attempts) + 1
-	t.Attempts = append(t.Attempts, Attempt{AttemptID: attemptID, Number: n, Model: ModelFor(models, n), Status: AttemptRunning,
+	t.Attempts = append(t.Attempts, Attempt{AttemptID: attemptID, Number: n, Model: modelFor(models, n), Status: AttemptRunning,
 		StartedAt: now, RetriedByPerson: true})
 	if err := t.Transition(PhaseExecutorStarting, fmt.Sprintf("attempt %d, retried by a person", n), now); err != nil {
 		return nil, err // cannot happen: checked above

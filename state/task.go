@@ -250,12 +250,12 @@ func NewTask(id, prompt string, now time.Time) *Task {
 }
 
 // Transition moves the task to phase to, if the rules allow it (see
-// CheckTransition). A terminal phase finalizes the current attempt when it
+// checkTransition). A terminal phase finalizes the current attempt when it
 // is still open: cancelled as cancelled, completed as completed, any other
 // as failed with the phase's code (CodeTimedOut, …) and the reason as its
 // message.
 func (t *Task) Transition(to Phase, reason string, now time.Time) error {
-	if err := CheckTransition(t.Phase, to); err != nil {
+	if err := checkTransition(t.Phase, to); err != nil {
 		return fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	if t.Phase == to {
@@ -347,9 +347,9 @@ func (t *Task) Attempt(id string) *Attempt {
 	return nil
 }
 
-// ModelFor returns the model of attempt number n from a fallback chain:
+// modelFor returns the model of attempt number n from a fallback chain:
 // the n-th, the last one repeating; "" for an empty chain.
-func ModelFor(models []string, n int) string { return Nth(models, n) }
+func modelFor(models []string, n int) string { return Nth(models, n) }
 
 // Nth returns the value for attempt number n (from 1) of a per-attempt
 // list: the n-th, the last one repeating; the zero value for an empty list.
@@ -367,10 +367,10 @@ func (t *Task) StartFirstAttempt(attemptID string, models []string, now time.Tim
 	if len(t.Attempts) > 0 {
 		return nil, fmt.Errorf("task %s: first attempt already started", t.ID)
 	}
-	if err := CheckTransition(t.Phase, PhaseExecutorStarting); err != nil {
+	if err := checkTransition(t.Phase, PhaseExecutorStarting); err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
 	}
-	t.Attempts = append(t.Attempts, Attempt{AttemptID: attemptID, Number: 1, Model: ModelFor(models, 1), Status: AttemptRunning, StartedAt: now})
+	t.Attempts = append(t.Attempts, Attempt{AttemptID: attemptID, Number: 1, Model: modelFor(models, 1), Status: AttemptRunning, StartedAt: now})
 	if err := t.Transition(PhaseExecutorStarting, "", now); err != nil {
 		return nil, err // cannot happen: checked above
 	}
@@ -557,7 +557,7 @@ func (t *Task) ScheduleRetry(attemptID string, out Outcome, nextID string, model
 	if out.Status != AttemptFailed || out.Retry == nil || out.Retry.Decision != DecisionRetried {
 		return nil, fmt.Errorf("task %s: a retry follows a failed attempt whose decision is %q", t.ID, DecisionRetried)
 	}
-	if err := CheckTransition(t.Phase, PhaseExecutorStarting); err != nil {
+	if err := checkTransition(t.Phase, PhaseExecutorStarting); err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	if t.Attempt(nextID) != nil || nextID == "" {
@@ -569,7 +569,7 @@ func (t *Task) ScheduleRetry(attemptID string, out Outcome, nextID string, model
 	}
 	a.finalize(out, now)
 	n := a.Number + 1
-	t.Attempts = append(t.Attempts, Attempt{AttemptID: nextID, Number: n, Model: ModelFor(models, n), Status: AttemptPending,
+	t.Attempts = append(t.Attempts, Attempt{AttemptID: nextID, Number: n, Model: modelFor(models, n), Status: AttemptPending,
 		NotBefore: now.Add(out.Retry.Delay.D())})
 	if err := t.Transition(PhaseExecutorStarting, fmt.Sprintf("retry %d in %s", n, out.Retry.Delay.D()), now); err != nil {
 		return nil, err

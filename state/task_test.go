@@ -163,11 +163,11 @@ func TestTerminalTaskRefusesLateChanges(t *testing.T) {
 func TestModelFor(t *testing.T) {
 	chain := []string{"a", "b", "c"}
 	for n, want := range map[int]string{1: "a", 2: "b", 3: "c", 4: "c", 9: "c"} {
-		if got := ModelFor(chain, n); got != want {
+		if got := modelFor(chain, n); got != want {
 			t.Errorf("attempt %d: %q, want %q", n, got, want)
 		}
 	}
-	if ModelFor(nil, 1) != "" {
+	if modelFor(nil, 1) != "" {
 		t.Error("empty chain")
 	}
 }

@@ -60,7 +60,7 @@ func (l Layout) Log(taskID string, n int) string {
 // ReadAgentToken is the agent's own control plane token, "" when none is
 // kept (or the file is not a regular file).
 func (l Layout) ReadAgentToken() string {
-	saved, _ := ReadNoFollow(l.AgentToken())
+	saved, _ := readNoFollow(l.AgentToken())
 	return strings.TrimSpace(string(saved))
 }
 
@@ -69,8 +69,8 @@ func (l Layout) SaveAgentToken(tok string) error {
 	return WriteFile(l.AgentToken(), []byte(tok+"\n"))
 }
 
-// ReadNoFollow reads a file, refusing a symbolic link in its place.
-func ReadNoFollow(path string) ([]byte, error) {
+// readNoFollow reads a file, refusing a symbolic link in its place.
+func readNoFollow(path string) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -90,7 +90,7 @@ func CheckPrivate(dir string) error { return private.Dir("data directory", dir) 
 // LoadAgentID returns the id kept in the data directory, making one the
 // first time: the host name and a random suffix.
 func (l Layout) LoadAgentID() (string, error) {
-	b, err := ReadNoFollow(l.AgentID())
+	b, err := readNoFollow(l.AgentID())
 	if err == nil {
 		if id := strings.TrimSpace(string(b)); id != "" {
 			return id, nil
