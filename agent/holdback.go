@@ -114,7 +114,7 @@ func (h *holdback) flush(o *outbox.Outbox, st *state.Store) bool {
 	h.records = nil
 	for id, n := range h.dropped {
 		// Say what was dropped, where the lines would have been.
-		payload, _ := json.Marshal(state.LogEvent{Stream: "agent", Lines: []string{fmt.Sprintf("%d log report(s) dropped while the disk was full", n)}})
+		payload, _ := json.Marshal(state.LogEvent{Stream: state.LogAgent, Lines: []string{fmt.Sprintf("%d log report(s) dropped while the disk was full", n)}})
 		if _, err := o.Append(outbox.Record{Kind: outbox.KindLog, TaskID: id, Payload: payload}); err != nil && !errors.Is(err, outbox.ErrFull) {
 			h.fail(err)
 			return false

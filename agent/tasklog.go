@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeagent/agent/internal/bytesize"
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/state"
 )
 
 // taskLogs writes the attempt logs of the running tasks, each capped at
@@ -75,7 +76,7 @@ type cappedLog struct {
 
 // append writes lines of an attempt's output: to the file while the head
 // has room, to the ring after.
-func (t *taskLogs) append(l datadir.Layout, taskID string, attempt int, at time.Time, stream string, lines []string) error {
+func (t *taskLogs) append(l datadir.Layout, taskID string, attempt int, at time.Time, stream state.LogStream, lines []string) error {
 	c, ended := t.get(l, logKey{taskID, attempt})
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -83,7 +84,7 @@ func (t *taskLogs) append(l datadir.Layout, taskID string, attempt int, at time.
 	ts := logTime(at)
 	var out []byte
 	for _, line := range lines {
-		b := logLine(ts, stream, line)
+		b := logLine(ts, string(stream), line)
 		if !c.cut && c.size+int64(len(out)+len(b)) <= t.half() {
 			out = append(out, b...)
 			continue

@@ -153,15 +153,15 @@ const (
 	LevelError LogLevel = "error"
 )
 
-// Stream names where a lines event's lines came from; it is the log
-// stream the runner reports them in.
-type Stream string
+// Stream names where a lines event's lines came from: the log stream the
+// runner reports them in.
+type Stream = state.LogStream
 
-// The streams.
+// The streams a lines event comes from.
 const (
-	StreamStdout  Stream = "stdout"
-	StreamStderr  Stream = "stderr"
-	StreamCommand Stream = "command" // a tool command's output, as the CLI relayed it
+	StreamStdout  = state.LogStdout
+	StreamStderr  = state.LogStderr
+	StreamCommand = state.LogCommand
 )
 
 // Event is one thing an executor reported.

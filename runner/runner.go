@@ -338,22 +338,22 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 		act.Progress = &state.Progress{Message: ev.Message, Percent: ev.Percent, Step: ev.Step}
 	case EventOutput:
 		act.Output = true
-		logs.add("output", ev.Text)
+		logs.add(state.LogOutput, ev.Text)
 	case EventTool:
 		act.ToolInput = ev.Stage == StageInput
 		act.ToolCall = ev.Stage != StageInput
-		logs.add("tool", strings.TrimSpace(ev.Name+" "+string(ev.Stage)))
+		logs.add(state.LogTool, strings.TrimSpace(ev.Name+" "+string(ev.Stage)))
 	case EventSideEffect:
 		act.SideEffect = true
-		logs.add("side_effect", ev.Description)
+		logs.add(state.LogSideEffect, ev.Description)
 	case EventLog:
-		logs.add("executor", strings.TrimSpace(string(ev.Level)+" "+ev.Message))
+		logs.add(state.LogExecutor, strings.TrimSpace(string(ev.Level)+" "+ev.Message))
 	case EventResult:
 		res.result = &ev
 	case EventError:
 		res.lastErr = &ev
 	case EventLines:
-		logs.add(string(ev.Stream), ev.Lines...)
+		logs.add(ev.Stream, ev.Lines...)
 	}
 	if err := task.Observe(a.AttemptID, act, now); err != nil {
 		r.logger().Warn("event not applied", "task", task.ID, "err", err)
@@ -559,7 +559,7 @@ func (r *Runner) report(task *state.Task, payload state.Payload) {
 type logBatch struct {
 	r      *Runner
 	task   *state.Task
-	stream string
+	stream state.LogStream
 	lines  []string
 	size   int
 }
@@ -569,7 +569,7 @@ const (
 	logBatchBytes = 256 << 10
 )
 
-func (b *logBatch) add(stream string, lines ...string) {
+func (b *logBatch) add(stream state.LogStream, lines ...string) {
 	for _, l := range lines {
 		if stream != b.stream || len(b.lines) >= logBatchLines || b.size+len(l) > logBatchBytes {
 			b.flush()

@@ -69,12 +69,25 @@ type ApprovalRequest struct {
 // ProgressEvent reports progress.
 type ProgressEvent = Progress
 
-// LogEvent carries lines of output. Stream is "stdout" or "stderr" for raw
-// lines, "output" for visible output, "tool", "side_effect" and "executor"
-// for what the executor said it did, "agent" for the agent's own notes.
+// LogStream names where a log event's lines came from.
+type LogStream string
+
+// The streams.
+const (
+	LogStdout     LogStream = "stdout"      // the executor's raw output
+	LogStderr     LogStream = "stderr"      // its raw errors
+	LogCommand    LogStream = "command"     // a tool command's output, as the CLI relayed it
+	LogOutput     LogStream = "output"      // visible output
+	LogTool       LogStream = "tool"        // a tool the executor used
+	LogSideEffect LogStream = "side_effect" // a side effect it reported
+	LogExecutor   LogStream = "executor"    // its own log messages
+	LogAgent      LogStream = "agent"       // the agent's notes
+)
+
+// LogEvent carries lines of output.
 type LogEvent struct {
-	Stream string   `json:"stream"`
-	Lines  []string `json:"lines"`
+	Stream LogStream `json:"stream"`
+	Lines  []string  `json:"lines"`
 }
 
 // An attempt event's payload is the Attempt record as it stands.

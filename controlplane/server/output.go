@@ -100,7 +100,7 @@ func (s *Server) admitLog(t *state.Task, se api.StoredEvent, l api.LogPayload, l
 // capped).
 func markCut(se api.StoredEvent, l state.LogEvent, room, limit int64) ([]byte, api.OutputCut, error) {
 	mark := markLine(limit)
-	p := api.LogPayload{LogEvent: state.LogEvent{Stream: state.Ellipsize(l.Stream, markStreamRunes), Lines: []string{mark}},
+	p := api.LogPayload{LogEvent: state.LogEvent{Stream: state.LogStream(state.Ellipsize(string(l.Stream), markStreamRunes)), Lines: []string{mark}},
 		Cut: &api.OutputCut{CapBytes: limit, Lines: math.MaxInt64, Bytes: math.MaxInt64}} // the widest counts: an upper bound
 	base, err := withPayload(se, p)
 	if err != nil {

@@ -78,7 +78,7 @@ func (rec *Recorder) Logs() []string {
 	for _, r := range rec.reports {
 		if l, ok := r.Payload.(state.LogEvent); ok {
 			for _, line := range l.Lines {
-				out = append(out, l.Stream+": "+line)
+				out = append(out, string(l.Stream)+": "+line)
 			}
 		}
 	}
