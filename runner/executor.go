@@ -75,7 +75,7 @@ const (
 
 // ApprovalText says what an approval request asks for, in a line.
 func ApprovalText(r state.ApprovalRequest) string {
-	if r.Kind == "command" {
+	if r.Kind == state.ApprovalCommand {
 		return Clip(r.Command, 300)
 	}
 	return "change " + strings.Join(r.Paths, ", ")

@@ -58,13 +58,22 @@ type PhaseEvent struct {
 // command, or make these file changes? The answer (accept or decline)
 // names the request by ID.
 type ApprovalRequest struct {
-	ID      string   `json:"id"`
-	Kind    string   `json:"kind"` // command or file_change
-	Command string   `json:"command,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
-	Cwd     string   `json:"cwd,omitempty"`
-	Paths   []string `json:"paths,omitempty"`
+	ID      string       `json:"id"`
+	Kind    ApprovalKind `json:"kind"`
+	Command string       `json:"command,omitempty"`
+	Reason  string       `json:"reason,omitempty"`
+	Cwd     string       `json:"cwd,omitempty"`
+	Paths   []string     `json:"paths,omitempty"`
 }
+
+// ApprovalKind says what an approval request asks to do.
+type ApprovalKind string
+
+// The kinds of request.
+const (
+	ApprovalCommand    ApprovalKind = "command"     // run a command
+	ApprovalFileChange ApprovalKind = "file_change" // change files
+)
 
 // ProgressEvent reports progress.
 type ProgressEvent = Progress

@@ -65,7 +65,7 @@ func printTask(w io.Writer, t *state.Task, now time.Time) {
 		fmt.Fprintf(w, "retry:    at %s\n", t.NextRetryAt.Local().Format(time.TimeOnly))
 	}
 	if r := t.AwaitingReply; r != nil {
-		fmt.Fprintf(w, "awaiting: a reply to request %s (%s)\n", visible(r.ID), visible(r.Kind))
+		fmt.Fprintf(w, "awaiting: a reply to request %s (%s)\n", visible(r.ID), visible(string(r.Kind)))
 		if r.Command != "" {
 			fmt.Fprintf(w, "  command: %s\n", visible(r.Command))
 		}

@@ -553,12 +553,12 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 		} `json:"changes"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
-	var kind string
+	var kind state.ApprovalKind
 	switch m.Method {
 	case "item/commandExecution/requestApproval":
-		kind = "command"
+		kind = state.ApprovalCommand
 	case "item/fileChange/requestApproval":
-		kind = "file_change"
+		kind = state.ApprovalFileChange
 	default:
 		s.write(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "the agent does not handle " + m.Method}})
 		s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: "declined an unknown request from codex: " + m.Method})
