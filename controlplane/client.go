@@ -205,36 +205,31 @@ func (c *Client) Release(ctx context.Context, agentID string, taskIDs []string) 
 	return c.agentCall(ctx, http.MethodPost, "/v1/tasks/release", api.ReleaseRequest{AgentID: agentID, TaskIDs: taskIDs}, &out, true)
 }
 
-// SendEvents sends events in batches of at most MaxEventsPerBatch events
-// and about MaxBatchBytes bytes, and returns one result per event, in
-// order. On an error it returns the results of the batches that went
-// through.
+// SendEvents sends one batch of events, POST /v1/events, and returns one
+// result per event, in order. The batch is the caller's to make within the
+// API's limits (api.MaxEventsPerBatch events, about api.MaxBatchBytes): the
+// agent's sender takes its pending records from the outbox so, and no
+// second layer cuts them again here. More events than the limit are
+// refused before anything is sent.
 func (c *Client) SendEvents(ctx context.Context, agentID string, events []api.Event) ([]api.EventResult, error) {
-	var results []api.EventResult
-	for len(events) > 0 {
-		n, size := 0, 0
-		for n < len(events) && n < api.MaxEventsPerBatch {
-			size += len(events[n].Payload) + len(events[n].Key) + 200
-			if n > 0 && size > api.MaxBatchBytes {
-				break
-			}
-			n++
-		}
-		body, err := encodeEvents(agentID, events[:n])
-		if err != nil {
-			return results, err
-		}
-		var out api.EventsResponse
-		if err := c.agentCall(ctx, http.MethodPost, "/v1/events", body, &out, true); err != nil {
-			return results, err
-		}
-		if len(out.Results) != n {
-			return results, fmt.Errorf("control plane answered %d results for %d events", len(out.Results), n)
-		}
-		results = append(results, out.Results...)
-		events = events[n:]
+	if len(events) > api.MaxEventsPerBatch {
+		return nil, fmt.Errorf("%d events in one batch; the limit is %d", len(events), api.MaxEventsPerBatch)
 	}
-	return results, nil
+	if len(events) == 0 {
+		return nil, nil
+	}
+	body, err := encodeEvents(agentID, events)
+	if err != nil {
+		return nil, err
+	}
+	var out api.EventsResponse
+	if err := c.agentCall(ctx, http.MethodPost, "/v1/events", body, &out, true); err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(events) {
+		return nil, fmt.Errorf("control plane answered %d results for %d events", len(out.Results), len(events))
+	}
+	return out.Results, nil
 }
 
 // preEncoded is a request body already encoded as JSON; callWith sends it

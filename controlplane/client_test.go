@@ -80,9 +80,10 @@ func TestClientWhoseIDIsHeldIsToldTheFix(t *testing.T) {
 	}
 }
 
-// SendEvents splits what it is given into batches within the API's
-// limits, and returns one result per event, in order.
-func TestSendEventsSplitsBatches(t *testing.T) {
+// SendEvents sends one batch and returns one result per event, in order;
+// a batch over the API's limit is refused before anything is sent (the
+// batches are the caller's to make, once).
+func TestSendEventsSendsOneBatch(t *testing.T) {
 	cp := servertest.Start(t, servertest.Options{})
 	ctx := context.Background()
 	if _, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "fix it"}); err != nil {
@@ -94,12 +95,19 @@ func TestSendEventsSplitsBatches(t *testing.T) {
 		t.Fatalf("claim: %v", err)
 	}
 	c := claimed.Tasks[0]
-	const n = 2*api.MaxEventsPerBatch + 200
-	evs := make([]api.Event, n)
+	const n = api.MaxEventsPerBatch
+	evs := make([]api.Event, n+1)
 	for i := range evs {
 		evs[i] = api.Event{Key: fmt.Sprint("log-", i), Kind: state.EventLog, TaskID: c.Task.ID, Attempt: 1, LeaseID: c.Lease.ID,
 			CreatedAt: time.Now(), Payload: []byte(`{"stream":"stdout","lines":["l"]}`)}
 	}
+	if res, err := agent.SendEvents(ctx, "ag-1", evs); err == nil || len(res) != 0 || !strings.Contains(err.Error(), "the limit is") {
+		t.Fatalf("a batch over the limit: %d results, %v", len(res), err)
+	}
+	if stored, _ := cp.Operator.TaskEvents(ctx, c.Task.ID); len(stored) != 0 {
+		t.Fatalf("a batch over the limit was sent: %d events stored", len(stored))
+	}
+	evs = evs[:n]
 	res, err := agent.SendEvents(ctx, "ag-1", evs)
 	if err != nil || len(res) != n {
 		t.Fatalf("%d results, %v", len(res), err)

@@ -13,8 +13,9 @@
 //   - Requests that are safe to repeat (events, heartbeats, reads) are
 //     tried again on a transient failure (Transient), with backoff;
 //     claims and task creation are tried once.
-//   - Events go in batches within the API's limits (api.MaxEventsPerBatch,
-//     about api.MaxBatchBytes), with one result per event, in order.
+//   - Events go one batch a call, within the API's limits
+//     (api.MaxEventsPerBatch, about api.MaxBatchBytes), which the caller
+//     makes; one result per event, in order.
 //   - Lists are read a page after another (api.NextAfterHeader) until the
 //     last.
 //   - An agent's client registers for the agent's own token when it has

@@ -137,13 +137,20 @@ func (e *env) claim(agent string, grade health.Grade, max int) []api.Claimed {
 	return resp.Tasks
 }
 
+// send sends evs as agent, in batches within the API's limit, and returns
+// one result per event.
 func (e *env) send(agent string, evs ...api.Event) []api.EventResult {
 	e.t.Helper()
-	res, err := e.agent(agent).SendEvents(context.Background(), agent, evs)
-	if err != nil {
-		e.t.Fatal(err)
+	var all []api.EventResult
+	for len(evs) > 0 {
+		n := min(len(evs), api.MaxEventsPerBatch)
+		res, err := e.agent(agent).SendEvents(context.Background(), agent, evs[:n])
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		all, evs = append(all, res...), evs[n:]
 	}
-	return res
+	return all
 }
 
 func ev(key string, kind state.EventKind, c api.Claimed, payload any) api.Event {
