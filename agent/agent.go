@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,24 +49,13 @@ type Agent struct {
 
 	live atomic.Pointer[Live] // what Reconfigure may change
 
-	mu       sync.Mutex
-	running  map[string]*supervised
-	stopping bool
+	running *runningTasks
 
 	link *link // what the heartbeat learned of the control plane
 
 	conf    isolation.Confinement // how attempts are confined
 	metrics *agentMetrics         // nil without Config.MetricsAddr
 	obs     observer              // counts for the metrics; noObserver without them
-}
-
-// supervised is a task being run, as the other loops see it.
-type supervised struct {
-	cancel       context.CancelCauseFunc
-	phase        state.Phase
-	attempt      int
-	lastProgress time.Time
-	leaseID      string
 }
 
 // New checks the configuration and prepares an agent; Run starts it.
@@ -91,7 +79,7 @@ func New(cfg Config) (*Agent, error) {
 		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		aborted: make(chan struct{}),
-		running: map[string]*supervised{}, link: &link{interval: cfg.HeartbeatInterval},
+		running: newRunningTasks(), link: &link{interval: cfg.HeartbeatInterval},
 	}
 	a.health.SetIsolation(conf.Line, conf.Runner != nil)
 	a.live.Store(liveOf(cfg))
@@ -197,9 +185,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		a.log.Error("agent stopping", "err", fatal)
 	}
 	a.cfg.Notify("STOPPING=1")
-	a.mu.Lock()
-	a.stopping = true
-	a.mu.Unlock()
+	a.running.stop()
 	a.shutdownTasks(stopTasks)
 	stopLoops()
 	loops.Wait()
@@ -278,16 +264,7 @@ func (a *Agent) waitSaying(done <-chan struct{}, limit <-chan time.Time, what st
 }
 
 // runningIDs are the tasks running now, sorted.
-func (a *Agent) runningIDs() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ids := make([]string, 0, len(a.running))
-	for id := range a.running {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func (a *Agent) runningIDs() []string { return a.running.ids() }
 
 // flush delivers what it can of the outbox within the flush timeout,
 // saying each second how much is left.
@@ -318,11 +295,7 @@ func deadlineOf(ctx context.Context) time.Time {
 	return d
 }
 
-func (a *Agent) runningCount() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.running)
-}
+func (a *Agent) runningCount() int { return a.running.count() }
 
 // sendLoop is the agent's delivery loop.
 func (a *Agent) sendLoop() *sendLoop {
@@ -341,12 +314,8 @@ func (a *Agent) heartbeat() *heartbeat {
 // tasksCtx.
 func (a *Agent) claimer(tasksCtx context.Context) *claimer {
 	return &claimer{client: a.client, agentID: a.id, store: a.store, health: a.health, held: a.held, link: a.link, log: a.log,
-		room: func() (int, bool) {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			return a.live.Load().MaxConcurrent - len(a.running), a.stopping
-		},
-		running: a.isRunning, start: func(t *state.Task) { a.supervise(tasksCtx, t) }, kick: a.kickClaim}
+		room:    func() (int, bool) { return a.running.room(a.live.Load().MaxConcurrent) },
+		running: a.running.has, start: func(t *state.Task) { a.supervise(tasksCtx, t) }, kick: a.kickClaim}
 }
 
 // reconcile loads task state and takes up the tasks a crash left in a
@@ -410,18 +379,15 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 	if c := t.Current(); c != nil {
 		sup.attempt = c.Number
 	}
-	a.mu.Lock()
-	if a.stopping {
+	// Counted in the wait group under the running set's lock, so never
+	// after shutdown began waiting.
+	if !a.running.start(t.ID, sup, func() { a.tasks.Add(1) }) {
 		// A claim that raced the stop: the task is still only claimed, so
 		// its lease lapses and the control plane queues it again.
-		a.mu.Unlock()
 		cancel(nil)
 		a.log.Info("not starting a task claimed while stopping", "task", t.ID)
 		return
 	}
-	a.running[t.ID] = sup
-	a.tasks.Add(1) // under mu, so never after shutdown began waiting
-	a.mu.Unlock()
 	go func() {
 		defer a.tasks.Done()
 		defer func() {
@@ -429,9 +395,7 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 			if err := a.logs.finish(t.ID); err != nil {
 				a.log.Warn("local task log: tail not written", "task", t.ID, "err", err)
 			}
-			a.mu.Lock()
-			delete(a.running, t.ID)
-			a.mu.Unlock()
+			a.running.end(t.ID)
 			kick(a.kickClaim)
 		}()
 		if err := a.newRunner(t).Run(ctx, t); err != nil {
@@ -444,10 +408,7 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 
 // cancelTask cancels a running task at the control plane's request.
 func (a *Agent) cancelTask(id string) {
-	a.mu.Lock()
-	sup := a.running[id]
-	a.mu.Unlock()
-	if sup != nil {
+	if sup := a.running.get(id); sup != nil {
 		a.log.Info("cancelling task at the control plane's request", "task", id)
 		sup.cancel(runner.ErrCancelled)
 	}
@@ -455,10 +416,7 @@ func (a *Agent) cancelTask(id string) {
 
 // leaseOf returns the lease id to send a task's records with.
 func (a *Agent) leaseOf(taskID string) string {
-	a.mu.Lock()
-	sup := a.running[taskID]
-	a.mu.Unlock()
-	if sup != nil {
+	if sup := a.running.get(taskID); sup != nil {
 		return sup.leaseID
 	}
 	return storedLease(a.store, taskID)

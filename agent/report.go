@@ -30,17 +30,8 @@ func (a *Agent) heartbeatRequest() api.HeartbeatRequest {
 	req := api.HeartbeatRequest{AgentID: a.id, Hostname: a.host, Version: a.cfg.Version, StartedAt: a.started, Health: h,
 		Outbox: api.OutboxStats{Pending: st.Pending, OldestPendingAgeS: st.OldestPendingAge, Dead: st.Dead, Bytes: st.FileBytes,
 			WriteFailing: storage.Failing, Held: storage.HeldReports},
-		Running: []api.RunningTask{}}
-	a.mu.Lock()
-	for id, s := range a.running {
-		req.Running = append(req.Running, api.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress})
 	}
-	if a.stopping {
-		req.State = api.AgentDraining // claims nothing, finishes what it runs
-	} else {
-		req.State = api.AgentRunning
-	}
-	a.mu.Unlock()
+	req.Running, req.State = a.running.report()
 	req.Capacity = api.Capacity{Max: a.live.Load().MaxConcurrent, Running: len(req.Running)}
 	return req
 }
@@ -66,11 +57,4 @@ func (a *Agent) writeHealth(reached bool) {
 	if err := a.layout.WriteHealth(h); err != nil {
 		a.log.Warn("write health file", "err", err)
 	}
-}
-
-// isRunning reports whether the agent runs task id.
-func (a *Agent) isRunning(id string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.running[id] != nil
 }

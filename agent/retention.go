@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
@@ -39,20 +38,18 @@ type retention struct {
 	now      func() time.Time
 	log      *slog.Logger
 
-	// mu is held while a task is checked and taken away; busy, called
-	// with mu held, reports a task that must be left alone now (it runs,
-	// or reports of it wait in memory). The agent passes its own lock, the
-	// one that guards its running tasks, so that a task cannot start
-	// between the check and the removal.
-	mu   sync.Locker
-	busy func(taskID string) bool
+	// running are the tasks the agent runs: one is left alone, and none
+	// starts while a task is checked and taken away. held reports a task
+	// whose reports or state wait in memory, which is left alone too.
+	running *runningTasks
+	held    func(taskID string) bool
 }
 
 // retention returns the agent's pruner.
 func (a *Agent) retention() *retention {
 	return &retention{layout: a.layout, workRoot: a.workDir(), store: a.store, outbox: a.outbox,
 		rules: state.Retention{MaxAge: a.cfg.Retention, MaxBytes: a.cfg.RetentionMaxBytes}, now: time.Now, log: a.log,
-		mu: &a.mu, busy: func(id string) bool { return a.running[id] != nil || a.held.holds(id) }}
+		running: a.running, held: a.held.holds}
 }
 
 // holds reports whether reports or the state of task id wait in memory.
@@ -146,9 +143,8 @@ func (r *retention) purgeDead(now time.Time) int {
 // plan (it runs again, a person retried it) or is busy.
 func (r *retention) remove(p state.Prune) (bool, error) {
 	var trash []string
-	r.mu.Lock()
-	ok, err := func() (bool, error) {
-		if r.busy(p.ID) {
+	ok, err := r.running.unlessRunning(p.ID, func() (bool, error) {
+		if r.held(p.ID) {
 			return false, nil
 		}
 		t, err := r.store.Load(p.ID)
@@ -168,8 +164,7 @@ func (r *retention) remove(p state.Prune) (bool, error) {
 			trash = append(trash, to)
 		}
 		return true, r.store.Delete(p.ID)
-	}()
-	r.mu.Unlock()
+	})
 	for _, dir := range trash {
 		if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
 			err = rerr

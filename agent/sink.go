@@ -50,11 +50,7 @@ func (s *sink) Report(r runner.Report) {
 			a.log.Error("task state not saved; held in memory and saved again when writes work", "task", s.taskID, "err", err)
 		}
 	}
-	a.mu.Lock()
-	if sup := a.running[s.taskID]; sup != nil {
-		sup.phase, sup.attempt, sup.lastProgress = r.Task.Phase, r.Attempt, r.Task.LastProgressAt
-	}
-	a.mu.Unlock()
+	a.running.update(s.taskID, r.Task.Phase, r.Attempt, r.Task.LastProgressAt)
 	kick(a.kickSend)
 }
 

@@ -1,0 +1,133 @@
+package agent
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/state"
+)
+
+// supervised is a task being run, as the other loops see it.
+type supervised struct {
+	cancel       context.CancelCauseFunc
+	phase        state.Phase
+	attempt      int
+	lastProgress time.Time
+	leaseID      string
+}
+
+// runningTasks is the set of tasks the agent runs, and whether it is
+// stopping: what the claimer, the heartbeat, the sink, delivery and
+// retention all look at. One lock guards it, so that a task cannot start
+// while retention checks and removes it, nor once a stop has begun.
+type runningTasks struct {
+	mu       sync.Mutex
+	tasks    map[string]*supervised
+	stopping bool
+}
+
+func newRunningTasks() *runningTasks { return &runningTasks{tasks: map[string]*supervised{}} }
+
+// start records task id as running, unless the agent is stopping (false).
+// onStart runs under the lock when it does (the agent counts the task in
+// its wait group there, so that a stop never waits for fewer).
+func (r *runningTasks) start(id string, s *supervised, onStart func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping {
+		return false
+	}
+	r.tasks[id] = s
+	onStart()
+	return true
+}
+
+// end forgets task id.
+func (r *runningTasks) end(id string) {
+	r.mu.Lock()
+	delete(r.tasks, id)
+	r.mu.Unlock()
+}
+
+// stop marks the agent stopping: no task starts any more.
+func (r *runningTasks) stop() {
+	r.mu.Lock()
+	r.stopping = true
+	r.mu.Unlock()
+}
+
+// get returns task id's supervision, nil when it does not run.
+func (r *runningTasks) get(id string) *supervised {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tasks[id]
+}
+
+// unlessRunning runs fn, with no task starting meanwhile, unless task id
+// runs (then it reports false). Retention removes a task so: it cannot
+// start between the check and the removal.
+func (r *runningTasks) unlessRunning(id string, fn func() (bool, error)) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tasks[id] != nil {
+		return false, nil
+	}
+	return fn()
+}
+
+// has reports whether task id runs.
+func (r *runningTasks) has(id string) bool { return r.get(id) != nil }
+
+// update changes what the other loops see of task id, if it runs.
+func (r *runningTasks) update(id string, phase state.Phase, attempt int, lastProgress time.Time) {
+	r.mu.Lock()
+	if s := r.tasks[id]; s != nil {
+		s.phase, s.attempt, s.lastProgress = phase, attempt, lastProgress
+	}
+	r.mu.Unlock()
+}
+
+// count is how many tasks run.
+func (r *runningTasks) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.tasks)
+}
+
+// room is how many more tasks may start under limit, and whether the
+// agent is stopping.
+func (r *runningTasks) room(limit int) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return limit - len(r.tasks), r.stopping
+}
+
+// ids are the running tasks' ids, sorted.
+func (r *runningTasks) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.tasks))
+	for id := range r.tasks {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// report is what a heartbeat says of them: each task, and the agent's
+// state (draining once it stops).
+func (r *runningTasks) report() ([]api.RunningTask, api.AgentState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := []api.RunningTask{}
+	for id, s := range r.tasks {
+		out = append(out, api.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress})
+	}
+	if r.stopping {
+		return out, api.AgentDraining // claims nothing, finishes what it runs
+	}
+	return out, api.AgentRunning
+}
