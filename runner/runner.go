@@ -96,6 +96,10 @@ type Replies interface {
 // request by default.
 const DefaultReplyTimeout = 10 * time.Minute
 
+// DefaultKillGrace is how long each step of stopping an attempt waits (an
+// interrupt, SIGTERM, SIGKILL) unless an executor's Grace says otherwise.
+const DefaultKillGrace = 5 * time.Second
+
 func (r *Runner) now() time.Time {
 	if r.Now != nil {
 		return r.Now()

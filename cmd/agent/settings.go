@@ -224,7 +224,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "codex approval requests: never (Codex runs without asking, in its sandbox), accept, decline, or ask (a person answers)"},
 	{name: "reply-timeout", key: "executor.reply-timeout", def: runner.DefaultReplyTimeout, live: true, min: atLeast(1),
 		help: "with --approval ask: how long a person has to answer before the request is declined"},
-	{name: "kill-grace", key: "executor.kill-grace", def: 5 * time.Second, live: true, min: atLeast(0),
+	{name: "kill-grace", key: "executor.kill-grace", def: runner.DefaultKillGrace, live: true, min: atLeast(0),
 		help: "each step of stopping an attempt (interrupt, SIGTERM, SIGKILL) waits this long"},
 	{name: "codex-sandbox", key: "executor.codex.sandbox", def: "workspace-write",
 		oneOf: []string{"read-only", "workspace-write", "danger-full-access"}, help: "codex sandbox mode"},

@@ -35,7 +35,7 @@ func (b *Base) Defaults(bin string) error {
 		b.Bin = bin
 	}
 	if b.Grace <= 0 {
-		b.Grace = 5 * time.Second
+		b.Grace = runner.DefaultKillGrace
 	}
 	if b.MaxLine <= 0 {
 		b.MaxLine = 16 << 20

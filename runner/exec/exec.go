@@ -60,7 +60,7 @@ func New(cfg Config) (*Exec, error) {
 		return nil, errors.New("exec executor: empty command")
 	}
 	if cfg.Grace <= 0 {
-		cfg.Grace = 5 * time.Second
+		cfg.Grace = runner.DefaultKillGrace
 	}
 	if cfg.MaxLine <= 0 {
 		cfg.MaxLine = 64 << 10
