@@ -211,20 +211,21 @@ type Exit struct {
 	ProtocolErr error
 	// Killed: the runner had to stop the attempt (cancel or timeout).
 	Killed bool
-	// Outcome is the attempt's end as the executor's protocol said it, for
+	// Turn is how the executor's protocol said its turn ended, for
 	// executors whose exit code does not tell (an app server exits 0
 	// whatever its turn did). Zero: judge by the exit code.
-	Outcome Outcome
+	Turn TurnEnd
 }
 
-// Outcome is how an executor's protocol said an attempt ended.
-type Outcome int
+// TurnEnd is how an executor's protocol said its turn ended. (How the
+// attempt ended, as recorded, is state.Outcome.)
+type TurnEnd int
 
-// The outcomes.
+// The ends of a turn.
 const (
-	OutcomeByExit   Outcome = iota // the exit code tells (exec)
-	OutcomeComplete                // the turn completed
-	OutcomeFailed                  // the turn failed; the last error event says why
+	TurnByExit    TurnEnd = iota // the exit code tells (exec)
+	TurnCompleted                // the turn completed
+	TurnFailed                   // the turn failed; the last error event says why
 )
 
 // Start errors an executor reports in Exit.StartErr.

@@ -207,10 +207,10 @@ func (res *result) ok() bool {
 	if res.exit.StartErr != nil || res.timeout != timeoutNone || res.cause != nil || res.exit.StdioClosed || res.exit.ProtocolErr != nil {
 		return false
 	}
-	switch res.exit.Outcome {
-	case OutcomeComplete:
+	switch res.exit.Turn {
+	case TurnCompleted:
 		return true
-	case OutcomeFailed:
+	case TurnFailed:
 		return false
 	}
 	return res.exit.ExitCode == 0 && res.exit.Signal == ""

@@ -224,12 +224,12 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 	s.out.Close()
 	exit.SetStatus(p)
 	switch {
-	case s.outcome == runner.OutcomeComplete:
-		exit.Outcome, exit.ProtocolErr = runner.OutcomeComplete, nil
-	case s.outcome == runner.OutcomeFailed:
-		exit.Outcome = runner.OutcomeFailed
+	case s.turn == runner.TurnCompleted:
+		exit.Turn, exit.ProtocolErr = runner.TurnCompleted, nil
+	case s.turn == runner.TurnFailed:
+		exit.Turn = runner.TurnFailed
 	default:
-		exit.Outcome = runner.OutcomeFailed
+		exit.Turn = runner.TurnFailed
 		if exit.ProtocolErr == nil && !exit.Killed {
 			exit.ProtocolErr = fmt.Errorf("claude ended (%s) without a result line", cli.ExitText(exit))
 		}
@@ -251,7 +251,7 @@ type claudeSession struct {
 	synthetic   string
 	retryDelay  time.Duration
 	interrupted bool
-	outcome     runner.Outcome
+	turn        runner.TurnEnd
 }
 
 // claudeLine is the part of a stream-json line the executor reads.
@@ -401,14 +401,14 @@ func (s *claudeSession) result(l claudeLine, ev func(runner.Event)) {
 		ev(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: "permission denied: " + d.ToolName + " " + runner.Clip(string(d.ToolInput), 300)})
 	}
 	if !l.IsError && l.Subtype == "success" {
-		s.outcome = runner.OutcomeComplete
+		s.turn = runner.TurnCompleted
 		ev(runner.Event{Type: runner.EventPhase, Phase: state.PhaseCompleting})
 		data, _ := json.Marshal(map[string]any{"usage": l.Usage, "total_cost_usd": l.TotalCostUSD, "num_turns": l.NumTurns,
 			"permission_denials": len(l.PermissionDenials)})
 		ev(runner.Event{Type: runner.EventResult, Summary: l.Result, Data: data})
 		return
 	}
-	s.outcome = runner.OutcomeFailed
+	s.turn = runner.TurnFailed
 	if s.interrupted && l.Subtype == "error_during_execution" {
 		return // our own SIGINT: the runner knows why it stopped
 	}

@@ -2,7 +2,7 @@
 // its JSON-RPC stdio protocol, one app server per attempt, one thread, one
 // turn. It answers the app server's approval requests by its policy or by
 // asking a person, maps Codex's errors to the runner's codes, and leaves
-// the outcome to the turn's status (runner.Exit.Outcome), not the exit code.
+// the outcome to the turn's status (runner.Exit.Turn), not the exit code.
 package codex
 
 import (

@@ -172,10 +172,10 @@ func (s *codexSession) run(ctx context.Context) runner.Exit {
 	s.out.Close()
 	s.exit.SetStatus(s.p)
 	switch {
-	case s.done && s.exit.Outcome == runner.OutcomeComplete:
+	case s.done && s.exit.Turn == runner.TurnCompleted:
 		s.exit.ProtocolErr = nil
 	case !s.done:
-		s.exit.Outcome = runner.OutcomeFailed
+		s.exit.Turn = runner.TurnFailed
 		if s.exit.ProtocolErr == nil && !s.exit.Killed {
 			s.exit.ProtocolErr = fmt.Errorf("codex app-server ended (%s) before the turn completed", cli.ExitText(s.exit))
 		}
@@ -519,17 +519,17 @@ func (s *codexSession) turnCompleted(params json.RawMessage, ev func(runner.Even
 	s.done = true
 	switch p.Turn.Status {
 	case "completed":
-		s.exit.Outcome = runner.OutcomeComplete
+		s.exit.Turn = runner.TurnCompleted
 		ev(runner.Event{Type: runner.EventPhase, Phase: state.PhaseCompleting})
 		data, _ := json.Marshal(map[string]any{"turn_id": p.Turn.ID, "duration_ms": p.Turn.DurationMS, "usage": s.usage})
 		ev(runner.Event{Type: runner.EventResult, Summary: s.lastMessage, Data: data})
 	case "interrupted":
-		s.exit.Outcome = runner.OutcomeFailed
+		s.exit.Turn = runner.TurnFailed
 		if !s.interrupted {
 			ev(runner.Event{Type: runner.EventError, Message: "the turn was interrupted"})
 		}
 	default:
-		s.exit.Outcome = runner.OutcomeFailed
+		s.exit.Turn = runner.TurnFailed
 		e := codexError{Message: "the turn failed with status " + p.Turn.Status}
 		if p.Turn.Error != nil {
 			e = *p.Turn.Error
