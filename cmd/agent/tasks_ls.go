@@ -35,23 +35,20 @@ func newTasksLsCmd() *cobra.Command {
 				cmd.PrintErrln("agent: tasks ls: warning:", oneLine(err.Error()))
 			}
 			if asJSON {
-				if src.remote {
-					views := make([]api.TaskView, len(tasks))
-					for i, t := range tasks {
-						views[i] = viewOf(t)
-					}
-					return writeJSON(cmd.OutOrStdout(), views)
+				// One shape for a task as shown, local or remote: the
+				// control plane's view (the task, its progress card, what
+				// was cut of its output).
+				views := make([]api.TaskView, len(tasks))
+				for i, t := range tasks {
+					views[i] = viewOf(t)
 				}
-				if tasks == nil {
-					tasks = []*state.Task{}
-				}
-				return writeJSON(cmd.OutOrStdout(), tasks)
+				return writeJSON(cmd.OutOrStdout(), views)
 			}
 			return printTaskTable(cmd.OutOrStdout(), tasks, time.Now())
 		},
 	}
 	src.add(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tasks as a JSON array (the task files' schema; with --remote, the control plane's, with progress_card)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tasks as a JSON array: each task as the control plane shows it (its fields, progress_card, output_cut_lines and output_cut_bytes), local or --remote")
 	return cmd
 }
 

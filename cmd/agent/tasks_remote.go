@@ -144,9 +144,7 @@ func (s remoteSource) Transient(err error) bool {
 func (s remoteSource) String() string { return s.c.URL() }
 
 // viewOf is a task as the control plane shows it, with its progress card.
-func viewOf(t *state.Task) api.TaskView {
-	return api.TaskView{Task: *t, ProgressCard: state.ProgressCard(t)}
-}
+func viewOf(t *state.Task) api.TaskView { return api.ViewOf(t) }
 
 // taskIDArg accepts exactly one argument, the task's id.
 func taskIDArg(usage string) cobra.PositionalArgs {

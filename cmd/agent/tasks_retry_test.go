@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -98,6 +100,34 @@ func TestTasksRemoteAndLocalAgree(t *testing.T) {
 	var views []api.TaskView
 	if err := json.Unmarshal([]byte(r.stdout), &views); err != nil || len(views) != len(ids) || len(views[0].ProgressCard) == 0 {
 		t.Fatalf("tasks ls --remote --json: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	// One shape for a task as shown: the local list and show say what the
+	// control plane's list says, key for key.
+	keys := func(raw []byte) []string {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("%v: %s", err, raw)
+		}
+		return slices.Sorted(maps.Keys(m))
+	}
+	var remoteRaw, localRaw []json.RawMessage
+	json.Unmarshal([]byte(r.stdout), &remoteRaw)
+	lr := runAgent(t, "tasks", "ls", "--json", "--data-dir", dataDir)
+	if err := json.Unmarshal([]byte(lr.stdout), &localRaw); err != nil || len(localRaw) == 0 || len(remoteRaw) == 0 {
+		t.Fatalf("tasks ls --json: %v\n%s", err, lr.stdout)
+	}
+	var shown struct{ Task json.RawMessage }
+	sr := runAgent(t, "tasks", "show", views[0].ID, "--json", "--data-dir", dataDir)
+	if err := json.Unmarshal([]byte(sr.stdout), &shown); err != nil {
+		t.Fatalf("tasks show --json: %v\n%s", err, sr.stdout)
+	}
+	for name, raw := range map[string][]byte{"the control plane's list": remoteRaw[0], "tasks ls --json": localRaw[0], "tasks show --json's task": shown.Task} {
+		got := keys(raw)
+		for _, k := range []string{"id", "phase", "attempts", "progress_card", "output_cut_lines", "output_cut_bytes"} {
+			if !slices.Contains(got, k) {
+				t.Errorf("%s has no %q: %v", name, k, got)
+			}
+		}
 	}
 	r = runAgent(t, append([]string{"tasks", "ls", "--remote"}, cpArgs...)...)
 	for want, id := range ids {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -33,11 +34,14 @@ func newTasksShowCmd() *cobra.Command {
 			}
 			now := time.Now()
 			if asJSON {
+				// The task as every command shows one (viewOf); the card
+				// beside it too, where scripts have read it.
+				v := viewOf(t)
 				return writeJSON(cmd.OutOrStdout(), struct {
-					Task         *state.Task  `json:"task"`
+					Task         api.TaskView `json:"task"`
 					ProgressCard []state.Step `json:"progress_card"`
 					Timeline     []string     `json:"timeline"`
-				}{t, state.ProgressCard(t), state.Timeline(t, now)})
+				}{v, v.ProgressCard, state.Timeline(t, now)})
 			}
 			printTask(cmd.OutOrStdout(), t, now)
 			return nil

@@ -33,6 +33,19 @@ type TaskView struct {
 	OutputCutBytes int64 `json:"output_cut_bytes"`
 }
 
+// ViewOf is t as shown, by the control plane and by the agent's own
+// commands alike: the task, its progress card, and what was cut of its
+// forwarded output. It shares t's slices: copy t first if it goes on
+// changing.
+func ViewOf(t *state.Task) TaskView {
+	v := TaskView{Task: *t, ProgressCard: state.ProgressCard(t)}
+	for _, o := range t.Output {
+		v.OutputCutLines += o.CutLines
+		v.OutputCutBytes += o.CutBytes
+	}
+	return v
+}
+
 // ClaimRequest is POST /v1/tasks/claim.
 type ClaimRequest struct {
 	AgentID     string       `json:"agent_id"`

@@ -152,11 +152,3 @@ func textBytes(lines []string) int64 {
 	}
 	return int64(n)
 }
-
-// outputCut is what was cut of a task's output, all attempts together.
-func outputCut(t *state.Task) (lines, bytes int64) {
-	for _, o := range t.Output {
-		lines, bytes = lines+o.CutLines, bytes+o.CutBytes
-	}
-	return lines, bytes
-}

@@ -55,11 +55,7 @@ func firstLine(s string) string {
 
 // view copies a task for an answer, deeply: the answer is encoded after
 // the lock is released, while events go on changing the task.
-func view(t *state.Task) api.TaskView {
-	v := api.TaskView{Task: *t.Clone(), ProgressCard: state.ProgressCard(t)}
-	v.OutputCutLines, v.OutputCutBytes = outputCut(t)
-	return v
-}
+func view(t *state.Task) api.TaskView { return api.ViewOf(t.Clone()) }
 
 // sorted returns the tasks oldest first. mu is held.
 func (s *Server) sorted() []*state.Task {
