@@ -190,8 +190,8 @@ func (l Layout) AppendLog(taskID string, attempt int, b []byte) error {
 	return f.Close()
 }
 
-// LogAttempts lists the attempt numbers that have a log, in order.
-func LogAttempts(dataDir, taskID string) ([]int, error) {
+// logAttempts lists the attempt numbers that have a log, in order.
+func logAttempts(dataDir, taskID string) ([]int, error) {
 	if err := state.ValidateID(taskID); err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func (r *LogReader) Dir() string { return Layout{r.dataDir}.Logs(r.taskID) }
 // header line "== attempt N ==" comes before the lines of each attempt
 // when several are shown.
 func (r *LogReader) Next(fn func(line string)) error {
-	attempts, err := LogAttempts(r.dataDir, r.taskID)
+	attempts, err := logAttempts(r.dataDir, r.taskID)
 	if err != nil {
 		return err
 	}

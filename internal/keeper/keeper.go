@@ -43,8 +43,8 @@ import (
 // executor's own argv follows it, so that ps shows what the keeper keeps.
 const Arg0 = "agent-keeper"
 
-// Spec is what a keeper runs.
-type Spec struct {
+// attempt is what a keeper runs: the executor, its environment and how it is confined.
+type attempt struct {
 	// Path is the executor's binary, resolved; Args its argv (Args[0] is
 	// its name as configured).
 	Path string   `json:"path"`
@@ -72,7 +72,7 @@ type Status struct {
 
 // message is one line on the keeper's socket.
 type message struct {
-	Spec *Spec `json:"spec,omitempty"`
+	Attempt *attempt `json:"spec,omitempty"`
 
 	Started int    `json:"started,omitempty"`
 	ABI     int    `json:"abi,omitempty"`

@@ -49,10 +49,10 @@ func keep() int {
 	in := bufio.NewReader(ctl)
 	k := &keeperProc{ctl: ctl}
 	var first message
-	if err := readMessage(in, &first); err != nil || first.Spec == nil {
+	if err := readMessage(in, &first); err != nil || first.Attempt == nil {
 		return 2
 	}
-	spec := first.Spec
+	spec := first.Attempt
 	// Orphans of the attempt come to the keeper, not to init.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		k.send(message{Error: "keeper: become a subreaper: " + err.Error()})

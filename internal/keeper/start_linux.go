@@ -59,7 +59,7 @@ func Start(cmd *exec.Cmd, policy *landlock.Policy, grace time.Duration, start fu
 	if env == nil {
 		env = os.Environ()
 	}
-	spec := Spec{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: dedupEnv(env), Policy: policy, Grace: grace}
+	spec := attempt{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: dedupEnv(env), Policy: policy, Grace: grace}
 	// The keeper is this very binary, the one running now even if its file
 	// was replaced since.
 	cmd.Path = "/proc/self/exe"
@@ -74,7 +74,7 @@ func Start(cmd *exec.Cmd, policy *landlock.Policy, grace time.Duration, start fu
 		return nil, errorf("start: %w", err)
 	}
 	p := &Process{Keeper: cmd, ctl: ctl, in: bufio.NewReader(ctl)}
-	if err := p.send(message{Spec: &spec}); err != nil {
+	if err := p.send(message{Attempt: &spec}); err != nil {
 		return p.failed(errorf("send the attempt: %w", err))
 	}
 	var m message

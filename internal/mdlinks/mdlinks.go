@@ -63,7 +63,7 @@ func Check(root string) ([]Broken, error) {
 		if err != nil {
 			return nil, err
 		}
-		a := Anchors(src)
+		a := headingAnchors(src)
 		anchors[path] = a
 		return a, nil
 	}
@@ -77,7 +77,7 @@ func Check(root string) ([]Broken, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, l := range Links(src) {
+		for _, l := range relativeLinks(src) {
 			b := Broken{File: filepath.ToSlash(rel), Line: l.Line, Target: l.Target}
 			target, frag, err := splitTarget(l.Target)
 			if err != nil {
@@ -131,8 +131,8 @@ func splitTarget(t string) (path, frag string, err error) {
 	return path, frag, nil
 }
 
-// Link is a link in a markdown file.
-type Link struct {
+// link is a link in a markdown file.
+type link struct {
 	Line   int
 	Target string
 }
@@ -148,10 +148,10 @@ var (
 	heading = regexp.MustCompile(`^ {0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$`)
 )
 
-// Links returns the relative links of a markdown text (those without a
+// relativeLinks returns the relative links of a markdown text (those without a
 // scheme), outside code blocks and code spans.
-func Links(src []byte) []Link {
-	var out []Link
+func relativeLinks(src []byte) []link {
+	var out []link
 	eachLine(src, func(n int, line string) {
 		line = stripCodeSpans(line)
 		var targets []string
@@ -165,16 +165,16 @@ func Links(src []byte) []Link {
 			if t == "" || scheme.MatchString(t) {
 				continue
 			}
-			out = append(out, Link{Line: n, Target: t})
+			out = append(out, link{Line: n, Target: t})
 		}
 	})
 	return out
 }
 
-// Anchors returns the anchors of a markdown text's headings, as GitHub
-// makes them: Slug of the heading's text, and for the second heading with
+// headingAnchors returns the anchors of a markdown text's headings, as GitHub
+// makes them: slug of the heading's text, and for the second heading with
 // the same slug "-1", the third "-2", and so on.
-func Anchors(src []byte) map[string]bool {
+func headingAnchors(src []byte) map[string]bool {
 	anchors := map[string]bool{}
 	seen := map[string]int{}
 	eachLine(src, func(_ int, line string) {
@@ -182,7 +182,7 @@ func Anchors(src []byte) map[string]bool {
 		if m == nil {
 			return
 		}
-		s := Slug(m[2])
+		s := slug(m[2])
 		if n, ok := seen[s]; ok {
 			seen[s] = n + 1
 			anchors[s+"-"+strconv.Itoa(n+1)] = true
@@ -196,10 +196,10 @@ func Anchors(src []byte) map[string]bool {
 
 var linkText = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
 
-// Slug is the anchor GitHub gives a heading: its text without markup,
+// slug is the anchor GitHub gives a heading: its text without markup,
 // lower-cased, with every character but letters, digits, spaces, hyphens
 // and underscores dropped, and spaces made hyphens.
-func Slug(text string) string {
+func slug(text string) string {
 	text = linkText.ReplaceAllString(text, "$1")
 	var b strings.Builder
 	for _, r := range strings.ToLower(text) {

@@ -17,8 +17,8 @@ func TestSlug(t *testing.T) {
 		{"The [outbox](outbox.md) in operation", "the-outbox-in-operation"},
 		{"snake_case and hy-phen", "snake_case-and-hy-phen"},
 	} {
-		if got := Slug(c.heading); got != c.want {
-			t.Errorf("Slug(%q) = %q, want %q", c.heading, got, c.want)
+		if got := slug(c.heading); got != c.want {
+			t.Errorf("slug(%q) = %q, want %q", c.heading, got, c.want)
 		}
 	}
 }
