@@ -11,20 +11,15 @@ import (
 
 // heartbeatRequest is what a heartbeat says of the agent now.
 func (a *Agent) heartbeatRequest() api.HeartbeatRequest {
-	snap := a.health.Snapshot()
-	h := api.Health{Grade: snap.Grade, Reason: snap.Reason, Since: snap.Since, Isolation: snap.Isolation,
-		RecentErrors: []api.HealthProblem{}}
+	h := a.health.Snapshot()
 	storage := a.held.status()
 	if storage.Failing != "" {
 		// The agent cannot keep what it is given: no better than degraded,
 		// whatever the executor's health.
-		if snap.Grade == health.Available {
+		if h.Grade == health.Available {
 			h.Grade, h.Since = health.Degraded, storage.Since
 		}
 		h.Reason = storage.Failing
-	}
-	for _, p := range snap.RecentErrors {
-		h.RecentErrors = append(h.RecentErrors, api.HealthProblem{At: p.At, Signal: p.Signal, Detail: p.Detail})
 	}
 	st := a.outbox.Stats()
 	req := api.HeartbeatRequest{AgentID: a.id, Hostname: a.host, Version: a.cfg.Version, StartedAt: a.started, Health: h,

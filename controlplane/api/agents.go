@@ -38,22 +38,13 @@ const (
 // AgentStates lists every agent state.
 var AgentStates = []AgentState{AgentRunning, AgentDraining, AgentOffline}
 
-// Health is the executor's health as a heartbeat carries it.
-type Health struct {
-	Grade        health.Grade    `json:"grade"`
-	Reason       string          `json:"reason,omitempty"`
-	Since        time.Time       `json:"since"`
-	RecentErrors []HealthProblem `json:"recent_errors"`
-	// Isolation says how the agent confines its attempts, in a line.
-	Isolation string `json:"isolation,omitempty"`
-}
+// Health is the executor's health as a heartbeat carries it: the health
+// tracker's own snapshot (its grade, reason, since when, recent problems,
+// and how attempts are confined), not a copy made field by field.
+type Health = health.Snapshot
 
 // HealthProblem is one recent problem of the executor.
-type HealthProblem struct {
-	At     time.Time     `json:"at"`
-	Signal health.Signal `json:"signal"`
-	Detail string        `json:"detail,omitempty"`
-}
+type HealthProblem = health.Problem
 
 // Capacity is how many tasks the agent runs at most and now.
 type Capacity struct {
