@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,11 +119,12 @@ func TestTheAgentsProcessIsClosedToItsUsersOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	as := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	agentProc := agentCmd(t.Context(), []string{"AGENT_SECRET_MARKER=s3cret-in-env"}, "controlplane", "serve", "--data-dir", cpDir, "--addr", freeAddr(t))
+	addr := freeAddr(t)
+	agentProc := agentCmd(t.Context(), []string{"AGENT_SECRET_MARKER=s3cret-in-env"}, "controlplane", "serve", "--data-dir", cpDir, "--addr", addr)
 	agentProc.Path, agentProc.Args[0] = bin, bin
 	agentProc.SysProcAttr = as
 	if err := agentProc.Start(); err != nil {
-		t.Skipf("cannot run the test binary as nobody: %v", err)
+		t.Fatalf("run the test binary as nobody: %v", err)
 	}
 	defer func() { agentProc.Process.Kill(); agentProc.Wait() }()
 	plain := exec.Command("sleep", "60")
@@ -138,11 +140,14 @@ func TestTheAgentsProcessIsClosedToItsUsersOthers(t *testing.T) {
 		out, err := cat.Output()
 		return string(out), err
 	}
-	waitFor(t, 30*time.Second, "the agent to be up", func() bool {
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(agentProc.Process.Pid) + "/cmdline")
-		return strings.Contains(string(b), "serve")
+	// Listening: main has long made itself undumpable.
+	waitFor(t, 30*time.Second, "the agent to listen", func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
 	})
-	time.Sleep(100 * time.Millisecond) // past main's first lines
 	if out, err := read(plain.Process.Pid); err != nil || !strings.Contains(out, "dumpable") {
 		t.Fatalf("a process of the same user could not read a dumpable process's environment (%v): the check proves nothing", err)
 	}

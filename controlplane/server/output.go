@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/bytesize"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -34,20 +35,7 @@ const markStreamRunes = 64
 
 // markLine is the line the mark adds after the lines kept.
 func markLine(limit int64) string {
-	return fmt.Sprintf("[control plane] output cut here: this attempt's stored output reached its cap of %s; the lines after this are counted on the task (output_cut_lines, output_cut_bytes), not stored", sizeText(limit))
-}
-
-// sizeText writes n bytes in the largest binary unit that holds it whole.
-func sizeText(n int64) string {
-	for _, u := range []struct {
-		n    int64
-		name string
-	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
-		if n >= u.n && n%u.n == 0 {
-			return fmt.Sprintf("%d %s", n/u.n, u.name)
-		}
-	}
-	return fmt.Sprintf("%d bytes", n)
+	return fmt.Sprintf("[control plane] output cut here: this attempt's stored output reached its cap of %s; the lines after this are counted on the task (output_cut_lines, output_cut_bytes), not stored", bytesize.Text(limit))
 }
 
 // outputOf is the account a log event for attempt counts against, added

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/bytesize"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -16,7 +17,7 @@ func (s *Server) createTask(req api.CreateTaskRequest) (api.TaskView, error) {
 	case strings.TrimSpace(req.Prompt) == "":
 		return api.TaskView{}, badRequest("prompt is required")
 	case len(req.Prompt) > api.MaxPromptBytes:
-		return api.TaskView{}, badRequest("prompt is longer than %s", sizeText(api.MaxPromptBytes))
+		return api.TaskView{}, badRequest("prompt is longer than %s", bytesize.Text(api.MaxPromptBytes))
 	case req.Prefer != "" && req.Prefer != api.PreferAny && req.Prefer != api.PreferGUI:
 		return api.TaskView{}, badRequest("prefer %q: want gui or any", req.Prefer)
 	case req.MaxAttempts < 0 || req.MaxAttempts > 20:

@@ -171,8 +171,10 @@ func (k *keeperProc) signalGroup(sig syscall.Signal) { _ = syscall.Kill(-k.pid, 
 // reap reaps every child: the executor (its status goes to exited) and
 // the orphans the keeper inherits. It closes allGone once the executor is
 // reaped and the keeper has no child left.
+// The executor is a child until reaped here, so no child left (ECHILD)
+// comes only after its status went to exited.
 func (k *keeperProc) reap(exited chan<- Status, allGone chan<- struct{}) {
-	execDone := false
+	defer close(allGone)
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -180,19 +182,12 @@ func (k *keeperProc) reap(exited chan<- Status, allGone chan<- struct{}) {
 		case err == syscall.EINTR:
 			continue
 		case err != nil: // ECHILD: no child left
-			if execDone {
-				close(allGone)
-				return
-			}
-			time.Sleep(time.Millisecond) // cannot happen: the executor is a child until reaped
-			continue
-		}
-		if pid == k.pid {
+			return
+		case pid == k.pid:
 			st := Status{ExitCode: ws.ExitStatus()}
 			if ws.Signaled() {
 				st.ExitCode, st.Signal = -1, ws.Signal().String()
 			}
-			execDone = true
 			exited <- st
 		}
 	}
