@@ -26,6 +26,7 @@ import (
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/workspace"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -43,6 +44,9 @@ type Config struct {
 	Version string
 
 	Executor runner.Executor
+	// Repos are the repositories the agent serves: a task naming one runs
+	// in a git worktree of its own (see package workspace).
+	Repos []workspace.Repo
 	// WorkDir holds each task's work directory, WorkDir/TASK_ID. Default
 	// DataDir/work.
 	WorkDir string

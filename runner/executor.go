@@ -26,6 +26,35 @@ type Executor interface {
 	Probe(ctx context.Context) error
 }
 
+// Resumer is an executor that can continue an earlier attempt's session
+// (AttemptSpec.Resume): the CLI takes the conversation up where it was
+// cut, instead of starting it again. Its session events say where the
+// CLI keeps the session (Event.SessionPath); only such a session is
+// continued.
+type Resumer interface {
+	Executor
+	// Resumes reports whether the executor, as configured, can continue
+	// sessions.
+	Resumes() bool
+}
+
+// CanResume reports whether e continues sessions.
+func CanResume(e Executor) bool {
+	r, ok := e.(Resumer)
+	return ok && r.Resumes()
+}
+
+// Resume is the session an attempt continues, and what to tell the model.
+type Resume struct {
+	// SessionID is the CLI's session (Codex thread id, Claude session id)
+	// and Path where the CLI keeps it, as the earlier attempt recorded.
+	SessionID string
+	Path      string
+	// Prompt is the follow-up the resumed session is sent instead of the
+	// task's prompt: that the turn was cut, why, and to go on.
+	Prompt string
+}
+
 // AttemptSpec is what an executor needs to run one attempt.
 type AttemptSpec struct {
 	Task      TaskInput
@@ -45,6 +74,12 @@ type AttemptSpec struct {
 	// Confine, if set, is what the attempt's processes may reach; the
 	// executor adds what its CLI keeps of its own (see AttemptSpec.Confinement).
 	Confine *landlock.Policy
+	// Resume, if set, continues an earlier attempt's session: the
+	// executor resumes it and sends Resume.Prompt, not the task's prompt.
+	// A session it cannot resume (its files gone, the CLI refusing) ends
+	// the attempt with an error event of code state.CodeSessionLost, and
+	// the executor never starts a new session in its place.
+	Resume *Resume
 	// Ask asks a person to approve what the executor is about to do (the
 	// approval policy ask). Nil when nobody can be asked: the executor
 	// then declines.
@@ -170,6 +205,9 @@ type Event struct {
 	// SessionID is the executor session the event came from; the runner
 	// resolves it to its attempt before applying the event.
 	SessionID string `json:"-"`
+	// SessionPath, on a session event, is where the CLI keeps the
+	// session; set only by executors that can resume it.
+	SessionPath string `json:"-"`
 
 	Phase        state.Phase     `json:"phase,omitempty"`          // phase
 	Message      string          `json:"message,omitempty"`        // progress, log, error

@@ -324,6 +324,10 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 	if ev.Type == EventSession {
 		if err := task.BindSession(a.AttemptID, ev.SessionID); err != nil {
 			r.logger().Warn("session not bound", "task", task.ID, "attempt", a.Number, "err", err)
+			return
+		}
+		if ev.SessionPath != "" {
+			_ = task.BindSessionPath(a.AttemptID, ev.SessionPath) // current and open: BindSession said so
 		}
 		return
 	}

@@ -38,6 +38,13 @@ const (
 	CodeAttemptTimeout    ErrorCode = "attempt_timeout"     // the agent's whole-attempt limit fired
 	CodeProtocolError     ErrorCode = "protocol_error"
 	CodeExitStatus        ErrorCode = "exit_status"
+	// CodeSessionLost: a continue could not resume the CLI's session (its
+	// files are gone, or the CLI refused it). Never followed by a silent
+	// replay: a person decides.
+	CodeSessionLost ErrorCode = "session_lost"
+	// CodeWorkspace: the task's workspace could not be made (a repository
+	// the agent does not serve, a base that is not there, git failing).
+	CodeWorkspace ErrorCode = "workspace"
 )
 
 // Codes a terminal phase gives an attempt still open when its task ends
@@ -77,7 +84,7 @@ var errorCodes = map[ErrorCode]Retry{
 	CodeCancelled: RetryUnsaid, CodeAgentShutdown: RetryUnsaid, CodeAgentRestart: RetryUnsaid,
 	CodeExecutorNotFound: RetryUnsaid, CodeNotExecutable: RetryUnsaid, CodeStartFailed: RetryUnsaid,
 	CodeStdioClosed: RetryUnsaid, CodeFirstEventTimeout: RetryUnsaid, CodeAttemptTimeout: RetryUnsaid,
-	CodeProtocolError: RetryUnsaid, CodeExitStatus: RetryUnsaid,
+	CodeProtocolError: RetryUnsaid, CodeExitStatus: RetryUnsaid, CodeSessionLost: RetryUnsaid, CodeWorkspace: RetryUnsaid,
 
 	CodeFailed: RetryUnsaid, CodeRecoverableFailed: RetryUnsaid, CodeTimedOut: RetryUnsaid, CodeExpired: RetryUnsaid,
 }
@@ -136,11 +143,22 @@ func (g GateReason) Blocks() bool {
 	return false
 }
 
-// Decision is whether a failed attempt was retried.
+// Decision is what followed a failed attempt.
 type Decision string
 
 // The decisions.
 const (
+	// DecisionRetried: the next attempt replays the task's prompt from
+	// the start (in a workspace reset to its base).
 	DecisionRetried Decision = "retried"
+	// DecisionContinued: the next attempt resumes the attempt's CLI
+	// session with a short follow-up, keeping its conversation and its
+	// workspace as they are.
+	DecisionContinued Decision = "continued"
+	// DecisionStopped: no next attempt; the task ends, for a person to
+	// retry or continue if they will.
 	DecisionStopped Decision = "stopped"
 )
+
+// Next reports whether the decision opens a next attempt.
+func (d Decision) Next() bool { return d == DecisionRetried || d == DecisionContinued }

@@ -17,6 +17,11 @@ type PersonRetry struct {
 	// control plane refuses them (the task was terminal when they were
 	// made).
 	After int `json:"after_attempt"`
+	// Continue: the person asked to continue the latest session (agent
+	// tasks continue) rather than replay the prompt. Only Agent, the
+	// agent that keeps the session, may take the task up.
+	Continue bool   `json:"continue,omitempty"`
+	Agent    string `json:"agent,omitempty"`
 }
 
 // ErrNotRecoverable: a person may retry only a task that ended
@@ -31,14 +36,53 @@ func (t *Task) RetryByPerson(now time.Time) error {
 	if t.Phase != PhaseRecoverableFailed {
 		return fmt.Errorf("task %s is %s: %w", t.ID, t.Phase, ErrNotRecoverable)
 	}
+	t.requeue(now, "retried by a person")
 	t.PersonRetry = &PersonRetry{At: now, After: len(t.Attempts)}
-	t.Phase, t.PhaseReason, t.PhaseBefore = PhaseQueued, "retried by a person", ""
+	return nil
+}
+
+// ErrNotContinuable: a person may continue only a task that ended
+// without completing and whose session can be resumed.
+var ErrNotContinuable = errors.New("only a task that ended without completing, with a session to resume, can be continued")
+
+// ContinueByPerson puts a task that ended without completing (failed,
+// recoverable_failed, timed_out or cancelled) back in the queue for the
+// agent that keeps its latest session: the next attempt resumes that
+// session with a follow-up rather than replaying the prompt. agentID is
+// that agent, the one whose lease the task last had.
+func (t *Task) ContinueByPerson(agentID string, now time.Time) error {
+	switch t.Phase {
+	case PhaseFailed, PhaseRecoverableFailed, PhaseTimedOut, PhaseCancelled:
+	default:
+		return fmt.Errorf("task %s is %s: %w", t.ID, t.Phase, ErrNotContinuable)
+	}
+	if t.SessionAttempt() == nil {
+		return fmt.Errorf("task %s: no attempt has a session its executor can resume: %w", t.ID, ErrNotContinuable)
+	}
+	if agentID == "" {
+		return fmt.Errorf("task %s: no agent is known to keep its session: %w", t.ID, ErrNotContinuable)
+	}
+	t.requeue(now, "continued by a person")
+	t.PersonRetry = &PersonRetry{At: now, After: len(t.Attempts), Continue: true, Agent: agentID}
+	return nil
+}
+
+// requeue puts a terminal task back in the queue for a person.
+func (t *Task) requeue(now time.Time, reason string) {
+	t.Phase, t.PhaseReason, t.PhaseBefore = PhaseQueued, reason, ""
 	t.Result, t.Lease, t.CancelRequested = nil, nil, false
 	t.AwaitingReply, t.Reply = nil, nil
 	// The stall limit counts from the claim, not from the last run.
 	t.Progress, t.LastProgressAt, t.UpdatedAt = Progress{}, time.Time{}, now
 	t.project()
-	return nil
+}
+
+// MayClaim reports whether agentID may claim the queued task: any agent,
+// unless a person continued it, which only the agent that keeps its
+// session may take up.
+func (t *Task) MayClaim(agentID string) bool {
+	r := t.PersonRetry
+	return r == nil || !r.Continue || len(t.Attempts) != r.After || r.Agent == agentID
 }
 
 // PersonRetryDue reports whether a person's retry waits for an agent to
@@ -64,9 +108,17 @@ func (t *Task) StartPersonRetry(attemptID string, models []string, now time.Time
 		return nil, fmt.Errorf("task %s: attempt id %q is empty or taken", t.ID, attemptID)
 	}
 	n := len(t.Attempts) + 1
-	t.Attempts = append(t.Attempts, Attempt{AttemptID: attemptID, Number: n, Model: modelFor(models, n), Status: AttemptRunning,
-		StartedAt: now, RetriedByPerson: true})
-	if err := t.Transition(PhaseExecutorStarting, fmt.Sprintf("attempt %d, retried by a person", n), now); err != nil {
+	a := Attempt{AttemptID: attemptID, Number: n, Model: modelFor(models, n), Status: AttemptRunning, StartedAt: now, RetriedByPerson: true}
+	why := "retried by a person"
+	if t.PersonRetry.Continue {
+		s := t.SessionAttempt()
+		if s == nil {
+			return nil, fmt.Errorf("task %s: %w", t.ID, ErrNotContinuable)
+		}
+		a.Continues, why = s.Number, fmt.Sprintf("continuing attempt %d's session, a person having asked", s.Number)
+	}
+	t.Attempts = append(t.Attempts, a)
+	if err := t.Transition(PhaseExecutorStarting, fmt.Sprintf("attempt %d, %s", n, why), now); err != nil {
 		return nil, err // cannot happen: checked above
 	}
 	t.project()

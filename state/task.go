@@ -15,6 +15,12 @@ type Task struct {
 	Prompt      string `json:"prompt"`
 	Prefer      Prefer `json:"prefer,omitempty"`
 	MaxAttempts int    `json:"max_attempts,omitempty"`
+	// Repo names the repository the task works on, one the agent serves
+	// (its [[repo]] tables): the task then runs in a git worktree of its
+	// own, on a branch of its own, made from Base (a ref of the
+	// repository; its HEAD when empty).
+	Repo string `json:"repo,omitempty"`
+	Base string `json:"base,omitempty"`
 
 	Phase       Phase  `json:"phase"`
 	PhaseReason string `json:"phase_reason,omitempty"`
@@ -144,7 +150,44 @@ type Progress struct {
 type Result struct {
 	Summary string `json:"summary,omitempty"`
 	Data    any    `json:"data,omitempty"`
+	// Changes is what the task did to its repository, when it ran in a
+	// workspace.
+	Changes *Changes `json:"changes,omitempty"`
 }
+
+// Changes is what a task did in its workspace: its branch, the commits on
+// it since the base, and the difference from the base.
+type Changes struct {
+	Repo string `json:"repo"`
+	// Branch is the task's own branch; Base the ref it was made from and
+	// BaseCommit the commit that ref named then.
+	Branch     string `json:"branch"`
+	Base       string `json:"base,omitempty"`
+	BaseCommit string `json:"base_commit"`
+	Head       string `json:"head"`
+	// Commits are the commits on the branch since the base, oldest first
+	// (at most MaxChangesCommits, then CommitsCut says how many more).
+	Commits    []Commit `json:"commits"`
+	CommitsCut int      `json:"commits_cut,omitempty"`
+	// Uncommitted: the worktree has changes no commit holds.
+	Uncommitted bool `json:"uncommitted,omitempty"`
+	// Files, Insertions and Deletions are the diff stat of the worktree
+	// against the base commit, committed or not.
+	Files      int `json:"files"`
+	Insertions int `json:"insertions"`
+	Deletions  int `json:"deletions"`
+	// Path is the worktree, on the agent's machine.
+	Path string `json:"path,omitempty"`
+}
+
+// Commit is one commit of a task's branch.
+type Commit struct {
+	SHA     string `json:"sha"`
+	Subject string `json:"subject"`
+}
+
+// MaxChangesCommits bounds the commits a result lists.
+const MaxChangesCommits = 50
 
 // AttemptStatus is where an attempt stands.
 type AttemptStatus string
@@ -168,6 +211,13 @@ type Attempt struct {
 	AttemptID string        `json:"attempt_id"`
 	Number    int           `json:"number"`
 	SessionID string        `json:"session_id,omitempty"`
+	// SessionPath is where the CLI keeps the session, when the executor
+	// said (a Codex rollout file, a Claude transcript): a session that
+	// has one can be continued.
+	SessionPath string `json:"session_path,omitempty"`
+	// Continues is the number of the earlier attempt whose session this
+	// one resumes (a continue), zero for an attempt that starts afresh.
+	Continues int `json:"continues,omitempty"`
 	Model     string        `json:"model,omitempty"`
 	Variant   string        `json:"variant,omitempty"`
 	Status    AttemptStatus `json:"status"`
@@ -226,7 +276,7 @@ type RetryDecision struct {
 	// Gate is GateAllowed, or why an automatic retry is blocked
 	// (GateSideEffect, GateMaxAttempts, …).
 	Gate GateReason `json:"gate"`
-	// Decision is DecisionRetried or DecisionStopped.
+	// Decision is DecisionRetried, DecisionContinued or DecisionStopped.
 	Decision Decision `json:"decision"`
 	Delay    Duration `json:"delay,omitempty"`
 }
@@ -407,19 +457,57 @@ func (t *Task) BindSession(attemptID, sessionID string) error {
 	if a.SessionID != "" && a.SessionID != sessionID {
 		return fmt.Errorf("task %s: attempt %s is bound to session %s, not %s", t.ID, attemptID, a.SessionID, sessionID)
 	}
-	if t.bySession(sessionID) != nil && a.SessionID != sessionID {
+	// A session goes on in the attempts that continue it, and nowhere
+	// else.
+	if b := t.bySession(sessionID); b != nil && b != a && !t.continues(a, b) {
 		return fmt.Errorf("task %s: session %s belongs to another attempt", t.ID, sessionID)
 	}
 	a.SessionID = sessionID
 	return nil
 }
 
+// continues reports whether attempt a continues earlier's session,
+// directly or through the attempts between.
+func (t *Task) continues(a, earlier *Attempt) bool {
+	for a.Continues > 0 && a.Continues < a.Number {
+		a = &t.Attempts[a.Continues-1]
+		if a == earlier {
+			return true
+		}
+	}
+	return false
+}
+
+// bySession is the latest attempt bound to the session: a continued
+// session goes on in the attempt that continues it.
 func (t *Task) bySession(sessionID string) *Attempt {
-	for i := range t.Attempts {
+	for i := len(t.Attempts) - 1; i >= 0; i-- {
 		if t.Attempts[i].SessionID == sessionID {
 			return &t.Attempts[i]
 		}
 	}
+	return nil
+}
+
+// SessionAttempt is the latest attempt whose session can be continued
+// (its executor said where the CLI keeps it), or nil.
+func (t *Task) SessionAttempt() *Attempt {
+	for i := len(t.Attempts) - 1; i >= 0; i-- {
+		if a := &t.Attempts[i]; a.SessionID != "" && a.SessionPath != "" {
+			return a
+		}
+	}
+	return nil
+}
+
+// BindSessionPath records where the CLI keeps the current attempt's
+// session.
+func (t *Task) BindSessionPath(attemptID, path string) error {
+	a, err := t.current(attemptID)
+	if err != nil {
+		return err
+	}
+	a.SessionPath = path
 	return nil
 }
 
@@ -550,12 +638,22 @@ func (t *Task) FinalizeAttempt(attemptID string, out Outcome, now time.Time) err
 }
 
 // ScheduleRetry finalizes the current attempt as failed with out (whose
-// Retry says retried after a delay), and opens the next attempt, pending
-// until now+delay, with its model from the fallback chain. The task moves
-// to executor_starting.
+// Retry says retried or continued after a delay), and opens the next
+// attempt, pending until now+delay, with its model from the fallback
+// chain; a continue's next attempt resumes the session of the latest
+// attempt that has one (see SessionAttempt). The task moves to
+// executor_starting.
 func (t *Task) ScheduleRetry(attemptID string, out Outcome, nextID string, models []string, now time.Time) (*Attempt, error) {
-	if out.Status != AttemptFailed || out.Retry == nil || out.Retry.Decision != DecisionRetried {
-		return nil, fmt.Errorf("task %s: a retry follows a failed attempt whose decision is %q", t.ID, DecisionRetried)
+	if out.Status != AttemptFailed || out.Retry == nil || !out.Retry.Decision.Next() {
+		return nil, fmt.Errorf("task %s: a next attempt follows a failed attempt whose decision is %q or %q", t.ID, DecisionRetried, DecisionContinued)
+	}
+	continues := 0
+	if out.Retry.Decision == DecisionContinued {
+		s := t.SessionAttempt()
+		if s == nil {
+			return nil, fmt.Errorf("task %s: no attempt has a session to continue", t.ID)
+		}
+		continues = s.Number
 	}
 	if err := checkTransition(t.Phase, PhaseExecutorStarting); err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
@@ -570,8 +668,12 @@ func (t *Task) ScheduleRetry(attemptID string, out Outcome, nextID string, model
 	a.finalize(out, now)
 	n := a.Number + 1
 	t.Attempts = append(t.Attempts, Attempt{AttemptID: nextID, Number: n, Model: modelFor(models, n), Status: AttemptPending,
-		NotBefore: now.Add(out.Retry.Delay.D())})
-	if err := t.Transition(PhaseExecutorStarting, fmt.Sprintf("retry %d in %s", n, out.Retry.Delay.D()), now); err != nil {
+		NotBefore: now.Add(out.Retry.Delay.D()), Continues: continues})
+	what := "retry"
+	if continues > 0 {
+		what = "continue"
+	}
+	if err := t.Transition(PhaseExecutorStarting, fmt.Sprintf("%s %d in %s", what, n, out.Retry.Delay.D()), now); err != nil {
 		return nil, err
 	}
 	t.project()
