@@ -26,8 +26,8 @@ import (
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
-	"github.com/edgeagent/agent/workspace"
 	"github.com/edgeagent/agent/state"
+	"github.com/edgeagent/agent/workspace"
 )
 
 // Config configures an Agent. ControlPlane, Token, DataDir and Executor are

@@ -208,16 +208,16 @@ func (s AttemptStatus) Final() bool {
 
 // Attempt is one run of the executor for a task.
 type Attempt struct {
-	AttemptID string        `json:"attempt_id"`
-	Number    int           `json:"number"`
-	SessionID string        `json:"session_id,omitempty"`
+	AttemptID string `json:"attempt_id"`
+	Number    int    `json:"number"`
+	SessionID string `json:"session_id,omitempty"`
 	// SessionPath is where the CLI keeps the session, when the executor
 	// said (a Codex rollout file, a Claude transcript): a session that
 	// has one can be continued.
 	SessionPath string `json:"session_path,omitempty"`
 	// Continues is the number of the earlier attempt whose session this
 	// one resumes (a continue), zero for an attempt that starts afresh.
-	Continues int `json:"continues,omitempty"`
+	Continues int           `json:"continues,omitempty"`
 	Model     string        `json:"model,omitempty"`
 	Variant   string        `json:"variant,omitempty"`
 	Status    AttemptStatus `json:"status"`
