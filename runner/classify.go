@@ -15,8 +15,12 @@ type failureClass string
 
 // The classes.
 const (
-	// classStop: the user cancelled, or the agent is shutting down. No retry.
+	// classStop: the user cancelled. No retry.
 	classStop failureClass = "stop"
+	// classInterrupted: the agent stopped or restarted under the attempt.
+	// Nothing was wrong with it: the agent takes it up again when it runs
+	// next, as the gate allows (a replay or a continue).
+	classInterrupted failureClass = "interrupted"
 	// classTransient: the same attempt may well succeed later.
 	classTransient failureClass = "transient"
 	// classPermanent: trying again would fail the same way.
@@ -59,7 +63,8 @@ var (
 
 // classify judges a failure, first match wins:
 //
-//  1. user cancel and agent shutdown stop;
+//  1. user cancel stops; agent shutdown interrupts; a session that cannot
+//     be continued (session_lost) is permanent;
 //  2. an explicit code from the executor: rate_limit, overloaded,
 //     unavailable, timeout, gateway_timeout, network are transient; quota,
 //     auth, invalid_request, context_overflow, permission are permanent
@@ -82,7 +87,12 @@ func classify(f failure) verdict {
 	case f.Cancelled:
 		return verdict{Class: classStop, Code: state.CodeCancelled, Message: "cancelled by the user"}
 	case f.Shutdown:
-		return verdict{Class: classStop, Code: state.CodeAgentShutdown, Message: "the agent is shutting down"}
+		return verdict{Class: classInterrupted, Code: state.CodeAgentShutdown, Message: "the agent is shutting down"}
+	case f.Code == state.CodeSessionLost, f.Code == state.CodeWorkspace:
+		// The session to continue is gone (a replay would start over what
+		// it had done, so a person decides), or the task's workspace
+		// could not be made.
+		v.Class = classPermanent
 	case f.Code.Retry() == state.RetryTransient:
 		v.Class = classTransient
 	case f.Code.Retry() == state.RetryPermanent:

@@ -17,7 +17,9 @@ func TestClassifyRealProviderMessages(t *testing.T) {
 		code  state.ErrorCode
 	}{
 		{"user cancel wins over everything", failure{Cancelled: true, Code: "rate_limit"}, classStop, "cancelled"},
-		{"agent shutdown", failure{Shutdown: true, StdioClose: true}, classStop, "agent_shutdown"},
+		{"agent shutdown", failure{Shutdown: true, StdioClose: true}, classInterrupted, "agent_shutdown"},
+		{"a session that cannot be continued", failure{Code: state.CodeSessionLost, Message: "timeout reading the session"}, classPermanent, "session_lost"},
+		{"a workspace that cannot be made", failure{Code: state.CodeWorkspace, Message: "git: connection reset"}, classPermanent, "workspace"},
 		{"429 with Retry-After", failure{Code: "rate_limit", Message: "429 Too Many Requests", RetryAfter: 20 * time.Second}, classTransient, "rate_limit"},
 		{"429 without a code", failure{Message: "Error: 429 Too Many Requests (no Retry-After header)"}, classTransient, "exit_status"},
 		{"rate limit in words", failure{Message: "Rate limit reached for gpt-5 in organization org-x on tokens per min"}, classTransient, "exit_status"},

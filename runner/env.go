@@ -76,6 +76,9 @@ func executorEnv(from []string, allow []string, set []string, spec AttemptSpec) 
 	if spec.TempDir != "" {
 		env = append(env, "TMPDIR="+spec.TempDir)
 	}
+	if spec.SessionDir != "" {
+		env = append(env, "AGENT_SESSION_DIR="+spec.SessionDir)
+	}
 	return append(env, "AGENT_TASK_ID="+spec.Task.ID, "AGENT_ATTEMPT="+strconv.Itoa(spec.Task.Attempt), "AGENT_MODEL="+spec.Task.Model)
 }
 

@@ -48,11 +48,11 @@ func CanResume(e Executor) bool {
 type Resume struct {
 	// SessionID is the CLI's session (Codex thread id, Claude session id)
 	// and Path where the CLI keeps it, as the earlier attempt recorded.
-	SessionID string
-	Path      string
+	SessionID string `json:"session_id"`
+	Path      string `json:"path"`
 	// Prompt is the follow-up the resumed session is sent instead of the
 	// task's prompt: that the turn was cut, why, and to go on.
-	Prompt string
+	Prompt string `json:"prompt"`
 }
 
 // AttemptSpec is what an executor needs to run one attempt.
@@ -71,6 +71,10 @@ type AttemptSpec struct {
 	// TempDir is the attempt's own temporary directory (its TMPDIR), when
 	// it is confined.
 	TempDir string
+	// SessionDir is the task's own directory outside its work directory,
+	// kept across its attempts (AGENT_SESSION_DIR): where an exec child
+	// keeps a session it can continue.
+	SessionDir string
 	// Confine, if set, is what the attempt's processes may reach; the
 	// executor adds what its CLI keeps of its own (see AttemptSpec.Confinement).
 	Confine *landlock.Policy
@@ -143,6 +147,10 @@ type TaskInput struct {
 	Attempt   int    `json:"attempt"`
 	AttemptID string `json:"attempt_id"`
 	Model     string `json:"model,omitempty"`
+	// Resume, on a continue, is the session to resume and the follow-up
+	// to send instead of the prompt: AttemptSpec.Resume, for the exec
+	// child.
+	Resume *Resume `json:"resume,omitempty"`
 }
 
 // EventType names what an executor event reports.

@@ -29,10 +29,12 @@ type Isolation struct {
 var baseWritable = []string{"/tmp", "/dev"}
 
 // policy is one attempt's confinement, before its executor adds what its
-// CLI keeps of its own (AttemptSpec.confine).
-func (iso *Isolation) policy(workRoot, workDir, tempDir string) *landlock.Policy {
+// CLI keeps of its own (AttemptSpec.confine): dirs are the attempt's own
+// (its work, temporary and session directories), given back from the
+// work root.
+func (iso *Isolation) policy(workRoot string, dirs ...string) *landlock.Policy {
 	write := append(slices.Clone(baseWritable), iso.Write...)
-	for _, d := range []string{workDir, tempDir} {
+	for _, d := range dirs {
 		if d != "" {
 			write = append(write, d)
 		}

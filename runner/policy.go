@@ -100,22 +100,45 @@ func gateOf(f state.Facts) state.GateReason {
 }
 
 // decide records how a failed attempt is judged: technically retryable
-// (transient), what the gate says, and whether a retry happens and when.
-// firstEventRetried reports whether an earlier attempt was already retried
-// after a first-event timeout: that safe recovery happens at most once.
-func (p Policy) decide(v verdict, a *state.Attempt, firstEventRetried bool) state.RetryDecision {
+// (transient, or interrupted by the agent's own stop or restart), what the
+// gate says of a replay, and what follows, when:
+//
+//   - a permanent failure, or a cancel: stopped;
+//   - the gate blocks a replay (the attempt had a side effect, used a
+//     tool, or showed output) and no session can be continued: stopped,
+//     for a person;
+//   - no attempt left (MaxAttempts): stopped;
+//   - the gate blocks a replay and a session can be continued
+//     (canContinue): continued, so the conversation, which knows what was
+//     done, goes on from where it was cut;
+//   - a second first-event timeout: stopped (that safe replay happens
+//     once);
+//   - otherwise, nothing having been done: retried, a replay of the
+//     prompt.
+//
+// A transient failure waits the backoff; an interrupted attempt goes on
+// as soon as the agent runs again. firstEventRetried reports whether an
+// earlier attempt was already retried after a first-event timeout.
+func (p Policy) decide(v verdict, a *state.Attempt, firstEventRetried, canContinue bool) state.RetryDecision {
 	p = p.withDefaults()
-	d := state.RetryDecision{TechnicallyRetryable: v.Class == classTransient, Gate: gateOf(a.Facts), Decision: state.DecisionStopped}
-	if !d.TechnicallyRetryable || d.Gate != state.GateAllowed {
-		return d
-	}
+	interrupted := v.Class == classInterrupted
+	d := state.RetryDecision{TechnicallyRetryable: v.Class == classTransient || interrupted, Gate: gateOf(a.Facts), Decision: state.DecisionStopped}
+	blocked := d.Gate != state.GateAllowed
 	switch {
+	case !d.TechnicallyRetryable, blocked && !canContinue:
+		return d
 	case a.Number >= p.MaxAttempts:
 		d.Gate = state.GateMaxAttempts
+		return d
+	case blocked:
+		d.Decision = state.DecisionContinued
 	case v.Code == state.CodeFirstEventTimeout && firstEventRetried:
 		d.Gate = state.GateFirstEventUsed
+		return d
 	default:
 		d.Decision = state.DecisionRetried
+	}
+	if !interrupted {
 		d.Delay = state.Duration(p.Delay(a.Number, v.RetryAfter))
 	}
 	return d

@@ -70,28 +70,66 @@ func TestGate(t *testing.T) {
 	}
 }
 
+// TestDecide walks the decision table, every row, as the README gives it.
 func TestDecide(t *testing.T) {
 	p := Policy{Rand: func() float64 { return 0.5 }}
-	transient := verdict{Class: classTransient, Code: "overloaded"}
-	a := &state.Attempt{Number: 1}
-	if d := p.decide(transient, a, false); d.Decision != state.DecisionRetried || d.Delay.D() != 2*time.Second || !d.TechnicallyRetryable {
-		t.Errorf("first transient failure: %+v", d)
-	}
-	if d := p.decide(verdict{Class: classPermanent, Code: "auth"}, a, false); d.Decision != state.DecisionStopped || d.TechnicallyRetryable {
-		t.Errorf("permanent: %+v", d)
-	}
-	if d := p.decide(transient, &state.Attempt{Number: 3}, false); d.Gate != state.GateMaxAttempts || d.Decision != state.DecisionStopped {
-		t.Errorf("last attempt: %+v", d)
-	}
-	if d := p.decide(transient, &state.Attempt{Number: 1, Facts: state.Facts{SideEffect: true}}, false); d.Gate != state.GateSideEffect {
-		t.Errorf("side effect: %+v", d)
-	}
-	fe := verdict{Class: classTransient, Code: "first_event_timeout"}
-	if d := p.decide(fe, &state.Attempt{Number: 1}, false); d.Decision != state.DecisionRetried {
-		t.Errorf("first first-event timeout: %+v", d)
-	}
-	if d := p.decide(fe, &state.Attempt{Number: 2}, true); d.Gate != state.GateFirstEventUsed {
-		t.Errorf("second first-event timeout: %+v", d)
+	var (
+		transient   = verdict{Class: classTransient, Code: state.CodeOverloaded}
+		permanent   = verdict{Class: classPermanent, Code: state.CodeAuth}
+		cancelled   = verdict{Class: classStop, Code: state.CodeCancelled}
+		shutdown    = verdict{Class: classInterrupted, Code: state.CodeAgentShutdown}
+		restart     = verdict{Class: classInterrupted, Code: state.CodeAgentRestart}
+		firstEvent  = verdict{Class: classTransient, Code: state.CodeFirstEventTimeout}
+		sessionLost = verdict{Class: classPermanent, Code: state.CodeSessionLost}
+	)
+	clean := func(n int) *state.Attempt { return &state.Attempt{Number: n} }
+	did := func(n int, f state.Facts) *state.Attempt { return &state.Attempt{Number: n, Facts: f} }
+	sideEffect, tool, output := state.Facts{SideEffect: true}, state.Facts{ToolCall: true}, state.Facts{Output: true}
+	const (
+		retried   = state.DecisionRetried
+		continued = state.DecisionContinued
+		stopped   = state.DecisionStopped
+	)
+	for _, c := range []struct {
+		name        string
+		v           verdict
+		a           *state.Attempt
+		feUsed      bool
+		canContinue bool
+		decision    state.Decision
+		gate        state.GateReason
+		delay       time.Duration
+	}{
+		{"transient, nothing done: replay after the backoff", transient, clean(1), false, true, retried, state.GateAllowed, 2 * time.Second},
+		{"transient, nothing done, second retry: longer backoff", transient, clean(2), false, false, retried, state.GateAllowed, 4 * time.Second},
+		{"transient after a side effect, a session: continue", transient, did(1, sideEffect), false, true, continued, state.GateSideEffect, 2 * time.Second},
+		{"transient after a tool call, a session: continue", transient, did(1, tool), false, true, continued, state.GateToolExecuted, 2 * time.Second},
+		{"transient after output, a session: continue", transient, did(1, output), false, true, continued, state.GateVisibleOutput, 2 * time.Second},
+		{"transient after a side effect, no session: a person", transient, did(1, sideEffect), false, false, stopped, state.GateSideEffect, 0},
+		{"transient after a side effect, last attempt: a person", transient, did(3, sideEffect), false, true, stopped, state.GateMaxAttempts, 0},
+		{"transient, nothing done, last attempt: a person", transient, clean(3), false, true, stopped, state.GateMaxAttempts, 0},
+		{"first first-event timeout: replay", firstEvent, clean(1), false, true, retried, state.GateAllowed, 2 * time.Second},
+		{"second first-event timeout: a person", firstEvent, clean(2), true, true, stopped, state.GateFirstEventUsed, 0},
+		{"agent stopped, nothing done: replay at once on its next run", shutdown, clean(1), false, true, retried, state.GateAllowed, 0},
+		{"agent stopped after a side effect, a session: continue at once", shutdown, did(1, sideEffect), false, true, continued, state.GateSideEffect, 0},
+		{"agent stopped after a side effect, no session: a person", shutdown, did(1, sideEffect), false, false, stopped, state.GateSideEffect, 0},
+		{"agent restarted after a tool call, a session: continue at once", restart, did(2, tool), false, true, continued, state.GateToolExecuted, 0},
+		{"agent restarted on the last attempt: a person", restart, did(3, tool), false, true, stopped, state.GateMaxAttempts, 0},
+		{"permanent: a person", permanent, clean(1), false, true, stopped, state.GateAllowed, 0},
+		{"permanent after a side effect: a person", permanent, did(1, sideEffect), false, true, stopped, state.GateSideEffect, 0},
+		{"session lost: a person, never a replay", sessionLost, did(2, sideEffect), false, true, stopped, state.GateSideEffect, 0},
+		{"cancelled: stopped", cancelled, did(1, output), false, true, stopped, state.GateVisibleOutput, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := p.decide(c.v, c.a, c.feUsed, c.canContinue)
+			if d.Decision != c.decision || d.Gate != c.gate || d.Delay.D() != c.delay {
+				t.Errorf("decision %s gate %s delay %s, want %s %s %s", d.Decision, d.Gate, d.Delay.D(), c.decision, c.gate, c.delay)
+			}
+			wantRetryable := c.v.Class == classTransient || c.v.Class == classInterrupted
+			if d.TechnicallyRetryable != wantRetryable {
+				t.Errorf("technically retryable %v, want %v", d.TechnicallyRetryable, wantRetryable)
+			}
+		})
 	}
 }
 

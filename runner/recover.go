@@ -9,7 +9,8 @@ import (
 // Recover takes up a task that an earlier run of the agent left in a
 // running phase, as a crash leaves it. An attempt that was running is
 // finalized as failed with code agent_restart; the retry policy and the
-// safety gate then decide between a new attempt and recoverable_failed,
+// safety gate then decide between a replay, a continue of its session
+// and recoverable_failed,
 // and the decision is recorded on the attempt. Every change is reported to
 // the sink. Recover reports whether Run should take the task up: a task
 // with a new or pending attempt, claimed without one, or claimed for a
@@ -26,8 +27,8 @@ func (r *Runner) Recover(task *state.Task) (resume bool) {
 		r.end(task, state.PhaseRecoverableFailed, fmt.Sprintf("the agent restarted after attempt %d ended %s", c.Number, c.Status))
 		return false
 	}
-	v := verdict{Class: classTransient, Code: state.CodeAgentRestart, Message: "the agent restarted during the attempt"}
-	d := r.Policy.decide(v, c, r.firstEventRetried(task, c))
+	v := verdict{Class: classInterrupted, Code: state.CodeAgentRestart, Message: "the agent restarted during the attempt"}
+	d := r.Policy.decide(v, c, r.firstEventRetried(task, c), r.canContinue(task))
 	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, Retry: &d}
 	return r.conclude(task, c, out, state.PhaseRecoverableFailed, notRetried(v, d.Gate)) != nil
 }

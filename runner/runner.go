@@ -83,7 +83,30 @@ type Runner struct {
 	ReplyTimeout time.Duration
 	// Isolation, if set, confines every attempt (see Isolation).
 	Isolation *Isolation
+	// Workspaces, if set, gives each task that names a repository a
+	// workspace of its own, its work directory.
+	Workspaces Workspaces
 }
+
+// Workspaces gives a task that names a repository a workspace of its own
+// (see package workspace).
+type Workspaces interface {
+	// Prepare makes the task's workspace from base, or finds it made, and
+	// returns its directory and what a confined attempt must also write
+	// (the repository's shared git directories, for its commits).
+	Prepare(ctx context.Context, taskID, repo, base string) (dir string, writable []string, err error)
+	// Reset takes the workspace back to its base, for a replay.
+	Reset(ctx context.Context, taskID string) error
+	// Changes says what the task changed in its workspace.
+	Changes(ctx context.Context, taskID string) (*state.Changes, error)
+}
+
+// changesTimeout bounds the report of what a task changed.
+const changesTimeout = 30 * time.Second
+
+// SessionDirName is the directory of the work root that holds each task's
+// session directory (AttemptSpec.SessionDir).
+const SessionDirName = ".sessions"
 
 // Replies asks a person: Await returns the answer to a request the runner
 // reported (a phase awaiting_reply carrying it), or an error when ctx ends
@@ -156,6 +179,11 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 	for {
 		if a.Status == state.AttemptPending {
 			if !r.wait(ctx, a.NotBefore) {
+				if !errors.Is(context.Cause(ctx), ErrCancelled) {
+					// The agent is stopping: the attempt waits, recorded,
+					// for its next run (see Recover).
+					return nil
+				}
 				r.stop(ctx, task, a, Exit{}, nil)
 				return nil
 			}
@@ -230,10 +258,39 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	spec := AttemptSpec{AttemptID: a.AttemptID, Task: TaskInput{ID: task.ID, Title: task.Title, Prompt: task.Prompt,
 		Attempt: a.Number, AttemptID: a.AttemptID, Model: a.Model},
 		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID)}
-	if r.WorkRoot != "" {
+	// refuse ends the attempt before its executor starts, with an error
+	// of code c.
+	refuse := func(c state.ErrorCode, err error) result {
+		res.lastErr = &Event{Type: EventError, Code: c, Message: err.Error()}
+		res.exit = Exit{ExitCode: -1, Turn: TurnFailed}
+		return res
+	}
+	if a.Continues > 0 {
+		resume, err := r.resumeOf(task, a)
+		if err != nil {
+			return refuse(state.CodeSessionLost, err)
+		}
+		spec.Resume = resume
+	}
+	var writable []string
+	switch {
+	case task.Repo != "":
+		dir, w, err := r.workspace(ctx, task, a)
+		if err != nil {
+			return refuse(state.CodeWorkspace, err)
+		}
+		spec.WorkDir, writable = dir, w
+	case r.WorkRoot != "":
 		spec.WorkDir = filepath.Join(r.WorkRoot, task.ID)
 		if err := os.MkdirAll(spec.WorkDir, 0o700); err != nil {
 			res.exit = Exit{StartErr: fmt.Errorf("work directory: %w", err), ExitCode: -1}
+			return res
+		}
+	}
+	if r.WorkRoot != "" {
+		spec.SessionDir = filepath.Join(r.WorkRoot, SessionDirName, task.ID)
+		if err := os.MkdirAll(spec.SessionDir, 0o700); err != nil {
+			res.exit = Exit{StartErr: fmt.Errorf("session directory: %w", err), ExitCode: -1}
 			return res
 		}
 	}
@@ -247,7 +304,8 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		// keeper saw to it): nothing writes here any more.
 		defer os.RemoveAll(tmp)
 		spec.TempDir = tmp
-		spec.Confine = r.Isolation.policy(r.WorkRoot, spec.WorkDir, tmp)
+		spec.Confine = r.Isolation.policy(r.WorkRoot, spec.WorkDir, tmp, spec.SessionDir)
+		spec.Confine.Write = append(spec.Confine.Write, writable...)
 	}
 	events := make(chan Event)
 	done := make(chan Exit, 1)
@@ -326,8 +384,12 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 			r.logger().Warn("session not bound", "task", task.ID, "attempt", a.Number, "err", err)
 			return
 		}
-		if ev.SessionPath != "" {
+		if ev.SessionPath != "" && ev.SessionPath != a.SessionPath {
 			_ = task.BindSessionPath(a.AttemptID, ev.SessionPath) // current and open: BindSession said so
+			// Recorded at once: a crash from here on leaves a session
+			// to continue.
+			logs.flush()
+			r.reportAttempt(task, a)
 		}
 		return
 	}
@@ -411,6 +473,19 @@ func (r *Runner) complete(task *state.Task, a *state.Attempt, res result) {
 			task.Result.Data = res.result.Data
 		}
 	}
+	if task.Repo != "" && r.Workspaces != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), changesTimeout)
+		ch, err := r.Workspaces.Changes(ctx, task.ID)
+		cancel()
+		if err != nil {
+			r.logger().Warn("what the task changed is not known", "err", err)
+		} else {
+			if task.Result == nil {
+				task.Result = &state.Result{}
+			}
+			task.Result.Changes = ch
+		}
+	}
 	if task.Phase != state.PhaseCompleting {
 		if err := task.Transition(state.PhaseCompleting, "", now); err == nil {
 			r.reportPhase(task)
@@ -446,7 +521,9 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	if r.Health != nil && v.Signal != "" {
 		r.Health.Observe(v.Signal, v.Message)
 	}
-	d := r.Policy.decide(v, a, r.firstEventRetried(task, a))
+	// An attempt that ran out its whole limit is not continued on the
+	// agent's own: the limit is there to bound the work.
+	d := r.Policy.decide(v, a, r.firstEventRetried(task, a), r.canContinue(task) && v.Code != state.CodeAttemptTimeout)
 	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, TimeoutUsed: timeouts, Retry: &d}
 	if res != nil && exit.StartErr == nil {
 		code := exit.ExitCode
@@ -454,10 +531,12 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	}
 	phase, reason := state.PhaseFailed, v.Error()
 	switch {
-	case v.Class == classStop && f.Cancelled:
-		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
 	case v.Class == classStop:
-		phase = state.PhaseRecoverableFailed
+		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
+	case v.Class == classInterrupted:
+		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d.Gate)
+	case v.Code == state.CodeSessionLost:
+		phase, reason = state.PhaseRecoverableFailed, v.Error()+"; agent tasks retry replays the prompt from the start"
 	case v.Class == classTransient && d.Gate.Blocks():
 		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d.Gate)
 	case f.Timeout != timeoutNone:
@@ -480,7 +559,7 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 			"technically_retryable", out.Retry.TechnicallyRetryable, "gate", out.Retry.Gate, "decision", out.Retry.Decision,
 			"delay", time.Duration(out.Retry.Delay).String(), "limits", out.TimeoutUsed, "then", phaseOrRetry(out, phase))
 	}
-	if out.Retry != nil && out.Retry.Decision == state.DecisionRetried {
+	if out.Retry != nil && out.Retry.Decision.Next() {
 		next, err := task.ScheduleRetry(a.AttemptID, out, r.newID(), r.Models, now)
 		if err != nil {
 			r.logger().Error("schedule retry", "task", task.ID, "err", err)
@@ -502,15 +581,80 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 // phaseOrRetry says what follows a judged attempt: another attempt, or
 // the phase the task ends in.
 func phaseOrRetry(out state.Outcome, phase state.Phase) string {
-	if out.Retry.Decision == state.DecisionRetried {
-		return "next attempt"
+	switch out.Retry.Decision {
+	case state.DecisionRetried:
+		return "replay"
+	case state.DecisionContinued:
+		return "continue"
 	}
 	return string(phase)
 }
 
-// notRetried is the reason a task ends when the gate blocked its retry.
+// notRetried is the reason a task ends when the gate stopped what would
+// follow.
 func notRetried(v verdict, gate state.GateReason) string {
 	return fmt.Sprintf("%s; not retried automatically: %s", v.Error(), gate)
+}
+
+// resumeOf is the session attempt a continues, and the follow-up it
+// sends, or why it cannot be continued.
+func (r *Runner) resumeOf(task *state.Task, a *state.Attempt) (*Resume, error) {
+	s := &task.Attempts[a.Continues-1]
+	switch {
+	case !CanResume(r.Executor):
+		return nil, fmt.Errorf("the %s executor cannot continue attempt %d's session", r.Executor.Name(), s.Number)
+	case s.SessionID == "" || s.SessionPath == "":
+		return nil, fmt.Errorf("attempt %d has no session its executor said it keeps", s.Number)
+	}
+	if _, err := os.Stat(s.SessionPath); err != nil {
+		return nil, fmt.Errorf("attempt %d's session %s is gone: %w", s.Number, s.SessionID, err)
+	}
+	return &Resume{SessionID: s.SessionID, Path: s.SessionPath, Prompt: FollowUp(task, a)}, nil
+}
+
+// FollowUp is what a continue tells the model in place of the task's
+// prompt: that its turn was cut, why, and to go on without repeating what
+// took effect.
+func FollowUp(task *state.Task, a *state.Attempt) string {
+	why := "it was stopped"
+	if p := &task.Attempts[a.Number-2]; p.Error != nil {
+		why = fmt.Sprintf("attempt %d ended: %s", p.Number, p.Error.Error())
+	}
+	who := ""
+	if a.RetriedByPerson {
+		who = " A person has asked you to continue."
+	}
+	return fmt.Sprintf("Your previous turn on this task was cut off before it finished (%s).%s "+
+		"The conversation so far is intact, and the work directory is as that turn left it. "+
+		"Check what was already done (files, commits, commands that ran) before doing more, "+
+		"do not repeat anything that already took effect, and finish the task.", why, who)
+}
+
+// workspace makes or finds the workspace of a task that names a
+// repository, and resets it to its base for a replay (an attempt after
+// the first that continues no session). It returns the directory and
+// what a confined attempt must also write.
+func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attempt) (string, []string, error) {
+	if r.Workspaces == nil {
+		return "", nil, fmt.Errorf("repository %q: this agent serves no repositories", task.Repo)
+	}
+	dir, writable, err := r.Workspaces.Prepare(ctx, task.ID, task.Repo, task.Base)
+	if err != nil {
+		return "", nil, err
+	}
+	if a.Number > 1 && a.Continues == 0 {
+		if err := r.Workspaces.Reset(ctx, task.ID); err != nil {
+			return "", nil, fmt.Errorf("reset the workspace for a replay: %w", err)
+		}
+		r.logger().Info("workspace reset to its base for a replay", "attempt", a.Number, "dir", dir)
+	}
+	return dir, writable, nil
+}
+
+// canContinue reports whether a next attempt of task could continue a
+// session: its executor resumes sessions and an attempt has one.
+func (r *Runner) canContinue(task *state.Task) bool {
+	return CanResume(r.Executor) && task.SessionAttempt() != nil
 }
 
 // Error renders a verdict as code: message.

@@ -258,20 +258,134 @@ func TestCancelDuringBackoffWait(t *testing.T) {
 	}
 }
 
-func TestShutdownEndsTheTaskRecoverable(t *testing.T) {
+// stopAt returns a context the agent's stop cancels (runner.ErrShutdown)
+// once the attempt reports a side effect, or its turn starts when
+// sideEffect is false.
+func stopAt(f *runnertest.Fixture, sideEffect bool) context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), "@hang")
 	f.Rec.OnReport = func(r runner.Report) {
-		if p, ok := r.Payload.(state.PhaseEvent); ok && p.Phase == state.PhaseTurnStarted {
-			cancel(runner.ErrShutdown)
+		switch p := r.Payload.(type) {
+		case state.PhaseEvent:
+			if !sideEffect && p.Phase == state.PhaseTurnStarted {
+				cancel(runner.ErrShutdown)
+			}
+		case state.LogEvent:
+			if sideEffect && p.Stream == state.LogSideEffect {
+				cancel(runner.ErrShutdown)
+			}
 		}
 	}
-	f.Run(t, ctx)
-	if f.Task.Phase != state.PhaseRecoverableFailed || f.Task.Attempts[0].Error.Code != "agent_shutdown" || len(f.Task.Attempts) != 1 {
-		t.Errorf("phase %s, attempt %+v", f.Task.Phase, f.Task.Attempts[0].Error)
+	return ctx
+}
+
+// runUntilStopped runs the task until the agent's stop, which leaves it
+// running with a pending attempt for the agent's next run.
+func runUntilStopped(t *testing.T, f *runnertest.Fixture, ctx context.Context) *state.Attempt {
+	t.Helper()
+	if err := f.Runner.Run(ctx, f.Task); err != nil {
+		t.Fatal(err)
+	}
+	c := f.Task.Current()
+	if f.Task.Phase != state.PhaseExecutorStarting || c.Status != state.AttemptPending || f.Task.Check() != nil {
+		t.Fatalf("after the stop: task %s, attempts %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
+	}
+	if e := f.Task.Attempts[0].Error; e == nil || e.Code != state.CodeAgentShutdown {
+		t.Fatalf("attempt 1 ended %+v, want agent_shutdown", e)
+	}
+	return c
+}
+
+// An agent stopped under an attempt that had done nothing yet replays it
+// when it runs again: nothing is lost, nothing is repeated.
+func TestShutdownBeforeAnythingWasDoneReplaysOnTheNextRun(t *testing.T) {
+	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), "@wait-file "+filepath.Join(t.TempDir(), "never"))
+	f.Runner.WorkRoot = t.TempDir()
+	next := runUntilStopped(t, f, stopAt(f, false))
+	if next.Continues != 0 || f.Task.Attempts[0].Retry.Decision != state.DecisionRetried || f.Task.Attempts[0].Retry.Delay != 0 {
+		t.Fatalf("next attempt %+v after %+v, want a replay at once", next, f.Task.Attempts[0].Retry)
 	}
 	if f.Health.Grade() != health.Available {
 		t.Error("a shutdown degraded the executor")
+	}
+}
+
+// An agent stopped after the attempt had a side effect continues the
+// session on its next run (Recover, then Run, as the agent does): the
+// follow-up goes in place of the prompt, the side effect is not done
+// again, and the task completes.
+func TestShutdownAfterASideEffectContinuesTheSession(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "go-on")
+	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}),
+		"deploy\n@side-effect wrote the release notes\n@wait-file "+gate+"\n@output deployed")
+	f.Runner.WorkRoot = t.TempDir()
+	next := runUntilStopped(t, f, stopAt(f, true))
+	first := f.Task.Attempts[0]
+	if next.Continues != 1 || first.Retry.Decision != state.DecisionContinued || first.Retry.Gate != state.GateSideEffect {
+		t.Fatalf("attempt 1 %+v, next %+v: want a continue of attempt 1's session", first.Retry, next)
+	}
+	if first.SessionPath == "" {
+		t.Fatal("attempt 1 recorded no session path")
+	}
+
+	// The agent's next run.
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Rec = &runnertest.Recorder{KeepLogs: true}
+	f.Runner.Sink = f.Rec
+	if !f.Runner.Recover(f.Task) {
+		t.Fatal("Recover would not take the task up")
+	}
+	f.Run(t, context.Background())
+	if f.Task.Phase != state.PhaseCompleted || len(f.Task.Attempts) != 2 || f.Task.Attempts[1].SessionID != first.SessionID {
+		t.Fatalf("task %s, attempts %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
+	}
+	logs := strings.Join(f.Rec.Logs(), "\n")
+	if strings.Contains(logs, "wrote the release notes") || !strings.Contains(logs, "Continuing session "+first.SessionID+": 1 steps were done") {
+		t.Errorf("the continue repeated the side effect or did not take the session up:\n%s", logs)
+	}
+}
+
+// Without a session to continue (the executor keeps none), an attempt
+// stopped after a side effect is left to a person.
+func TestShutdownAfterASideEffectWithoutASessionIsForAPerson(t *testing.T) {
+	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}),
+		"@side-effect wrote\n@wait-file "+filepath.Join(t.TempDir(), "never"))
+	f.Run(t, stopAt(f, true))
+	a := f.Task.Attempts[0]
+	if f.Task.Phase != state.PhaseRecoverableFailed || len(f.Task.Attempts) != 1 || a.Retry.Gate != state.GateSideEffect || a.Retry.Decision != state.DecisionStopped {
+		t.Errorf("task %s, attempts %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
+	}
+}
+
+// A transient failure after a side effect continues the session after the
+// backoff; a continue whose session file is gone ends session_lost, for a
+// person, and never replays.
+func TestTransientFailureAfterASideEffectContinues(t *testing.T) {
+	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{}), "@side-effect pushed a branch\n@fail network\n@output done")
+	f.Runner.WorkRoot = t.TempDir()
+	f.Run(t, context.Background())
+	if f.Task.Phase != state.PhaseCompleted || len(f.Task.Attempts) != 2 || f.Task.Attempts[1].Continues != 1 {
+		t.Fatalf("task %s, attempts %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
+	}
+	if n := strings.Count(strings.Join(f.Rec.Logs(), "\n"), "pushed a branch"); n != 1 {
+		t.Errorf("the side effect was reported %d times, want once", n)
+	}
+
+	lost := runnertest.NewFixture(t, sampleExec(t, exec.Config{}), "@side-effect pushed a branch\n@fail network\n@output done")
+	lost.Runner.WorkRoot = t.TempDir()
+	lost.Rec.OnReport = func(r runner.Report) {
+		if a, ok := r.Payload.(state.Attempt); ok && a.Number == 1 && a.Status == state.AttemptFailed {
+			os.Remove(a.SessionPath) // the session's files are gone before the continue
+		}
+	}
+	lost.Run(t, context.Background())
+	last := lost.Task.Current()
+	if lost.Task.Phase != state.PhaseRecoverableFailed || last.Number != 2 || last.Error == nil || last.Error.Code != state.CodeSessionLost {
+		t.Fatalf("task %s, attempts %s", lost.Task.Phase, runnertest.AttemptsText(lost.Task))
+	}
+	if strings.Count(strings.Join(lost.Rec.Logs(), "\n"), "pushed a branch") != 1 {
+		t.Error("a lost session was replayed")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,7 +99,9 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 	if err != nil {
 		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
-	input, err := json.Marshal(spec.Task)
+	in := spec.Task
+	in.Resume = spec.Resume
+	input, err := json.Marshal(in)
 	if err != nil {
 		return runner.Exit{StartErr: fmt.Errorf("encode task: %w", err), ExitCode: -1}
 	}
@@ -122,6 +125,9 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 	sid := make([]byte, 4)
 	rand.Read(sid)
 	session := fmt.Sprintf("%x-%d", sid, p.Pgid) // short form (first 4) tells attempts apart
+	if spec.Resume != nil {
+		session = spec.Resume.SessionID // a continue goes on in the session it continues
+	}
 	send(runner.Event{Type: runner.EventSession, SessionID: session})
 
 	var sawResult sync.Once
@@ -221,18 +227,31 @@ func (e *Exec) read(f *os.File, stream runner.Stream, session string, events boo
 	}
 }
 
-// parseEvent reads one stdout line as an event, if it is one.
+// parseEvent reads one stdout line as an event, if it is one. A session
+// line, {"type":"session","path":FILE}, says where the child keeps its
+// session (an absolute path): a child that says so can be continued.
 func parseEvent(line string) (runner.Event, bool) {
-	var ev runner.Event
+	var ev struct {
+		runner.Event
+		Path string `json:"path"`
+	}
 	if err := json.Unmarshal([]byte(line), &ev); err != nil {
 		return runner.Event{}, false
 	}
 	switch ev.Type {
 	case runner.EventPhase, runner.EventProgress, runner.EventOutput, runner.EventTool, runner.EventSideEffect, runner.EventLog, runner.EventResult, runner.EventError:
-		return ev, true
+		return ev.Event, true
+	case runner.EventSession:
+		if filepath.IsAbs(ev.Path) {
+			return runner.Event{Type: runner.EventSession, SessionPath: filepath.Clean(ev.Path)}, true
+		}
 	}
 	return runner.Event{}, false
 }
+
+// Resumes implements runner.Resumer: a child that names its session
+// file (a session line) is continued with the task's resume field set.
+func (e *Exec) Resumes() bool { return true }
 
 // Describe says what the executor runs, for the agent's start banner.
 func (e *Exec) Describe() string {

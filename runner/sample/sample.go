@@ -20,6 +20,13 @@
 // Other prompt lines are ignored. Without directives it walks the phases
 // turn_started, awaiting_reply and completing, emits a few progress events
 // and some output, and returns a result.
+//
+// Given AGENT_SESSION_DIR, it keeps a session there, as a CLI keeps its
+// conversation: a file saying how many directives are done, named on
+// stdout ({"type":"session","path":…}). A continue (the task's resume
+// field) takes that session up: it says so, skips the directives already
+// done, and goes on; a session file that is gone or unreadable ends the
+// attempt with an error of code session_lost.
 package sample
 
 import (
@@ -30,6 +37,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,6 +50,18 @@ type Task struct {
 	Prompt  string `json:"prompt"`
 	Attempt int    `json:"attempt"`
 	Model   string `json:"model"`
+	Resume  *struct {
+		SessionID string `json:"session_id"`
+		Path      string `json:"path"`
+		Prompt    string `json:"prompt"`
+	} `json:"resume"`
+}
+
+// saved is the session the sample keeps: the directives done, and the
+// prompts it was sent (the task's, then each continue's follow-up).
+type saved struct {
+	Done    int      `json:"done"`
+	Prompts []string `json:"prompts"`
 }
 
 // messages give each failure code the message a real provider would send.
@@ -84,6 +104,44 @@ type session struct {
 	task   Task
 	out    *bufio.Writer
 	stderr io.Writer
+	path   string // the session file, if one is kept
+	saved  saved
+}
+
+// open takes up the session a continue names, or starts one in
+// AGENT_SESSION_DIR; false when a continue's session cannot be read.
+func (s *session) open() bool {
+	if r := s.task.Resume; r != nil {
+		b, err := os.ReadFile(r.Path)
+		if err == nil {
+			err = json.Unmarshal(b, &s.saved)
+		}
+		if err != nil {
+			s.emit(map[string]any{"type": "error", "code": "session_lost", "message": fmt.Sprintf("session %s cannot be continued: %v", r.SessionID, err)})
+			return false
+		}
+		s.path = r.Path
+		s.saved.Prompts = append(s.saved.Prompts, r.Prompt)
+	} else if dir := os.Getenv("AGENT_SESSION_DIR"); dir != "" {
+		s.path = filepath.Join(dir, "sample-session.json")
+		s.saved.Prompts = []string{s.task.Prompt}
+	}
+	if s.path != "" {
+		s.save()
+		s.emit(map[string]any{"type": "session", "path": s.path})
+	}
+	return true
+}
+
+// save writes the session down, as a CLI writes its transcript.
+func (s *session) save() {
+	if s.path == "" {
+		return
+	}
+	b, _ := json.Marshal(s.saved)
+	if err := os.WriteFile(s.path, b, 0o600); err != nil {
+		fmt.Fprintln(s.stderr, "sample-executor: session not saved:", err)
+	}
 }
 
 func (s *session) emit(ev map[string]any) {
@@ -94,7 +152,13 @@ func (s *session) emit(ev map[string]any) {
 
 func (s *session) run() int {
 	fmt.Fprintf(s.stderr, "sample-executor: task %s attempt %d model %q\n", s.task.ID, s.task.Attempt, s.task.Model)
+	if !s.open() {
+		return 1
+	}
 	s.emit(map[string]any{"type": "phase", "phase": "turn_started"})
+	if s.task.Resume != nil {
+		s.emit(map[string]any{"type": "output", "text": fmt.Sprintf("Continuing session %s: %d steps were done before the cut; not doing them again.", s.task.Resume.SessionID, s.saved.Done)})
+	}
 	directives := 0
 	for _, raw := range strings.Split(s.task.Prompt, "\n") {
 		fields := strings.Fields(raw)
@@ -102,10 +166,15 @@ func (s *session) run() int {
 			continue
 		}
 		directives++
+		if directives <= s.saved.Done {
+			continue // done before a continue took the session up
+		}
 		arg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(raw), fields[0]))
 		if code, done := s.directive(fields[0], fields[1:], arg); done {
 			return code
 		}
+		s.saved.Done = directives
+		s.save()
 	}
 	if directives == 0 {
 		s.progress(3)
