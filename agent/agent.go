@@ -230,11 +230,26 @@ func (a *Agent) shutdownTasks(stop context.CancelCauseFunc) {
 			return []any{"running", a.runningIDs(), "cancel_in", time.Until(deadline).Round(time.Second).String()}
 		})
 	}
-	if ids := a.runningIDs(); len(ids) > 0 {
-		a.log.Info("cancelling the tasks still running; they end recoverable_failed, for a person to retry", "running", ids)
+	ids := a.runningIDs()
+	if len(ids) > 0 {
+		a.log.Info("stopping the tasks still running; the next run of the agent takes them up, as the gate allows", "running", ids)
 	}
 	stop(runner.ErrShutdown)
-	a.waitSaying(done, nil, "waiting for cancelled tasks to stop", func() []any { return []any{"running", a.runningIDs()} })
+	a.waitSaying(done, nil, "waiting for stopped tasks to end their attempts", func() []any { return []any{"running", a.runningIDs()} })
+	for _, id := range ids {
+		t, err := a.store.Load(id)
+		if err != nil {
+			continue
+		}
+		switch c := t.Current(); {
+		case c != nil && c.Status == state.AttemptPending && c.Continues > 0:
+			a.log.Info("task will continue its session when the agent starts again", "task", id, "attempt", c.Number, "continues", c.Continues)
+		case c != nil && c.Status == state.AttemptPending:
+			a.log.Info("task will run again from the start when the agent starts again", "task", id, "attempt", c.Number)
+		default:
+			a.log.Info("task stopped", "task", id, "phase", t.Phase, "reason", t.PhaseReason)
+		}
+	}
 }
 
 // waitSaying waits for done, the end of limit, or an abort, saying each
@@ -336,7 +351,13 @@ func (a *Agent) reconcile() []*state.Task {
 			if c := t.Current(); c != nil {
 				attempt = c.Number
 			}
-			a.log.Info("resuming task left running", "task", t.ID, "attempt", attempt)
+			how := "start"
+			if c := t.Current(); c != nil && c.Continues > 0 && c.Status == state.AttemptPending {
+				how = fmt.Sprintf("continue attempt %d's session", c.Continues)
+			} else if attempt > 1 {
+				how = "replay"
+			}
+			a.log.Info("taking up a task left running", "task", t.ID, "attempt", attempt, "as", how)
 			resume = append(resume, t)
 		} else {
 			a.log.Info("task left running was ended", "task", t.ID, "phase", t.Phase, "reason", t.PhaseReason)

@@ -94,17 +94,19 @@ func TestRunStopsCleanly(t *testing.T) {
 	}
 }
 
-// TestStopCancelsTasksAfterTheGrace stops the agent while a task hangs:
-// after the grace the task ends recoverable_failed (agent_shutdown), and
-// the record of it reaches the control plane in the final flush.
-func TestStopCancelsTasksAfterTheGrace(t *testing.T) {
+// TestStopThenStartTakesTheTaskUp stops the agent while a task waits,
+// having done nothing: after the grace its attempt ends agent_shutdown,
+// the next one waits for the agent's next run (the control plane hears of
+// both in the final flush), and the next run takes it up and completes it.
+func TestStopThenStartTakesTheTaskUp(t *testing.T) {
 	client, cfg := fixture(t)
 	cfg.ShutdownGrace = 200 * time.Millisecond
 	a, _ := New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	v, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "@hang"})
+	gate := filepath.Join(t.TempDir(), "go-on")
+	v, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "@wait-file " + gate})
 	for deadline := time.Now().Add(time.Minute); ; {
 		got, _ := client.Task(ctx, v.ID)
 		if got.Phase == state.PhaseTurnStarted {
@@ -119,9 +121,26 @@ func TestStopCancelsTasksAfterTheGrace(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	got := waitTerminal(t, client, v.ID)
-	if got.Phase != state.PhaseRecoverableFailed || got.Attempts[0].Error.Code != state.CodeAgentShutdown {
-		t.Errorf("after the stop: %s %+v", got.Phase, got.Attempts[0].Error)
+	got, err := client.Task(context.Background(), v.ID)
+	if err != nil || got.Phase != state.PhaseExecutorStarting || len(got.Attempts) != 2 || got.Attempts[0].Error.Code != state.CodeAgentShutdown ||
+		got.Attempts[0].Retry.Decision != state.DecisionRetried || got.Attempts[1].Status != state.AttemptPending {
+		t.Fatalf("after the stop: %s %+v (%v)", got.Phase, got.Attempts, err)
+	}
+
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := New(cfg)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go func() { errc <- b.Run(ctx) }()
+	got = waitTerminal(t, client, v.ID)
+	if got.Phase != state.PhaseCompleted || len(got.Attempts) != 2 {
+		t.Errorf("after the next run: %s with %d attempts", got.Phase, len(got.Attempts))
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 }
 

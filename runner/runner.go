@@ -425,6 +425,7 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 	case EventLines:
 		logs.add(ev.Stream, ev.Lines...)
 	}
+	before := gateOf(a.Facts)
 	if err := task.Observe(a.AttemptID, act, now); err != nil {
 		r.logger().Warn("event not applied", "task", task.ID, "err", err)
 		return
@@ -432,6 +433,13 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 	if act.Progress != nil {
 		logs.flush()
 		r.report(task, *act.Progress)
+	}
+	if gateOf(a.Facts) != before {
+		// What the gate decides on is recorded as it changes: after a
+		// crash, the agent's next run must not replay work that had
+		// begun.
+		logs.flush()
+		r.reportAttempt(task, a)
 	}
 }
 

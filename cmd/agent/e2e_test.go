@@ -200,6 +200,71 @@ func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
 	}
 }
 
+// TestE2EAgentKilledAfterASideEffectContinuesTheSession SIGKILLs the agent
+// after its attempt had a side effect: a replay would do it again, so the
+// next start continues the attempt's session instead (the sample keeps
+// one), which skips what was done, and the task completes. stop, on a
+// second such task, says which task will continue.
+func TestE2EAgentKilledAfterASideEffectContinuesTheSession(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	ag := startAgentProc(t, c, dataDir)
+	gate := filepath.Join(t.TempDir(), "go-on")
+	id := submit(t, c, "release\n@side-effect tagged v1.2.3\n@wait-file "+gate+"\n@output released")
+	waitFor(t, time.Minute, "the side effect to be recorded", func() bool {
+		v := c.task(t, id)
+		return len(v.Attempts) == 1 && v.Attempts[0].Facts.SideEffect && v.Attempts[0].SessionPath != ""
+	})
+	ag.kill()
+
+	startAgentProc(t, c, dataDir)
+	must(t, os.WriteFile(gate, nil, 0o600))
+	v := c.waitDone(t, id)
+	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 {
+		t.Fatalf("after the restart: %s with %d attempts", v.Phase, len(v.Attempts))
+	}
+	a1, a2 := v.Attempts[0], v.Attempts[1]
+	if a1.Error == nil || a1.Error.Code != state.CodeAgentRestart || a1.Retry.Decision != state.DecisionContinued || a1.Retry.Gate != state.GateSideEffect {
+		t.Errorf("orphaned attempt %+v %+v", a1.Error, a1.Retry)
+	}
+	if a2.Continues != 1 || a2.SessionID != a1.SessionID {
+		t.Errorf("attempt 2 continues %d, session %s; want attempt 1's session %s", a2.Continues, a2.SessionID, a1.SessionID)
+	}
+	effects := 0
+	for _, ev := range c.events(t, id) {
+		if ev.Kind == state.EventLog && strings.Contains(string(ev.Payload), "tagged v1.2.3") {
+			effects++
+		}
+	}
+	if effects != 1 {
+		t.Errorf("the side effect was reported %d times; the continue repeated it", effects)
+	}
+}
+
+// TestE2EStopSaysWhichTasksWillContinue stops the agent (agent stop) under
+// a task that had a side effect: stop says the task will continue its
+// session, and the next start does.
+func TestE2EStopSaysWhichTasksWillContinue(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir)
+	gate := filepath.Join(t.TempDir(), "go-on")
+	id := submit(t, c, "@side-effect opened a pull request\n@wait-file "+gate)
+	waitFor(t, time.Minute, "the side effect to be recorded", func() bool {
+		v := c.task(t, id)
+		return len(v.Attempts) == 1 && v.Attempts[0].Facts.SideEffect
+	})
+	r := runAgent(t, "stop", "--data-dir", dataDir)
+	if r.code != 0 || !strings.Contains(r.stdout, "task "+id+" will continue attempt 1's session (attempt 2) when the agent starts again") {
+		t.Fatalf("stop: %+v", r)
+	}
+	must(t, os.WriteFile(gate, nil, 0o600))
+	startAgentProc(t, c, dataDir)
+	if v := c.waitDone(t, id); v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 || v.Attempts[1].Continues != 1 {
+		t.Fatalf("after the restart: %s, attempts %+v", v.Phase, v.Attempts)
+	}
+}
+
 // TestE2ELateCompletionIsRejectedAndDead lets the control plane's watchdog
 // time a task out while the agent is still running it: the agent's late
 // completion is rejected as terminal and shows as dead in the outbox.

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/state"
 )
 
 func newStopCmd() *cobra.Command {
@@ -23,7 +24,11 @@ func newStopCmd() *cobra.Command {
 nothing more, lets running tasks finish for its --drain-timeout, cancels
 what still runs, flushes the outbox, tells the control plane it is offline
 and exits. stop waits for that, saying each second what is still running,
-unless --no-wait. --now sends SIGQUIT instead: running tasks are cancelled
+unless --no-wait, then which tasks the agent takes up when it starts again:
+a task stopped before it had done anything runs its attempt again from the
+start; one that had (a side effect, a tool call, output) continues its
+CLI session, when its executor keeps one, and is otherwise left
+recoverable_failed for a person (agent tasks continue, agent tasks retry). --now sends SIGQUIT instead: running tasks are cancelled
 at once and pending records stay on disk.
 
 The process signalled is the one the kernel names as the holder of the data
@@ -65,6 +70,9 @@ same signal and the unit's stop timeout covers the drain.`,
 			for {
 				if _, err := datadir.Running(dataDir); errors.Is(err, datadir.ErrNotRunning) {
 					fmt.Fprintf(out, "agent pid %d stopped\n", pid)
+					for _, line := range nextRun(dataDir) {
+						fmt.Fprintln(out, line)
+					}
 					return nil
 				}
 				if time.Now().After(deadline) {
@@ -102,4 +110,24 @@ func runningTasks(dataDir string) []string {
 		}
 	}
 	return ids
+}
+
+// nextRun says, a line per task, what the agent does with the tasks a
+// stop left waiting for its next run: continue a session, or run an
+// attempt again from the start.
+func nextRun(dataDir string) []string {
+	tasks, _ := datadir.LoadTasks(dataDir)
+	var lines []string
+	for _, t := range tasks {
+		c := t.Current()
+		if !t.Phase.Running() || c == nil || c.Status != state.AttemptPending {
+			continue
+		}
+		if c.Continues > 0 {
+			lines = append(lines, fmt.Sprintf("task %s will continue attempt %d's session (attempt %d) when the agent starts again", visible(t.ID), c.Continues, c.Number))
+		} else {
+			lines = append(lines, fmt.Sprintf("task %s will run attempt %d from the start when the agent starts again", visible(t.ID), c.Number))
+		}
+	}
+	return lines
 }
