@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -153,7 +154,7 @@ func (r *retention) remove(p state.Prune) (bool, error) {
 		}
 		// Logs and work directory first, the state last: a crash between
 		// leaves the task to the next prune, never its files orphaned.
-		for _, dir := range []string{r.layout.Logs(p.ID), filepath.Join(r.workRoot, p.ID)} {
+		for _, dir := range r.taskDirs(p.ID) {
 			to := filepath.Join(filepath.Dir(dir), trashPrefix+p.ID)
 			if err := os.Rename(dir, to); err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
@@ -175,7 +176,7 @@ func (r *retention) remove(p state.Prune) (bool, error) {
 
 // sweepTrash removes what a prune cut short by a crash had taken away.
 func (r *retention) sweepTrash() {
-	for _, root := range []string{filepath.Join(r.layout.Dir, "logs"), r.workRoot} {
+	for _, root := range []string{filepath.Join(r.layout.Dir, "logs"), r.workRoot, filepath.Join(r.workRoot, runner.SessionDirName)} {
 		entries, _ := os.ReadDir(root)
 		for _, e := range entries {
 			if strings.HasPrefix(e.Name(), trashPrefix) {
@@ -187,14 +188,20 @@ func (r *retention) sweepTrash() {
 	}
 }
 
-// footprint is what task id takes on disk: its state file, its logs and
-// its work directory. Links are counted as links, never followed.
+// taskDirs are task id's directories: its logs, its work directory and
+// its session directory (runner.SessionDirName).
+func (r *retention) taskDirs(id string) []string {
+	return []string{r.layout.Logs(id), filepath.Join(r.workRoot, id), filepath.Join(r.workRoot, runner.SessionDirName, id)}
+}
+
+// footprint is what task id takes on disk: its state file, its logs, its
+// work directory and its session directory. Links are counted as links, never followed.
 func (r *retention) footprint(id string) int64 {
 	var n int64
 	if info, err := os.Lstat(r.store.Path(id)); err == nil {
 		n += info.Size()
 	}
-	for _, dir := range []string{r.layout.Logs(id), filepath.Join(r.workRoot, id)} {
+	for _, dir := range r.taskDirs(id) {
 		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil // what cannot be read is not counted

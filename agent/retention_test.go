@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -55,12 +56,14 @@ func (b *pruneBed) task(id string, phase state.Phase, endedAgo time.Duration, wo
 	must(b.t, b.r.layout.AppendLog(id, 1, []byte("12:00:00.000 stdout   hello\n")))
 	must(b.t, os.MkdirAll(filepath.Join(b.r.workRoot, id, "src"), 0o700))
 	must(b.t, os.WriteFile(filepath.Join(b.r.workRoot, id, "src", "big"), make([]byte, workBytes), 0o600))
+	must(b.t, os.MkdirAll(filepath.Join(b.r.workRoot, runner.SessionDirName, id), 0o700))
+	must(b.t, os.WriteFile(filepath.Join(b.r.workRoot, runner.SessionDirName, id, "session.json"), []byte("{}"), 0o600))
 }
 
 // kept reports whether task id is still there, whole or not at all.
 func (b *pruneBed) kept(id string) bool {
 	b.t.Helper()
-	paths := []string{b.r.store.Path(id), b.r.layout.Logs(id), filepath.Join(b.r.workRoot, id)}
+	paths := []string{b.r.store.Path(id), b.r.layout.Logs(id), filepath.Join(b.r.workRoot, id), filepath.Join(b.r.workRoot, runner.SessionDirName, id)}
 	var there int
 	for _, p := range paths {
 		if _, err := os.Lstat(p); err == nil {
