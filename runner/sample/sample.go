@@ -16,6 +16,9 @@
 //	@flood N           write N log lines as fast as it can
 //	@ignore-sigterm    ignore SIGTERM
 //	@spawn-child       start a grandchild that sleeps
+//	@sh COMMAND        run COMMAND with sh -c in the work directory, as a
+//	                   tool call (its output to stderr; failing ends the
+//	                   attempt with exit status 1)
 //
 // Other prompt lines are ignored. Without directives it walks the phases
 // turn_started, awaiting_reply and completing, emits a few progress events
@@ -263,6 +266,15 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 		s.out.Flush()
 	case "@ignore-sigterm":
 		signal.Ignore(syscall.SIGTERM)
+	case "@sh":
+		s.emit(map[string]any{"type": "tool", "name": "sh", "stage": "call"})
+		cmd := exec.Command("sh", "-c", arg)
+		cmd.Stdout, cmd.Stderr = s.stderr, s.stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(s.stderr, "sample-executor: @sh %s: %v\n", arg, err)
+			return 1, true
+		}
+		s.emit(map[string]any{"type": "tool", "name": "sh", "stage": "result"})
 	case "@spawn-child":
 		child := exec.Command("sleep", "600")
 		if err := child.Start(); err != nil {
