@@ -264,9 +264,11 @@ func TestALostSessionIsSessionLost(t *testing.T) {
 				if a2.ErrorCode() != state.CodeSessionLost || a2.Result() != nil || a2.Exit.Turn != runner.TurnFailed {
 					t.Fatalf("attempt 2 did not end session_lost:\n%s", a2)
 				}
-				if msg := a2.Error().Message; !strings.Contains(msg, r.SessionID) {
+				msg := a2.Error().Message
+				if !strings.Contains(msg, r.SessionID) {
 					t.Errorf("the session_lost error does not name the session: %q", msg)
 				}
+				t.Logf("session_lost: %s", msg)
 				if got := mock.Requests()[before:]; len(got) != 0 {
 					t.Errorf("the model was asked %d times after the session was lost: a new session started", len(got))
 				}
