@@ -286,6 +286,7 @@ func TestALostSessionIsSessionLost(t *testing.T) {
 // sees the cut turn's prompt and the follow-up.
 func TestASessionSurvivesACutTurn(t *testing.T) {
 	for _, c := range resumeCLIs {
+		bin := c.bin(t) // found here: the cutter's goroutine may not fail the test
 		for _, kill := range []bool{false, true} {
 			name := c.name + "/cancelled"
 			if kill {
@@ -308,7 +309,7 @@ func TestASessionSurvivesACutTurn(t *testing.T) {
 						time.Sleep(20 * time.Millisecond)
 					}
 					time.Sleep(300 * time.Millisecond)
-					if kill && runnertest.KillCLI(t, c.bin(t)) > 0 {
+					if kill && runnertest.KillCLI(t, bin) > 0 {
 						return
 					}
 					cancel()
