@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/clitest"
+	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/codex"
@@ -120,4 +122,226 @@ func pidsNamed(name string) []int {
 		}
 	}
 	return out
+}
+
+// The tests below continue a CLI's session across attempts, each attempt
+// its own CLI process as in the agent, straight through the executor
+// (runnertest.RunAttempt): Codex resumes its thread (thread/resume),
+// Claude Code its session (--resume).
+
+const (
+	firstPrompt = "Say hello (the first turn)"
+	followUp    = "Your turn was cut short. Go on where you were."
+)
+
+// resumeCLIs are the executors that continue sessions, each with the
+// pinned CLI it runs.
+var resumeCLIs = []struct {
+	name string
+	exe  func(*testing.T, *mockmodel.Server) runner.Executor
+	bin  func(testing.TB) string
+}{
+	{"codex", func(t *testing.T, m *mockmodel.Server) runner.Executor {
+		return runnertest.CodexExec(t, m, codex.Config{})
+	}, clitest.CodexBin},
+	{"claude", func(t *testing.T, m *mockmodel.Server) runner.Executor {
+		return runnertest.ClaudeExec(t, m, claude.Config{})
+	}, clitest.ClaudeBin},
+}
+
+// attemptSpec is attempt n of task t-1, in work.
+func attemptSpec(n int, work, prompt string, resume *runner.Resume) runner.AttemptSpec {
+	id := "a-" + strconv.Itoa(n)
+	return runner.AttemptSpec{AttemptID: id, WorkDir: work, Resume: resume,
+		Task: runner.TaskInput{ID: "t-1", Prompt: prompt, Attempt: n, AttemptID: id, Model: "gpt-5.5"}}
+}
+
+// A continue resumes the session and sends the follow-up, not the task's
+// prompt: the same session goes on, at the same path, and the model sees
+// the first turn's prompt, its own answer and the follow-up. Confined
+// too, without /tmp: the session is in the CLI's state directory, which
+// only the executor makes writable.
+func TestAContinueResumesTheSession(t *testing.T) {
+	for _, c := range resumeCLIs {
+		for _, confined := range []bool{false, true} {
+			name := c.name
+			if confined {
+				name += "/confined"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				runnertest.LimitCLIs(t)
+				mock := runnertest.StartMock(t)
+				exe := c.exe(t, mock)
+				if !runner.CanResume(exe) {
+					t.Fatalf("the %s executor does not say it resumes", c.name)
+				}
+				work := t.TempDir()
+				s1 := attemptSpec(1, work, firstPrompt, nil)
+				if confined {
+					s1.TempDir = t.TempDir()
+					s1.Confine = runnertest.Confined(t, work, s1.TempDir)
+				}
+				a1 := runnertest.RunAttempt(context.Background(), t, exe, s1, nil)
+				if a1.Result() == nil || a1.Result().Summary != mockmodel.HelloText {
+					t.Fatalf("attempt 1 did not complete:\n%s", a1)
+				}
+				id, path := a1.Session()
+				if id == "" || path == "" {
+					t.Fatalf("attempt 1 bound session %q at %q:\n%s", id, path, a1)
+				}
+				if _, err := os.Stat(path); err != nil {
+					t.Fatalf("the file the session is kept in: %v", err)
+				}
+				before := len(mock.Requests())
+
+				s2 := attemptSpec(2, work, "the task's prompt, not to be sent again", &runner.Resume{SessionID: id, Path: path, Prompt: followUp})
+				s2.TempDir, s2.Confine = s1.TempDir, s1.Confine
+				a2 := runnertest.RunAttempt(context.Background(), t, exe, s2, nil)
+				if a2.Result() == nil || a2.Exit.Turn != runner.TurnCompleted {
+					t.Fatalf("attempt 2 did not complete:\n%s", a2)
+				}
+				if id2, path2 := a2.Session(); id2 != id || path2 != path {
+					t.Errorf("attempt 2 bound %s at %s, want %s at %s", id2, path2, id, path)
+				}
+				if got := a2.Sessions(); len(got) != 1 {
+					t.Errorf("attempt 2's events name sessions %v, want only %s", got, id)
+				}
+				reqs := mock.Requests()
+				if len(reqs) != before+1 {
+					t.Fatalf("%d model requests for the continue, want 1", len(reqs)-before)
+				}
+				last := reqs[len(reqs)-1]
+				for _, w := range []struct {
+					role mockmodel.Role
+					text string
+				}{{mockmodel.RoleUser, firstPrompt}, {mockmodel.RoleAssistant, mockmodel.HelloText}, {mockmodel.RoleUser, followUp}} {
+					if !last.Said(w.role, w.text) {
+						t.Errorf("the continued request does not carry %s %q: %v", w.role, w.text, last.Conversation)
+					}
+				}
+				if last.Said(mockmodel.RoleUser, "not to be sent again") {
+					t.Error("the continue sent the task's prompt again")
+				}
+			})
+		}
+	}
+}
+
+// A session the CLI cannot resume (its file deleted, or an id it never
+// had) ends the attempt with session_lost, and no new session is started
+// in its place: the model is asked nothing.
+func TestALostSessionIsSessionLost(t *testing.T) {
+	for _, c := range resumeCLIs {
+		for _, lost := range []struct {
+			name string
+			lose func(t *testing.T, id, path string) runner.Resume
+		}{
+			{"file deleted", func(t *testing.T, id, path string) runner.Resume {
+				if err := os.Remove(path); err != nil {
+					t.Fatal(err)
+				}
+				return runner.Resume{SessionID: id, Path: path, Prompt: followUp}
+			}},
+			{"unknown id", func(t *testing.T, id, path string) runner.Resume {
+				return runner.Resume{SessionID: "019a0000-0000-7000-8000-000000000000", Path: path + ".nothing", Prompt: followUp}
+			}},
+		} {
+			t.Run(c.name+"/"+lost.name, func(t *testing.T) {
+				t.Parallel()
+				runnertest.LimitCLIs(t)
+				mock := runnertest.StartMock(t)
+				exe := c.exe(t, mock)
+				work := t.TempDir()
+				a1 := runnertest.RunAttempt(context.Background(), t, exe, attemptSpec(1, work, firstPrompt, nil), nil)
+				id, path := a1.Session()
+				if a1.Result() == nil || path == "" {
+					t.Fatalf("attempt 1:\n%s", a1)
+				}
+				before := len(mock.Requests())
+				r := lost.lose(t, id, path)
+				a2 := runnertest.RunAttempt(context.Background(), t, exe, attemptSpec(2, work, "the task's prompt, never to be sent again", &r), nil)
+				if a2.ErrorCode() != state.CodeSessionLost || a2.Result() != nil || a2.Exit.Turn != runner.TurnFailed {
+					t.Fatalf("attempt 2 did not end session_lost:\n%s", a2)
+				}
+				msg := a2.Error().Message
+				if !strings.Contains(msg, r.SessionID) {
+					t.Errorf("the session_lost error does not name the session: %q", msg)
+				}
+				t.Logf("session_lost: %s", msg)
+				if got := mock.Requests()[before:]; len(got) != 0 {
+					t.Errorf("the model was asked %d times after the session was lost: a new session started", len(got))
+				}
+				if slices.Contains(a2.Sessions(), r.SessionID) {
+					t.Errorf("the lost attempt bound the session it could not resume:\n%s", a2)
+				}
+			})
+		}
+	}
+}
+
+// A turn cut mid-stream, by the runner's cancel (Codex: turn/interrupt;
+// Claude Code: SIGINT) or by a SIGKILL of the CLI, leaves its session on
+// disk with the prompt in it: the next attempt resumes it, and the model
+// sees the cut turn's prompt and the follow-up.
+func TestASessionSurvivesACutTurn(t *testing.T) {
+	for _, c := range resumeCLIs {
+		bin := c.bin(t) // found here: the cutter's goroutine may not fail the test
+		for _, kill := range []bool{false, true} {
+			name := c.name + "/cancelled"
+			if kill {
+				name = c.name + "/SIGKILL"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				runnertest.LimitCLIs(t)
+				mock := runnertest.StartMock(t)
+				exe := c.exe(t, mock)
+				work := t.TempDir()
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				cutDone := make(chan struct{})
+				defer func() { <-cutDone }()
+				// Cut once the model is asked: it never answers (hang).
+				go func() {
+					defer close(cutDone)
+					for len(mock.Requests()) == 0 && ctx.Err() == nil {
+						time.Sleep(20 * time.Millisecond)
+					}
+					time.Sleep(300 * time.Millisecond)
+					if kill && runnertest.KillCLI(t, bin) > 0 {
+						return
+					}
+					cancel()
+				}()
+				cut := "Work on it (the turn that is cut)\nmock: hang"
+				a1 := runnertest.RunAttempt(ctx, t, exe, attemptSpec(1, work, cut, nil), nil)
+				cancel()
+				id, path := a1.Session()
+				if a1.Result() != nil || id == "" || path == "" {
+					t.Fatalf("attempt 1 was not cut with its session bound:\n%s", a1)
+				}
+				if kill && a1.Exit.Killed {
+					t.Fatalf("attempt 1 was cancelled, not killed:\n%s", a1)
+				}
+				if _, err := os.Stat(path); err != nil {
+					t.Fatalf("the cut turn's session file: %v", err)
+				}
+				// The model never answered the cut turn, so its "mock:
+				// hang" would still choose: the follow-up says its own.
+				a2 := runnertest.RunAttempt(context.Background(), t, exe, attemptSpec(2, work, cut, &runner.Resume{SessionID: id, Path: path, Prompt: followUp + "\nmock: text"}), nil)
+				if a2.Result() == nil {
+					t.Fatalf("attempt 2 did not complete:\n%s", a2)
+				}
+				if got, _ := a2.Session(); got != id {
+					t.Errorf("attempt 2 bound %s, want %s", got, id)
+				}
+				reqs := mock.Requests()
+				last := reqs[len(reqs)-1]
+				if !last.Said(mockmodel.RoleUser, "the turn that is cut") || !last.Said(mockmodel.RoleUser, followUp) {
+					t.Errorf("the continued request does not carry the cut turn's prompt and the follow-up: %v", last.Conversation)
+				}
+			})
+		}
+	}
 }

@@ -23,25 +23,27 @@ type antRequest struct {
 	} `json:"tools"`
 }
 
-// conversation returns the user's texts, oldest first, and whether the
-// last user message carries a tool result: this request is the model turn
-// after a tool ran.
-func (q *antRequest) conversation() (texts []string, toolResult bool) {
+// conversation returns the conversation's texts, oldest first, and
+// whether the last user message carries a tool result: this request is
+// the model turn after a tool ran.
+func (q *antRequest) conversation() (msgs []Message, toolResult bool) {
 	for _, m := range q.Messages {
-		if m.Role != "user" {
+		if m.Role != "user" && m.Role != "assistant" {
 			continue
 		}
-		toolResult = false
+		if m.Role == "user" {
+			toolResult = false
+		}
 		for _, b := range contentParts(m.Content) {
 			switch b.Type {
 			case "text":
-				texts = append(texts, b.Text)
+				msgs = append(msgs, Message{Role: Role(m.Role), Text: b.Text})
 			case "tool_result":
 				toolResult = true
 			}
 		}
 	}
-	return texts, toolResult
+	return msgs, toolResult
 }
 
 // cwd is the working directory Claude Code states in its prompt: "Primary
@@ -95,10 +97,10 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 		antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())
 		return
 	}
-	texts, toolResult := q.conversation()
-	d := parseDirectives(texts)
+	msgs, toolResult := q.conversation()
+	d := parseDirectives(msgs)
 	sc, err := d.scenario(q.Model, toolResult)
-	n := s.record(Request{API: APIAnthropic, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream})
+	n := s.record(Request{API: APIAnthropic, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream, Conversation: msgs})
 	w.Header().Set("Request-Id", "req_mock_"+strconv.Itoa(n))
 	if err != nil {
 		antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())

@@ -15,7 +15,9 @@
 // # Choosing the answer
 //
 // The prompt says how the mock answers, in lines of the user's text (the
-// last line of each kind, in the last user message that has one, wins):
+// last line of each kind, in the last user message that has one, wins;
+// only user messages after the model's last text answer count, so that a
+// follow-up sent to a continued session is a turn of its own):
 //
 //	mock: SCENARIO                 every model gets SCENARIO
 //	mock: gpt-a=r429 gpt-b=text    per model: a fallback chain fails on gpt-a, succeeds on gpt-b
@@ -67,7 +69,9 @@
 // answers 400 if not: a CLI version that renames a tool fails clearly.
 //
 // Every model request is recorded (Requests): the API, the model asked
-// for, the scenario applied, whether it carried a tool result and whether
-// it streamed. Close ends hanging requests at once and waits for every
+// for, the scenario applied, whether it carried a tool result, whether it
+// streamed, and the texts of its conversation (the user's and the model's
+// earlier answers, in order), so that a test sees what a continued
+// session carried. Close ends hanging requests at once and waits for every
 // handler, so tests leak no goroutine.
 package mockmodel

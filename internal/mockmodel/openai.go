@@ -17,13 +17,13 @@ type oaiRequest struct {
 	} `json:"tools"`
 }
 
-// conversation returns the user's texts, oldest first, and whether a tool
-// result came after the last of them: this request is the model turn
-// after a tool ran.
-func (q *oaiRequest) conversation() (texts []string, toolResult bool) {
+// conversation returns the conversation's texts, oldest first, and
+// whether a tool result came after the last user message: this request is
+// the model turn after a tool ran.
+func (q *oaiRequest) conversation() (msgs []Message, toolResult bool) {
 	var prompt string
 	if json.Unmarshal(q.Input, &prompt) == nil {
-		return []string{prompt}, false
+		return []Message{{Role: RoleUser, Text: prompt}}, false
 	}
 	var items []struct {
 		Type    string          `json:"type"`
@@ -33,18 +33,20 @@ func (q *oaiRequest) conversation() (texts []string, toolResult bool) {
 	_ = json.Unmarshal(q.Input, &items)
 	for _, it := range items {
 		switch {
-		case (it.Type == "message" || it.Type == "") && it.Role == "user":
+		case (it.Type == "message" || it.Type == "") && (it.Role == "user" || it.Role == "assistant"):
 			for _, p := range contentParts(it.Content) {
-				if p.Type == "input_text" || p.Type == "text" {
-					texts = append(texts, p.Text)
+				if p.Type == "input_text" || p.Type == "output_text" || p.Type == "text" {
+					msgs = append(msgs, Message{Role: Role(it.Role), Text: p.Text})
 				}
 			}
-			toolResult = false
+			if it.Role == "user" {
+				toolResult = false
+			}
 		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
 			toolResult = true
 		}
 	}
-	return texts, toolResult
+	return msgs, toolResult
 }
 
 func (q *oaiRequest) tools() []string {
@@ -65,10 +67,10 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, http.StatusBadRequest, "", oaiError("invalid_request_error", "invalid_json", err.Error()))
 		return
 	}
-	texts, toolResult := q.conversation()
-	d := parseDirectives(texts)
+	msgs, toolResult := q.conversation()
+	d := parseDirectives(msgs)
 	sc, err := d.scenario(q.Model, toolResult)
-	n := s.record(Request{API: APIOpenAI, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream})
+	n := s.record(Request{API: APIOpenAI, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream, Conversation: msgs})
 	if err != nil {
 		jsonError(w, http.StatusBadRequest, "", oaiError("invalid_request_error", "mock_scenario", err.Error()))
 		return

@@ -64,11 +64,18 @@ type directives struct {
 	file    string // "mock-file:"
 }
 
-// parseDirectives reads the user's texts, oldest first.
-func parseDirectives(texts []string) directives {
+// parseDirectives reads the conversation's user texts, oldest first, from
+// the model's last text answer on: a follow-up sent after the model
+// answered is a new turn, and what an earlier turn asked for does not
+// apply to it.
+func parseDirectives(msgs []Message) directives {
 	var d directives
-	for _, text := range texts {
-		for _, l := range strings.Split(text, "\n") {
+	for _, m := range msgs {
+		if m.Role != RoleUser {
+			d = directives{}
+			continue
+		}
+		for _, l := range strings.Split(m.Text, "\n") {
 			l = strings.TrimSpace(l)
 			if rest, ok := strings.CutPrefix(l, "mock:"); ok {
 				d.line = strings.TrimSpace(rest)

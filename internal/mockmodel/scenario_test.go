@@ -8,6 +8,7 @@ func TestScenarioFromThePrompt(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		texts      []string
+		msgs       []Message // instead of texts, when the model answered between
 		model      string
 		toolResult bool
 		want       Scenario
@@ -31,10 +32,20 @@ func TestScenarioFromThePrompt(t *testing.T) {
 		{name: "after is not a model", texts: []string{"mock: after=r500"}, model: "after", want: ScenarioText},
 		{name: "an unknown name is an error", texts: []string{"mock: r249"}, model: "m", want: "r249", wantErr: true},
 		{name: "an unknown name for another model is no error", texts: []string{"mock: gpt-a=nope"}, model: "gpt-b", want: ScenarioText},
+		{name: "a follow-up after the model answered is a new turn", msgs: []Message{{RoleUser, "x\nmock: hang"}, {RoleAssistant, HelloText}, {RoleUser, "Go on"}},
+			model: "m", want: ScenarioText},
+		{name: "a follow-up says its own", msgs: []Message{{RoleUser, "x\nmock: hang"}, {RoleAssistant, HelloText}, {RoleUser, "Go on\nmock: r500"}},
+			model: "m", want: ScenarioServerError},
+		{name: "a follow-up after a cut turn keeps the turn's line", msgs: []Message{{RoleUser, "x\nmock: hang"}, {RoleUser, "Go on"}},
+			model: "m", want: ScenarioHang},
 		{name: "an unknown name after the tool is an error", texts: []string{"mock: shell after=nope"}, model: "m", toolResult: true, want: "nope", wantErr: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := parseDirectives(c.texts).scenario(c.model, c.toolResult)
+			msgs := c.msgs
+			if msgs == nil {
+				msgs = userTexts(c.texts...)
+			}
+			got, err := parseDirectives(msgs).scenario(c.model, c.toolResult)
 			if got != c.want || (err != nil) != c.wantErr {
 				t.Errorf("scenario(%q) for %s (tool result %v) = %q, %v; want %q, error %v", c.texts, c.model, c.toolResult, got, err, c.want, c.wantErr)
 			}
@@ -53,10 +64,19 @@ func TestCommandAndFileLines(t *testing.T) {
 		{name: "the last wins", texts: []string{"mock-cmd: one", "mock-cmd: two"}, command: "two"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := parseDirectives(c.texts)
+			d := parseDirectives(userTexts(c.texts...))
 			if d.commandOr() != c.command || d.file != c.file {
 				t.Errorf("command %q, file %q; want %q, %q", d.commandOr(), d.file, c.command, c.file)
 			}
 		})
 	}
+}
+
+// userTexts is a conversation of the user's texts alone.
+func userTexts(texts ...string) []Message {
+	var msgs []Message
+	for _, t := range texts {
+		msgs = append(msgs, Message{Role: RoleUser, Text: t})
+	}
+	return msgs
 }

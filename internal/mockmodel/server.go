@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -29,6 +30,38 @@ type Request struct {
 	ToolResult bool     // the request carried a tool result (a model turn after a tool ran)
 	Stream     bool     // the client asked for a streamed answer
 	At         time.Time
+	// Conversation is the texts of the conversation the request carried,
+	// oldest first: what the user said (the CLI's own context included)
+	// and what the model answered before, so that a test sees whether a
+	// continued session carried its earlier turns.
+	Conversation []Message
+}
+
+// Role says who said a message of a conversation.
+type Role string
+
+// The roles the mock records.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// Message is one text of a conversation: a user's text or the model's
+// answer (a message of several text parts is one Message per part).
+type Message struct {
+	Role Role
+	Text string
+}
+
+// Said reports whether a message of role in the request's conversation
+// contains text.
+func (r Request) Said(role Role, text string) bool {
+	for _, m := range r.Conversation {
+		if m.Role == role && strings.Contains(m.Text, text) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxBody bounds a request body the mock reads; Claude Code's are about

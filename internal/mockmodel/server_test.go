@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -106,6 +107,45 @@ func TestToolResultsEndTheirTurnOnly(t *testing.T) {
 			reqs := m.Requests()
 			if got := reqs[len(reqs)-1]; got.Scenario != c.want || got.ToolResult != (c.want == ScenarioFinal) {
 				t.Errorf("recorded %+v, want scenario %s", got, c.want)
+			}
+		})
+	}
+}
+
+// Each request's conversation is recorded, the user's texts and the
+// model's earlier answers in order, on both APIs; a follow-up after an
+// answer is a new turn, which the earlier turn's "mock:" line does not
+// choose.
+func TestTheConversationIsRecorded(t *testing.T) {
+	m := startTestMock(t)
+	want := []Message{{RoleUser, "first\nmock: hang"}, {RoleAssistant, "the answer"}, {RoleUser, "go on"}}
+	for _, c := range []struct{ name, path, body string }{
+		{name: "openai", path: "/v1/responses",
+			body: `{"model":"m","stream":true,"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"rules"}]},
+				{"type":"message","role":"user","content":[{"type":"input_text","text":"first\nmock: hang"}]},
+				{"type":"message","role":"assistant","content":[{"type":"output_text","text":"the answer"}]},
+				{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}]}`},
+		{name: "anthropic", path: "/v1/messages",
+			body: `{"model":"m","stream":false,"system":"rules","messages":[{"role":"user","content":"first\nmock: hang"},
+				{"role":"assistant","content":[{"type":"text","text":"the answer"}]},{"role":"user","content":[{"type":"text","text":"go on"}]}]}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := post(t, context.Background(), m.URL()+c.path, c.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			reqs := m.Requests()
+			got := reqs[len(reqs)-1]
+			if fmt.Sprint(got.Conversation) != fmt.Sprint(want) {
+				t.Errorf("conversation %v, want %v", got.Conversation, want)
+			}
+			if got.Scenario != ScenarioText {
+				t.Errorf("the follow-up got %s, want text", got.Scenario)
+			}
+			if !got.Said(RoleAssistant, "answer") || got.Said(RoleUser, "answer") || !got.Said(RoleUser, "go on") {
+				t.Errorf("Said does not tell who said what: %v", got.Conversation)
 			}
 		})
 	}

@@ -2,13 +2,17 @@
 // with stream-json output, one process per attempt, the prompt on stdin,
 // and reads its lines as events; the result line decides the outcome. In
 // print mode the CLI never asks: what it may not do it denies, and the
-// executor reports each denial as a log line.
+// executor reports each denial as a log line. An attempt that continues an
+// earlier one's session runs with --resume and sends the follow-up; a
+// session Claude Code cannot resume ends the attempt with code
+// session_lost, never a new session.
 package claude
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,6 +72,10 @@ func New(cfg Config) (*Claude, error) {
 // Name implements runner.Executor.
 func (c *Claude) Name() string { return "claude" }
 
+// Resumes implements runner.Resumer: Claude Code keeps every session in a
+// transcript, and --resume takes it up.
+func (c *Claude) Resumes() bool { return true }
+
 // Probe implements runner.Executor.
 func (c *Claude) Probe(context.Context) error {
 	_, err := proc.Resolve(c.cfg.Bin)
@@ -76,9 +84,13 @@ func (c *Claude) Probe(context.Context) error {
 
 // args is the command line after the binary. The prompt goes to stdin, so
 // no prompt can pass for a flag.
-func (c *Claude) args(model string) []string {
+func (c *Claude) args(spec runner.AttemptSpec) []string {
 	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
-	if model != "" {
+	if r := spec.Resume; r != nil {
+		// The same session goes on (2.1.330 keeps its id in print mode).
+		args = append(args, "--resume", r.SessionID)
+	}
+	if model := spec.Task.Model; model != "" {
 		args = append(args, "--model", model)
 	}
 	if len(c.cfg.AllowedTools) > 0 {
@@ -126,13 +138,19 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 		dir = c.cfg.Dir
 	}
 	env := c.env(spec)
-	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(spec.Task.Model), Dir: dir,
-		Env: env, Mark: spec.ProcessMark(), Stdin: strings.NewReader(spec.Task.Prompt), Grace: c.cfg.Grace,
-		Confine: spec.Confinement(claudeConfigDir(env))})
+	prompt := spec.Task.Prompt
+	if spec.Resume != nil {
+		prompt = spec.Resume.Prompt
+	}
+	configDir := claudeConfigDir(env)
+	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(spec), Dir: dir,
+		Env: env, Mark: spec.ProcessMark(), Stdin: strings.NewReader(prompt), Grace: c.cfg.Grace,
+		Confine: spec.Confinement(configDir)})
 	if err != nil {
 		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
-	s := &claudeSession{tools: map[string]claudeTool{}, out: cli.NewSessionEmitter(emit, "claude", p.Pgid)}
+	s := &claudeSession{tools: map[string]claudeTool{}, out: cli.NewSessionEmitter(emit, "claude", p.Pgid),
+		configDir: configDir, resume: spec.Resume}
 	lines := make(chan string, 64)
 	stderrDone := make(chan struct{})
 	go func() {
@@ -221,6 +239,7 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 		}
 	}
 	p.Drain(c.cfg.Grace, stderrDone)
+	s.checkTranscript()
 	s.out.Close()
 	exit.SetStatus(p)
 	switch {
@@ -246,6 +265,9 @@ type claudeTool struct {
 // claudeSession maps one attempt's stream-json lines to events.
 type claudeSession struct {
 	out         *cli.SessionEmitter
+	configDir   string         // where Claude Code keeps its state
+	resume      *runner.Resume // the session continued, if one is
+	started     bool           // system/init seen: the session is on
 	tools       map[string]claudeTool
 	streaming   bool // a progress event went out for the message being streamed
 	synthetic   string
@@ -259,6 +281,7 @@ type claudeLine struct {
 	Type       string          `json:"type"`
 	Subtype    string          `json:"subtype"`
 	SessionID  string          `json:"session_id"`
+	Cwd        string          `json:"cwd"`
 	Model      string          `json:"model"`
 	Event      json.RawMessage `json:"event"`
 	Message    json.RawMessage `json:"message"`
@@ -277,6 +300,7 @@ type claudeLine struct {
 	Usage             json.RawMessage `json:"usage"`
 	TotalCostUSD      *float64        `json:"total_cost_usd"`
 	NumTurns          int             `json:"num_turns"`
+	Errors            []string        `json:"errors"`
 	PermissionDenials []struct {
 		ToolName  string          `json:"tool_name"`
 		ToolInput json.RawMessage `json:"tool_input"`
@@ -313,7 +337,12 @@ func (s *claudeSession) line(line string) error {
 	case "system":
 		switch l.Subtype {
 		case "init":
-			s.out.Bind(l.SessionID)
+			s.started = true
+			s.out.BindAt(l.SessionID, transcriptPath(s.configDir, l.Cwd, l.SessionID))
+			if s.resume != nil && l.SessionID != s.resume.SessionID {
+				ev(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Notice: true,
+					Message: "claude continued session " + s.resume.SessionID + " as " + l.SessionID})
+			}
 			ev(runner.Event{Type: runner.EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
 		case "api_retry":
 			s.retryDelay = time.Duration(l.RetryDelay * float64(time.Millisecond))
@@ -384,6 +413,22 @@ func (s *claudeSession) line(line string) error {
 	return nil // other lines (rate limit info, …) say nothing the runner needs
 }
 
+// checkTranscript, once the CLI has ended, makes sure the session is bound
+// where its transcript is: where Claude Code was expected to keep it, or,
+// when it is not there, wherever under the config directory it is.
+func (s *claudeSession) checkTranscript() {
+	id, path := s.out.Session()
+	if id == "" || !s.started {
+		return
+	}
+	if _, err := os.Stat(path); err == nil {
+		return
+	}
+	if found := findTranscript(s.configDir, id); found != "" {
+		s.out.BindAt(id, found)
+	}
+}
+
 // toolText says what a tool call did: the command, or the file.
 func toolText(t claudeTool) string {
 	var in struct {
@@ -409,10 +454,24 @@ func (s *claudeSession) result(l claudeLine, ev func(runner.Event)) {
 		return
 	}
 	s.turn = runner.TurnFailed
+	if s.resume != nil && !s.started {
+		// Claude Code refused the session before starting it ("No
+		// conversation found with session ID: …"): nothing was sent.
+		why := strings.Join(l.Errors, "; ")
+		if why == "" {
+			why = l.Result
+		}
+		ev(runner.Event{Type: runner.EventError, Code: state.CodeSessionLost,
+			Message: strings.TrimSpace("claude could not resume session " + s.resume.SessionID + ": " + why)})
+		return
+	}
 	if s.interrupted && l.Subtype == "error_during_execution" {
 		return // our own SIGINT: the runner knows why it stopped
 	}
 	msg := l.Result
+	if msg == "" {
+		msg = strings.Join(l.Errors, "; ")
+	}
 	if msg == "" {
 		msg = "claude: " + strings.ReplaceAll(l.Subtype, "_", " ")
 	}

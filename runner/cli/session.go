@@ -17,6 +17,7 @@ type SessionEmitter struct {
 	mu       sync.Mutex
 	emit     func(runner.Event)
 	session  string
+	path     string
 	held     []runner.Event
 	fallback string
 }
@@ -31,19 +32,41 @@ func NewSessionEmitter(emit func(runner.Event), kind string, pid int) *SessionEm
 }
 
 // Bind names the session (once) and sends what waited for it.
-func (s *SessionEmitter) Bind(id string) {
+func (s *SessionEmitter) Bind(id string) { s.BindAt(id, "") }
+
+// BindAt names the session (once) with where the CLI keeps it, and sends
+// what waited for it. Binding the same session again with another path
+// says the session moved (the CLI wrote it elsewhere than first said):
+// the runner records the new path. Another id, once one is bound, is
+// ignored: an attempt has one session.
+func (s *SessionEmitter) BindAt(id, path string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.session != "" || id == "" {
+	if id == "" {
 		return
 	}
-	s.session = id
-	s.emit(runner.Event{Type: runner.EventSession, SessionID: id})
+	if s.session != "" {
+		if id == s.session && path != "" && path != s.path {
+			s.path = path
+			s.emit(runner.Event{Type: runner.EventSession, SessionID: id, SessionPath: path})
+		}
+		return
+	}
+	s.session, s.path = id, path
+	s.emit(runner.Event{Type: runner.EventSession, SessionID: id, SessionPath: path})
 	for _, ev := range s.held {
 		ev.SessionID = id
 		s.emit(ev)
 	}
 	s.held = nil
+}
+
+// Session is the bound session and where the CLI keeps it; "" before
+// one is bound.
+func (s *SessionEmitter) Session() (id, path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.session, s.path
 }
 
 // Send passes ev on, or holds it until the session is known.

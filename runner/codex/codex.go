@@ -1,6 +1,10 @@
 // Package codex is the codex executor: it drives `codex app-server` over
 // its JSON-RPC stdio protocol, one app server per attempt, one thread, one
-// turn. It answers the app server's approval requests by its policy or by
+// turn. An attempt that continues an earlier one's session resumes its
+// thread (thread/resume, from the rollout file Codex keeps under
+// CODEX_HOME) and sends the follow-up as the turn; a thread Codex cannot
+// resume ends the attempt with code session_lost, never a new thread. It
+// answers the app server's approval requests by its policy or by
 // asking a person, maps Codex's errors to the runner's codes, and leaves
 // the outcome to the turn's status (runner.Exit.Turn), not the exit code.
 package codex
@@ -80,6 +84,10 @@ func New(cfg Config) (*Codex, error) {
 
 // Name implements runner.Executor.
 func (c *Codex) Name() string { return "codex" }
+
+// Resumes implements runner.Resumer: Codex keeps every thread in a
+// rollout file, and thread/resume takes it up.
+func (c *Codex) Resumes() bool { return true }
 
 // Probe implements runner.Executor.
 func (c *Codex) Probe(context.Context) error {

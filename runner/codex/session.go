@@ -279,8 +279,12 @@ func (s *codexSession) response(m codexMsg) error {
 	}
 	delete(s.pending, id)
 	if m.Error != nil {
-		if method == "turn/interrupt" {
+		switch method {
+		case "turn/interrupt":
 			return nil // the turn ended meanwhile
+		case "thread/resume":
+			s.sessionLost("codex could not resume thread " + s.spec.Resume.SessionID + ": " + m.Error.Message)
+			return nil
 		}
 		return fmt.Errorf("codex app-server refused %s: %s", method, m.Error.Message)
 	}
@@ -291,20 +295,37 @@ func (s *codexSession) response(m codexMsg) error {
 		if s.spec.Task.Model != "" {
 			params["model"] = s.spec.Task.Model
 		}
+		if r := s.spec.Resume; r != nil {
+			// The thread's history stays on disk: the answer need not
+			// carry it.
+			params["threadId"], params["excludeTurns"] = r.SessionID, true
+			s.request("thread/resume", params)
+			return nil
+		}
 		s.request("thread/start", params)
-	case "thread/start":
+	case "thread/start", "thread/resume":
 		var r struct {
 			Thread struct {
-				ID string `json:"id"`
+				ID   string `json:"id"`
+				Path string `json:"path"`
 			} `json:"thread"`
 		}
 		if err := json.Unmarshal(m.Result, &r); err != nil || r.Thread.ID == "" {
-			return fmt.Errorf("codex app-server: thread/start answer without a thread id")
+			return fmt.Errorf("codex app-server: %s answer without a thread id", method)
+		}
+		prompt := s.spec.Task.Prompt
+		if res := s.spec.Resume; res != nil {
+			if r.Thread.ID != res.SessionID {
+				// Never go on in another thread than the one asked for.
+				s.sessionLost(fmt.Sprintf("codex resumed thread %s when asked for %s", r.Thread.ID, res.SessionID))
+				return nil
+			}
+			prompt = res.Prompt
 		}
 		s.thread = r.Thread.ID
-		s.out.Bind(s.thread)
+		s.out.BindAt(s.thread, r.Thread.Path)
 		s.request("turn/start", map[string]any{"threadId": s.thread,
-			"input": []map[string]any{{"type": "text", "text": s.spec.Task.Prompt, "text_elements": []any{}}}})
+			"input": []map[string]any{{"type": "text", "text": prompt, "text_elements": []any{}}}})
 	case "turn/start":
 		var r struct {
 			Turn struct {
@@ -319,6 +340,15 @@ func (s *codexSession) response(m codexMsg) error {
 		}
 	}
 	return nil
+}
+
+// sessionLost ends an attempt that could not resume its thread: an error
+// of code session_lost, no turn, and the app server ends. The thread is
+// not started anew.
+func (s *codexSession) sessionLost(msg string) {
+	s.done = true
+	s.exit.Turn = runner.TurnFailed
+	s.out.Send(runner.Event{Type: runner.EventError, Code: state.CodeSessionLost, Message: msg})
 }
 
 // approvalPolicy is the thread's approval policy for the configured answer.

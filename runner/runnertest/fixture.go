@@ -3,7 +3,6 @@ package runnertest
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +46,7 @@ func NewCLIFixture(t testing.TB, exe runner.Executor, prompt string, models []st
 	f.Runner.WorkRoot = t.TempDir()
 	// An owner per test: parallel tests must not see each other's
 	// processes as left behind.
-	f.Runner.Owner = fmt.Sprintf("test-%d-%s", os.Getpid(), strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+	f.Runner.Owner = Owner(t)
 	f.Runner.Timeouts = runner.Timeouts{FirstEvent: []time.Duration{20 * time.Second}, Attempt: []time.Duration{2 * time.Minute}}
 	return f
 }
