@@ -28,7 +28,9 @@ func (r *Runner) Recover(task *state.Task) (resume bool) {
 		return false
 	}
 	v := verdict{Class: classInterrupted, Code: state.CodeAgentRestart, Message: "the agent restarted during the attempt"}
-	d := r.Policy.decide(v, c, r.firstEventRetried(task, c), r.canContinue(task))
+	judged := *c
+	judged.Facts = task.SessionFacts(c)
+	d := r.Policy.decide(v, &judged, r.firstEventRetried(task, c), r.canContinue(task))
 	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, Retry: &d}
 	return r.conclude(task, c, out, state.PhaseRecoverableFailed, notRetried(v, d.Gate)) != nil
 }

@@ -531,7 +531,11 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	}
 	// An attempt that ran out its whole limit is not continued on the
 	// agent's own: the limit is there to bound the work.
-	d := r.Policy.decide(v, a, r.firstEventRetried(task, a), r.canContinue(task) && v.Code != state.CodeAttemptTimeout)
+	// A continue is judged with what its session had done before it: a
+	// replay would do that again.
+	judged := *a
+	judged.Facts = task.SessionFacts(a)
+	d := r.Policy.decide(v, &judged, r.firstEventRetried(task, a), r.canContinue(task) && v.Code != state.CodeAttemptTimeout)
 	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, TimeoutUsed: timeouts, Retry: &d}
 	if res != nil && exit.StartErr == nil {
 		code := exit.ExitCode

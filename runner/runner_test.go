@@ -374,6 +374,19 @@ func TestTransientFailureAfterASideEffectContinues(t *testing.T) {
 		t.Errorf("the side effect was reported %d times, want once", n)
 	}
 
+	// A continue that fails before doing anything is still judged with
+	// its session's side effect: it continues again, never replays.
+	twice := runnertest.NewFixture(t, sampleExec(t, exec.Config{}), "@side-effect pushed a branch\n@fail network 2\n@output done")
+	twice.Runner.WorkRoot = t.TempDir()
+	twice.Run(t, context.Background())
+	if a := twice.Task.Attempts; twice.Task.Phase != state.PhaseCompleted || len(a) != 3 || a[1].Continues != 1 || a[2].Continues != 2 ||
+		a[1].Retry.Decision != state.DecisionContinued || a[1].Retry.Gate != state.GateSideEffect {
+		t.Fatalf("task %s, attempts %s", twice.Task.Phase, runnertest.AttemptsText(twice.Task))
+	}
+	if n := strings.Count(strings.Join(twice.Rec.Logs(), "\n"), "pushed a branch"); n != 1 {
+		t.Errorf("the side effect was reported %d times, want once", n)
+	}
+
 	lost := runnertest.NewFixture(t, sampleExec(t, exec.Config{}), "@side-effect pushed a branch\n@fail network\n@output done")
 	lost.Runner.WorkRoot = t.TempDir()
 	lost.Rec.OnReport = func(r runner.Report) {

@@ -489,6 +489,20 @@ func (t *Task) bySession(sessionID string) *Attempt {
 	return nil
 }
 
+// SessionFacts are the facts of attempt a and of every attempt whose
+// session it goes on with: what the conversation it continues has done.
+func (t *Task) SessionFacts(a *Attempt) Facts {
+	f := a.Facts
+	for a.Continues > 0 && a.Continues < a.Number {
+		a = &t.Attempts[a.Continues-1]
+		f.Output = f.Output || a.Facts.Output
+		f.ToolInput = f.ToolInput || a.Facts.ToolInput
+		f.ToolCall = f.ToolCall || a.Facts.ToolCall
+		f.SideEffect = f.SideEffect || a.Facts.SideEffect
+	}
+	return f
+}
+
 // SessionAttempt is the latest attempt whose session can be continued
 // (its executor said where the CLI keeps it), or nil.
 func (t *Task) SessionAttempt() *Attempt {

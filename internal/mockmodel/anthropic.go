@@ -37,9 +37,18 @@ func (q *antRequest) conversation() (msgs []Message, toolResult bool) {
 		for _, b := range contentParts(m.Content) {
 			switch b.Type {
 			case "text":
+				// Claude Code sends a resumed session's follow-up in the
+				// message of the last tool's result, after it: the
+				// user's words, not the tool's. A reminder it adds there
+				// is neither.
+				if strings.HasPrefix(strings.TrimSpace(b.Text), "<system-reminder>") {
+					continue
+				}
 				msgs = append(msgs, Message{Role: Role(m.Role), Text: b.Text})
+				toolResult = false
 			case "tool_result":
 				toolResult = true
+				msgs = append(msgs, Message{Role: RoleTool})
 			}
 		}
 	}

@@ -44,6 +44,7 @@ func (q *oaiRequest) conversation() (msgs []Message, toolResult bool) {
 			}
 		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
 			toolResult = true
+			msgs = append(msgs, Message{Role: RoleTool})
 		}
 	}
 	return msgs, toolResult

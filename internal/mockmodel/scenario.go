@@ -65,15 +65,26 @@ type directives struct {
 }
 
 // parseDirectives reads the conversation's user texts, oldest first, from
-// the model's last text answer on: a follow-up sent after the model
-// answered is a new turn, and what an earlier turn asked for does not
+// the model's last text answer or tool result on: a follow-up sent after
+// the model answered or a tool ran is a new turn, and what an earlier turn asked for does not
 // apply to it.
 func parseDirectives(msgs []Message) directives {
-	var d directives
+	var (
+		d      directives
+		toolAt bool // a tool's result came back since the last user text
+	)
 	for _, m := range msgs {
-		if m.Role != RoleUser {
+		switch {
+		case m.Role == RoleTool:
+			toolAt = true
+			continue
+		case m.Role != RoleUser:
 			d = directives{}
 			continue
+		case toolAt:
+			// A user's text after a tool's result (a continue's
+			// follow-up) is a turn of its own too.
+			d, toolAt = directives{}, false
 		}
 		for _, l := range strings.Split(m.Text, "\n") {
 			l = strings.TrimSpace(l)

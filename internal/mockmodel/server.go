@@ -44,6 +44,9 @@ type Role string
 const (
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
+	// RoleTool marks where a tool's result came back (its text is not
+	// kept).
+	RoleTool Role = "tool"
 )
 
 // Message is one text of a conversation: a user's text or the model's

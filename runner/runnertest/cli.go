@@ -29,6 +29,10 @@ type CLICase struct {
 	Gate    state.GateReason  // the last attempt's gate, when it failed
 	Summary string            // the result's summary, when completed
 	Asked   []string          // the models asked on the wire, in turn, when set
+	// Continued: every attempt after the first continued the first's
+	// session, and the model was asked with the first prompt in the
+	// conversation and the follow-up after it.
+	Continued bool
 }
 
 // Check asserts the task's end against the case.
@@ -56,6 +60,17 @@ func (c CLICase) Check(t testing.TB, f *Fixture, mock *mockmodel.Server) {
 	last := task.Attempts[len(task.Attempts)-1]
 	if c.Gate != "" && (last.Retry == nil || last.Retry.Gate != c.Gate) {
 		t.Errorf("last attempt's retry decision %+v, want gate %s", last.Retry, c.Gate)
+	}
+	if c.Continued {
+		for _, a := range task.Attempts[1:] {
+			if a.Continues != 1 || a.SessionID != task.Attempts[0].SessionID {
+				t.Errorf("attempt %d continues %d in session %s, want attempt 1's session %s", a.Number, a.Continues, a.SessionID, task.Attempts[0].SessionID)
+			}
+		}
+		reqs := mock.Requests()
+		if last := reqs[len(reqs)-1]; !last.Said(mockmodel.RoleUser, "cut off before it finished") || !last.Said(mockmodel.RoleUser, firstLine(c.Prompt)) {
+			t.Errorf("the last request does not carry the first prompt and the follow-up: %+v", last.Conversation)
+		}
 	}
 	if c.Summary != "" && (task.Result == nil || task.Result.Summary != c.Summary) {
 		t.Errorf("result %+v, want summary %q", task.Result, c.Summary)
@@ -162,4 +177,9 @@ func ClaudeExec(t testing.TB, mock *mockmodel.Server, cfg claude.Config) *claude
 		t.Fatal(err)
 	}
 	return exe
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
