@@ -42,8 +42,12 @@ func (s *Server) heartbeat(req api.HeartbeatRequest) (api.HeartbeatResponse, err
 	default:
 		return api.HeartbeatResponse{}, badRequest("state %q: want running, draining or offline", req.State)
 	}
+	if err := api.CheckRepos(req.Repos); err != nil {
+		return api.HeartbeatResponse{}, badRequest("repos: %v", err)
+	}
 	a.view = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
-		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State}
+		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
+		Repos: slices.Clone(req.Repos)}
 	if req.State == api.AgentOffline {
 		s.log.Info("agent went offline", "agent", req.AgentID)
 	}
