@@ -32,7 +32,7 @@ It always goes through the control plane (--control-plane, --token-file),
 which owns the assignment of tasks; --remote is accepted and changes nothing.
 A task in any other phase is refused (exit 1).`,
 		example: `  agent tasks retry t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
-		call: (*controlplane.Client).RetryTask,
+		call:    (*controlplane.Client).RetryTask,
 		done: func(v api.TaskView) string {
 			return fmt.Sprintf("queued again for attempt %d; the next agent to claim it runs it", len(v.Attempts)+1)
 		},
@@ -93,7 +93,7 @@ cancelled). It always goes through the control plane (--control-plane,
 --token-file); --remote is accepted and changes nothing. A task that has
 already ended is refused (exit 1).`,
 		example: `  agent tasks cancel t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
-		call: (*controlplane.Client).CancelTask,
+		call:    (*controlplane.Client).CancelTask,
 		done: func(v api.TaskView) string {
 			return fmt.Sprintf("cancel requested (attempt %d); its agent stops it at its next heartbeat", len(v.Attempts))
 		},
