@@ -29,6 +29,9 @@ func (s *Server) heartbeat(req api.HeartbeatRequest) (api.HeartbeatResponse, err
 	if err := checkAgentID(req.AgentID); err != nil {
 		return api.HeartbeatResponse{}, err
 	}
+	if err := api.CheckRepos(req.Repos); err != nil {
+		return api.HeartbeatResponse{}, badRequest("repos: %v", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
@@ -41,9 +44,6 @@ func (s *Server) heartbeat(req api.HeartbeatRequest) (api.HeartbeatResponse, err
 	case "", api.AgentRunning, api.AgentDraining, api.AgentOffline:
 	default:
 		return api.HeartbeatResponse{}, badRequest("state %q: want running, draining or offline", req.State)
-	}
-	if err := api.CheckRepos(req.Repos); err != nil {
-		return api.HeartbeatResponse{}, badRequest("repos: %v", err)
 	}
 	a.view = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
 		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
