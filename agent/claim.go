@@ -12,6 +12,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/state"
+	"github.com/edgeagent/agent/workspace"
 )
 
 // claimer asks for work when a heartbeat got through or a task ended,
@@ -36,7 +37,11 @@ type claimer struct {
 	running func(taskID string) bool
 	start   func(*state.Task)
 	kick    <-chan struct{}
-	alive   atomic.Int64 // when it last went round, for the watchdog
+	// repos are the names of the repositories the agent serves: the
+	// control plane grants a task that names a repository only to an
+	// agent whose claim lists it.
+	repos []string
+	alive atomic.Int64 // when it last went round, for the watchdog
 }
 
 func (c *claimer) Run(ctx context.Context) error {
@@ -70,7 +75,7 @@ func (c *claimer) Run(ctx context.Context) error {
 		if claimID == "" {
 			claimID = newClaimID()
 		}
-		resp, err := c.client.Claim(ctx, api.ClaimRequest{AgentID: c.agentID, Max: free, HealthGrade: grade, RequestID: claimID})
+		resp, err := c.client.Claim(ctx, api.ClaimRequest{AgentID: c.agentID, Max: free, HealthGrade: grade, RequestID: claimID, Repos: c.repos})
 		if err != nil {
 			if controlplane.Refused(err) {
 				return err
@@ -109,6 +114,19 @@ func (c *claimer) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// repoNames are the names of repos, as claims and heartbeats announce
+// them.
+func repoNames(repos []workspace.Repo) []string {
+	if len(repos) == 0 {
+		return nil
+	}
+	names := make([]string, len(repos))
+	for i, r := range repos {
+		names[i] = r.Name
+	}
+	return names
 }
 
 // claimBlocked says why the agent claims nothing now, or "".

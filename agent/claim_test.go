@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
+	"github.com/edgeagent/agent/workspace"
 )
 
 // The control plane grants a claim, and its answer is lost on the way (the
@@ -163,5 +165,71 @@ func TestGrantLargerThanAskedIsReleased(t *testing.T) {
 	defer mu.Unlock()
 	if len(released) == 0 {
 		t.Fatal("nothing was released: the agent took more than it asked for")
+	}
+}
+
+// An agent announces the repositories it serves, by name, in its claims
+// and heartbeats: the control plane lists them with the agent and routes
+// tasks that name one to it.
+func TestClaimsAndHeartbeatsAnnounceTheRepositories(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		claims [][]string
+	)
+	watch := func(_ *server.Server, real http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/tasks/claim" {
+				body, _ := io.ReadAll(r.Body)
+				var req api.ClaimRequest
+				_ = json.Unmarshal(body, &req)
+				mu.Lock()
+				claims = append(claims, req.Repos)
+				mu.Unlock()
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			real.ServeHTTP(w, r)
+		})
+	}
+	cp := servertest.Start(t, servertest.Options{Server: server.Options{HeartbeatInterval: 100 * time.Millisecond}, Wrap: watch})
+	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet(),
+		Repos: []workspace.Repo{{Name: "site", Path: t.TempDir()}, {Name: "infra", Path: t.TempDir()}}}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		agents, err := cp.Operator.Agents(context.Background())
+		mu.Lock()
+		n := len(claims)
+		mu.Unlock()
+		if err == nil && len(agents) == 1 && slices.Equal(agents[0].Repos, []string{"site", "infra"}) && n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agents %+v (%v), %d claims: want the agent listed with repos site, infra, having claimed", agents, err, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, repos := range claims {
+		if !slices.Equal(repos, []string{"site", "infra"}) {
+			t.Fatalf("a claim announced %v, want site, infra", repos)
+		}
 	}
 }

@@ -388,6 +388,14 @@ func (c *Client) RetryTask(ctx context.Context, id string) (api.TaskView, error)
 	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/retry", nil, &out, false)
 }
 
+// ContinueTask asks that a task that ended without completing continue
+// its latest session, on the agent that keeps it (a person decided). It is
+// tried once, like RetryTask.
+func (c *Client) ContinueTask(ctx context.Context, id string) (api.TaskView, error) {
+	var out api.TaskView
+	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/continue", nil, &out, false)
+}
+
 // Reply answers a task's approval request; requestID may be empty for
 // the request the task awaits now.
 func (c *Client) Reply(ctx context.Context, taskID, requestID string, decision api.Decision) (api.TaskView, error) {

@@ -108,4 +108,7 @@ type CompleteEvent struct {
 	Result   any       `json:"result,omitempty"`
 	Error    *Error    `json:"error,omitempty"`
 	Attempts []Attempt `json:"attempts"`
+	// Changes is what the task did to its repository, when it ran in a
+	// workspace: the control plane keeps it as the result's changes.
+	Changes *Changes `json:"changes,omitempty"`
 }

@@ -76,9 +76,11 @@ func ProgressCard(t *Task) []Step {
 //	Attempt 2  failed     gpt-5       sess 9a2e    41s  stdio closed before result          -> blocked: tool_executed
 //	Attempt 3  completed  gpt-5       sess 77b0  1m12s
 //
-// A running attempt's duration runs to now.
+// An attempt that resumed an earlier one's session says so last, with the
+// code of the failure it followed: "attempt 3 continued attempt 2's
+// session after agent_restart". A running attempt's duration runs to now.
 func Timeline(t *Task, now time.Time) []string {
-	type row struct{ head, status, model, sess, dur, err, decision string }
+	type row struct{ head, status, model, sess, dur, err, decision, note string }
 	rows := make([]row, len(t.Attempts))
 	var wStatus, wModel, wSess, wDur, wErr int
 	for i, a := range t.Attempts {
@@ -101,7 +103,14 @@ func Timeline(t *Task, now time.Time) []string {
 			if r.decision != "" {
 				r.decision += "; "
 			}
-			r.decision += "retried by a person"
+			if t.Attempts[i+1].Continues > 0 {
+				r.decision += "continued by a person"
+			} else {
+				r.decision += "retried by a person"
+			}
+		}
+		if i > 0 {
+			r.note = continuedText(a, t.Attempts[i-1])
 		}
 		rows[i] = r
 		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
@@ -116,9 +125,25 @@ func Timeline(t *Task, now time.Time) []string {
 		if r.decision != "" {
 			l += "  " + r.decision
 		}
+		if r.note != "" {
+			l = strings.TrimRight(l, " ") + "  " + r.note
+		}
 		lines[i] = strings.TrimRight(l, " ")
 	}
 	return lines
+}
+
+// continuedText says which session attempt a resumed, if it resumed one,
+// and after what failure of the attempt before it.
+func continuedText(a, before Attempt) string {
+	if a.Continues <= 0 {
+		return ""
+	}
+	s := fmt.Sprintf("attempt %d continued attempt %d's session", a.Number, a.Continues)
+	if before.Error != nil && before.Error.Code != "" {
+		s += " after " + string(before.Error.Code)
+	}
+	return s
 }
 
 func decisionText(a Attempt) string {
@@ -127,6 +152,8 @@ func decisionText(a Attempt) string {
 		return ""
 	case a.Retry.Decision == DecisionRetried:
 		return "-> retried in " + Compact(a.Retry.Delay.D())
+	case a.Retry.Decision == DecisionContinued:
+		return "-> continued in " + Compact(a.Retry.Delay.D())
 	case !a.Retry.TechnicallyRetryable && a.Error != nil && (a.Error.Code == CodeCancelled || a.Error.Code == CodeAgentShutdown):
 		return "-> stopped: " + string(a.Error.Code)
 	case !a.Retry.TechnicallyRetryable:
@@ -136,6 +163,61 @@ func decisionText(a Attempt) string {
 	default:
 		return "-> stopped"
 	}
+}
+
+// ChangesLines renders what a task changed in its repository, for example:
+//
+//	branch agent/t-0a1b2c from main (3f9c2e1)
+//	3 commits: fix the footer; add a test; bump the version
+//	+12 -4 in 3 files, uncommitted changes
+//
+// The commits line names the first three subjects, then how many more.
+func ChangesLines(c *Changes) []string {
+	if c == nil {
+		return nil
+	}
+	from := c.Base
+	if from == "" {
+		from = "HEAD"
+	}
+	if c.BaseCommit != "" {
+		from += " (" + shortSHA(c.BaseCommit) + ")"
+	}
+	lines := []string{fmt.Sprintf("branch %s from %s", dashIfEmpty(c.Branch), from)}
+	n := len(c.Commits) + c.CommitsCut
+	commits := fmt.Sprintf("%d commits", n)
+	if n == 1 {
+		commits = "1 commit"
+	}
+	const shown = 3
+	var subjects []string
+	for _, cm := range c.Commits[:min(len(c.Commits), shown)] {
+		subjects = append(subjects, cm.Subject)
+	}
+	if len(subjects) > 0 {
+		commits += ": " + strings.Join(subjects, "; ")
+		if more := n - len(subjects); more > 0 {
+			commits += fmt.Sprintf("; and %d more", more)
+		}
+	}
+	lines = append(lines, commits)
+	files := "files"
+	if c.Files == 1 {
+		files = "file"
+	}
+	diff := fmt.Sprintf("+%d -%d in %d %s", c.Insertions, c.Deletions, c.Files, files)
+	if c.Uncommitted {
+		diff += ", uncommitted changes"
+	}
+	return append(lines, diff)
+}
+
+// shortSHA is the start of a commit's id, as git shows it.
+func shortSHA(s string) string {
+	if len(s) > 7 {
+		return s[:7]
+	}
+	return s
 }
 
 // Compact renders a duration the way the timeline shows it: "41s",

@@ -104,6 +104,71 @@ func TestTimelineOfARunningAttemptAndAPermanentStop(t *testing.T) {
 	}
 }
 
+// A continue, the runner's or a person's, shows as its own word on the
+// attempt it followed, and the attempt that resumed the session says
+// whose session and after what failure.
+func TestTimelineOfContinuedAttempts(t *testing.T) {
+	task := NewTask("t", "p", t0)
+	must(t, task.Transition(PhaseClaimed, "", t0))
+	_, err := task.StartFirstAttempt("a1", []string{"gpt-5"}, t0)
+	must(t, err)
+	must(t, task.BindSession("a1", "01a2-4f1c"))
+	must(t, task.BindSessionPath("a1", "/sessions/4f1c.jsonl"))
+	out := Outcome{Status: AttemptFailed, Error: &Error{Code: CodeAgentRestart, Message: "the agent restarted"},
+		Retry: &RetryDecision{TechnicallyRetryable: true, Gate: GateAllowed, Decision: DecisionContinued, Delay: Duration(2 * time.Second)}}
+	_, err = task.ScheduleRetry("a1", out, "a2", []string{"gpt-5"}, t0.Add(time.Minute))
+	must(t, err)
+	start2 := t0.Add(time.Minute + 2*time.Second)
+	must(t, task.BeginAttempt("a2", start2))
+	must(t, task.BindSession("a2", "01a2-4f1c"))
+	must(t, task.FinalizeAttempt("a2", Outcome{Status: AttemptFailed, Error: &Error{Code: CodeNetwork, Message: "reset"},
+		Retry: &RetryDecision{TechnicallyRetryable: true, Gate: GateToolExecuted, Decision: DecisionStopped}}, start2.Add(10*time.Second)))
+	must(t, task.Transition(PhaseRecoverableFailed, "gate", start2.Add(10*time.Second)))
+	// A person continues the session, on the agent that keeps it.
+	must(t, task.ContinueByPerson("agent-1", start2.Add(time.Hour)))
+	must(t, task.Transition(PhaseClaimed, "", start2.Add(time.Hour)))
+	_, err = task.StartPersonRetry("a3", []string{"gpt-5"}, start2.Add(time.Hour))
+	must(t, err)
+
+	got := Timeline(task, start2.Add(time.Hour+5*time.Second))
+	want := []string{
+		"Attempt 1  failed   gpt-5  sess 4f1c  1m00s  agent_restart: the agent restarted  -> continued in 2s",
+		"Attempt 2  failed   gpt-5  sess 4f1c    10s  network: reset                      -> blocked: tool_executed; continued by a person  attempt 2 continued attempt 1's session after agent_restart",
+		"Attempt 3  running  gpt-5  sess -        5s  attempt 3 continued attempt 1's session after network",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("timeline:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	task.Attempts[0].Retry.Decision = DecisionRetried
+	task.Attempts[1].Continues, task.Attempts[2].Continues = 0, 0
+	for _, l := range Timeline(task, t0) {
+		if strings.Contains(l, "continued") {
+			t.Errorf("a replay shows as a continue: %q", l)
+		}
+	}
+}
+
+// A task's changes: its branch and base, how many commits with the first
+// few subjects, and the diff stat.
+func TestChangesLines(t *testing.T) {
+	for _, c := range []struct {
+		changes *Changes
+		want    []string
+	}{
+		{nil, nil},
+		{&Changes{Branch: "agent/t-1", Base: "main", BaseCommit: "3f9c2e1d0a", Commits: []Commit{{Subject: "fix the footer"}},
+			Files: 1, Insertions: 2}, []string{"branch agent/t-1 from main (3f9c2e1)", "1 commit: fix the footer", "+2 -0 in 1 file"}},
+		{&Changes{Branch: "agent/t-2", BaseCommit: "abc", Commits: []Commit{{Subject: "a"}, {Subject: "b"}, {Subject: "c"}, {Subject: "d"}},
+			CommitsCut: 2, Files: 3, Insertions: 12, Deletions: 4, Uncommitted: true},
+			[]string{"branch agent/t-2 from HEAD (abc)", "6 commits: a; b; c; and 3 more", "+12 -4 in 3 files, uncommitted changes"}},
+		{&Changes{Branch: "agent/t-3", Base: "v2"}, []string{"branch agent/t-3 from v2", "0 commits", "+0 -0 in 0 files"}},
+	} {
+		if got := ChangesLines(c.changes); strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("%+v:\n%s\nwant:\n%s", c.changes, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+		}
+	}
+}
+
 func TestCompactDuration(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		350 * time.Millisecond: "350ms", 41 * time.Second: "41s", 123 * time.Second: "2m03s",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,7 +26,7 @@ func newAgentsLsCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:     "ls",
-		Short:   "The agents the control plane has heard from, with their last heartbeat and health",
+		Short:   "The agents the control plane has heard from, with their last heartbeat, health and the repositories they serve",
 		Example: `  agent agents ls --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -46,8 +47,12 @@ func newAgentsLsCmd() *cobra.Command {
 				if a.Online {
 					online = "online"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%-24s %-7s %-11s last heartbeat %s ago  running %d of %d\n", visible(a.AgentID), online,
-					visible(string(a.Health.Grade)), now.Sub(a.LastHeartbeat).Round(time.Second), a.Capacity.Running, a.Capacity.Max)
+				repos := ""
+				if len(a.Repos) > 0 {
+					repos = "  repos " + strings.Join(a.Repos, ",")
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%-24s %-7s %-11s last heartbeat %s ago  running %d of %d%s\n", visible(a.AgentID), online,
+					visible(string(a.Health.Grade)), now.Sub(a.LastHeartbeat).Round(time.Second), a.Capacity.Running, a.Capacity.Max, visible(repos))
 			}
 			return nil
 		},

@@ -15,6 +15,7 @@ func newSubmitCmd() *cobra.Command {
 	var (
 		cp                    cpFlags
 		prompt, title, prefer string
+		repo, base            string
 		maxAttempts           int
 		asJSON, wait          bool
 	)
@@ -22,7 +23,8 @@ func newSubmitCmd() *cobra.Command {
 		Use:   "submit",
 		Short: "Enqueue a task on a control plane and print its id",
 		Example: `  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the flaky login test"
-  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt @prompt.md --prefer gui`,
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt @prompt.md --prefer gui
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the footer" --repo site --base release/2.1`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cp.url == "" {
@@ -35,11 +37,15 @@ func newSubmitCmd() *cobra.Command {
 			if strings.TrimSpace(prompt) == "" {
 				return usagef("--prompt is required")
 			}
+			if err := checkRepoFlags(repo, base); err != nil {
+				return err
+			}
 			c, err := cp.client()
 			if err != nil {
 				return err
 			}
-			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts})
+			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
+				Repo: repo, Base: base})
 			if err != nil {
 				return err
 			}
@@ -74,9 +80,30 @@ func newSubmitCmd() *cobra.Command {
 	fl.StringVar(&title, "title", "", "a short title (default: the prompt's first line)")
 	fl.StringVar(&prefer, "prefer", "any", "gui (needs the executor's app server) or any")
 	fl.IntVar(&maxAttempts, "max-attempts", 0, "attempts this task may take (0: the agent's setting)")
+	fl.StringVar(&repo, "repo", "", "the repository the task works on, by the name agents serve it under ([[repo]] of their config); only an agent that serves it runs the task, in a git worktree of its own")
+	fl.StringVar(&base, "base", "", "with --repo: the ref the task's branch is made from (default: the repository's HEAD)")
 	fl.BoolVar(&asJSON, "json", false, "print the whole task as JSON (with --wait: the final task)")
 	fl.BoolVar(&wait, "wait", false, "follow the task to its end; exit 0 completed, 1 failed, 3 recoverable_failed (a person decides), 4 timed out or expired, 5 cancelled")
 	return cmd
+}
+
+// checkRepoFlags refuses, as a usage error, a --repo or --base the control
+// plane would refuse: a malformed name or ref, or a base without a
+// repository.
+func checkRepoFlags(repo, base string) error {
+	switch {
+	case repo == "" && base != "":
+		return usagef("--base needs --repo: a base is a ref of the task's repository")
+	case repo == "":
+		return nil
+	}
+	if err := api.CheckRepoName(repo); err != nil {
+		return usagef("--repo: %s", visible(err.Error()))
+	}
+	if err := api.CheckBase(base); err != nil {
+		return usagef("--base: %s", visible(err.Error()))
+	}
+	return nil
 }
 
 // promptArg reads --prompt @FILE from the file; a missing file is an

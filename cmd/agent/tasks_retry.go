@@ -10,9 +10,9 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 )
 
-// Cancel and retry change a task where it is assigned: the control plane
-// owns assignment (an agent runs only what it holds a lease on), so these
-// two always go through it. --remote is accepted, for symmetry with ls and
+// Cancel, retry and continue change a task where it is assigned: the
+// control plane owns assignment (an agent runs only what it holds a lease
+// on), so these always go through it. --remote is accepted, for symmetry with ls and
 // show, and changes nothing.
 
 func newTasksRetryCmd() *cobra.Command {
@@ -24,16 +24,63 @@ safety gate stopped an automatic retry (the attempt had output, used a tool
 or had a side effect), or the task was stopped, and a person decides. The
 control plane puts the task back in the queue, keeping its attempts; the
 agent that claims it runs the next attempt, and the timeline records that a
-person retried it.
+person retried it. The attempt replays the prompt from the start, in a
+workspace reset to its base when the task names a repository; to resume
+the last session where it stopped instead, use agent tasks continue.
 
 It always goes through the control plane (--control-plane, --token-file),
 which owns the assignment of tasks; --remote is accepted and changes nothing.
 A task in any other phase is refused (exit 1).`,
 		example: `  agent tasks retry t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		call:    (*controlplane.Client).RetryTask,
-		done:    "queued again for attempt %d; the next agent to claim it runs it",
-		attempt: func(v api.TaskView) int { return len(v.Attempts) + 1 },
+		done: func(v api.TaskView) string {
+			return fmt.Sprintf("queued again for attempt %d; the next agent to claim it runs it", len(v.Attempts)+1)
+		},
 	})
+}
+
+func newTasksContinueCmd() *cobra.Command {
+	return taskActionCmd(taskAction{
+		use:   "continue ID",
+		short: "Continue a task's session on the agent that keeps it, a person having decided (through the control plane)",
+		long: `continue resumes the session of a task that ended failed,
+recoverable_failed, timed_out or cancelled: the agent that keeps the CLI's
+session (the one that ran the task last) runs the next attempt, which
+resumes that session with a short follow-up instead of the prompt, in the
+task's workspace as the session left it. The conversation, and any work
+in the workspace, go on from where they stopped.
+
+retry is the other way: it replays the prompt from the start, on any
+agent, in a workspace reset to its base (a replay). Continue when the
+attempt got far and what it did should be kept; retry when it should be
+done again from scratch.
+
+The control plane puts the task back in the queue for that agent alone;
+other agents do not claim it. Should the agent not come back, the task
+waits in the queue until the queued limit (--queued-limit of the control
+plane, 1 h) expires it. A task that completed, has not ended, or has no
+attempt whose session the executor can resume is refused (exit 1), as is
+one whose session no agent is known to keep.
+
+It always goes through the control plane (--control-plane, --token-file),
+which owns the assignment of tasks; --remote is accepted and changes nothing.`,
+		example: `  agent tasks continue t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
+		call:    (*controlplane.Client).ContinueTask,
+		done:    continuedLine,
+	})
+}
+
+// continuedLine says what a continue queued: the next attempt, whose
+// session it resumes and where.
+func continuedLine(v api.TaskView) string {
+	line := fmt.Sprintf("queued again for attempt %d", len(v.Attempts)+1)
+	if s := v.SessionAttempt(); s != nil {
+		line += fmt.Sprintf(", continuing attempt %d's session", s.Number)
+	}
+	if r := v.PersonRetry; r != nil && r.Agent != "" {
+		line += " on agent " + r.Agent
+	}
+	return line
 }
 
 func newTasksCancelCmd() *cobra.Command {
@@ -47,8 +94,9 @@ cancelled). It always goes through the control plane (--control-plane,
 already ended is refused (exit 1).`,
 		example: `  agent tasks cancel t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		call:    (*controlplane.Client).CancelTask,
-		done:    "cancel requested (attempt %d); its agent stops it at its next heartbeat",
-		attempt: func(v api.TaskView) int { return len(v.Attempts) },
+		done: func(v api.TaskView) string {
+			return fmt.Sprintf("cancel requested (attempt %d); its agent stops it at its next heartbeat", len(v.Attempts))
+		},
 	})
 }
 
@@ -57,8 +105,7 @@ already ended is refused (exit 1).`,
 type taskAction struct {
 	use, short, long, example string
 	call                      func(c *controlplane.Client, ctx context.Context, id string) (api.TaskView, error)
-	done                      string // printf format of the success line, with the attempt number
-	attempt                   func(api.TaskView) int
+	done                      func(api.TaskView) string // the success line, after the task's id
 }
 
 func taskActionCmd(a taskAction) *cobra.Command {
@@ -89,7 +136,7 @@ func taskActionCmd(a taskAction) *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", visible(v.ID), visible(string(v.Phase)))
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: "+a.done+"\n", visible(v.ID), a.attempt(v))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", visible(v.ID), visible(a.done(v)))
 			return nil
 		},
 	}

@@ -84,11 +84,30 @@ func printTask(w io.Writer, t *state.Task, now time.Time) {
 		}
 		fmt.Fprintf(w, "  answer with: agent tasks reply %s --accept|--decline --control-plane URL\n", visible(t.ID))
 	}
+	if t.Repo != "" {
+		repo := t.Repo
+		if t.Base != "" {
+			repo += " at " + t.Base
+		}
+		fmt.Fprintf(w, "repo:     %s\n", visible(repo))
+	}
 	if t.Phase == state.PhaseRecoverableFailed {
 		fmt.Fprintf(w, "decide:   a person decides; run it again with: agent tasks retry %s --control-plane URL\n", visible(t.ID))
 	}
+	if continuable(t) {
+		fmt.Fprintf(w, "continue: resume attempt %d's session with: agent tasks continue %s --control-plane URL\n", t.SessionAttempt().Number, visible(t.ID))
+	}
 	if t.Result != nil && t.Result.Summary != "" {
 		fmt.Fprintf(w, "result:   %s\n", visible(t.Result.Summary))
+	}
+	if t.Result != nil {
+		for i, l := range state.ChangesLines(t.Result.Changes) {
+			head := "          "
+			if i == 0 {
+				head = "changes:  "
+			}
+			fmt.Fprintf(w, "%s%s\n", head, visible(l))
+		}
 	}
 	fmt.Fprintln(w)
 	for _, s := range state.ProgressCard(t) {
@@ -98,4 +117,15 @@ func printTask(w io.Writer, t *state.Task, now time.Time) {
 		fmt.Fprintln(w)
 		printTimeline(w, t, "  ")
 	}
+}
+
+// continuable reports whether a person may continue t: it ended without
+// completing, and an attempt has a session to resume (the control plane
+// decides whether an agent is known to keep it).
+func continuable(t *state.Task) bool {
+	switch t.Phase {
+	case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
+		return t.SessionAttempt() != nil
+	}
+	return false
 }

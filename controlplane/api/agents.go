@@ -19,6 +19,9 @@ type HeartbeatRequest struct {
 	Capacity  Capacity      `json:"capacity"`
 	Running   []RunningTask `json:"running"`
 	Outbox    OutboxStats   `json:"outbox"`
+	// Repos are the repositories the agent serves, by name (its [[repo]]
+	// tables).
+	Repos []string `json:"repos,omitempty"`
 }
 
 // AgentState is what an agent says of itself in its heartbeats.
@@ -105,4 +108,7 @@ type AgentView struct {
 	Capacity Capacity      `json:"capacity"`
 	Running  []RunningTask `json:"running"`
 	Outbox   OutboxStats   `json:"outbox"`
+	// Repos are the repositories the agent said it serves, in its last
+	// heartbeat or claim.
+	Repos []string `json:"repos,omitempty"`
 }

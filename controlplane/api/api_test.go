@@ -30,3 +30,29 @@ func TestClosedSetsKeepTheirWireValues(t *testing.T) {
 		t.Errorf("the lists: %v, %v", AgentStates, EventStatuses)
 	}
 }
+
+// A repository is named by a simple word, and a base is a ref git cannot
+// take for an option or a terminal for a command.
+func TestRepoNamesAndBases(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"site": true, "infra-2": true, "my_repo.git": true, "A": true, "0x": true,
+		"": false, "-x": false, ".hidden": false, "a/b": false, "../etc": false, "a b": false, "é": false,
+		string(make([]byte, MaxRepoNameBytes+1)): false,
+	} {
+		if err := CheckRepoName(name); (err == nil) != ok {
+			t.Errorf("CheckRepoName(%q) = %v, want ok %v", name, err, ok)
+		}
+	}
+	for ref, ok := range map[string]bool{
+		"": true, "main": true, "release/2.1": true, "v1.2.3": true, "3f9c2e1": true, "origin/feature-é": true,
+		"-x": false, "--upload-pack=x": false, "a b": false, "main\n": false, "main\x1b[2J": false, "\xff": false,
+		string(make([]byte, MaxBaseBytes+1)): false,
+	} {
+		if err := CheckBase(ref); (err == nil) != ok {
+			t.Errorf("CheckBase(%q) = %v, want ok %v", ref, err, ok)
+		}
+	}
+	if err := CheckRepos(make([]string, MaxReposPerAgent+1)); err == nil {
+		t.Error("CheckRepos took more than the maximum")
+	}
+}

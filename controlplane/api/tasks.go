@@ -11,6 +11,11 @@ type CreateTaskRequest struct {
 	Prompt      string `json:"prompt"`
 	Prefer      Prefer `json:"prefer,omitempty"`
 	MaxAttempts int    `json:"max_attempts,omitempty"`
+	// Repo names the repository the task works on (see CheckRepoName),
+	// and Base the ref its branch is made from (see CheckBase; empty: the
+	// repository's HEAD). Only an agent that serves Repo claims the task.
+	Repo string `json:"repo,omitempty"`
+	Base string `json:"base,omitempty"`
 }
 
 // Prefer is what a task asks of the agent that runs it: the task's own
@@ -54,6 +59,9 @@ type ClaimRequest struct {
 	// RequestID is the agent's id for this claim. Asked again (its answer
 	// was lost), the same claim gets the same grant rather than a new one.
 	RequestID string `json:"request_id,omitempty"`
+	// Repos are the repositories the agent serves, by name: a task that
+	// names a repository goes only to an agent that lists it here.
+	Repos []string `json:"repos,omitempty"`
 }
 
 // ClaimResponse grants tasks, each under a lease; empty when none.

@@ -238,8 +238,35 @@ func (s *Server) apply(agentID string, ev api.Event, now time.Time) (reason api.
 }
 
 func (s *Server) setResult(t *state.Task, c state.CompleteEvent) {
-	t.Result = &state.Result{Summary: c.Summary, Data: c.Result}
+	t.Result = &state.Result{Summary: c.Summary, Data: c.Result, Changes: boundChanges(c.Changes)}
 	if c.Error != nil && t.PhaseReason == "" {
 		t.PhaseReason = c.Error.Error()
 	}
+}
+
+// Caps on a result's changes as the control plane keeps them, which every
+// list of tasks carries: at most state.MaxChangesCommits commits (the rest
+// counted in CommitsCut), each subject and name cut to a line's length.
+const (
+	maxSubjectRunes = 200
+	maxRefRunes     = 256
+)
+
+// boundChanges is c as the control plane keeps it: a copy within the caps.
+func boundChanges(c *state.Changes) *state.Changes {
+	if c == nil {
+		return nil
+	}
+	b := *c
+	cut := func(s string) string { return state.Ellipsize(s, maxRefRunes) }
+	b.Repo, b.Branch, b.Base, b.BaseCommit, b.Head, b.Path = cut(b.Repo), cut(b.Branch), cut(b.Base), cut(b.BaseCommit), cut(b.Head), cut(b.Path)
+	b.CommitsCut, b.Files, b.Insertions, b.Deletions = max(b.CommitsCut, 0), max(b.Files, 0), max(b.Insertions, 0), max(b.Deletions, 0)
+	if n := len(c.Commits); n > state.MaxChangesCommits {
+		b.CommitsCut += n - state.MaxChangesCommits
+	}
+	b.Commits = make([]state.Commit, 0, min(len(c.Commits), state.MaxChangesCommits))
+	for _, cm := range c.Commits[:min(len(c.Commits), state.MaxChangesCommits)] {
+		b.Commits = append(b.Commits, state.Commit{SHA: cut(cm.SHA), Subject: state.Ellipsize(cm.Subject, maxSubjectRunes)})
+	}
+	return &b
 }

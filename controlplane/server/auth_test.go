@@ -21,21 +21,22 @@ import (
 // wantPrincipals is who may use each route: the table docs/security.md shows.
 // A route added without a line here fails TestEveryRouteServesOnlyItsPrincipals.
 var wantPrincipals = map[string]principal{
-	"POST /v1/agents/register":    principalRegistration | principalAgent,
-	"POST /v1/agents/{id}/revoke": principalOperator,
-	"POST /v1/agents/heartbeat":   principalAgent,
-	"POST /v1/tasks/claim":        principalAgent,
-	"POST /v1/tasks/release":      principalAgent,
-	"POST /v1/events":             principalAgent,
-	"POST /v1/tasks":              principalOperator,
-	"GET /v1/tasks":               principalOperator,
-	"GET /v1/tasks/{id}":          principalOperator | principalAgent,
-	"GET /v1/tasks/{id}/events":   principalOperator | principalAgent,
-	"POST /v1/tasks/{id}/cancel":  principalOperator,
-	"POST /v1/tasks/{id}/retry":   principalOperator,
-	"POST /v1/tasks/{id}/reply":   principalOperator,
-	"GET /v1/agents":              principalOperator,
-	"GET /v1/whoami":              principalOperator | principalAgent | principalRegistration,
+	"POST /v1/agents/register":     principalRegistration | principalAgent,
+	"POST /v1/agents/{id}/revoke":  principalOperator,
+	"POST /v1/agents/heartbeat":    principalAgent,
+	"POST /v1/tasks/claim":         principalAgent,
+	"POST /v1/tasks/release":       principalAgent,
+	"POST /v1/events":              principalAgent,
+	"POST /v1/tasks":               principalOperator,
+	"GET /v1/tasks":                principalOperator,
+	"GET /v1/tasks/{id}":           principalOperator | principalAgent,
+	"GET /v1/tasks/{id}/events":    principalOperator | principalAgent,
+	"POST /v1/tasks/{id}/cancel":   principalOperator,
+	"POST /v1/tasks/{id}/retry":    principalOperator,
+	"POST /v1/tasks/{id}/continue": principalOperator,
+	"POST /v1/tasks/{id}/reply":    principalOperator,
+	"GET /v1/agents":               principalOperator,
+	"GET /v1/whoami":               principalOperator | principalAgent | principalRegistration,
 }
 
 // Every route answers each kind of credential as the table says: 403 with

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
@@ -37,9 +38,15 @@ func (s *Server) claim(req api.ClaimRequest) (api.ClaimResponse, error) {
 	if len(req.RequestID) > api.MaxIDBytes {
 		return api.ClaimResponse{}, badRequest("request_id is over %d bytes", api.MaxIDBytes)
 	}
+	if err := api.CheckRepos(req.Repos); err != nil {
+		return api.ClaimResponse{}, badRequest("repos: %v", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
+	if a := s.agents[req.AgentID]; a != nil {
+		a.view.Repos = slices.Clone(req.Repos)
+	}
 	s.watchdog(now)
 	resp := api.ClaimResponse{Tasks: []api.Claimed{}}
 	if req.RequestID != "" {
@@ -62,7 +69,7 @@ func (s *Server) claim(req api.ClaimRequest) (api.ClaimResponse, error) {
 		if len(resp.Tasks) >= min(req.Max, 50) {
 			break
 		}
-		if t.Phase != state.PhaseQueued {
+		if t.Phase != state.PhaseQueued || !mayClaim(t, req) {
 			continue
 		}
 		// A task that needs the executor's app server goes to an available
@@ -86,6 +93,13 @@ func (s *Server) claim(req api.ClaimRequest) (api.ClaimResponse, error) {
 		resp.Tasks = append(resp.Tasks, claimed(t, lease))
 	}
 	return resp, nil
+}
+
+// mayClaim reports whether the claim may take queued task t: a task a
+// person continued goes only to the agent that keeps its session, and a
+// task that names a repository only to an agent that serves it.
+func mayClaim(t *state.Task, req api.ClaimRequest) bool {
+	return t.MayClaim(req.AgentID) && (t.Repo == "" || slices.Contains(req.Repos, t.Repo))
 }
 
 // claimed is task t granted under lease. The lease goes once, beside the

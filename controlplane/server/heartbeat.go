@@ -29,6 +29,9 @@ func (s *Server) heartbeat(req api.HeartbeatRequest) (api.HeartbeatResponse, err
 	if err := checkAgentID(req.AgentID); err != nil {
 		return api.HeartbeatResponse{}, err
 	}
+	if err := api.CheckRepos(req.Repos); err != nil {
+		return api.HeartbeatResponse{}, badRequest("repos: %v", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
@@ -43,7 +46,8 @@ func (s *Server) heartbeat(req api.HeartbeatRequest) (api.HeartbeatResponse, err
 		return api.HeartbeatResponse{}, badRequest("state %q: want running, draining or offline", req.State)
 	}
 	a.view = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
-		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State}
+		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
+		Repos: slices.Clone(req.Repos)}
 	if req.State == api.AgentOffline {
 		s.log.Info("agent went offline", "agent", req.AgentID)
 	}

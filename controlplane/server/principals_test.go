@@ -42,7 +42,7 @@ func (e *env) tokenOfAgent(id string) string {
 
 // An agent's own token does not work where a person's does: it lists no
 // tasks, reads no other agent's task, prompt or events, submits nothing,
-// retries and cancels nothing, lists no agents.
+// retries, continues and cancels nothing, lists no agents.
 func TestAttackAgentTokenActsAsAPerson(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
@@ -70,6 +70,7 @@ func TestAttackAgentTokenActsAsAPerson(t *testing.T) {
 			return err
 		}},
 		{"retry a task the gate stopped", func() error { _, err := mallory.RetryTask(ctx, gated.ID); return err }},
+		{"continue a task the gate stopped", func() error { _, err := mallory.ContinueTask(ctx, gated.ID); return err }},
 		{"cancel another agent's task", func() error { _, err := mallory.CancelTask(ctx, c.Task.ID); return err }},
 		{"list the agents", func() error { _, err := mallory.Agents(ctx); return err }},
 	} {

@@ -58,6 +58,10 @@ func (s *Server) routes() []route {
 			v, err := s.retryTask(r.PathValue("id"))
 			reply(w, v, err)
 		}},
+		{"POST /v1/tasks/{id}/continue", operator, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.continueTask(r.PathValue("id"))
+			reply(w, v, err)
+		}},
 		{"POST /v1/tasks/{id}/reply", operator, func(w http.ResponseWriter, r *http.Request) {
 			handle(func(req api.ReplyRequest) (api.TaskView, error) { return s.replyTask(r.PathValue("id"), req) })(w, r)
 		}},

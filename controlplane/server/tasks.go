@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -23,11 +24,18 @@ func (s *Server) createTask(req api.CreateTaskRequest) (api.TaskView, error) {
 	case req.MaxAttempts < 0 || req.MaxAttempts > 20:
 		return api.TaskView{}, badRequest("max_attempts %d: want 0 (the agent's default) to 20", req.MaxAttempts)
 	}
+	if err := checkRepo(req.Repo, req.Base); err != nil {
+		return api.TaskView{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.served(req.Repo); err != nil {
+		return api.TaskView{}, err
+	}
 	now := s.opts.Now()
 	t := state.NewTask(newID("t-", 5), req.Prompt, now)
 	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
+	t.Repo, t.Base = req.Repo, req.Base
 	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
 		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}
@@ -43,6 +51,49 @@ func (s *Server) createTask(req api.CreateTaskRequest) (api.TaskView, error) {
 	s.place(t)
 	s.keys[t.ID] = map[string]struct{}{}
 	return view(t), nil
+}
+
+// checkRepo refuses a task's repository and base that are not well
+// formed, or a base without a repository.
+func checkRepo(repo, base string) error {
+	switch {
+	case repo == "" && base != "":
+		return badRequest("base %q without repo: a base is a ref of the task's repository", base)
+	case repo == "":
+		return nil
+	}
+	if err := api.CheckRepoName(repo); err != nil {
+		return badRequest("repo: %v", err)
+	}
+	if err := api.CheckBase(base); err != nil {
+		return badRequest("%v", err)
+	}
+	return nil
+}
+
+// served refuses (422) a repository no agent known to the control plane
+// has announced: a task naming it would wait in the queue until it
+// expired. Agents announce their repositories in every heartbeat and
+// claim; the control plane keeps what it heard since it started. mu is
+// held.
+func (s *Server) served(repo string) error {
+	if repo == "" {
+		return nil
+	}
+	var all []string
+	for _, a := range s.agents {
+		if slices.Contains(a.view.Repos, repo) {
+			return nil
+		}
+		all = append(all, a.view.Repos...)
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	list := "none"
+	if len(all) > 0 {
+		list = strings.Join(all, ", ")
+	}
+	return &httpError{http.StatusUnprocessableEntity, fmt.Sprintf("no agent serves repository %q (served: %s)", repo, list)}
 }
 
 func firstLine(s string) string {
@@ -151,6 +202,73 @@ func (s *Server) retryTask(id string) (api.TaskView, error) {
 	}
 	s.log.Info("task retried by a person", "task", id, "attempts", len(t.Attempts))
 	return view(t), nil
+}
+
+// continueTask puts a task that ended without completing back in the
+// queue for the agent that keeps its latest session, at a person's
+// request: that agent alone may claim it (state.Task.MayClaim), and its
+// next attempt resumes the session rather than replaying the prompt. Until
+// that agent claims it, the task waits like any queued task, and the
+// queued limit, counted from the person's request, expires it. Any other
+// case is a conflict, said in one line.
+func (s *Server) continueTask(id string) (api.TaskView, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.task(id)
+	if err != nil {
+		return api.TaskView{}, err
+	}
+	conflict := func(why string, args ...any) error {
+		return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: ", id, t.Phase) + fmt.Sprintf(why, args...)}
+	}
+	switch t.Phase {
+	case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
+	case state.PhaseCompleted:
+		return api.TaskView{}, conflict("it completed; there is nothing to continue (submit a new task for more work)")
+	default:
+		why := "only a task that ended failed, recoverable_failed, timed_out or cancelled can be continued"
+		if !t.Phase.Terminal() {
+			why = "it has not ended; " + why
+		}
+		return api.TaskView{}, conflict("%s", why)
+	}
+	session := t.SessionAttempt()
+	if session == nil {
+		return api.TaskView{}, conflict("no attempt has a session its executor can resume; a person can only retry it (agent tasks retry), from the start")
+	}
+	keeper, err := sessionKeeper(t, session)
+	if err != nil {
+		return api.TaskView{}, conflict("%v", err)
+	}
+	before := t.Clone()
+	if err := t.ContinueByPerson(keeper, s.opts.Now()); err != nil {
+		return api.TaskView{}, &httpError{http.StatusConflict, err.Error()}
+	}
+	if err := s.save(t); err != nil {
+		s.tasks[id] = before // not continued after all: a restart would not know it
+		return api.TaskView{}, err
+	}
+	s.log.Info("task continued by a person", "task", id, "session_attempt", session.Number, "agent", keeper, "attempts", len(t.Attempts))
+	return view(t), nil
+}
+
+// sessionKeeper is the agent that keeps the session of attempt a: the
+// agent whose lease the task last had, or, for a task continued and then
+// cancelled before anyone claimed it, the agent that continue was for. An
+// attempt from before a person's replay (agent tasks retry) may have run
+// on another agent than the one that ran the replay, and the task does
+// not say which: then no agent is known to keep it.
+func sessionKeeper(t *state.Task, a *state.Attempt) (string, error) {
+	if r := t.PersonRetry; t.Lease == nil && r != nil && r.Continue && r.Agent != "" && len(t.Attempts) == r.After {
+		return r.Agent, nil
+	}
+	if t.Lease == nil || t.Lease.AgentID == "" {
+		return "", fmt.Errorf("no agent is known to keep attempt %d's session (the task holds no lease)", a.Number)
+	}
+	if r := t.PersonRetry; r != nil && !r.Continue && a.Number <= r.After {
+		return "", fmt.Errorf("attempt %d's session is from before a person's retry, which another agent may have run: no agent is known to keep it", a.Number)
+	}
+	return t.Lease.AgentID, nil
 }
 
 // replyTask records a person's answer to the task's approval request; the
