@@ -481,19 +481,7 @@ func (r *Runner) complete(task *state.Task, a *state.Attempt, res result) {
 			task.Result.Data = res.result.Data
 		}
 	}
-	if task.Repo != "" && r.Workspaces != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), changesTimeout)
-		ch, err := r.Workspaces.Changes(ctx, task.ID)
-		cancel()
-		if err != nil {
-			r.logger().Warn("what the task changed is not known", "err", err)
-		} else {
-			if task.Result == nil {
-				task.Result = &state.Result{}
-			}
-			task.Result.Changes = ch
-		}
-	}
+
 	if task.Phase != state.PhaseCompleting {
 		if err := task.Transition(state.PhaseCompleting, "", now); err == nil {
 			r.reportPhase(task)
@@ -685,21 +673,44 @@ func (r *Runner) firstEventRetried(task *state.Task, a *state.Attempt) bool {
 	return false
 }
 
-// end moves the task to its terminal phase and reports the completion.
+// end moves the task to its terminal phase and reports the completion,
+// with what the task changed in its workspace, if it has one.
 func (r *Runner) end(task *state.Task, phase state.Phase, reason string) {
 	if err := task.Transition(phase, reason, r.now()); err != nil {
 		r.logger().Error("end task", "task", task.ID, "phase", phase, "err", err)
 		return
 	}
+	if ch := r.changes(task); ch != nil {
+		if task.Result == nil {
+			task.Result = &state.Result{}
+		}
+		task.Result.Changes = ch
+	}
 	r.reportPhase(task)
 	ce := state.CompleteEvent{Status: task.Phase, Attempts: task.Attempts}
 	if task.Result != nil {
-		ce.Summary, ce.Result = task.Result.Summary, task.Result.Data
+		ce.Summary, ce.Result, ce.Changes = task.Result.Summary, task.Result.Data, task.Result.Changes
 	}
 	if c := task.Current(); c != nil && phase != state.PhaseCompleted {
 		ce.Error = c.Error
 	}
 	r.report(task, ce)
+}
+
+// changes is what task changed in its workspace, or nil when it has
+// none (or it cannot be read: then the log says why).
+func (r *Runner) changes(task *state.Task) *state.Changes {
+	if task.Repo == "" || r.Workspaces == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), changesTimeout)
+	defer cancel()
+	ch, err := r.Workspaces.Changes(ctx, task.ID)
+	if err != nil {
+		r.logger().Warn("what the task changed is not known", "err", err)
+		return nil
+	}
+	return ch
 }
 
 func (r *Runner) reportPhase(task *state.Task) {
