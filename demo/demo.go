@@ -63,13 +63,16 @@ type ControlPlane struct {
 	Logger            *slog.Logger
 }
 
-// demoTasks show the three outcomes: success, a transient failure retried
-// with the next model, and a failure the safety gate stops.
+// demoTasks show the outcomes: success; a transient failure before
+// anything was done, replayed with the next model; a transient failure
+// after a side effect, whose session is continued rather than replayed;
+// and a permanent failure after a side effect, which a person continues
+// once they have fixed its cause.
 var demoTasks = []api.CreateTaskRequest{
 	{Title: "Fix the flaky login test", Prompt: "Fix the flaky login test\n@progress 3\n@sleep 1500ms\n@tool go test ./auth/...\n@output Found a race in the session cache; fixed it and added a test."},
 	{Title: "Summarize this week's issues", Prompt: "Summarize this week's issues\n@sleep 500ms\n@fail rate_limit\n@progress 3\n@sleep 1s\n@output 12 new issues, 3 need attention."},
-	{Title: "Rotate the staging credentials", Prompt: "Rotate the staging credentials\n@progress 2\n@sleep 1s\n@side-effect rotated the staging API key\n@fail network"},
-	{Title: "Write the release notes", Prompt: "Write the release notes"},
+	{Title: "Rotate the staging credentials", Prompt: "Rotate the staging credentials\n@progress 2\n@sleep 1s\n@side-effect rotated the staging API key\n@fail network\n@output The new key is in the vault; the old one is revoked."},
+	{Title: "Migrate the billing database", Prompt: "Migrate the billing database\n@progress 2\n@sleep 500ms\n@side-effect applied migration 0042 to billing\n@fail quota\n@output Billing is on schema 43."},
 }
 
 // Run runs the whole system on embedded defaults: a reference control
@@ -160,7 +163,17 @@ func Run(ctx context.Context, opts Options) error {
 	agentErr := make(chan error, 1)
 	go func() { agentErr <- ag.Run(agentCtx) }()
 
-	views, err := watch(ctx, client, out, agentErr)
+	w := &watcher{client: client, out: out, agentErr: agentErr, start: time.Now(), last: map[string]string{}}
+	views, err := w.watch(ctx)
+	if v, ok := toContinue(views); ok && err == nil {
+		// A person reads why the task stopped, fixes the cause, and
+		// continues its session on the agent that keeps it.
+		fmt.Fprintf(out, "\n%s stopped %s: %s\nA person fixes that and continues it (agent tasks continue %s): its session goes on, not the prompt again.\n\n",
+			v.ID, v.Phase, v.PhaseReason, v.ID)
+		if _, err = client.ContinueTask(ctx, v.ID); err == nil {
+			views, err = w.watch(ctx)
+		}
+	}
 	stopAgent()
 	if aerr := <-agentErr; err == nil && aerr != nil {
 		err = aerr
@@ -207,15 +220,33 @@ func demoToken() string {
 	return hex.EncodeToString(b)
 }
 
-// watch prints a line whenever a task's phase, progress or attempts
-// change, until every task is terminal.
-func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agentErr <-chan error) ([]api.TaskView, error) {
-	start := time.Now()
-	last := map[string]string{}
+// toContinue is the task a person continues in the demo: the first that
+// a permanent failure stopped after its session had begun.
+func toContinue(views []api.TaskView) (api.TaskView, bool) {
+	for _, v := range views {
+		if v.Phase == state.PhaseFailed && v.SessionAttempt() != nil {
+			return v, true
+		}
+	}
+	return api.TaskView{}, false
+}
+
+// watcher prints a line whenever a task's phase, progress or attempts
+// change.
+type watcher struct {
+	client   *controlplane.Client
+	out      io.Writer
+	agentErr <-chan error
+	start    time.Time
+	last     map[string]string // by task, the line printed last
+}
+
+// watch prints the tasks' changes until every task is terminal.
+func (w *watcher) watch(ctx context.Context) ([]api.TaskView, error) {
 	tick := time.NewTicker(150 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		views, err := client.Tasks(ctx)
+		views, err := w.client.Tasks(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -223,9 +254,9 @@ func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agen
 		for _, v := range views {
 			done = done && v.Phase.Terminal()
 			line := progressLine(v)
-			if line != last[v.ID] {
-				last[v.ID] = line
-				fmt.Fprintf(out, "%6.1fs  %s  %-30s  %s\n", time.Since(start).Seconds(), v.ID, state.Ellipsize(v.Title, 30), line)
+			if line != w.last[v.ID] {
+				w.last[v.ID] = line
+				fmt.Fprintf(w.out, "%6.1fs  %s  %-30s  %s\n", time.Since(w.start).Seconds(), v.ID, state.Ellipsize(v.Title, 30), line)
 			}
 		}
 		if done && len(views) > 0 {
@@ -234,7 +265,7 @@ func watch(ctx context.Context, client *controlplane.Client, out io.Writer, agen
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("the demo did not finish in time: %w", ctx.Err())
-		case err := <-agentErr:
+		case err := <-w.agentErr:
 			if err == nil {
 				err = errors.New("the agent stopped early")
 			}
@@ -251,6 +282,8 @@ func progressLine(v api.TaskView) string {
 	switch {
 	case v.Phase.Terminal() && v.PhaseReason != "":
 		s += v.PhaseReason
+	case c != nil && c.Status == state.AttemptPending && c.Continues > 0:
+		s += fmt.Sprintf("attempt %d continues attempt %d's session after %s", c.Number, c.Continues, v.LastErrorCode)
 	case c != nil && c.Status == state.AttemptPending:
 		s += fmt.Sprintf("attempt %d with %s after %s", c.Number, c.Model, v.LastErrorCode)
 	case v.Progress.Message != "" && v.Progress.Percent > 0:

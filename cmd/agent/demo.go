@@ -183,5 +183,6 @@ func demoCLITasks(kind string) ([]api.CreateTaskRequest, []string) {
 		{Title: "Summarize this week's issues", Prompt: "Summarize this week's issues.\nmock: " + small + "=r429 " + big + "=text"},
 		{Title: "Rotate the staging logs", Prompt: "Rotate the staging logs.\nmock: shell\nmock-cmd: echo rotated > rotated.txt"},
 		{Title: "Rotate the staging credentials", Prompt: "Rotate the staging credentials.\nmock: shell after=r500\nmock-cmd: echo rotated > credentials.txt"},
+		{Title: "Migrate the billing database", Prompt: "Migrate the billing database.\nmock: shell after=quota\nmock-cmd: echo migrated > migration.txt"},
 	}, []string{small, big}
 }
