@@ -79,11 +79,15 @@ func TestWritableIsEnoughToCommitAndNoMore(t *testing.T) {
 		t.Skip("no Landlock on this kernel")
 	}
 	b := newBed(t)
-	w := b.prepare("conf", "")
+	b.prepare("conf", "")
+	refDir := filepath.Join(b.repo, ".git", "refs", "heads", "agent")
 	// A pack of the refs removes the directory of the agent's branches;
 	// prepare (again, at the next attempt) makes it.
 	git(t, b.repo, "pack-refs", "--all", "--prune")
-	w = b.prepare("conf", "")
+	if _, err := os.Stat(refDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pack-refs left %s: %v", refDir, err)
+	}
+	w := b.prepare("conf", "")
 	write(t, w.Dir, "work.txt", "done\n")
 	tmp := t.TempDir()
 	writable := append(w.Writable(), tmp)
