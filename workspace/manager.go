@@ -42,6 +42,17 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // ErrNotServed: a task names a repository the agent does not serve.
 var ErrNotServed = errors.New("repository not served")
 
+// ErrBadRepo marks New's refusal of a repository of the config (a bad
+// name, a path that is not a git repository): a mistake in the
+// configuration, not in a task.
+var ErrBadRepo = errors.New("bad repository")
+
+// badRepo is a refusal of New, said as it is and marked ErrBadRepo.
+type badRepo struct{ error }
+
+func (e badRepo) Is(target error) bool { return target == ErrBadRepo }
+func (e badRepo) Unwrap() error        { return e.error }
+
 // ErrNoWorkspace: the task has no workspace.
 var ErrNoWorkspace = errors.New("no workspace")
 
@@ -84,19 +95,27 @@ func New(root string, repos []Repo) (*Manager, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, r := range repos {
-		if !namePattern.MatchString(r.Name) {
-			return nil, fmt.Errorf("repository name %q: want letters, digits, '.', '_' or '-', starting with a letter or digit, at most 64", r.Name)
+		if err := m.add(ctx, r); err != nil {
+			return nil, badRepo{err}
 		}
-		if slices.ContainsFunc(m.repos, func(o repo) bool { return o.Name == r.Name }) {
-			return nil, fmt.Errorf("repository %q is named twice", r.Name)
-		}
-		found, err := findRepo(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		m.repos = append(m.repos, found)
 	}
 	return m, nil
+}
+
+// add checks and adds a repository to serve.
+func (m *Manager) add(ctx context.Context, r Repo) error {
+	if !namePattern.MatchString(r.Name) {
+		return fmt.Errorf("repository name %q: want letters, digits, '.', '_' or '-', starting with a letter or digit, at most 64", r.Name)
+	}
+	if slices.ContainsFunc(m.repos, func(o repo) bool { return o.Name == r.Name }) {
+		return fmt.Errorf("repository %q is named twice", r.Name)
+	}
+	found, err := findRepo(ctx, r)
+	if err != nil {
+		return err
+	}
+	m.repos = append(m.repos, found)
+	return nil
 }
 
 // findRepo checks that r's path is a git repository the manager can

@@ -403,7 +403,7 @@ func TestNewChecksTheRepositories(t *testing.T) {
 		{[]Repo{{Name: "a", Path: sparse}}, `extensions.worktreeConfig`},
 	} {
 		_, err := New(root, c.repos)
-		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+		if !errors.Is(err, ErrBadRepo) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("New(%v): %v; want one line with %q", c.repos, err, c.want)
 		}
 	}
