@@ -54,14 +54,14 @@ type Agent struct {
 
 	link *link // what the heartbeat learned of the control plane
 
-	conf    isolation.Confinement // how attempts are confined
+	conf isolation.Confinement // how attempts are confined
 	// workspaces makes, resets and removes the git worktrees of tasks
 	// that name a repository (Config.Repos); usage is what they take, as
 	// the last prune found.
 	workspaces *workspace.Manager
 	usage      atomic.Pointer[datadir.WorkspaceUsage]
-	metrics *agentMetrics         // nil without Config.MetricsAddr
-	obs     observer              // counts for the metrics; noObserver without them
+	metrics    *agentMetrics // nil without Config.MetricsAddr
+	obs        observer      // counts for the metrics; noObserver without them
 }
 
 // New checks the configuration and prepares an agent; Run starts it.
