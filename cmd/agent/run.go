@@ -201,6 +201,9 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		}
 	}
 	a, err := agent.New(cfg)
+	if errors.Is(err, workspace.ErrBadRepo) {
+		return usagef("%v", err) // a mistake in the settings: exit 2, not restarted in a loop
+	}
 	if err != nil {
 		return err
 	}
