@@ -119,7 +119,11 @@ func printWorkspaces(w io.Writer, list []workspace.Info, root string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%d workspaces, %s, in %s\n", len(list), bytesHuman(total), root)
+	noun := "workspaces"
+	if len(list) == 1 {
+		noun = "workspace"
+	}
+	fmt.Fprintf(w, "%d %s, %s, in %s\n", len(list), noun, bytesHuman(total), root)
 	return nil
 }
 
