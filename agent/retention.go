@@ -138,7 +138,7 @@ func (r *retention) measureWorkspaces(ctx context.Context) {
 	if err != nil {
 		r.log.Warn("retention: some workspace records could not be read", "err", err)
 	}
-	u := datadir.WorkspaceUsage{Count: len(list), At: r.now()}
+	u := datadir.WorkspaceUsage{Count: len(list), At: r.now().UTC()} // stored: in UTC
 	for _, i := range list {
 		u.Bytes += i.Bytes
 		if i.Kept() {
