@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
+	"github.com/edgeagent/agent/workspace"
 
 	"github.com/edgeagent/agent/internal/utc"
 )
@@ -53,9 +54,14 @@ type Agent struct {
 
 	link *link // what the heartbeat learned of the control plane
 
-	conf    isolation.Confinement // how attempts are confined
-	metrics *agentMetrics         // nil without Config.MetricsAddr
-	obs     observer              // counts for the metrics; noObserver without them
+	conf isolation.Confinement // how attempts are confined
+	// workspaces makes, resets and removes the git worktrees of tasks
+	// that name a repository (Config.Repos); usage is what they take, as
+	// the last prune found.
+	workspaces *workspace.Manager
+	usage      atomic.Pointer[datadir.WorkspaceUsage]
+	metrics    *agentMetrics // nil without Config.MetricsAddr
+	obs        observer      // counts for the metrics; noObserver without them
 }
 
 // New checks the configuration and prepares an agent; Run starts it.
@@ -80,6 +86,9 @@ func New(cfg Config) (*Agent, error) {
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		aborted: make(chan struct{}),
 		running: newRunningTasks(), link: &link{interval: cfg.HeartbeatInterval},
+	}
+	if a.workspaces, err = workspace.New(a.workDir(), cfg.Repos); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	a.health.SetIsolation(conf.Line, conf.Runner != nil)
 	a.live.Store(liveOf(cfg))

@@ -47,6 +47,13 @@ func (a *Agent) setupMetrics() error {
 		Outbox: func() outbox.Stats { return a.outbox.Stats() },
 		Tasks:  func() ([]*state.Task, error) { return a.store.LoadAll() },
 		Grade:  a.health.Grade,
+		Workspaces: func() (metrics.WorkspaceFigures, bool) {
+			u := a.usage.Load()
+			if u == nil {
+				return metrics.WorkspaceFigures{}, false
+			}
+			return metrics.WorkspaceFigures{Clean: u.Count - u.Kept, Kept: u.Kept, Bytes: u.Bytes}, true
+		},
 	})
 	a.metrics = &agentMetrics{m: m}
 	a.obs = m

@@ -49,7 +49,8 @@ func (a *Agent) writeHealth(reached bool) {
 	if !reached {
 		cp = "unreachable"
 	}
-	h := datadir.HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: utc.Now(), ControlPlane: cp, Storage: a.held.status()}
+	h := datadir.HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: utc.Now(), ControlPlane: cp, Storage: a.held.status(),
+		Workspaces: a.usage.Load()}
 	if err := a.layout.WriteHealth(h); err != nil {
 		a.log.Warn("write health file", "err", err)
 	}

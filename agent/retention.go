@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
+	"github.com/edgeagent/agent/workspace"
 )
 
 // retentionInterval is how often the agent prunes, after once at start.
@@ -44,13 +46,19 @@ type retention struct {
 	// whose reports or state wait in memory, which is left alone too.
 	running *runningTasks
 	held    func(taskID string) bool
+
+	// workspaces, if set, removes the work directories that are git
+	// worktrees, and only when that loses no work; usage, if set, is told
+	// what the workspaces take after every prune.
+	workspaces *workspace.Manager
+	usage      *atomic.Pointer[datadir.WorkspaceUsage]
 }
 
 // retention returns the agent's pruner.
 func (a *Agent) retention() *retention {
 	return &retention{layout: a.layout, workRoot: a.workDir(), store: a.store, outbox: a.outbox,
 		rules: state.Retention{MaxAge: a.cfg.Retention, MaxBytes: a.cfg.RetentionMaxBytes}, now: time.Now, log: a.log,
-		running: a.running, held: a.held.holds}
+		running: a.running, held: a.held.holds, workspaces: a.workspaces, usage: &a.usage}
 }
 
 // holds reports whether reports or the state of task id wait in memory.
@@ -102,7 +110,7 @@ func (r *retention) prune(ctx context.Context) pruned {
 		if ctx.Err() != nil {
 			break
 		}
-		ok, err := r.remove(p)
+		ok, err := r.remove(ctx, p)
 		switch {
 		case err != nil:
 			r.log.Warn("retention: task not pruned", "task", p.ID, "err", err)
@@ -117,7 +125,28 @@ func (r *retention) prune(ctx context.Context) pruned {
 			"retention", r.rules.MaxAge, "max_bytes", r.rules.MaxBytes)
 	}
 	res.deadPurged = r.purgeDead(now)
+	r.measureWorkspaces(ctx)
 	return res
+}
+
+// measureWorkspaces finds what the workspaces take, for agent health and
+// the metrics: once a prune, never per scrape.
+func (r *retention) measureWorkspaces(ctx context.Context) {
+	if r.workspaces == nil || r.usage == nil {
+		return
+	}
+	list, err := r.workspaces.List(ctx)
+	if err != nil {
+		r.log.Warn("retention: some workspace records could not be read", "err", err)
+	}
+	u := datadir.WorkspaceUsage{Count: len(list), At: r.now().UTC()} // stored: in UTC
+	for _, i := range list {
+		u.Bytes += i.Bytes
+		if i.Kept() {
+			u.Kept++
+		}
+	}
+	r.usage.Store(&u)
 }
 
 // purgeDead purges the outbox's records dead for longer than the
@@ -141,8 +170,11 @@ func (r *retention) purgeDead(now time.Time) int {
 
 // remove takes task p away: its logs and work directory, then its state.
 // It reports false, leaving everything, when the task changed since the
-// plan (it runs again, a person retried it) or is busy.
-func (r *retention) remove(p state.Prune) (bool, error) {
+// plan (it runs again, a person retried it) or is busy. A work directory
+// that is a workspace goes only when that loses no work: one that holds
+// work stays, said once (the task's state goes, so the next prune does
+// not see it again), for a person to remove (agent workspaces rm).
+func (r *retention) remove(ctx context.Context, p state.Prune) (bool, error) {
 	var trash []string
 	ok, err := r.running.unlessRunning(p.ID, func() (bool, error) {
 		if r.held(p.ID) {
@@ -154,7 +186,13 @@ func (r *retention) remove(p state.Prune) (bool, error) {
 		}
 		// Logs and work directory first, the state last: a crash between
 		// leaves the task to the next prune, never its files orphaned.
-		for _, dir := range r.taskDirs(p.ID) {
+		dirs := []string{r.layout.Logs(p.ID), filepath.Join(r.workRoot, runner.SessionDirName, p.ID)}
+		if isWorkspace, err := r.removeWorkspace(ctx, p.ID); err != nil {
+			return false, err
+		} else if !isWorkspace {
+			dirs = append(dirs, filepath.Join(r.workRoot, p.ID))
+		}
+		for _, dir := range dirs {
 			to := filepath.Join(filepath.Dir(dir), trashPrefix+p.ID)
 			if err := os.Rename(dir, to); err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
@@ -172,6 +210,30 @@ func (r *retention) remove(p state.Prune) (bool, error) {
 		}
 	}
 	return ok && err == nil, err
+}
+
+// removeWorkspace removes task id's workspace, if it has one, unless
+// that would lose work; then it says so, once, and keeps it. It reports
+// whether the task has a workspace.
+func (r *retention) removeWorkspace(ctx context.Context, id string) (bool, error) {
+	if r.workspaces == nil {
+		return false, nil
+	}
+	if _, err := r.workspaces.Get(id); errors.Is(err, workspace.ErrNoWorkspace) {
+		return false, nil
+	} else if err != nil {
+		return true, err
+	}
+	i, err := r.workspaces.Remove(ctx, id, false)
+	switch {
+	case errors.Is(err, workspace.ErrKept):
+		r.log.Warn("workspace kept: "+i.Loses()+"; agent workspaces rm "+id+" to remove", "task", id, "dir", i.Dir, "branch", i.Branch, "repo", i.Repo)
+	case err != nil:
+		return true, err
+	default:
+		r.log.Debug("retention: workspace removed", "task", id, "dir", i.Dir, "branch", i.Branch)
+	}
+	return true, nil
 }
 
 // sweepTrash removes what a prune cut short by a crash had taken away.

@@ -32,6 +32,7 @@ import (
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/workspace"
 )
 
 // CheckName names a check. The names are stable: scripts read them in
@@ -48,6 +49,7 @@ const (
 	CheckDisk         CheckName = "disk"          // free space on the data directory's file system
 	CheckExecutor     CheckName = "executor"      // found, executable, the tested version
 	CheckIsolation    CheckName = "isolation"     // attempts confined (Landlock), or said why not
+	CheckWorkspaces   CheckName = "workspaces"    // the repositories served are git repositories; what the tasks' worktrees take
 	CheckControlPlane CheckName = "control-plane" // the URL valid, GET /healthz answers
 	CheckAuth         CheckName = "auth"          // the control plane accepts the token
 	CheckClock        CheckName = "clock"         // this clock agrees with the control plane's
@@ -135,6 +137,12 @@ type Options struct {
 	// Isolation is how attempts are to be confined.
 	Isolation isolation.Config
 
+	// Repos are the repositories the agent is to serve; WorkDir is where
+	// the tasks' work directories, and so their worktrees, are (default
+	// DataDir/work).
+	Repos   []workspace.Repo
+	WorkDir string
+
 	ControlPlane string
 	Insecure     bool
 	// Version is the agent's version, sent as its User-Agent.
@@ -158,7 +166,7 @@ func Run(ctx context.Context, o Options) []Check {
 	}
 	checks := []Check{checkConfig(o), checkToken(o)}
 	checks = append(checks, checkDataDir(o)...)
-	checks = append(checks, checkExecutor(ctx, o), checkIsolation(o))
+	checks = append(checks, checkExecutor(ctx, o), checkIsolation(o), checkWorkspaces(ctx, o))
 	return append(checks, checkControlPlane(ctx, o)...)
 }
 
@@ -178,6 +186,50 @@ func checkIsolation(o Options) Check {
 			Fix: "run on Linux 5.13 or later with Landlock enabled (lsm=...,landlock)"}
 	}
 	return pass(CheckIsolation, "%s", c.Line)
+}
+
+// checkWorkspaces checks the repositories the agent is to serve as agent
+// run would, and says what the tasks' worktrees take: a warning when some
+// are kept because removing them would lose work. Its git calls only
+// read.
+func checkWorkspaces(ctx context.Context, o Options) Check {
+	root := o.WorkDir
+	if root == "" {
+		root = filepath.Join(o.DataDir, "work")
+	}
+	m, err := workspace.New(root, o.Repos)
+	if err != nil {
+		return failed(CheckWorkspaces, err.Error(), "correct the [[repo]] named (name, and path to a git checkout) in the config, or its --repo NAME=PATH")
+	}
+	serves := "no repository served ([[repo]] in the config)"
+	if names := m.Names(); len(names) > 0 {
+		serves = "serves " + strings.Join(names, ", ")
+	}
+	list, err := m.List(ctx)
+	if err != nil {
+		return Check{Name: CheckWorkspaces, Result: CheckWarn, Detail: serves + "; " + err.Error(), Fix: "look at the records named; agent workspaces ls lists the others"}
+	}
+	if len(list) == 0 {
+		return pass(CheckWorkspaces, "%s; no workspaces in %s", serves, root)
+	}
+	var bytes int64
+	kept := 0
+	for _, i := range list {
+		bytes += i.Bytes
+		if i.Kept() {
+			kept++
+		}
+	}
+	noun := "workspaces"
+	if len(list) == 1 {
+		noun = "workspace"
+	}
+	detail := fmt.Sprintf("%s; %d %s taking %s in %s", serves, len(list), noun, bytesize.Text(bytes), root)
+	if kept > 0 {
+		return Check{Name: CheckWorkspaces, Result: CheckWarn, Detail: fmt.Sprintf("%s; %d kept, holding work retention will not remove", detail, kept),
+			Fix: "agent workspaces ls shows them: merge or push what you want of their branches, then agent workspaces rm TASK_ID"}
+	}
+	return pass(CheckWorkspaces, "%s", detail)
 }
 
 func pass(name CheckName, format string, args ...any) Check {

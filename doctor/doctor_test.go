@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/exec"
+	"github.com/edgeagent/agent/workspace"
 )
 
 // checkNamed finds a check among Run's.
@@ -577,4 +579,36 @@ func TestDoctorConfig(t *testing.T) {
 			wantCheck(t, checkConfig(Options{ConfigFile: tc.file, ConfigErr: tc.err}), tc.want, tc.detail, tc.fix)
 		})
 	}
+}
+
+// The workspaces check: a repository that is not one fails, naming it;
+// workspaces that hold work warn; otherwise it says what they take.
+func TestCheckWorkspaces(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	repo := filepath.Join(t.TempDir(), "app")
+	for _, args := range [][]string{{"init", "-q", "-b", "main", repo}, {"-C", repo, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"}} {
+		if out, err := osexec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	notRepo := t.TempDir()
+	wantCheck(t, checkWorkspaces(ctx, Options{DataDir: dataDir, Repos: []workspace.Repo{{Name: "app", Path: repo}, {Name: "docs", Path: notRepo}}}),
+		CheckFail, `repository "docs": `+notRepo+" is not a git repository", "[[repo]]")
+	wantCheck(t, checkWorkspaces(ctx, Options{DataDir: dataDir}), CheckPass, "no repository served ([[repo]] in the config); no workspaces in "+filepath.Join(dataDir, "work"), "")
+
+	o := Options{DataDir: dataDir, Repos: []workspace.Repo{{Name: "app", Path: repo}}}
+	m, err := workspace.New(filepath.Join(dataDir, "work"), o.Repos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Prepare(ctx, "t1", "app", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCheck(t, checkWorkspaces(ctx, o), CheckPass, "serves app; 1 workspace taking ", "")
+	if err := os.WriteFile(filepath.Join(w.Dir, "wip"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantCheck(t, checkWorkspaces(ctx, o), CheckWarn, "1 kept, holding work", "agent workspaces ls")
 }

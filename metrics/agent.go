@@ -18,6 +18,19 @@ type AgentSources struct {
 	Tasks func() ([]*state.Task, error)
 	// Grade returns the executor's health grade.
 	Grade func() health.Grade
+	// Workspaces, if set, returns what the tasks' git worktrees take, as
+	// the agent last measured them (it does so on its retention tick,
+	// not per scrape); ok is false before the first measure. Unset, the
+	// workspace gauges are not exported.
+	Workspaces func() (w WorkspaceFigures, ok bool)
+}
+
+// WorkspaceFigures are what the tasks' git worktrees take: how many are
+// clean (retention may remove them), how many are kept because removing
+// them would lose work, and their bytes on disk.
+type WorkspaceFigures struct {
+	Clean, Kept int
+	Bytes       int64
 }
 
 // Agent holds the agent's metrics: gauges read from its sources at scrape
@@ -124,6 +137,15 @@ func (g agentGauges) collect(s *scrape) {
 	tasks, _ := g.src.Tasks() // a file that cannot be read costs only itself
 	s.family("agent_tasks", "gauge", "Tasks in the data directory, by phase.")
 	samplePhases(s, phasesOf(tasks))
+
+	if g.src.Workspaces != nil {
+		if w, ok := g.src.Workspaces(); ok {
+			s.family("agent_workspaces", "gauge", "Tasks' git worktrees, by state: clean (retention removes them with their task) or kept (removing them would lose work).")
+			s.sample("", float64(w.Clean), "state", "clean")
+			s.sample("", float64(w.Kept), "state", "kept")
+			s.single("agent_workspaces_bytes", "gauge", "Bytes the tasks' git worktrees take on disk, as last measured (on the retention tick).", float64(w.Bytes))
+		}
+	}
 
 	grade := g.src.Grade()
 	s.family("agent_executor_health", "gauge", "1 for the executor's health grade, 0 for the others.")

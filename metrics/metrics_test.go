@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -466,4 +467,28 @@ func fixedSources(tasks ...*state.Task) metrics.AgentSources {
 		Tasks:  func() ([]*state.Task, error) { return tasks, nil },
 		Grade:  func() health.Grade { return health.Degraded },
 	}
+}
+
+// The workspace gauges say what the agent last measured, and are not
+// there before it measured or when it has no workspaces to measure.
+func TestWorkspaceGauges(t *testing.T) {
+	src := fixedSources()
+	var measured atomic.Bool
+	src.Workspaces = func() (metrics.WorkspaceFigures, bool) {
+		return metrics.WorkspaceFigures{Clean: 2, Kept: 1, Bytes: 12345}, measured.Load()
+	}
+	s, err := metrics.Listen("0", metrics.NewAgent(src).Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := scrape(t, s.Addr()); got["agent_workspaces"] != nil || got["agent_workspaces_bytes"] != nil {
+		t.Errorf("workspace gauges before a measure: %v, %v", got["agent_workspaces"], got["agent_workspaces_bytes"])
+	}
+	measured.Store(true)
+	checkAll(t, scrape(t, s.Addr()), []check{
+		{"agent_workspaces", []string{"state", "clean"}, eq(2), "2"},
+		{"agent_workspaces", []string{"state", "kept"}, eq(1), "1"},
+		{"agent_workspaces_bytes", nil, eq(12345), "12345"},
+	})
 }

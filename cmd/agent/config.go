@@ -105,8 +105,13 @@ func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) 
 	// Keys at the top first, then each table under its header.
 	tables := []string{""}
 	byTable := map[string][]*setting{}
+	var arrays []*setting // [[repo]]: after every table
 	for _, s := range r.table.list {
 		if fs.Lookup(s.name) == nil {
+			continue
+		}
+		if s.pairs != nil {
+			arrays = append(arrays, s)
 			continue
 		}
 		table, _ := splitKey(s.fileKey())
@@ -135,8 +140,27 @@ func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) 
 			fmt.Fprintf(&b, "%-44s # %s%s\n", line, r.origins[s.name], live)
 		}
 	}
+	for _, s := range arrays {
+		printPairs(&b, s, flagValue(fs, s).([]string), r.origins[s.name])
+	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// printPairs writes the values of a pairs setting as an array of tables,
+// [[repo]] with name and path; none, as a comment saying how to add one.
+func printPairs(b *bytes.Buffer, s *setting, values []string, o origin) {
+	key := s.fileKey()
+	if len(values) == 0 {
+		fmt.Fprintf(b, "\n# [[%s]]%s # %s\n# %s = %s\n# %s = %s\n", key, strings.Repeat(" ", max(0, 44-len(key)-6)), o,
+			s.pairs[0], tomlString("NAME"), s.pairs[1], tomlString(strings.ToUpper(s.pairs[1])))
+		return
+	}
+	for _, v := range values {
+		first, second, _ := s.splitPair(v)
+		fmt.Fprintf(b, "\n%-44s # %s\n", "[["+key+"]]", o)
+		fmt.Fprintf(b, "%s = %s\n%s = %s\n", s.pairs[0], tomlString(first), s.pairs[1], tomlString(second))
+	}
 }
 
 // splitKey splits "executor.codex.sandbox" into its table and its key.

@@ -87,6 +87,20 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 	if err != nil {
 		return nil, tomlError(path, err)
 	}
+	cf := &configFile{values: map[string]fileValue{}}
+	// Arrays of tables ([[repo]]) first: they are not dotted keys.
+	for _, st := range t.list {
+		v, ok := doc[st.fileKey()]
+		if st.pairs == nil || !ok {
+			continue
+		}
+		delete(doc, st.fileKey())
+		fv, err := pairsFromTOML(path, data, st, v, lines[st.fileKey()])
+		if err != nil {
+			return nil, err
+		}
+		cf.values[st.name] = fv
+	}
 	flat := map[string]any{}
 	flatten("", doc, flat)
 	keys := make([]string, 0, len(flat))
@@ -96,7 +110,6 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 	sort.Slice(keys, func(i, j int) bool {
 		return lines[keys[i]] < lines[keys[j]] || lines[keys[i]] == lines[keys[j]] && keys[i] < keys[j]
 	})
-	cf := &configFile{values: map[string]fileValue{}}
 	for _, k := range keys {
 		line := lines[k]
 		s := t.byKey(k)
@@ -126,6 +139,100 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 		cf.values[s.name] = fileValue{v: v, line: line}
 	}
 	return cf, nil
+}
+
+// pairsFromTOML turns the array of tables [[KEY]] of a pairs setting
+// into its values, FIRST=SECOND each, checking that every table has both
+// keys and no other. line is where the key is when the array is written
+// inline.
+func pairsFromTOML(path string, data []byte, s *setting, v any, line int) (fileValue, error) {
+	key := s.fileKey()
+	list, ok := v.([]any)
+	if !ok {
+		return fileValue{}, configError(path, line, "%s: want [[%s]] tables with %s and %s, got %s", key, key, s.pairs[0], s.pairs[1], tomlType(v))
+	}
+	tables := arrayTableLines(data, key)
+	fv := fileValue{v: []string{}, line: line}
+	for i, e := range list {
+		where := tableLines{header: line, keys: map[string]int{}}
+		if len(tables) == len(list) {
+			where = tables[i]
+		}
+		if i == 0 {
+			fv.line = where.header
+		}
+		m, ok := e.(map[string]any)
+		if !ok {
+			return fileValue{}, configError(path, where.header, "%s: item %d: want a table with %s and %s, got %s", key, i+1, s.pairs[0], s.pairs[1], tomlType(e))
+		}
+		names := make([]string, 0, len(m))
+		for k := range m {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			if k != s.pairs[0] && k != s.pairs[1] {
+				return fileValue{}, configError(path, where.line(k), "unknown key %q in [[%s]]: want %s and %s", k, key, s.pairs[0], s.pairs[1])
+			}
+		}
+		var pair [2]string
+		for j, k := range s.pairs {
+			str, ok := m[k].(string)
+			switch {
+			case m[k] == nil:
+				return fileValue{}, configError(path, where.header, "[[%s]] has no %s", key, k)
+			case !ok:
+				return fileValue{}, configError(path, where.line(k), "%s.%s: want a string, got %s", key, k, tomlType(m[k]))
+			case str == "":
+				return fileValue{}, configError(path, where.line(k), "%s.%s is empty", key, k)
+			case j == 0 && strings.Contains(str, "="):
+				return fileValue{}, configError(path, where.line(k), "%s.%s = %q: no '=' in a %s", key, k, str, k)
+			}
+			pair[j] = str
+		}
+		if s.path {
+			pair[1] = filePath(pair[1], filepath.Dir(path))
+		}
+		fv.v = append(fv.v.([]string), pair[0]+"="+pair[1])
+	}
+	return fv, nil
+}
+
+// tableLines is where a table of an array of tables is: its header's
+// line and the line of each of its keys.
+type tableLines struct {
+	header int
+	keys   map[string]int
+}
+
+func (t tableLines) line(key string) int {
+	if l, ok := t.keys[key]; ok {
+		return l
+	}
+	return t.header
+}
+
+// arrayTableLines finds the tables [[key]] of a TOML document, in order.
+func arrayTableLines(data []byte, key string) []tableLines {
+	var out []tableLines
+	p := unstable.Parser{}
+	p.Reset(data)
+	in := false
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			in = e.Kind == unstable.ArrayTable && strings.Join(keyParts(e.Key()), ".") == key
+			if in {
+				out = append(out, tableLines{header: headerLine(&p, e), keys: map[string]int{}})
+			}
+		case unstable.KeyValue:
+			if in {
+				out[len(out)-1].keys[strings.Join(keyParts(e.Key()), ".")] = lineOf(&p, e)
+			}
+		}
+	}
+	return out
 }
 
 // tomlError says where a file is not TOML.
@@ -172,7 +279,7 @@ func keyLines(data []byte) (map[string]int, error) {
 		case unstable.Table, unstable.ArrayTable:
 			table = keyParts(e.Key())
 			// A table's header line is where its empty table is.
-			lines[strings.Join(table, ".")] = lineOf(&p, e)
+			lines[strings.Join(table, ".")] = headerLine(&p, e)
 		case unstable.KeyValue:
 			key := append(append([]string{}, table...), keyParts(e.Key())...)
 			line := lineOf(&p, e)
@@ -204,6 +311,16 @@ func keyParts(it unstable.Iterator) []string {
 		parts = append(parts, string(it.Node().Data))
 	}
 	return parts
+}
+
+// headerLine is the line of a table's header: its key's, as the parser
+// keeps no position for the table itself.
+func headerLine(p *unstable.Parser, table *unstable.Node) int {
+	it := table.Key()
+	if it.Next() {
+		return lineOf(p, it.Node())
+	}
+	return lineOf(p, table)
 }
 
 func lineOf(p *unstable.Parser, n *unstable.Node) int {

@@ -136,6 +136,10 @@ func TestConfigErrorsNameFileLineAndKey(t *testing.T) {
 		{"bad duration", "[executor]\nkill-grace = 5\n", `:2: executor.kill-grace: want a duration string such as "30s" or "5m", got the integer 5`},
 		{"not TOML", "models = [\"a\",\n", `:1: toml:`},
 		{"unknown table", "[executr]\nkind = \"codex\"\n", `:2: unknown key "executr.kind"; did you mean "executor.kind"?`},
+		{"unknown key in a repo table", "[[repo]]\nname = \"app\"\npath = \"/x\"\nbranch = \"main\"\n", `:4: unknown key "branch" in [[repo]]: want name and path`},
+		{"repo table without a path", "max-concurrent = 2\n\n[[repo]]\nname = \"app\"\n", `:3: [[repo]] has no path`},
+		{"repo table with a number", "[[repo]]\nname = 7\npath = \"/x\"\n", `:2: repo.name: want a string, got the integer 7`},
+		{"repo as a string", "repo = \"app\"\n", `:1: repo: want [[repo]] tables with name and path, got the string "app"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".toml")
@@ -163,6 +167,54 @@ func TestConfigErrorsNameFileLineAndKey(t *testing.T) {
 		r = runAgentEnv(t, []string{"AGENT_CONFIG=", "AGENT_LOG_LEVEL=loud"}, "config", "print")
 		wantOneLineError(t, r, 2, `AGENT_LOG_LEVEL: "loud": want debug, info, warn or error`)
 	})
+}
+
+// The repositories are [[repo]] tables in the file (a relative path
+// relative to the file, ~/ the home directory), --repo NAME=PATH on the
+// command line and AGENT_REPO in the environment; config print writes
+// them back as [[repo]] tables that read back the same.
+func TestConfigRepoTables(t *testing.T) {
+	dir := t.TempDir()
+	home, _ := os.UserHomeDir()
+	file := filepath.Join(dir, "agent.toml")
+	writeFile(t, file, `max-concurrent = 3
+
+[log]
+level = "debug"
+
+[[repo]]
+name = "app"
+path = "src/app"
+
+[[repo]]
+path = "~/docs"
+name = "docs"
+`)
+	r := runAgentEnv(t, []string{"AGENT_CONFIG=" + file}, "config", "print")
+	want := "\n[[repo]]                                     # file " + file + ":6\nname = \"app\"\npath = " + tomlString(filepath.Join(dir, "src", "app")) + "\n" +
+		"\n[[repo]]                                     # file " + file + ":6\nname = \"docs\"\npath = " + tomlString(filepath.Join(home, "docs")) + "\n"
+	if r.code != 0 || !strings.HasSuffix(r.stdout, want) {
+		t.Fatalf("config print: %+v\nwant it to end with:\n%s", r, want)
+	}
+	printedFile := filepath.Join(t.TempDir(), "printed.toml")
+	writeFile(t, printedFile, r.stdout)
+	again := runAgentEnv(t, []string{"AGENT_CONFIG=" + printedFile}, "config", "print")
+	for _, pair := range []string{"name = \"app\"\npath = " + tomlString(filepath.Join(dir, "src", "app")), "name = \"docs\"\npath = " + tomlString(filepath.Join(home, "docs"))} {
+		if again.code != 0 || !strings.Contains(again.stdout, pair) {
+			t.Errorf("printed file read back: no %q in\n%s", pair, again.stdout)
+		}
+	}
+	r = runAgentEnv(t, []string{"AGENT_CONFIG=" + file, "AGENT_REPO=env=/from/env"}, "config", "print")
+	if !strings.Contains(r.stdout, "[[repo]]                                     # env AGENT_REPO\nname = \"env\"\npath = \"/from/env\"\n") ||
+		strings.Contains(r.stdout, `"app"`) {
+		t.Errorf("AGENT_REPO over the file:\n%s", r.stdout)
+	}
+	r = runAgentEnv(t, []string{"AGENT_CONFIG=" + file}, "config", "print", "--repo", "a=/x", "--repo", "b=/y")
+	if strings.Count(r.stdout, "# flag --repo") != 2 || !strings.Contains(r.stdout, "name = \"b\"\npath = \"/y\"") {
+		t.Errorf("--repo twice:\n%s", r.stdout)
+	}
+	r = runAgentEnv(t, []string{"AGENT_CONFIG="}, "config", "print", "--repo", "just-a-name")
+	wantOneLineError(t, r, 2, `--repo "just-a-name": want NAME=PATH`)
 }
 
 // The data directory from the config file serves every command: the

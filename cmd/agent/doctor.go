@@ -32,6 +32,10 @@ file) and checks, without running the agent or changing anything:
   disk           free space on the data directory's file system
   executor       the binary found and executable; a CLI's version against
                  the one the agent is tested with
+  isolation      attempts confined with Landlock, or why not
+  workspaces     every [[repo]] a git repository the agent can serve; how
+                 many task worktrees there are, their size, and how many
+                 are kept because removing them would lose work
   control-plane  the URL valid, GET /healthz answers
   auth           the control plane accepts the token (GET /v1/agents)
   clock          this clock against the Date of the control plane's answer
@@ -87,6 +91,7 @@ func doctorOptions(cmd *cobra.Command, f *runFlags) doctor.Options {
 	o.Token, o.TokenErr = readTokenForDoctor(f.tokenFile) // doctor checks the file's mode itself
 	o.Executor, o.ExecutorErr = f.executor.build()
 	o.Isolation = f.isolationOf(path)
+	o.Repos, o.WorkDir = f.repoList(), f.workDir
 	return o
 }
 

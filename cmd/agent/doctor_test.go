@@ -26,7 +26,7 @@ func doctorChecks(t *testing.T, env []string, args ...string) (int, []doctor.Che
 		t.Errorf("doctor wrote on stderr: %q", r.stderr)
 	}
 	want := []doctor.CheckName{doctor.CheckConfig, doctor.CheckToken, doctor.CheckDataDir, doctor.CheckLock, doctor.CheckOutbox,
-		doctor.CheckDisk, doctor.CheckExecutor, doctor.CheckIsolation, doctor.CheckControlPlane, doctor.CheckAuth, doctor.CheckClock}
+		doctor.CheckDisk, doctor.CheckExecutor, doctor.CheckIsolation, doctor.CheckWorkspaces, doctor.CheckControlPlane, doctor.CheckAuth, doctor.CheckClock}
 	if len(checks) != len(want) {
 		t.Fatalf("%d checks, want %d: %+v", len(checks), len(want), checks)
 	}
@@ -91,7 +91,7 @@ func TestDoctorHealthy(t *testing.T) {
 	// The table, for people.
 	r := runAgent(t, append([]string{"doctor", "--timeout", "5m"}, args...)...)
 	if r.code != 0 || r.stderr != "" || !regexp.MustCompile(`(?m)^CHECK\s+RESULT\s+DETAIL$`).MatchString(r.stdout) ||
-		!strings.Contains(r.stdout, "all 11 checks passed") || strings.Contains(r.stdout, "to fix:") {
+		!strings.Contains(r.stdout, "all 12 checks passed") || strings.Contains(r.stdout, "to fix:") {
 		t.Errorf("doctor: %+v", r)
 	}
 	if strings.Contains(r.stdout, strings.TrimSpace(string(tok))) {
@@ -212,7 +212,7 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 			r := runAgent(t, append([]string{"doctor", "--timeout", "5m"}, args...)...)
 			fixLine := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(string(tc.failing)) + `\s+.*` + regexp.QuoteMeta(tc.fix))
 			if r.code != 1 || r.stderr != "" || !strings.Contains(r.stdout, "\nto fix:\n") || !fixLine.MatchString(r.stdout) ||
-				!strings.Contains(r.stdout, "1 of 11 checks failed") {
+				!strings.Contains(r.stdout, "1 of 12 checks failed") {
 				t.Errorf("doctor: exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
 			}
 		})

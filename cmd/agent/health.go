@@ -56,6 +56,10 @@ func newHealthCmd() *cobra.Command {
 			if free := durable.FreeBytes(dataDir); free >= 0 {
 				fmt.Fprintf(w, "disk free:      %s\n", bytesHuman(free))
 			}
+			if ws := h.Workspaces; ws != nil {
+				fmt.Fprintf(w, "workspaces:     %d taking %s; %d kept, holding work (agent workspaces ls); measured %s\n",
+					ws.Count, bytesHuman(ws.Bytes), ws.Kept, ago(now, ws.At))
+			}
 			fmt.Fprintf(w, "recorded:       %s by agent %s\n", ago(now, h.UpdatedAt), visible(h.AgentID))
 			if len(h.RecentErrors) > 0 {
 				fmt.Fprintln(w, "recent errors:")

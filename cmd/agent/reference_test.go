@@ -150,7 +150,7 @@ start. How the settings are read, the config file and reload are in
 			cells := []string{
 				"`--" + s.name + "`",
 				"`" + s.envName(f.table.envPrefix) + "`",
-				"`" + s.fileKey() + "`",
+				fileKeyCell(s),
 				settingType(s),
 				settingDefault(s),
 			}
@@ -170,6 +170,15 @@ start. How the settings are read, the config file and reload are in
 		}
 	}
 	return b.String()
+}
+
+// fileKeyCell is a setting's key in the config file; for pairs, the
+// array of tables and its keys.
+func fileKeyCell(s *setting) string {
+	if s.pairs != nil {
+		return fmt.Sprintf("`[[%s]]` tables: `%s`, `%s`", s.fileKey(), s.pairs[0], s.pairs[1])
+	}
+	return "`" + s.fileKey() + "`"
 }
 
 // settingType says what a setting's value is.
@@ -205,6 +214,9 @@ func settingType(s *setting) string {
 		}
 		if s.path {
 			t = "paths, the flag repeated"
+		}
+		if s.pairs != nil {
+			t = fmt.Sprintf("%s=%s pairs, the flag repeated", strings.ToUpper(s.pairs[0]), strings.ToUpper(s.pairs[1]))
 		}
 	case []time.Duration:
 		t = "durations, comma-separated"

@@ -26,7 +26,7 @@ and replayed until the control plane acknowledges it.`,
 	root.Version = agentVersion() // agent --version
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	defer refuseUnknownSubcommands(root)
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newStopCmd(), newConfigCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newAgentsCmd(), newHealthCmd(), newDoctorCmd(), newOutboxCmd(), newServiceCmd(), newSampleExecutorCmd())
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newStopCmd(), newConfigCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newAgentsCmd(), newHealthCmd(), newDoctorCmd(), newOutboxCmd(), newWorkspacesCmd(), newServiceCmd(), newSampleExecutorCmd())
 	return root
 }
 

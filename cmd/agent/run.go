@@ -19,12 +19,14 @@ import (
 	attemptproc "github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/workspace"
 )
 
 // runFlags are the settings of `agent run`.
 type runFlags struct {
 	controlPlane, tokenFile, dataDir, agentID string
 	workDir                                   string
+	repos                                     []string // NAME=PATH
 	executor                                  executorFlags
 	models                                    []string
 	maxConcurrent, maxRetries                 int
@@ -46,6 +48,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "data-dir", &f.dataDir)
 	t.bind(fs, "agent-id", &f.agentID)
 	t.bind(fs, "work-dir", &f.workDir)
+	t.bind(fs, "repo", &f.repos)
 	f.executor.bind(fs)
 	t.bind(fs, "isolation", &f.isolation)
 	t.bind(fs, "isolation-deny", &f.isolationDeny)
@@ -134,6 +137,20 @@ func (f *runFlags) isolationOf(configFile string) isolation.Config {
 	return iso
 }
 
+// repoList is the repositories the settings name, NAME=PATH each (the
+// settings' check has refused any other form). A path given on the command
+// line or in the environment may start with ~/; relative, it is relative
+// to the working directory.
+func (f *runFlags) repoList() []workspace.Repo {
+	s := agentSettings.lookup("repo")
+	var repos []workspace.Repo
+	for _, v := range f.repos {
+		name, path, _ := s.splitPair(v)
+		repos = append(repos, workspace.Repo{Name: name, Path: filePath(path, ".")})
+	}
+	return repos
+}
+
 // configFileOf is the config file the settings were read from, "" for
 // none.
 func configFileOf(cmd *cobra.Command) string {
@@ -176,7 +193,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
-		Isolation: f.isolationOf(configFileOf(cmd))}
+		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList()}
 	if os.Getenv("NOTIFY_SOCKET") != "" {
 		cfg.Notify = func(s string) { daemon.SdNotify(false, s) }
 		if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {
@@ -184,6 +201,9 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		}
 	}
 	a, err := agent.New(cfg)
+	if errors.Is(err, workspace.ErrBadRepo) {
+		return usagef("%v", err) // a mistake in the settings: exit 2, not restarted in a loop
+	}
 	if err != nil {
 		return err
 	}

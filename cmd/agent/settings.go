@@ -43,7 +43,15 @@ type setting struct {
 	oneOf []string
 	// min, if set, is the smallest value allowed of an int or a duration.
 	min *int64
+	// pairs, if set, makes a repeat []string setting a list of pairs
+	// FIRST=SECOND (--repo NAME=PATH); in the config file, an array of
+	// tables [[KEY]] with the keys pairs[0] and pairs[1]. With path, the
+	// second of each pair is a path.
+	pairs *[2]string
 }
+
+// repoKeys are the keys of a [[repo]] table.
+var repoKeys = [2]string{"name", "path"}
 
 func atLeast(n int64) *int64 { return &n }
 
@@ -64,6 +72,14 @@ func (s *setting) envName(prefix string) string {
 // check refuses a value the setting does not allow. v has the setting's
 // type.
 func (s *setting) check(v any) error {
+	if s.pairs != nil {
+		list, _ := v.([]string)
+		for _, p := range list {
+			if _, _, err := s.splitPair(p); err != nil {
+				return err
+			}
+		}
+	}
 	if len(s.oneOf) > 0 {
 		str, _ := v.(string)
 		if !slices.Contains(s.oneOf, str) {
@@ -106,6 +122,15 @@ func (s *setting) checkDuration(d time.Duration) error {
 		return fmt.Errorf("%s: want more than 0s", d)
 	}
 	return fmt.Errorf("%s: want at least %s", d, time.Duration(*s.min))
+}
+
+// splitPair splits a value of a pairs setting, FIRST=SECOND.
+func (s *setting) splitPair(v string) (first, second string, err error) {
+	first, second, ok := strings.Cut(v, "=")
+	if !ok || first == "" || second == "" {
+		return "", "", fmt.Errorf("%q: want %s=%s", v, strings.ToUpper(s.pairs[0]), strings.ToUpper(s.pairs[1]))
+	}
+	return first, second, nil
 }
 
 // orList writes "a, b or c", quoting the empty string as "".
@@ -210,6 +235,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "data-dir", path: true, def: defaultDataDir(), help: "the agent's data directory"},
 	{name: "agent-id", help: "this agent's id (default: one kept in the data directory)"},
 	{name: "work-dir", path: true, help: "where each task gets its work directory, TASK_ID below it, kept after the task (default: DATA_DIR/work)"},
+	{name: "repo", def: []string(nil), repeat: true, path: true, pairs: &repoKeys,
+		help: "a repository tasks may name, NAME=PATH, repeatable: a task naming it runs in a git worktree of its own, WORK_DIR/TASK_ID on branch agent/TASK_ID; in the config file, [[repo]] tables with name and path"},
 
 	{name: "executor", key: "executor.kind", def: "exec", oneOf: []string{"exec", "codex", "claude", "sample"},
 		help: "exec (runs --executor-command), codex (codex app-server), claude (Claude Code in print mode), or sample (built in)"},

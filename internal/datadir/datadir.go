@@ -139,6 +139,19 @@ type HealthFile struct {
 	// Storage says whether the agent's writes fail (a full disk) and what
 	// it holds in memory meanwhile.
 	Storage StorageStatus `json:"storage"`
+	// Workspaces is what the tasks' git worktrees take, as the agent's
+	// last prune found; nil before one, or in files of earlier versions.
+	Workspaces *WorkspaceUsage `json:"workspaces,omitempty"`
+}
+
+// WorkspaceUsage is what the tasks' git worktrees take on disk: how many
+// there are, how many are kept because removing them would lose work,
+// and their bytes.
+type WorkspaceUsage struct {
+	Count int       `json:"count"`
+	Kept  int       `json:"kept"`
+	Bytes int64     `json:"bytes"`
+	At    time.Time `json:"at"`
 }
 
 // StorageStatus is what the agent tells of its writes.

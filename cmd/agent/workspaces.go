@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/workspace"
+)
+
+func newWorkspacesCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "workspaces",
+		Short: "List and remove the git worktrees of tasks that named a repository",
+		Long: `A task that names a repository the agent serves ([[repo]] in the config)
+runs in a git worktree of its own, WORK_DIR/TASK_ID, on the branch
+agent/TASK_ID. Retention removes a finished task's worktree and branch with
+the task when nothing would be lost; one whose branch has commits on no
+other branch, or whose worktree has uncommitted changes, is kept until a
+person looks at it and removes it with agent workspaces rm.
+
+These commands read the work directory (--work-dir, else DATA_DIR/work) as
+agent run's settings give it; they work while the agent runs.`,
+	}
+	cmd.AddCommand(newWorkspacesLsCmd(), newWorkspacesRmCmd())
+	return cmd
+}
+
+// workspaceFlags are the settings the workspaces commands take.
+type workspaceFlags struct{ dataDir, workDir string }
+
+func (f *workspaceFlags) add(cmd *cobra.Command) {
+	fs := useSettings(cmd, agentSettings)
+	agentSettings.bind(fs, "data-dir", &f.dataDir)
+	agentSettings.bind(fs, "work-dir", &f.workDir)
+}
+
+// manager reads the workspaces under the work directory. It needs no
+// repository of the config: each workspace's record says where its
+// repository is.
+func (f *workspaceFlags) manager() (*workspace.Manager, error) {
+	root := f.workDir
+	if root == "" {
+		root = filepath.Join(f.dataDir, "work")
+	}
+	return workspace.New(root, nil)
+}
+
+func newWorkspacesLsCmd() *cobra.Command {
+	var (
+		f      workspaceFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the tasks' worktrees, oldest first: task, repository, branch, size, and whether removing it would lose work",
+		Long: `ls lists every task's worktree with its size on disk and its state:
+
+  clean                           nothing would be lost: retention removes it
+                                  with its task
+  kept: 2 commits not on main     its branch has commits on no other branch,
+                                  tag or remote, and not in its base
+  kept: uncommitted changes       its worktree has changes no commit holds
+                                  (untracked files too; ignored ones not)`,
+		Example: `  agent workspaces ls
+  agent workspaces ls --json | jq '.[] | select(.state != "clean")'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := f.manager()
+			if err != nil {
+				return err
+			}
+			list, err := m.List(cmd.Context())
+			if err != nil && len(list) == 0 {
+				return err
+			}
+			if err != nil {
+				cmd.PrintErrln("agent: workspaces ls: warning:", oneLine(err.Error()))
+			}
+			if asJSON {
+				views := make([]workspaceView, len(list))
+				for i, w := range list {
+					views[i] = workspaceView{Info: w, State: w.State()}
+				}
+				return writeJSON(cmd.OutOrStdout(), views)
+			}
+			return printWorkspaces(cmd.OutOrStdout(), list, m.Root())
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print the workspaces as a JSON array: task_id, repo, branch, base, dir, bytes, commits (those only it holds), uncommitted, missing, error and state`)
+	return cmd
+}
+
+// workspaceView is a workspace as ls --json shows it.
+type workspaceView struct {
+	workspace.Info
+	State string `json:"state"`
+}
+
+// printWorkspaces prints one row per workspace.
+func printWorkspaces(w io.Writer, list []workspace.Info, root string) error {
+	if len(list) == 0 {
+		fmt.Fprintf(w, "no workspaces in %s\n", root)
+		return nil
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "TASK\tREPO\tBRANCH\tSIZE\tSTATE")
+	var total int64
+	for _, i := range list {
+		total += i.Bytes
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", visible(i.TaskID), visible(i.Repo), visible(i.Branch), bytesHuman(i.Bytes), visible(i.State()))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	noun := "workspaces"
+	if len(list) == 1 {
+		noun = "workspace"
+	}
+	fmt.Fprintf(w, "%d %s, %s, in %s\n", len(list), noun, bytesHuman(total), root)
+	return nil
+}
+
+func newWorkspacesRmCmd() *cobra.Command {
+	var (
+		f     workspaceFlags
+		force bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rm TASK_ID",
+		Short: "Remove a task's worktree and its branch, refusing when work would be lost unless --force",
+		Long: `rm removes a finished task's worktree (WORK_DIR/TASK_ID), the repository's
+record of it and its branch agent/TASK_ID. It refuses, saying what would be
+lost, when the branch has commits on no other branch, tag or remote and not
+in its base, or the worktree has uncommitted changes: merge or push the
+branch, or commit what you want to keep elsewhere, then rm again; or give
+--force to drop them (rm says what it dropped). The worktree of a task that
+has not finished is never removed.`,
+		Example: `  agent workspaces rm 7f3c2a
+  git -C ~/src/app merge agent/7f3c2a && agent workspaces rm 7f3c2a
+  agent workspaces rm 7f3c2a --force    # drops its commits and changes`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("%s takes one task id, got %d arguments", cmd.CommandPath(), len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			m, err := f.manager()
+			if err != nil {
+				return err
+			}
+			if datadir.CheckTaskState(f.dataDir) == nil { // else the agent has no tasks there
+				if t, err := datadir.LoadTask(f.dataDir, id); err == nil && !t.Phase.Terminal() {
+					return fmt.Errorf("task %s is %s, not finished: its workspace is in use", id, t.Phase)
+				} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+			}
+			i, err := m.Remove(cmd.Context(), id, force)
+			if err != nil {
+				return err
+			}
+			msg := fmt.Sprintf("removed the workspace of task %s: %s and branch %s of %s", id, i.Dir, i.Branch, i.Repo)
+			if d := i.Loses(); d != "" {
+				msg += "; dropped " + d
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), visible(msg))
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "remove it even though its commits or uncommitted changes are lost with it")
+	return cmd
+}

@@ -1,0 +1,458 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// bed is a manager serving one real repository, "app", under a work
+// root of its own.
+type bed struct {
+	t    *testing.T
+	repo string
+	root string
+	m    *Manager
+}
+
+func newBed(t *testing.T) *bed {
+	t.Helper()
+	b := &bed{t: t, repo: newRepo(t), root: filepath.Join(t.TempDir(), "work")}
+	var err error
+	if b.m, err = New(b.root, []Repo{{Name: "app", Path: b.repo}}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *bed) prepare(id, base string) *Workspace {
+	b.t.Helper()
+	w, err := b.m.Prepare(context.Background(), id, "app", base)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return w
+}
+
+func (b *bed) changes(id string) *state.Changes {
+	b.t.Helper()
+	c, err := b.m.Changes(context.Background(), id)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return c
+}
+
+func (b *bed) info(id string) Info {
+	b.t.Helper()
+	i, err := b.m.Inspect(context.Background(), id)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return i
+}
+
+// Two tasks on one repository each get a worktree on a branch of their
+// own, made from the base; what each writes and commits, at the same
+// time, stays in its own worktree and branch, and the repository's
+// checkout and its branch do not move.
+func TestTwoTasksOnOneRepositoryRunSideBySide(t *testing.T) {
+	b := newBed(t)
+	mainBefore := git(t, b.repo, "rev-parse", "main")
+	wa, wb := b.prepare("task-a", ""), b.prepare("task-b", "main")
+	for _, w := range []*Workspace{wa, wb} {
+		if w.Dir != filepath.Join(b.root, w.TaskID) || w.Branch != "agent/"+w.TaskID || w.Base != "main" || w.BaseCommit != mainBefore {
+			t.Errorf("workspace %+v: want dir ROOT/%s, branch agent/%s, base main at %s", w, w.TaskID, w.TaskID, mainBefore)
+		}
+		if got := git(t, w.Dir, "symbolic-ref", "--short", "HEAD"); got != w.Branch {
+			t.Errorf("%s is on %s, want %s", w.Dir, got, w.Branch)
+		}
+		if got, err := os.ReadFile(filepath.Join(w.Dir, "README")); err != nil || string(got) != "one\ntwo\nthree\n" {
+			t.Errorf("%s/README = %q, %v: want the base's", w.Dir, got, err)
+		}
+		if info, err := os.Stat(w.Dir); err != nil || info.Mode().Perm() != 0o700 {
+			t.Errorf("worktree %s: %v, %v; want mode 0700", w.Dir, info.Mode(), err)
+		}
+		rec, err := os.Stat(b.m.recordPath(w.TaskID))
+		if err != nil || rec.Mode().Perm() != 0o600 {
+			t.Errorf("record of %s: %v; want mode 0600", w.TaskID, err)
+		}
+	}
+	if info, err := os.Stat(filepath.Join(b.root, RecordsDir)); err != nil || info.Mode().Perm() != 0o700 {
+		t.Errorf("records directory: %v; want mode 0700", err)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*5)
+	for _, w := range []*Workspace{wa, wb} {
+		wg.Go(func() {
+			for i := range 5 {
+				name := fmt.Sprintf("%s-%d.txt", w.TaskID, i)
+				if err := os.WriteFile(filepath.Join(w.Dir, name), []byte(w.TaskID+"\n"), 0o600); err != nil {
+					errs <- err
+					return
+				}
+				for _, args := range [][]string{{"add", name}, {"commit", "-q", "-m", name}} {
+					if out, err := gitErr(w.Dir, args...); err != nil {
+						errs <- fmt.Errorf("%s: git %v: %v: %s", w.TaskID, args, err, out)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, pair := range [][2]*Workspace{{wa, wb}, {wb, wa}} {
+		w, other := pair[0], pair[1]
+		c := b.changes(w.TaskID)
+		if len(c.Commits) != 5 || c.Files != 5 || c.Insertions != 5 || c.Deletions != 0 || c.Uncommitted {
+			t.Errorf("changes of %s: %+v; want its 5 commits of one line each, nothing else", w.TaskID, c)
+		}
+		for _, cm := range c.Commits {
+			if !strings.HasPrefix(cm.Subject, w.TaskID+"-") {
+				t.Errorf("%s's branch holds %q", w.TaskID, cm.Subject)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(w.Dir, other.TaskID+"-0.txt")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s's file is in %s's worktree: %v", other.TaskID, w.TaskID, err)
+		}
+	}
+	if got := git(t, b.repo, "rev-parse", "main"); got != mainBefore {
+		t.Errorf("main moved from %s to %s", mainBefore, got)
+	}
+	if got := git(t, b.repo, "symbolic-ref", "--short", "HEAD"); got != "main" {
+		t.Errorf("the checkout is on %s, want main", got)
+	}
+	if got := git(t, b.repo, "status", "--porcelain"); got != "" {
+		t.Errorf("the checkout changed: %q", got)
+	}
+}
+
+// The changes report counts exactly: commits since the base, oldest
+// first; the diff stat of the worktree against the base, committed,
+// uncommitted and untracked alike.
+func TestChangesSaysWhatTheTaskDid(t *testing.T) {
+	b := newBed(t)
+	w := b.prepare("t1", "")
+	if c := b.changes("t1"); len(c.Commits) != 0 || c.Files != 0 || c.Uncommitted || c.Head != w.BaseCommit {
+		t.Errorf("fresh workspace: %+v; want nothing changed, head at the base", c)
+	}
+	// Commit 1: README's second line changed (+1 -1), new.txt of 2 lines.
+	write(t, w.Dir, "README", "one\nTWO\nthree\n", "new.txt", "x\ny\n")
+	git(t, w.Dir, "add", "-A")
+	git(t, w.Dir, "commit", "-q", "-m", "change README, add new.txt")
+	// Commit 2: old.txt (4 lines) removed.
+	git(t, w.Dir, "rm", "-q", "old.txt")
+	git(t, w.Dir, "commit", "-q", "-m", "remove old.txt")
+	// Not committed: a line added to new.txt, an untracked file of 3
+	// lines, a binary untracked file, and an ignored file (not counted).
+	write(t, w.Dir, "new.txt", "x\ny\nz\n", "sub/untracked.go", "package a\n\nfunc f() {}", "bin.dat", "\x00\x01\x02", "debug.log", "ignored\n")
+
+	c := b.changes("t1")
+	head := git(t, w.Dir, "rev-parse", "HEAD")
+	want := state.Changes{Repo: "app", Branch: "agent/t1", Base: "main", BaseCommit: w.BaseCommit, Head: head, Uncommitted: true,
+		// README, new.txt, old.txt, sub/untracked.go, bin.dat
+		Files: 5, Insertions: 1 + 3 + 3, Deletions: 1 + 4, Path: w.Dir}
+	if c.Repo != want.Repo || c.Branch != want.Branch || c.Base != want.Base || c.BaseCommit != want.BaseCommit || c.Head != want.Head ||
+		c.Uncommitted != want.Uncommitted || c.Files != want.Files || c.Insertions != want.Insertions || c.Deletions != want.Deletions || c.Path != want.Path {
+		t.Errorf("changes:\n got %+v\nwant %+v", *c, want)
+	}
+	if len(c.Commits) != 2 || c.Commits[0].Subject != "change README, add new.txt" || c.Commits[1].Subject != "remove old.txt" ||
+		c.Commits[1].SHA != head || c.CommitsCut != 0 {
+		t.Errorf("commits %+v (cut %d); want the two, oldest first", c.Commits, c.CommitsCut)
+	}
+}
+
+// A branch of more commits than a result lists: the oldest
+// MaxChangesCommits, and how many more.
+func TestChangesCutsTheCommitsItLists(t *testing.T) {
+	b := newBed(t)
+	w := b.prepare("many", "")
+	n := state.MaxChangesCommits + 3
+	for i := range n {
+		git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", fmt.Sprintf("c%d", i))
+	}
+	c := b.changes("many")
+	if len(c.Commits) != state.MaxChangesCommits || c.CommitsCut != 3 || c.Commits[0].Subject != "c0" {
+		t.Errorf("%d commits listed, %d cut, first %q; want %d, 3, c0", len(c.Commits), c.CommitsCut, c.Commits[0].Subject, state.MaxChangesCommits)
+	}
+}
+
+// A replay starts from a clean slate: the branch back at the base, every
+// change, untracked and ignored file gone.
+func TestResetGoesBackToTheBase(t *testing.T) {
+	b := newBed(t)
+	w := b.prepare("r", "")
+	write(t, w.Dir, "README", "changed\n")
+	git(t, w.Dir, "commit", "-q", "-am", "work")
+	write(t, w.Dir, "old.txt", "dirty\n", "untracked/x", "x", "build.log", "ignored")
+	if err := b.m.Reset(context.Background(), "r"); err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, b.repo, "rev-parse", "agent/r"); got != w.BaseCommit {
+		t.Errorf("branch at %s after reset, want the base %s", got, w.BaseCommit)
+	}
+	if got := git(t, w.Dir, "status", "--porcelain", "--ignored"); got != "" {
+		t.Errorf("worktree after reset: %q, want clean", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(w.Dir, "README")); string(got) != "one\ntwo\nthree\n" {
+		t.Errorf("README after reset: %q", got)
+	}
+	if i := b.info("r"); i.Kept() {
+		t.Errorf("after reset: %s, want clean", i.State())
+	}
+}
+
+// Remove never loses work unless forced: commits on no other branch, or
+// uncommitted changes, keep the workspace, and say so; once merged, it
+// goes, with its branch and the repository's record of it.
+func TestRemoveKeepsWork(t *testing.T) {
+	ctx := context.Background()
+	b := newBed(t)
+	w := b.prepare("k", "")
+	write(t, w.Dir, "feature.txt", "f\n")
+	git(t, w.Dir, "add", "feature.txt")
+	git(t, w.Dir, "commit", "-q", "-m", "feature")
+	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "more")
+	write(t, w.Dir, "README", "dirty\n")
+
+	i, err := b.m.Remove(ctx, "k", false)
+	if !errors.Is(err, ErrKept) || i.Commits != 2 || !i.Uncommitted {
+		t.Fatalf("remove: %v, %+v; want ErrKept with 2 commits and uncommitted changes", err, i)
+	}
+	if want := "2 commits not on main, uncommitted changes"; !strings.Contains(err.Error(), want) || i.State() != "kept: "+want {
+		t.Errorf("error %q, state %q; want them to say %q", err, i.State(), want)
+	}
+	git(t, w.Dir, "checkout", "-q", "--", "README")
+	if _, err := b.m.Remove(ctx, "k", false); err == nil || !strings.Contains(err.Error(), "2 commits not on main") || strings.Contains(err.Error(), "uncommitted") {
+		t.Errorf("remove with commits only: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(w.Dir, "feature.txt")); err != nil {
+		t.Fatalf("refused removal touched the worktree: %v", err)
+	}
+	// Merged into main, the commits are not lost with the branch.
+	git(t, b.repo, "merge", "-q", "--ff-only", "agent/k")
+	if i := b.info("k"); i.Kept() || i.State() != "clean" {
+		t.Errorf("after merge: %+v (%s), want clean", i, i.State())
+	}
+	if _, err := b.m.Remove(ctx, "k", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(w.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("worktree still there: %v", err)
+	}
+	if _, err := os.Stat(w.AdminDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("worktree's git directory still there: %v", err)
+	}
+	if out, err := gitErr(b.repo, "rev-parse", "--verify", "-q", "agent/k"); err == nil {
+		t.Errorf("branch agent/k still there: %s", out)
+	}
+	if got := git(t, b.repo, "worktree", "list", "--porcelain"); strings.Contains(got, w.Dir) {
+		t.Errorf("repository still lists the worktree: %s", got)
+	}
+	if _, err := b.m.Get("k"); !errors.Is(err, ErrNoWorkspace) {
+		t.Errorf("record still there: %v", err)
+	}
+	if got := git(t, b.repo, "log", "-1", "--format=%s", "main"); got != "more" {
+		t.Errorf("main's work lost: last commit %q", got)
+	}
+}
+
+// A forced removal drops the work, and says what it dropped.
+func TestRemoveForcedSaysWhatItDropped(t *testing.T) {
+	b := newBed(t)
+	w := b.prepare("f", "")
+	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "doomed")
+	write(t, w.Dir, "scratch", "s")
+	i, err := b.m.Remove(context.Background(), "f", true)
+	if err != nil || i.Commits != 1 || !i.Uncommitted {
+		t.Fatalf("forced remove: %v, %+v; want it to report 1 commit and uncommitted changes", err, i)
+	}
+	if out, err := gitErr(b.repo, "rev-parse", "--verify", "-q", "agent/f"); err == nil {
+		t.Errorf("branch still there: %s", out)
+	}
+	if _, err := os.Stat(w.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("worktree still there: %v", err)
+	}
+}
+
+// A commit that is on another branch (pushed, say) is not lost with the
+// task's branch.
+func TestCommitsOnAnotherBranchAreNotLost(t *testing.T) {
+	b := newBed(t)
+	w := b.prepare("p", "")
+	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "saved")
+	if i := b.info("p"); i.Commits != 1 {
+		t.Fatalf("before: %d commits to lose, want 1", i.Commits)
+	}
+	git(t, b.repo, "branch", "saved", "agent/p")
+	if i := b.info("p"); i.Kept() {
+		t.Errorf("with the commit on another branch: %s, want clean", i.State())
+	}
+}
+
+// Prepare again (an agent restarting) gives the workspace as it is; a
+// different repository or base for the same task is refused.
+func TestPrepareIsIdempotent(t *testing.T) {
+	b := newBed(t)
+	other := newRepo(t)
+	m, err := New(b.root, []Repo{{Name: "app", Path: b.repo}, {Name: "other", Path: other}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.m = m
+	w := b.prepare("i", "")
+	write(t, w.Dir, "wip", "in progress\n")
+	again := b.prepare("i", "")
+	if *again != *w {
+		t.Errorf("second prepare: %+v, want %+v", again, w)
+	}
+	if got, err := os.ReadFile(filepath.Join(w.Dir, "wip")); err != nil || string(got) != "in progress\n" {
+		t.Errorf("work in progress after a second prepare: %q, %v", got, err)
+	}
+	if _, err := b.m.Prepare(context.Background(), "i", "app", "main"); err != nil {
+		t.Errorf("prepare naming the base it was made from: %v", err)
+	}
+	if _, err := b.m.Prepare(context.Background(), "i", "other", ""); err == nil || !strings.Contains(err.Error(), `repository "app", not "other"`) {
+		t.Errorf("prepare with another repository: %v", err)
+	}
+	git(t, b.repo, "tag", "v1")
+	if _, err := b.m.Prepare(context.Background(), "i", "app", "v1"); err == nil || !strings.Contains(err.Error(), "made from main, not v1") {
+		t.Errorf("prepare with another base: %v", err)
+	}
+}
+
+// A task is made from the base it names: a tag, a branch, a commit.
+func TestPrepareFromABase(t *testing.T) {
+	b := newBed(t)
+	first := git(t, b.repo, "rev-parse", "HEAD")
+	git(t, b.repo, "tag", "v1")
+	git(t, b.repo, "switch", "-q", "-c", "dev")
+	git(t, b.repo, "commit", "-q", "--allow-empty", "-m", "on dev")
+	dev := git(t, b.repo, "rev-parse", "HEAD")
+	for _, c := range []struct{ id, base, name, commit string }{
+		{"from-tag", "v1", "v1", first},
+		{"from-main", "main", "main", first},
+		{"from-head", "", "dev", dev},
+		{"from-sha", first[:12], first[:12], first},
+	} {
+		w := b.prepare(c.id, c.base)
+		if w.Base != c.name || w.BaseCommit != c.commit || git(t, w.Dir, "rev-parse", "HEAD") != c.commit {
+			t.Errorf("%s: base %q at %s, want %q at %s", c.id, w.Base, w.BaseCommit, c.name, c.commit)
+		}
+	}
+}
+
+// A repository the agent does not serve, and a base it does not have,
+// are refused clearly, leaving nothing behind.
+func TestPrepareRefusesWhatItCannotServe(t *testing.T) {
+	b := newBed(t)
+	_, err := b.m.Prepare(context.Background(), "u", "nope", "")
+	if !errors.Is(err, ErrNotServed) || !strings.HasSuffix(err.Error(), `repository "nope" is not served by this agent (it serves: app)`) {
+		t.Errorf("unknown repository: %v", err)
+	}
+	_, err = b.m.Prepare(context.Background(), "u", "app", "no-such-branch")
+	if err == nil || err.Error() != `base "no-such-branch" is not a branch, tag or commit of repository "app"` {
+		t.Errorf("unknown base: %v", err)
+	}
+	_, err = b.m.Prepare(context.Background(), "u", "app", "--upload-pack=evil")
+	if err == nil || !strings.Contains(err.Error(), "is not a branch, tag or commit") {
+		t.Errorf("a base that looks like an option: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(b.root, "u")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused prepare left %s: %v", filepath.Join(b.root, "u"), err)
+	}
+	if out, err := gitErr(b.repo, "rev-parse", "--verify", "-q", "agent/u"); err == nil {
+		t.Errorf("a refused prepare left a branch: %s", out)
+	}
+	for _, id := range []string{"", "../x", ".hidden", "a/b"} {
+		if _, err := b.m.Prepare(context.Background(), id, "app", ""); err == nil {
+			t.Errorf("task id %q accepted", id)
+		}
+	}
+}
+
+// New checks the repositories: names, paths, duplicates, and a
+// repository whose worktrees would read a config a task could write.
+func TestNewChecksTheRepositories(t *testing.T) {
+	repo := newRepo(t)
+	notRepo := t.TempDir()
+	sparse := newRepo(t)
+	git(t, sparse, "config", "extensions.worktreeConfig", "true")
+	root := t.TempDir()
+	for _, c := range []struct {
+		repos []Repo
+		want  string
+	}{
+		{[]Repo{{Name: "a b", Path: repo}}, `repository name "a b": want letters`},
+		{[]Repo{{Name: "a", Path: repo}, {Name: "a", Path: repo}}, `repository "a" is named twice`},
+		{[]Repo{{Name: "a"}}, `repository "a": no path`},
+		{[]Repo{{Name: "a", Path: filepath.Join(notRepo, "missing")}}, `repository "a": stat `},
+		{[]Repo{{Name: "a", Path: notRepo}}, `repository "a": ` + notRepo + ` is not a git repository`},
+		{[]Repo{{Name: "a", Path: sparse}}, `extensions.worktreeConfig`},
+	} {
+		_, err := New(root, c.repos)
+		if !errors.Is(err, ErrBadRepo) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("New(%v): %v; want one line with %q", c.repos, err, c.want)
+		}
+	}
+	m, err := New(root, []Repo{{Name: "b", Path: repo}, {Name: "a", Path: repo + "/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Serves("a") || !m.Serves("b") || m.Serves("c") || strings.Join(m.Names(), ",") != "b,a" {
+		t.Errorf("serves a %v, b %v, c %v; names %v", m.Serves("a"), m.Serves("b"), m.Serves("c"), m.Names())
+	}
+}
+
+// List finds every workspace with its size and what removing it would
+// lose; DiskUsage adds up the sizes.
+func TestListAndDiskUsage(t *testing.T) {
+	b := newBed(t)
+	clean := b.prepare("clean", "")
+	committed := b.prepare("committed", "")
+	dirty := b.prepare("dirty", "")
+	git(t, committed.Dir, "commit", "-q", "--allow-empty", "-m", "x")
+	write(t, dirty.Dir, "big", strings.Repeat("x", 100_000))
+	list, err := b.m.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Info{}
+	for _, i := range list {
+		got[i.TaskID] = i
+	}
+	if len(list) != 3 || got["clean"].State() != "clean" || got["committed"].State() != "kept: 1 commit not on main" ||
+		got["dirty"].State() != "kept: uncommitted changes" {
+		t.Errorf("list: %+v", list)
+	}
+	if got["dirty"].Bytes < 100_000 || got["clean"].Bytes <= 0 || got["clean"].Repo != "app" || got["clean"].Branch != "agent/clean" || got["clean"].Dir != clean.Dir {
+		t.Errorf("list: %+v", got)
+	}
+	bytes, count := b.m.DiskUsage()
+	if count != 3 || bytes != got["clean"].Bytes+got["committed"].Bytes+got["dirty"].Bytes {
+		t.Errorf("disk usage %d bytes in %d, want the sum of %+v", bytes, count, list)
+	}
+	// A manager that serves nothing still lists and removes them.
+	none, err := New(b.root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := none.List(context.Background()); err != nil || len(l) != 3 {
+		t.Errorf("list without repositories: %d, %v", len(l), err)
+	}
+	if _, err := none.Remove(context.Background(), "clean", false); err != nil {
+		t.Errorf("remove without repositories: %v", err)
+	}
+}
