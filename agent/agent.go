@@ -380,7 +380,37 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	l := a.live.Load()
 	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
 		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: l.Models, Logger: a.log.With("task", t.ID),
-		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.Runner}
+		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.Runner,
+		Workspaces: taskWorkspaces{a.workspaces}}
+}
+
+// taskWorkspaces gives the runner the agent's workspaces; with no
+// repository served, a task naming one is refused.
+type taskWorkspaces struct{ m *workspace.Manager }
+
+func (w taskWorkspaces) Prepare(ctx context.Context, taskID, repo, base string) (string, []string, error) {
+	if w.m == nil {
+		return "", nil, fmt.Errorf("repository %q is not served by this agent (it serves none; see [[repo]] in its config)", repo)
+	}
+	ws, err := w.m.Prepare(ctx, taskID, repo, base)
+	if err != nil {
+		return "", nil, err
+	}
+	return ws.Dir, ws.Writable(), nil
+}
+
+func (w taskWorkspaces) Reset(ctx context.Context, taskID string) error {
+	if w.m == nil {
+		return workspace.ErrNoWorkspace
+	}
+	return w.m.Reset(ctx, taskID)
+}
+
+func (w taskWorkspaces) Changes(ctx context.Context, taskID string) (*state.Changes, error) {
+	if w.m == nil {
+		return nil, workspace.ErrNoWorkspace
+	}
+	return w.m.Changes(ctx, taskID)
 }
 
 // workDir is where tasks get their work directories.

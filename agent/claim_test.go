@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
+	"github.com/edgeagent/agent/internal/gittest"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/workspace"
@@ -197,7 +198,7 @@ func TestClaimsAndHeartbeatsAnnounceTheRepositories(t *testing.T) {
 	}
 	cfg := Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
 		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, Logger: quiet(),
-		Repos: []workspace.Repo{{Name: "site", Path: t.TempDir()}, {Name: "infra", Path: t.TempDir()}}}
+		Repos: []workspace.Repo{{Name: "site", Path: gittest.NewRepo(t)}, {Name: "infra", Path: gittest.NewRepo(t)}}}
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,116 @@
+package runner_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgeagent/agent/internal/gittest"
+	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/exec"
+	"github.com/edgeagent/agent/runner/runnertest"
+	"github.com/edgeagent/agent/state"
+	"github.com/edgeagent/agent/workspace"
+)
+
+// workspaces is a workspace.Manager as the runner takes it (the agent's
+// own adapter does the same).
+type workspaces struct{ m *workspace.Manager }
+
+func (w workspaces) Prepare(ctx context.Context, taskID, repo, base string) (string, []string, error) {
+	ws, err := w.m.Prepare(ctx, taskID, repo, base)
+	if err != nil {
+		return "", nil, err
+	}
+	return ws.Dir, ws.Writable(), nil
+}
+
+func (w workspaces) Reset(ctx context.Context, taskID string) error { return w.m.Reset(ctx, taskID) }
+
+func (w workspaces) Changes(ctx context.Context, taskID string) (*state.Changes, error) {
+	return w.m.Changes(ctx, taskID)
+}
+
+// repoFixture is a fixture whose task names a real repository the runner
+// serves, as repo "site".
+func repoFixture(t *testing.T, prompt string) (*runnertest.Fixture, string) {
+	t.Helper()
+	repo := gittest.NewRepo(t)
+	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Env: gittest.Env()}), prompt)
+	f.Runner.WorkRoot = t.TempDir()
+	m, err := workspace.New(f.Runner.WorkRoot, []workspace.Repo{{Name: "site", Path: repo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Runner.Workspaces = workspaces{m}
+	f.Task.Repo = "site"
+	return f, repo
+}
+
+// A task naming a repository runs in a worktree of its own, on its own
+// branch, and its result says what it changed.
+func TestATaskRunsInItsWorkspaceAndReportsItsChanges(t *testing.T) {
+	f, repo := repoFixture(t, "@sh pwd > where.txt && echo hello > hello.txt && git add hello.txt && git commit -q -m 'say hello'")
+	f.Run(t, context.Background())
+	if f.Task.Phase != state.PhaseCompleted {
+		t.Fatalf("task %s (%s); logs:\n%s", f.Task.Phase, f.Task.PhaseReason, strings.Join(f.Rec.Logs(), "\n"))
+	}
+	dir := filepath.Join(f.Runner.WorkRoot, f.Task.ID)
+	if b, _ := os.ReadFile(filepath.Join(dir, "where.txt")); strings.TrimSpace(string(b)) != dir {
+		t.Errorf("the executor ran in %q, want the workspace %s", b, dir)
+	}
+	ch := f.Task.Result.Changes
+	if ch == nil || ch.Branch != "agent/"+f.Task.ID || len(ch.Commits) != 1 || ch.Commits[0].Subject != "say hello" ||
+		ch.Files != 2 || ch.Insertions != 2 || !ch.Uncommitted {
+		t.Fatalf("changes %+v", ch)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "hello.txt")); err == nil {
+		t.Error("the task's commit reached the main checkout")
+	}
+	if got := gittest.Git(t, repo, "rev-list", "--count", "main"); got != "1" {
+		t.Errorf("main has %s commits, want 1", got)
+	}
+}
+
+// A replay starts from the base: what an attempt left is gone. A continue
+// keeps the workspace as the cut attempt left it.
+func TestAReplayResetsTheWorkspaceAndAContinueKeepsIt(t *testing.T) {
+	replay, _ := repoFixture(t, "@fail network\n@sh test ! -e leftover.txt")
+	replay.Rec.OnReport = func(r runner.Report) {
+		if a, ok := r.Payload.(state.Attempt); ok && a.Number == 1 && a.Status == state.AttemptFailed {
+			// What the failed attempt left behind, untracked.
+			os.WriteFile(filepath.Join(replay.Runner.WorkRoot, replay.Task.ID, "leftover.txt"), []byte("x"), 0o600)
+		}
+	}
+	replay.Run(t, context.Background())
+	if a := replay.Task.Attempts; replay.Task.Phase != state.PhaseCompleted || len(a) != 2 || a[0].Retry.Decision != state.DecisionRetried {
+		t.Fatalf("replay: task %s, attempts %s; logs:\n%s", replay.Task.Phase, runnertest.AttemptsText(replay.Task), strings.Join(replay.Rec.Logs(), "\n"))
+	}
+
+	cont, _ := repoFixture(t, "@sh echo half > half.txt\n@fail network\n@sh test -e half.txt && git add half.txt && git commit -q -m 'the other half'")
+	cont.Run(t, context.Background())
+	if a := cont.Task.Attempts; cont.Task.Phase != state.PhaseCompleted || len(a) != 2 || a[1].Continues != 1 {
+		t.Fatalf("continue: task %s, attempts %s; logs:\n%s", cont.Task.Phase, runnertest.AttemptsText(cont.Task), strings.Join(cont.Rec.Logs(), "\n"))
+	}
+	if ch := cont.Task.Result.Changes; ch == nil || len(ch.Commits) != 1 || ch.Uncommitted {
+		t.Errorf("changes %+v", ch)
+	}
+}
+
+// A repository the runner does not serve ends the task at once, with a
+// clear reason, before any executor starts.
+func TestARepositoryNotServedIsRefused(t *testing.T) {
+	f, _ := repoFixture(t, "@output should not run")
+	f.Task.Repo = "elsewhere"
+	f.Run(t, context.Background())
+	a := f.Task.Attempts[0]
+	if f.Task.Phase != state.PhaseFailed || len(f.Task.Attempts) != 1 || a.Error == nil || a.Error.Code != state.CodeWorkspace ||
+		!strings.Contains(a.Error.Message, `"elsewhere" is not served by this agent`) {
+		t.Fatalf("task %s, attempt %+v", f.Task.Phase, a.Error)
+	}
+	if a.Facts.Output {
+		t.Error("the executor ran")
+	}
+}
