@@ -107,7 +107,7 @@ func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) 
 	byTable := map[string][]*setting{}
 	var arrays []*setting // [[repo]]: after every table
 	for _, s := range r.table.list {
-		if fs.Lookup(s.name) == nil {
+		if bound(fs, s) == nil {
 			continue
 		}
 		if s.pairs != nil {

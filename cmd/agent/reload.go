@@ -54,7 +54,7 @@ func (rl *reloader) reload(why string) {
 	var live, restart []string
 	executorChanged := false
 	for _, s := range rl.inForce.table.list {
-		if rl.fs.Lookup(s.name) == nil || reflect.DeepEqual(flagValue(rl.fs, s), flagValue(fs, s)) {
+		if bound(rl.fs, s) == nil || reflect.DeepEqual(flagValue(rl.fs, s), flagValue(fs, s)) {
 			continue
 		}
 		if !s.live {

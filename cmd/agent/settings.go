@@ -223,6 +223,19 @@ func (t *settingsTable) bind(fs *pflag.FlagSet, name string, p any) {
 	default:
 		panic(fmt.Sprintf("setting %s: unsupported type %T", name, def))
 	}
+	_ = fs.SetAnnotation(name, settingAnnotation, []string{s.name})
+}
+
+// settingAnnotation marks a flag bound to a setting: a command's own flag
+// of the same name (submit's --repo) takes nothing from the settings.
+const settingAnnotation = "agent-setting"
+
+// bound is the flag of fs bound to setting s, or nil.
+func bound(fs *pflag.FlagSet, s *setting) *pflag.Flag {
+	if f := fs.Lookup(s.name); f != nil && f.Annotations[settingAnnotation] != nil {
+		return f
+	}
+	return nil
 }
 
 // agentSettings are the settings of the agent's commands. The config file

@@ -159,7 +159,7 @@ func (t *settingsTable) resolve(fs *pflag.FlagSet, path string, env func(string)
 		}
 	}
 	for _, s := range t.list {
-		f := fs.Lookup(s.name)
+		f := bound(fs, s)
 		if f == nil {
 			continue
 		}
@@ -184,7 +184,7 @@ func (t *settingsTable) resolve(fs *pflag.FlagSet, path string, env func(string)
 		}
 	}
 	for _, s := range t.list {
-		if fs.Lookup(s.name) == nil {
+		if bound(fs, s) == nil {
 			continue
 		}
 		if err := s.check(flagValue(fs, s)); err != nil {

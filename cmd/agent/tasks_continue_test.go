@@ -150,6 +150,14 @@ func TestSubmitRepoAndBase(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Repo != "infra" || v.Base != "v1.2.3" {
 		t.Fatalf("submit --json: %v %+v", err, r)
 	}
+	// The agent's own repositories (the repo setting, from the
+	// environment or the config file) are not submit's --repo.
+	cfg := filepath.Join(t.TempDir(), "agent.toml")
+	must(t, os.WriteFile(cfg, []byte("[[repo]]\nname = \"docs\"\npath = \"/srv/docs\"\n"), 0o600))
+	r = runAgentEnv(t, []string{"AGENT_REPO=docs=/srv/docs", "AGENT_CONFIG=" + cfg}, append([]string{"submit", "--prompt", "p", "--repo", "site", "--json"}, cpArgs...)...)
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Repo != "site" {
+		t.Fatalf("submit --repo site beside the repo setting: %v %+v", err, r)
+	}
 	r = runAgent(t, append([]string{"submit", "--prompt", "p", "--repo", "docs"}, cpArgs...)...)
 	wantOneLineError(t, r, 1, `422 Unprocessable Entity: no agent serves repository "docs" (served: infra, site)`)
 	for _, c := range []struct {
