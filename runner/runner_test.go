@@ -360,6 +360,21 @@ func TestShutdownAfterASideEffectWithoutASessionIsForAPerson(t *testing.T) {
 	}
 }
 
+// An attempt that ran out its whole limit after a side effect is not
+// continued on the agent's own: the limit bounds the work; a person
+// decides.
+func TestAnAttemptOutOfTimeIsNotContinued(t *testing.T) {
+	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), "@side-effect started\n@sleep 1m")
+	f.Runner.WorkRoot = t.TempDir()
+	f.Runner.Timeouts.Attempt = []time.Duration{500 * time.Millisecond}
+	f.Run(t, context.Background())
+	a := f.Task.Attempts[0]
+	if f.Task.Phase != state.PhaseRecoverableFailed || len(f.Task.Attempts) != 1 || a.Error.Code != state.CodeAttemptTimeout ||
+		a.Retry.Decision != state.DecisionStopped || a.SessionPath == "" {
+		t.Fatalf("task %s, attempts %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
+	}
+}
+
 // A transient failure after a side effect continues the session after the
 // backoff; a continue whose session file is gone ends session_lost, for a
 // person, and never replays.

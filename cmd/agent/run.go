@@ -107,9 +107,15 @@ writes only its work directory, its temporary directories, /dev and its
 CLI's state (--isolation, --isolation-deny, --isolation-write).
 
 SIGTERM or SIGINT drains: no new claims, running tasks get --drain-timeout,
-then are cancelled; pending records are flushed for a few seconds and
-the rest stay on disk for the next start. A second signal, or SIGQUIT,
-stops at once.`,
+then are stopped; pending records are flushed for a few seconds and
+the rest stay on disk for the next start. The next start takes the stopped
+tasks up: one that had done nothing runs its attempt again, one that had
+continues its CLI session where its executor keeps one. A second signal,
+or SIGQUIT, stops at once.
+
+A task naming a repository the agent serves (--repo NAME=PATH, [[repo]]
+tables in the config file) runs in a git worktree of its own, on the
+branch agent/TASK_ID; see agent workspaces.`,
 		Example: `  agent run --control-plane https://cp.example.com --token-file ~/.config/agent/token \
       --executor codex --models gpt-5.5,gpt-5.4 --approval ask
   agent run --control-plane https://cp.example.com --token-file ~/.config/agent/token \
