@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
@@ -97,7 +98,9 @@ func TestE2ERunWithClaude(t *testing.T) {
 // awaiting_reply at the control plane with the request, a person answers
 // with agent tasks reply, the agent takes the answer at its next heartbeat.
 // A restart mid-wait ends the attempt as agent_restart and the gate
-// decides; the control plane's pending request is cleared.
+// decides: the model had asked, so the next start continues its session
+// (the follow-up is a new turn, which the mock answers with text); the
+// control plane's pending request is cleared.
 func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -105,10 +108,12 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 		ran     bool
 		phase   state.Phase
 		errCode state.ErrorCode
+		// continued: attempt 2 continued attempt 1's session
+		continued bool
 	}{
 		{name: "accepted", answer: "--accept", ran: true, phase: state.PhaseCompleted},
 		{name: "declined", answer: "--decline", ran: false, phase: state.PhaseCompleted},
-		{name: "agent restarted while waiting", answer: "restart", ran: false, phase: state.PhaseRecoverableFailed, errCode: state.CodeAgentRestart},
+		{name: "agent restarted while waiting", answer: "restart", ran: false, phase: state.PhaseCompleted, errCode: state.CodeAgentRestart, continued: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mock, err := mockmodel.Start()
@@ -149,12 +154,73 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 			if c.errCode != "" && (v.Attempts[0].Error == nil || v.Attempts[0].Error.Code != c.errCode) {
 				t.Errorf("attempt 1 error %+v, want %s", v.Attempts[0].Error, c.errCode)
 			}
+			if c.continued && (len(v.Attempts) != 2 || v.Attempts[1].Continues != 1 || v.Attempts[1].SessionID != v.Attempts[0].SessionID) {
+				t.Errorf("attempts %+v, want attempt 2 to continue attempt 1's session", v.Attempts)
+			}
 			if v.AwaitingReply != nil || v.Reply != nil {
 				t.Errorf("the request is still pending at the control plane after the task moved on: %+v %+v", v.AwaitingReply, v.Reply)
 			}
 			_, err = os.Stat(filepath.Join(dataDir, "work", id, "approved.txt"))
 			if ran := err == nil; ran != c.ran {
 				t.Errorf("the command ran: %v, want %v", ran, c.ran)
+			}
+			if code := ag.stop(); code != 0 {
+				t.Errorf("agent exit %d", code)
+			}
+		})
+	}
+}
+
+// An agent SIGKILLed mid-turn, through the real CLIs: the attempt had run
+// a command (a side effect), so the next start continues the CLI's
+// session instead of replaying the prompt. The model is asked with the
+// earlier conversation and the follow-up, and the command is not run
+// again.
+func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
+	for _, cli := range []string{"codex", "claude"} {
+		t.Run(cli, func(t *testing.T) {
+			mock, err := mockmodel.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mock.Close()
+			c := startCP(t, freeAddr(t), t.TempDir())
+			dataDir := t.TempDir()
+			var env, args []string
+			if cli == "codex" {
+				env = clitest.CodexEnv(t, mock, clitest.CodexOptions{})
+				args = []string{"--executor", "codex", "--executor-bin", clitest.CodexBin(t), "--executor-env", "MOCK_API_KEY"}
+			} else {
+				env = clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})
+				args = []string{"--executor", "claude", "--executor-bin", clitest.ClaudeBin(t), "--claude-allowed-tools", "Bash"}
+			}
+			args = append([]string{"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir,
+				"--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--kill-grace", "1s"}, args...)
+			ag := startProc(t, "agent", env, args...)
+			id := submit(t, c, "Rotate the logs\nmock: shell after=hang\nmock-cmd: echo rotated >> rotated.txt")
+			// The command ran and the model hangs on its result: mid-turn.
+			waitFor(t, time.Minute, "the command to run", func() bool {
+				v := c.task(t, id)
+				return len(v.Attempts) == 1 && v.Attempts[0].Facts.SideEffect && v.Attempts[0].SessionPath != ""
+			})
+			ag.kill()
+			ag = startProc(t, "agent", env, args...)
+			v := c.waitDone(t, id)
+			if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 {
+				t.Fatalf("task %s (%s) with %d attempts; agent:\n%s", v.Phase, v.PhaseReason, len(v.Attempts), tail(ag.output(), 30))
+			}
+			a1, a2 := v.Attempts[0], v.Attempts[1]
+			if a1.Error == nil || a1.Error.Code != state.CodeAgentRestart || a1.Retry.Decision != state.DecisionContinued ||
+				a2.Continues != 1 || a2.SessionID != a1.SessionID {
+				t.Errorf("attempt 1 %+v %+v, attempt 2 continues %d in %s", a1.Error, a1.Retry, a2.Continues, a2.SessionID)
+			}
+			reqs := mock.Requests()
+			last := reqs[len(reqs)-1]
+			if !last.Said(mockmodel.RoleUser, "Rotate the logs") || !last.Said(mockmodel.RoleUser, "cut off before it finished") {
+				t.Errorf("the request after the continue lacks the earlier conversation or the follow-up: %+v", last.Conversation)
+			}
+			if b, err := os.ReadFile(filepath.Join(dataDir, "work", id, "rotated.txt")); err != nil || string(b) != "rotated\n" {
+				t.Errorf("the command's file holds %q (%v), want it run once", b, err)
 			}
 			if code := ag.stop(); code != 0 {
 				t.Errorf("agent exit %d", code)
