@@ -105,8 +105,8 @@ func gateOf(f state.Facts) state.GateReason {
 //
 //   - a permanent failure, or a cancel: stopped;
 //   - the gate blocks a replay (the attempt had a side effect, used a
-//     tool, or showed output) and no session can be continued: stopped,
-//     for a person;
+//     tool, or showed output) and no session can be continued, or no
+//     attempt is left: stopped, for a person, the gate saying why;
 //   - no attempt left (MaxAttempts): stopped;
 //   - the gate blocks a replay and a session can be continued
 //     (canContinue): continued, so the conversation, which knows what was
@@ -125,7 +125,7 @@ func (p Policy) decide(v verdict, a *state.Attempt, firstEventRetried, canContin
 	d := state.RetryDecision{TechnicallyRetryable: v.Class == classTransient || interrupted, Gate: gateOf(a.Facts), Decision: state.DecisionStopped}
 	blocked := d.Gate != state.GateAllowed
 	switch {
-	case !d.TechnicallyRetryable, blocked && !canContinue:
+	case !d.TechnicallyRetryable, blocked && (!canContinue || a.Number >= p.MaxAttempts):
 		return d
 	case a.Number >= p.MaxAttempts:
 		d.Gate = state.GateMaxAttempts

@@ -28,7 +28,7 @@ func TestE2EThreeOutcomes(t *testing.T) {
 	ag := startAgentProc(t, c, dataDir)
 	ok := submit(t, c, "Fix the flaky test")
 	retried := submit(t, c, "Summarize\n@fail rate_limit")
-	blocked := submit(t, c, "Rotate\n@side-effect rotated the key\n@fail network")
+	blocked := submit(t, c, "Rotate\n@side-effect rotated the key\n@fail network\n@no-session")
 
 	v := c.waitDone(t, ok)
 	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 || v.Result == nil || v.Result.Summary != "done: Fix the flaky test" {

@@ -18,7 +18,7 @@ func TestDebugLogsExplainDecisions(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	ag := startAgentProc(t, c, t.TempDir(), "--log-level", "debug")
 	retried := submit(t, c, "Summarize\n@fail rate_limit")
-	gated := submit(t, c, "Deploy\n@side-effect wrote deploy.yaml\n@fail network")
+	gated := submit(t, c, "Deploy\n@side-effect wrote deploy.yaml\n@fail network\n@no-session")
 	if v := c.waitDone(t, retried); v.Phase != state.PhaseCompleted {
 		t.Fatalf("retried task ended %s", v.Phase)
 	}

@@ -100,8 +100,9 @@ func TestStopDrainsARunningTask(t *testing.T) {
 	}
 }
 
-// Past the drain timeout the running task is cancelled and ends
-// recoverable; --now (SIGQUIT) skips the drain.
+// Past the drain timeout the running task is stopped, and its next
+// attempt waits for the agent's next run (it had done nothing: a replay),
+// which stop says; --now (SIGQUIT) skips the drain.
 func TestStopDrainTimeoutAndNow(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -109,7 +110,7 @@ func TestStopDrainTimeoutAndNow(t *testing.T) {
 		stopArgs  []string
 		wantLog   string
 	}{
-		{"drain timeout", []string{"--drain-timeout", "1s"}, nil, "cancelling the tasks still running"},
+		{"drain timeout", []string{"--drain-timeout", "1s"}, nil, "stopping the tasks still running"},
 		{"now", []string{"--drain-timeout", "10m"}, []string{"--now"}, "stopping at once"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,7 +120,7 @@ func TestStopDrainTimeoutAndNow(t *testing.T) {
 			id := submit(t, c, "@wait-file "+filepath.Join(t.TempDir(), "never"))
 			c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 			r := runAgent(t, append([]string{"stop", "--data-dir", dataDir}, tc.stopArgs...)...)
-			if r.code != 0 || !strings.Contains(r.stdout, "stopped") {
+			if r.code != 0 || !strings.Contains(r.stdout, "stopped") || !strings.Contains(r.stdout, "task "+id+" will run attempt 2 from the start when the agent starts again") {
 				t.Fatalf("agent stop: %+v", r)
 			}
 			if code := ag.wait(); code != 0 {
@@ -133,8 +134,9 @@ func TestStopDrainTimeoutAndNow(t *testing.T) {
 				t.Fatalf("tasks: %d (%v)", len(tasks), err)
 			}
 			task := tasks[0]
-			if a := task.Current(); task.Phase != state.PhaseRecoverableFailed || a == nil || a.Error == nil || a.Error.Code != state.CodeAgentShutdown {
-				t.Errorf("the cancelled task ended %s with attempt %+v", task.Phase, a)
+			if a := task.Attempts[0]; !task.Phase.Running() || len(task.Attempts) != 2 || a.Error == nil || a.Error.Code != state.CodeAgentShutdown ||
+				task.Current().Status != state.AttemptPending {
+				t.Errorf("the stopped task is %s with attempts %+v", task.Phase, task.Attempts)
 			}
 		})
 	}

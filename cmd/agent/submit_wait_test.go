@@ -21,7 +21,7 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 	}{
 		{"completed", "@progress 2\n@output hello", 0, "Attempt 1  completed"},
 		{"failed", "@fail quota", 1, "quota"},
-		{"needs a person", "@side-effect rotated a key\n@fail network", 3, "blocked: side_effect"},
+		{"needs a person", "@side-effect rotated a key\n@fail network\n@no-session", 3, "blocked: side_effect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runAgent(t, "submit", "--wait", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", tc.prompt)

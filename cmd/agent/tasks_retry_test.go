@@ -24,7 +24,7 @@ func TestTasksRetryRunsTheNextAttempt(t *testing.T) {
 	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.operatorFile}
 
 	// Attempt 1 has a side effect, then a network error: the gate stops it.
-	id := submit(t, c, "Rotate the staging credentials\n@side-effect rotated the staging key\n@fail network")
+	id := submit(t, c, "Rotate the staging credentials\n@side-effect rotated the staging key\n@fail network\n@no-session")
 	if v := c.waitDone(t, id); v.Phase != state.PhaseRecoverableFailed {
 		t.Fatalf("phase %s, want recoverable_failed", v.Phase)
 	}

@@ -16,6 +16,8 @@
 //	@flood N           write N log lines as fast as it can
 //	@ignore-sigterm    ignore SIGTERM
 //	@spawn-child       start a grandchild that sleeps
+//	@no-session        keep no session, as an executor that cannot
+//	                   continue one (wherever the line stands)
 //	@sh COMMAND        run COMMAND with sh -c in the work directory, as a
 //	                   tool call (its output to stderr; failing ends the
 //	                   attempt with exit status 1)
@@ -125,7 +127,7 @@ func (s *session) open() bool {
 		}
 		s.path = r.Path
 		s.saved.Prompts = append(s.saved.Prompts, r.Prompt)
-	} else if dir := os.Getenv("AGENT_SESSION_DIR"); dir != "" {
+	} else if dir := os.Getenv("AGENT_SESSION_DIR"); dir != "" && !strings.Contains("\n"+s.task.Prompt+"\n", "\n@no-session\n") {
 		s.path = filepath.Join(dir, "sample-session.json")
 		s.saved.Prompts = []string{s.task.Prompt}
 	}
@@ -275,6 +277,7 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 			return 1, true
 		}
 		s.emit(map[string]any{"type": "tool", "name": "sh", "stage": "result"})
+	case "@no-session": // read by open
 	case "@spawn-child":
 		child := exec.Command("sleep", "600")
 		if err := child.Start(); err != nil {
