@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/durable"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -264,15 +265,7 @@ func (r *retention) footprint(id string) int64 {
 		n += info.Size()
 	}
 	for _, dir := range r.taskDirs(id) {
-		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return nil // what cannot be read is not counted
-			}
-			if info, err := d.Info(); err == nil && !d.IsDir() {
-				n += info.Size()
-			}
-			return nil
-		})
+		n += durable.TreeBytes(dir)
 	}
 	return n
 }

@@ -7,33 +7,15 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/gittest"
 	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/workspace"
 )
-
-// gitIn runs git in dir as a person would, whoever this machine's git
-// says they are.
-func gitIn(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "commit.gpgSign=false"}, args...)...)
-	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v: %s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // Retention removes a finished task's workspace with it when that loses
 // nothing; one with commits only it holds stays, said once, while the
@@ -45,8 +27,8 @@ func TestPruneKeepsWorkspacesThatHoldWork(t *testing.T) {
 	var logged bytes.Buffer
 	b.r.log = slog.New(slog.NewTextHandler(&logged, nil))
 	repo := filepath.Join(t.TempDir(), "repo")
-	gitIn(t, t.TempDir(), "init", "-q", "-b", "main", repo)
-	gitIn(t, repo, "commit", "-q", "--allow-empty", "-m", "first")
+	gittest.Git(t, t.TempDir(), "init", "-q", "-b", "main", repo)
+	gittest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "first")
 	m, err := workspace.New(b.r.workRoot, []workspace.Repo{{Name: "app", Path: repo}})
 	must(t, err)
 	b.r.workspaces = m
@@ -64,8 +46,8 @@ func TestPruneKeepsWorkspacesThatHoldWork(t *testing.T) {
 		must(t, b.r.layout.AppendLog(id, 1, []byte("12:00:00.000 stdout   hello\n")))
 	}
 	holds := filepath.Join(b.r.workRoot, "holds")
-	gitIn(t, holds, "commit", "-q", "--allow-empty", "-m", "one")
-	gitIn(t, holds, "commit", "-q", "--allow-empty", "-m", "two")
+	gittest.Git(t, holds, "commit", "-q", "--allow-empty", "-m", "one")
+	gittest.Git(t, holds, "commit", "-q", "--allow-empty", "-m", "two")
 
 	if res := b.r.prune(ctx); res.tasks != 2 {
 		t.Errorf("pruned %d tasks, want 2 (clean, holds)", res.tasks)
@@ -73,7 +55,7 @@ func TestPruneKeepsWorkspacesThatHoldWork(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(b.r.workRoot, "clean")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("clean workspace left: %v", err)
 	}
-	if out := gitIn(t, repo, "branch", "--list", "agent/*"); strings.Contains(out, "agent/clean") || !strings.Contains(out, "agent/holds") {
+	if out := gittest.Git(t, repo, "branch", "--list", "agent/*"); strings.Contains(out, "agent/clean") || !strings.Contains(out, "agent/holds") {
 		t.Errorf("branches after the prune: %q; want agent/holds kept, agent/clean gone", out)
 	}
 	if i, err := m.Inspect(ctx, "holds"); err != nil || i.Commits != 2 {

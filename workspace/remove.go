@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/edgeagent/agent/internal/durable"
 )
 
 // ErrKept: removing the workspace would lose work, and it was not forced.
@@ -131,7 +133,7 @@ func (m *Manager) Inspect(ctx context.Context, taskID string) (Info, error) {
 func (w *Workspace) inspect(ctx context.Context) Info {
 	i := Info{TaskID: w.TaskID, Repo: w.Repo, Branch: w.Branch, Base: w.Base, Dir: w.Dir, Missing: !isDir(w.Dir)}
 	if !i.Missing {
-		i.Bytes = treeBytes(w.Dir)
+		i.Bytes = durable.TreeBytes(w.Dir)
 	}
 	if !isDir(w.CommonDir) {
 		i.Err = "repository " + w.RepoPath + " is gone"
@@ -234,27 +236,12 @@ func removeTree(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// treeBytes is what the files under dir take, links counted as links.
-func treeBytes(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // what cannot be read is not counted
-		}
-		if info, err := d.Info(); err == nil && !d.IsDir() {
-			n += info.Size()
-		}
-		return nil
-	})
-	return n
-}
-
 // DiskUsage is what the worktrees of every workspace take on disk, and
 // how many there are. It reads no git: it walks the worktrees.
 func (m *Manager) DiskUsage() (bytes int64, count int) {
 	ws, _ := m.all()
 	for _, w := range ws {
-		bytes += treeBytes(w.Dir)
+		bytes += durable.TreeBytes(w.Dir)
 	}
 	return bytes, len(ws)
 }

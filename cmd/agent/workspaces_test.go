@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,26 +13,10 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/gittest"
 	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/workspace"
 )
-
-// gitIn runs git in dir as a person would.
-func gitIn(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "commit.gpgSign=false"}, args...)...)
-	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v: %s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // workspacesBed is a data directory whose work directory holds three
 // workspaces of one real repository: done (clean), ahead (a commit only
@@ -42,8 +25,8 @@ func workspacesBed(t *testing.T) (dataDir, repo string) {
 	t.Helper()
 	dataDir = filepath.Join(t.TempDir(), "data")
 	repo = filepath.Join(t.TempDir(), "app")
-	gitIn(t, t.TempDir(), "init", "-q", "-b", "main", repo)
-	gitIn(t, repo, "commit", "-q", "--allow-empty", "-m", "first")
+	gittest.Git(t, t.TempDir(), "init", "-q", "-b", "main", repo)
+	gittest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "first")
 	m, err := workspace.New(filepath.Join(dataDir, "work"), []workspace.Repo{{Name: "app", Path: repo}})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +48,7 @@ func workspacesBed(t *testing.T) (dataDir, repo string) {
 			t.Fatal(err)
 		}
 	}
-	gitIn(t, filepath.Join(dataDir, "work", "ahead"), "commit", "-q", "--allow-empty", "-m", "work")
+	gittest.Git(t, filepath.Join(dataDir, "work", "ahead"), "commit", "-q", "--allow-empty", "-m", "work")
 	return dataDir, repo
 }
 
@@ -126,7 +109,7 @@ func TestWorkspacesLsAndRm(t *testing.T) {
 			t.Errorf("worktree of %s still there: %v", id, err)
 		}
 	}
-	if out := gitIn(t, repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/agent/"); out != "agent/running" {
+	if out := gittest.Git(t, repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/agent/"); out != "agent/running" {
 		t.Errorf("branches left: %q, want agent/running", out)
 	}
 	r = runAgent(t, "workspaces", "rm", "nope", "--data-dir", dataDir)
