@@ -147,6 +147,8 @@ func printChecks(w io.Writer, checks []doctor.Check, color bool) error {
 		fmt.Fprintf(&b, "%d of %d checks failed, %d warned\n", count[doctor.CheckFail], len(checks), count[doctor.CheckWarn])
 	case count[doctor.CheckWarn] > 0:
 		fmt.Fprintf(&b, "no check failed; %d warned\n", count[doctor.CheckWarn])
+	case count[doctor.CheckSkip] > 0:
+		fmt.Fprintf(&b, "all %d checks passed, %d skipped\n", count[doctor.CheckPass], count[doctor.CheckSkip])
 	default:
 		fmt.Fprintf(&b, "all %d checks passed\n", count[doctor.CheckPass])
 	}
