@@ -99,11 +99,13 @@ func (c *Codex) CheckLogin(ctx context.Context) (cli.Login, error) {
 	said := cli.LastLine(out.Stderr + "\n" + out.Stdout)
 	switch {
 	case err == nil:
-		how := ""
+		// It prints part of the key ("API key configured - sk-d***6789"):
+		// only the kind of login is taken from it.
+		how, all := "", out.Stdout+out.Stderr
 		switch {
-		case strings.Contains(said, "API key"):
+		case strings.Contains(all, "API key"):
 			how = " with an API key"
-		case strings.Contains(said, "ChatGPT"):
+		case strings.Contains(all, "ChatGPT"):
 			how = " with ChatGPT"
 		}
 		return cli.Login{OK: true, Detail: "logged in" + how + " (codex login status; the key not shown)"}, nil
