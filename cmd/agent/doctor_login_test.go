@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/agent/doctor"
 	"github.com/edgeagent/agent/internal/clitest"
+	"github.com/edgeagent/agent/internal/gittest"
 )
 
 // freshCLIHome is an empty home for the real CLIs: HOME, CODEX_HOME (made:
@@ -141,4 +142,82 @@ base_url = "http://127.0.0.1:9/v1"
 wire_api = "responses"
 env_key = "MOCK_API_KEY"
 `)
+}
+
+// With --models, doctor checks them against codex's bundled catalog (no
+// request): a model it lacks warns. Claude Code cannot list its models
+// offline, so there is no models check for it.
+func TestDoctorModels(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	for _, tc := range []struct {
+		executor, models string
+		result           doctor.CheckResult // "" for no models check
+		detail           string
+	}{
+		{"codex", "gpt-5.5", doctor.CheckPass, "gpt-5.5 in codex's model catalog"},
+		{"codex", "gpt-5.5,no-such-model", doctor.CheckWarn, "no-such-model is not in codex's model catalog ("},
+		{"claude", "no-such-model", "", ""},
+	} {
+		t.Run(tc.executor+" "+tc.models, func(t *testing.T) {
+			env, _, _ := freshCLIHome(t)
+			bin := clitest.CodexBin(t)
+			if tc.executor == "claude" {
+				bin = clitest.ClaudeBin(t)
+			}
+			_, checks := doctorChecks(t, env, "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", privateDir(t),
+				"--executor", tc.executor, "--executor-bin", bin, "--models", tc.models)
+			got := findCheck(checks, doctor.CheckModels)
+			if got.Result != tc.result || !strings.Contains(got.Detail, tc.detail) {
+				t.Errorf("models: %s %q, want %q saying %q", got.Result, got.Detail, tc.result, tc.detail)
+			}
+		})
+	}
+}
+
+// A work directory or a repository's git directory this user may not
+// write fails the workspaces check, naming it: a task's worktree, branch
+// and commits go there.
+func TestDoctorWorkspacesWritable(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	for _, tc := range []struct {
+		name   string
+		lock   func(repo, work string) string // returns the directory made read-only
+		detail string
+	}{
+		{"git directory", func(repo, _ string) string { return filepath.Join(repo, ".git", "objects") }, `repository "app": `},
+		{"work directory", func(_, work string) string { return work }, "work directory "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo, work := gittest.NewRepo(t), filepath.Join(t.TempDir(), "work")
+			must(t, os.Mkdir(work, 0o700))
+			args := []string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", privateDir(t), "--executor", "sample",
+				"--repo", "app=" + repo, "--work-dir", work}
+			code, checks := doctorChecks(t, nil, args...)
+			if ws := findCheck(checks, doctor.CheckWorkspaces); code != 0 || ws.Result != doctor.CheckPass {
+				t.Fatalf("before: exit %d, workspaces %s %q", code, ws.Result, ws.Detail)
+			}
+			dir := tc.lock(repo, work)
+			readOnly(t, dir)
+			code, checks = doctorChecks(t, nil, args...)
+			ws := findCheck(checks, doctor.CheckWorkspaces)
+			if code != 1 || ws.Result != doctor.CheckFail || !strings.Contains(ws.Detail, tc.detail+dir+": not writable by uid") || !strings.Contains(ws.Fix, "chown -R USER DIR") {
+				t.Errorf("exit %d, workspaces %s %q (fix %q), want a failure naming %s", code, ws.Result, ws.Detail, ws.Fix, dir)
+			}
+		})
+	}
+}
+
+// readOnly makes dir unwritable to this process until the test ends: mode
+// 0555, and for root, whom modes do not stop, the immutable attribute.
+func readOnly(t *testing.T, dir string) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		must(t, os.Chmod(dir, 0o555))
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+		return
+	}
+	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+		t.Skipf("root, and chattr +i is not available here to make %s read-only: %v %s", dir, err, out)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
 }
