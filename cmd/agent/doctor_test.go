@@ -3,9 +3,9 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"slices"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
