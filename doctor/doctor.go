@@ -39,7 +39,9 @@ import (
 // `agent doctor --json`.
 type CheckName string
 
-// The checks, in the order Run runs them.
+// The checks, in the order Run runs them. CheckModels is there only when
+// there is something to check: --models given, and a CLI that can list
+// the models it knows without a request.
 const (
 	CheckConfig       CheckName = "config"        // the settings resolved; the config file read
 	CheckToken        CheckName = "token"         // a token given, its file private
@@ -48,6 +50,8 @@ const (
 	CheckOutbox       CheckName = "outbox"        // readable, nothing corrupt, torn, dead or stale
 	CheckDisk         CheckName = "disk"          // free space on the data directory's file system
 	CheckExecutor     CheckName = "executor"      // found, executable, the tested version
+	CheckLogin        CheckName = "login"         // the executor's CLI has a credential: logged in, or its key set
+	CheckModels       CheckName = "models"        // --models known to the CLI; only where it can tell offline (codex)
 	CheckIsolation    CheckName = "isolation"     // attempts confined (Landlock), or said why not
 	CheckWorkspaces   CheckName = "workspaces"    // the repositories served are git repositories; what the tasks' worktrees take
 	CheckControlPlane CheckName = "control-plane" // the URL valid, GET /healthz answers
@@ -102,8 +106,8 @@ const (
 	// OutboxStaleAge: a pending record older than this is not being
 	// delivered.
 	OutboxStaleAge = time.Hour
-	// DefaultTimeout bounds each request to the control plane and
-	// the executor's --version.
+	// DefaultTimeout bounds each request to the control plane and each
+	// command of the executor's CLI (--version, its login status).
 	DefaultTimeout = 10 * time.Second
 )
 
@@ -133,6 +137,8 @@ type Options struct {
 	ExecutorKind string
 	Executor     runner.Executor
 	ExecutorErr  error
+	// Models is the --models setting: the models the attempts ask for.
+	Models []string
 
 	// Isolation is how attempts are to be confined.
 	Isolation isolation.Config
@@ -148,8 +154,8 @@ type Options struct {
 	// Version is the agent's version, sent as its User-Agent.
 	Version string
 
-	// Timeout bounds each request to the control plane and the
-	// executor's --version. Default DefaultTimeout.
+	// Timeout bounds each request to the control plane and each command
+	// of the executor's CLI. Default DefaultTimeout.
 	Timeout time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -166,7 +172,12 @@ func Run(ctx context.Context, o Options) []Check {
 	}
 	checks := []Check{checkConfig(o), checkToken(o)}
 	checks = append(checks, checkDataDir(o)...)
-	checks = append(checks, checkExecutor(ctx, o), checkIsolation(o), checkWorkspaces(ctx, o))
+	exe := checkExecutor(ctx, o)
+	checks = append(checks, exe, checkLogin(ctx, o, exe))
+	if c, ok := checkModels(ctx, o, exe); ok {
+		checks = append(checks, c)
+	}
+	checks = append(checks, checkIsolation(o), checkWorkspaces(ctx, o))
 	return append(checks, checkControlPlane(ctx, o)...)
 }
 
@@ -178,18 +189,21 @@ func checkIsolation(o Options) Check {
 	switch {
 	case err != nil:
 		return failed(CheckIsolation, err.Error(),
-			"run on Linux 5.13 or later with Landlock enabled (lsm=...,landlock), or set isolation auto")
+			"run on Linux 5.13 or later with Landlock enabled (add landlock to the kernel's lsm= boot parameter), or set --isolation auto (isolation.mode) to run unconfined where it cannot")
 	case c.Runner == nil && o.Isolation.Mode == isolation.None:
-		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.Line, Fix: "drop --isolation none (isolation.mode) to confine attempts"}
+		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.Line,
+			Fix: "drop --isolation none (isolation.mode in the config) so that attempts are confined to their work directory"}
 	case c.Runner == nil:
 		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.Line,
-			Fix: "run on Linux 5.13 or later with Landlock enabled (lsm=...,landlock)"}
+			Fix: "attempts run unconfined, able to write wherever this user may: run on Linux 5.13 or later with Landlock enabled (add landlock to the kernel's lsm= boot parameter), or as a user who may write little"}
 	}
 	return pass(CheckIsolation, "%s", c.Line)
 }
 
 // checkWorkspaces checks the repositories the agent is to serve as agent
-// run would, and says what the tasks' worktrees take: a warning when some
+// run would, that this user may write the work directory and each
+// repository's git directory (a task's worktree, branch and commits go
+// there), and says what the tasks' worktrees take: a warning when some
 // are kept because removing them would lose work. Its git calls only
 // read.
 func checkWorkspaces(ctx context.Context, o Options) Check {
@@ -204,6 +218,10 @@ func checkWorkspaces(ctx context.Context, o Options) Check {
 	serves := "no repository served ([[repo]] in the config)"
 	if names := m.Names(); len(names) > 0 {
 		serves = "serves " + strings.Join(names, ", ")
+	}
+	if err := m.CheckWritable(); err != nil {
+		return failed(CheckWorkspaces, strings.ReplaceAll(err.Error(), "\n", "; "),
+			"run the agent as the user who owns them, or give that user write access (chown -R USER DIR); a work directory of your own is --work-dir")
 	}
 	list, err := m.List(ctx)
 	if err != nil {
@@ -589,20 +607,28 @@ func checkAuth(ctx context.Context, base string, o Options) Check {
 	if err != nil {
 		return failed(CheckAuth, err.Error(), "correct --control-plane and the token")
 	}
-	fix := "set AGENT_TOKEN to the control plane's registration secret"
+	from := "AGENT_TOKEN"
+	fix := "set AGENT_TOKEN to the control plane's registration secret (agent controlplane serve prints the file that holds it: its --token-file, or DATA_DIR/token)"
 	if o.TokenFile != "" {
-		fix = fmt.Sprintf("put the control plane's registration secret in %s (the control plane's --token-file, or its DATA_DIR/token)", o.TokenFile)
+		from = o.TokenFile
+		fix = fmt.Sprintf("put the control plane's registration secret in %s (agent controlplane serve prints the file that holds it: its --token-file, or DATA_DIR/token)", o.TokenFile)
 	}
 	who, err := c.WhoAmI(ctx)
+	var ae *controlplane.APIError
 	switch {
 	case errors.Is(err, controlplane.ErrUnauthorized):
-		return failed(CheckAuth, "the control plane refused the token (401 Unauthorized)", fix)
-	case err != nil:
+		return failed(CheckAuth, fmt.Sprintf("the control plane refused the token from %s (401 Unauthorized)", from), fix)
+	case errors.As(err, &ae) && ae.Status == http.StatusForbidden:
+		return failed(CheckAuth, fmt.Sprintf("the control plane knows the token from %s but forbids it (403 Forbidden): %s", from, ae.Message), fix)
+	case errors.As(err, &ae):
 		return failed(CheckAuth, err.Error(), "see the control plane's logs for why it refused GET /v1/whoami")
+	case err != nil:
+		return failed(CheckAuth, fmt.Sprintf("could not ask the control plane whether it accepts the token: %v", err),
+			"the control plane stopped answering: check that it runs, and the network between")
 	case who.Principal != api.PrincipalRegistration:
 		return failed(CheckAuth, fmt.Sprintf("token accepted, but it is an %s token, not the registration secret an agent enrols with", who.Principal), fix)
 	}
-	return pass(CheckAuth, "token accepted: the registration secret (GET /v1/whoami)")
+	return pass(CheckAuth, "the token from %s accepted: the registration secret (GET /v1/whoami)", from)
 }
 
 // clockResult classifies the difference between this clock and the

@@ -167,7 +167,7 @@ func TestDoctorClockFromDate(t *testing.T) {
 			cp := startFakeControlPlane(t, "tok", func() string { return now.Add(tc.offset).UTC().Format(http.TimeFormat) }, nil)
 			checks := Run(context.Background(), cpOptions(t, cp.url, "tok", now))
 			wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckPass, "GET /healthz answered 200", "")
-			wantCheck(t, checkNamed(t, checks, CheckAuth), CheckPass, "token accepted: the registration secret (GET /v1/whoami)", "")
+			wantCheck(t, checkNamed(t, checks, CheckAuth), CheckPass, "the token from AGENT_TOKEN accepted: the registration secret (GET /v1/whoami)", "")
 			c := checkNamed(t, checks, CheckClock)
 			wantCheck(t, c, tc.want, tc.detail, "")
 			if tc.want != CheckPass && !strings.Contains(c.Fix, "timedatectl set-ntp true") {
@@ -186,7 +186,7 @@ func TestDoctorControlPlane(t *testing.T) {
 		o.TokenFile = "/etc/agent/token"
 		checks := Run(context.Background(), o)
 		wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckPass, "200", "")
-		wantCheck(t, checkNamed(t, checks, CheckAuth), CheckFail, "refused the token (401 Unauthorized)", "put the control plane's registration secret in /etc/agent/token")
+		wantCheck(t, checkNamed(t, checks, CheckAuth), CheckFail, "refused the token from /etc/agent/token (401 Unauthorized)", "put the control plane's registration secret in /etc/agent/token")
 		for _, c := range checks {
 			if strings.Contains(c.Detail+c.Fix, "tok-not-this-one") {
 				t.Errorf("the token shows in %+v", c)

@@ -20,7 +20,7 @@ func newDoctorCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check what agent run would use: config, token, data directory, executor, control plane (exit 1 on a failure)",
+		Short: "Check what agent run would use: config, token, data directory, executor and its login, workspaces, control plane (exit 1 on a failure)",
 		Long: `doctor takes agent run's settings (the same flags, environment and config
 file) and checks, without running the agent or changing anything:
 
@@ -32,12 +32,22 @@ file) and checks, without running the agent or changing anything:
   disk           free space on the data directory's file system
   executor       the binary found and executable; a CLI's version against
                  the one the agent is tested with
+  login          the executor's CLI has a credential, in the environment
+                 an attempt's CLI gets: codex logged in (codex login
+                 status) or its provider's env_key set; claude's
+                 ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN set, or logged
+                 in (claude auth status). No request is made, no key shown
+  models         with --models and codex's openai provider: each model in
+                 codex's bundled catalog (absent when it cannot be told)
   isolation      attempts confined with Landlock, or why not
-  workspaces     every [[repo]] a git repository the agent can serve; how
-                 many task worktrees there are, their size, and how many
-                 are kept because removing them would lose work
+  workspaces     every [[repo]] a git repository the agent can serve, its
+                 git directory and the work directory writable by this
+                 user; how many task worktrees there are, their size, and
+                 how many are kept because removing them would lose work
   control-plane  the URL valid, GET /healthz answers
-  auth           the control plane accepts the token (GET /v1/agents)
+  auth           the control plane accepts the token (GET /v1/whoami):
+                 refused (401), forbidden (403), or not the registration
+                 secret, each with the file it came from
   clock          this clock against the Date of the control plane's answer
 
 Each check passes, warns or fails, with a fix under the table for each
@@ -72,7 +82,7 @@ checks go on with the flags, the environment and the defaults. doctor exits
 	}
 	f.bind(useSettings(cmd, agentSettings))
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print the checks as a JSON array of {"check", "result", "detail", "fix"}`)
-	cmd.Flags().DurationVar(&timeout, "timeout", doctor.DefaultTimeout, "bound on each request to the control plane and on the executor's --version")
+	cmd.Flags().DurationVar(&timeout, "timeout", doctor.DefaultTimeout, "bound on each request to the control plane and on each command of the executor's CLI (--version, its login status)")
 	return cmd
 }
 
@@ -90,6 +100,7 @@ func doctorOptions(cmd *cobra.Command, f *runFlags) doctor.Options {
 		ExecutorKind: f.executor.kind, ControlPlane: f.controlPlane, Insecure: f.insecure, Version: agentVersion()}
 	o.Token, o.TokenErr = readTokenForDoctor(f.tokenFile) // doctor checks the file's mode itself
 	o.Executor, o.ExecutorErr = f.executor.build()
+	o.Models = f.models
 	o.Isolation = f.isolationOf(path)
 	o.Repos, o.WorkDir = f.repoList(), f.workDir
 	return o
@@ -136,6 +147,8 @@ func printChecks(w io.Writer, checks []doctor.Check, color bool) error {
 		fmt.Fprintf(&b, "%d of %d checks failed, %d warned\n", count[doctor.CheckFail], len(checks), count[doctor.CheckWarn])
 	case count[doctor.CheckWarn] > 0:
 		fmt.Fprintf(&b, "no check failed; %d warned\n", count[doctor.CheckWarn])
+	case count[doctor.CheckSkip] > 0:
+		fmt.Fprintf(&b, "all %d checks passed, %d skipped\n", count[doctor.CheckPass], count[doctor.CheckSkip])
 	default:
 		fmt.Fprintf(&b, "all %d checks passed\n", count[doctor.CheckPass])
 	}

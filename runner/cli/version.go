@@ -5,13 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
 )
 
@@ -59,24 +56,19 @@ func Version(ctx context.Context, e runner.Executor) (path, version string, err 
 		return "", "", ErrNoVersion
 	}
 	bin, env := x.VersionCommand()
-	if path, err = proc.Resolve(bin); err != nil {
+	out, err := Run(ctx, bin, env, 0, "--version")
+	text := strings.TrimSpace(out.Stdout + out.Stderr)
+	switch {
+	case out.Path == "":
 		return "", "", err
+	case ctx.Err() != nil:
+		return out.Path, "", fmt.Errorf("%s --version: no answer: %w", out.Path, ctx.Err())
+	case errors.Is(err, ErrExit):
+		return out.Path, "", fmt.Errorf("%s --version: exit status %d: %s", out.Path, out.ExitCode, firstLine(text))
+	case err != nil:
+		return out.Path, "", fmt.Errorf("%w: %s", err, firstLine(text))
 	}
-	cmd := exec.CommandContext(ctx, path, "--version")
-	cmd.Env = env
-	cmd.SysProcAttr = proc.SysProcAttr()
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = versionWait
-	var out cappedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	text := strings.TrimSpace(out.String())
-	if ctx.Err() != nil {
-		return path, "", fmt.Errorf("%s --version: no answer: %w", path, ctx.Err())
-	}
-	if err != nil {
-		return path, "", fmt.Errorf("%s --version: %v: %s", path, err, firstLine(text))
-	}
+	path = out.Path
 	v := semver.FindString(text)
 	if v == "" {
 		return path, "", fmt.Errorf("%s --version printed no version number: %q", path, firstLine(text))
@@ -91,10 +83,17 @@ func firstLine(s string) string {
 
 // cappedBuffer keeps the first versionOutputCap bytes written to it and
 // drops the rest, so that a CLI that floods cannot fill memory.
-type cappedBuffer struct{ bytes.Buffer }
+type cappedBuffer struct {
+	bytes.Buffer
+	limit int // default versionOutputCap
+}
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := versionOutputCap - b.Len(); room > 0 {
+	limit := b.limit
+	if limit <= 0 {
+		limit = versionOutputCap
+	}
+	if room := limit - b.Len(); room > 0 {
 		b.Buffer.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil

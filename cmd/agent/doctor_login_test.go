@@ -1,0 +1,223 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/edgeagent/agent/doctor"
+	"github.com/edgeagent/agent/internal/clitest"
+	"github.com/edgeagent/agent/internal/gittest"
+)
+
+// freshCLIHome is an empty home for the real CLIs: HOME, CODEX_HOME (made:
+// codex refuses one that is not there) and CLAUDE_CONFIG_DIR in a
+// temporary directory, and every credential variable blanked so that
+// none of the environment the tests run in leaks in.
+func freshCLIHome(t *testing.T) (env []string, codexHome, claudeDir string) {
+	t.Helper()
+	home := t.TempDir()
+	codexHome, claudeDir = filepath.Join(home, ".codex"), filepath.Join(home, ".claude")
+	must(t, os.Mkdir(codexHome, 0o700))
+	return []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "CLAUDE_CONFIG_DIR=" + claudeDir,
+		"OPENAI_API_KEY=", "CODEX_API_KEY=", "ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN=", "CLAUDE_CODE_OAUTH_TOKEN=", "MOCK_API_KEY="}, codexHome, claudeDir
+}
+
+// The first real task needs the executor's CLI logged in: agent doctor
+// runs the real pinned CLIs, with an empty home, against a real control
+// plane, and fails the login check with the command that logs in; with a
+// key it passes. No key is ever printed, and nothing calls out: codex
+// login status and claude auth status read their files only, and a key in
+// the environment is decided on without running the CLI.
+func TestDoctorLoginRealCLIs(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	const secret = "dummy-key-4f1c9e2a7b"
+	for _, tc := range []struct {
+		name     string
+		executor string
+		// setup returns more environment and flags, given the fresh
+		// CLI home's environment, CODEX_HOME and CLAUDE_CONFIG_DIR.
+		setup          func(t *testing.T, env []string, codexHome, claudeDir string) ([]string, []string)
+		pass           bool
+		detail, fixRE  string
+		noOtherFailure bool
+	}{
+		{name: "codex not logged in", executor: "codex", detail: "codex is not logged in (codex login status, CODEX_HOME ",
+			fixRE: `^CODEX_HOME=\S+/\.codex codex login, as the user agent run runs as`},
+		{name: "codex with OPENAI_API_KEY only", executor: "codex",
+			detail: "OPENAI_API_KEY is set, but codex reads its key from the login, not from the environment",
+			fixRE:  `^printenv OPENAI_API_KEY \| CODEX_HOME=\S+ codex login --with-api-key`,
+			setup: func(*testing.T, []string, string, string) ([]string, []string) {
+				return []string{"OPENAI_API_KEY=" + secret}, nil
+			}},
+		{name: "codex logged in with an API key", executor: "codex", pass: true, detail: "logged in with an API key (codex login status; the key not shown)",
+			setup: func(t *testing.T, env []string, _, _ string) ([]string, []string) {
+				// codex login --with-api-key stores the key without a request.
+				login := exec.Command(clitest.CodexBin(t), "login", "--with-api-key")
+				login.Env, login.Stdin = append(os.Environ(), env...), strings.NewReader(secret+"\n")
+				if out, err := login.CombinedOutput(); err != nil {
+					t.Fatalf("codex login --with-api-key: %v\n%s", err, out)
+				}
+				return nil, nil
+			}},
+		{name: "codex provider key not passed on", executor: "codex", detail: "provider mock: MOCK_API_KEY is set in the agent's environment, but codex does not get it",
+			fixRE: `^pass it on: --executor-env MOCK_API_KEY`,
+			setup: func(t *testing.T, _ []string, codexHome, _ string) ([]string, []string) {
+				writeMockProvider(t, codexHome)
+				return []string{"MOCK_API_KEY=" + secret}, nil
+			}},
+		{name: "codex provider key", executor: "codex", pass: true, detail: "provider mock: MOCK_API_KEY is set (not shown)",
+			setup: func(t *testing.T, _ []string, codexHome, _ string) ([]string, []string) {
+				writeMockProvider(t, codexHome)
+				return []string{"MOCK_API_KEY=" + secret}, []string{"--executor-env", "MOCK_API_KEY"}
+			}},
+		{name: "claude not logged in", executor: "claude", detail: "claude is not logged in (claude auth status: loggedIn false, config directory ",
+			fixRE: `^CLAUDE_CONFIG_DIR=\S+/\.claude claude auth login, as the user agent run runs as; or set ANTHROPIC_API_KEY`},
+		{name: "claude with ANTHROPIC_API_KEY", executor: "claude", pass: true, detail: "ANTHROPIC_API_KEY is set (not shown)",
+			setup: func(*testing.T, []string, string, string) ([]string, []string) {
+				return []string{"ANTHROPIC_API_KEY=" + secret}, nil
+			}},
+		{name: "claude with ANTHROPIC_AUTH_TOKEN", executor: "claude", pass: true, detail: "ANTHROPIC_AUTH_TOKEN is set (not shown)",
+			setup: func(*testing.T, []string, string, string) ([]string, []string) {
+				return []string{"ANTHROPIC_AUTH_TOKEN=" + secret}, nil
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, codexHome, claudeDir := freshCLIHome(t)
+			bin := clitest.CodexBin(t)
+			if tc.executor == "claude" {
+				bin = clitest.ClaudeBin(t)
+			}
+			args := []string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", privateDir(t),
+				"--executor", tc.executor, "--executor-bin", bin}
+			if tc.setup != nil {
+				moreEnv, moreArgs := tc.setup(t, env, codexHome, claudeDir)
+				env, args = append(env, moreEnv...), append(args, moreArgs...)
+			}
+			code, checks := doctorChecks(t, env, args...)
+			login := findCheck(checks, doctor.CheckLogin)
+			if !strings.Contains(login.Detail, tc.detail) {
+				t.Errorf("login: %s %q, want it to say %q", login.Result, login.Detail, tc.detail)
+			}
+			for _, ch := range checks {
+				if ch.Name != doctor.CheckLogin && ch.Result == doctor.CheckFail {
+					t.Errorf("%s fails too: %q", ch.Name, ch.Detail)
+				}
+			}
+			if tc.pass {
+				if login.Result != doctor.CheckPass || login.Fix != "" || code != 0 {
+					t.Errorf("exit %d; login: %s %q (fix %q), want a pass and exit 0", code, login.Result, login.Detail, login.Fix)
+				}
+			} else if login.Result != doctor.CheckFail || !regexp.MustCompile(tc.fixRE).MatchString(login.Fix) || code != 1 {
+				t.Errorf("exit %d; login: %s (fix %q), want a failure whose fix matches %s and exit 1", code, login.Result, login.Fix, tc.fixRE)
+			}
+
+			// The table: the failure's fix under it, and never the key.
+			r := runAgentEnv(t, env, append([]string{"doctor", "--timeout", "5m"}, args...)...)
+			if strings.Contains(r.stdout+r.stderr, secret) || strings.Contains(r.stdout, secret[len(secret)-5:]) { // codex login status shows its ends
+				t.Errorf("doctor printed the key:\n%s%s", r.stdout, r.stderr)
+			}
+			if !tc.pass {
+				fix := strings.TrimPrefix(tc.fixRE, "^")
+				if r.code != 1 || !regexp.MustCompile(`(?m)^  login\s+`+fix).MatchString(r.stdout) {
+					t.Errorf("doctor: exit %d, stdout:\n%s", r.code, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+// writeMockProvider makes the codex home's configuration send the turns
+// to a provider of the user's own, whose key is MOCK_API_KEY.
+func writeMockProvider(t *testing.T, codexHome string) {
+	t.Helper()
+	writeFile(t, filepath.Join(codexHome, "config.toml"), `model_provider = "mock"
+
+[model_providers.mock]
+name = "Mock"
+base_url = "http://127.0.0.1:9/v1"
+wire_api = "responses"
+env_key = "MOCK_API_KEY"
+`)
+}
+
+// With --models, doctor checks them against codex's bundled catalog (no
+// request): a model it lacks warns. Claude Code cannot list its models
+// offline, so there is no models check for it.
+func TestDoctorModels(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	for _, tc := range []struct {
+		executor, models string
+		result           doctor.CheckResult // "" for no models check
+		detail           string
+	}{
+		{"codex", "gpt-5.5", doctor.CheckPass, "gpt-5.5 in codex's model catalog"},
+		{"codex", "gpt-5.5,no-such-model", doctor.CheckWarn, "no-such-model is not in codex's model catalog ("},
+		{"claude", "no-such-model", "", ""},
+	} {
+		t.Run(tc.executor+" "+tc.models, func(t *testing.T) {
+			env, _, _ := freshCLIHome(t)
+			bin := clitest.CodexBin(t)
+			if tc.executor == "claude" {
+				bin = clitest.ClaudeBin(t)
+			}
+			_, checks := doctorChecks(t, env, "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", privateDir(t),
+				"--executor", tc.executor, "--executor-bin", bin, "--models", tc.models)
+			got := findCheck(checks, doctor.CheckModels)
+			if got.Result != tc.result || !strings.Contains(got.Detail, tc.detail) {
+				t.Errorf("models: %s %q, want %q saying %q", got.Result, got.Detail, tc.result, tc.detail)
+			}
+		})
+	}
+}
+
+// A work directory or a repository's git directory this user may not
+// write fails the workspaces check, naming it: a task's worktree, branch
+// and commits go there.
+func TestDoctorWorkspacesWritable(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	for _, tc := range []struct {
+		name   string
+		lock   func(repo, work string) string // returns the directory made read-only
+		detail string
+	}{
+		{"git directory", func(repo, _ string) string { return filepath.Join(repo, ".git", "objects") }, `repository "app": `},
+		{"work directory", func(_, work string) string { return work }, "work directory "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo, work := gittest.NewRepo(t), filepath.Join(t.TempDir(), "work")
+			must(t, os.Mkdir(work, 0o700))
+			args := []string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", privateDir(t), "--executor", "sample",
+				"--repo", "app=" + repo, "--work-dir", work}
+			code, checks := doctorChecks(t, nil, args...)
+			if ws := findCheck(checks, doctor.CheckWorkspaces); code != 0 || ws.Result != doctor.CheckPass {
+				t.Fatalf("before: exit %d, workspaces %s %q", code, ws.Result, ws.Detail)
+			}
+			dir := tc.lock(repo, work)
+			readOnly(t, dir)
+			code, checks = doctorChecks(t, nil, args...)
+			ws := findCheck(checks, doctor.CheckWorkspaces)
+			if code != 1 || ws.Result != doctor.CheckFail || !strings.Contains(ws.Detail, tc.detail+dir+": not writable by uid") || !strings.Contains(ws.Fix, "chown -R USER DIR") {
+				t.Errorf("exit %d, workspaces %s %q (fix %q), want a failure naming %s", code, ws.Result, ws.Detail, ws.Fix, dir)
+			}
+		})
+	}
+}
+
+// readOnly makes dir unwritable to this process until the test ends: mode
+// 0555, and for root, whom modes do not stop, the immutable attribute.
+func readOnly(t *testing.T, dir string) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		must(t, os.Chmod(dir, 0o555))
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+		return
+	}
+	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+		t.Skipf("root, and chattr +i is not available here to make %s read-only: %v %s", dir, err, out)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
+}

@@ -1,0 +1,60 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotWritable: a directory the workspaces need to write is not
+// writable by this process's user.
+var ErrNotWritable = errors.New("not writable")
+
+// CheckWritable checks, without writing, that this process's user may do
+// what preparing and running a task's workspace does: make the task's
+// directory under the root (or the root itself, when it is not there
+// yet), and add a worktree, its branch and its commits to each
+// repository's shared git directory (worktrees, refs, objects). The
+// errors, joined, name each directory refused.
+func (m *Manager) CheckWritable() error {
+	var errs []error
+	root := m.root
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		root = existingAncestor(root)
+	}
+	if err := writable(root); err != nil {
+		errs = append(errs, fmt.Errorf("work directory %s: %w", root, err))
+	}
+	for _, r := range m.repos {
+		for _, dir := range []string{r.commonDir, filepath.Join(r.commonDir, "objects"), filepath.Join(r.commonDir, "refs")} {
+			if err := writable(dir); err != nil {
+				errs = append(errs, fmt.Errorf("repository %q: %s: %w", r.Name, dir, err))
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writable asks the kernel whether this process may add to dir.
+func writable(dir string) error {
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("%w by uid %d (%v)", ErrNotWritable, os.Getuid(), err)
+	}
+	return nil
+}
+
+// existingAncestor is the nearest directory above dir that exists.
+func existingAncestor(dir string) string {
+	for {
+		parent := filepath.Dir(dir)
+		if _, err := os.Stat(dir); err == nil || parent == dir {
+			return dir
+		}
+		dir = parent
+	}
+}
