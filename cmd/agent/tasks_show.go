@@ -12,7 +12,7 @@ import (
 )
 
 // stepMarks are the progress card's marks.
-var stepMarks = map[state.StepStatus]string{state.StepDone: "[x]", state.StepActive: "[>]", state.StepPending: "[ ]", state.StepFailed: "[!]"}
+var stepMarks = map[state.StepStatus]string{state.StepDone: "[x]", state.StepActive: "[>]", state.StepPending: "[ ]", state.StepFailed: "[!]", state.StepSkipped: "[-]"}
 
 func newTasksShowCmd() *cobra.Command {
 	var (
@@ -43,7 +43,7 @@ func newTasksShowCmd() *cobra.Command {
 					Timeline     []string     `json:"timeline"`
 				}{v, v.ProgressCard, state.Timeline(t, now)})
 			}
-			printTask(cmd.OutOrStdout(), t, now)
+			printTask(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), t, now)
 			return nil
 		},
 	}
@@ -54,13 +54,13 @@ func newTasksShowCmd() *cobra.Command {
 
 // printTask prints a task for a person: what it is, where it stands, its
 // progress card and its attempt timeline.
-func printTask(w io.Writer, t *state.Task, now time.Time) {
+func printTask(w io.Writer, p palette, t *state.Task, now time.Time) {
 	fmt.Fprintf(w, "%s  %s\n", visible(t.ID), visible(t.Title))
-	phase := string(t.Phase)
+	phase := p.phase(t.Phase)
 	if t.PhaseReason != "" {
-		phase += " (" + t.PhaseReason + ")"
+		phase += " (" + visible(t.PhaseReason) + ")"
 	}
-	fmt.Fprintf(w, "phase:    %s\n", visible(phase))
+	fmt.Fprintf(w, "phase:    %s\n", phase)
 	fmt.Fprintf(w, "created:  %s (%s)\n", t.CreatedAt.Local().Format(time.DateTime), ago(now, t.CreatedAt))
 	if t.Progress.Message != "" {
 		fmt.Fprintf(w, "progress: %d%% %s\n", t.Progress.Percent, visible(t.Progress.Message))
@@ -111,11 +111,13 @@ func printTask(w io.Writer, t *state.Task, now time.Time) {
 	}
 	fmt.Fprintln(w)
 	for _, s := range state.ProgressCard(t) {
-		fmt.Fprintf(w, "  %s %s\n", stepMarks[s.Status], s.Name)
+		fmt.Fprintf(w, "  %s\n", p.step(s))
 	}
 	if len(t.Attempts) > 0 {
 		fmt.Fprintln(w)
-		printTimeline(w, t, "  ")
+		for _, l := range p.timeline(t, now) {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 	}
 }
 

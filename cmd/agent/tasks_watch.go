@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -203,7 +204,7 @@ func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *o
 			return false, nil // keep what was shown; the header will say why it is old
 		}
 		width, height := termSize(out)
-		lines := renderBoard(newBoard(tasks, recent), s.String(), problem, time.Now(), width, height)
+		lines := renderBoard(newBoard(tasks, recent), s.String(), problem, newPalette(out), time.Now(), width, height)
 		frame := strings.Join(lines, ansiClearLine+"\n") + ansiClearLine
 		if frame != prev {
 			prev = frame
@@ -235,7 +236,7 @@ func readKeys(ctx context.Context, in *os.File, quit func()) {
 // header, then each section. Lines are cut to the width, and the board to
 // the height, saying how much did not fit. Text from tasks goes through
 // visible.
-func renderBoard(b board, where, problem string, now time.Time, width, height int) []string {
+func renderBoard(b board, where, problem string, p palette, now time.Time, width, height int) []string {
 	var lines []string
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
 	add("%sagent tasks watch%s  ·  %s  ·  %s  ·  q to quit", ansiBold, ansiOff, visible(where), now.Format(time.TimeOnly))
@@ -254,7 +255,7 @@ func renderBoard(b board, where, problem string, now time.Time, width, height in
 		add("")
 		add("%sRunning%s", ansiBold, ansiOff)
 		for _, t := range b.running {
-			line := "  " + head(t) + "  ·  " + visible(string(t.Phase))
+			line := "  " + head(t) + "  ·  " + p.phase(t.Phase)
 			if c := t.Current(); c != nil {
 				line += fmt.Sprintf("  ·  attempt %d with %s  ·  %s", c.Number, visible(dash(c.Model)), state.Compact(now.Sub(c.StartedAt)))
 				if c.RetriedByPerson {
@@ -264,7 +265,7 @@ func renderBoard(b board, where, problem string, now time.Time, width, height in
 			add("%s", line)
 			var card []string
 			for _, s := range state.ProgressCard(t) {
-				card = append(card, stepMarks[s.Status]+" "+s.Name)
+				card = append(card, p.step(s))
 			}
 			add("    %s", strings.Join(card, "  "))
 			switch {
@@ -300,13 +301,13 @@ func renderBoard(b board, where, problem string, now time.Time, width, height in
 		add("")
 		add("%sEnded%s", ansiBold, ansiOff)
 		for _, t := range b.ended {
-			line := "  " + head(t) + "  ·  " + visible(string(t.Phase)) + " " + ago(now, t.UpdatedAt)
+			line := "  " + head(t) + "  ·  " + p.phase(t.Phase) + " " + ago(now, t.UpdatedAt)
 			if t.PhaseReason != "" {
 				line += "  ·  " + visible(t.PhaseReason)
 			}
 			add("%s", line)
-			for _, l := range state.Timeline(t, now) {
-				add("    %s", visible(l))
+			for _, l := range p.timeline(t, now) {
+				add("    %s", l)
 			}
 			if t.Phase == state.PhaseRecoverableFailed {
 				add("    a person decides: agent tasks retry %s", visible(t.ID))
@@ -322,6 +323,9 @@ func renderBoard(b board, where, problem string, now time.Time, width, height in
 	return lines
 }
 
+// ansiSGR matches the board's own styling sequences: bold, colours, off.
+var ansiSGR = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
 // countdown says when a retry starts: "in 3s", or "now".
 func countdown(d time.Duration) string {
 	if d <= 0 {
@@ -330,10 +334,12 @@ func countdown(d time.Duration) string {
 	return "in " + state.Compact((d + time.Second - 1).Truncate(time.Second)) // 2.3 s is "in 3s"
 }
 
-// fitWidth cuts a line to width columns, not counting the bold and plain
-// sequences the board uses (everything else in it is visible text).
+// fitWidth cuts a line to width columns, not counting the bold and colour
+// sequences the board uses (everything else in it is visible text, escape
+// characters from tasks having gone through visible). A line cut loses its
+// colours.
 func fitWidth(s string, width int) string {
-	plain := strings.NewReplacer(ansiBold, "", ansiOff, "").Replace(s)
+	plain := ansiSGR.ReplaceAllString(s, "")
 	if len([]rune(plain)) <= width {
 		return s
 	}
