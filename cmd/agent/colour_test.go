@@ -84,7 +84,7 @@ func TestShowColoursThePhaseTheCardAndTheTimeline(t *testing.T) {
 	now := tasks[0].CreatedAt.Add(time.Minute)
 	show := func(task *state.Task) string {
 		var b bytes.Buffer
-		printTask(&b, palette{on: true}, task, now)
+		printTask(&b, palette{on: true}, hint{cmd: "agent"}, task, now)
 		return b.String()
 	}
 	cases := []struct {

@@ -43,7 +43,7 @@ func newTasksShowCmd() *cobra.Command {
 					Timeline     []string     `json:"timeline"`
 				}{v, v.ProgressCard, state.Timeline(t, now)})
 			}
-			printTask(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), t, now)
+			printTask(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), newHint(&src.cp), t, now)
 			return nil
 		},
 	}
@@ -53,9 +53,11 @@ func newTasksShowCmd() *cobra.Command {
 }
 
 // printTask prints a task for a person: what it is, where it stands, its
-// progress card and its attempt timeline.
-func printTask(w io.Writer, p palette, t *state.Task, now time.Time) {
+// progress card and its attempt timeline, and what a person may do about
+// it, as commands h makes.
+func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 	fmt.Fprintf(w, "%s  %s\n", visible(t.ID), visible(t.Title))
+	hinted := false // a hint was printed: its placeholders need saying
 	phase := p.phase(t.Phase)
 	if t.PhaseReason != "" {
 		phase += " (" + visible(t.PhaseReason) + ")"
@@ -82,7 +84,8 @@ func printTask(w io.Writer, p palette, t *state.Task, now time.Time) {
 		if r.Cwd != "" {
 			fmt.Fprintf(w, "  in:      %s\n", visible(r.Cwd))
 		}
-		fmt.Fprintf(w, "  answer with: agent tasks reply %s --accept|--decline --control-plane URL\n", visible(t.ID))
+		fmt.Fprintf(w, "  answer with one of --accept, --decline: %s\n", h.tasks("reply", t.ID, "--accept|--decline"))
+		hinted = true
 	}
 	if t.Repo != "" {
 		repo := t.Repo
@@ -92,10 +95,15 @@ func printTask(w io.Writer, p palette, t *state.Task, now time.Time) {
 		fmt.Fprintf(w, "repo:     %s\n", visible(repo))
 	}
 	if t.Phase == state.PhaseRecoverableFailed {
-		fmt.Fprintf(w, "decide:   a person decides; run it again with: agent tasks retry %s --control-plane URL\n", visible(t.ID))
+		fmt.Fprintf(w, "decide:   a person decides; run it again with: %s\n", h.tasks("retry", t.ID, ""))
+		hinted = true
 	}
 	if continuable(t) {
-		fmt.Fprintf(w, "continue: resume attempt %d's session with: agent tasks continue %s --control-plane URL\n", t.SessionAttempt().Number, visible(t.ID))
+		fmt.Fprintf(w, "continue: resume attempt %d's session with: %s\n", t.SessionAttempt().Number, h.tasks("continue", t.ID, ""))
+		hinted = true
+	}
+	if s := h.placeholders(); hinted && s != "" {
+		fmt.Fprintf(w, "          %s\n", s)
 	}
 	if t.Result != nil && t.Result.Summary != "" {
 		fmt.Fprintf(w, "result:   %s\n", visible(t.Result.Summary))
