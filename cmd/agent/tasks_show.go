@@ -23,6 +23,8 @@ func newTasksShowCmd() *cobra.Command {
 		Use:   "show ID",
 		Short: "Show a task: phase, progress card and attempt timeline (--remote: as the control plane has it)",
 		Args:  taskIDArg("show ID"),
+
+		ValidArgsFunction: completeTaskIDs(anyTask),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := src.source()
 			if err != nil {
