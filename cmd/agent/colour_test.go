@@ -172,3 +172,23 @@ func TestTasksLsOnATerminal(t *testing.T) {
 		t.Errorf("tasks ls --json on a terminal is coloured:\n%q", s)
 	}
 }
+
+// TestTheBoardCountsTheQueueOnlyWhereItSeesIt: the control plane's board
+// counts the queued tasks; a data directory's says the queue is not
+// there rather than count none.
+func TestTheBoardCountsTheQueueOnlyWhereItSeesIt(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	queued := []*state.Task{state.NewTask("t-q1", "p", now), state.NewTask("t-q2", "p", now)}
+	remote := newBoard(queued, 5)
+	remote.queueKnown = true
+	if got := strings.Join(renderBoard(remote, "http://cp", "", palette{}, hint{cmd: "agent"}, now, 120, 40), "\n"); !strings.Contains(got, "2 queued") {
+		t.Errorf("the control plane's board does not count its queue:\n%s", got)
+	}
+	local := strings.Join(renderBoard(newBoard(nil, 5), "/data", "", palette{}, hint{cmd: "agent"}, now, 120, 40), "\n")
+	if strings.Contains(local, "queued") && !strings.Contains(local, "the queue is the control plane's (--remote shows it)") || strings.Contains(local, "0 queued") {
+		t.Errorf("the local board counts a queue it cannot see:\n%s", local)
+	}
+	if !strings.Contains(local, "the queue is the control plane's") {
+		t.Errorf("the local board does not say where the queue is:\n%s", local)
+	}
+}
