@@ -22,6 +22,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/shellword"
 	"github.com/edgeagent/agent/internal/utc"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
@@ -44,6 +45,10 @@ type Options struct {
 	Tasks   []api.CreateTaskRequest
 	Models  []string
 	Version string
+	// Command is the agent's command as the person invoked it, for the
+	// commands the demo suggests at its end (bin/agent from make demo).
+	// Default "agent".
+	Command string
 	// Timeout bounds the whole demo. Default 2 min.
 	Timeout time.Duration
 	// StartControlPlane starts the reference control plane on loopback
@@ -82,6 +87,9 @@ var demoTasks = []api.CreateTaskRequest{
 func Run(ctx context.Context, opts Options) error {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Minute
+	}
+	if opts.Command == "" {
+		opts.Command = "agent"
 	}
 	if len(opts.Tasks) == 0 {
 		opts.Tasks, opts.Models = demoTasks, []string{"gpt-5-mini", "gpt-5"}
@@ -207,8 +215,8 @@ func Run(ctx context.Context, opts Options) error {
 		st.NextSeq-1, st.Sent, st.Pending, st.Dead, st.FileBytes)
 	fmt.Fprintf(out, "Control plane: %d events accepted, each once\n", accepted)
 	if keep {
-		fmt.Fprintf(out, "\nThe data is kept. Try:\n  agent tasks ls --data-dir %[1]s\n  agent tasks show %[2]s --data-dir %[1]s\n  agent outbox ls --data-dir %[1]s\n",
-			filepath.Join(dir, "agent"), views[1].ID)
+		fmt.Fprintf(out, "\nThe data is kept. Try:\n  %[3]s tasks ls --data-dir %[1]s\n  %[3]s tasks show %[2]s --data-dir %[1]s\n  %[3]s outbox ls --data-dir %[1]s\n",
+			shellword.Quote(filepath.Join(dir, "agent")), views[1].ID, opts.Command)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -15,6 +16,9 @@ const (
 	StepActive  StepStatus = "active"
 	StepPending StepStatus = "pending"
 	StepFailed  StepStatus = "failed"
+	// StepSkipped: the task went past the step without it happening (it
+	// never waited for a reply).
+	StepSkipped StepStatus = "skipped"
 )
 
 // Step is one line of the progress card.
@@ -37,15 +41,18 @@ var cardSteps = []struct {
 }
 
 // ProgressCard derives the card from the task's phase: steps before the
-// phase's step are done, its step is active, later ones pending. A
-// completed task is all done. A task that ended otherwise shows the step it
-// was at as failed; a task that expired in the queue fails at Claimed.
+// phase's step are done if the task went through them (PhasesSeen) and
+// skipped if not, its step is active, later ones pending. A completed task
+// has every step it went through done. A task that ended otherwise shows
+// the step it was at as failed; a task that expired in the queue fails at
+// Claimed. A task stored before PhasesSeen was kept counts every step but
+// Waiting for reply as gone through.
 func ProgressCard(t *Task) []Step {
 	at, status := -1, StepActive
 	phase := t.Phase
 	switch {
 	case phase == PhaseCompleted:
-		at, status = len(cardSteps), StepDone
+		at, status = len(cardSteps)-1, StepDone
 	case phase.Terminal():
 		phase, status = t.PhaseBefore, StepFailed
 	}
@@ -61,13 +68,24 @@ func ProgressCard(t *Task) []Step {
 	for i, s := range cardSteps {
 		steps[i] = Step{Name: s.name, Status: StepPending}
 		switch {
-		case i < at:
+		case i < at && t.wentThrough(s.phase):
 			steps[i].Status = StepDone
+		case i < at:
+			steps[i].Status = StepSkipped
 		case i == at:
 			steps[i].Status = status
 		}
 	}
 	return steps
+}
+
+// wentThrough reports whether the task was in running phase p since it
+// last left the queue.
+func (t *Task) wentThrough(p Phase) bool {
+	if t.PhasesSeen == nil {
+		return p != PhaseAwaitingReply // an older file: only waiting is known to be optional
+	}
+	return slices.Contains(t.PhasesSeen, p)
 }
 
 // Timeline renders one line per attempt, for example:

@@ -7,8 +7,10 @@ import (
 )
 
 func TestProgressCardForEveryPhase(t *testing.T) {
-	// d done, a active, p pending, f failed; steps: Claimed, Starting
-	// executor, Working, Waiting for reply, Completing, Done.
+	// d done, a active, p pending, f failed, s skipped; steps: Claimed,
+	// Starting executor, Working, Waiting for reply, Completing, Done.
+	// These tasks have no PhasesSeen, as files written before it was kept:
+	// waiting for a reply is not known to have happened.
 	cases := []struct {
 		phase, before Phase
 		want          string
@@ -18,8 +20,8 @@ func TestProgressCardForEveryPhase(t *testing.T) {
 		{PhaseExecutorStarting, "", "dapppp"},
 		{PhaseTurnStarted, "", "ddappp"},
 		{PhaseAwaitingReply, "", "dddapp"},
-		{PhaseCompleting, "", "ddddap"},
-		{PhaseCompleted, PhaseCompleting, "dddddd"},
+		{PhaseCompleting, "", "dddsap"},
+		{PhaseCompleted, PhaseCompleting, "dddsdd"},
 		{PhaseFailed, PhaseTurnStarted, "ddfppp"},
 		{PhaseRecoverableFailed, PhaseExecutorStarting, "dfpppp"},
 		{PhaseTimedOut, PhaseAwaitingReply, "dddfpp"},
@@ -27,17 +29,12 @@ func TestProgressCardForEveryPhase(t *testing.T) {
 		{PhaseCancelled, PhaseQueued, "fppppp"},
 		{PhaseExpired, PhaseQueued, "fppppp"},
 	}
-	code := map[StepStatus]byte{StepDone: 'd', StepActive: 'a', StepPending: 'p', StepFailed: 'f'}
 	seen := map[Phase]bool{}
 	for _, c := range cases {
 		seen[c.phase] = true
 		task := &Task{Phase: c.phase, PhaseBefore: c.before}
 		steps := ProgressCard(task)
-		var got []byte
-		for _, s := range steps {
-			got = append(got, code[s.Status])
-		}
-		if string(got) != c.want {
+		if got := cardCode(steps); got != c.want {
 			t.Errorf("%s (from %s): %s, want %s", c.phase, c.before, got, c.want)
 		}
 		if steps[0].Name != "Claimed" || steps[5].Name != "Done" {
@@ -48,6 +45,59 @@ func TestProgressCardForEveryPhase(t *testing.T) {
 		if !seen[p] {
 			t.Errorf("phase %s has no card case", p)
 		}
+	}
+}
+
+// cardCode is the card as one letter per step: d done, a active, p
+// pending, f failed, s skipped.
+func cardCode(steps []Step) string {
+	code := map[StepStatus]byte{StepDone: 'd', StepActive: 'a', StepPending: 'p', StepFailed: 'f', StepSkipped: 's'}
+	var b []byte
+	for _, s := range steps {
+		b = append(b, code[s.Status])
+	}
+	return string(b)
+}
+
+// TestProgressCardShowsOnlyThePhasesTheTaskWentThrough runs tasks through
+// their phases as the runner and the control plane do: a task that never
+// waited for a reply does not show "Waiting for reply" done, one that did
+// does, and a task put back in the queue starts its record again.
+func TestProgressCardShowsOnlyThePhasesTheTaskWentThrough(t *testing.T) {
+	run := func(phases ...Phase) *Task {
+		task := NewTask("t", "p", t0)
+		for i, p := range phases {
+			must(t, task.Transition(p, "", t0.Add(time.Duration(i)*time.Second)))
+		}
+		return task
+	}
+	cases := []struct {
+		name   string
+		phases []Phase
+		want   string
+	}{
+		{"completed without waiting", []Phase{PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseCompleting, PhaseCompleted}, "dddsdd"},
+		{"completed after a reply", []Phase{PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseAwaitingReply, PhaseTurnStarted, PhaseCompleting, PhaseCompleted}, "dddddd"},
+		{"completing without waiting", []Phase{PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseCompleting}, "dddsap"},
+		{"failed while working", []Phase{PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseFailed}, "ddfppp"},
+		{"failed completing, never waited", []Phase{PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseCompleting, PhaseRecoverableFailed}, "dddsfp"},
+		{"straight to completing", []Phase{PhaseClaimed, PhaseExecutorStarting, PhaseCompleting, PhaseCompleted}, "ddssdd"},
+		{"cancelled while waiting", []Phase{PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseAwaitingReply, PhaseCancelled}, "dddfpp"},
+	}
+	for _, c := range cases {
+		if got := cardCode(ProgressCard(run(c.phases...))); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+	// A person's retry puts the task back in the queue: what the first
+	// run went through does not count for the second.
+	task := run(PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseAwaitingReply, PhaseRecoverableFailed)
+	must(t, task.RetryByPerson(t0.Add(time.Minute)))
+	for _, p := range []Phase{PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseCompleting, PhaseCompleted} {
+		must(t, task.Transition(p, "", t0.Add(2*time.Minute)))
+	}
+	if got := cardCode(ProgressCard(task)); got != "dddsdd" {
+		t.Errorf("after a person's retry: %s, want dddsdd (phases seen %v)", got, task.PhasesSeen)
 	}
 }
 

@@ -70,6 +70,7 @@ func (t *Task) ContinueByPerson(agentID string, now time.Time) error {
 // requeue puts a terminal task back in the queue for a person.
 func (t *Task) requeue(now time.Time, reason string) {
 	t.Phase, t.PhaseReason, t.PhaseBefore = PhaseQueued, reason, ""
+	t.see(PhaseQueued)
 	t.Result, t.Lease, t.CancelRequested = nil, nil, false
 	t.AwaitingReply, t.Reply = nil, nil
 	// The stall limit counts from the claim, not from the last run.
@@ -118,6 +119,7 @@ func (t *Task) StartPersonRetry(attemptID string, models []string, now time.Time
 		a.Continues, why = s.Number, fmt.Sprintf("continuing attempt %d's session, a person having asked", s.Number)
 	}
 	t.Attempts = append(t.Attempts, a)
+	t.clearProgress()
 	if err := t.Transition(PhaseExecutorStarting, fmt.Sprintf("attempt %d, %s", n, why), now); err != nil {
 		return nil, err // cannot happen: checked above
 	}

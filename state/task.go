@@ -27,6 +27,11 @@ type Task struct {
 	// PhaseBefore is the phase the task left for a terminal one, so the
 	// progress card can show which step failed.
 	PhaseBefore Phase `json:"phase_before,omitempty"`
+	// PhasesSeen are the running phases the task has been in since it
+	// last left the queue, in the order first reached, so the progress
+	// card never shows a step as done that did not happen (a task that
+	// never waited for a reply). Nil in files written before it was kept.
+	PhasesSeen []Phase `json:"phases_seen,omitempty"`
 
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
@@ -322,6 +327,7 @@ func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 	if t.Phase == PhaseAwaitingReply {
 		t.AwaitingReply, t.Reply = nil, nil
 	}
+	t.see(to)
 	t.Phase, t.PhaseReason, t.UpdatedAt = to, reason, now
 	if to.Running() && t.LastProgressAt.IsZero() {
 		t.LastProgressAt = now
@@ -329,6 +335,21 @@ func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 	t.project()
 	return nil
 }
+
+// see records that the task reached phase p: a running phase is added to
+// PhasesSeen once; back in the queue, the record starts again.
+func (t *Task) see(p Phase) {
+	switch {
+	case p == PhaseQueued:
+		t.PhasesSeen = nil
+	case p.Running() && !slices.Contains(t.PhasesSeen, p):
+		t.PhasesSeen = append(t.PhasesSeen, p)
+	}
+}
+
+// clearProgress forgets the progress an attempt reported when the next
+// one opens: a notice ("retries 1/1 … 429") belongs to its attempt.
+func (t *Task) clearProgress() { t.Progress = Progress{} }
 
 // Clone returns a deep copy of t that shares nothing it may change later.
 // (Result.Data is shared: it is replaced, never changed in place.)
@@ -368,6 +389,7 @@ func (t *Task) Clone() *Task {
 		c.EventsApplied = &n
 	}
 	c.Output = slices.Clone(t.Output)
+	c.PhasesSeen = slices.Clone(t.PhasesSeen)
 	if t.Result != nil {
 		r := *t.Result
 		c.Result = &r
@@ -601,6 +623,7 @@ func (t *Task) PutAttempt(a Attempt) error {
 			return fmt.Errorf("task %s: attempt %d is still %s", t.ID, c.Number, c.Status)
 		}
 		t.Attempts = append(t.Attempts, a)
+		t.clearProgress()
 	}
 	t.project()
 	return nil
@@ -683,6 +706,7 @@ func (t *Task) ScheduleRetry(attemptID string, out Outcome, nextID string, model
 	n := a.Number + 1
 	t.Attempts = append(t.Attempts, Attempt{AttemptID: nextID, Number: n, Model: modelFor(models, n), Status: AttemptPending,
 		NotBefore: now.Add(out.Retry.Delay.D()), Continues: continues})
+	t.clearProgress()
 	what := "retry"
 	if continues > 0 {
 		what = "continue"

@@ -221,3 +221,42 @@ func TestCloneSharesNothingThatChanges(t *testing.T) {
 		t.Errorf("the clone shares memory with the task: %+v %+v %+v %+v", a, task.Lease, task.Result, task.Output)
 	}
 }
+
+// TestANoticeBelongsToItsAttempt: the progress attempt 1 reported (a CLI's
+// "retries 1/1 … 429" notice) is gone once attempt 2 opens, on the
+// agent's side (ScheduleRetry) and on the control plane's (PutAttempt),
+// while what attempt 2 reports stays.
+func TestANoticeBelongsToItsAttempt(t *testing.T) {
+	notice := &Progress{Message: "Claude retries 1/1 in 2s: 429", Step: "retry"}
+	agentSide := claimed(t)
+	_, err := agentSide.StartFirstAttempt("a1", nil, t0)
+	must(t, err)
+	must(t, agentSide.Observe("a1", Activity{Progress: notice}, t0))
+	if agentSide.Progress != *notice {
+		t.Fatalf("progress %+v, want the notice", agentSide.Progress)
+	}
+	_, err = agentSide.ScheduleRetry("a1", retried(CodeRateLimit, time.Second), "a2", nil, t0.Add(time.Second))
+	must(t, err)
+	if agentSide.Progress != (Progress{}) {
+		t.Fatalf("attempt 2 opened with attempt 1's progress %+v", agentSide.Progress)
+	}
+	must(t, agentSide.BeginAttempt("a2", t0.Add(2*time.Second)))
+	must(t, agentSide.Observe("a2", Activity{Progress: &Progress{Message: "thinking"}}, t0.Add(3*time.Second)))
+	if agentSide.Progress.Message != "thinking" {
+		t.Fatalf("attempt 2's own progress: %+v", agentSide.Progress)
+	}
+
+	// The control plane applies the attempt records as they come.
+	cpSide := claimed(t)
+	cpSide.Progress = *notice
+	must(t, cpSide.PutAttempt(agentSide.Attempts[0]))
+	cpSide.Progress = *notice                         // reported during attempt 1
+	must(t, cpSide.PutAttempt(agentSide.Attempts[0])) // the same record again changes nothing
+	if cpSide.Progress != *notice {
+		t.Fatalf("a repeated record of attempt 1 cleared its progress: %+v", cpSide.Progress)
+	}
+	must(t, cpSide.PutAttempt(agentSide.Attempts[1]))
+	if cpSide.Progress != (Progress{}) {
+		t.Fatalf("the control plane kept attempt 1's notice after attempt 2's record: %+v", cpSide.Progress)
+	}
+}

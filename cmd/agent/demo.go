@@ -49,7 +49,7 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
   agent demo --executor claude --data-dir ./demo-data`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := demo.Options{DataDir: dataDir, Out: cmd.OutOrStdout(), Version: agentVersion(), StartControlPlane: startDemoControlPlane}
+			opts := demo.Options{DataDir: dataDir, Out: cmd.OutOrStdout(), Version: agentVersion(), Command: invokedAs(), StartControlPlane: startDemoControlPlane}
 			switch kind {
 			case "sample":
 				f := executorFlags{kind: "sample", killGrace: 5 * time.Second}

@@ -13,6 +13,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
+	"github.com/edgeagent/agent/internal/shellword"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -94,11 +95,21 @@ func TestTasksContinue(t *testing.T) {
 	v, err := cp.Operator.Task(context.Background(), id)
 	must(t, err)
 	must(t, store.Save(&v.Task))
-	for _, args := range [][]string{{"tasks", "show", id, "--data-dir", dataDir}, append([]string{"tasks", "show", id, "--remote"}, cpArgs...)} {
+	// The hint names the binary as invoked and the control plane as the
+	// command knew it: placeholders, said as such, where it did not.
+	bin := shellword.Quote(os.Args[0])
+	for _, c := range []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"tasks", "show", id, "--data-dir", dataDir}, " --control-plane URL --token-file FILE\n          (with URL the control plane's address; FILE a file holding a person's token (the control plane's operator-token))"},
+		{append([]string{"tasks", "show", id, "--remote"}, cpArgs...), " " + strings.Join(cpArgs, " ")},
+	} {
+		args := c.args
 		r := runAgent(t, args...)
 		for _, want := range []string{
 			"repo:     site at release/2.1",
-			"continue: resume attempt 1's session with: agent tasks continue " + id + " --control-plane URL",
+			"continue: resume attempt 1's session with: " + bin + " tasks continue " + id + c.hint,
 			"changes:  branch agent/t-x from release/2.1 (3f9c2e1)",
 			"          2 commits: fix the footer; add a test",
 			"          +12 -4 in 3 files, uncommitted changes",

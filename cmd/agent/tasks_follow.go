@@ -153,7 +153,7 @@ func taskLine(t *state.Task) string {
 
 // printTimeline prints a task's attempt timeline, each line indented.
 func printTimeline(w io.Writer, t *state.Task, indent string) {
-	for _, l := range state.Timeline(t, time.Now()) {
-		fmt.Fprintf(w, "%s%s\n", indent, visible(l))
+	for _, l := range newPalette(w).timeline(t, time.Now()) {
+		fmt.Fprintf(w, "%s%s\n", indent, l)
 	}
 }

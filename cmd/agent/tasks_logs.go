@@ -25,6 +25,8 @@ has not claimed yet, prints the output as it comes with a line for each
 change of phase or progress ("-- turn_started  step 2 of 3 (66%)"), and
 stops after the line of the task's final phase.`,
 		Args: taskIDArg("logs ID"),
+
+		ValidArgsFunction: completeTaskIDs(anyTask),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if attempt < 0 {
 				return usagef("--attempt %d: attempts count from 1", attempt)

@@ -44,7 +44,7 @@ func newTasksLsCmd() *cobra.Command {
 				}
 				return writeJSON(cmd.OutOrStdout(), views)
 			}
-			return printTaskTable(cmd.OutOrStdout(), tasks, time.Now())
+			return printTaskTable(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), tasks, time.Now())
 		},
 	}
 	src.add(cmd)
@@ -53,13 +53,15 @@ func newTasksLsCmd() *cobra.Command {
 }
 
 // printTaskTable prints one row per task.
-func printTaskTable(w io.Writer, tasks []*state.Task, now time.Time) error {
+// With colour, every phase is coloured (if only plain), so the columns
+// after it stay aligned.
+func printTaskTable(w io.Writer, p palette, tasks []*state.Task, now time.Time) error {
 	if len(tasks) == 0 {
 		fmt.Fprintln(w, "no tasks")
 		return nil
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tTITLE\tPHASE\tATTEMPTS\tMODEL\tPROGRESS\tUPDATED")
+	fmt.Fprintf(tw, "ID\tTITLE\t%s\tATTEMPTS\tMODEL\tPROGRESS\tUPDATED\n", p.paint(colourPlain, "PHASE"))
 	for _, t := range tasks {
 		model, progress := "-", "-"
 		if c := t.Current(); c != nil && c.Model != "" {
@@ -68,7 +70,7 @@ func printTaskTable(w io.Writer, tasks []*state.Task, now time.Time) error {
 		if t.Progress.Message != "" || t.Progress.Percent > 0 {
 			progress = fmt.Sprintf("%d%% %s", t.Progress.Percent, t.Progress.Message)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(t.ID), visible(truncateMiddle(t.Title, 40)), visible(string(t.Phase)), len(t.Attempts), visible(model),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(t.ID), visible(truncateMiddle(t.Title, 40)), p.phase(t.Phase), len(t.Attempts), visible(model),
 			visible(truncateMiddle(progress, 30)), ago(now, t.UpdatedAt))
 	}
 	return tw.Flush()

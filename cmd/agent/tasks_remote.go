@@ -78,6 +78,10 @@ type taskSource interface {
 	Transient(err error) bool
 	// String says where the tasks are, for people.
 	String() string
+	// KnowsQueue reports whether the source sees the tasks waiting to be
+	// claimed: the control plane does; an agent's data directory holds
+	// only the tasks it claimed.
+	KnowsQueue() bool
 }
 
 // errNoTask: the source does not know the task (yet).
@@ -109,6 +113,8 @@ func (s localSource) Task(_ context.Context, id string) (*state.Task, error) {
 func (s localSource) Transient(err error) bool { return errors.Is(err, errNoTask) }
 
 func (s localSource) String() string { return s.dataDir }
+
+func (localSource) KnowsQueue() bool { return false }
 
 // remoteSource reads the control plane.
 type remoteSource struct{ c *controlplane.Client }
@@ -142,6 +148,8 @@ func (s remoteSource) Transient(err error) bool {
 }
 
 func (s remoteSource) String() string { return s.c.URL() }
+
+func (remoteSource) KnowsQueue() bool { return true }
 
 // viewOf is a task as the control plane shows it, with its progress card.
 func viewOf(t *state.Task) api.TaskView { return api.ViewOf(t) }

@@ -24,6 +24,8 @@ the control plane, and the agent holding the task takes it at its next
 heartbeat. Without --request it answers the request the task awaits now.`,
 		Example: `  agent tasks reply t-0123456789 --accept --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		Args:    taskIDArg("reply ID --accept|--decline"),
+
+		ValidArgsFunction: completeTaskIDs(awaitingReplyTask),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if accept == decline {
 				return usagef("give one of --accept or --decline")

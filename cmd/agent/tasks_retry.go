@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/state"
 )
 
 // Cancel, retry and continue change a task where it is assigned: the
@@ -17,8 +18,9 @@ import (
 
 func newTasksRetryCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
-		use:   "retry ID",
-		short: "Run a recoverable_failed task again, a person having decided (through the control plane)",
+		use:       "retry ID",
+		completes: recoverableTask,
+		short:     "Run a recoverable_failed task again, a person having decided (through the control plane)",
 		long: `retry starts a new attempt of a task that ended recoverable_failed: the
 safety gate stopped an automatic retry (the attempt had output, used a tool
 or had a side effect), or the task was stopped, and a person decides. The
@@ -41,8 +43,9 @@ A task in any other phase is refused (exit 1).`,
 
 func newTasksContinueCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
-		use:   "continue ID",
-		short: "Continue a task's session on the agent that keeps it, a person having decided (through the control plane)",
+		use:       "continue ID",
+		completes: continuable,
+		short:     "Continue a task's session on the agent that keeps it, a person having decided (through the control plane)",
 		long: `continue resumes the session of a task that ended failed,
 recoverable_failed, timed_out or cancelled: the agent that keeps the CLI's
 session (the one that ran the task last) runs the next attempt, which
@@ -85,8 +88,9 @@ func continuedLine(v api.TaskView) string {
 
 func newTasksCancelCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
-		use:   "cancel ID",
-		short: "Cancel a task (through the control plane)",
+		use:       "cancel ID",
+		completes: unendedTask,
+		short:     "Cancel a task (through the control plane)",
 		long: `cancel ends a task: a queued one at once, a running one when its agent
 hears of it at its next heartbeat (its executor is stopped, the attempt ends
 cancelled). It always goes through the control plane (--control-plane,
@@ -106,6 +110,7 @@ type taskAction struct {
 	use, short, long, example string
 	call                      func(c *controlplane.Client, ctx context.Context, id string) (api.TaskView, error)
 	done                      func(api.TaskView) string // the success line, after the task's id
+	completes                 func(*state.Task) bool    // the tasks of the data directory its id completes from
 }
 
 func taskActionCmd(a taskAction) *cobra.Command {
@@ -119,6 +124,8 @@ func taskActionCmd(a taskAction) *cobra.Command {
 		Long:    a.long,
 		Example: a.example,
 		Args:    taskIDArg(a.use),
+
+		ValidArgsFunction: completeTaskIDs(a.completes),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cp.client()
 			if err != nil {

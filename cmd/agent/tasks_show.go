@@ -12,7 +12,7 @@ import (
 )
 
 // stepMarks are the progress card's marks.
-var stepMarks = map[state.StepStatus]string{state.StepDone: "[x]", state.StepActive: "[>]", state.StepPending: "[ ]", state.StepFailed: "[!]"}
+var stepMarks = map[state.StepStatus]string{state.StepDone: "[x]", state.StepActive: "[>]", state.StepPending: "[ ]", state.StepFailed: "[!]", state.StepSkipped: "[-]"}
 
 func newTasksShowCmd() *cobra.Command {
 	var (
@@ -23,6 +23,8 @@ func newTasksShowCmd() *cobra.Command {
 		Use:   "show ID",
 		Short: "Show a task: phase, progress card and attempt timeline (--remote: as the control plane has it)",
 		Args:  taskIDArg("show ID"),
+
+		ValidArgsFunction: completeTaskIDs(anyTask),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := src.source()
 			if err != nil {
@@ -43,7 +45,7 @@ func newTasksShowCmd() *cobra.Command {
 					Timeline     []string     `json:"timeline"`
 				}{v, v.ProgressCard, state.Timeline(t, now)})
 			}
-			printTask(cmd.OutOrStdout(), t, now)
+			printTask(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), newHint(&src.cp), t, now)
 			return nil
 		},
 	}
@@ -53,14 +55,16 @@ func newTasksShowCmd() *cobra.Command {
 }
 
 // printTask prints a task for a person: what it is, where it stands, its
-// progress card and its attempt timeline.
-func printTask(w io.Writer, t *state.Task, now time.Time) {
+// progress card and its attempt timeline, and what a person may do about
+// it, as commands h makes.
+func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 	fmt.Fprintf(w, "%s  %s\n", visible(t.ID), visible(t.Title))
-	phase := string(t.Phase)
+	hinted := false // a hint was printed: its placeholders need saying
+	phase := p.phase(t.Phase)
 	if t.PhaseReason != "" {
-		phase += " (" + t.PhaseReason + ")"
+		phase += " (" + visible(t.PhaseReason) + ")"
 	}
-	fmt.Fprintf(w, "phase:    %s\n", visible(phase))
+	fmt.Fprintf(w, "phase:    %s\n", phase)
 	fmt.Fprintf(w, "created:  %s (%s)\n", t.CreatedAt.Local().Format(time.DateTime), ago(now, t.CreatedAt))
 	if t.Progress.Message != "" {
 		fmt.Fprintf(w, "progress: %d%% %s\n", t.Progress.Percent, visible(t.Progress.Message))
@@ -82,7 +86,8 @@ func printTask(w io.Writer, t *state.Task, now time.Time) {
 		if r.Cwd != "" {
 			fmt.Fprintf(w, "  in:      %s\n", visible(r.Cwd))
 		}
-		fmt.Fprintf(w, "  answer with: agent tasks reply %s --accept|--decline --control-plane URL\n", visible(t.ID))
+		fmt.Fprintf(w, "  answer with one of --accept, --decline: %s\n", h.tasks("reply", t.ID, "--accept|--decline"))
+		hinted = true
 	}
 	if t.Repo != "" {
 		repo := t.Repo
@@ -92,10 +97,15 @@ func printTask(w io.Writer, t *state.Task, now time.Time) {
 		fmt.Fprintf(w, "repo:     %s\n", visible(repo))
 	}
 	if t.Phase == state.PhaseRecoverableFailed {
-		fmt.Fprintf(w, "decide:   a person decides; run it again with: agent tasks retry %s --control-plane URL\n", visible(t.ID))
+		fmt.Fprintf(w, "decide:   a person decides; run it again with: %s\n", h.tasks("retry", t.ID, ""))
+		hinted = true
 	}
 	if continuable(t) {
-		fmt.Fprintf(w, "continue: resume attempt %d's session with: agent tasks continue %s --control-plane URL\n", t.SessionAttempt().Number, visible(t.ID))
+		fmt.Fprintf(w, "continue: resume attempt %d's session with: %s\n", t.SessionAttempt().Number, h.tasks("continue", t.ID, ""))
+		hinted = true
+	}
+	if s := h.placeholders(); hinted && s != "" {
+		fmt.Fprintf(w, "          %s\n", s)
 	}
 	if t.Result != nil && t.Result.Summary != "" {
 		fmt.Fprintf(w, "result:   %s\n", visible(t.Result.Summary))
@@ -111,11 +121,13 @@ func printTask(w io.Writer, t *state.Task, now time.Time) {
 	}
 	fmt.Fprintln(w)
 	for _, s := range state.ProgressCard(t) {
-		fmt.Fprintf(w, "  %s %s\n", stepMarks[s.Status], s.Name)
+		fmt.Fprintf(w, "  %s\n", p.step(s))
 	}
 	if len(t.Attempts) > 0 {
 		fmt.Fprintln(w)
-		printTimeline(w, t, "  ")
+		for _, l := range p.timeline(t, now) {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 	}
 }
 

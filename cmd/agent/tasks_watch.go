@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -27,8 +28,9 @@ func newTasksWatchCmd() *cobra.Command {
 		Short: "A live view of the tasks: running ones with their progress cards, scheduled retries, recent endings with their timelines",
 		Long: `watch shows the tasks as they run, until you stop it (q or Ctrl-C): each
 running task with its progress card and latest progress, each scheduled
-retry with its countdown, queued tasks, and the tasks that ended last with
-their attempt timelines.
+retry with its countdown, queued tasks (--remote only: the queue is the
+control plane's, and an agent's data directory holds only the tasks it
+claimed), and the tasks that ended last with their attempt timelines.
 
 It reads the agent's data directory (without taking its lock, so it works
 while the agent runs), redrawn as the files change; with --remote it polls
@@ -65,7 +67,7 @@ when it ends.`,
 			}
 			out := cmd.OutOrStdout()
 			if f, ok := out.(*os.File); ok && isTerminal(out) {
-				err = watchScreen(ctx, s, wake, f, recent)
+				err = watchScreen(ctx, s, wake, f, recent, newHint(&src.cp))
 			} else {
 				err = watchLines(ctx, s, wake, out, cmd.ErrOrStderr(), recent)
 			}
@@ -87,6 +89,9 @@ type board struct {
 	queued   []*state.Task
 	ended    []*state.Task // the last to end first, at most the number asked
 	endedAll int
+	// queueKnown: the source sees the queue (the control plane does; an
+	// agent's data directory does not), so the board may count it.
+	queueKnown bool
 }
 
 // newBoard sorts the tasks into the board's sections.
@@ -174,7 +179,7 @@ const (
 // watchScreen redraws the board in place on a terminal, on the alternate
 // screen, until ctx ends or the person presses q (or Ctrl-C). The terminal
 // is given back as it was, whatever ends the watch.
-func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *os.File, recent int) error {
+func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *os.File, recent int, h hint) error {
 	ctx, quit := context.WithCancel(ctx)
 	defer quit()
 	fmt.Fprint(out, ansiAltScreen+ansiHideCursor)
@@ -203,7 +208,9 @@ func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *o
 			return false, nil // keep what was shown; the header will say why it is old
 		}
 		width, height := termSize(out)
-		lines := renderBoard(newBoard(tasks, recent), s.String(), problem, time.Now(), width, height)
+		b := newBoard(tasks, recent)
+		b.queueKnown = s.KnowsQueue()
+		lines := renderBoard(b, s.String(), problem, newPalette(out), h, time.Now(), width, height)
 		frame := strings.Join(lines, ansiClearLine+"\n") + ansiClearLine
 		if frame != prev {
 			prev = frame
@@ -235,11 +242,22 @@ func readKeys(ctx context.Context, in *os.File, quit func()) {
 // header, then each section. Lines are cut to the width, and the board to
 // the height, saying how much did not fit. Text from tasks goes through
 // visible.
-func renderBoard(b board, where, problem string, now time.Time, width, height int) []string {
+func renderBoard(b board, where, problem string, p palette, h hint, now time.Time, width, height int) []string {
 	var lines []string
+	hinted := false // a hint was printed: its placeholders need saying
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	// A command a person may copy is never cut: it goes on the next lines,
+	// broken between words with the shell's "\", when it does not fit.
+	addCommand := func(head, command string) {
+		hinted = true
+		lines = append(lines, wrapCommand(head, command, "      ", width)...)
+	}
 	add("%sagent tasks watch%s  ·  %s  ·  %s  ·  q to quit", ansiBold, ansiOff, visible(where), now.Format(time.TimeOnly))
-	add("%d running · %d retry scheduled · %d queued · %d ended", len(b.running), len(b.retrying), len(b.queued), b.endedAll)
+	if b.queueKnown {
+		add("%d running · %d retry scheduled · %d queued · %d ended", len(b.running), len(b.retrying), len(b.queued), b.endedAll)
+	} else {
+		add("%d running · %d retry scheduled · %d ended · the queue is the control plane's (--remote shows it)", len(b.running), len(b.retrying), b.endedAll)
+	}
 	if problem != "" {
 		add("! %s (showing what was read last)", visible(problem))
 	}
@@ -254,7 +272,7 @@ func renderBoard(b board, where, problem string, now time.Time, width, height in
 		add("")
 		add("%sRunning%s", ansiBold, ansiOff)
 		for _, t := range b.running {
-			line := "  " + head(t) + "  ·  " + visible(string(t.Phase))
+			line := "  " + head(t) + "  ·  " + p.phase(t.Phase)
 			if c := t.Current(); c != nil {
 				line += fmt.Sprintf("  ·  attempt %d with %s  ·  %s", c.Number, visible(dash(c.Model)), state.Compact(now.Sub(c.StartedAt)))
 				if c.RetriedByPerson {
@@ -264,12 +282,13 @@ func renderBoard(b board, where, problem string, now time.Time, width, height in
 			add("%s", line)
 			var card []string
 			for _, s := range state.ProgressCard(t) {
-				card = append(card, stepMarks[s.Status]+" "+s.Name)
+				card = append(card, p.step(s))
 			}
 			add("    %s", strings.Join(card, "  "))
 			switch {
 			case t.AwaitingReply != nil:
-				add("    waiting for a person: %s  (agent tasks reply %s --accept|--decline)", visible(t.AwaitingReply.Command), visible(t.ID))
+				add("    waiting for a person: %s", visible(t.AwaitingReply.Command))
+				addCommand("    answer with one of --accept, --decline:", h.tasks("reply", t.ID, "--accept|--decline"))
 			case t.Progress.Message != "" || t.Progress.Percent > 0:
 				add("    %3d%%  %s", t.Progress.Percent, visible(t.Progress.Message))
 			}
@@ -300,18 +319,22 @@ func renderBoard(b board, where, problem string, now time.Time, width, height in
 		add("")
 		add("%sEnded%s", ansiBold, ansiOff)
 		for _, t := range b.ended {
-			line := "  " + head(t) + "  ·  " + visible(string(t.Phase)) + " " + ago(now, t.UpdatedAt)
+			line := "  " + head(t) + "  ·  " + p.phase(t.Phase) + " " + ago(now, t.UpdatedAt)
 			if t.PhaseReason != "" {
 				line += "  ·  " + visible(t.PhaseReason)
 			}
 			add("%s", line)
-			for _, l := range state.Timeline(t, now) {
-				add("    %s", visible(l))
+			for _, l := range p.timeline(t, now) {
+				add("    %s", l)
 			}
 			if t.Phase == state.PhaseRecoverableFailed {
-				add("    a person decides: agent tasks retry %s", visible(t.ID))
+				addCommand("    a person decides:", h.tasks("retry", t.ID, ""))
 			}
 		}
+	}
+	if s := h.placeholders(); hinted && s != "" {
+		add("")
+		add("%s", s)
 	}
 	for i, l := range lines {
 		lines[i] = fitWidth(l, width)
@@ -322,6 +345,32 @@ func renderBoard(b board, where, problem string, now time.Time, width, height in
 	return lines
 }
 
+// ansiSGR matches the board's own styling sequences: bold, colours, off.
+var ansiSGR = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// wrapCommand is head and command on one line if they fit in width, else
+// command broken between words over lines that end in " \\" (so that a
+// shell reads them as one), each continuation after indent. A word longer
+// than the width stays whole.
+func wrapCommand(head, command, indent string, width int) []string {
+	if len([]rune(head))+1+len([]rune(command)) <= width {
+		return []string{head + " " + command}
+	}
+	lines := []string{head}
+	cur := indent
+	for _, w := range strings.Fields(command) {
+		if cur != indent && len([]rune(cur))+1+len([]rune(w))+2 > width {
+			lines = append(lines, cur+" \\")
+			cur = indent + "  "
+		}
+		if cur != indent && cur != indent+"  " {
+			cur += " "
+		}
+		cur += w
+	}
+	return append(lines, cur)
+}
+
 // countdown says when a retry starts: "in 3s", or "now".
 func countdown(d time.Duration) string {
 	if d <= 0 {
@@ -330,10 +379,12 @@ func countdown(d time.Duration) string {
 	return "in " + state.Compact((d + time.Second - 1).Truncate(time.Second)) // 2.3 s is "in 3s"
 }
 
-// fitWidth cuts a line to width columns, not counting the bold and plain
-// sequences the board uses (everything else in it is visible text).
+// fitWidth cuts a line to width columns, not counting the bold and colour
+// sequences the board uses (everything else in it is visible text, escape
+// characters from tasks having gone through visible). A line cut loses its
+// colours.
 func fitWidth(s string, width int) string {
-	plain := strings.NewReplacer(ansiBold, "", ansiOff, "").Replace(s)
+	plain := ansiSGR.ReplaceAllString(s, "")
 	if len([]rune(plain)) <= width {
 		return s
 	}

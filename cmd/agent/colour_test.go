@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/state"
+)
+
+var sgr = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// colourTasks are a completed, a failed, a recoverable_failed and a
+// running task, with an attempt each.
+func colourTasks(t *testing.T) []*state.Task {
+	t.Helper()
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	mk := func(id string, end state.Phase, status state.AttemptStatus, retry *state.RetryDecision) *state.Task {
+		task := state.NewTask(id, "p", now)
+		task.Title = "task " + id
+		must(t, task.Transition(state.PhaseClaimed, "", now))
+		_, err := task.StartFirstAttempt(id+"-a1", []string{"model-a"}, now)
+		must(t, err)
+		must(t, task.Transition(state.PhaseTurnStarted, "", now))
+		if status.Final() {
+			out := state.Outcome{Status: status, Retry: retry}
+			if status != state.AttemptCompleted {
+				out.Error = &state.Error{Code: state.CodeNetwork, Message: "reset"}
+			}
+			must(t, task.FinalizeAttempt(id+"-a1", out, now.Add(time.Second)))
+			must(t, task.Transition(end, "", now.Add(time.Second)))
+		}
+		return task
+	}
+	blocked := &state.RetryDecision{TechnicallyRetryable: true, Gate: state.GateSideEffect, Decision: state.DecisionStopped}
+	permanent := &state.RetryDecision{Decision: state.DecisionStopped}
+	return []*state.Task{
+		mk("t-done", state.PhaseCompleted, state.AttemptCompleted, nil),
+		mk("t-failed", state.PhaseFailed, state.AttemptFailed, permanent),
+		mk("t-blocked", state.PhaseRecoverableFailed, state.AttemptFailed, blocked),
+		mk("t-running", "", state.AttemptRunning, nil),
+	}
+}
+
+// TestTheTaskTableIsColouredByPhaseAndStaysAligned: with colour, each
+// phase has its colour, and without the colours the table is the plain
+// one, column for column.
+func TestTheTaskTableIsColouredByPhaseAndStaysAligned(t *testing.T) {
+	tasks := colourTasks(t)
+	now := tasks[0].CreatedAt.Add(time.Minute)
+	var plain, coloured bytes.Buffer
+	must(t, printTaskTable(&plain, palette{}, tasks, now))
+	must(t, printTaskTable(&coloured, palette{on: true}, tasks, now))
+	if sgr.MatchString(plain.String()) {
+		t.Fatalf("colour with the palette off:\n%q", plain.String())
+	}
+	if got := sgr.ReplaceAllString(coloured.String(), ""); got != plain.String() {
+		t.Errorf("the coloured table is not the plain one with colours:\n%s\nwant\n%s", got, plain.String())
+	}
+	for _, want := range []string{
+		colourGreen + "completed" + colourOff,
+		colourRed + "failed" + colourOff,
+		colourYellow + "recoverable_failed" + colourOff,
+		colourCyan + "turn_started" + colourOff,
+	} {
+		if !strings.Contains(coloured.String(), want) {
+			t.Errorf("the table lacks %q:\n%q", want, coloured.String())
+		}
+	}
+}
+
+// TestShowColoursThePhaseTheCardAndTheTimeline: a completed task is green
+// in show, its card's steps by status, and a blocked attempt's timeline
+// line yellow, a permanent failure's red.
+func TestShowColoursThePhaseTheCardAndTheTimeline(t *testing.T) {
+	tasks := colourTasks(t)
+	now := tasks[0].CreatedAt.Add(time.Minute)
+	show := func(task *state.Task) string {
+		var b bytes.Buffer
+		printTask(&b, palette{on: true}, hint{cmd: "agent"}, task, now)
+		return b.String()
+	}
+	cases := []struct {
+		task *state.Task
+		want []string
+	}{
+		{tasks[0], []string{"phase:    " + colourGreen + "completed" + colourOff, colourGreen + "[x] Claimed" + colourOff,
+			colourPlain + "[-] Waiting for reply" + colourOff, colourGreen + "Attempt 1  completed"}},
+		{tasks[1], []string{colourRed + "failed" + colourOff, colourRed + "[!] Working" + colourOff, colourRed + "Attempt 1  failed"}},
+		{tasks[2], []string{colourYellow + "recoverable_failed" + colourOff, colourYellow + "Attempt 1  failed"}},
+		{tasks[3], []string{colourCyan + "turn_started" + colourOff, colourCyan + "[>] Working" + colourOff, colourCyan + "Attempt 1  running"}},
+	}
+	for _, c := range cases {
+		got := show(c.task)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: show lacks %q:\n%q", c.task.ID, w, got)
+			}
+		}
+	}
+}
+
+// TestThePaletteIsOffForAFileAndWithNoColor: output to a file is never
+// coloured, whatever NO_COLOR says. (A terminal's case, and NO_COLOR on
+// one, are TestTasksLsOnATerminal's.)
+func TestThePaletteIsOffForAFileAndWithNoColor(t *testing.T) {
+	var b bytes.Buffer
+	if newPalette(&b).on {
+		t.Error("a buffer is coloured")
+	}
+	t.Setenv("NO_COLOR", "")
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	must(t, err)
+	defer f.Close()
+	if newPalette(f).on {
+		t.Error("a file is coloured")
+	}
+}
+
+// saveTasks writes tasks into a new data directory, as the agent keeps
+// them, and returns the directory.
+func saveTasks(t *testing.T, tasks []*state.Task) string {
+	t.Helper()
+	dataDir := t.TempDir()
+	st, err := state.OpenStore(datadir.Layout{Dir: dataDir}.Tasks())
+	must(t, err)
+	for _, task := range tasks {
+		must(t, st.Save(task))
+	}
+	return dataDir
+}
+
+// TestTasksLsOnATerminal runs tasks ls in a terminal (a tmux pane): the
+// phases are coloured; with NO_COLOR, or with --json, nothing is.
+func TestTasksLsOnATerminal(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed")
+	}
+	dataDir := saveTasks(t, colourTasks(t))
+	sock := filepath.Join(t.TempDir(), "tmux.sock")
+	t.Cleanup(func() { exec.Command(tmux, "-S", sock, "kill-server").Run() })
+	run := func(session, env string, args ...string) string {
+		t.Helper()
+		shell := fmt.Sprintf("env AGENT_TEST_BE_AGENT=1 AGENT_CONFIG= %s %q tasks ls --data-dir %q %s; echo end-of-ls; exec cat",
+			env, os.Args[0], dataDir, strings.Join(args, " "))
+		if out, err := exec.Command(tmux, "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", session, "-x", "150", "-y", "40", "sh", "-c", shell).CombinedOutput(); err != nil {
+			t.Fatalf("tmux: %v: %s", err, out)
+		}
+		var s string
+		waitFor(t, followLimit, "tasks ls to end", func() bool {
+			out, _ := exec.Command(tmux, "-S", sock, "capture-pane", "-e", "-p", "-S", "-", "-t", session).CombinedOutput()
+			s = string(out)
+			return strings.Contains(s, "end-of-ls")
+		})
+		return s
+	}
+	if s := run("colour", ""); !strings.Contains(s, "\x1b[32mcompleted") || !strings.Contains(s, "\x1b[31mfailed") || !strings.Contains(s, "\x1b[33mrecoverable_failed") {
+		t.Errorf("tasks ls on a terminal is not coloured:\n%q", s)
+	}
+	if s := run("nocolor", "NO_COLOR=1"); !strings.Contains(s, "recoverable_failed") || strings.Contains(s, "\x1b[3") {
+		t.Errorf("tasks ls with NO_COLOR is coloured:\n%q", s)
+	}
+	if s := run("json", "", "--json"); !strings.Contains(s, `"recoverable_failed"`) || strings.Contains(s, "\x1b[3") {
+		t.Errorf("tasks ls --json on a terminal is coloured:\n%q", s)
+	}
+}
+
+// TestTheBoardCountsTheQueueOnlyWhereItSeesIt: the control plane's board
+// counts the queued tasks; a data directory's says the queue is not
+// there rather than count none.
+func TestTheBoardCountsTheQueueOnlyWhereItSeesIt(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	queued := []*state.Task{state.NewTask("t-q1", "p", now), state.NewTask("t-q2", "p", now)}
+	remote := newBoard(queued, 5)
+	remote.queueKnown = true
+	if got := strings.Join(renderBoard(remote, "http://cp", "", palette{}, hint{cmd: "agent"}, now, 120, 40), "\n"); !strings.Contains(got, "2 queued") {
+		t.Errorf("the control plane's board does not count its queue:\n%s", got)
+	}
+	local := strings.Join(renderBoard(newBoard(nil, 5), "/data", "", palette{}, hint{cmd: "agent"}, now, 120, 40), "\n")
+	if regexp.MustCompile(`\d+ queued`).MatchString(local) {
+		t.Errorf("the local board counts a queue it cannot see:\n%s", local)
+	}
+	if !strings.Contains(local, "the queue is the control plane's") {
+		t.Errorf("the local board does not say where the queue is:\n%s", local)
+	}
+}
