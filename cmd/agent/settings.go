@@ -305,7 +305,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 
 	{name: "log-level", key: "log.level", def: "info", live: true, oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
-		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, json otherwise"},
+		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, journal lines under systemd (<N> priority prefix, no time), json otherwise"},
 }}
 
 func isolationModes() []string {
