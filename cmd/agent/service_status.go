@@ -95,7 +95,7 @@ func (s serviceState) running() bool {
 func newServiceStatusCmd() *cobra.Command {
 	var f serviceFlags
 	cmd := &cobra.Command{
-		Use:   "status [--system]",
+		Use:   "status [--system] [--name NAME]",
 		Short: "Say whether the service is installed and running, its PID, running tasks and pending records (exit 0 running, 3 stopped, 4 not installed, 1 unknown)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -199,11 +199,15 @@ func newServiceStopCmd() *cobra.Command {
 	return newServiceCtlCmd("stop", "Stop the service: the agent drains (see agent run) and exits; it is not restarted")
 }
 
-// newServiceCtlCmd is start or stop: one call of the manager.
+func newServiceRestartCmd() *cobra.Command {
+	return newServiceCtlCmd("restart", "Restart the service: the agent drains, exits and starts again (after an upgrade, or to take settings a reload does not)")
+}
+
+// newServiceCtlCmd is start, stop or restart: one call of the manager.
 func newServiceCtlCmd(verb, short string) *cobra.Command {
 	var f serviceFlags
 	cmd := &cobra.Command{
-		Use:   verb + " [--system]",
+		Use:   verb + " [--system] [--name NAME]",
 		Short: short,
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -217,10 +221,7 @@ func newServiceCtlCmd(verb, short string) *cobra.Command {
 			if err := t.canRunCtl(); err != nil {
 				return err
 			}
-			call := t.startCall()
-			if verb == "stop" {
-				call = t.stopCall()
-			}
+			call := map[string]ctlCall{"start": t.startCall(), "stop": t.stopCall(), "restart": t.restartCall()}[verb]
 			return runSteps(cmd.Context(), cmd.OutOrStdout(), []ctlStep{{call: call}})
 		},
 	}
