@@ -18,28 +18,39 @@ import (
 type installed struct {
 	args    []string // agent run's flags
 	dataDir string   // its --data-dir, "" if it names none
+	// user is the account a system unit runs as (User=; launchd's
+	// UserName), "" for the manager's own (root, or the user's manager).
+	user string
 }
 
 // readInstalled reads the target's service file; iofs.ErrNotExist when
 // there is none.
 func readInstalled(t serviceTarget) (installed, error) {
-	b, err := os.ReadFile(t.file())
+	return readServiceFile(t.manager, t.file())
+}
+
+// readServiceFile reads a unit or plist install wrote.
+func readServiceFile(m serviceManager, path string) (installed, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return installed{}, err
 	}
+	var inst installed
 	var words []string
-	if t.manager == launchd {
+	if m == launchd {
 		if words, err = plistProgramArguments(string(b)); err != nil {
-			return installed{}, fmt.Errorf("%s: %w", t.file(), err)
+			return installed{}, fmt.Errorf("%s: %w", path, err)
 		}
 	} else {
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "ExecStart="); ok {
 				words = systemdWords(v)
 			}
+			if v, ok := strings.CutPrefix(l, "User="); ok {
+				inst.user = strings.Trim(v, `"`)
+			}
 		}
 	}
-	var inst installed
 	if len(words) > 2 {
 		inst.args = words[2:] // after the binary and "run"
 	}
