@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/state"
 )
@@ -84,5 +89,114 @@ func TestStoredTimesAreUTC(t *testing.T) {
 	show := runAgentEnv(t, []string{"TZ=Asia/Tokyo"}, "tasks", "ls", "--json", "--data-dir", filepath.Join(dir, "agent"))
 	if show.code != 0 || !strings.Contains(show.stdout, "Z\"") || strings.Contains(show.stdout, "+09:00") {
 		t.Errorf("tasks ls --json is not in UTC: %s", tail(show.stdout, 500))
+	}
+}
+
+// journalStream is JOURNAL_STREAM naming f, as systemd sets it.
+func journalStream(t *testing.T, f *os.File) string {
+	t.Helper()
+	info, err := f.Stat()
+	must(t, err)
+	st := info.Sys().(*syscall.Stat_t)
+	return fmt.Sprintf("%d:%d", uint64(st.Dev), uint64(st.Ino))
+}
+
+// runLogged runs agent run against a control plane nobody serves, with
+// an executor that is not there, its stderr the file log, until it has
+// logged an error and a warning; then stops it and returns what it wrote.
+func runLogged(t *testing.T, log *os.File, env ...string) string {
+	t.Helper()
+	cmd := agentCmd(context.Background(), env, "run", "--control-plane", "http://"+freeAddr(t), "--token-file", tokenFile(t),
+		"--data-dir", t.TempDir(), "--executor", "exec", "--executor-command", "/nonexistent/cli")
+	cmd.Stdout, cmd.Stderr = log, log
+	must(t, cmd.Start())
+	waitFor(t, time.Minute, "a warning in the log", func() bool {
+		b, _ := os.ReadFile(log.Name())
+		return strings.Contains(string(b), "heartbeat failed")
+	})
+	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agent run: %v", err)
+	}
+	b, err := os.ReadFile(log.Name())
+	must(t, err)
+	return string(b)
+}
+
+// Under systemd's journal (JOURNAL_STREAM names stderr) auto is text
+// with the journal's <N> priority on every line, no time of its own and
+// no colour, so that journalctl -p warning filters by level; when the
+// variable names another file (a child that inherited it), auto is JSON.
+func TestLogFormatOnJournal(t *testing.T) {
+	log, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	must(t, err)
+	defer log.Close()
+	out := runLogged(t, log, "JOURNAL_STREAM="+journalStream(t, log))
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	prefix := regexp.MustCompile(`^<([3467])>(ERR|WRN|INF|DBG) `)
+	want := map[string]string{"3": "ERR", "4": "WRN", "6": "INF", "7": "DBG"}
+	seen := map[string]bool{}
+	for _, l := range lines {
+		m := prefix.FindStringSubmatch(l)
+		if m == nil || want[m[1]] != m[2] {
+			t.Errorf("line without a matching journal priority: %q", l)
+			continue
+		}
+		seen[m[1]] = true
+		if regexp.MustCompile(`\d\d:\d\d:\d\d`).MatchString(l[:min(len(l), 30)]) || strings.Contains(l, "\x1b[") {
+			t.Errorf("journal line with a time or colour: %q", l)
+		}
+	}
+	for _, p := range []string{"3", "4", "6"} {
+		if !seen[p] {
+			t.Errorf("no line at priority %s in:\n%s", p, out)
+		}
+	}
+	if !strings.Contains(out, "<3>ERR the executor cannot start") || !strings.Contains(out, "<4>WRN heartbeat failed") {
+		t.Errorf("the error and the warning are not at their priorities:\n%s", out)
+	}
+
+	other, err := os.Create(filepath.Join(t.TempDir(), "other"))
+	must(t, err)
+	defer other.Close()
+	log2, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	must(t, err)
+	defer log2.Close()
+	out = runLogged(t, log2, "JOURNAL_STREAM="+journalStream(t, other))
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if !strings.HasPrefix(l, `{"time":"`) {
+			t.Errorf("JOURNAL_STREAM naming another file: want JSON lines, got %q", l)
+		}
+	}
+}
+
+// Each level goes to its priority, debug included; a message's line
+// break does not start a line of no priority; attributes of WithAttrs and
+// WithGroup keep the prefix.
+func TestJournalHandler(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "journal"))
+	must(t, err)
+	defer f.Close()
+	if !onJournal(f, journalStream(t, f)) || onJournal(f, "") || onJournal(f, "1:2") || onJournal(f, "x:y") {
+		t.Fatal("onJournal does not tell the journal's stream from others")
+	}
+	var lv slog.LevelVar
+	lv.Set(slog.LevelDebug)
+	t.Setenv("JOURNAL_STREAM", journalStream(t, f))
+	log := newLogger(f, &lv, "auto")
+	log.Debug("probe", "n", 1)
+	log.Info("two\nlines")
+	log.With("task", "t-1").WithGroup("g").Warn("slow", "k", "v w")
+	log.Error("failed", "err", "boom")
+	newLogger(f, &lv, "json").Info("asked for json")
+	b, err := os.ReadFile(f.Name())
+	must(t, err)
+	want := "<7>DBG probe n=1\n<6>INF two\\nlines\n<4>WRN slow task=t-1 g.k=\"v w\"\n<3>ERR failed err=boom\n"
+	got := string(b)
+	if !strings.HasPrefix(got, want) {
+		t.Errorf("journal lines\n got %q\nwant %q", got, want)
+	}
+	if rest := strings.TrimPrefix(got, want); !strings.HasPrefix(rest, `{"time":"`) || !strings.Contains(rest, `"msg":"asked for json"`) {
+		t.Errorf("--log-format json under the journal is not JSON: %q", rest)
 	}
 }

@@ -23,8 +23,13 @@ and purge need the agent stopped.`,
 }
 
 // dataDirFlag makes cmd take the agent's data directory setting.
+//
+// Unless a flag, AGENT_DATA_DIR or the config file names one, the data
+// directory is the installed service's (see serviceDataDir), else the
+// default.
 func dataDirFlag(cmd *cobra.Command, dir *string) {
 	agentSettings.bind(useSettings(cmd, agentSettings), "data-dir", dir)
+	cmd.Annotations[followsServiceAnnotation] = "yes"
 }
 
 // controlPlaneFlags makes cmd take the settings that reach the control

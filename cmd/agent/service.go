@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -16,7 +17,7 @@ import (
 func newServiceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "service",
-		Short: "Run `agent run` as a systemd service (a launchd job on macOS): install, uninstall, status, start, stop, print",
+		Short: "Run `agent run` as a systemd service (a launchd job on macOS): install, uninstall, status, start, stop, restart, logs, print",
 		Long: `service install writes a systemd unit (a launchd plist on macOS) that runs
 agent run with the flags given after --, made absolute, and starts it;
 service uninstall stops and removes it, keeping the data directory. The
@@ -29,7 +30,7 @@ unit (/etc/systemd/system, needs root), which runs as --run-as USER, or as
 the user sudo was run by: never as root unless --run-as root says so.`,
 	}
 	cmd.AddCommand(newServicePrintCmd(), newServiceInstallCmd(), newServiceUninstallCmd(),
-		newServiceStatusCmd(), newServiceStartCmd(), newServiceStopCmd())
+		newServiceStatusCmd(), newServiceStartCmd(), newServiceStopCmd(), newServiceRestartCmd(), newServiceLogsCmd())
 	return cmd
 }
 
@@ -49,15 +50,37 @@ func hostManager() serviceManager {
 	return systemd
 }
 
-// serviceName is the systemd unit's name; launchdLabel the launchd job's.
+// serviceName is the systemd unit's name and launchdLabel the launchd
+// job's, for the service --name does not name; a named one is
+// agent-NAME.service and dev.edgeagent.agent.NAME.
 const (
 	serviceName  = "agent.service"
 	launchdLabel = "dev.edgeagent.agent"
 )
 
+// Where system units and daemons are; variables so that a test can put
+// them in a temporary directory.
+var (
+	systemUnitDir    = "/etc/systemd/system"
+	launchDaemonsDir = "/Library/LaunchDaemons"
+)
+
+// serviceNameRe is what --name takes: it goes into a unit's name, a
+// launchd label and file names.
+var serviceNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// checkServiceName refuses a --name that would not make a unit name.
+func checkServiceName(name string) error {
+	if name != "" && !serviceNameRe.MatchString(name) {
+		return usagef("--name %q: want up to 32 lower-case letters, digits, - and _, starting with a letter or digit", visible(name))
+	}
+	return nil
+}
+
 // serviceFlags are what every service subcommand takes: which service.
 type serviceFlags struct {
 	manager string
+	name    string
 	system  bool
 	runAs   string
 	// writes: the command makes a unit (install, print), whose account
@@ -67,6 +90,7 @@ type serviceFlags struct {
 
 func (f *serviceFlags) add(cmd *cobra.Command, withRunAs bool) {
 	cmd.Flags().BoolVar(&f.system, "system", false, "a system unit (/etc/systemd/system; a LaunchDaemon on macOS) rather than the user's; needs root")
+	cmd.Flags().StringVar(&f.name, "name", "", "which of several agents on this machine: the unit agent-NAME.service (launchd: dev.edgeagent.agent.NAME), with its own data directory and environment file (default: the one named agent)")
 	cmd.Flags().StringVar(&f.manager, "manager", string(hostManager()), "systemd or launchd (launchd's commands run only on macOS; its plist can be printed anywhere)")
 	if withRunAs {
 		f.writes = true
@@ -79,7 +103,9 @@ func (f *serviceFlags) add(cmd *cobra.Command, withRunAs bool) {
 // executors' own state (~/.codex, ~/.claude).
 type serviceTarget struct {
 	manager serviceManager
-	system  bool
+	// name is --name: "" for the agent, else agent-NAME.
+	name   string
+	system bool
 	// account runs the service: the caller for a user service, --run-as
 	// (else the user sudo was run by) for a system one.
 	account *user.User
@@ -89,7 +115,10 @@ type serviceTarget struct {
 }
 
 func (f *serviceFlags) target() (serviceTarget, error) {
-	t := serviceTarget{manager: serviceManager(f.manager), system: f.system}
+	t := serviceTarget{manager: serviceManager(f.manager), system: f.system, name: f.name}
+	if err := checkServiceName(f.name); err != nil {
+		return t, err
+	}
 	switch t.manager {
 	case systemd, launchd:
 	default:
@@ -160,26 +189,45 @@ func lookupUser(name string) (*user.User, error) {
 	return &user.User{Username: f[0], Uid: f[2], Gid: f[3], Name: gecos, HomeDir: f[5]}, nil
 }
 
+// base is the stem of the service's names: agent, or agent-NAME.
+func (t serviceTarget) base() string {
+	if t.name == "" {
+		return "agent"
+	}
+	return "agent-" + t.name
+}
+
+// unit is the systemd unit's name.
+func (t serviceTarget) unit() string { return t.base() + ".service" }
+
+// label is the launchd job's label.
+func (t serviceTarget) label() string {
+	if t.name == "" {
+		return launchdLabel
+	}
+	return launchdLabel + "." + t.name
+}
+
 // file is where the unit or plist goes.
 func (t serviceTarget) file() string {
 	switch {
 	case t.manager == launchd && t.system:
-		return filepath.Join("/Library/LaunchDaemons", launchdLabel+".plist")
+		return filepath.Join(launchDaemonsDir, t.label()+".plist")
 	case t.manager == launchd:
-		return filepath.Join(t.account.HomeDir, "Library", "LaunchAgents", launchdLabel+".plist")
+		return filepath.Join(t.account.HomeDir, "Library", "LaunchAgents", t.label()+".plist")
 	case t.system:
-		return filepath.Join("/etc/systemd/system", serviceName)
+		return filepath.Join(systemUnitDir, t.unit())
 	}
-	return filepath.Join(t.configHome, "systemd", "user", serviceName)
+	return filepath.Join(t.configHome, "systemd", "user", t.unit())
 }
 
 // envFile is the systemd unit's EnvironmentFile, where secrets such as
 // AGENT_TOKEN or ANTHROPIC_API_KEY go. launchd has none.
 func (t serviceTarget) envFile() string {
 	if t.system {
-		return "/etc/agent/agent.env"
+		return filepath.Join("/etc/agent", t.base()+".env")
 	}
-	return filepath.Join(t.configHome, "agent", "agent.env")
+	return filepath.Join(t.configHome, "agent", t.base()+".env")
 }
 
 // configFile is the config file agent run reads by default as the
@@ -195,39 +243,35 @@ func (t serviceTarget) configFile() string {
 }
 
 // stateDirectory is systemd's StateDirectory= for a root system service
-// that names no data directory: /var/lib/agent, made by systemd 0700.
-const stateDirectory = "agent"
+// that names no data directory: /var/lib/agent (agent-NAME), made by
+// systemd 0700.
+func (t serviceTarget) stateDirectory() string { return t.base() }
 
-// defaultDataDir is the data directory agent run would use as the
-// service's account when none is set.
+// defaultDataDir is the service's data directory when agent run's flags
+// name none: the one agent run would use as the service's account, or
+// beside it, agent-NAME, for a named service.
 func (t serviceTarget) defaultDataDir() string {
 	switch {
 	case t.manager == systemd && t.system && t.account.Uid == "0":
-		return filepath.Join("/var/lib", stateDirectory)
+		return filepath.Join("/var/lib", t.stateDirectory())
 	case t.system:
-		return filepath.Join(t.account.HomeDir, ".local", "state", "agent")
+		return filepath.Join(t.account.HomeDir, ".local", "state", t.base())
 	}
-	return defaultDataDir()
+	return filepath.Join(filepath.Dir(defaultDataDir()), t.base())
 }
 
 // logFile is where launchd writes the agent's output (systemd: the
 // journal).
 func (t serviceTarget) logFile() string {
 	if t.system {
-		return "/Library/Logs/agent/agent.log"
+		return filepath.Join("/Library/Logs/agent", t.base()+".log")
 	}
-	return filepath.Join(t.account.HomeDir, "Library", "Logs", "agent", "agent.log")
+	return filepath.Join(t.account.HomeDir, "Library", "Logs", "agent", t.base()+".log")
 }
 
 // logsHint says how to read the service's logs.
 func (t serviceTarget) logsHint() string {
-	switch {
-	case t.manager == launchd:
-		return "tail -f " + t.logFile()
-	case t.system:
-		return "journalctl -u agent -f"
-	}
-	return "journalctl --user -u agent -f"
+	return "agent service logs" + t.flagsHint() + " (" + strings.Join(t.logsCall(true), " ") + ")"
 }
 
 // uid and gid of the service's account.

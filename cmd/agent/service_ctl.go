@@ -35,7 +35,7 @@ func runCtl(ctx context.Context, call ctlCall) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	if errors.Is(err, exec.ErrNotFound) {
-		return "", fmt.Errorf("%s: %s is not on PATH; is %s this system's service manager? (--no-start prints the commands instead)", call, call[0], strings.TrimSuffix(call[0], "ctl"))
+		return "", notOnPath(call)
 	}
 	if err != nil {
 		said := strings.TrimSpace(errb.String())
@@ -48,6 +48,27 @@ func runCtl(ctx context.Context, call ctlCall) (string, error) {
 		return out.String(), fmt.Errorf("%s: %s", call, oneLine(said))
 	}
 	return out.String(), nil
+}
+
+func notOnPath(call ctlCall) error {
+	return fmt.Errorf("%s: %s is not on PATH; is %s this system's service manager? (--no-start prints the commands instead)", call, call[0], strings.TrimSuffix(call[0], "ctl"))
+}
+
+// runAttached runs call with its output going to stdout and stderr as it
+// comes (journalctl -f, tail -f), until it exits or ctx ends (Ctrl-C).
+func runAttached(ctx context.Context, call ctlCall, stdout, stderr io.Writer) error {
+	cmd := exec.CommandContext(ctx, call[0], call[1:]...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		return fmt.Errorf("%s: %s is not on PATH", call, call[0])
+	case ctx.Err() != nil:
+		return nil // interrupted: how a follow ends
+	case err != nil:
+		return fmt.Errorf("%s: %v", call, err)
+	}
+	return nil
 }
 
 // canRunCtl refuses, before anything is written, a command that would need
@@ -73,9 +94,9 @@ func (t serviceTarget) installSteps(reinstall bool) []ctlStep {
 	}
 	steps := []ctlStep{{call: t.systemctl("daemon-reload")}}
 	if reinstall {
-		steps = append(steps, ctlStep{call: t.systemctl("try-restart", serviceName)})
+		steps = append(steps, ctlStep{call: t.systemctl("try-restart", t.unit())})
 	}
-	return append(steps, ctlStep{call: t.systemctl("enable", "--now", serviceName)})
+	return append(steps, ctlStep{call: t.systemctl("enable", "--now", t.unit())})
 }
 
 // unloadSteps stop and unload the service before its file is removed;
@@ -84,7 +105,7 @@ func (t serviceTarget) unloadSteps() []ctlStep {
 	if t.manager == launchd {
 		return []ctlStep{{ctlCall{"launchctl", "bootout", t.launchdService()}, true}}
 	}
-	return []ctlStep{{call: t.systemctl("disable", "--now", serviceName)}}
+	return []ctlStep{{call: t.systemctl("disable", "--now", t.unit())}}
 }
 
 func (t serviceTarget) forgetSteps() []ctlStep {
@@ -98,7 +119,35 @@ func (t serviceTarget) startCall() ctlCall {
 	if t.manager == launchd {
 		return ctlCall{"launchctl", "kickstart", t.launchdService()}
 	}
-	return t.systemctl("start", serviceName)
+	return t.systemctl("start", t.unit())
+}
+
+// restartCall stops the agent, which drains, and starts it again.
+func (t serviceTarget) restartCall() ctlCall {
+	if t.manager == launchd {
+		return ctlCall{"launchctl", "kickstart", "-k", t.launchdService()}
+	}
+	return t.systemctl("restart", t.unit())
+}
+
+// logsCall shows the service's last lines of log, and with follow the
+// ones that come after: the journal's (systemd), the log file's
+// (launchd).
+func (t serviceTarget) logsCall(follow bool) ctlCall {
+	var c ctlCall
+	if t.manager == launchd {
+		c = ctlCall{"tail", "-n", "100"}
+	} else {
+		c = append(t.systemctl()[1:], "-u", t.unit(), "-n", "100")
+		c = append(ctlCall{"journalctl"}, c...)
+	}
+	if follow {
+		c = append(c, "-f")
+	}
+	if t.manager == launchd {
+		c = append(c, t.logFile())
+	}
+	return c
 }
 
 // stopCall drains the agent (SIGTERM); it exits 0, so neither manager
@@ -107,7 +156,7 @@ func (t serviceTarget) stopCall() ctlCall {
 	if t.manager == launchd {
 		return ctlCall{"launchctl", "kill", "SIGTERM", t.launchdService()}
 	}
-	return t.systemctl("stop", serviceName)
+	return t.systemctl("stop", t.unit())
 }
 
 // showCall asks the manager for the service's state.
@@ -115,7 +164,7 @@ func (t serviceTarget) showCall() ctlCall {
 	if t.manager == launchd {
 		return ctlCall{"launchctl", "print", t.launchdService()}
 	}
-	return t.systemctl("show", serviceName, "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,StatusText")
+	return t.systemctl("show", t.unit(), "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,StatusText")
 }
 
 // runSteps runs steps in order, saying each on w; the first failure that

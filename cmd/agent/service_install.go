@@ -21,9 +21,101 @@ func (s serviceSpec) render() string {
 	return s.systemdUnit()
 }
 
+// binFlags say where the service's binary goes.
+type binFlags struct {
+	path   string // --bin
+	noCopy bool   // --no-copy
+}
+
+func (b *binFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&b.path, "bin", "", "where install copies this agent binary for the service to run (default ~/.local/bin/agent; /usr/local/bin/agent with --system)")
+	cmd.Flags().BoolVar(&b.noCopy, "no-copy", false, "run this binary where it is rather than a copy (a rebuild or a move then changes or breaks the service)")
+}
+
+// binPath is where the service's binary goes: a copy out of the clone or
+// the download directory, so that a rebuild or a git clean there leaves
+// the service alone, and upgrading is installing again.
+func (t serviceTarget) binPath() (string, error) {
+	if t.system {
+		return "/usr/local/bin/agent", nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".local", "bin", "agent"), nil
+}
+
+// place sets where the spec's binary goes.
+func (s *serviceSpec) place(b binFlags) error {
+	switch {
+	case b.noCopy && b.path != "":
+		return usagef("--bin and --no-copy: give one")
+	case b.noCopy:
+		return nil
+	case b.path != "":
+		p, err := absolutePath("bin", b.path)
+		if err != nil {
+			return err
+		}
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			p = filepath.Join(p, "agent")
+		}
+		s.binary = p
+		return nil
+	}
+	p, err := s.binPath()
+	s.binary = p
+	return err
+}
+
+// copyBinary puts the agent binary where the service runs it, whole or
+// not at all: a new file renamed over the old, so that a running service
+// keeps the binary it started from until it restarts.
+func (s serviceSpec) copyBinary() error {
+	if s.binary == s.source {
+		return nil
+	}
+	src, err := os.Open(s.source)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if err := os.MkdirAll(filepath.Dir(s.binary), 0o755); err != nil {
+		return err
+	}
+	fail := func(err error) error { return fmt.Errorf("copy the agent binary to %s: %w", s.binary, err) }
+	tmp, err := os.CreateTemp(filepath.Dir(s.binary), ".agent-*")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, there is none
+	// Whole and executable before it takes the name: a service starting
+	// then finds the binary runnable.
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return fail(err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp.Name(), s.binary); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
 // specForCmd makes the spec from the command's flags and agent run's
 // flags after --.
-func specForCmd(f *serviceFlags, lim serviceLimits, noSandbox bool, args []string) (serviceSpec, error) {
+func specForCmd(f *serviceFlags, lim serviceLimits, noSandbox bool, bin binFlags, args []string) (serviceSpec, error) {
 	t, err := f.target()
 	if err != nil {
 		return serviceSpec{}, err
@@ -38,9 +130,12 @@ func specForCmd(f *serviceFlags, lim serviceLimits, noSandbox bool, args []strin
 		}
 	}
 	spec, err := specFrom(args, t, env)
+	if err != nil {
+		return spec, err
+	}
 	spec.sandbox = !noSandbox
 	spec.limits = lim
-	return spec, err
+	return spec, spec.place(bin)
 }
 
 const runFlagsExample = `  agent service install -- --control-plane https://cp.example.com --token-file ~/.config/agent/token --executor codex
@@ -50,15 +145,16 @@ func newServicePrintCmd() *cobra.Command {
 	var (
 		f         serviceFlags
 		lim       serviceLimits
+		bin       binFlags
 		noSandbox bool
 	)
 	cmd := &cobra.Command{
-		Use:     "print [--system --run-as USER] [--manager systemd|launchd] [--tasks-max N] [--memory-max SIZE] -- RUN-FLAGS...",
+		Use:     "print [--system --run-as USER] [--name NAME] [--bin PATH | --no-copy] [--manager systemd|launchd] [--tasks-max N] [--memory-max SIZE] -- RUN-FLAGS...",
 		Short:   "Print the systemd unit (launchd plist) service install would write",
 		Example: `  agent service print -- --control-plane https://cp.example.com --token-file /etc/agent/token --executor sample`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lim.memorySet = cmd.Flags().Changed("memory-max")
-			spec, err := specForCmd(&f, lim, noSandbox, args)
+			spec, err := specForCmd(&f, lim, noSandbox, bin, args)
 			if err != nil {
 				return err
 			}
@@ -68,6 +164,7 @@ func newServicePrintCmd() *cobra.Command {
 	}
 	f.add(cmd, true)
 	lim.add(cmd)
+	bin.add(cmd)
 	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out")
 	return cmd
 }
@@ -76,12 +173,17 @@ func newServiceInstallCmd() *cobra.Command {
 	var (
 		f                          serviceFlags
 		lim                        serviceLimits
+		bin                        binFlags
 		noSandbox, noStart, dryRun bool
 	)
 	cmd := &cobra.Command{
-		Use:   "install [--system --run-as USER] [--tasks-max N] [--memory-max SIZE] [--no-start] [--dry-run] -- RUN-FLAGS...",
+		Use:   "install [--system --run-as USER] [--name NAME] [--bin PATH | --no-copy] [--tasks-max N] [--memory-max SIZE] [--no-start] [--dry-run] -- RUN-FLAGS...",
 		Short: "Install the service running agent run with RUN-FLAGS, and start it",
-		Long: `install writes the unit (the plist on macOS) running agent run with the flags
+		Long: `install copies this agent binary to ~/.local/bin/agent (/usr/local/bin/agent
+for --system; --bin PATH elsewhere; --no-copy runs it where it is), so that
+rebuilding or cleaning the clone it came from leaves the service alone, and
+installing again upgrades it. It writes the unit (the plist on macOS)
+running that binary's agent run with the flags
 given after --, every path made absolute, creates the environment file
 (~/.config/agent/agent.env, 0600; /etc/agent/agent.env for --system) and the
 data directory if missing, then enables and starts the service. Installing
@@ -95,11 +197,17 @@ The unit bounds the service and all its tasks together: --tasks-max
 (TasksMax=, default ` + defaultTasksMax + `: processes and threads) and --memory-max
 (MemoryMax=, default ` + defaultMemoryMax + ` of RAM), each also infinity. launchd takes
 --tasks-max as NumberOfProcesses (a limit on the user's processes, which
-macOS caps at kern.maxprocperuid) and has no memory limit.`,
+macOS caps at kern.maxprocperuid) and has no memory limit.
+
+--name NAME installs another agent beside the first: the unit
+agent-NAME.service (launchd: dev.edgeagent.agent.NAME), its environment
+file agent-NAME.env and, unless its flags name one, its own data directory
+(~/.local/state/agent-NAME; /var/lib/agent-NAME for a root system service).
+Every other service command takes --name to say which.`,
 		Example: runFlagsExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lim.memorySet = cmd.Flags().Changed("memory-max")
-			spec, err := specForCmd(&f, lim, noSandbox, args)
+			spec, err := specForCmd(&f, lim, noSandbox, bin, args)
 			if err != nil {
 				return err
 			}
@@ -116,6 +224,7 @@ macOS caps at kern.maxprocperuid) and has no memory limit.`,
 	}
 	f.add(cmd, true)
 	lim.add(cmd)
+	bin.add(cmd)
 	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out (see docs/service.md for what it allows)")
 	cmd.Flags().BoolVar(&noStart, "no-start", false, "write the files, print the commands that would load and start the service")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: print the file and the commands")
@@ -128,6 +237,9 @@ func installService(cmd *cobra.Command, spec serviceSpec, noStart, dryRun bool) 
 	_, err := os.Stat(path)
 	steps := spec.installSteps(err == nil)
 	if dryRun {
+		if spec.binary != spec.source {
+			fmt.Fprintf(w, "would copy %s to %s\n", spec.source, spec.binary)
+		}
 		fmt.Fprintf(w, "would write %s:\n%s", path, text)
 		if spec.manager == systemd {
 			fmt.Fprintf(w, "would create %s (0600) if missing\n", spec.envFile())
@@ -149,6 +261,14 @@ func installService(cmd *cobra.Command, spec serviceSpec, noStart, dryRun bool) 
 		} else if st, err := os.Stat(spec.envFile()); err == nil && st.Mode().Perm()&0o077 != 0 {
 			cmd.PrintErrf("agent: warning: %s is readable by others (%#o); it holds secrets: chmod 600 it\n", spec.envFile(), st.Mode().Perm())
 		}
+	}
+	if err := spec.copyBinary(); err != nil {
+		return err
+	}
+	if spec.binary != spec.source {
+		fmt.Fprintf(w, "copied %s to %s: the service runs that copy; install again to upgrade it\n", spec.source, spec.binary)
+	} else {
+		fmt.Fprintf(w, "the service runs %s where it is: rebuilding or moving it changes or breaks the service\n", spec.binary)
 	}
 	if err := writeServiceFile(path, text); err != nil {
 		return err
@@ -175,6 +295,9 @@ func printWhere(w io.Writer, t serviceTarget, dataDir string) {
 // copy.
 func (t serviceTarget) flagsHint() string {
 	s := ""
+	if t.name != "" {
+		s += " --name " + t.name
+	}
 	if t.manager != hostManager() {
 		s += " --manager " + string(t.manager)
 	}
@@ -189,7 +312,7 @@ func (t serviceTarget) flagsHint() string {
 // launchd's log directory. systemd makes its StateDirectory itself.
 func (s serviceSpec) makeDirs() error {
 	dirs := []string{s.workDir}
-	if !(s.manager == systemd && s.system && s.dataDir == filepath.Join("/var/lib", stateDirectory)) {
+	if !(s.manager == systemd && s.system && s.dataDir == filepath.Join("/var/lib", s.stateDirectory())) {
 		dirs = append(dirs, s.dataDir)
 	}
 	if s.manager == launchd {
@@ -234,7 +357,7 @@ func newServiceUninstallCmd() *cobra.Command {
 		dryRun bool
 	)
 	cmd := &cobra.Command{
-		Use:   "uninstall [--system] [--dry-run]",
+		Use:   "uninstall [--system] [--name NAME] [--dry-run]",
 		Short: "Stop, disable and remove the service; the data directory is kept",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -21,7 +21,7 @@ func (s serviceSpec) launchdPlist() string {
 <dict>
 `)
 	key("Label")
-	str("  ", launchdLabel)
+	str("  ", s.label())
 	key("ProgramArguments")
 	b.WriteString("  <array>\n")
 	for _, a := range append([]string{s.binary, "run"}, s.args...) {
@@ -124,7 +124,7 @@ func (t serviceTarget) launchdDomain() string {
 	return "gui/" + t.account.Uid
 }
 
-func (t serviceTarget) launchdService() string { return t.launchdDomain() + "/" + launchdLabel }
+func (t serviceTarget) launchdService() string { return t.launchdDomain() + "/" + t.label() }
 
 // launchdState reads `launchctl print`: "state = running", "pid = 123".
 func launchdState(out string) (active string, pid int) {

@@ -19,7 +19,8 @@ import (
 // absolute, every flag one agent run accepts.
 type serviceSpec struct {
 	serviceTarget
-	binary  string   // this agent binary, symbolic links resolved
+	binary  string   // the agent binary the service runs
+	source  string   // this agent binary, symbolic links resolved: install copies it to binary unless they are one
 	args    []string // the flags of agent run
 	dataDir string   // where the service keeps its state (also in args)
 	workDir string   // --work-dir, absolute, or "" (below the data directory)
@@ -115,7 +116,7 @@ func specFrom(args []string, t serviceTarget, env map[string]string) (serviceSpe
 	if self, err = filepath.EvalSymlinks(self); err != nil {
 		return serviceSpec{}, err
 	}
-	return serviceSpec{serviceTarget: t, binary: self, args: args, dataDir: dataDir, workDir: workDir,
+	return serviceSpec{serviceTarget: t, binary: self, source: self, args: args, dataDir: dataDir, workDir: workDir,
 		path: servicePath(os.Getenv("PATH")), stop: stopTimeout(drain, kill), sandbox: true}, nil
 }
 

@@ -18,28 +18,39 @@ import (
 type installed struct {
 	args    []string // agent run's flags
 	dataDir string   // its --data-dir, "" if it names none
+	// user is the account a system unit runs as (User=; launchd's
+	// UserName), "" for the manager's own (root, or the user's manager).
+	user string
 }
 
 // readInstalled reads the target's service file; iofs.ErrNotExist when
 // there is none.
 func readInstalled(t serviceTarget) (installed, error) {
-	b, err := os.ReadFile(t.file())
+	return readServiceFile(t.manager, t.file())
+}
+
+// readServiceFile reads a unit or plist install wrote.
+func readServiceFile(m serviceManager, path string) (installed, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return installed{}, err
 	}
+	var inst installed
 	var words []string
-	if t.manager == launchd {
+	if m == launchd {
 		if words, err = plistProgramArguments(string(b)); err != nil {
-			return installed{}, fmt.Errorf("%s: %w", t.file(), err)
+			return installed{}, fmt.Errorf("%s: %w", path, err)
 		}
 	} else {
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "ExecStart="); ok {
 				words = systemdWords(v)
 			}
+			if v, ok := strings.CutPrefix(l, "User="); ok {
+				inst.user = strings.Trim(v, `"`)
+			}
 		}
 	}
-	var inst installed
 	if len(words) > 2 {
 		inst.args = words[2:] // after the binary and "run"
 	}
@@ -95,7 +106,7 @@ func (s serviceState) running() bool {
 func newServiceStatusCmd() *cobra.Command {
 	var f serviceFlags
 	cmd := &cobra.Command{
-		Use:   "status [--system]",
+		Use:   "status [--system] [--name NAME]",
 		Short: "Say whether the service is installed and running, its PID, running tasks and pending records (exit 0 running, 3 stopped, 4 not installed, 1 unknown)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -199,11 +210,15 @@ func newServiceStopCmd() *cobra.Command {
 	return newServiceCtlCmd("stop", "Stop the service: the agent drains (see agent run) and exits; it is not restarted")
 }
 
-// newServiceCtlCmd is start or stop: one call of the manager.
+func newServiceRestartCmd() *cobra.Command {
+	return newServiceCtlCmd("restart", "Restart the service: the agent drains, exits and starts again (after an upgrade, or to take settings a reload does not)")
+}
+
+// newServiceCtlCmd is start, stop or restart: one call of the manager.
 func newServiceCtlCmd(verb, short string) *cobra.Command {
 	var f serviceFlags
 	cmd := &cobra.Command{
-		Use:   verb + " [--system]",
+		Use:   verb + " [--system] [--name NAME]",
 		Short: short,
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -217,10 +232,7 @@ func newServiceCtlCmd(verb, short string) *cobra.Command {
 			if err := t.canRunCtl(); err != nil {
 				return err
 			}
-			call := t.startCall()
-			if verb == "stop" {
-				call = t.stopCall()
-			}
+			call := map[string]ctlCall{"start": t.startCall(), "stop": t.stopCall(), "restart": t.restartCall()}[verb]
 			return runSteps(cmd.Context(), cmd.OutOrStdout(), []ctlStep{{call: call}})
 		},
 	}

@@ -32,8 +32,8 @@ func (s serviceSpec) systemdUnit() string {
 	line("ExecStart=%s", strings.Join(words, " "))
 	if s.system {
 		line("User=%s", systemdValue(s.account.Username))
-		if s.dataDir == filepath.Join("/var/lib", stateDirectory) {
-			line("StateDirectory=%s", stateDirectory)
+		if s.dataDir == filepath.Join("/var/lib", s.stateDirectory()) {
+			line("StateDirectory=%s", s.stateDirectory())
 			line("StateDirectoryMode=0700")
 		}
 	}

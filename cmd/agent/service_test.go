@@ -52,8 +52,8 @@ func (f *fakeCtl) wantCalls(t *testing.T, what string, want ...string) {
 
 func TestServiceLifecycleSystemd(t *testing.T) {
 	ctl := newFakeCtl(t, "systemctl")
-	configHome, stateHome := t.TempDir(), t.TempDir()
-	env := []string{"XDG_CONFIG_HOME=" + configHome, "XDG_STATE_HOME=" + stateHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	configHome, stateHome, home := t.TempDir(), t.TempDir(), t.TempDir()
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + configHome, "XDG_STATE_HOME=" + stateHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
 	tok := tokenFile(t)
 	dataDir := seedOutbox(t) // 2 records pending, 1 dead
 	store, err := state.OpenStore(filepath.Join(dataDir, "tasks"))
@@ -243,7 +243,7 @@ func TestServiceRefusesBadFlags(t *testing.T) {
 func TestServiceInstallMakesDirs(t *testing.T) {
 	ctl := newFakeCtl(t, "systemctl")
 	configHome, top := t.TempDir(), t.TempDir()
-	env := []string{"XDG_CONFIG_HOME=" + configHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	env := []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + configHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
 	data, work := filepath.Join(top, "data"), filepath.Join(top, "work")
 	r := runAgentEnv(t, env, "service", "install", "--no-start", "--no-sandbox", "--", "--control-plane", "https://cp.example.com",
 		"--token-file", tokenFile(t), "--data-dir", data, "--work-dir", work)
@@ -306,4 +306,110 @@ func TestServiceSystemNeverDefaultsToRoot(t *testing.T) {
 		}
 	})
 	ctl.wantCalls(t, "refused installs")
+}
+
+// install copies the agent binary out of where it was built to
+// ~/.local/bin/agent and the unit runs that copy; --name installs a second
+// agent beside the first, with a unit, an environment file and a data
+// directory of its own; restart and logs reach the named unit.
+func TestServiceNamedBesideTheFirst(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	journal := newFakeCtl(t, "journalctl")
+	configHome, stateHome, home := t.TempDir(), t.TempDir(), t.TempDir()
+	path := ctl.dir + string(filepath.ListSeparator) + journal.dir + string(filepath.ListSeparator) + os.Getenv("PATH")
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + configHome, "XDG_STATE_HOME=" + stateHome, "PATH=" + path}
+	run := []string{"--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t)}
+	bin := filepath.Join(home, ".local", "bin", "agent")
+
+	for _, c := range []struct{ name, unit, data, envFile string }{
+		{"", "agent.service", "agent", "agent.env"},
+		{"b", "agent-b.service", "agent-b", "agent-b.env"},
+	} {
+		args := []string{"service", "install"}
+		if c.name != "" {
+			args = append(args, "--name", c.name)
+		}
+		r := runAgentEnv(t, env, append(args, run...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "copied ") || !strings.Contains(r.stdout, " to "+bin) {
+			t.Fatalf("install --name %q: want the binary copied to %s: %+v", c.name, bin, r)
+		}
+		ctl.wantCalls(t, "install "+c.name, "--user|daemon-reload|", "--user|enable|--now|"+c.unit+"|")
+		unit, err := os.ReadFile(filepath.Join(configHome, "systemd", "user", c.unit))
+		must(t, err)
+		v := unitValues(string(unit))
+		words := systemdWords(v["ExecStart"][0])
+		if words[0] != bin || words[len(words)-1] != filepath.Join(stateHome, c.data) {
+			t.Errorf("%s runs %q, want %s with --data-dir %s", c.unit, words, bin, filepath.Join(stateHome, c.data))
+		}
+		if got := v["EnvironmentFile"]; len(got) != 1 || got[0] != "-"+filepath.Join(configHome, "agent", c.envFile) {
+			t.Errorf("%s: EnvironmentFile=%q, want %s", c.unit, got, c.envFile)
+		}
+		if st, err := os.Stat(filepath.Join(configHome, "agent", c.envFile)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want 0600", c.envFile, err, st)
+		}
+	}
+	// The copy is the agent, whole and runnable.
+	cmd := agentCmd(t.Context(), nil, "version")
+	cmd.Path = bin
+	if out, err := cmd.Output(); err != nil || !strings.HasPrefix(string(out), "agent ") {
+		t.Errorf("%s version: %v %q", bin, err, out)
+	}
+
+	for _, c := range []struct {
+		args []string
+		ctl  *fakeCtl
+		want string
+	}{
+		{[]string{"restart", "--name", "b"}, ctl, "--user|restart|agent-b.service|"},
+		{[]string{"restart"}, ctl, "--user|restart|agent.service|"},
+		{[]string{"logs", "--name", "b"}, journal, "--user|-u|agent-b.service|-n|100|-f|"},
+		{[]string{"logs", "--no-follow"}, journal, "--user|-u|agent.service|-n|100|"},
+	} {
+		if r := runAgentEnv(t, env, append([]string{"service"}, c.args...)...); r.code != 0 {
+			t.Errorf("service %q: %+v", c.args, r)
+		}
+		c.ctl.wantCalls(t, strings.Join(c.args, " "), c.want)
+	}
+	must(t, os.WriteFile(ctl.answer, []byte("ActiveState=active\nSubState=running\nMainPID=7\n"), 0o600))
+	r := runAgentEnv(t, env, "service", "status", "--name", "b")
+	if r.code != 0 || !strings.Contains(r.stdout, filepath.Join(stateHome, "agent-b")) || !strings.Contains(r.stdout, "agent service logs --name b") {
+		t.Errorf("status --name b: want its data directory and how to read its logs: %+v", r)
+	}
+	ctl.took(t)
+
+	wantOneLineError(t, runAgentEnv(t, env, "service", "status", "--name", "B/../x"), 2, `--name "B/../x"`)
+	wantOneLineError(t, runAgentEnv(t, env, "service", "logs", "--name", "c"), 1, "not installed: there is no "+filepath.Join(configHome, "systemd", "user", "agent-c.service"))
+	wantOneLineError(t, runAgentEnv(t, env, append([]string{"service", "print", "--bin", "/x", "--no-copy"}, run...)...), 2, "--bin and --no-copy")
+	ctl.wantCalls(t, "refusals")
+	journal.wantCalls(t, "refusals")
+}
+
+// --bin puts the copy elsewhere (a directory takes agent below it);
+// --no-copy runs the binary where it is, and says what that means.
+func TestServiceBinaryPlace(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	home, dir := t.TempDir(), t.TempDir()
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + t.TempDir(), "XDG_STATE_HOME=" + t.TempDir(), "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	run := []string{"--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t)}
+	self, err := os.Executable()
+	must(t, err)
+	self, err = filepath.EvalSymlinks(self)
+	must(t, err)
+
+	r := runAgentEnv(t, env, append([]string{"service", "install", "--no-start", "--bin", dir}, run...)...)
+	if _, err := os.Stat(filepath.Join(dir, "agent")); r.code != 0 || err != nil {
+		t.Errorf("install --bin DIR: want DIR/agent: %v %+v", err, r)
+	}
+	r = runAgentEnv(t, env, append([]string{"service", "print", "--no-copy"}, run...)...)
+	if words := systemdWords(unitValues(r.stdout)["ExecStart"][0]); r.code != 0 || words[0] != self {
+		t.Errorf("print --no-copy runs %q, want %s", words[0], self)
+	}
+	r = runAgentEnv(t, env, append([]string{"service", "install", "--no-start", "--no-copy"}, run...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "the service runs "+self+" where it is") {
+		t.Errorf("install --no-copy does not say it runs the binary where it is: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".local")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--bin and --no-copy wrote below the home directory: %v", err)
+	}
+	ctl.wantCalls(t, "no start")
 }

@@ -245,7 +245,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "control-plane", help: "the control plane's URL (https, or http on loopback)"},
 	{name: "token-file", path: true, help: "file holding the token (else AGENT_TOKEN): for agent run, the control plane's registration secret; for submit, tasks and agents, a person's operator token; 0600, 32 characters or more"},
 	{name: "insecure", def: false, help: "allow http:// to a control plane that is not on loopback"},
-	{name: "data-dir", path: true, def: defaultDataDir(), help: "the agent's data directory"},
+	{name: "data-dir", path: true, def: defaultDataDir(), help: "the agent's data directory (for the commands that read one, the installed service's when nothing names one: see agent service)"},
 	{name: "agent-id", help: "this agent's id (default: one kept in the data directory)"},
 	{name: "work-dir", path: true, help: "where each task gets its work directory, TASK_ID below it, kept after the task (default: DATA_DIR/work)"},
 	{name: "repo", def: []string(nil), repeat: true, path: true, pairs: &repoKeys,
@@ -305,7 +305,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 
 	{name: "log-level", key: "log.level", def: "info", live: true, oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
-		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, json otherwise"},
+		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, journal lines under systemd (<N> priority prefix, no time), json otherwise"},
 }}
 
 func isolationModes() []string {

@@ -109,6 +109,9 @@ func resolveSettings(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if err := serviceDataDir(cmd, r, cmd.ErrOrStderr()); err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()

@@ -39,10 +39,14 @@ lock whose holder the kernel does not name is an error, and nothing is
 signalled. On macOS, which names no lock holder, the pid file is used
 while the lock is held; prefer agent service stop there.
 
+With no --data-dir (nor AGENT_DATA_DIR, nor data-dir in the config file),
+the data directory is the installed service's (agent service install), else
+the default.
+
 Under systemd, prefer systemctl stop (or agent service stop): it sends the
 same signal and the unit's stop timeout covers the drain.`,
 		Example: `  agent stop
-  agent stop --data-dir /var/lib/agent --timeout 5m
+  agent stop --data-dir ~/agent-b --timeout 5m
   agent stop --now`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
