@@ -35,9 +35,8 @@ agent run's settings give it; they work while the agent runs.`,
 type workspaceFlags struct{ dataDir, workDir string }
 
 func (f *workspaceFlags) add(cmd *cobra.Command) {
-	fs := useSettings(cmd, agentSettings)
-	agentSettings.bind(fs, "data-dir", &f.dataDir)
-	agentSettings.bind(fs, "work-dir", &f.workDir)
+	dataDirFlag(cmd, &f.dataDir) // the installed service's, when nothing names one
+	agentSettings.bind(useSettings(cmd, agentSettings), "work-dir", &f.workDir)
 }
 
 // manager reads the workspaces under the work directory. It needs no
