@@ -58,7 +58,7 @@ type Options struct {
 	// wait_ms). Default, and at most, api.MaxClaimWait (20 s).
 	MaxClaimWait time.Duration
 	Logger       *slog.Logger
-	Now              func() time.Time
+	Now          func() time.Time
 }
 
 // Server is the reference control plane. It keeps every task in memory and
