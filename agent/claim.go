@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,10 @@ type claimer struct {
 	// control plane grants a task that names a repository only to an
 	// agent whose claim lists it.
 	repos []string
+	// stop is closed when the agent begins to stop: a claim waiting at the
+	// control plane is withdrawn rather than granted work the agent would
+	// hand back.
+	stop  <-chan struct{}
 	alive atomic.Int64 // when it last went round, for the watchdog
 }
 
@@ -91,6 +96,10 @@ func (c *claimer) Run(ctx context.Context) error {
 		}
 		asked := time.Now()
 		resp, err := c.ask(ctx, api.ClaimRequest{AgentID: c.agentID, Max: free, HealthGrade: grade, RequestID: claimID, Repos: c.repos, WaitMS: claimWait.Milliseconds()})
+		if errors.Is(err, errWithdrawn) {
+			c.log.Debug("claim withdrawn: the agent is stopping", "claim", claimID)
+			continue
+		}
 		if err != nil {
 			if controlplane.Refused(err) {
 				return err
@@ -123,6 +132,8 @@ func (c *claimer) ask(ctx context.Context, req api.ClaimRequest) (api.ClaimRespo
 		resp api.ClaimResponse
 		err  error
 	}
+	ctx, withdraw := context.WithCancel(ctx)
+	defer withdraw()
 	done := make(chan answer, 1)
 	go func() {
 		resp, err := c.client.Claim(ctx, req)
@@ -130,15 +141,25 @@ func (c *claimer) ask(ctx context.Context, req api.ClaimRequest) (api.ClaimRespo
 	}()
 	tick := time.NewTicker(loopTick)
 	defer tick.Stop()
+	stop, withdrawn := c.stop, false
 	for {
 		select {
 		case a := <-done:
+			if withdrawn && a.err != nil {
+				return a.resp, errWithdrawn
+			}
 			return a.resp, a.err
 		case <-tick.C:
 			c.alive.Store(time.Now().UnixNano())
+		case <-stop:
+			stop, withdrawn = nil, true
+			withdraw()
 		}
 	}
 }
+
+// errWithdrawn is a claim the agent withdrew because it began to stop.
+var errWithdrawn = errors.New("claim withdrawn: the agent is stopping")
 
 // take starts the tasks granted that there is room for now, and releases
 // the others; it returns how many it released. The room is the room at
@@ -146,7 +167,8 @@ func (c *claimer) ask(ctx context.Context, req api.ClaimRequest) (api.ClaimRespo
 // or its executor became unavailable.
 func (c *claimer) take(ctx context.Context, granted []api.Claimed) (released int) {
 	free, stopping := c.room()
-	if stopping || c.health.Grade() == health.Unavailable {
+	unavailable := c.health.Grade() == health.Unavailable
+	if stopping || unavailable {
 		free = 0
 	}
 	var release []string
@@ -166,8 +188,17 @@ func (c *claimer) take(ctx context.Context, granted []api.Claimed) (released int
 		c.log.Info("task claimed", "task", t.ID, "title", t.Title)
 		c.start(&t)
 	}
-	if len(release) > 0 {
+	switch {
+	case len(release) == 0:
+	case stopping:
+		// A grant that crossed the stop: expected, and handed back.
+		c.log.Info("releasing tasks claimed while the agent began to stop", "tasks", release)
+	case unavailable:
+		c.log.Warn("releasing claimed tasks: the executor became unavailable while the claim waited", "tasks", release)
+	default:
 		c.log.Warn("releasing claimed tasks this agent will not run", "tasks", release)
+	}
+	if len(release) > 0 {
 		if err := c.client.Release(ctx, c.agentID, release); err != nil && ctx.Err() == nil {
 			c.log.Warn("release failed; the control plane requeues them when they stay out of heartbeats", "err", err)
 		}

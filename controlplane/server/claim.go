@@ -61,6 +61,9 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 	var timer *time.Timer
 	for {
 		s.mu.Lock()
+		if timer != nil {
+			s.waitRounds++
+		}
 		resp, err := s.claimNow(req)
 		woken := s.claimable
 		if err != nil || len(resp.Tasks) > 0 || wait <= 0 {

@@ -96,10 +96,12 @@ type Server struct {
 
 	// claimable is closed, and replaced, when a task may have become
 	// claimable: the claims waiting for work select again (claim.go).
-	// waiting counts those claims, waitEnds how their waits ended.
-	claimable chan struct{}
-	waiting   int
-	waitEnds  map[ClaimWaitEnd]uint64
+	// waiting counts those claims, waitEnds how their waits ended,
+	// waitRounds the selections they ran again when woken.
+	claimable  chan struct{}
+	waiting    int
+	waitEnds   map[ClaimWaitEnd]uint64
+	waitRounds uint64
 	// stopWaits, closed, ends every wait (StopWaits).
 	stopWaits chan struct{}
 	stopOnce  sync.Once
