@@ -255,4 +255,3 @@ func TestLostAnswerOfAWaitingClaimIsAskedAgainWithItsID(t *testing.T) {
 		t.Fatalf("claims %+v: want the lost grant asked again with its id and granted again", claims)
 	}
 }
-
