@@ -171,6 +171,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	tasksCtx, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
 	loopsCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	send, beat, claim := a.sendLoop(), a.heartbeat(), a.claimer(tasksCtx)
+	claim.stop = ctx.Done() // a claim waiting for work is withdrawn when the stop begins
 	loops := newLoops()
 	loops.Go(loopsCtx, send)
 	loops.Go(loopsCtx, beat)

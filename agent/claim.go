@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -15,13 +16,23 @@ import (
 	"github.com/edgeagent/agent/workspace"
 )
 
-// claimer asks for work when a heartbeat got through or a task ended,
-// while there is room, the executor is not unavailable and the agent is not
-// stopping. Each claim carries an id; a claim whose answer did not come
-// (the control plane may have granted it) is asked again with the same
-// id, which gets the same grant, before anything else is claimed. A grant
-// larger than asked for, or a task that cannot be saved, is released back
-// to the queue. It fails only when the control plane refuses the agent.
+// claimer asks for work while there is room, the executor is not
+// unavailable and the agent is not stopping. Its claims are long polls
+// (wait_ms): the control plane holds one until a task is claimable for
+// the agent, so an idle agent has one claim waiting and starts a task as
+// soon as it is submitted. After an answer it asks again at once, while
+// there is room; with no room it waits for a task to end. A control plane
+// that does not hold claims (it does not echo wait_ms) is asked when a
+// heartbeat got through or a task ended, as before long polls.
+//
+// Each claim carries an id; a claim whose answer did not come (the control
+// plane may have granted it) is asked again with the same id, which gets
+// the same grant, before anything else is claimed. What a grant holds is
+// weighed against the room there is when it is answered, not when it was
+// asked: a grant larger than that, one that came while the agent began to
+// stop or its executor became unavailable, or a task that cannot be
+// saved, is released back to the queue. It fails only when the control
+// plane refuses the agent.
 type claimer struct {
 	client  *controlplane.Client
 	agentID string
@@ -41,6 +52,10 @@ type claimer struct {
 	// control plane grants a task that names a repository only to an
 	// agent whose claim lists it.
 	repos []string
+	// stop is closed when the agent begins to stop: a claim waiting at the
+	// control plane is withdrawn rather than granted work the agent would
+	// hand back.
+	stop  <-chan struct{}
 	alive atomic.Int64 // when it last went round, for the watchdog
 }
 
@@ -52,16 +67,20 @@ func (c *claimer) Run(ctx context.Context) error {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	again := false // the control plane holds claims: ask again at once
 	for {
 		c.alive.Store(time.Now().UnixNano())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			continue
-		case <-c.kick:
-		case <-retry.C:
+		if !again {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+				continue
+			case <-c.kick:
+			case <-retry.C:
+			}
 		}
+		again = false
 		free, stopping := c.room()
 		grade := c.health.Grade()
 		if why := claimBlocked(free, stopping, c.link.Reached(), grade, c.held.status().Failing); why != "" {
@@ -75,7 +94,12 @@ func (c *claimer) Run(ctx context.Context) error {
 		if claimID == "" {
 			claimID = newClaimID()
 		}
-		resp, err := c.client.Claim(ctx, api.ClaimRequest{AgentID: c.agentID, Max: free, HealthGrade: grade, RequestID: claimID, Repos: c.repos})
+		asked := time.Now()
+		resp, err := c.ask(ctx, api.ClaimRequest{AgentID: c.agentID, Max: free, HealthGrade: grade, RequestID: claimID, Repos: c.repos, WaitMS: claimWait.Milliseconds()})
+		if errors.Is(err, errWithdrawn) {
+			c.log.Debug("claim withdrawn: the agent is stopping", "claim", claimID)
+			continue
+		}
 		if err != nil {
 			if controlplane.Refused(err) {
 				return err
@@ -88,32 +112,98 @@ func (c *claimer) Run(ctx context.Context) error {
 			retry.Reset(claimRetry)
 			continue
 		}
-		c.log.Debug("claim answered", "claim", claimID, "asked", free, "granted", len(resp.Tasks), "health", grade)
+		c.log.Debug("claim answered", "claim", claimID, "asked", free, "granted", len(resp.Tasks), "health", grade, "waited", time.Since(asked).Round(time.Millisecond))
 		claimID = ""
-		var release []string
-		for i, g := range resp.Tasks {
-			t := g.Task
-			lease := g.Lease
-			t.Lease = &lease
-			if i >= free || c.running(t.ID) {
-				release = append(release, t.ID)
-				continue
+		released := c.take(ctx, resp.Tasks)
+		// Held by a control plane that long-polls: ask again at once. Not
+		// after releasing a task (it would come straight back), nor after
+		// an empty answer that came before half its wait (a control plane
+		// that answers at once would be asked in a loop).
+		held := time.Duration(resp.WaitMS) * time.Millisecond
+		again = resp.WaitMS > 0 && released == 0 && (len(resp.Tasks) > 0 || time.Since(asked) >= held/2)
+	}
+}
+
+// ask sends a claim and waits for its answer, going round for the
+// service watchdog meanwhile: a long poll is the loop waiting for work,
+// not stuck (the client's timeout bounds it).
+func (c *claimer) ask(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, error) {
+	type answer struct {
+		resp api.ClaimResponse
+		err  error
+	}
+	ctx, withdraw := context.WithCancel(ctx)
+	defer withdraw()
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := c.client.Claim(ctx, req)
+		done <- answer{resp, err}
+	}()
+	tick := time.NewTicker(loopTick)
+	defer tick.Stop()
+	stop, withdrawn := c.stop, false
+	for {
+		select {
+		case a := <-done:
+			if withdrawn && a.err != nil {
+				return a.resp, errWithdrawn
 			}
-			if err := c.store.Save(&t); err != nil {
-				c.log.Error("save claimed task; releasing it", "task", t.ID, "err", err)
-				release = append(release, t.ID)
-				continue
-			}
-			c.log.Info("task claimed", "task", t.ID, "title", t.Title)
-			c.start(&t)
-		}
-		if len(release) > 0 {
-			c.log.Warn("releasing claimed tasks this agent will not run", "tasks", release)
-			if err := c.client.Release(ctx, c.agentID, release); err != nil && ctx.Err() == nil {
-				c.log.Warn("release failed; the control plane requeues them when they stay out of heartbeats", "err", err)
-			}
+			return a.resp, a.err
+		case <-tick.C:
+			c.alive.Store(time.Now().UnixNano())
+		case <-stop:
+			stop, withdrawn = nil, true
+			withdraw()
 		}
 	}
+}
+
+// errWithdrawn is a claim the agent withdrew because it began to stop.
+var errWithdrawn = errors.New("claim withdrawn: the agent is stopping")
+
+// take starts the tasks granted that there is room for now, and releases
+// the others; it returns how many it released. The room is the room at
+// the answer: a long poll may be answered after the agent began to stop
+// or its executor became unavailable.
+func (c *claimer) take(ctx context.Context, granted []api.Claimed) (released int) {
+	free, stopping := c.room()
+	unavailable := c.health.Grade() == health.Unavailable
+	if stopping || unavailable {
+		free = 0
+	}
+	var release []string
+	for i, g := range granted {
+		t := g.Task
+		lease := g.Lease
+		t.Lease = &lease
+		if i >= free || c.running(t.ID) {
+			release = append(release, t.ID)
+			continue
+		}
+		if err := c.store.Save(&t); err != nil {
+			c.log.Error("save claimed task; releasing it", "task", t.ID, "err", err)
+			release = append(release, t.ID)
+			continue
+		}
+		c.log.Info("task claimed", "task", t.ID, "title", t.Title)
+		c.start(&t)
+	}
+	switch {
+	case len(release) == 0:
+	case stopping:
+		// A grant that crossed the stop: expected, and handed back.
+		c.log.Info("releasing tasks claimed while the agent began to stop", "tasks", release)
+	case unavailable:
+		c.log.Warn("releasing claimed tasks: the executor became unavailable while the claim waited", "tasks", release)
+	default:
+		c.log.Warn("releasing claimed tasks this agent will not run", "tasks", release)
+	}
+	if len(release) > 0 {
+		if err := c.client.Release(ctx, c.agentID, release); err != nil && ctx.Err() == nil {
+			c.log.Warn("release failed; the control plane requeues them when they stay out of heartbeats", "err", err)
+		}
+	}
+	return len(release)
 }
 
 // repoNames are the names of repos, as claims and heartbeats announce
@@ -150,6 +240,11 @@ func claimBlocked(free int, stopping, reached bool, grade health.Grade, diskFail
 // claimRetry is the wait before a claim whose answer did not come is asked
 // again.
 const claimRetry = time.Second
+
+// claimWait is how long a claim asks the control plane to hold it when
+// there is no work: the most a control plane holds one (the client keeps
+// it under its own timeout too).
+const claimWait = api.MaxClaimWait
 
 // newClaimID makes a claim's id.
 func newClaimID() string {

@@ -193,8 +193,13 @@ func (c *Client) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	return out, c.agentCall(ctx, http.MethodPost, "/v1/agents/heartbeat", req, &out, true)
 }
 
-// Claim asks for up to req.Max tasks. It is tried once.
+// Claim asks for up to req.Max tasks. It is tried once. A wait
+// (req.WaitMS) is kept to two thirds of the client's timeout, so the
+// control plane answers a long poll before the client gives up on it.
 func (c *Client) Claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, error) {
+	if most := (c.http.Timeout * 2 / 3).Milliseconds(); req.WaitMS > most {
+		req.WaitMS = most
+	}
 	var out api.ClaimResponse
 	return out, c.agentCall(ctx, http.MethodPost, "/v1/tasks/claim", req, &out, false)
 }

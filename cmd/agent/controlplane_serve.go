@@ -101,6 +101,9 @@ the environment, which wins over the file.`,
 			}
 			hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 				WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+			// Claims waiting for work answer at once: the shutdown waits
+			// for requests in flight.
+			hs.RegisterOnShutdown(srv.StopWaits)
 			go func() {
 				<-ctx.Done()
 				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/state"
 )
@@ -62,11 +64,28 @@ type ClaimRequest struct {
 	// Repos are the repositories the agent serves, by name: a task that
 	// names a repository goes only to an agent that lists it here.
 	Repos []string `json:"repos,omitempty"`
+	// WaitMS, when above zero, makes the claim a long poll: with nothing
+	// claimable the control plane holds it until a task becomes claimable
+	// for this agent or the wait ends (at most MaxClaimWait), and answers
+	// then. Zero answers at once. A control plane from before long polls
+	// ignores it and answers at once.
+	WaitMS int64 `json:"wait_ms,omitempty"`
 }
+
+// MaxClaimWait is the longest a control plane holds a claim: a longer
+// wait_ms is taken as this. It is well under the agent's HTTP timeout
+// (30 s), the lease (60 s) and the time after which a silent agent is
+// offline (three heartbeat intervals, 30 s).
+const MaxClaimWait = 20 * time.Second
 
 // ClaimResponse grants tasks, each under a lease; empty when none.
 type ClaimResponse struct {
 	Tasks []Claimed `json:"tasks"`
+	// WaitMS is the wait the control plane applied to this claim when it
+	// had nothing to grant: the claim's wait_ms, capped. Absent when the
+	// claim asked none, and from a control plane from before long polls:
+	// an agent that finds it absent claims at its own pace, as before.
+	WaitMS int64 `json:"wait_ms,omitempty"`
 }
 
 // Claimed is one task granted to an agent, and its lease. The lease is

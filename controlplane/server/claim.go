@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -31,7 +33,15 @@ func (s *Server) release(req api.ReleaseRequest) (struct{}, error) {
 	return struct{}{}, nil
 }
 
-func (s *Server) claim(req api.ClaimRequest) (api.ClaimResponse, error) {
+// claim answers POST /v1/tasks/claim. With nothing claimable and a wait
+// asked (wait_ms, capped at Options.MaxClaimWait), it holds the claim:
+// each time a task may have become claimable (wakeClaims) it runs the
+// same selection again, under the lock, as a claim arriving then would;
+// it answers with the first grant, or empty when the wait ends, the
+// agent hangs up or the server stops waits. A claim asked again with the
+// same request id finds its grant in that selection, so a long poll whose
+// answer was lost grants nothing twice.
+func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return api.ClaimResponse{}, err
 	}
@@ -41,8 +51,114 @@ func (s *Server) claim(req api.ClaimRequest) (api.ClaimResponse, error) {
 	if err := api.CheckRepos(req.Repos); err != nil {
 		return api.ClaimResponse{}, badRequest("repos: %v", err)
 	}
+	if req.WaitMS < 0 {
+		return api.ClaimResponse{}, badRequest("wait_ms is %d: want 0 (answer at once) or more", req.WaitMS)
+	}
+	wait := min(time.Duration(min(req.WaitMS, math.MaxInt64/int64(time.Millisecond)))*time.Millisecond, s.opts.MaxClaimWait)
+	if req.HealthGrade == health.Unavailable || req.Max <= 0 {
+		wait = 0 // nothing could be granted: no use waiting
+	}
+	var timer *time.Timer
+	for {
+		s.mu.Lock()
+		if timer != nil {
+			s.waitRounds++
+		}
+		resp, err := s.claimNow(req)
+		woken := s.claimable
+		if err != nil || len(resp.Tasks) > 0 || wait <= 0 {
+			if timer != nil {
+				s.waiting--
+				if err == nil {
+					s.countWaitEnd(WaitGranted)
+				}
+			}
+			s.mu.Unlock()
+			resp.WaitMS = wait.Milliseconds()
+			return resp, err
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+			s.waiting++
+		}
+		s.mu.Unlock()
+		var end ClaimWaitEnd
+		select {
+		case <-woken:
+			continue
+		case <-timer.C:
+			end = WaitTimedOut
+		case <-ctx.Done():
+			end = WaitGone
+		case <-s.stopWaits:
+			end = WaitStopped
+		}
+		s.mu.Lock()
+		s.waiting--
+		s.countWaitEnd(end)
+		s.mu.Unlock()
+		resp.WaitMS = wait.Milliseconds()
+		return resp, nil
+	}
+}
+
+// countWaitEnd counts a waiting claim's end. mu is held.
+func (s *Server) countWaitEnd(end ClaimWaitEnd) {
+	if s.waitEnds == nil {
+		s.waitEnds = map[ClaimWaitEnd]uint64{}
+	}
+	s.waitEnds[end]++
+}
+
+// wakeClaims wakes the claims waiting for work: a task may have become
+// claimable for one of them (a task queued: submitted, retried,
+// continued, released, its lease lapsed; or an agent's grade or presence
+// changed, which the preference for GUI tasks weighs). mu is held.
+func (s *Server) wakeClaims() {
+	close(s.claimable)
+	s.claimable = make(chan struct{})
+}
+
+// StopWaits answers every waiting claim at once, empty, and every later
+// claim without waiting: for a server about to stop, whose HTTP server's
+// shutdown would otherwise wait for them. It is safe to call again.
+func (s *Server) StopWaits() {
+	s.stopOnce.Do(func() { close(s.stopWaits) })
+}
+
+// ClaimWaitEnd is how a claim held waiting for work ended.
+type ClaimWaitEnd string
+
+// How waiting claims end.
+const (
+	WaitGranted  ClaimWaitEnd = "granted"   // a task became claimable and was granted
+	WaitTimedOut ClaimWaitEnd = "timed_out" // the wait ended with nothing to grant
+	WaitGone     ClaimWaitEnd = "gone"      // the agent hung up (it is stopping, or its request timed out)
+	WaitStopped  ClaimWaitEnd = "stopped"   // the server stopped waits (StopWaits)
+)
+
+// ClaimsWaiting is how many claims are held waiting for work now.
+func (s *Server) ClaimsWaiting() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.waiting
+}
+
+// ClaimWaitEnds counts, since the server started, the claims that waited
+// for work, by how their wait ended.
+func (s *Server) ClaimWaitEnds() map[ClaimWaitEnd]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := make(map[ClaimWaitEnd]uint64, len(s.waitEnds))
+	for k, v := range s.waitEnds {
+		n[k] = v
+	}
+	return n
+}
+
+// claimNow grants what req may take now. mu is held.
+func (s *Server) claimNow(req api.ClaimRequest) (api.ClaimResponse, error) {
 	now := s.opts.Now()
 	if a := s.agents[req.AgentID]; a != nil {
 		a.view.Repos = slices.Clone(req.Repos)

@@ -45,6 +45,11 @@ func (s *Server) heartbeat(req api.HeartbeatRequest) (api.HeartbeatResponse, err
 	default:
 		return api.HeartbeatResponse{}, badRequest("state %q: want running, draining or offline", req.State)
 	}
+	// An agent's grade and presence weigh in where GUI tasks go: a
+	// change may make one claimable for a degraded agent that waits.
+	if a.view.Health.Grade != req.Health.Grade || (a.view.State == api.AgentOffline) != (req.State == api.AgentOffline) {
+		s.wakeClaims()
+	}
 	a.view = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
 		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
 		Repos: slices.Clone(req.Repos)}
@@ -118,6 +123,8 @@ type agentState struct {
 	// missing counts, per task leased to the agent in phase claimed, the
 	// heartbeats in a row that did not list it.
 	missing map[string]int
+	// wasOnline is whether the watchdog last found the agent online.
+	wasOnline bool
 }
 
 func (a *agentState) online(now time.Time, interval time.Duration) bool {

@@ -40,7 +40,11 @@ func (s *Server) routes() []route {
 			reply(w, v, err)
 		}},
 		{"POST /v1/agents/heartbeat", agent, agentOnly(s.heartbeat, func(r api.HeartbeatRequest) string { return r.AgentID })},
-		{"POST /v1/tasks/claim", agent, agentOnly(s.claim, func(r api.ClaimRequest) string { return r.AgentID })},
+		{"POST /v1/tasks/claim", agent, func(w http.ResponseWriter, r *http.Request) {
+			// A claim may wait for work: until the agent hangs up at most.
+			claim := func(req api.ClaimRequest) (api.ClaimResponse, error) { return s.claim(r.Context(), req) }
+			agentOnly(claim, func(r api.ClaimRequest) string { return r.AgentID })(w, r)
+		}},
 		{"POST /v1/tasks/release", agent, agentOnly(s.release, func(r api.ReleaseRequest) string { return r.AgentID })},
 		{"POST /v1/events", agent, agentOnly(s.acceptEvents, func(r api.EventsRequest) string { return r.AgentID })},
 		{"POST /v1/tasks", operator, handle(s.createTask)},

@@ -54,8 +54,11 @@ type Options struct {
 	// accepted and counted, their lines not stored; one stored event marks
 	// the cut. Default DefaultMaxAttemptOutput (8 MiB).
 	MaxAttemptOutput int64
-	Logger           *slog.Logger
-	Now              func() time.Time
+	// MaxClaimWait caps how long a claim is held waiting for work (its
+	// wait_ms). Default, and at most, api.MaxClaimWait (20 s).
+	MaxClaimWait time.Duration
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // Server is the reference control plane. It keeps every task in memory and
@@ -90,6 +93,18 @@ type Server struct {
 
 	// eventResults counts the events answered, by status, for metrics.
 	eventResults map[api.EventStatus]uint64
+
+	// claimable is closed, and replaced, when a task may have become
+	// claimable: the claims waiting for work select again (claim.go).
+	// waiting counts those claims, waitEnds how their waits ended,
+	// waitRounds the selections they ran again when woken.
+	claimable  chan struct{}
+	waiting    int
+	waitEnds   map[ClaimWaitEnd]uint64
+	waitRounds uint64
+	// stopWaits, closed, ends every wait (StopWaits).
+	stopWaits chan struct{}
+	stopOnce  sync.Once
 }
 
 // Close releases the server's directory.
@@ -115,6 +130,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxAttemptOutput <= 0 {
 		opts.MaxAttemptOutput = DefaultMaxAttemptOutput
+	}
+	if opts.MaxClaimWait <= 0 || opts.MaxClaimWait > api.MaxClaimWait {
+		opts.MaxClaimWait = api.MaxClaimWait
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -165,7 +183,8 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]map[string]struct{}{}, agents: map[string]*agentState{}, lock: lock, registry: reg, operators: operators}
+	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: st, events: ev, tasks: tasks, keys: map[string]map[string]struct{}{}, agents: map[string]*agentState{}, lock: lock, registry: reg, operators: operators,
+		claimable: make(chan struct{}), stopWaits: make(chan struct{})}
 	s.orderTasks()
 	for _, ref := range s.order {
 		t := s.tasks[ref.id]
@@ -242,8 +261,12 @@ func (s *Server) recover(t *state.Task) error {
 }
 
 // save writes a task, logging a failure: the in-memory state stays right
-// and the next change tries again.
+// and the next change tries again. A task saved queued may be claimable:
+// the claims waiting for work look again. mu is held.
 func (s *Server) save(t *state.Task) error {
+	if t.Phase == state.PhaseQueued {
+		s.wakeClaims()
+	}
 	if err := s.store.Save(t); err != nil {
 		s.log.Error("save task", "task", t.ID, "err", err)
 		return err

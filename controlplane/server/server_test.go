@@ -100,7 +100,7 @@ func newEnvOpts(t *testing.T, dir string, clk *clock, opts Options) *env {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { hs.Close(); srv.Close() })
+	t.Cleanup(func() { srv.StopWaits(); hs.Close(); srv.Close() })
 	c, err := controlplane.NewClient(hs.URL, opToken, controlplane.ClientOptions{Tries: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,15 @@ func (s *Server) watchdog(now time.Time) {
 	// Just started, the server knows no agent yet: give them three
 	// heartbeat intervals to report before any lease lapses.
 	settled := now.Sub(s.started) > 3*s.opts.HeartbeatInterval
+	for _, a := range s.agents {
+		// An available agent gone silent leaves its GUI tasks to a
+		// degraded one that may be waiting for work.
+		online := a.online(now, s.opts.HeartbeatInterval)
+		if a.wasOnline && !online {
+			s.wakeClaims()
+		}
+		a.wasOnline = online
+	}
 	for _, t := range s.tasks {
 		changed := false
 		if settled && t.Lease != nil && !t.Lease.Lapsed && now.After(t.Lease.ExpiresAt) && !t.Phase.Terminal() {

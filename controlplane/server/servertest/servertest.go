@@ -101,6 +101,7 @@ func (c *ControlPlane) Agent(t testing.TB, id string) *controlplane.Client {
 // would leave it: another can start on it. It is safe to call again.
 func (c *ControlPlane) Close() {
 	c.close.Do(func() {
+		c.Server.StopWaits() // the HTTP server's Close waits for requests in flight
 		c.http.Close()
 		c.Server.Close()
 	})
