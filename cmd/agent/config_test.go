@@ -207,6 +207,27 @@ path = "/src/site"
 	}
 }
 
+// --retention refuses less than an hour, and its help says so before
+// anyone hits the refusal, on the command line and in the file alike.
+func TestRetentionMinimumIsInItsHelp(t *testing.T) {
+	help := runAgent(t, "run", "--help")
+	line := ""
+	for _, l := range strings.Split(help.stdout, "\n") {
+		if strings.Contains(l, "--retention ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "at least 1h") {
+		t.Errorf("agent run --help on --retention: %q, want it to say at least 1h", line)
+	}
+	dir := t.TempDir()
+	r := runAgent(t, "run", "--retention", "59m", "--control-plane", "http://127.0.0.1:1", "--data-dir", filepath.Join(dir, "data"))
+	wantOneLineError(t, r, 2, "--retention 59m0s: want at least 1h0m0s")
+	file := filepath.Join(dir, "agent.toml")
+	writeFile(t, file, "retention = \"30m\"\n")
+	wantOneLineError(t, runAgent(t, "config", "check", file), 2, ":1: retention = 30m0s: want at least 1h0m0s")
+}
+
 // The repositories are [[repo]] tables in the file (a relative path
 // relative to the file, ~/ the home directory), --repo NAME=PATH on the
 // command line and AGENT_REPO in the environment; config print writes
