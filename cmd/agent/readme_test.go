@@ -162,7 +162,7 @@ func TestREADMECommandsParse(t *testing.T) {
 					t.Errorf("README (%s): %s: %v", b.heading, line, err)
 				}
 			case "make":
-				if len(words) != 2 || !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(words[1]) + `:`).Match(makefile) {
+				if len(words) != 2 || !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(words[1])+`:`).Match(makefile) {
 					t.Errorf("README (%s): %s: no such target in the Makefile", b.heading, line)
 				}
 			case "journalctl":
