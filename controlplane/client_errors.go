@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"syscall"
 )
 
@@ -68,7 +69,10 @@ func (c *Client) requestError(ctx context.Context, err error) error {
 		reason = errno.Error() // connection refused, no route to host, connection reset by peer
 	case errors.As(err, &ne) && ne.Timeout():
 		reason = fmt.Sprintf("no answer within %s", c.opts.Timeout)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		// net/http's own words when a connection closed before any
+		// answer came (its error value is not exported).
+		strings.Contains(ue.Err.Error(), "server closed idle connection"):
 		reason = "the connection closed before an answer"
 	default:
 		reason = ue.Err.Error()

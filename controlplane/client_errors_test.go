@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -51,7 +52,18 @@ func TestUnreachableSaysWhyInOneLine(t *testing.T) {
 	}{
 		{"nothing listens", refused, 0, "connection refused"},
 		{"the connection closes unanswered", func(t *testing.T) string {
-			return serve(t, func(c net.Conn) { c.Close() })
+			return serve(t, func(c net.Conn) {
+				// The request read (a GET: headers only), so that the close
+				// is a FIN, not a reset for unread data.
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil || line == "\r\n" {
+						break
+					}
+				}
+				c.Close()
+			})
 		}, 0, "the connection closed before an answer"},
 		{"no answer in time", func(t *testing.T) string {
 			var held []net.Conn
