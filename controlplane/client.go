@@ -527,7 +527,7 @@ func (c *Client) once(ctx context.Context, token, method, path string, body []by
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err // *url.Error names the URL, never the header
+		return c.requestError(ctx, err) // names the control plane, never the header
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

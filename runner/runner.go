@@ -288,8 +288,15 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		}
 	}
 	if r.WorkRoot != "" {
-		spec.SessionDir = filepath.Join(r.WorkRoot, SessionDirName, task.ID)
-		if err := os.MkdirAll(spec.SessionDir, 0o700); err != nil {
+		// Absolute: the executor runs in its work directory, so a path
+		// relative to the agent's (agent run --data-dir ./agent-data) would
+		// lead nowhere, and its session, nothing to continue, be lost.
+		dir, err := filepath.Abs(filepath.Join(r.WorkRoot, SessionDirName, task.ID))
+		if err == nil {
+			spec.SessionDir = dir
+			err = os.MkdirAll(dir, 0o700)
+		}
+		if err != nil {
 			res.exit = Exit{StartErr: fmt.Errorf("session directory: %w", err), ExitCode: -1}
 			return res
 		}

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/utc"
 )
 
@@ -25,10 +27,24 @@ func newAgentsLsCmd() *cobra.Command {
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:     "ls",
-		Short:   "The agents the control plane has heard from, with their last heartbeat, health and the repositories they serve",
-		Example: `  agent agents ls --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
-		Args:    noArgs,
+		Use:   "ls",
+		Short: "The agents the control plane has heard from: state, health, last heartbeat, the tasks they run and the repositories they serve",
+		Long: `ls lists the agents the control plane has heard from, one a line:
+
+  AGENT  STATE     HEALTH     HEARTBEAT  RUNNING  TASKS                     REPOS
+  vm-7   running   available  3s ago     1 of 2   t-0c1d2e3f4a (attempt 1)   app,site
+  vm-9   offline   degraded   2h ago     0 of 2   -                         -
+
+STATE is what the agent said of itself in its last heartbeat (running, or
+draining while it stops), or offline once it has been silent for three
+heartbeat intervals. HEALTH is its executor's grade (available, degraded,
+unavailable); TASKS the tasks it runs, each with its attempt; REPOS the
+repositories it serves ([[repo]] of its config). --json prints everything
+the control plane knows of each agent (its health's reason and recent
+problems, its outbox, its version and host).`,
+		Example: `  agent agents ls --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
+  agent agents ls --json --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := cp.client()
 			if err != nil {
@@ -39,27 +55,50 @@ func newAgentsLsCmd() *cobra.Command {
 				return fmt.Errorf("list agents: %s", visible(err.Error()))
 			}
 			if asJSON {
+				if agents == nil {
+					agents = []api.AgentView{} // [] rather than null: no agents
+				}
 				return writeJSON(cmd.OutOrStdout(), agents)
 			}
-			now := utc.Now()
-			for _, a := range agents {
-				online := "offline"
-				if a.Online {
-					online = "online"
-				}
-				repos := ""
-				if len(a.Repos) > 0 {
-					repos = "  repos " + strings.Join(a.Repos, ",")
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%-24s %-7s %-11s last heartbeat %s ago  running %d of %d%s\n", visible(a.AgentID), online,
-					visible(string(a.Health.Grade)), now.Sub(a.LastHeartbeat).Round(time.Second), a.Capacity.Running, a.Capacity.Max, visible(repos))
+			if len(agents) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "no agent has been heard from at %s\n", c.URL())
+				return nil
 			}
+			writeAgents(cmd.OutOrStdout(), agents, utc.Now())
 			return nil
 		},
 	}
 	cp.add(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agents as the control plane answered, as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agents as the control plane answered, as JSON (an array; [] when there are none)")
 	return cmd
+}
+
+// writeAgents prints agents as a table, a line each.
+func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tHEARTBEAT\tRUNNING\tTASKS\tREPOS")
+	for _, a := range agents {
+		tasks := make([]string, len(a.Running))
+		for i, r := range a.Running {
+			tasks[i] = fmt.Sprintf("%s (attempt %d)", r.TaskID, r.Attempt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
+			ago(now, a.LastHeartbeat), a.Capacity.Running, a.Capacity.Max, dash(visible(strings.Join(tasks, ", "))), dash(visible(strings.Join(a.Repos, ","))))
+	}
+	tw.Flush()
+}
+
+// agentState is what an agent is, as a person reads it: offline once the
+// control plane finds it silent, whatever it last said; else what its
+// last heartbeat said (running when it said nothing).
+func agentState(a api.AgentView) string {
+	switch {
+	case !a.Online:
+		return string(api.AgentOffline)
+	case a.State == "":
+		return string(api.AgentRunning)
+	}
+	return visible(string(a.State))
 }
 
 func newAgentsRevokeCmd() *cobra.Command {

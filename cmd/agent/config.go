@@ -73,7 +73,7 @@ func newConfigCheckCmd() *cobra.Command {
 			}
 			c, err := readConfigFile(args[0], t)
 			if err != nil {
-				return fmt.Errorf("%v", err) // a bad file, not a bad command line: exit 1
+				return err // every mistake, a line each; exit 2, as agent run
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok, %d settings\n", args[0], len(c.values))
 			return nil

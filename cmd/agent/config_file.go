@@ -54,6 +54,51 @@ func configError(path string, line int, format string, args ...any) error {
 	return usagef("config %s: %s", where, fmt.Sprintf(format, args...))
 }
 
+// configErrors are all the mistakes found in a config file, in the
+// file's order, each one line "config FILE:LINE: …" (a usage error: agent
+// run exits 2 on them, so a service manager does not restart it in a
+// loop). run prints each on a line of its own; Error, for a log, joins
+// them with "; ".
+type configErrors []error
+
+func (e configErrors) Error() string {
+	lines := make([]string, len(e))
+	for i, err := range e {
+		lines[i] = err.Error()
+	}
+	return strings.Join(lines, "; ")
+}
+
+func (e configErrors) Unwrap() []error { return e }
+
+// configProblems collects a file's mistakes with their lines.
+type configProblems struct {
+	path string
+	list []configProblem
+}
+
+type configProblem struct {
+	line int
+	err  error
+}
+
+func (p *configProblems) add(line int, format string, args ...any) {
+	p.list = append(p.list, configProblem{line, configError(p.path, line, format, args...)})
+}
+
+// err is nil when nothing was found, else every mistake by line.
+func (p *configProblems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	sort.SliceStable(p.list, func(i, j int) bool { return p.list[i].line < p.list[j].line })
+	errs := make(configErrors, len(p.list))
+	for i, pr := range p.list {
+		errs[i] = pr.err
+	}
+	return errs
+}
+
 // readConfigFile reads and checks a config file against t: every key must
 // be a setting's, every value of its type and allowed.
 func readConfigFile(path string, t *settingsTable) (*configFile, error) {
@@ -88,6 +133,9 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 		return nil, tomlError(path, err)
 	}
 	cf := &configFile{values: map[string]fileValue{}}
+	// Every mistake is found, not only the first: a person fixes them all
+	// at once.
+	problems := &configProblems{path: path}
 	// Arrays of tables ([[repo]]) first: they are not dotted keys.
 	for _, st := range t.list {
 		v, ok := doc[st.fileKey()]
@@ -95,11 +143,9 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 			continue
 		}
 		delete(doc, st.fileKey())
-		fv, err := pairsFromTOML(path, data, st, v, lines[st.fileKey()])
-		if err != nil {
-			return nil, err
+		if fv, ok := pairsFromTOML(problems, data, st, v, lines[st.fileKey()]); ok {
+			cf.values[st.name] = fv
 		}
-		cf.values[st.name] = fv
 	}
 	flat := map[string]any{}
 	flatten("", doc, flat)
@@ -117,11 +163,13 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 			continue // an empty [executor.codex]
 		}
 		if s == nil {
-			return nil, configError(path, line, "unknown key %q%s", k, suggestKey(k, t))
+			problems.add(line, "unknown key %q%s", k, suggestKey(k, t))
+			continue
 		}
 		v, err := fromTOML(s, flat[k])
 		if err != nil {
-			return nil, configError(path, line, "%s: %v", k, err)
+			problems.add(line, "%s: %v", k, err)
+			continue
 		}
 		if s.path {
 			switch x := v.(type) {
@@ -134,25 +182,32 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 			}
 		}
 		if err := s.check(v); err != nil {
-			return nil, configError(path, line, "%s = %v", k, err)
+			problems.add(line, "%s = %v", k, err)
+			continue
 		}
 		cf.values[s.name] = fileValue{v: v, line: line}
+	}
+	if err := problems.err(); err != nil {
+		return nil, err
 	}
 	return cf, nil
 }
 
 // pairsFromTOML turns the array of tables [[KEY]] of a pairs setting
 // into its values, FIRST=SECOND each, checking that every table has both
-// keys and no other. line is where the key is when the array is written
+// keys and no other; each mistake goes to problems, and ok is false when
+// there was one. line is where the key is when the array is written
 // inline.
-func pairsFromTOML(path string, data []byte, s *setting, v any, line int) (fileValue, error) {
+func pairsFromTOML(problems *configProblems, data []byte, s *setting, v any, line int) (fv fileValue, ok bool) {
 	key := s.fileKey()
-	list, ok := v.([]any)
-	if !ok {
-		return fileValue{}, configError(path, line, "%s: want [[%s]] tables with %s and %s, got %s", key, key, s.pairs[0], s.pairs[1], tomlType(v))
+	list, isList := v.([]any)
+	if !isList {
+		problems.add(line, "%s: want [[%s]] tables with %s and %s, got %s", key, key, s.pairs[0], s.pairs[1], tomlType(v))
+		return fileValue{}, false
 	}
 	tables := arrayTableLines(data, key)
-	fv := fileValue{v: []string{}, line: line}
+	fv = fileValue{v: []string{}, line: line}
+	ok = true
 	for i, e := range list {
 		where := tableLines{header: line, keys: map[string]int{}}
 		if len(tables) == len(list) {
@@ -161,41 +216,54 @@ func pairsFromTOML(path string, data []byte, s *setting, v any, line int) (fileV
 		if i == 0 {
 			fv.line = where.header
 		}
-		m, ok := e.(map[string]any)
-		if !ok {
-			return fileValue{}, configError(path, where.header, "%s: item %d: want a table with %s and %s, got %s", key, i+1, s.pairs[0], s.pairs[1], tomlType(e))
-		}
-		names := make([]string, 0, len(m))
-		for k := range m {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			if k != s.pairs[0] && k != s.pairs[1] {
-				return fileValue{}, configError(path, where.line(k), "unknown key %q in [[%s]]: want %s and %s", k, key, s.pairs[0], s.pairs[1])
-			}
-		}
-		var pair [2]string
-		for j, k := range s.pairs {
-			str, ok := m[k].(string)
-			switch {
-			case m[k] == nil:
-				return fileValue{}, configError(path, where.header, "[[%s]] has no %s", key, k)
-			case !ok:
-				return fileValue{}, configError(path, where.line(k), "%s.%s: want a string, got %s", key, k, tomlType(m[k]))
-			case str == "":
-				return fileValue{}, configError(path, where.line(k), "%s.%s is empty", key, k)
-			case j == 0 && strings.Contains(str, "="):
-				return fileValue{}, configError(path, where.line(k), "%s.%s = %q: no '=' in a %s", key, k, str, k)
-			}
-			pair[j] = str
+		pair, good := pairFromTOML(problems, s, i, e, where)
+		if !good {
+			ok = false
+			continue
 		}
 		if s.path {
-			pair[1] = filePath(pair[1], filepath.Dir(path))
+			pair[1] = filePath(pair[1], filepath.Dir(problems.path))
 		}
 		fv.v = append(fv.v.([]string), pair[0]+"="+pair[1])
 	}
-	return fv, nil
+	return fv, ok
+}
+
+// pairFromTOML is the table of item i of a pairs setting's array: both
+// keys, strings, and no other. Its mistakes go to problems.
+func pairFromTOML(problems *configProblems, s *setting, i int, e any, where tableLines) (pair [2]string, ok bool) {
+	key := s.fileKey()
+	m, isTable := e.(map[string]any)
+	if !isTable {
+		problems.add(where.header, "%s: item %d: want a table with %s and %s, got %s", key, i+1, s.pairs[0], s.pairs[1], tomlType(e))
+		return pair, false
+	}
+	n := len(problems.list)
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if k != s.pairs[0] && k != s.pairs[1] {
+			problems.add(where.line(k), "unknown key %q in [[%s]]: want %s and %s", k, key, s.pairs[0], s.pairs[1])
+		}
+	}
+	for j, k := range s.pairs {
+		str, isString := m[k].(string)
+		switch {
+		case m[k] == nil:
+			problems.add(where.header, "[[%s]] has no %s", key, k)
+		case !isString:
+			problems.add(where.line(k), "%s.%s: want a string, got %s", key, k, tomlType(m[k]))
+		case str == "":
+			problems.add(where.line(k), "%s.%s is empty", key, k)
+		case j == 0 && strings.Contains(str, "="):
+			problems.add(where.line(k), "%s.%s = %q: no '=' in a %s", key, k, str, k)
+		}
+		pair[j] = str
+	}
+	return pair, len(problems.list) == n
 }
 
 // tableLines is where a table of an array of tables is: its header's

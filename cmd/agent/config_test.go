@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -151,10 +152,9 @@ func TestConfigErrorsNameFileLineAndKey(t *testing.T) {
 			// Any command taking settings reads the same file.
 			r = runAgentEnv(t, []string{"AGENT_CONFIG=" + file}, "tasks", "ls", "--data-dir", filepath.Join(dir, "data"))
 			wantOneLineError(t, r, 2, "config "+file+tc.want)
-			// config check says the same, exit 1: the command was right,
-			// the file is not.
+			// config check says the same, exit 2 as agent run.
 			r = runAgentEnv(t, nil, "config", "check", file)
-			wantOneLineError(t, r, 1, "config "+file+tc.want)
+			wantOneLineError(t, r, 2, "config "+file+tc.want)
 		})
 	}
 	t.Run("missing file named", func(t *testing.T) {
@@ -167,6 +167,65 @@ func TestConfigErrorsNameFileLineAndKey(t *testing.T) {
 		r = runAgentEnv(t, []string{"AGENT_CONFIG=", "AGENT_LOG_LEVEL=loud"}, "config", "print")
 		wantOneLineError(t, r, 2, `AGENT_LOG_LEVEL: "loud": want debug, info, warn or error`)
 	})
+}
+
+// A file with several mistakes is told all of them, a line each in the
+// file's order, by config check and by agent run alike (exit 2): a person
+// fixes them at once rather than one run at a time.
+func TestConfigErrorsAreAllReported(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "agent.toml")
+	writeFile(t, file, `max-concurrent = 2
+max-concurent = 3
+
+[executor]
+kind = "codex"
+approval = "sometimes"
+
+[[repo]]
+name = "app"
+branch = "main"
+
+[[repo]]
+name = "site"
+path = "/src/site"
+`)
+	want := []string{
+		`agent: config ` + file + `:2: unknown key "max-concurent"; did you mean "max-concurrent"?`,
+		`agent: config ` + file + `:6: executor.approval = "sometimes": want never, accept, decline or ask`,
+		`agent: config ` + file + `:8: [[repo]] has no path`,
+		`agent: config ` + file + `:10: unknown key "branch" in [[repo]]: want name and path`,
+	}
+	for _, args := range [][]string{
+		{"config", "check", file},
+		{"run", "--config", file, "--control-plane", "http://127.0.0.1:1", "--data-dir", filepath.Join(dir, "data")},
+	} {
+		r := runAgentEnv(t, nil, args...)
+		if got := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n"); r.code != 2 || r.stdout != "" || !slices.Equal(got, want) {
+			t.Errorf("agent %s: exit %d, stdout %q, stderr:\n%s\nwant exit 2 and:\n%s", strings.Join(args[:2], " "), r.code, r.stdout, r.stderr, strings.Join(want, "\n"))
+		}
+	}
+}
+
+// --retention refuses less than an hour, and its help says so before
+// anyone hits the refusal, on the command line and in the file alike.
+func TestRetentionMinimumIsInItsHelp(t *testing.T) {
+	help := runAgent(t, "run", "--help")
+	line := ""
+	for _, l := range strings.Split(help.stdout, "\n") {
+		if strings.Contains(l, "--retention ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "at least 1h") {
+		t.Errorf("agent run --help on --retention: %q, want it to say at least 1h", line)
+	}
+	dir := t.TempDir()
+	r := runAgent(t, "run", "--retention", "59m", "--control-plane", "http://127.0.0.1:1", "--data-dir", filepath.Join(dir, "data"))
+	wantOneLineError(t, r, 2, "--retention 59m0s: want at least 1h0m0s")
+	file := filepath.Join(dir, "agent.toml")
+	writeFile(t, file, "retention = \"30m\"\n")
+	wantOneLineError(t, runAgent(t, "config", "check", file), 2, ":1: retention = 30m0s: want at least 1h0m0s")
 }
 
 // The repositories are [[repo]] tables in the file (a relative path

@@ -42,7 +42,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ec) {
 		return int(ec) // the command said all it had to say
 	}
-	fmt.Fprintf(stderr, "agent: %s\n", oneLine(err.Error()))
+	for _, line := range errorLines(err) {
+		fmt.Fprintf(stderr, "agent: %s\n", line)
+	}
 	var ue usageError
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		return 2
@@ -70,6 +72,20 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// errorLines is what run prints of err: one line, or for a config file's
+// mistakes one line each.
+func errorLines(err error) []string {
+	var ce configErrors
+	if !errors.As(err, &ce) || ce.Error() != err.Error() { // wrapped: said as one line
+		return []string{oneLine(err.Error())}
+	}
+	lines := make([]string, len(ce))
+	for i, e := range ce {
+		lines[i] = oneLine(e.Error())
+	}
+	return lines
+}
 
 // oneLine keeps an error message to one line.
 func oneLine(s string) string {

@@ -23,7 +23,9 @@ and replayed until the control plane acknowledges it.`,
 		// config file, in that order, for every command.
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return resolveSettings(cmd) },
 	}
-	root.Version = agentVersion() // agent --version
+	// agent --version says what agent version says.
+	root.Version = versionLine()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	defer refuseUnknownSubcommands(root)
 	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newStopCmd(), newConfigCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newAgentsCmd(), newHealthCmd(), newDoctorCmd(), newOutboxCmd(), newWorkspacesCmd(), newServiceCmd(), newSampleExecutorCmd())

@@ -297,7 +297,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 
 	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
 	{name: "retention", def: state.DefaultRetention, min: atLeast(int64(time.Hour)),
-		help: "how long finished tasks (state, logs, work directories) and dead outbox records are kept"},
+		help: "how long finished tasks (state, logs, work directories) and dead outbox records are kept; at least 1h, as pruning runs every hour (a shorter one is refused)"},
 	{name: "retention-max-size", def: byteSize(state.DefaultRetentionMaxBytes), min: atLeast(0),
 		help: "disk cap for finished tasks; past it the ones that ended first are pruned (e.g. 10GiB)"},
 	{name: "task-log-max-size", def: byteSize(agent.DefaultTaskLogMaxBytes), min: atLeast(4 << 10),

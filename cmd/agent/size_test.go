@@ -55,5 +55,5 @@ func TestConfigSizes(t *testing.T) {
 		}
 	}
 	writeFile(t, file, "task-log-max-size = \"1KiB\"\n")
-	wantOneLineError(t, runAgentEnv(t, nil, "config", "check", file), 1, ":1: task-log-max-size = 1KiB: want at least 4KiB")
+	wantOneLineError(t, runAgentEnv(t, nil, "config", "check", file), 2, ":1: task-log-max-size = 1KiB: want at least 4KiB")
 }

@@ -47,7 +47,7 @@ func newSubmitCmd() *cobra.Command {
 			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
 				Repo: repo, Base: base})
 			if err != nil {
-				return err
+				return fmt.Errorf("submit: %w", err)
 			}
 			if !wait {
 				if asJSON {

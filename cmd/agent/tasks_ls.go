@@ -29,7 +29,7 @@ func newTasksLsCmd() *cobra.Command {
 			}
 			tasks, err := s.Tasks(cmd.Context())
 			if tasks == nil && err != nil {
-				return err
+				return fmt.Errorf("tasks ls: %w", err)
 			}
 			if err != nil {
 				cmd.PrintErrln("agent: tasks ls: warning:", oneLine(err.Error()))

@@ -21,13 +21,19 @@ func agentVersion() string {
 	return version
 }
 
+// versionLine is what agent version and agent --version print, the same:
+// "agent v1.4.0 linux/amd64 go1.26.1".
+func versionLine() string {
+	return fmt.Sprintf("agent %s %s/%s %s", agentVersion(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the agent's version",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "agent %s %s/%s %s\n", agentVersion(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+			fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 			return nil
 		},
 	}
