@@ -143,8 +143,15 @@ func (s *session) save() {
 	if s.path == "" {
 		return
 	}
+	// Whole or not at all, as a CLI's transcript: an attempt stopped
+	// mid-write must not leave a session that cannot be read.
 	b, _ := json.Marshal(s.saved)
-	if err := os.WriteFile(s.path, b, 0o600); err != nil {
+	tmp := s.path + ".tmp"
+	err := os.WriteFile(tmp, b, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, s.path)
+	}
+	if err != nil {
 		fmt.Fprintln(s.stderr, "sample-executor: session not saved:", err)
 	}
 }
@@ -175,6 +182,12 @@ func (s *session) run() int {
 			continue // done before a continue took the session up
 		}
 		arg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(raw), fields[0]))
+		if recordedFirst[fields[0]] {
+			// As a CLI writes a tool call to its transcript before it
+			// runs it: cut from here on, the session knows it began.
+			s.saved.Done = directives
+			s.save()
+		}
 		if code, done := s.directive(fields[0], fields[1:], arg); done {
 			return code
 		}
@@ -190,6 +203,10 @@ func (s *session) run() int {
 	s.emit(map[string]any{"type": "result", "summary": "done: " + firstLine(s.task.Prompt), "data": map[string]any{"attempt": s.task.Attempt}})
 	return 0
 }
+
+// recordedFirst are the directives the session records as done before
+// they act: what they do is work a continue must not do again.
+var recordedFirst = map[string]bool{"@output": true, "@tool": true, "@side-effect": true, "@sh": true}
 
 // directive runs one directive; done says the session ends with code.
 func (s *session) directive(name string, args []string, arg string) (code int, done bool) {
