@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -522,6 +524,36 @@ func TestREADMEAsANewcomer(t *testing.T) {
 		}
 		if code := cp.stop(t, syscall.SIGTERM); code != 0 {
 			t.Errorf("controlplane serve exited %d on SIGTERM", code)
+		}
+	})
+
+	t.Run("doctor before the first real task", func(t *testing.T) {
+		// The README's doctor line, on a machine whose Codex (the pinned
+		// one, on PATH) was never logged in: it says so, with the command
+		// that fixes it, and exits 1.
+		b := readmeBlockUnder(t, "Installing it as a service")
+		var line string
+		for _, l := range b.cmds {
+			if strings.HasPrefix(l, "agent doctor ") {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Fatal("the README's service block runs no agent doctor before installing")
+		}
+		codexDir := filepath.Dir(clitest.CodexBin(t))
+		cmd := n.command(line)
+		var env []string
+		for _, kv := range cmd.Env {
+			if name, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(name, "OPENAI_") && !strings.HasPrefix(name, "CODEX_") && name != "PATH" {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = append(env, "PATH="+codexDir+string(os.PathListSeparator)+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "codex login") {
+			t.Fatalf("%s on a machine not logged in: %v\n%s", line, err, out)
 		}
 	})
 
