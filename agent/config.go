@@ -47,6 +47,9 @@ type Config struct {
 	// Repos are the repositories the agent serves: a task naming one runs
 	// in a git worktree of its own (see package workspace).
 	Repos []workspace.Repo
+	// Labels are what the operator calls the agent (team=infra): its
+	// heartbeats say them, and agents ls shows them.
+	Labels map[string]string
 	// WorkDir holds each task's work directory, WorkDir/TASK_ID. Default
 	// DataDir/work.
 	WorkDir string

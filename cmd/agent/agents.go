@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+	"maps"
 	"fmt"
 	"io"
 	"strings"
@@ -76,14 +78,19 @@ problems, its outbox, its version and host).`,
 // writeAgents prints agents as a table, a line each.
 func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tHEARTBEAT\tRUNNING\tTASKS\tREPOS")
+	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS")
 	for _, a := range agents {
 		tasks := make([]string, len(a.Running))
 		for i, r := range a.Running {
 			tasks[i] = fmt.Sprintf("%s (attempt %d)", r.TaskID, r.Attempt)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
-			ago(now, a.LastHeartbeat), a.Capacity.Running, a.Capacity.Max, dash(visible(strings.Join(tasks, ", "))), dash(visible(strings.Join(a.Repos, ","))))
+		labels := make([]string, 0, len(a.Labels))
+		for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
+			labels = append(labels, k+"="+a.Labels[k])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
+			ago(now, a.LastHeartbeat), a.Capacity.Running, a.Capacity.Max, dash(visible(strings.Join(tasks, ", "))), dash(visible(strings.Join(a.Repos, ","))),
+			dash(visible(strings.Join(labels, ","))))
 	}
 	tw.Flush()
 }

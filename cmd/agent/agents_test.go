@@ -50,13 +50,13 @@ func TestAgentsLs(t *testing.T) {
 	}
 	beat(api.HeartbeatRequest{AgentID: "vm-1", State: api.AgentRunning, Health: api.Health{Grade: "available"},
 		Capacity: api.Capacity{Max: 2, Running: 1}, Running: []api.RunningTask{{TaskID: "t-0123456789", Attempt: 2, Phase: state.PhaseTurnStarted}},
-		Repos: []string{"app", "site"}})
+		Repos: []string{"app", "site"}, Labels: map[string]string{"team": "infra", "gpu": "yes"}})
 	beat(api.HeartbeatRequest{AgentID: "vm-2", State: api.AgentDraining, Health: api.Health{Grade: "degraded"}, Capacity: api.Capacity{Max: 4}})
 
 	rows := agentRows(t, ls().stdout)
 	want := map[string][]string{
-		"vm-1": {"vm-1", "running", "available", "*", "1 of 2", "t-0123456789 (attempt 2)", "app,site"},
-		"vm-2": {"vm-2", "draining", "degraded", "*", "0 of 4", "-", "-"},
+		"vm-1": {"vm-1", "running", "available", "*", "1 of 2", "t-0123456789 (attempt 2)", "app,site", "gpu=yes,team=infra"},
+		"vm-2": {"vm-2", "draining", "degraded", "*", "0 of 4", "-", "-", "-"},
 	}
 	for id, w := range want {
 		if got := rows[id]; !sameCells(got, w) {
@@ -70,7 +70,7 @@ func TestAgentsLs(t *testing.T) {
 		t.Fatalf("agents ls --json: %d agents, want 2", len(views))
 	}
 	for _, v := range views {
-		if v.AgentID == "vm-1" && (v.State != api.AgentRunning || len(v.Running) != 1 || v.Running[0].Attempt != 2 || strings.Join(v.Repos, ",") != "app,site") {
+		if v.AgentID == "vm-1" && (v.State != api.AgentRunning || len(v.Running) != 1 || v.Running[0].Attempt != 2 || strings.Join(v.Repos, ",") != "app,site" || v.Labels["team"] != "infra") {
 			t.Errorf("agents ls --json, vm-1: %+v", v)
 		}
 	}
@@ -90,7 +90,7 @@ func TestAgentsLs(t *testing.T) {
 func agentRows(t *testing.T, out string) map[string][]string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	header := []string{"AGENT", "STATE", "HEALTH", "HEARTBEAT", "RUNNING", "TASKS", "REPOS"}
+	header := []string{"AGENT", "STATE", "HEALTH", "HEARTBEAT", "RUNNING", "TASKS", "REPOS", "LABELS"}
 	if got := strings.Fields(lines[0]); !sameCells(got, header) {
 		t.Fatalf("agents ls header %q, want %q", got, header)
 	}
@@ -125,4 +125,22 @@ func sameCells(got, want []string) bool {
 		}
 	}
 	return true
+}
+
+// An agent run says its labels in its heartbeats; a label that is not
+// KEY=VALUE, or whose key is not a simple name, is a usage error.
+func TestAgentLabels(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	startAgentProc(t, c, t.TempDir(), "--label", "team=infra", "--label", "site=lyon 2")
+	waitFor(t, 30*time.Second, "the agent's labels at the control plane", func() bool {
+		agents, err := c.client.Agents(context.Background())
+		return err == nil && len(agents) == 1 && agents[0].Labels["team"] == "infra" && agents[0].Labels["site"] == "lyon 2"
+	})
+	for _, bad := range []struct{ label, says string }{
+		{"team", `--label "team": want KEY=VALUE`},
+		{"../x=1", `--label: label key "../x"`},
+	} {
+		r := runAgent(t, "run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", t.TempDir(), "--executor", "sample", "--label", bad.label)
+		wantOneLineError(t, r, 2, bad.says)
+	}
 }

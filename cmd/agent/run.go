@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
 	attemptproc "github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
@@ -27,6 +29,7 @@ type runFlags struct {
 	controlPlane, tokenFile, dataDir, agentID string
 	workDir                                   string
 	repos                                     []string // NAME=PATH
+	labels                                    []string // KEY=VALUE
 	executor                                  executorFlags
 	models                                    []string
 	maxConcurrent, maxRetries                 int
@@ -49,6 +52,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "agent-id", &f.agentID)
 	t.bind(fs, "work-dir", &f.workDir)
 	t.bind(fs, "repo", &f.repos)
+	t.bind(fs, "label", &f.labels)
 	f.executor.bind(fs)
 	t.bind(fs, "isolation", &f.isolation)
 	t.bind(fs, "isolation-deny", &f.isolationDeny)
@@ -157,6 +161,25 @@ func (f *runFlags) repoList() []workspace.Repo {
 	return repos
 }
 
+// labelMap reads --label KEY=VALUE values; a bad one is a usage error.
+func labelMap(values []string) (map[string]string, error) {
+	if len(values) == 0 {
+		return nil, nil
+	}
+	labels := map[string]string{}
+	for _, v := range values {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok {
+			return nil, usagef("--label %q: want KEY=VALUE", v)
+		}
+		labels[k] = val
+	}
+	if err := api.CheckLabels(labels); err != nil {
+		return nil, usagef("--label: %v", err)
+	}
+	return labels, nil
+}
+
 // configFileOf is the config file the settings were read from, "" for
 // none.
 func configFileOf(cmd *cobra.Command) string {
@@ -188,6 +211,10 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	labels, err := labelMap(f.labels)
+	if err != nil {
+		return err
+	}
 	exe, err := f.executor.build()
 	if err != nil {
 		return err
@@ -199,7 +226,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
-		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList()}
+		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels}
 	if os.Getenv("NOTIFY_SOCKET") != "" {
 		cfg.Notify = func(s string) { daemon.SdNotify(false, s) }
 		if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {

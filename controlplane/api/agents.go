@@ -22,6 +22,8 @@ type HeartbeatRequest struct {
 	// Repos are the repositories the agent serves, by name (its [[repo]]
 	// tables).
 	Repos []string `json:"repos,omitempty"`
+	// Labels are what its operator calls it (--label KEY=VALUE).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // AgentState is what an agent says of itself in its heartbeats.
@@ -111,4 +113,6 @@ type AgentView struct {
 	// Repos are the repositories the agent said it serves, in its last
 	// heartbeat or claim.
 	Repos []string `json:"repos,omitempty"`
+	// Labels are what its last heartbeat said it is called.
+	Labels map[string]string `json:"labels,omitempty"`
 }

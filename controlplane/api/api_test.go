@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -54,5 +56,28 @@ func TestRepoNamesAndBases(t *testing.T) {
 	}
 	if err := CheckRepos(make([]string, MaxReposPerAgent+1)); err == nil {
 		t.Error("CheckRepos took more than the maximum")
+	}
+}
+
+func TestLabels(t *testing.T) {
+	many := map[string]string{}
+	for i := range MaxLabels + 1 {
+		many[fmt.Sprintf("k%d", i)] = "v"
+	}
+	for _, c := range []struct {
+		labels map[string]string
+		ok     bool
+	}{
+		{nil, true},
+		{map[string]string{"team": "infra", "gpu.count": "2", "site": "lyon 2"}, true},
+		{map[string]string{"": "x"}, false},
+		{map[string]string{"-team": "x"}, false},
+		{map[string]string{"team": "a\nb"}, false},
+		{map[string]string{"team": strings.Repeat("x", MaxLabelValueBytes+1)}, false},
+		{many, false},
+	} {
+		if err := CheckLabels(c.labels); (err == nil) != c.ok {
+			t.Errorf("CheckLabels(%q) = %v, want ok %v", c.labels, err, c.ok)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -51,6 +52,31 @@ func CheckBase(ref string) error {
 	for _, r := range ref {
 		if unicode.IsControl(r) || unicode.IsSpace(r) {
 			return fmt.Errorf("base %q holds a control character or a space", ref)
+		}
+	}
+	return nil
+}
+
+// Caps on an agent's labels: a few short words a person filters agents
+// by (team=infra, gpu=yes).
+const (
+	MaxLabels          = 32
+	MaxLabelValueBytes = 128
+)
+
+// CheckLabels refuses labels that are too many, whose key is not a simple
+// name (as CheckRepoName says) or whose value is over MaxLabelValueBytes,
+// not UTF-8, or holds a control character.
+func CheckLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return fmt.Errorf("%d labels; at most %d", len(labels), MaxLabels)
+	}
+	for k, v := range labels {
+		if err := CheckRepoName(k); err != nil {
+			return fmt.Errorf("label key %q: want letters, digits, '.', '_' or '-', starting with a letter or digit, at most %d bytes", k, MaxRepoNameBytes)
+		}
+		if len(v) > MaxLabelValueBytes || !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+			return fmt.Errorf("label %s: the value is over %d bytes, not UTF-8, or holds a control character", k, MaxLabelValueBytes)
 		}
 	}
 	return nil

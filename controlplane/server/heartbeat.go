@@ -1,6 +1,7 @@
 package server
 
 import (
+	"maps"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,6 +33,9 @@ func (s *Server) heartbeat(req api.HeartbeatRequest) (api.HeartbeatResponse, err
 	if err := api.CheckRepos(req.Repos); err != nil {
 		return api.HeartbeatResponse{}, badRequest("repos: %v", err)
 	}
+	if err := api.CheckLabels(req.Labels); err != nil {
+		return api.HeartbeatResponse{}, badRequest("labels: %v", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
@@ -52,7 +56,7 @@ func (s *Server) heartbeat(req api.HeartbeatRequest) (api.HeartbeatResponse, err
 	}
 	a.view = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
 		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
-		Repos: slices.Clone(req.Repos)}
+		Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels)}
 	if req.State == api.AgentOffline {
 		s.log.Info("agent went offline", "agent", req.AgentID)
 	}
