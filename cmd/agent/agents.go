@@ -1,10 +1,10 @@
 package main
 
 import (
-	"slices"
-	"maps"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 

@@ -1,8 +1,8 @@
 package server
 
 import (
-	"maps"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
