@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/shellword"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -80,7 +81,7 @@ same signal and the unit's stop timeout covers the drain.`,
 					return nil
 				}
 				if time.Now().After(deadline) {
-					return fmt.Errorf("agent pid %d still runs after %s; agent stop --now stops it at once", pid, timeout)
+					return fmt.Errorf("agent pid %d still runs after %s; %s stop --now --data-dir %s stops it at once", pid, timeout, invokedAs(), shellword.Quote(dataDir))
 				}
 				select {
 				case <-cmd.Context().Done():

@@ -211,3 +211,27 @@ func TestStopSignalsOnlyTheLockHolder(t *testing.T) {
 		})
 	}
 }
+
+// A stop that outlasts its --timeout says how to stop at once, and that
+// line works when pasted as printed.
+func TestStopTimeoutHintWorksAsPrinted(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	ag := startAgentProc(t, c, dataDir, "--drain-timeout", "10m")
+	id := submit(t, c, "@wait-file "+filepath.Join(t.TempDir(), "never"))
+	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
+	r := runAgent(t, "stop", "--data-dir", dataDir, "--timeout", "1s")
+	_, hint, ok := strings.Cut(strings.TrimSpace(r.stderr), "; ")
+	if r.code != 1 || !ok || !strings.HasSuffix(hint, " stops it at once") {
+		t.Fatalf("agent stop past its timeout: %+v", r)
+	}
+	line := strings.TrimSuffix(hint, " stops it at once")
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Env = append(os.Environ(), "AGENT_TEST_BE_AGENT=1", "GORACE=atexit_sleep_ms=0", "AGENT_CONFIG=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, out)
+	}
+	if code := ag.wait(); code != 0 {
+		t.Errorf("agent exit %d after %s", code, line)
+	}
+}
