@@ -101,8 +101,12 @@ type Workspaces interface {
 	Changes(ctx context.Context, taskID string) (*state.Changes, error)
 }
 
-// changesTimeout bounds the report of what a task changed.
-const changesTimeout = 30 * time.Second
+// changesTimeout bounds the report of what a task changed, and
+// workspaceTimeout the making of its workspace.
+const (
+	changesTimeout   = 30 * time.Second
+	workspaceTimeout = 10 * time.Minute
+)
 
 // SessionDirName is the directory of the work root that holds each task's
 // session directory (AttemptSpec.SessionDir).
@@ -263,6 +267,9 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	refuse := func(c state.ErrorCode, err error) result {
 		res.lastErr = &Event{Type: EventError, Code: c, Message: err.Error()}
 		res.exit = Exit{ExitCode: -1, Turn: TurnFailed}
+		if ctx.Err() != nil {
+			res.cause = context.Cause(ctx) // stopped meanwhile: a stop, not this failure
+		}
 		return res
 	}
 	if a.Continues > 0 {
@@ -530,7 +537,7 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	// replay would do that again.
 	judged := *a
 	judged.Facts = task.SessionFacts(a)
-	d := r.Policy.decide(v, &judged, r.firstEventRetried(task, a), r.canContinue(task) && v.Code != state.CodeAttemptTimeout)
+	d := r.Policy.decide(v, &judged, r.firstEventRetried(task, a), r.canContinue(task, a) && v.Code != state.CodeAttemptTimeout)
 	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, TimeoutUsed: timeouts, Retry: &d}
 	if res != nil && exit.StartErr == nil {
 		code := exit.ExitCode
@@ -645,11 +652,20 @@ func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attem
 	if r.Workspaces == nil {
 		return "", nil, fmt.Errorf("repository %q: this agent serves no repositories", task.Repo)
 	}
+	// Never cut part-way (a stop waits for it): git killed in the middle
+	// of making a worktree leaves a branch without its record.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workspaceTimeout)
+	defer cancel()
 	dir, writable, err := r.Workspaces.Prepare(ctx, task.ID, task.Repo, task.Base)
 	if err != nil {
 		return "", nil, err
 	}
 	if a.Number > 1 && a.Continues == 0 {
+		if ch, err := r.Workspaces.Changes(ctx, task.ID); err == nil && (len(ch.Commits) > 0 || ch.Uncommitted) {
+			// What the replay drops stays in the repository's reflog.
+			r.logger().Warn("a replay resets the workspace to its base, dropping what earlier attempts made", "attempt", a.Number,
+				"branch", ch.Branch, "head_was", ch.Head, "commits", len(ch.Commits)+ch.CommitsCut, "uncommitted", ch.Uncommitted)
+		}
 		if err := r.Workspaces.Reset(ctx, task.ID); err != nil {
 			return "", nil, fmt.Errorf("reset the workspace for a replay: %w", err)
 		}
@@ -658,10 +674,11 @@ func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attem
 	return dir, writable, nil
 }
 
-// canContinue reports whether a next attempt of task could continue a
-// session: its executor resumes sessions and an attempt has one.
-func (r *Runner) canContinue(task *state.Task) bool {
-	return CanResume(r.Executor) && task.SessionAttempt() != nil
+// canContinue reports whether the attempt after a could continue a's
+// session: its executor resumes sessions and a has one (its own, or the
+// one it continued).
+func (r *Runner) canContinue(task *state.Task, a *state.Attempt) bool {
+	return CanResume(r.Executor) && task.OwnSession(a) != nil
 }
 
 // Error renders a verdict as code: message.

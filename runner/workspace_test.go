@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +113,56 @@ func TestARepositoryNotServedIsRefused(t *testing.T) {
 	}
 	if a.Facts.Output {
 		t.Error("the executor ran")
+	}
+}
+
+// slowWorkspaces makes a workspace only once let go, after the stop it
+// waits for, and then fails or not.
+type slowWorkspaces struct {
+	started, release chan struct{}
+	fail             bool
+}
+
+func (w slowWorkspaces) Prepare(ctx context.Context, taskID, repo, base string) (string, []string, error) {
+	close(w.started)
+	<-w.release
+	if ctx.Err() != nil {
+		return "", nil, ctx.Err() // it was cut part-way
+	}
+	if w.fail {
+		return "", nil, errors.New("git worktree add: fatal: something went wrong")
+	}
+	return "", nil, nil
+}
+
+func (slowWorkspaces) Reset(context.Context, string) error { return nil }
+
+func (slowWorkspaces) Changes(context.Context, string) (*state.Changes, error) {
+	return nil, workspace.ErrNoWorkspace
+}
+
+// The agent's stop while a workspace is being made is a stop: the making
+// is never cut part-way, and the task waits for the agent's next run
+// rather than failing for good, whether the workspace came out or not.
+func TestAStopWhileTheWorkspaceIsMadeIsAStop(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		f := runnertest.NewFixture(t, sampleExec(t, exec.Config{}), "@output hi")
+		f.Runner.WorkRoot = t.TempDir()
+		w := slowWorkspaces{started: make(chan struct{}), release: make(chan struct{}), fail: fail}
+		f.Runner.Workspaces = w
+		f.Task.Repo = "site"
+		ctx, cancel := context.WithCancelCause(context.Background())
+		go func() {
+			<-w.started
+			cancel(runner.ErrShutdown)
+			close(w.release)
+		}()
+		if err := f.Runner.Run(ctx, f.Task); err != nil {
+			t.Fatal(err)
+		}
+		a := f.Task.Attempts[0]
+		if f.Task.Phase != state.PhaseExecutorStarting || a.Error == nil || a.Error.Code != state.CodeAgentShutdown || len(f.Task.Attempts) != 2 {
+			t.Errorf("workspace failing %v: task %s, attempts %s", fail, f.Task.Phase, runnertest.AttemptsText(f.Task))
+		}
 	}
 }

@@ -56,6 +56,25 @@ func TestAContinueGoesOnInItsSession(t *testing.T) {
 	}
 	must(t, task.Check())
 
+	// A continue resumes the failed attempt's own session, never an
+	// earlier one that knows nothing of what it did.
+	other := claimed(t)
+	_, err = other.StartFirstAttempt("c1", nil, t0)
+	must(t, err)
+	must(t, other.BindSession("c1", "s1"))
+	must(t, other.BindSessionPath("c1", "/state/s1.jsonl"))
+	_, err = other.ScheduleRetry("c1", retried(CodeRateLimit, 0), "c2", nil, t0) // nothing done: a replay
+	must(t, err)
+	must(t, other.BeginAttempt("c2", t0))
+	must(t, other.BindSession("c2", "s2")) // a session, but no path said
+	must(t, other.Observe("c2", Activity{SideEffect: true}, t0))
+	if s := other.OwnSession(other.Current()); s != nil {
+		t.Errorf("attempt 2 would continue attempt %d's session", s.Number)
+	}
+	if _, err := other.ScheduleRetry("c2", continued(CodeNetwork, GateSideEffect), "c3", nil, t0); err == nil {
+		t.Error("attempt 2 was continued in attempt 1's session")
+	}
+
 	// A replay starts a session of its own: attempt 1's is not its.
 	replay := claimed(t)
 	_, err = replay.StartFirstAttempt("b1", nil, t0)

@@ -525,6 +525,20 @@ func (t *Task) SessionFacts(a *Attempt) Facts {
 	return f
 }
 
+// OwnSession is the attempt whose session a next attempt after a would
+// continue: a's own, when its executor said where the CLI keeps it, else
+// the one a continued; nil when neither. A session a did not work in
+// knows nothing of what a did, so it is never another.
+func (t *Task) OwnSession(a *Attempt) *Attempt {
+	if a.SessionID != "" && a.SessionPath != "" {
+		return a
+	}
+	if a.Continues > 0 && a.Continues < a.Number {
+		return t.OwnSession(&t.Attempts[a.Continues-1])
+	}
+	return nil
+}
+
 // SessionAttempt is the latest attempt whose session can be continued
 // (its executor said where the CLI keeps it), or nil.
 func (t *Task) SessionAttempt() *Attempt {
@@ -677,8 +691,8 @@ func (t *Task) FinalizeAttempt(attemptID string, out Outcome, now time.Time) err
 // ScheduleRetry finalizes the current attempt as failed with out (whose
 // Retry says retried or continued after a delay), and opens the next
 // attempt, pending until now+delay, with its model from the fallback
-// chain; a continue's next attempt resumes the session of the latest
-// attempt that has one (see SessionAttempt). The task moves to
+// chain; a continue's next attempt resumes the failed attempt's own
+// session (see OwnSession). The task moves to
 // executor_starting.
 func (t *Task) ScheduleRetry(attemptID string, out Outcome, nextID string, models []string, now time.Time) (*Attempt, error) {
 	if out.Status != AttemptFailed || out.Retry == nil || !out.Retry.Decision.Next() {
@@ -686,9 +700,13 @@ func (t *Task) ScheduleRetry(attemptID string, out Outcome, nextID string, model
 	}
 	continues := 0
 	if out.Retry.Decision == DecisionContinued {
-		s := t.SessionAttempt()
+		c := t.Current()
+		if c == nil || c.AttemptID != attemptID {
+			return nil, fmt.Errorf("task %s: %w: %s", t.ID, ErrNotCurrent, attemptID)
+		}
+		s := t.OwnSession(c)
 		if s == nil {
-			return nil, fmt.Errorf("task %s: no attempt has a session to continue", t.ID)
+			return nil, fmt.Errorf("task %s: attempt %d has no session to continue", t.ID, c.Number)
 		}
 		continues = s.Number
 	}
@@ -763,6 +781,9 @@ func (t *Task) Check() error {
 		}
 		if i < len(t.Attempts)-1 && !a.Status.Final() {
 			return fmt.Errorf("attempt %d is %s but not current", a.Number, a.Status)
+		}
+		if a.Continues < 0 || a.Continues >= a.Number {
+			return fmt.Errorf("attempt %d continues attempt %d, not an earlier one", a.Number, a.Continues)
 		}
 	}
 	if t.Phase.Terminal() {

@@ -60,6 +60,17 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 	}
 	var timer *time.Timer
 	for {
+		if timer != nil {
+			// Woken as the agent hung up or the server stopped waits: no
+			// grant to an agent that will not hear of it.
+			select {
+			case <-ctx.Done():
+				return s.endWait(WaitGone, wait), nil
+			case <-s.stopWaits:
+				return s.endWait(WaitStopped, wait), nil
+			default:
+			}
+		}
 		s.mu.Lock()
 		if timer != nil {
 			s.waitRounds++
@@ -94,13 +105,17 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 		case <-s.stopWaits:
 			end = WaitStopped
 		}
-		s.mu.Lock()
-		s.waiting--
-		s.countWaitEnd(end)
-		s.mu.Unlock()
-		resp.WaitMS = wait.Milliseconds()
-		return resp, nil
+		return s.endWait(end, wait), nil
 	}
+}
+
+// endWait ends a claim held waiting, empty.
+func (s *Server) endWait(end ClaimWaitEnd, wait time.Duration) api.ClaimResponse {
+	s.mu.Lock()
+	s.waiting--
+	s.countWaitEnd(end)
+	s.mu.Unlock()
+	return api.ClaimResponse{Tasks: []api.Claimed{}, WaitMS: wait.Milliseconds()}
 }
 
 // countWaitEnd counts a waiting claim's end. mu is held.
