@@ -29,6 +29,15 @@ func (m *Manager) Changes(ctx context.Context, taskID string) (*state.Changes, e
 		return nil, fmt.Errorf("workspace %s: branch %s is gone", taskID, w.Branch)
 	}
 	c.Head = strings.TrimSpace(head)
+	if c.Head != w.LastHead {
+		unlock := m.lock(w.CommonDir)
+		w.LastHead = c.Head
+		err := m.save(w)
+		unlock()
+		if err != nil {
+			return nil, fmt.Errorf("workspace %s: %v", taskID, err)
+		}
+	}
 	out, err := runGit(ctx, w.repoDirs(), "log", "-z", "--reverse", "--no-show-signature", "--format=%H %s", w.BaseCommit+".."+c.Head, "--")
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %v", taskID, err)

@@ -223,6 +223,11 @@ type Workspace struct {
 	// worktree's own, CommonDir/worktrees/NAME.
 	CommonDir string `json:"common_dir"`
 	AdminDir  string `json:"admin_dir"`
+	// LastHead is the branch's head when the agent last looked
+	// (Changes, at the task's end): the work is judged from it too, so
+	// that another task moving this branch (it may write the agent's
+	// branches) does not make the work look saved.
+	LastHead string `json:"last_head,omitempty"`
 }
 
 // ref is the branch's full ref name.
@@ -464,6 +469,13 @@ func (m *Manager) Reset(ctx context.Context, taskID string) error {
 		if _, err := runGit(ctx, w.treeDirs(), args...); err != nil {
 			return fmt.Errorf("workspace %s: %v", taskID, err)
 		}
+	}
+	if w.LastHead != "" {
+		// A replay starts over: what came before is not this task's work
+		// any more (the runner said what it dropped).
+		defer m.lock(w.CommonDir)()
+		w.LastHead = ""
+		return m.save(w)
 	}
 	return nil
 }

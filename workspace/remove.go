@@ -165,6 +165,13 @@ func (w *Workspace) unsaved(ctx context.Context, missing bool) (int, error) {
 			tips = append(tips, strings.TrimSpace(out))
 		}
 	}
+	if w.LastHead != "" {
+		// The head the agent saw at the task's end, wherever the branch
+		// points now (another task may have moved it).
+		if out, err := runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", "--end-of-options", w.LastHead+"^{commit}"); err == nil {
+			tips = append(tips, strings.TrimSpace(out))
+		}
+	}
 	if len(tips) == 0 {
 		return 0, nil // neither a branch nor a HEAD: nothing to lose
 	}

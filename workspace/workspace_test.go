@@ -456,3 +456,31 @@ func TestListAndDiskUsage(t *testing.T) {
 		t.Errorf("remove without repositories: %v", err)
 	}
 }
+
+// Another task may move this task's branch (a confined task may write
+// the agent's branches): the head the agent saw at the task's end still
+// counts, so cleanup does not take the moved branch for saved work.
+func TestAMovedBranchDoesNotLoseTheWork(t *testing.T) {
+	ctx := context.Background()
+	b := newBed(t)
+	w := b.prepare("victim", "")
+	b.prepare("neighbour", "")
+	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "the work")
+	if _, err := b.m.Changes(ctx, "victim"); err != nil { // the task's end
+		t.Fatal(err)
+	}
+	// The neighbour points the victim's branch back at the base.
+	base := git(t, b.repo, "rev-parse", "main")
+	git(t, filepath.Join(b.m.Root(), "neighbour"), "update-ref", "refs/heads/agent/victim", base)
+	git(t, w.Dir, "checkout", "-q", "--detach", base)
+	if _, err := b.m.Remove(ctx, "victim", false); !errors.Is(err, ErrKept) || !strings.Contains(err.Error(), "1 commit not on main") {
+		t.Fatalf("remove after the branch was moved: %v; want it kept", err)
+	}
+	// A replay starts over: then nothing of before is kept.
+	if err := b.m.Reset(ctx, "victim"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.m.Remove(ctx, "victim", false); err != nil {
+		t.Errorf("remove after a reset: %v", err)
+	}
+}
