@@ -30,6 +30,7 @@ func (r *Runner) Recover(task *state.Task) (resume bool) {
 	v := verdict{Class: classInterrupted, Code: state.CodeAgentRestart, Message: "the agent restarted during the attempt"}
 	judged := *c
 	judged.Facts = task.SessionFacts(c)
+	judged.Number -= stoppedBefore(task, c)
 	d := r.Policy.decide(v, &judged, r.firstEventRetried(task, c), r.canContinue(task, c))
 	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, Retry: &d}
 	return r.conclude(task, c, out, state.PhaseRecoverableFailed, notRetried(v, d.Gate)) != nil

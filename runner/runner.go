@@ -531,12 +531,17 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	if r.Health != nil && v.Signal != "" {
 		r.Health.Observe(v.Signal, v.Message)
 	}
-	// An attempt that ran out its whole limit is not continued on the
-	// agent's own: the limit is there to bound the work.
 	// A continue is judged with what its session had done before it: a
-	// replay would do that again.
+	// replay would do that again. The agent's own stops spend no attempt
+	// (see stoppedBefore), this one's included.
 	judged := *a
 	judged.Facts = task.SessionFacts(a)
+	judged.Number -= stoppedBefore(task, a)
+	if v.Code == state.CodeAgentShutdown {
+		judged.Number--
+	}
+	// An attempt that ran out its whole limit is not continued on the
+	// agent's own: the limit is there to bound the work.
 	d := r.Policy.decide(v, &judged, r.firstEventRetried(task, a), r.canContinue(task, a) && v.Code != state.CodeAttemptTimeout)
 	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, TimeoutUsed: timeouts, Retry: &d}
 	if res != nil && exit.StartErr == nil {
@@ -672,6 +677,21 @@ func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attem
 		r.logger().Info("workspace reset to its base for a replay", "attempt", a.Number, "dir", dir)
 	}
 	return dir, writable, nil
+}
+
+// stoppedBefore counts the attempts before a that the agent's own stop
+// cut short (agent_shutdown): they do not count against MaxAttempts, for
+// an operator's stop or upgrade is not the task's doing, and a task
+// cannot stop the agent. (A crash, agent_restart, counts: a task that
+// crashes the agent must not loop.)
+func stoppedBefore(task *state.Task, a *state.Attempt) int {
+	n := 0
+	for _, p := range task.Attempts[:a.Number-1] {
+		if p.Error != nil && p.Error.Code == state.CodeAgentShutdown {
+			n++
+		}
+	}
+	return n
 }
 
 // canContinue reports whether the attempt after a could continue a's

@@ -311,6 +311,18 @@ func TestShutdownBeforeAnythingWasDoneReplaysOnTheNextRun(t *testing.T) {
 	}
 }
 
+// The agent's own stop spends no attempt: with no retry allowed at all,
+// a task it stopped still runs again on its next run.
+func TestAStopSpendsNoAttempt(t *testing.T) {
+	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), "@wait-file "+filepath.Join(t.TempDir(), "never"))
+	f.Runner.WorkRoot = t.TempDir()
+	f.Runner.Policy.MaxAttempts = 1
+	next := runUntilStopped(t, f, stopAt(f, false))
+	if next.Number != 2 || f.Task.Attempts[0].Retry.Decision != state.DecisionRetried {
+		t.Fatalf("after the stop: %s", runnertest.AttemptsText(f.Task))
+	}
+}
+
 // An agent stopped after the attempt had a side effect continues the
 // session on its next run (Recover, then Run, as the agent does): the
 // follow-up goes in place of the prompt, the side effect is not done
