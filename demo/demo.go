@@ -290,6 +290,9 @@ func progressLine(v api.TaskView) string {
 	switch {
 	case v.Phase.Terminal() && v.PhaseReason != "":
 		s += v.PhaseReason
+	case v.Phase.Terminal() && v.Result != nil && v.Result.Summary != "":
+		s += v.Result.Summary // not the last progress, which is over
+	case v.Phase.Terminal():
 	case c != nil && c.Status == state.AttemptPending && c.Continues > 0:
 		s += fmt.Sprintf("attempt %d continues attempt %d's session after %s", c.Number, c.Continues, v.LastErrorCode)
 	case c != nil && c.Status == state.AttemptPending:
