@@ -322,8 +322,10 @@ func (m *Manager) Prepare(ctx context.Context, taskID, repoName, base string) (*
 	if w.Base, w.BaseCommit, err = r.resolve(ctx, base); err != nil {
 		return nil, err
 	}
-	if _, err := runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", w.ref()); err == nil {
-		return nil, fmt.Errorf("repository %q already has a branch %s; remove it (git branch -D %s) to run task %s there", r.Name, w.Branch, w.Branch, taskID)
+	if tip, err := runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", w.ref()); err == nil {
+		if strings.TrimSpace(tip) != w.BaseCommit || !m.dropHalfMade(ctx, w) {
+			return nil, fmt.Errorf("repository %q already has a branch %s; remove it (git branch -D %s) to run task %s there", r.Name, w.Branch, w.Branch, taskID)
+		}
 	}
 	if entries, err := os.ReadDir(w.Dir); err == nil && len(entries) > 0 {
 		return nil, fmt.Errorf("work directory %s already holds files and is not a workspace; move it away to run task %s in a workspace", w.Dir, taskID)
@@ -439,6 +441,26 @@ func (w *Workspace) repair() error {
 		}
 	}
 	return nil
+}
+
+// dropHalfMade removes what a Prepare cut short left of w (a crash
+// between git worktree add and the record): its worktree, if its .git
+// file is git's own for this repository, and its branch, which is still
+// at the base. No attempt ran there (the record comes first), so nothing
+// is lost. It reports whether it could.
+func (m *Manager) dropHalfMade(ctx context.Context, w *Workspace) bool {
+	if entries, err := os.ReadDir(w.Dir); err == nil && len(entries) > 0 {
+		admin, err := readGitFile(w.Dir)
+		if err != nil || !isBeneath(admin, filepath.Join(w.CommonDir, "worktrees")) {
+			return false
+		}
+		if _, err := runGit(ctx, w.repoDirs(), "worktree", "remove", "--force", w.Dir); err != nil {
+			return false
+		}
+	}
+	_, _ = runGit(ctx, w.repoDirs(), "worktree", "prune")
+	_, err := runGit(ctx, w.repoDirs(), "branch", "-D", "--end-of-options", w.Branch)
+	return err == nil
 }
 
 // Get returns task taskID's workspace, or an error wrapping

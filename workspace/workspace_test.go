@@ -484,3 +484,31 @@ func TestAMovedBranchDoesNotLoseTheWork(t *testing.T) {
 		t.Errorf("remove after a reset: %v", err)
 	}
 }
+
+// A Prepare cut short by a crash, after git made the worktree and before
+// the record was kept, is made again: what it left holds no work (no
+// attempt runs before the record), so it goes. A branch of that name
+// that moved on from the base is never taken for such a leftover.
+func TestPrepareAfterACrashMidway(t *testing.T) {
+	b := newBed(t)
+	dir := filepath.Join(b.m.Root(), "crashed")
+	git(t, b.repo, "worktree", "add", "-q", "-b", "agent/crashed", dir, "main")
+	w := b.prepare("crashed", "")
+	if w.Dir != dir || w.Branch != "agent/crashed" {
+		t.Fatalf("workspace %+v", w)
+	}
+	if got := git(t, dir, "rev-parse", "--abbrev-ref", "HEAD"); got != "agent/crashed" {
+		t.Errorf("the worktree is on %s", got)
+	}
+
+	git(t, b.repo, "branch", "agent/mine", "main")
+	other := filepath.Join(t.TempDir(), "elsewhere")
+	git(t, b.repo, "worktree", "add", "-q", other, "agent/mine")
+	git(t, other, "commit", "-q", "--allow-empty", "-m", "someone's work")
+	if _, err := b.m.Prepare(context.Background(), "mine", "app", ""); err == nil || !strings.Contains(err.Error(), "already has a branch agent/mine") {
+		t.Errorf("prepare over a branch with work on it: %v", err)
+	}
+	if got := git(t, b.repo, "log", "-1", "--format=%s", "agent/mine"); got != "someone's work" {
+		t.Errorf("the branch with work now says %q", got)
+	}
+}
