@@ -143,14 +143,25 @@ func findRepo(ctx context.Context, r Repo) (repo, error) {
 	}
 	r.Path = path
 	found := repo{Repo: r, gitDir: dirs[0], commonDir: dirs[1]}
-	v, err := runGit(ctx, gitDirs{gitDir: found.commonDir}, "config", "--file", filepath.Join(found.commonDir, "config"), "--type=bool", "--default=false", "extensions.worktreeConfig")
-	if err != nil {
-		return repo{}, fmt.Errorf("repository %q: %v", r.Name, err)
-	}
-	if strings.TrimSpace(v) == "true" {
-		return repo{}, fmt.Errorf("repository %q: its worktrees read a config of their own (extensions.worktreeConfig, set by git sparse-checkout), which a task could write; the agent does not serve it", r.Name)
+	if err := found.checkConfig(ctx); err != nil {
+		return repo{}, err
 	}
 	return found, nil
+}
+
+// checkConfig refuses a repository whose worktrees read a config of their
+// own (extensions.worktreeConfig): a task could write it. Checked when
+// the agent starts and again before every attempt, for a person may set
+// it meanwhile (git sparse-checkout does).
+func (r repo) checkConfig(ctx context.Context) error {
+	v, err := runGit(ctx, gitDirs{gitDir: r.commonDir}, "config", "--file", filepath.Join(r.commonDir, "config"), "--type=bool", "--default=false", "extensions.worktreeConfig")
+	if err != nil {
+		return fmt.Errorf("repository %q: %v", r.Name, err)
+	}
+	if strings.TrimSpace(v) == "true" {
+		return fmt.Errorf("repository %q: its worktrees read a config of their own (extensions.worktreeConfig, set by git sparse-checkout), which a task could write; the agent does not serve it", r.Name)
+	}
+	return nil
 }
 
 // Serves reports whether the manager serves the repository name.
@@ -302,6 +313,9 @@ func (m *Manager) Prepare(ctx context.Context, taskID, repoName, base string) (*
 		return nil, m.notServed(repoName)
 	}
 	defer m.lock(r.commonDir)()
+	if err := r.checkConfig(ctx); err != nil {
+		return nil, err
+	}
 	if w, err := m.load(taskID); err == nil {
 		switch {
 		case w.Repo != repoName:

@@ -512,3 +512,17 @@ func TestPrepareAfterACrashMidway(t *testing.T) {
 		t.Errorf("the branch with work now says %q", got)
 	}
 }
+
+// A repository that starts reading a config per worktree after the agent
+// started (a person ran git sparse-checkout) is refused before the next
+// attempt, its workspace made or not.
+func TestPrepareRechecksTheRepositorysConfig(t *testing.T) {
+	b := newBed(t)
+	b.prepare("before", "")
+	git(t, b.repo, "config", "extensions.worktreeConfig", "true")
+	for _, id := range []string{"before", "after"} {
+		if _, err := b.m.Prepare(context.Background(), id, "app", ""); err == nil || !strings.Contains(err.Error(), "extensions.worktreeConfig") {
+			t.Errorf("prepare %s: %v", id, err)
+		}
+	}
+}
