@@ -217,7 +217,7 @@ func readOnly(t *testing.T, dir string) {
 		return
 	}
 	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
-		t.Skipf("root, and chattr +i is not available here to make %s read-only: %v %s", dir, err, out)
+		t.Fatalf("root, and chattr +i is not available here to make %s read-only: %v %s", dir, err, out)
 	}
 	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -219,6 +221,15 @@ func (t serviceTarget) file() string {
 		return filepath.Join(systemUnitDir, t.unit())
 	}
 	return filepath.Join(t.configHome, "systemd", "user", t.unit())
+}
+
+// installed fails, in one line, when the service's unit (or plist) is
+// not there.
+func (t serviceTarget) installed() error {
+	if _, err := os.Stat(t.file()); errors.Is(err, iofs.ErrNotExist) {
+		return fmt.Errorf("not installed: there is no %s (agent service install)", t.file())
+	}
+	return nil
 }
 
 // envFile is the systemd unit's EnvironmentFile, where secrets such as

@@ -1,11 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	iofs "io/fs"
-	"os"
-
 	"github.com/spf13/cobra"
 )
 
@@ -28,8 +23,8 @@ priority there.`,
 			if err != nil {
 				return err
 			}
-			if _, err := os.Stat(t.file()); errors.Is(err, iofs.ErrNotExist) {
-				return fmt.Errorf("not installed: there is no %s (agent service install)", t.file())
+			if err := t.installed(); err != nil {
+				return err
 			}
 			return runAttached(cmd.Context(), t.logsCall(!noFollow), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},

@@ -226,8 +226,8 @@ func newServiceCtlCmd(verb, short string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := os.Stat(t.file()); errors.Is(err, iofs.ErrNotExist) {
-				return fmt.Errorf("not installed: there is no %s (agent service install)", t.file())
+			if err := t.installed(); err != nil {
+				return err
 			}
 			if err := t.canRunCtl(); err != nil {
 				return err

@@ -175,7 +175,7 @@ func TestTasksLogsFollowWaitsAndEndsWithTheFinalPhase(t *testing.T) {
 func TestTasksWatchOnATerminal(t *testing.T) {
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
-		t.Skip("tmux is not installed")
+		t.Fatal("tmux is not installed: these machines have it, and the test drives a real terminal with it")
 	}
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()

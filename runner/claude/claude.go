@@ -77,10 +77,7 @@ func (c *Claude) Name() string { return "claude" }
 func (c *Claude) Resumes() bool { return true }
 
 // Probe implements runner.Executor.
-func (c *Claude) Probe(context.Context) error {
-	_, err := proc.Resolve(c.cfg.Bin)
-	return err
-}
+func (c *Claude) Probe(ctx context.Context) error { return c.cfg.Probe(ctx) }
 
 // args is the command line after the binary. The prompt goes to stdin, so
 // no prompt can pass for a flag.
@@ -224,20 +221,7 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 		}
 	}
 	p.Sweep()
-	drain := time.NewTimer(c.cfg.Grace)
-	defer drain.Stop()
-	for lines != nil {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				lines = nil
-				continue
-			}
-			take(line)
-		case <-drain.C:
-			p.Stdout.Close() // held open by something out of reach
-		}
-	}
+	cli.DrainAfterExit(lines, c.cfg.Grace, p.Stdout, take)
 	p.Drain(c.cfg.Grace, stderrDone)
 	s.checkTranscript()
 	s.out.Close()

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"time"
 
+	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
 )
 
@@ -41,4 +43,11 @@ func (b *Base) Defaults(bin string) error {
 		b.MaxLine = 16 << 20
 	}
 	return runner.CheckEnvNames(b.EnvPass)
+}
+
+// Probe reports whether the CLI could start now: its binary is there and
+// executable (runner.Executor's Probe for the CLI executors).
+func (b *Base) Probe(context.Context) error {
+	_, err := proc.Resolve(b.Bin)
+	return err
 }

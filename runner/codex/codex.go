@@ -90,10 +90,7 @@ func (c *Codex) Name() string { return "codex" }
 func (c *Codex) Resumes() bool { return true }
 
 // Probe implements runner.Executor.
-func (c *Codex) Probe(context.Context) error {
-	_, err := proc.Resolve(c.cfg.Bin)
-	return err
-}
+func (c *Codex) Probe(ctx context.Context) error { return c.cfg.Probe(ctx) }
 
 // args is the app server's command line after the binary.
 func (c *Codex) args() []string {

@@ -154,20 +154,7 @@ func (s *codexSession) run(ctx context.Context) runner.Exit {
 	s.asking.Wait()
 	s.p.Sweep()
 	// What the app server said before it exited still counts.
-	drain := time.NewTimer(s.cfg.Grace)
-	defer drain.Stop()
-	for msgs != nil {
-		select {
-		case m, ok := <-msgs:
-			if !ok {
-				msgs = nil
-				continue
-			}
-			s.take(askCtx, m)
-		case <-drain.C:
-			s.p.Stdout.Close() // held open by something out of reach
-		}
-	}
+	cli.DrainAfterExit(msgs, s.cfg.Grace, s.p.Stdout, func(m codexMsg) { s.take(askCtx, m) })
 	s.p.Drain(s.cfg.Grace, stderrDone)
 	s.out.Close()
 	s.exit.SetStatus(s.p)
