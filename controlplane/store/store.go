@@ -1,0 +1,160 @@
+// Package store is the contract between the control plane's rules
+// (package server) and where it keeps its records: tasks, their accepted
+// events and idempotency keys, agents and their token hashes. Two stores
+// keep it: filestore, a directory of one process (the embedded default),
+// and pgstore, PostgreSQL shared by any number of replicas.
+//
+// The rules stay in package server: it reads a task, decides, changes it
+// and saves it through a Tx. A store promises what the rules need of it:
+//
+//   - Update runs its function with every named task locked against every
+//     other Update, Claim and Live change of them, in every replica, and
+//     stores what the function saved, events first, atomically: after a
+//     crash either all of a transaction's changes are there or none (a
+//     file store may need its next start to finish one: filestore says
+//     how).
+//   - An event's key is accepted once per task: Seen answers true for every
+//     key a committed transaction appended, stored line or not.
+//   - Claim hands each queued task to one claimant: two concurrent claims,
+//     in one replica or two, never both save the same task.
+//   - Nothing a call answered as done is lost by a crash of the process
+//     (or of the database's client): it is on disk, synced, before the
+//     call returns.
+//
+// Every method may be called concurrently. The conformance suite
+// (storetest) checks these promises against each store, and package
+// server's own tests run against each store too.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/state"
+)
+
+// ErrRegistered is Register's answer for an agent id that already has a
+// token, when replace is not set.
+var ErrRegistered = errors.New("agent id is registered")
+
+// Store keeps the control plane's records.
+type Store interface {
+	// Create stores a new task. Its id is new.
+	Create(ctx context.Context, t *state.Task) error
+	// Task returns a copy of a task, nil when there is none.
+	Task(ctx context.Context, id string) (*state.Task, error)
+	// Tasks returns a page of tasks, oldest first (by CreatedAt, then
+	// id), and the cursor of the next page ("" when none follows).
+	Tasks(ctx context.Context, q Query) ([]*state.Task, string, error)
+	// Count counts the tasks by phase.
+	Count(ctx context.Context) (map[state.Phase]int, error)
+	// Update runs fn with the tasks named by ids locked (those that
+	// exist; Tx.Task gives them), then stores what fn saved and appended.
+	// When fn returns an error, nothing it saved or appended is stored,
+	// and Update returns that error.
+	Update(ctx context.Context, ids []string, fn func(Tx) error) error
+	// Claim offers queued tasks to fn, oldest first, each locked, until fn
+	// says stop or none is left; fn saves those it takes. A task another
+	// transaction holds is skipped, not waited for. What fn saved is
+	// stored when Claim returns nil.
+	Claim(ctx context.Context, fn func(tx Tx, t *state.Task) (stop bool, err error)) error
+	// Leased returns the tasks that have not ended whose lease is held by
+	// agentID (lapsed or not).
+	Leased(ctx context.Context, agentID string) ([]*state.Task, error)
+	// Live calls fn with a copy of each task that has not ended, in no
+	// order, without locks: the watchdog's look, which then changes what
+	// it must through Update.
+	Live(ctx context.Context, fn func(t *state.Task) error) error
+	// Events returns up to limit of a task's stored events after seq
+	// after, oldest first, at most maxBytes of lines (but at least one),
+	// each as its encoded line; more says whether more follow.
+	Events(ctx context.Context, taskID string, after, limit int, maxBytes int64) (lines []EventLine, more bool, err error)
+	// Prune removes up to limit tasks that ended before before, with
+	// their events, and returns how many it removed.
+	Prune(ctx context.Context, before time.Time, limit int) (int, error)
+
+	// Register records agent id's token hash. An id that has one is
+	// ErrRegistered unless replace is set.
+	Register(ctx context.Context, id, tokenHash string, replace bool) error
+	// Revoke forgets agent id's token hash; it reports whether there was
+	// one.
+	Revoke(ctx context.Context, id string) (bool, error)
+	// AgentByToken returns the agent a token hash belongs to, "" when
+	// none.
+	AgentByToken(ctx context.Context, tokenHash string) (string, error)
+	// PutAgent stores what an agent said in its latest heartbeat.
+	PutAgent(ctx context.Context, a Agent) error
+	// Agent returns an agent's record; ok is false when it has none.
+	Agent(ctx context.Context, id string) (a Agent, ok bool, err error)
+	// Agents returns the agents' records by id.
+	Agents(ctx context.Context) ([]Agent, error)
+	// Serves reports whether an agent announced repository repo.
+	Serves(ctx context.Context, repo string) (bool, error)
+
+	// Lead reports whether this process runs the watchdog: always true
+	// for a store one process owns; for a shared one, true in one
+	// replica at a time, taken over when it goes.
+	Lead(ctx context.Context) (bool, error)
+	// Shared reports whether other processes may change the store: a
+	// claim waiting for work then looks again now and then, not only
+	// when this process queues a task.
+	Shared() bool
+	// Close releases the store.
+	Close() error
+}
+
+// Tx is a transaction's view of its locked tasks. Its methods are not for
+// concurrent use.
+type Tx interface {
+	// Task returns the locked task id (the transaction's own copy, with
+	// its changes), nil when it does not exist or is not locked.
+	Task(id string) *state.Task
+	// Save stores t's changes when the transaction commits.
+	Save(t *state.Task)
+	// Seen reports whether a key of a task's events was accepted before,
+	// in this transaction or a committed one.
+	Seen(taskID, key string) (bool, error)
+	// Append records an accepted event's key and, unless line is nil
+	// (its output was cut), stores line (the event, encoded, without a
+	// newline) as the task's event number seq.
+	Append(taskID, key string, seq int, line []byte)
+}
+
+// Query selects a page of tasks. Empty fields select all.
+type Query struct {
+	Phase state.Phase
+	Agent string // the agent holding the task's lease
+	Repo  string
+	// After is the cursor: the id of the last task of the page before.
+	After string
+	Limit int
+}
+
+// Match reports whether t is selected by q's filters.
+func (q Query) Match(t *state.Task) bool {
+	return (q.Phase == "" || t.Phase == q.Phase) &&
+		(q.Agent == "" || t.Lease != nil && t.Lease.AgentID == q.Agent) &&
+		(q.Repo == "" || t.Repo == q.Repo)
+}
+
+// EventLine is a stored event as its line.
+type EventLine struct {
+	Seq  int
+	Line []byte
+}
+
+// Agent is what the control plane keeps of an agent between heartbeats.
+type Agent struct {
+	View api.AgentView `json:"view"`
+	// Missing counts, per task leased to the agent in phase claimed, the
+	// heartbeats in a row that did not list it.
+	Missing map[string]int `json:"missing,omitempty"`
+}
+
+// Online reports whether the agent is online: it did not say it went
+// offline, and its last heartbeat is less than three intervals old.
+func (a Agent) Online(now time.Time, interval time.Duration) bool {
+	return a.View.State != api.AgentOffline && now.Sub(a.View.LastHeartbeat) <= 3*interval
+}
