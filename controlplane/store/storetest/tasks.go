@@ -312,12 +312,10 @@ func (s suite) prune(t *testing.T) {
 		}
 	})
 	s.run(t, "removes up to limit", func(t *testing.T, st store.Store) {
-		var tasks []*state.Task
 		for i := range 5 {
 			task := queued(fmt.Sprintf("e%d", i), 0)
 			create(t, st, task)
 			save(t, st, ended(t, task, state.PhaseFailed, 10+i))
-			tasks = append(tasks, task)
 		}
 		create(t, st, queued("live", 0))
 		for i, want := range []int{2, 2, 1, 0} {
