@@ -12,6 +12,21 @@
 // whole seconds. It compares a task a store gives back with the one it
 // was given by their JSON encodings: a store gives back what it was
 // given, times in the location they came in.
+//
+// Where store.go is silent the suite reads it so (the store's authors
+// may want the contract to say it):
+//   - Query.Limit 0 is no limit ("empty fields select all"), and a page
+//     that ends the list, full or not, has no cursor.
+//   - Events of a task with none, or of no task, is empty, not an error;
+//     a cut event (a nil line) is appended with seq 0.
+//   - Prune's "ended before" is strict: a task that ended at the cut
+//     stays. Its end is state.EndedAt (UpdatedAt).
+//   - Serves reads the agents' latest records: a repository an agent no
+//     longer announces is not served by it.
+//   - What Create, Save, Task, Tasks, Leased and Live pass or return is
+//     the caller's: changing it afterwards changes nothing stored.
+//   - Live returns fn's error; Claim returns an error when fn does, and
+//     then stores nothing fn saved or appended.
 package storetest
 
 import (
