@@ -117,7 +117,8 @@ type Tx interface {
 	// Task returns the locked task id (the transaction's own copy, with
 	// its changes), nil when it does not exist or is not locked.
 	Task(id string) *state.Task
-	// Save stores t's changes when the transaction commits.
+	// Save stores t, a task the transaction holds (by id), as it is when
+	// the transaction commits; Task returns it from then on.
 	Save(t *state.Task)
 	// Seen reports whether a key of a task's events was accepted before,
 	// in this transaction or a committed one.
@@ -135,6 +136,8 @@ type Query struct {
 	Repo  string
 	// After is the cursor: the id of the last task of the page before.
 	After string
+	// Limit is the most tasks a page holds; 0 is no limit (for tools
+	// and tests: the server always pages).
 	Limit int
 }
 

@@ -278,7 +278,7 @@ func (s *Store) Tasks(_ context.Context, q store.Query) ([]*state.Task, string, 
 		if !q.Match(t) {
 			continue
 		}
-		if len(page) == q.Limit {
+		if q.Limit > 0 && len(page) == q.Limit {
 			return page, page[len(page)-1].ID, nil
 		}
 		page = append(page, t.Clone())

@@ -41,9 +41,10 @@ func (x *tx) lock(id string) *state.Task {
 func (x *tx) Task(id string) *state.Task { return x.tasks[id] }
 
 func (x *tx) Save(t *state.Task) {
-	if x.tasks[t.ID] != t {
+	if _, ok := x.tasks[t.ID]; !ok {
 		panic(errNotLocked)
 	}
+	x.tasks[t.ID] = t
 	if !x.isSaved[t.ID] {
 		x.isSaved[t.ID] = true
 		x.saved = append(x.saved, t.ID)
