@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -189,7 +190,9 @@ func cploadSection(cfg config, log *log.Logger) ([]*cploadResult, error) {
 	defer os.RemoveAll(dir)
 	var bin string
 	if cfg.cp.url == "" {
-		log.Printf("cpload: building the agent")
+		if cfg.cp.agentBin == "" {
+			log.Printf("cpload: building the agent")
+		}
 		if bin, err = buildAgent(cfg, dir); err != nil {
 			return nil, err
 		}
@@ -311,7 +314,10 @@ func cploadRun(cfg config, p cpRunPair, bin, dir string, log *log.Logger) (*cplo
 	load0, start := cpuTime(), time.Now()
 	c.rec.on.Store(true)
 	stop := make(chan struct{})
-	time.AfterFunc(cp.duration, func() { close(stop) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.ctx = ctx
+	time.AfterFunc(cp.duration, func() { close(stop); cancel() })
 	l.run(loadShape{agents: p.agents, heartbeat: cp.heartbeat, claimWait: cp.claimWait, taskTime: cp.taskTime, rate: cp.rate, readRate: cp.readRate}, stop)
 	c.rec.on.Store(false)
 	window := time.Since(start)

@@ -336,9 +336,10 @@ func sleep(d time.Duration, stop chan struct{}) bool {
 
 // agent is one simulated agent: it registers at its offset in the
 // heartbeat interval, heartbeats every interval from then on, and claims
-// after each heartbeat and each task's end (with a claim wait, in a loop
-// of long polls instead), running each task it is granted: three batches
-// of events over the task time.
+// after each heartbeat and each task's end (with a claim wait, long polls
+// asked again at once as the agent asks them, see agent/claim.go),
+// running each task it is granted: three batches of events over the task
+// time.
 func (l *cpLoad) agent(id string, offset time.Duration, sh loadShape, stop chan struct{}) {
 	if !sleep(offset, stop) {
 		return
@@ -388,12 +389,12 @@ func (l *cpLoad) agent(id string, offset time.Duration, sh loadShape, stop chan 
 func (l *cpLoad) work(id, tok string, sh loadShape, stop, wake chan struct{}, running *atomic.Pointer[claimed]) {
 	var seq uint64
 	for n := 0; ; n++ {
-		if sh.claimWait <= 0 {
-			select {
-			case <-stop:
-				return
-			case <-wake:
-			}
+		// As the agent does: the first claim once a heartbeat got
+		// through, then one after each heartbeat while idle.
+		select {
+		case <-stop:
+			return
+		case <-wake:
 		}
 		for {
 			select {
@@ -404,12 +405,16 @@ func (l *cpLoad) work(id, tok string, sh loadShape, stop, wake chan struct{}, ru
 			var ans claimAnswer
 			req := api.ClaimRequest{AgentID: id, Max: 1, HealthGrade: health.Available, RequestID: id + "-" + strconv.Itoa(n), WaitMS: sh.claimWait.Milliseconds()}
 			n++
+			asked := time.Now()
 			if _, err := l.c.call(kClaim, "POST", "/v1/tasks/claim", tok, req, &ans); err != nil || len(ans.Tasks) == 0 {
 				if err != nil && !sleep(time.Second, stop) {
 					return
 				}
-				if sh.claimWait <= 0 || ans.WaitMS == 0 {
-					break // until the next heartbeat
+				// As the agent does: a long poll is asked again at once
+				// only when it was held half its wait at least; else (or
+				// with no long polls) at the next heartbeat.
+				if err != nil || ans.WaitMS == 0 || time.Since(asked) < time.Duration(ans.WaitMS)*time.Millisecond/2 {
+					break
 				}
 				continue
 			}

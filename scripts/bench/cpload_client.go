@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -111,6 +112,10 @@ type cpClient struct {
 	base string
 	hc   *http.Client
 	rec  *recorder
+	// ctx ends the requests in flight when the window ends (a long poll
+	// would hold it open for its whole wait); a request it cuts is not
+	// counted.
+	ctx context.Context
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -123,7 +128,7 @@ func newCPClient(base string, conns int) *cpClient {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	return &cpClient{base: base, hc: &http.Client{Transport: tr, Timeout: time.Minute}}
+	return &cpClient{base: base, hc: &http.Client{Transport: tr, Timeout: time.Minute}, ctx: context.Background()}
 }
 
 func (c *cpClient) close() { c.hc.CloseIdleConnections() }
@@ -154,7 +159,7 @@ func (c *cpClient) call(k cpKind, method, path, token string, in, out any) (next
 		}
 		body = bytes.NewReader(enc.Bytes())
 	}
-	req, err := http.NewRequest(method, c.base+path, body)
+	req, err := http.NewRequestWithContext(c.ctx, method, c.base+path, body)
 	if err != nil {
 		return "", err
 	}
@@ -177,7 +182,9 @@ func (c *cpClient) call(k cpKind, method, path, token string, in, out any) (next
 			err = &errStatus{status, firstLine(string(bytes.TrimSpace(ans.Bytes())))}
 		}
 	}
-	c.rec.add(k, time.Since(start), status, err)
+	if err == nil || c.ctx.Err() == nil {
+		c.rec.add(k, time.Since(start), status, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", method, path, err)
 	}
