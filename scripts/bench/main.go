@@ -3,7 +3,8 @@
 // hand-written group commit, tidwall/wal and nsqio/go-diskqueue; open and
 // list pending against decoding each line once; drain through the
 // product's delivery path against a raw batched POST loop; the compaction
-// pause; and the idle agent. It prints markdown tables (BENCHMARKS.md
+// pause; the idle agent; and, only when -only names it, the control
+// plane under load (cpload). It prints markdown tables (BENCHMARKS.md
 // says what each number means). `make bench` runs it.
 package main
 
