@@ -8,6 +8,7 @@ require (
 	github.com/edgeagent/agent v0.0.0-00010101000000-000000000000
 	github.com/nsqio/go-diskqueue v1.1.0
 	github.com/tidwall/wal v1.2.1
+	golang.org/x/sys v0.48.0
 )
 
 require (
@@ -18,5 +19,4 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.0 // indirect
 	github.com/tidwall/tinylru v1.1.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 )

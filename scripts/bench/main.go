@@ -3,7 +3,8 @@
 // hand-written group commit, tidwall/wal and nsqio/go-diskqueue; open and
 // list pending against decoding each line once; drain through the
 // product's delivery path against a raw batched POST loop; the compaction
-// pause; and the idle agent. It prints markdown tables (BENCHMARKS.md
+// pause; the idle agent; and, only when -only names it, the control
+// plane under load (cpload). It prints markdown tables (BENCHMARKS.md
 // says what each number means). `make bench` runs it.
 package main
 
@@ -23,7 +24,8 @@ import (
 )
 
 // The sections, in the order they run.
-var sections = []string{"appends", "open", "drain", "compaction", "idle"}
+// cpload, the control plane under load, runs only when -only names it.
+var sections = []string{"appends", "open", "drain", "compaction", "idle", "cpload"}
 
 // fsDir is a file system the appends run on.
 type fsDir struct{ name, dir string }
@@ -51,6 +53,7 @@ type config struct {
 	dataDir      string // on the repo's disk
 	tmpfsDir     string // "" when there is no writable tmpfs
 	repo         string
+	cp           cpConfig
 }
 
 func fullConfig() config {
@@ -73,7 +76,12 @@ func (c config) filesystems() []fsDir {
 	return fs
 }
 
-func (c config) runs(section string) bool { return len(c.only) == 0 || c.only[section] }
+func (c config) runs(section string) bool {
+	if section == "cpload" {
+		return c.only[section]
+	}
+	return len(c.only) == 0 || c.only[section]
+}
 
 // report is everything one invocation measured.
 type report struct {
@@ -87,6 +95,7 @@ type report struct {
 	Drain      *drainResult      `json:"drain,omitempty"`
 	Compaction *compactionResult `json:"compaction,omitempty"`
 	Idle       *idleResult       `json:"idle,omitempty"`
+	CPLoad     []*cploadResult   `json:"cpload,omitempty"`
 	Notes      []string          `json:"notes,omitempty"`
 }
 
@@ -101,6 +110,20 @@ func main() {
 	repo := flag.String("repo", "../..", "the agent's repository (to build the agent for the idle section)")
 	jsonOut := flag.String("json", "", "also write the figures as JSON to this file")
 	printFile := flag.String("print", "", "measure nothing: print the tables of a file -json wrote")
+	cpAgents := flag.String("cp-agents", "", "cpload: simulated agents, a comma-separated list for several runs (default 1000, 50 with -quick)")
+	cpStored := flag.String("cp-stored", "", "cpload: completed tasks stored before the load, a list like -cp-agents (default 1000, 100 with -quick; 10k, 1M take)")
+	cpRate := flag.Float64("cp-rate", 0, "cpload: tasks submitted per second (default 10, 5 with -quick)")
+	cpDuration := flag.Duration("cp-duration", 0, "cpload: the measured window (default 60s, 10s with -quick)")
+	cpHeartbeat := flag.Duration("cp-heartbeat", 0, "cpload: each agent's heartbeat interval, spread evenly over the agents (default 10s)")
+	cpClaimWait := flag.Duration("cp-claim-wait", 0, "cpload: claims as long polls of this wait (default 0: claims answer at once, after each heartbeat and task)")
+	cpTaskTime := flag.Duration("cp-task-time", 0, "cpload: from a task's first events to its completion (default 2s)")
+	cpReadRate := flag.Float64("cp-read-rate", 0, "cpload: GET /v1/tasks pages and GET /v1/tasks/{id}/events pages per second, each (default 2)")
+	cpStore := flag.String("cp-store", "", "cpload: passed to the control plane as --store URL (none when empty)")
+	cpURL := flag.String("cp-url", "", "cpload: load a control plane already running at this URL instead of starting one (needs -cp-token and -cp-operator)")
+	cpToken := flag.String("cp-token", "", "cpload, with -cp-url: its registration secret, or a file holding it")
+	cpOperator := flag.String("cp-operator", "", "cpload, with -cp-url: an operator token, or a file holding it")
+	cpAgentBin := flag.String("cp-agent-bin", "", "cpload: an agent binary already built (default: build ./cmd/agent)")
+	cpPin := flag.Bool("cp-pin", true, "cpload: with 2 or more CPUs, pin the control plane to CPU 0 and the load to CPU 1")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process: the product's outbox, delivery and the control plane run in it) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -138,6 +161,41 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.repo = *repo
+	cfg.cp = fullCP()
+	if *quick {
+		cfg.cp = quickCP()
+	}
+	for _, l := range []struct {
+		s   string
+		dst *[]int
+	}{{*cpAgents, &cfg.cp.agents}, {*cpStored, &cfg.cp.stored}} {
+		if l.s == "" {
+			continue
+		}
+		v, err := parseCounts(l.s)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cp-agents, -cp-stored:", err)
+			os.Exit(2)
+		}
+		*l.dst = v
+	}
+	if *cpRate > 0 {
+		cfg.cp.rate = *cpRate
+	}
+	if *cpDuration > 0 {
+		cfg.cp.duration = *cpDuration
+	}
+	if *cpHeartbeat > 0 {
+		cfg.cp.heartbeat = *cpHeartbeat
+	}
+	if *cpTaskTime > 0 {
+		cfg.cp.taskTime = *cpTaskTime
+	}
+	if *cpReadRate > 0 {
+		cfg.cp.readRate = *cpReadRate
+	}
+	cfg.cp.claimWait, cfg.cp.store, cfg.cp.url, cfg.cp.agentBin, cfg.cp.pin = *cpClaimWait, *cpStore, *cpURL, *cpAgentBin, *cpPin
+	cfg.cp.token, cfg.cp.operator = tokenArg(*cpToken), tokenArg(*cpOperator)
 	cleanup, err := cfg.setDirs(*dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -239,6 +297,7 @@ func run(cfg config, log *log.Logger) (*report, error) {
 	section("drain", func() (err error) { rep.Drain, err = drainSection(cfg, fx, log); return err })
 	section("compaction", func() (err error) { rep.Compaction, err = compactionSection(cfg, log); return err })
 	section("idle", func() (err error) { rep.Idle, err = idleSection(cfg, fx, log); return err })
+	section("cpload", func() (err error) { rep.CPLoad, err = cploadSection(cfg, log); return err })
 	rep.Took = time.Since(start).Seconds()
 	rep.Machine.Load += " at the start, " + loadAvg() + " at the end"
 	return rep, errors.Join(errs...)

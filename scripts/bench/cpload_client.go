@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// cpKind is a kind of request the load makes, one row of its table.
+type cpKind int
+
+// The kinds of request, in the table's order.
+const (
+	kRegister cpKind = iota
+	kHeartbeat
+	kClaim
+	kEvents
+	kSubmit
+	kList
+	kEventsPage
+	nKinds
+)
+
+var cpKindNames = [nKinds]string{"register", "heartbeat", "claim", "events", "submit", "list", "events-page"}
+
+func (k cpKind) String() string { return cpKindNames[k] }
+
+// recorder keeps every request's latency and outcome, by kind, while on.
+// A request that ends after the recorder is switched off is not counted,
+// nor is one of the fill (which uses no recorder).
+type recorder struct {
+	on      atomic.Bool
+	mu      [nKinds]sync.Mutex
+	lat     [nKinds][]time.Duration
+	errs    [nKinds]atomic.Int64
+	tooMany [nKinds]atomic.Int64
+	// lastErr keeps one error of each kind, to say what went wrong.
+	lastErr [nKinds]atomic.Pointer[string]
+}
+
+func (r *recorder) add(k cpKind, d time.Duration, status int, err error) {
+	if r == nil || k >= nKinds || !r.on.Load() {
+		return
+	}
+	switch {
+	case status == http.StatusTooManyRequests:
+		r.tooMany[k].Add(1)
+	case err != nil:
+		r.errs[k].Add(1)
+		s := err.Error()
+		r.lastErr[k].Store(&s)
+	}
+	r.mu[k].Lock()
+	r.lat[k] = append(r.lat[k], d)
+	r.mu[k].Unlock()
+}
+
+// requests is the number of requests recorded, of every kind.
+func (r *recorder) requests() int {
+	n := 0
+	for k := range nKinds {
+		r.mu[k].Lock()
+		n += len(r.lat[k])
+		r.mu[k].Unlock()
+	}
+	return n
+}
+
+// rows summarizes the recorded requests, one row per kind that made any.
+func (r *recorder) rows() []cpKindRow {
+	var out []cpKindRow
+	for k := range nKinds {
+		r.mu[k].Lock()
+		lat := slices.Clone(r.lat[k])
+		r.mu[k].Unlock()
+		row := cpKindRow{Kind: k.String(), Count: len(lat), Errors: int(r.errs[k].Load()), TooMany: int(r.tooMany[k].Load())}
+		if p := r.lastErr[k].Load(); p != nil {
+			row.LastError = firstLine(*p)
+		}
+		if len(lat) > 0 {
+			slices.Sort(lat)
+			row.P50MS = ms(quantile(lat, 0.50))
+			row.P99MS = ms(quantile(lat, 0.99))
+			row.MaxMS = ms(lat[len(lat)-1])
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// quantile of sorted durations (nearest rank).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	i := int(q*float64(len(sorted)) + 0.5)
+	return sorted[min(max(i-1, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// cpClient makes the load's requests: one transport for every simulated
+// agent, submitter and reader, with an idle connection kept for each (a
+// real agent keeps its own), and pooled buffers, so that the figures are
+// the server's and not the client's.
+type cpClient struct {
+	base string
+	hc   *http.Client
+	rec  *recorder
+	// ctx ends the requests in flight when the window ends (a long poll
+	// would hold it open for its whole wait); a request it cuts is not
+	// counted.
+	ctx context.Context
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func newCPClient(base string, conns int) *cpClient {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns + 64,
+		MaxIdleConnsPerHost: conns + 64,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &cpClient{base: base, hc: &http.Client{Transport: tr, Timeout: time.Minute}, ctx: context.Background()}
+}
+
+func (c *cpClient) close() { c.hc.CloseIdleConnections() }
+
+// errStatus is an answer other than 2xx.
+type errStatus struct {
+	status int
+	body   string
+}
+
+func (e *errStatus) Error() string { return fmt.Sprintf("answered %d: %s", e.status, e.body) }
+
+// call sends one request, in (JSON-encoded unless it is []byte) as its
+// body, decodes a 2xx answer into out when out is not nil, and records
+// the request under kind k (its time: from sending to the answer's last
+// byte). It returns the answer's Next-After header too.
+func (c *cpClient) call(k cpKind, method, path, token string, in, out any) (next string, err error) {
+	var body io.Reader
+	var enc *bytes.Buffer
+	if in != nil {
+		enc = bufPool.Get().(*bytes.Buffer)
+		enc.Reset()
+		defer bufPool.Put(enc)
+		if b, ok := in.([]byte); ok {
+			enc.Write(b)
+		} else if err := json.NewEncoder(enc).Encode(in); err != nil {
+			return "", err
+		}
+		body = bytes.NewReader(enc.Bytes())
+	}
+	req, err := http.NewRequestWithContext(c.ctx, method, c.base+path, body)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	ans := bufPool.Get().(*bytes.Buffer)
+	ans.Reset()
+	defer bufPool.Put(ans)
+	start := time.Now()
+	resp, err := c.hc.Do(req)
+	status := 0
+	if err == nil {
+		status = resp.StatusCode
+		_, err = ans.ReadFrom(resp.Body)
+		resp.Body.Close()
+		next = resp.Header.Get("Next-After")
+		if err == nil && status/100 != 2 {
+			err = &errStatus{status, firstLine(string(bytes.TrimSpace(ans.Bytes())))}
+		}
+	}
+	if err == nil || c.ctx.Err() == nil {
+		c.rec.add(k, time.Since(start), status, err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(ans.Bytes(), out); err != nil {
+			return "", fmt.Errorf("%s %s: bad answer: %w", method, path, err)
+		}
+	}
+	return next, nil
+}

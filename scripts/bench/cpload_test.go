@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"log"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCPLoad runs the cpload section with tiny numbers against a real
+// `agent controlplane serve` process, and checks that tasks completed
+// without a single error, and that the table and the JSON hold them.
+func TestCPLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the cpload section builds the agent")
+	}
+	cfg := quickConfig()
+	cfg.repo, cfg.dataDir = "../..", t.TempDir()
+	cfg.only = map[string]bool{"cpload": true}
+	cfg.cp = quickCP()
+	cfg.cp.agents, cfg.cp.stored = []int{8}, []int{60}
+	cfg.cp.rate, cfg.cp.duration, cfg.cp.heartbeat, cfg.cp.taskTime, cfg.cp.readRate = 20, 3*time.Second, 500*time.Millisecond, 200*time.Millisecond, 5
+	cfg.cp.fillWorkers = 4
+	var progress bytes.Buffer
+	rep, err := run(cfg, log.New(&progress, "", 0))
+	if err != nil {
+		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
+	}
+	if len(rep.CPLoad) != 1 {
+		t.Fatalf("%d cpload results, want 1", len(rep.CPLoad))
+	}
+	r := rep.CPLoad[0]
+	if r.Completed <= 0 || r.PerSec <= 0 || r.Submitted <= 0 {
+		t.Errorf("%d tasks completed (%.2f/s) of %d submitted: want some", r.Completed, r.PerSec, r.Submitted)
+	}
+	if n := r.errors(); n != 0 {
+		b, _ := json.MarshalIndent(r, "", "  ")
+		t.Errorf("%d errors:\n%s", n, b)
+	}
+	var kinds []string
+	for _, k := range r.Kinds {
+		kinds = append(kinds, k.Kind)
+		if k.Count <= 0 || k.P50MS <= 0 || k.P99MS < k.P50MS || k.MaxMS < k.P99MS {
+			t.Errorf("%s: %d requests, p50 %.2f, p99 %.2f, max %.2f ms", k.Kind, k.Count, k.P50MS, k.P99MS, k.MaxMS)
+		}
+	}
+	if !slices.Equal(kinds, cpKindNames[:]) {
+		t.Errorf("kinds %v, want %v", kinds, cpKindNames)
+	}
+	if r.StartupMS <= 0 || r.StartupEmptyMS <= 0 || r.RSSStart < 1<<20 || r.HWMEnd < r.RSSEnd || r.ServerCPUPerReq <= 0 || r.LoadCPUS <= 0 || r.FillS <= 0 {
+		t.Errorf("start-up %.1f / %.1f ms, RSS %d, end %d / %d, CPU per request %.0f µs, load CPU %.2f s, fill %.2f s",
+			r.StartupEmptyMS, r.StartupMS, r.RSSStart, r.RSSEnd, r.HWMEnd, r.ServerCPUPerReq, r.LoadCPUS, r.FillS)
+	}
+	// The table, and the same table from the JSON (-print).
+	var out, again bytes.Buffer
+	printReport(&out, rep)
+	b, _ := json.Marshal(rep)
+	var back report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	printReport(&again, &back)
+	if out.String() != again.String() {
+		t.Errorf("the tables of the JSON differ:\n%s\nfrom\n%s", again.String(), out.String())
+	}
+	for _, want := range []string{"### Control plane under load: 8 agents, 20 tasks/s, 60 stored tasks", "| heartbeat | ", "| events-page | ", "| tasks completed | "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestCPPairs(t *testing.T) {
+	for _, tc := range []struct {
+		agents, stored string
+		want           []cpRunPair
+		wantErr        bool
+	}{
+		{"1000", "1k", []cpRunPair{{1000, 1000}}, false},
+		{"1000,300", "1k,10k", []cpRunPair{{1000, 1000}, {300, 10000}}, false},
+		{"300", "10k,1M", []cpRunPair{{300, 10000}, {300, 1_000_000}}, false},
+		{"1,2", "1,2,3", nil, true},
+	} {
+		a, err1 := parseCounts(tc.agents)
+		s, err2 := parseCounts(tc.stored)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("parse %q %q: %v %v", tc.agents, tc.stored, err1, err2)
+		}
+		got, err := cpConfig{agents: a, stored: s}.pairs()
+		if (err != nil) != tc.wantErr || !slices.Equal(got, tc.want) {
+			t.Errorf("%s × %s: %v, %v; want %v", tc.agents, tc.stored, got, err, tc.want)
+		}
+	}
+	if _, err := parseCounts("ten"); err == nil {
+		t.Error("parseCounts(ten) took it")
+	}
+}
