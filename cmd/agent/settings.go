@@ -335,7 +335,9 @@ func init() {
 // plane's; a config file is read only when named.
 var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setting{
 	{name: "addr", def: "127.0.0.1:8080", help: "address to listen on"},
-	{name: "data-dir", path: true, def: "controlplane-data", help: "where tasks and events are kept"},
+	{name: "data-dir", path: true, def: "controlplane-data", help: "where tasks and events are kept (with the file store), and the token files"},
+	{name: "store", help: "where tasks, events and agents are kept: empty for files in the data directory, or a PostgreSQL URL (postgres://USER@HOST:PORT/DB; the password best in PGPASSWORD or ~/.pgpass) that any number of replicas share"},
+	{name: "retention", def: server.DefaultRetention, help: "ended tasks and their events are removed this long after they end; 0 keeps them forever"},
 	{name: "token-file", path: true, def: "", help: "file holding the registration secret agents enrol with, and nothing else (default: DIR/token, made if missing)"},
 	{name: "operator-token-file", path: true, def: "", help: "file of people's operator tokens, one per line; # comments (default: DIR/operator-token, made if missing)"},
 	{name: "lease", def: server.DefaultLease, min: atLeast(1), help: "how long a claim lasts without renewal"},

@@ -22,6 +22,7 @@ import (
 const (
 	DefaultLease             = 60 * time.Second
 	DefaultHeartbeatInterval = 10 * time.Second
+	DefaultRetention         = 30 * 24 * time.Hour
 )
 
 // Options configure the reference control plane. Zero fields take
@@ -55,6 +56,9 @@ type Options struct {
 	// accepted and counted, their lines not stored; one stored event marks
 	// the cut. Default DefaultMaxAttemptOutput (8 MiB).
 	MaxAttemptOutput int64
+	// Retention is how long an ended task and its events are kept; then
+	// the watchdog removes them. Zero keeps them forever.
+	Retention time.Duration
 	// MaxClaimWait caps how long a claim is held waiting for work (its
 	// wait_ms). Default, and at most, api.MaxClaimWait (20 s).
 	MaxClaimWait time.Duration
@@ -85,6 +89,7 @@ type Server struct {
 	// lastWatch is when the watchdog last ran; wasOnline, whether it
 	// found each agent online.
 	lastWatch time.Time
+	lastPrune time.Time
 	wasOnline map[string]bool
 
 	// claimable is closed, and replaced, when a task may have become

@@ -55,6 +55,46 @@ func (s *Server) watchdog(ctx context.Context) {
 	if err := s.watch(ctx, now); err != nil {
 		s.log.Warn("watchdog", "err", err)
 	}
+	if err := s.prune(ctx, now); err != nil {
+		s.log.Warn("retention: removing ended tasks", "err", err)
+	}
+}
+
+// pruneEvery is how often the watchdog removes the tasks past retention,
+// and pruneBatch how many a store call removes at most.
+const (
+	pruneEvery = time.Minute
+	pruneBatch = 500
+)
+
+// prune removes the tasks that ended more than Options.Retention ago,
+// with their events, once a minute at most.
+func (s *Server) prune(ctx context.Context, now time.Time) error {
+	if s.opts.Retention <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	due := s.lastPrune.IsZero() || now.Sub(s.lastPrune) >= pruneEvery || now.Before(s.lastPrune)
+	if due {
+		s.lastPrune = now
+	}
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	total := 0
+	defer func() {
+		if total > 0 {
+			s.log.Info("retention: ended tasks removed", "tasks", total, "ended_before", now.Add(-s.opts.Retention).Format(time.RFC3339))
+		}
+	}()
+	for {
+		n, err := s.store.Prune(ctx, now.Add(-s.opts.Retention), pruneBatch)
+		total += n
+		if err != nil || n < pruneBatch {
+			return err
+		}
+	}
 }
 
 func (s *Server) watch(ctx context.Context, now time.Time) error {
