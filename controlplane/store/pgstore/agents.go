@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgeagent/agent/controlplane/store"
 )
@@ -15,9 +17,13 @@ import (
 // has a hash keeps it (store.ErrRegistered) unless replace is set. A hash
 // another agent has is an error (the column is unique).
 func (s *Store) Register(ctx context.Context, id, tokenHash string, replace bool) error {
-	tag, err := s.pool.Exec(ctx, `INSERT INTO agents (id, token_hash) VALUES ($1, $2)
-		ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash
-		WHERE agents.token_hash IS NULL OR $3`, id, tokenHash, replace)
+	var tag pgconn.CommandTag
+	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
+		tag, err = c.Exec(ctx, `INSERT INTO agents (id, token_hash) VALUES ($1, $2)
+			ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash
+			WHERE agents.token_hash IS NULL OR $3`, id, tokenHash, replace)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: register agent %s: %w", id, err)
 	}
@@ -30,7 +36,11 @@ func (s *Store) Register(ctx context.Context, id, tokenHash string, replace bool
 // Revoke forgets agent id's token hash, and reports whether it had one.
 // Its record stays.
 func (s *Store) Revoke(ctx context.Context, id string) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE agents SET token_hash = NULL WHERE id = $1 AND token_hash IS NOT NULL`, id)
+	var tag pgconn.CommandTag
+	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
+		tag, err = c.Exec(ctx, `UPDATE agents SET token_hash = NULL WHERE id = $1 AND token_hash IS NOT NULL`, id)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("pgstore: revoke agent %s: %w", id, err)
 	}
@@ -41,7 +51,9 @@ func (s *Store) Revoke(ctx context.Context, id string) (bool, error) {
 // lookup in the hash's unique index.
 func (s *Store) AgentByToken(ctx context.Context, tokenHash string) (string, error) {
 	var id string
-	err := s.pool.QueryRow(ctx, `SELECT id FROM agents WHERE token_hash = $1`, tokenHash).Scan(&id)
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT id FROM agents WHERE token_hash = $1`, tokenHash).Scan(&id)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -63,8 +75,11 @@ func (s *Store) PutAgent(ctx context.Context, a store.Agent) error {
 	if repos == nil {
 		repos = []string{}
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO agents (id, record, repos) VALUES ($1, $2, $3)
-		ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, repos = EXCLUDED.repos`, id, record, repos)
+	err = s.write(ctx, func(c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, `INSERT INTO agents (id, record, repos) VALUES ($1, $2, $3)
+			ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, repos = EXCLUDED.repos`, id, record, repos)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: put agent %s: %w", id, err)
 	}
@@ -74,7 +89,9 @@ func (s *Store) PutAgent(ctx context.Context, a store.Agent) error {
 // Agent returns agent id's record; ok is false when it has none.
 func (s *Store) Agent(ctx context.Context, id string) (store.Agent, bool, error) {
 	var record []byte
-	err := s.pool.QueryRow(ctx, `SELECT record FROM agents WHERE id = $1 AND record IS NOT NULL`, id).Scan(&record)
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT record FROM agents WHERE id = $1 AND record IS NOT NULL`, id).Scan(&record)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Agent{}, false, nil
 	}
@@ -90,22 +107,25 @@ func (s *Store) Agent(ctx context.Context, id string) (store.Agent, bool, error)
 
 // Agents returns the agents' records by id.
 func (s *Store) Agents(ctx context.Context) ([]store.Agent, error) {
-	rows, err := s.pool.Query(ctx, `SELECT record FROM agents WHERE record IS NOT NULL ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: agents: %w", err)
-	}
-	var (
-		agents []store.Agent
-		record []byte
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&record}, func() error {
-		var a store.Agent
-		if err := json.Unmarshal(record, &a); err != nil {
+	var agents []store.Agent
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		agents = nil
+		rows, err := c.Query(ctx, `SELECT record FROM agents WHERE record IS NOT NULL ORDER BY id`)
+		if err != nil {
 			return err
 		}
-		agents = append(agents, a)
-		return nil
-	}); err != nil {
+		var record []byte
+		_, err = pgx.ForEachRow(rows, []any{&record}, func() error {
+			var a store.Agent
+			if err := json.Unmarshal(record, &a); err != nil {
+				return err
+			}
+			agents = append(agents, a)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("pgstore: agents: %w", err)
 	}
 	return agents, nil
@@ -115,7 +135,9 @@ func (s *Store) Agents(ctx context.Context) ([]store.Agent, error) {
 // repositories' index answers it).
 func (s *Store) Serves(ctx context.Context, repo string) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE repos @> ARRAY[$1::text])`, repo).Scan(&ok)
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE repos @> ARRAY[$1::text])`, repo).Scan(&ok)
+	})
 	if err != nil {
 		return false, fmt.Errorf("pgstore: agents serving %s: %w", repo, err)
 	}

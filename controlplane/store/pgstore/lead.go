@@ -65,20 +65,28 @@ func (s *Store) Lead(ctx context.Context) (bool, error) {
 		l.drop()
 		return false, nil
 	}
-	if l.conn != nil && l.conn.IsClosed() {
+	var ok bool
+	// A session kept from an earlier try may have broken since: one
+	// failure on it is tried again on a new one.
+	fresh := l.conn == nil || l.conn.IsClosed()
+	for {
+		if l.conn == nil || l.conn.IsClosed() {
+			l.drop()
+			conn, err := pgx.ConnectConfig(ctx, l.cfg)
+			if err != nil {
+				return false, fmt.Errorf("pgstore: lead: %w", err)
+			}
+			l.conn = conn
+		}
+		err := l.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, leadLockID).Scan(&ok)
+		if err == nil {
+			break
+		}
 		l.drop()
-	}
-	if l.conn == nil {
-		conn, err := pgx.ConnectConfig(ctx, l.cfg)
-		if err != nil {
+		if fresh || ctx.Err() != nil {
 			return false, fmt.Errorf("pgstore: lead: %w", err)
 		}
-		l.conn = conn
-	}
-	var ok bool
-	if err := l.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, leadLockID).Scan(&ok); err != nil {
-		l.drop()
-		return false, fmt.Errorf("pgstore: lead: %w", err)
+		fresh = true
 	}
 	if ok {
 		l.held = true

@@ -203,52 +203,94 @@ func (s *Store) Close() error {
 // Shared is true: other replicas change the database too.
 func (s *Store) Shared() bool { return true }
 
-// maxTries bounds how often a transaction is run when PostgreSQL breaks
-// it for a deadlock or a serialization failure, or when its connection
-// failed before anything was sent.
+// maxTries bounds how often a transaction runs when PostgreSQL breaks it
+// for a deadlock or a serialization failure, or its connection broke
+// before its commit was sent.
 const maxTries = 5
 
-// retryable reports whether a transaction that failed with err may run
-// again: PostgreSQL broke it (deadlock, serialization) or nothing of it
-// reached the server.
-func retryable(err error) bool {
+// conflict reports whether PostgreSQL broke a transaction for a deadlock
+// or a serialization failure: it did not commit, and may run again.
+func conflict(err error) bool {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "40P01" || pe.Code == "40001"
-	}
-	return pgconn.SafeToRetry(err)
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
-// inTx runs fn in a transaction and commits it, running it again (a new
-// transaction) when retryable says so. fn's own errors (fnErr) end it at
+// withConn runs f on a connection of the pool. When f failed because the
+// connection broke (PostgreSQL restarted, failed over, or ended the
+// session), the pool's idle connections are likely broken too: they are
+// closed, and the next calls connect anew. When retry is set (f only
+// reads), f then runs once more, on a new connection.
+func (s *Store) withConn(ctx context.Context, retry bool, f func(*pgxpool.Conn) error) error {
+	for try := 1; ; try++ {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		err = f(c)
+		broken := err != nil && c.Conn().IsClosed() && ctx.Err() == nil
+		c.Release()
+		if !broken {
+			return err
+		}
+		s.pool.Reset()
+		if !retry || try == 2 {
+			return err
+		}
+		s.log.Debug("pgstore: a connection broke; trying on a new one", "err", err)
+	}
+}
+
+// read runs f, which only reads, as withConn does, once more on a new
+// connection if its connection broke.
+func (s *Store) read(ctx context.Context, f func(*pgxpool.Conn) error) error {
+	return s.withConn(ctx, true, f)
+}
+
+// write runs f, which writes, as withConn does: once.
+func (s *Store) write(ctx context.Context, f func(*pgxpool.Conn) error) error {
+	return s.withConn(ctx, false, f)
+}
+
+// inTx runs fn in a transaction and commits it. A transaction that did
+// not commit runs again, from the start, in a new one (up to maxTries
+// runs): when PostgreSQL broke it (a deadlock, a serialization failure),
+// or when its connection broke before its commit was sent. One whose
+// connection broke during the commit is not run again, for it may have
+// committed: its error is returned. fn's own errors (fnError) end it at
 // once: the transaction is rolled back and the error returned as it is.
 func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
-	var err error
 	for try := 1; ; try++ {
-		var fnErr error
-		err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-			if err := fn(tx); err != nil {
-				var fe fnError
-				if errors.As(err, &fe) {
-					fnErr = fe.err
-				}
+		var again bool
+		err := s.withConn(ctx, false, func(c *pgxpool.Conn) error {
+			tx, err := c.Begin(ctx)
+			if err != nil {
+				again = c.Conn().IsClosed()
 				return err
 			}
-			return nil
+			defer tx.Rollback(context.WithoutCancel(ctx)) // after a commit, nothing
+			if err := fn(tx); err != nil {
+				again = conflict(err) || c.Conn().IsClosed()
+				return err
+			}
+			err = tx.Commit(ctx)
+			again = conflict(err) || pgconn.SafeToRetry(err)
+			return err
 		})
-		if fnErr != nil {
-			return fnErr
+		var fe fnError
+		if errors.As(err, &fe) {
+			return fe.err
 		}
-		if err == nil || try == maxTries || !retryable(err) || ctx.Err() != nil {
-			break
+		if err == nil {
+			return nil
 		}
-		s.log.Debug("pgstore: transaction tried again", "op", op, "try", try, "err", err)
-		time.Sleep(time.Duration(rand.Int64N(int64(5*time.Millisecond) << try)))
+		if !again || try == maxTries || ctx.Err() != nil {
+			return fmt.Errorf("pgstore: %s: %w", op, err)
+		}
+		s.log.Debug("pgstore: transaction runs again", "op", op, "try", try, "err", err)
+		if conflict(err) {
+			time.Sleep(time.Duration(rand.Int64N(int64(5*time.Millisecond) << try)))
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("pgstore: %s: %w", op, err)
-	}
-	return nil
 }
 
 // fnError carries the error of a caller's function out of a transaction,

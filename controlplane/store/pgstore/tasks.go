@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
@@ -32,8 +33,11 @@ func (s *Store) Create(ctx context.Context, t *state.Task) error {
 		return fmt.Errorf("pgstore: create task %s: %w", t.ID, err)
 	}
 	c := columnsOf(t)
-	_, err = s.pool.Exec(ctx, `INSERT INTO tasks (id, created_ns, phase, repo, lease_agent, ended_at, doc)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, doc)
+	err = s.write(ctx, func(conn *pgxpool.Conn) error {
+		_, err := conn.Exec(ctx, `INSERT INTO tasks (id, created_ns, phase, repo, lease_agent, ended_at, doc)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, doc)
+		return err
+	})
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
 		return fmt.Errorf("pgstore: create task %s: the id exists", t.ID)
@@ -47,7 +51,9 @@ func (s *Store) Create(ctx context.Context, t *state.Task) error {
 // Task returns a copy of task id, nil when there is none.
 func (s *Store) Task(ctx context.Context, id string) (*state.Task, error) {
 	var doc []byte
-	err := s.pool.QueryRow(ctx, `SELECT doc FROM tasks WHERE id = $1`, id).Scan(&doc)
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT doc FROM tasks WHERE id = $1`, id).Scan(&doc)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -107,38 +113,47 @@ func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string
 
 // queryTasks decodes the documents sql selects (its one column).
 func (s *Store) queryTasks(ctx context.Context, sql string, args ...any) ([]*state.Task, error) {
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
 	var tasks []*state.Task
-	var doc []byte
-	_, err = pgx.ForEachRow(rows, []any{&doc}, func() error {
-		t, err := decode(doc)
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		tasks = nil
+		rows, err := c.Query(ctx, sql, args...)
 		if err != nil {
 			return err
 		}
-		tasks = append(tasks, t)
-		return nil
+		var doc []byte
+		_, err = pgx.ForEachRow(rows, []any{&doc}, func() error {
+			t, err := decode(doc)
+			if err != nil {
+				return err
+			}
+			tasks = append(tasks, t)
+			return nil
+		})
+		return err
 	})
 	return tasks, err
 }
 
 // Count counts the tasks by phase; a phase no task is in is absent.
 func (s *Store) Count(ctx context.Context) (map[state.Phase]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT phase, count(*) FROM tasks GROUP BY phase`)
+	var counts map[state.Phase]int
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		counts = map[state.Phase]int{}
+		rows, err := c.Query(ctx, `SELECT phase, count(*) FROM tasks GROUP BY phase`)
+		if err != nil {
+			return err
+		}
+		var (
+			phase string
+			n     int
+		)
+		_, err = pgx.ForEachRow(rows, []any{&phase, &n}, func() error {
+			counts[state.Phase(phase)] = n
+			return nil
+		})
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: count tasks: %w", err)
-	}
-	counts := map[state.Phase]int{}
-	var (
-		phase string
-		n     int
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&phase, &n}, func() error {
-		counts[state.Phase(phase)] = n
-		return nil
-	}); err != nil {
 		return nil, fmt.Errorf("pgstore: count tasks: %w", err)
 	}
 	return counts, nil
@@ -190,30 +205,34 @@ func (s *Store) Events(ctx context.Context, taskID string, after, limit int, max
 		sql += ` LIMIT $3`
 		args = append(args, limit+1)
 	}
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, false, fmt.Errorf("pgstore: events of task %s: %w", taskID, err)
-	}
-	defer rows.Close()
 	var (
 		lines []store.EventLine
-		size  int64
 		more  bool
 	)
-	for rows.Next() {
-		var e store.EventLine
-		if err := rows.Scan(&e.Seq, &e.Line); err != nil {
-			return nil, false, fmt.Errorf("pgstore: events of task %s: %w", taskID, err)
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		lines, more = nil, false
+		rows, err := c.Query(ctx, sql, args...)
+		if err != nil {
+			return err
 		}
-		if limit > 0 && len(lines) == limit || len(lines) > 0 && size+int64(len(e.Line)) > maxBytes {
-			more = true
-			break
+		defer rows.Close()
+		var size int64
+		for rows.Next() {
+			var e store.EventLine
+			if err := rows.Scan(&e.Seq, &e.Line); err != nil {
+				return err
+			}
+			if limit > 0 && len(lines) == limit || len(lines) > 0 && size+int64(len(e.Line)) > maxBytes {
+				more = true
+				break
+			}
+			size += int64(len(e.Line))
+			lines = append(lines, e)
 		}
-		size += int64(len(e.Line))
-		lines = append(lines, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		rows.Close()
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, false, fmt.Errorf("pgstore: events of task %s: %w", taskID, err)
 	}
 	return lines, more, nil
@@ -227,7 +246,8 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 		return 0, nil
 	}
 	var n int
-	err := s.pool.QueryRow(ctx, `
+	err := s.write(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `
 		WITH gone AS (
 			DELETE FROM tasks WHERE id IN (
 				SELECT id FROM tasks WHERE ended_at < $1 ORDER BY ended_at LIMIT $2 FOR UPDATE SKIP LOCKED)
@@ -235,6 +255,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, limit int) (int, er
 		events_gone AS (
 			DELETE FROM events WHERE task_id IN (SELECT id FROM gone))
 		SELECT count(*) FROM gone`, before, limit).Scan(&n)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: prune tasks: %w", err)
 	}
