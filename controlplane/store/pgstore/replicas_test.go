@@ -38,6 +38,7 @@ func claimOne(ctx context.Context, s *Store, agent string) (string, error) {
 // (two replicas) claim every queued task; each is granted once, to the
 // claimant whose lease it stores.
 func TestClaimsFromTwoReplicasNeverGrantATaskTwice(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.Start(t)
 	stores := []*Store{open(t, dsn), open(t, dsn)}
 	ctx := context.Background()
@@ -98,6 +99,7 @@ func TestClaimsFromTwoReplicasNeverGrantATaskTwice(t *testing.T) {
 // passed over, not waited for; the rest come oldest first; what fn does
 // not save stays queued.
 func TestClaimOffersOldestFirstAndSkipsHeldTasks(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	var all []*state.Task
@@ -172,6 +174,7 @@ func leads(t *testing.T, s *Store) bool {
 // takes over when the leader closes, and when PostgreSQL ends the
 // leader's session.
 func TestLeadIsOneReplicasAndMoves(t *testing.T) {
+	t.Parallel()
 	c := pgtest.New(t)
 	dsn := c.NewDB(t)
 	a, b := open(t, dsn), open(t, dsn)
@@ -225,6 +228,7 @@ func dbName(dsn string) string {
 // fail; once it is back they work again, without reopening the store,
 // after a clean restart and after a crash.
 func TestAStoreOutlivesPostgreSQLRestarts(t *testing.T) {
+	t.Parallel()
 	c := pgtest.New(t)
 	s := open(t, c.NewDB(t))
 	ctx := context.Background()
@@ -277,5 +281,59 @@ func TestAStoreOutlivesPostgreSQLRestarts(t *testing.T) {
 	}
 	if got := get(t, s, "a").Progress.Percent; got != 3 {
 		t.Fatalf("3 updates answered done, %d stored", got)
+	}
+}
+
+// TestADeadlockRunsTheTransactionAgain: two Updates that each save the
+// task the other locked deadlock; PostgreSQL breaks one, which runs
+// again, and both are stored.
+func TestADeadlockRunsTheTransactionAgain(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, task("x", 1), task("y", 2))
+	var (
+		both  sync.WaitGroup
+		runs  atomic.Int64
+		wg    sync.WaitGroup
+		errs  = make(chan error, 2)
+		first = [2]atomic.Bool{}
+	)
+	both.Add(2)
+	for i, pair := range [][2]string{{"x", "y"}, {"y", "x"}} {
+		wg.Go(func() {
+			errs <- s.Update(ctx, []string{pair[0]}, func(tx store.Tx) error {
+				runs.Add(1)
+				if first[i].CompareAndSwap(false, true) {
+					both.Done()
+					both.Wait() // each holds its lock before it writes
+				}
+				mine := tx.Task(pair[0])
+				mine.Title = "by " + pair[0]
+				tx.Save(mine)
+				other := task(pair[1], map[string]int{"x": 1, "y": 2}[pair[1]])
+				other.Prompt = "touched by " + pair[0]
+				tx.Save(other) // not locked: its row lock is taken at write
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs.Load() < 3 {
+		t.Fatalf("fn ran %d times: no deadlock was broken and run again", runs.Load())
+	}
+	// Stored as if one ran after the other: the last wrote both tasks.
+	x, y := get(t, s, "x"), get(t, s, "y")
+	switch {
+	case x.Title == "by x" && y.Title == "" && y.Prompt == "touched by x":
+	case y.Title == "by y" && x.Title == "" && x.Prompt == "touched by y":
+	default:
+		t.Fatalf("not the outcome of either order: x %q %q, y %q %q", x.Title, x.Prompt, y.Title, y.Prompt)
 	}
 }

@@ -62,6 +62,7 @@ func sameJSON(t *testing.T, got, want any) {
 }
 
 func TestCreateAndTask(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	want := task("t1", 0)
@@ -85,6 +86,7 @@ func TestCreateAndTask(t *testing.T) {
 }
 
 func TestTasksPagesInOrderWithFilters(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	// Created a nanosecond apart, ids against the time's order: the
@@ -162,6 +164,7 @@ func TestTasksPagesInOrderWithFilters(t *testing.T) {
 }
 
 func TestCount(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	a, b, c := task("a", 1), task("b", 2), task("c", 3)
 	c.Phase = state.PhaseCompleted
@@ -176,6 +179,7 @@ func TestCount(t *testing.T) {
 }
 
 func TestUpdateStoresSavesAndEventsTogether(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	create(t, s, task("a", 1), task("b", 2))
@@ -241,6 +245,7 @@ func TestUpdateStoresSavesAndEventsTogether(t *testing.T) {
 }
 
 func TestUpdateWithAnErrorStoresNothing(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	create(t, s, task("a", 1))
@@ -270,6 +275,7 @@ func TestUpdateWithAnErrorStoresNothing(t *testing.T) {
 }
 
 func TestSaveOfATaskThatIsNotThereFails(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	err := s.Update(context.Background(), nil, func(tx store.Tx) error {
 		tx.Save(task("ghost", 1))
@@ -281,6 +287,7 @@ func TestSaveOfATaskThatIsNotThereFails(t *testing.T) {
 }
 
 func TestUpdatesOfOneTaskSerialize(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.Start(t)
 	stores := []*Store{open(t, dsn), open(t, dsn)} // two replicas
 	ctx := context.Background()
@@ -311,6 +318,7 @@ func TestUpdatesOfOneTaskSerialize(t *testing.T) {
 }
 
 func TestEventsPages(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	create(t, s, task("a", 1))
@@ -362,6 +370,7 @@ func seqsTo(n int) (out []int) {
 }
 
 func TestLeasedAndLive(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	lease := func(tk *state.Task, agent string, lapsed bool) *state.Task {
@@ -415,6 +424,7 @@ func TestLeasedAndLive(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	ended := func(id string, at time.Time) *state.Task {
@@ -460,6 +470,7 @@ func TestPrune(t *testing.T) {
 }
 
 func TestAgents(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	if err := s.Register(ctx, "a1", "h1", false); err != nil {
@@ -536,6 +547,7 @@ func TestAgents(t *testing.T) {
 }
 
 func TestOpenTwiceAndAtOnce(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.Start(t)
 	var wg sync.WaitGroup
 	for range 3 {
@@ -546,6 +558,7 @@ func TestOpenTwiceAndAtOnce(t *testing.T) {
 }
 
 func TestErrorsHideThePassword(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cr3t-pw"
 	for _, dsn := range []string{
 		"postgres://edge:" + secret + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",

@@ -173,10 +173,12 @@ func (s *Store) Update(ctx context.Context, ids []string, fn func(store.Tx) erro
 }
 
 // Claim chunks: the first lock of queued tasks takes claimFirst of them,
-// each next one twice as many, up to claimMax. Most claims take one task;
-// a claimant that passes over many is not held to small steps.
+// each next one twice as many, up to claimMax. Most claims take one task,
+// and lock no other: a concurrent claim is not made to pass over tasks
+// nobody takes. A claimant that passes over many is not held to small
+// steps.
 const (
-	claimFirst = 4
+	claimFirst = 1
 	claimMax   = 64
 )
 
