@@ -251,29 +251,27 @@ func (s *Store) write(ctx context.Context, f func(*pgxpool.Conn) error) error {
 	return s.withConn(ctx, false, f)
 }
 
-// inTx runs fn in a transaction and commits it. A transaction that did
-// not commit runs again, from the start, in a new one (up to maxTries
-// runs): when PostgreSQL broke it (a deadlock, a serialization failure),
-// or when its connection broke before its commit was sent. One whose
-// connection broke during the commit is not run again, for it may have
-// committed: its error is returned. fn's own errors (fnError) end it at
-// once: the transaction is rolled back and the error returned as it is.
-func (s *Store) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
+// inTx runs fn in a transaction (tx: fn commits it with tx.commit, which
+// sends COMMIT with the transaction's writes). A transaction that did not
+// commit runs again, from the start, in a new one (up to maxTries runs):
+// when PostgreSQL broke it (a deadlock, a serialization failure), or when
+// its connection broke before its commit was sent. One whose connection
+// broke while its commit was on its way is not run again, for it may
+// have committed: its error is returned. fn's own errors (fnError) end it
+// at once: the transaction is rolled back and the error returned as it
+// is.
+func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	for try := 1; ; try++ {
 		var again bool
 		err := s.withConn(ctx, false, func(c *pgxpool.Conn) error {
-			tx, err := c.Begin(ctx)
-			if err != nil {
-				again = c.Conn().IsClosed()
-				return err
+			t := newTx(ctx, c.Conn())
+			err := fn(t)
+			if err != nil && t.begun && !t.done && !c.Conn().IsClosed() {
+				// Rolled back, so the connection goes back to the pool
+				// clean; if this fails, the pool drops the connection.
+				_, _ = c.Conn().Exec(context.WithoutCancel(ctx), "ROLLBACK")
 			}
-			defer tx.Rollback(context.WithoutCancel(ctx)) // after a commit, nothing
-			if err := fn(tx); err != nil {
-				again = conflict(err) || c.Conn().IsClosed()
-				return err
-			}
-			err = tx.Commit(ctx)
-			again = conflict(err) || pgconn.SafeToRetry(err)
+			again = conflict(err) || !t.commitSent && c.Conn().IsClosed() || pgconn.SafeToRetry(err)
 			return err
 		})
 		var fe fnError

@@ -16,13 +16,21 @@ import (
 // tx is a transaction's view of its locked tasks (store.Tx): their
 // decoded copies, what it saved, and the events it appended, written at
 // commit.
+//
+// It costs two round trips to PostgreSQL, plus one per Seen that asks
+// the database: BEGIN goes with the first query (the lock of the tasks),
+// and COMMIT with the writes.
 type tx struct {
 	ctx    context.Context
-	pg     pgx.Tx
+	conn   *pgx.Conn
 	locked map[string]*state.Task
 	saved  map[string]*state.Task
 	events []appended
 	keys   map[eventKey]bool // appended in this transaction
+
+	begun      bool // BEGIN was sent
+	commitSent bool // COMMIT was sent: whether it took is not known until its answer
+	done       bool // COMMIT answered
 }
 
 type eventKey struct{ task, key string }
@@ -35,8 +43,20 @@ type appended struct {
 
 var _ store.Tx = (*tx)(nil)
 
-func newTx(ctx context.Context, pg pgx.Tx) *tx {
-	return &tx{ctx: ctx, pg: pg, locked: map[string]*state.Task{}, saved: map[string]*state.Task{}, keys: map[eventKey]bool{}}
+func newTx(ctx context.Context, conn *pgx.Conn) *tx {
+	return &tx{ctx: ctx, conn: conn, locked: map[string]*state.Task{}, saved: map[string]*state.Task{}, keys: map[eventKey]bool{}}
+}
+
+// send runs a batch on the transaction's connection, BEGIN first if the
+// transaction has not begun.
+func (t *tx) send(queue func(b *pgx.Batch)) error {
+	var b pgx.Batch
+	if !t.begun {
+		b.Queue("BEGIN")
+		t.begun = true
+	}
+	queue(&b)
+	return t.conn.SendBatch(t.ctx, &b).Close()
 }
 
 // Task returns the transaction's copy of locked task id, nil when it is
@@ -44,6 +64,8 @@ func newTx(ctx context.Context, pg pgx.Tx) *tx {
 func (t *tx) Task(id string) *state.Task { return t.locked[id] }
 
 // Save stores task's changes at commit. The last Save of an id counts.
+// A task that is not locked yet is locked at commit; one that does not
+// exist fails the commit.
 func (t *tx) Save(task *state.Task) { t.saved[task.ID] = task }
 
 // Seen reports whether key was appended for the task in this transaction
@@ -53,7 +75,10 @@ func (t *tx) Seen(taskID, key string) (bool, error) {
 		return true, nil
 	}
 	var seen bool
-	err := t.pg.QueryRow(t.ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND key = $2)`, taskID, key).Scan(&seen)
+	err := t.send(func(b *pgx.Batch) {
+		b.Queue(`SELECT EXISTS (SELECT 1 FROM events WHERE task_id = $1 AND key = $2)`, taskID, key).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&seen) })
+	})
 	if err != nil {
 		return false, fmt.Errorf("pgstore: event keys of task %s: %w", taskID, err)
 	}
@@ -75,74 +100,84 @@ func (t *tx) Append(taskID, key string, seq int, line []byte) {
 // them and adds them to the transaction's view; it returns them in the
 // query's order.
 func (t *tx) lock(sql string, args ...any) ([]*state.Task, error) {
-	rows, err := t.pg.Query(t.ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		tasks []*state.Task
-		id    string
-		doc   []byte
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &doc}, func() error {
-		task, err := decode(doc)
-		if err != nil {
-			return fmt.Errorf("task %s: %w", id, err)
-		}
-		t.locked[id] = task
-		tasks = append(tasks, task)
-		return nil
+	var tasks []*state.Task
+	err := t.send(func(b *pgx.Batch) {
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			var (
+				id  string
+				doc []byte
+			)
+			_, err := pgx.ForEachRow(rows, []any{&id, &doc}, func() error {
+				task, err := decode(doc)
+				if err != nil {
+					return fmt.Errorf("task %s: %w", id, err)
+				}
+				t.locked[id] = task
+				tasks = append(tasks, task)
+				return nil
+			})
+			return err
+		})
 	})
 	return tasks, err
 }
 
-// write sends the appended events, then the saved tasks, in one batch.
-// A saved task that does not exist is an error.
-func (t *tx) write() error {
-	if len(t.events) == 0 && len(t.saved) == 0 {
-		return nil
-	}
-	var b pgx.Batch
-	for _, e := range t.events {
-		if e.line == nil {
-			b.Queue(`INSERT INTO events (task_id, key) VALUES ($1, $2) ON CONFLICT DO NOTHING`, e.task, e.key)
-		} else {
-			b.Queue(`INSERT INTO events (task_id, key, seq, line) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, e.task, e.key, e.seq, e.line)
-		}
+// commit sends the appended events, the saved tasks and COMMIT in one
+// batch. Saved tasks that are not locked are locked first (a round trip
+// more); one that does not exist is an error, and nothing is stored.
+func (t *tx) commit() error {
+	if !t.begun && len(t.events) == 0 && len(t.saved) == 0 {
+		return nil // nothing read, nothing to write
 	}
 	ids := make([]string, 0, len(t.saved))
+	var unlocked []string
 	for id := range t.saved {
 		ids = append(ids, id)
+		if t.locked[id] == nil {
+			unlocked = append(unlocked, id)
+		}
 	}
-	slices.Sort(ids) // a fixed order, should a saved task not be locked yet
-	for _, id := range ids {
-		task := t.saved[id]
-		doc, err := json.Marshal(task)
+	slices.Sort(ids)
+	if len(unlocked) > 0 {
+		slices.Sort(unlocked) // the order every lock is taken in
+		if _, err := t.lock(`SELECT id, doc FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE`, unlocked); err != nil {
+			return fmt.Errorf("lock saved tasks: %w", err)
+		}
+		for _, id := range unlocked {
+			if t.locked[id] == nil {
+				return fmt.Errorf("save task %s: no such task", id)
+			}
+		}
+	}
+	docs := make([][]byte, len(ids))
+	for i, id := range ids {
+		doc, err := json.Marshal(t.saved[id])
 		if err != nil {
 			return fmt.Errorf("encode task %s: %w", id, err)
 		}
-		c := columnsOf(task)
-		b.Queue(`UPDATE tasks SET created_ns = $2, phase = $3, repo = $4, lease_agent = $5, ended_at = $6, doc = $7 WHERE id = $1`,
-			id, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, doc)
+		docs[i] = doc
 	}
-	br := t.pg.SendBatch(t.ctx, &b)
-	for range t.events {
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return fmt.Errorf("append events: %w", err)
+	t.commitSent = true
+	err := t.send(func(b *pgx.Batch) {
+		for _, e := range t.events {
+			if e.line == nil {
+				b.Queue(`INSERT INTO events (task_id, key) VALUES ($1, $2) ON CONFLICT DO NOTHING`, e.task, e.key)
+			} else {
+				b.Queue(`INSERT INTO events (task_id, key, seq, line) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, e.task, e.key, e.seq, e.line)
+			}
 		}
+		for i, id := range ids {
+			c := columnsOf(t.saved[id])
+			b.Queue(`UPDATE tasks SET created_ns = $2, phase = $3, repo = $4, lease_agent = $5, ended_at = $6, doc = $7 WHERE id = $1`,
+				id, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, docs[i])
+		}
+		b.Queue("COMMIT")
+	})
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
 	}
-	for _, id := range ids {
-		tag, err := br.Exec()
-		if err == nil && tag.RowsAffected() == 0 {
-			err = fmt.Errorf("no such task")
-		}
-		if err != nil {
-			br.Close()
-			return fmt.Errorf("save task %s: %w", id, err)
-		}
-	}
-	return br.Close()
+	t.done = true
+	return nil
 }
 
 // Update runs fn with the tasks named by ids locked, in one transaction,
@@ -156,8 +191,7 @@ func (s *Store) Update(ctx context.Context, ids []string, fn func(store.Tx) erro
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	return s.inTx(ctx, "update tasks", func(pg pgx.Tx) error {
-		t := newTx(ctx, pg)
+	return s.inTx(ctx, "update tasks", func(t *tx) error {
 		if len(ids) > 0 {
 			// In id order: two Updates lock their common tasks in the
 			// same order, and never deadlock.
@@ -168,7 +202,7 @@ func (s *Store) Update(ctx context.Context, ids []string, fn func(store.Tx) erro
 		if err := fn(t); err != nil {
 			return fnError{err}
 		}
-		return t.write()
+		return t.commit()
 	})
 }
 
@@ -189,8 +223,7 @@ const (
 // transaction is rolled back and Claim returns it. Like Update's, fn may
 // run again in a new transaction.
 func (s *Store) Claim(ctx context.Context, fn func(tx store.Tx, t *state.Task) (stop bool, err error)) error {
-	return s.inTx(ctx, "claim tasks", func(pg pgx.Tx) error {
-		t := newTx(ctx, pg)
+	return s.inTx(ctx, "claim tasks", func(t *tx) error {
 		after, afterID := int64(math.MinInt64), ""
 		for chunk := claimFirst; ; chunk = min(2*chunk, claimMax) {
 			tasks, err := t.lock(`SELECT id, doc FROM tasks WHERE phase = 'queued' AND (created_ns, id) > ($1, $2)
@@ -206,11 +239,11 @@ func (s *Store) Claim(ctx context.Context, fn func(tx store.Tx, t *state.Task) (
 					return fnError{err}
 				}
 				if stop {
-					return t.write()
+					return t.commit()
 				}
 			}
 			if len(tasks) < chunk {
-				return t.write()
+				return t.commit()
 			}
 		}
 	})
