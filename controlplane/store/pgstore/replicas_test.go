@@ -337,3 +337,94 @@ func TestADeadlockRunsTheTransactionAgain(t *testing.T) {
 		t.Fatalf("not the outcome of either order: x %q %q, y %q %q", x.Title, x.Prompt, y.Title, y.Prompt)
 	}
 }
+
+// TestClaimsWhileAReplicasSessionsAreKilled: one replica's sessions are
+// ended mid-load (as when it dies, or loses PostgreSQL); the other
+// carries on. No task is granted twice; every claim answered done is
+// stored; a claim answered with an error may have committed (its commit
+// was on its way), and only those are stored without an answer.
+func TestClaimsWhileAReplicasSessionsAreKilled(t *testing.T) {
+	t.Parallel()
+	c := pgtest.New(t)
+	dsn := c.NewDB(t)
+	stores := []*Store{open(t, dsn+"&application_name=replica0"), open(t, dsn+"&application_name=replica1")}
+	ctx := context.Background()
+	const tasks = 600
+	var all []*state.Task
+	for i := range tasks {
+		all = append(all, task(fmt.Sprintf("t%04d", i), i))
+	}
+	create(t, stores[1], all...)
+
+	var (
+		mu      sync.Mutex
+		granted = map[string]string{}
+		failed  atomic.Int64
+		wg      sync.WaitGroup
+		claims  atomic.Int64
+	)
+	for w := range 8 {
+		agent := fmt.Sprintf("agent%d", w)
+		wg.Go(func() {
+			s := stores[w%2]
+			for {
+				id, err := claimOne(ctx, s, agent)
+				if err != nil {
+					if w%2 == 1 {
+						t.Errorf("the replica left alone failed: %v", err)
+						return
+					}
+					failed.Add(1)
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				if id == "" {
+					if w%2 == 0 {
+						return
+					}
+					// Tasks the killed replica held come back when its
+					// transactions are rolled back.
+					if left, _, _ := s.Tasks(ctx, store.Query{Phase: state.PhaseQueued, Limit: 1}); len(left) == 0 {
+						return
+					}
+					continue
+				}
+				claims.Add(1)
+				mu.Lock()
+				if other, dup := granted[id]; dup {
+					t.Errorf("%s granted to %s and %s", id, other, agent)
+				}
+				granted[id] = agent
+				mu.Unlock()
+			}
+		})
+	}
+	for claims.Load() < tasks/4 {
+		time.Sleep(time.Millisecond)
+	}
+	for range 3 {
+		if err := c.Exec(ctx, "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'replica0'"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	t.Logf("%d claims answered done, %d failed in the killed replica", len(granted), failed.Load())
+
+	unanswered := 0
+	for _, tk := range all {
+		got := get(t, stores[1], tk.ID)
+		agent, ok := granted[tk.ID]
+		switch {
+		case ok && (got.Phase != state.PhaseClaimed || got.Lease.AgentID != agent):
+			t.Errorf("%s granted to %s, stored %s %+v", tk.ID, agent, got.Phase, got.Lease)
+		case !ok && got.Phase == state.PhaseClaimed:
+			unanswered++
+		case !ok:
+			t.Errorf("%s left %s", tk.ID, got.Phase)
+		}
+	}
+	if int64(unanswered) > failed.Load() {
+		t.Fatalf("%d tasks claimed without an answer, more than the %d claims that failed", unanswered, failed.Load())
+	}
+}

@@ -578,3 +578,28 @@ func TestErrorsHideThePassword(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitsAreDurableWhereTheServerSaysOtherwise: a database whose
+// default is synchronous_commit off still gets durable commits from the
+// store; a DSN that sets it is the operator's choice.
+func TestCommitsAreDurableWhereTheServerSaysOtherwise(t *testing.T) {
+	t.Parallel()
+	c := pgtest.New(t)
+	dsn := c.NewDB(t)
+	if err := c.Exec(context.Background(), dbName(dsn), "ALTER DATABASE "+dbName(dsn)+" SET synchronous_commit = off"); err != nil {
+		t.Fatal(err)
+	}
+	setting := func(s *Store) string {
+		var v string
+		if err := s.pool.QueryRow(context.Background(), "SHOW synchronous_commit").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := setting(open(t, dsn)); got != "on" {
+		t.Fatalf("synchronous_commit %s in the store's sessions", got)
+	}
+	if got := setting(open(t, dsn+"&synchronous_commit=local")); got != "local" {
+		t.Fatalf("the DSN's synchronous_commit=local became %s", got)
+	}
+}
