@@ -1,165 +1,146 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
 
-// acceptEvents applies a batch in order. Each event is accepted, a
-// duplicate (its key was accepted before: nothing changes), or rejected
-// with a reason the agent records as the record's dead reason. Changed
-// tasks are saved and accepted events appended, synced, before the answer.
-// A log event past its attempt's cap is accepted and counted, its lines
-// not stored (see admitLog).
-func (s *Server) acceptEvents(req api.EventsRequest) (api.EventsResponse, error) {
+// acceptEvents applies a batch in order, in one store transaction over
+// the tasks it names. Each event is accepted, a duplicate (its key was
+// accepted before: nothing changes), or rejected with a reason the agent
+// records as the record's dead reason. Changed tasks and accepted events
+// are stored, synced, before the answer; when they cannot be, nothing of
+// the batch is (the agent sends it again). A log event past its attempt's
+// cap is accepted and counted, its lines not stored (see admitLog).
+func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.EventsResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return api.EventsResponse{}, err
 	}
 	if len(req.Events) > api.MaxEventsPerBatch {
 		return api.EventsResponse{}, badRequest("%d events in one batch; the limit is %d", len(req.Events), api.MaxEventsPerBatch)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.batches++
-	batch := crashBatch{n: s.batches}
-	now := s.opts.Now()
-	s.watchdog(now)
-	resp := api.EventsResponse{Results: make([]api.EventResult, len(req.Events))}
-	lines := map[string][]byte{}       // each touched task's events to store, encoded
-	stored := map[string]int{}         // and how many they are
-	keys := map[string][]string{}      // each touched task's keys accepted in this batch
-	before := map[string]*state.Task{} // each touched task as it was, to undo a batch that cannot be stored
-	var order []string                 // tasks in the order they were first touched
-	for i, ev := range req.Events {
-		res := api.EventResult{Key: ev.Key, Status: api.StatusAccepted}
-		t := s.tasks[ev.TaskID]
-		var set map[string]struct{}
-		if t != nil && ev.Key != "" && len(ev.Key) <= api.MaxKeyBytes {
-			var err error
-			if set, err = s.keySet(t, req.AgentID); err != nil {
-				s.undo(slices.Collect(maps.Keys(before)), keys, before)
-				return api.EventsResponse{}, fmt.Errorf("read the keys of task %s: %w", t.ID, err)
-			}
+	s.watchdog(ctx)
+	var ids []string
+	for _, ev := range req.Events {
+		if ev.TaskID != "" && len(ev.TaskID) <= api.MaxIDBytes && !slices.Contains(ids, ev.TaskID) {
+			ids = append(ids, ev.TaskID)
 		}
-		_, dup := set[ev.Key]
-		switch {
-		case ev.Key == "":
-			res.Status, res.Reason = api.StatusRejected, api.Invalid("no key")
-		case len(ev.Key) > api.MaxKeyBytes || len(ev.LeaseID) > api.MaxIDBytes || len(ev.TaskID) > api.MaxIDBytes:
-			res.Status, res.Reason = api.StatusRejected, api.Invalid(fmt.Sprintf("key over %d bytes or id over %d", api.MaxKeyBytes, api.MaxIDBytes))
-		case dup:
-			res.Status = api.StatusDuplicate
-		default:
-			var logged api.LogPayload
-			if ev.Kind == state.EventLog {
-				var err error
-				if logged, err = decodeLog(ev.Payload); err != nil {
-					res.Status, res.Reason = api.StatusRejected, api.Invalid(err.Error())
-					break
-				}
-				if carriesCut(ev.Payload, logged) {
-					res.Status, res.Reason = api.StatusRejected, api.Invalid("output_cut is the control plane's mark, not an agent's")
-					break
-				}
-			}
-			if t != nil && before[ev.TaskID] == nil {
-				before[ev.TaskID] = t.Clone()
-			}
-			if reason := s.apply(req.AgentID, ev, now); reason != "" {
-				res.Status, res.Reason = api.StatusRejected, reason
-				break
-			}
-			t = s.tasks[ev.TaskID]
-			se := api.StoredEvent{Event: ev, AgentID: req.AgentID, ReceivedAt: now}
-			line, err := encodeStored(se)
-			if err == nil && ev.Kind == state.EventLog {
-				line, err = s.admitLog(t, se, logged, line, *t.EventsApplied+stored[ev.TaskID]+1)
-			}
+	}
+	var resp api.EventsResponse
+	queued := false
+	err := s.store.Update(ctx, ids, func(tx store.Tx) error {
+		now := s.opts.Now()
+		resp = api.EventsResponse{Results: make([]api.EventResult, len(req.Events))}
+		for i, ev := range req.Events {
+			res, err := s.acceptEvent(tx, req.AgentID, ev, now)
 			if err != nil {
-				s.undo(slices.Collect(maps.Keys(before)), keys, before)
-				return api.EventsResponse{}, fmt.Errorf("store event %s: %w", ev.Key, err)
+				return err
 			}
-			if set != nil {
-				set[ev.Key] = struct{}{}
-			}
-			if _, seen := keys[ev.TaskID]; !seen {
-				order = append(order, ev.TaskID)
-			}
-			keys[ev.TaskID] = append(keys[ev.TaskID], ev.Key)
-			if line != nil {
-				lines[ev.TaskID] = append(lines[ev.TaskID], line...)
-				stored[ev.TaskID]++
-			}
-			batch.complete = batch.complete || ev.Kind == state.EventComplete
+			resp.Results[i] = res
 		}
-		resp.Results[i] = res
-	}
-	// The events first: they are the record. A crash before they are all
-	// stored loses only what was never answered; a crash after, before the
-	// task files are saved, is repaired at the next start, which applies
-	// the stored events the task files do not reflect.
-	for i, id := range order {
-		if len(lines[id]) == 0 {
-			continue // every line cut: only the task's counts change
-		}
-		size, err := s.events.append(id, lines[id], batch.at(crashMidEvents))
-		if err != nil {
-			s.undo(order[i:], keys, before)
-			for _, done := range order[:i] {
-				_ = s.save(s.tasks[done]) // stored already; a failure is repaired at the next start
+		for _, id := range ids {
+			if t := tx.Task(id); t != nil && t.Phase == state.PhaseQueued {
+				queued = true
 			}
-			s.log.Error("store events", "task", id, "err", err)
-			return api.EventsResponse{}, fmt.Errorf("store events of %s: %w", id, err)
 		}
-		t := s.tasks[id]
-		n := *t.EventsApplied + stored[id]
-		t.EventsApplied, t.EventsBytes = &n, size
+		return nil
+	})
+	if err != nil {
+		return api.EventsResponse{}, storeErr("store events", err)
 	}
-	if batch.at(crashAfterEvents) {
-		crash()
-	}
-	for _, id := range order {
-		if err := s.save(s.tasks[id]); err != nil {
-			// The events are stored: the next start brings the task file
-			// up to date. Say so rather than answer as if all was well.
-			return api.EventsResponse{}, fmt.Errorf("events of %s are stored but the task could not be saved (it is repaired at the next start): %w", id, err)
-		}
-	}
-	if batch.at(crashAfterSave) {
-		crash()
+	if queued {
+		s.wakeClaims()
 	}
 	s.countResults(resp.Results)
 	return resp, nil
 }
 
-// undo puts back tasks whose events could not be stored, and forgets their
-// keys: the agent sends them again.
-func (s *Server) undo(ids []string, keys map[string][]string, before map[string]*state.Task) {
-	for _, id := range ids {
-		if t := before[id]; t != nil {
-			s.tasks[id] = t
+// acceptEvent applies one event of a batch in its transaction.
+func (s *Server) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time.Time) (api.EventResult, error) {
+	res := api.EventResult{Key: ev.Key, Status: api.StatusAccepted}
+	switch {
+	case ev.Key == "":
+		res.Status, res.Reason = api.StatusRejected, api.Invalid("no key")
+		return res, nil
+	case len(ev.Key) > api.MaxKeyBytes || len(ev.LeaseID) > api.MaxIDBytes || len(ev.TaskID) > api.MaxIDBytes:
+		res.Status, res.Reason = api.StatusRejected, api.Invalid(fmt.Sprintf("key over %d bytes or id over %d", api.MaxKeyBytes, api.MaxIDBytes))
+		return res, nil
+	}
+	t := tx.Task(ev.TaskID)
+	// The keys of an ended task are asked for only by the agent that held
+	// its lease: another's late event is rejected (terminal) by apply
+	// without them.
+	if t != nil && !(t.Phase.Terminal() && (t.Lease == nil || t.Lease.AgentID != agentID)) {
+		dup, err := tx.Seen(t.ID, ev.Key)
+		if err != nil {
+			return res, fmt.Errorf("read the keys of task %s: %w", t.ID, err)
 		}
-		if set := s.keys[id]; set != nil {
-			for _, k := range keys[id] {
-				delete(set, k)
-			}
+		if dup {
+			res.Status = api.StatusDuplicate
+			return res, nil
 		}
 	}
+	var logged api.LogPayload
+	if ev.Kind == state.EventLog {
+		var err error
+		if logged, err = decodeLog(ev.Payload); err != nil {
+			res.Status, res.Reason = api.StatusRejected, api.Invalid(err.Error())
+			return res, nil
+		}
+		if carriesCut(ev.Payload, logged) {
+			res.Status, res.Reason = api.StatusRejected, api.Invalid("output_cut is the control plane's mark, not an agent's")
+			return res, nil
+		}
+	}
+	if t == nil {
+		res.Status, res.Reason = api.StatusRejected, api.ReasonUnknown
+		return res, nil
+	}
+	// apply changes t only when it accepts: a rejection leaves it as it
+	// was (it works on a copy until then). A log event's apply changes
+	// nothing before it decides: the common case needs no copy.
+	work := t
+	if ev.Kind != state.EventLog {
+		work = t.Clone()
+	}
+	if reason := s.apply(work, agentID, ev, now); reason != "" {
+		res.Status, res.Reason = api.StatusRejected, reason
+		return res, nil
+	}
+	*t = *work
+	se := api.StoredEvent{Event: ev, AgentID: agentID, ReceivedAt: now}
+	line, err := encodeStored(se)
+	seq := 0
+	if t.EventsApplied != nil {
+		seq = *t.EventsApplied
+	}
+	seq++
+	if err == nil && ev.Kind == state.EventLog {
+		line, err = s.admitLog(t, se, logged, line, seq)
+	}
+	if err != nil {
+		return res, fmt.Errorf("store event %s: %w", ev.Key, err)
+	}
+	if line != nil {
+		tx.Append(t.ID, ev.Key, seq, line[:len(line)-1])
+		t.EventsApplied = &seq
+	} else {
+		tx.Append(t.ID, ev.Key, 0, nil)
+	}
+	tx.Save(t)
+	return res, nil
 }
 
-// apply applies one event to its task, or says why it is rejected. mu is
-// held.
-func (s *Server) apply(agentID string, ev api.Event, now time.Time) (reason api.RejectReason) {
-	t := s.tasks[ev.TaskID]
-	if t == nil {
-		return api.ReasonUnknown
-	}
+// apply applies one event to its task t, or says why it is rejected
+// (having changed t perhaps: the caller works on a copy).
+func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Time) (reason api.RejectReason) {
 	if t.Phase.Terminal() {
 		// The completion that follows the agent's own terminal phase is
 		// the one late event a terminal task takes, from that agent under

@@ -67,20 +67,21 @@ func callerOf(ctx context.Context) caller {
 // identify says whose token tok is, if anyone's. The registration secret
 // is compared in constant time; operator and agent tokens are looked up
 // by their SHA-256.
-func (s *Server) identify(tok string) (caller, bool) {
+func (s *Server) identify(ctx context.Context, tok string) (caller, bool, error) {
 	if tok == "" {
-		return caller{}, false
+		return caller{}, false, nil
 	}
 	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) == 1 {
-		return caller{principal: principalRegistration}, true
+		return caller{principal: principalRegistration}, true, nil
 	}
 	if s.operators[sha256.Sum256([]byte(tok))] {
-		return caller{principal: principalOperator}, true
+		return caller{principal: principalOperator}, true, nil
 	}
-	if id, ok := s.registry.agent(tok); ok {
-		return caller{principal: principalAgent, agentID: id}, true
+	id, err := s.store.AgentByToken(ctx, hashToken(tok))
+	if err != nil || id == "" {
+		return caller{}, false, err
 	}
-	return caller{}, false
+	return caller{principal: principalAgent, agentID: id}, true, nil
 }
 
 // authorize finds who makes the request: a request with no token, or one
@@ -90,7 +91,12 @@ func (s *Server) identify(tok string) (caller, bool) {
 func (s *Server) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		who, ok := s.identify(tok)
+		who, ok, err := s.identify(r.Context(), tok)
+		if err != nil {
+			s.log.Error("authentication: the store did not answer", "err", err)
+			writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "the control plane's store is unavailable; try again"})
+			return
+		}
 		if !ok {
 			addr := remoteHost(r)
 			wait, crossed := s.throttle.fail(addr, s.opts.Now())

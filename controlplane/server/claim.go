@@ -2,35 +2,44 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/state"
 )
 
 // release gives claimed tasks an agent will not run back to the queue.
-func (s *Server) release(req api.ReleaseRequest) (struct{}, error) {
+func (s *Server) release(ctx context.Context, req api.ReleaseRequest) (struct{}, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return struct{}{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.opts.Now()
-	for _, id := range req.TaskIDs {
-		t := s.tasks[id]
-		if t == nil || t.Lease == nil || t.Lease.AgentID != req.AgentID || t.Phase != state.PhaseClaimed {
-			continue
-		}
-		t.Lease = nil
-		if err := t.Transition(state.PhaseQueued, "released by "+req.AgentID, now); err == nil {
-			s.save(t)
-		}
+	if len(req.TaskIDs) > api.MaxEventsPerBatch {
+		return struct{}{}, badRequest("%d tasks in one release; the limit is %d", len(req.TaskIDs), api.MaxEventsPerBatch)
 	}
-	return struct{}{}, nil
+	now := s.opts.Now()
+	released := false
+	err := s.store.Update(ctx, req.TaskIDs, func(tx store.Tx) error {
+		for _, id := range req.TaskIDs {
+			t := tx.Task(id)
+			if t == nil || t.Lease == nil || t.Lease.AgentID != req.AgentID || t.Phase != state.PhaseClaimed {
+				continue
+			}
+			t.Lease = nil
+			if err := t.Transition(state.PhaseQueued, "released by "+req.AgentID, now); err == nil {
+				tx.Save(t)
+				released = true
+			}
+		}
+		return nil
+	})
+	if released {
+		s.wakeClaims()
+	}
+	return struct{}{}, storeErr("release", err)
 }
 
 // claim answers POST /v1/tasks/claim. With nothing claimable and a wait
@@ -75,28 +84,43 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 		if timer != nil {
 			s.waitRounds++
 		}
-		resp, err := s.claimNow(req)
+		// What wakes the claim is taken before it selects: a task queued
+		// while it selects wakes it again.
 		woken := s.claimable
+		s.mu.Unlock()
+		resp, err := s.claimNow(ctx, req)
 		if err != nil || len(resp.Tasks) > 0 || wait <= 0 {
 			if timer != nil {
+				s.mu.Lock()
 				s.waiting--
 				if err == nil {
 					s.countWaitEnd(WaitGranted)
 				}
+				s.mu.Unlock()
 			}
-			s.mu.Unlock()
 			resp.WaitMS = wait.Milliseconds()
 			return resp, err
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
+			s.mu.Lock()
 			s.waiting++
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
+		// Another replica may queue a task without this one knowing: with
+		// a shared store the claim looks again now and then.
+		var poll <-chan time.Time
+		if s.store.Shared() {
+			pt := time.NewTimer(sharedClaimPoll)
+			defer pt.Stop()
+			poll = pt.C
+		}
 		var end ClaimWaitEnd
 		select {
 		case <-woken:
+			continue
+		case <-poll:
 			continue
 		case <-timer.C:
 			end = WaitTimedOut
@@ -129,8 +153,10 @@ func (s *Server) countWaitEnd(end ClaimWaitEnd) {
 // wakeClaims wakes the claims waiting for work: a task may have become
 // claimable for one of them (a task queued: submitted, retried,
 // continued, released, its lease lapsed; or an agent's grade or presence
-// changed, which the preference for GUI tasks weighs). mu is held.
+// changed, which the preference for GUI tasks weighs).
 func (s *Server) wakeClaims() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	close(s.claimable)
 	s.claimable = make(chan struct{})
 }
@@ -172,56 +198,82 @@ func (s *Server) ClaimWaitEnds() map[ClaimWaitEnd]uint64 {
 	return n
 }
 
-// claimNow grants what req may take now. mu is held.
-func (s *Server) claimNow(req api.ClaimRequest) (api.ClaimResponse, error) {
+// sharedClaimPoll is how often a claim waiting for work looks again when
+// other replicas share the store.
+const sharedClaimPoll = 500 * time.Millisecond
+
+// claimNow grants what req may take now.
+func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, error) {
 	now := s.opts.Now()
-	if a := s.agents[req.AgentID]; a != nil {
-		a.view.Repos = slices.Clone(req.Repos)
-	}
-	s.watchdog(now)
+	s.watchdog(ctx)
 	resp := api.ClaimResponse{Tasks: []api.Claimed{}}
+	if err := s.noteRepos(ctx, req.AgentID, req.Repos); err != nil {
+		return resp, storeErr("claim", err)
+	}
 	if req.RequestID != "" {
 		// The same claim asked again (its answer was lost on the way):
 		// the same grant, not a second one.
-		for _, t := range s.sorted() {
-			if l := t.Lease; l != nil && l.AgentID == req.AgentID && l.ClaimID == req.RequestID && !t.Phase.Terminal() {
-				l.ExpiresAt, l.Lapsed = now.Add(s.opts.Lease), false
-				resp.Tasks = append(resp.Tasks, claimed(t, *l))
+		leased, err := s.store.Leased(ctx, req.AgentID)
+		if err != nil {
+			return resp, storeErr("claim", err)
+		}
+		var again []string
+		for _, t := range leased {
+			if l := t.Lease; l.ClaimID == req.RequestID {
+				again = append(again, t.ID)
 			}
 		}
-		if len(resp.Tasks) > 0 {
-			return resp, nil
+		if len(again) > 0 {
+			err := s.store.Update(ctx, again, func(tx store.Tx) error {
+				for _, id := range again {
+					t := tx.Task(id)
+					if t == nil || t.Lease == nil || t.Lease.AgentID != req.AgentID || t.Lease.ClaimID != req.RequestID || t.Phase.Terminal() {
+						continue
+					}
+					t.Lease.ExpiresAt, t.Lease.Lapsed = now.Add(s.opts.Lease), false
+					tx.Save(t)
+					resp.Tasks = append(resp.Tasks, claimed(t, *t.Lease))
+				}
+				return nil
+			})
+			if err != nil || len(resp.Tasks) > 0 {
+				return resp, storeErr("claim", err)
+			}
 		}
 	}
 	if req.HealthGrade == health.Unavailable || req.Max <= 0 {
 		return resp, nil
 	}
-	for _, t := range s.sorted() {
-		if len(resp.Tasks) >= min(req.Max, 50) {
-			break
+	most := min(req.Max, 50)
+	// Whether an available agent other than this one is online: asked
+	// before the claim's transaction, which must not call the store.
+	guiElsewhere := false
+	if req.HealthGrade == health.Degraded {
+		var err error
+		if guiElsewhere, err = s.availableAgentOnline(ctx, req.AgentID, now); err != nil {
+			return resp, storeErr("claim", err)
 		}
-		if t.Phase != state.PhaseQueued || !mayClaim(t, req) {
-			continue
-		}
+	}
+	err := s.store.Claim(ctx, func(tx store.Tx, t *state.Task) (bool, error) {
 		// A task that needs the executor's app server goes to an available
 		// agent when one is online; a degraded one gets it otherwise.
-		if t.Prefer == state.PreferGUI && req.HealthGrade == health.Degraded && s.availableAgentOnline(req.AgentID, now) {
-			continue
+		if !mayClaim(t, req) || t.Prefer == state.PreferGUI && guiElsewhere {
+			return false, nil
 		}
 		lease := state.Lease{ID: newID("lease-", 6), AgentID: req.AgentID, ExpiresAt: now.Add(s.opts.Lease), ClaimID: req.RequestID, GrantedAt: now}
 		if err := t.Transition(state.PhaseClaimed, "claimed by "+req.AgentID, now); err != nil {
 			s.log.Error("claim", "task", t.ID, "err", err)
-			continue
+			return false, nil
 		}
 		t.Lease = &lease
-		if err := s.save(t); err != nil {
-			// Not granted after all: a claim that is not on disk would be
-			// forgotten by a restart while the agent runs the task.
-			t.Lease = nil
-			_ = t.Transition(state.PhaseQueued, "", now)
-			return resp, fmt.Errorf("claim %s: %w", t.ID, err)
-		}
+		tx.Save(t)
 		resp.Tasks = append(resp.Tasks, claimed(t, lease))
+		return len(resp.Tasks) >= most, nil
+	})
+	if err != nil {
+		// Not granted after all: a claim that is not stored would be
+		// forgotten by a restart while the agent runs the task.
+		return api.ClaimResponse{Tasks: []api.Claimed{}}, storeErr("claim", err)
 	}
 	return resp, nil
 }
@@ -243,12 +295,27 @@ func claimed(t *state.Task, lease state.Lease) api.Claimed {
 }
 
 // availableAgentOnline reports whether an agent other than except is online
-// and available. mu is held.
-func (s *Server) availableAgentOnline(except string, now time.Time) bool {
-	for id, a := range s.agents {
-		if id != except && a.online(now, s.opts.HeartbeatInterval) && a.view.Health.Grade == health.Available {
-			return true
+// and available.
+func (s *Server) availableAgentOnline(ctx context.Context, except string, now time.Time) (bool, error) {
+	agents, err := s.store.Agents(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range agents {
+		if a.View.AgentID != except && a.Online(now, s.opts.HeartbeatInterval) && a.View.Health.Grade == health.Available {
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
+}
+
+// noteRepos keeps the repositories an agent announces in a claim, when
+// they changed since its heartbeat.
+func (s *Server) noteRepos(ctx context.Context, agentID string, repos []string) error {
+	a, ok, err := s.store.Agent(ctx, agentID)
+	if err != nil || !ok || slices.Equal(a.View.Repos, repos) {
+		return err
+	}
+	a.View.Repos = slices.Clone(repos)
+	return s.store.PutAgent(ctx, a)
 }

@@ -16,15 +16,17 @@ import (
 // draining or offline (an agent silent for three heartbeat intervals is
 // offline, whatever it last said).
 func (s *Server) AgentsByState() map[api.AgentState]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	agents, err := s.store.Agents(context.Background())
+	if err != nil {
+		s.log.Warn("metrics: agents", "err", err)
+	}
 	now := s.opts.Now()
 	n := map[api.AgentState]int{}
-	for _, a := range s.agents {
+	for _, a := range agents {
 		switch {
-		case !a.online(now, s.opts.HeartbeatInterval):
+		case !a.Online(now, s.opts.HeartbeatInterval):
 			n[api.AgentOffline]++
-		case a.view.State == api.AgentDraining:
+		case a.View.State == api.AgentDraining:
 			n[api.AgentDraining]++
 		default: // running, or an agent too old to say
 			n[api.AgentRunning]++
@@ -35,11 +37,9 @@ func (s *Server) AgentsByState() map[api.AgentState]int {
 
 // TasksByPhase counts the tasks by phase.
 func (s *Server) TasksByPhase() map[state.Phase]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := map[state.Phase]int{}
-	for _, t := range s.tasks {
-		n[t.Phase]++
+	n, err := s.store.Count(context.Background())
+	if err != nil {
+		s.log.Warn("metrics: tasks", "err", err)
 	}
 	return n
 }
@@ -56,9 +56,10 @@ func (s *Server) EventsByStatus() map[api.EventStatus]uint64 {
 	return n
 }
 
-// countResults adds a batch's answers to the events counted by status. mu
-// is held.
+// countResults adds a batch's answers to the events counted by status.
 func (s *Server) countResults(results []api.EventResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.eventResults == nil {
 		s.eventResults = map[api.EventStatus]uint64{}
 	}

@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store/filestore"
 	"github.com/edgeagent/agent/state"
 )
 
 // keysHeld is how many tasks have their keys in memory, and whether id is
 // one.
 func (e *env) keysHeld(id string) (int, bool) {
-	e.srv.mu.Lock()
-	defer e.srv.mu.Unlock()
-	_, ok := e.srv.keys[id]
-	return len(e.srv.keys), ok
+	fs, ok := e.srv.store.(*filestore.Store)
+	if !ok {
+		e.t.Skip("the keys in memory are the file store's")
+	}
+	return fs.KeysHeld(id)
 }
 
 // The keys of a task that ended leave memory; what its agent sends again
@@ -39,7 +41,7 @@ func TestKeysOfEndedTasksLeaveMemoryWithoutLosingExactlyOnce(t *testing.T) {
 		t.Fatalf("keys held for %d tasks (the ended one: %v), want both tasks' while it just ended", n, ok)
 	}
 
-	clk.advance(keysKeptAfterEnd)
+	clk.advance(filestore.KeysKeptAfterEnd)
 	e.agent("ag-2").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "ag-2"}) // a watchdog pass
 	if n, ok := e.keysHeld(c.Task.ID); ok || n != 1 {
 		t.Fatalf("keys held for %d tasks (the ended one: %v), want only the running task's", n, ok)
@@ -99,7 +101,7 @@ func TestRetryReadsTheKeysBack(t *testing.T) {
 		ev("x:phase:recoverable_failed", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseRecoverableFailed}),
 	}
 	e.send("ag-1", run...)
-	clk.advance(2 * keysKeptAfterEnd)
+	clk.advance(2 * filestore.KeysKeptAfterEnd)
 	e.client.Tasks(ctx) // a watchdog pass
 	if _, ok := e.keysHeld(task.ID); ok {
 		t.Fatal("the ended task's keys are still held")

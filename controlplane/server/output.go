@@ -60,7 +60,7 @@ func outputOf(t *state.Task, attempt int) *state.AttemptOutput {
 // is stored under. While the attempt's stored log events stay within the
 // cap, the event is stored whole; the one that would pass it is stored
 // with as many of its lines as fit and the mark; after the mark, nothing
-// of the attempt's is stored (nil) and its lines are counted. mu is held.
+// of the attempt's is stored (nil) and its lines are counted.
 func (s *Server) admitLog(t *state.Task, se api.StoredEvent, l api.LogPayload, line []byte, seq int) ([]byte, error) {
 	acct := outputOf(t, se.Attempt)
 	limit := s.opts.MaxAttemptOutput
@@ -123,10 +123,10 @@ func withPayload(se api.StoredEvent, p api.LogPayload) ([]byte, error) {
 
 // replayLog counts a stored log event that a start applies again (see
 // recover): it was stored, so it counts as stored, and its mark as the
-// cut. mu is held.
-func replayLog(t *state.Task, e storedLine, l api.LogPayload, seq int) {
-	acct := outputOf(t, e.Attempt)
-	acct.StoredBytes += e.size
+// cut.
+func replayLog(t *state.Task, size int64, l api.LogPayload, attempt, seq int) {
+	acct := outputOf(t, attempt)
+	acct.StoredBytes += size
 	if l.Cut != nil {
 		acct.CutAt, acct.CutLines, acct.CutBytes = seq, acct.CutLines+l.Cut.Lines, acct.CutBytes+l.Cut.Bytes
 	}
@@ -139,4 +139,15 @@ func textBytes(lines []string) int64 {
 		n += len(l)
 	}
 	return int64(n)
+}
+
+// encodeStored is e as a line of the task's events, its newline included
+// (the stores keep it without: the size counted against the cap is the
+// line's in an events file).
+func encodeStored(e api.StoredEvent) ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
 }

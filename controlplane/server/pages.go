@@ -1,27 +1,35 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
 
-// The lists are written a piece at a time: a page of tasks is copied
-// under the lock and encoded one task after another; a page of events is
-// read from its file a line at a time, outside the lock. A client that
-// does not read holds, besides the connection's buffers, one page of task
-// copies (which share their strings with the tasks) and one encoded task,
-// or one line of events and a 64 KiB buffer; the server's write timeout
-// ends it.
+// phaseList names the phases, for an error.
+func phaseList() string {
+	names := make([]string, len(state.Phases))
+	for i, p := range state.Phases {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
+}
 
-// pageParams reads ?after and ?limit: limit is def when not given, and at
-// most most.
+// The lists come a page at a time, read from the store and encoded one
+// item after another: no request reads or answers the whole history. A
+// client that does not read holds, besides the connection's buffers, one
+// page; the server's write timeout ends it.
+
+// pageParams reads ?after (or its other name, ?cursor) and ?limit: limit
+// is def when not given, and at most most.
 func pageParams(r *http.Request, def, most int) (after string, limit int, err error) {
 	q := r.URL.Query()
 	limit = def
@@ -32,47 +40,31 @@ func pageParams(r *http.Request, def, most int) (after string, limit int, err er
 		}
 		limit = min(n, most)
 	}
-	return q.Get("after"), limit, nil
-}
-
-// taskRef places a task in the order of the lists: oldest first, then by
-// id. A task's place never changes.
-type taskRef struct {
-	created time.Time
-	id      string
-}
-
-func compareRefs(a, b taskRef) int {
-	if c := a.created.Compare(b.created); c != 0 {
-		return c
+	after = q.Get("after")
+	if c := q.Get("cursor"); c != "" {
+		if after != "" && after != c {
+			return "", 0, badRequest("after and cursor name two pages: give one")
+		}
+		after = c
 	}
-	return strings.Compare(a.id, b.id)
+	return after, limit, nil
 }
 
-// place puts a new task in the order. mu is held.
-func (s *Server) place(t *state.Task) {
-	ref := taskRef{t.CreatedAt, t.ID}
-	i, _ := slices.BinarySearchFunc(s.order, ref, compareRefs)
-	s.order = slices.Insert(s.order, i, ref)
-}
-
-// orderTasks sets the order of the tasks loaded at start.
-func (s *Server) orderTasks() {
-	s.order = make([]taskRef, 0, len(s.tasks))
-	for _, t := range s.tasks {
-		s.order = append(s.order, taskRef{t.CreatedAt, t.ID})
-	}
-	slices.SortFunc(s.order, compareRefs)
-}
-
-// serveTasks answers GET /v1/tasks: a page of tasks, oldest first.
+// serveTasks answers GET /v1/tasks: a page of tasks, oldest first, those
+// ?phase, ?agent (the lease holder) and ?repo select.
 func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 	after, limit, err := pageParams(r, api.DefaultTasksPage, api.MaxTasksPage)
 	if err != nil {
 		reply(w, nil, err)
 		return
 	}
-	views, next, err := s.tasksPage(after, limit)
+	q := store.Query{After: after, Limit: limit, Phase: state.Phase(r.URL.Query().Get("phase")),
+		Agent: r.URL.Query().Get("agent"), Repo: r.URL.Query().Get("repo")}
+	if q.Phase != "" && !slices.Contains(state.Phases, q.Phase) {
+		reply(w, nil, badRequest("phase %q: want one of %s", state.Ellipsize(string(q.Phase), 40), phaseList()))
+		return
+	}
+	views, next, err := s.tasksPage(r.Context(), q)
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -91,35 +83,27 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("]\n"))
 }
 
-// tasksPage copies up to limit tasks after the task named after. next
-// names the page's last task when more follow.
-func (s *Server) tasksPage(after string, limit int) ([]api.TaskView, string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watchdog(s.opts.Now())
-	start := 0
-	if after != "" {
-		t := s.tasks[after]
-		if t == nil {
-			return nil, "", badRequest("after %q: no such task", state.Ellipsize(after, 140))
-		}
-		i, _ := slices.BinarySearchFunc(s.order, taskRef{t.CreatedAt, t.ID}, compareRefs)
-		start = i + 1
+// tasksPage reads up to limit tasks after the task named after, those
+// the filters in q select. next names the page's last task when more
+// follow.
+func (s *Server) tasksPage(ctx context.Context, q store.Query) ([]api.TaskView, string, error) {
+	s.watchdog(ctx)
+	list, next, err := s.store.Tasks(ctx, q)
+	if errors.Is(err, store.ErrCursor) {
+		return nil, "", badRequest("after %q: no such task", state.Ellipsize(q.After, 140))
 	}
-	end := min(start+limit, len(s.order))
-	views := make([]api.TaskView, 0, max(end-start, 0))
-	for _, ref := range s.order[min(start, end):end] {
-		views = append(views, view(s.tasks[ref.id]))
+	if err != nil {
+		return nil, "", storeErr("list tasks", err)
 	}
-	next := ""
-	if end < len(s.order) && end > start {
-		next = s.order[end-1].id
+	views := make([]api.TaskView, len(list))
+	for i, t := range list {
+		views[i] = api.ViewOf(t)
 	}
 	return views, next, nil
 }
 
 // serveEvents answers GET /v1/tasks/{id}/events: a page of the task's
-// events, read from its file.
+// events.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	cursor, limit, err := pageParams(r, api.DefaultEventsPage, api.MaxEventsPage)
 	if err != nil {
@@ -134,89 +118,37 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := r.PathValue("id")
-	s.mu.Lock()
-	t, err := s.readable(r.Context(), id)
-	var end int64 // what is stored for good: an append in progress lies past it
-	if t != nil {
-		end = t.EventsBytes
-	}
-	s.mu.Unlock()
+	t, err := s.store.Task(r.Context(), id)
 	if err != nil {
+		reply(w, nil, storeErr("read task", err))
+		return
+	}
+	if err := readable(r.Context(), id, t); err != nil {
 		reply(w, nil, err)
 		return
 	}
-	f, err := s.events.open(id)
+	lines, more, err := s.store.Events(r.Context(), id, after, limit, api.MaxEventsPageBytes)
 	if err != nil {
-		reply(w, nil, err)
+		reply(w, nil, storeErr("read events", err))
 		return
-	}
-	if f == nil {
-		writeList(w, "")
-		w.Write([]byte("]\n"))
-		return
-	}
-	defer f.Close()
-	// First the page's bounds, by line lengths alone; then its lines.
-	sc := newLineScan(f, 0, end)
-	var from, size int64
-	for seq := 0; seq < after; seq++ {
-		_, n, err := sc.next(-1)
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		if n == 0 {
-			break
-		}
-		from += n
-	}
-	count := 0
-	for count < limit {
-		_, n, err := sc.next(-1)
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		if n == 0 || count > 0 && size+n > api.MaxEventsPageBytes {
-			break
-		}
-		count, size = count+1, size+n
 	}
 	next := ""
-	if from+size < end {
-		next = strconv.Itoa(after + count)
+	if more {
+		next = strconv.Itoa(after + limit)
+		if len(lines) > 0 {
+			next = strconv.Itoa(lines[len(lines)-1].Seq)
+		}
 	}
 	writeList(w, next)
-	sc = newLineScan(f, from, from+size)
-	written := 0
-	for seq := after + 1; ; seq++ {
-		line, n, err := sc.next(maxStoredLine)
-		if err != nil {
-			panic(http.ErrAbortHandler) // half written: see serveTasks
-		}
-		if n == 0 {
-			break
-		}
-		if !storedWell(line) {
-			continue // unreadable (a line written before keys were capped): every reader skips it
-		}
+	for i, l := range lines {
 		// The line with its seq in front: {"seq":N,"key":...}
-		head := append(strconv.AppendInt([]byte(`{"seq":`), int64(seq), 10), ',')
-		if !writeItem(w, written, head, line[1:]) {
+		head := append(strconv.AppendInt([]byte(`{"seq":`), int64(l.Seq), 10), ',')
+		if !writeItem(w, i, head, l.Line[1:]) {
 			return
 		}
-		written++
+		lines[i].Line = nil // written: let it go
 	}
 	w.Write([]byte("]\n"))
-}
-
-// storedWell reports whether an events file's line is an event every
-// reader can take: JSON, with a key.
-func storedWell(line []byte) bool {
-	if _, ok := lineKey(line); !ok {
-		return false
-	}
-	return json.Valid(line)
 }
 
 // writeList starts a list's answer; next, when not empty, is the cursor of

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,18 +37,19 @@ func (s *Server) routes() []route {
 			handle(func(req api.RegisterRequest) (api.RegisterResponse, error) { return s.register(r.Context(), req) })(w, r)
 		}},
 		{"POST /v1/agents/{id}/revoke", operator, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.revoke(r.PathValue("id"))
+			v, err := s.revoke(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		{"POST /v1/agents/heartbeat", agent, agentOnly(s.heartbeat, func(r api.HeartbeatRequest) string { return r.AgentID })},
 		{"POST /v1/tasks/claim", agent, func(w http.ResponseWriter, r *http.Request) {
 			// A claim may wait for work: until the agent hangs up at most.
-			claim := func(req api.ClaimRequest) (api.ClaimResponse, error) { return s.claim(r.Context(), req) }
-			agentOnly(claim, func(r api.ClaimRequest) string { return r.AgentID })(w, r)
+			agentOnly(s.claim, func(r api.ClaimRequest) string { return r.AgentID })(w, r)
 		}},
 		{"POST /v1/tasks/release", agent, agentOnly(s.release, func(r api.ReleaseRequest) string { return r.AgentID })},
 		{"POST /v1/events", agent, agentOnly(s.acceptEvents, func(r api.EventsRequest) string { return r.AgentID })},
-		{"POST /v1/tasks", operator, handle(s.createTask)},
+		{"POST /v1/tasks", operator, func(w http.ResponseWriter, r *http.Request) {
+			handle(func(req api.CreateTaskRequest) (api.TaskView, error) { return s.createTask(r.Context(), req) })(w, r)
+		}},
 		{"GET /v1/tasks", operator, s.serveTasks},
 		{"GET /v1/tasks/{id}", operator | agent, func(w http.ResponseWriter, r *http.Request) {
 			v, err := s.getTask(r.Context(), r.PathValue("id"))
@@ -55,21 +57,24 @@ func (s *Server) routes() []route {
 		}},
 		{"GET /v1/tasks/{id}/events", operator | agent, s.serveEvents},
 		{"POST /v1/tasks/{id}/cancel", operator, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.cancelTask(r.PathValue("id"))
+			v, err := s.cancelTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		{"POST /v1/tasks/{id}/retry", operator, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.retryTask(r.PathValue("id"))
+			v, err := s.retryTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		{"POST /v1/tasks/{id}/continue", operator, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.continueTask(r.PathValue("id"))
+			v, err := s.continueTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		{"POST /v1/tasks/{id}/reply", operator, func(w http.ResponseWriter, r *http.Request) {
-			handle(func(req api.ReplyRequest) (api.TaskView, error) { return s.replyTask(r.PathValue("id"), req) })(w, r)
+			handle(func(req api.ReplyRequest) (api.TaskView, error) { return s.replyTask(r.Context(), r.PathValue("id"), req) })(w, r)
 		}},
-		{"GET /v1/agents", operator, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.listAgents()) }},
+		{"GET /v1/agents", operator, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.listAgents(r.Context())
+			reply(w, v, err)
+		}},
 		{"GET /v1/whoami", operator | agent | registration, func(w http.ResponseWriter, r *http.Request) {
 			c := callerOf(r.Context())
 			writeJSON(w, http.StatusOK, api.WhoAmI{Principal: c.principal.wire(), AgentID: c.agentID})
@@ -79,14 +84,14 @@ func (s *Server) routes() []route {
 
 // agentOnly wraps an agent endpoint: its body's agent_id must be the
 // caller's own.
-func agentOnly[In, Out any](fn func(In) (Out, error), agentID func(In) string) http.HandlerFunc {
+func agentOnly[In, Out any](fn func(context.Context, In) (Out, error), agentID func(In) string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		handle(func(in In) (Out, error) {
 			if err := asAgent(r.Context(), agentID(in)); err != nil {
 				var zero Out
 				return zero, err
 			}
-			return fn(in)
+			return fn(r.Context(), in)
 		})(w, r)
 	}
 }

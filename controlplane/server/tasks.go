@@ -9,11 +9,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/internal/bytesize"
 	"github.com/edgeagent/agent/state"
 )
 
-func (s *Server) createTask(req api.CreateTaskRequest) (api.TaskView, error) {
+func (s *Server) createTask(ctx context.Context, req api.CreateTaskRequest) (api.TaskView, error) {
 	switch {
 	case strings.TrimSpace(req.Prompt) == "":
 		return api.TaskView{}, badRequest("prompt is required")
@@ -27,9 +28,7 @@ func (s *Server) createTask(req api.CreateTaskRequest) (api.TaskView, error) {
 	if err := checkRepo(req.Repo, req.Base); err != nil {
 		return api.TaskView{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.served(req.Repo); err != nil {
+	if err := s.served(ctx, req.Repo); err != nil {
 		return api.TaskView{}, err
 	}
 	now := s.opts.Now()
@@ -44,13 +43,11 @@ func (s *Server) createTask(req api.CreateTaskRequest) (api.TaskView, error) {
 	if t.Title == "" {
 		t.Title = firstLine(req.Prompt)
 	}
-	if err := s.save(t); err != nil {
-		return api.TaskView{}, err
+	if err := s.store.Create(ctx, t); err != nil {
+		return api.TaskView{}, storeErr("submit", err)
 	}
-	s.tasks[t.ID] = t
-	s.place(t)
-	s.keys[t.ID] = map[string]struct{}{}
-	return view(t), nil
+	s.wakeClaims()
+	return api.ViewOf(t), nil
 }
 
 // checkRepo refuses a task's repository and base that are not well
@@ -74,18 +71,21 @@ func checkRepo(repo, base string) error {
 // served refuses (422) a repository no agent known to the control plane
 // has announced: a task naming it would wait in the queue until it
 // expired. Agents announce their repositories in every heartbeat and
-// claim; the control plane keeps what it heard since it started. mu is
-// held.
-func (s *Server) served(repo string) error {
+// claim; the control plane keeps what it heard.
+func (s *Server) served(ctx context.Context, repo string) error {
 	if repo == "" {
 		return nil
 	}
+	if ok, err := s.store.Serves(ctx, repo); ok || err != nil {
+		return storeErr("submit", err)
+	}
+	agents, err := s.store.Agents(ctx)
+	if err != nil {
+		return storeErr("submit", err)
+	}
 	var all []string
-	for _, a := range s.agents {
-		if slices.Contains(a.view.Repos, repo) {
-			return nil
-		}
-		all = append(all, a.view.Repos...)
+	for _, a := range agents {
+		all = append(all, a.View.Repos...)
 	}
 	slices.Sort(all)
 	all = slices.Compact(all)
@@ -105,103 +105,104 @@ func firstLine(s string) string {
 	return "untitled"
 }
 
-// view copies a task for an answer, deeply: the answer is encoded after
-// the lock is released, while events go on changing the task.
-func view(t *state.Task) api.TaskView { return api.ViewOf(t.Clone()) }
-
-// sorted returns the tasks oldest first. mu is held.
-func (s *Server) sorted() []*state.Task {
-	list := make([]*state.Task, len(s.order))
-	for i, ref := range s.order {
-		list[i] = s.tasks[ref.id]
-	}
-	return list
-}
-
-func (s *Server) task(id string) (*state.Task, error) {
-	t := s.tasks[id]
-	if t == nil {
-		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("no task %q", id)}
-	}
-	return t, nil
+// errNoTask is a request naming a task there is none of.
+func errNoTask(id string) error {
+	return &httpError{http.StatusNotFound, fmt.Sprintf("no task %q", id)}
 }
 
 func (s *Server) getTask(ctx context.Context, id string) (api.TaskView, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watchdog(s.opts.Now())
-	t, err := s.readable(ctx, id)
+	s.watchdog(ctx)
+	t, err := s.store.Task(ctx, id)
 	if err != nil {
+		return api.TaskView{}, storeErr("read task", err)
+	}
+	if err := readable(ctx, id, t); err != nil {
 		return api.TaskView{}, err
 	}
-	return view(t), nil
+	return api.ViewOf(t), nil
 }
 
-// readable returns a task the caller may read: any, for an operator; one
-// it holds the lease on (lapsed or not), for an agent. mu is held.
-func (s *Server) readable(ctx context.Context, id string) (*state.Task, error) {
+// readable refuses a task the caller may not read: an operator reads any;
+// an agent, one it holds the lease on (lapsed or not). A task there is
+// none of is 404 for an operator.
+func readable(ctx context.Context, id string, t *state.Task) error {
 	c := callerOf(ctx)
-	t := s.tasks[id]
 	if c.principal == principalAgent && (t == nil || t.Lease == nil || t.Lease.AgentID != c.agentID) {
-		return nil, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: agent %s holds no lease on task %q; an agent reads only the tasks it holds", c.agentID, id)}
+		return &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: agent %s holds no lease on task %q; an agent reads only the tasks it holds", c.agentID, id)}
 	}
-	return s.task(id)
+	if t == nil {
+		return errNoTask(id)
+	}
+	return nil
+}
+
+// change runs fn on task id in a store transaction and saves it, unless
+// fn fails; it answers the task as saved. A task saved queued may be
+// claimable: the claims waiting for work look again.
+func (s *Server) change(ctx context.Context, id string, fn func(t *state.Task) error) (api.TaskView, error) {
+	var v api.TaskView
+	err := s.store.Update(ctx, []string{id}, func(tx store.Tx) error {
+		t := tx.Task(id)
+		if t == nil {
+			return errNoTask(id)
+		}
+		if err := fn(t); err != nil {
+			return err
+		}
+		tx.Save(t)
+		v = api.ViewOf(t.Clone())
+		return nil
+	})
+	if err != nil {
+		return api.TaskView{}, storeErr("change task "+id, err)
+	}
+	if v.Phase == state.PhaseQueued {
+		s.wakeClaims()
+	}
+	return v, nil
 }
 
 // cancelTask cancels a queued task at once; a running one is marked, and
 // its agent is told in its next heartbeat answer.
-func (s *Server) cancelTask(id string) (api.TaskView, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.task(id)
-	if err != nil {
-		return api.TaskView{}, err
-	}
-	now := s.opts.Now()
-	switch {
-	case t.Phase.Terminal():
-		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is already %s", id, t.Phase)}
-	case t.Phase == state.PhaseQueued:
-		if err := t.Transition(state.PhaseCancelled, "cancelled before it was claimed", now); err != nil {
-			return api.TaskView{}, err
+func (s *Server) cancelTask(ctx context.Context, id string) (api.TaskView, error) {
+	return s.change(ctx, id, func(t *state.Task) error {
+		now := s.opts.Now()
+		switch {
+		case t.Phase.Terminal():
+			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is already %s", id, t.Phase)}
+		case t.Phase == state.PhaseQueued:
+			if err := t.Transition(state.PhaseCancelled, "cancelled before it was claimed", now); err != nil {
+				return err
+			}
+		default:
+			t.CancelRequested = true
 		}
-	default:
-		t.CancelRequested = true
-	}
-	t.UpdatedAt = now
-	if err := s.save(t); err != nil {
-		return api.TaskView{}, err
-	}
-	return view(t), nil
+		t.UpdatedAt = now
+		return nil
+	})
 }
 
 // retryTask puts a recoverable_failed task back in the queue at a
 // person's request: the agent that claims it runs the next attempt, the
 // attempts before it kept. Any other phase is a conflict, said in one line.
-func (s *Server) retryTask(id string) (api.TaskView, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.task(id)
-	if err != nil {
-		return api.TaskView{}, err
-	}
-	if t.Phase != state.PhaseRecoverableFailed {
-		why := "only a recoverable_failed task can be retried"
-		if !t.Phase.Terminal() {
-			why = "it has not ended; " + why
+func (s *Server) retryTask(ctx context.Context, id string) (api.TaskView, error) {
+	v, err := s.change(ctx, id, func(t *state.Task) error {
+		if t.Phase != state.PhaseRecoverableFailed {
+			why := "only a recoverable_failed task can be retried"
+			if !t.Phase.Terminal() {
+				why = "it has not ended; " + why
+			}
+			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: %s", id, t.Phase, why)}
 		}
-		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: %s", id, t.Phase, why)}
+		if err := t.RetryByPerson(s.opts.Now()); err != nil {
+			return &httpError{http.StatusConflict, err.Error()}
+		}
+		return nil
+	})
+	if err == nil {
+		s.log.Info("task retried by a person", "task", id, "attempts", len(v.Attempts))
 	}
-	before := t.Clone()
-	if err := t.RetryByPerson(s.opts.Now()); err != nil {
-		return api.TaskView{}, &httpError{http.StatusConflict, err.Error()}
-	}
-	if err := s.save(t); err != nil {
-		s.tasks[id] = before // not retried after all: a restart would not know it
-		return api.TaskView{}, err
-	}
-	s.log.Info("task retried by a person", "task", id, "attempts", len(t.Attempts))
-	return view(t), nil
+	return v, err
 }
 
 // continueTask puts a task that ended without completing back in the
@@ -211,47 +212,41 @@ func (s *Server) retryTask(id string) (api.TaskView, error) {
 // that agent claims it, the task waits like any queued task, and the
 // queued limit, counted from the person's request, expires it. Any other
 // case is a conflict, said in one line.
-func (s *Server) continueTask(id string) (api.TaskView, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.task(id)
-	if err != nil {
-		return api.TaskView{}, err
-	}
-	conflict := func(why string, args ...any) error {
-		return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: ", id, t.Phase) + fmt.Sprintf(why, args...)}
-	}
-	switch t.Phase {
-	case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
-	case state.PhaseCompleted:
-		return api.TaskView{}, conflict("it completed; there is nothing to continue (submit a new task for more work)")
-	default:
-		why := "only a task that ended failed, recoverable_failed, timed_out or cancelled can be continued"
-		if !t.Phase.Terminal() {
-			why = "it has not ended; " + why
+func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, error) {
+	var session *state.Attempt
+	var keeper string
+	v, err := s.change(ctx, id, func(t *state.Task) error {
+		conflict := func(why string, args ...any) error {
+			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: ", id, t.Phase) + fmt.Sprintf(why, args...)}
 		}
-		return api.TaskView{}, conflict("%s", why)
+		switch t.Phase {
+		case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
+		case state.PhaseCompleted:
+			return conflict("it completed; there is nothing to continue (submit a new task for more work)")
+		default:
+			why := "only a task that ended failed, recoverable_failed, timed_out or cancelled can be continued"
+			if !t.Phase.Terminal() {
+				why = "it has not ended; " + why
+			}
+			return conflict("%s", why)
+		}
+		if session = t.SessionAttempt(); session == nil {
+			return conflict("no attempt has a session its executor can resume; a person can only retry it (agent tasks retry), from the start")
+		}
+		var err error
+		if keeper, err = sessionKeeper(t, session); err != nil {
+			return conflict("%v", err)
+		}
+		if err := t.ContinueByPerson(keeper, s.opts.Now()); err != nil {
+			return &httpError{http.StatusConflict, err.Error()}
+		}
+		return nil
+	})
+	if err == nil {
+		s.log.Info("task continued by a person", "task", id, "session_attempt", session.Number, "agent", keeper, "attempts", len(v.Attempts))
 	}
-	session := t.SessionAttempt()
-	if session == nil {
-		return api.TaskView{}, conflict("no attempt has a session its executor can resume; a person can only retry it (agent tasks retry), from the start")
-	}
-	keeper, err := sessionKeeper(t, session)
-	if err != nil {
-		return api.TaskView{}, conflict("%v", err)
-	}
-	before := t.Clone()
-	if err := t.ContinueByPerson(keeper, s.opts.Now()); err != nil {
-		return api.TaskView{}, &httpError{http.StatusConflict, err.Error()}
-	}
-	if err := s.save(t); err != nil {
-		s.tasks[id] = before // not continued after all: a restart would not know it
-		return api.TaskView{}, err
-	}
-	s.log.Info("task continued by a person", "task", id, "session_attempt", session.Number, "agent", keeper, "attempts", len(t.Attempts))
-	return view(t), nil
+	return v, err
 }
-
 // sessionKeeper is the agent that keeps the session of attempt a: the
 // agent whose lease the task last had, or, for a task continued and then
 // cancelled before anyone claimed it, the agent that continue was for. An
@@ -273,29 +268,28 @@ func sessionKeeper(t *state.Task, a *state.Attempt) (string, error) {
 
 // replyTask records a person's answer to the task's approval request; the
 // agent holding the task gets it in its next heartbeat answer.
-func (s *Server) replyTask(id string, req api.ReplyRequest) (api.TaskView, error) {
+func (s *Server) replyTask(ctx context.Context, id string, req api.ReplyRequest) (api.TaskView, error) {
 	if req.Decision != api.DecisionAccept && req.Decision != api.DecisionDecline {
 		return api.TaskView{}, badRequest("decision %q: want accept or decline", req.Decision)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.task(id)
-	if err != nil {
-		return api.TaskView{}, err
-	}
+	return s.change(ctx, id, func(t *state.Task) error {
+		return s.answer(t, req)
+	})
+}
+
+// answer records a person's answer on t.
+func (s *Server) answer(t *state.Task, req api.ReplyRequest) error {
+	id := t.ID
 	switch {
 	case t.Phase != state.PhaseAwaitingReply || t.AwaitingReply == nil:
-		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s, not awaiting a reply", id, t.Phase)}
+		return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s, not awaiting a reply", id, t.Phase)}
 	case req.RequestID != "" && req.RequestID != t.AwaitingReply.ID:
-		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s awaits a reply to request %s, not %s", id, t.AwaitingReply.ID, req.RequestID)}
+		return &httpError{http.StatusConflict, fmt.Sprintf("task %s awaits a reply to request %s, not %s", id, t.AwaitingReply.ID, req.RequestID)}
 	case t.Reply != nil && t.Reply.Decision != req.Decision:
-		return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("request %s was already answered: %s", t.AwaitingReply.ID, t.Reply.Decision)}
+		return &httpError{http.StatusConflict, fmt.Sprintf("request %s was already answered: %s", t.AwaitingReply.ID, t.Reply.Decision)}
 	}
 	now := s.opts.Now()
 	t.Reply = &state.Reply{RequestID: t.AwaitingReply.ID, Decision: req.Decision, At: now}
 	t.UpdatedAt = now
-	if err := s.save(t); err != nil {
-		return api.TaskView{}, err
-	}
-	return view(t), nil
+	return nil
 }

@@ -4,11 +4,17 @@ import (
 	"context"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
 
+// watchEvery is how often the watchdog looks, at most: on requests, and
+// by RunWatchdog's ticker.
+const watchEvery = time.Second
+
 // RunWatchdog runs the watchdog every period until ctx is done. The
-// watchdog also runs on every claim, event batch and heartbeat.
+// watchdog also runs on claims, event batches and heartbeats, at most once
+// a second.
 func (s *Server) RunWatchdog(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -17,38 +23,98 @@ func (s *Server) RunWatchdog(ctx context.Context, period time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.mu.Lock()
-			s.watchdog(s.opts.Now())
-			s.mu.Unlock()
+			s.watchdog(ctx)
 		}
 	}
 }
 
-// watchdog applies the rules: tasks queued too long expire, stalled tasks
-// end, and the leases of offline agents lapse (a task still only claimed
-// goes back to the queue). mu is held.
-func (s *Server) watchdog(now time.Time) {
-	defer s.dropKeys(now)
+// watchdog applies the rules, in one replica at a time (store.Lead):
+// tasks queued too long expire, stalled tasks end, and the leases of
+// offline agents lapse (a task still only claimed goes back to the queue).
+// It looks at the tasks that have not ended, without locks, and changes
+// those the rules end in a transaction each, deciding again there: what
+// it does is idempotent, whichever replica does it. A failure is logged:
+// the next pass tries again.
+func (s *Server) watchdog(ctx context.Context) {
+	now := s.opts.Now()
+	s.mu.Lock()
+	due := s.lastWatch.IsZero() || now.Sub(s.lastWatch) >= watchEvery || now.Before(s.lastWatch)
+	if due {
+		s.lastWatch = now
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	if lead, err := s.store.Lead(ctx); err != nil || !lead {
+		if err != nil {
+			s.log.Warn("watchdog: the store did not say who leads", "err", err)
+		}
+		return
+	}
+	if err := s.watch(ctx, now); err != nil {
+		s.log.Warn("watchdog", "err", err)
+	}
+}
+
+func (s *Server) watch(ctx context.Context, now time.Time) error {
 	// Just started, the server knows no agent yet: give them three
 	// heartbeat intervals to report before any lease lapses.
 	settled := now.Sub(s.started) > 3*s.opts.HeartbeatInterval
-	for _, a := range s.agents {
-		// An available agent gone silent leaves its GUI tasks to a
-		// degraded one that may be waiting for work.
-		online := a.online(now, s.opts.HeartbeatInterval)
-		if a.wasOnline && !online {
-			s.wakeClaims()
+	online := map[string]bool{} // the lease holders asked, by id
+	isOnline := func(id string) (bool, error) {
+		if on, ok := online[id]; ok {
+			return on, nil
 		}
-		a.wasOnline = online
+		a, ok, err := s.store.Agent(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		online[id] = ok && a.Online(now, s.opts.HeartbeatInterval)
+		return online[id], nil
 	}
-	for _, t := range s.tasks {
-		changed := false
-		if settled && t.Lease != nil && !t.Lease.Lapsed && now.After(t.Lease.ExpiresAt) && !t.Phase.Terminal() {
-			if a := s.agents[t.Lease.AgentID]; a == nil || !a.online(now, s.opts.HeartbeatInterval) {
+	if !s.store.Shared() {
+		// Every agent, to notice one gone silent (noteOnline): cheap
+		// where they are in memory; waiting claims poll a shared store.
+		agents, err := s.store.Agents(ctx)
+		if err != nil {
+			return err
+		}
+		for _, a := range agents {
+			online[a.View.AgentID] = a.Online(now, s.opts.HeartbeatInterval)
+		}
+	}
+	var due []string
+	err := s.store.Live(ctx, func(t *state.Task) error {
+		lapse, err := s.lapses(t, now, settled, isOnline)
+		if err != nil {
+			return err
+		}
+		if _, ends := state.Watch(t, now, s.opts.Limits); lapse || ends {
+			due = append(due, t.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.noteOnline(online)
+	requeued := false
+	for _, id := range due {
+		err := s.store.Update(ctx, []string{id}, func(tx store.Tx) error {
+			t := tx.Task(id)
+			if t == nil {
+				return nil
+			}
+			changed := false
+			if lapse, err := s.lapses(t, now, settled, isOnline); err != nil {
+				return err
+			} else if lapse {
 				s.log.Info("lease lapsed", "task", t.ID, "agent", t.Lease.AgentID)
 				if t.Phase == state.PhaseClaimed {
 					t.Lease = nil
 					t.Transition(state.PhaseQueued, "lease lapsed before the executor started", now)
+					requeued = true
 				} else {
 					// Still bound to its agent and lease id: only they
 					// take it back (see apply).
@@ -56,15 +122,51 @@ func (s *Server) watchdog(now time.Time) {
 				}
 				changed = true
 			}
-		}
-		if v, ok := state.Watch(t, now, s.opts.Limits); ok {
-			if err := t.Transition(v.Phase, v.Reason, now); err == nil {
-				s.log.Info("watchdog", "task", t.ID, "phase", v.Phase, "reason", v.Reason)
-				changed = true
+			if v, ok := state.Watch(t, now, s.opts.Limits); ok {
+				if err := t.Transition(v.Phase, v.Reason, now); err == nil {
+					s.log.Info("watchdog", "task", t.ID, "phase", v.Phase, "reason", v.Reason)
+					changed = true
+				}
 			}
+			if changed {
+				tx.Save(t)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		if changed {
-			s.save(t)
+	}
+	if requeued {
+		s.wakeClaims()
+	}
+	return nil
+}
+
+// lapses reports whether t's lease lapses now: it expired, and its agent
+// is offline.
+func (s *Server) lapses(t *state.Task, now time.Time, settled bool, isOnline func(string) (bool, error)) (bool, error) {
+	if !settled || t.Lease == nil || t.Lease.Lapsed || !now.After(t.Lease.ExpiresAt) || t.Phase.Terminal() {
+		return false, nil
+	}
+	on, err := isOnline(t.Lease.AgentID)
+	return !on, err
+}
+
+// noteOnline wakes the claims waiting for work when an agent the watchdog
+// asked about went offline since it last asked: an available agent gone
+// silent leaves its GUI tasks to a degraded one that may be waiting.
+func (s *Server) noteOnline(online map[string]bool) {
+	wake := false
+	s.mu.Lock()
+	for id, on := range online {
+		if was, ok := s.wasOnline[id]; ok && was && !on {
+			wake = true
 		}
+		s.wasOnline[id] = on
+	}
+	s.mu.Unlock()
+	if wake {
+		s.wakeClaims()
 	}
 }

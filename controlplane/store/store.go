@@ -21,7 +21,9 @@
 //     (or of the database's client): it is on disk, synced, before the
 //     call returns.
 //
-// Every method may be called concurrently. The conformance suite
+// Every method may be called concurrently, except from within the
+// functions Update and Claim run: they must not call the store (a file
+// store holds its lock meanwhile). The conformance suite
 // (storetest) checks these promises against each store, and package
 // server's own tests run against each store too.
 package store
@@ -39,6 +41,9 @@ import (
 // token, when replace is not set.
 var ErrRegistered = errors.New("agent id is registered")
 
+// ErrCursor is Tasks' answer when Query.After names no task.
+var ErrCursor = errors.New("bad cursor")
+
 // Store keeps the control plane's records.
 type Store interface {
 	// Create stores a new task. Its id is new.
@@ -46,7 +51,8 @@ type Store interface {
 	// Task returns a copy of a task, nil when there is none.
 	Task(ctx context.Context, id string) (*state.Task, error)
 	// Tasks returns a page of tasks, oldest first (by CreatedAt, then
-	// id), and the cursor of the next page ("" when none follows).
+	// id), and the cursor of the next page ("" when none follows). A
+	// cursor that names no task is ErrCursor (wrapped).
 	Tasks(ctx context.Context, q Query) ([]*state.Task, string, error)
 	// Count counts the tasks by phase.
 	Count(ctx context.Context) (map[state.Phase]int, error)

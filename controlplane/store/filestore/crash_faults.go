@@ -1,6 +1,6 @@
 //go:build faults
 
-package server
+package filestore
 
 import (
 	"fmt"

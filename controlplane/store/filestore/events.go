@@ -1,4 +1,4 @@
-package server
+package filestore
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/internal/durable"
 )
 
@@ -38,15 +39,6 @@ func (ev events) path(taskID string) string { return filepath.Join(ev.dir, taskI
 // request body at its limit, and the fields the control plane adds. A
 // longer line (written before keys were capped) is skipped, not read.
 const maxStoredLine = 2*api.MaxBatchBytes + 64<<10
-
-// encodeStored is e as a line of an events file, its newline included.
-func encodeStored(e api.StoredEvent) ([]byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
 
 // append writes lines (encodeStored's, one after another) to a task's
 // events file, syncs them, and returns the file's size after them. torn
@@ -307,4 +299,75 @@ func (ev events) skipLines(taskID string, n int, end int64) (off int64, lines in
 		lines++
 	}
 	return off, lines, nil
+}
+
+// page reads a page of a task's events from its file's first end bytes:
+// up to limit after seq after, at most maxBytes of lines but at least
+// one. First the page's bounds, by line lengths alone; then its lines. A
+// line no reader can take (written before keys were capped) keeps its
+// seq but is left out.
+func (ev events) page(taskID string, end int64, after, limit int, maxBytes int64) ([]store.EventLine, bool, error) {
+	f, err := ev.open(taskID)
+	if f == nil || err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	sc := newLineScan(f, 0, end)
+	var from, size int64
+	for seq := 0; seq < after; seq++ {
+		_, n, err := sc.next(-1)
+		if err != nil {
+			return nil, false, err
+		}
+		if n == 0 {
+			break
+		}
+		from += n
+	}
+	count := 0
+	for count < limit {
+		_, n, err := sc.next(-1)
+		if err != nil {
+			return nil, false, err
+		}
+		if n == 0 || count > 0 && size+n > maxBytes {
+			break
+		}
+		count, size = count+1, size+n
+	}
+	more := from+size < end
+	sc = newLineScan(f, from, from+size)
+	var out []store.EventLine
+	for seq := after + 1; ; seq++ {
+		line, n, err := sc.next(maxStoredLine)
+		if err != nil {
+			return nil, false, err
+		}
+		if n == 0 {
+			break
+		}
+		if !storedWell(line) {
+			continue
+		}
+		out = append(out, store.EventLine{Seq: seq, Line: bytes.Clone(line)})
+	}
+	return out, more, nil
+}
+
+// storedWell reports whether an events file's line is an event every
+// reader can take: JSON, with a key.
+func storedWell(line []byte) bool {
+	if _, ok := lineKey(line); !ok {
+		return false
+	}
+	return json.Valid(line)
+}
+
+// remove deletes a task's events file.
+func (ev events) remove(taskID string) error {
+	err := os.Remove(ev.path(taskID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }

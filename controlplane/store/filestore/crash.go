@@ -1,4 +1,4 @@
-package server
+package filestore
 
 // Crash points, for the fault suite: in a build with -tags faults,
 // AGENT_CP_CRASH=POINT:WHEN makes the control plane kill itself with

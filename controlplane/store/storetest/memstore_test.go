@@ -1,0 +1,400 @@
+package storetest_test
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/state"
+)
+
+// memStore is a store in memory, for the suite's own tests: simple and
+// correct, unless broken names a promise it breaks (see broken_test.go).
+type memStore struct {
+	broken string
+
+	mu   sync.Mutex
+	cond *sync.Cond
+	d    *memData        // what a reopen finds again
+	held map[string]bool // tasks a transaction holds
+}
+
+// memData is a memStore's records.
+type memData struct {
+	tasks  map[string]*state.Task
+	events map[string][]store.EventLine // by task, in seq order
+	keys   map[string]map[string]bool   // by task
+	tokens map[string]string            // agent id: token hash
+	agents map[string]store.Agent
+}
+
+func newMemStore(d *memData, broken string) *memStore {
+	if d == nil {
+		d = &memData{tasks: map[string]*state.Task{}, events: map[string][]store.EventLine{},
+			keys: map[string]map[string]bool{}, tokens: map[string]string{}, agents: map[string]store.Agent{}}
+	}
+	m := &memStore{broken: broken, d: d, held: map[string]bool{}}
+	m.cond = sync.NewCond(&m.mu)
+	return m
+}
+
+// memTx is a transaction of a memStore.
+type memTx struct {
+	m      *memStore
+	hold   []string // the tasks it holds
+	locked map[string]*state.Task
+	saved  map[string]*state.Task
+	keys   map[string]map[string]bool
+	lines  map[string][]store.EventLine
+}
+
+func (m *memStore) newTx() *memTx {
+	return &memTx{m: m, locked: map[string]*state.Task{}, saved: map[string]*state.Task{},
+		keys: map[string]map[string]bool{}, lines: map[string][]store.EventLine{}}
+}
+
+func (m *memStore) copyOf(t *state.Task) *state.Task {
+	if m.broken == "no copies" {
+		return t
+	}
+	return t.Clone()
+}
+
+func (m *memStore) Create(_ context.Context, t *state.Task) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.d.tasks[t.ID] != nil {
+		return errors.New("task exists")
+	}
+	m.d.tasks[t.ID] = m.copyOf(t)
+	return nil
+}
+
+func (m *memStore) Task(_ context.Context, id string) (*state.Task, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t := m.d.tasks[id]; t != nil {
+		return m.copyOf(t), nil
+	}
+	return nil, nil
+}
+
+// sorted is every task, oldest first. mu is held.
+func (m *memStore) sorted() []*state.Task {
+	var out []*state.Task
+	for _, t := range m.d.tasks {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *state.Task) int {
+		if m.broken == "by id" {
+			return cmp.Compare(a.ID, b.ID)
+		}
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+func (m *memStore) Tasks(_ context.Context, q store.Query) ([]*state.Task, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	all := m.sorted()
+	if q.After != "" {
+		i := slices.IndexFunc(all, func(t *state.Task) bool { return t.ID == q.After })
+		if i < 0 {
+			return nil, "", errors.New("unknown cursor")
+		}
+		all = all[i+1:]
+	}
+	var page []*state.Task
+	for _, t := range all {
+		if !q.Match(t) {
+			continue
+		}
+		if q.Limit > 0 && len(page) == q.Limit {
+			return page, page[len(page)-1].ID, nil
+		}
+		page = append(page, m.copyOf(t))
+	}
+	if m.broken == "cursor on a full last page" && q.Limit > 0 && len(page) == q.Limit {
+		return page, page[len(page)-1].ID, nil
+	}
+	return page, "", nil
+}
+
+func (m *memStore) Count(context.Context) (map[state.Phase]int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := map[state.Phase]int{}
+	for _, t := range m.d.tasks {
+		n[t.Phase]++
+	}
+	return n, nil
+}
+
+// lock waits until no other transaction holds ids, then holds them.
+func (m *memStore) lock(ids []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for slices.ContainsFunc(ids, func(id string) bool { return m.held[id] }) {
+		m.cond.Wait()
+	}
+	for _, id := range ids {
+		m.held[id] = true
+	}
+}
+
+// end stores what tx saved and appended unless err, and lets go of what
+// it held.
+func (m *memStore) end(tx *memTx, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil || m.broken == "stores a failed update" {
+		for id, t := range tx.saved {
+			m.d.tasks[id] = t.Clone()
+		}
+		for id, keys := range tx.keys {
+			if m.d.keys[id] == nil {
+				m.d.keys[id] = map[string]bool{}
+			}
+			for k := range keys {
+				m.d.keys[id][k] = true
+			}
+		}
+		for id, lines := range tx.lines {
+			all := append(m.d.events[id], lines...)
+			slices.SortStableFunc(all, func(a, b store.EventLine) int { return cmp.Compare(a.Seq, b.Seq) })
+			m.d.events[id] = all
+		}
+	}
+	for _, id := range tx.hold {
+		delete(m.held, id)
+	}
+	m.cond.Broadcast()
+}
+
+func (m *memStore) Update(_ context.Context, ids []string, fn func(store.Tx) error) error {
+	tx := m.newTx()
+	if m.broken != "no locks" {
+		m.lock(ids)
+		tx.hold = ids
+	}
+	m.mu.Lock()
+	for _, id := range ids {
+		if t := m.d.tasks[id]; t != nil {
+			tx.locked[id] = t.Clone()
+		}
+	}
+	m.mu.Unlock()
+	if m.broken == "no locks" {
+		time.Sleep(time.Millisecond)
+	}
+	err := fn(tx)
+	m.end(tx, err)
+	return err
+}
+
+func (m *memStore) Claim(ctx context.Context, fn func(store.Tx, *state.Task) (bool, error)) error {
+	m.mu.Lock()
+	candidates := m.sorted()
+	m.mu.Unlock()
+	tx := m.newTx()
+	var err error
+	for _, c := range candidates {
+		m.mu.Lock()
+		t := m.d.tasks[c.ID]
+		ok := t != nil && (!m.held[c.ID] || m.broken == "claims held tasks") && (t.Phase == state.PhaseQueued || m.broken == "claims any phase")
+		if ok {
+			m.held[c.ID] = true
+			tx.hold = append(tx.hold, c.ID)
+			tx.locked[c.ID] = t.Clone()
+		}
+		m.mu.Unlock()
+		if !ok {
+			continue
+		}
+		if m.broken == "claims held tasks" {
+			time.Sleep(time.Millisecond)
+		}
+		var stop bool
+		if stop, err = fn(tx, tx.locked[c.ID]); err != nil || stop {
+			break
+		}
+	}
+	m.end(tx, err)
+	return err
+}
+
+func (m *memStore) Leased(_ context.Context, agentID string) ([]*state.Task, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*state.Task
+	for _, t := range m.d.tasks {
+		if (!t.Phase.Terminal() || m.broken == "leased ended") && t.Lease != nil && t.Lease.AgentID == agentID {
+			out = append(out, t.Clone())
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) Live(_ context.Context, fn func(*state.Task) error) error {
+	m.mu.Lock()
+	var live []*state.Task
+	for _, t := range m.d.tasks {
+		if !t.Phase.Terminal() {
+			live = append(live, t.Clone())
+		}
+	}
+	m.mu.Unlock()
+	for _, t := range live {
+		if err := fn(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *memStore) Events(_ context.Context, taskID string, after, limit int, maxBytes int64) ([]store.EventLine, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.EventLine
+	var size int64
+	for _, l := range m.d.events[taskID] {
+		if l.Seq <= after {
+			continue
+		}
+		over := size+int64(len(l.Line)) > maxBytes
+		if len(out) == limit || over && (len(out) > 0 || m.broken == "no line over maxBytes") {
+			return out, true, nil
+		}
+		size += int64(len(l.Line))
+		out = append(out, store.EventLine{Seq: l.Seq, Line: slices.Clone(l.Line)})
+	}
+	return out, false, nil
+}
+
+func (m *memStore) Prune(_ context.Context, before time.Time, limit int) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, t := range m.sorted() {
+		if n == limit && m.broken != "prunes past limit" {
+			break
+		}
+		if t.Phase.Terminal() && state.EndedAt(t).Before(before) && !m.held[t.ID] {
+			delete(m.d.tasks, t.ID)
+			if m.broken != "prune keeps events" {
+				delete(m.d.events, t.ID)
+			}
+			delete(m.d.keys, t.ID)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (m *memStore) Register(_ context.Context, id, tokenHash string, replace bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.d.tokens[id]; ok && !replace && m.broken != "register replaces" {
+		return store.ErrRegistered
+	}
+	m.d.tokens[id] = tokenHash
+	return nil
+}
+
+func (m *memStore) Revoke(_ context.Context, id string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.d.tokens[id]
+	delete(m.d.tokens, id)
+	return ok, nil
+}
+
+func (m *memStore) AgentByToken(_ context.Context, tokenHash string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, h := range m.d.tokens {
+		if h == tokenHash {
+			return id, nil
+		}
+	}
+	return "", nil
+}
+
+func (m *memStore) PutAgent(_ context.Context, a store.Agent) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.d.agents[a.View.AgentID]; ok && m.broken == "serves forever" {
+		a.View.Repos = append(slices.Clone(a.View.Repos), old.View.Repos...)
+	}
+	m.d.agents[a.View.AgentID] = a
+	return nil
+}
+
+func (m *memStore) Agent(_ context.Context, id string) (store.Agent, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.d.agents[id]
+	return a, ok, nil
+}
+
+func (m *memStore) Agents(context.Context) ([]store.Agent, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.Agent
+	for _, a := range m.d.agents {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b store.Agent) int { return cmp.Compare(a.View.AgentID, b.View.AgentID) })
+	return out, nil
+}
+
+func (m *memStore) Serves(_ context.Context, repo string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range m.d.agents {
+		if slices.Contains(a.View.Repos, repo) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (m *memStore) Lead(context.Context) (bool, error) { return true, nil }
+func (m *memStore) Shared() bool                       { return false }
+func (m *memStore) Close() error                       { return nil }
+
+func (tx *memTx) Task(id string) *state.Task {
+	if t := tx.saved[id]; t != nil {
+		return t
+	}
+	return tx.locked[id]
+}
+
+func (tx *memTx) Save(t *state.Task) {
+	if _, ok := tx.locked[t.ID]; ok {
+		tx.saved[t.ID] = t.Clone()
+	}
+}
+
+func (tx *memTx) Seen(taskID, key string) (bool, error) {
+	tx.m.mu.Lock()
+	defer tx.m.mu.Unlock()
+	return tx.keys[taskID][key] || tx.m.d.keys[taskID][key], nil
+}
+
+func (tx *memTx) Append(taskID, key string, seq int, line []byte) {
+	if tx.keys[taskID] == nil {
+		tx.keys[taskID] = map[string]bool{}
+	}
+	if line != nil || tx.m.broken != "forgets cut keys" {
+		tx.keys[taskID][key] = true
+	}
+	if line != nil {
+		tx.lines[taskID] = append(tx.lines[taskID], store.EventLine{Seq: seq, Line: slices.Clone(line)})
+	}
+}
