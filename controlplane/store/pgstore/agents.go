@@ -1,0 +1,145 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/edgeagent/agent/controlplane/store"
+)
+
+// Register records agent id's token hash, in one statement: an id that
+// has a hash keeps it (store.ErrRegistered) unless replace is set. A hash
+// another agent has is an error (the column is unique).
+func (s *Store) Register(ctx context.Context, id, tokenHash string, replace bool) error {
+	var tag pgconn.CommandTag
+	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
+		tag, err = c.Exec(ctx, `INSERT INTO agents (id, token_hash) VALUES ($1, $2)
+			ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash
+			WHERE agents.token_hash IS NULL OR $3`, id, tokenHash, replace)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: register agent %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrRegistered
+	}
+	return nil
+}
+
+// Revoke forgets agent id's token hash, and reports whether it had one.
+// Its record stays.
+func (s *Store) Revoke(ctx context.Context, id string) (bool, error) {
+	var tag pgconn.CommandTag
+	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
+		tag, err = c.Exec(ctx, `UPDATE agents SET token_hash = NULL WHERE id = $1 AND token_hash IS NOT NULL`, id)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("pgstore: revoke agent %s: %w", id, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// AgentByToken returns the agent tokenHash belongs to, "" when none: one
+// lookup in the hash's unique index.
+func (s *Store) AgentByToken(ctx context.Context, tokenHash string) (string, error) {
+	var id string
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT id FROM agents WHERE token_hash = $1`, tokenHash).Scan(&id)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("pgstore: agent by token: %w", err)
+	}
+	return id, nil
+}
+
+// PutAgent stores a's record, and the repositories it serves, in place
+// of the one before.
+func (s *Store) PutAgent(ctx context.Context, a store.Agent) error {
+	id := a.View.AgentID
+	record, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("pgstore: put agent %s: %w", id, err)
+	}
+	repos := a.View.Repos
+	if repos == nil {
+		repos = []string{}
+	}
+	err = s.write(ctx, func(c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, `INSERT INTO agents (id, record, repos) VALUES ($1, $2, $3)
+			ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, repos = EXCLUDED.repos`, id, record, repos)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: put agent %s: %w", id, err)
+	}
+	return nil
+}
+
+// Agent returns agent id's record; ok is false when it has none.
+func (s *Store) Agent(ctx context.Context, id string) (store.Agent, bool, error) {
+	var record []byte
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT record FROM agents WHERE id = $1 AND record IS NOT NULL`, id).Scan(&record)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Agent{}, false, nil
+	}
+	if err != nil {
+		return store.Agent{}, false, fmt.Errorf("pgstore: agent %s: %w", id, err)
+	}
+	var a store.Agent
+	if err := json.Unmarshal(record, &a); err != nil {
+		return store.Agent{}, false, fmt.Errorf("pgstore: agent %s: %w", id, err)
+	}
+	return a, true, nil
+}
+
+// Agents returns the agents' records by id.
+func (s *Store) Agents(ctx context.Context) ([]store.Agent, error) {
+	var agents []store.Agent
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		agents = nil
+		rows, err := c.Query(ctx, `SELECT record FROM agents WHERE record IS NOT NULL ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		var record []byte
+		_, err = pgx.ForEachRow(rows, []any{&record}, func() error {
+			var a store.Agent
+			if err := json.Unmarshal(record, &a); err != nil {
+				return err
+			}
+			agents = append(agents, a)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: agents: %w", err)
+	}
+	return agents, nil
+}
+
+// Serves reports whether an agent's record lists repository repo (the
+// repositories' index answers it).
+func (s *Store) Serves(ctx context.Context, repo string) (bool, error) {
+	var ok bool
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE repos @> ARRAY[$1::text])`, repo).Scan(&ok)
+	})
+	if err != nil {
+		return false, fmt.Errorf("pgstore: agents serving %s: %w", repo, err)
+	}
+	return ok, nil
+}
