@@ -206,7 +206,10 @@ func tomlString(s string) string {
 // redactURL hides a password written into a URL.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return "(a URL that does not parse)" // which may hold a password
+	}
+	if u.User == nil {
 		return raw
 	}
 	if _, ok := u.User.Password(); ok {

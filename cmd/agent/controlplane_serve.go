@@ -7,12 +7,16 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/controlplane/store/pgstore"
 	"github.com/edgeagent/agent/internal/private"
 	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/state"
@@ -26,15 +30,17 @@ func newControlPlaneCmd() *cobra.Command {
 
 func newControlPlaneServeCmd() *cobra.Command {
 	var (
-		addr, dir, tokenFile, operatorFile, level, format, metricsAddr string
-		lease, heartbeat, stall, queue                                 time.Duration
+		addr, dir, storeURL, tokenFile, operatorFile, level, format, metricsAddr string
+		lease, heartbeat, stall, queue, retention                                time.Duration
 		maxOutput                                                      byteSize
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the reference control plane API",
 		Long: `serve runs the reference control plane: tasks, leases, idempotent events, the
-watchdog and health-aware claims, kept in files under --data-dir.
+watchdog and health-aware claims, kept in files under --data-dir, or in
+PostgreSQL with --store postgres://…, where any number of replicas behind
+one address share the work (docs/controlplane.md).
 
 Credentials: three kinds, each doing only its own part.
   - The registration secret (--token-file; without it, DIR/token, made if
@@ -54,7 +60,8 @@ Every flag can also be set in the environment as AGENT_CP_ and the flag's
 name in capitals (--data-dir is AGENT_CP_DATA_DIR), or as a key in the
 TOML file given by --config (AGENT_CP_CONFIG); the command line wins over
 the environment, which wins over the file.`,
-		Example: `  agent controlplane serve --addr 127.0.0.1:8080 --data-dir ./cp`,
+		Example: `  agent controlplane serve --addr 127.0.0.1:8080 --data-dir ./cp
+  PGPASSWORD=… agent controlplane serve --store postgres://cp@db.internal:5432/agents --addr :8080`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(cmd.ErrOrStderr(), logLevel(level), format)
@@ -74,12 +81,20 @@ the environment, which wins over the file.`,
 			if err != nil {
 				return err
 			}
-			srv, err := server.New(server.Options{Dir: dir, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
-				Limits: state.Limits{Stall: stall, Queued: queue}, MaxAttemptOutput: int64(maxOutput), Logger: log})
+			st, where, err := openStore(cmd.Context(), storeURL, log)
+			if err != nil {
+				return err
+			}
+			if st != nil {
+				defer st.Close()
+			}
+			srv, err := server.New(server.Options{Store: st, Dir: dir, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
+				Limits: state.Limits{Stall: stall, Queued: queue}, MaxAttemptOutput: int64(maxOutput), Retention: retention, Logger: log})
 			if err != nil {
 				return err
 			}
 			defer srv.Close()
+			log.Info("control plane store", "store", where)
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", addr, err)
@@ -121,6 +136,8 @@ the environment, which wins over the file.`,
 	fs, t := useSettings(cmd, controlPlaneSettings), controlPlaneSettings
 	t.bind(fs, "addr", &addr)
 	t.bind(fs, "data-dir", &dir)
+	t.bind(fs, "store", &storeURL)
+	t.bind(fs, "retention", &retention)
 	t.bind(fs, "token-file", &tokenFile)
 	t.bind(fs, "operator-token-file", &operatorFile)
 	t.bind(fs, "lease", &lease)
@@ -154,4 +171,22 @@ func operatorTokens(file, dir string) ([]string, string, error) {
 	}
 	tok, where, err := ownToken("operator token", filepath.Join(dir, "operator-token"))
 	return []string{tok}, where, err
+}
+
+// openStore opens the store --store names: nil for the file store (the
+// server opens it in the data directory), or PostgreSQL. where says which,
+// for the log, without a password.
+func openStore(ctx context.Context, url string, log *slog.Logger) (store.Store, string, error) {
+	switch {
+	case url == "":
+		return nil, "files in the data directory", nil
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		st, err := pgstore.Open(ctx, url, pgstore.Options{Logger: log})
+		if err != nil {
+			return nil, "", fmt.Errorf("--store: %w", err)
+		}
+		return st, "postgresql " + redactURL(url), nil
+	default:
+		return nil, "", fmt.Errorf("--store %q: want empty (files in the data directory) or a postgres:// URL", redactURL(url))
+	}
 }

@@ -123,6 +123,7 @@ func storedLogBytes(t *testing.T, dir, taskID string) int64 {
 // attempt's stored output stays at its cap and a mark, every title at
 // 200 characters, and what the server holds under a figure.
 func TestBoundsUnderAttack(t *testing.T) {
+	fileStoreOnly(t) // it reads the files
 	if testing.Short() {
 		t.Skip("48 MB through the API")
 	}
@@ -221,6 +222,7 @@ func allocated() int64 {
 // with 40 MB of events on disk, it allocates a few KiB per task, and
 // holds nothing of them after.
 func TestStartReadsNoStoredEvents(t *testing.T) {
+	fileStoreOnly(t) // it reads the files
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newEnv(t, dir, clk)
 	e.submit("x", "")

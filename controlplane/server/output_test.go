@@ -102,6 +102,7 @@ func outputFor(t *testing.T, v api.TaskView, attempt int) state.AttemptOutput {
 // nothing; the next attempt has a cap of its own, an attempt the task
 // cannot have none; the counts survive a restart.
 func TestLogOutputIsCappedPerAttempt(t *testing.T) {
+	fileStoreOnly(t) // it reads the files
 	const limit = 64 << 10
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newEnvOpts(t, dir, clk, Options{MaxAttemptOutput: limit})
@@ -216,6 +217,7 @@ func TestLogOutputIsCappedPerAttempt(t *testing.T) {
 // The event that passes the cap keeps the lines that fit; the mark says
 // what it cut of them.
 func TestTheEventThatPassesTheCapKeepsWhatFits(t *testing.T) {
+	fileStoreOnly(t) // it reads the files
 	const limit = 16 << 10
 	dir := t.TempDir()
 	e := newEnvOpts(t, dir, &clock{now: t0}, Options{MaxAttemptOutput: limit})
@@ -244,6 +246,7 @@ func TestTheEventThatPassesTheCapKeepsWhatFits(t *testing.T) {
 // the lines cut after the mark were never answered for, and are counted
 // when the agent sends them again. The counts end as without the crash.
 func TestCutCountsSurviveACrashBeforeTheTaskFile(t *testing.T) {
+	fileStoreOnly(t) // it reads the files
 	const limit = 32 << 10
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newEnvOpts(t, dir, clk, Options{MaxAttemptOutput: limit})

@@ -194,6 +194,7 @@ func TestEventsComeInPages(t *testing.T) {
 // control plane stored for good end (an append not yet synced and
 // answered, or one it undoes), and a torn line is never half shown.
 func TestEventsPageStopsAtWhatIsStored(t *testing.T) {
+	fileStoreOnly(t) // it reads the files
 	dir := t.TempDir()
 	e := newEnv(t, dir, &clock{now: t0})
 	e.submit("x", "")

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,11 +20,58 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/controlplane/store/pgstore"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/pgtest"
 	"github.com/edgeagent/agent/state"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The server's tests run over the file store, and over PostgreSQL when
+// AGENT_TEST_CP_STORE=postgres (make test runs both): the same requests,
+// the same answers.
+func TestMain(m *testing.M) {
+	code := pgtest.Run(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// onPostgres reports whether the tests run over PostgreSQL.
+func onPostgres() bool { return os.Getenv("AGENT_TEST_CP_STORE") == "postgres" }
+
+// fileStoreOnly skips a test of the file store's own files.
+func fileStoreOnly(t *testing.T) {
+	t.Helper()
+	if onPostgres() {
+		t.Skip("a test of the file store's files")
+	}
+}
+
+// databases are the tests' PostgreSQL databases by the directory their
+// env was made with: a restart on the same directory opens the same
+// database.
+var databases sync.Map
+
+// pgStore opens a PostgreSQL store for the env of dir, closed when the
+// test ends.
+func pgStore(t *testing.T, dir string) store.Store {
+	t.Helper()
+	dsn, ok := databases.Load(dir)
+	if !ok {
+		dsn, _ = databases.LoadOrStore(dir, pgtest.Start(t))
+	}
+	st, err := pgstore.Open(t.Context(), dsn.(string), pgstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
 
 // clock is a settable clock shared by a test and its server.
 type clock struct {
@@ -95,6 +144,9 @@ func newEnvOpts(t *testing.T, dir string, clk *clock, opts Options) *env {
 	t.Helper()
 	opts.Dir, opts.Token, opts.OperatorTokens, opts.Now, opts.Lease, opts.HeartbeatInterval = dir, regToken, []string{opToken}, clk.Now, time.Minute, 10*time.Second
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if onPostgres() && opts.Store == nil {
+		opts.Store = pgStore(t, dir)
+	}
 	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +166,9 @@ func (e *env) restart(clk *clock) *env {
 	e.t.Helper()
 	e.http.Close()
 	e.srv.Close()
+	if onPostgres() {
+		e.srv.store.Close() // and its lead with it, as a crash would
+	}
 	n := newEnvOpts(e.t, e.dir, clk, Options{MaxAttemptOutput: e.srv.opts.MaxAttemptOutput})
 	n.tokens = e.tokens
 	return n
