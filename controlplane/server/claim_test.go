@@ -186,8 +186,10 @@ func TestOverlongKeysAndIdsAreRefused(t *testing.T) {
 		t.Fatal("an overlong agent id was taken")
 	}
 	// And a second control plane on the same directory is refused.
-	if _, err := New(Options{Dir: dir, Token: regToken, OperatorTokens: []string{opToken}}); !onPostgres() && (err == nil || !strings.Contains(err.Error(), "another control plane")) {
-		t.Fatalf("a second control plane on %s: %v", dir, err)
+	if !onPostgres() {
+		if _, err := New(Options{Dir: dir, Token: regToken, OperatorTokens: []string{opToken}}); err == nil || !strings.Contains(err.Error(), "another control plane") {
+			t.Fatalf("a second control plane on %s: %v", dir, err)
+		}
 	}
 	e.restart(&clock{now: t0}) // starts
 }
