@@ -68,8 +68,9 @@ func (s *Store) Task(ctx context.Context, id string) (*state.Task, error) {
 }
 
 // Tasks returns a page of the tasks q selects, oldest first, and the
-// cursor of the next page. The page after a task that is gone (pruned
-// since) is empty. A Limit of zero or less returns every task selected.
+// cursor of the next page. A cursor that names no task (one pruned
+// since) is an error. A Limit of zero or less returns every task
+// selected.
 func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string, error) {
 	var (
 		where []string
@@ -102,6 +103,15 @@ func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string
 	tasks, err := s.queryTasks(ctx, sql, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("pgstore: list tasks: %w", err)
+	}
+	if len(tasks) == 0 && q.After != "" {
+		// No page follows the cursor: is it the end of the list, or a
+		// cursor that names no task?
+		if t, err := s.Task(ctx, q.After); err != nil {
+			return nil, "", err
+		} else if t == nil {
+			return nil, "", fmt.Errorf("pgstore: list tasks: the cursor %q names no task", q.After)
+		}
 	}
 	next := ""
 	if q.Limit > 0 && len(tasks) > q.Limit {
