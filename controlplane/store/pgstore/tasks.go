@@ -110,7 +110,7 @@ func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string
 		if t, err := s.Task(ctx, q.After); err != nil {
 			return nil, "", err
 		} else if t == nil {
-			return nil, "", fmt.Errorf("pgstore: list tasks: the cursor %q names no task", q.After)
+			return nil, "", fmt.Errorf("pgstore: list tasks: %w: %q names no task", store.ErrCursor, q.After)
 		}
 	}
 	next := ""
