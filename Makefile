@@ -28,9 +28,10 @@ build:
 tools:
 	./scripts/tools.sh
 
-## test: the whole suite under the race detector (fuzz seeds and 50 crash kills included).
+## test: the whole suite under the race detector (fuzz seeds and 50 crash kills included); the control plane's tests once more over PostgreSQL (a throwaway cluster; skipped in one line where none is installed).
 test: tools
 	$(GO) test -race -count=1 ./...
+	AGENT_TEST_CP_STORE=postgres $(GO) test -race -count=1 ./controlplane/server/
 
 ## faults: the fault suite (needs root: it mounts tmpfs); prints a table.
 faults: tools

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -314,8 +315,25 @@ func (c *Client) Tasks(ctx context.Context) ([]api.TaskView, error) {
 // TasksPage lists up to limit tasks after the task named after ("": from
 // the first), and the cursor of the next page ("" on the last).
 func (c *Client) TasksPage(ctx context.Context, after string, limit int) ([]api.TaskView, string, error) {
+	return c.TasksWhere(ctx, api.TaskFilter{}, after, limit)
+}
+
+// TasksWhere lists up to limit of the tasks f selects after the task named
+// after ("": from the first), and the cursor of the next page ("" on the
+// last).
+func (c *Client) TasksWhere(ctx context.Context, f api.TaskFilter, after string, limit int) ([]api.TaskView, string, error) {
+	q := f.Values()
+	q.Set("limit", strconv.Itoa(limit))
+	if after != "" {
+		q.Set("after", after)
+	}
 	var p page[api.TaskView]
-	err := c.call(ctx, http.MethodGet, "/v1/tasks?"+pageQuery(after, limit), nil, &p, true)
+	err := c.call(ctx, http.MethodGet, "/v1/tasks?"+q.Encode(), nil, &p, true)
+	if err == nil && f != (api.TaskFilter{}) {
+		// A control plane from before filters answers every task: the
+		// filter is kept here too.
+		p.items = slices.DeleteFunc(p.items, func(v api.TaskView) bool { return !f.Match(&v.Task) })
+	}
 	return p.items, p.next, err
 }
 

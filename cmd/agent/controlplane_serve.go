@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -32,7 +32,7 @@ func newControlPlaneServeCmd() *cobra.Command {
 	var (
 		addr, dir, storeURL, tokenFile, operatorFile, level, format, metricsAddr string
 		lease, heartbeat, stall, queue, retention                                time.Duration
-		maxOutput                                                      byteSize
+		maxOutput                                                                byteSize
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -62,7 +62,7 @@ TOML file given by --config (AGENT_CP_CONFIG); the command line wins over
 the environment, which wins over the file.`,
 		Example: `  agent controlplane serve --addr 127.0.0.1:8080 --data-dir ./cp
   PGPASSWORD=… agent controlplane serve --store postgres://cp@db.internal:5432/agents --addr :8080`,
-		Args:    noArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(cmd.ErrOrStderr(), logLevel(level), format)
 			if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -76,8 +76,9 @@ func TestE2EControlPlaneCapsAnAttemptsOutput(t *testing.T) {
 
 	// The people's tools read the lists in pages: a page of two tasks
 	// names the next, and tasks ls --remote shows them all.
+	var more []string
 	for range 3 {
-		submit(t, c, "@output more")
+		more = append(more, submit(t, c, "@output more"))
 	}
 	page, next, err := c.client.TasksPage(t.Context(), "", 2)
 	if err != nil || len(page) != 2 || next != page[1].ID {
@@ -87,5 +88,34 @@ func TestE2EControlPlaneCapsAnAttemptsOutput(t *testing.T) {
 	var all []json.RawMessage
 	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &all) != nil || len(all) != 4 {
 		t.Errorf("tasks ls --remote --json: %d tasks, exit %d: %s", len(all), res.code, res.stderr)
+	}
+	// Narrowed by the control plane: what has not ended (nothing, once
+	// all are done), the completed ones (at most two), a repository none
+	// is on; a phase that is not one, in one line.
+	for _, id := range more {
+		c.waitDone(t, id)
+	}
+	cpArgs := []string{"--remote", "--json", "--control-plane", c.url(), "--token-file", c.operatorFile}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--live"}, 0},
+		{[]string{"--phase", "completed", "--limit", "2"}, 2},
+		{[]string{"--phase", "completed", "--repo", "nope"}, 0},
+	} {
+		res := runAgent(t, append(append([]string{"tasks", "ls"}, tc.args...), cpArgs...)...)
+		var got []api.TaskView
+		if res.code != 0 || json.Unmarshal([]byte(res.stdout), &got) != nil || len(got) != tc.want {
+			t.Errorf("tasks ls %v: %d tasks, exit %d, want %d: %s", tc.args, len(got), res.code, tc.want, res.stderr)
+		}
+		for _, v := range got {
+			if v.Phase != state.PhaseCompleted {
+				t.Errorf("tasks ls %v listed %s, %s", tc.args, v.ID, v.Phase)
+			}
+		}
+	}
+	if res := runAgent(t, append([]string{"tasks", "ls", "--phase", "donezo"}, cpArgs...)...); res.code == 0 || strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 || !strings.Contains(res.stderr, "--phase") {
+		t.Errorf("tasks ls --phase donezo: exit %d: %q", res.code, res.stderr)
 	}
 }

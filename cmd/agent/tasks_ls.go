@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,19 +17,37 @@ func newTasksLsCmd() *cobra.Command {
 	var (
 		src    sourceFlags
 		asJSON bool
+		filter api.TaskFilter
+		phase  string
+		limit  int
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the tasks, oldest first: this agent's (the data directory) or, with --remote, the control plane's",
+		Long: `ls lists the tasks, oldest first: this agent's (its data directory) or, with
+--remote, the control plane's, asked for a page at a time. --phase, --agent,
+--repo and --live narrow the list (the control plane selects, so a long
+history is not sent); --limit stops after so many.`,
 		Example: `  agent tasks ls
-  agent tasks ls --remote --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
+  agent tasks ls --live
+  agent tasks ls --remote --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
+  agent tasks ls --remote --phase failed --repo api --limit 20`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if phase != "" {
+				filter.Phase = state.Phase(phase)
+				if !slices.Contains(state.Phases, filter.Phase) {
+					return fmt.Errorf("--phase %q: want one of %s", visible(phase), phaseNames())
+				}
+			}
+			if limit < 0 {
+				return fmt.Errorf("--limit %d: want 0 (all) or more", limit)
+			}
 			s, err := src.source()
 			if err != nil {
 				return err
 			}
-			tasks, err := s.Tasks(cmd.Context())
+			tasks, err := s.Tasks(cmd.Context(), filter, limit)
 			if tasks == nil && err != nil {
 				return fmt.Errorf("tasks ls: %w", err)
 			}
@@ -48,6 +68,11 @@ func newTasksLsCmd() *cobra.Command {
 		},
 	}
 	src.add(cmd)
+	cmd.Flags().StringVar(&phase, "phase", "", "only the tasks in this phase (queued, running, completed, failed, …)")
+	cmd.Flags().StringVar(&filter.Agent, "agent", "", "only the tasks whose lease this agent holds")
+	cmd.Flags().StringVar(&filter.Repo, "repo", "", "only the tasks on this repository")
+	cmd.Flags().BoolVar(&filter.Live, "live", false, "only the tasks that have not ended")
+	cmd.Flags().IntVar(&limit, "limit", 0, "list at most this many (0: all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tasks as a JSON array: each task as the control plane shows it (its fields, progress_card, output_cut_lines and output_cut_bytes), local or --remote")
 	return cmd
 }
@@ -74,4 +99,13 @@ func printTaskTable(w io.Writer, p palette, tasks []*state.Task, now time.Time) 
 			visible(truncateMiddle(progress, 30)), ago(now, t.UpdatedAt))
 	}
 	return tw.Flush()
+}
+
+// phaseNames lists the phases, for an error.
+func phaseNames() string {
+	names := make([]string, len(state.Phases))
+	for i, p := range state.Phases {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
 }

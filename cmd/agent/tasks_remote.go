@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -69,9 +70,10 @@ func (f *sourceFlags) source() (taskSource, error) {
 
 // taskSource is where the tasks commands read tasks.
 type taskSource interface {
-	// Tasks lists the tasks, oldest first. A non-nil list with an error
-	// is a partial answer (some task files could not be read).
-	Tasks(ctx context.Context) ([]*state.Task, error)
+	// Tasks lists the tasks f selects, oldest first, at most limit of
+	// them (0: all). A non-nil list with an error is a partial answer
+	// (some task files could not be read).
+	Tasks(ctx context.Context, f api.TaskFilter, limit int) ([]*state.Task, error)
 	// Task reads one task; an unknown one is errNoTask.
 	Task(ctx context.Context, id string) (*state.Task, error)
 	// Transient reports whether a failed read may succeed if tried again.
@@ -96,8 +98,13 @@ func (e noTaskError) Is(target error) bool { return target == errNoTask }
 // localSource reads the agent's data directory.
 type localSource struct{ dataDir string }
 
-func (s localSource) Tasks(context.Context) ([]*state.Task, error) {
-	return datadir.LoadTasks(s.dataDir)
+func (s localSource) Tasks(_ context.Context, f api.TaskFilter, limit int) ([]*state.Task, error) {
+	tasks, err := datadir.LoadTasks(s.dataDir)
+	tasks = slices.DeleteFunc(tasks, func(t *state.Task) bool { return !f.Match(t) })
+	if limit > 0 && len(tasks) > limit {
+		tasks = tasks[:limit]
+	}
+	return tasks, err
 }
 
 func (s localSource) Task(_ context.Context, id string) (*state.Task, error) {
@@ -119,16 +126,26 @@ func (localSource) KnowsQueue() bool { return false }
 // remoteSource reads the control plane.
 type remoteSource struct{ c *controlplane.Client }
 
-func (s remoteSource) Tasks(ctx context.Context) ([]*state.Task, error) {
-	views, err := s.c.Tasks(ctx)
-	if err != nil {
-		return nil, err
+// Tasks asks for one page after another, until limit.
+func (s remoteSource) Tasks(ctx context.Context, f api.TaskFilter, limit int) ([]*state.Task, error) {
+	tasks, after := []*state.Task{}, ""
+	for {
+		size := api.MaxTasksPage
+		if limit > 0 {
+			size = min(size, limit-len(tasks))
+		}
+		views, next, err := s.c.TasksWhere(ctx, f, after, size)
+		if err != nil {
+			return nil, err
+		}
+		for i := range views {
+			tasks = append(tasks, &views[i].Task)
+		}
+		if next == "" || next == after || limit > 0 && len(tasks) >= limit {
+			return tasks, nil
+		}
+		after = next
 	}
-	tasks := make([]*state.Task, len(views))
-	for i := range views {
-		tasks[i] = &views[i].Task
-	}
-	return tasks, nil
 }
 
 func (s remoteSource) Task(ctx context.Context, id string) (*state.Task, error) {

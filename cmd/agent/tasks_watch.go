@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/state"
 )
@@ -127,8 +128,9 @@ func (b board) shown() []*state.Task {
 func watchLines(ctx context.Context, s taskSource, wake <-chan struct{}, out, errOut io.Writer, recent int) error {
 	last := map[string]string{}
 	first, warned := true, ""
+	seen := newWatchList(s)
 	return follow(ctx, wake, func() (bool, error) {
-		tasks, err := s.Tasks(ctx)
+		tasks, err := seen.tasks(ctx)
 		if err != nil {
 			if tasks == nil && !s.Transient(err) {
 				return false, err
@@ -194,8 +196,9 @@ func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *o
 		}
 	}
 	prev, problem := "", ""
+	seen := newWatchList(s)
 	return follow(ctx, wake, func() (bool, error) {
-		tasks, err := s.Tasks(ctx)
+		tasks, err := seen.tasks(ctx)
 		switch {
 		case err != nil && tasks == nil && !s.Transient(err):
 			return false, err
@@ -389,4 +392,52 @@ func fitWidth(s string, width int) string {
 		return s
 	}
 	return state.Ellipsize(plain, width)
+}
+
+// watchList is what each round of a watch shows. From a data directory,
+// every task. From the control plane, the tasks that have not ended and
+// those the watch saw end (each asked for once, as it leaves the live
+// list): a round costs what is live, not the whole history.
+type watchList struct {
+	s     taskSource
+	live  map[string]bool
+	ended map[string]*state.Task
+}
+
+func newWatchList(s taskSource) *watchList {
+	return &watchList{s: s, live: map[string]bool{}, ended: map[string]*state.Task{}}
+}
+
+func (w *watchList) tasks(ctx context.Context) ([]*state.Task, error) {
+	if !w.s.KnowsQueue() {
+		return w.s.Tasks(ctx, api.TaskFilter{}, 0)
+	}
+	live, err := w.s.Tasks(ctx, api.TaskFilter{Live: true}, 0)
+	if err != nil {
+		return nil, err
+	}
+	now := make(map[string]bool, len(live))
+	for _, t := range live {
+		now[t.ID] = true
+		delete(w.ended, t.ID) // a person's retry brought it back
+	}
+	for id := range w.live {
+		if now[id] {
+			continue
+		}
+		t, err := w.s.Task(ctx, id)
+		if err != nil {
+			if errors.Is(err, errNoTask) {
+				continue // removed meanwhile (retention)
+			}
+			return nil, err // asked again next round: it is still in w.live
+		}
+		w.ended[id] = t
+	}
+	w.live = now
+	out := slices.Clone(live)
+	for _, t := range w.ended {
+		out = append(out, t)
+	}
+	return out, nil
 }

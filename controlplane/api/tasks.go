@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/url"
 	"time"
 
 	"github.com/edgeagent/agent/health"
@@ -121,3 +122,37 @@ const (
 	DecisionAccept  = state.AnswerAccept
 	DecisionDecline = state.AnswerDecline
 )
+
+// TaskFilter selects tasks in GET /v1/tasks. Empty fields select all.
+type TaskFilter struct {
+	Phase state.Phase // the phase
+	Agent string      // the agent holding the lease
+	Repo  string      // the repository
+	Live  bool        // only the tasks that have not ended
+}
+
+// Match reports whether t is selected.
+func (f TaskFilter) Match(t *state.Task) bool {
+	return (f.Phase == "" || t.Phase == f.Phase) &&
+		(f.Agent == "" || t.Lease != nil && t.Lease.AgentID == f.Agent) &&
+		(f.Repo == "" || t.Repo == f.Repo) &&
+		(!f.Live || !t.Phase.Terminal())
+}
+
+// Values are f as query parameters.
+func (f TaskFilter) Values() url.Values {
+	v := url.Values{}
+	if f.Phase != "" {
+		v.Set("phase", string(f.Phase))
+	}
+	if f.Agent != "" {
+		v.Set("agent", f.Agent)
+	}
+	if f.Repo != "" {
+		v.Set("repo", f.Repo)
+	}
+	if f.Live {
+		v.Set("live", "true")
+	}
+	return v
+}

@@ -51,7 +51,8 @@ func pageParams(r *http.Request, def, most int) (after string, limit int, err er
 }
 
 // serveTasks answers GET /v1/tasks: a page of tasks, oldest first, those
-// ?phase, ?agent (the lease holder) and ?repo select.
+// ?phase, ?agent (the lease holder), ?repo and ?live=true (not ended)
+// select.
 func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 	after, limit, err := pageParams(r, api.DefaultTasksPage, api.MaxTasksPage)
 	if err != nil {
@@ -60,6 +61,14 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 	}
 	q := store.Query{After: after, Limit: limit, Phase: state.Phase(r.URL.Query().Get("phase")),
 		Agent: r.URL.Query().Get("agent"), Repo: r.URL.Query().Get("repo")}
+	switch live := r.URL.Query().Get("live"); live {
+	case "", "false":
+	case "true":
+		q.Live = true
+	default:
+		reply(w, nil, badRequest("live %q: want true or false", state.Ellipsize(live, 40)))
+		return
+	}
 	if q.Phase != "" && !slices.Contains(state.Phases, q.Phase) {
 		reply(w, nil, badRequest("phase %q: want one of %s", state.Ellipsize(string(q.Phase), 40), phaseList()))
 		return

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,58 @@ func TestTaskListComesInPages(t *testing.T) {
 		t.Errorf("the last page: %d tasks, next %q", len(last), next)
 	}
 	for _, bad := range []string{"limit=0", "limit=-1", "limit=x", "after=t-nope"} {
+		if status, _, body := e.get("/v1/tasks?" + bad); status != 400 {
+			t.Errorf("?%s: %d %s, want 400", bad, status, body)
+		}
+	}
+}
+
+// The list narrows at the store: by phase, by the agent holding the
+// lease, by repository, to what has not ended; ?cursor is ?after's other
+// name; a filter that is not one is 400.
+func TestTaskListFilters(t *testing.T) {
+	clk := &clock{now: t0}
+	e := newEnv(t, t.TempDir(), clk)
+	var ids []string
+	for i := range 4 {
+		clk.advance(time.Millisecond)
+		ids = append(ids, e.submit(fmt.Sprint("task ", i), "").ID)
+	}
+	claimed := e.claim("ag-1", "available", 1)[0].Task.ID // the oldest
+	if _, err := e.client.CancelTask(context.Background(), ids[3]); err != nil {
+		t.Fatal(err)
+	}
+	list := func(query string) []string {
+		t.Helper()
+		status, _, body := e.get("/v1/tasks?" + query)
+		var views []api.TaskView
+		if status != 200 || json.Unmarshal(body, &views) != nil {
+			t.Fatalf("?%s: %d %s", query, status, body)
+		}
+		var got []string
+		for _, v := range views {
+			got = append(got, v.ID)
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"phase=queued", ids[1:3]},
+		{"phase=claimed", []string{claimed}},
+		{"agent=ag-1", []string{claimed}},
+		{"agent=ag-2", nil},
+		{"live=true", ids[:3]},
+		{"live=true&limit=1&cursor=" + ids[0], ids[1:2]},
+		{"phase=cancelled&live=true", nil},
+		{"repo=web", nil},
+	} {
+		if got := list(tc.query); !slices.Equal(got, tc.want) {
+			t.Errorf("?%s: %v, want %v", tc.query, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"phase=donezo", "live=maybe", "after=" + ids[0] + "&cursor=" + ids[1]} {
 		if status, _, body := e.get("/v1/tasks?" + bad); status != 400 {
 			t.Errorf("?%s: %d %s, want 400", bad, status, body)
 		}

@@ -134,6 +134,8 @@ type Query struct {
 	Phase state.Phase
 	Agent string // the agent holding the task's lease
 	Repo  string
+	// Live selects only the tasks that have not ended.
+	Live bool
 	// After is the cursor: the id of the last task of the page before.
 	After string
 	// Limit is the most tasks a page holds; 0 is no limit (for tools
@@ -145,7 +147,8 @@ type Query struct {
 func (q Query) Match(t *state.Task) bool {
 	return (q.Phase == "" || t.Phase == q.Phase) &&
 		(q.Agent == "" || t.Lease != nil && t.Lease.AgentID == q.Agent) &&
-		(q.Repo == "" || t.Repo == q.Repo)
+		(q.Repo == "" || t.Repo == q.Repo) &&
+		(!q.Live || !t.Phase.Terminal())
 }
 
 // EventLine is a stored event as its line.

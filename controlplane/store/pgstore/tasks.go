@@ -89,6 +89,9 @@ func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string
 	if q.Repo != "" {
 		where = append(where, "repo = "+arg(q.Repo))
 	}
+	if q.Live {
+		where = append(where, "ended_at IS NULL")
+	}
 	if q.After != "" {
 		where = append(where, "(created_ns, id) > (SELECT created_ns, id FROM tasks WHERE id = "+arg(q.After)+")")
 	}
