@@ -69,7 +69,9 @@ func (s *Server) routes() []route {
 			reply(w, v, err)
 		}},
 		{"POST /v1/tasks/{id}/reply", operator, func(w http.ResponseWriter, r *http.Request) {
-			handle(func(req api.ReplyRequest) (api.TaskView, error) { return s.replyTask(r.Context(), r.PathValue("id"), req) })(w, r)
+			handle(func(req api.ReplyRequest) (api.TaskView, error) {
+				return s.replyTask(r.Context(), r.PathValue("id"), req)
+			})(w, r)
 		}},
 		{"GET /v1/agents", operator, func(w http.ResponseWriter, r *http.Request) {
 			v, err := s.listAgents(r.Context())

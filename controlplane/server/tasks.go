@@ -247,6 +247,7 @@ func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, err
 	}
 	return v, err
 }
+
 // sessionKeeper is the agent that keeps the session of attempt a: the
 // agent whose lease the task last had, or, for a task continued and then
 // cancelled before anyone claimed it, the agent that continue was for. An
