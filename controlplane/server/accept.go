@@ -56,7 +56,7 @@ func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 		return api.EventsResponse{}, storeErr("store events", err)
 	}
 	if queued {
-		s.wakeClaims()
+		s.wakeClaims(1)
 	}
 	s.countResults(resp.Results)
 	return resp, nil

@@ -21,7 +21,7 @@ func (s *Server) release(ctx context.Context, req api.ReleaseRequest) (struct{},
 		return struct{}{}, badRequest("%d tasks in one release; the limit is %d", len(req.TaskIDs), api.MaxEventsPerBatch)
 	}
 	now := s.opts.Now()
-	released := false
+	released := 0
 	err := s.store.Update(ctx, req.TaskIDs, func(tx store.Tx) error {
 		for _, id := range req.TaskIDs {
 			t := tx.Task(id)
@@ -31,13 +31,13 @@ func (s *Server) release(ctx context.Context, req api.ReleaseRequest) (struct{},
 			t.Lease = nil
 			if err := t.Transition(state.PhaseQueued, "released by "+req.AgentID, now); err == nil {
 				tx.Save(t)
-				released = true
+				released++
 			}
 		}
 		return nil
 	})
-	if released {
-		s.wakeClaims()
+	if err == nil {
+		s.wakeClaims(released)
 	}
 	return struct{}{}, storeErr("release", err)
 }
@@ -67,7 +67,20 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 	if req.HealthGrade == health.Unavailable || req.Max <= 0 {
 		wait = 0 // nothing could be granted: no use waiting
 	}
-	var timer *time.Timer
+	var (
+		timer *time.Timer
+		w     *waiter // its place in the line while it waits
+		held  *baton  // the wake it got: handed on when it takes nothing
+		poll  *time.Ticker
+	)
+	defer func() {
+		if w != nil {
+			s.leaveLine(w)
+		}
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
 	for {
 		if timer != nil {
 			// Woken as the agent hung up or the server stopped waits: no
@@ -84,9 +97,17 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 		if timer != nil {
 			s.waitRounds++
 		}
-		// What wakes the claim is taken before it selects: a task queued
-		// while it selects wakes it again.
-		woken := s.claimable
+		if wait > 0 {
+			// In line before it selects: a task queued while it selects
+			// wakes it again.
+			if w == nil {
+				w = &waiter{wake: make(chan *baton, 1)}
+			}
+			if !w.inLine {
+				w.inLine = true
+				s.line = append(s.line, w)
+			}
+		}
 		s.mu.Unlock()
 		resp, err := s.claimNow(ctx, req)
 		if err != nil || len(resp.Tasks) > 0 || wait <= 0 {
@@ -101,26 +122,32 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			resp.WaitMS = wait.Milliseconds()
 			return resp, err
 		}
+		// Woken for a task it could not take (another's repository, a
+		// continue for another agent, or taken meanwhile): the next in
+		// line gets the chance.
+		s.handOn(held)
+		held = nil
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
 			s.mu.Lock()
 			s.waiting++
 			s.mu.Unlock()
+			// Another replica may queue a task without this one knowing:
+			// with a shared store the claim looks again now and then.
+			if s.store.Shared() {
+				poll = time.NewTicker(sharedClaimPoll)
+			}
 		}
-		// Another replica may queue a task without this one knowing: with
-		// a shared store the claim looks again now and then.
-		var poll <-chan time.Time
-		if s.store.Shared() {
-			pt := time.NewTimer(sharedClaimPoll)
-			defer pt.Stop()
-			poll = pt.C
+		var polled <-chan time.Time
+		if poll != nil {
+			polled = poll.C
 		}
 		var end ClaimWaitEnd
 		select {
-		case <-woken:
+		case held = <-w.wake:
 			continue
-		case <-poll:
+		case <-polled:
 			continue
 		case <-timer.C:
 			end = WaitTimedOut
@@ -130,6 +157,93 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			end = WaitStopped
 		}
 		return s.endWait(end, wait), nil
+	}
+}
+
+// The claims waiting for work stand in a line, first come first served. A
+// task queued wakes the first (wakeClaims) with a baton: the chance to
+// take it. A claim that takes nothing hands the baton to the next in
+// line, at most as many times as there were claims waiting when it was
+// queued; so a task costs one selection when the first claim can take it,
+// not one per waiting claim. A change that may make GUI tasks claimable
+// for others (an agent's grade or presence) wakes them all (wakeAll).
+type waiter struct {
+	wake   chan *baton // its wake: a baton, or nil from wakeAll
+	inLine bool        // in s.line; mu guards it
+}
+
+// baton is one task's chance to be claimed by a waiting claim: left is how
+// many more claims it may be handed to.
+type baton struct{ left int }
+
+// wakeClaims wakes the first n claims in line, one per task that may have
+// become claimable (submitted, retried, continued, released, its lease
+// lapsed).
+func (s *Server) wakeClaims(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.wakeFirst(&baton{left: len(s.line) - 1})
+	}
+}
+
+// handOn gives b to the next claim in line, if it may go further.
+func (s *Server) handOn(b *baton) {
+	if b == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b.left > 0 {
+		b.left--
+		s.wakeFirst(b)
+	}
+}
+
+// wakeFirst takes the first claim out of the line and wakes it with b. mu
+// is held.
+func (s *Server) wakeFirst(b *baton) {
+	if len(s.line) == 0 {
+		return
+	}
+	w := s.line[0]
+	s.line[0] = nil
+	s.line = s.line[1:]
+	w.inLine = false
+	select {
+	case w.wake <- b:
+	default: // woken already, not yet back in line: it selects again anyway
+	}
+}
+
+// wakeAll wakes every claim in line: the preference for GUI tasks may
+// now let any of them take one.
+func (s *Server) wakeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.line) > 0 {
+		s.wakeFirst(nil)
+	}
+}
+
+// leaveLine takes w out of the line when it is in it, and hands on a
+// baton it was given and will not use.
+func (s *Server) leaveLine(w *waiter) {
+	s.mu.Lock()
+	if w.inLine {
+		w.inLine = false
+		for i, x := range s.line {
+			if x == w {
+				s.line = slices.Delete(s.line, i, i+1)
+				break
+			}
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case b := <-w.wake:
+		s.handOn(b)
+	default:
 	}
 }
 
@@ -148,17 +262,6 @@ func (s *Server) countWaitEnd(end ClaimWaitEnd) {
 		s.waitEnds = map[ClaimWaitEnd]uint64{}
 	}
 	s.waitEnds[end]++
-}
-
-// wakeClaims wakes the claims waiting for work: a task may have become
-// claimable for one of them (a task queued: submitted, retried,
-// continued, released, its lease lapsed; or an agent's grade or presence
-// changed, which the preference for GUI tasks weighs).
-func (s *Server) wakeClaims() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	close(s.claimable)
-	s.claimable = make(chan struct{})
 }
 
 // StopWaits answers every waiting claim at once, empty, and every later

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -267,5 +268,64 @@ func TestStopWaitsAnswersWaitingClaims(t *testing.T) {
 	}
 	if ends := e.srv.ClaimWaitEnds(); ends[WaitStopped] != 2 || len(ends) != 1 {
 		t.Errorf("waits ended %v, want 2 stopped", ends)
+	}
+}
+
+// A task submitted to many waiting claims wakes one, which takes it: one
+// selection, not one per waiting claim. A task only the last in line can
+// take (its repository) is handed down the line to it, each claim that
+// cannot take it passing it on, and no further.
+func TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 12
+	answers := make(chan answer, n)
+	reposOf := func(i int) []string {
+		if i == n-1 {
+			return []string{"site"} // the last in line alone serves site
+		}
+		return nil
+	}
+	for i := range n {
+		// Heartbeats first: the control plane knows the repository (a
+		// new agent's heartbeat wakes every waiting claim).
+		id := fmt.Sprintf("ag-%02d", i)
+		if _, err := e.agent(id).Heartbeat(ctx, api.HeartbeatRequest{AgentID: id, Repos: reposOf(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		id, repos := fmt.Sprintf("ag-%02d", i), reposOf(i)
+		got := e.claimAsync(ctx, e.agent(id), waitReq(id, health.Available, time.Hour, repos...))
+		go func() { answers <- <-got }()
+		e.untilWaiting(i + 1) // in line in this order
+	}
+
+	before := e.rounds()
+	e.submit("anyone", "any")
+	first := <-answers
+	if first.err != nil || len(first.resp.Tasks) != 1 {
+		t.Fatalf("the first answer: %+v %v", first.resp, first.err)
+	}
+	e.untilWaiting(n - 1)
+	// (Over PostgreSQL, waiting claims also look again every half second:
+	// the counts hold over files.)
+	if r := e.rounds() - before; r != 1 && !onPostgres() {
+		t.Errorf("a task for anyone cost %d selections by waiting claims, want 1", r)
+	}
+
+	before = e.rounds()
+	v, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "on site", Repo: "site"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := <-answers
+	if got.err != nil || len(got.resp.Tasks) != 1 || got.resp.Tasks[0].Task.ID != v.ID || got.resp.Tasks[0].Lease.AgentID != fmt.Sprintf("ag-%02d", n-1) {
+		t.Fatalf("the site task went to %+v (%v), want ag-%02d", got.resp.Tasks, got.err, n-1)
+	}
+	e.untilWaiting(n - 2)
+	if r := e.rounds() - before; r > n-1 && !onPostgres() {
+		t.Errorf("the site task cost %d selections, want at most the %d claims in line", r, n-1)
 	}
 }

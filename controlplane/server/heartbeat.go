@@ -78,7 +78,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 			ids = append(ids, t.ID)
 		}
 	}
-	requeued := false
+	requeued := 0
 	err = s.store.Update(ctx, ids, func(tx store.Tx) error {
 		resp.Cancel, resp.Replies = resp.Cancel[:0], nil
 		for _, r := range req.Running {
@@ -112,8 +112,10 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	if err := s.store.PutAgent(ctx, a); err != nil {
 		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 	}
-	if wake || requeued {
-		s.wakeClaims()
+	if wake {
+		s.wakeAll()
+	} else {
+		s.wakeClaims(requeued)
 	}
 	s.watchdog(ctx)
 	return resp, nil
@@ -124,10 +126,10 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 // the way) goes back to the queue once the agent has left it out of two
 // heartbeats in a row and the grant is two intervals old, so a heartbeat
 // that raced the claim does not count. No attempt is spent: none began.
-// It reports whether it put a task back in the queue.
-func (s *Server) reconcile(tx store.Tx, a *store.Agent, leased []*state.Task, running map[string]bool, now time.Time) bool {
+// It returns how many tasks it put back in the queue.
+func (s *Server) reconcile(tx store.Tx, a *store.Agent, leased []*state.Task, running map[string]bool, now time.Time) int {
 	missing := map[string]int{}
-	requeued := false
+	requeued := 0
 	for _, l := range leased {
 		t := tx.Task(l.ID)
 		if t == nil || t.Lease == nil || t.Lease.AgentID != a.View.AgentID || t.Phase != state.PhaseClaimed || running[t.ID] {
@@ -146,7 +148,7 @@ func (s *Server) reconcile(tx store.Tx, a *store.Agent, leased []*state.Task, ru
 		}
 		s.log.Info("task back in the queue: its agent does not run it", "task", t.ID, "agent", a.View.AgentID)
 		tx.Save(t)
-		requeued = true
+		requeued++
 	}
 	a.Missing = missing
 	if len(missing) == 0 {

@@ -92,11 +92,10 @@ type Server struct {
 	lastPrune time.Time
 	wasOnline map[string]bool
 
-	// claimable is closed, and replaced, when a task may have become
-	// claimable: the claims waiting for work select again (claim.go).
-	// waiting counts those claims, waitEnds how their waits ended,
-	// waitRounds the selections they ran again when woken.
-	claimable  chan struct{}
+	// line is the claims waiting for work, first come first served
+	// (claim.go). waiting counts those claims, waitEnds how their waits
+	// ended, waitRounds the selections they ran again when woken.
+	line       []*waiter
 	waiting    int
 	waitEnds   map[ClaimWaitEnd]uint64
 	waitRounds uint64
@@ -146,7 +145,7 @@ func New(opts Options) (*Server, error) {
 		opts.Now = utc.Now
 	}
 	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: opts.Store, operators: operators,
-		wasOnline: map[string]bool{}, claimable: make(chan struct{}), stopWaits: make(chan struct{})}
+		wasOnline: map[string]bool{}, stopWaits: make(chan struct{})}
 	if s.store == nil {
 		fs, err := filestore.Open(opts.Dir, filestore.Options{Logger: opts.Logger, Now: opts.Now})
 		if err != nil {

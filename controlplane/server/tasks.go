@@ -46,7 +46,7 @@ func (s *Server) createTask(ctx context.Context, req api.CreateTaskRequest) (api
 	if err := s.store.Create(ctx, t); err != nil {
 		return api.TaskView{}, storeErr("submit", err)
 	}
-	s.wakeClaims()
+	s.wakeClaims(1)
 	return api.ViewOf(t), nil
 }
 
@@ -157,7 +157,7 @@ func (s *Server) change(ctx context.Context, id string, fn func(t *state.Task) e
 		return api.TaskView{}, storeErr("change task "+id, err)
 	}
 	if v.Phase == state.PhaseQueued {
-		s.wakeClaims()
+		s.wakeClaims(1)
 	}
 	return v, nil
 }

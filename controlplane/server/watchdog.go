@@ -139,7 +139,7 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 		return err
 	}
 	s.noteOnline(online)
-	requeued := false
+	requeued := 0
 	for _, id := range due {
 		err := s.store.Update(ctx, []string{id}, func(tx store.Tx) error {
 			t := tx.Task(id)
@@ -154,7 +154,7 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 				if t.Phase == state.PhaseClaimed {
 					t.Lease = nil
 					t.Transition(state.PhaseQueued, "lease lapsed before the executor started", now)
-					requeued = true
+					requeued++
 				} else {
 					// Still bound to its agent and lease id: only they
 					// take it back (see apply).
@@ -177,9 +177,7 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 			return err
 		}
 	}
-	if requeued {
-		s.wakeClaims()
-	}
+	s.wakeClaims(requeued)
 	return nil
 }
 
@@ -207,6 +205,6 @@ func (s *Server) noteOnline(online map[string]bool) {
 	}
 	s.mu.Unlock()
 	if wake {
-		s.wakeClaims()
+		s.wakeAll()
 	}
 }
