@@ -136,7 +136,11 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			// Another replica may queue a task without this one knowing:
 			// with a shared store the claim looks again now and then.
 			if s.store.Shared() {
-				poll = time.NewTicker(sharedClaimPoll)
+				every := sharedClaimPoll
+				if _, ok := s.store.(store.QueueListener); ok {
+					every = listenedClaimPoll
+				}
+				poll = time.NewTicker(every)
 			}
 		}
 		var polled <-chan time.Time
@@ -301,9 +305,13 @@ func (s *Server) ClaimWaitEnds() map[ClaimWaitEnd]uint64 {
 	return n
 }
 
-// sharedClaimPoll is how often a claim waiting for work looks again when
-// other replicas share the store.
-const sharedClaimPoll = 500 * time.Millisecond
+// How often a claim waiting for work looks again when other replicas
+// share the store: now and then when the store says when they queue a
+// task (store.QueueListener), in case a word was lost; often when not.
+const (
+	sharedClaimPoll   = 500 * time.Millisecond
+	listenedClaimPoll = 5 * time.Second
+)
 
 // claimNow grants what req may take now.
 func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, error) {

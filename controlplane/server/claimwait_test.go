@@ -329,3 +329,26 @@ func TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine(t *testing.T) {
 		t.Errorf("the site task cost %d selections, want at most the %d claims in line", r, n-1)
 	}
 }
+
+// Over PostgreSQL, a claim waiting on one replica hears of a task queued
+// through another (NOTIFY with the commit) and takes it, long before it
+// would have looked again on its own (every 5 s): with the wait capped
+// under that, a lost word would end the claim empty.
+func TestAClaimWaitingOnOneReplicaHearsOfATaskQueuedOnAnother(t *testing.T) {
+	if !onPostgres() {
+		t.Skip("replicas share a PostgreSQL store")
+	}
+	dir, clk := t.TempDir(), &clock{now: t0}
+	one := newEnvOpts(t, dir, clk, Options{MaxClaimWait: 3 * time.Second})
+	other := newEnvOpts(t, dir, clk, Options{})
+	got := one.claimAsync(context.Background(), one.agent("a"), waitReq("a", health.Available, time.Hour))
+	one.untilWaiting(1)
+	task := other.submit("queued on the other replica", "any")
+	a := <-got
+	if a.err != nil || len(a.resp.Tasks) != 1 || a.resp.Tasks[0].Task.ID != task.ID {
+		t.Fatalf("the waiting claim got %v (%v), want %s", ids(a.resp.Tasks), a.err, task.ID)
+	}
+	if ends := one.srv.ClaimWaitEnds(); ends[WaitGranted] != 1 {
+		t.Errorf("waits ended %v, want one granted", ends)
+	}
+}

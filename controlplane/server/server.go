@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -102,10 +103,18 @@ type Server struct {
 	// stopWaits, closed, ends every wait (StopWaits).
 	stopWaits chan struct{}
 	stopOnce  sync.Once
+
+	// stopListen ends the listening for tasks other replicas queue
+	// (store.QueueListener); listening waits for it.
+	stopListen context.CancelFunc
+	listening  sync.WaitGroup
 }
 
-// Close releases the server's store when it opened it.
+// Close stops listening for tasks other replicas queue, and releases the
+// server's store when it opened it.
 func (s *Server) Close() error {
+	s.stopListen()
+	s.listening.Wait()
 	if s.owned {
 		return s.store.Close()
 	}
@@ -156,6 +165,19 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		s.store, s.owned = fs, true
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopListen = cancel
+	if l, ok := s.store.(store.QueueListener); ok {
+		s.listening.Go(func() {
+			l.ListenQueued(ctx, func(n int) {
+				if n > 0 {
+					s.wakeClaims(n)
+				} else {
+					s.wakeAll()
+				}
+			})
+		})
 	}
 	return s, nil
 }

@@ -170,3 +170,13 @@ type Agent struct {
 func (a Agent) Online(now time.Time, interval time.Duration) bool {
 	return a.View.State != api.AgentOffline && now.Sub(a.View.LastHeartbeat) <= 3*interval
 }
+
+// QueueListener is a shared store that tells each process when another
+// queued tasks: its claims waiting for work wake then, rather than only
+// looking again now and then.
+type QueueListener interface {
+	// ListenQueued calls fn each time another process queued n tasks,
+	// or with n 0 when it may have missed some; it returns when ctx
+	// ends.
+	ListenQueued(ctx context.Context, fn func(n int))
+}

@@ -81,6 +81,7 @@ type Store struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	lead lead
+	id   string // names it in its notifications (queued.go)
 
 	closeOnce sync.Once
 }
@@ -121,7 +122,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
-	s := &Store{pool: pool, log: log}
+	s := &Store{pool: pool, log: log, id: newStoreID()}
 	s.lead.cfg = leadConfig(cfg.ConnConfig)
 	s.lead.log = log
 	return s, nil
@@ -264,7 +265,7 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	for try := 1; ; try++ {
 		var again bool
 		err := s.withConn(ctx, false, func(c *pgxpool.Conn) error {
-			t := newTx(ctx, c.Conn())
+			t := newTx(ctx, c.Conn(), s.queuedNote)
 			err := fn(t)
 			if err != nil && t.begun && !t.done && !c.Conn().IsClosed() {
 				// Rolled back, so the connection goes back to the pool

@@ -23,7 +23,9 @@ import (
 type tx struct {
 	ctx    context.Context
 	conn   *pgx.Conn
+	note   func(n int) string // the notification of n tasks queued
 	locked map[string]*state.Task
+	phases map[string]state.Phase // each locked task's phase as it was locked
 	saved  map[string]*state.Task
 	events []appended
 	keys   map[eventKey]bool // appended in this transaction
@@ -43,8 +45,9 @@ type appended struct {
 
 var _ store.Tx = (*tx)(nil)
 
-func newTx(ctx context.Context, conn *pgx.Conn) *tx {
-	return &tx{ctx: ctx, conn: conn, locked: map[string]*state.Task{}, saved: map[string]*state.Task{}, keys: map[eventKey]bool{}}
+func newTx(ctx context.Context, conn *pgx.Conn, note func(int) string) *tx {
+	return &tx{ctx: ctx, conn: conn, note: note, locked: map[string]*state.Task{}, phases: map[string]state.Phase{},
+		saved: map[string]*state.Task{}, keys: map[eventKey]bool{}}
 }
 
 // send runs a batch on the transaction's connection, BEGIN first if the
@@ -113,6 +116,7 @@ func (t *tx) lock(sql string, args ...any) ([]*state.Task, error) {
 					return fmt.Errorf("task %s: %w", id, err)
 				}
 				t.locked[id] = task
+				t.phases[id] = task.Phase
 				tasks = append(tasks, task)
 				return nil
 			})
@@ -170,6 +174,10 @@ func (t *tx) commit() error {
 			c := columnsOf(t.saved[id])
 			b.Queue(`UPDATE tasks SET created_ns = $2, phase = $3, repo = $4, lease_agent = $5, ended_at = $6, doc = $7 WHERE id = $1`,
 				id, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, docs[i])
+		}
+		if n := t.newlyQueued(); n > 0 {
+			// Other replicas' claims waiting for work hear of it.
+			b.Queue(`SELECT pg_notify($1, $2)`, queuedChannel, t.note(n))
 		}
 		b.Queue("COMMIT")
 	})

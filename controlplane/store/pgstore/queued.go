@@ -1,0 +1,93 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/edgeagent/agent/state"
+)
+
+// queuedChannel is the channel of PostgreSQL's NOTIFY on which a store
+// says it queued tasks: "STORE-ID:N", sent with the commit that queued
+// them (a notification is delivered only if its transaction commits).
+const queuedChannel = "edgeagent_queued"
+
+// newStoreID names a store in its notifications, so that it does not
+// hear its own.
+func newStoreID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// queuedNote is the notification of n tasks queued by this store.
+func (s *Store) queuedNote(n int) string { return s.id + ":" + strconv.Itoa(n) }
+
+// newlyQueued counts the saved tasks that are queued and were not when
+// the transaction locked them (or did not exist).
+func (t *tx) newlyQueued() int {
+	n := 0
+	for id, task := range t.saved {
+		if task.Phase == state.PhaseQueued && t.phases[id] != state.PhaseQueued {
+			n++
+		}
+	}
+	return n
+}
+
+// ListenQueued calls fn, from a goroutine of its own, each time another
+// store on the database (another replica) queued tasks: with how many,
+// or with 0 when it may have missed some (its session broke, and it
+// listens again on a new one). It returns when ctx ends.
+func (s *Store) ListenQueued(ctx context.Context, fn func(n int)) {
+	wait := time.Second
+	for ctx.Err() == nil {
+		err := s.listen(ctx, fn)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("pgstore: listening for tasks queued elsewhere failed; again in a moment", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+		fn(0) // some may have been missed meanwhile
+	}
+}
+
+// listen listens on a session of its own until it breaks or ctx ends.
+func (s *Store) listen(ctx context.Context, fn func(n int)) error {
+	conn, err := pgx.ConnectConfig(ctx, s.lead.cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+queuedChannel); err != nil {
+		return err
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		from, count, ok := strings.Cut(n.Payload, ":")
+		if !ok {
+			return fmt.Errorf("a notification on %s that is not STORE:N: %q", queuedChannel, n.Payload)
+		}
+		if from == s.id {
+			continue // its own: the server woke its claims already
+		}
+		if c, err := strconv.Atoi(count); err == nil && c > 0 {
+			fn(c)
+		}
+	}
+}
