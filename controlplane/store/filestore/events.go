@@ -23,9 +23,13 @@ import (
 // reflects them is saved, and the task file says how many it reflects
 // and how large the file was then (Task.EventsApplied, Task.EventsBytes).
 // A crash between the two is repaired at the next start by applying the
-// events past that size again (Server.recover); a crash in the middle of
+// events past that size again (Store.Recover); a crash in the middle of
 // an append leaves a torn last line, which the next start cuts off
 // (repair) before anything is appended after it.
+//
+// The keys of the events whose output was cut (no line) are in a file
+// of their own per task (cutPath), appended and synced with the events
+// in the same commit, read back with the keys of the lines.
 //
 // Nothing here holds a task's events in memory: they are read a line at
 // a time (lineScan), for a page of an answer, for the keys of a task, or

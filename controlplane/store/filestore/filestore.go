@@ -1,7 +1,9 @@
 // Package filestore is the control plane's embedded store: a directory
 // one process owns, with no set-up. Each task is a JSON file in tasks/,
-// its accepted events a JSONL file in events/ (events.go), the agents'
-// token hashes agents.json (registry.go).
+// its accepted events a JSONL file in events/ (events.go) and the keys of
+// its cut events a file beside it (ID.cut), each agent's latest record a
+// file in agents/ (agents.go), the agents' token hashes agents.json and
+// the log of changes since, agents.log (registry.go).
 //
 // What it promises beyond the contract of package store:
 //
@@ -11,13 +13,20 @@
 //     file was then (state.Task.EventsApplied, EventsBytes). A crash
 //     between the two is finished at the next start by Recover, which
 //     hands the events past that size to the control plane's rules to
-//     apply again; a crash in the middle of an append leaves a torn last
-//     line, which the start cuts off first.
+//     apply again (and drops the cut keys of those commits); a crash in
+//     the middle of an append leaves a torn last line, which the start
+//     cuts off first.
+//   - EventsBytes is the store's own: it keeps it apart, writes it into
+//     the task files, and hands out tasks with EventsBytes 0.
+//   - A transaction holds its tasks, not the store: transactions on
+//     different tasks run, and write and sync their files, side by side
+//     (tx.go).
 //   - One process per directory (a lock file): two would each believe
 //     their own copy of the tasks.
 //   - The idempotency keys of the tasks that have not ended, or ended
-//     lately, are in memory; older ones are read back from the events
-//     file when asked for (keys.go).
+//     lately, are in memory; older ones are read back from the task's
+//     files when asked for (keys.go).
+//   - Files are 0600, directories 0700.
 package filestore
 
 import (
