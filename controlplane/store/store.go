@@ -124,8 +124,10 @@ type Tx interface {
 	// in this transaction or a committed one.
 	Seen(taskID, key string) (bool, error)
 	// Append records an accepted event's key and, unless line is nil
-	// (its output was cut), stores line (the event, encoded, without a
-	// newline) as the task's event number seq.
+	// (its output was cut), stores line as the task's event number seq.
+	// line is the event encoded as api.StoredEvent (encoding/json), so
+	// its first field is key: it starts {"key": and key JSON-quoted. It
+	// has no newline. A store may read keys back from their lines.
 	Append(taskID, key string, seq int, line []byte)
 }
 

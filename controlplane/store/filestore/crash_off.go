@@ -6,4 +6,6 @@ package filestore
 func (crashBatch) at(crashPoint) bool { return false }
 
 // crash is never called: no crash point fires in this build.
-func crash() { panic("controlplane/store/filestore: a crash point fired in a build without -tags faults") }
+func crash() {
+	panic("controlplane/store/filestore: a crash point fired in a build without -tags faults")
+}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
@@ -22,9 +23,13 @@ import (
 // reflects them is saved, and the task file says how many it reflects
 // and how large the file was then (Task.EventsApplied, Task.EventsBytes).
 // A crash between the two is repaired at the next start by applying the
-// events past that size again (Server.recover); a crash in the middle of
+// events past that size again (Store.Recover); a crash in the middle of
 // an append leaves a torn last line, which the next start cuts off
 // (repair) before anything is appended after it.
+//
+// The keys of the events whose output was cut (no line) are in a file
+// of their own per task (cutPath), appended and synced with the events
+// in the same commit, read back with the keys of the lines.
 //
 // Nothing here holds a task's events in memory: they are read a line at
 // a time (lineScan), for a page of an answer, for the keys of a task, or
@@ -35,6 +40,14 @@ type events struct {
 
 func (ev events) path(taskID string) string { return filepath.Join(ev.dir, taskID+".jsonl") }
 
+// cutPath is a task's file of cut keys: the keys of the events whose
+// output was cut (stored with no line), one JSON-quoted key a line. Each
+// commit's keys follow a line of their own that holds a number: the size
+// of the task's events file after that commit (what its task file says
+// once saved), so that a start can tell the keys of a commit whose task
+// file a crash kept from being saved (trimCut).
+func (ev events) cutPath(taskID string) string { return filepath.Join(ev.dir, taskID+".cut") }
+
 // maxStoredLine is the longest line an events file holds: one event of a
 // request body at its limit, and the fields the control plane adds. A
 // longer line (written before keys were capped) is skipped, not read.
@@ -44,11 +57,44 @@ const maxStoredLine = 2*api.MaxBatchBytes + 64<<10
 // events file, syncs them, and returns the file's size after them. torn
 // is for the fault suite: write half, then crash.
 func (ev events) append(taskID string, lines []byte, torn bool) (int64, error) {
-	f, err := os.OpenFile(ev.path(taskID), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	return ev.appendFile(ev.path(taskID), lines, torn)
+}
+
+// appendCut appends keys to a task's file of cut keys, after the line of
+// eventsSize (the events file's size after the commit), syncs them, and
+// returns the file's size after them.
+func (ev events) appendCut(taskID string, keys []string, eventsSize int64) (int64, error) {
+	b := strconv.AppendInt(nil, eventsSize, 10)
+	b = append(b, '\n')
+	for _, k := range keys {
+		q, err := json.Marshal(k)
+		if err != nil {
+			return 0, err
+		}
+		b = append(append(b, q...), '\n')
+	}
+	return ev.appendFile(ev.cutPath(taskID), b, false)
+}
+
+// appendFile appends lines to the file at path, creating it (0600; the
+// directory is synced then, so that the new file outlives a crash),
+// syncs them, and returns the file's size after them.
+func (ev events) appendFile(path string, lines []byte, torn bool) (int64, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
+	before, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if before.Size() == 0 {
+		// New, or empty: its name may not be on disk yet.
+		if err := durable.SyncDir(ev.dir); err != nil {
+			return 0, err
+		}
+	}
 	if torn {
 		f.Write(lines[:len(lines)/2])
 		f.Sync()
@@ -85,8 +131,13 @@ func (ev events) open(taskID string) (*os.File, error) {
 // repair cuts a torn last line (a crash in the middle of an append) off a
 // task's events file, syncs the cut, and returns the file's size. It reads
 // only the file's tail.
-func (ev events) repair(taskID string) (int64, error) {
-	f, err := os.OpenFile(ev.path(taskID), os.O_RDWR, 0)
+func (ev events) repair(taskID string) (int64, error) { return ev.repairFile(ev.path(taskID)) }
+
+// repairFile cuts a torn last line off the file at path (an events file
+// or a file of cut keys), syncs the cut, and returns the file's size; a
+// file that is not there has size 0.
+func (ev events) repairFile(path string) (int64, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -222,16 +273,20 @@ func lineKey(head []byte) (string, bool) {
 	return "", false
 }
 
-// keys reads the keys of a task's events stored in its file's first end
-// bytes.
-func (ev events) keys(taskID string, end int64) (map[string]struct{}, error) {
+// keys reads the keys of a task: those of its events, from the lines in
+// its events file's first sz.events bytes, and its cut keys, from its
+// file of cut keys' first sz.cut bytes.
+func (ev events) keys(taskID string, sz sizes) (map[string]struct{}, error) {
 	keys := map[string]struct{}{}
+	if err := ev.cutKeys(taskID, sz.cut, keys); err != nil {
+		return nil, err
+	}
 	f, err := ev.open(taskID)
 	if f == nil || err != nil {
 		return keys, err
 	}
 	defer f.Close()
-	sc := newLineScan(f, 0, end)
+	sc := newLineScan(f, 0, sz.events)
 	for {
 		head, n, err := sc.head(len(keyPrefix) + 8*api.MaxKeyBytes)
 		if err != nil {
@@ -243,6 +298,67 @@ func (ev events) keys(taskID string, end int64) (map[string]struct{}, error) {
 		if k, ok := lineKey(head); ok {
 			keys[k] = struct{}{}
 		}
+	}
+}
+
+// cutKeys adds to keys the keys in the first end bytes of a task's file
+// of cut keys. A line that is not a JSON string is skipped.
+func (ev events) cutKeys(taskID string, end int64, keys map[string]struct{}) error {
+	f, err := os.Open(ev.cutPath(taskID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := newLineScan(f, 0, end)
+	for {
+		line, n, err := sc.next(8*api.MaxKeyBytes + 2)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		var k string
+		if line != nil && json.Unmarshal(line, &k) == nil && k != "" {
+			keys[k] = struct{}{}
+		}
+	}
+}
+
+// trimCut cuts off a task's file of cut keys the keys of the commits
+// whose task file was not saved: those after a size past eventsSize,
+// what the task file says. It syncs the cut and returns the file's size.
+// Those events were never answered for: sent again, they are counted
+// again, as the task file that a crash kept back needs.
+func (ev events) trimCut(taskID string, eventsSize, end int64) (int64, error) {
+	f, err := os.OpenFile(ev.cutPath(taskID), os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := newLineScan(f, 0, end)
+	var off int64
+	for {
+		line, n, err := sc.next(32)
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			return end, nil
+		}
+		if size, err := strconv.ParseInt(string(line), 10, 64); err == nil && size > eventsSize {
+			if err := f.Truncate(off); err != nil {
+				return 0, err
+			}
+			return off, durable.Datasync(f)
+		}
+		off += n
 	}
 }
 
@@ -363,11 +479,12 @@ func storedWell(line []byte) bool {
 	return json.Valid(line)
 }
 
-// remove deletes a task's events file.
+// remove deletes a task's events file and its file of cut keys.
 func (ev events) remove(taskID string) error {
-	err := os.Remove(ev.path(taskID))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	for _, path := range []string{ev.path(taskID), ev.cutPath(taskID)} {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
-	return err
+	return nil
 }

@@ -1,7 +1,9 @@
 // Package filestore is the control plane's embedded store: a directory
 // one process owns, with no set-up. Each task is a JSON file in tasks/,
-// its accepted events a JSONL file in events/ (events.go), the agents'
-// token hashes agents.json (registry.go).
+// its accepted events a JSONL file in events/ (events.go) and the keys of
+// its cut events a file beside it (ID.cut), each agent's latest record a
+// file in agents/ (agents.go), the agents' token hashes agents.json and
+// the log of changes since, agents.log (registry.go).
 //
 // What it promises beyond the contract of package store:
 //
@@ -11,13 +13,20 @@
 //     file was then (state.Task.EventsApplied, EventsBytes). A crash
 //     between the two is finished at the next start by Recover, which
 //     hands the events past that size to the control plane's rules to
-//     apply again; a crash in the middle of an append leaves a torn last
-//     line, which the start cuts off first.
+//     apply again (and drops the cut keys of those commits); a crash in
+//     the middle of an append leaves a torn last line, which the start
+//     cuts off first.
+//   - EventsBytes is the store's own: it keeps it apart, writes it into
+//     the task files, and hands out tasks with EventsBytes 0.
+//   - A transaction holds its tasks, not the store: transactions on
+//     different tasks run, and write and sync their files, side by side
+//     (tx.go).
 //   - One process per directory (a lock file): two would each believe
 //     their own copy of the tasks.
 //   - The idempotency keys of the tasks that have not ended, or ended
-//     lately, are in memory; older ones are read back from the events
-//     file when asked for (keys.go).
+//     lately, are in memory; older ones are read back from the task's
+//     files when asked for (keys.go).
+//   - Files are 0600, directories 0700.
 package filestore
 
 import (
@@ -26,7 +35,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,26 +58,41 @@ type Options struct {
 	Now    func() time.Time // default utc.Now: when keys of ended tasks leave memory
 }
 
-// Store is the file store. It keeps every task in memory and serializes
-// changes under one lock.
+// Store is the file store. It keeps every task in memory. A transaction
+// holds its tasks (tx.go): transactions on different tasks run, and
+// write and sync their files, side by side.
 type Store struct {
-	dir  string
-	log  *slog.Logger
-	now  func() time.Time
-	lock *flock.Flock
+	dir      string
+	log      *slog.Logger
+	now      func() time.Time
+	lock     *flock.Flock
+	files    *state.Store
+	events   events
+	reg      *registry
+	agentDir agentDir
 
-	mu     sync.Mutex
-	files  *state.Store
-	events events
+	mu   sync.Mutex
+	free *sync.Cond      // broadcast when holds are released
+	held map[string]bool // the tasks (by id) transactions, Create and Prune hold
+	// tasks are the stored tasks, with EventsBytes 0 (s.sizes keeps it).
+	// A stored task is never changed in place: a commit puts a new one.
 	tasks  map[string]*state.Task
 	order  []ref // every task, oldest first: the lists' order
+	queued []ref // the queued tasks, oldest first: what Claim offers
+	sizes  map[string]sizes
 	keys   map[string]map[string]struct{}
 	agents map[string]store.Agent
-	reg    *registry
+	// agentMu orders the writes of each agent's record.
+	agentMu map[string]*sync.Mutex
 	// batches counts the transactions that stored events, for the fault
 	// suite's crash points.
 	batches int
 }
+
+// sizes are the sizes of a task's events file and of its file of cut
+// keys, as far as committed: the file store's bookkeeping, which it
+// writes into the task file (EventsBytes) and hands to nobody.
+type sizes struct{ events, cut int64 }
 
 var _ store.Store = (*Store)(nil)
 
@@ -116,7 +139,12 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("controlplane: %w", err)
 		}
 	}
-	reg, err := openRegistry(dir)
+	ad := agentDir{dir: filepath.Join(dir, "agents")}
+	agents, err := ad.load(opts.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	reg, err := openRegistry(dir, opts.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
@@ -124,15 +152,22 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		opts.Logger.Error("some task files could not be read; they are left alone", "err", err)
 	}
-	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, events: ev,
-		tasks: make(map[string]*state.Task, len(list)), keys: map[string]map[string]struct{}{},
-		agents: map[string]store.Agent{}, reg: reg}
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, events: ev, reg: reg, agentDir: ad,
+		held: map[string]bool{}, tasks: make(map[string]*state.Task, len(list)), sizes: make(map[string]sizes, len(list)),
+		keys: map[string]map[string]struct{}{}, agents: agents, agentMu: map[string]*sync.Mutex{}}
+	s.free = sync.NewCond(&s.mu)
 	s.order = make([]ref, 0, len(list))
 	for _, t := range list {
+		s.sizes[t.ID] = sizes{events: t.EventsBytes}
+		t.EventsBytes = 0
 		s.tasks[t.ID] = t
 		s.order = append(s.order, refOf(t))
+		if t.Phase == state.PhaseQueued {
+			s.queued = append(s.queued, refOf(t))
+		}
 	}
 	slices.SortFunc(s.order, compareRefs)
+	slices.SortFunc(s.queued, compareRefs)
 	opened = true
 	return s, nil
 }
@@ -154,13 +189,18 @@ type Missed struct {
 func (s *Store) Recover(apply func(t *state.Task, missed []Missed)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Nothing is served yet: the tasks are brought up to date in place.
+	s.queued = s.queued[:0]
 	for _, r := range s.order {
 		t := s.tasks[r.id]
 		if err := s.recoverTask(t, apply); err != nil {
 			return err
 		}
+		if t.Phase == state.PhaseQueued {
+			s.queued = append(s.queued, r)
+		}
 		if !t.Phase.Terminal() {
-			set, err := s.events.keys(t.ID, t.EventsBytes)
+			set, err := s.events.keys(t.ID, s.sizes[t.ID])
 			if err != nil {
 				return fmt.Errorf("controlplane: keys of task %s: %w", t.ID, err)
 			}
@@ -170,35 +210,56 @@ func (s *Store) Recover(apply func(t *state.Task, missed []Missed)) error {
 	return nil
 }
 
+// recoverTask brings one task up to date with its events (and its file
+// of cut keys: a torn last key is cut off) and keeps their sizes. mu is
+// held.
 func (s *Store) recoverTask(t *state.Task, apply func(t *state.Task, missed []Missed)) error {
 	size, err := s.events.repair(t.ID)
 	if err != nil {
 		return fmt.Errorf("controlplane: repair the events of task %s: %w", t.ID, err)
 	}
-	if t.EventsApplied == nil {
+	cut, err := s.events.repairFile(s.events.cutPath(t.ID))
+	if err != nil {
+		return fmt.Errorf("controlplane: repair the cut keys of task %s: %w", t.ID, err)
+	}
+	from := s.sizes[t.ID].events
+	s.sizes[t.ID] = sizes{events: size, cut: cut}
+	if t.EventsApplied == nil && from == 0 {
 		// A file from before events were counted: all are taken as
-		// applied, as they were then.
+		// applied, as they were then. (A task that never counted them
+		// and has none stays as it is.)
 		_, n, err := s.events.skipLines(t.ID, int(^uint(0)>>1), size)
 		if err != nil {
 			return fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
 		}
-		t.EventsApplied, t.EventsBytes = &n, size
+		if n > 0 {
+			t.EventsApplied = &n
+		}
 		return nil
 	}
-	from := t.EventsBytes
-	if from == 0 && *t.EventsApplied > 0 {
+	applied := 0
+	if t.EventsApplied != nil {
+		applied = *t.EventsApplied
+	}
+	if from == 0 && applied > 0 {
 		// A file from before the size was kept: count the lines.
-		if from, _, err = s.events.skipLines(t.ID, *t.EventsApplied, size); err != nil {
+		if from, _, err = s.events.skipLines(t.ID, applied, size); err != nil {
 			return fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
 		}
 	}
+	if size > from {
+		// A crash kept the task file from being saved after these events:
+		// the cut keys of the same commits go too.
+		if cut, err = s.events.trimCut(t.ID, from, cut); err != nil {
+			return fmt.Errorf("controlplane: cut keys of task %s: %w", t.ID, err)
+		}
+		s.sizes[t.ID] = sizes{events: size, cut: cut}
+	}
 	switch {
 	case size == from:
-		t.EventsBytes = size
 		return nil
 	case size < from:
 		s.log.Error("a task's events file is shorter than its task file says; events were lost", "task", t.ID, "file_bytes", size, "task_says", from)
-		t.EventsBytes = size
 		return nil
 	}
 	missed, err := s.events.read(t.ID, from, size)
@@ -209,18 +270,27 @@ func (s *Store) recoverTask(t *state.Task, apply func(t *state.Task, missed []Mi
 	for i, m := range missed {
 		list[i] = Missed{m.StoredEvent, m.size}
 	}
+	if t.EventsApplied == nil {
+		t.EventsApplied = &applied // apply counts from it
+	}
 	apply(t, list)
-	n := *t.EventsApplied + len(missed)
-	t.EventsApplied, t.EventsBytes = &n, size
-	if err := s.files.Save(t); err != nil {
+	n := applied + len(missed)
+	t.EventsApplied = &n
+	c := t.Clone()
+	c.EventsBytes = size
+	if err := s.files.Save(c); err != nil {
 		return fmt.Errorf("controlplane: bring task %s up to date: %w", t.ID, err)
 	}
 	s.log.Info("task brought up to date with its stored events after a crash", "task", t.ID, "events", len(missed))
 	return nil
 }
 
-// Close releases the directory.
-func (s *Store) Close() error { return s.lock.Unlock() }
+// Close writes the agents' token hashes into one file (registry.go) and
+// releases the directory. The store is not to be used after.
+func (s *Store) Close() error {
+	err := s.reg.close()
+	return errors.Join(err, s.lock.Unlock())
+}
 
 // Shared is false: one process owns the directory.
 func (s *Store) Shared() bool { return false }
@@ -228,25 +298,52 @@ func (s *Store) Shared() bool { return false }
 // Lead is true: the one process runs the watchdog.
 func (s *Store) Lead(context.Context) (bool, error) { return true, nil }
 
-// Create stores a new task.
+// Create stores a new task. Its id is new: a task of that id is an
+// error. It waits while a transaction holds the id.
 func (s *Store) Create(_ context.Context, t *state.Task) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.tasks[t.ID] != nil {
+	s.holdAll([]string{t.ID})
+	exists := s.tasks[t.ID] != nil
+	if exists {
+		s.releaseAll([]string{t.ID})
+	}
+	s.mu.Unlock()
+	if exists {
 		return fmt.Errorf("controlplane: task %s exists", t.ID)
 	}
 	t = t.Clone()
-	if err := s.files.Save(t); err != nil {
-		return err
+	t.EventsBytes = 0 // a new task has no events
+	err := s.files.Save(t)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.put(t)
+		s.sizes[t.ID] = sizes{}
+		if !t.Phase.Terminal() {
+			s.keys[t.ID] = map[string]struct{}{}
+		}
 	}
+	s.releaseAll([]string{t.ID})
+	return err
+}
+
+// put makes t task t.ID, placing it in the lists (and among the queued
+// tasks while it is queued). mu is held.
+func (s *Store) put(t *state.Task) {
+	old := s.tasks[t.ID]
 	s.tasks[t.ID] = t
 	r := refOf(t)
-	i, _ := slices.BinarySearchFunc(s.order, r, compareRefs)
-	s.order = slices.Insert(s.order, i, r)
-	if !t.Phase.Terminal() {
-		s.keys[t.ID] = map[string]struct{}{}
+	if old == nil {
+		i, _ := slices.BinarySearchFunc(s.order, r, compareRefs)
+		s.order = slices.Insert(s.order, i, r)
 	}
-	return nil
+	wasQueued, queued := old != nil && old.Phase == state.PhaseQueued, t.Phase == state.PhaseQueued
+	switch i, found := slices.BinarySearchFunc(s.queued, r, compareRefs); {
+	case queued && !wasQueued && !found:
+		s.queued = slices.Insert(s.queued, i, r)
+	case !queued && wasQueued && found:
+		s.queued = slices.Delete(s.queued, i, i+1)
+	}
 }
 
 // Task returns a copy of task id, nil when there is none.
@@ -330,31 +427,50 @@ func (s *Store) Live(_ context.Context, fn func(*state.Task) error) error {
 	return nil
 }
 
-// Update runs fn with the tasks ids locked, then stores what it saved.
+// Update runs fn with the tasks ids held, then stores what it saved and
+// appended. It waits until no other transaction holds any of them, then
+// holds them all at once; fn runs, and the commit writes its files,
+// without the store's lock, so transactions on other tasks go on
+// meanwhile.
 func (s *Store) Update(_ context.Context, ids []string, fn func(store.Tx) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	x := s.begin()
+	defer x.abort() // fn's panic, or its error: nothing stored, the holds released
+	s.mu.Lock()
+	s.holdAll(ids)
 	for _, id := range ids {
-		x.lock(id)
+		x.take(id)
 	}
+	s.mu.Unlock()
 	if err := fn(x); err != nil {
 		return err
 	}
 	return x.commit()
 }
 
-// Claim offers the queued tasks to fn, oldest first.
+// Claim offers the queued tasks to fn, oldest first: those queued when
+// it starts that are still queued when their turn comes. A task another
+// transaction holds is skipped, never waited for; each offered is held
+// until Claim returns.
 func (s *Store) Claim(_ context.Context, fn func(store.Tx, *state.Task) (bool, error)) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	queued := slices.Clone(s.queued)
+	s.mu.Unlock()
 	x := s.begin()
-	for _, r := range s.order {
-		if s.tasks[r.id].Phase != state.PhaseQueued {
+	defer x.abort() // fn's panic, or its error: nothing stored, the holds released
+	for _, r := range queued {
+		s.mu.Lock()
+		t := s.tasks[r.id]
+		free := t != nil && t.Phase == state.PhaseQueued && !s.held[r.id]
+		if free {
+			s.held[r.id] = true
+			x.take(r.id)
+		}
+		s.mu.Unlock()
+		if !free {
 			continue
 		}
-		t := x.lock(r.id)
-		stop, err := fn(x, t)
+		stop, err := fn(x, x.tasks[r.id])
 		if err != nil {
 			return err
 		}
@@ -365,45 +481,58 @@ func (s *Store) Claim(_ context.Context, fn func(store.Tx, *state.Task) (bool, e
 	return x.commit()
 }
 
-// Events returns a page of a task's stored events.
+// Events returns a page of a task's stored events: those committed (an
+// append in progress lies past the size the store keeps).
 func (s *Store) Events(_ context.Context, taskID string, after, limit int, maxBytes int64) ([]store.EventLine, bool, error) {
 	s.mu.Lock()
-	t := s.tasks[taskID]
-	var end int64 // what is stored for good: an append in progress lies past it
-	if t != nil {
-		end = t.EventsBytes
-	}
+	exists := s.tasks[taskID] != nil
+	end := s.sizes[taskID].events
 	s.mu.Unlock()
-	if t == nil {
+	if !exists {
 		return nil, false, nil
 	}
 	return s.events.page(taskID, end, after, limit, maxBytes)
 }
 
-// Prune removes up to limit tasks that ended before before, with their
+// Prune removes up to limit tasks that ended before before (strictly:
+// a task that ended at before stays), with their events and cut keys.
+// A task a transaction holds is skipped. The task file goes first: a
+// crash part-way leaves files of no task, never a task without its
 // events.
 func (s *Store) Prune(_ context.Context, before time.Time, limit int) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for i := 0; i < len(s.order) && n < limit; {
-		t := s.tasks[s.order[i].id]
-		if !t.Phase.Terminal() || !t.UpdatedAt.Before(before) {
-			i++
-			continue
+	var ids []string
+	for _, r := range s.order {
+		if len(ids) >= limit {
+			break
 		}
-		if err := s.events.remove(t.ID); err != nil {
-			return n, err
+		if t := s.tasks[r.id]; t.Phase.Terminal() && t.UpdatedAt.Before(before) && !s.held[r.id] {
+			ids = append(ids, r.id)
+			s.held[r.id] = true
 		}
-		if err := s.files.Delete(t.ID); err != nil {
-			return n, err
-		}
-		delete(s.tasks, t.ID)
-		delete(s.keys, t.ID)
-		s.order = slices.Delete(s.order, i, i+1)
-		n++
 	}
-	return n, nil
+	s.mu.Unlock()
+	gone := map[string]bool{}
+	var err error
+	for _, id := range ids {
+		if err = s.files.Delete(id); err != nil {
+			break
+		}
+		gone[id] = true
+		if err = s.events.remove(id); err != nil {
+			break
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range gone {
+		delete(s.tasks, id)
+		delete(s.keys, id)
+		delete(s.sizes, id)
+	}
+	s.order = slices.DeleteFunc(s.order, func(r ref) bool { return gone[r.id] })
+	s.releaseAll(ids)
+	return len(gone), err
 }
 
 // Register records agent id's token hash.
@@ -417,51 +546,6 @@ func (s *Store) Revoke(_ context.Context, id string) (bool, error) { return s.re
 // AgentByToken returns the agent a token hash belongs to.
 func (s *Store) AgentByToken(_ context.Context, tokenHash string) (string, error) {
 	return s.reg.agent(tokenHash), nil
-}
-
-// PutAgent keeps an agent's record, in memory: agents say it again in
-// every heartbeat.
-func (s *Store) PutAgent(_ context.Context, a store.Agent) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a.View.Repos = slices.Clone(a.View.Repos)
-	a.View.Labels = maps.Clone(a.View.Labels)
-	a.Missing = maps.Clone(a.Missing)
-	s.agents[a.View.AgentID] = a
-	return nil
-}
-
-// Agent returns an agent's record.
-func (s *Store) Agent(_ context.Context, id string) (store.Agent, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.agents[id]
-	a.Missing = maps.Clone(a.Missing)
-	return a, ok, nil
-}
-
-// Agents returns the agents' records by id.
-func (s *Store) Agents(context.Context) ([]store.Agent, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]store.Agent, 0, len(s.agents))
-	for _, a := range s.agents {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, func(a, b store.Agent) int { return strings.Compare(a.View.AgentID, b.View.AgentID) })
-	return out, nil
-}
-
-// Serves reports whether an agent announced repository repo.
-func (s *Store) Serves(_ context.Context, repo string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, a := range s.agents {
-		if slices.Contains(a.View.Repos, repo) {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // ref places a task in the order of the lists: oldest first, then by

@@ -8,31 +8,40 @@ import (
 // Idempotency keys are per task. The keys of a task that has not ended
 // are in memory, every one it accepted: those of the events it stored and
 // of those whose lines it cut. Once a task has been terminal for
-// KeysKeptAfterEnd, they leave memory: they stay in the task's events
-// file, and a Seen for the task reads them back from there.
+// KeysKeptAfterEnd, they leave memory: they stay on disk, the keys of the
+// stored events in the task's events file (each line starts with its
+// key), the cut ones in its file of cut keys (events/ID.cut), and a Seen
+// for the task reads them back from there.
 //
 // So memory holds the keys of the running tasks and of those that ended
-// lately, not of every event ever accepted. What is lost: a cut event's
-// key (not in the file) once dropped or after a restart; the same event
-// sent again is then counted again, or, for an ended task, rejected.
+// lately, not of every event ever accepted, and a restart loses none.
 const KeysKeptAfterEnd = 10 * time.Minute
 
-// keySet is the keys of a task, read back from its events file when they
-// are not in memory. mu is held.
-func (s *Store) keySet(taskID string) (map[string]struct{}, error) {
-	if set := s.keys[taskID]; set != nil {
-		return set, nil
+// seen reports whether key was accepted for a task, by a committed
+// transaction: from the keys in memory, else read back from the task's
+// files (and kept in memory then, unless a commit changed the files
+// meanwhile). It takes mu briefly, and reads the files without it.
+func (s *Store) seen(taskID, key string) (bool, error) {
+	s.mu.Lock()
+	set := s.keys[taskID]
+	_, ok := set[key]
+	exists := s.tasks[taskID] != nil
+	sz := s.sizes[taskID]
+	s.mu.Unlock()
+	if set != nil || !exists {
+		return ok, nil
 	}
-	t := s.tasks[taskID]
-	if t == nil {
-		return nil, nil
-	}
-	set, err := s.events.keys(taskID, t.EventsBytes)
+	set, err := s.events.keys(taskID, sz)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	s.keys[taskID] = set
-	return set, nil
+	_, ok = set[key]
+	s.mu.Lock()
+	if s.keys[taskID] == nil && s.tasks[taskID] != nil && s.sizes[taskID] == sz {
+		s.keys[taskID] = set
+	}
+	s.mu.Unlock()
+	return ok, nil
 }
 
 // dropKeys forgets the keys of the tasks terminal for KeysKeptAfterEnd.

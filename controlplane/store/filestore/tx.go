@@ -2,46 +2,97 @@ package filestore
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/edgeagent/agent/state"
 )
 
+// Holds. A transaction holds the tasks it works on: no other
+// transaction, Create or Prune touches a held task until it is released.
+// Update takes all its tasks at once, waiting (on free) until none of them
+// is held, so no transaction holds one task while it waits for another,
+// and none can deadlock. Claim never waits: it skips what is held. s.mu
+// guards the maps and the holds and is held only briefly: never while fn
+// runs, never across a file's write or sync (each file a commit writes
+// belongs to a task it holds).
+
+// holdAll waits until none of ids is held, then holds them all. mu is
+// held (free.Wait lets it go meanwhile).
+func (s *Store) holdAll(ids []string) {
+	for slices.ContainsFunc(ids, func(id string) bool { return s.held[id] }) {
+		s.free.Wait()
+	}
+	for _, id := range ids {
+		s.held[id] = true
+	}
+}
+
+// releaseAll releases ids and wakes those waiting for a hold. mu is held.
+func (s *Store) releaseAll(ids []string) {
+	for _, id := range ids {
+		delete(s.held, id)
+	}
+	s.free.Broadcast()
+}
+
 // tx is a transaction of the file store: copies of the tasks it holds,
-// changed freely, and installed, with the events appended, at commit. mu
-// is held from begin to commit.
+// changed freely, stored with the events appended at commit.
 type tx struct {
 	s     *Store
-	tasks map[string]*state.Task // the tasks held, as the transaction changes them
-	saved []string               // the tasks saved, in the order first saved
+	held  []string               // every id held, in the order taken
+	base  map[string]*state.Task // each held task as stored when taken (nil: none); never changed
+	tasks map[string]*state.Task // the existing tasks held, as the transaction changes them
+	sizes map[string]sizes       // the sizes of each held task's files when taken
+
+	saved   []string // the tasks saved, in the order first saved
 	isSaved map[string]bool
-	lines map[string][]byte   // each task's events to store, one line each
-	count map[string]int      // and how many they are
-	keys  map[string][]string // each task's keys appended
-	order []string            // tasks in the order first appended to
-	complete bool              // it holds a completion (for the crash points)
+	lines   map[string][]byte   // each task's events to store, one line each
+	keys    map[string][]string // each task's keys appended, stored lines and cut ones
+	cut     map[string][]string // each task's keys of cut events (no line)
+	order   []string            // tasks in the order first appended to
+	// complete says the transaction holds a completion (for the crash
+	// points).
+	complete bool
+	done     bool // committed or aborted: the holds are released
 }
 
 func (s *Store) begin() *tx {
-	return &tx{s: s, tasks: map[string]*state.Task{}, isSaved: map[string]bool{}, lines: map[string][]byte{}, count: map[string]int{}, keys: map[string][]string{}}
+	return &tx{s: s, base: map[string]*state.Task{}, tasks: map[string]*state.Task{}, sizes: map[string]sizes{},
+		isSaved: map[string]bool{}, lines: map[string][]byte{}, keys: map[string][]string{}, cut: map[string][]string{}}
 }
 
-// lock takes task id into the transaction; nil when there is none.
-func (x *tx) lock(id string) *state.Task {
-	if t, ok := x.tasks[id]; ok {
-		return t
-	}
+// take brings task id, which the caller has just held, into the
+// transaction. mu is held.
+func (x *tx) take(id string) {
+	x.held = append(x.held, id)
 	t := x.s.tasks[id]
+	x.base[id] = t
+	x.sizes[id] = x.s.sizes[id]
 	if t != nil {
-		t = t.Clone()
+		x.tasks[id] = t.Clone() // the stored tasks have EventsBytes 0: so has the copy
 	}
-	x.tasks[id] = t
-	return t
 }
 
+// abort ends a transaction that stores nothing: its holds are released.
+func (x *tx) abort() {
+	if x.done {
+		return
+	}
+	x.done = true
+	x.s.mu.Lock()
+	x.s.releaseAll(x.held)
+	x.s.mu.Unlock()
+}
+
+// Task returns the transaction's copy of task id, nil when it does not
+// exist or the transaction does not hold it.
 func (x *tx) Task(id string) *state.Task { return x.tasks[id] }
 
+// Save keeps t to be stored at commit, as it is then (a copy is taken
+// at commit: what the caller changes after Update returns changes
+// nothing stored). t must be a task the transaction holds.
 func (x *tx) Save(t *state.Task) {
-	if _, ok := x.tasks[t.ID]; !ok {
+	if x.tasks[t.ID] == nil {
 		panic(errNotLocked)
 	}
 	x.tasks[t.ID] = t
@@ -52,104 +103,140 @@ func (x *tx) Save(t *state.Task) {
 }
 
 // Seen reports whether key was accepted for the task: in this
-// transaction, or before (the keys in memory, else read back from its
-// events file).
+// transaction, or before (the keys in memory, else read back from the
+// task's events file and its file of cut keys, as far as committed).
 func (x *tx) Seen(taskID, key string) (bool, error) {
-	for _, k := range x.keys[taskID] {
-		if k == key {
-			return true, nil
-		}
+	if slices.Contains(x.keys[taskID], key) {
+		return true, nil
 	}
-	set, err := x.s.keySet(taskID)
-	if err != nil {
-		return false, err
-	}
-	_, ok := set[key]
-	return ok, nil
+	return x.s.seen(taskID, key)
 }
 
-func (x *tx) Append(taskID, key string, seq int, line []byte) {
+// Append records key for the task, and line as its next event unless
+// line is nil (then the key goes to the task's file of cut keys). The
+// task must be one the transaction holds.
+func (x *tx) Append(taskID, key string, _ int, line []byte) {
+	if x.tasks[taskID] == nil {
+		panic(errNotLocked)
+	}
 	if _, ok := x.keys[taskID]; !ok {
 		x.order = append(x.order, taskID)
 	}
 	x.keys[taskID] = append(x.keys[taskID], key)
-	if line != nil {
-		x.lines[taskID] = append(append(x.lines[taskID], line...), '\n')
-		x.count[taskID]++
-		if isComplete(line) {
-			x.complete = true
-		}
+	if line == nil {
+		x.cut[taskID] = append(x.cut[taskID], key)
+		return
+	}
+	x.lines[taskID] = append(append(x.lines[taskID], line...), '\n')
+	if isComplete(line) {
+		x.complete = true
 	}
 }
 
-// commit stores the transaction: the events first, synced, then the task
-// files, then memory. A crash between the two is finished by Recover. An
+// commit stores the transaction and releases its holds. First the events
+// of each task appended to, then its cut keys, each synced; then the task
+// files (those saved, and those whose events grew, for each task file
+// says how large its events file is); then memory, under mu. A crash
+// between the events and the task files is finished by Recover. An
 // append that fails stores none of the tasks it was for, nor those after
 // it; the tasks whose events were stored before it are saved.
+//
+// No lock is held while the files are written: each belongs to a task
+// the transaction holds.
 func (x *tx) commit() error {
 	s := x.s
+	defer x.abort() // a panic on the way releases the holds too
 	var batch crashBatch
 	if len(x.lines) > 0 {
+		s.mu.Lock()
 		s.batches++
 		batch = crashBatch{n: s.batches, complete: x.complete}
+		s.mu.Unlock()
 	}
+	after := map[string]sizes{} // the sizes of the files of the tasks appended to, after the appends
+	ids := x.order
+	var failed error
 	for i, id := range x.order {
-		if len(x.lines[id]) == 0 {
-			continue // every line cut: only keys and the task's counts change
-		}
-		size, err := s.events.append(id, x.lines[id], batch.at(crashMidEvents))
-		if err != nil {
-			for _, done := range x.order[:i] {
-				x.install(done, true) // stored already; a failure is repaired at the next start
+		sz := x.sizes[id]
+		if len(x.lines[id]) > 0 {
+			n, err := s.events.append(id, x.lines[id], batch.at(crashMidEvents))
+			if err != nil {
+				s.log.Error("store events", "task", id, "err", err)
+				ids, failed = x.order[:i], fmt.Errorf("store events of %s: %w", id, err)
+				break
 			}
-			s.log.Error("store events", "task", id, "err", err)
-			return fmt.Errorf("store events of %s: %w", id, err)
+			sz.events = n
 		}
-		if t := x.tasks[id]; t != nil {
-			t.EventsBytes = size
+		if len(x.cut[id]) > 0 {
+			n, err := s.events.appendCut(id, x.cut[id], sz.events)
+			if err != nil {
+				// Its events are stored: it goes with those before it.
+				s.log.Error("store cut keys", "task", id, "err", err)
+				after[id] = sz
+				ids, failed = x.order[:i+1], fmt.Errorf("store the cut keys of %s: %w", id, err)
+				break
+			}
+			sz.cut = n
 		}
+		after[id] = sz
 	}
 	if batch.at(crashAfterEvents) {
 		crash()
 	}
-	var failed error
-	for _, id := range x.saved {
-		if err := x.install(id, true); err != nil && failed == nil {
-			// The events are stored: the next start brings the task file
-			// up to date. Say so rather than answer as if all was well.
-			failed = fmt.Errorf("events of %s are stored but the task could not be saved (it is repaired at the next start): %w", id, err)
+	if failed == nil {
+		ids = slices.Clone(x.saved)
+		for _, id := range x.order {
+			if !x.isSaved[id] {
+				ids = append(ids, id)
+			}
 		}
 	}
-	for _, id := range x.order {
-		if !x.isSaved[id] {
-			x.install(id, false)
+	install := make([]*state.Task, len(ids))
+	for i, id := range ids {
+		sz, appended := after[id]
+		if !appended {
+			sz = x.sizes[id]
 		}
+		t := x.tasks[id]
+		if !x.isSaved[id] {
+			if sz.events == x.sizes[id].events {
+				continue // no event stored, only cut keys: the task file stays as it is
+			}
+			t = x.base[id] // as stored, with its events file's new size
+		}
+		c := t.Clone()
+		c.EventsBytes = sz.events
+		if err := s.files.Save(c); err != nil {
+			s.log.Error("save task", "task", id, "err", err)
+			if failed == nil {
+				// The events are stored: the next start brings the task
+				// file up to date. Say so rather than answer as if all
+				// was well.
+				failed = fmt.Errorf("events of %s are stored but the task could not be saved (it is repaired at the next start): %w", id, err)
+			}
+		}
+		c.EventsBytes = 0 // the store's own, kept in s.sizes
+		install[i] = c
 	}
 	if batch.at(crashAfterSave) {
 		crash()
 	}
+	s.mu.Lock()
+	for i, id := range ids {
+		if install[i] != nil {
+			s.put(install[i])
+		}
+		if sz, ok := after[id]; ok {
+			s.sizes[id] = sz
+		}
+		if set := s.keys[id]; set != nil {
+			for _, k := range x.keys[id] {
+				set[k] = struct{}{}
+			}
+		}
+	}
+	x.done = true
+	s.releaseAll(x.held)
+	s.mu.Unlock()
 	return failed
-}
-
-// install makes task id's copy the task, saving it to its file when save
-// is set, and adds the keys appended for it.
-func (x *tx) install(id string, save bool) error {
-	s := x.s
-	t := x.tasks[id]
-	if t == nil {
-		return nil
-	}
-	var err error
-	if save {
-		if err = s.files.Save(t); err != nil {
-			s.log.Error("save task", "task", id, "err", err)
-		}
-	}
-	s.tasks[id] = t
-	if set := s.keys[id]; set != nil {
-		for _, k := range x.keys[id] {
-			set[k] = struct{}{}
-		}
-	}
-	return err
 }

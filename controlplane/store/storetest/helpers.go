@@ -146,14 +146,39 @@ func seen(t *testing.T, st store.Store, taskID, key string) bool {
 	return ok
 }
 
-// appendLines appends lines as task's events from seq first on, each
-// with key "key-SEQ", in one transaction.
-func appendLines(t *testing.T, st store.Store, taskID string, first int, lines ...[]byte) {
+// line is an event's line as store.Tx.Append takes it: the event
+// encoded as api.StoredEvent, whose first field is its key, so it starts
+// {"key": and key JSON-quoted; rest follows, the event's other members
+// as written (any spacing, any order, escapes kept: a store gives the
+// line back byte for byte). A rest of "" is an event of its key alone.
+func line(key, rest string) []byte {
+	quoted, err := json.Marshal(key)
+	if err != nil {
+		panic(err)
+	}
+	b := append([]byte(`{"key":`), quoted...)
+	if rest != "" {
+		b = append(append(b, ','), rest...)
+	}
+	return append(b, '}')
+}
+
+// seqKey is the key appendLines gives event seq.
+func seqKey(seq int) string { return fmt.Sprintf("key-%d", seq) }
+
+// keyed is the line appendLines appends as event seq: its key seqKey(seq),
+// then rest.
+func keyed(seq int, rest string) []byte { return line(seqKey(seq), rest) }
+
+// appendLines appends events to a task from seq first on, in one
+// transaction: event seq has key seqKey(seq) and line keyed(seq, rest),
+// each rest in turn.
+func appendLines(t *testing.T, st store.Store, taskID string, first int, rests ...string) {
 	t.Helper()
 	err := st.Update(t.Context(), []string{taskID}, func(tx store.Tx) error {
-		for i, line := range lines {
+		for i, rest := range rests {
 			seq := first + i
-			tx.Append(taskID, fmt.Sprintf("key-%d", seq), seq, slices.Clone(line))
+			tx.Append(taskID, seqKey(seq), seq, keyed(seq, rest))
 		}
 		return nil
 	})

@@ -29,17 +29,18 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 		failed := get(t, st, "q1")
 		err := st.Update(t.Context(), []string{"q1"}, func(tx store.Tx) error {
 			tx.Save(claimed(t, failed, "A", 30))
-			tx.Append("q1", "failed", 1, []byte(`{"failed":true}`))
+			tx.Append("q1", "failed", 1, line("failed", `"failed":true`))
 			return errFn
 		})
 		if err == nil {
 			t.Fatal("Update with a failing fn returned nil")
 		}
-		// Events and keys, one cut.
-		lines := []store.EventLine{{Seq: 1, Line: []byte(`{"z":1,"a":"caf\u00e9"}`)}, {Seq: 2, Line: []byte(`{ "n" : 2 }`)}}
+		// Events and keys, one cut; a key that JSON escapes.
+		keys := []string{"k1", `k "2" \ é`}
+		lines := []store.EventLine{{Seq: 1, Line: line(keys[0], `"z":1,"a":"caf\u00e9"`)}, {Seq: 2, Line: line(keys[1], ` "n" : 2 `)}}
 		err = st.Update(t.Context(), []string{"c1"}, func(tx store.Tx) error {
-			for _, l := range lines {
-				tx.Append("c1", string(l.Line), l.Seq, slices.Clone(l.Line))
+			for i, l := range lines {
+				tx.Append("c1", keys[i], l.Seq, slices.Clone(l.Line))
 			}
 			tx.Append("c1", "cut", 0, nil)
 			return nil
@@ -86,7 +87,7 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 		sameCount(t, count(t, st), want)
 		sameEvents(t, "Events(c1) after a reopen", events(t, st, "c1"), lines)
 		sameEvents(t, "Events(q1) after a reopen", events(t, st, "q1"), nil)
-		for _, key := range []string{string(lines[0].Line), string(lines[1].Line), "cut"} {
+		for _, key := range append(slices.Clone(keys), "cut") {
 			if !seen(t, st, "c1", key) {
 				t.Errorf("Seen(c1, %s) after a reopen: false", key)
 			}
@@ -125,7 +126,7 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 		if !slices.Equal(took, []string{"q2", "q1", "q3"}) {
 			t.Errorf("Claim after a reopen took %q, want [q2 q1 q3]", took)
 		}
-		appendLines(t, st, "c1", 3, []byte(`{"n":3}`))
-		sameEvents(t, "Events(c1) after an append past a reopen", events(t, st, "c1"), append(slices.Clone(lines), store.EventLine{Seq: 3, Line: []byte(`{"n":3}`)}))
+		appendLines(t, st, "c1", 3, `"n":3`)
+		sameEvents(t, "Events(c1) after an append past a reopen", events(t, st, "c1"), append(slices.Clone(lines), store.EventLine{Seq: 3, Line: keyed(3, `"n":3`)}))
 	})
 }

@@ -286,7 +286,7 @@ func (s suite) prune(t *testing.T) {
 		running, waiting := queued("running", 0), queued("waiting", 0)
 		create(t, st, old, atCut, young, running, waiting)
 		for _, task := range []*state.Task{old, atCut, young, running} {
-			appendLines(t, st, task.ID, 1, []byte(`{"n":1}`), []byte(`{"n":2}`))
+			appendLines(t, st, task.ID, 1, `"n":1`, `"n":2`)
 		}
 		save(t, st, ended(t, claimed(t, old, "A", 1), state.PhaseCompleted, 10))
 		save(t, st, ended(t, atCut, state.PhaseCancelled, 20))
@@ -308,7 +308,7 @@ func (s suite) prune(t *testing.T) {
 		sameCount(t, count(t, st), map[state.Phase]int{state.PhaseCancelled: 1, state.PhaseExpired: 1, state.PhaseClaimed: 1, state.PhaseQueued: 1})
 		for _, id := range []string{"at-cut", "young", "running"} {
 			sameEvents(t, "Events("+id+") after another's prune", events(t, st, id),
-				[]store.EventLine{{Seq: 1, Line: []byte(`{"n":1}`)}, {Seq: 2, Line: []byte(`{"n":2}`)}})
+				[]store.EventLine{{Seq: 1, Line: keyed(1, `"n":1`)}, {Seq: 2, Line: keyed(2, `"n":2`)}})
 		}
 	})
 	s.run(t, "removes up to limit", func(t *testing.T, st store.Store) {

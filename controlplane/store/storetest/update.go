@@ -93,10 +93,10 @@ func (s suite) update(t *testing.T) {
 	s.run(t, "an error from fn stores nothing and is returned", func(t *testing.T, st store.Store) {
 		a := queued("a", 1)
 		create(t, st, a)
-		appendLines(t, st, "a", 1, []byte(`{"before":true}`))
+		appendLines(t, st, "a", 1, `"before":true`)
 		err := st.Update(t.Context(), []string{"a"}, func(tx store.Tx) error {
 			tx.Save(claimed(t, a, "A", 5))
-			tx.Append("a", "key-2", 2, []byte(`{"lost":true}`))
+			tx.Append("a", "key-2", 2, line("key-2", `"lost":true`))
 			tx.Append("a", "cut", 0, nil)
 			return fmt.Errorf("wrapped: %w", errFn)
 		})
@@ -104,7 +104,7 @@ func (s suite) update(t *testing.T) {
 			t.Errorf("Update with a failing fn = %v, want %v", err, errFn)
 		}
 		same(t, "Task a", get(t, st, "a"), a)
-		sameEvents(t, "Events(a)", events(t, st, "a"), []store.EventLine{{Seq: 1, Line: []byte(`{"before":true}`)}})
+		sameEvents(t, "Events(a)", events(t, st, "a"), []store.EventLine{{Seq: 1, Line: keyed(1, `"before":true`)}})
 		for _, key := range []string{"key-2", "cut"} {
 			if seen(t, st, "a", key) {
 				t.Errorf("Seen(a, %s): appended by a transaction that failed", key)
@@ -122,7 +122,7 @@ func (s suite) update(t *testing.T) {
 				}
 			}
 			check("a", "k1", false)
-			tx.Append("a", "k1", 1, []byte(`{"k":1}`))
+			tx.Append("a", "k1", 1, line("k1", `"k":1`))
 			tx.Append("a", "k2", 0, nil)
 			check("a", "k1", true)
 			check("a", "k2", true)
@@ -137,7 +137,7 @@ func (s suite) update(t *testing.T) {
 	s.run(t, "Seen answers for committed keys, cut ones too", func(t *testing.T, st store.Store) {
 		create(t, st, queued("a", 1), queued("b", 2))
 		err := st.Update(t.Context(), []string{"a"}, func(tx store.Tx) error {
-			tx.Append("a", "stored", 1, []byte(`{"k":1}`))
+			tx.Append("a", "stored", 1, line("stored", `"k":1`))
 			tx.Append("a", "cut", 0, nil)
 			return nil
 		})
@@ -152,7 +152,7 @@ func (s suite) update(t *testing.T) {
 				t.Errorf("Seen(%s, %s) after the commit = %v, want %v", c.task, c.key, got, c.want)
 			}
 		}
-		sameEvents(t, "Events(a): the cut key has no line", events(t, st, "a"), []store.EventLine{{Seq: 1, Line: []byte(`{"k":1}`)}})
+		sameEvents(t, "Events(a): the cut key has no line", events(t, st, "a"), []store.EventLine{{Seq: 1, Line: line("stored", `"k":1`)}})
 	})
 	s.run(t, "changing a saved task after Update changes nothing stored", func(t *testing.T, st store.Store) {
 		a := queued("a", 1)
@@ -203,30 +203,30 @@ func (s suite) update(t *testing.T) {
 
 func (s suite) events(t *testing.T) {
 	// odd lines: what was appended comes back as it was, not re-encoded.
-	odd := [][]byte{
-		[]byte(`{"z":1,"a":2}`),
-		[]byte(`{ "spaced" : [1, 2.50, 1e3] }`),
-		[]byte(`{"text":"caf\u00e9 é \"quoted\" \\ \n","big":123456789012345678901234567890}`),
-		[]byte(`{"dup":1,"dup":2}`),
-		[]byte(`{}`),
+	odd := []string{
+		`"z":1,"a":2`,
+		` "spaced" : [1, 2.50, 1e3] `,
+		`"text":"caf\u00e9 é \"quoted\" \\ \n","big":123456789012345678901234567890`,
+		`"dup":1,"dup":2`,
+		``,
 	}
 	s.run(t, "come back byte for byte in seq order", func(t *testing.T, st store.Store) {
 		create(t, st, queued("a", 1))
 		appendLines(t, st, "a", 1, odd[:2]...)
 		appendLines(t, st, "a", 3, odd[2:]...)
 		var want []store.EventLine
-		for i, line := range odd {
-			want = append(want, store.EventLine{Seq: i + 1, Line: line})
+		for i, rest := range odd {
+			want = append(want, store.EventLine{Seq: i + 1, Line: keyed(i+1, rest)})
 		}
 		sameEvents(t, "Events(a)", events(t, st, "a"), want)
 	})
 	s.run(t, "pages by after and limit, and more says what follows", func(t *testing.T, st store.Store) {
 		create(t, st, queued("a", 1))
-		var lines [][]byte
+		var rests []string
 		for i := range 6 {
-			lines = append(lines, fmt.Appendf(nil, `{"n":%d}`, i+1))
+			rests = append(rests, fmt.Sprintf(`"n":%d`, i+1))
 		}
-		appendLines(t, st, "a", 1, lines...)
+		appendLines(t, st, "a", 1, rests...)
 		for _, c := range []struct {
 			after, limit int
 			seqs         []int
@@ -245,7 +245,7 @@ func (s suite) events(t *testing.T) {
 			}
 			var want []store.EventLine
 			for _, seq := range c.seqs {
-				want = append(want, store.EventLine{Seq: seq, Line: lines[seq-1]})
+				want = append(want, store.EventLine{Seq: seq, Line: keyed(seq, rests[seq-1])})
 			}
 			sameEvents(t, fmt.Sprintf("Events(after %d, limit %d)", c.after, c.limit), got, want)
 			if more != c.more {
@@ -255,11 +255,14 @@ func (s suite) events(t *testing.T) {
 	})
 	s.run(t, "maxBytes bounds a page, which still has one line", func(t *testing.T, st store.Store) {
 		create(t, st, queued("a", 1))
-		var lines [][]byte
+		var rests []string
 		for i := range 4 {
-			lines = append(lines, fmt.Appendf(nil, `{"n":%d,"pad":"%090d"}`, i+1, 0)) // 100 bytes each
+			rests = append(rests, fmt.Sprintf(`"n":%d,"pad":"%070d"`, i+1, 0))
+			if n := len(keyed(i+1, rests[i])); n != 100 {
+				t.Fatalf("line %d is %d bytes, not 100", i+1, n)
+			}
 		}
-		appendLines(t, st, "a", 1, lines...)
+		appendLines(t, st, "a", 1, rests...)
 		for _, c := range []struct {
 			after    int
 			maxBytes int64
@@ -277,7 +280,7 @@ func (s suite) events(t *testing.T) {
 			}
 			var want []store.EventLine
 			for _, seq := range c.seqs {
-				want = append(want, store.EventLine{Seq: seq, Line: lines[seq-1]})
+				want = append(want, store.EventLine{Seq: seq, Line: keyed(seq, rests[seq-1])})
 			}
 			sameEvents(t, fmt.Sprintf("Events(after %d, maxBytes %d)", c.after, c.maxBytes), got, want)
 			if more != c.more {
@@ -287,10 +290,10 @@ func (s suite) events(t *testing.T) {
 	})
 	s.run(t, "are their task's own", func(t *testing.T, st store.Store) {
 		create(t, st, queued("a", 1), queued("b", 2), queued("c", 3))
-		appendLines(t, st, "a", 1, []byte(`{"of":"a"}`))
-		appendLines(t, st, "b", 1, []byte(`{"of":"b"}`), []byte(`{"of":"b","n":2}`))
-		sameEvents(t, "Events(a)", events(t, st, "a"), []store.EventLine{{Seq: 1, Line: []byte(`{"of":"a"}`)}})
-		sameEvents(t, "Events(b)", events(t, st, "b"), []store.EventLine{{Seq: 1, Line: []byte(`{"of":"b"}`)}, {Seq: 2, Line: []byte(`{"of":"b","n":2}`)}})
+		appendLines(t, st, "a", 1, `"of":"a"`)
+		appendLines(t, st, "b", 1, `"of":"b"`, `"of":"b","n":2`)
+		sameEvents(t, "Events(a)", events(t, st, "a"), []store.EventLine{{Seq: 1, Line: keyed(1, `"of":"a"`)}})
+		sameEvents(t, "Events(b)", events(t, st, "b"), []store.EventLine{{Seq: 1, Line: keyed(1, `"of":"b"`)}, {Seq: 2, Line: keyed(2, `"of":"b","n":2`)}})
 		sameEvents(t, "Events(c)", events(t, st, "c"), nil)
 		sameEvents(t, "Events(nope)", events(t, st, "nope"), nil)
 	})

@@ -1,0 +1,127 @@
+package filestore
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/state"
+)
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// The size of a task's events file is the store's: written into the task
+// file, where a start reads it, but never in a task handed out; a Save of
+// a task without it keeps it.
+func TestEventsBytesIsTheStoresOwn(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	ctx := t.Context()
+	must(t, s.Create(ctx, state.NewTask("a", "p", t0)))
+	line := []byte(`{"key":"k1","n":1}`)
+	must(t, s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
+		task := tx.Task("a")
+		if task.EventsBytes != 0 {
+			t.Errorf("Tx.Task: EventsBytes %d", task.EventsBytes)
+		}
+		tx.Append("a", "k1", 1, line)
+		tx.Save(task)
+		return nil
+	}))
+	must(t, s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
+		task := tx.Task("a")
+		task.Title = "renamed"
+		tx.Save(task) // EventsBytes 0
+		return nil
+	}))
+	got, err := s.Task(ctx, "a")
+	must(t, err)
+	if got.EventsBytes != 0 {
+		t.Errorf("Task: EventsBytes %d", got.EventsBytes)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "tasks", "a.json"))
+	must(t, err)
+	var file struct {
+		EventsBytes int64 `json:"events_bytes"`
+	}
+	must(t, json.Unmarshal(b, &file))
+	if want := int64(len(line) + 1); file.EventsBytes != want {
+		t.Errorf("the task file says events_bytes %d, want %d:\n%s", file.EventsBytes, want, b)
+	}
+	must(t, s.Close())
+	s = open(t, dir)
+	defer s.Close()
+	lines, _, err := s.Events(ctx, "a", 0, 10, 1<<20)
+	must(t, err)
+	if len(lines) != 1 || string(lines[0].Line) != string(line) {
+		t.Errorf("Events after a reopen: %+v", lines)
+	}
+}
+
+// The cut keys of a commit whose task file a crash kept from being saved
+// go with it: sent again, those events are counted again. Those of the
+// commits before stay.
+func TestCutKeysOfAnUnsavedCommitGo(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	ctx := t.Context()
+	must(t, s.Create(ctx, state.NewTask("a", "p", t0)))
+	commit := func(n int, key, cut string) {
+		must(t, s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
+			tx.Append("a", key, n, []byte(`{"key":"`+key+`"}`))
+			tx.Append("a", cut, 0, nil)
+			tx.Save(tx.Task("a"))
+			return nil
+		}))
+	}
+	commit(1, "k1", "cut1")
+	taskFile := filepath.Join(dir, "tasks", "a.json")
+	stale, err := os.ReadFile(taskFile)
+	must(t, err)
+	commit(2, "k2", "cut2")
+	must(t, s.Close())
+	must(t, os.WriteFile(taskFile, stale, 0o600)) // the crash: the task file from before the second commit
+	s = open(t, dir)
+	defer s.Close()
+	for key, want := range map[string]bool{"k1": true, "cut1": true, "k2": true, "cut2": false} {
+		var got bool
+		must(t, s.Update(ctx, []string{"a"}, func(tx store.Tx) (err error) {
+			got, err = tx.Seen("a", key)
+			return err
+		}))
+		if got != want {
+			t.Errorf("Seen(%s) after the crash = %v, want %v", key, got, want)
+		}
+	}
+}
+
+// Transactions on different tasks do not wait for each other: an Update
+// of b runs to its end while an Update of a is in its function.
+func TestUpdatesOfDifferentTasksRunSideBySide(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	ctx := t.Context()
+	must(t, s.Create(ctx, state.NewTask("a", "p", t0)))
+	must(t, s.Create(ctx, state.NewTask("b", "p", t0)))
+	must(t, s.Update(ctx, []string{"a"}, func(store.Tx) error {
+		done := make(chan error, 1)
+		go func() {
+			done <- s.Update(ctx, []string{"b"}, func(tx store.Tx) error {
+				task := tx.Task("b")
+				task.Title = "b's"
+				tx.Save(task)
+				return nil
+			})
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Error("an Update of b waited 10s for an Update of a")
+			return nil
+		}
+	}))
+}
