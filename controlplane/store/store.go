@@ -19,11 +19,13 @@
 //     in one replica or two, never both save the same task.
 //   - Nothing a call answered as done is lost by a crash of the process
 //     (or of the database's client): it is on disk, synced, before the
-//     call returns.
+//     call returns. PutAgent alone may keep the last seconds of
+//     heartbeats in memory (the file store does): agents say it again in
+//     their next heartbeat.
 //
 // Every method may be called concurrently, except from within the
-// functions Update and Claim run: they must not call the store (a file
-// store holds its lock meanwhile). The conformance suite
+// functions Update and Claim run: they must not call the store (it may
+// wait for the tasks the transaction holds). The conformance suite
 // (storetest) checks these promises against each store, and package
 // server's own tests run against each store too.
 package store

@@ -1,8 +1,8 @@
 // Package filestore is the control plane's embedded store: a directory
 // one process owns, with no set-up. Each task is a JSON file in tasks/,
 // its accepted events a JSONL file in events/ (events.go) and the keys of
-// its cut events a file beside it (ID.cut), each agent's latest record a
-// file in agents/ (agents.go), the agents' token hashes agents.json and
+// its cut events a file beside it (ID.cut), the agents' latest records
+// agents-seen.json (agents.go), the agents' token hashes agents.json and
 // the log of changes since, agents.log (registry.go).
 //
 // What it promises beyond the contract of package store:
@@ -26,6 +26,9 @@
 //   - The idempotency keys of the tasks that have not ended, or ended
 //     lately, are in memory; older ones are read back from the task's
 //     files when asked for (keys.go).
+//   - What agents said in their heartbeats (PutAgent) is written every
+//     10 s and at Close, not on each heartbeat: a crash loses at most
+//     the last 10 s of it, which the agents say again (agents.go).
 //   - Files are 0600, directories 0700.
 package filestore
 
@@ -62,14 +65,14 @@ type Options struct {
 // holds its tasks (tx.go): transactions on different tasks run, and
 // write and sync their files, side by side.
 type Store struct {
-	dir      string
-	log      *slog.Logger
-	now      func() time.Time
-	lock     *flock.Flock
-	files    *state.Store
-	events   events
-	reg      *registry
-	agentDir agentDir
+	dir        string
+	log        *slog.Logger
+	now        func() time.Time
+	lock       *flock.Flock
+	files      *state.Store
+	events     events
+	reg        *registry
+	agentsFile *agentsFile
 
 	mu   sync.Mutex
 	free *sync.Cond      // broadcast when holds are released
@@ -82,8 +85,8 @@ type Store struct {
 	sizes  map[string]sizes
 	keys   map[string]map[string]struct{}
 	agents map[string]store.Agent
-	// agentMu orders the writes of each agent's record.
-	agentMu map[string]*sync.Mutex
+	// agentsDirty: an agent's record changed since agentsFile was written.
+	agentsDirty bool
 	// batches counts the transactions that stored events, for the fault
 	// suite's crash points.
 	batches int
@@ -139,11 +142,8 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("controlplane: %w", err)
 		}
 	}
-	ad := agentDir{dir: filepath.Join(dir, "agents")}
-	agents, err := ad.load(opts.Logger)
-	if err != nil {
-		return nil, fmt.Errorf("controlplane: %w", err)
-	}
+	af := &agentsFile{path: filepath.Join(dir, "agents-seen.json")}
+	agents := af.load(opts.Logger)
 	reg, err := openRegistry(dir, opts.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
@@ -152,9 +152,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		opts.Logger.Error("some task files could not be read; they are left alone", "err", err)
 	}
-	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, events: ev, reg: reg, agentDir: ad,
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, events: ev, reg: reg, agentsFile: af,
 		held: map[string]bool{}, tasks: make(map[string]*state.Task, len(list)), sizes: make(map[string]sizes, len(list)),
-		keys: map[string]map[string]struct{}{}, agents: agents, agentMu: map[string]*sync.Mutex{}}
+		keys: map[string]map[string]struct{}{}, agents: agents}
 	s.free = sync.NewCond(&s.mu)
 	s.order = make([]ref, 0, len(list))
 	for _, t := range list {
@@ -288,8 +288,11 @@ func (s *Store) recoverTask(t *state.Task, apply func(t *state.Task, missed []Mi
 // Close writes the agents' token hashes into one file (registry.go) and
 // releases the directory. The store is not to be used after.
 func (s *Store) Close() error {
+	s.agentsFile.mu.Lock()
+	agentsErr := s.writeAgents(s.now())
+	s.agentsFile.mu.Unlock()
 	err := s.reg.close()
-	return errors.Join(err, s.lock.Unlock())
+	return errors.Join(agentsErr, err, s.lock.Unlock())
 }
 
 // Shared is false: one process owns the directory.

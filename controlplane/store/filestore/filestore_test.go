@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
@@ -124,4 +126,51 @@ func TestUpdatesOfDifferentTasksRunSideBySide(t *testing.T) {
 			return nil
 		}
 	}))
+}
+
+// A heartbeat writes no file of its own: the agents' records are written
+// together, at most every agentsEvery and at Close. A crash (no Close)
+// loses at most the records of the last agentsEvery.
+func TestAgentsRecordsAreWrittenTogetherNowAndThen(t *testing.T) {
+	dir := t.TempDir()
+	now := t0
+	s, err := Open(dir, Options{Now: func() time.Time { return now }})
+	must(t, err)
+	ctx := t.Context()
+	onDisk := func() []string {
+		t.Helper()
+		var m map[string]store.Agent
+		b, err := os.ReadFile(filepath.Join(dir, "agents-seen.json"))
+		must(t, err)
+		must(t, json.Unmarshal(b, &m))
+		var ids []string
+		for id := range m {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	put := func(id string) {
+		t.Helper()
+		must(t, s.PutAgent(ctx, store.Agent{View: api.AgentView{AgentID: id, LastHeartbeat: now}}))
+	}
+	put("a") // the first: written
+	now = now.Add(agentsEvery - time.Second)
+	put("b") // within the interval: in memory only
+	if got := onDisk(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("on disk after two heartbeats within %s: %v, want [a]", agentsEvery, got)
+	}
+	now = now.Add(time.Second)
+	put("c")
+	if got := onDisk(); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("on disk after %s: %v, want [a b c]", agentsEvery, got)
+	}
+	put("d")
+	must(t, s.Close())
+	if got := onDisk(); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
+		t.Fatalf("on disk after Close: %v, want [a b c d]", got)
+	}
+	if info, err := os.Stat(filepath.Join(dir, "agents-seen.json")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("agents-seen.json: %v %v, want 0600", info.Mode(), err)
+	}
 }
