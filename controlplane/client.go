@@ -427,10 +427,18 @@ func (c *Client) Reply(ctx context.Context, taskID, requestID string, decision a
 	return v, err
 }
 
-// Agents lists the agents the control plane has heard from.
+// Agents lists the agents the control plane has heard from, by id, asking
+// for one page after another.
 func (c *Client) Agents(ctx context.Context) ([]api.AgentView, error) {
-	var out []api.AgentView
-	return out, c.call(ctx, http.MethodGet, "/v1/agents", nil, &out, true)
+	return allPages(ctx, func(after string) ([]api.AgentView, string, error) { return c.AgentsPage(ctx, after, api.MaxAgentsPage) })
+}
+
+// AgentsPage lists up to limit agents after the one named after ("": from
+// the first), and the cursor of the next page ("" on the last).
+func (c *Client) AgentsPage(ctx context.Context, after string, limit int) ([]api.AgentView, string, error) {
+	var p page[api.AgentView]
+	err := c.call(ctx, http.MethodGet, "/v1/agents?"+pageQuery(after, limit), nil, &p, true)
+	return p.items, p.next, err
 }
 
 // WhoAmI says whose the client's token is.

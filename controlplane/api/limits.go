@@ -22,10 +22,10 @@ const (
 	MaxPromptBytes = 256 << 10
 )
 
-// The lists GET /v1/tasks and GET /v1/tasks/{id}/events come in pages:
-// ?limit=N (at most the maximum; more is taken as the maximum) items after
-// ?after=CURSOR, a task's id for tasks (oldest first), an event's seq for
-// events. An answer is a JSON array; when more follow, its NextAfterHeader
+// The lists GET /v1/tasks, GET /v1/tasks/{id}/events and GET /v1/agents
+// come in pages: ?limit=N (at most the maximum; more is taken as the
+// maximum) items after ?after=CURSOR, a task's id for tasks (oldest
+// first), an event's seq for events, an agent's id for agents (by id). An answer is a JSON array; when more follow, its NextAfterHeader
 // holds the cursor to ask for the next page with. A page of events also
 // stops before the event that would take it past MaxEventsPageBytes (it
 // holds one event at least). A request without ?limit or ?after gets the
@@ -36,5 +36,7 @@ const (
 	DefaultEventsPage  = 500
 	MaxEventsPage      = 1000
 	MaxEventsPageBytes = 1 << 20
+	DefaultAgentsPage  = 500
+	MaxAgentsPage      = 1000
 	NextAfterHeader    = "Next-After"
 )

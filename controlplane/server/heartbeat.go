@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
@@ -12,20 +13,34 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
-func (s *Server) listAgents(ctx context.Context) ([]api.AgentView, error) {
+// listAgents is a page of the agents, by id, after the one named after,
+// and the cursor of the next page.
+func (s *Server) listAgents(ctx context.Context, after string, limit int) ([]api.AgentView, string, error) {
 	s.watchdog(ctx)
 	agents, err := s.store.Agents(ctx)
 	if err != nil {
-		return nil, storeErr("list agents", err)
+		return nil, "", storeErr("list agents", err)
 	}
+	start := 0
+	if after != "" {
+		start, _ = slices.BinarySearchFunc(agents, after, func(a store.Agent, id string) int { return strings.Compare(a.View.AgentID, id) })
+		if start < len(agents) && agents[start].View.AgentID == after {
+			start++
+		}
+	}
+	end := min(start+limit, len(agents))
 	now := s.opts.Now()
-	out := make([]api.AgentView, 0, len(agents))
-	for _, a := range agents {
+	out := make([]api.AgentView, 0, end-start)
+	for _, a := range agents[start:end] {
 		v := a.View
 		v.Online = a.Online(now, s.opts.HeartbeatInterval)
 		out = append(out, v)
 	}
-	return out, nil
+	next := ""
+	if end < len(agents) && end > start {
+		next = out[len(out)-1].AgentID
+	}
+	return out, next, nil
 }
 
 func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {

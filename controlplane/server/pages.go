@@ -111,6 +111,33 @@ func (s *Server) tasksPage(ctx context.Context, q store.Query) ([]api.TaskView, 
 	return views, next, nil
 }
 
+// serveAgents answers GET /v1/agents: a page of agents, by id. An agent
+// that is not (or no longer) known may name the page before: the page
+// starts after where its id would be.
+func (s *Server) serveAgents(w http.ResponseWriter, r *http.Request) {
+	after, limit, err := pageParams(r, api.DefaultAgentsPage, api.MaxAgentsPage)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	views, next, err := s.listAgents(r.Context(), after, limit)
+	if err != nil {
+		reply(w, nil, err)
+		return
+	}
+	writeList(w, next)
+	for i := range views {
+		b, err := json.Marshal(views[i])
+		if err != nil {
+			panic(http.ErrAbortHandler) // half written: see serveTasks
+		}
+		if !writeItem(w, i, b) {
+			return
+		}
+	}
+	w.Write([]byte("]\n"))
+}
+
 // serveEvents answers GET /v1/tasks/{id}/events: a page of the task's
 // events.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {

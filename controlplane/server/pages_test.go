@@ -270,3 +270,44 @@ func appendRaw(t *testing.T, dir, taskID, text string) {
 	_, err = f.WriteString(text)
 	must(t, err)
 }
+
+// The agents come in pages by id; Client.Agents follows them to the end.
+func TestAgentListComesInPages(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	ctx := context.Background()
+	var ids []string
+	for i := range 7 {
+		id := fmt.Sprintf("ag-%d", i)
+		ids = append(ids, id)
+		if _, err := e.agent(id).Heartbeat(ctx, api.HeartbeatRequest{AgentID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	after := ""
+	for {
+		page, next, err := e.client.AgentsPage(ctx, after, 3)
+		must(t, err)
+		for _, a := range page {
+			got = append(got, a.AgentID)
+		}
+		if next == "" {
+			break
+		}
+		if len(page) != 3 || next != page[2].AgentID {
+			t.Fatalf("a page of %d, next %q", len(page), next)
+		}
+		after = next
+	}
+	if !slices.Equal(got, ids) {
+		t.Errorf("pages of 3: %v, want %v", got, ids)
+	}
+	all, err := e.client.Agents(ctx)
+	must(t, err)
+	if len(all) != len(ids) {
+		t.Errorf("Client.Agents: %d agents, want %d", len(all), len(ids))
+	}
+	if status, _, body := e.get("/v1/agents?limit=0"); status != 400 {
+		t.Errorf("?limit=0: %d %s, want 400", status, body)
+	}
+}

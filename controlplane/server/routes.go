@@ -73,10 +73,7 @@ func (s *Server) routes() []route {
 				return s.replyTask(r.Context(), r.PathValue("id"), req)
 			})(w, r)
 		}},
-		{"GET /v1/agents", operator, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.listAgents(r.Context())
-			reply(w, v, err)
-		}},
+		{"GET /v1/agents", operator, s.serveAgents},
 		{"GET /v1/whoami", operator | agent | registration, func(w http.ResponseWriter, r *http.Request) {
 			c := callerOf(r.Context())
 			writeJSON(w, http.StatusOK, api.WhoAmI{Principal: c.principal.wire(), AgentID: c.agentID})
