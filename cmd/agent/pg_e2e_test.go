@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/pgtest"
@@ -42,10 +44,11 @@ type rrProxy struct {
 	next     atomic.Uint64
 	tr       *http.Transport
 
-	mu      sync.Mutex
-	served  map[string]int // answers, by backend
-	skipped int            // tries a refused connection passed on
-	failed  int            // requests answered 502
+	mu       sync.Mutex
+	inFlight map[string]int // requests sent and not answered, by backend
+	served   map[string]int // answers, by backend
+	skipped  int            // tries a refused connection passed on
+	failed   int            // requests answered 502
 }
 
 func (p *rrProxy) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -67,9 +70,13 @@ func (p *rrProxy) RoundTrip(r *http.Request) (*http.Response, error) {
 		if r.Body != nil {
 			out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		}
+		p.mu.Lock()
+		p.inFlight[host]++
+		p.mu.Unlock()
 		var resp *http.Response
 		resp, err = p.tr.RoundTrip(out)
 		p.mu.Lock()
+		p.inFlight[host]--
 		switch {
 		case err == nil:
 			p.served[host]++
@@ -96,6 +103,13 @@ func refused(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
+// busy reports whether backend has a request in flight.
+func (p *rrProxy) busy(backend string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inFlight[backend] > 0
+}
+
 func (p *rrProxy) figures() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -110,7 +124,7 @@ func (p *rrProxy) figures() string {
 // loopback, closed when the test ends.
 func startProxy(t *testing.T, backends ...string) (*rrProxy, string) {
 	t.Helper()
-	p := &rrProxy{backends: backends, served: map[string]int{},
+	p := &rrProxy{backends: backends, served: map[string]int{}, inFlight: map[string]int{},
 		tr: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}}
 	rp := &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) {}, // RoundTrip picks the replica
@@ -285,6 +299,11 @@ func TestE2EReplicasOnPostgres(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "a third of the tasks to end", func() bool { return countEnded(c, ids) >= tasks/3 })
 	endedAtKill := countEnded(c, ids)
+	// Killed with requests in flight, if it has any within a few
+	// seconds: their answers are lost, and the agents ask again.
+	for deadline := time.Now().Add(5 * time.Second); !proxy.busy(leader.addr) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	leader.kill()
 	killed := time.Now()
 
@@ -311,8 +330,37 @@ func TestE2EReplicasOnPostgres(t *testing.T) {
 	if v := again.waitDone(t, last); v.Phase != state.PhaseCompleted {
 		t.Errorf("a task submitted to the restarted replica ended %s", v.Phase)
 	}
+	// One replica leads, the survivor: the restarted one does not take
+	// the lead while it is held.
+	if n := leadHolders(t, dsn); n != 1 {
+		t.Errorf("%d sessions hold the lead, want 1", n)
+	}
+	if strings.Contains(again.output(), "took the lead") {
+		t.Errorf("the restarted replica took the lead the survivor holds:\n%s", tail(again.output(), 2000))
+	}
 	t.Logf("FAULT | 2 replicas on PostgreSQL behind a round-robin proxy, 3 agents, %d tasks; the leading replica SIGKILLed with %d ended | all completed in 1 attempt, run once by one agent, %d events stored once each, 0 dead; the rest done %s after the kill; lead moved; the killed replica restarted and served; proxy: %s |",
 		tasks, endedAtKill, events, drained.Round(100*time.Millisecond), proxy.figures())
+}
+
+// leadHolders counts the sessions that hold the watchdog's advisory lock
+// (the lead) on dsn's database, as seen in pg_locks.
+func leadHolders(t *testing.T, dsn string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+		WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'edgeagent-controlplane-lead'
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestE2EControlPlaneSurvivesPostgresRestart stops PostgreSQL (a clean
@@ -371,12 +419,17 @@ func TestE2EControlPlaneSurvivesPostgresRestart(t *testing.T) {
 			if code := status(); code != http.StatusServiceUnavailable {
 				t.Errorf("with PostgreSQL down the control plane answers %d, want 503", code)
 			}
-			// The agents tried to deliver and keep what failed.
+			// The agents tried to deliver and keep what failed; the
+			// outage lasts a few heartbeats more (their leases do not
+			// run out: 10 s).
 			held := 0
 			waitFor(t, 30*time.Second, "an agent to keep a record whose delivery failed", func() bool {
-				held = tried()
-				return held > 0
+				held = max(held, tried())
+				return held > 0 && time.Since(down) > 3*time.Second
 			})
+			if code := status(); code != http.StatusServiceUnavailable {
+				t.Errorf("with PostgreSQL down for %s the control plane answers %d, want 503", time.Since(down).Round(time.Second), code)
+			}
 			cluster.Start(t)
 			outage := time.Since(down)
 			back := time.Now()
