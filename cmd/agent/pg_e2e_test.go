@@ -280,11 +280,14 @@ func TestE2EReplicasOnPostgres(t *testing.T) {
 	c := behind(t, a, front)
 
 	markDir := t.TempDir()
-	var agentDirs []string
+	var (
+		agentDirs []string
+		agents    []*proc
+	)
 	for range 3 {
 		d := t.TempDir()
 		agentDirs = append(agentDirs, d)
-		startAgentProc(t, c, d, "--isolation-write", markDir)
+		agents = append(agents, startAgentProc(t, c, d, "--isolation-write", markDir))
 	}
 	const tasks = 30
 	ids, marks := submitMarked(t, c, markDir, tasks)
@@ -338,8 +341,12 @@ func TestE2EReplicasOnPostgres(t *testing.T) {
 	if strings.Contains(again.output(), "took the lead") {
 		t.Errorf("the restarted replica took the lead the survivor holds:\n%s", tail(again.output(), 2000))
 	}
-	t.Logf("FAULT | 2 replicas on PostgreSQL behind a round-robin proxy, 3 agents, %d tasks; the leading replica SIGKILLed with %d ended | all completed in 1 attempt, run once by one agent, %d events stored once each, 0 dead; the rest done %s after the kill; lead moved; the killed replica restarted and served; proxy: %s |",
-		tasks, endedAtKill, events, drained.Round(100*time.Millisecond), proxy.figures())
+	reclaims := 0 // claims whose answer was lost, asked again with their id
+	for _, ag := range agents {
+		reclaims += strings.Count(ag.output(), "claim failed; it is asked again with the same id")
+	}
+	t.Logf("FAULT | 2 replicas on PostgreSQL behind a round-robin proxy, 3 agents, %d tasks; the leading replica SIGKILLed with %d ended | all completed in 1 attempt, run once by one agent, %d events stored once each, 0 dead, %d claims asked again; the rest done %s after the kill; lead moved; the killed replica restarted and served; proxy: %s |",
+		tasks, endedAtKill, events, reclaims, drained.Round(100*time.Millisecond), proxy.figures())
 }
 
 // leadHolders counts the sessions that hold the watchdog's advisory lock
@@ -439,6 +446,11 @@ func TestE2EControlPlaneSurvivesPostgresRestart(t *testing.T) {
 			}
 			drained := time.Since(back)
 			events := checkRanOnce(t, c, ids, marks, agentDirs)
+			// The lead went with its session; the watchdog runs again
+			// once the replica took it back.
+			waitFor(t, 30*time.Second, "the replica to take the lead again", func() bool {
+				return strings.Count(c.output(), "took the lead") >= 2
+			})
 			t.Logf("FAULT | PostgreSQL %s under one replica, 2 agents, %d tasks | 503 meanwhile, %d records held in the outboxes, down %s; all completed in 1 attempt %s after it came back, %d events stored once each, 0 dead |",
 				map[string]string{"restart": "stopped and started", "kill": "SIGKILLed and started"}[how], tasks, held,
 				outage.Round(100*time.Millisecond), drained.Round(100*time.Millisecond), events)
