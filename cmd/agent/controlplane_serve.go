@@ -81,7 +81,7 @@ the environment, which wins over the file.`,
 			if err != nil {
 				return err
 			}
-			st, where, err := openStore(cmd.Context(), storeURL, log)
+			st, storeWhere, err := openStore(cmd.Context(), storeURL, log)
 			if err != nil {
 				return err
 			}
@@ -94,7 +94,7 @@ the environment, which wins over the file.`,
 				return err
 			}
 			defer srv.Close()
-			log.Info("control plane store", "store", where)
+			log.Info("control plane store", "store", storeWhere)
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("listen on %s: %w", addr, err)

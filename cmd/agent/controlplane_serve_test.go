@@ -28,6 +28,11 @@ func TestControlPlaneServeEnvAndTokenFile(t *testing.T) {
 	if who, err := reg.WhoAmI(t.Context()); err != nil || who.Principal != "registration" {
 		t.Fatalf("the token with its trailing newline trimmed is refused: %+v %v", who, err)
 	}
+	// The first line says where the registration secret is, not where
+	// the store is.
+	if want := "registration secret for agents in " + filepath.Join(dir, "token") + ";"; !strings.Contains(c.output(), want) {
+		t.Errorf("serve does not say %q:\n%s", want, c.output())
+	}
 	if entries, _ := os.ReadDir(agentDir); len(entries) != 0 {
 		t.Fatalf("the control plane wrote into the agent's AGENT_DATA_DIR: %v", entries)
 	}

@@ -125,7 +125,16 @@ func startCPEnv(t *testing.T, env []string, addr, dir string, extra ...string) *
 		}
 		return err == nil && resp.StatusCode == 200
 	})
+	// The token files it was given, or those it made in its directory.
 	tokenFile, operatorFile := filepath.Join(dir, "token"), filepath.Join(dir, "operator-token")
+	for i := 0; i+1 < len(extra); i++ {
+		switch extra[i] {
+		case "--token-file":
+			tokenFile = extra[i+1]
+		case "--operator-token-file":
+			operatorFile = extra[i+1]
+		}
+	}
 	tok, err := os.ReadFile(operatorFile)
 	if err != nil {
 		t.Fatal(err)

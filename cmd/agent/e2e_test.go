@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/pgtest"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -22,8 +23,16 @@ import (
 // executor as processes, and checks the three outcomes at the control
 // plane: success; a transient failure retried on the next model; a side
 // effect before a transient failure, stopped by the gate.
-func TestE2EThreeOutcomes(t *testing.T) {
-	c := startCP(t, freeAddr(t), t.TempDir())
+func TestE2EThreeOutcomes(t *testing.T) { e2eThreeOutcomes(t) }
+
+// TestE2EOnPostgres is TestE2EThreeOutcomes with the control plane on
+// PostgreSQL (--store postgres://…).
+func TestE2EOnPostgres(t *testing.T) { e2eThreeOutcomes(t, "--store", pgtest.Start(t)) }
+
+// e2eThreeOutcomes runs the three outcomes on a control plane started with
+// cpFlags (its store).
+func e2eThreeOutcomes(t *testing.T, cpFlags ...string) {
+	c := startCP(t, freeAddr(t), t.TempDir(), cpFlags...)
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir)
 	ok := submit(t, c, "Fix the flaky test")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/pgtest"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -30,7 +32,16 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	goleak.VerifyTestMain(m)
+	// pgtest.Run stops the shared PostgreSQL cluster the store's tests
+	// started, if any, before the check for leaked goroutines.
+	code := pgtest.Run(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 type result struct {

@@ -189,7 +189,10 @@ func TestLeadIsOneReplicasAndMoves(t *testing.T) {
 	}
 
 	// The leader's session ends (an operator, a failover, a network cut).
-	if err := c.Exec(context.Background(), dbName(dsn), "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"); err != nil {
+	// The backend tells its client before it releases its locks: the
+	// terminate waits (up to 10 s, PostgreSQL 14 on) until it is gone, or
+	// the other replica might ask in between and find the lock held.
+	if err := c.Exec(context.Background(), dbName(dsn), "SELECT pg_terminate_backend(pid, 10000) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"); err != nil {
 		t.Fatal(err)
 	}
 	if leads(t, a) {
