@@ -430,7 +430,9 @@ func (c *Client) Reply(ctx context.Context, taskID, requestID string, decision a
 // Agents lists the agents the control plane has heard from, by id, asking
 // for one page after another.
 func (c *Client) Agents(ctx context.Context) ([]api.AgentView, error) {
-	return allPages(ctx, func(after string) ([]api.AgentView, string, error) { return c.AgentsPage(ctx, after, api.MaxAgentsPage) })
+	return allPages(ctx, func(after string) ([]api.AgentView, string, error) {
+		return c.AgentsPage(ctx, after, api.MaxAgentsPage)
+	})
 }
 
 // AgentsPage lists up to limit agents after the one named after ("": from
