@@ -356,7 +356,7 @@ func (s *Store) readEnded(id string) (*state.Task, error) {
 			return t, nil
 		}
 		s.mu.Unlock()
-		t, err := s.archive.Load(id)
+		t, err := s.loadArchived(id)
 		if errors.Is(err, fs.ErrNotExist) {
 			s.mu.Lock()
 			r := s.refs[id]
@@ -380,6 +380,16 @@ func (s *Store) readEnded(id string) (*state.Task, error) {
 	}
 	return nil, fmt.Errorf("controlplane: read ended task %s: it keeps moving", id)
 }
+
+// loadArchived reads archived task id's file, and counts the read.
+func (s *Store) loadArchived(id string) (*state.Task, error) {
+	s.archiveReads.Add(1)
+	return s.archive.Load(id)
+}
+
+// ArchiveReads is how many times the store read an ended task's file:
+// for tests (a start reads none).
+func (s *Store) ArchiveReads() int64 { return s.archiveReads.Load() }
 
 // intern returns a string equal to v that the refs share.
 func (s *Store) intern(v string) string {

@@ -61,6 +61,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -124,6 +125,8 @@ type Store struct {
 	// batches counts the transactions that stored events, for the fault
 	// suite's crash points.
 	batches int
+	// archiveReads counts the reads of ended tasks' files.
+	archiveReads atomic.Int64
 }
 
 // sizes are the sizes of a task's events file and of its file of cut
@@ -251,7 +254,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	slices.Sort(unindexed)
 	for _, id := range unindexed {
-		t, err := archive.Load(id)
+		t, err := s.loadArchived(id)
 		if err != nil {
 			opts.Logger.Error("an ended task's file could not be read; it is left alone", "task", id, "err", err)
 			continue
@@ -305,7 +308,7 @@ func Open(dir string, opts Options) (*Store, error) {
 // archived one when they are equal. It removes the other and returns the
 // one kept (from ended/: s.fromArchive says so).
 func (s *Store) settleCopies(t *state.Task) (*state.Task, error) {
-	a, err := s.archive.Load(t.ID)
+	a, err := s.loadArchived(t.ID)
 	if err != nil {
 		return nil, err
 	}
