@@ -51,6 +51,17 @@ import (
 //   - an archived task a person retries or continues: as above, but its
 //     file goes to tasks/, its index line says live, and then its file in
 //     ended/ is removed.
+//   - at a start (Recover), an ended task found in tasks/ (a directory
+//     from before the archive, or a crash before a move): its file,
+//     brought up to date, is renamed into ended/, the directories synced,
+//     then its index line appended. A crash in between leaves it in one
+//     place or the other; in ended/ without a line, the next start reads
+//     it and indexes it.
+//
+// The start reads the index's latest line of each id, and the names in
+// ended/: a name without a line (or whose line says check or live) is
+// read and indexed, a line without a file (a pruned task) is dropped.
+// When most of the index's lines are dead, the start writes it anew.
 
 // indexName is the index log's name in ended/.
 const indexName = "index.jsonl"

@@ -3,6 +3,7 @@ package filestore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -453,5 +454,35 @@ func TestAStartReadsNoEndedTaskFile(t *testing.T) {
 	// Prune needs no read.
 	if n, err := s.Prune(ctx, t0.Add(24*time.Hour), 100); n != 10 || err != nil {
 		t.Errorf("Prune = %d, %v", n, err)
+	}
+}
+
+// The index's dead lines (of pruned tasks) go at the start that finds
+// most of its lines dead: it is written anew with the live ones.
+func TestTheIndexIsCompactedAtAStart(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	ctx := t.Context()
+	for i := range 1200 {
+		task := state.NewTask(fmt.Sprintf("e%04d", i), "p", t0)
+		must(t, task.Transition(state.PhaseCancelled, "", t0.Add(time.Duration(i)*time.Second)))
+		must(t, s.Create(ctx, task))
+	}
+	if n, err := s.Prune(ctx, t0.Add(1190*time.Second), 2000); n != 1190 || err != nil {
+		t.Fatalf("Prune = %d, %v", n, err)
+	}
+	must(t, s.Close())
+	var log logged
+	s = openLogged(t, dir, &log)
+	defer s.Close()
+	b, err := os.ReadFile(filepath.Join(dir, "ended", indexName))
+	must(t, err)
+	if n := strings.Count(string(b), "\n"); n != 10 || !strings.Contains(log.String(), "compacted") {
+		t.Errorf("the index after a start has %d lines, want 10:\n%s", n, log.String())
+	}
+	all, _, err := s.Tasks(ctx, store.Query{})
+	must(t, err)
+	if len(all) != 10 || all[0].ID != "e1190" {
+		t.Errorf("Tasks after the compaction: %d", len(all))
 	}
 }

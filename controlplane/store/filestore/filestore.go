@@ -348,7 +348,7 @@ func (s *Store) Recover(apply func(t *state.Task, missed []Missed)) error {
 	// Nothing is served yet: the tasks are brought up to date in place.
 	var (
 		lines      []indexLine
-		toArchive  []string // saved in ended/: their files in tasks/ go
+		moved      int      // renamed from tasks/ to ended/
 		toLive     []string // saved in tasks/: their files in ended/ go
 		archiveErr error
 	)
@@ -374,16 +374,17 @@ func (s *Store) Recover(apply func(t *state.Task, missed []Missed)) error {
 		ended := t.Phase.Terminal()
 		switch {
 		case ended && !fromArchive:
-			c := t.Clone()
-			c.EventsBytes = sz.events
-			if err := s.archive.Save(c); err != nil {
+			// Its file in tasks/ is up to date (recoverTask saved it
+			// there if it was not): renamed into ended/, it is in one
+			// place or the other at any time.
+			if err := os.Rename(s.files.Path(t.ID), s.archive.Path(t.ID)); err != nil {
 				// It stays in tasks/, in memory: the next start tries again.
 				archiveErr = errors.Join(archiveErr, err)
 				s.install(t, sz, true)
 				continue
 			}
 			lines = append(lines, lineRef(t, sz))
-			toArchive = append(toArchive, t.ID)
+			moved++
 		case ended:
 			lines = append(lines, lineRef(t, sz))
 		case fromArchive:
@@ -407,16 +408,21 @@ func (s *Store) Recover(apply func(t *state.Task, missed []Missed)) error {
 	if archiveErr != nil {
 		s.log.Error("some ended tasks could not be moved to the archive; they stay in tasks/", "err", archiveErr)
 	}
+	if moved > 0 {
+		// The renames made durable: the new names, then the old ones gone.
+		for _, d := range []string{s.archive.Dir(), s.files.Dir()} {
+			if err := durable.SyncDir(d); err != nil {
+				return fmt.Errorf("controlplane: %w", err)
+			}
+		}
+	}
 	if err := s.ix.append(lines); err != nil {
 		return fmt.Errorf("controlplane: index the ended tasks: %w", err)
-	}
-	if err := s.removeFiles(s.files, toArchive); err != nil {
-		return fmt.Errorf("controlplane: %w", err)
 	}
 	if err := s.removeFiles(s.archive, toLive); err != nil {
 		return fmt.Errorf("controlplane: %w", err)
 	}
-	if n := len(toArchive); n > 0 {
+	if n := moved; n > 0 {
 		s.log.Info("ended tasks moved from tasks/ to the archive (ended/): a start now reads only the tasks that have not ended", "tasks", n)
 	}
 	s.fromArchive = nil
@@ -688,17 +694,19 @@ func (s *Store) Leased(_ context.Context, agentID string) ([]*state.Task, error)
 func (s *Store) Live(_ context.Context, fn func(*state.Task) error) error {
 	s.mu.Lock()
 	s.dropKeys()
-	live := make([]*state.Task, 0, len(s.tasks))
-	for _, t := range s.tasks {
+	refs := make([]*ref, 0, len(s.tasks))
+	for id, t := range s.tasks {
 		if !t.Phase.Terminal() {
-			live = append(live, t)
+			refs = append(refs, s.refs[id])
 		}
+	}
+	slices.SortFunc(refs, compareRefs)
+	live := make([]*state.Task, len(refs))
+	for i, r := range refs {
+		live[i] = s.tasks[r.id]
 	}
 	s.mu.Unlock()
 	// The stored tasks are never changed in place: copied without mu.
-	slices.SortFunc(live, func(a, b *state.Task) int {
-		return compareRefs(&ref{id: a.ID, created: nanos(a.CreatedAt)}, &ref{id: b.ID, created: nanos(b.CreatedAt)})
-	})
 	for _, t := range live {
 		if err := fn(t.Clone()); err != nil {
 			return err
