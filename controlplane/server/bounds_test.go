@@ -231,7 +231,8 @@ func TestStartReadsNoStoredEvents(t *testing.T) {
 
 	// 40 MB more of log events in the file, which the task file says it
 	// reflects (as a control plane without a cap would have stored them).
-	taskFile := filepath.Join(dir, "tasks", c.Task.ID+".json")
+	// The task ended: its file is in the file store's archive.
+	taskFile := filepath.Join(dir, "ended", c.Task.ID+".json")
 	var task map[string]any
 	b, err := os.ReadFile(taskFile)
 	must(t, err)

@@ -1,12 +1,30 @@
 // Package filestore is the control plane's embedded store: a directory
-// one process owns, with no set-up. Each task is a JSON file in tasks/,
-// its accepted events a JSONL file in events/ (events.go) and the keys of
-// its cut events a file beside it (ID.cut), the agents' latest records
-// agents-seen.json (agents.go), the agents' token hashes agents.json and
-// the log of changes since, agents.log (registry.go).
+// one process owns, with no set-up. Each task that has not ended is a
+// JSON file in tasks/; each task that ended, a JSON file in ended/ with a
+// line in ended/index.jsonl (archive.go). Its accepted events are a JSONL
+// file in events/ (events.go) and the keys of its cut events a file
+// beside it (ID.cut); the agents' latest records are agents-seen.json
+// (agents.go), the agents' token hashes agents.json and the log of
+// changes since, agents.log (registry.go).
 //
 // What it promises beyond the contract of package store:
 //
+//   - Its cost follows live work, not history. Memory holds the tasks
+//     that have not ended, whole, and of every task a small ref (id,
+//     times, phase, repository, lease agent: some 200 bytes); a start
+//     reads tasks/, the index and the names in ended/, no ended task's
+//     file; Live, Leased, Count and Claim look at the live tasks or at
+//     counts and indexes kept up to date at each commit. An ended task is
+//     read from its file when asked for (Task, a page of Tasks, an Update
+//     that names it), a few hundred of them cached.
+//   - A task that ends moves to ended/ in the commit that ends it, and
+//     back to tasks/ when a person retries or continues it: the file is
+//     written where it goes (synced), the index line appended (synced),
+//     then the old file removed. A crash in between leaves two copies:
+//     the start keeps the newer by UpdatedAt, the archived one when they
+//     are equal, and removes the other. A directory of a store from before
+//     the archive (every task in tasks/) has its ended tasks moved at its
+//     first start (logged once).
 //   - The events are the record: a transaction's events are appended and
 //     synced before the task files that reflect them are saved, and each
 //     task file says how many events it reflects and how large its events
@@ -15,7 +33,8 @@
 //     hands the events past that size to the control plane's rules to
 //     apply again (and drops the cut keys of those commits); a crash in
 //     the middle of an append leaves a torn last line, which the start
-//     cuts off first.
+//     cuts off first. An ended task appended to (a late completion) has
+//     an index line that says so written first: the start reads those.
 //   - EventsBytes is the store's own: it keeps it apart, writes it into
 //     the task files, and hands out tasks with EventsBytes 0.
 //   - A transaction holds its tasks, not the store: transactions on
@@ -33,22 +52,23 @@
 package filestore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofrs/flock"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/internal/durable"
 	"github.com/edgeagent/agent/internal/private"
 	"github.com/edgeagent/agent/internal/utc"
 	"github.com/edgeagent/agent/state"
@@ -61,15 +81,18 @@ type Options struct {
 	Now    func() time.Time // default utc.Now: when keys of ended tasks leave memory
 }
 
-// Store is the file store. It keeps every task in memory. A transaction
-// holds its tasks (tx.go): transactions on different tasks run, and
-// write and sync their files, side by side.
+// Store is the file store. It keeps the tasks that have not ended in
+// memory, and a ref of every task (archive.go). A transaction holds its
+// tasks (tx.go): transactions on different tasks run, and write and sync
+// their files, side by side.
 type Store struct {
 	dir        string
 	log        *slog.Logger
 	now        func() time.Time
 	lock       *flock.Flock
-	files      *state.Store
+	files      *state.Store // tasks/: the tasks that have not ended
+	archive    *state.Store // ended/: those that ended
+	ix         *index       // ended/index.jsonl
 	events     events
 	reg        *registry
 	agentsFile *agentsFile
@@ -77,12 +100,24 @@ type Store struct {
 	mu   sync.Mutex
 	free *sync.Cond      // broadcast when holds are released
 	held map[string]bool // the tasks (by id) transactions, Create and Prune hold
-	// tasks are the stored tasks, with EventsBytes 0 (s.sizes keeps it).
-	// A stored task is never changed in place: a commit puts a new one.
+	// tasks are the resident tasks (those that have not ended), with
+	// EventsBytes 0 (their refs keep it). A stored task is never changed
+	// in place: a commit puts a new one.
 	tasks  map[string]*state.Task
-	order  []ref // every task, oldest first: the lists' order
-	queued []ref // the queued tasks, oldest first: what Claim offers
-	sizes  map[string]sizes
+	refs   map[string]*ref
+	order  []*ref                         // every task, oldest first: the lists' order
+	queued []*ref                         // the queued tasks, oldest first: what Claim offers
+	ended  []*ref                         // the archived tasks, by end then id: what Prune takes
+	leased map[string]map[string]struct{} // agent → the live tasks it holds a lease of
+	counts map[state.Phase]int
+	cache  *endedCache
+	// strings are the repositories and agents the refs share.
+	strings map[string]string
+	// fromArchive are the resident tasks whose file is in ended/: only
+	// between Open and Recover, which settles them.
+	fromArchive map[string]bool
+	// bulk: Recover files many refs; s.ended is sorted after.
+	bulk   bool
 	keys   map[string]map[string]struct{}
 	agents map[string]store.Agent
 	// agentsDirty: an agent's record changed since agentsFile was written.
@@ -90,6 +125,8 @@ type Store struct {
 	// batches counts the transactions that stored events, for the fault
 	// suite's crash points.
 	batches int
+	// archiveReads counts the reads of ended tasks' files.
+	archiveReads atomic.Int64
 }
 
 // sizes are the sizes of a task's events file and of its file of cut
@@ -99,7 +136,9 @@ type sizes struct{ events, cut int64 }
 
 var _ store.Store = (*Store)(nil)
 
-// Open opens (creating) a file store in dir and loads its tasks. Task files
+// Open opens (creating) a file store in dir: it reads the tasks that have
+// not ended (tasks/), the index of those that ended, and the names in
+// ended/, and settles what a crash left in doubt (archive.go). Task files
 // that cannot be read are logged and left alone; the others load. Call
 // Recover before serving.
 func Open(dir string, opts Options) (*Store, error) {
@@ -133,11 +172,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	archive, err := state.OpenStore(filepath.Join(dir, "ended"))
+	if err != nil {
+		return nil, err
+	}
 	ev := events{dir: filepath.Join(dir, "events")}
 	if err := os.MkdirAll(ev.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	for _, sub := range []string{"tasks", "events"} {
+	for _, sub := range []string{"tasks", "events", "ended"} {
 		if err := private.Dir("state directory", filepath.Join(dir, sub)); err != nil {
 			return nil, fmt.Errorf("controlplane: %w", err)
 		}
@@ -148,28 +191,137 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
+	closeReg := true
+	defer func() {
+		if closeReg {
+			reg.file.Close()
+		}
+	}()
 	list, err := files.LoadAll()
 	if err != nil {
 		opts.Logger.Error("some task files could not be read; they are left alone", "err", err)
 	}
-	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, events: ev, reg: reg, agentsFile: af,
-		held: map[string]bool{}, tasks: make(map[string]*state.Task, len(list)), sizes: make(map[string]sizes, len(list)),
-		keys: map[string]map[string]struct{}{}, agents: agents}
+	latest, lines, err := readIndex(archive.Dir())
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: read the index of the ended tasks: %w", err)
+	}
+	names, err := archiveNames(archive.Dir())
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, archive: archive, events: ev, reg: reg, agentsFile: af,
+		held: map[string]bool{}, tasks: make(map[string]*state.Task, len(list)), refs: make(map[string]*ref, len(list)+len(latest)),
+		leased: map[string]map[string]struct{}{}, counts: map[state.Phase]int{}, cache: newEndedCache(endedCacheSize),
+		strings: map[string]string{}, fromArchive: map[string]bool{}, keys: map[string]map[string]struct{}{}, agents: agents}
 	s.free = sync.NewCond(&s.mu)
-	s.order = make([]ref, 0, len(list))
+
+	// The tasks in tasks/, and those a crash left in both places.
+	var resident []*state.Task
 	for _, t := range list {
-		s.sizes[t.ID] = sizes{events: t.EventsBytes}
+		delete(latest, t.ID) // its line is from before it left the archive
+		if !names[t.ID] {
+			resident = append(resident, t)
+			continue
+		}
+		delete(names, t.ID)
+		keep, err := s.settleCopies(t)
+		if err != nil {
+			opts.Logger.Error("a task has a file in tasks/ and in ended/; the one in tasks/ is used", "task", t.ID, "err", err)
+			keep = t
+		}
+		resident = append(resident, keep)
+	}
+	// The archived tasks: by their index lines, read only when a line
+	// says check or there is none.
+	var unindexed []string
+	for id, l := range latest {
+		switch {
+		case !names[id]:
+			// Pruned (or its file lost): no task.
+		case l.Live:
+			// It left the archive but its file there was not removed:
+			// read below.
+		case l.Check:
+			unindexed = append(unindexed, id)
+			delete(names, id)
+		default:
+			s.installRef(l)
+			delete(names, id)
+		}
+	}
+	for id := range names {
+		unindexed = append(unindexed, id)
+	}
+	slices.Sort(unindexed)
+	for _, id := range unindexed {
+		t, err := s.loadArchived(id)
+		if err != nil {
+			opts.Logger.Error("an ended task's file could not be read; it is left alone", "task", id, "err", err)
+			continue
+		}
+		s.fromArchive[id] = true
+		resident = append(resident, t)
+	}
+	if s.ix, err = openIndex(archive.Dir(), lines); err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	if lines > 2*len(s.ended)+1024 {
+		// Mostly dead lines (pruned tasks, and those that changed):
+		// written anew.
+		out := make([]indexLine, 0, len(s.ended))
+		for _, r := range s.ended {
+			out = append(out, r.line())
+		}
+		if err := s.ix.rewrite(out); err != nil {
+			s.ix.close()
+			return nil, fmt.Errorf("controlplane: compact the index of the ended tasks: %w", err)
+		}
+		opts.Logger.Info("the index of the ended tasks compacted", "lines", lines, "kept", len(out))
+	}
+	for _, t := range resident {
+		r := &ref{id: t.ID, created: nanos(t.CreatedAt), sz: sizes{events: t.EventsBytes}, resident: true}
+		r.fill(t, s.intern)
 		t.EventsBytes = 0
 		s.tasks[t.ID] = t
-		s.order = append(s.order, refOf(t))
-		if t.Phase == state.PhaseQueued {
-			s.queued = append(s.queued, refOf(t))
+		s.refs[t.ID] = r
+		s.order = append(s.order, r)
+		s.counts[r.phase]++
+		if r.phase == state.PhaseQueued {
+			s.queued = append(s.queued, r)
+		}
+		if !r.phase.Terminal() && r.agent != "" {
+			if s.leased[r.agent] == nil {
+				s.leased[r.agent] = map[string]struct{}{}
+			}
+			s.leased[r.agent][r.id] = struct{}{}
 		}
 	}
 	slices.SortFunc(s.order, compareRefs)
 	slices.SortFunc(s.queued, compareRefs)
-	opened = true
+	slices.SortFunc(s.ended, compareEnded)
+	opened, closeReg = true, false
 	return s, nil
+}
+
+// settleCopies keeps one of the two files a crash left of task t, in
+// tasks/ and in ended/ (a move cut short): the newer by UpdatedAt, the
+// archived one when they are equal. It removes the other and returns the
+// one kept (from ended/: s.fromArchive says so).
+func (s *Store) settleCopies(t *state.Task) (*state.Task, error) {
+	a, err := s.loadArchived(t.ID)
+	if err != nil {
+		return nil, err
+	}
+	if t.UpdatedAt.After(a.UpdatedAt) {
+		s.log.Info("a task moved out of the archive when a crash came: the copy in tasks/ is kept", "task", t.ID)
+		return t, s.archive.Delete(t.ID)
+	}
+	s.log.Info("a task moved into the archive when a crash came: the copy in ended/ is kept", "task", t.ID)
+	if err := s.files.Delete(t.ID); err != nil {
+		return nil, err
+	}
+	s.fromArchive[t.ID] = true
+	return a, nil
 }
 
 // Missed is an event a crash left unapplied: stored, but past what its
@@ -180,91 +332,173 @@ type Missed struct {
 	Size int64
 }
 
-// Recover brings each task file up to date with its stored events, oldest
-// task first: a crash between storing a transaction's events and saving
-// its tasks leaves a task file behind, and the events past the size it
-// records (EventsBytes) say what it missed. apply applies them again, as
-// they were (same agent, same time); the task is then saved. A torn last
-// line is cut first. It reads the keys of the tasks that have not ended.
+// Recover brings each task file Open read up to date with its stored
+// events, oldest task first: a crash between storing a transaction's
+// events and saving its tasks leaves a task file behind, and the events
+// past the size it records (EventsBytes) say what it missed. apply
+// applies them again, as they were (same agent, same time); the task is
+// then saved. A torn last line is cut first. Then each task goes where
+// its phase says: an ended one to the archive (those of a directory from
+// before the archive, and those a crash left ended in tasks/), one that
+// has not ended to tasks/. It reads the keys of the tasks that have not
+// ended.
 func (s *Store) Recover(apply func(t *state.Task, missed []Missed)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Nothing is served yet: the tasks are brought up to date in place.
-	s.queued = s.queued[:0]
-	for _, r := range s.order {
+	var (
+		lines      []indexLine
+		moved      int      // renamed from tasks/ to ended/
+		toLive     []string // saved in tasks/: their files in ended/ go
+		archiveErr error
+	)
+	s.bulk = true
+	defer func() {
+		s.bulk = false
+		slices.SortFunc(s.ended, compareEnded)
+	}()
+	for _, r := range slices.Clone(s.order) {
+		if !r.resident {
+			continue
+		}
 		t := s.tasks[r.id]
-		if err := s.recoverTask(t, apply); err != nil {
+		fromArchive := s.fromArchive[r.id]
+		src := s.files
+		if fromArchive {
+			src = s.archive
+		}
+		sz, err := s.recoverTask(t, r.sz, src, apply)
+		if err != nil {
 			return err
 		}
-		if t.Phase == state.PhaseQueued {
-			s.queued = append(s.queued, r)
+		ended := t.Phase.Terminal()
+		switch {
+		case ended && !fromArchive:
+			// Its file in tasks/ is up to date (recoverTask saved it
+			// there if it was not): renamed into ended/, it is in one
+			// place or the other at any time.
+			if err := os.Rename(s.files.Path(t.ID), s.archive.Path(t.ID)); err != nil {
+				// It stays in tasks/, in memory: the next start tries again.
+				archiveErr = errors.Join(archiveErr, err)
+				s.install(t, sz, true)
+				continue
+			}
+			lines = append(lines, lineRef(t, sz))
+			moved++
+		case ended:
+			lines = append(lines, lineRef(t, sz))
+		case fromArchive:
+			c := t.Clone()
+			c.EventsBytes = sz.events
+			if err := s.files.Save(c); err != nil {
+				return fmt.Errorf("controlplane: move task %s out of the archive: %w", t.ID, err)
+			}
+			lines = append(lines, indexLine{ID: t.ID, Live: true})
+			toLive = append(toLive, t.ID)
 		}
-		if !t.Phase.Terminal() {
-			set, err := s.events.keys(t.ID, s.sizes[t.ID])
+		if !ended {
+			set, err := s.events.keys(t.ID, sz)
 			if err != nil {
 				return fmt.Errorf("controlplane: keys of task %s: %w", t.ID, err)
 			}
 			s.keys[t.ID] = set
 		}
+		s.install(t, sz, !ended)
 	}
+	if archiveErr != nil {
+		s.log.Error("some ended tasks could not be moved to the archive; they stay in tasks/", "err", archiveErr)
+	}
+	if moved > 0 {
+		// The renames made durable: the new names, then the old ones gone.
+		for _, d := range []string{s.archive.Dir(), s.files.Dir()} {
+			if err := durable.SyncDir(d); err != nil {
+				return fmt.Errorf("controlplane: %w", err)
+			}
+		}
+	}
+	if err := s.ix.append(lines); err != nil {
+		return fmt.Errorf("controlplane: index the ended tasks: %w", err)
+	}
+	if err := s.removeFiles(s.archive, toLive); err != nil {
+		return fmt.Errorf("controlplane: %w", err)
+	}
+	if n := moved; n > 0 {
+		s.log.Info("ended tasks moved from tasks/ to the archive (ended/): a start now reads only the tasks that have not ended", "tasks", n)
+	}
+	s.fromArchive = nil
 	return nil
 }
 
+// removeFiles removes the files of ids from st, then syncs its directory
+// once.
+func (s *Store) removeFiles(st *state.Store, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	for _, id := range ids {
+		if err := os.Remove(st.Path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return durable.SyncDir(st.Dir())
+}
+
 // recoverTask brings one task up to date with its events (and its file
-// of cut keys: a torn last key is cut off) and keeps their sizes. mu is
-// held.
-func (s *Store) recoverTask(t *state.Task, apply func(t *state.Task, missed []Missed)) error {
+// of cut keys: a torn last key is cut off), saving it to st when it
+// missed some, and returns its files' sizes. from are the sizes its file
+// says. mu is held.
+func (s *Store) recoverTask(t *state.Task, from sizes, st *state.Store, apply func(t *state.Task, missed []Missed)) (sizes, error) {
 	size, err := s.events.repair(t.ID)
 	if err != nil {
-		return fmt.Errorf("controlplane: repair the events of task %s: %w", t.ID, err)
+		return sizes{}, fmt.Errorf("controlplane: repair the events of task %s: %w", t.ID, err)
 	}
 	cut, err := s.events.repairFile(s.events.cutPath(t.ID))
 	if err != nil {
-		return fmt.Errorf("controlplane: repair the cut keys of task %s: %w", t.ID, err)
+		return sizes{}, fmt.Errorf("controlplane: repair the cut keys of task %s: %w", t.ID, err)
 	}
-	from := s.sizes[t.ID].events
-	s.sizes[t.ID] = sizes{events: size, cut: cut}
-	if t.EventsApplied == nil && from == 0 {
+	got := sizes{events: size, cut: cut}
+	if t.EventsApplied == nil && from.events == 0 {
 		// A file from before events were counted: all are taken as
 		// applied, as they were then. (A task that never counted them
 		// and has none stays as it is.)
 		_, n, err := s.events.skipLines(t.ID, int(^uint(0)>>1), size)
 		if err != nil {
-			return fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
+			return sizes{}, fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
 		}
 		if n > 0 {
 			t.EventsApplied = &n
 		}
-		return nil
+		return got, nil
 	}
 	applied := 0
 	if t.EventsApplied != nil {
 		applied = *t.EventsApplied
 	}
-	if from == 0 && applied > 0 {
+	at := from.events
+	if at == 0 && applied > 0 {
 		// A file from before the size was kept: count the lines.
-		if from, _, err = s.events.skipLines(t.ID, applied, size); err != nil {
-			return fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
+		if at, _, err = s.events.skipLines(t.ID, applied, size); err != nil {
+			return sizes{}, fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
 		}
 	}
-	if size > from {
+	if size > at {
 		// A crash kept the task file from being saved after these events:
 		// the cut keys of the same commits go too.
-		if cut, err = s.events.trimCut(t.ID, from, cut); err != nil {
-			return fmt.Errorf("controlplane: cut keys of task %s: %w", t.ID, err)
+		if cut, err = s.events.trimCut(t.ID, at, cut); err != nil {
+			return sizes{}, fmt.Errorf("controlplane: cut keys of task %s: %w", t.ID, err)
 		}
-		s.sizes[t.ID] = sizes{events: size, cut: cut}
+		got.cut = cut
 	}
 	switch {
-	case size == from:
-		return nil
-	case size < from:
-		s.log.Error("a task's events file is shorter than its task file says; events were lost", "task", t.ID, "file_bytes", size, "task_says", from)
-		return nil
+	case size == at:
+		return got, nil
+	case size < at:
+		s.log.Error("a task's events file is shorter than its task file says; events were lost", "task", t.ID, "file_bytes", size, "task_says", at)
+		return got, nil
 	}
-	missed, err := s.events.read(t.ID, from, size)
+	missed, err := s.events.read(t.ID, at, size)
 	if err != nil {
-		return fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
+		return sizes{}, fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
 	}
 	list := make([]Missed, len(missed))
 	for i, m := range missed {
@@ -278,11 +512,11 @@ func (s *Store) recoverTask(t *state.Task, apply func(t *state.Task, missed []Mi
 	t.EventsApplied = &n
 	c := t.Clone()
 	c.EventsBytes = size
-	if err := s.files.Save(c); err != nil {
-		return fmt.Errorf("controlplane: bring task %s up to date: %w", t.ID, err)
+	if err := st.Save(c); err != nil {
+		return sizes{}, fmt.Errorf("controlplane: bring task %s up to date: %w", t.ID, err)
 	}
 	s.log.Info("task brought up to date with its stored events after a crash", "task", t.ID, "events", len(missed))
-	return nil
+	return got, nil
 }
 
 // Close writes the agents' token hashes into one file (registry.go) and
@@ -292,7 +526,7 @@ func (s *Store) Close() error {
 	agentsErr := s.writeAgents(s.now())
 	s.agentsFile.mu.Unlock()
 	err := s.reg.close()
-	return errors.Join(agentsErr, err, s.lock.Unlock())
+	return errors.Join(agentsErr, err, s.ix.close(), s.lock.Unlock())
 }
 
 // Shared is false: one process owns the directory.
@@ -306,7 +540,7 @@ func (s *Store) Lead(context.Context) (bool, error) { return true, nil }
 func (s *Store) Create(_ context.Context, t *state.Task) error {
 	s.mu.Lock()
 	s.holdAll([]string{t.ID})
-	exists := s.tasks[t.ID] != nil
+	exists := s.refs[t.ID] != nil
 	if exists {
 		s.releaseAll([]string{t.ID})
 	}
@@ -316,13 +550,20 @@ func (s *Store) Create(_ context.Context, t *state.Task) error {
 	}
 	t = t.Clone()
 	t.EventsBytes = 0 // a new task has no events
-	err := s.files.Save(t)
+	ended := t.Phase.Terminal()
+	var err error
+	if ended {
+		if err = s.archive.Save(t); err == nil {
+			err = s.ix.append([]indexLine{lineRef(t, sizes{})})
+		}
+	} else {
+		err = s.files.Save(t)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil {
-		s.put(t)
-		s.sizes[t.ID] = sizes{}
-		if !t.Phase.Terminal() {
+		s.install(t, sizes{}, !ended)
+		if !ended {
 			s.keys[t.ID] = map[string]struct{}{}
 		}
 	}
@@ -330,100 +571,144 @@ func (s *Store) Create(_ context.Context, t *state.Task) error {
 	return err
 }
 
-// put makes t task t.ID, placing it in the lists (and among the queued
-// tasks while it is queued). mu is held.
-func (s *Store) put(t *state.Task) {
-	old := s.tasks[t.ID]
-	s.tasks[t.ID] = t
-	r := refOf(t)
-	if old == nil {
-		i, _ := slices.BinarySearchFunc(s.order, r, compareRefs)
-		s.order = slices.Insert(s.order, i, r)
-	}
-	wasQueued, queued := old != nil && old.Phase == state.PhaseQueued, t.Phase == state.PhaseQueued
-	switch i, found := slices.BinarySearchFunc(s.queued, r, compareRefs); {
-	case queued && !wasQueued && !found:
-		s.queued = slices.Insert(s.queued, i, r)
-	case !queued && wasQueued && found:
-		s.queued = slices.Delete(s.queued, i, i+1)
-	}
-}
-
-// Task returns a copy of task id, nil when there is none.
+// Task returns a copy of task id, nil when there is none: from memory,
+// or from its file in the archive.
 func (s *Store) Task(_ context.Context, id string) (*state.Task, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t := s.tasks[id]; t != nil {
-		return t.Clone(), nil
+	r := s.refs[id]
+	if r == nil || r.resident {
+		defer s.mu.Unlock()
+		if r == nil {
+			return nil, nil
+		}
+		return s.tasks[id].Clone(), nil
 	}
-	return nil, nil
+	s.mu.Unlock()
+	t, err := s.readEnded(id)
+	if t == nil || err != nil {
+		return nil, err
+	}
+	return t.Clone(), nil
 }
 
-// Tasks returns a page of tasks, oldest first.
+// matchRef reports whether the task of r is selected by q's filters.
+func matchRef(q store.Query, r *ref) bool {
+	return (q.Phase == "" || r.phase == q.Phase) &&
+		(q.Agent == "" || r.agent == q.Agent) &&
+		(q.Repo == "" || r.repo == q.Repo) &&
+		(!q.Live || !r.phase.Terminal())
+}
+
+// Tasks returns a page of tasks, oldest first. The filters select by the
+// refs; the page's ended tasks are read from their files (or the cache),
+// no other.
 func (s *Store) Tasks(_ context.Context, q store.Query) ([]*state.Task, string, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	start := 0
 	if q.After != "" {
-		t := s.tasks[q.After]
-		if t == nil {
+		r := s.refs[q.After]
+		if r == nil {
+			s.mu.Unlock()
 			return nil, "", fmt.Errorf("%w: no task %q", store.ErrCursor, state.Ellipsize(q.After, 140))
 		}
-		i, _ := slices.BinarySearchFunc(s.order, refOf(t), compareRefs)
+		i, _ := slices.BinarySearchFunc(s.order, r, compareRefs)
 		start = i + 1
 	}
-	var page []*state.Task
+	var (
+		page   []*state.Task
+		ids    []string // the page's tasks, in order
+		toRead bool
+		next   string
+	)
 	for _, r := range s.order[start:] {
-		t := s.tasks[r.id]
-		if !q.Match(t) {
+		if !matchRef(q, r) {
 			continue
 		}
-		if q.Limit > 0 && len(page) == q.Limit {
-			return page, page[len(page)-1].ID, nil
+		if q.Limit > 0 && len(ids) == q.Limit {
+			next = ids[len(ids)-1]
+			break
 		}
-		page = append(page, t.Clone())
+		var t *state.Task
+		if r.resident {
+			t = s.tasks[r.id].Clone()
+		} else if c := s.cache.get(r.id, r.gen); c != nil {
+			t = c.Clone()
+		} else {
+			toRead = true
+		}
+		page = append(page, t)
+		ids = append(ids, r.id)
 	}
-	return page, "", nil
+	s.mu.Unlock()
+	if !toRead {
+		return page, next, nil
+	}
+	out := page[:0]
+	for i, t := range page {
+		if t == nil {
+			c, err := s.readEnded(ids[i])
+			if err != nil {
+				return nil, "", err
+			}
+			if c == nil {
+				continue // pruned meanwhile
+			}
+			t = c.Clone()
+		}
+		out = append(out, t)
+	}
+	return out, next, nil
 }
 
-// Count counts the tasks by phase.
+// Count counts the tasks by phase: counts kept at each commit.
 func (s *Store) Count(context.Context) (map[state.Phase]int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := map[state.Phase]int{}
-	for _, t := range s.tasks {
-		n[t.Phase]++
-	}
-	return n, nil
+	return maps.Clone(s.counts), nil
 }
 
-// Leased returns the tasks not ended whose lease agentID holds.
+// Leased returns the tasks not ended whose lease agentID holds, oldest
+// first: from the index of leases by agent.
 func (s *Store) Leased(_ context.Context, agentID string) ([]*state.Task, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []*state.Task
-	for _, r := range s.order {
-		if t := s.tasks[r.id]; !t.Phase.Terminal() && t.Lease != nil && t.Lease.AgentID == agentID {
-			out = append(out, t.Clone())
-		}
+	ids := s.leased[agentID]
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	refs := make([]*ref, 0, len(ids))
+	for id := range ids {
+		refs = append(refs, s.refs[id])
+	}
+	slices.SortFunc(refs, compareRefs)
+	out := make([]*state.Task, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, s.tasks[r.id].Clone())
 	}
 	return out, nil
 }
 
-// Live calls fn with a copy of each task that has not ended. It is the
-// watchdog's pass: the keys of tasks ended long enough leave memory.
+// Live calls fn with a copy of each task that has not ended, oldest
+// first: the tasks in memory. It is the watchdog's pass: the keys of
+// tasks ended long enough leave memory.
 func (s *Store) Live(_ context.Context, fn func(*state.Task) error) error {
 	s.mu.Lock()
 	s.dropKeys()
-	var live []*state.Task
-	for _, r := range s.order {
-		if t := s.tasks[r.id]; !t.Phase.Terminal() {
-			live = append(live, t.Clone())
+	refs := make([]*ref, 0, len(s.tasks))
+	for id, t := range s.tasks {
+		if !t.Phase.Terminal() {
+			refs = append(refs, s.refs[id])
 		}
 	}
+	slices.SortFunc(refs, compareRefs)
+	live := make([]*state.Task, len(refs))
+	for i, r := range refs {
+		live[i] = s.tasks[r.id]
+	}
 	s.mu.Unlock()
+	// The stored tasks are never changed in place: copied without mu.
 	for _, t := range live {
-		if err := fn(t); err != nil {
+		if err := fn(t.Clone()); err != nil {
 			return err
 		}
 	}
@@ -434,7 +719,7 @@ func (s *Store) Live(_ context.Context, fn func(*state.Task) error) error {
 // appended. It waits until no other transaction holds any of them, then
 // holds them all at once; fn runs, and the commit writes its files,
 // without the store's lock, so transactions on other tasks go on
-// meanwhile.
+// meanwhile. An ended task it names is read from its file.
 func (s *Store) Update(_ context.Context, ids []string, fn func(store.Tx) error) error {
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	x := s.begin()
@@ -445,6 +730,9 @@ func (s *Store) Update(_ context.Context, ids []string, fn func(store.Tx) error)
 		x.take(id)
 	}
 	s.mu.Unlock()
+	if err := x.load(); err != nil {
+		return err
+	}
 	if err := fn(x); err != nil {
 		return err
 	}
@@ -457,23 +745,26 @@ func (s *Store) Update(_ context.Context, ids []string, fn func(store.Tx) error)
 // until Claim returns.
 func (s *Store) Claim(_ context.Context, fn func(store.Tx, *state.Task) (bool, error)) error {
 	s.mu.Lock()
-	queued := slices.Clone(s.queued)
+	queued := make([]string, len(s.queued))
+	for i, r := range s.queued {
+		queued[i] = r.id
+	}
 	s.mu.Unlock()
 	x := s.begin()
 	defer x.abort() // fn's panic, or its error: nothing stored, the holds released
-	for _, r := range queued {
+	for _, id := range queued {
 		s.mu.Lock()
-		t := s.tasks[r.id]
-		free := t != nil && t.Phase == state.PhaseQueued && !s.held[r.id]
+		t := s.tasks[id]
+		free := t != nil && t.Phase == state.PhaseQueued && !s.held[id]
 		if free {
-			s.held[r.id] = true
-			x.take(r.id)
+			s.held[id] = true
+			x.take(id)
 		}
 		s.mu.Unlock()
 		if !free {
 			continue
 		}
-		stop, err := fn(x, x.tasks[r.id])
+		stop, err := fn(x, x.tasks[id])
 		if err != nil {
 			return err
 		}
@@ -488,28 +779,34 @@ func (s *Store) Claim(_ context.Context, fn func(store.Tx, *state.Task) (bool, e
 // append in progress lies past the size the store keeps).
 func (s *Store) Events(_ context.Context, taskID string, after, limit int, maxBytes int64) ([]store.EventLine, bool, error) {
 	s.mu.Lock()
-	exists := s.tasks[taskID] != nil
-	end := s.sizes[taskID].events
+	r := s.refs[taskID]
+	var end int64
+	if r != nil {
+		end = r.sz.events
+	}
 	s.mu.Unlock()
-	if !exists {
+	if r == nil {
 		return nil, false, nil
 	}
 	return s.events.page(taskID, end, after, limit, maxBytes)
 }
 
 // Prune removes up to limit tasks that ended before before (strictly:
-// a task that ended at before stays), with their events and cut keys.
-// A task a transaction holds is skipped. The task file goes first: a
-// crash part-way leaves files of no task, never a task without its
-// events.
+// a task that ended at before stays), with their events and cut keys,
+// those that ended first first (the archived tasks are kept in that
+// order). A task a transaction holds is skipped. The task file goes
+// first: a crash part-way leaves files of no task, never a task without
+// its events; its index line goes at the next start, which finds no file
+// for it.
 func (s *Store) Prune(_ context.Context, before time.Time, limit int) (int, error) {
+	cut := nanos(before)
 	s.mu.Lock()
 	var ids []string
-	for _, r := range s.order {
-		if len(ids) >= limit {
+	for _, r := range s.ended {
+		if len(ids) >= limit || r.ended >= cut {
 			break
 		}
-		if t := s.tasks[r.id]; t.Phase.Terminal() && t.UpdatedAt.Before(before) && !s.held[r.id] {
+		if !s.held[r.id] {
 			ids = append(ids, r.id)
 			s.held[r.id] = true
 		}
@@ -518,22 +815,37 @@ func (s *Store) Prune(_ context.Context, before time.Time, limit int) (int, erro
 	gone := map[string]bool{}
 	var err error
 	for _, id := range ids {
-		if err = s.files.Delete(id); err != nil {
+		if err = os.Remove(s.archive.Path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			break
 		}
+		err = nil
 		gone[id] = true
-		if err = s.events.remove(id); err != nil {
-			break
+	}
+	if len(gone) > 0 {
+		if serr := durable.SyncDir(s.archive.Dir()); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	for id := range gone {
+		if rerr := s.events.remove(id); rerr != nil && err == nil {
+			err = rerr
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id := range gone {
-		delete(s.tasks, id)
+		r := s.refs[id]
+		if s.counts[r.phase]--; s.counts[r.phase] <= 0 {
+			delete(s.counts, r.phase)
+		}
+		delete(s.refs, id)
 		delete(s.keys, id)
-		delete(s.sizes, id)
+		s.cache.remove(id)
 	}
-	s.order = slices.DeleteFunc(s.order, func(r ref) bool { return gone[r.id] })
+	if len(gone) > 0 {
+		s.order = slices.DeleteFunc(s.order, func(r *ref) bool { return gone[r.id] })
+		s.ended = slices.DeleteFunc(s.ended, func(r *ref) bool { return gone[r.id] })
+	}
 	s.releaseAll(ids)
 	return len(gone), err
 }
@@ -549,19 +861,6 @@ func (s *Store) Revoke(_ context.Context, id string) (bool, error) { return s.re
 // AgentByToken returns the agent a token hash belongs to.
 func (s *Store) AgentByToken(_ context.Context, tokenHash string) (string, error) {
 	return s.reg.agent(tokenHash), nil
-}
-
-// ref places a task in the order of the lists: oldest first, then by
-// id. A task's place never changes.
-type ref struct {
-	created time.Time
-	id      string
-}
-
-func refOf(t *state.Task) ref { return ref{t.CreatedAt, t.ID} }
-
-func compareRefs(a, b ref) int {
-	return cmp.Or(a.created.Compare(b.created), strings.Compare(a.id, b.id))
 }
 
 // errNotLocked is a Save of a task the transaction did not lock.

@@ -25,8 +25,12 @@ func (s *Store) seen(taskID, key string) (bool, error) {
 	s.mu.Lock()
 	set := s.keys[taskID]
 	_, ok := set[key]
-	exists := s.tasks[taskID] != nil
-	sz := s.sizes[taskID]
+	r := s.refs[taskID]
+	exists := r != nil
+	var sz sizes
+	if exists {
+		sz = r.sz
+	}
 	s.mu.Unlock()
 	if set != nil || !exists {
 		return ok, nil
@@ -37,7 +41,7 @@ func (s *Store) seen(taskID, key string) (bool, error) {
 	}
 	_, ok = set[key]
 	s.mu.Lock()
-	if s.keys[taskID] == nil && s.tasks[taskID] != nil && s.sizes[taskID] == sz {
+	if r := s.refs[taskID]; s.keys[taskID] == nil && r != nil && r.sz == sz {
 		s.keys[taskID] = set
 	}
 	s.mu.Unlock()
@@ -47,9 +51,9 @@ func (s *Store) seen(taskID, key string) (bool, error) {
 // dropKeys forgets the keys of the tasks terminal for KeysKeptAfterEnd.
 // mu is held.
 func (s *Store) dropKeys() {
-	now := s.now()
+	cut := nanos(s.now().Add(-KeysKeptAfterEnd))
 	for id := range s.keys {
-		if t := s.tasks[id]; t == nil || t.Phase.Terminal() && now.Sub(t.UpdatedAt) >= KeysKeptAfterEnd {
+		if r := s.refs[id]; r == nil || r.phase.Terminal() && r.ended <= cut {
 			delete(s.keys, id)
 		}
 	}

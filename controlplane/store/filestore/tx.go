@@ -43,6 +43,10 @@ type tx struct {
 	base  map[string]*state.Task // each held task as stored when taken (nil: none); never changed
 	tasks map[string]*state.Task // the existing tasks held, as the transaction changes them
 	sizes map[string]sizes       // the sizes of each held task's files when taken
+	// archived are the held tasks whose file is in ended/; toLoad those
+	// of them not read yet (load reads them).
+	archived map[string]bool
+	toLoad   []string
 
 	saved   []string // the tasks saved, in the order first saved
 	isSaved map[string]bool
@@ -58,19 +62,47 @@ type tx struct {
 
 func (s *Store) begin() *tx {
 	return &tx{s: s, base: map[string]*state.Task{}, tasks: map[string]*state.Task{}, sizes: map[string]sizes{},
-		isSaved: map[string]bool{}, lines: map[string][]byte{}, keys: map[string][]string{}, cut: map[string][]string{}}
+		archived: map[string]bool{}, isSaved: map[string]bool{}, lines: map[string][]byte{}, keys: map[string][]string{}, cut: map[string][]string{}}
 }
 
 // take brings task id, which the caller has just held, into the
-// transaction. mu is held.
+// transaction: a task in memory at once, an archived one when load reads
+// it. mu is held.
 func (x *tx) take(id string) {
 	x.held = append(x.held, id)
+	r := x.s.refs[id]
+	if r == nil {
+		x.base[id] = nil
+		return
+	}
+	x.sizes[id] = r.sz
+	if !r.resident {
+		x.archived[id] = true
+		x.toLoad = append(x.toLoad, id)
+		return
+	}
 	t := x.s.tasks[id]
 	x.base[id] = t
-	x.sizes[id] = x.s.sizes[id]
-	if t != nil {
-		x.tasks[id] = t.Clone() // the stored tasks have EventsBytes 0: so has the copy
+	x.tasks[id] = t.Clone() // the stored tasks have EventsBytes 0: so has the copy
+}
+
+// load reads the archived tasks take brought in, from their files (or
+// the cache). They are held: nothing changes them meanwhile. mu is not
+// held.
+func (x *tx) load() error {
+	for _, id := range x.toLoad {
+		t, err := x.s.readEnded(id)
+		if err != nil {
+			return err
+		}
+		if t == nil {
+			return fmt.Errorf("controlplane: ended task %s is gone", id) // cannot be: it is held
+		}
+		x.base[id] = t
+		x.tasks[id] = t.Clone()
 	}
+	x.toLoad = nil
+	return nil
 }
 
 // abort ends a transaction that stores nothing: its holds are released.
@@ -133,13 +165,17 @@ func (x *tx) Append(taskID, key string, _ int, line []byte) {
 	}
 }
 
-// commit stores the transaction and releases its holds. First the events
-// of each task appended to, then its cut keys, each synced; then the task
-// files (those saved, and those whose events grew, for each task file
-// says how large its events file is); then memory, under mu. A crash
-// between the events and the task files is finished by Recover. An
-// append that fails stores none of the tasks it was for, nor those after
-// it; the tasks whose events were stored before it are saved.
+// commit stores the transaction and releases its holds. First, for each
+// archived task appended to, an index line saying check (archive.go);
+// then the events of each task appended to, then its cut keys, each
+// synced; then the task files (those saved, and those whose events grew,
+// for each task file says how large its events file is), each where its
+// phase says: tasks/ or ended/; then the index lines of the tasks that
+// moved or changed in the archive, synced; then the files the moves left
+// behind are removed; then memory, under mu. A crash between the events
+// and the task files is finished by Recover. An append that fails stores
+// none of the tasks it was for, nor those after it; the tasks whose
+// events were stored before it are saved.
 //
 // No lock is held while the files are written: each belongs to a task
 // the transaction holds.
@@ -152,6 +188,18 @@ func (x *tx) commit() error {
 		s.batches++
 		batch = crashBatch{n: s.batches, complete: x.complete}
 		s.mu.Unlock()
+	}
+	var checks []indexLine
+	for _, id := range x.order {
+		if x.archived[id] {
+			l := lineRef(x.base[id], x.sizes[id])
+			l.Check = true
+			checks = append(checks, l)
+		}
+	}
+	if err := s.ix.append(checks); err != nil {
+		s.log.Error("index the ended tasks", "err", err)
+		return fmt.Errorf("store events: %w", err)
 	}
 	after := map[string]sizes{} // the sizes of the files of the tasks appended to, after the appends
 	ids := x.order
@@ -192,6 +240,11 @@ func (x *tx) commit() error {
 		}
 	}
 	install := make([]*state.Task, len(ids))
+	resident := make([]bool, len(ids))
+	var (
+		lines                  []indexLine // of the tasks archived, changed there, or out of it
+		leftLive, leftArchived []string    // files the moves leave behind
+	)
 	for i, id := range ids {
 		sz, appended := after[id]
 		if !appended {
@@ -200,13 +253,24 @@ func (x *tx) commit() error {
 		t := x.tasks[id]
 		if !x.isSaved[id] {
 			if sz.events == x.sizes[id].events {
+				if x.archived[id] {
+					// Only cut keys: the file stays, the index line
+					// (which says check) is written anew.
+					lines = append(lines, lineRef(x.base[id], sz))
+				}
 				continue // no event stored, only cut keys: the task file stays as it is
 			}
 			t = x.base[id] // as stored, with its events file's new size
 		}
 		c := t.Clone()
 		c.EventsBytes = sz.events
-		if err := s.files.Save(c); err != nil {
+		ended, wasArchived := c.Phase.Terminal(), x.archived[id]
+		dst := s.files
+		if ended {
+			dst = s.archive
+		}
+		resident[i] = !ended
+		if err := dst.Save(c); err != nil {
 			s.log.Error("save task", "task", id, "err", err)
 			if failed == nil {
 				// The events are stored: the next start brings the task
@@ -214,20 +278,50 @@ func (x *tx) commit() error {
 				// was well.
 				failed = fmt.Errorf("events of %s are stored but the task could not be saved (it is repaired at the next start): %w", id, err)
 			}
+			resident[i] = !wasArchived // it stays where its file is
+		} else {
+			switch {
+			case ended:
+				lines = append(lines, lineRef(c, sz))
+				if !wasArchived {
+					leftLive = append(leftLive, id)
+				}
+			case wasArchived:
+				lines = append(lines, indexLine{ID: id, Live: true})
+				leftArchived = append(leftArchived, id)
+			}
 		}
-		c.EventsBytes = 0 // the store's own, kept in s.sizes
+		c.EventsBytes = 0 // the store's own, kept in its ref
 		install[i] = c
+	}
+	if err := s.ix.append(lines); err != nil {
+		// The moved tasks have two copies: the next start keeps the
+		// newer. Both stay until then.
+		s.log.Error("index the ended tasks", "err", err)
+		leftLive, leftArchived = nil, nil
+		if failed == nil {
+			failed = fmt.Errorf("the tasks are stored but the index of the ended tasks could not be (it is repaired at the next start): %w", err)
+		}
+	}
+	for _, err := range []error{s.removeFiles(s.files, leftLive), s.removeFiles(s.archive, leftArchived)} {
+		if err != nil {
+			// Two copies, which the next start settles: nothing is lost.
+			s.log.Error("remove the file a task left behind when it moved", "err", err)
+		}
 	}
 	if batch.at(crashAfterSave) {
 		crash()
 	}
 	s.mu.Lock()
 	for i, id := range ids {
+		sz, appended := after[id]
 		if install[i] != nil {
-			s.put(install[i])
-		}
-		if sz, ok := after[id]; ok {
-			s.sizes[id] = sz
+			if !appended {
+				sz = x.sizes[id]
+			}
+			s.install(install[i], sz, resident[i])
+		} else if r := s.refs[id]; appended && r != nil {
+			r.sz = sz
 		}
 		if set := s.keys[id]; set != nil {
 			for _, k := range x.keys[id] {
