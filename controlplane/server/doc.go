@@ -1,19 +1,25 @@
 // Package server is the reference control plane (`agent controlplane
-// serve`): the API of package api over HTTP, with its tasks, agents and
-// events kept in a directory of its own. It is a reference, not a fleet
-// server: one process, one lock, every task in memory. The rules it keeps
-// are the ones production control planes are expected to follow.
+// serve`): the API of package api over HTTP, its rules over a store that
+// keeps the tasks, events and agents (package store): a directory of its
+// own (filestore, one process), or PostgreSQL (pgstore), which any number
+// of replicas share. Every change is one store transaction on the tasks
+// it touches; the server's own lock guards only what one process keeps
+// for itself (the claims waiting for work, counters).
 //
 // What it promises:
 //
 //   - Idempotent by key: an event whose key was accepted before is a
-//     duplicate and changes nothing (keys.go says how long keys are kept).
+//     duplicate and changes nothing (the store keeps the keys: Tx.Seen).
 //   - Terminal is final: a late completion or phase for an ended task is
 //     rejected (terminal), except the completion that follows the agent's
 //     own terminal phase, from that agent under its lease.
 //   - Nothing it answered as accepted is lost by a crash: events are
-//     stored and synced before the answer, and a start repairs a torn last
-//     line and applies again what a crash left unapplied (store.go).
+//     stored and synced before the answer (a file store's start applies
+//     again what a crash left unapplied: Server.replay).
+//   - One watchdog across replicas: it runs where the store says it leads
+//     (store.Lead), and decides again in each task's transaction, so a
+//     pass done twice changes nothing twice (watchdog.go). It also
+//     removes the tasks ended longer ago than Options.Retention.
 //   - Leases: a claim grants one (Options.Lease); a heartbeat that lists
 //     the task, or an accepted event, renews it; an agent silent for three
 //     heartbeat intervals is offline and its leases lapse (watchdog.go).
@@ -27,13 +33,11 @@
 //     (api.MaxTitleRunes, api.MaxPromptBytes), and so is the log output
 //     stored per attempt (Options.MaxAttemptOutput; past it, lines are
 //     counted and one event marks the cut, output.go); the lists come in
-//     pages written a piece at a time (pages.go); events stay on disk, and
-//     the keys of ended tasks leave memory.
+//     pages, narrowed by the store (pages.go).
 //
 // Its files: routes.go (the endpoints and who may use each), auth.go,
 // registry.go (agents' tokens), tasks.go (people's requests), heartbeat.go,
-// claim.go, accept.go (POST /v1/events: applying events), watchdog.go,
-// store.go (the events files), keys.go, pages.go, output.go (output caps),
-// figures.go (figures for metrics), crash.go (the fault suite's crash
-// points).
+// claim.go (claims, and the line of claims waiting for work), accept.go
+// (POST /v1/events: applying events), watchdog.go, pages.go, output.go
+// (output caps), figures.go (figures for metrics).
 package server
