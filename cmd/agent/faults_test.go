@@ -247,6 +247,11 @@ func TestFaultProxy(t *testing.T) {
 	snap, _ := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 	if snap.Stats.Dead != 0 {
 		t.Errorf("%d records dead", snap.Stats.Dead)
+		for _, it := range snap.Items {
+			if it.State == outbox.StateDead {
+				t.Logf("dead %d %s %s: %s", it.Seq, it.Kind, it.TaskID, it.Reason)
+			}
+		}
 	}
 	written := map[string]int{}
 	for _, it := range snap.Items {

@@ -79,6 +79,14 @@ type ClaimRequest struct {
 // offline (three heartbeat intervals, 30 s).
 const MaxClaimWait = 20 * time.Second
 
+// ClaimAnswerWindow is how long after a grant its answer may still reach
+// the agent: an agent gives up on a request after 30 s (its HTTP
+// timeout), and a few seconds more cover the clocks and a heartbeat. A
+// control plane takes back a grant the agent does not run only once it
+// is older than this: a slow answer still on its way would otherwise
+// start a task under a lease already taken back.
+const ClaimAnswerWindow = 35 * time.Second
+
 // ClaimResponse grants tasks, each under a lease; empty when none.
 type ClaimResponse struct {
 	Tasks []Claimed `json:"tasks"`

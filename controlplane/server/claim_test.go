@@ -122,6 +122,11 @@ func TestHeartbeatReconcilesClaimsBothWays(t *testing.T) {
 		t.Fatalf("requeued after one heartbeat: %s", phase(lost.ID))
 	}
 	clk.advance(25 * time.Second)
+	beat(kept.ID) // two heartbeats, but its answer may still be on its way
+	if phase(lost.ID) != state.PhaseClaimed {
+		t.Fatalf("requeued %s after the grant, within the window its answer may take: %s", 25*time.Second, phase(lost.ID))
+	}
+	clk.advance(api.ClaimAnswerWindow)
 	beat(kept.ID)
 	if phase(lost.ID) != state.PhaseQueued || phase(kept.ID) != state.PhaseClaimed {
 		t.Fatalf("after two heartbeats without it: lost %s, kept %s", phase(lost.ID), phase(kept.ID))

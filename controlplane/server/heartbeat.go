@@ -139,8 +139,11 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 // reconcile compares what an agent says it runs with the tasks leased to
 // it. A task it was granted but does not run (its claim answer was lost on
 // the way) goes back to the queue once the agent has left it out of two
-// heartbeats in a row and the grant is two intervals old, so a heartbeat
-// that raced the claim does not count. No attempt is spent: none began.
+// heartbeats in a row and the grant is older than two intervals and than
+// api.ClaimAnswerWindow, so neither a heartbeat that raced the claim nor
+// an answer slow on its way counts (the agent would run the task under a
+// lease taken back). An answer lost for good is asked again with the
+// claim's id, and gets the same grant, long before. No attempt is spent: none began.
 // It returns how many tasks it put back in the queue.
 func (s *Server) reconcile(tx store.Tx, a *store.Agent, leased []*state.Task, running map[string]bool, now time.Time) int {
 	missing := map[string]int{}
@@ -151,7 +154,7 @@ func (s *Server) reconcile(tx store.Tx, a *store.Agent, leased []*state.Task, ru
 			continue
 		}
 		missing[t.ID] = a.Missing[t.ID] + 1
-		if missing[t.ID] < 2 || now.Sub(t.Lease.GrantedAt) < 2*s.opts.HeartbeatInterval {
+		if missing[t.ID] < 2 || now.Sub(t.Lease.GrantedAt) < max(2*s.opts.HeartbeatInterval, api.ClaimAnswerWindow) {
 			continue
 		}
 		delete(missing, t.ID)
