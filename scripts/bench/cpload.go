@@ -233,6 +233,7 @@ func cploadSection(cfg config, log *log.Logger) ([]*cploadResult, error) {
 	if cfg.cp.pg && cfg.cp.store != "" {
 		return nil, fmt.Errorf("-cp-pg makes the store: no -cp-store with it")
 	}
+	raiseNoFile()
 	dir, err := os.MkdirTemp(cfg.dataDir, "cpload-")
 	if err != nil {
 		return nil, err

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // With -cp-replicas N > 1 the agents see one address: a round-robin
@@ -40,6 +42,7 @@ func proxyMain() bool {
 		}
 		targets = append(targets, u)
 	}
+	raiseNoFile()
 	var next atomic.Uint64
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -119,5 +122,22 @@ func (p *cpProxy) stop() {
 	case <-time.After(5 * time.Second):
 		p.cmd.Process.Kill()
 		<-p.exited
+	}
+}
+
+// raiseNoFile raises this process's open files limit as far as it may
+// (root: past the hard limit), for the processes it starts too: with
+// 10,000 agents, each with a heartbeat and a claim or events batch in
+// flight, the load, the proxy and a control plane each hold up to 20,000
+// connections, the limit this machine gives.
+func raiseNoFile() {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
+		return
+	}
+	for _, n := range []uint64{1 << 20, 1 << 18, lim.Max} {
+		if n >= lim.Cur && unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: max(n, lim.Max)}) == nil {
+			return
+		}
 	}
 }
