@@ -17,9 +17,12 @@ import (
 )
 
 // The cpload section: the control plane under load, over real HTTP on
-// loopback. `agent controlplane serve` runs as its own process (or -cp-url
-// names one already running); the store is filled with completed tasks
-// through the API; then simulated agents register, heartbeat, claim and
+// loopback. `agent controlplane serve` runs as its own process, or several
+// over one PostgreSQL database behind a round-robin proxy (-cp-pg makes a
+// throwaway cluster; -cp-replicas), or -cp-url names one already running;
+// the store is filled with completed tasks (a few through the API, the
+// rest copies of them written straight to the store: cpload_fill.go);
+// then simulated agents register, heartbeat, claim and
 // report their tasks as the agent does, while submitters add tasks at a
 // steady rate and readers page through tasks and events. It runs only
 // when -only names it.
