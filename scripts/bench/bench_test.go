@@ -11,7 +11,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if childMain() { // the open section re-executes this binary
+	if proxyMain() || childMain() { // the open section and cpload's proxy re-execute this binary
 		return
 	}
 	os.Exit(m.Run())

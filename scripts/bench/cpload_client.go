@@ -118,6 +118,11 @@ type cpClient struct {
 	ctx context.Context
 }
 
+// maxClientConns caps the load's connections to the control plane (or
+// the proxy): 10,000 agents with a heartbeat and a claim or a batch each
+// in flight would hold 20,000.
+const maxClientConns = 8000
+
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func newCPClient(base string, conns int) *cpClient {
@@ -125,8 +130,13 @@ func newCPClient(base string, conns int) *cpClient {
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        conns + 64,
 		MaxIdleConnsPerHost: conns + 64,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
+		// Within this machine's open files limit (20,000, which a
+		// process here may not raise), with the proxy's and the control
+		// plane's ends: a request past it waits for a connection, its
+		// time counted.
+		MaxConnsPerHost:    maxClientConns,
+		IdleConnTimeout:    90 * time.Second,
+		DisableCompression: true,
 	}
 	return &cpClient{base: base, hc: &http.Client{Transport: tr, Timeout: time.Minute}, ctx: context.Background()}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log"
 	"slices"
 	"strings"
@@ -66,10 +67,95 @@ func TestCPLoad(t *testing.T) {
 	if out.String() != again.String() {
 		t.Errorf("the tables of the JSON differ:\n%s\nfrom\n%s", again.String(), out.String())
 	}
-	for _, want := range []string{"### Control plane under load: 8 agents, 20 tasks/s, 60 stored tasks", "| heartbeat | ", "| events-page | ", "| tasks completed | "} {
+	for _, want := range []string{"### Control plane under load: files, 8 agents, 20 tasks/s, 60 stored tasks", "| heartbeat | ", "| events-page | ", "| tasks completed | "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestCPLoadPG runs the cpload section over a throwaway PostgreSQL
+// cluster, with one replica and then two behind the proxy, the store
+// filled by COPY: tasks complete, without an error.
+func TestCPLoadPG(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the cpload section builds the agent")
+	}
+	if _, err := pgBinDir(); err != nil {
+		t.Skip(err)
+	}
+	cfg := quickConfig()
+	cfg.repo, cfg.dataDir = "../..", t.TempDir()
+	cfg.only = map[string]bool{"cpload": true}
+	cfg.cp = quickCP()
+	cfg.cp.pg, cfg.cp.replicas = true, []int{1, 2}
+	cfg.cp.agents, cfg.cp.stored = []int{8}, []int{fillTemplates + 40}
+	cfg.cp.rate, cfg.cp.duration, cfg.cp.heartbeat, cfg.cp.taskTime, cfg.cp.readRate = 20, 3*time.Second, 500*time.Millisecond, 200*time.Millisecond, 5
+	cfg.cp.fillWorkers = 4
+	var progress bytes.Buffer
+	rep, err := run(cfg, log.New(&progress, "", 0))
+	if err != nil {
+		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
+	}
+	if len(rep.CPLoad) != 2 {
+		t.Fatalf("%d cpload results, want 2", len(rep.CPLoad))
+	}
+	for i, r := range rep.CPLoad {
+		if r.Replicas != i+1 || len(r.PerReplica) != i+1 || !r.PG {
+			t.Errorf("run %d: %d replicas (%d rows), pg %v", i, r.Replicas, len(r.PerReplica), r.PG)
+		}
+		if r.Completed <= 0 {
+			t.Errorf("run %d: no task completed", i)
+		}
+		if n := r.errors(); n != 0 {
+			b, _ := json.MarshalIndent(r, "", "  ")
+			t.Errorf("run %d: %d errors:\n%s", i, n, b)
+		}
+		if r.ServerCPUS <= 0 || r.PGCPUS <= 0 || r.RSSEnd < 1<<20 {
+			t.Errorf("run %d: server CPU %.2f s, PostgreSQL CPU %.2f s, RSS %d", i, r.ServerCPUS, r.PGCPUS, r.RSSEnd)
+		}
+	}
+	var out bytes.Buffer
+	printReport(&out, rep)
+	for _, want := range []string{"PostgreSQL, 8 agents, 20 tasks/s, 60 stored tasks, 2 replicas", "| PostgreSQL CPU per request | ", "| replica 2: ", "by COPY"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestCPReplicasFiles: replicas need a shared store; the file store is
+// refused in one line, before anything is built.
+func TestCPReplicasFiles(t *testing.T) {
+	cfg := quickConfig()
+	cfg.cp = quickCP()
+	cfg.cp.replicas = []int{1, 2}
+	_, err := cploadSection(cfg, log.New(io.Discard, "", 0))
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "PostgreSQL") {
+		t.Errorf("cploadSection: %v; want a one-line refusal", err)
+	}
+}
+
+// TestClone: a copy of a template is the template under its new id,
+// created when it is told, and its events keyed by the new id.
+func TestClone(t *testing.T) {
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	seq := int32(1)
+	tt := &tmplTask{id: "t-0123456789", doc: []byte(`{"id":"t-0123456789","prompt":"p","phase":"completed","created_at":"2026-11-01T00:00:00Z","updated_at":"2026-11-01T00:00:02Z"}`),
+		events: []tmplEvent{{key: "t-0123456789:log:1", seq: &seq, line: []byte(`{"key":"t-0123456789:log:1","task_id":"t-0123456789"}`)}}}
+	id := cloneID(7, 42)
+	if id != "t-c070000002a" {
+		t.Errorf("cloneID = %q", id)
+	}
+	task, doc, evs, err := tt.clone(id, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.ID != id || !task.CreatedAt.Equal(created) || !task.UpdatedAt.Equal(created.Add(2*time.Second)) || strings.Contains(string(doc), tt.id) {
+		t.Errorf("clone: %s created %v updated %v, doc %s", task.ID, task.CreatedAt, task.UpdatedAt, doc)
+	}
+	if len(evs) != 1 || evs[0].key != id+":log:1" || strings.Contains(string(evs[0].line), tt.id) || *evs[0].seq != 1 {
+		t.Errorf("events: %+v", evs)
 	}
 }
 

@@ -100,7 +100,7 @@ type report struct {
 }
 
 func main() {
-	if childMain() {
+	if proxyMain() || childMain() {
 		return
 	}
 	quick := flag.Bool("quick", false, "small counts and one round: for development and CI smoke")
@@ -123,6 +123,9 @@ func main() {
 	cpToken := flag.String("cp-token", "", "cpload, with -cp-url: its registration secret, or a file holding it")
 	cpOperator := flag.String("cp-operator", "", "cpload, with -cp-url: an operator token, or a file holding it")
 	cpAgentBin := flag.String("cp-agent-bin", "", "cpload: an agent binary already built (default: build ./cmd/agent)")
+	cpPG := flag.Bool("cp-pg", false, "cpload: run the control plane over a throwaway PostgreSQL cluster (initdb in a temp dir, a free loopback port, fsync on; removed at the end), a database per run")
+	cpReplicas := flag.String("cp-replicas", "1", "cpload: control plane processes on the same store, behind a round-robin proxy in the harness (more than 1: PostgreSQL only); a list (1,2) runs each pair with each count")
+	cpFill := flag.String("cp-fill", "direct", "cpload: how the stored tasks are made: direct (the API completes 20, the store gets copies of them: COPY into PostgreSQL, the filestore package for files) or api (every one through the API)")
 	cpPin := flag.Bool("cp-pin", true, "cpload: with 2 or more CPUs, pin the control plane to CPU 0 and the load to CPU 1")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process: the product's outbox, delivery and the control plane run in it) to this file")
 	flag.Parse()
@@ -196,6 +199,17 @@ func main() {
 	}
 	cfg.cp.claimWait, cfg.cp.store, cfg.cp.url, cfg.cp.agentBin, cfg.cp.pin = *cpClaimWait, *cpStore, *cpURL, *cpAgentBin, *cpPin
 	cfg.cp.token, cfg.cp.operator = tokenArg(*cpToken), tokenArg(*cpOperator)
+	cfg.cp.pg, cfg.cp.fill = *cpPG, *cpFill
+	if reps, err := parseCounts(*cpReplicas); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -cp-replicas:", err)
+		os.Exit(2)
+	} else {
+		cfg.cp.replicas = reps
+	}
+	if *cpFill != "direct" && *cpFill != "api" {
+		fmt.Fprintln(os.Stderr, "bench: -cp-fill: want direct or api")
+		os.Exit(2)
+	}
 	cleanup, err := cfg.setDirs(*dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
