@@ -59,6 +59,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -300,6 +301,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	slices.SortFunc(s.queued, compareRefs)
 	slices.SortFunc(s.ended, compareEnded)
 	opened, closeReg = true, false
+	// Reading the index made garbage many times the size of what is
+	// kept: give it back now, not at the runtime's leisure (a start over
+	// 100,000 ended tasks: 137 MB resident without this).
+	debug.FreeOSMemory()
 	return s, nil
 }
 
