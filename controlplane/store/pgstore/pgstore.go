@@ -82,8 +82,6 @@ type Store struct {
 	log  *slog.Logger
 	lead lead
 	id   string // names it in its notifications (queued.go)
-	// agents holds the agents' records not yet written (agents.go).
-	agents agentsBehind
 
 	closeOnce sync.Once
 }
@@ -124,9 +122,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
-	s := &Store{pool: pool, log: log, id: newStoreID(),
-		agents: agentsBehind{pending: map[string]store.Agent{}, stop: make(chan struct{}), done: make(chan struct{})}}
-	go s.runAgents()
+	s := &Store{pool: pool, log: log, id: newStoreID()}
 	s.lead.cfg = leadConfig(cfg.ConnConfig)
 	s.lead.log = log
 	return s, nil
@@ -195,20 +191,14 @@ func checkDurable(ctx context.Context, cfg *pgxpool.Config, log *slog.Logger) er
 	return nil
 }
 
-// Close writes the agents' records not yet written, and releases the
-// store: the lead (if this store held it) and every
+// Close releases the store: the lead (if this store held it) and every
 // connection. Calls after it fail.
 func (s *Store) Close() error {
-	var err error
 	s.closeOnce.Do(func() {
-		err = s.closeAgents()
-		s.agents.mu.Lock()
-		s.agents.pending = nil // PutAgent after Close fails
-		s.agents.mu.Unlock()
 		s.lead.close()
 		s.pool.Close()
 	})
-	return err
+	return nil
 }
 
 // Shared is true: other replicas change the database too.

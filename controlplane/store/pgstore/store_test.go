@@ -603,39 +603,3 @@ func TestCommitsAreDurableWhereTheServerSaysOtherwise(t *testing.T) {
 		t.Fatalf("the DSN's synchronous_commit=local became %s", got)
 	}
 }
-
-// The agents' records are written behind, together: a replica reads its
-// own at once, another once written (within a second); an older record written later does
-// not replace a newer one.
-func TestAgentsRecordsAreWrittenBehindNewestKept(t *testing.T) {
-	dsn := pgtest.Start(t)
-	one, other := open(t, dsn), open(t, dsn)
-	ctx := t.Context()
-	rec := func(at time.Time, repo string) store.Agent {
-		return store.Agent{View: api.AgentView{AgentID: "ag", LastHeartbeat: at, Repos: []string{repo}}}
-	}
-	t1 := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
-	if err := one.PutAgent(ctx, rec(t1.Add(time.Second), "newer")); err != nil {
-		t.Fatal(err)
-	}
-	if a, ok, err := one.Agent(ctx, "ag"); err != nil || !ok || a.View.Repos[0] != "newer" {
-		t.Fatalf("the replica's own record before it is written: %+v %v %v", a, ok, err)
-	}
-	if err := other.PutAgent(ctx, rec(t1, "older")); err != nil {
-		t.Fatal(err)
-	}
-	if err := one.flushAgents(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.flushAgents(ctx); err != nil { // the older record, written later
-		t.Fatal(err)
-	}
-	third := open(t, dsn)
-	a, ok, err := third.Agent(ctx, "ag")
-	if err != nil || !ok || a.View.Repos[0] != "newer" {
-		t.Fatalf("after both were written: %+v %v %v, want the newer record", a, ok, err)
-	}
-	if served, err := third.Serves(ctx, "newer"); err != nil || !served {
-		t.Errorf("Serves(newer) = %v %v", served, err)
-	}
-}
