@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Phase is where a task stands.
@@ -29,6 +30,16 @@ const (
 var Phases = []Phase{
 	PhaseQueued, PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseAwaitingReply, PhaseCompleting,
 	PhaseCompleted, PhaseFailed, PhaseRecoverableFailed, PhaseTimedOut, PhaseCancelled, PhaseExpired,
+}
+
+// PhaseNames lists every phase's name, comma separated: for an error that
+// says what a phase may be.
+func PhaseNames() string {
+	names := make([]string, len(Phases))
+	for i, p := range Phases {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
 }
 
 // rank orders the non-terminal phases; terminal phases have none.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,7 +36,7 @@ history is not sent); --limit stops after so many.`,
 			if phase != "" {
 				filter.Phase = state.Phase(phase)
 				if !slices.Contains(state.Phases, filter.Phase) {
-					return fmt.Errorf("--phase %q: want one of %s", visible(phase), phaseNames())
+					return fmt.Errorf("--phase %q: want one of %s", visible(phase), state.PhaseNames())
 				}
 			}
 			if limit < 0 {
@@ -99,13 +98,4 @@ func printTaskTable(w io.Writer, p palette, tasks []*state.Task, now time.Time) 
 			visible(truncateMiddle(progress, 30)), ago(now, t.UpdatedAt))
 	}
 	return tw.Flush()
-}
-
-// phaseNames lists the phases, for an error.
-func phaseNames() string {
-	names := make([]string, len(state.Phases))
-	for i, p := range state.Phases {
-		names[i] = string(p)
-	}
-	return strings.Join(names, ", ")
 }

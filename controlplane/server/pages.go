@@ -7,21 +7,11 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
-
-// phaseList names the phases, for an error.
-func phaseList() string {
-	names := make([]string, len(state.Phases))
-	for i, p := range state.Phases {
-		names[i] = string(p)
-	}
-	return strings.Join(names, ", ")
-}
 
 // The lists come a page at a time, read from the store and encoded one
 // item after another: no request reads or answers the whole history. A
@@ -70,7 +60,7 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.Phase != "" && !slices.Contains(state.Phases, q.Phase) {
-		reply(w, nil, badRequest("phase %q: want one of %s", state.Ellipsize(string(q.Phase), 40), phaseList()))
+		reply(w, nil, badRequest("phase %q: want one of %s", state.Ellipsize(string(q.Phase), 40), state.PhaseNames()))
 		return
 	}
 	views, next, err := s.tasksPage(r.Context(), q)

@@ -147,13 +147,13 @@ type Query struct {
 	Limit int
 }
 
-// Match reports whether t is selected by q's filters.
-func (q Query) Match(t *state.Task) bool {
-	return (q.Phase == "" || t.Phase == q.Phase) &&
-		(q.Agent == "" || t.Lease != nil && t.Lease.AgentID == q.Agent) &&
-		(q.Repo == "" || t.Repo == q.Repo) &&
-		(!q.Live || !t.Phase.Terminal())
+// Filter is q's filters, as the API names them.
+func (q Query) Filter() api.TaskFilter {
+	return api.TaskFilter{Phase: q.Phase, Agent: q.Agent, Repo: q.Repo, Live: q.Live}
 }
+
+// Match reports whether t is selected by q's filters.
+func (q Query) Match(t *state.Task) bool { return q.Filter().Match(t) }
 
 // EventLine is a stored event as its line.
 type EventLine struct {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/controlplane/store/storetest"
 	"github.com/edgeagent/agent/state"
@@ -41,5 +40,3 @@ func TestConformanceAcrossReopen(t *testing.T) {
 		return open(t, dirs[old])
 	})
 }
-
-var _ = api.StoredEvent{}
