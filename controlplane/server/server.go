@@ -63,6 +63,16 @@ type Options struct {
 	// MaxClaimWait caps how long a claim is held waiting for work (its
 	// wait_ms). Default, and at most, api.MaxClaimWait (20 s).
 	MaxClaimWait time.Duration
+	// PublicURL is the address people reach the control plane at (its
+	// console), such as https://cp.example.com: notifications link to it,
+	// and the console's cookies are Secure when it is https. Empty: the
+	// console serves plain HTTP on its listening address, and
+	// notifications carry no link.
+	PublicURL string
+	// Notify names the notification targets: every notification is
+	// written once per target, in the transaction of the change that
+	// causes it. Empty: no notifications.
+	Notify []string
 	Logger       *slog.Logger
 	Now          func() time.Time
 }
