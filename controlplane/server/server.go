@@ -73,8 +73,8 @@ type Options struct {
 	// written once per target, in the transaction of the change that
 	// causes it. Empty: no notifications.
 	Notify []string
-	Logger       *slog.Logger
-	Now          func() time.Time
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Server is the reference control plane: the rules, over a store that
