@@ -69,12 +69,20 @@ type Options struct {
 	// console serves plain HTTP on its listening address, and
 	// notifications carry no link.
 	PublicURL string
-	// Notify names the notification targets: every notification is
-	// written once per target, in the transaction of the change that
-	// causes it. Empty: no notifications.
-	Notify []string
+	// Notify are the notification targets: every notification is
+	// written once per target that wants its event, in the transaction
+	// of the change that causes it. Empty: no notifications.
+	Notify []NotifyTarget
 	Logger *slog.Logger
 	Now    func() time.Time
+}
+
+// NotifyTarget is a notification target as the server sees it: a name
+// (its records' store.Notification.Target) and the events it wants.
+type NotifyTarget struct {
+	Name string
+	// Events are the events it wants; empty is every one.
+	Events []api.NotifyEvent
 }
 
 // Server is the reference control plane: the rules, over a store that
