@@ -250,8 +250,15 @@ type sse struct {
 // openStream opens the live stream at path with b's session.
 func (b *browser) openStream(path string) *stream {
 	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, b.base+path, nil)
+	return b.openStreamRequest(req)
+}
+
+// openStreamRequest opens the live stream req asks for, with b's session.
+func (b *browser) openStreamRequest(req *http.Request) *stream {
+	b.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.base+path, nil)
+	req = req.WithContext(ctx)
 	client := &http.Client{Jar: b.c.Jar}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -262,7 +269,7 @@ func (b *browser) openStream(path string) *stream {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		cancel()
-		b.t.Fatalf("stream %s: %s %s", path, resp.Status, body)
+		b.t.Fatalf("stream %s: %s %s", req.URL, resp.Status, body)
 	}
 	s := &stream{t: b.t, resp: resp, cancel: cancel, events: make(chan sse, 1000)}
 	go func() {
@@ -324,6 +331,8 @@ func replaceOf(e sse) (id, html string) {
 	json.Unmarshal([]byte(e.data), &m)
 	return m["id"], m["html"]
 }
+
+func urlValues(k, v string) url.Values { return url.Values{k: {v}} }
 
 // poll waits for cond, failing the test after a generous deadline.
 func poll(t *testing.T, what string, cond func() bool) {
