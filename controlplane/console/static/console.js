@@ -57,11 +57,18 @@
     if (el) el.remove();
   }
 
+  var maxLog = 400000; // characters of log the page keeps
+
   function log(msg) {
     var pre = document.getElementById("log");
     if (!pre) return;
     var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
     pre.appendChild(document.createTextNode(msg.lines));
+    // Keep the tail: a long run's log would otherwise grow without end.
+    if (pre.textContent.length > maxLog) {
+      var text = pre.textContent.slice(-maxLog / 2);
+      pre.textContent = text.slice(text.indexOf("\n") + 1);
+    }
     if (atEnd) pre.scrollTop = pre.scrollHeight;
   }
 
