@@ -40,7 +40,7 @@ func (s *Server) update(ctx context.Context, ids []string, fn func(store.Tx) err
 		return s.store.Update(ctx, ids, fn)
 	}
 	return s.store.Update(ctx, ids, func(tx store.Tx) error {
-		w := &watchedTx{Tx: tx, before: map[string]state.Phase{}}
+		w := &watchedTx{Tx: tx, before: map[string]taskMark{}}
 		if err := fn(w); err != nil {
 			return err
 		}
@@ -56,7 +56,7 @@ func (s *Server) claimTasks(ctx context.Context, fn func(store.Tx, *state.Task) 
 		return s.store.Claim(ctx, fn)
 	}
 	return s.store.Claim(ctx, func(tx store.Tx, t *state.Task) (bool, error) {
-		before := t.Phase
+		before := markOf(t)
 		stop, err := fn(tx, t)
 		if err == nil {
 			if saved := tx.Task(t.ID); saved != nil {
@@ -71,7 +71,7 @@ func (s *Server) claimTasks(ctx context.Context, fn func(store.Tx, *state.Task) 
 // each task's phase as first read, saved the tasks saved.
 type watchedTx struct {
 	store.Tx
-	before map[string]state.Phase
+	before map[string]taskMark
 	saved  []string
 }
 
@@ -79,7 +79,7 @@ type watchedTx struct {
 func (w *watchedTx) Task(id string) *state.Task {
 	t := w.Tx.Task(id)
 	if _, ok := w.before[id]; !ok && t != nil {
-		w.before[id] = t.Phase
+		w.before[id] = markOf(t)
 	}
 	return t
 }
@@ -104,10 +104,26 @@ func (s *Server) notifyPhases(w *watchedTx) {
 	}
 }
 
-// phaseEvent is the event of a task that moved from phase before to its
-// own, and the attempt it is about; "" when a person hears of none.
-func (s *Server) phaseEvent(before state.Phase, t *state.Task) (api.NotifyEvent, *state.Attempt) {
-	if t == nil || t.Phase == before || t.CancelRequested && t.Phase.Terminal() {
+// taskMark is what tells a task's moves apart: its phase, and the
+// question it asks in awaiting_reply (a second question in one
+// transaction is a move too).
+type taskMark struct {
+	phase    state.Phase
+	question string
+}
+
+func markOf(t *state.Task) taskMark {
+	m := taskMark{phase: t.Phase}
+	if t.Phase == state.PhaseAwaitingReply && t.AwaitingReply != nil {
+		m.question = t.AwaitingReply.ID
+	}
+	return m
+}
+
+// phaseEvent is the event of a task that moved from before to where it
+// is, and the attempt it is about; "" when a person hears of none.
+func (s *Server) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *state.Attempt) {
+	if t == nil || markOf(t) == before || t.CancelRequested && t.Phase.Terminal() {
 		return "", nil // no move, or a person's cancel: they know
 	}
 	var last *state.Attempt
@@ -131,7 +147,7 @@ func (s *Server) phaseEvent(before state.Phase, t *state.Task) (api.NotifyEvent,
 // taskNotes are the records of task t's move from phase before, one per
 // target that wants its event; none when it is not one a person hears
 // of.
-func (s *Server) taskNotes(before state.Phase, t *state.Task) []store.Notification {
+func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification {
 	ev, last := s.phaseEvent(before, t)
 	if ev == "" || !s.wanted(ev) {
 		return nil

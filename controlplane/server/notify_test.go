@@ -168,12 +168,22 @@ func TestTaskEventsAreNotified(t *testing.T) {
 		must(t, err)
 		e.send("ws-1", ev("a4", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}))
 		e.oneNote(api.NotifyAwaitingReply, "all", "people")
-		// A second question is a second notification.
+		// A second question is a second notification; a third, answered
+		// and followed by a fourth in one batch, a notification each.
 		req2 := *req
 		req2.ID, req2.Command = "call_2", "make release"
 		e.send("ws-1", ev("a5", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseAwaitingReply, Request: &req2}))
 		if ns := e.notes(); len(ns) != 4 {
 			t.Errorf("%d records after a second question, want 4", len(ns))
+		}
+		_, err = e.client.Reply(ctx, task.ID, "call_2", "accept")
+		must(t, err)
+		req3 := *req
+		req3.ID, req3.Command = "call_3", "make tag"
+		e.send("ws-1", ev("a6", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}),
+			ev("a7", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseAwaitingReply, Request: &req3}))
+		if ns := e.notes(); len(ns) != 6 {
+			t.Errorf("%d records after a question asked in the batch that left the one before, want 6", len(ns))
 		}
 	})
 

@@ -180,7 +180,7 @@ func New(opts Options) (*Server, error) {
 		}
 		var notes []store.Notification
 		err = fs.Recover(func(t *state.Task, missed []filestore.Missed) {
-			before := t.Phase
+			before := markOf(t)
 			s.replay(t, missed)
 			if len(opts.Notify) > 0 {
 				notes = append(notes, s.taskNotes(before, t)...)
