@@ -208,3 +208,14 @@ func TestNotifyConfigMistakes(t *testing.T) {
 		})
 	}
 }
+
+// serve refuses the same mistakes before it listens: one line, exit 2.
+func TestServeRefusesNotifyMistakes(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cp.toml")
+	must(t, os.WriteFile(cfg, []byte("[[notify]]\nname = \"hooks\"\ntype = \"webhook\"\nurl = \"https://h/x\"\n"), 0o600))
+	r := runAgent(t, "controlplane", "serve", "--config", cfg, "--data-dir", filepath.Join(dir, "cp"), "--addr", freeAddr(t))
+	wantOneLineError(t, r, 2, "cp.toml:2: [[notify]] hooks: a webhook needs secret-file")
+	r = runAgent(t, "controlplane", "serve", "--public-url", "ftp://cp.example.com", "--data-dir", filepath.Join(dir, "cp"), "--addr", freeAddr(t))
+	wantOneLineError(t, r, 2, "--public-url: URL ftp://cp.example.com/…: want an absolute http:// or https:// URL")
+}

@@ -134,6 +134,7 @@ func TestNotificationsSurviveADownReceiverAndACrash(t *testing.T) {
 		t.Fatalf("the receiver's address was taken meanwhile: %v", err)
 	}
 	srv := &http.Server{Handler: rv, ReadHeaderTimeout: 10 * time.Second}
+	up := time.Now()
 	go srv.Serve(ln)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -159,6 +160,11 @@ func TestNotificationsSurviveADownReceiverAndACrash(t *testing.T) {
 	}
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
+	deliveries := 0
+	for _, n := range rv.count {
+		deliveries += n
+	}
+	t.Logf("%d notifications received in %d deliveries, %s after the receiver came up", len(rv.byID), deliveries, time.Since(up).Round(time.Second))
 	for _, b := range rv.bad {
 		t.Errorf("refused: %s", b)
 	}
