@@ -24,6 +24,9 @@ type notifySettings struct {
 	publicURL  string
 	webhooks   []string
 	secretFile string
+	// secretWhere says where the --notify-webhook targets' key is, once
+	// targets has read it ("" with none): "in DIR/notify-secret".
+	secretWhere string
 }
 
 func (n *notifySettings) bind(fs *pflag.FlagSet, t *settingsTable) {
@@ -67,10 +70,11 @@ func (n *notifySettings) targets(r *resolved, dir string, create bool) ([]notify
 	if len(n.webhooks) == 0 {
 		return out, nil
 	}
-	secret, err := n.secret(dir, create)
+	secret, where, err := n.secret(dir, create)
 	if err != nil {
 		return nil, err
 	}
+	n.secretWhere = where
 	for i, u := range n.webhooks {
 		t := notify.Target{Name: fmt.Sprintf("webhook-%d", i+1), Kind: notify.Webhook, URL: u, Secret: []byte(secret)}
 		if names[t.Name] {
@@ -86,21 +90,22 @@ func (n *notifySettings) targets(r *resolved, dir string, create bool) ([]notify
 }
 
 // secret is the --notify-webhook targets' HMAC key: --notify-secret-file's,
-// else DIR/notify-secret's, made if missing when create is set.
-func (n *notifySettings) secret(dir string, create bool) (string, error) {
+// else DIR/notify-secret's, made if missing when create is set; and
+// where it is.
+func (n *notifySettings) secret(dir string, create bool) (secret, where string, err error) {
 	if n.secretFile != "" {
-		return readTokenFile("notify secret file", n.secretFile, true)
+		secret, err = readTokenFile("notify secret file", n.secretFile, true)
+		return secret, "in " + n.secretFile, err
 	}
 	path := filepath.Join(dir, "notify-secret")
-	if !create {
-		secret, err := readTokenFile("notify secret", path, true)
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", usagef("notify secret %s does not exist: agent controlplane serve makes it; or give --notify-secret-file", path)
-		}
-		return secret, err
+	if create {
+		return ownToken("notify secret", path)
 	}
-	secret, _, err := ownToken("notify secret", path)
-	return secret, err
+	secret, err = readTokenFile("notify secret", path, true)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", usagef("notify secret %s does not exist: agent controlplane serve makes it; or give --notify-secret-file", path)
+	}
+	return secret, "in " + path, err
 }
 
 // notifyTarget is a [[notify]] table's target, its secrets read from
@@ -183,13 +188,23 @@ func serverTargets(ts []notify.Target) []server.NotifyTarget {
 	return out
 }
 
-// targetNames lists the targets' names for the start's log line.
-func targetNames(ts []notify.Target) string {
+// logTargets says the targets once at start: "notifications: 2 targets
+// (ops-slack, hooks)", and where the --notify-webhook targets' key is.
+func logTargets(log *slog.Logger, ts []notify.Target, secretWhere string) {
+	if len(ts) == 0 {
+		log.Info("notifications: 0 targets")
+		return
+	}
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name
 	}
-	return strings.Join(names, ", ")
+	msg := fmt.Sprintf("notifications: %d targets (%s)", len(ts), strings.Join(names, ", "))
+	if secretWhere != "" {
+		log.Info(msg, "webhook_secret", secretWhere)
+		return
+	}
+	log.Info(msg)
 }
 
 // startNotify starts delivering st's notifications to targets, until ctx

@@ -116,7 +116,7 @@ the environment, which wins over the file.`,
 			}
 			ctx := cmd.Context()
 			go srv.RunWatchdog(ctx, time.Second)
-			log.Info(fmt.Sprintf("notifications: %d targets (%s)", len(targets), targetNames(targets)))
+			logTargets(log, targets, notifications.secretWhere)
 			defer startNotify(ctx, srv.Store(), targets, log)()
 			// Timeouts so that a slow or silent client cannot hold a
 			// connection (and its goroutine) forever.
