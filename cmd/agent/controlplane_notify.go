@@ -207,10 +207,10 @@ func logTargets(log *slog.Logger, ts []notify.Target, secretWhere string) {
 	log.Info(msg)
 }
 
-// startNotify starts delivering st's notifications to targets, until ctx
-// ends or the function it returns is called, which waits for the
-// deliveries in flight.
-func startNotify(ctx context.Context, st notify.Store, targets []notify.Target, log *slog.Logger) (stop func()) {
+// startNotify starts delivering st's notifications to targets, counting
+// the tries in counts, until ctx ends or the function it returns is
+// called, which waits for the deliveries in flight.
+func startNotify(ctx context.Context, st notify.Store, targets []notify.Target, counts *notify.Counts, log *slog.Logger) (stop func()) {
 	if len(targets) == 0 {
 		return func() {}
 	}
@@ -218,7 +218,7 @@ func startNotify(ctx context.Context, st notify.Store, targets []notify.Target, 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		notify.Run(ctx, st, targets, notify.Options{Logger: log})
+		notify.Run(ctx, st, targets, notify.Options{Logger: log, Counts: counts})
 	}()
 	return func() { cancel(); <-done }
 }

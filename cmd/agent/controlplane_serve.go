@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgeagent/agent/controlplane/notify"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/controlplane/store/pgstore"
@@ -117,12 +118,16 @@ the environment, which wins over the file.`,
 			ctx := cmd.Context()
 			go srv.RunWatchdog(ctx, time.Second)
 			logTargets(log, targets, notifications.secretWhere)
-			defer startNotify(ctx, srv.Store(), targets, log)()
+			counts := notify.NewCounts(targets)
+			defer startNotify(ctx, srv.Store(), targets, counts, log)()
 			// Timeouts so that a slow or silent client cannot hold a
 			// connection (and its goroutine) forever.
 			handler := srv.Handler()
 			if metricsAddr != "" {
 				m := metrics.NewControlPlane(srv)
+				if len(targets) > 0 {
+					m.Notifications(counts)
+				}
 				handler = m.Instrument(handler)
 				ms, err := metrics.Listen(metricsAddr, m.Registry())
 				if err != nil {

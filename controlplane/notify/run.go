@@ -56,6 +56,8 @@ type Options struct {
 	Now func() time.Time
 	// Jitter picks a wait in [d/2, d]; tests fix it.
 	Jitter func(d time.Duration) time.Duration
+	// Counts, if set, counts the tries (for metrics).
+	Counts *Counts
 }
 
 func (o *Options) defaults() {
@@ -195,6 +197,7 @@ func (d *deliverer) deliver(ctx context.Context, t Target, n store.Notification)
 	}
 	log := d.opts.Logger
 	if err == nil {
+		d.opts.Counts.add(t.Name, Delivered)
 		if err := d.st.NotificationDone(ctx, n.ID, n.Target); err != nil {
 			log.Warn("notification delivered, not marked done: it will be sent again", "target", t.Name, "id", n.ID, "err", err)
 			return
@@ -204,6 +207,7 @@ func (d *deliverer) deliver(ctx context.Context, t Target, n store.Notification)
 	}
 	now := d.opts.Now()
 	if now.Sub(n.Created) >= d.opts.MaxAge {
+		d.opts.Counts.add(t.Name, GivenUp)
 		log.Error("notification given up on", "target", t.Name, "id", n.ID, "attempts", n.Attempts+1,
 			"age", now.Sub(n.Created).Round(time.Second).String(), "err", err.Error())
 		if err := d.st.NotificationDone(ctx, n.ID, n.Target); err != nil {
@@ -211,6 +215,7 @@ func (d *deliverer) deliver(ctx context.Context, t Target, n store.Notification)
 		}
 		return
 	}
+	d.opts.Counts.add(t.Name, Failed)
 	wait := d.opts.Jitter(Backoff(n.Attempts+1, d.opts.MinBackoff, d.opts.MaxBackoff))
 	log.Warn("notification not delivered; will retry", "target", t.Name, "id", n.ID, "attempts", n.Attempts+1,
 		"retry_in", wait.Round(time.Second).String(), "err", err.Error())
@@ -222,6 +227,7 @@ func (d *deliverer) deliver(ctx context.Context, t Target, n store.Notification)
 // unknown drops a record for a target no longer configured, warning once
 // per target.
 func (d *deliverer) unknown(ctx context.Context, n store.Notification) {
+	d.opts.Counts.add(n.Target, Dropped)
 	if !d.warned[n.Target] {
 		d.warned[n.Target] = true
 		d.opts.Logger.Warn("notifications for a target no longer configured are dropped", "target", n.Target)

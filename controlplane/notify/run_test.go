@@ -65,7 +65,8 @@ func TestRetryWithBackoff(t *testing.T) {
 	st := newMemStore()
 	st.Notify(context.Background(), record(t, "n1", "hooks", api.NotifyFailed, clk.Now()))
 	target := Target{Name: "hooks", Kind: Webhook, URL: r.URL, Secret: testSecret}
-	logs := runLoop(t, st, []Target{target}, Options{Now: clk.Now, Jitter: func(d time.Duration) time.Duration { return d }})
+	counts := NewCounts([]Target{target})
+	logs := runLoop(t, st, []Target{target}, Options{Now: clk.Now, Jitter: func(d time.Duration) time.Duration { return d }, Counts: counts})
 
 	tries := func() int { return len(r.deliveries()) }
 	waitFor(t, 5*time.Second, "the first try", func() bool { n, _ := st.get("n1", "hooks"); return n.Attempts == 1 })
@@ -94,6 +95,9 @@ func TestRetryWithBackoff(t *testing.T) {
 	if len(got) != 4 {
 		t.Fatalf("%d tries, want 4", len(got))
 	}
+	if c := counts.ByTarget()["hooks"]; c["failed"] != 3 || c["delivered"] != 1 || c["given_up"] != 0 || len(c) != len(Results) {
+		t.Errorf("counts %v, want 3 failed, 1 delivered, and every result", c)
+	}
 	for _, d := range got {
 		if id := d.header.Get(HeaderID); id != "n1" {
 			t.Errorf("a try carries id %q, want n1", id)
@@ -113,10 +117,14 @@ func TestGiveUpAfterMaxAge(t *testing.T) {
 	st := newMemStore()
 	st.Notify(context.Background(), record(t, "n1", "hooks", api.NotifyFailed, clk.Now()))
 	target := Target{Name: "hooks", Kind: Webhook, URL: r.URL, Secret: testSecret}
-	logs := runLoop(t, st, []Target{target}, Options{Now: clk.Now, MaxAge: time.Hour})
+	counts := NewCounts([]Target{target})
+	logs := runLoop(t, st, []Target{target}, Options{Now: clk.Now, MaxAge: time.Hour, Counts: counts})
 	waitFor(t, 5*time.Second, "the first try", func() bool { n, _ := st.get("n1", "hooks"); return n.Attempts == 1 })
 	clk.Add(time.Hour)
 	waitFor(t, 5*time.Second, "the record to be given up on", func() bool { return st.len() == 0 })
+	if c := counts.ByTarget()["hooks"]; c["failed"] != 1 || c["given_up"] != 1 {
+		t.Errorf("counts %v, want 1 failed, 1 given up", c)
+	}
 	if n := strings.Count(logs.String(), "notification given up on"); n != 1 {
 		t.Errorf("%d give-up lines, want 1:\n%s", n, logs)
 	}
@@ -137,7 +145,8 @@ func TestLeaderOnlyAndUnknownTargets(t *testing.T) {
 		record(t, "n1", "gone", api.NotifyFailed, clk.Now()), record(t, "n2", "gone", api.NotifyFailed, clk.Now()))
 	target := Target{Name: "hooks", Kind: Webhook, URL: r.URL, Secret: testSecret}
 	wake := make(chan struct{})
-	logs := runLoop(t, st, []Target{target}, Options{Now: clk.Now, Wake: wake, Interval: time.Hour})
+	counts := NewCounts([]Target{target})
+	logs := runLoop(t, st, []Target{target}, Options{Now: clk.Now, Wake: wake, Interval: time.Hour, Counts: counts})
 	// Woken, as a follower: it looks, and sends nothing. (The wake is
 	// taken only when the loop waits, so after the first pass.)
 	wake <- struct{}{}
@@ -152,6 +161,9 @@ func TestLeaderOnlyAndUnknownTargets(t *testing.T) {
 	waitFor(t, 5*time.Second, "the records to go", func() bool { return st.len() == 0 })
 	if n := len(r.deliveries()); n != 1 {
 		t.Errorf("the receiver got %d, want 1", n)
+	}
+	if c := counts.ByTarget(); c["gone"]["dropped"] != 2 || c["hooks"]["delivered"] != 1 {
+		t.Errorf("counts %v, want 2 dropped for gone, 1 delivered to hooks", c)
 	}
 	if n := strings.Count(logs.String(), "target no longer configured"); n != 1 {
 		t.Errorf("%d warnings for the unknown target, want 1:\n%s", n, logs)
