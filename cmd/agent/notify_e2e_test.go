@@ -116,7 +116,8 @@ func TestNotificationsSurviveADownReceiverAndACrash(t *testing.T) {
 
 	// Killed, as by a power cut; started again on the same directory.
 	c.kill()
-	c = startCP(t, addr, cpDir, flags...)
+	metricsAddr := freeAddr(t)
+	c = startCP(t, addr, cpDir, append(flags, "--metrics-addr", metricsAddr)...)
 	if out := c.output(); !strings.Contains(out, "notifications: 1 targets (webhook-1)") {
 		t.Errorf("the start does not say its targets:\n%s", out)
 	}
@@ -153,6 +154,22 @@ func TestNotificationsSurviveADownReceiverAndACrash(t *testing.T) {
 		}
 		return true
 	})
+	// The tries are counted: every delivery since the start.
+	delivered := 0.0
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for line := range strings.Lines(string(text)) {
+		if strings.HasPrefix(line, "agent_controlplane_notifications_total{") && strings.Contains(line, `target="webhook-1"`) && strings.Contains(line, `result="delivered"`) {
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &delivered)
+		}
+	}
+	if delivered < float64(len(want)) {
+		t.Errorf("agent_controlplane_notifications_total says %v delivered, want at least %d:\n%s", delivered, len(want), text)
+	}
 	for key, ids := range rv.notes() {
 		if len(ids) != 1 {
 			t.Errorf("%s came with %d ids: a duplicate that is not one", key, len(ids))
