@@ -16,7 +16,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/store"
 )
 
-// memStore is an in-memory store.Notifier that leads when lead is set.
+// memStore is an in-memory store.Notifier; it leads unless follows is set.
 type memStore struct {
 	mu      sync.Mutex
 	recs    map[[2]string]store.Notification
