@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 status=0
-go test -tags faults -count=1 -race -timeout 15m -run 'TestFault|TestE2EControlPlaneCrashAtEachStorePoint' -v ./cmd/agent >"$out" 2>&1 || status=$?
+go test -tags faults -count=1 -race -timeout 15m -run 'TestFault|TestE2EControlPlaneCrashAtEachStorePoint|TestE2EControlPlaneCrashAfterNotify' -v ./cmd/agent >"$out" 2>&1 || status=$?
 grep -E '^\s*(--- (PASS|FAIL)|FAIL|ok )' "$out" >&2 || true
 echo
 echo "| scenario | figures | result |"

@@ -3,11 +3,15 @@
 package main
 
 import (
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -68,6 +72,50 @@ func TestE2EControlPlaneCrashAtEachStorePoint(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The control plane killed between storing an events batch's events and
+// the notification it causes (the completion's) and saving the task
+// (after-notify): after the restart the
+// task completes, and its notification reaches the receiver, under one id
+// however often it is written again or delivered.
+func TestE2EControlPlaneCrashAfterNotify(t *testing.T) {
+	addr, cpDir, dataDir, receiverAddr := freeAddr(t), t.TempDir(), t.TempDir(), freeAddr(t)
+	flags := []string{"--notify-webhook", "http://" + receiverAddr + "/hook"}
+	c := startCPEnv(t, []string{"AGENT_CP_CRASH=after-notify:notify"}, addr, cpDir, flags...)
+	startAgentProc(t, c, dataDir)
+	id := submit(t, c, "@progress 2\n@output done")
+	c.wait() // it dies at its crash point
+	if code := c.cmd.ProcessState.ExitCode(); code != -1 {
+		t.Fatalf("the control plane exited %d, not by its crash point:\n%s", code, tail(c.output(), 2000))
+	}
+	secret, err := os.ReadFile(filepath.Join(cpDir, "notify-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := &webhookReceiver{secret: []byte(strings.TrimSpace(string(secret))), byID: map[string][]byte{}, count: map[string]int{}}
+	ln, err := net.Listen("tcp", receiverAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: rv}
+	go hs.Serve(ln)
+	defer hs.Close()
+	c = startCP(t, addr, cpDir, flags...)
+	if v := c.waitDone(t, id); v.Phase != state.PhaseCompleted {
+		t.Fatalf("after the crash: %s (%s)", v.Phase, v.PhaseReason)
+	}
+	key := id + " " + string(api.NotifyCompleted)
+	waitFor(t, 60*time.Second, "the completion's notification", func() bool { return len(rv.notes()[key]) > 0 })
+	rv.mu.Lock()
+	bad := rv.bad
+	rv.mu.Unlock()
+	if len(bad) > 0 {
+		t.Errorf("deliveries refused: %q", bad)
+	}
+	if ids := rv.notes()[key]; len(ids) != 1 {
+		t.Errorf("the completion came under %d ids, want 1: %v", len(ids), ids)
 	}
 }
 

@@ -3,8 +3,8 @@ package filestore
 // Crash points, for the fault suite: in a build with -tags faults,
 // AGENT_CP_CRASH=POINT:WHEN makes the control plane kill itself with
 // SIGKILL at POINT during an events batch: WHEN is the batch's number (1
-// is the first), or "complete" for the first batch that holds a
-// completion. It proves that a crash there loses nothing the control plane
+// is the first), "complete" for the first batch that holds a completion,
+// or "notify" for the first that writes a notification. It proves that a crash there loses nothing the control plane
 // accepted. A build without the tag (every binary shipped) holds no switch:
 // no crash point fires, whatever the environment says (crash_off.go).
 const (
@@ -21,4 +21,5 @@ type crashPoint string
 type crashBatch struct {
 	n        int  // its number
 	complete bool // it holds a completion
+	notify   bool // it writes notifications
 }

@@ -18,7 +18,7 @@ func (b crashBatch) at(point crashPoint) bool {
 		return false
 	}
 	name, when, _ := strings.Cut(crashSpec, ":")
-	return crashPoint(name) == point && (when == fmt.Sprint(b.n) || when == "complete" && b.complete)
+	return crashPoint(name) == point && (when == fmt.Sprint(b.n) || when == "complete" && b.complete || when == "notify" && b.notify)
 }
 
 // crash ends the process as a power cut would, without any clean-up.

@@ -197,7 +197,7 @@ func (x *tx) commit() error {
 	if len(x.lines) > 0 {
 		s.mu.Lock()
 		s.batches++
-		batch = crashBatch{n: s.batches, complete: x.complete}
+		batch = crashBatch{n: s.batches, complete: x.complete, notify: len(x.notes) > 0}
 		s.mu.Unlock()
 	}
 	var checks []indexLine
