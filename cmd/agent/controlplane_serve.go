@@ -33,6 +33,7 @@ func newControlPlaneServeCmd() *cobra.Command {
 		addr, dir, storeURL, tokenFile, operatorFile, level, format, metricsAddr string
 		lease, heartbeat, stall, queue, retention                                time.Duration
 		maxOutput                                                                byteSize
+		tlsCert, tlsKey                                                          string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -56,15 +57,24 @@ Token files must be their owner's alone (chmod 600) and every token at
 least 32 characters; the ones the control plane makes are 256-bit. The
 state directory must be private (not writable by others, yours).
 
+HTTPS: --tls-cert and --tls-key (both PEM; the key file chmod 600) serve
+the API and the web console over TLS on --addr; behind a reverse proxy
+that ends TLS, leave them out (docs/console.md).
+
 Every flag can also be set in the environment as AGENT_CP_ and the flag's
 name in capitals (--data-dir is AGENT_CP_DATA_DIR), or as a key in the
 TOML file given by --config (AGENT_CP_CONFIG); the command line wins over
 the environment, which wins over the file.`,
 		Example: `  agent controlplane serve --addr 127.0.0.1:8080 --data-dir ./cp
-  PGPASSWORD=… agent controlplane serve --store postgres://cp@db.internal:5432/agents --addr :8080`,
+  PGPASSWORD=… agent controlplane serve --store postgres://cp@db.internal:5432/agents --addr :8080
+  agent controlplane serve --addr :8443 --tls-cert /etc/agent/cert.pem --tls-key /etc/agent/key.pem`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(cmd.ErrOrStderr(), logLevel(level), format)
+			tlsConf, err := serveTLS(tlsCert, tlsKey)
+			if err != nil {
+				return err
+			}
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return fmt.Errorf("data directory: %w", err)
 			}
@@ -115,7 +125,7 @@ the environment, which wins over the file.`,
 				log.Info("serving metrics", "url", "http://"+ms.Addr()+"/metrics")
 			}
 			hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-				WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+				WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, TLSConfig: tlsConf}
 			// Claims waiting for work answer at once: the shutdown waits
 			// for requests in flight.
 			hs.RegisterOnShutdown(srv.StopWaits)
@@ -125,9 +135,17 @@ the environment, which wins over the file.`,
 				defer cancel()
 				hs.Shutdown(sctx)
 			}()
-			fmt.Fprintf(cmd.OutOrStdout(), "control plane listening on http://%s (registration secret for agents %s; operator tokens for people %s)\n", ln.Addr(), where, opWhere)
-			log.Info("control plane listening", "addr", ln.Addr().String(), "data_dir", dir)
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			scheme := "http"
+			if tlsConf != nil {
+				scheme = "https"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "control plane listening on %s://%s (registration secret for agents %s; operator tokens for people %s)\n", scheme, ln.Addr(), where, opWhere)
+			log.Info("control plane listening", "addr", ln.Addr().String(), "data_dir", dir, "tls", tlsConf != nil)
+			serve := hs.Serve
+			if tlsConf != nil {
+				serve = func(ln net.Listener) error { return hs.ServeTLS(ln, "", "") }
+			}
+			if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
@@ -146,6 +164,8 @@ the environment, which wins over the file.`,
 	t.bind(fs, "queued-limit", &queue)
 	t.bind(fs, "max-attempt-output", &maxOutput)
 	t.bind(fs, "metrics-addr", &metricsAddr)
+	t.bind(fs, "tls-cert", &tlsCert)
+	t.bind(fs, "tls-key", &tlsKey)
 	t.bind(fs, "log-level", &level)
 	t.bind(fs, "log-format", &format)
 	return cmd
