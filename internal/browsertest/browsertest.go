@@ -166,16 +166,29 @@ func Run[T any](t testing.TB, b *Browser, what string, a chromedp.Action[T]) T {
 	return v
 }
 
-// WaitJS polls a JavaScript expression in the page until it is true, for
-// up to limit, and fails t with what otherwise.
+// WaitJS evaluates a JavaScript expression in the page every 50 ms until
+// it is true, for up to limit, and fails t with what otherwise. The page
+// may navigate meanwhile (a form posted, a redirect): an evaluation that
+// fails because the page went away is tried again on the next one.
 func (b *Browser) WaitJS(t testing.TB, limit time.Duration, what, expr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, limit)
-	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond)))
-	if err != nil {
-		loc, _ := chromedp.Run(b.ctx, chromedp.Location())
-		t.Fatalf("gave up waiting %s for %s (page %s): %v", limit, what, loc, err)
+	deadline := time.Now().Add(limit)
+	var last error
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`Boolean(`+expr+`)`))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if err != nil {
+			last = err
+		}
+		if b.ctx.Err() != nil || time.Now().After(deadline) {
+			loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+			t.Fatalf("gave up waiting %s for %s (page %s; last error %v)", limit, what, loc, last)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"go.uber.org/goleak"
@@ -27,7 +28,8 @@ func TestBrowser(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, `<!doctype html><meta name="viewport" content="width=device-width">
 <title>hello</title><p id="p">static</p><div style="height:2000px"></div>
-<script>document.getElementById("p").textContent = "scripted"</script>`)
+<script>document.getElementById("p").textContent = "scripted";
+if (location.pathname === "/moves") setTimeout(() => { location.href = "/moved" }, 100)</script>`)
 	}))
 	defer srv.Close()
 	b := New(t)
@@ -44,6 +46,10 @@ func TestBrowser(t *testing.T) {
 	if got := Eval[string](t, b, `document.getElementById("p").textContent`); got != "scripted" {
 		t.Errorf("the page's script did not run: %q", got)
 	}
+
+	// WaitJS waits across a navigation the page makes by itself.
+	b.Do(t, "open the page that moves", chromedp.Navigate(srv.URL+"/moves"))
+	b.WaitJS(t, time.Minute, "the page to move", `location.pathname === "/moved" && document.getElementById("p").textContent === "scripted"`)
 
 	t.Setenv(UpdateScreenshots, "")
 	for _, v := range []Viewport{Desktop, Phone} {
