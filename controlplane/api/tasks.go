@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/edgeagent/agent/health"
@@ -137,6 +138,8 @@ type TaskFilter struct {
 	Agent string      // the agent holding the lease
 	Repo  string      // the repository
 	Live  bool        // only the tasks that have not ended
+	// Title selects the tasks whose title holds it, in any case.
+	Title string
 }
 
 // Match reports whether t is selected.
@@ -144,7 +147,14 @@ func (f TaskFilter) Match(t *state.Task) bool {
 	return (f.Phase == "" || t.Phase == f.Phase) &&
 		(f.Agent == "" || t.Lease != nil && t.Lease.AgentID == f.Agent) &&
 		(f.Repo == "" || t.Repo == f.Repo) &&
-		(!f.Live || !t.Phase.Terminal())
+		(!f.Live || !t.Phase.Terminal()) &&
+		(f.Title == "" || TitleHas(t.Title, f.Title))
+}
+
+// TitleHas reports whether title holds search, in any case: the title
+// search of GET /v1/tasks (?title) and of the console.
+func TitleHas(title, search string) bool {
+	return strings.Contains(strings.ToLower(title), strings.ToLower(search))
 }
 
 // Values are f as query parameters.
@@ -161,6 +171,9 @@ func (f TaskFilter) Values() url.Values {
 	}
 	if f.Live {
 		v.Set("live", "true")
+	}
+	if f.Title != "" {
+		v.Set("title", f.Title)
 	}
 	return v
 }

@@ -99,17 +99,12 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		}
 		if !ok {
 			addr := remoteHost(r)
-			wait, crossed := s.throttle.fail(addr, s.opts.Now())
-			if wait > 0 {
-				if crossed {
-					s.log.Warn("authentication failures throttled", "addr", addr, "path", r.URL.Path, "limit_per_minute", authFailuresPerWindow, "for", wait.Round(time.Second).String())
-				}
+			if wait := s.failedAuth(addr, r.URL.Path); wait > 0 {
 				secs := int(wait.Seconds() + 0.999)
 				w.Header().Set("Retry-After", strconv.Itoa(secs))
 				writeJSON(w, http.StatusTooManyRequests, api.ErrorBody{Error: fmt.Sprintf("too many failed authentications from %s; try again in %ds", addr, secs)})
 				return
 			}
-			s.log.Warn("authentication failed", "addr", addr, "path", r.URL.Path)
 			writeJSON(w, http.StatusUnauthorized, api.ErrorBody{Error: "unauthorized: missing or wrong bearer token"})
 			return
 		}

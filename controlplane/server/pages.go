@@ -41,8 +41,8 @@ func pageParams(r *http.Request, def, most int) (after string, limit int, err er
 }
 
 // serveTasks answers GET /v1/tasks: a page of tasks, oldest first, those
-// ?phase, ?agent (the lease holder), ?repo and ?live=true (not ended)
-// select.
+// ?phase, ?agent (the lease holder), ?repo, ?live=true (not ended) and
+// ?title (held in the title, in any case) select.
 func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 	after, limit, err := pageParams(r, api.DefaultTasksPage, api.MaxTasksPage)
 	if err != nil {
@@ -50,7 +50,7 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := store.Query{After: after, Limit: limit, Phase: state.Phase(r.URL.Query().Get("phase")),
-		Agent: r.URL.Query().Get("agent"), Repo: r.URL.Query().Get("repo")}
+		Agent: r.URL.Query().Get("agent"), Repo: r.URL.Query().Get("repo"), Title: r.URL.Query().Get("title")}
 	switch live := r.URL.Query().Get("live"); live {
 	case "", "false":
 	case "true":

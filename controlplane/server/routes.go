@@ -10,7 +10,8 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 )
 
-// Handler is the HTTP API.
+// Handler is the HTTP API, and the web console (package console) on
+// every path the API does not use.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -21,6 +22,7 @@ func (s *Server) Handler() http.Handler {
 		api.Handle(rt.pattern, guard(rt))
 	}
 	mux.Handle("/v1/", s.authorize(notePattern(api)))
+	mux.Handle("/", s.console())
 	return mux
 }
 

@@ -140,6 +140,9 @@ type Query struct {
 	Repo  string
 	// Live selects only the tasks that have not ended.
 	Live bool
+	// Title selects the tasks whose title holds it, in any case
+	// (api.TitleHas).
+	Title string
 	// After is the cursor: the id of the last task of the page before.
 	After string
 	// Limit is the most tasks a page holds; 0 is no limit (for tools
@@ -149,7 +152,7 @@ type Query struct {
 
 // Filter is q's filters, as the API names them.
 func (q Query) Filter() api.TaskFilter {
-	return api.TaskFilter{Phase: q.Phase, Agent: q.Agent, Repo: q.Repo, Live: q.Live}
+	return api.TaskFilter{Phase: q.Phase, Agent: q.Agent, Repo: q.Repo, Live: q.Live, Title: q.Title}
 }
 
 // Match reports whether t is selected by q's filters.

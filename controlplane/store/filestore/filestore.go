@@ -606,8 +606,8 @@ func matchRef(q store.Query, r *ref) bool {
 
 // Tasks returns a page of tasks, oldest first. The filters select by the
 // refs; the page's ended tasks are read from their files (or the cache),
-// no other.
-func (s *Store) Tasks(_ context.Context, q store.Query) ([]*state.Task, string, error) {
+// no other. A title search is the exception: see byTitle.
+func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string, error) {
 	s.mu.Lock()
 	start := 0
 	if q.After != "" {
@@ -618,6 +618,16 @@ func (s *Store) Tasks(_ context.Context, q store.Query) ([]*state.Task, string, 
 		}
 		i, _ := slices.BinarySearchFunc(s.order, r, compareRefs)
 		start = i + 1
+	}
+	if q.Title != "" {
+		var ids []string
+		for _, r := range s.order[start:] {
+			if matchRef(q, r) {
+				ids = append(ids, r.id)
+			}
+		}
+		s.mu.Unlock()
+		return s.byTitle(ctx, q, ids)
 	}
 	var (
 		page   []*state.Task
@@ -663,6 +673,28 @@ func (s *Store) Tasks(_ context.Context, q store.Query) ([]*state.Task, string, 
 		out = append(out, t)
 	}
 	return out, next, nil
+}
+
+// byTitle is the page of Tasks for a title search among the tasks ids
+// (those the other filters select, in order): the refs do not hold
+// titles, so each task is looked at, an ended one read from its file,
+// until the page is full and one more matches.
+func (s *Store) byTitle(ctx context.Context, q store.Query, ids []string) ([]*state.Task, string, error) {
+	var page []*state.Task
+	for _, id := range ids {
+		t, err := s.Task(ctx, id)
+		if err != nil {
+			return nil, "", err
+		}
+		if t == nil || !q.Match(t) {
+			continue // pruned or changed meanwhile, or not a match
+		}
+		if q.Limit > 0 && len(page) == q.Limit {
+			return page, page[len(page)-1].ID, nil
+		}
+		page = append(page, t)
+	}
+	return page, "", nil
 }
 
 // Count counts the tasks by phase: counts kept at each commit.

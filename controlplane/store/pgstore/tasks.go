@@ -96,6 +96,10 @@ func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string
 	if q.Live {
 		where = append(where, "ended_at IS NULL")
 	}
+	if q.Title != "" {
+		// No column holds the title: the search reads the documents.
+		where = append(where, "strpos(lower(convert_from(doc, 'UTF8')::jsonb->>'title'), lower("+arg(q.Title)+")) > 0")
+	}
 	if q.After != "" {
 		where = append(where, "(created_ns, id) > (SELECT created_ns, id FROM tasks WHERE id = "+arg(q.After)+")")
 	}

@@ -160,6 +160,43 @@ func (s suite) tasks(t *testing.T) {
 			sameIDs(t, fmt.Sprintf("pages of Tasks(%+v)", q), all, want)
 		}
 	})
+	s.run(t, "searches titles in any case, with the other filters", func(t *testing.T, st store.Store) {
+		tasks := oldestFirst(fleet(t, st))
+		titles := map[string]string{"q1": "Fix the Login test", "q2": "fix the footer", "c1": "LOGIN: flaky", "c2": "Bump the version",
+			"c3": "login page copy", "e1": "Fix login redirect", "e2": "unrelated"}
+		for i, task := range tasks {
+			if title, ok := titles[task.ID]; ok {
+				tasks[i].Title = title
+				save(t, st, tasks[i])
+			}
+		}
+		for _, q := range []store.Query{
+			{Title: "login"},
+			{Title: "FIX"},
+			{Title: "no such words"},
+			{Title: "login", Agent: "A"},
+			{Title: "login", Phase: state.PhaseCompleted},
+			{Title: "the", Repo: "r2"},
+		} {
+			var want []string
+			for _, task := range tasks {
+				if q.Match(task) {
+					want = append(want, task.ID)
+				}
+			}
+			if q == (store.Query{Title: "login"}) && len(want) != 4 {
+				t.Fatalf("the fleet's titles hold login in %d tasks, want 4: the test's own mistake", len(want))
+			}
+			page, next := tasksPage(t, st, q)
+			sameIDs(t, fmt.Sprintf("Tasks(%+v)", q), page, want)
+			if next != "" {
+				t.Errorf("Tasks(%+v): cursor %q", q, next)
+			}
+			q.Limit = 1
+			all, _ := allTasks(t, st, q)
+			sameIDs(t, fmt.Sprintf("pages of Tasks(%+v)", q), all, want)
+		}
+	})
 	s.run(t, "After naming an unknown task is an error", func(t *testing.T, st store.Store) {
 		create(t, st, queued("a", 1), queued("b", 2))
 		if page, next, err := st.Tasks(t.Context(), store.Query{After: "nope", Limit: 1}); err == nil {

@@ -1,0 +1,313 @@
+package console
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
+)
+
+//go:embed templates/*.html static/*
+var files embed.FS
+
+// Options configure the console. Zero fields take the defaults their
+// comments give.
+type Options struct {
+	// Backend is the control plane. Required.
+	Backend Backend
+	// PublicURL is the address people reach the console at, such as
+	// https://cp.example.com: a POST's Origin may be its origin, and when
+	// it is https the session cookie is Secure. Empty: the request's own
+	// host.
+	PublicURL string
+	// MaxStreams caps the live streams open at once; past it, a stream is
+	// refused (503). Default DefaultMaxStreams.
+	MaxStreams int
+	// Poll is how often a live stream looks for changes. Default 1 s.
+	Poll   time.Duration
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// DefaultMaxStreams is Options.MaxStreams' default.
+const DefaultMaxStreams = 100
+
+// keepAlive is how often an idle stream sends a comment, so that proxies
+// and the browser keep it open.
+const keepAlive = 15 * time.Second
+
+// Console is the web console's handler.
+type Console struct {
+	opts    Options
+	backend Backend
+	log     *slog.Logger
+	now     func() time.Time
+	pages   map[string]*template.Template
+	revoked revoked
+	streams atomic.Int64
+	mux     *http.ServeMux
+}
+
+// New returns the console's handler.
+func New(opts Options) *Console {
+	if opts.Backend == nil {
+		panic("console: a backend is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = DefaultMaxStreams
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	c := &Console{opts: opts, backend: opts.Backend, log: opts.Logger, now: opts.Now, pages: parsePages()}
+	static, _ := fs.Sub(files, "static")
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /signin", c.signinPage)
+	mux.HandleFunc("POST /signin", c.signin)
+	mux.HandleFunc("POST /signout", c.post(c.signout))
+	mux.HandleFunc("GET /{$}", c.get(c.home))
+	mux.HandleFunc("GET /tasks", c.get(c.tasks))
+	mux.HandleFunc("GET /tasks/{id}", c.get(c.task))
+	mux.HandleFunc("POST /tasks/{id}/{action}", c.post(c.act))
+	mux.HandleFunc("GET /inbox", c.get(c.inbox))
+	mux.HandleFunc("GET /agents", c.get(c.agents))
+	mux.HandleFunc("GET /events", c.stream)
+	c.mux = mux
+	return c
+}
+
+// ServeHTTP serves the console, with its security headers on every
+// answer.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	if !strings.HasPrefix(r.URL.Path, "/static/") {
+		h.Set("Cache-Control", "no-store")
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+// parsePages parses each page with the layout and the fragments.
+func parsePages() map[string]*template.Template {
+	pages := map[string]*template.Template{}
+	for _, p := range []string{"signin", "forbidden", "tasks", "task", "inbox", "agents"} {
+		pages[p] = template.Must(template.New(p).ParseFS(files, "templates/layout.html", "templates/fragments.html", "templates/"+p+".html"))
+	}
+	return pages
+}
+
+// view is what every page shows: the head, the header, and the page's
+// own Data.
+type view struct {
+	Title  string
+	Nav    string // the header's tab of the page
+	Signed bool
+	CSRF   string
+	Inbox  int // approvals waiting
+	Stream string
+	Error  string
+	Data   any
+}
+
+// render writes page with v and status.
+func (c *Console) render(w http.ResponseWriter, status int, page string, v view) {
+	var b bytes.Buffer
+	if err := c.pages[page].ExecuteTemplate(&b, "layout", v); err != nil {
+		c.log.Error("console: rendering a page", "page", page, "err", err)
+		http.Error(w, "the console could not render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+// fragment renders one of the fragments' templates.
+func (c *Console) fragment(name string, data any) (string, error) {
+	var b bytes.Buffer
+	err := c.pages["tasks"].ExecuteTemplate(&b, name, data)
+	return b.String(), err
+}
+
+// signed is a page handler given the request's session.
+type signed func(w http.ResponseWriter, r *http.Request, s session)
+
+// get serves a page to a signed-in person; anyone else is sent to sign
+// in, and back here after.
+func (c *Console) get(h signed) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s, ok := c.session(r)
+		if !ok {
+			http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+// errCrossSite is the one line a refused POST gets.
+const errCrossSite = "forbidden: cross-site request refused"
+
+// post serves a change: only from this site and origin, in a session,
+// with the session's CSRF token.
+func (c *Console) post(h signed) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if !c.sameOrigin(r) {
+			c.forbid(w, r, "a POST from another site or origin")
+			return
+		}
+		s, ok := c.session(r)
+		if !ok {
+			c.forbid(w, r, "a POST without a session")
+			return
+		}
+		if err := r.ParseForm(); err != nil || !csrfEqual(r.PostFormValue("csrf"), s.csrf()) {
+			c.forbid(w, r, "a POST without the session's CSRF token")
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+func csrfEqual(got, want string) bool {
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// forbid refuses a POST: 403, the page saying why in one line.
+func (c *Console) forbid(w http.ResponseWriter, r *http.Request, why string) {
+	c.log.Warn("console: request refused", "why", why, "path", r.URL.Path, "addr", remoteHost(r))
+	c.render(w, http.StatusForbidden, "forbidden", view{Title: "Forbidden", Error: errCrossSite})
+}
+
+// sameOrigin checks where a POST came from: a browser's Sec-Fetch-Site
+// must say same-origin (or none: the person's own doing), and an Origin,
+// when sent, must be the console's own: its public URL's, or the
+// request's own host.
+func (c *Console) sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return false
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	if p, err := url.Parse(c.opts.PublicURL); err == nil && c.opts.PublicURL != "" && o == p.Scheme+"://"+p.Host {
+		return true
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return o == scheme+"://"+r.Host
+}
+
+// remoteHost is the request's remote address without its port.
+func remoteHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
+// safeNext is where to go after signing in: a path of this site, or /.
+func safeNext(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.HasPrefix(next, "/\\") || u.Scheme != "" || u.Host != "" || strings.ContainsAny(next, "\r\n\\") {
+		return "/"
+	}
+	return next
+}
+
+// signinPage serves the sign-in form.
+func (c *Console) signinPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, http.StatusOK, "signin", view{Title: "Sign in", Data: safeNext(r.URL.Query().Get("next"))})
+}
+
+// signin signs a person in with an operator token: the session cookie,
+// then where they were going. An agent's token and the registration
+// secret are refused (403), a token nobody holds too (401), and failures
+// count against the address as the API's do (429 past the limit).
+func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if !c.sameOrigin(r) {
+		c.forbid(w, r, "a sign-in from another site or origin")
+		return
+	}
+	r.ParseForm()
+	next := safeNext(r.PostFormValue("next"))
+	fail := func(status int, msg string) {
+		c.render(w, status, "signin", view{Title: "Sign in", Error: msg, Data: next})
+	}
+	tok := strings.TrimSpace(r.PostFormValue("token"))
+	id, err := c.backend.Identify(r.Context(), tok, remoteHost(r))
+	switch {
+	case err != nil:
+		c.log.Error("console: sign-in: the store did not answer", "err", err)
+		fail(http.StatusServiceUnavailable, "the control plane's store is unavailable; try again")
+	case id.Wait > 0:
+		secs := int(id.Wait.Seconds() + 0.999)
+		w.Header().Set("Retry-After", fmt.Sprint(secs))
+		fail(http.StatusTooManyRequests, fmt.Sprintf("too many failed sign-ins from %s; try again in %ds", remoteHost(r), secs))
+	case id.Principal == "":
+		fail(http.StatusUnauthorized, "wrong token: no operator holds it; use an operator token (the control plane's --operator-token-file, or its DIR/operator-token)")
+	case id.Principal == api.PrincipalAgent:
+		fail(http.StatusForbidden, "an agent's token cannot sign in; use an operator token")
+	case id.Principal == api.PrincipalRegistration:
+		fail(http.StatusForbidden, "the registration secret cannot sign in: it only enrols agents; use an operator token")
+	case id.Principal != api.PrincipalOperator:
+		fail(http.StatusForbidden, "only an operator token signs in")
+	default:
+		key := c.backend.SessionKey(id.Operator)
+		if key == nil {
+			fail(http.StatusForbidden, "only an operator token signs in")
+			return
+		}
+		s, value := newSession(id.Operator, key, c.now())
+		c.setCookie(w, r, value, s.expires)
+		c.log.Info("console: signed in", "operator", id.Operator, "addr", remoteHost(r))
+		http.Redirect(w, r, next, http.StatusSeeOther)
+	}
+}
+
+// signout ends the session: its nonce is revoked and the cookie cleared.
+func (c *Console) signout(w http.ResponseWriter, r *http.Request, s session) {
+	c.revoked.add(s, c.now())
+	c.setCookie(w, r, "", time.Time{})
+	c.log.Info("console: signed out", "operator", s.operator)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// statusOf is the status to answer a backend's error with.
+func statusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return http.StatusInternalServerError
+}

@@ -1,0 +1,145 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/state"
+)
+
+// A POST without the session's CSRF token, with a wrong one, from another
+// site or another origin, or without a session, is 403 and changes
+// nothing.
+func TestForgedPostsAreRefused(t *testing.T) {
+	cp := start(t, server.Options{})
+	id := submit(t, cp, "keep me queued")
+	b := newBrowser(t, cp.URL)
+	b.signIn(operatorToken)
+	csrf := b.csrf()
+	other := newBrowser(t, cp.URL)
+	other.signIn(otherOperator)
+	for _, c := range []struct {
+		name    string
+		b       *browser
+		form    url.Values
+		headers map[string]string
+	}{
+		{"no csrf", b, url.Values{}, nil},
+		{"a wrong csrf", b, url.Values{"csrf": {"AAAA" + csrf[4:]}}, nil},
+		{"another session's csrf", other, url.Values{"csrf": {csrf}}, nil},
+		{"Sec-Fetch-Site cross-site", b, url.Values{"csrf": {csrf}}, map[string]string{"Sec-Fetch-Site": "cross-site"}},
+		{"Sec-Fetch-Site same-site", b, url.Values{"csrf": {csrf}}, map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "http://127.0.0.1:1"}},
+		{"a foreign Origin", b, url.Values{"csrf": {csrf}}, map[string]string{"Origin": "https://evil.example"}},
+		{"Origin null", b, url.Values{"csrf": {csrf}}, map[string]string{"Origin": "null"}},
+		{"no session", newBrowser(t, cp.URL), url.Values{"csrf": {csrf}}, nil},
+	} {
+		resp, body := c.b.post("/tasks/"+id+"/cancel", c.form, c.headers)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, `id="forbidden"`) || !strings.Contains(body, "forbidden: cross-site request refused") {
+			t.Errorf("%s: %s, want 403 with p#forbidden\n%s", c.name, resp.Status, body)
+		}
+		if p := phaseOf(t, cp, id); p != state.PhaseQueued {
+			t.Fatalf("%s: the task is %s, want it queued still", c.name, p)
+		}
+	}
+	// Without Origin and Sec-Fetch-Site (an older browser), the token alone
+	// vouches for the form.
+	resp, _ := b.post("/tasks/"+id+"/cancel", url.Values{"csrf": {csrf}}, map[string]string{"Origin": "", "Sec-Fetch-Site": ""})
+	if resp.StatusCode != http.StatusSeeOther || phaseOf(t, cp, id) != state.PhaseCancelled {
+		t.Errorf("a same-origin cancel with the token: %s, task %s", resp.Status, phaseOf(t, cp, id))
+	}
+	// The sign-in checks where it came from too.
+	resp, _ = newBrowser(t, cp.URL).post("/signin", url.Values{"token": {operatorToken}}, map[string]string{"Sec-Fetch-Site": "cross-site"})
+	if resp.StatusCode != http.StatusForbidden || sessionCookie(resp) != nil {
+		t.Errorf("a cross-site sign-in: %s, want 403 and no cookie", resp.Status)
+	}
+}
+
+// The tasks page lists cards, filters them, searches titles and pages.
+func TestTasksPage(t *testing.T) {
+	cp := start(t, server.Options{})
+	var ids []string
+	for i := range 55 {
+		ids = append(ids, submit(t, cp, fmt.Sprintf("task number %d", i)))
+	}
+	fix := submit(t, cp, "Fix the LOGIN flake")
+	a := newAgent(t, cp, "agent-1")
+	running := a.claim() // the oldest: ids[0]
+	a.start(running)
+	a.send(running, state.EventProgress, state.Progress{Message: "half way", Percent: 50})
+
+	b := newBrowser(t, cp.URL)
+	b.signIn(operatorToken)
+	resp, body := b.get("/tasks")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("tasks: %s", resp.Status)
+	}
+	for _, want := range []string{
+		`<form id="filter"`, `<select name="phase"`, `<input name="agent"`, `<input name="repo"`, `<input name="q"`,
+		`<article class="card" id="task-` + running + `" data-phase="turn_started" data-outcome="running">`,
+		`<span class="attempt">attempt 1 of 3</span>`, `class="elapsed" data-started=`, `50% half way`,
+		`<article class="card" id="task-` + ids[1] + `" data-phase="queued" data-outcome="queued">`,
+		`<a class="title" href="/tasks/` + ids[1] + `">task number 1</a>`,
+		`id="next-page" href="/tasks?after=` + ids[49] + `"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the tasks page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "task-"+fix) {
+		t.Error("the first page holds the 57th task")
+	}
+	_, body = b.get("/tasks?after=" + ids[49])
+	if !strings.Contains(body, "task-"+fix) || strings.Contains(body, "next-page") || strings.Contains(body, "task-"+ids[49]+`"`) {
+		t.Errorf("the second page: want the last six tasks and no next page\n%s", body)
+	}
+	_, body = b.get("/tasks?q=login")
+	if !strings.Contains(body, "task-"+fix) || strings.Count(body, `<article class="card"`) != 1 {
+		t.Errorf("search login: want only %s\n%s", fix, body)
+	}
+	_, body = b.get("/tasks?phase=turn_started&agent=agent-1")
+	if !strings.Contains(body, "task-"+running) || strings.Count(body, `<article class="card"`) != 1 {
+		t.Errorf("filter turn_started on agent-1: want only %s\n%s", running, body)
+	}
+	_, body = b.get("/tasks?agent=nobody")
+	if !strings.Contains(body, `id="tasks-empty"`) {
+		t.Error("no match: no p#tasks-empty")
+	}
+	resp, body = b.get("/tasks?phase=bogus")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "phase &#34;bogus&#34;: want one of") {
+		t.Errorf("a bad phase: %s\n%s", resp.Status, body)
+	}
+	resp, _ = b.get("/")
+	if resp.Header.Get("Location") != "/tasks" {
+		t.Errorf("home with nothing waiting: to %q, want /tasks", resp.Header.Get("Location"))
+	}
+}
+
+// What a task carries is hostile: it is escaped wherever it shows.
+func TestHostileContentIsEscaped(t *testing.T) {
+	cp := start(t, server.Options{})
+	const evil = `<script>alert("t")</script><img src=x onerror=alert(1)>`
+	id := submit(t, cp, evil)
+	a := newAgent(t, cp, "agent-1")
+	a.claim()
+	a.start(id)
+	a.send(id, state.EventLog, state.LogEvent{Stream: state.LogStdout, Lines: []string{"</pre>" + evil}})
+	a.ask(id, state.ApprovalRequest{ID: "call-1", Kind: state.ApprovalCommand, Command: "echo " + evil, Cwd: "/tmp/" + evil, Reason: evil})
+	b := newBrowser(t, cp.URL)
+	b.signIn(operatorToken)
+	for _, path := range []string{"/tasks", "/tasks/" + id, "/inbox"} {
+		_, body := b.get(path)
+		if strings.Contains(body, "<script>alert") || strings.Contains(body, "<img src=x") || strings.Contains(body, "</pre><script") {
+			t.Errorf("%s renders the task's content as markup", path)
+		}
+		if !strings.Contains(body, "&lt;script&gt;alert(&#34;t&#34;)&lt;/script&gt;") {
+			t.Errorf("%s does not show the escaped title", path)
+		}
+		if strings.Contains(body, "<script>") && !strings.Contains(body, `<script src="/static/console.js" defer></script>`) {
+			t.Errorf("%s has an inline script", path)
+		}
+	}
+}

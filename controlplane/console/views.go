@@ -1,0 +1,338 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/state"
+)
+
+// The views: what a page shows of a task, an attempt, an event, an
+// approval and an agent, derived here once for the pages and the live
+// stream alike. The words are the terminal's (state.ProgressCard,
+// state.Compact, state.ChangesLines).
+
+// card is a task's live progress card.
+type card struct {
+	ID, Title, Phase string
+	// Outcome colours the card: running, completed, failed, cancelled,
+	// queued or waiting.
+	Outcome string
+	Attempt string // "attempt 1 of 3"
+	// Countdown is the retry's wait while it backs off, NotBefore its end
+	// (RFC 3339) for the script's countdown.
+	Countdown, NotBefore string
+	// Elapsed is the time since the task was submitted, to its end; while
+	// it runs, Started (RFC 3339) lets the script advance it.
+	Elapsed, Started string
+	Progress         string
+	Percent          int
+	Steps            []state.Step
+	Repo, Agent      string
+	Reason           string
+	Cancelling       bool
+}
+
+// outcome is the colour of a task's card.
+func outcome(p state.Phase) string {
+	switch {
+	case p == state.PhaseQueued:
+		return "queued"
+	case p == state.PhaseAwaitingReply:
+		return "waiting"
+	case p.Running():
+		return "running"
+	case p == state.PhaseCompleted:
+		return "completed"
+	case p == state.PhaseCancelled:
+		return "cancelled"
+	}
+	return "failed"
+}
+
+const rfc3339 = time.RFC3339Nano
+
+func cardOf(v *api.TaskView, now time.Time) card {
+	t := &v.Task
+	c := card{ID: t.ID, Title: t.Title, Phase: string(t.Phase), Outcome: outcome(t.Phase), Steps: v.ProgressCard,
+		Repo: t.Repo, Cancelling: t.CancelRequested && !t.Phase.Terminal()}
+	if t.Lease != nil {
+		c.Agent = t.Lease.AgentID
+	}
+	if t.Phase.Terminal() {
+		c.Reason = t.PhaseReason
+	}
+	if a := t.Current(); a != nil {
+		c.Attempt = fmt.Sprintf("attempt %d", a.Number)
+		if t.MaxAttempts > 0 {
+			c.Attempt += fmt.Sprintf(" of %d", t.MaxAttempts)
+		}
+		if a.Status == state.AttemptPending && !t.Phase.Terminal() && a.NotBefore.After(now) {
+			c.Countdown = "retry in " + state.Compact(a.NotBefore.Sub(now).Round(time.Second))
+			c.NotBefore = a.NotBefore.Format(rfc3339)
+		}
+	} else {
+		c.Attempt = "no attempt yet"
+	}
+	end := now
+	if t.Phase.Terminal() {
+		end = state.EndedAt(t)
+	} else {
+		c.Started = t.CreatedAt.Format(rfc3339)
+	}
+	c.Elapsed = state.Compact(end.Sub(t.CreatedAt).Truncate(time.Second))
+	switch p := t.Progress; {
+	case t.AwaitingReply != nil:
+		c.Progress = "waiting for a person: " + approvalWhat(t.AwaitingReply)
+	case p.Message != "" || p.Percent > 0:
+		c.Progress, c.Percent = p.Message, p.Percent
+		if p.Percent > 0 {
+			c.Progress = fmt.Sprintf("%d%% %s", p.Percent, p.Message)
+		}
+	}
+	return c
+}
+
+// approvalWhat is what a request asks, in a line.
+func approvalWhat(r *state.ApprovalRequest) string {
+	if r.Kind == state.ApprovalFileChange {
+		return "change " + strings.Join(r.Paths, ", ")
+	}
+	return r.Command
+}
+
+// attemptRow is one attempt in the timeline.
+type attemptRow struct {
+	Number                int
+	Status                string
+	Outcome               string
+	ErrorClass            string
+	Gate                  string
+	Model                 string
+	Duration, Session     string
+	Note                  string
+	RetriedByPerson       bool
+	Continued             bool
+	StartedAt, EndedAt    string
+	NotBefore, TimeoutHit string
+}
+
+func timelineOf(t *state.Task, now time.Time) []attemptRow {
+	rows := make([]attemptRow, len(t.Attempts))
+	for i, a := range t.Attempts {
+		r := attemptRow{Number: a.Number, Status: string(a.Status), Model: a.Model, Session: a.SessionID, RetriedByPerson: a.RetriedByPerson}
+		r.Outcome = string(a.Status)
+		if a.Error != nil {
+			r.Outcome += ": " + a.Error.Error()
+			r.ErrorClass = string(a.Error.Code)
+		}
+		if !a.StartedAt.IsZero() {
+			end := a.CompletedAt
+			if end.IsZero() {
+				end = now
+			}
+			r.Duration = state.Compact(end.Sub(a.StartedAt))
+		}
+		if d := a.Retry; d != nil {
+			r.Gate = string(d.Decision)
+			if d.Decision.Next() && d.Delay.D() > 0 {
+				r.Gate += " in " + state.Compact(d.Delay.D())
+			}
+			if d.Gate != "" {
+				r.Gate += " · gate " + string(d.Gate)
+			}
+			if !d.TechnicallyRetryable {
+				r.Gate += " · not retryable"
+			}
+		}
+		if i+1 < len(t.Attempts) && t.Attempts[i+1].RetriedByPerson {
+			if r.Gate != "" {
+				r.Gate += " · "
+			}
+			if t.Attempts[i+1].Continues > 0 {
+				r.Gate += "continued by a person"
+			} else {
+				r.Gate += "retried by a person"
+			}
+		}
+		if a.Continues > 0 {
+			r.Note = fmt.Sprintf("continued attempt %d's session", a.Continues)
+			if i > 0 && t.Attempts[i-1].Error != nil && t.Attempts[i-1].Error.Code != "" {
+				r.Note += " after " + string(t.Attempts[i-1].Error.Code)
+			}
+		}
+		if a.Status == state.AttemptPending && !a.NotBefore.IsZero() {
+			r.NotBefore = a.NotBefore.Format(rfc3339)
+		}
+		rows[i] = r
+	}
+	return rows
+}
+
+// eventRow is one of a task's events, in a line.
+type eventRow struct {
+	Seq     int
+	Kind    string
+	At      string
+	Attempt int
+	Text    string
+}
+
+// eventOf renders e in a line; a log event's lines come apart (logLines).
+func eventOf(e api.StoredEvent) eventRow {
+	r := eventRow{Seq: e.Seq, Kind: string(e.Kind), At: e.CreatedAt.UTC().Format("15:04:05"), Attempt: e.Attempt}
+	switch e.Kind {
+	case state.EventPhase:
+		var p state.PhaseEvent
+		json.Unmarshal(e.Payload, &p)
+		r.Text = string(p.Phase)
+		if p.Reason != "" {
+			r.Text += ": " + p.Reason
+		}
+		if p.Request != nil {
+			r.Text += " — asks: " + approvalWhat(p.Request)
+		}
+	case state.EventProgress:
+		var p state.Progress
+		json.Unmarshal(e.Payload, &p)
+		r.Text = p.Message
+		if p.Percent > 0 {
+			r.Text = fmt.Sprintf("%d%% %s", p.Percent, p.Message)
+		}
+	case state.EventLog:
+		var p api.LogPayload
+		json.Unmarshal(e.Payload, &p)
+		r.Text = fmt.Sprintf("%s: %d lines", p.Stream, len(p.Lines))
+		if len(p.Lines) == 1 {
+			r.Text = fmt.Sprintf("%s: 1 line", p.Stream)
+		}
+		if p.Cut != nil {
+			r.Text += fmt.Sprintf(" (output cut at %d bytes)", p.Cut.CapBytes)
+		}
+	case state.EventAttempt:
+		var a state.Attempt
+		json.Unmarshal(e.Payload, &a)
+		r.Text = fmt.Sprintf("attempt %d %s", a.Number, a.Status)
+		if a.Model != "" {
+			r.Text += " with " + a.Model
+		}
+		if a.Error != nil {
+			r.Text += ": " + a.Error.Error()
+		}
+	case state.EventComplete:
+		var c state.CompleteEvent
+		json.Unmarshal(e.Payload, &c)
+		r.Text = string(c.Status)
+		if c.Summary != "" {
+			r.Text += ": " + c.Summary
+		}
+		if c.Error != nil {
+			r.Text += ": " + c.Error.Error()
+		}
+	}
+	r.Text = state.Ellipsize(r.Text, 300)
+	return r
+}
+
+// logLines are a log event's lines as the log tail shows them.
+func logLines(e api.StoredEvent) []string {
+	if e.Kind != state.EventLog {
+		return nil
+	}
+	var p api.LogPayload
+	if json.Unmarshal(e.Payload, &p) != nil {
+		return nil
+	}
+	lines := make([]string, 0, len(p.Lines))
+	for _, l := range p.Lines {
+		if p.Stream == state.LogStderr {
+			l = "stderr: " + l
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// approval is a task awaiting a person's answer, as the inbox shows it.
+type approval struct {
+	TaskID, Title string
+	RequestID     string
+	Kind          string
+	Command       string
+	Paths         []string
+	Cwd, Reason   string
+	Agent         string
+	Since         string // RFC 3339: when the task last changed
+	Attempt       string
+	Grade         string // the agent's health grade, when known
+	CSRF          string
+	Back          string
+}
+
+func approvalOf(v *api.TaskView, csrf, back string) (approval, bool) {
+	t := &v.Task
+	if t.Phase != state.PhaseAwaitingReply || t.AwaitingReply == nil || t.Reply != nil {
+		return approval{}, false
+	}
+	q := t.AwaitingReply
+	a := approval{TaskID: t.ID, Title: t.Title, RequestID: q.ID, Kind: string(q.Kind), Command: q.Command, Paths: q.Paths,
+		Cwd: q.Cwd, Reason: q.Reason, Since: t.UpdatedAt.Format(rfc3339), CSRF: csrf, Back: back}
+	if a.Kind == "" {
+		a.Kind = string(state.ApprovalCommand)
+	}
+	if t.Lease != nil {
+		a.Agent = t.Lease.AgentID
+	}
+	if c := t.Current(); c != nil {
+		a.Attempt = fmt.Sprintf("attempt %d", c.Number)
+	}
+	return a, true
+}
+
+// agentCard is an agent as the agents page shows it.
+type agentCard struct {
+	ID, Hostname  string
+	Online        bool
+	State         string
+	Grade, Reason string
+	Capacity      string
+	Running       []api.RunningTask
+	Labels        []string
+	Heartbeat     string // RFC 3339
+	Ago           string
+	Version       string
+	Isolation     string
+	Repos         []string
+	Outbox        string
+}
+
+func agentOf(a api.AgentView, now time.Time) agentCard {
+	c := agentCard{ID: a.AgentID, Hostname: a.Hostname, Online: a.Online, State: string(a.State), Grade: string(a.Health.Grade),
+		Reason: a.Health.Reason, Capacity: fmt.Sprintf("%d of %d", a.Capacity.Running, a.Capacity.Max), Running: a.Running,
+		Version: a.Version, Isolation: a.Health.Isolation, Repos: a.Repos}
+	if c.State == "" {
+		c.State = string(api.AgentRunning)
+	}
+	if !a.Online {
+		c.State = string(api.AgentOffline)
+	}
+	if c.Isolation == "" {
+		c.Isolation = "not reported"
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
+		c.Labels = append(c.Labels, k+"="+a.Labels[k])
+	}
+	if !a.LastHeartbeat.IsZero() {
+		c.Heartbeat = a.LastHeartbeat.Format(rfc3339)
+		c.Ago = state.Compact(now.Sub(a.LastHeartbeat).Truncate(time.Second)) + " ago"
+	}
+	if a.Outbox.Pending > 0 || a.Outbox.Dead > 0 {
+		c.Outbox = fmt.Sprintf("outbox: %d pending, %d dead", a.Outbox.Pending, a.Outbox.Dead)
+	}
+	return c
+}

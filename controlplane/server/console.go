@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/console"
+	"github.com/edgeagent/agent/controlplane/store"
+)
+
+// The console's backend (console.Backend): the web console reads and acts
+// through these methods, with the API's rules and its errors (as
+// *console.Error), never on the store itself.
+
+// console is the web console, served beside the API.
+func (s *Server) console() http.Handler {
+	return console.New(console.Options{Backend: s, PublicURL: s.opts.PublicURL, Logger: s.log, Now: s.opts.Now})
+}
+
+// consoleErr is err as the console shows it: the API's status and
+// message.
+func consoleErr(err error) error {
+	var he *httpError
+	if errors.As(err, &he) {
+		return &console.Error{Status: he.status, Msg: he.msg}
+	}
+	return err
+}
+
+// Identify says whose token tok is; a token nobody holds counts against
+// addr as the API's failed authentications do.
+func (s *Server) Identify(ctx context.Context, tok, addr string) (console.Identity, error) {
+	who, ok, err := s.identify(ctx, tok)
+	if err != nil {
+		return console.Identity{}, err
+	}
+	if !ok {
+		return console.Identity{Wait: s.failedAuth(addr, "/signin")}, nil
+	}
+	id := console.Identity{Principal: who.principal.wire()}
+	if who.principal == principalOperator {
+		id.Operator = console.OperatorID(tok)
+	}
+	return id, nil
+}
+
+// SessionKey is the session key of the operator token whose id is
+// operator, nil when none has it.
+func (s *Server) SessionKey(operator string) []byte {
+	for _, tok := range s.opts.OperatorTokens {
+		if console.OperatorID(tok) == operator {
+			return console.SessionKey(tok)
+		}
+	}
+	return nil
+}
+
+// TaskPage is a page of the tasks q selects, as GET /v1/tasks answers it.
+func (s *Server) TaskPage(ctx context.Context, q store.Query) ([]api.TaskView, string, error) {
+	views, next, err := s.tasksPage(ctx, q)
+	return views, next, consoleErr(err)
+}
+
+// TaskView is a task, as GET /v1/tasks/{id} answers it to an operator.
+func (s *Server) TaskView(ctx context.Context, id string) (api.TaskView, error) {
+	v, err := s.getTask(ctx, id)
+	return v, consoleErr(err)
+}
+
+// TaskEvents are a page of a task's events after seq after.
+func (s *Server) TaskEvents(ctx context.Context, id string, after, limit int) ([]api.StoredEvent, bool, error) {
+	lines, more, err := s.store.Events(ctx, id, after, limit, api.MaxEventsPageBytes)
+	if err != nil {
+		return nil, false, consoleErr(storeErr("read events", err))
+	}
+	out := make([]api.StoredEvent, 0, len(lines))
+	for _, l := range lines {
+		var e api.StoredEvent
+		if err := json.Unmarshal(l.Line, &e); err != nil {
+			return nil, false, fmt.Errorf("task %s: event %d: %w", id, l.Seq, err)
+		}
+		e.Seq = l.Seq
+		out = append(out, e)
+	}
+	return out, more, nil
+}
+
+// AgentViews are every agent, as GET /v1/agents answers them.
+func (s *Server) AgentViews(ctx context.Context) ([]api.AgentView, error) {
+	var all []api.AgentView
+	after := ""
+	for {
+		page, next, err := s.listAgents(ctx, after, api.MaxAgentsPage)
+		if err != nil {
+			return nil, consoleErr(err)
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		after = next
+	}
+}
+
+// CancelTask is POST /v1/tasks/{id}/cancel.
+func (s *Server) CancelTask(ctx context.Context, id string) (api.TaskView, error) {
+	v, err := s.cancelTask(ctx, id)
+	return v, consoleErr(err)
+}
+
+// RetryTask is POST /v1/tasks/{id}/retry.
+func (s *Server) RetryTask(ctx context.Context, id string) (api.TaskView, error) {
+	v, err := s.retryTask(ctx, id)
+	return v, consoleErr(err)
+}
+
+// ContinueTask is POST /v1/tasks/{id}/continue.
+func (s *Server) ContinueTask(ctx context.Context, id string) (api.TaskView, error) {
+	v, err := s.continueTask(ctx, id)
+	return v, consoleErr(err)
+}
+
+// ReplyTask is POST /v1/tasks/{id}/reply.
+func (s *Server) ReplyTask(ctx context.Context, id string, req api.ReplyRequest) (api.TaskView, error) {
+	v, err := s.replyTask(ctx, id, req)
+	return v, consoleErr(err)
+}
+
+// Stopping is closed when the server stops (StopWaits): the console's
+// live streams end.
+func (s *Server) Stopping() <-chan struct{} { return s.stopWaits }
+
+// failedAuth counts a failed authentication from addr (at path, for the
+// log: never the token) and returns how long the address must wait when
+// it is over the limit, zero when it is not.
+func (s *Server) failedAuth(addr, path string) time.Duration {
+	wait, crossed := s.throttle.fail(addr, s.opts.Now())
+	if wait > 0 {
+		if crossed {
+			s.log.Warn("authentication failures throttled", "addr", addr, "path", path, "limit_per_minute", authFailuresPerWindow, "for", wait.Round(time.Second).String())
+		}
+		return wait
+	}
+	s.log.Warn("authentication failed", "addr", addr, "path", path)
+	return 0
+}
