@@ -6,6 +6,7 @@ import (
 	"html"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,8 +59,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			{"an agent's token", agentToken, "an agent's token cannot sign in; use an operator token"},
 			{"the registration secret", c.tokenFile, "use an operator token"},
 		} {
-			con.signIn(tokenOf(t, f.file))
-			con.waitJS(f.what+" refused", `!!document.getElementById("signin-error")`)
+			con.signIn(f.what+" refused", tokenOf(t, f.file), `!!document.getElementById("signin-error")`)
 			if got := con.text("#signin-error"); !strings.Contains(got, f.says) {
 				t.Errorf("signing in with %s: p#signin-error says %q, want %q", f.what, got, f.says)
 			}
@@ -72,8 +72,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("sign in", func(t *testing.T) {
 		con.t = t
 		con.open("/signin?next=/tasks")
-		con.signIn(tokenOf(t, c.operatorFile))
-		con.waitJS("the tasks page after signing in", `location.pathname === "/tasks" && !!document.getElementById("tasks")`)
+		con.signIn("the tasks page after signing in", tokenOf(t, c.operatorFile), `location.pathname === "/tasks" && !!document.getElementById("tasks")`)
 		ck := con.session()
 		if ck == nil {
 			t.Fatal("no session cookie after signing in")
@@ -93,7 +92,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		con.waitJS("the tasks page", `!!document.getElementById("tasks")`)
 		con.eval(`window.agentTestLoadedOnce = true`)
 		gate1, gate2 := filepath.Join(t.TempDir(), "gate1"), filepath.Join(t.TempDir(), "gate2")
-		live = submit(t, c, "Live card\n@progress 2\n@wait-file "+gate1+"\n@progress 4\n@wait-file "+gate2+"\n@output done")
+		r := runAgent(t, "submit", "--control-plane", c.url(), "--token-file", c.operatorFile, "--max-attempts", "3",
+			"--prompt", "Live card\n@progress 2\n@wait-file "+gate1+"\n@progress 4\n@wait-file "+gate2+"\n@output done")
+		if r.code != 0 {
+			t.Fatalf("submit: %+v", r)
+		}
+		live = strings.TrimSpace(r.stdout)
 		card := `document.getElementById(` + jsString("task-"+live) + `)`
 		// The card arrives on the page loaded before the task existed,
 		// then moves on with the task.
@@ -104,7 +108,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if href := con.eval(card + `.querySelector("a.title").getAttribute("href")`); href != "/tasks/"+live {
 			t.Errorf("the card's link is %q", href)
 		}
-		if got := con.text("#task-" + live + " .attempt"); !strings.Contains(got, "attempt 1 of") {
+		if got := con.text("#task-" + live + " .attempt"); !strings.Contains(got, "attempt 1 of 3") {
 			t.Errorf("the card's .attempt says %q", got)
 		}
 		must(t, os.WriteFile(gate1, nil, 0o600))
@@ -144,8 +148,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 		con.open("/tasks/" + id)
 		con.waitJS("the cancel form", `!!document.querySelector("form#cancel input[name=csrf]") && !!document.querySelector("form#cancel [type=submit]")`)
-		con.do("cancel", chromedp.Click(chromedp.CSS(`form#cancel [type=submit]`)))
-		con.waitJS("the task page to show the task cancelled", `location.pathname === `+jsString("/tasks/"+id)+` && document.getElementById(`+jsString("task-"+id)+`)?.dataset.phase === "cancelled"`)
+		con.post("cancel", chromedp.Click(chromedp.CSS(`form#cancel [type=submit]`)), "the task page to show the task cancelled", `location.pathname === `+jsString("/tasks/"+id)+` && document.getElementById(`+jsString("task-"+id)+`)?.dataset.phase === "cancelled"`)
 		if v := c.waitPhase(t, id, "cancelled", terminal); v.Phase != state.PhaseCancelled {
 			t.Errorf("after the cancel the control plane has the task %s", v.Phase)
 		}
@@ -159,20 +162,33 @@ func TestConsoleInBrowser(t *testing.T) {
 		// Another origin on loopback: the same site on another port, and
 		// another site (localhost is not 127.0.0.1). Its page posts a
 		// form to the console as soon as it loads.
+		// Its form carries a made-up csrf token, or even the session's
+		// own (as if it had leaked): the origin alone is refused.
+		con.open("/tasks/" + running)
+		con.waitJS("the cancel form", `!!document.querySelector("form#cancel input[name=csrf]")`)
+		leaked := con.eval(`document.querySelector("form#cancel input[name=csrf]").value`)
 		target := c.url() + "/tasks/" + running + "/cancel"
 		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			fmt.Fprintf(w, `<!doctype html><title>You won!</title>
-<form method="post" action="%s"><input type="hidden" name="csrf" value="forged"></form>
-<script>document.forms[0].submit()</script>`, html.EscapeString(target))
+<form method="post" action="%s"><input type="hidden" name="csrf" value="%s"></form>
+<script>document.forms[0].submit()</script>`, html.EscapeString(target), html.EscapeString(r.URL.Query().Get("csrf")))
 		}))
 		defer evil.Close()
 		port := evil.URL[strings.LastIndexByte(evil.URL, ':')+1:]
-		for _, origin := range []string{evil.URL, "http://localhost:" + port} {
-			con.open2(origin + "/prize")
+		for _, f := range []struct{ origin, csrf string }{
+			{evil.URL, "forged"},
+			{"http://localhost:" + port, "forged"},
+			{evil.URL, leaked},
+			{"http://localhost:" + port, leaked},
+		} {
+			origin := f.origin
+			con.open2(origin + "/prize?csrf=" + url.QueryEscape(f.csrf))
 			con.waitJS("the forged post to be answered", `location.origin === `+jsString(c.url()))
 			path := con.eval(`location.pathname`)
-			switch status := con.eval(`String(performance.getEntriesByType("navigation")[0].responseStatus)`); {
+			status := con.eval(`performance.getEntriesByType("navigation")[0].responseStatus`)
+			t.Logf("the post from %s: %s %s", origin, status, path)
+			switch {
 			case path == "/tasks/"+running+"/cancel":
 				// Refused where it landed: 403 and the forbidden page.
 				if status != "403" || !strings.Contains(con.text("#forbidden"), "forbidden: cross-site request refused") {
@@ -252,8 +268,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("the inbox scrolls sideways on a phone by %s px", w)
 		}
 		b.Screenshot(t, "inbox", browsertest.Phone)
-		con.do("accept", chromedp.Tap(chromedp.CSS(`#approval-`+id+` button.accept`)))
-		con.waitJS("the answered approval to leave the inbox", `location.pathname === "/inbox" && !`+item)
+		con.post("accept", chromedp.Tap(chromedp.CSS(`#approval-`+id+` button.accept`)), "the answered approval to leave the inbox", `location.pathname === "/inbox" && !`+item)
 		v := c.waitDone(t, id)
 		if v.Phase != state.PhaseCompleted {
 			t.Fatalf("after the accept the task is %s (%s)", v.Phase, v.PhaseReason)
@@ -267,8 +282,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		con.t = t
 		con.open("/tasks")
 		con.waitJS("the sign-out form", `!!document.querySelector("form#signout input[name=csrf]")`)
-		con.do("sign out", chromedp.Click(chromedp.CSS(`form#signout [type=submit]`)))
-		con.waitJS("the sign-in page", `location.pathname === "/signin"`)
+		con.post("sign out", chromedp.Click(chromedp.CSS(`form#signout [type=submit]`)), "the sign-in page", `location.pathname === "/signin"`)
 		if ck := con.session(); ck != nil {
 			t.Error("the session cookie is still set after signing out")
 		}
@@ -315,14 +329,24 @@ func (c *console) text(sel string) string {
 	return c.eval(`document.querySelector(` + jsString(sel) + `)?.textContent ?? ""`)
 }
 
-// signIn fills the sign-in form on the page with tok and submits it.
-func (c *console) signIn(tok string) {
+// post runs an action that posts a form, and waits until the browser
+// shows the answer: a new document (the one before is marked) where expr
+// holds.
+func (c *console) post(what string, action chromedp.Action[chromedp.Void], then, expr string) {
+	c.t.Helper()
+	c.eval(`window.agentTestBefore = true`)
+	c.do(what, action)
+	c.waitJS(then, `window.agentTestBefore === undefined && (`+expr+`)`)
+}
+
+// signIn fills the sign-in form on the page with tok, submits it, and
+// waits until the answer's page has expr.
+func (c *console) signIn(then, tok, expr string) {
 	c.t.Helper()
 	c.waitJS("the sign-in form", `!!document.querySelector("form#signin input#token")`)
-	c.do("sign in",
-		chromedp.SetValue(chromedp.CSS("#token"), ""),
-		chromedp.SendKeys(chromedp.CSS("#token"), tok),
-		chromedp.Click(chromedp.CSS("#signin-submit")))
+	c.eval(`document.getElementById("token").value = ""`)
+	c.do("type the token", chromedp.SendKeys(chromedp.CSS("#token"), tok))
+	c.post("sign in", chromedp.Click(chromedp.CSS("#signin-submit")), then, expr)
 }
 
 // session is the console's session cookie in the browser, or nil.
