@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,7 +78,7 @@ func New(opts Options) *Console {
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
-	c := &Console{opts: opts, backend: opts.Backend, log: opts.Logger, now: opts.Now, pages: parsePages()}
+	c := &Console{opts: opts, backend: opts.Backend, log: opts.Logger, now: opts.Now, pages: parsedPages()}
 	static, _ := fs.Sub(files, "static")
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
@@ -108,6 +109,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mux.ServeHTTP(w, r)
 }
+
+// parsedPages are the pages, parsed once: every console shares them (a
+// template is safe to execute concurrently).
+var parsedPages = sync.OnceValue(parsePages)
 
 // parsePages parses each page with the layout and the fragments.
 func parsePages() map[string]*template.Template {

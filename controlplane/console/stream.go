@@ -1,9 +1,11 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -92,29 +94,26 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.streams.Add(-1)
+	// The first look decides the answer: a task there is none of, or a
+	// cursor that names none, is an error status, which the browser's
+	// EventSource does not retry.
+	sent := map[string]string{} // element id → the key sent
+	ctx := r.Context()
+	var first bytes.Buffer
+	if err := c.look(ctx, s, &q, sent, &events{to: &first}); err != nil {
+		http.Error(w, err.Error(), statusOf(err))
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	out := &events{w: w, rc: http.NewResponseController(w)}
-	sent := map[string]string{} // element id → the key sent
-	ctx := r.Context()
+	out := &events{to: w, rc: http.NewResponseController(w)}
+	out.write(first.String())
 	tick := time.NewTicker(c.opts.Poll)
 	defer tick.Stop()
-	lastWrite := c.now()
+	lastWrite, lastErr := time.Now(), ""
 	for {
-		if err := c.look(ctx, s, &q, sent, out); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			c.log.Warn("console: live stream: reading the control plane", "view", q.view, "err", err)
-		}
-		if out.n > 0 {
-			lastWrite = time.Now()
-		} else if time.Since(lastWrite) >= keepAlive {
-			out.comment("keep-alive")
-			lastWrite = time.Now()
-		}
 		if out.err != nil || out.flush() != nil {
 			return // the client is gone
 		}
@@ -128,6 +127,23 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		if _, ok := c.session(r); !ok {
 			return // signed out, or its token removed
+		}
+		if err := c.look(ctx, s, &q, sent, out); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if err.Error() != lastErr { // once, not every second
+				c.log.Warn("console: live stream: reading the control plane", "view", q.view, "err", err)
+			}
+			lastErr = err.Error()
+		} else {
+			lastErr = ""
+		}
+		if out.n > 0 {
+			lastWrite = time.Now()
+		} else if time.Since(lastWrite) >= keepAlive {
+			out.comment("keep-alive")
+			lastWrite = time.Now()
 		}
 	}
 }
@@ -257,8 +273,8 @@ func timelineKey(rows []attemptRow) string {
 // server's WriteTimeout would end the stream otherwise). The first error
 // sticks.
 type events struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
+	to  io.Writer
+	rc  *http.ResponseController // nil: no deadlines, no flushes
 	n   int
 	err error
 }
@@ -270,8 +286,10 @@ func (e *events) write(s string) {
 	if e.err != nil {
 		return
 	}
-	e.rc.SetWriteDeadline(time.Now().Add(writeWindow)) // not every writer supports it: then the server's own timeout stands
-	_, e.err = e.w.Write([]byte(s))
+	if e.rc != nil {
+		e.rc.SetWriteDeadline(time.Now().Add(writeWindow)) // not every writer supports it: then the server's own timeout stands
+	}
+	_, e.err = io.WriteString(e.to, s)
 	e.n++
 }
 

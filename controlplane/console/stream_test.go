@@ -166,3 +166,25 @@ func (s *stream) waitEnd() {
 		}
 	}
 }
+
+// A stream of a task there is none of, or of an unknown view, is refused
+// with the error's status: the browser does not retry it.
+func TestStreamRefusesWhatIsNotThere(t *testing.T) {
+	cp := start(t, server.Options{})
+	b := newBrowser(t, cp.URL)
+	b.signIn(operatorToken)
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{"/events?view=task&id=t-nope", http.StatusNotFound},
+		{"/events?view=task", http.StatusBadRequest},
+		{"/events?view=tasks&after=t-nope", http.StatusBadRequest},
+		{"/events?view=tasks&phase=bogus", http.StatusBadRequest},
+		{"/events?view=everything", http.StatusBadRequest},
+	} {
+		if resp, body := b.get(c.path); resp.StatusCode != c.want {
+			t.Errorf("GET %s: %s, want %d\n%s", c.path, resp.Status, c.want, body)
+		}
+	}
+}
