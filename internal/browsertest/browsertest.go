@@ -11,9 +11,10 @@
 // Each browser gets a temporary profile and reaches loopback only: every
 // other address goes through a proxy that does not exist, so a page cannot
 // fetch anything from the network. The browser is closed at the test's
-// end, and every process it started with it: chromedp kills the ones that
-// outlive the main process (they carry the profile's directory on their
-// command line), and the tests beside this package check the process list.
+// end, and every process it started with it: chromedp's cancel waits for
+// the main process and kills the children that outlive it; then New's
+// cleanup reads the process list, and a Chromium process still there
+// (the main one, or any naming the profile directory) fails the test.
 //
 // Screenshots: Browser.Screenshot writes a full-page PNG at a fixed
 // viewport into the test's output directory; with AGENT_UPDATE_SCREENSHOTS=1
@@ -31,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,7 +126,31 @@ func New(t testing.TB) *Browser {
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatalf("start %s: %v", path, err)
 	}
+	// Registered after Close, so run before it: close, then look.
+	pid, dir := b.PID(), b.ProfileDir()
+	t.Cleanup(func() {
+		b.Close()
+		if left := leftovers(pid, dir); len(left) > 0 {
+			t.Errorf("Chromium processes %v outlived the browser; killing them", left)
+			for _, p := range left {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+	})
 	return b
+}
+
+// leftovers are the processes of the browser pid with profile dir that
+// still run.
+func leftovers(pid int, dir string) []int {
+	var left []int
+	if dir != "" {
+		left = ProcessesUsing(dir)
+	}
+	if pid > 0 && alive(pid) && !slices.Contains(left, pid) {
+		left = append(left, pid)
+	}
+	return left
 }
 
 // Close closes the browser and waits until its processes have exited.

@@ -118,9 +118,7 @@ func noneLeft(t *testing.T, pids []int, dir string) {
 	t.Helper()
 	var left []int
 	for _, pid := range pids {
-		if alive(pid) {
-			left = append(left, pid)
-		}
+		left = append(left, leftovers(pid, "")...)
 	}
 	if left = append(left, ProcessesUsing(dir)...); len(left) > 0 {
 		t.Fatalf("the browser's processes %v outlived it", left)
