@@ -83,6 +83,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		if strings.Contains(ck.Value, tokenOf(t, c.operatorFile)) {
 			t.Error("the session cookie holds the operator token")
 		}
+		// No approval waits: / leads to the tasks.
+		con.open("/")
+		con.waitJS("/ to lead to the tasks", `location.pathname === "/tasks"`)
 	})
 
 	var live string // the task the live card follows, completed after it
@@ -268,6 +271,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("the inbox scrolls sideways on a phone by %s px", w)
 		}
 		b.Screenshot(t, "inbox", browsertest.Phone)
+		// While an approval waits, / leads to the inbox.
+		con.open("/")
+		con.waitJS("/ to lead to the inbox", `location.pathname === "/inbox" && !!`+item)
 		con.post("accept", chromedp.Tap(chromedp.CSS(`#approval-`+id+` button.accept`)), "the answered approval to leave the inbox", `location.pathname === "/inbox" && !`+item)
 		v := c.waitDone(t, id)
 		if v.Phase != state.PhaseCompleted {
