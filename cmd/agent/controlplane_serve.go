@@ -33,8 +33,8 @@ func newControlPlaneServeCmd() *cobra.Command {
 		addr, dir, storeURL, tokenFile, operatorFile, level, format, metricsAddr string
 		lease, heartbeat, stall, queue, retention                                time.Duration
 		maxOutput                                                                byteSize
-		tlsCert, tlsKey                                                          string
 	)
+	var tlsCert, tlsKey string // --tls-cert, --tls-key: HTTPS when given
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the reference control plane API",
@@ -42,6 +42,10 @@ func newControlPlaneServeCmd() *cobra.Command {
 watchdog and health-aware claims, kept in files under --data-dir, or in
 PostgreSQL with --store postgres://…, where any number of replicas behind
 one address share the work (docs/controlplane.md).
+
+HTTPS: --tls-cert and --tls-key (both PEM; the key file chmod 600) serve
+the API and the web console over TLS on --addr; behind a reverse proxy
+that ends TLS, leave them out (docs/console.md).
 
 Credentials: three kinds, each doing only its own part.
   - The registration secret (--token-file; without it, DIR/token, made if
@@ -56,10 +60,6 @@ Credentials: three kinds, each doing only its own part.
 Token files must be their owner's alone (chmod 600) and every token at
 least 32 characters; the ones the control plane makes are 256-bit. The
 state directory must be private (not writable by others, yours).
-
-HTTPS: --tls-cert and --tls-key (both PEM; the key file chmod 600) serve
-the API and the web console over TLS on --addr; behind a reverse proxy
-that ends TLS, leave them out (docs/console.md).
 
 Every flag can also be set in the environment as AGENT_CP_ and the flag's
 name in capitals (--data-dir is AGENT_CP_DATA_DIR), or as a key in the
@@ -153,6 +153,8 @@ the environment, which wins over the file.`,
 	}
 	fs, t := useSettings(cmd, controlPlaneSettings), controlPlaneSettings
 	t.bind(fs, "addr", &addr)
+	t.bind(fs, "tls-cert", &tlsCert)
+	t.bind(fs, "tls-key", &tlsKey)
 	t.bind(fs, "data-dir", &dir)
 	t.bind(fs, "store", &storeURL)
 	t.bind(fs, "retention", &retention)
@@ -164,8 +166,6 @@ the environment, which wins over the file.`,
 	t.bind(fs, "queued-limit", &queue)
 	t.bind(fs, "max-attempt-output", &maxOutput)
 	t.bind(fs, "metrics-addr", &metricsAddr)
-	t.bind(fs, "tls-cert", &tlsCert)
-	t.bind(fs, "tls-key", &tlsKey)
 	t.bind(fs, "log-level", &level)
 	t.bind(fs, "log-format", &format)
 	return cmd

@@ -335,6 +335,8 @@ func init() {
 // plane's; a config file is read only when named.
 var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setting{
 	{name: "addr", def: "127.0.0.1:8080", help: "address to listen on"},
+	{name: "tls-cert", path: true, help: "serve HTTPS with this PEM certificate (and its chain); with --tls-key (docs/console.md)"},
+	{name: "tls-key", path: true, help: "the PEM private key of --tls-cert; the file must be its owner's alone (chmod 600)"},
 	{name: "data-dir", path: true, def: "controlplane-data", help: "where tasks and events are kept (with the file store), and the token files"},
 	{name: "store", help: "where tasks, events and agents are kept: empty for files in the data directory, or a PostgreSQL URL (postgres://USER@HOST:PORT/DB; the password best in PGPASSWORD or ~/.pgpass) that any number of replicas share"},
 	{name: "retention", def: server.DefaultRetention, help: "ended tasks and their events are removed this long after they end; 0 keeps them forever"},
@@ -347,8 +349,6 @@ var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setti
 	{name: "max-attempt-output", def: byteSize(server.DefaultMaxAttemptOutput), min: atLeast(64 << 10),
 		help: "cap of the log output stored per attempt; past it lines are counted, not stored, and one event marks the cut (e.g. 8MiB)"},
 	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
-	{name: "tls-cert", path: true, help: "serve HTTPS with this PEM certificate (and its chain); with --tls-key (docs/console.md)"},
-	{name: "tls-key", path: true, help: "the PEM private key of --tls-cert; the file must be its owner's alone (chmod 600)"},
 	{name: "log-level", key: "log.level", def: "info", oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
 		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, json otherwise"},
