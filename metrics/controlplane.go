@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"sort"
 	"strconv"
 	"time"
 
@@ -26,6 +27,14 @@ type ControlPlaneSource interface {
 	TrackRoute(r *http.Request) (*http.Request, func() string)
 }
 
+// NotificationSource is the control plane's notification deliveries
+// (controlplane/notify.Counts is one).
+type NotificationSource interface {
+	// ByTarget counts the tries since the start, by target and result
+	// (delivered, failed, given_up, dropped).
+	ByTarget() map[string]map[string]uint64
+}
+
 // ControlPlane holds the reference control plane's metrics: agents, tasks
 // and events read from the server at scrape time, and the latency of the
 // requests its Instrument handler serves.
@@ -45,6 +54,31 @@ func NewControlPlane(src ControlPlaneSource) *ControlPlane {
 	m.reg.add(m.collect)
 	m.reg.add(collectRuntime)
 	return m
+}
+
+// Notifications adds the notification deliveries' counts, read from src
+// at scrape time.
+func (m *ControlPlane) Notifications(src NotificationSource) {
+	m.reg.add(func(s *scrape) {
+		counts := src.ByTarget()
+		targets := make([]string, 0, len(counts))
+		for t := range counts {
+			targets = append(targets, t)
+		}
+		sort.Strings(targets)
+		s.family("agent_controlplane_notifications_total", "counter",
+			"Notification deliveries tried since the start, by target and result (delivered, failed, given_up, dropped).")
+		for _, t := range targets {
+			results := make([]string, 0, len(counts[t]))
+			for r := range counts[t] {
+				results = append(results, r)
+			}
+			sort.Strings(results)
+			for _, r := range results {
+				s.sample("", float64(counts[t][r]), "target", t, "result", r)
+			}
+		}
+	})
 }
 
 // Registry is what a Server serves.

@@ -46,6 +46,7 @@
 //	agent_controlplane_agents                   gauge     state        agents known, by state: running, draining, offline
 //	agent_controlplane_tasks                    gauge     phase        tasks by phase
 //	agent_controlplane_events_total             counter   result       events answered: accepted, duplicate, rejected
+//	agent_controlplane_notifications_total      counter   target, result  notification deliveries: delivered, failed, given_up, dropped
 //	agent_controlplane_request_duration_seconds histogram route, code  API requests by route pattern and status
 //
 // Both also export the Go runtime's and the process's figures under the

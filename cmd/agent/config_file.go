@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,14 +137,18 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 	// Every mistake is found, not only the first: a person fixes them all
 	// at once.
 	problems := &configProblems{path: path}
-	// Arrays of tables ([[repo]]) first: they are not dotted keys.
+	// Arrays of tables ([[repo]], [[notify]]) first: they are not dotted keys.
 	for _, st := range t.list {
 		v, ok := doc[st.fileKey()]
-		if st.pairs == nil || !ok {
+		if st.pairs == nil && st.table == nil || !ok {
 			continue
 		}
 		delete(doc, st.fileKey())
-		if fv, ok := pairsFromTOML(problems, data, st, v, lines[st.fileKey()]); ok {
+		from := pairsFromTOML
+		if st.table != nil {
+			from = tablesFromTOML
+		}
+		if fv, ok := from(problems, data, st, v, lines[st.fileKey()]); ok {
 			cf.values[st.name] = fv
 		}
 	}
@@ -199,44 +204,69 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 // there was one. line is where the key is when the array is written
 // inline.
 func pairsFromTOML(problems *configProblems, data []byte, s *setting, v any, line int) (fv fileValue, ok bool) {
-	key := s.fileKey()
+	keys := []tableKey{{name: s.pairs[0], def: "", required: true}, {name: s.pairs[1], def: "", required: true, path: s.path}}
+	values := []string{}
+	first, ok := arrayFromTOML(problems, data, s.fileKey(), keys, v, line, func(t fileTable) bool {
+		name := t.str(s.pairs[0])
+		if strings.Contains(name, "=") {
+			problems.add(t.line(s.pairs[0]), "%s.%s = %q: no '=' in a %s", s.fileKey(), s.pairs[0], name, s.pairs[0])
+			return false
+		}
+		values = append(values, name+"="+t.str(s.pairs[1]))
+		return true
+	})
+	return fileValue{v: values, line: first}, ok
+}
+
+// tablesFromTOML turns the array of tables [[KEY]] of a table setting
+// into its []fileTable; each mistake goes to problems, and ok is false
+// when there was one.
+func tablesFromTOML(problems *configProblems, data []byte, s *setting, v any, line int) (fv fileValue, ok bool) {
+	tables := []fileTable{}
+	first, ok := arrayFromTOML(problems, data, s.fileKey(), s.table, v, line, func(t fileTable) bool {
+		tables = append(tables, t)
+		return true
+	})
+	return fileValue{v: tables, line: first}, ok
+}
+
+// arrayFromTOML checks the array of tables [[key]] against its keys:
+// each table a table, no unknown key, every required one, each of its
+// type (a string, not empty, or an array of strings), paths made
+// absolute. It calls item with each good table, which may find more
+// mistakes (it returns false then). first is the first table's line; ok,
+// whether no mistake was found.
+func arrayFromTOML(problems *configProblems, data []byte, key string, keys []tableKey, v any, line int, item func(fileTable) bool) (first int, ok bool) {
 	list, isList := v.([]any)
 	if !isList {
-		problems.add(line, "%s: want [[%s]] tables with %s and %s, got %s", key, key, s.pairs[0], s.pairs[1], tomlType(v))
-		return fileValue{}, false
+		problems.add(line, "%s: want [[%s]] tables with %s, got %s", key, key, requiredKeys(keys), tomlType(v))
+		return line, false
 	}
 	tables := arrayTableLines(data, key)
-	fv = fileValue{v: []string{}, line: line}
-	ok = true
+	first, ok = line, true
 	for i, e := range list {
 		where := tableLines{header: line, keys: map[string]int{}}
 		if len(tables) == len(list) {
 			where = tables[i]
 		}
 		if i == 0 {
-			fv.line = where.header
+			first = where.header
 		}
-		pair, good := pairFromTOML(problems, s, i, e, where)
-		if !good {
+		t, good := tableFromTOML(problems, key, keys, i, e, where)
+		if !good || !item(t) {
 			ok = false
-			continue
 		}
-		if s.path {
-			pair[1] = filePath(pair[1], filepath.Dir(problems.path))
-		}
-		fv.v = append(fv.v.([]string), pair[0]+"="+pair[1])
 	}
-	return fv, ok
+	return first, ok
 }
 
-// pairFromTOML is the table of item i of a pairs setting's array: both
-// keys, strings, and no other. Its mistakes go to problems.
-func pairFromTOML(problems *configProblems, s *setting, i int, e any, where tableLines) (pair [2]string, ok bool) {
-	key := s.fileKey()
+// tableFromTOML is item i of the array of tables [[key]], checked against
+// its keys. Its mistakes go to problems.
+func tableFromTOML(problems *configProblems, key string, keys []tableKey, i int, e any, where tableLines) (t fileTable, ok bool) {
 	m, isTable := e.(map[string]any)
 	if !isTable {
-		problems.add(where.header, "%s: item %d: want a table with %s and %s, got %s", key, i+1, s.pairs[0], s.pairs[1], tomlType(e))
-		return pair, false
+		problems.add(where.header, "%s: item %d: want a table with %s, got %s", key, i+1, requiredKeys(keys), tomlType(e))
+		return t, false
 	}
 	n := len(problems.list)
 	names := make([]string, 0, len(m))
@@ -245,26 +275,94 @@ func pairFromTOML(problems *configProblems, s *setting, i int, e any, where tabl
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		if k != s.pairs[0] && k != s.pairs[1] {
-			problems.add(where.line(k), "unknown key %q in [[%s]]: want %s and %s", k, key, s.pairs[0], s.pairs[1])
+		if !slices.ContainsFunc(keys, func(tk tableKey) bool { return tk.name == k }) {
+			problems.add(where.line(k), "unknown key %q in [[%s]]: want %s", k, key, allKeys(keys))
 		}
 	}
-	for j, k := range s.pairs {
-		str, isString := m[k].(string)
-		switch {
-		case m[k] == nil:
-			problems.add(where.header, "[[%s]] has no %s", key, k)
-		case !isString:
-			problems.add(where.line(k), "%s.%s: want a string, got %s", key, k, tomlType(m[k]))
-		case str == "":
-			problems.add(where.line(k), "%s.%s is empty", key, k)
-		case j == 0 && strings.Contains(str, "="):
-			problems.add(where.line(k), "%s.%s = %q: no '=' in a %s", key, k, str, k)
+	t = fileTable{values: map[string]any{}, where: where}
+	for _, tk := range keys {
+		v, present := m[tk.name]
+		if !present {
+			if tk.required {
+				problems.add(where.header, "[[%s]] has no %s", key, tk.name)
+			}
+			continue
 		}
-		pair[j] = str
+		switch tk.def.(type) {
+		case string:
+			str, isString := v.(string)
+			switch {
+			case !isString:
+				problems.add(where.line(tk.name), "%s.%s: want a string, got %s", key, tk.name, tomlType(v))
+				continue
+			case str == "":
+				problems.add(where.line(tk.name), "%s.%s is empty", key, tk.name)
+				continue
+			}
+			if tk.path {
+				str = filePath(str, filepath.Dir(problems.path))
+			}
+			t.values[tk.name] = str
+		case []string:
+			list, err := fromTOML(&setting{def: []string(nil)}, v)
+			if err != nil {
+				problems.add(where.line(tk.name), "%s.%s: %v", key, tk.name, err)
+				continue
+			}
+			t.values[tk.name] = list
+		}
 	}
-	return pair, len(problems.list) == n
+	return t, len(problems.list) == n
 }
+
+// requiredKeys writes the keys every table must have: "name and path".
+func requiredKeys(keys []tableKey) string {
+	var names []string
+	for _, k := range keys {
+		if k.required {
+			names = append(names, k.name)
+		}
+	}
+	return andList(names)
+}
+
+// allKeys writes the keys a table may have: "name and path" when each is
+// required, else "name, type, url or events".
+func allKeys(keys []tableKey) string {
+	names := make([]string, len(keys))
+	all := true
+	for i, k := range keys {
+		names[i] = k.name
+		all = all && k.required
+	}
+	if all {
+		return andList(names)
+	}
+	return orList(names)
+}
+
+func andList(vals []string) string {
+	if len(vals) <= 1 {
+		return strings.Join(vals, "")
+	}
+	return strings.Join(vals[:len(vals)-1], ", ") + " and " + vals[len(vals)-1]
+}
+
+// fileTable is one table of a table setting's [[KEY]]: its values, each a
+// string or a []string as its key says, and where it is.
+type fileTable struct {
+	values map[string]any
+	where  tableLines
+}
+
+// str is a string key's value, "" when absent.
+func (t fileTable) str(key string) string { s, _ := t.values[key].(string); return s }
+
+// list is a list key's value, nil when absent.
+func (t fileTable) list(key string) []string { l, _ := t.values[key].([]string); return l }
+
+// line is the line of a key, or of the table's header when it is absent.
+func (t fileTable) line(key string) int { return t.where.line(key) }
 
 // tableLines is where a table of an array of tables is: its header's
 // line and the line of each of its keys.

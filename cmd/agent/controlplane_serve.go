@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgeagent/agent/controlplane/notify"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/controlplane/store/pgstore"
@@ -24,7 +25,7 @@ import (
 
 func newControlPlaneCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "controlplane", Short: "The reference control plane"}
-	cmd.AddCommand(newControlPlaneServeCmd())
+	cmd.AddCommand(newControlPlaneServeCmd(), newControlPlaneNotifyCmd())
 	return cmd
 }
 
@@ -33,6 +34,7 @@ func newControlPlaneServeCmd() *cobra.Command {
 		addr, dir, storeURL, tokenFile, operatorFile, level, format, metricsAddr string
 		lease, heartbeat, stall, queue, retention                                time.Duration
 		maxOutput                                                                byteSize
+		notifications                                                            notifySettings
 	)
 	var tlsCert, tlsKey string // --tls-cert, --tls-key: HTTPS when given
 	cmd := &cobra.Command{
@@ -60,6 +62,12 @@ Credentials: three kinds, each doing only its own part.
 Token files must be their owner's alone (chmod 600) and every token at
 least 32 characters; the ones the control plane makes are 256-bit. The
 state directory must be private (not writable by others, yours).
+
+Notifications (a task waiting for a person, completed, failed or blocked;
+an agent offline or unhealthy) go to generic webhooks, Slack and ntfy:
+[[notify]] tables in the config file, or --notify-webhook URL for the
+simplest case; agent controlplane notify test tries them
+(docs/notifications.md).
 
 Every flag can also be set in the environment as AGENT_CP_ and the flag's
 name in capitals (--data-dir is AGENT_CP_DATA_DIR), or as a key in the
@@ -91,6 +99,13 @@ the environment, which wins over the file.`,
 			if err != nil {
 				return err
 			}
+			if err := notifications.checkPublicURL(); err != nil {
+				return err
+			}
+			targets, err := notifications.targets(resolvedOf(cmd), dir, true)
+			if err != nil {
+				return err
+			}
 			st, storeWhere, err := openStore(cmd.Context(), storeURL, log)
 			if err != nil {
 				return err
@@ -99,7 +114,8 @@ the environment, which wins over the file.`,
 				defer st.Close()
 			}
 			srv, err := server.New(server.Options{Store: st, Dir: dir, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
-				Limits: state.Limits{Stall: stall, Queued: queue}, MaxAttemptOutput: int64(maxOutput), Retention: retention, Logger: log})
+				Limits: state.Limits{Stall: stall, Queued: queue}, MaxAttemptOutput: int64(maxOutput), Retention: retention, Logger: log,
+				PublicURL: notifications.publicURL, Notify: serverTargets(targets)})
 			if err != nil {
 				return err
 			}
@@ -111,11 +127,17 @@ the environment, which wins over the file.`,
 			}
 			ctx := cmd.Context()
 			go srv.RunWatchdog(ctx, time.Second)
+			logTargets(log, targets, notifications.secretWhere)
+			counts := notify.NewCounts(targets)
+			defer startNotify(ctx, srv.Store(), targets, counts, log)()
 			// Timeouts so that a slow or silent client cannot hold a
 			// connection (and its goroutine) forever.
 			handler := srv.Handler()
 			if metricsAddr != "" {
 				m := metrics.NewControlPlane(srv)
+				if len(targets) > 0 {
+					m.Notifications(counts)
+				}
 				handler = m.Instrument(handler)
 				ms, err := metrics.Listen(metricsAddr, m.Registry())
 				if err != nil {
@@ -166,6 +188,7 @@ the environment, which wins over the file.`,
 	t.bind(fs, "queued-limit", &queue)
 	t.bind(fs, "max-attempt-output", &maxOutput)
 	t.bind(fs, "metrics-addr", &metricsAddr)
+	notifications.bind(fs, t)
 	t.bind(fs, "log-level", &level)
 	t.bind(fs, "log-format", &format)
 	return cmd

@@ -147,9 +147,13 @@ start. How the settings are read, the config file and reload are in
 			b.WriteString("| flag | environment | file key | type | default | |\n|---|---|---|---|---|---|\n")
 		}
 		for _, s := range f.table.list {
+			flag, env := "`--"+s.name+"`", "`"+s.envName(f.table.envPrefix)+"`"
+			if s.table != nil {
+				flag, env = "", "" // the file's alone
+			}
 			cells := []string{
-				"`--" + s.name + "`",
-				"`" + s.envName(f.table.envPrefix) + "`",
+				flag,
+				env,
 				fileKeyCell(s),
 				settingType(s),
 				settingDefault(s),
@@ -177,6 +181,13 @@ start. How the settings are read, the config file and reload are in
 func fileKeyCell(s *setting) string {
 	if s.pairs != nil {
 		return fmt.Sprintf("`[[%s]]` tables: `%s`, `%s`", s.fileKey(), s.pairs[0], s.pairs[1])
+	}
+	if s.table != nil {
+		keys := make([]string, len(s.table))
+		for i, k := range s.table {
+			keys[i] = "`" + k.name + "`"
+		}
+		return fmt.Sprintf("`[[%s]]` tables: %s", s.fileKey(), strings.Join(keys, ", "))
 	}
 	return "`" + s.fileKey() + "`"
 }
@@ -220,6 +231,8 @@ func settingType(s *setting) string {
 		}
 	case []time.Duration:
 		t = "durations, comma-separated"
+	case []fileTable:
+		t = "tables, in the config file only"
 	}
 	if s.min != nil {
 		switch s.def.(type) {
@@ -264,6 +277,8 @@ func settingDefault(s *setting) string {
 			return ""
 		}
 		return "`" + strings.Join(d, ",") + "`"
+	case []fileTable:
+		return ""
 	}
 	return fmt.Sprintf("`%v`", s.def)
 }
@@ -307,12 +322,24 @@ func commandsTaking(root *cobra.Command, t *settingsTable) []string {
 			}
 		}
 		what := "all of them"
-		if len(names) < len(t.list) {
+		if len(names) < flagSettings(t) {
 			what = strings.Join(names, ", ")
 		}
 		out = append(out, fmt.Sprintf("[`%s`](commands.md#%s): %s", c.CommandPath(), commandAnchor(c), what))
 	})
 	return out
+}
+
+// flagSettings counts t's settings that are flags: all but the config
+// file's own tables ([[notify]]).
+func flagSettings(t *settingsTable) int {
+	n := 0
+	for _, s := range t.list {
+		if s.table == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // walkCommands calls f with cmd and every command below it, in the order
@@ -381,7 +408,7 @@ exit codes and its JSON output: [Commands](../commands.md).
 				family = "the-reference-control-plane"
 			}
 			what := strings.Join(settings, ", ")
-			if len(settings) == len(t.list) {
+			if len(settings) == flagSettings(t) {
 				what = "every one"
 			}
 			fmt.Fprintf(&b, "\nSettings ([the table](settings.md#%s)): %s.\n", family, what)

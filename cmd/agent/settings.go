@@ -48,6 +48,33 @@ type setting struct {
 	// tables [[KEY]] with the keys pairs[0] and pairs[1]. With path, the
 	// second of each pair is a path.
 	pairs *[2]string
+	// table, if set, makes the setting a list of tables [[KEY]] with
+	// these keys, in the config file only (no flag, no environment
+	// variable): what is too rich for a flag, such as the control plane's
+	// [[notify]] targets. Its value is []fileTable; a command reads it
+	// with resolved.tables.
+	table []tableKey
+}
+
+// tableKey is a key of the tables of a table setting.
+type tableKey struct {
+	name string
+	def  any // the type: string or []string
+	path bool
+	// required: every table has it.
+	required bool
+}
+
+// notifyKeys are the keys of a [[notify]] table (controlplane/notify's
+// Target).
+var notifyKeys = []tableKey{
+	{name: "name", def: "", required: true},
+	{name: "type", def: "", required: true},
+	{name: "url", def: ""},
+	{name: "url-file", def: "", path: true},
+	{name: "secret-file", def: "", path: true},
+	{name: "token-file", def: "", path: true},
+	{name: "events", def: []string(nil)},
 }
 
 // repoKeys are the keys of a [[repo]] table.
@@ -349,6 +376,13 @@ var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setti
 	{name: "max-attempt-output", def: byteSize(server.DefaultMaxAttemptOutput), min: atLeast(64 << 10),
 		help: "cap of the log output stored per attempt; past it lines are counted, not stored, and one event marks the cut (e.g. 8MiB)"},
 	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
+	{name: "public-url", help: "the address people reach this control plane at, such as https://cp.example.com: notifications link to its console (none when empty)"},
+	{name: "notify-webhook", def: []string(nil), repeat: true,
+		help: "a generic webhook's URL that gets every notification, signed with --notify-secret-file, repeatable: targets webhook-1, webhook-2, … (docs/notifications.md)"},
+	{name: "notify-secret-file", path: true,
+		help: "file holding the HMAC key that signs the --notify-webhook deliveries, 32 characters or more (default: DIR/notify-secret, made if missing)"},
+	{name: "notify", def: []fileTable(nil), table: notifyKeys,
+		help: "notification targets, in the config file only: [[notify]] tables with name, type (webhook, slack or ntfy), url or url-file, secret-file (a webhook's HMAC key), token-file (an ntfy access token) and events (default: every one); docs/notifications.md"},
 	{name: "log-level", key: "log.level", def: "info", oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
 		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, json otherwise"},

@@ -49,6 +49,18 @@ type resolved struct {
 	// cmdline holds the command line's own values, so that a reload
 	// keeps them over the file's.
 	cmdline map[string]any
+	// fileTables are the table settings' values ([[notify]]), from the
+	// file only, by setting name.
+	fileTables map[string]fileValue
+}
+
+// tables is a table setting's tables from the config file, and the file.
+func (r *resolved) tables(name string) ([]fileTable, string) {
+	if r == nil {
+		return nil, ""
+	}
+	ts, _ := r.fileTables[name].v.([]fileTable)
+	return ts, r.file
 }
 
 // settingsAnnotation marks a command that takes settings, with the
@@ -153,12 +165,17 @@ func (t *settingsTable) configPath(fs *pflag.FlagSet) string {
 // the environment's value, else the config file's (path, "" for none),
 // else its default; then checks every value.
 func (t *settingsTable) resolve(fs *pflag.FlagSet, path string, env func(string) (string, bool)) (*resolved, error) {
-	r := &resolved{table: t, file: path, origins: map[string]origin{}, cmdline: map[string]any{}}
+	r := &resolved{table: t, file: path, origins: map[string]origin{}, cmdline: map[string]any{}, fileTables: map[string]fileValue{}}
 	var file *configFile
 	if path != "" {
 		var err error
 		if file, err = readConfigFile(path, t); err != nil {
 			return nil, err
+		}
+	}
+	for _, s := range t.list {
+		if fv, ok := file.lookup(s.name); ok && s.table != nil {
+			r.fileTables[s.name] = fv
 		}
 	}
 	for _, s := range t.list {

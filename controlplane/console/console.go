@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -79,9 +78,10 @@ func New(opts Options) *Console {
 		opts.Poll = time.Second
 	}
 	c := &Console{opts: opts, backend: opts.Backend, log: opts.Logger, now: opts.Now, pages: parsedPages()}
-	static, _ := fs.Sub(files, "static")
 	mux := http.NewServeMux()
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	for _, f := range []string{"console.css", "console.js"} {
+		mux.HandleFunc("GET /static/"+f, func(w http.ResponseWriter, r *http.Request) { http.ServeFileFS(w, r, files, "static/"+f) })
+	}
 	mux.HandleFunc("GET /signin", c.signinPage)
 	mux.HandleFunc("POST /signin", c.signin)
 	mux.HandleFunc("POST /signout", c.post(c.signout))

@@ -235,3 +235,21 @@ func mustURL(s string) *url.URL {
 	}
 	return u
 }
+
+// The script and the stylesheet are served to anyone (the sign-in page
+// needs them), and nothing else under /static/.
+func TestStaticFiles(t *testing.T) {
+	cp := start(t, server.Options{})
+	b := newBrowser(t, cp.URL)
+	for path, want := range map[string]string{"/static/console.js": "text/javascript", "/static/console.css": "text/css"} {
+		resp, body := b.get(path)
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), want) || body == "" {
+			t.Errorf("GET %s: %s %q", path, resp.Status, resp.Header.Get("Content-Type"))
+		}
+	}
+	for _, path := range []string{"/static/", "/static/nope.js"} {
+		if resp, _ := b.get(path); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: %s, want 404", path, resp.Status)
+		}
+	}
+}

@@ -87,6 +87,8 @@ func cardOf(v *api.TaskView, now time.Time) card {
 	}
 	c.Elapsed = state.Compact(end.Sub(t.CreatedAt).Truncate(time.Second))
 	switch p := t.Progress; {
+	case c.Reason != "":
+		// An ended task says why; its last progress is stale.
 	case t.AwaitingReply != nil:
 		c.Progress = "waiting for a person: " + approvalWhat(t.AwaitingReply)
 	case p.Message != "" || p.Percent > 0:

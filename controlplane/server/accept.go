@@ -35,7 +35,7 @@ func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 	}
 	var resp api.EventsResponse
 	queued := false
-	err := s.store.Update(ctx, ids, func(tx store.Tx) error {
+	err := s.update(ctx, ids, func(tx store.Tx) error {
 		now := s.opts.Now()
 		resp = api.EventsResponse{Results: make([]api.EventResult, len(req.Events))}
 		for i, ev := range req.Events {

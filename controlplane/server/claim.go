@@ -22,7 +22,7 @@ func (s *Server) release(ctx context.Context, req api.ReleaseRequest) (struct{},
 	}
 	now := s.opts.Now()
 	released := 0
-	err := s.store.Update(ctx, req.TaskIDs, func(tx store.Tx) error {
+	err := s.update(ctx, req.TaskIDs, func(tx store.Tx) error {
 		for _, id := range req.TaskIDs {
 			t := tx.Task(id)
 			if t == nil || t.Lease == nil || t.Lease.AgentID != req.AgentID || t.Phase != state.PhaseClaimed {
@@ -335,7 +335,7 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 			}
 		}
 		if len(again) > 0 {
-			err := s.store.Update(ctx, again, func(tx store.Tx) error {
+			err := s.update(ctx, again, func(tx store.Tx) error {
 				for _, id := range again {
 					t := tx.Task(id)
 					if t == nil || t.Lease == nil || t.Lease.AgentID != req.AgentID || t.Lease.ClaimID != req.RequestID || t.Phase.Terminal() {
@@ -365,7 +365,7 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 			return resp, storeErr("claim", err)
 		}
 	}
-	err := s.store.Claim(ctx, func(tx store.Tx, t *state.Task) (bool, error) {
+	err := s.claimTasks(ctx, func(tx store.Tx, t *state.Task) (bool, error) {
 		// A task that needs the executor's app server goes to an available
 		// agent when one is online; a degraded one gets it otherwise.
 		if !mayClaim(t, req) || t.Prefer == state.PreferGUI && guiElsewhere {

@@ -29,6 +29,12 @@
 //     agents' own tokens, and the registration secret, which only enrols
 //     (auth.go, registry.go); failed authentication is throttled per
 //     address.
+//   - People hear of what needs them (Options.Notify): a notification is
+//     written in the transaction of the change that causes it (a task
+//     awaiting a person, completed, failed or blocked) or, for an
+//     agent's (offline, unavailable), alone before the change is stored;
+//     its ID comes from its cause, so a change made again after a crash
+//     writes the same one (notify.go). Package notify delivers them.
 //   - Bounded against one task or client: titles and prompts are capped
 //     (api.MaxTitleRunes, api.MaxPromptBytes), and so is the log output
 //     stored per attempt (Options.MaxAttemptOutput; past it, lines are
@@ -38,6 +44,7 @@
 // Its files: routes.go (the endpoints and who may use each), auth.go,
 // registry.go (agents' tokens), tasks.go (people's requests), heartbeat.go,
 // claim.go (claims, and the line of claims waiting for work), accept.go
-// (POST /v1/events: applying events), watchdog.go, pages.go, output.go
-// (output caps), figures.go (figures for metrics).
+// (POST /v1/events: applying events), watchdog.go, notify.go (the
+// notifications a change writes), pages.go, output.go (output caps),
+// figures.go (figures for metrics).
 package server

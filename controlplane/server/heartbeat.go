@@ -69,6 +69,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	// An agent's grade and presence weigh in where GUI tasks go: a
 	// change may make one claimable for a degraded agent that waits.
 	wake := !known || a.View.Health.Grade != req.Health.Grade || (a.View.State == api.AgentOffline) != (req.State == api.AgentOffline)
+	was := a.View
 	a.View = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
 		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
 		Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels)}
@@ -94,7 +95,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 		}
 	}
 	requeued := 0
-	err = s.store.Update(ctx, ids, func(tx store.Tx) error {
+	err = s.update(ctx, ids, func(tx store.Tx) error {
 		resp.Cancel, resp.Replies = resp.Cancel[:0], nil
 		for _, r := range req.Running {
 			t := tx.Task(r.TaskID)
@@ -124,6 +125,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	if err != nil {
 		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 	}
+	s.notifyHeartbeat(ctx, was, a.View)
 	if err := s.store.PutAgent(ctx, a); err != nil {
 		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 	}

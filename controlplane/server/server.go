@@ -178,7 +178,21 @@ func New(opts Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := fs.Recover(s.replay); err != nil {
+		var notes []store.Notification
+		err = fs.Recover(func(t *state.Task, missed []filestore.Missed) {
+			before := markOf(t)
+			s.replay(t, missed)
+			if len(opts.Notify) > 0 {
+				notes = append(notes, s.taskNotes(before, t)...)
+			}
+		})
+		if err == nil {
+			// The notifications of the changes replayed: a crash may have
+			// come before the commit stored them (stored already, they
+			// are left as they are).
+			err = fs.Notify(context.Background(), notes...)
+		}
+		if err != nil {
 			fs.Close()
 			return nil, err
 		}

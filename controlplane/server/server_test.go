@@ -169,7 +169,7 @@ func (e *env) restart(clk *clock) *env {
 	if onPostgres() {
 		e.srv.store.Close() // and its lead with it, as a crash would
 	}
-	n := newEnvOpts(e.t, e.dir, clk, Options{MaxAttemptOutput: e.srv.opts.MaxAttemptOutput})
+	n := newEnvOpts(e.t, e.dir, clk, Options{MaxAttemptOutput: e.srv.opts.MaxAttemptOutput, Notify: e.srv.opts.Notify, PublicURL: e.srv.opts.PublicURL})
 	n.tokens = e.tokens
 	return n
 }

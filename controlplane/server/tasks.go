@@ -141,7 +141,7 @@ func readable(ctx context.Context, id string, t *state.Task) error {
 // claimable: the claims waiting for work look again.
 func (s *Server) change(ctx context.Context, id string, fn func(t *state.Task) error) (api.TaskView, error) {
 	var v api.TaskView
-	err := s.store.Update(ctx, []string{id}, func(tx store.Tx) error {
+	err := s.update(ctx, []string{id}, func(tx store.Tx) error {
 		t := tx.Task(id)
 		if t == nil {
 			return errNoTask(id)

@@ -101,7 +101,8 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 	// Just started, the server knows no agent yet: give them three
 	// heartbeat intervals to report before any lease lapses.
 	settled := now.Sub(s.started) > 3*s.opts.HeartbeatInterval
-	online := map[string]bool{} // the lease holders asked, by id
+	online := map[string]bool{}         // the lease holders asked, by id
+	records := map[string]store.Agent{} // their records
 	isOnline := func(id string) (bool, error) {
 		if on, ok := online[id]; ok {
 			return on, nil
@@ -111,17 +112,22 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 			return false, err
 		}
 		online[id] = ok && a.Online(now, s.opts.HeartbeatInterval)
+		if ok {
+			records[id] = a
+		}
 		return online[id], nil
 	}
-	if !s.store.Shared() {
+	if !s.store.Shared() || len(s.opts.Notify) > 0 {
 		// Every agent, to notice one gone silent (noteOnline): cheap
-		// where they are in memory; waiting claims poll a shared store.
+		// where they are in memory; waiting claims poll a shared store,
+		// but people asked to hear of it.
 		agents, err := s.store.Agents(ctx)
 		if err != nil {
 			return err
 		}
 		for _, a := range agents {
 			online[a.View.AgentID] = a.Online(now, s.opts.HeartbeatInterval)
+			records[a.View.AgentID] = a
 		}
 	}
 	var due []string
@@ -138,10 +144,11 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	s.notifySilent(ctx, online, records)
 	s.noteOnline(online)
 	requeued := 0
 	for _, id := range due {
-		err := s.store.Update(ctx, []string{id}, func(tx store.Tx) error {
+		err := s.update(ctx, []string{id}, func(tx store.Tx) error {
 			t := tx.Task(id)
 			if t == nil {
 				return nil

@@ -22,6 +22,16 @@
 //     call returns. PutAgent alone may keep the last seconds of
 //     heartbeats in memory (the file store does): agents say it again in
 //     their next heartbeat.
+//   - Notifications (Notifier) go with the change that causes them: those
+//     a transaction writes (Tx.Notify) are stored when it commits, with
+//     its changes, or not at all, and synced before Update or Claim
+//     returns; Notifier.Notify syncs before it returns. They are kept
+//     until NotificationDone: at least once, not exactly once. A crash
+//     may make the rules redo a change (a file store's recovery applies
+//     stored events again, the watchdog finds a lapse again), and so
+//     write its notification again, under the same ID: a record whose ID
+//     and Target are stored already is left as it is, and a receiver
+//     drops an ID it has seen.
 //
 // Every method may be called concurrently, except from within the
 // functions Update and Claim run: they must not call the store (it may
@@ -48,6 +58,9 @@ var ErrCursor = errors.New("bad cursor")
 
 // Store keeps the control plane's records.
 type Store interface {
+	// Notifier keeps the notifications waiting for delivery.
+	Notifier
+
 	// Create stores a new task. Its id is new.
 	Create(ctx context.Context, t *state.Task) error
 	// Task returns a copy of a task, nil when there is none.
@@ -131,6 +144,10 @@ type Tx interface {
 	// its first field is key: it starts {"key": and key JSON-quoted. It
 	// has no newline. A store may read keys back from their lines.
 	Append(taskID, key string, seq int, line []byte)
+	// Notify writes notifications with the transaction's changes: stored
+	// when it commits, with them, or not at all. A record whose ID and
+	// Target are stored already is left as it is.
+	Notify(ns ...Notification)
 }
 
 // Query selects a page of tasks. Empty fields select all.

@@ -10,6 +10,7 @@ package filestore
 const (
 	crashMidEvents   crashPoint = "mid-events"   // half of a batch's events written
 	crashAfterEvents crashPoint = "after-events" // events stored, task files not saved
+	crashAfterNotify crashPoint = "after-notify" // events and notifications stored, task files not saved
 	crashAfterSave   crashPoint = "after-save"   // task files saved, the answer not sent
 )
 

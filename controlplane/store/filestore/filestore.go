@@ -5,7 +5,8 @@
 // file in events/ (events.go) and the keys of its cut events a file
 // beside it (ID.cut); the agents' latest records are agents-seen.json
 // (agents.go), the agents' token hashes agents.json and the log of
-// changes since, agents.log (registry.go).
+// changes since, agents.log (registry.go); the notifications waiting for
+// delivery, notify/log.jsonl (notify.go).
 //
 // What it promises beyond the contract of package store:
 //
@@ -48,6 +49,11 @@
 //   - What agents said in their heartbeats (PutAgent) is written every
 //     10 s and at Close, not on each heartbeat: a crash loses at most
 //     the last 10 s of it, which the agents say again (agents.go).
+//   - A transaction's notifications (Tx.Notify) are appended to the
+//     notification log, synced, after its events and before its task
+//     files: a crash leaves the change and its notifications, or neither,
+//     or what Recover (and the rules it hands the events to) completes
+//     (notify.go).
 //   - Files are 0600, directories 0700.
 package filestore
 
@@ -97,6 +103,7 @@ type Store struct {
 	events     events
 	reg        *registry
 	agentsFile *agentsFile
+	notes      *notifyLog // notify/: the notifications waiting for delivery
 
 	mu   sync.Mutex
 	free *sync.Cond      // broadcast when holds are released
@@ -192,10 +199,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
+	notes, err := openNotifyLog(dir, opts.Logger)
+	if err != nil {
+		reg.file.Close()
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
 	closeReg := true
 	defer func() {
 		if closeReg {
 			reg.file.Close()
+			notes.close()
 		}
 	}()
 	list, err := files.LoadAll()
@@ -210,7 +223,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, archive: archive, events: ev, reg: reg, agentsFile: af,
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, archive: archive, events: ev, reg: reg, agentsFile: af, notes: notes,
 		held: map[string]bool{}, tasks: make(map[string]*state.Task, len(list)), refs: make(map[string]*ref, len(list)+len(latest)),
 		leased: map[string]map[string]struct{}{}, counts: map[state.Phase]int{}, cache: newEndedCache(endedCacheSize),
 		strings: map[string]string{}, fromArchive: map[string]bool{}, keys: map[string]map[string]struct{}{}, agents: agents}
@@ -531,7 +544,7 @@ func (s *Store) Close() error {
 	agentsErr := s.writeAgents(s.now())
 	s.agentsFile.mu.Unlock()
 	err := s.reg.close()
-	return errors.Join(agentsErr, err, s.ix.close(), s.lock.Unlock())
+	return errors.Join(agentsErr, err, s.notes.close(), s.ix.close(), s.lock.Unlock())
 }
 
 // Shared is false: one process owns the directory.

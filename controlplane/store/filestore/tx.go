@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -54,6 +55,7 @@ type tx struct {
 	keys    map[string][]string // each task's keys appended, stored lines and cut ones
 	cut     map[string][]string // each task's keys of cut events (no line)
 	order   []string            // tasks in the order first appended to
+	notes   []store.Notification
 	// complete says the transaction holds a completion (for the crash
 	// points).
 	complete bool
@@ -134,6 +136,15 @@ func (x *tx) Save(t *state.Task) {
 	}
 }
 
+// Notify keeps ns to be stored at commit, with the transaction's
+// changes.
+func (x *tx) Notify(ns ...store.Notification) {
+	for _, n := range ns {
+		n.Body = slices.Clone(n.Body)
+		x.notes = append(x.notes, n)
+	}
+}
+
 // Seen reports whether key was accepted for the task: in this
 // transaction, or before (the keys in memory, else read back from the
 // task's events file and its file of cut keys, as far as committed).
@@ -168,7 +179,7 @@ func (x *tx) Append(taskID, key string, _ int, line []byte) {
 // commit stores the transaction and releases its holds. First, for each
 // archived task appended to, an index line saying check (archive.go);
 // then the events of each task appended to, then its cut keys, each
-// synced; then the task files (those saved, and those whose events grew,
+// synced; then its notifications (notify.go), synced; then the task files (those saved, and those whose events grew,
 // for each task file says how large its events file is), each where its
 // phase says: tasks/ or ended/; then the index lines of the tasks that
 // moved or changed in the archive, synced; then the files the moves left
@@ -229,6 +240,26 @@ func (x *tx) commit() error {
 		after[id] = sz
 	}
 	if batch.at(crashAfterEvents) {
+		crash()
+	}
+	// The notifications, after the events and before the task files: all
+	// of them when some of the events are stored and an append failed,
+	// for the tasks stored have their changes, and the others are sent
+	// again by their agent, their change then writing the same records
+	// (not stored twice). None when nothing is stored.
+	if failed != nil && len(after) == 0 {
+		return failed
+	}
+	if err := s.notes.add(x.notes); err != nil {
+		s.log.Error("store notifications", "err", err)
+		if len(after) == 0 {
+			return fmt.Errorf("store notifications: %w", err) // nothing stored
+		}
+		if failed == nil {
+			failed = fmt.Errorf("the events are stored but their notifications could not be: %w", err)
+		}
+	}
+	if len(x.notes) > 0 && batch.at(crashAfterNotify) {
 		crash()
 	}
 	if failed == nil {

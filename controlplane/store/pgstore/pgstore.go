@@ -19,6 +19,9 @@
 //     the same task.
 //   - An event's key is its row's primary key: Seen is a lookup in the
 //     transaction, which sees what committed before it locked the task.
+//   - A transaction's notifications (Tx.Notify) are rows of the table
+//     notifications, inserted in its commit's batch (ON CONFLICT DO
+//     NOTHING: a record stored already is left as it is).
 //   - A commit returns once PostgreSQL has flushed it (synchronous_commit
 //     on; Open turns it on for its sessions where the server has it off).
 //   - Lead holds a session-level advisory lock on a connection of its own:

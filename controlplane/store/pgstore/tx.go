@@ -29,6 +29,7 @@ type tx struct {
 	saved  map[string]*state.Task
 	events []appended
 	keys   map[eventKey]bool // appended in this transaction
+	notes  []store.Notification
 
 	begun      bool // BEGIN was sent
 	commitSent bool // COMMIT was sent: whether it took is not known until its answer
@@ -99,6 +100,14 @@ func (t *tx) Append(taskID, key string, seq int, line []byte) {
 	t.events = append(t.events, appended{eventKey: k, seq: seq, line: slices.Clone(line)})
 }
 
+// Notify inserts ns at commit, with the transaction's changes.
+func (t *tx) Notify(ns ...store.Notification) {
+	for _, n := range ns {
+		n.Body = slices.Clone(n.Body)
+		t.notes = append(t.notes, n)
+	}
+}
+
 // lock locks the tasks the query selects (id and doc columns), decodes
 // them and adds them to the transaction's view; it returns them in the
 // query's order.
@@ -126,11 +135,11 @@ func (t *tx) lock(sql string, args ...any) ([]*state.Task, error) {
 	return tasks, err
 }
 
-// commit sends the appended events, the saved tasks and COMMIT in one
-// batch. Saved tasks that are not locked are locked first (a round trip
+// commit sends the appended events, the saved tasks, the notifications
+// and COMMIT in one batch. Saved tasks that are not locked are locked first (a round trip
 // more); one that does not exist is an error, and nothing is stored.
 func (t *tx) commit() error {
-	if !t.begun && len(t.events) == 0 && len(t.saved) == 0 {
+	if !t.begun && len(t.events) == 0 && len(t.saved) == 0 && len(t.notes) == 0 {
 		return nil // nothing read, nothing to write
 	}
 	ids := make([]string, 0, len(t.saved))
@@ -175,6 +184,7 @@ func (t *tx) commit() error {
 			b.Queue(`UPDATE tasks SET created_ns = $2, phase = $3, repo = $4, lease_agent = $5, ended_at = $6, doc = $7 WHERE id = $1`,
 				id, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, docs[i])
 		}
+		queueNotifications(b, t.notes)
 		if n := t.newlyQueued(); n > 0 {
 			// Other replicas' claims waiting for work hear of it.
 			b.Queue(`SELECT pg_notify($1, $2)`, queuedChannel, t.note(n))

@@ -19,21 +19,26 @@ const brokenEnv = "STORETEST_BROKEN"
 // breaks maps each way memStore can be broken to the subtest that must
 // catch it.
 var breaks = map[string]string{
-	"stores a failed update":     "Update/an error from fn stores nothing and is returned",
-	"no locks":                   "Update/concurrent updates of one task lose no change",
-	"forgets cut keys":           "Update/Seen answers for committed keys, cut ones too",
-	"no copies":                  "Task/returns a copy",
-	"by id":                      "Tasks/oldest first, by CreatedAt then id",
-	"cursor on a full last page": "Tasks/pages give every task once and the last has no cursor",
-	"no line over maxBytes":      "Events/maxBytes bounds a page, which still has one line",
-	"claims any phase":           "Claim/offers the queued tasks, oldest first",
-	"claims held tasks":          "Claim/concurrent claims take each task once",
-	"leased ended":               "Leased/the tasks not ended whose lease an agent holds",
-	"prunes past limit":          "Prune/removes up to limit",
-	"prune keeps events":         "Prune/removes the tasks that ended before the cut, with their events",
-	"register replaces":          "Tokens/a registered id is ErrRegistered unless replace",
-	"serves forever":             "Agents/Serves answers from the agents' latest records",
-	"forgets keys on reopen":     "committed records outlive a reopen",
+	"stores a failed update":          "Update/an error from fn stores nothing and is returned",
+	"no locks":                        "Update/concurrent updates of one task lose no change",
+	"forgets cut keys":                "Update/Seen answers for committed keys, cut ones too",
+	"no copies":                       "Task/returns a copy",
+	"by id":                           "Tasks/oldest first, by CreatedAt then id",
+	"cursor on a full last page":      "Tasks/pages give every task once and the last has no cursor",
+	"no line over maxBytes":           "Events/maxBytes bounds a page, which still has one line",
+	"claims any phase":                "Claim/offers the queued tasks, oldest first",
+	"claims held tasks":               "Claim/concurrent claims take each task once",
+	"leased ended":                    "Leased/the tasks not ended whose lease an agent holds",
+	"prunes past limit":               "Prune/removes up to limit",
+	"prune keeps events":              "Prune/removes the tasks that ended before the cut, with their events",
+	"register replaces":               "Tokens/a registered id is ErrRegistered unless replace",
+	"serves forever":                  "Agents/Serves answers from the agents' latest records",
+	"forgets keys on reopen":          "committed records outlive a reopen",
+	"notifies on a failed update":     "Notifications/Tx.Notify is not stored when fn errs",
+	"notify replaces":                 "Notifications/a record of a stored ID and Target is left as it is",
+	"ignores due":                     "Notifications/DueNotifications gives the earliest due first, up to limit, none not yet due",
+	"retry counts no attempt":         "Notifications/NotificationRetry counts the attempt and sets Due and LastError",
+	"forgets notifications on reopen": "committed records outlive a reopen",
 }
 
 // The suite can fail: each broken store fails the subtest of the promise
@@ -70,8 +75,11 @@ func TestBrokenStore(t *testing.T) {
 	storetest.Run(t, open)
 	storetest.RunReopen(t, open, func(_ *testing.T, s store.Store) store.Store {
 		d := *s.(*memStore).d
-		if broken == "forgets keys on reopen" {
+		switch broken {
+		case "forgets keys on reopen":
 			d.keys = map[string]map[string]bool{}
+		case "forgets notifications on reopen":
+			d.notes = map[noteKey]store.Notification{}
 		}
 		return newMemStore(&d, broken)
 	})

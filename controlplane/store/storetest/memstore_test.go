@@ -30,12 +30,17 @@ type memData struct {
 	keys   map[string]map[string]bool   // by task
 	tokens map[string]string            // agent id: token hash
 	agents map[string]store.Agent
+	notes  map[noteKey]store.Notification
 }
+
+// noteKey names a notification record.
+type noteKey struct{ id, target string }
 
 func newMemStore(d *memData, broken string) *memStore {
 	if d == nil {
 		d = &memData{tasks: map[string]*state.Task{}, events: map[string][]store.EventLine{},
-			keys: map[string]map[string]bool{}, tokens: map[string]string{}, agents: map[string]store.Agent{}}
+			keys: map[string]map[string]bool{}, tokens: map[string]string{}, agents: map[string]store.Agent{},
+			notes: map[noteKey]store.Notification{}}
 	}
 	m := &memStore{broken: broken, d: d, held: map[string]bool{}}
 	m.cond = sync.NewCond(&m.mu)
@@ -50,6 +55,7 @@ type memTx struct {
 	saved  map[string]*state.Task
 	keys   map[string]map[string]bool
 	lines  map[string][]store.EventLine
+	notes  []store.Notification
 }
 
 func (m *memStore) newTx() *memTx {
@@ -152,6 +158,9 @@ func (m *memStore) lock(ids []string) {
 func (m *memStore) end(tx *memTx, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err == nil || m.broken == "notifies on a failed update" {
+		m.notify(tx.notes)
+	}
 	if err == nil || m.broken == "stores a failed update" {
 		for id, t := range tx.saved {
 			m.d.tasks[id] = t.Clone()
@@ -397,4 +406,73 @@ func (tx *memTx) Append(taskID, key string, seq int, line []byte) {
 	if line != nil {
 		tx.lines[taskID] = append(tx.lines[taskID], store.EventLine{Seq: seq, Line: slices.Clone(line)})
 	}
+}
+
+func (tx *memTx) Notify(ns ...store.Notification) {
+	for _, n := range ns {
+		n.Body = slices.Clone(n.Body)
+		tx.notes = append(tx.notes, n)
+	}
+}
+
+// notify stores ns, but not over a record of the same ID and Target. mu
+// is held.
+func (m *memStore) notify(ns []store.Notification) {
+	for _, n := range ns {
+		k := noteKey{n.ID, n.Target}
+		if _, ok := m.d.notes[k]; ok && m.broken != "notify replaces" {
+			continue
+		}
+		n.Body = slices.Clone(n.Body)
+		m.d.notes[k] = n
+	}
+}
+
+func (m *memStore) Notify(_ context.Context, ns ...store.Notification) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.notify(ns)
+	return nil
+}
+
+func (m *memStore) DueNotifications(_ context.Context, now time.Time, limit int) ([]store.Notification, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.Notification
+	for _, n := range m.d.notes {
+		if !n.Due.After(now) || m.broken == "ignores due" {
+			n.Body = slices.Clone(n.Body)
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Notification) int {
+		return cmp.Or(a.Due.Compare(b.Due), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Target, b.Target))
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func (m *memStore) NotificationDone(_ context.Context, id, target string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.d.notes, noteKey{id, target})
+	return nil
+}
+
+func (m *memStore) NotificationRetry(_ context.Context, id, target string, due time.Time, lastErr string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := noteKey{id, target}
+	n, ok := m.d.notes[k]
+	if !ok {
+		return nil
+	}
+	if m.broken != "retry counts no attempt" {
+		n.Attempts++
+	}
+	n.Due, n.LastError = due, lastErr
+	m.d.notes[k] = n
+	return nil
 }

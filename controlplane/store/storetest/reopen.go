@@ -64,6 +64,7 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 		for _, a := range agents {
 			putAgent(t, st, a)
 		}
+		notes := reopenNotes(t, st)
 
 		if err := st.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
@@ -126,6 +127,7 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 		if !slices.Equal(took, []string{"q2", "q1", "q3"}) {
 			t.Errorf("Claim after a reopen took %q, want [q2 q1 q3]", took)
 		}
+		afterReopenNotes(t, st, notes)
 		appendLines(t, st, "c1", 3, `"n":3`)
 		sameEvents(t, "Events(c1) after an append past a reopen", events(t, st, "c1"), append(slices.Clone(lines), store.EventLine{Seq: 3, Line: keyed(3, `"n":3`)}))
 	})

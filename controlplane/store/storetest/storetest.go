@@ -27,6 +27,11 @@
 //     the caller's: changing it afterwards changes nothing stored.
 //   - Live returns fn's error; Claim returns an error when fn does, and
 //     then stores nothing fn saved or appended.
+//   - A notification record is named by its ID and Target: a Notify of
+//     one stored already, in a transaction or alone, leaves it as it is
+//     (Attempts, Due and LastError too). DueNotifications orders records
+//     of the same Due by ID, then Target. NotificationRetry of a record
+//     that is gone is not an error, and stores nothing.
 package storetest
 
 import (
@@ -57,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Tokens", s.tokens)
 	t.Run("Agents", s.agents)
 	t.Run("Lead", s.lead)
+	t.Run("Notifications", s.notifications)
 }
 
 // run runs f as subtest name on a fresh store, closed when the subtest
