@@ -151,6 +151,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 		con.open("/tasks/" + id)
 		con.waitJS("the cancel form", `!!document.querySelector("form#cancel input[name=csrf]") && !!document.querySelector("form#cancel [type=submit]")`)
+		// Submitted with no --max-attempts: the limit is the agent's.
+		if got := strings.TrimSpace(con.text("#task-" + id + " .attempt")); got != "attempt 1" {
+			t.Errorf("the card's .attempt says %q, want attempt 1", got)
+		}
 		con.post("cancel", chromedp.Click(chromedp.CSS(`form#cancel [type=submit]`)), "the task page to show the task cancelled", `location.pathname === `+jsString("/tasks/"+id)+` && document.getElementById(`+jsString("task-"+id)+`)?.dataset.phase === "cancelled"`)
 		if v := c.waitPhase(t, id, "cancelled", terminal); v.Phase != state.PhaseCancelled {
 			t.Errorf("after the cancel the control plane has the task %s", v.Phase)
