@@ -142,28 +142,46 @@ func TestControlPlaneServeTLS(t *testing.T) {
 	wantOneLineError(t, r, 1, "certificate")
 
 	// The console's sign-in over TLS sets a Secure cookie.
-	tok, err := os.ReadFile(operator)
-	must(t, err)
-	req, err := http.NewRequest(http.MethodPost, base+"/signin", strings.NewReader(url.Values{"token": {strings.TrimSpace(string(tok))}}.Encode()))
+	session := signInCookie(t, hc, base, base, tokenOf(t, operator))
+	if !session.Secure || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode {
+		t.Errorf("session cookie over https: Secure %v HttpOnly %v SameSite %v", session.Secure, session.HttpOnly, session.SameSite)
+	}
+}
+
+// Behind a reverse proxy that ends TLS, --public-url https://… makes the
+// console's cookie Secure although the request came over plain HTTP, and
+// the browser's Origin of the public address is the console's own.
+func TestControlPlaneServeBehindProxy(t *testing.T) {
+	const public = "https://cp.example.com"
+	c := startCP(t, freeAddr(t), privateDir(t), "--public-url", public)
+	defer c.stop()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	defer hc.CloseIdleConnections()
+	session := signInCookie(t, hc, c.url(), public, tokenOf(t, c.operatorFile))
+	if !session.Secure {
+		t.Error("the session cookie is not Secure with an https public URL")
+	}
+}
+
+// signInCookie signs in to the console at base with tok, as a browser at
+// origin does, and returns the session cookie; no cookie fails t.
+func signInCookie(t *testing.T, hc *http.Client, base, origin, tok string) *http.Cookie {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/signin", strings.NewReader(url.Values{"token": {tok}}.Encode()))
 	must(t, err)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", base)
+	req.Header.Set("Origin", origin)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err = hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	var session *http.Cookie
 	for _, c := range resp.Cookies() {
-		if c.Name == "agent_session" {
-			session = c
+		if c.Name == "agent_session" && resp.StatusCode == http.StatusSeeOther {
+			return c
 		}
 	}
-	if resp.StatusCode != http.StatusSeeOther || session == nil {
-		t.Fatalf("sign-in over https: %s, cookies %v", resp.Status, resp.Cookies())
-	}
-	if !session.Secure || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode {
-		t.Errorf("session cookie over https: Secure %v HttpOnly %v SameSite %v", session.Secure, session.HttpOnly, session.SameSite)
-	}
+	t.Fatalf("sign-in at %s as %s: %s, cookies %v", base, origin, resp.Status, resp.Cookies())
+	return nil
 }
