@@ -362,6 +362,8 @@ func init() {
 // plane's; a config file is read only when named.
 var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setting{
 	{name: "addr", def: "127.0.0.1:8080", help: "address to listen on"},
+	{name: "tls-cert", path: true, help: "serve HTTPS with this PEM certificate (and its chain); with --tls-key (docs/console.md)"},
+	{name: "tls-key", path: true, help: "the PEM private key of --tls-cert; the file must be its owner's alone (chmod 600)"},
 	{name: "data-dir", path: true, def: "controlplane-data", help: "where tasks and events are kept (with the file store), and the token files"},
 	{name: "store", help: "where tasks, events and agents are kept: empty for files in the data directory, or a PostgreSQL URL (postgres://USER@HOST:PORT/DB; the password best in PGPASSWORD or ~/.pgpass) that any number of replicas share"},
 	{name: "retention", def: server.DefaultRetention, help: "ended tasks and their events are removed this long after they end; 0 keeps them forever"},
