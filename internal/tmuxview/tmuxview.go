@@ -53,7 +53,7 @@ type Options struct {
 	// attempt's output and exits when the attempt ends. Required.
 	Attempt func(taskID string, attempt int) []string
 	// Linger is how long an attempt's window stays once its command has
-	// exited. Default DefaultLinger; under a second, none.
+	// exited. Zero is DefaultLinger; under a second (negative), none.
 	Linger time.Duration
 	// Timeout bounds each tmux command. Default DefaultTimeout.
 	Timeout time.Duration
