@@ -88,14 +88,15 @@ attempt N has ended (the tmux view's windows show this).`,
 // errAttemptOver ends the follow of one attempt.
 var errAttemptOver = errors.New("the attempt ended")
 
-// attemptOver reports whether attempt n of t has ended: it has a final
-// status, a later attempt exists, or the task has ended.
+// attemptOver reports whether attempt n of t has ended, and what follows
+// it is known: a later attempt exists, or the task has ended, or (a task
+// that no longer runs) attempt n has a final status.
 func attemptOver(t *state.Task, n int) bool {
 	switch {
 	case t.Phase.Terminal() || len(t.Attempts) > n:
 		return true
 	case len(t.Attempts) == n:
-		return t.Attempts[n-1].Status.Final()
+		return t.Attempts[n-1].Status.Final() && !t.Phase.Running()
 	}
 	return false
 }

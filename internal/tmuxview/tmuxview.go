@@ -32,6 +32,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
+
+	"github.com/edgeagent/agent/internal/proc"
 )
 
 // Options configures a View.
@@ -299,6 +301,13 @@ func (v *View) ensureSession() error {
 		return err
 	}
 	v.made = true
+	// The server is a daemon: under a subreaper agent it becomes the
+	// agent's child, which a sweep must not take for an attempt's orphan.
+	if out, err := v.tmux("display-message", "-p", "-t", v.target()+":", "#{pid}"); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(out)); err == nil {
+			proc.Spare(pid)
+		}
+	}
 	if v.opts.Owner != "" {
 		if _, err := v.tmux("set-option", "-t", v.target()+":", ownerOption, v.opts.Owner); err != nil {
 			return err
