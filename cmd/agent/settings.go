@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/internal/tmuxview"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -331,6 +332,14 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "disk cap for finished tasks; past it the ones that ended first are pruned (e.g. 10GiB)"},
 	{name: "task-log-max-size", def: byteSize(agent.DefaultTaskLogMaxBytes), min: atLeast(4 << 10),
 		help: "cap of each attempt's local log: the head and the tail are kept, the middle counted (e.g. 1MiB)"},
+
+	// The tmux view (issue 27): see docs/tmux.md.
+	{name: "tmux", def: false,
+		help: "show each running attempt in a window of a tmux session of the agent's, its output as tasks logs -f prints it; attach with tmux -L agent attach -t agent"},
+	{name: "tmux-socket", def: tmuxview.DefaultSocket, help: "with --tmux: the tmux server's socket name (tmux -L), a server of the agent's own"},
+	{name: "tmux-session", def: tmuxview.DefaultSession, help: "with --tmux: the tmux session's name"},
+	{name: "tmux-linger", def: tmuxview.DefaultLinger, min: atLeast(0),
+		help: "with --tmux: how long an attempt's window stays once the attempt has ended (0: it closes at once)"},
 
 	{name: "log-level", key: "log.level", def: "info", live: true, oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
