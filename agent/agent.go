@@ -340,7 +340,8 @@ func (a *Agent) heartbeat() *heartbeat {
 func (a *Agent) claimer(tasksCtx context.Context) *claimer {
 	return &claimer{client: a.client, agentID: a.id, store: a.store, health: a.health, held: a.held, link: a.link, log: a.log,
 		room:    func() (int, bool) { return a.running.room(a.live.Load().MaxConcurrent) },
-		running: a.running.has, start: func(t *state.Task) { a.supervise(tasksCtx, t) }, kick: a.kickClaim, repos: repoNames(a.cfg.Repos)}
+		running: a.running.has, start: func(t *state.Task) { a.supervise(tasksCtx, t) }, kick: a.kickClaim, repos: repoNames(a.cfg.Repos),
+		offer: a.capabilities, labels: a.cfg.Labels}
 }
 
 // reconcile loads task state and takes up the tasks a crash left in a

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
@@ -25,7 +27,7 @@ func (a *Agent) heartbeatRequest() api.HeartbeatRequest {
 	req := api.HeartbeatRequest{AgentID: a.id, Hostname: a.host, Version: a.cfg.Version, StartedAt: a.started, Health: h,
 		Outbox: api.OutboxStats{Pending: st.Pending, OldestPendingAgeS: st.OldestPendingAge, Dead: st.Dead, Bytes: st.FileBytes,
 			WriteFailing: storage.Failing, Held: storage.HeldReports},
-		Repos: repoNames(a.cfg.Repos), Labels: a.cfg.Labels,
+		Repos: repoNames(a.cfg.Repos), Labels: a.cfg.Labels, Capabilities: a.capabilities(),
 	}
 	req.Running, req.State = a.running.report()
 	req.Capacity = api.Capacity{Max: a.live.Load().MaxConcurrent, Running: len(req.Running)}
@@ -54,4 +56,11 @@ func (a *Agent) writeHealth(reached bool) {
 	if err := a.layout.WriteHealth(h); err != nil {
 		a.log.Warn("write health file", "err", err)
 	}
+}
+
+// capabilities are what the agent advertises for routing by capability:
+// its executor kind, the models of its live configuration, its OS and
+// arch.
+func (a *Agent) capabilities() api.Capabilities {
+	return api.Capabilities{Executor: a.cfg.ExecutorKind, Models: slices.Clone(a.live.Load().Models), OS: runtime.GOOS, Arch: runtime.GOARCH}
 }
