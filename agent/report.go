@@ -9,6 +9,7 @@ import (
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/utc"
+	"github.com/edgeagent/agent/state"
 )
 
 // heartbeatRequest is what a heartbeat says of the agent now.
@@ -63,4 +64,17 @@ func (a *Agent) writeHealth(reached bool) {
 // arch.
 func (a *Agent) capabilities() api.Capabilities {
 	return api.Capabilities{Executor: a.cfg.ExecutorKind, Models: slices.Clone(a.live.Load().Models), OS: runtime.GOOS, Arch: runtime.GOARCH}
+}
+
+// modelsFor is the model chain task t runs with: a task that requires a
+// model (routing by capability: the control plane granted it because the
+// agent's list has it) runs every attempt with that one; any other, the
+// agent's chain.
+func modelsFor(chain []string, t *state.Task) []string {
+	for _, r := range t.Requires {
+		if r.Key() == state.RequireModel && slices.Contains(chain, r.Value()) {
+			return []string{r.Value()}
+		}
+	}
+	return chain
 }

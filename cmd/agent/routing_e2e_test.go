@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,9 @@ func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
 		v := c.waitDone(t, id)
 		if v.Phase != state.PhaseCompleted || v.Lease == nil || agent != "" && v.Lease.AgentID != agent {
 			t.Errorf("task %s (requires %v): %s on %v, want completed on %q", id, v.Requires, v.Phase, v.Lease, agent)
+		}
+		if slices.Contains(v.Requires, "model=model-b") && (len(v.Attempts) == 0 || v.Attempts[0].Model != "model-b") {
+			t.Errorf("task %s requires model-b: its attempts %+v", id, v.Attempts)
 		}
 	}
 
