@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -57,9 +58,9 @@ func (r Requirement) Value() string {
 	return v
 }
 
-// Label is the label r asks for, and its value; any is true when r asks
-// only that the label be set. It is meaningful only for key label.
-func (r Requirement) Label() (key, value string, any bool) {
+// Label is the label r asks for, and its value; anyValue is true when r
+// asks only that the label be set. It is meaningful only for key label.
+func (r Requirement) Label() (key, value string, anyValue bool) {
 	key, value, set := strings.Cut(r.Value(), "=")
 	return key, value, !set
 }
@@ -77,12 +78,8 @@ func (r Requirement) Check() error {
 		return fmt.Errorf("requirement %q is not UTF-8 or holds a control character", s)
 	}
 	k, v, ok := strings.Cut(s, "=")
-	known := false
-	for _, key := range RequireKeys {
-		known = known || RequireKey(k) == key
-	}
 	switch {
-	case !ok || !known:
+	case !ok || !slices.Contains(RequireKeys, RequireKey(k)):
 		return fmt.Errorf("requirement %q: want KEY=VALUE with KEY one of %s (label=NAME or label=NAME=VALUE)", s, requireKeyNames())
 	case v == "":
 		return fmt.Errorf("requirement %q: the value is empty (want %s=VALUE)", s, k)
@@ -102,7 +99,8 @@ func (r Requirement) Check() error {
 
 // CheckWord refuses a requirement's value, or a capability an agent
 // advertises, that is empty, not UTF-8, or holds a space, a control
-// character, a comma or '='.
+// character, a comma or '='. Its error is a phrase to follow the word's
+// name: "is empty".
 func CheckWord(w string) error {
 	switch {
 	case w == "":
