@@ -2,14 +2,11 @@ package agent
 
 import (
 	"fmt"
-	"runtime"
-	"slices"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/utc"
-	"github.com/edgeagent/agent/state"
 )
 
 // heartbeatRequest is what a heartbeat says of the agent now.
@@ -57,24 +54,4 @@ func (a *Agent) writeHealth(reached bool) {
 	if err := a.layout.WriteHealth(h); err != nil {
 		a.log.Warn("write health file", "err", err)
 	}
-}
-
-// capabilities are what the agent advertises for routing by capability:
-// its executor kind, the models of its live configuration, its OS and
-// arch.
-func (a *Agent) capabilities() api.Capabilities {
-	return api.Capabilities{Executor: a.cfg.ExecutorKind, Models: slices.Clone(a.live.Load().Models), OS: runtime.GOOS, Arch: runtime.GOARCH}
-}
-
-// modelsFor is the model chain task t runs with: a task that requires a
-// model (routing by capability: the control plane granted it because the
-// agent's list has it) runs every attempt with that one; any other, the
-// agent's chain.
-func modelsFor(chain []string, t *state.Task) []string {
-	for _, r := range t.Requires {
-		if r.Key() == state.RequireModel && slices.Contains(chain, r.Value()) {
-			return []string{r.Value()}
-		}
-	}
-	return chain
 }
