@@ -353,7 +353,8 @@ func (a *Agent) heartbeat() *heartbeat {
 func (a *Agent) claimer(tasksCtx context.Context) *claimer {
 	return &claimer{client: a.client, agentID: a.id, store: a.store, health: a.health, held: a.held, link: a.link, log: a.log,
 		room:    func() (int, bool) { return a.running.room(a.live.Load().MaxConcurrent) },
-		running: a.running.has, start: func(t *state.Task) { a.supervise(tasksCtx, t) }, kick: a.kickClaim, repos: repoNames(a.cfg.Repos)}
+		running: a.running.has, start: func(t *state.Task) { a.supervise(tasksCtx, t) }, kick: a.kickClaim, repos: repoNames(a.cfg.Repos),
+		offer: a.capabilities, labels: a.cfg.Labels}
 }
 
 // reconcile loads task state and takes up the tasks a crash left in a
@@ -393,7 +394,7 @@ func (a *Agent) reconcile() []*state.Task {
 func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	l := a.live.Load()
 	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
-		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: l.Models, Logger: a.log.With("task", t.ID),
+		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: modelsFor(l.Models, t), Logger: a.log.With("task", t.ID),
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.Runner,
 		Workspaces: taskWorkspaces{a.workspaces}}
 }

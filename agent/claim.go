@@ -52,6 +52,11 @@ type claimer struct {
 	// control plane grants a task that names a repository only to an
 	// agent whose claim lists it.
 	repos []string
+	// offer is what the agent advertises for routing by capability (its
+	// executor kind, models, OS and arch) and labels: a task with
+	// requirements goes only to an agent whose claim has them.
+	offer  func() api.Capabilities
+	labels map[string]string
 	// stop is closed when the agent begins to stop: a claim waiting at the
 	// control plane is withdrawn rather than granted work the agent would
 	// hand back.
@@ -95,7 +100,8 @@ func (c *claimer) Run(ctx context.Context) error {
 			claimID = newClaimID()
 		}
 		asked := time.Now()
-		resp, err := c.ask(ctx, api.ClaimRequest{AgentID: c.agentID, Max: free, HealthGrade: grade, RequestID: claimID, Repos: c.repos, WaitMS: claimWait.Milliseconds()})
+		resp, err := c.ask(ctx, api.ClaimRequest{AgentID: c.agentID, Max: free, HealthGrade: grade, RequestID: claimID, Repos: c.repos, WaitMS: claimWait.Milliseconds(),
+			Capabilities: c.offer(), Labels: c.labels})
 		if errors.Is(err, errWithdrawn) {
 			c.log.Debug("claim withdrawn: the agent is stopping", "claim", claimID)
 			continue

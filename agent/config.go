@@ -49,8 +49,13 @@ type Config struct {
 	// in a git worktree of its own (see package workspace).
 	Repos []workspace.Repo
 	// Labels are what the operator calls the agent (team=infra): its
-	// heartbeats say them, and agents ls shows them.
+	// heartbeats and claims say them, agents ls shows them, and a task may
+	// require one (routing by capability).
 	Labels map[string]string
+	// ExecutorKind is what the agent advertises as its executor for
+	// routing by capability: the --executor it runs (exec, codex, claude,
+	// sample). Empty: it advertises none, and meets no executor= requirement.
+	ExecutorKind string
 	// WorkDir holds each task's work directory, WorkDir/TASK_ID. Default
 	// DataDir/work.
 	WorkDir string

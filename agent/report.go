@@ -25,7 +25,7 @@ func (a *Agent) heartbeatRequest() api.HeartbeatRequest {
 	req := api.HeartbeatRequest{AgentID: a.id, Hostname: a.host, Version: a.cfg.Version, StartedAt: a.started, Health: h,
 		Outbox: api.OutboxStats{Pending: st.Pending, OldestPendingAgeS: st.OldestPendingAge, Dead: st.Dead, Bytes: st.FileBytes,
 			WriteFailing: storage.Failing, Held: storage.HeldReports},
-		Repos: repoNames(a.cfg.Repos), Labels: a.cfg.Labels,
+		Repos: repoNames(a.cfg.Repos), Labels: a.cfg.Labels, Capabilities: a.capabilities(),
 	}
 	req.Running, req.State = a.running.report()
 	req.Capacity = api.Capacity{Max: a.live.Load().MaxConcurrent, Running: len(req.Running)}

@@ -21,6 +21,13 @@ type Task struct {
 	// repository; its HEAD when empty).
 	Repo string `json:"repo,omitempty"`
 	Base string `json:"base,omitempty"`
+	// Routing by capability: Requires are what the agent that runs the
+	// task must advertise (see Requirement); Unroutable, set by the
+	// control plane while the task is queued and no online agent has
+	// them all, says which one is missing ("no agent with
+	// executor=codex"). It never ends the task by itself.
+	Requires   []Requirement `json:"requires,omitempty"`
+	Unroutable string        `json:"unroutable,omitempty"`
 
 	Phase       Phase  `json:"phase"`
 	PhaseReason string `json:"phase_reason,omitempty"`
@@ -390,6 +397,7 @@ func (t *Task) Clone() *Task {
 	}
 	c.Output = slices.Clone(t.Output)
 	c.PhasesSeen = slices.Clone(t.PhasesSeen)
+	c.Requires = slices.Clone(t.Requires)
 	if t.Result != nil {
 		r := *t.Result
 		c.Result = &r

@@ -49,7 +49,11 @@ func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
 	switch {
 	case t.Phase == PhaseQueued:
 		if waited := now.Sub(t.queuedSince()); waited > lim.Queued {
-			return Ending{PhaseExpired, fmt.Sprintf("queued for %s, limit %s", waited.Round(time.Second), lim.Queued)}, true
+			why := fmt.Sprintf("queued for %s, limit %s", waited.Round(time.Second), lim.Queued)
+			if t.Unroutable != "" {
+				why += "; unroutable: " + t.Unroutable
+			}
+			return Ending{PhaseExpired, why}, true
 		}
 	case t.Phase.Running():
 		last := t.LastProgressAt

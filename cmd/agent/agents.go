@@ -78,7 +78,7 @@ problems, its outbox, its version and host).`,
 // writeAgents prints agents as a table, a line each.
 func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS")
+	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS\tEXECUTOR\tMODELS\tPLATFORM")
 	for _, a := range agents {
 		tasks := make([]string, len(a.Running))
 		for i, r := range a.Running {
@@ -88,9 +88,14 @@ func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
 		for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
 			labels = append(labels, k+"="+a.Labels[k])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
+		// Routing by capability: what it advertises (docs/routing.md).
+		platform := ""
+		if a.OS != "" || a.Arch != "" {
+			platform = a.OS + "/" + a.Arch
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
 			ago(now, a.LastHeartbeat), a.Capacity.Running, a.Capacity.Max, dash(visible(strings.Join(tasks, ", "))), dash(visible(strings.Join(a.Repos, ","))),
-			dash(visible(strings.Join(labels, ","))))
+			dash(visible(strings.Join(labels, ","))), dash(visible(a.Executor)), dash(visible(strings.Join(a.Models, ","))), dash(visible(platform)))
 	}
 	tw.Flush()
 }

@@ -50,13 +50,14 @@ func TestAgentsLs(t *testing.T) {
 	}
 	beat(api.HeartbeatRequest{AgentID: "vm-1", State: api.AgentRunning, Health: api.Health{Grade: "available"},
 		Capacity: api.Capacity{Max: 2, Running: 1}, Running: []api.RunningTask{{TaskID: "t-0123456789", Attempt: 2, Phase: state.PhaseTurnStarted}},
-		Repos: []string{"app", "site"}, Labels: map[string]string{"team": "infra", "gpu": "yes"}})
+		Repos: []string{"app", "site"}, Labels: map[string]string{"team": "infra", "gpu": "yes"},
+		Capabilities: api.Capabilities{Executor: "codex", Models: []string{"gpt-5", "gpt-5-mini"}, OS: "linux", Arch: "arm64"}})
 	beat(api.HeartbeatRequest{AgentID: "vm-2", State: api.AgentDraining, Health: api.Health{Grade: "degraded"}, Capacity: api.Capacity{Max: 4}})
 
 	rows := agentRows(t, ls().stdout)
 	want := map[string][]string{
-		"vm-1": {"vm-1", "running", "available", "*", "1 of 2", "t-0123456789 (attempt 2)", "app,site", "gpu=yes,team=infra"},
-		"vm-2": {"vm-2", "draining", "degraded", "*", "0 of 4", "-", "-", "-"},
+		"vm-1": {"vm-1", "running", "available", "*", "1 of 2", "t-0123456789 (attempt 2)", "app,site", "gpu=yes,team=infra", "codex", "gpt-5,gpt-5-mini", "linux/arm64"},
+		"vm-2": {"vm-2", "draining", "degraded", "*", "0 of 4", "-", "-", "-", "-", "-", "-"},
 	}
 	for id, w := range want {
 		if got := rows[id]; !sameCells(got, w) {
@@ -90,7 +91,7 @@ func TestAgentsLs(t *testing.T) {
 func agentRows(t *testing.T, out string) map[string][]string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	header := []string{"AGENT", "STATE", "HEALTH", "HEARTBEAT", "RUNNING", "TASKS", "REPOS", "LABELS"}
+	header := []string{"AGENT", "STATE", "HEALTH", "HEARTBEAT", "RUNNING", "TASKS", "REPOS", "LABELS", "EXECUTOR", "MODELS", "PLATFORM"}
 	if got := strings.Fields(lines[0]); !sameCells(got, header) {
 		t.Fatalf("agents ls header %q, want %q", got, header)
 	}

@@ -236,7 +236,8 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
-		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels}
+		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels,
+		ExecutorKind: f.executor.kind} // routing by capability
 	if cfg.Tmux, err = f.tmuxView(); err != nil { // the tmux view (issue 27)
 		return err
 	}

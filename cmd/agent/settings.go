@@ -277,7 +277,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "agent-id", help: "this agent's id (default: one kept in the data directory)"},
 	{name: "work-dir", path: true, help: "where each task gets its work directory, TASK_ID below it, kept after the task (default: DATA_DIR/work)"},
 	{name: "label", def: []string(nil), repeat: true,
-		help: "a label the agent announces, KEY=VALUE, repeatable (team=infra, gpu=yes); agents ls shows them"},
+		help: "a label the agent announces, KEY=VALUE, repeatable (team=infra, gpu=yes); agents ls shows them, and a task may require one (submit --require label=gpu)"},
 	{name: "repo", def: []string(nil), repeat: true, path: true, pairs: &repoKeys,
 		help: "a repository tasks may name, NAME=PATH, repeatable: a task naming it runs in a git worktree of its own, WORK_DIR/TASK_ID on branch agent/TASK_ID; in the config file, [[repo]] tables with name and path"},
 

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/state"
 )
 
 func newSubmitCmd() *cobra.Command {
@@ -18,13 +19,15 @@ func newSubmitCmd() *cobra.Command {
 		repo, base            string
 		maxAttempts           int
 		asJSON, wait          bool
+		requires              []string // routing by capability
 	)
 	cmd := &cobra.Command{
 		Use:   "submit",
 		Short: "Enqueue a task on a control plane and print its id",
 		Example: `  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the flaky login test"
   agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt @prompt.md --prefer gui
-  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the footer" --repo site --base release/2.1`,
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the footer" --repo site --base release/2.1
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Train it" --require executor=codex --require label=gpu`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cp.url == "" {
@@ -40,12 +43,16 @@ func newSubmitCmd() *cobra.Command {
 			if err := checkRepoFlags(repo, base); err != nil {
 				return err
 			}
+			reqs, err := requireFlags(requires)
+			if err != nil {
+				return err
+			}
 			c, err := cp.client()
 			if err != nil {
 				return err
 			}
 			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
-				Repo: repo, Base: base})
+				Repo: repo, Base: base, Requires: reqs})
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
@@ -82,6 +89,8 @@ func newSubmitCmd() *cobra.Command {
 	fl.IntVar(&maxAttempts, "max-attempts", 0, "attempts this task may take (0: the agent's setting)")
 	fl.StringVar(&repo, "repo", "", "the repository the task works on, by the name agents serve it under ([[repo]] of their config); only an agent that serves it runs the task, in a git worktree of its own")
 	fl.StringVar(&base, "base", "", "with --repo: the ref the task's branch is made from (default: the repository's HEAD)")
+	// Routing by capability.
+	fl.StringArrayVar(&requires, "require", nil, "KEY=VALUE the agent that runs the task must advertise, repeatable: executor=codex, model=M, repo=R, os=linux, arch=arm64, label=NAME or label=NAME=VALUE")
 	fl.BoolVar(&asJSON, "json", false, "print the whole task as JSON (with --wait: the final task)")
 	fl.BoolVar(&wait, "wait", false, "follow the task to its end; exit 0 completed, 1 failed, 3 recoverable_failed (a person decides), 4 timed out or expired, 5 cancelled")
 	return cmd
@@ -123,4 +132,20 @@ func promptArg(p string) (string, error) {
 		return "", usagef("--prompt @%s: %v (to send a prompt that is one word starting with @, write @@)", file, errors.Unwrap(err))
 	}
 	return string(b), nil
+}
+
+// requireFlags are the --require flags as requirements, refused as a usage
+// error when one is malformed or its key unknown.
+func requireFlags(flags []string) ([]state.Requirement, error) {
+	reqs := make([]state.Requirement, len(flags))
+	for i, f := range flags {
+		reqs[i] = state.Requirement(f)
+	}
+	if err := state.CheckRequirements(reqs); err != nil {
+		return nil, usagef("--require: %s", visible(err.Error()))
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	return reqs, nil
 }

@@ -137,6 +137,8 @@ func taskLine(t *state.Task) string {
 		s += fmt.Sprintf("  attempt %d with %s after %s, at %s", c.Number, dash(c.Model), t.LastErrorCode, c.NotBefore.Local().Format(time.TimeOnly))
 	case t.AwaitingReply != nil:
 		s += "  waiting for a person: " + t.AwaitingReply.Command
+	case t.Phase == state.PhaseQueued && t.Unroutable != "": // routing by capability
+		s += "  unroutable: " + t.Unroutable
 	case t.Progress.Message != "":
 		s += "  " + t.Progress.Message
 		if t.Progress.Percent > 0 {

@@ -87,15 +87,20 @@ func printTaskTable(w io.Writer, p palette, tasks []*state.Task, now time.Time) 
 	tw := newTable(w)
 	fmt.Fprintf(tw, "ID\tTITLE\t%s\tATTEMPTS\tMODEL\tPROGRESS\tUPDATED\n", p.paint(colourPlain, "PHASE"))
 	for _, t := range tasks {
-		model, progress := "-", "-"
+		model, progress, width := "-", "-", 30
 		if c := t.Current(); c != nil && c.Model != "" {
 			model = c.Model
 		}
-		if t.Progress.Message != "" || t.Progress.Percent > 0 {
+		switch {
+		case t.Progress.Message != "" || t.Progress.Percent > 0:
 			progress = fmt.Sprintf("%d%% %s", t.Progress.Percent, t.Progress.Message)
+		case t.Phase == state.PhaseQueued && t.Unroutable != "": // routing by capability
+			progress, width = "unroutable: "+t.Unroutable, 60
+		case t.Phase == state.PhaseQueued && len(t.Requires) > 0:
+			progress, width = "requires "+state.RequirementsText(t.Requires), 60
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(t.ID), visible(truncateMiddle(t.Title, 40)), p.phase(t.Phase), len(t.Attempts), visible(model),
-			visible(truncateMiddle(progress, 30)), ago(now, t.UpdatedAt))
+			visible(truncateMiddle(progress, width)), ago(now, t.UpdatedAt))
 	}
 	return tw.Flush()
 }

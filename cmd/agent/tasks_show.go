@@ -96,6 +96,13 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 		}
 		fmt.Fprintf(w, "repo:     %s\n", visible(repo))
 	}
+	// Routing by capability.
+	if len(t.Requires) > 0 {
+		fmt.Fprintf(w, "requires: %s\n", visible(state.RequirementsText(t.Requires)))
+	}
+	if t.Unroutable != "" && t.Phase == state.PhaseQueued {
+		fmt.Fprintf(w, "routing:  unroutable: %s\n", visible(t.Unroutable))
+	}
 	if t.Phase == state.PhaseRecoverableFailed {
 		fmt.Fprintf(w, "decide:   a person decides; run it again with: %s\n", h.tasks("retry", t.ID, ""))
 		hinted = true

@@ -24,6 +24,8 @@ type HeartbeatRequest struct {
 	Repos []string `json:"repos,omitempty"`
 	// Labels are what its operator calls it (--label KEY=VALUE).
 	Labels map[string]string `json:"labels,omitempty"`
+	// Routing by capability: its executor kind, models, OS and arch.
+	Capabilities
 }
 
 // AgentState is what an agent says of itself in its heartbeats.
@@ -115,4 +117,6 @@ type AgentView struct {
 	Repos []string `json:"repos,omitempty"`
 	// Labels are what its last heartbeat said it is called.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Routing by capability: what its last heartbeat or claim advertised.
+	Capabilities
 }

@@ -20,6 +20,9 @@ type CreateTaskRequest struct {
 	// repository's HEAD). Only an agent that serves Repo claims the task.
 	Repo string `json:"repo,omitempty"`
 	Base string `json:"base,omitempty"`
+	// Routing by capability: only an agent that advertises every one of
+	// Requires claims the task (see state.Requirement).
+	Requires []state.Requirement `json:"requires,omitempty"`
 }
 
 // Prefer is what a task asks of the agent that runs it: the task's own
@@ -72,6 +75,12 @@ type ClaimRequest struct {
 	// then. Zero answers at once. A control plane from before long polls
 	// ignores it and answers at once.
 	WaitMS int64 `json:"wait_ms,omitempty"`
+	// Routing by capability: what the agent advertises, as in its
+	// heartbeats; a task's requirements are matched against these, the
+	// labels and Repos. A claim without them (an agent from before
+	// routing) meets no requirement.
+	Capabilities
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // MaxClaimWait is the longest a control plane holds a claim: a longer

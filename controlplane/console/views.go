@@ -36,6 +36,9 @@ type card struct {
 	Repo, Agent      string
 	Reason           string
 	Cancelling       bool
+	// Unroutable says why no online agent can take the queued task
+	// (routing by capability).
+	Unroutable string
 }
 
 // outcome is the colour of a task's card.
@@ -63,6 +66,9 @@ func cardOf(v *api.TaskView, now time.Time) card {
 		Repo: t.Repo, Cancelling: t.CancelRequested && !t.Phase.Terminal()}
 	if t.Lease != nil {
 		c.Agent = t.Lease.AgentID
+	}
+	if t.Phase == state.PhaseQueued {
+		c.Unroutable = t.Unroutable
 	}
 	if t.Phase.Terminal() {
 		c.Reason = t.PhaseReason

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -59,6 +60,9 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 	}
 	if err := api.CheckRepos(req.Repos); err != nil {
 		return api.ClaimResponse{}, badRequest("repos: %v", err)
+	}
+	if err := checkOffer(req.Capabilities, req.Labels); err != nil {
+		return api.ClaimResponse{}, err
 	}
 	if req.WaitMS < 0 {
 		return api.ClaimResponse{}, badRequest("wait_ms is %d: want 0 (answer at once) or more", req.WaitMS)
@@ -318,7 +322,7 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 	now := s.opts.Now()
 	s.watchdog(ctx)
 	resp := api.ClaimResponse{Tasks: []api.Claimed{}}
-	if err := s.noteRepos(ctx, req.AgentID, req.Repos); err != nil {
+	if err := s.noteOffer(ctx, req); err != nil {
 		return resp, storeErr("claim", err)
 	}
 	if req.RequestID != "" {
@@ -376,7 +380,7 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 			s.log.Error("claim", "task", t.ID, "err", err)
 			return false, nil
 		}
-		t.Lease = &lease
+		t.Lease, t.Unroutable = &lease, ""
 		tx.Save(t)
 		resp.Tasks = append(resp.Tasks, claimed(t, lease))
 		return len(resp.Tasks) >= most, nil
@@ -390,10 +394,12 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 }
 
 // mayClaim reports whether the claim may take queued task t: a task a
-// person continued goes only to the agent that keeps its session, and a
-// task that names a repository only to an agent that serves it.
+// person continued goes only to the agent that keeps its session, a task
+// that names a repository only to an agent that serves it, and a task
+// with requirements only to an agent that advertises them all.
 func mayClaim(t *state.Task, req api.ClaimRequest) bool {
-	return t.MayClaim(req.AgentID) && (t.Repo == "" || slices.Contains(req.Repos, t.Repo))
+	return t.MayClaim(req.AgentID) && (t.Repo == "" || slices.Contains(req.Repos, t.Repo)) &&
+		(len(t.Requires) == 0 || api.OfferOfClaim(req).MeetsAll(t.Requires))
 }
 
 // claimed is task t granted under lease. The lease goes once, beside the
@@ -420,13 +426,42 @@ func (s *Server) availableAgentOnline(ctx context.Context, except string, now ti
 	return false, nil
 }
 
-// noteRepos keeps the repositories an agent announces in a claim, when
-// they changed since its heartbeat.
-func (s *Server) noteRepos(ctx context.Context, agentID string, repos []string) error {
-	a, ok, err := s.store.Agent(ctx, agentID)
-	if err != nil || !ok || slices.Equal(a.View.Repos, repos) {
+// noteOffer keeps the repositories an agent announces in a claim, and
+// the capabilities and labels when the claim advertises them (an agent
+// from before routing does not), when they changed since its heartbeat.
+func (s *Server) noteOffer(ctx context.Context, req api.ClaimRequest) error {
+	a, ok, err := s.store.Agent(ctx, req.AgentID)
+	if err != nil || !ok {
 		return err
 	}
-	a.View.Repos = slices.Clone(repos)
+	advertises := req.Executor != ""
+	same := slices.Equal(a.View.Repos, req.Repos) &&
+		(!advertises || sameCapabilities(a.View.Capabilities, req.Capabilities) && maps.Equal(a.View.Labels, req.Labels))
+	if same {
+		return nil
+	}
+	a.View.Repos = slices.Clone(req.Repos)
+	if advertises {
+		a.View.Capabilities = req.Capabilities
+		a.View.Capabilities.Models = slices.Clone(req.Models)
+		a.View.Labels = maps.Clone(req.Labels)
+	}
 	return s.store.PutAgent(ctx, a)
+}
+
+// sameCapabilities reports whether a and b advertise the same.
+func sameCapabilities(a, b api.Capabilities) bool {
+	return a.Executor == b.Executor && a.OS == b.OS && a.Arch == b.Arch && slices.Equal(a.Models, b.Models)
+}
+
+// checkOffer refuses capabilities or labels an agent advertises that are
+// malformed.
+func checkOffer(c api.Capabilities, labels map[string]string) error {
+	if err := c.Check(); err != nil {
+		return badRequest("capabilities: %v", err)
+	}
+	if err := api.CheckLabels(labels); err != nil {
+		return badRequest("labels: %v", err)
+	}
+	return nil
 }

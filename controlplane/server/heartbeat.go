@@ -50,8 +50,8 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	if err := api.CheckRepos(req.Repos); err != nil {
 		return api.HeartbeatResponse{}, badRequest("repos: %v", err)
 	}
-	if err := api.CheckLabels(req.Labels); err != nil {
-		return api.HeartbeatResponse{}, badRequest("labels: %v", err)
+	if err := checkOffer(req.Capabilities, req.Labels); err != nil {
+		return api.HeartbeatResponse{}, err
 	}
 	switch req.State {
 	case "", api.AgentRunning, api.AgentDraining, api.AgentOffline:
@@ -72,7 +72,8 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	was := a.View
 	a.View = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
 		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
-		Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels)}
+		Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels), Capabilities: req.Capabilities}
+	a.View.Models = slices.Clone(req.Models)
 	if req.State == api.AgentOffline {
 		s.log.Info("agent went offline", "agent", req.AgentID)
 	}

@@ -31,10 +31,24 @@ func (s *Server) createTask(ctx context.Context, req api.CreateTaskRequest) (api
 	if err := s.served(ctx, req.Repo); err != nil {
 		return api.TaskView{}, err
 	}
+	// Routing by capability: refused when malformed; said when no online
+	// agent has them.
+	if err := checkRequires(req.Requires); err != nil {
+		return api.TaskView{}, err
+	}
+	unroutable := ""
+	if len(req.Requires) > 0 {
+		offers, err := s.offers(ctx, s.opts.Now())
+		if err != nil {
+			return api.TaskView{}, storeErr("submit", err)
+		}
+		unroutable = api.Unroutable(req.Requires, offers)
+	}
 	now := s.opts.Now()
 	t := state.NewTask(newID("t-", 5), req.Prompt, now)
 	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
 	t.Repo, t.Base = req.Repo, req.Base
+	t.Requires, t.Unroutable = slices.Clone(req.Requires), unroutable
 	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
 		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}

@@ -131,7 +131,11 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 		}
 	}
 	var due []string
+	var unrouted []*state.Task // queued with requirements: routing by capability
 	err := s.store.Live(ctx, func(t *state.Task) error {
+		if t.Phase == state.PhaseQueued && len(t.Requires) > 0 {
+			unrouted = append(unrouted, t)
+		}
 		lapse, err := s.lapses(t, now, settled, isOnline)
 		if err != nil {
 			return err
@@ -185,7 +189,7 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 		}
 	}
 	s.wakeClaims(requeued)
-	return nil
+	return s.route(ctx, unrouted, now)
 }
 
 // lapses reports whether t's lease lapses now: it expired, and its agent

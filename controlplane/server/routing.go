@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/state"
+)
+
+// Routing by capability. A task's requirements (state.Requirement) are
+// matched against what the claiming agent advertises in its claim
+// (mayClaim). A queued task that no online agent can take says why, in
+// Task.Unroutable: set at submit and by the watchdog as agents come and
+// go, cleared when one fits or the task is granted. It never ends a task:
+// the queued limit does.
+
+// routable reports whether agent a counts when the control plane says
+// whether a task can be routed: it is online and not draining.
+func (s *Server) routable(a store.Agent, now time.Time) bool {
+	return a.Online(now, s.opts.HeartbeatInterval) && a.View.State != api.AgentDraining
+}
+
+// offers are what the routable agents advertise.
+func (s *Server) offers(ctx context.Context, now time.Time) ([]api.Offer, error) {
+	agents, err := s.store.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.Offer
+	for _, a := range agents {
+		if s.routable(a, now) {
+			out = append(out, api.OfferOf(a.View))
+		}
+	}
+	return out, nil
+}
+
+// checkRequires refuses a task's requirements that are malformed.
+func checkRequires(rs []state.Requirement) error {
+	if err := state.CheckRequirements(rs); err != nil {
+		return badRequest("requires: %v", err)
+	}
+	return nil
+}
+
+// route sets or clears Unroutable on the queued tasks among due (those
+// with requirements, seen by the watchdog's look), each in a transaction
+// of its own that decides again. It asks the store for the agents only
+// when there is a task to route.
+func (s *Server) route(ctx context.Context, due []*state.Task, now time.Time) error {
+	if len(due) == 0 {
+		return nil
+	}
+	offers, err := s.offers(ctx, now)
+	if err != nil {
+		return err
+	}
+	for _, seen := range due {
+		if api.Unroutable(seen.Requires, offers) == seen.Unroutable {
+			continue
+		}
+		err := s.update(ctx, []string{seen.ID}, func(tx store.Tx) error {
+			t := tx.Task(seen.ID)
+			if t == nil || t.Phase != state.PhaseQueued {
+				return nil
+			}
+			why := api.Unroutable(t.Requires, offers)
+			if why == t.Unroutable {
+				return nil
+			}
+			if why != "" {
+				s.log.Info("task unroutable", "task", t.ID, "why", why)
+			} else {
+				s.log.Info("task routable again", "task", t.ID)
+			}
+			t.Unroutable = why
+			tx.Save(t)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
