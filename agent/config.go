@@ -50,6 +50,11 @@ type Config struct {
 	// Labels are what the operator calls the agent (team=infra): its
 	// heartbeats say them, and agents ls shows them.
 	Labels map[string]string
+	// Subtasks: SelfBin is the agent's own binary, which executors get
+	// (AGENT_BIN, and its directory first on their PATH) to run `agent
+	// subtask` with their task token. Empty: executors get the token
+	// and the control plane's address only.
+	SelfBin string
 	// WorkDir holds each task's work directory, WorkDir/TASK_ID. Default
 	// DataDir/work.
 	WorkDir string

@@ -227,6 +227,10 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
 		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels}
+	// Subtasks: executors run `agent subtask` with this binary.
+	if self, err := os.Executable(); err == nil {
+		cfg.SelfBin = self
+	}
 	if os.Getenv("NOTIFY_SOCKET") != "" {
 		cfg.Notify = func(s string) { daemon.SdNotify(false, s) }
 		if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {

@@ -18,6 +18,8 @@ func newSubmitCmd() *cobra.Command {
 		repo, base            string
 		maxAttempts           int
 		asJSON, wait          bool
+		// Subtasks: labels the delegation rules match on.
+		labels []string
 	)
 	cmd := &cobra.Command{
 		Use:   "submit",
@@ -40,12 +42,16 @@ func newSubmitCmd() *cobra.Command {
 			if err := checkRepoFlags(repo, base); err != nil {
 				return err
 			}
+			taskLabels, err := labelMap(labels)
+			if err != nil {
+				return err
+			}
 			c, err := cp.client()
 			if err != nil {
 				return err
 			}
 			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
-				Repo: repo, Base: base})
+				Repo: repo, Base: base, Labels: taskLabels})
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
@@ -84,6 +90,8 @@ func newSubmitCmd() *cobra.Command {
 	fl.StringVar(&base, "base", "", "with --repo: the ref the task's branch is made from (default: the repository's HEAD)")
 	fl.BoolVar(&asJSON, "json", false, "print the whole task as JSON (with --wait: the final task)")
 	fl.BoolVar(&wait, "wait", false, "follow the task to its end; exit 0 completed, 1 failed, 3 recoverable_failed (a person decides), 4 timed out or expired, 5 cancelled")
+	// Subtasks.
+	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the control plane's delegation rules ([[delegate]]) match on, repeatable")
 	return cmd
 }
 

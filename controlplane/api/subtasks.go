@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -41,4 +42,20 @@ func LabelsText(labels map[string]string) string {
 	}
 	sort.Strings(pairs)
 	return strings.Join(pairs, ",")
+}
+
+// ParseLabels reads KEY=VALUE pairs as labels, checked by CheckLabels.
+func ParseLabels(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	labels := map[string]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want KEY=VALUE", p)
+		}
+		labels[k] = v
+	}
+	return labels, CheckLabels(labels)
 }
