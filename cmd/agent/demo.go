@@ -58,6 +58,10 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
 					return err
 				}
 				opts.Executor = exe
+				// Subtasks: the sample executor runs this binary's agent subtask.
+				if self, err := os.Executable(); err == nil {
+					opts.SelfBin = self
+				}
 				return demo.Run(cmd.Context(), opts)
 			case "codex", "claude":
 				path, err := demoBinary(kind, bin)
