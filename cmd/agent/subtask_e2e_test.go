@@ -100,3 +100,23 @@ func TestSubtaskOutsideATask(t *testing.T) {
 		wantOneLineError(t, r, 1, "no task token here")
 	}
 }
+
+// A mistake in a [[delegate]] table is one line naming the file's line,
+// exit 2, before the control plane listens.
+func TestServeRefusesDelegateMistakes(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, file, want string }{
+		{"not a label", "[[delegate]]\nparent = [\"planner\"]\n", `cp.toml:2: [[delegate]] parent: "planner": want KEY=VALUE`},
+		{"bad label key", "[[delegate]]\nchild = [\"a b=c\"]\n", `cp.toml:2: [[delegate]] child: label key "a b"`},
+		{"depth not a number", "[[delegate]]\nmax-depth = \"two\"\n", `cp.toml:2: delegate.max-depth: want a whole number from 1`},
+		{"zero children", "[[delegate]]\nmax-children = 0\n", `cp.toml:2: delegate.max-children: want a whole number from 1`},
+		{"unknown key", "[[delegate]]\nfrom = [\"a=b\"]\n", `cp.toml:2: unknown key "from" in [[delegate]]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, "cp.toml")
+			must(t, os.WriteFile(cfg, []byte(c.file), 0o600))
+			r := runAgent(t, "controlplane", "serve", "--config", cfg, "--data-dir", filepath.Join(dir, "cp"), "--addr", freeAddr(t))
+			wantOneLineError(t, r, 2, c.want)
+		})
+	}
+}
