@@ -6,10 +6,12 @@ package main
 // agent gave them.
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/state"
 )
@@ -118,5 +120,35 @@ func TestServeRefusesDelegateMistakes(t *testing.T) {
 			r := runAgent(t, "controlplane", "serve", "--config", cfg, "--data-dir", filepath.Join(dir, "cp"), "--addr", freeAddr(t))
 			wantOneLineError(t, r, 2, c.want)
 		})
+	}
+}
+
+// A person cancels a parent whose subtask runs: both end cancelled, the
+// subtask's process stopped by its agent, from the one request.
+func TestE2ECancelAParentCancelsItsSubtasks(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	startAgentProc(t, c, t.TempDir(), "--max-concurrent", "3")
+	parent := submit(t, c, "Supervise\n@subtask Work forever\\n@output working\\n@hang\n@subtask Work forever too\\n@hang\n@wait-subtasks")
+	var kids []string
+	waitFor(t, time.Minute, "both subtasks to run", func() bool {
+		v := c.task(t, parent)
+		running := 0
+		for _, id := range v.Children {
+			// The parent names a subtask a moment before it is stored.
+			if k, err := c.client.Task(context.Background(), id); err == nil && k.Phase == state.PhaseTurnStarted {
+				running++
+			}
+		}
+		kids = v.Children
+		return running == 2
+	})
+	r := runAgent(t, "tasks", "cancel", parent, "--control-plane", c.url(), "--token-file", c.operatorFile)
+	if r.code != 0 {
+		t.Fatalf("tasks cancel: %+v", r)
+	}
+	for _, id := range append([]string{parent}, kids...) {
+		if v := c.waitDone(t, id); v.Phase != state.PhaseCancelled {
+			t.Errorf("task %s after its parent's cancel: %s (%s)", id, v.Phase, v.PhaseReason)
+		}
 	}
 }
