@@ -65,6 +65,9 @@ type Agent struct {
 	obs        observer      // counts for the metrics; noObserver without them
 
 	view *tmuxview.View // the tmux view; nil without Config.Tmux
+	// Subtasks: taskTokens are the task tokens of the tasks running, by
+	// task id; in memory only, never logged.
+	taskTokens sync.Map
 }
 
 // New checks the configuration and prepares an agent; Run starts it.
@@ -353,7 +356,12 @@ func (a *Agent) heartbeat() *heartbeat {
 func (a *Agent) claimer(tasksCtx context.Context) *claimer {
 	return &claimer{client: a.client, agentID: a.id, store: a.store, health: a.health, held: a.held, link: a.link, log: a.log,
 		room:    func() (int, bool) { return a.running.room(a.live.Load().MaxConcurrent) },
-		running: a.running.has, start: func(t *state.Task) { a.supervise(tasksCtx, t) }, kick: a.kickClaim, repos: repoNames(a.cfg.Repos),
+		running: a.running.has, start: func(t *state.Task, token string) {
+			if token != "" {
+				a.taskTokens.Store(t.ID, token)
+			}
+			a.supervise(tasksCtx, t)
+		}, kick: a.kickClaim, repos: repoNames(a.cfg.Repos),
 		offer: a.capabilities, labels: a.cfg.Labels}
 }
 
@@ -396,7 +404,27 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
 		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: modelsFor(l.Models, t), Logger: a.log.With("task", t.ID),
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.Runner,
-		Workspaces: taskWorkspaces{a.workspaces}}
+		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID)}
+}
+
+// taskEnv is what task id's executor gets for subtasks: its task token,
+// the control plane's address and the agent binary, first on its PATH.
+// None when the agent holds no token for it: a control plane from before
+// subtasks, or a task taken up again after the agent restarted (tokens
+// live in memory only).
+func (a *Agent) taskEnv(id string) []string {
+	v, ok := a.taskTokens.Load(id)
+	if !ok {
+		return nil
+	}
+	env := []string{api.EnvTaskToken + "=" + v.(string), api.EnvControlPlane + "=" + a.cfg.ControlPlane}
+	if a.cfg.Insecure {
+		env = append(env, "AGENT_INSECURE=true")
+	}
+	if bin := a.cfg.SelfBin; bin != "" {
+		env = append(env, api.EnvAgentBin+"="+bin, "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	return env
 }
 
 // taskWorkspaces gives the runner the agent's workspaces; with no
@@ -472,6 +500,7 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 			}
 			a.running.end(t.ID)
 			a.view.Forget(t.ID)
+			a.taskTokens.Delete(t.ID)
 			kick(a.kickClaim)
 		}()
 		if err := a.newRunner(t).Run(ctx, t); err != nil {

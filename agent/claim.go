@@ -46,7 +46,7 @@ type claimer struct {
 	// claimed and saved.
 	room    func() (free int, stopping bool)
 	running func(taskID string) bool
-	start   func(*state.Task)
+	start   func(t *state.Task, taskToken string)
 	kick    <-chan struct{}
 	// repos are the names of the repositories the agent serves: the
 	// control plane grants a task that names a repository only to an
@@ -192,7 +192,7 @@ func (c *claimer) take(ctx context.Context, granted []api.Claimed) (released int
 			continue
 		}
 		c.log.Info("task claimed", "task", t.ID, "title", t.Title)
-		c.start(&t)
+		c.start(&t, g.TaskToken)
 	}
 	switch {
 	case len(release) == 0:

@@ -56,6 +56,11 @@ type Config struct {
 	// routing by capability: the --executor it runs (exec, codex, claude,
 	// sample). Empty: it advertises none, and meets no executor= requirement.
 	ExecutorKind string
+	// Subtasks: SelfBin is the agent's own binary, which executors get
+	// (AGENT_BIN, and its directory first on their PATH) to run `agent
+	// subtask` with their task token. Empty: executors get the token
+	// and the control plane's address only.
+	SelfBin string
 	// WorkDir holds each task's work directory, WorkDir/TASK_ID. Default
 	// DataDir/work.
 	WorkDir string

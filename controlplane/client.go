@@ -403,6 +403,20 @@ func (c *Client) CancelTask(ctx context.Context, id string) (api.TaskView, error
 	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/cancel", nil, &out, true)
 }
 
+// Subtasks: CreateSubtask submits a subtask of task parent (with its
+// task token, or a person's), under the control plane's delegation
+// rules. It is tried once, like CreateTask.
+func (c *Client) CreateSubtask(ctx context.Context, parent string, req api.CreateTaskRequest) (api.TaskView, error) {
+	var out api.TaskView
+	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(parent)+"/subtasks", req, &out, false)
+}
+
+// Subtasks lists task parent's subtasks, in the order it submitted them.
+func (c *Client) Subtasks(ctx context.Context, parent string) ([]api.TaskView, error) {
+	var out []api.TaskView
+	return out, c.call(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(parent)+"/subtasks", nil, &out, true)
+}
+
 // RetryTask asks for a new attempt of a recoverable_failed task (a
 // person decided). It is tried once: a second try after a lost answer
 // would find the task queued and say so.

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,6 +41,9 @@ type Options struct {
 	// Executor runs the tasks: the sample executor, or a real CLI pointed
 	// at a mock model.
 	Executor runner.Executor
+	// ExecutorKind is what the demo's agent advertises as its executor
+	// (sample, codex, claude): routing by capability.
+	ExecutorKind string
 	// Tasks are the tasks submitted, and Models the fallback chain.
 	// Default: the sample executor's tasks and models.
 	Tasks   []api.CreateTaskRequest
@@ -51,6 +55,10 @@ type Options struct {
 	Command string
 	// Timeout bounds the whole demo. Default 2 min.
 	Timeout time.Duration
+	// Subtasks: SelfBin is the agent binary, which the sample executor
+	// runs as agent subtask (agent.Config.SelfBin). With it, the demo
+	// adds a task that launches two subtasks and waits for them.
+	SelfBin string
 	// StartControlPlane starts the reference control plane on loopback
 	// as cp says and returns its URL and a function that stops it.
 	// Required: the daemon's package does not link the server, the
@@ -80,6 +88,13 @@ var demoTasks = []api.CreateTaskRequest{
 	{Title: "Migrate the billing database", Prompt: "Migrate the billing database\n@progress 2\n@sleep 500ms\n@side-effect applied migration 0042 to billing\n@fail quota\n@output Billing is on schema 43."},
 }
 
+// subtasksTask launches two subtasks and waits for them: their results
+// and timelines come back to it (agent subtask wait).
+var subtasksTask = api.CreateTaskRequest{Title: "Prepare the release notes", Prompt: "Prepare the release notes\n" +
+	"@subtask Collect the merged changes\\n@progress 2\\n@output 14 changes merged since v1.3\n" +
+	"@subtask Check the changelog\\n@sleep 300ms\\n@fail rate_limit\\n@output The changelog is up to date\n" +
+	"@wait-subtasks\n@output Release notes drafted from both subtasks."}
+
 // Run runs the whole system on embedded defaults: a reference control
 // plane on loopback, an agent with the sample executor, a few tasks, live
 // progress, then each task's attempt timeline and the outbox's figures. It
@@ -93,6 +108,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if len(opts.Tasks) == 0 {
 		opts.Tasks, opts.Models = demoTasks, []string{"gpt-5-mini", "gpt-5"}
+		if opts.SelfBin != "" {
+			opts.Tasks = append(slices.Clone(opts.Tasks), subtasksTask)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
@@ -158,8 +176,8 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	// The tasks reach neither the agent's files nor the control plane's,
 	// which share this machine in the demo.
-	ag, err := agent.New(agent.Config{ControlPlane: url, Token: token, DataDir: filepath.Join(dir, "agent"), Executor: opts.Executor,
-		Models: opts.Models, MaxConcurrent: 2, HeartbeatInterval: beat, ShutdownGrace: 2 * time.Second,
+	ag, err := agent.New(agent.Config{ControlPlane: url, Token: token, DataDir: filepath.Join(dir, "agent"), Executor: opts.Executor, ExecutorKind: opts.ExecutorKind,
+		Models: opts.Models, MaxConcurrent: 3, HeartbeatInterval: beat, SelfBin: opts.SelfBin, ShutdownGrace: 2 * time.Second,
 		Policy: runner.Policy{BaseDelay: time.Second}, Logger: log.With("component", "agent"), Version: opts.Version,
 		Isolation: isolation.Config{Protect: []string{cpDir}}})
 	if err != nil {
@@ -193,9 +211,20 @@ func Run(ctx context.Context, opts Options) error {
 	fmt.Fprintln(out, "\nAttempt timelines")
 	now := time.Now()
 	for _, v := range views {
-		fmt.Fprintf(out, "\n  %s  %s: %s\n", v.ID, v.Title, v.Phase)
+		of := ""
+		if v.Parent != "" {
+			of = " (a subtask of " + v.Parent + ")"
+		}
+		fmt.Fprintf(out, "\n  %s  %s: %s%s\n", v.ID, v.Title, v.Phase, of)
 		for _, l := range state.Timeline(&v.Task, now) {
 			fmt.Fprintf(out, "    %s\n", l)
+		}
+		// A parent's report of its subtasks, as agent subtask wait gave it.
+		if data, ok := resultData(v); ok && data["subtasks"] != nil {
+			fmt.Fprintf(out, "    its subtasks, as agent subtask wait reported them:\n")
+			for _, l := range strings.Split(fmt.Sprint(data["subtasks"]), "\n") {
+				fmt.Fprintf(out, "      %s\n", l)
+			}
 		}
 	}
 	snap, err := outbox.Inspect(datadir.Layout{Dir: filepath.Join(dir, "agent")}.Outbox())
@@ -219,6 +248,15 @@ func Run(ctx context.Context, opts Options) error {
 			shellword.Quote(filepath.Join(dir, "agent")), views[1].ID, opts.Command)
 	}
 	return nil
+}
+
+// resultData is a task's result data when it is a JSON object.
+func resultData(v api.TaskView) (map[string]any, bool) {
+	if v.Result == nil {
+		return nil, false
+	}
+	data, ok := v.Result.Data.(map[string]any)
+	return data, ok
 }
 
 // demoToken is a fresh 256-bit token.

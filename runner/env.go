@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -79,7 +80,21 @@ func executorEnv(from []string, allow []string, set []string, spec AttemptSpec) 
 	if spec.SessionDir != "" {
 		env = append(env, "AGENT_SESSION_DIR="+spec.SessionDir)
 	}
-	return append(env, "AGENT_TASK_ID="+spec.Task.ID, "AGENT_ATTEMPT="+strconv.Itoa(spec.Task.Attempt), "AGENT_MODEL="+spec.Task.Model)
+	env = append(env, "AGENT_TASK_ID="+spec.Task.ID, "AGENT_ATTEMPT="+strconv.Itoa(spec.Task.Attempt), "AGENT_MODEL="+spec.Task.Model)
+	for _, kv := range spec.TaskEnv {
+		env = setEnv(env, kv)
+	}
+	return env
+}
+
+// setEnv puts NAME=VALUE kv in env, in place of any variable of that name.
+func setEnv(env []string, kv string) []string {
+	name, _, _ := strings.Cut(kv, "=")
+	if matchesAny(neverEnv, name) {
+		return env
+	}
+	env = slices.DeleteFunc(env, func(e string) bool { n, _, _ := strings.Cut(e, "="); return n == name })
+	return append(env, kv)
 }
 
 func matchesAny(patterns []string, name string) bool {

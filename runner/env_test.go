@@ -47,6 +47,27 @@ func TestExecutorEnvironmentIsAnAllowlist(t *testing.T) {
 	}
 }
 
+// The runner's Env (the task token and where to use it) reaches the
+// executor over the agent's own variables of the same name, and cannot
+// carry the agent's token.
+func TestTaskEnvironmentReachesTheExecutor(t *testing.T) {
+	t.Setenv("AGENT_TOKEN", "secret-token-123")
+	exe, err := exec.New(exec.Config{Argv: []string{"/usr/bin/env"}, Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := runnertest.NewFixture(t, exe, "")
+	f.Runner.Env = []string{"AGENT_TASK_TOKEN=tt_t-1.lease-1.abc", "PATH=/opt/agent/bin:/usr/bin:/bin", "AGENT_TOKEN=leaked"}
+	f.Run(t, context.Background())
+	env := strings.Join(f.Rec.Logs(), "\n")
+	if !strings.Contains(env, "stdout: AGENT_TASK_TOKEN=tt_t-1.lease-1.abc") || !strings.Contains(env, "stdout: PATH=/opt/agent/bin:/usr/bin:/bin") {
+		t.Errorf("the executor's environment lacks the task's variables:\n%s", env)
+	}
+	if strings.Count(env, "stdout: PATH=") != 1 || strings.Contains(env, "AGENT_TOKEN=") {
+		t.Errorf("PATH twice, or the agent's token:\n%s", env)
+	}
+}
+
 func TestEnvNamesCannotPassTheAgentsSecrets(t *testing.T) {
 	for _, c := range []struct {
 		names []string

@@ -88,6 +88,10 @@ type AttemptSpec struct {
 	// approval policy ask). Nil when nobody can be asked: the executor
 	// then declines.
 	Ask func(ctx context.Context, req state.ApprovalRequest) Approval
+	// Subtasks: TaskEnv are NAME=VALUE variables the task's executor gets
+	// over any other of the same name (Runner.Env): its task token and
+	// where to use it. Never logged.
+	TaskEnv []string
 }
 
 // Approval is the answer to an approval request.

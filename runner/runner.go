@@ -86,6 +86,10 @@ type Runner struct {
 	// Workspaces, if set, gives each task that names a repository a
 	// workspace of its own, its work directory.
 	Workspaces Workspaces
+	// Subtasks: Env are NAME=VALUE variables every attempt's executor gets
+	// (AttemptSpec.TaskEnv): the task token, the control plane's address,
+	// the agent binary for `agent subtask`. Never logged.
+	Env []string
 }
 
 // Workspaces gives a task that names a repository a workspace of its own
@@ -261,7 +265,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 
 	spec := AttemptSpec{AttemptID: a.AttemptID, Task: TaskInput{ID: task.ID, Title: task.Title, Prompt: task.Prompt,
 		Attempt: a.Number, AttemptID: a.AttemptID, Model: a.Model},
-		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID)}
+		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID), TaskEnv: r.Env}
 	// refuse ends the attempt before its executor starts, with an error
 	// of code c.
 	refuse := func(c state.ErrorCode, err error) result {

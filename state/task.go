@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"time"
@@ -28,6 +29,14 @@ type Task struct {
 	// executor=codex"). It never ends the task by itself.
 	Requires   []Requirement `json:"requires,omitempty"`
 	Unroutable string        `json:"unroutable,omitempty"`
+	// Subtasks: Labels are what the control plane's delegation rules
+	// match on. Parent is the task that submitted this one as its
+	// subtask, Depth how deep it nests (a task a person submitted is 0),
+	// and Children the subtasks it submitted, in order.
+	Labels   map[string]string `json:"labels,omitempty"`
+	Parent   string            `json:"parent,omitempty"`
+	Depth    int               `json:"depth,omitempty"`
+	Children []string          `json:"children,omitempty"`
 
 	Phase       Phase  `json:"phase"`
 	PhaseReason string `json:"phase_reason,omitempty"`
@@ -398,6 +407,8 @@ func (t *Task) Clone() *Task {
 	c.Output = slices.Clone(t.Output)
 	c.PhasesSeen = slices.Clone(t.PhasesSeen)
 	c.Requires = slices.Clone(t.Requires)
+	c.Children = slices.Clone(t.Children)
+	c.Labels = maps.Clone(t.Labels)
 	if t.Result != nil {
 		r := *t.Result
 		c.Result = &r

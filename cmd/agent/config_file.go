@@ -310,6 +310,13 @@ func tableFromTOML(problems *configProblems, key string, keys []tableKey, i int,
 				continue
 			}
 			t.values[tk.name] = list
+		case int:
+			n, isInt := v.(int64)
+			if !isInt || n < 1 || n > 1<<20 {
+				problems.add(where.line(tk.name), "%s.%s: want a whole number from 1 to %d, got %s", key, tk.name, 1<<20, tomlType(v))
+				continue
+			}
+			t.values[tk.name] = int(n)
 		}
 	}
 	return t, len(problems.list) == n
@@ -360,6 +367,9 @@ func (t fileTable) str(key string) string { s, _ := t.values[key].(string); retu
 
 // list is a list key's value, nil when absent.
 func (t fileTable) list(key string) []string { l, _ := t.values[key].([]string); return l }
+
+// num is a whole-number key's value, 0 when absent.
+func (t fileTable) num(key string) int { n, _ := t.values[key].(int); return n }
 
 // line is the line of a key, or of the table's header when it is absent.
 func (t fileTable) line(key string) int { return t.where.line(key) }

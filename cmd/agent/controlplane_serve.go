@@ -106,6 +106,11 @@ the environment, which wins over the file.`,
 			if err != nil {
 				return err
 			}
+			// Subtasks: the [[delegate]] rules.
+			rules, err := delegateRules(resolvedOf(cmd))
+			if err != nil {
+				return err
+			}
 			st, storeWhere, err := openStore(cmd.Context(), storeURL, log)
 			if err != nil {
 				return err
@@ -115,7 +120,7 @@ the environment, which wins over the file.`,
 			}
 			srv, err := server.New(server.Options{Store: st, Dir: dir, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
 				Limits: state.Limits{Stall: stall, Queued: queue}, MaxAttemptOutput: int64(maxOutput), Retention: retention, Logger: log,
-				PublicURL: notifications.publicURL, Notify: serverTargets(targets)})
+				PublicURL: notifications.publicURL, Notify: serverTargets(targets), Delegate: rules})
 			if err != nil {
 				return err
 			}

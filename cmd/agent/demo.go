@@ -49,7 +49,7 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
   agent demo --executor claude --data-dir ./demo-data`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := demo.Options{DataDir: dataDir, Out: cmd.OutOrStdout(), Version: agentVersion(), Command: invokedAs(), StartControlPlane: startDemoControlPlane}
+			opts := demo.Options{DataDir: dataDir, Out: cmd.OutOrStdout(), Version: agentVersion(), Command: invokedAs(), StartControlPlane: startDemoControlPlane, ExecutorKind: kind}
 			switch kind {
 			case "sample":
 				f := executorFlags{kind: "sample", killGrace: 5 * time.Second}
@@ -58,6 +58,10 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
 					return err
 				}
 				opts.Executor = exe
+				// Subtasks: the sample executor runs this binary's agent subtask.
+				if self, err := os.Executable(); err == nil {
+					opts.SelfBin = self
+				}
 				return demo.Run(cmd.Context(), opts)
 			case "codex", "claude":
 				path, err := demoBinary(kind, bin)

@@ -27,8 +27,9 @@ func TestMain(m *testing.M) {
 	keeper.Main() // attempts run under a keeper: this test binary is it
 	// The test binary is the agent, and the sample executor the agent
 	// starts (as os.Executable sample-executor, with the executor's
-	// environment allowlist, which does not carry AGENT_TEST_BE_AGENT).
-	if os.Getenv("AGENT_TEST_BE_AGENT") == "1" || len(os.Args) > 1 && os.Args[1] == "sample-executor" {
+	// environment allowlist, which does not carry AGENT_TEST_BE_AGENT);
+	// and the agent subtask commands an executor runs ($AGENT_BIN).
+	if os.Getenv("AGENT_TEST_BE_AGENT") == "1" || len(os.Args) > 1 && (os.Args[1] == "sample-executor" || os.Args[1] == "subtask") {
 		main()
 		return
 	}

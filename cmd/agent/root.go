@@ -28,7 +28,9 @@ and replayed until the control plane acknowledges it.`,
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	defer refuseUnknownSubcommands(root)
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newStopCmd(), newConfigCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newAgentsCmd(), newHealthCmd(), newDoctorCmd(), newOutboxCmd(), newWorkspacesCmd(), newServiceCmd(), newSampleExecutorCmd())
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newStopCmd(), newConfigCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newAgentsCmd(), newHealthCmd(), newDoctorCmd(), newOutboxCmd(), newWorkspacesCmd(), newServiceCmd(), newSampleExecutorCmd(),
+		// Subtasks.
+		newSubtaskCmd())
 	return root
 }
 

@@ -241,6 +241,10 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	if cfg.Tmux, err = f.tmuxView(); err != nil { // the tmux view (issue 27)
 		return err
 	}
+	// Subtasks: executors run `agent subtask` with this binary.
+	if self, err := os.Executable(); err == nil {
+		cfg.SelfBin = self
+	}
 	if os.Getenv("NOTIFY_SOCKET") != "" {
 		cfg.Notify = func(s string) { daemon.SdNotify(false, s) }
 		if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {

@@ -28,6 +28,10 @@ follows directives in the task's prompt, one per line:
   @flood N           write N log lines as fast as it can
   @ignore-sigterm    ignore SIGTERM
   @spawn-child       start a grandchild that sleeps
+  @subtask PROMPT    submit a subtask with agent subtask submit (\n in
+                     PROMPT is a new line; docs/subtasks.md)
+  @wait-subtasks     wait for them with agent subtask wait: their results
+                     and timelines become output and the result's data
 
 Without directives it walks the phases, reports progress and output, and
 returns a result.`,

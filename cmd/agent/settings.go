@@ -78,6 +78,15 @@ var notifyKeys = []tableKey{
 	{name: "events", def: []string(nil)},
 }
 
+// delegateKeys are the keys of a [[delegate]] table (controlplane/server's
+// DelegateRule): subtasks.
+var delegateKeys = []tableKey{
+	{name: "parent", def: []string(nil)},
+	{name: "child", def: []string(nil)},
+	{name: "max-depth", def: 0},
+	{name: "max-children", def: 0},
+}
+
 // repoKeys are the keys of a [[repo]] table.
 var repoKeys = [2]string{"name", "path"}
 
@@ -392,6 +401,9 @@ var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setti
 		help: "file holding the HMAC key that signs the --notify-webhook deliveries, 32 characters or more (default: DIR/notify-secret, made if missing)"},
 	{name: "notify", def: []fileTable(nil), table: notifyKeys,
 		help: "notification targets, in the config file only: [[notify]] tables with name, type (webhook, slack or ntfy), url or url-file, secret-file (a webhook's HMAC key), token-file (an ntfy access token) and events (default: every one); docs/notifications.md"},
+	// Subtasks.
+	{name: "delegate", def: []fileTable(nil), table: delegateKeys,
+		help: "delegation rules for subtasks, in the config file only: [[delegate]] tables with parent and child (labels KEY=VALUE each must carry; none: any task), max-depth and max-children; the first that matches decides; none: any to any, depth 2, 8 subtasks each (docs/subtasks.md)"},
 	{name: "log-level", key: "log.level", def: "info", oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
 		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, json otherwise"},

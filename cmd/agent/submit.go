@@ -20,6 +20,8 @@ func newSubmitCmd() *cobra.Command {
 		maxAttempts           int
 		asJSON, wait          bool
 		requires              []string // routing by capability
+		// Subtasks: labels the delegation rules match on.
+		labels []string
 	)
 	cmd := &cobra.Command{
 		Use:   "submit",
@@ -47,12 +49,16 @@ func newSubmitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			taskLabels, err := labelMap(labels)
+			if err != nil {
+				return err
+			}
 			c, err := cp.client()
 			if err != nil {
 				return err
 			}
 			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
-				Repo: repo, Base: base, Requires: reqs})
+				Repo: repo, Base: base, Requires: reqs, Labels: taskLabels})
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
@@ -93,6 +99,8 @@ func newSubmitCmd() *cobra.Command {
 	fl.StringArrayVar(&requires, "require", nil, "KEY=VALUE the agent that runs the task must advertise, repeatable: executor=codex, model=M, repo=R, os=linux, arch=arm64, label=NAME or label=NAME=VALUE")
 	fl.BoolVar(&asJSON, "json", false, "print the whole task as JSON (with --wait: the final task)")
 	fl.BoolVar(&wait, "wait", false, "follow the task to its end; exit 0 completed, 1 failed, 3 recoverable_failed (a person decides), 4 timed out or expired, 5 cancelled")
+	// Subtasks.
+	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the control plane's delegation rules ([[delegate]]) match on, repeatable")
 	return cmd
 }
 

@@ -46,6 +46,8 @@ func newTasksShowCmd() *cobra.Command {
 				}{v, v.ProgressCard, state.Timeline(t, now)})
 			}
 			printTask(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), newHint(&src.cp), t, now)
+			// Subtasks: the task's parent and subtasks.
+			subtaskTree(cmd.Context(), cmd.OutOrStdout(), t, s.Task)
 			return nil
 		},
 	}

@@ -23,6 +23,9 @@ type CreateTaskRequest struct {
 	// Routing by capability: only an agent that advertises every one of
 	// Requires claims the task (see state.Requirement).
 	Requires []state.Requirement `json:"requires,omitempty"`
+	// Subtasks: Labels are the task's KEY=VALUE labels, which the
+	// control plane's delegation rules match on (see CheckLabels).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Prefer is what a task asks of the agent that runs it: the task's own
@@ -113,6 +116,10 @@ type ClaimResponse struct {
 type Claimed struct {
 	Task  state.Task  `json:"task"`
 	Lease state.Lease `json:"lease"`
+	// Subtasks: TaskToken is the task's own credential for its
+	// executor (see TaskTokenPrefix), good while the task holds this
+	// lease. The agent never stores or logs it.
+	TaskToken string `json:"task_token,omitempty"`
 }
 
 // ReleaseRequest is POST /v1/tasks/release: claimed tasks an agent will not

@@ -38,6 +38,8 @@ const (
 type WhoAmI struct {
 	Principal Principal `json:"principal"`
 	AgentID   string    `json:"agent_id,omitempty"`
+	// TaskID is a task token's task.
+	TaskID string `json:"task_id,omitempty"`
 }
 
 // RegisterRequest is POST /v1/agents/register: with the registration

@@ -156,6 +156,15 @@ type taskData struct {
 	Seq      int // the last event read
 	Prompt   string
 	Cut      string
+	// Subtasks: the task's parent, and its subtasks with their phases.
+	Parent   string
+	Subtasks []subtaskRow
+}
+
+// subtaskRow is a subtask as its parent's page lists it.
+type subtaskRow struct {
+	ID, Title string
+	Phase     state.Phase
 }
 
 // result is what a task's page shows of its end.
@@ -224,6 +233,15 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request, s session, st
 		return
 	}
 	d := c.taskParts(&tv, v.CSRF)
+	// Subtasks: the tree around the task.
+	d.Parent = tv.Parent
+	for _, cid := range tv.Children {
+		row := subtaskRow{ID: cid}
+		if k, err := c.backend.TaskView(r.Context(), cid); err == nil {
+			row.Title, row.Phase = k.Title, k.Phase
+		}
+		d.Subtasks = append(d.Subtasks, row)
+	}
 	events, lines, last, err := c.tail(r.Context(), id, 0, eventsRead)
 	if err != nil {
 		c.pageError(w, v, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/state"
 )
@@ -141,5 +142,26 @@ func TestHostileContentIsEscaped(t *testing.T) {
 		if strings.Contains(body, "<script>") && !strings.Contains(body, `<script src="/static/console.js" defer></script>`) {
 			t.Errorf("%s has an inline script", path)
 		}
+	}
+}
+
+// A task's page lists its subtasks with their phases, and a subtask's
+// names its parent (subtasks, issue 27).
+func TestTaskPageShowsTheTree(t *testing.T) {
+	cp := start(t, server.Options{})
+	parent := submit(t, cp, "Plan the release")
+	kid, err := cp.Operator.CreateSubtask(t.Context(), parent, api.CreateTaskRequest{Title: "Count the files", Prompt: "count"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, cp.URL)
+	b.signIn(operatorToken)
+	_, body := b.get("/tasks/" + parent)
+	if want := `<li><a href="/tasks/` + kid.ID + `">` + kid.ID + `</a> <span class="phase">queued</span> Count the files</li>`; !strings.Contains(body, want) {
+		t.Errorf("the parent's page lacks %s:\n%s", want, body)
+	}
+	_, body = b.get("/tasks/" + kid.ID)
+	if want := `A subtask of <a href="/tasks/` + parent + `">`; !strings.Contains(body, want) {
+		t.Errorf("the subtask's page lacks %s", want)
 	}
 }

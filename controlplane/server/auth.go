@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -27,12 +28,16 @@ import (
 //     holds a lease on.
 //   - The registration secret (--token-file, DIR/token: every agent host
 //     has it) only enrols an agent id nobody holds.
+//   - A task is a running task's executor, holding the task token its
+//     grant carried (tasktoken.go): it submits, lists, reads and cancels
+//     children of its own task, and nothing else.
 type principal uint8
 
 const (
 	principalOperator principal = 1 << iota
 	principalAgent
 	principalRegistration
+	principalTask
 )
 
 func (p principal) String() string {
@@ -40,7 +45,7 @@ func (p principal) String() string {
 	for _, n := range []struct {
 		p    principal
 		name api.Principal
-	}{{principalOperator, api.PrincipalOperator}, {principalAgent, api.PrincipalAgent}, {principalRegistration, api.PrincipalRegistration}} {
+	}{{principalOperator, api.PrincipalOperator}, {principalAgent, api.PrincipalAgent}, {principalRegistration, api.PrincipalRegistration}, {principalTask, api.PrincipalTask}} {
 		if p&n.p != 0 {
 			names = append(names, string(n.name))
 		}
@@ -55,6 +60,7 @@ func (p principal) wire() api.Principal { return api.Principal(p.String()) }
 type caller struct {
 	principal principal
 	agentID   string // an agent's id
+	taskID    string // a task token's task
 }
 
 type callerKey struct{}
@@ -70,6 +76,9 @@ func callerOf(ctx context.Context) caller {
 func (s *Server) identify(ctx context.Context, tok string) (caller, bool, error) {
 	if tok == "" {
 		return caller{}, false, nil
+	}
+	if strings.HasPrefix(tok, api.TaskTokenPrefix) {
+		return s.identifyTask(ctx, tok)
 	}
 	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.Token)) == 1 {
 		return caller{principal: principalRegistration}, true, nil
@@ -92,6 +101,11 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		who, ok, err := s.identify(r.Context(), tok)
+		var dead *httpError
+		if errors.As(err, &dead) {
+			writeJSON(w, dead.status, api.ErrorBody{Error: dead.msg})
+			return
+		}
 		if err != nil {
 			s.log.Error("authentication: the store did not answer", "err", err)
 			writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "the control plane's store is unavailable; try again"})
@@ -156,6 +170,8 @@ func refusal(p, allow principal) string {
 		return "forbidden: registering an agent takes the registration secret (the control plane's --token-file, or its DIR/token), not an operator token"
 	case p == principalOperator:
 		return "forbidden: an operator token does not act as an agent; heartbeat, claim, release and events take the agent's own token"
+	case p == principalTask:
+		return "forbidden: a task token only submits, lists, reads and cancels its own task's subtasks (/v1/tasks/{its id}/subtasks)"
 	}
 	return fmt.Sprintf("forbidden: this endpoint serves %s tokens, not %s tokens", allow, p)
 }

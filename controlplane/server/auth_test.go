@@ -29,14 +29,16 @@ var wantPrincipals = map[string]principal{
 	"POST /v1/events":              principalAgent,
 	"POST /v1/tasks":               principalOperator,
 	"GET /v1/tasks":                principalOperator,
-	"GET /v1/tasks/{id}":           principalOperator | principalAgent,
-	"GET /v1/tasks/{id}/events":    principalOperator | principalAgent,
-	"POST /v1/tasks/{id}/cancel":   principalOperator,
+	"GET /v1/tasks/{id}":           principalOperator | principalAgent | principalTask,
+	"GET /v1/tasks/{id}/events":    principalOperator | principalAgent | principalTask,
+	"POST /v1/tasks/{id}/subtasks": principalOperator | principalTask,
+	"GET /v1/tasks/{id}/subtasks":  principalOperator | principalTask,
+	"POST /v1/tasks/{id}/cancel":   principalOperator | principalTask,
 	"POST /v1/tasks/{id}/retry":    principalOperator,
 	"POST /v1/tasks/{id}/continue": principalOperator,
 	"POST /v1/tasks/{id}/reply":    principalOperator,
 	"GET /v1/agents":               principalOperator,
-	"GET /v1/whoami":               principalOperator | principalAgent | principalRegistration,
+	"GET /v1/whoami":               principalOperator | principalAgent | principalRegistration | principalTask,
 }
 
 // Every route answers each kind of credential as the table says: 403 with
@@ -45,8 +47,9 @@ var wantPrincipals = map[string]principal{
 func TestEveryRouteServesOnlyItsPrincipals(t *testing.T) {
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	task := e.submit("x", "any")
-	e.claim("a", "available", 1)
-	tokens := map[principal]string{principalOperator: opToken, principalRegistration: regToken, principalAgent: e.tokens.get("a")}
+	granted := e.claim("a", "available", 1)
+	tokens := map[principal]string{principalOperator: opToken, principalRegistration: regToken, principalAgent: e.tokens.get("a"),
+		principalTask: granted[0].TaskToken}
 
 	do := func(method, path, tok, body string) (int, string) {
 		t.Helper()
@@ -77,12 +80,19 @@ func TestEveryRouteServesOnlyItsPrincipals(t *testing.T) {
 		if strings.HasPrefix(rt.pattern, "POST /v1/agents/{id}") {
 			path = strings.ReplaceAll(rt.pattern[len("POST "):], "{id}", "nobody")
 		}
-		for _, p := range []principal{principalOperator, principalAgent, principalRegistration} {
+		for _, p := range []principal{principalOperator, principalAgent, principalRegistration, principalTask} {
 			body := `{"agent_id":"a"}`
 			if p == principalRegistration {
 				body = `{"agent_id":"b-` + strings.ReplaceAll(p.String(), "|", "") + `"}`
 			}
 			code, answer := do(method, path, tokens[p], body)
+			if p == principalTask && rt.pattern == "POST /v1/tasks/{id}/cancel" {
+				// Served for its subtasks; its own task (the path's) is not one.
+				if code != http.StatusForbidden || !strings.Contains(answer, "subtask") {
+					t.Errorf("%s with the task's own token: %d %s, want 403 naming subtasks", rt.pattern, code, answer)
+				}
+				continue
+			}
 			switch {
 			case want&p == 0 && (code != http.StatusForbidden || !strings.Contains(answer, "forbidden")):
 				t.Errorf("%s with a %s token: %d %s, want 403 with the reason", rt.pattern, p, code, answer)

@@ -347,7 +347,7 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 					}
 					t.Lease.ExpiresAt, t.Lease.Lapsed = now.Add(s.opts.Lease), false
 					tx.Save(t)
-					resp.Tasks = append(resp.Tasks, claimed(t, *t.Lease))
+					resp.Tasks = append(resp.Tasks, s.claimed(t, *t.Lease))
 				}
 				return nil
 			})
@@ -382,7 +382,7 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 		}
 		t.Lease, t.Unroutable = &lease, ""
 		tx.Save(t)
-		resp.Tasks = append(resp.Tasks, claimed(t, lease))
+		resp.Tasks = append(resp.Tasks, s.claimed(t, lease))
 		return len(resp.Tasks) >= most, nil
 	})
 	if err != nil {
@@ -402,11 +402,11 @@ func mayClaim(t *state.Task, req api.ClaimRequest) bool {
 		(len(t.Requires) == 0 || api.OfferOfClaim(req).MeetsAll(t.Requires))
 }
 
-// claimed is task t granted under lease. The lease goes once, beside the
-// task: a copy in the task too would say the same twice (every agent reads
-// this one and puts it in the task it keeps).
-func claimed(t *state.Task, lease state.Lease) api.Claimed {
-	c := api.Claimed{Task: *t.Clone(), Lease: lease}
+// claimed is task t granted under lease, with its task token. The lease
+// goes once, beside the task: a copy in the task too would say the same
+// twice (every agent reads this one and puts it in the task it keeps).
+func (s *Server) claimed(t *state.Task, lease state.Lease) api.Claimed {
+	c := api.Claimed{Task: *t.Clone(), Lease: lease, TaskToken: s.taskToken(t.ID, lease.ID)}
 	c.Task.Lease = nil
 	return c
 }

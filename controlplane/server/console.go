@@ -36,6 +36,10 @@ func consoleErr(err error) error {
 // addr as the API's failed authentications do.
 func (s *Server) Identify(ctx context.Context, tok, addr string) (console.Identity, error) {
 	who, ok, err := s.identify(ctx, tok)
+	var dead *httpError
+	if errors.As(err, &dead) {
+		err = nil // a task token that is no longer good: nobody's
+	}
 	if err != nil {
 		return console.Identity{}, err
 	}

@@ -33,6 +33,7 @@ func (s *Server) routes() []route {
 		operator     = principalOperator
 		agent        = principalAgent
 		registration = principalRegistration
+		task         = principalTask
 	)
 	return []route{
 		{"POST /v1/agents/register", registration | agent, func(w http.ResponseWriter, r *http.Request) {
@@ -53,12 +54,22 @@ func (s *Server) routes() []route {
 			handle(func(req api.CreateTaskRequest) (api.TaskView, error) { return s.createTask(r.Context(), req) })(w, r)
 		}},
 		{"GET /v1/tasks", operator, s.serveTasks},
-		{"GET /v1/tasks/{id}", operator | agent, func(w http.ResponseWriter, r *http.Request) {
+		{"GET /v1/tasks/{id}", operator | agent | task, func(w http.ResponseWriter, r *http.Request) {
 			v, err := s.getTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
-		{"GET /v1/tasks/{id}/events", operator | agent, s.serveEvents},
-		{"POST /v1/tasks/{id}/cancel", operator, func(w http.ResponseWriter, r *http.Request) {
+		{"GET /v1/tasks/{id}/events", operator | agent | task, s.serveEvents},
+		// Subtasks: a task token's whole power, on its own task's subtasks.
+		{"POST /v1/tasks/{id}/subtasks", operator | task, func(w http.ResponseWriter, r *http.Request) {
+			handle(func(req api.CreateTaskRequest) (api.TaskView, error) {
+				return s.createSubtask(r.Context(), r.PathValue("id"), req)
+			})(w, r)
+		}},
+		{"GET /v1/tasks/{id}/subtasks", operator | task, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.subtasks(r.Context(), r.PathValue("id"))
+			reply(w, v, err)
+		}},
+		{"POST /v1/tasks/{id}/cancel", operator | task, func(w http.ResponseWriter, r *http.Request) {
 			v, err := s.cancelTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
@@ -76,9 +87,9 @@ func (s *Server) routes() []route {
 			})(w, r)
 		}},
 		{"GET /v1/agents", operator, s.serveAgents},
-		{"GET /v1/whoami", operator | agent | registration, func(w http.ResponseWriter, r *http.Request) {
+		{"GET /v1/whoami", operator | agent | registration | task, func(w http.ResponseWriter, r *http.Request) {
 			c := callerOf(r.Context())
-			writeJSON(w, http.StatusOK, api.WhoAmI{Principal: c.principal.wire(), AgentID: c.agentID})
+			writeJSON(w, http.StatusOK, api.WhoAmI{Principal: c.principal.wire(), AgentID: c.agentID, TaskID: c.taskID})
 		}},
 	}
 }

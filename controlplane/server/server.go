@@ -73,8 +73,11 @@ type Options struct {
 	// written once per target that wants its event, in the transaction
 	// of the change that causes it. Empty: no notifications.
 	Notify []NotifyTarget
-	Logger *slog.Logger
-	Now    func() time.Time
+	// Delegate are the delegation rules subtasks are submitted under
+	// (see DelegateRule); empty: DefaultDelegation.
+	Delegate []DelegateRule
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // NotifyTarget is a notification target as the server sees it: a name
@@ -101,6 +104,8 @@ type Server struct {
 	// failed authentications per address.
 	operators map[[sha256.Size]byte]bool
 	throttle  throttle
+	// taskKey signs task tokens (tasktoken.go).
+	taskKey []byte
 
 	mu sync.Mutex
 	// eventResults counts the events answered, by status, for metrics.
@@ -153,6 +158,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckDelegateRules(opts.Delegate); err != nil {
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
+	opts.Delegate = cloneRules(opts.Delegate)
 	if opts.Lease <= 0 {
 		opts.Lease = DefaultLease
 	}
@@ -172,7 +181,7 @@ func New(opts Options) (*Server, error) {
 		opts.Now = utc.Now
 	}
 	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: opts.Store, operators: operators,
-		wasOnline: map[string]bool{}, stopWaits: make(chan struct{})}
+		taskKey: taskTokenKey(opts.Token), wasOnline: map[string]bool{}, stopWaits: make(chan struct{})}
 	if s.store == nil {
 		fs, err := filestore.Open(opts.Dir, filestore.Options{Logger: opts.Logger, Now: opts.Now})
 		if err != nil {

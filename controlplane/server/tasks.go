@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,32 +16,49 @@ import (
 )
 
 func (s *Server) createTask(ctx context.Context, req api.CreateTaskRequest) (api.TaskView, error) {
+	t, err := s.newTask(ctx, req)
+	if err != nil {
+		return api.TaskView{}, err
+	}
+	if err := s.store.Create(ctx, t); err != nil {
+		return api.TaskView{}, storeErr("submit", err)
+	}
+	s.wakeClaims(1)
+	return api.ViewOf(t), nil
+}
+
+// newTask is the task req asks for, not yet stored; a bad request is
+// refused in one line.
+func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state.Task, error) {
 	switch {
 	case strings.TrimSpace(req.Prompt) == "":
-		return api.TaskView{}, badRequest("prompt is required")
+		return nil, badRequest("prompt is required")
 	case len(req.Prompt) > api.MaxPromptBytes:
-		return api.TaskView{}, badRequest("prompt is longer than %s", bytesize.Text(api.MaxPromptBytes))
+		return nil, badRequest("prompt is longer than %s", bytesize.Text(api.MaxPromptBytes))
 	case req.Prefer != "" && req.Prefer != api.PreferAny && req.Prefer != api.PreferGUI:
-		return api.TaskView{}, badRequest("prefer %q: want gui or any", req.Prefer)
+		return nil, badRequest("prefer %q: want gui or any", req.Prefer)
 	case req.MaxAttempts < 0 || req.MaxAttempts > 20:
-		return api.TaskView{}, badRequest("max_attempts %d: want 0 (the agent's default) to 20", req.MaxAttempts)
+		return nil, badRequest("max_attempts %d: want 0 (the agent's default) to 20", req.MaxAttempts)
+	}
+	if err := api.CheckLabels(req.Labels); err != nil {
+		return nil, badRequest("labels: %v", err)
 	}
 	if err := checkRepo(req.Repo, req.Base); err != nil {
-		return api.TaskView{}, err
+		return nil, err
 	}
 	if err := s.served(ctx, req.Repo); err != nil {
-		return api.TaskView{}, err
+		return nil, err
 	}
 	// Routing by capability: refused when malformed; said when no online
 	// agent has them.
 	if err := checkRequires(req.Requires); err != nil {
-		return api.TaskView{}, err
+		return nil, err
 	}
 	unroutable := ""
 	if len(req.Requires) > 0 {
 		offers, err := s.offers(ctx, s.opts.Now())
 		if err != nil {
-			return api.TaskView{}, storeErr("submit", err)
+			return nil, storeErr("submit", err)
 		}
 		unroutable = api.Unroutable(req.Requires, offers)
 	}
@@ -49,6 +67,7 @@ func (s *Server) createTask(ctx context.Context, req api.CreateTaskRequest) (api
 	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
 	t.Repo, t.Base = req.Repo, req.Base
 	t.Requires, t.Unroutable = slices.Clone(req.Requires), unroutable
+	t.Labels = maps.Clone(req.Labels)
 	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
 		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}
@@ -57,11 +76,7 @@ func (s *Server) createTask(ctx context.Context, req api.CreateTaskRequest) (api
 	if t.Title == "" {
 		t.Title = firstLine(req.Prompt)
 	}
-	if err := s.store.Create(ctx, t); err != nil {
-		return api.TaskView{}, storeErr("submit", err)
-	}
-	s.wakeClaims(1)
-	return api.ViewOf(t), nil
+	return t, nil
 }
 
 // checkRepo refuses a task's repository and base that are not well
@@ -137,10 +152,14 @@ func (s *Server) getTask(ctx context.Context, id string) (api.TaskView, error) {
 }
 
 // readable refuses a task the caller may not read: an operator reads any;
-// an agent, one it holds the lease on (lapsed or not). A task there is
-// none of is 404 for an operator.
+// an agent, one it holds the lease on (lapsed or not); a task token, its
+// own task and its subtasks. A task there is none of is 404 for an
+// operator.
 func readable(ctx context.Context, id string, t *state.Task) error {
 	c := callerOf(ctx)
+	if c.principal == principalTask && (t == nil || t.ID != c.taskID && t.Parent != c.taskID) {
+		return &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: task %q is not a subtask of task %s, whose token this is", id, c.taskID)}
+	}
 	if c.principal == principalAgent && (t == nil || t.Lease == nil || t.Lease.AgentID != c.agentID) {
 		return &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: agent %s holds no lease on task %q; an agent reads only the tasks it holds", c.agentID, id)}
 	}
@@ -174,26 +193,6 @@ func (s *Server) change(ctx context.Context, id string, fn func(t *state.Task) e
 		s.wakeClaims(1)
 	}
 	return v, nil
-}
-
-// cancelTask cancels a queued task at once; a running one is marked, and
-// its agent is told in its next heartbeat answer.
-func (s *Server) cancelTask(ctx context.Context, id string) (api.TaskView, error) {
-	return s.change(ctx, id, func(t *state.Task) error {
-		now := s.opts.Now()
-		switch {
-		case t.Phase.Terminal():
-			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is already %s", id, t.Phase)}
-		case t.Phase == state.PhaseQueued:
-			if err := t.Transition(state.PhaseCancelled, "cancelled before it was claimed", now); err != nil {
-				return err
-			}
-		default:
-			t.CancelRequested = true
-		}
-		t.UpdatedAt = now
-		return nil
-	})
 }
 
 // retryTask puts a recoverable_failed task back in the queue at a

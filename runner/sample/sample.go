@@ -21,6 +21,13 @@
 //	@sh COMMAND        run COMMAND with sh -c in the work directory, as a
 //	                   tool call (its output to stderr; failing ends the
 //	                   attempt with exit status 1)
+//	@subtask PROMPT    submit a subtask of this task with `agent subtask
+//	                   submit` ($AGENT_BIN, else agent on PATH); \n in
+//	                   PROMPT is a new line, so it may carry directives
+//	@wait-subtasks     wait for the subtasks submitted (`agent subtask
+//	                   wait`): their results and timelines are visible
+//	                   output and the result's data; one that failed
+//	                   fails the attempt
 //
 // Other prompt lines are ignored. Without directives it walks the phases
 // turn_started, awaiting_reply and completing, emits a few progress events
@@ -67,6 +74,8 @@ type Task struct {
 type saved struct {
 	Done    int      `json:"done"`
 	Prompts []string `json:"prompts"`
+	// Subtasks are the ids of the subtasks @subtask submitted.
+	Subtasks []string `json:"subtasks,omitempty"`
 }
 
 // messages give each failure code the message a real provider would send.
@@ -111,6 +120,7 @@ type session struct {
 	stderr io.Writer
 	path   string // the session file, if one is kept
 	saved  saved
+	report string // what @wait-subtasks reported
 }
 
 // open takes up the session a continue names, or starts one in
@@ -200,13 +210,17 @@ func (s *session) run() int {
 		s.emit(map[string]any{"type": "phase", "phase": "awaiting_reply"})
 	}
 	s.emit(map[string]any{"type": "phase", "phase": "completing"})
-	s.emit(map[string]any{"type": "result", "summary": "done: " + firstLine(s.task.Prompt), "data": map[string]any{"attempt": s.task.Attempt}})
+	data := map[string]any{"attempt": s.task.Attempt}
+	if s.report != "" {
+		data["subtasks"] = s.report
+	}
+	s.emit(map[string]any{"type": "result", "summary": "done: " + firstLine(s.task.Prompt), "data": data})
 	return 0
 }
 
 // recordedFirst are the directives the session records as done before
 // they act: what they do is work a continue must not do again.
-var recordedFirst = map[string]bool{"@output": true, "@tool": true, "@side-effect": true, "@sh": true}
+var recordedFirst = map[string]bool{"@output": true, "@tool": true, "@side-effect": true, "@sh": true, "@subtask": true}
 
 // directive runs one directive; done says the session ends with code.
 func (s *session) directive(name string, args []string, arg string) (code int, done bool) {
@@ -294,6 +308,32 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 			return 1, true
 		}
 		s.emit(map[string]any{"type": "tool", "name": "sh", "stage": "result"})
+	case "@subtask":
+		s.emit(map[string]any{"type": "tool", "name": "agent subtask submit", "stage": "call"})
+		out, err := s.agentCmd("submit", strings.ReplaceAll(arg, `\n`, "\n"))
+		if err != nil {
+			s.emit(map[string]any{"type": "error", "code": "subtask_failed", "message": err.Error()})
+			return 1, true
+		}
+		id := strings.TrimSpace(out)
+		s.saved.Subtasks = append(s.saved.Subtasks, id)
+		s.emit(map[string]any{"type": "tool", "name": "agent subtask submit", "stage": "result"})
+		s.emit(map[string]any{"type": "output", "text": "submitted subtask " + id})
+	case "@wait-subtasks":
+		if len(s.saved.Subtasks) == 0 {
+			fmt.Fprintln(s.stderr, "sample-executor: @wait-subtasks: no subtask was submitted")
+			return 2, true
+		}
+		s.out.Flush() // what came before is out while it waits
+		out, err := s.agentCmd(append([]string{"wait"}, s.saved.Subtasks...)...)
+		s.report = strings.TrimRight(out, "\n")
+		if s.report != "" {
+			s.emit(map[string]any{"type": "output", "text": s.report})
+		}
+		if err != nil {
+			s.emit(map[string]any{"type": "error", "code": "subtask_failed", "message": err.Error()})
+			return 1, true
+		}
 	case "@no-session": // read by open
 	case "@spawn-child":
 		child := exec.Command("sleep", "600")
@@ -306,6 +346,30 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 		fmt.Fprintf(s.stderr, "sample-executor: unknown directive %s\n", name)
 	}
 	return 0, false
+}
+
+// agentCmd runs `agent subtask ARGS…` with the binary the agent names
+// (AGENT_BIN), else agent on PATH, and returns its stdout; its stderr goes
+// to the sample's. A failure says the command's own last line.
+func (s *session) agentCmd(args ...string) (string, error) {
+	bin := os.Getenv("AGENT_BIN")
+	if bin == "" {
+		bin = "agent"
+	}
+	var out, errb strings.Builder
+	cmd := exec.Command(bin, append([]string{"subtask"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(s.stderr, &errb)
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+			msg = msg[i+1:]
+		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		return out.String(), fmt.Errorf("agent subtask %s: %s", args[0], msg)
+	}
+	return out.String(), nil
 }
 
 func (s *session) progress(n int) {

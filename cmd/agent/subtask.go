@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/state"
+)
+
+// Subtasks: `agent subtask` is what a running task's executor uses to
+// submit, wait for, list and cancel subtasks of its own task, with the
+// task token the agent gave it (docs/subtasks.md).
+
+func newSubtaskCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "subtask",
+		Short: "Submit, wait for, list and cancel subtasks of the task this runs in (inside a task only)",
+		Long: `subtask works inside a task the agent runs: its executor's environment holds
+the task's own credential (AGENT_TASK_TOKEN), the control plane's address
+(AGENT_CONTROL_PLANE) and the task's id (AGENT_TASK_ID). With them it
+submits subtasks of that task, waits for them, lists and cancels them, and
+nothing else; the control plane's delegation rules ([[delegate]]) say how
+deep subtasks nest and how many one task may submit.`,
+		Example: `  id=$(agent subtask submit --title "Count the files" "Count the Go files under cmd/")
+  agent subtask wait "$id"
+  agent subtask ls
+  agent subtask cancel "$id"`,
+		Args: noArgs,
+	}
+	cmd.AddCommand(newSubtaskSubmitCmd(), newSubtaskWaitCmd(), newSubtaskLsCmd(), newSubtaskCancelCmd())
+	return cmd
+}
+
+// inTask is what a task's executor has for subtasks: a client with its
+// task token, and its task's id.
+type inTask struct {
+	c      *controlplane.Client
+	taskID string
+}
+
+// errOutsideTask: no task token in the environment.
+var errOutsideTask = errors.New("no task token here (" + api.EnvTaskToken + " is not set): agent subtask runs inside a task the agent runs, whose executor it gives the token")
+
+// taskClient reads the task's credential from the environment.
+func taskClient() (inTask, error) {
+	tok, url, id := os.Getenv(api.EnvTaskToken), os.Getenv(api.EnvControlPlane), os.Getenv("AGENT_TASK_ID")
+	switch {
+	case strings.TrimSpace(tok) == "":
+		return inTask{}, errOutsideTask
+	case url == "":
+		return inTask{}, fmt.Errorf("%s is not set: the agent names the control plane with the task token", api.EnvControlPlane)
+	case id == "":
+		return inTask{}, errors.New("AGENT_TASK_ID is not set: the agent names the task with the task token")
+	}
+	insecure, _ := strconv.ParseBool(os.Getenv("AGENT_INSECURE"))
+	c, err := controlplane.NewClient(url, tok, controlplane.ClientOptions{Insecure: insecure, UserAgent: "agent/" + agentVersion()})
+	if err != nil {
+		return inTask{}, err
+	}
+	return inTask{c: c, taskID: id}, nil
+}
+
+func newSubtaskSubmitCmd() *cobra.Command {
+	var (
+		title  string
+		labels []string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "submit [--title T] [--label KEY=VALUE]... PROMPT",
+		Short: "Submit a subtask of this task and print its id",
+		Example: `  agent subtask submit "Summarize the open issues"
+  agent subtask submit --title "Tests" --label kind=coder "Fix the failing test in ./state"`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			prompt := strings.Join(args, " ")
+			if strings.TrimSpace(prompt) == "" {
+				return usagef("the prompt is empty")
+			}
+			l, err := labelMap(labels)
+			if err != nil {
+				return err
+			}
+			in, err := taskClient()
+			if err != nil {
+				return fmt.Errorf("subtask submit: %w", err)
+			}
+			v, err := in.c.CreateSubtask(cmd.Context(), in.taskID, api.CreateTaskRequest{Title: title, Prompt: prompt, Labels: l})
+			if err != nil {
+				return fmt.Errorf("subtask submit: %w", err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), v)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), v.ID)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&title, "title", "", "a short title (default: the prompt's first line)")
+	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the delegation rules match on, repeatable")
+	fl.BoolVar(&asJSON, "json", false, "print the subtask as JSON")
+	return cmd
+}
+
+func newSubtaskWaitCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "wait [ID]...",
+		Short: "Wait for subtasks to end (default: every one of this task's), and print each one's result and attempt timeline",
+		Long: `wait blocks until each subtask named (every subtask of this task when none
+is) has ended, then prints, for each, its phase, its result and its
+compact attempt timeline. It exits 0 when every one completed, else 1.`,
+		Example: `  agent subtask wait t-1a2b3c4d5e t-6f7a8b9c0d
+  agent subtask wait`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, err := taskClient()
+			if err != nil {
+				return fmt.Errorf("subtask wait: %w", err)
+			}
+			ids := args
+			if len(ids) == 0 {
+				kids, err := in.c.Subtasks(cmd.Context(), in.taskID)
+				if err != nil {
+					return fmt.Errorf("subtask wait: %w", err)
+				}
+				for _, k := range kids {
+					ids = append(ids, k.ID)
+				}
+			}
+			var ended []api.TaskView
+			failed := 0
+			for _, id := range ids {
+				t, err := followTask(cmd.Context(), remoteSource{in.c}, id, nil, func(*state.Task) error { return nil })
+				if err != nil {
+					return fmt.Errorf("subtask wait %s: %w", visible(id), err)
+				}
+				if t.Phase != state.PhaseCompleted {
+					failed++
+				}
+				if asJSON {
+					ended = append(ended, viewOf(t))
+					continue
+				}
+				printSubtaskEnd(cmd.OutOrStdout(), t)
+			}
+			if asJSON {
+				if err := writeJSON(cmd.OutOrStdout(), ended); err != nil {
+					return err
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("subtask wait: %d of %d subtasks did not complete", failed, len(ids))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ended subtasks as a JSON array")
+	return cmd
+}
+
+// printSubtaskEnd prints how a subtask ended, for its parent: its id,
+// phase and title, its result, and its compact attempt timeline.
+func printSubtaskEnd(w io.Writer, t *state.Task) {
+	p := newPalette(w)
+	phase := p.phase(t.Phase)
+	if t.PhaseReason != "" && t.Phase != state.PhaseCompleted {
+		phase += " (" + visible(t.PhaseReason) + ")"
+	}
+	fmt.Fprintf(w, "%s  %s  %s\n", visible(t.ID), phase, visible(t.Title))
+	if t.Result != nil && t.Result.Summary != "" {
+		fmt.Fprintf(w, "  result: %s\n", visible(t.Result.Summary))
+	}
+	printTimeline(w, t, "  ")
+}
+
+func newSubtaskLsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List this task's subtasks, in the order it submitted them",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, err := taskClient()
+			if err != nil {
+				return fmt.Errorf("subtask ls: %w", err)
+			}
+			kids, err := in.c.Subtasks(cmd.Context(), in.taskID)
+			if err != nil {
+				return fmt.Errorf("subtask ls: %w", err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), kids)
+			}
+			tasks := make([]*state.Task, len(kids))
+			for i := range kids {
+				tasks[i] = &kids[i].Task
+			}
+			printSubtasks(cmd.OutOrStdout(), tasks)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the subtasks as a JSON array")
+	return cmd
+}
+
+// printSubtasks prints one line per subtask: id, phase, title.
+func printSubtasks(w io.Writer, kids []*state.Task) {
+	p := newPalette(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPHASE\tTITLE")
+	for _, k := range kids {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", visible(k.ID), p.phase(k.Phase), visible(k.Title))
+	}
+	tw.Flush()
+}
+
+func newSubtaskCancelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID...",
+		Short: "Cancel subtasks of this task, and every subtask under them",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, err := taskClient()
+			if err != nil {
+				return fmt.Errorf("subtask cancel: %w", err)
+			}
+			for _, id := range args {
+				v, err := in.c.CancelTask(cmd.Context(), id)
+				if err != nil {
+					return fmt.Errorf("subtask cancel %s: %w", visible(id), err)
+				}
+				what := "cancel requested (its agent stops it)"
+				if v.Phase == state.PhaseCancelled {
+					what = "cancelled"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", visible(id), what)
+			}
+			return nil
+		},
+	}
+}
+
+// subtaskTree prints a task's place in its tree for tasks show: its
+// parent, and its subtasks with their phases (those get can read; the
+// others by id).
+func subtaskTree(ctx context.Context, w io.Writer, t *state.Task, get func(ctx context.Context, id string) (*state.Task, error)) {
+	if t.Parent != "" {
+		fmt.Fprintf(w, "\nparent:   %s (depth %d)\n", visible(t.Parent), t.Depth)
+	}
+	if len(t.Children) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nsubtasks:\n")
+	p := newPalette(w)
+	for _, id := range t.Children {
+		k, err := get(ctx, id)
+		if err != nil || k == nil {
+			fmt.Fprintf(w, "  %s\n", visible(id))
+			continue
+		}
+		fmt.Fprintf(w, "  %s  %s  %s\n", visible(k.ID), p.phase(k.Phase), visible(k.Title))
+	}
+}
+
+// delegateRules reads the control plane's [[delegate]] tables. Each
+// mistake is one line naming the file and line.
+func delegateRules(r *resolved) ([]server.DelegateRule, error) {
+	tables, file := r.tables("delegate")
+	var rules []server.DelegateRule
+	for _, tab := range tables {
+		rule := server.DelegateRule{MaxDepth: tab.num("max-depth"), MaxChildren: tab.num("max-children")}
+		for _, side := range []struct {
+			key string
+			to  *map[string]string
+		}{{"parent", &rule.Parent}, {"child", &rule.Child}} {
+			labels, err := api.ParseLabels(tab.list(side.key))
+			if err != nil {
+				return nil, configError(file, tab.line(side.key), "[[delegate]] %s: %v", side.key, err)
+			}
+			*side.to = labels
+		}
+		rules = append(rules, rule)
+	}
+	return rules, nil
+}

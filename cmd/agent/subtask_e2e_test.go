@@ -1,0 +1,154 @@
+package main
+
+// Subtasks through the real binary: a control plane with a [[delegate]]
+// rule, an agent running the sample executor, whose @subtask and
+// @wait-subtasks directives run `agent subtask` with the task token the
+// agent gave them.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/state"
+)
+
+func TestE2ESubtasks(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(t.TempDir(), "cp.toml")
+	if err := os.WriteFile(conf, []byte("[[delegate]]\nmax-depth = 1\nmax-children = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startCP(t, freeAddr(t), dir, "--config", conf)
+	dataDir := t.TempDir()
+	ag := startAgentProc(t, c, dataDir, "--max-concurrent", "4")
+
+	parent := submit(t, c, "Plan the release\n@subtask Count the files\\n@progress 2\n@subtask Write the notes\\n@output notes written\n@wait-subtasks")
+	failing := submit(t, c, "Check the build\n@subtask Break it\\n@fail quota\n@wait-subtasks")
+	nested := submit(t, c, "Go deep\n@subtask Nest\\n@subtask too deep\n@wait-subtasks")
+
+	v := c.waitDone(t, parent)
+	if v.Phase != state.PhaseCompleted || len(v.Children) != 2 {
+		t.Fatalf("the parent: %s with subtasks %v (%s)", v.Phase, v.Children, v.PhaseReason)
+	}
+	report, _ := v.Result.Data.(map[string]any)["subtasks"].(string)
+	for _, id := range v.Children {
+		k := c.task(t, id)
+		if k.Phase != state.PhaseCompleted || k.Parent != parent || k.Depth != 1 {
+			t.Errorf("subtask %s: %s, parent %q, depth %d", id, k.Phase, k.Parent, k.Depth)
+		}
+		if !strings.Contains(report, id+"  completed") {
+			t.Errorf("the parent's report lacks subtask %s completed:\n%s", id, report)
+		}
+	}
+	if !strings.Contains(report, "Attempt 1  completed") || !strings.Contains(report, "result: done: Count the files") {
+		t.Errorf("the report holds no result or timeline:\n%s", report)
+	}
+
+	v = c.waitDone(t, failing)
+	if v.Phase == state.PhaseCompleted || len(v.Children) != 1 {
+		t.Errorf("a parent whose subtask failed: %s, subtasks %v", v.Phase, v.Children)
+	}
+	if a := v.Attempts[len(v.Attempts)-1]; a.Error == nil || !strings.Contains(a.Error.Message, "1 of 1 subtasks did not complete") {
+		t.Errorf("the parent's error: %+v", a.Error)
+	}
+
+	v = c.waitDone(t, nested)
+	if v.Phase == state.PhaseCompleted || len(v.Children) != 1 {
+		t.Fatalf("a parent whose subtask nested too deep: %s, subtasks %v", v.Phase, v.Children)
+	}
+	k := c.waitDone(t, v.Children[0])
+	if a := k.Attempts[len(k.Attempts)-1]; k.Phase == state.PhaseCompleted || a.Error == nil ||
+		!strings.Contains(a.Error.Message, "delegation refused: depth 2 is past max-depth 1") {
+		t.Errorf("the subtask that nested too deep: %s, %+v", k.Phase, a.Error)
+	}
+
+	// tasks show draws the tree.
+	r := runAgent(t, "tasks", "show", parent, "--remote", "--control-plane", c.url(), "--token-file", c.operatorFile)
+	if !strings.Contains(r.stdout, "subtasks:") || strings.Count(r.stdout, "completed  ") < 2 {
+		t.Errorf("tasks show of the parent:\n%s", r.stdout)
+	}
+	r = runAgent(t, "tasks", "show", k.ID, "--remote", "--control-plane", c.url(), "--token-file", c.operatorFile)
+	if !strings.Contains(r.stdout, "parent:   "+nested+" (depth 1)") {
+		t.Errorf("tasks show of a subtask:\n%s", r.stdout)
+	}
+
+	if code := ag.stop(); code != 0 {
+		t.Errorf("agent exit %d", code)
+	}
+	// The task token is in no log: the agent's, the control plane's, the
+	// tasks' events.
+	for name, text := range map[string]string{"agent": ag.output(), "control plane": c.output()} {
+		if strings.Contains(text, "tt_") {
+			t.Errorf("the %s's log holds a task token", name)
+		}
+	}
+	for _, id := range []string{parent, failing, nested} {
+		for _, e := range c.events(t, id) {
+			if strings.Contains(string(e.Payload), "tt_") {
+				t.Errorf("task %s's events hold a task token: %s", id, e.Payload)
+			}
+		}
+	}
+}
+
+// Outside a task, agent subtask says so in one line.
+func TestSubtaskOutsideATask(t *testing.T) {
+	for _, args := range [][]string{{"subtask", "ls"}, {"subtask", "submit", "x"}, {"subtask", "wait"}, {"subtask", "cancel", "t-1"}} {
+		r := runAgentEnv(t, []string{"AGENT_TASK_TOKEN="}, args...)
+		wantOneLineError(t, r, 1, "no task token here")
+	}
+}
+
+// A mistake in a [[delegate]] table is one line naming the file's line,
+// exit 2, before the control plane listens.
+func TestServeRefusesDelegateMistakes(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, file, want string }{
+		{"not a label", "[[delegate]]\nparent = [\"planner\"]\n", `cp.toml:2: [[delegate]] parent: "planner": want KEY=VALUE`},
+		{"bad label key", "[[delegate]]\nchild = [\"a b=c\"]\n", `cp.toml:2: [[delegate]] child: label key "a b"`},
+		{"depth not a number", "[[delegate]]\nmax-depth = \"two\"\n", `cp.toml:2: delegate.max-depth: want a whole number from 1`},
+		{"zero children", "[[delegate]]\nmax-children = 0\n", `cp.toml:2: delegate.max-children: want a whole number from 1`},
+		{"unknown key", "[[delegate]]\nfrom = [\"a=b\"]\n", `cp.toml:2: unknown key "from" in [[delegate]]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := filepath.Join(dir, "cp.toml")
+			must(t, os.WriteFile(cfg, []byte(c.file), 0o600))
+			r := runAgent(t, "controlplane", "serve", "--config", cfg, "--data-dir", filepath.Join(dir, "cp"), "--addr", freeAddr(t))
+			wantOneLineError(t, r, 2, c.want)
+		})
+	}
+}
+
+// A person cancels a parent whose subtask runs: both end cancelled, the
+// subtask's process stopped by its agent, from the one request.
+func TestE2ECancelAParentCancelsItsSubtasks(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	startAgentProc(t, c, t.TempDir(), "--max-concurrent", "3")
+	parent := submit(t, c, "Supervise\n@subtask Work forever\\n@output working\\n@hang\n@subtask Work forever too\\n@hang\n@wait-subtasks")
+	var kids []string
+	waitFor(t, time.Minute, "both subtasks to run", func() bool {
+		v := c.task(t, parent)
+		running := 0
+		for _, id := range v.Children {
+			// The parent names a subtask a moment before it is stored.
+			if k, err := c.client.Task(context.Background(), id); err == nil && k.Phase == state.PhaseTurnStarted {
+				running++
+			}
+		}
+		kids = v.Children
+		return running == 2
+	})
+	r := runAgent(t, "tasks", "cancel", parent, "--control-plane", c.url(), "--token-file", c.operatorFile)
+	if r.code != 0 {
+		t.Fatalf("tasks cancel: %+v", r)
+	}
+	for _, id := range append([]string{parent}, kids...) {
+		if v := c.waitDone(t, id); v.Phase != state.PhaseCancelled {
+			t.Errorf("task %s after its parent's cancel: %s (%s)", id, v.Phase, v.PhaseReason)
+		}
+	}
+}

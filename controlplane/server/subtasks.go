@@ -1,0 +1,226 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/state"
+)
+
+// createSubtask submits a subtask of task parentID, under the delegation
+// rules (delegate.go): the parent keeps the child's id (in the same
+// transaction that counts its children), then the child is stored. A
+// parent that has ended or is being cancelled submits none.
+func (s *Server) createSubtask(ctx context.Context, parentID string, req api.CreateTaskRequest) (api.TaskView, error) {
+	if err := ownTask(ctx, parentID); err != nil {
+		return api.TaskView{}, err
+	}
+	child, err := s.newTask(ctx, req)
+	if err != nil {
+		return api.TaskView{}, err
+	}
+	err = s.update(ctx, []string{parentID}, func(tx store.Tx) error {
+		p := tx.Task(parentID)
+		switch {
+		case p == nil:
+			return errNoTask(parentID)
+		case p.Phase.Terminal():
+			return &httpError{http.StatusConflict, fmt.Sprintf("task %s has ended (%s): it submits no more subtasks", parentID, p.Phase)}
+		case p.CancelRequested:
+			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is being cancelled: it submits no more subtasks", parentID)}
+		}
+		if err := s.delegation(p, child); err != nil {
+			return err
+		}
+		child.Parent, child.Depth = p.ID, p.Depth+1
+		p.Children = append(p.Children, child.ID)
+		tx.Save(p)
+		return nil
+	})
+	if err != nil {
+		return api.TaskView{}, storeErr("submit a subtask", err)
+	}
+	if err := s.store.Create(ctx, child); err != nil {
+		// Not stored: the parent forgets it, so that it does not count.
+		if uerr := s.update(ctx, []string{parentID}, func(tx store.Tx) error {
+			if p := tx.Task(parentID); p != nil {
+				p.Children = slices.DeleteFunc(p.Children, func(id string) bool { return id == child.ID })
+				tx.Save(p)
+			}
+			return nil
+		}); uerr != nil {
+			s.log.Warn("a subtask that was not stored still counts against its parent", "parent", parentID, "task", child.ID, "err", uerr)
+		}
+		return api.TaskView{}, storeErr("submit a subtask", err)
+	}
+	s.wakeClaims(1)
+	s.log.Info("subtask submitted", "task", child.ID, "parent", parentID, "depth", child.Depth)
+	// A cancel of the parent that came between the two steps did not see
+	// the child: it goes the parent's way.
+	if p, err := s.store.Task(ctx, parentID); err == nil && p != nil && (p.CancelRequested || p.Phase == state.PhaseCancelled) {
+		if v, err := s.cancelTree(ctx, child.ID, "cancelled with its parent "+parentID); err == nil {
+			return v, nil
+		}
+	}
+	return api.ViewOf(child), nil
+}
+
+// subtasks lists task id's subtasks, in the order it submitted them.
+func (s *Server) subtasks(ctx context.Context, id string) ([]api.TaskView, error) {
+	if err := ownTask(ctx, id); err != nil {
+		return nil, err
+	}
+	p, err := s.store.Task(ctx, id)
+	if err != nil {
+		return nil, storeErr("list subtasks", err)
+	}
+	if p == nil {
+		return nil, errNoTask(id)
+	}
+	out := []api.TaskView{}
+	for _, cid := range p.Children {
+		c, err := s.store.Task(ctx, cid)
+		if err != nil {
+			return nil, storeErr("list subtasks", err)
+		}
+		if c != nil { // pruned, or never stored
+			out = append(out, api.ViewOf(c))
+		}
+	}
+	return out, nil
+}
+
+// cancelTask cancels a task and its subtasks, theirs too, in one
+// transaction (cancelTree). A task token cancels its own task's subtasks
+// only.
+func (s *Server) cancelTask(ctx context.Context, id string) (api.TaskView, error) {
+	if c := callerOf(ctx); c.principal == principalTask {
+		t, err := s.store.Task(ctx, id)
+		if err != nil {
+			return api.TaskView{}, storeErr("cancel", err)
+		}
+		if t == nil || t.Parent != c.taskID {
+			return api.TaskView{}, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: task %q is not a subtask of task %s, whose token this is; a task token cancels its own subtasks only", id, c.taskID)}
+		}
+	}
+	return s.cancelTree(ctx, id, "")
+}
+
+// maxTree bounds the tasks one cancel reaches: the delegation rules keep
+// trees far smaller.
+const maxTree = 10000
+
+// errTreeGrew: a subtask was submitted between reading a tree and locking
+// it; the cancel reads it again.
+var errTreeGrew = errors.New("the tree grew")
+
+// cancelTree cancels task id and every subtask under it that has not
+// ended, in one transaction: a queued task is cancelled at once; a
+// running one is marked, and its agent is told in its next heartbeat
+// answer. why is the root's reason ("" for a person's cancel).
+func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, error) {
+	for range 5 {
+		ids, err := s.tree(ctx, id)
+		if err != nil {
+			return api.TaskView{}, err
+		}
+		in := map[string]bool{}
+		for _, x := range ids {
+			in[x] = true
+		}
+		var v api.TaskView
+		n := 0
+		err = s.update(ctx, ids, func(tx store.Tx) error {
+			now := s.opts.Now()
+			root := tx.Task(id)
+			switch {
+			case root == nil:
+				return errNoTask(id)
+			case root.Phase.Terminal():
+				return &httpError{http.StatusConflict, fmt.Sprintf("task %s is already %s", id, root.Phase)}
+			}
+			for _, x := range ids {
+				t := tx.Task(x)
+				if t == nil {
+					continue
+				}
+				for _, c := range t.Children {
+					if !in[c] {
+						return errTreeGrew
+					}
+				}
+				if t.Phase.Terminal() {
+					continue
+				}
+				reason := why
+				if x != id {
+					reason = "cancelled with its parent " + t.Parent
+				}
+				if err := cancelOne(t, reason, now); err != nil {
+					return err
+				}
+				tx.Save(t)
+				n++
+				if x == id {
+					v = api.ViewOf(t.Clone())
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, errTreeGrew) {
+			continue
+		}
+		if err != nil {
+			return api.TaskView{}, storeErr("cancel task "+id, err)
+		}
+		if n > 1 {
+			s.log.Info("task cancelled with its subtasks", "task", id, "cancelled", n)
+		}
+		return v, nil
+	}
+	return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s: its subtasks keep changing; cancel it again", id)}
+}
+
+// cancelOne cancels t: at once when queued, else by marking it for its
+// agent.
+func cancelOne(t *state.Task, reason string, now time.Time) error {
+	if t.Phase == state.PhaseQueued {
+		if reason == "" {
+			reason = "cancelled before it was claimed"
+		}
+		if err := t.Transition(state.PhaseCancelled, reason, now); err != nil {
+			return err
+		}
+	} else {
+		t.CancelRequested = true
+	}
+	t.UpdatedAt = now
+	return nil
+}
+
+// tree is task id and every task under it, parents before children.
+func (s *Server) tree(ctx context.Context, id string) ([]string, error) {
+	ids := []string{id}
+	for i := 0; i < len(ids); i++ {
+		t, err := s.store.Task(ctx, ids[i])
+		if err != nil {
+			return nil, storeErr("cancel", err)
+		}
+		if t == nil {
+			continue
+		}
+		for _, c := range t.Children {
+			if len(ids) >= maxTree {
+				return nil, &httpError{http.StatusConflict, fmt.Sprintf("task %s has over %d tasks under it: cancel its subtasks first", id, maxTree)}
+			}
+			ids = append(ids, c)
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,295 @@
+package server
+
+// Subtasks (issue 27): the task principal's powers and refusals, its
+// token's life, the delegation rules and the cascade of a cancel, each
+// over real HTTP on loopback.
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/state"
+)
+
+// claimOne claims the oldest queued task as agent ag and returns its
+// grant, with its task token.
+func (e *env) claimOne(ag string) api.Claimed {
+	e.t.Helper()
+	got := e.claim(ag, "available", 1)
+	if len(got) != 1 {
+		e.t.Fatalf("claim: %d tasks, want 1", len(got))
+	}
+	if !strings.HasPrefix(got[0].TaskToken, api.TaskTokenPrefix) {
+		e.t.Fatalf("the grant carries no task token: %q", got[0].TaskToken)
+	}
+	return got[0]
+}
+
+// subtask submits a subtask of parent with tok; it must be accepted.
+func (e *env) subtask(tok, parent, prompt string, labels map[string]string) api.TaskView {
+	e.t.Helper()
+	v, err := e.as(tok).CreateSubtask(context.Background(), parent, api.CreateTaskRequest{Prompt: prompt, Labels: labels})
+	if err != nil {
+		e.t.Fatalf("subtask of %s: %v", parent, err)
+	}
+	return v
+}
+
+// A task token submits, lists, reads and cancels its own task's subtasks;
+// everything else is 403, with a reason naming what it may do.
+func TestTaskTokenActsOnItsOwnSubtasksOnly(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	ctx := context.Background()
+	e.submit("the parent", "any")
+	e.clk.advance(time.Second)
+	e.submit("another task", "any")
+	p := e.claimOne("ag")
+	q := e.claimOne("ag")
+	pc := e.as(p.TaskToken)
+
+	who, err := pc.WhoAmI(ctx)
+	if err != nil || who.Principal != api.PrincipalTask || who.TaskID != p.Task.ID {
+		t.Fatalf("whoami with a task token: %+v, %v", who, err)
+	}
+	c1 := e.subtask(p.TaskToken, p.Task.ID, "child one", nil)
+	if c1.Parent != p.Task.ID || c1.Depth != 1 || c1.Phase != state.PhaseQueued {
+		t.Fatalf("the child: parent %q depth %d phase %s", c1.Parent, c1.Depth, c1.Phase)
+	}
+	c2 := e.subtask(p.TaskToken, p.Task.ID, "child two", nil)
+	qChild := e.subtask(q.TaskToken, q.Task.ID, "the other's child", nil)
+
+	list, err := pc.Subtasks(ctx, p.Task.ID)
+	if err != nil || len(list) != 2 || list[0].ID != c1.ID || list[1].ID != c2.ID {
+		t.Fatalf("subtasks: %v, %v", list, err)
+	}
+	if v, err := pc.Task(ctx, c1.ID); err != nil || v.Prompt != "child one" {
+		t.Fatalf("read a child: %v", err)
+	}
+	if _, err := pc.TaskEvents(ctx, c1.ID); err != nil {
+		t.Fatalf("a child's events: %v", err)
+	}
+	if _, err := pc.Task(ctx, p.Task.ID); err != nil {
+		t.Fatalf("read its own task: %v", err)
+	}
+	if v, err := pc.CancelTask(ctx, c2.ID); err != nil || v.Phase != state.PhaseCancelled {
+		t.Fatalf("cancel a queued child: %+v, %v", v.Phase, err)
+	}
+	if v, err := e.client.Task(ctx, p.Task.ID); err != nil || len(v.Children) != 2 {
+		t.Fatalf("the parent as a person sees it: children %v, %v", v.Children, err)
+	}
+
+	for _, attack := range []struct {
+		name string
+		do   func() error
+	}{
+		{"submit a subtask of another task", func() error {
+			_, err := pc.CreateSubtask(ctx, q.Task.ID, api.CreateTaskRequest{Prompt: "x"})
+			return err
+		}},
+		{"list another task's subtasks", func() error { _, err := pc.Subtasks(ctx, q.Task.ID); return err }},
+		{"read another task", func() error { _, err := pc.Task(ctx, q.Task.ID); return err }},
+		{"read another task's subtask", func() error { _, err := pc.Task(ctx, qChild.ID); return err }},
+		{"read another task's events", func() error { _, err := pc.TaskEvents(ctx, q.Task.ID); return err }},
+		{"cancel another task's subtask", func() error { _, err := pc.CancelTask(ctx, qChild.ID); return err }},
+		{"cancel another task", func() error { _, err := pc.CancelTask(ctx, q.Task.ID); return err }},
+		{"cancel its own task", func() error { _, err := pc.CancelTask(ctx, p.Task.ID); return err }},
+		{"submit a top-level task", func() error { _, err := pc.CreateTask(ctx, api.CreateTaskRequest{Prompt: "x"}); return err }},
+		{"list every task", func() error { _, err := pc.Tasks(ctx); return err }},
+		{"retry a task", func() error { _, err := pc.RetryTask(ctx, c2.ID); return err }},
+		{"continue a task", func() error { _, err := pc.ContinueTask(ctx, c2.ID); return err }},
+		{"answer an approval", func() error { _, err := pc.Reply(ctx, p.Task.ID, "", api.DecisionAccept); return err }},
+		{"list the agents", func() error { _, err := pc.Agents(ctx); return err }},
+		{"revoke an agent", func() error { _, err := pc.RevokeAgent(ctx, "ag"); return err }},
+		{"heartbeat as an agent", func() error {
+			return e.call(p.TaskToken, http.MethodPost, "/v1/agents/heartbeat", api.HeartbeatRequest{AgentID: "ag"}, nil)
+		}},
+		{"claim as an agent", func() error {
+			return e.call(p.TaskToken, http.MethodPost, "/v1/tasks/claim", api.ClaimRequest{AgentID: "ag", Max: 1, HealthGrade: "available"}, nil)
+		}},
+		{"send events as an agent", func() error {
+			return e.call(p.TaskToken, http.MethodPost, "/v1/events", api.EventsRequest{AgentID: "ag"}, nil)
+		}},
+		{"register an agent", func() error {
+			return e.call(p.TaskToken, http.MethodPost, "/v1/agents/register", api.RegisterRequest{AgentID: "new"}, nil)
+		}},
+	} {
+		err := attack.do()
+		if statusOf(err) != http.StatusForbidden {
+			t.Errorf("a task token: %s: %v, want 403", attack.name, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "task") || strings.Contains(msg, p.TaskToken) {
+			t.Errorf("a task token: %s: the refusal %q should say why, without the token", attack.name, msg)
+		}
+	}
+	// An agent's token is no task token either.
+	if _, err := e.as(e.tokenOfAgent("ag")).CreateSubtask(ctx, p.Task.ID, api.CreateTaskRequest{Prompt: "x"}); statusOf(err) != http.StatusForbidden {
+		t.Errorf("an agent's token submits a subtask: %v, want 403", err)
+	}
+}
+
+// A task token is good while its task holds the lease it was granted
+// with and has not ended: a forged one, one whose task was released and
+// granted again, and one whose task ended are 401.
+func TestTaskTokenDiesWithItsTaskOrLease(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	ctx := context.Background()
+	e.submit("the parent", "any")
+	p := e.claimOne("ag")
+	forged := p.TaskToken[:len(p.TaskToken)-4] + "0000"
+	if forged == p.TaskToken {
+		forged = p.TaskToken[:len(p.TaskToken)-4] + "1111"
+	}
+	if _, err := e.as(forged).WhoAmI(ctx); statusOf(err) != http.StatusUnauthorized {
+		t.Errorf("a forged task token: %v, want 401", err)
+	}
+	if _, err := e.as(api.TaskTokenPrefix + p.Task.ID + "." + "lease-000000000000." + strings.Repeat("0", 64)).WhoAmI(ctx); statusOf(err) != http.StatusUnauthorized {
+		t.Errorf("a made-up task token: %v, want 401", err)
+	}
+
+	must(t, e.agent("ag").Release(ctx, "ag", []string{p.Task.ID}))
+	_, err := e.as(p.TaskToken).Subtasks(ctx, p.Task.ID)
+	if statusOf(err) != http.StatusUnauthorized || !strings.Contains(err.Error(), "no longer holds the lease") {
+		t.Errorf("the token of a released task: %v, want 401 naming the lease", err)
+	}
+	again := e.claimOne("ag")
+	if again.TaskToken == p.TaskToken {
+		t.Fatal("a new grant carries the old token")
+	}
+	if _, err := e.as(p.TaskToken).Subtasks(ctx, p.Task.ID); statusOf(err) != http.StatusUnauthorized {
+		t.Errorf("the token of the lease before: %v, want 401", err)
+	}
+	e.subtask(again.TaskToken, p.Task.ID, "a child", nil)
+
+	if r := statuses(e.send("ag", runToCompletion(again)...)); strings.Contains(r, "rejected") {
+		t.Fatalf("completing the parent: %s", r)
+	}
+	_, err = e.as(again.TaskToken).CreateSubtask(ctx, p.Task.ID, api.CreateTaskRequest{Prompt: "late"})
+	if statusOf(err) != http.StatusUnauthorized || !strings.Contains(err.Error(), "has ended") || strings.Contains(err.Error(), again.TaskToken) {
+		t.Errorf("the token of an ended task: %v, want 401 saying it ended", err)
+	}
+}
+
+// The delegation rules: the default's depth and children limits, and
+// rules that match on the parent's and the child's labels.
+func TestDelegationRules(t *testing.T) {
+	t.Run("default depth", func(t *testing.T) {
+		e := newEnv(t, t.TempDir(), &clock{now: t0})
+		e.submit("depth 0", "any")
+		tok := e.claimOne("ag").TaskToken
+		for depth := 1; depth <= 2; depth++ {
+			parent := e.claimedID(tok)
+			e.subtask(tok, parent, "a child", nil)
+			tok = e.claimOne("ag").TaskToken
+		}
+		_, err := e.as(tok).CreateSubtask(context.Background(), e.claimedID(tok), api.CreateTaskRequest{Prompt: "too deep"})
+		if statusOf(err) != http.StatusForbidden || !strings.Contains(err.Error(), "delegation refused: depth 3 is past max-depth 2") {
+			t.Errorf("depth 3: %v", err)
+		}
+	})
+	t.Run("max children", func(t *testing.T) {
+		e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{Delegate: []DelegateRule{{MaxChildren: 2}}})
+		e.submit("the parent", "any")
+		p := e.claimOne("ag")
+		e.subtask(p.TaskToken, p.Task.ID, "one", nil)
+		e.subtask(p.TaskToken, p.Task.ID, "two", nil)
+		_, err := e.as(p.TaskToken).CreateSubtask(context.Background(), p.Task.ID, api.CreateTaskRequest{Prompt: "three"})
+		if statusOf(err) != http.StatusForbidden || !strings.Contains(err.Error(), "max-children is 2") {
+			t.Errorf("a third child: %v", err)
+		}
+	})
+	t.Run("labels", func(t *testing.T) {
+		e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{Delegate: []DelegateRule{
+			{Parent: map[string]string{"kind": "planner"}, Child: map[string]string{"kind": "coder"}, MaxDepth: 1},
+		}})
+		ctx := context.Background()
+		if _, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "plan", Labels: map[string]string{"kind": "planner"}}); err != nil {
+			t.Fatal(err)
+		}
+		e.submit("unlabelled", "any")
+		planner, other := e.claimOne("ag"), e.claimOne("ag")
+		if planner.Task.Labels["kind"] != "planner" {
+			planner, other = other, planner // submitted at the same instant: either may come first
+		}
+		e.subtask(planner.TaskToken, planner.Task.ID, "code it", map[string]string{"kind": "coder"})
+		for _, c := range []struct {
+			name   string
+			tok    string
+			parent string
+			labels map[string]string
+		}{
+			{"a planner to an unlabelled task", planner.TaskToken, planner.Task.ID, nil},
+			{"a planner to a reviewer", planner.TaskToken, planner.Task.ID, map[string]string{"kind": "reviewer"}},
+			{"an unlabelled task to a coder", other.TaskToken, other.Task.ID, map[string]string{"kind": "coder"}},
+		} {
+			_, err := e.as(c.tok).CreateSubtask(ctx, c.parent, api.CreateTaskRequest{Prompt: "x", Labels: c.labels})
+			if statusOf(err) != http.StatusForbidden || !strings.Contains(err.Error(), "delegation refused: no [[delegate]] rule") {
+				t.Errorf("%s: %v", c.name, err)
+			}
+		}
+	})
+	t.Run("bad rules", func(t *testing.T) {
+		_, err := New(Options{Dir: t.TempDir(), Token: regToken, OperatorTokens: []string{opToken},
+			Delegate: []DelegateRule{{Parent: map[string]string{"bad key!": "x"}}}})
+		if err == nil || !strings.Contains(err.Error(), "delegate rule 1") {
+			t.Errorf("a rule with a bad label: %v", err)
+		}
+	})
+}
+
+// claimedID is the task a task token is for, as whoami says.
+func (e *env) claimedID(tok string) string {
+	e.t.Helper()
+	who, err := e.as(tok).WhoAmI(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return who.TaskID
+}
+
+// Cancelling a task cancels every subtask under it that has not ended, in
+// the same request: queued ones at once, running ones marked for their
+// agents. A parent being cancelled submits no more.
+func TestCancelCascadesToSubtasks(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	ctx := context.Background()
+	e.submit("the parent", "any")
+	p := e.claimOne("ag")
+	c1 := e.subtask(p.TaskToken, p.Task.ID, "child one", nil)
+	e.clk.advance(time.Second)
+	c2 := e.subtask(p.TaskToken, p.Task.ID, "child two", nil)
+	running := e.claimOne("ag") // child one
+	if running.Task.ID != c1.ID {
+		t.Fatalf("claimed %s, want child one %s", running.Task.ID, c1.ID)
+	}
+	g := e.subtask(running.TaskToken, c1.ID, "grandchild", nil)
+
+	v, err := e.client.CancelTask(ctx, p.Task.ID)
+	if err != nil || !v.CancelRequested {
+		t.Fatalf("cancel the parent: %+v, %v", v, err)
+	}
+	for _, c := range []struct {
+		id      string
+		phase   state.Phase
+		request bool
+	}{{c1.ID, state.PhaseClaimed, true}, {c2.ID, state.PhaseCancelled, false}, {g.ID, state.PhaseCancelled, false}} {
+		got, err := e.client.Task(ctx, c.id)
+		if err != nil || got.Phase != c.phase || got.CancelRequested != c.request {
+			t.Errorf("task %s after its ancestor's cancel: %s, cancel requested %v (%v); want %s, %v", c.id, got.Phase, got.CancelRequested, err, c.phase, c.request)
+		}
+		if c.phase == state.PhaseCancelled && !strings.Contains(got.PhaseReason, "cancelled with its parent") {
+			t.Errorf("task %s: reason %q", c.id, got.PhaseReason)
+		}
+	}
+	_, err = e.as(p.TaskToken).CreateSubtask(ctx, p.Task.ID, api.CreateTaskRequest{Prompt: "after the cancel"})
+	if statusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "being cancelled") {
+		t.Errorf("a subtask of a task being cancelled: %v, want 409", err)
+	}
+	if _, err := e.client.CancelTask(ctx, c2.ID); statusOf(err) != http.StatusConflict {
+		t.Errorf("cancel a cancelled child: %v, want 409", err)
+	}
+}
