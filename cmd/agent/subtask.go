@@ -73,15 +73,17 @@ func taskClient() (inTask, error) {
 
 func newSubtaskSubmitCmd() *cobra.Command {
 	var (
-		title  string
-		labels []string
-		asJSON bool
+		title    string
+		labels   []string
+		requires []string
+		asJSON   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "submit [--title T] [--label KEY=VALUE]... PROMPT",
+		Use:   "submit [--title T] [--label KEY=VALUE]... [--require KEY=VALUE]... PROMPT",
 		Short: "Submit a subtask of this task and print its id",
 		Example: `  agent subtask submit "Summarize the open issues"
-  agent subtask submit --title "Tests" --label kind=coder "Fix the failing test in ./state"`,
+  agent subtask submit --title "Tests" --label kind=coder "Fix the failing test in ./state"
+  agent subtask submit --require executor=claude "Review the patch"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prompt := strings.Join(args, " ")
@@ -92,11 +94,15 @@ func newSubtaskSubmitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			reqs, err := requireFlags(requires)
+			if err != nil {
+				return err
+			}
 			in, err := taskClient()
 			if err != nil {
 				return fmt.Errorf("subtask submit: %w", err)
 			}
-			v, err := in.c.CreateSubtask(cmd.Context(), in.taskID, api.CreateTaskRequest{Title: title, Prompt: prompt, Labels: l})
+			v, err := in.c.CreateSubtask(cmd.Context(), in.taskID, api.CreateTaskRequest{Title: title, Prompt: prompt, Labels: l, Requires: reqs})
 			if err != nil {
 				return fmt.Errorf("subtask submit: %w", err)
 			}
@@ -110,6 +116,7 @@ func newSubtaskSubmitCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&title, "title", "", "a short title (default: the prompt's first line)")
 	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the delegation rules match on, repeatable")
+	fl.StringArrayVar(&requires, "require", nil, "KEY=VALUE the agent that runs the subtask must advertise, repeatable (as agent submit --require)")
 	fl.BoolVar(&asJSON, "json", false, "print the subtask as JSON")
 	return cmd
 }

@@ -101,6 +101,9 @@ func TestSubtaskOutsideATask(t *testing.T) {
 		r := runAgentEnv(t, []string{"AGENT_TASK_TOKEN="}, args...)
 		wantOneLineError(t, r, 1, "no task token here")
 	}
+	// A requirement is checked before anything is asked.
+	r := runAgentEnv(t, []string{"AGENT_TASK_TOKEN="}, "subtask", "submit", "--require", "colour=blue", "x")
+	wantOneLineError(t, r, 2, "--require: ")
 }
 
 // A mistake in a [[delegate]] table is one line naming the file's line,
