@@ -17,6 +17,8 @@ echo "|---|---|---|"
 grep -h 'FAULT |' "$out" | sed -E 's/^.*FAULT \| ([^|]*)\| ([^|]*)\|.*$/| \1| \2| pass |/'
 grep -E -- '--- (PASS|FAIL): TestE2EControlPlaneCrashAtEachStorePoint/' "$out" |
 	sed -E 's/.*--- (PASS|FAIL): TestE2EControlPlaneCrashAtEachStorePoint\/([^ ]*) .*/| control plane SIGKILLed at store point \2, restarted | nothing accepted lost, no record dead, one event per record | \1 |/' | tr 'A-Z' 'a-z' | sed 's/| pass |$/| pass |/'
+grep -E -- '--- (PASS|FAIL): TestE2EControlPlaneCrashAfterNotify ' "$out" |
+	sed -E 's/.*--- (PASS|FAIL): .*/| control plane SIGKILLed at store point after-notify (a completion'"'"'s notification stored, the task file not), restarted with the webhook'"'"'s receiver up | the task completes; its notification arrives under one id | \1 |/' | sed 's/| PASS |$/| pass |/; s/| FAIL |$/| fail |/'
 if [ "$status" -ne 0 ]; then
 	echo
 	echo "the fault suite failed:" >&2
