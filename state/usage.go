@@ -103,3 +103,13 @@ func trimZero(s string) string {
 	}
 	return s
 }
+
+// SetUsage records the tokens the current, open attempt used so far.
+func (t *Task) SetUsage(attemptID string, u Usage) error {
+	a, err := t.current(attemptID)
+	if err != nil {
+		return err
+	}
+	a.Usage = u
+	return nil
+}

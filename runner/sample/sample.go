@@ -21,6 +21,8 @@
 //	@sh COMMAND        run COMMAND with sh -c in the work directory, as a
 //	                   tool call (its output to stderr; failing ends the
 //	                   attempt with exit status 1)
+//	@usage N           N more tokens used (four fifths input, one fifth
+//	                   output): a usage event with the attempt's total
 //
 // Other prompt lines are ignored. Without directives it walks the phases
 // turn_started, awaiting_reply and completing, emits a few progress events
@@ -111,6 +113,7 @@ type session struct {
 	stderr io.Writer
 	path   string // the session file, if one is kept
 	saved  saved
+	tokens int64 // used by this attempt (@usage)
 }
 
 // open takes up the session a continue names, or starts one in
@@ -294,6 +297,15 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 			return 1, true
 		}
 		s.emit(map[string]any{"type": "tool", "name": "sh", "stage": "result"})
+	case "@usage":
+		used, err := strconv.ParseInt(arg, 10, 64)
+		if err != nil || used < 0 {
+			fmt.Fprintf(s.stderr, "sample-executor: @usage %q: want a count of tokens\n", arg)
+			return 2, true
+		}
+		s.tokens += used
+		out := s.tokens / 5
+		s.emit(map[string]any{"type": "usage", "input_tokens": s.tokens - out, "output_tokens": out, "total_tokens": s.tokens})
 	case "@no-session": // read by open
 	case "@spawn-child":
 		child := exec.Command("sleep", "600")
