@@ -382,7 +382,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
 		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: l.Models, Logger: a.log.With("task", t.ID),
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.Runner,
-		Workspaces: taskWorkspaces{a.workspaces}}
+		Workspaces: taskWorkspaces{a.workspaces}, Budget: l.Budget}
 }
 
 // taskWorkspaces gives the runner the agent's workspaces; with no

@@ -40,6 +40,9 @@ type runFlags struct {
 	logLevel, logFormat, metricsAddr          string
 	isolation                                 string
 	isolationDeny, isolationWrite             []string
+	// budgets
+	defaultMaxTokens int
+	defaultMaxTime   time.Duration
 }
 
 // bind declares the settings of agent run on fs, stored in f.
@@ -63,6 +66,9 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "no-retry", &f.noRetry)
 	t.bind(fs, "attempt-timeout", &f.attemptTimeouts)
 	t.bind(fs, "first-event-timeout", &f.firstEventTimeouts)
+	// budgets
+	t.bind(fs, "default-max-tokens", &f.defaultMaxTokens)
+	t.bind(fs, "default-max-time", &f.defaultMaxTime)
 	t.bind(fs, "heartbeat-interval", &f.heartbeat)
 	t.bind(fs, "drain-timeout", &f.drainTimeout)
 	t.bind(fs, "metrics-addr", &f.metricsAddr)
@@ -189,6 +195,11 @@ func configFileOf(cmd *cobra.Command) string {
 	return ""
 }
 
+// budget is the budget of a task that sets none of its own.
+func (f *runFlags) budget() runner.Budget {
+	return runner.Budget{MaxTokens: int64(f.defaultMaxTokens), MaxTime: f.defaultMaxTime}
+}
+
 // policy is the retry policy the settings ask for.
 func (f *runFlags) policy() runner.Policy {
 	if f.noRetry {
@@ -226,7 +237,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
-		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels}
+		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels, Budget: f.budget()}
 	if os.Getenv("NOTIFY_SOCKET") != "" {
 		cfg.Notify = func(s string) { daemon.SdNotify(false, s) }
 		if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {
