@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/state"
 )
 
 func newSubmitCmd() *cobra.Command {
@@ -18,13 +20,17 @@ func newSubmitCmd() *cobra.Command {
 		repo, base            string
 		maxAttempts           int
 		asJSON, wait          bool
+		// budgets
+		maxTokens int64
+		maxTime   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "submit",
 		Short: "Enqueue a task on a control plane and print its id",
 		Example: `  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the flaky login test"
   agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt @prompt.md --prefer gui
-  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the footer" --repo site --base release/2.1`,
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the footer" --repo site --base release/2.1
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Tidy the docs" --max-tokens 200000 --max-time 20m`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cp.url == "" {
@@ -40,12 +46,15 @@ func newSubmitCmd() *cobra.Command {
 			if err := checkRepoFlags(repo, base); err != nil {
 				return err
 			}
+			if err := checkBudgetFlags(maxTokens, maxTime); err != nil {
+				return err
+			}
 			c, err := cp.client()
 			if err != nil {
 				return err
 			}
 			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
-				Repo: repo, Base: base})
+				Repo: repo, Base: base, MaxTokens: maxTokens, MaxTime: state.Duration(maxTime)})
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
@@ -82,6 +91,9 @@ func newSubmitCmd() *cobra.Command {
 	fl.IntVar(&maxAttempts, "max-attempts", 0, "attempts this task may take (0: the agent's setting)")
 	fl.StringVar(&repo, "repo", "", "the repository the task works on, by the name agents serve it under ([[repo]] of their config); only an agent that serves it runs the task, in a git worktree of its own")
 	fl.StringVar(&base, "base", "", "with --repo: the ref the task's branch is made from (default: the repository's HEAD)")
+	// budgets
+	fl.Int64Var(&maxTokens, "max-tokens", 0, "the tokens all the task's attempts may use together; past it the attempt is stopped and the task ends budget_exceeded (0: the agent's default-max-tokens)")
+	fl.DurationVar(&maxTime, "max-time", 0, "the wall time all the task's attempts may run together, e.g. 30m; past it the attempt is stopped and the task ends budget_exceeded (0: the agent's default-max-time)")
 	fl.BoolVar(&asJSON, "json", false, "print the whole task as JSON (with --wait: the final task)")
 	fl.BoolVar(&wait, "wait", false, "follow the task to its end; exit 0 completed, 1 failed, 3 recoverable_failed (a person decides), 4 timed out or expired, 5 cancelled")
 	return cmd
@@ -102,6 +114,17 @@ func checkRepoFlags(repo, base string) error {
 	}
 	if err := api.CheckBase(base); err != nil {
 		return usagef("--base: %s", visible(err.Error()))
+	}
+	return nil
+}
+
+// checkBudgetFlags refuses, as a usage error, a budget below zero.
+func checkBudgetFlags(maxTokens int64, maxTime time.Duration) error {
+	switch {
+	case maxTokens < 0:
+		return usagef("--max-tokens %d: want 0 (the agent's default) or more", maxTokens)
+	case maxTime < 0:
+		return usagef("--max-time %s: want 0 (the agent's default) or more", maxTime)
 	}
 	return nil
 }

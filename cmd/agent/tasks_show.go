@@ -96,6 +96,14 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 		}
 		fmt.Fprintf(w, "repo:     %s\n", visible(repo))
 	}
+	// budgets: what the attempts spent, beside what they may
+	if u := t.Usage(now); u.TotalTokens > 0 || t.HasBudget() {
+		usage := state.UsageText(u)
+		if t.HasBudget() {
+			usage += "; budget " + t.BudgetText()
+		}
+		fmt.Fprintf(w, "usage:    %s\n", usage)
+	}
 	if t.Phase == state.PhaseRecoverableFailed {
 		fmt.Fprintf(w, "decide:   a person decides; run it again with: %s\n", h.tasks("retry", t.ID, ""))
 		hinted = true

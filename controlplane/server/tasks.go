@@ -24,6 +24,10 @@ func (s *Server) createTask(ctx context.Context, req api.CreateTaskRequest) (api
 		return api.TaskView{}, badRequest("prefer %q: want gui or any", req.Prefer)
 	case req.MaxAttempts < 0 || req.MaxAttempts > 20:
 		return api.TaskView{}, badRequest("max_attempts %d: want 0 (the agent's default) to 20", req.MaxAttempts)
+	case req.MaxTokens < 0:
+		return api.TaskView{}, badRequest("max_tokens %d: want 0 (the agent's default) or more", req.MaxTokens)
+	case req.MaxTime < 0:
+		return api.TaskView{}, badRequest("max_time %s: want 0 (the agent's default) or more", req.MaxTime.D())
 	}
 	if err := checkRepo(req.Repo, req.Base); err != nil {
 		return api.TaskView{}, err
@@ -35,6 +39,7 @@ func (s *Server) createTask(ctx context.Context, req api.CreateTaskRequest) (api
 	t := state.NewTask(newID("t-", 5), req.Prompt, now)
 	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
 	t.Repo, t.Base = req.Repo, req.Base
+	t.MaxTokens, t.MaxTime = req.MaxTokens, req.MaxTime // budgets
 	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
 		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}
