@@ -362,7 +362,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			if res.over != "" && actx.Err() == nil {
 				// Stopped as a cancel stops it: the executor's own
 				// interrupt, then the kill grace.
-				r.logger().Info("stopping an attempt over its task's budget", "task", task.ID, "attempt", a.Number, "over", res.over)
+				r.logger().Info("stopping an attempt over its task's budget", "attempt", a.Number, "over", res.over)
 				cancel(errBudget)
 			}
 		case <-tick.C:
