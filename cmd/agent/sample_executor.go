@@ -28,6 +28,7 @@ follows directives in the task's prompt, one per line:
   @flood N           write N log lines as fast as it can
   @ignore-sigterm    ignore SIGTERM
   @spawn-child       start a grandchild that sleeps
+  @usage N           N more tokens used: a usage event with the attempt's total
 
 Without directives it walks the phases, reports progress and output, and
 returns a result.`,

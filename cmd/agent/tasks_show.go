@@ -143,6 +143,9 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 // completing, and an attempt has a session to resume (the control plane
 // decides whether an agent is known to keep it).
 func continuable(t *state.Task) bool {
+	if c := t.Current(); c != nil && c.Error != nil && c.Error.Code == state.CodeBudgetExceeded {
+		return false // budgets: nothing is left to spend
+	}
 	switch t.Phase {
 	case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
 		return t.SessionAttempt() != nil
