@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/clitest"
+	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -95,5 +97,33 @@ func TestE2EBudgets(t *testing.T) {
 	r := runAgent(t, append([]string{"submit", "--prompt", "x", "--max-tokens", "-1"}, cpArgs...)...)
 	if r.code != 2 || strings.TrimSpace(r.stderr) != "agent: --max-tokens -1: want 0 (the agent's default) or more" {
 		t.Errorf("submit --max-tokens -1: %+v", r)
+	}
+}
+
+// Through a real CLI, Claude Code against the mock model: a token budget
+// smaller than one answer's usage ends the task budget_exceeded after one
+// attempt, with the usage Claude Code reported in the control plane's
+// view and in tasks show.
+func TestE2EBudgetWithClaude(t *testing.T) {
+	mock, err := mockmodel.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mock.Close()
+	c := startCP(t, freeAddr(t), t.TempDir())
+	env := clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})
+	ag := startProc(t, "agent", env, "run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", t.TempDir(),
+		"--executor", "claude", "--executor-bin", clitest.ClaudeBin(t), "--models", "claude-a",
+		"--heartbeat-interval", "300ms", "--shutdown-grace", "2s")
+	defer ag.stop()
+	id := submitArgs(t, c, "Summarize\nmock: text", "--max-tokens", "10")
+	v := c.waitDone(t, id)
+	checkOverBudget(t, v, "tokens used, over the budget of 10")
+	if u := v.Attempts[0].Usage; u.TotalTokens <= 10 || u.InputTokens == 0 || u.OutputTokens == 0 || v.Result == nil || v.Result.Usage == nil {
+		t.Errorf("usage %+v, result %+v", u, v.Result)
+	}
+	r := runAgent(t, "tasks", "show", id, "--remote", "--control-plane", c.url(), "--token-file", c.operatorFile)
+	if !strings.Contains(r.stdout, "; budget 10 tokens\n") || !strings.Contains(r.stdout, " tok  budget_exceeded: ") {
+		t.Errorf("tasks show:\n%s", r.stdout)
 	}
 }
