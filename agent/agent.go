@@ -15,6 +15,7 @@ import (
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/internal/tmuxview"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
@@ -62,6 +63,8 @@ type Agent struct {
 	usage      atomic.Pointer[datadir.WorkspaceUsage]
 	metrics    *agentMetrics // nil without Config.MetricsAddr
 	obs        observer      // counts for the metrics; noObserver without them
+
+	view *tmuxview.View // the tmux view; nil without Config.Tmux
 }
 
 // New checks the configuration and prepares an agent; Run starts it.
@@ -160,6 +163,16 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err := a.cfg.Executor.Probe(ctx); err != nil {
 		a.health.Observe(health.StartFailure, err.Error())
 		a.log.Error("the executor cannot start; claiming nothing until a probe finds it", "err", err)
+	}
+	// The tmux view, before any task runs; closed (its session killed)
+	// once they have all stopped.
+	if a.cfg.Tmux != nil {
+		o := *a.cfg.Tmux
+		if o.Logger == nil {
+			o.Logger = a.log
+		}
+		a.view = tmuxview.Start(o)
+		defer a.view.Close()
 	}
 	// A crash of the agent leaves what its attempts started running: end
 	// it before anything runs again.
@@ -457,6 +470,7 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 				a.log.Warn("local task log: tail not written", "task", t.ID, "err", err)
 			}
 			a.running.end(t.ID)
+			a.view.Forget(t.ID)
 			kick(a.kickClaim)
 		}()
 		if err := a.newRunner(t).Run(ctx, t); err != nil {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/internal/tmuxview"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
@@ -106,6 +107,12 @@ type Config struct {
 	// /metrics: a port alone ("9464" or ":9464") is on loopback, a host
 	// and port ("0.0.0.0:9464") as given. Default "": no metrics.
 	MetricsAddr string
+
+	// The tmux view (issue 27).
+	// Tmux, if set, shows each running attempt in a window of a tmux
+	// session of the agent's (package tmuxview); its Logger defaults to
+	// the agent's. Default nil: no view.
+	Tmux *tmuxview.Options
 }
 
 // Defaults of the settings agent run takes, used by Config and by the

@@ -52,6 +52,10 @@ func (s *sink) Report(r runner.Report) {
 		}
 	}
 	a.running.update(s.taskID, r.Task.Phase, r.Attempt, r.Task.LastProgressAt)
+	// An attempt that begins gets a window in the tmux view, if it is on.
+	if at, ok := r.Payload.(state.Attempt); ok && at.Status == state.AttemptRunning {
+		a.view.Open(s.taskID, r.Task.Title, at.Number)
+	}
 	kick(a.kickSend)
 }
 

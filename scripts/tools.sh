@@ -21,6 +21,16 @@ if ! command -v tmux >/dev/null 2>&1; then
 		echo "tools: tmux is not installed; the live terminal test will skip (Debian: apt-get install tmux)" >&2
 	fi
 fi
+# Chromium drives the console's browser tests (internal/browsertest), which
+# skip without it (and fail under CI=true): the distribution's package.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 && ! command -v google-chrome >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null ||
+			echo "tools: could not install chromium; the console's browser tests will skip" >&2
+	else
+		echo "tools: chromium is not installed; the console's browser tests will skip (Debian: apt-get install chromium)" >&2
+	fi
+fi
 sha256() { if command -v sha256sum >/dev/null 2>&1; then sha256sum; else shasum -a 256; fi; }
 sum=$(cat "$src/package.json" "$src/package-lock.json" "$src/.npmrc" | sha256 | cut -c1-16)
 dir=.tools/npm

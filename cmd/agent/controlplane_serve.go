@@ -36,6 +36,7 @@ func newControlPlaneServeCmd() *cobra.Command {
 		maxOutput                                                                byteSize
 		notifications                                                            notifySettings
 	)
+	var tlsCert, tlsKey string // --tls-cert, --tls-key: HTTPS when given
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the reference control plane API",
@@ -43,6 +44,10 @@ func newControlPlaneServeCmd() *cobra.Command {
 watchdog and health-aware claims, kept in files under --data-dir, or in
 PostgreSQL with --store postgres://…, where any number of replicas behind
 one address share the work (docs/controlplane.md).
+
+HTTPS: --tls-cert and --tls-key (both PEM; the key file chmod 600) serve
+the API and the web console over TLS on --addr; behind a reverse proxy
+that ends TLS, leave them out (docs/console.md).
 
 Credentials: three kinds, each doing only its own part.
   - The registration secret (--token-file; without it, DIR/token, made if
@@ -69,10 +74,15 @@ name in capitals (--data-dir is AGENT_CP_DATA_DIR), or as a key in the
 TOML file given by --config (AGENT_CP_CONFIG); the command line wins over
 the environment, which wins over the file.`,
 		Example: `  agent controlplane serve --addr 127.0.0.1:8080 --data-dir ./cp
-  PGPASSWORD=… agent controlplane serve --store postgres://cp@db.internal:5432/agents --addr :8080`,
+  PGPASSWORD=… agent controlplane serve --store postgres://cp@db.internal:5432/agents --addr :8080
+  agent controlplane serve --addr :8443 --tls-cert /etc/agent/cert.pem --tls-key /etc/agent/key.pem`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := newLogger(cmd.ErrOrStderr(), logLevel(level), format)
+			tlsConf, err := serveTLS(tlsCert, tlsKey)
+			if err != nil {
+				return err
+			}
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return fmt.Errorf("data directory: %w", err)
 			}
@@ -137,7 +147,7 @@ the environment, which wins over the file.`,
 				log.Info("serving metrics", "url", "http://"+ms.Addr()+"/metrics")
 			}
 			hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-				WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+				WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, TLSConfig: tlsConf}
 			// Claims waiting for work answer at once: the shutdown waits
 			// for requests in flight.
 			hs.RegisterOnShutdown(srv.StopWaits)
@@ -147,9 +157,17 @@ the environment, which wins over the file.`,
 				defer cancel()
 				hs.Shutdown(sctx)
 			}()
-			fmt.Fprintf(cmd.OutOrStdout(), "control plane listening on http://%s (registration secret for agents %s; operator tokens for people %s)\n", ln.Addr(), where, opWhere)
-			log.Info("control plane listening", "addr", ln.Addr().String(), "data_dir", dir)
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			scheme := "http"
+			if tlsConf != nil {
+				scheme = "https"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "control plane listening on %s://%s (registration secret for agents %s; operator tokens for people %s)\n", scheme, ln.Addr(), where, opWhere)
+			log.Info("control plane listening", "addr", ln.Addr().String(), "data_dir", dir, "tls", tlsConf != nil)
+			serve := hs.Serve
+			if tlsConf != nil {
+				serve = func(ln net.Listener) error { return hs.ServeTLS(ln, "", "") }
+			}
+			if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
@@ -157,6 +175,8 @@ the environment, which wins over the file.`,
 	}
 	fs, t := useSettings(cmd, controlPlaneSettings), controlPlaneSettings
 	t.bind(fs, "addr", &addr)
+	t.bind(fs, "tls-cert", &tlsCert)
+	t.bind(fs, "tls-key", &tlsKey)
 	t.bind(fs, "data-dir", &dir)
 	t.bind(fs, "store", &storeURL)
 	t.bind(fs, "retention", &retention)

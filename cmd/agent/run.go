@@ -40,7 +40,13 @@ type runFlags struct {
 	logLevel, logFormat, metricsAddr          string
 	isolation                                 string
 	isolationDeny, isolationWrite             []string
-	// budgets
+
+	// The tmux view (issue 27).
+	tmux                    bool
+	tmuxSocket, tmuxSession string
+	tmuxLinger              time.Duration
+
+	// Budgets (issue 27).
 	defaultMaxTokens int
 	defaultMaxTime   time.Duration
 }
@@ -66,7 +72,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "no-retry", &f.noRetry)
 	t.bind(fs, "attempt-timeout", &f.attemptTimeouts)
 	t.bind(fs, "first-event-timeout", &f.firstEventTimeouts)
-	// budgets
+	// Budgets (issue 27).
 	t.bind(fs, "default-max-tokens", &f.defaultMaxTokens)
 	t.bind(fs, "default-max-time", &f.defaultMaxTime)
 	t.bind(fs, "heartbeat-interval", &f.heartbeat)
@@ -77,6 +83,11 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "task-log-max-size", &f.taskLogMaxSize)
 	t.bind(fs, "log-level", &f.logLevel)
 	t.bind(fs, "log-format", &f.logFormat)
+	// The tmux view (issue 27).
+	t.bind(fs, "tmux", &f.tmux)
+	t.bind(fs, "tmux-socket", &f.tmuxSocket)
+	t.bind(fs, "tmux-session", &f.tmuxSession)
+	t.bind(fs, "tmux-linger", &f.tmuxLinger)
 	// The name of earlier versions.
 	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		if name == "shutdown-grace" {
@@ -238,6 +249,9 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
 		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels, Budget: f.budget()}
+	if cfg.Tmux, err = f.tmuxView(); err != nil { // the tmux view (issue 27)
+		return err
+	}
 	if os.Getenv("NOTIFY_SOCKET") != "" {
 		cfg.Notify = func(s string) { daemon.SdNotify(false, s) }
 		if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/internal/tmuxview"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -337,6 +338,14 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "task-log-max-size", def: byteSize(agent.DefaultTaskLogMaxBytes), min: atLeast(4 << 10),
 		help: "cap of each attempt's local log: the head and the tail are kept, the middle counted (e.g. 1MiB)"},
 
+	// The tmux view (issue 27): see docs/tmux.md.
+	{name: "tmux", def: false,
+		help: "show each running attempt in a window of a tmux session of the agent's, its output as tasks logs -f prints it; attach with tmux -L agent attach -t agent"},
+	{name: "tmux-socket", def: tmuxview.DefaultSocket, help: "with --tmux: the tmux server's socket name (tmux -L), a server of the agent's own"},
+	{name: "tmux-session", def: tmuxview.DefaultSession, help: "with --tmux: the tmux session's name"},
+	{name: "tmux-linger", def: tmuxview.DefaultLinger, min: atLeast(0),
+		help: "with --tmux: how long an attempt's window stays once the attempt has ended (0: it closes at once)"},
+
 	{name: "log-level", key: "log.level", def: "info", live: true, oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
 		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, journal lines under systemd (<N> priority prefix, no time), json otherwise"},
@@ -367,6 +376,8 @@ func init() {
 // plane's; a config file is read only when named.
 var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setting{
 	{name: "addr", def: "127.0.0.1:8080", help: "address to listen on"},
+	{name: "tls-cert", path: true, help: "serve HTTPS with this PEM certificate (and its chain); with --tls-key (docs/console.md)"},
+	{name: "tls-key", path: true, help: "the PEM private key of --tls-cert; the file must be its owner's alone (chmod 600)"},
 	{name: "data-dir", path: true, def: "controlplane-data", help: "where tasks and events are kept (with the file store), and the token files"},
 	{name: "store", help: "where tasks, events and agents are kept: empty for files in the data directory, or a PostgreSQL URL (postgres://USER@HOST:PORT/DB; the password best in PGPASSWORD or ~/.pgpass) that any number of replicas share"},
 	{name: "retention", def: server.DefaultRetention, help: "ended tasks and their events are removed this long after they end; 0 keeps them forever"},

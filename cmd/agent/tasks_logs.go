@@ -23,7 +23,8 @@ func newTasksLogsCmd() *cobra.Command {
 data directory. With -f it follows the task: it waits for a task the agent
 has not claimed yet, prints the output as it comes with a line for each
 change of phase or progress ("-- turn_started  step 2 of 3 (66%)"), and
-stops after the line of the task's final phase.`,
+stops after the line of the task's final phase; with --attempt N, once
+attempt N has ended (the tmux view's windows show this).`,
 		Args: taskIDArg("logs ID"),
 
 		ValidArgsFunction: completeTaskIDs(anyTask),
@@ -67,16 +68,35 @@ stops after the line of the task's final phase.`,
 					last = line
 					print("-- " + line)
 				}
+				if attempt > 0 && attemptOver(t, attempt) {
+					return errAttemptOver
+				}
 				return nil
 			})
-			if errors.Is(err, cmd.Context().Err()) {
-				return nil // stopped by the person
+			if errors.Is(err, cmd.Context().Err()) || errors.Is(err, errAttemptOver) {
+				return nil // stopped by the person, or the attempt followed ended
 			}
 			return err
 		},
 	}
 	dataDirFlag(cmd, &dataDir)
 	cmd.Flags().IntVar(&attempt, "attempt", 0, "only this attempt (default: all)")
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the task runs, with its phase and progress; wait for it if it has not started; stop when it ends")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing as the task runs, with its phase and progress; wait for it if it has not started; stop when it ends (with --attempt, when that attempt ends)")
 	return cmd
+}
+
+// errAttemptOver ends the follow of one attempt.
+var errAttemptOver = errors.New("the attempt ended")
+
+// attemptOver reports whether attempt n of t has ended, and what follows
+// it is known: a later attempt exists, or the task has ended, or (a task
+// that no longer runs) attempt n has a final status.
+func attemptOver(t *state.Task, n int) bool {
+	switch {
+	case t.Phase.Terminal() || len(t.Attempts) > n:
+		return true
+	case len(t.Attempts) == n:
+		return t.Attempts[n-1].Status.Final() && !t.Phase.Running()
+	}
+	return false
 }

@@ -51,7 +51,7 @@ const EnvBin = "AGENT_PG_BIN"
 const startTimeout = 60 * time.Second
 
 // stopTimeout bounds a fast shutdown; past it the server is killed.
-const stopTimeout = 20 * time.Second
+const stopTimeout = 60 * time.Second
 
 // Cluster is one PostgreSQL cluster: its data directory and the server
 // that runs on it, when it runs. Its methods are safe for concurrent use.
@@ -505,8 +505,15 @@ func (c *Cluster) stop() error {
 	return err
 }
 
-// remove stops the server and removes the cluster's directory.
+// remove ends the server and removes the cluster's directory. Nothing in
+// it is kept, so the shutdown is immediate (SIGQUIT: no checkpoint, which
+// on a loaded machine with fsync on could take longer than stopTimeout).
 func (c *Cluster) remove() error {
+	c.mu.Lock()
+	if c.cmd != nil {
+		_ = syscall.Kill(c.cmd.Process.Pid, syscall.SIGQUIT)
+	}
+	c.mu.Unlock()
 	err := c.stop()
 	return errors.Join(err, os.RemoveAll(c.root))
 }

@@ -254,9 +254,22 @@ func NewMark(owner, attemptID string) string {
 type childSet struct {
 	mu   sync.Mutex
 	pids map[int]bool
+	// spared are children Start did not start that a sweep must not
+	// kill as orphans (see Spare); their zombies are reaped all the same.
+	spared map[int]bool
 }
 
-var children = &childSet{pids: map[int]bool{}}
+var children = &childSet{pids: map[int]bool{}, spared: map[int]bool{}}
+
+// Spare tells the sweeps that pid, a daemon that came to the agent (a
+// subreaper) when its parent exited, is the agent's own and not left of an
+// attempt: the tmux view's server is one. A sweep that kills orphans
+// leaves it alone; its zombie is still reaped.
+func Spare(pid int) {
+	children.mu.Lock()
+	children.spared[pid] = true
+	children.mu.Unlock()
+}
 
 // start starts cmd and registers it.
 func (s *childSet) start(cmd *exec.Cmd) error {
@@ -281,7 +294,9 @@ func (s *childSet) reap(pid int) {
 	defer s.mu.Unlock()
 	if !s.pids[pid] {
 		var ws syscall.WaitStatus
-		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		if got, _ := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); got == pid {
+			delete(s.spared, pid) // the pid may be another process's next
+		}
 	}
 }
 

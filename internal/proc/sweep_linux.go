@@ -266,7 +266,7 @@ func zombieChildren() []int {
 func (s *childSet) orphans() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return ownChildren(func(pid int, state byte) bool { return state != 'Z' && !s.pids[pid] })
+	return ownChildren(func(pid int, state byte) bool { return state != 'Z' && !s.pids[pid] && !s.spared[pid] })
 }
 
 // ownChildren lists the agent's children that keep says to.

@@ -100,3 +100,59 @@ func alive(pid int) bool {
 	_, state, ok := procStat(pid)
 	return ok && state != 'Z'
 }
+
+// A daemon that came to the subreaper agent and is its own (the tmux
+// view's server) is spared by the sweep that kills an attempt's orphans;
+// another orphan is not. Run in a child of the test, which becomes the
+// subreaper.
+func TestOrphanSweepSparesTheAgentsOwnDaemon(t *testing.T) {
+	if os.Getenv("PROC_TEST_SPARE") == "1" {
+		spareAsSubreaper(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOrphanSweepSparesTheAgentsOwnDaemon$")
+	cmd.Env = append(os.Environ(), "PROC_TEST_SPARE=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the subreaper child: %v\n%s", err, out)
+	}
+}
+
+func spareAsSubreaper(t *testing.T) {
+	if err := BecomeSubreaper(); err != nil {
+		t.Skip("no subreaper:", err)
+	}
+	out, err := exec.Command("sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!; sleep 300 >/dev/null 2>&1 & echo $!").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	own, orphan := pids[0], pids[1]
+	defer func() { _ = syscall.Kill(own, syscall.SIGKILL); waitGone(own) }()
+	defer func() { _ = syscall.Kill(orphan, syscall.SIGKILL); waitGone(orphan) }()
+	Spare(own)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for ppid, _, _ := procStat(pid); ppid != os.Getpid(); ppid, _, _ = procStat(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d did not come to the subreaper", pid)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if n := killOrphans(); n != 1 {
+		t.Errorf("killOrphans killed %d processes, want 1", n)
+	}
+	if !alive(own) {
+		t.Error("the spared daemon was killed")
+	}
+	if alive(orphan) {
+		t.Error("the orphan lives")
+	}
+}
