@@ -404,7 +404,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
 		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: modelsFor(l.Models, t), Logger: a.log.With("task", t.ID),
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.Runner,
-		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID)}
+		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget}
 }
 
 // taskEnv is what task id's executor gets for subtasks: its task token,

@@ -73,6 +73,9 @@ type Config struct {
 	Models       []string
 	Policy       runner.Policy
 	Timeouts     runner.Timeouts
+	// Budget is the token and wall-time budget of a task that sets none
+	// of its own; each bound a task sets wins. Zero: none.
+	Budget runner.Budget
 
 	// MaxConcurrent is how many tasks run at once. Default
 	// DefaultMaxConcurrent.

@@ -21,12 +21,14 @@ type Live struct {
 	Timeouts      runner.Timeouts
 	MaxConcurrent int
 	ReplyTimeout  time.Duration
+	// Budget is the budget of a task that sets none of its own (budgets).
+	Budget runner.Budget
 }
 
 // liveOf is the live part of a checked configuration.
 func liveOf(c Config) *Live {
 	return &Live{Executor: c.Executor, Models: slices.Clone(c.Models), Policy: c.Policy, Timeouts: c.Timeouts,
-		MaxConcurrent: c.MaxConcurrent, ReplyTimeout: c.ReplyTimeout}
+		MaxConcurrent: c.MaxConcurrent, ReplyTimeout: c.ReplyTimeout, Budget: c.Budget}
 }
 
 // Reconfigure replaces the live configuration. It refuses an executor of

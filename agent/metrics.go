@@ -21,6 +21,9 @@ type observer interface {
 	Sent(result metrics.SendResult, n int)
 	// Attempt is told of every attempt report; it counts the final ones.
 	Attempt(a state.Attempt)
+	// Tokens is told of every attempt report, with the executor that
+	// ran it; it counts the tokens of the final ones.
+	Tokens(executor string, a state.Attempt)
 	// Heartbeat observes a heartbeat's round trip.
 	Heartbeat(took time.Duration, ok bool)
 }
@@ -103,6 +106,7 @@ type noObserver struct{}
 
 func (noObserver) Sent(metrics.SendResult, int)  {}
 func (noObserver) Attempt(state.Attempt)         {}
+func (noObserver) Tokens(string, state.Attempt)  {}
 func (noObserver) Heartbeat(time.Duration, bool) {}
 
 // countResults counts what the control plane answered for the records of

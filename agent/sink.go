@@ -43,6 +43,7 @@ func (s *sink) Report(r runner.Report) {
 	default:
 		if at, ok := p.(state.Attempt); ok {
 			a.obs.Attempt(at) // the metrics count the attempts that end
+			a.obs.Tokens(a.live.Load().Executor.Name(), at)
 		}
 		// Progress too, as it happens: tasks watch and tasks logs -f read
 		// it from the task's file.

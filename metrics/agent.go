@@ -40,6 +40,7 @@ type Agent struct {
 	reg      Registry
 	sends    *counterVec
 	attempts *counterVec
+	tokens   *counterVec
 	beats    *histogramVec
 	syncs    *histogramFamily
 	commits  *histogramFamily
@@ -54,6 +55,9 @@ func NewAgent(src AgentSources) *Agent {
 		attempts: newCounterVec("agent_attempts_total",
 			"Attempts ended, by outcome (completed, failed, cancelled) and error code (none when completed, other when unknown).",
 			"outcome", "code"),
+		tokens: newCounterVec("agent_tokens_total",
+			"Tokens the attempts that ended used, as their executors' CLIs reported them, by executor and kind (input, output).",
+			"executor", "kind"),
 		beats: newHistogramVec("agent_heartbeat_duration_seconds",
 			"Heartbeat round trips to the control plane, by result (ok, failed).", latencyBuckets, "result"),
 		syncs: &histogramFamily{"agent_outbox_sync_duration_seconds",
@@ -67,7 +71,7 @@ func NewAgent(src AgentSources) *Agent {
 	for _, r := range []string{beatOK, beatFailed} {
 		m.beats.with(r)
 	}
-	for _, c := range []func(*scrape){m.sends.collect, m.attempts.collect, m.beats.collect, m.syncs.collect, m.commits.collect,
+	for _, c := range []func(*scrape){m.sends.collect, m.attempts.collect, m.tokens.collect, m.beats.collect, m.syncs.collect, m.commits.collect,
 		agentGauges{src}.collect, collectRuntime} {
 		m.reg.add(c)
 	}
@@ -90,6 +94,16 @@ func (m *Agent) Attempt(a state.Attempt) {
 	if a.Status.Final() {
 		m.attempts.with(string(a.Status), codeLabel(a.Error)).Add(1)
 	}
+}
+
+// Tokens counts the tokens attempt a used, run by executor, once it has
+// ended (as Attempt counts it).
+func (m *Agent) Tokens(executor string, a state.Attempt) {
+	if !a.Status.Final() || a.Usage == (state.Usage{}) {
+		return
+	}
+	m.tokens.with(executor, "input").Add(uint64(max(a.Usage.InputTokens, 0)))
+	m.tokens.with(executor, "output").Add(uint64(max(a.Usage.OutputTokens, 0)))
 }
 
 // Heartbeat observes one heartbeat's round trip.

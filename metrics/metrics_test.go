@@ -492,3 +492,27 @@ func TestWorkspaceGauges(t *testing.T) {
 		{"agent_workspaces_bytes", nil, eq(12345), "12345"},
 	})
 }
+
+// TestTokensByExecutor: the tokens of the attempts that ended, by executor
+// and kind; an attempt still running counts nothing yet.
+func TestTokensByExecutor(t *testing.T) {
+	m := metrics.NewAgent(fixedSources())
+	used := state.Usage{InputTokens: 900, OutputTokens: 100, TotalTokens: 1000}
+	m.Tokens("codex", state.Attempt{Status: state.AttemptFailed, Usage: used})
+	m.Tokens("codex", state.Attempt{Status: state.AttemptCompleted, Usage: used})
+	m.Tokens("codex", state.Attempt{Status: state.AttemptRunning, Usage: used}) // not ended: not counted
+	m.Tokens("claude", state.Attempt{Status: state.AttemptCompleted, Usage: state.Usage{InputTokens: 20, OutputTokens: 7, TotalTokens: 27}})
+	m.Tokens("sample", state.Attempt{Status: state.AttemptCompleted}) // none reported: no series
+	s, err := metrics.Listen("0", m.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := scrape(t, s.Addr())
+	checkAll(t, got, []check{
+		{"agent_tokens_total", []string{"executor", "codex", "kind", "input"}, eq(1800), "1800"},
+		{"agent_tokens_total", []string{"executor", "codex", "kind", "output"}, eq(200), "200"},
+		{"agent_tokens_total", []string{"executor", "claude", "kind", "output"}, eq(7), "7"},
+		{"agent_tokens_total", []string{"executor", "sample"}, eq(-1), "no series"},
+	})
+}

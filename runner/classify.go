@@ -39,6 +39,7 @@ type failure struct {
 	StdioClose bool        // output closed before a result
 	Timeout    timeoutKind // which of the agent's own limits fired, if one did
 	Protocol   error       // an app server broke its protocol
+	Budget     string      // how the attempt passed its task's budget, if it did
 	ExitCode   int
 	Signal     string
 }
@@ -88,6 +89,9 @@ func classify(f failure) verdict {
 		return verdict{Class: classStop, Code: state.CodeCancelled, Message: "cancelled by the user"}
 	case f.Shutdown:
 		return verdict{Class: classInterrupted, Code: state.CodeAgentShutdown, Message: "the agent is shutting down"}
+	case f.Budget != "":
+		// Whatever the executor said as it was stopped.
+		return verdict{Class: classPermanent, Code: state.CodeBudgetExceeded, Message: f.Budget}
 	case f.Code == state.CodeSessionLost, f.Code == state.CodeWorkspace:
 		// The session to continue is gone (a replay would start over what
 		// it had done, so a person decides), or the task's workspace

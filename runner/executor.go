@@ -160,7 +160,7 @@ type TaskInput struct {
 // EventType names what an executor event reports.
 type EventType string
 
-// The event types. The first eight are what an exec child writes on stdout
+// The event types. The first nine are what an exec child writes on stdout
 // as JSON objects ({"type": …}); Session and Lines are made by executors.
 const (
 	EventPhase      EventType = "phase"
@@ -171,6 +171,10 @@ const (
 	EventLog        EventType = "log"
 	EventResult     EventType = "result"
 	EventError      EventType = "error"
+	// EventUsage reports the tokens the attempt used so far: each one
+	// replaces the last (input_tokens, output_tokens, total_tokens; a
+	// total of zero is input and output together).
+	EventUsage EventType = "usage"
 	// EventSession binds the executor's session id to the attempt.
 	EventSession EventType = "session"
 	// EventLines carries raw lines of stdout or stderr that are not events.
@@ -234,6 +238,9 @@ type Event struct {
 	Data         json.RawMessage `json:"data,omitempty"`           // result
 	Code         state.ErrorCode `json:"code,omitempty"`           // error
 	RetryAfterMS int64           `json:"retry_after_ms,omitempty"` // error
+	InputTokens  int64           `json:"input_tokens,omitempty"`   // usage
+	OutputTokens int64           `json:"output_tokens,omitempty"`  // usage
+	TotalTokens  int64           `json:"total_tokens,omitempty"`   // usage
 
 	Stream Stream   `json:"-"` // lines
 	Lines  []string `json:"-"` // lines
@@ -265,6 +272,22 @@ type Exit struct {
 	// executors whose exit code does not tell (an app server exits 0
 	// whatever its turn did). Zero: judge by the exit code.
 	Turn TurnEnd
+}
+
+// UsageEvent is a usage event reporting u, the tokens an attempt used so
+// far.
+func UsageEvent(u state.Usage) Event {
+	return Event{Type: EventUsage, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+}
+
+// Usage is what a usage event reports: its total, when it gives none, is
+// its input and output together. Negative counts are taken as zero.
+func (ev Event) Usage() state.Usage {
+	u := state.Usage{InputTokens: max(ev.InputTokens, 0), OutputTokens: max(ev.OutputTokens, 0), TotalTokens: max(ev.TotalTokens, 0)}
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.InputTokens + u.OutputTokens
+	}
+	return u
 }
 
 // TurnEnd is how an executor's protocol said its turn ended. (How the

@@ -123,6 +123,11 @@ func (p Policy) decide(v verdict, a *state.Attempt, firstEventRetried, canContin
 	p = p.withDefaults()
 	interrupted := v.Class == classInterrupted
 	d := state.RetryDecision{TechnicallyRetryable: v.Class == classTransient || interrupted, Gate: gateOf(a.Facts), Decision: state.DecisionStopped}
+	if v.Code == state.CodeBudgetExceeded {
+		// Nothing is left to spend: neither the gate nor a backoff
+		// brings another attempt.
+		return state.RetryDecision{Gate: state.GateBudget, Decision: state.DecisionStopped}
+	}
 	blocked := d.Gate != state.GateAllowed
 	switch {
 	case !d.TechnicallyRetryable, blocked && (!canContinue || a.Number >= p.MaxAttempts):

@@ -345,3 +345,42 @@ func TestASessionSurvivesACutTurn(t *testing.T) {
 		}
 	}
 }
+
+// A token budget smaller than one model answer's usage: the CLI's own
+// usage report passes it, the attempt is stopped as a cancel stops it,
+// and the task ends budget_exceeded after one attempt, with the usage
+// the CLI reported, and no process left.
+func TestRealCLIOverItsTokenBudgetIsStopped(t *testing.T) {
+	for _, cli := range []string{"codex", "claude"} {
+		t.Run(cli, func(t *testing.T) {
+			mock := runnertest.StartMock(t)
+			var exe runner.Executor
+			if cli == "codex" {
+				exe = runnertest.CodexExec(t, mock, codex.Config{})
+			} else {
+				exe = runnertest.ClaudeExec(t, mock, claude.Config{AllowedTools: []string{"Bash"}})
+			}
+			marker := "sleep-" + strconv.Itoa(os.Getpid()) + "-budget-" + cli
+			f := runnertest.NewCLIFixture(t, exe, "Sleep\nmock: shell\nmock-cmd: bash -c 'exec -a "+marker+" sleep 300'", []string{"m"})
+			f.Task.MaxTokens = 10 // the mock's every answer uses more
+			f.Run(t, context.Background())
+			if f.Task.Phase != state.PhaseFailed || len(f.Task.Attempts) != 1 {
+				t.Fatalf("task %s, want failed after 1 attempt; %s; logs:\n%s", f.Task.Phase, runnertest.AttemptsText(f.Task), strings.Join(f.Rec.Logs(), "\n"))
+			}
+			a := f.Task.Attempts[0]
+			if a.Error == nil || a.Error.Code != state.CodeBudgetExceeded || a.Retry.Gate != state.GateBudget {
+				t.Fatalf("attempt %s", runnertest.AttemptsText(f.Task))
+			}
+			if a.Usage.TotalTokens <= 10 || a.Usage.InputTokens == 0 || a.Usage.OutputTokens == 0 {
+				t.Errorf("usage %+v, want the CLI's report of over 10 tokens", a.Usage)
+			}
+			if r := f.Task.Result; r == nil || r.Usage == nil || r.Usage.TotalTokens != a.Usage.TotalTokens {
+				t.Errorf("result %+v", r)
+			}
+			if pids := pidsNamed(marker); len(pids) > 0 {
+				t.Fatalf("the tool command outlived the stopped attempt: %v", pids)
+			}
+			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
+		})
+	}
+}

@@ -90,6 +90,9 @@ type Runner struct {
 	// (AttemptSpec.TaskEnv): the task token, the control plane's address,
 	// the agent binary for `agent subtask`. Never logged.
 	Env []string
+	// Budget is the budget of a task that sets none of its own (each
+	// bound a task sets wins; see BudgetOf). Zero: none.
+	Budget Budget
 }
 
 // Workspaces gives a task that names a repository a workspace of its own
@@ -237,10 +240,15 @@ type result struct {
 	lastErr  *Event
 	result   *Event
 	timeouts string // the limits that applied, for the attempt record
+	// budget is the task's budget, spent what the attempts before this
+	// one spent, and over how this one passed it, if it did.
+	budget Budget
+	spent  state.TaskUsage
+	over   string
 }
 
 func (res *result) ok() bool {
-	if res.exit.StartErr != nil || res.timeout != timeoutNone || res.cause != nil || res.exit.StdioClosed || res.exit.ProtocolErr != nil {
+	if res.exit.StartErr != nil || res.timeout != timeoutNone || res.cause != nil || res.exit.StdioClosed || res.exit.ProtocolErr != nil || res.over != "" {
 		return false
 	}
 	switch res.exit.Turn {
@@ -255,12 +263,21 @@ func (res *result) ok() bool {
 // execute runs attempt a through the executor, applying its events.
 func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt) result {
 	firstEvent, limit := r.Timeouts.For(a.Number)
-	res := result{timeouts: fmt.Sprintf("first_event=%s attempt=%s", firstEvent, limit)}
+	res := result{timeouts: fmt.Sprintf("first_event=%s attempt=%s", firstEvent, limit), budget: BudgetOf(task, r.Budget), spent: spentBefore(task, a)}
+	// The wall-time budget caps the attempt's limit: what is left of it
+	// ends the attempt budget_exceeded, not timed out.
+	limitCause := errAttemptTimeout
+	if left, ok := res.budget.timeLeft(res.spent); ok {
+		res.timeouts += " budget_left=" + left.Round(time.Millisecond).String()
+		if left < limit {
+			limit, limitCause = left, errBudget
+		}
+	}
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	firstTimer := time.AfterFunc(firstEvent, func() { cancel(errFirstEventTimeout) })
 	defer firstTimer.Stop()
-	limitTimer := time.AfterFunc(limit, func() { cancel(errAttemptTimeout) })
+	limitTimer := time.AfterFunc(limit, func() { cancel(limitCause) })
 	defer limitTimer.Stop()
 
 	spec := AttemptSpec{AttemptID: a.AttemptID, Task: TaskInput{ID: task.ID, Title: task.Title, Prompt: task.Prompt,
@@ -275,6 +292,9 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			res.cause = context.Cause(ctx) // stopped meanwhile: a stop, not this failure
 		}
 		return res
+	}
+	if why := res.budget.left(res.spent); why != "" {
+		return refuse(state.CodeBudgetExceeded, errors.New(why))
 	}
 	if a.Continues > 0 {
 		resume, err := r.resumeOf(task, a)
@@ -343,6 +363,12 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 				firstTimer.Stop()
 			}
 			r.apply(task, a, ev, logs, &res)
+			if res.over != "" && actx.Err() == nil {
+				// Stopped as a cancel stops it: the executor's own
+				// interrupt, then the kill grace.
+				r.logger().Info("stopping an attempt over its task's budget", "attempt", a.Number, "over", res.over)
+				cancel(errBudget)
+			}
 		case <-tick.C:
 			logs.flush()
 		case res.exit = <-done:
@@ -352,6 +378,10 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 				res.timeout = timeoutFirstEvent
 			case errors.Is(cause, errAttemptTimeout):
 				res.timeout = timeoutAttempt
+			case errors.Is(cause, errBudget):
+				if res.over == "" {
+					res.over = res.budget.overTime(res.spent)
+				}
 			case ctx.Err() != nil:
 				res.cause = context.Cause(ctx)
 			}
@@ -416,6 +446,7 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 		return
 	}
 	var act state.Activity
+	used := false // a usage event changed the attempt's usage
 	switch ev.Type {
 	case EventPhase:
 		logs.flush() // what was said before the phase change is reported before it
@@ -436,6 +467,14 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 		logs.add(state.LogSideEffect, ev.Description)
 	case EventLog:
 		logs.add(state.LogExecutor, strings.TrimSpace(string(ev.Level)+" "+ev.Message))
+	case EventUsage:
+		if u := ev.Usage(); u != a.Usage {
+			_ = task.SetUsage(a.AttemptID, u) // current and open: ResolveEvent said so
+			if res.over == "" {
+				res.over = res.budget.overTokens(res.spent, u)
+			}
+			used = true
+		}
 	case EventResult:
 		res.result = &ev
 	case EventError:
@@ -452,10 +491,10 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 		logs.flush()
 		r.report(task, *act.Progress)
 	}
-	if gateOf(a.Facts) != before {
+	if gateOf(a.Facts) != before || used {
 		// What the gate decides on is recorded as it changes: after a
 		// crash, the agent's next run must not replay work that had
-		// begun.
+		// begun. Usage too, as it grows: the control plane shows it.
 		logs.flush()
 		r.reportAttempt(task, a)
 	}
@@ -518,12 +557,15 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	f := failure{ExitCode: exit.ExitCode, Signal: exit.Signal, StartErr: exit.StartErr, StdioClose: exit.StdioClosed, Protocol: exit.ProtocolErr}
 	timeouts := ""
 	if res != nil {
-		f.Timeout, timeouts = res.timeout, res.timeouts
+		f.Timeout, timeouts, f.Budget = res.timeout, res.timeouts, res.over
 		if res.lastErr != nil {
 			f.Code, f.Message, f.RetryAfter = res.lastErr.Code, res.lastErr.Message, time.Duration(res.lastErr.RetryAfterMS)*time.Millisecond
 		}
 		if res.timeout != timeoutNone {
 			timeouts += " fired=" + res.timeout.String()
+		}
+		if res.over != "" {
+			timeouts += " fired=budget"
 		}
 	}
 	if ctx.Err() != nil && (res == nil || res.cause != nil) {
@@ -734,10 +776,16 @@ func (r *Runner) end(task *state.Task, phase state.Phase, reason string) {
 		}
 		task.Result.Changes = ch
 	}
+	if u := task.Usage(r.now()); len(task.Attempts) > 0 {
+		if task.Result == nil {
+			task.Result = &state.Result{}
+		}
+		task.Result.Usage = &u
+	}
 	r.reportPhase(task)
 	ce := state.CompleteEvent{Status: task.Phase, Attempts: task.Attempts}
 	if task.Result != nil {
-		ce.Summary, ce.Result, ce.Changes = task.Result.Summary, task.Result.Data, task.Result.Changes
+		ce.Summary, ce.Result, ce.Changes, ce.Usage = task.Result.Summary, task.Result.Data, task.Result.Changes, task.Result.Usage
 	}
 	if c := task.Current(); c != nil && phase != state.PhaseCompleted {
 		ce.Error = c.Error

@@ -45,6 +45,9 @@ const (
 	// CodeWorkspace: the task's workspace could not be made (a repository
 	// the agent does not serve, a base that is not there, git failing).
 	CodeWorkspace ErrorCode = "workspace"
+	// CodeBudgetExceeded: the task's attempts passed its token or
+	// wall-time budget; the agent stopped this one. Never retried.
+	CodeBudgetExceeded ErrorCode = "budget_exceeded"
 )
 
 // Codes a terminal phase gives an attempt still open when its task ends
@@ -85,6 +88,7 @@ var errorCodes = map[ErrorCode]Retry{
 	CodeExecutorNotFound: RetryUnsaid, CodeNotExecutable: RetryUnsaid, CodeStartFailed: RetryUnsaid,
 	CodeStdioClosed: RetryUnsaid, CodeFirstEventTimeout: RetryUnsaid, CodeAttemptTimeout: RetryUnsaid,
 	CodeProtocolError: RetryUnsaid, CodeExitStatus: RetryUnsaid, CodeSessionLost: RetryUnsaid, CodeWorkspace: RetryUnsaid,
+	CodeBudgetExceeded: RetryPermanent,
 
 	CodeFailed: RetryUnsaid, CodeRecoverableFailed: RetryUnsaid, CodeTimedOut: RetryUnsaid, CodeExpired: RetryUnsaid,
 }
@@ -131,6 +135,8 @@ const (
 	GateVisibleOutput  GateReason = "visible_output"
 	GateMaxAttempts    GateReason = "max_attempts"
 	GateFirstEventUsed GateReason = "first_event_retry_used"
+	// GateBudget: the task's budget is spent; nothing more runs.
+	GateBudget GateReason = "budget_exceeded"
 )
 
 // Blocks reports whether the gate stopped the retry for safety (what the

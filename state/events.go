@@ -111,4 +111,7 @@ type CompleteEvent struct {
 	// Changes is what the task did to its repository, when it ran in a
 	// workspace: the control plane keeps it as the result's changes.
 	Changes *Changes `json:"changes,omitempty"`
+	// Usage is what the task's attempts spent together: the control
+	// plane keeps it as the result's usage.
+	Usage *TaskUsage `json:"usage,omitempty"`
 }

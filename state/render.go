@@ -97,10 +97,16 @@ func (t *Task) wentThrough(p Phase) bool {
 // An attempt that resumed an earlier one's session says so last, with the
 // code of the failure it followed: "attempt 3 continued attempt 2's
 // session after agent_restart". A running attempt's duration runs to now.
+// When an attempt reported the tokens it used, each line shows its tokens
+// after its duration ("12.3k tok").
 func Timeline(t *Task, now time.Time) []string {
-	type row struct{ head, status, model, sess, dur, err, decision, note string }
+	type row struct{ head, status, model, sess, dur, tok, err, decision, note string }
 	rows := make([]row, len(t.Attempts))
-	var wStatus, wModel, wSess, wDur, wErr int
+	var wStatus, wModel, wSess, wDur, wTok, wErr int
+	usage := false
+	for _, a := range t.Attempts {
+		usage = usage || a.Usage != (Usage{})
+	}
 	for i, a := range t.Attempts {
 		r := row{head: fmt.Sprintf("Attempt %d", a.Number), status: string(a.Status), model: dashIfEmpty(a.Model)}
 		r.sess = "sess " + dashIfEmpty(shortID(a.SessionID))
@@ -112,6 +118,9 @@ func Timeline(t *Task, now time.Time) []string {
 			r.dur = Compact(end.Sub(a.StartedAt))
 		} else {
 			r.dur = "-"
+		}
+		if usage {
+			r.tok = Tokens(a.Usage.TotalTokens) + " tok"
 		}
 		if a.Error != nil {
 			r.err = a.Error.Error()
@@ -132,11 +141,14 @@ func Timeline(t *Task, now time.Time) []string {
 		}
 		rows[i] = r
 		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
-		wDur, wErr = max(wDur, len(r.dur)), max(wErr, len([]rune(r.err)))
+		wDur, wTok, wErr = max(wDur, len(r.dur)), max(wTok, len(r.tok)), max(wErr, len([]rune(r.err)))
 	}
 	lines := make([]string, len(rows))
 	for i, r := range rows {
 		l := fmt.Sprintf("%s  %-*s  %-*s  %-*s  %*s", r.head, wStatus, r.status, wModel, r.model, wSess, r.sess, wDur, r.dur)
+		if usage {
+			l += fmt.Sprintf("  %*s", wTok, r.tok)
+		}
 		if r.err != "" || r.decision != "" {
 			l += "  " + r.err + strings.Repeat(" ", wErr-len([]rune(r.err)))
 		}
@@ -172,7 +184,7 @@ func decisionText(a Attempt) string {
 		return "-> retried in " + Compact(a.Retry.Delay.D())
 	case a.Retry.Decision == DecisionContinued:
 		return "-> continued in " + Compact(a.Retry.Delay.D())
-	case !a.Retry.TechnicallyRetryable && a.Error != nil && (a.Error.Code == CodeCancelled || a.Error.Code == CodeAgentShutdown):
+	case !a.Retry.TechnicallyRetryable && a.Error != nil && (a.Error.Code == CodeCancelled || a.Error.Code == CodeAgentShutdown || a.Error.Code == CodeBudgetExceeded):
 		return "-> stopped: " + string(a.Error.Code)
 	case !a.Retry.TechnicallyRetryable:
 		return "-> stopped: permanent"

@@ -37,6 +37,11 @@ type Task struct {
 	Parent   string            `json:"parent,omitempty"`
 	Depth    int               `json:"depth,omitempty"`
 	Children []string          `json:"children,omitempty"`
+	// Budgets: MaxTokens bounds the tokens all the task's attempts may
+	// use together, and MaxTime their wall time together; zero is no
+	// bound. An attempt that passes either ends budget_exceeded.
+	MaxTokens int64    `json:"max_tokens,omitempty"`
+	MaxTime   Duration `json:"max_time,omitempty"`
 
 	Phase       Phase  `json:"phase"`
 	PhaseReason string `json:"phase_reason,omitempty"`
@@ -174,6 +179,8 @@ type Result struct {
 	// Changes is what the task did to its repository, when it ran in a
 	// workspace.
 	Changes *Changes `json:"changes,omitempty"`
+	// Usage is what all the task's attempts spent together.
+	Usage *TaskUsage `json:"usage,omitempty"`
 }
 
 // Changes is what a task did in its workspace: its branch, the commits on
@@ -260,6 +267,9 @@ type Attempt struct {
 	// RetriedByPerson: a person started this attempt (agent tasks retry),
 	// overriding the stop that ended the one before.
 	RetriedByPerson bool `json:"retried_by_person,omitempty"`
+	// Usage is the tokens the attempt used so far, as its executor's CLI
+	// reported them; zero when it reported none.
+	Usage Usage `json:"usage,omitzero"`
 }
 
 // Error is a classified failure.

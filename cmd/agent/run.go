@@ -45,6 +45,10 @@ type runFlags struct {
 	tmux                    bool
 	tmuxSocket, tmuxSession string
 	tmuxLinger              time.Duration
+
+	// Budgets (issue 27).
+	defaultMaxTokens int
+	defaultMaxTime   time.Duration
 }
 
 // bind declares the settings of agent run on fs, stored in f.
@@ -68,6 +72,9 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "no-retry", &f.noRetry)
 	t.bind(fs, "attempt-timeout", &f.attemptTimeouts)
 	t.bind(fs, "first-event-timeout", &f.firstEventTimeouts)
+	// Budgets (issue 27).
+	t.bind(fs, "default-max-tokens", &f.defaultMaxTokens)
+	t.bind(fs, "default-max-time", &f.defaultMaxTime)
 	t.bind(fs, "heartbeat-interval", &f.heartbeat)
 	t.bind(fs, "drain-timeout", &f.drainTimeout)
 	t.bind(fs, "metrics-addr", &f.metricsAddr)
@@ -199,6 +206,11 @@ func configFileOf(cmd *cobra.Command) string {
 	return ""
 }
 
+// budget is the budget of a task that sets none of its own.
+func (f *runFlags) budget() runner.Budget {
+	return runner.Budget{MaxTokens: int64(f.defaultMaxTokens), MaxTime: f.defaultMaxTime}
+}
+
 // policy is the retry policy the settings ask for.
 func (f *runFlags) policy() runner.Policy {
 	if f.noRetry {
@@ -236,7 +248,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
-		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels,
+		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels, Budget: f.budget(),
 		ExecutorKind: f.executor.kind} // routing by capability
 	if cfg.Tmux, err = f.tmuxView(); err != nil { // the tmux view (issue 27)
 		return err

@@ -32,6 +32,7 @@ follows directives in the task's prompt, one per line:
                      PROMPT is a new line; docs/subtasks.md)
   @wait-subtasks     wait for them with agent subtask wait: their results
                      and timelines become output and the result's data
+  @usage N           N more tokens used: a usage event with the attempt's total
 
 Without directives it walks the phases, reports progress and output, and
 returns a result.`,

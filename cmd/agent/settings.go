@@ -329,6 +329,11 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "whole-attempt limit per attempt number, the last repeating"},
 	{name: "first-event-timeout", def: runner.DefaultFirstEventTimeout, live: true, min: atLeast(1),
 		help: "first-event limit per attempt number, the last repeating"},
+	// budgets
+	{name: "default-max-tokens", def: 0, live: true, min: atLeast(0),
+		help: "the tokens all of a task's attempts may use together, for a task that sets none (submit --max-tokens); past it the attempt is stopped, budget_exceeded; 0: no bound"},
+	{name: "default-max-time", def: time.Duration(0), live: true, min: atLeast(0),
+		help: "the wall time all of a task's attempts may run together, for a task that sets none (submit --max-time); past it the attempt is stopped, budget_exceeded; 0: no bound"},
 	{name: "heartbeat-interval", def: agent.DefaultHeartbeatInterval, min: atLeast(1),
 		help: "time between heartbeats (the control plane may change it)"},
 	{name: "drain-timeout", def: agent.DefaultShutdownGrace, min: atLeast(0),

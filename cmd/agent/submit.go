@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +23,9 @@ func newSubmitCmd() *cobra.Command {
 		requires              []string // routing by capability
 		// Subtasks: labels the delegation rules match on.
 		labels []string
+		// budgets
+		maxTokens int64
+		maxTime   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "submit",
@@ -29,7 +33,8 @@ func newSubmitCmd() *cobra.Command {
 		Example: `  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the flaky login test"
   agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt @prompt.md --prefer gui
   agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the footer" --repo site --base release/2.1
-  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Train it" --require executor=codex --require label=gpu`,
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Train it" --require executor=codex --require label=gpu
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Tidy the docs" --max-tokens 200000 --max-time 20m`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cp.url == "" {
@@ -49,6 +54,9 @@ func newSubmitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkBudgetFlags(maxTokens, maxTime); err != nil {
+				return err
+			}
 			taskLabels, err := labelMap(labels)
 			if err != nil {
 				return err
@@ -58,7 +66,7 @@ func newSubmitCmd() *cobra.Command {
 				return err
 			}
 			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
-				Repo: repo, Base: base, Requires: reqs, Labels: taskLabels})
+				Repo: repo, Base: base, Requires: reqs, Labels: taskLabels, MaxTokens: maxTokens, MaxTime: state.Duration(maxTime)})
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
@@ -97,6 +105,9 @@ func newSubmitCmd() *cobra.Command {
 	fl.StringVar(&base, "base", "", "with --repo: the ref the task's branch is made from (default: the repository's HEAD)")
 	// Routing by capability.
 	fl.StringArrayVar(&requires, "require", nil, "KEY=VALUE the agent that runs the task must advertise, repeatable: executor=codex, model=M, repo=R, os=linux, arch=arm64, label=NAME or label=NAME=VALUE")
+	// budgets
+	fl.Int64Var(&maxTokens, "max-tokens", 0, "the tokens all the task's attempts may use together; past it the attempt is stopped and the task ends budget_exceeded (0: the agent's default-max-tokens)")
+	fl.DurationVar(&maxTime, "max-time", 0, "the wall time all the task's attempts may run together, e.g. 30m; past it the attempt is stopped and the task ends budget_exceeded (0: the agent's default-max-time)")
 	fl.BoolVar(&asJSON, "json", false, "print the whole task as JSON (with --wait: the final task)")
 	fl.BoolVar(&wait, "wait", false, "follow the task to its end; exit 0 completed, 1 failed, 3 recoverable_failed (a person decides), 4 timed out or expired, 5 cancelled")
 	// Subtasks.
@@ -119,6 +130,17 @@ func checkRepoFlags(repo, base string) error {
 	}
 	if err := api.CheckBase(base); err != nil {
 		return usagef("--base: %s", visible(err.Error()))
+	}
+	return nil
+}
+
+// checkBudgetFlags refuses, as a usage error, a budget below zero.
+func checkBudgetFlags(maxTokens int64, maxTime time.Duration) error {
+	switch {
+	case maxTokens < 0:
+		return usagef("--max-tokens %d: want 0 (the agent's default) or more", maxTokens)
+	case maxTime < 0:
+		return usagef("--max-time %s: want 0 (the agent's default) or more", maxTime)
 	}
 	return nil
 }

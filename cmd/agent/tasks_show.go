@@ -105,6 +105,14 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 	if t.Unroutable != "" && t.Phase == state.PhaseQueued {
 		fmt.Fprintf(w, "routing:  unroutable: %s\n", visible(t.Unroutable))
 	}
+	// budgets: what the attempts spent, beside what they may
+	if u := t.Usage(now); u.TotalTokens > 0 || t.HasBudget() {
+		usage := state.UsageText(u)
+		if t.HasBudget() {
+			usage += "; budget " + t.BudgetText()
+		}
+		fmt.Fprintf(w, "usage:    %s\n", usage)
+	}
 	if t.Phase == state.PhaseRecoverableFailed {
 		fmt.Fprintf(w, "decide:   a person decides; run it again with: %s\n", h.tasks("retry", t.ID, ""))
 		hinted = true
@@ -144,6 +152,9 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 // completing, and an attempt has a session to resume (the control plane
 // decides whether an agent is known to keep it).
 func continuable(t *state.Task) bool {
+	if c := t.Current(); c != nil && c.Error != nil && c.Error.Code == state.CodeBudgetExceeded {
+		return false // budgets: nothing is left to spend
+	}
 	switch t.Phase {
 	case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
 		return t.SessionAttempt() != nil

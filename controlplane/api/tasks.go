@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/utc"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -26,6 +27,12 @@ type CreateTaskRequest struct {
 	// Subtasks: Labels are the task's KEY=VALUE labels, which the
 	// control plane's delegation rules match on (see CheckLabels).
 	Labels map[string]string `json:"labels,omitempty"`
+	// Budgets: MaxTokens bounds the tokens all the task's attempts may use
+	// together, MaxTime their wall time together ("30m"); zero: the
+	// agent's default, if it has one. An attempt that passes either is
+	// stopped and ends budget_exceeded, never retried.
+	MaxTokens int64          `json:"max_tokens,omitempty"`
+	MaxTime   state.Duration `json:"max_time,omitempty"`
 }
 
 // Prefer is what a task asks of the agent that runs it: the task's own
@@ -46,6 +53,9 @@ type TaskView struct {
 	// of the task's forwarded output, every attempt's (see Task.Output).
 	OutputCutLines int64 `json:"output_cut_lines"`
 	OutputCutBytes int64 `json:"output_cut_bytes"`
+	// Usage is what the task's attempts spent so far together (a running
+	// attempt's wall time up to now).
+	Usage state.TaskUsage `json:"usage"`
 }
 
 // ViewOf is t as shown, by the control plane and by the agent's own
@@ -53,7 +63,7 @@ type TaskView struct {
 // forwarded output. It shares t's slices: copy t first if it goes on
 // changing.
 func ViewOf(t *state.Task) TaskView {
-	v := TaskView{Task: *t, ProgressCard: state.ProgressCard(t)}
+	v := TaskView{Task: *t, ProgressCard: state.ProgressCard(t), Usage: t.Usage(utc.Now())}
 	for _, o := range t.Output {
 		v.OutputCutLines += o.CutLines
 		v.OutputCutBytes += o.CutBytes

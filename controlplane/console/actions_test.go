@@ -189,7 +189,8 @@ func TestTaskAndAgentsPages(t *testing.T) {
 	}
 
 	now := time.Now()
-	done := state.Attempt{AttemptID: id + "-a1", Number: 1, Status: state.AttemptCompleted, Model: "gpt-test", StartedAt: now.Add(-time.Minute), CompletedAt: now}
+	done := state.Attempt{AttemptID: id + "-a1", Number: 1, Status: state.AttemptCompleted, Model: "gpt-test", StartedAt: now.Add(-time.Minute), CompletedAt: now,
+		Usage: state.Usage{InputTokens: 1200, OutputTokens: 34, TotalTokens: 1234}}
 	a.send(id, state.EventAttempt, done)
 	a.send(id, state.EventPhase, state.PhaseEvent{Phase: state.PhaseCompleted})
 	a.send(id, state.EventComplete, state.CompleteEvent{Status: state.PhaseCompleted, Summary: "all green", Attempts: []state.Attempt{done},
@@ -199,7 +200,7 @@ func TestTaskAndAgentsPages(t *testing.T) {
 	for _, want := range []string{`data-outcome="completed"`, `<section id="result" data-phase="completed">`, `<p class="summary">all green</p>`,
 		`<li class="branch">branch agent/` + id + ` from main (0123456)</li>`, `<li class="diffstat">&#43;10 -3 in 2 files</li>`,
 		"<pre id=\"log\">compiling\ntesting\n</pre>", `<ol id="events" data-container>`, `<span class="kind">phase</span>`,
-		`<span class="text">stdout: 2 lines</span>`} {
+		`<span class="text">stdout: 2 lines</span>`, `<span class="tokens">1.2k tokens</span>`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("a completed task's page lacks %s", want)
 		}

@@ -128,6 +128,8 @@ type attemptRow struct {
 	Continued             bool
 	StartedAt, EndedAt    string
 	NotBefore, TimeoutHit string
+	// Tokens is what the attempt used, when its CLI reported it (budgets).
+	Tokens string
 }
 
 func timelineOf(t *state.Task, now time.Time) []attemptRow {
@@ -176,6 +178,9 @@ func timelineOf(t *state.Task, now time.Time) []attemptRow {
 		}
 		if a.Status == state.AttemptPending && !a.NotBefore.IsZero() {
 			r.NotBefore = a.NotBefore.Format(rfc3339)
+		}
+		if a.Usage.TotalTokens > 0 {
+			r.Tokens = state.Tokens(a.Usage.TotalTokens) + " tokens"
 		}
 		rows[i] = r
 	}

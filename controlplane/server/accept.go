@@ -219,7 +219,7 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 }
 
 func (s *Server) setResult(t *state.Task, c state.CompleteEvent) {
-	t.Result = &state.Result{Summary: c.Summary, Data: c.Result, Changes: boundChanges(c.Changes)}
+	t.Result = &state.Result{Summary: c.Summary, Data: c.Result, Changes: boundChanges(c.Changes), Usage: c.Usage}
 	if c.Error != nil && t.PhaseReason == "" {
 		t.PhaseReason = c.Error.Error()
 	}

@@ -39,6 +39,10 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 		return nil, badRequest("prefer %q: want gui or any", req.Prefer)
 	case req.MaxAttempts < 0 || req.MaxAttempts > 20:
 		return nil, badRequest("max_attempts %d: want 0 (the agent's default) to 20", req.MaxAttempts)
+	case req.MaxTokens < 0:
+		return nil, badRequest("max_tokens %d: want 0 (the agent's default) or more", req.MaxTokens)
+	case req.MaxTime < 0:
+		return nil, badRequest("max_time %s: want 0 (the agent's default) or more", req.MaxTime.D())
 	}
 	if err := api.CheckLabels(req.Labels); err != nil {
 		return nil, badRequest("labels: %v", err)
@@ -68,6 +72,7 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	t.Repo, t.Base = req.Repo, req.Base
 	t.Requires, t.Unroutable = slices.Clone(req.Requires), unroutable
 	t.Labels = maps.Clone(req.Labels)
+	t.MaxTokens, t.MaxTime = req.MaxTokens, req.MaxTime // budgets
 	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
 		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}

@@ -258,6 +258,11 @@ type claudeSession struct {
 	retryDelay  time.Duration
 	interrupted bool
 	turn        runner.TurnEnd
+	// messages are the tokens of each model message of the attempt, by
+	// id (Claude Code writes a message's usage on each of its lines), and
+	// tokens what was last reported.
+	messages map[string]state.Usage
+	tokens   state.Usage
 }
 
 // claudeLine is the part of a stream-json line the executor reads.
@@ -292,7 +297,9 @@ type claudeLine struct {
 }
 
 type claudeMessage struct {
-	Model   string `json:"model"`
+	ID      string       `json:"id"`
+	Usage   *claudeUsage `json:"usage"`
+	Model   string       `json:"model"`
 	Content []struct {
 		Type      string          `json:"type"`
 		Text      string          `json:"text"`
@@ -367,6 +374,17 @@ func (s *claudeSession) line(line string) error {
 			s.synthetic = code
 			return nil
 		}
+		if m.Usage != nil && m.ID != "" {
+			if s.messages == nil {
+				s.messages = map[string]state.Usage{}
+			}
+			s.messages[m.ID] = m.Usage.usage()
+			var u state.Usage
+			for _, mu := range s.messages {
+				u = u.Add(mu)
+			}
+			s.reportUsage(u, ev)
+		}
 		for _, b := range m.Content {
 			switch b.Type {
 			case "text":
@@ -426,6 +444,12 @@ func toolText(t claudeTool) string {
 
 // result ends the attempt: success needs is_error false.
 func (s *claudeSession) result(l claudeLine, ev func(runner.Event)) {
+	var total claudeUsage
+	if json.Unmarshal(l.Usage, &total) == nil && total != (claudeUsage{}) {
+		// The run's own account: it has the last message's final output
+		// count, which its assistant lines may not.
+		s.reportUsage(total.usage(), ev)
+	}
 	for _, d := range l.PermissionDenials {
 		ev(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: "permission denied: " + d.ToolName + " " + runner.Clip(string(d.ToolInput), 300)})
 	}
@@ -508,3 +532,28 @@ func (c *Claude) VersionCommand() (bin string, env []string) {
 
 // Describe says what the executor runs, for the agent's start banner.
 func (c *Claude) Describe() string { return "claude -p (" + proc.Located(c.cfg.Bin) + ")" }
+
+// claudeUsage is the usage of a model message, or of the run in its result
+// line. The input it read is its input tokens and those written to and
+// read from the prompt cache.
+type claudeUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+}
+
+func (c claudeUsage) usage() state.Usage {
+	in := c.InputTokens + c.CacheCreationInputTokens + c.CacheReadInputTokens
+	return state.Usage{InputTokens: in, OutputTokens: c.OutputTokens, TotalTokens: in + c.OutputTokens}
+}
+
+// reportUsage reports u, the tokens the attempt used so far, when it says
+// more than was reported.
+func (s *claudeSession) reportUsage(u state.Usage, ev func(runner.Event)) {
+	if u.TotalTokens <= s.tokens.TotalTokens {
+		return
+	}
+	s.tokens = u
+	ev(runner.UsageEvent(u))
+}

@@ -59,6 +59,11 @@ type codexSession struct {
 	streamed     map[string]int // agent message item → bytes already sent as output
 	partial      map[string]string
 	usage        json.RawMessage
+	// base is the thread's token count before this attempt's first turn
+	// (a continued thread's earlier turns), known from its first usage
+	// report.
+	base   *state.Usage
+	tokens state.Usage // this attempt's
 
 	exit      runner.Exit
 	msgs      chan codexMsg // closed at the end of stdout
@@ -430,6 +435,9 @@ func (s *codexSession) notification(method string, params json.RawMessage) error
 		}
 		if json.Unmarshal(params, &p) == nil && len(p.TokenUsage) > 0 {
 			s.usage = p.TokenUsage
+			if u, ok := s.attemptUsage(p.TokenUsage); ok {
+				ev(runner.UsageEvent(u))
+			}
 		}
 	case "turn/completed":
 		return s.turnCompleted(params, ev)
@@ -615,4 +623,43 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 	s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, runner.ApprovalText(req))})
 	s.respond(id, map[string]any{"decision": string(answer)})
 	return nil
+}
+
+// codexTokens is a TokenUsageBreakdown of thread/tokenUsage/updated.
+type codexTokens struct {
+	TotalTokens  int64 `json:"totalTokens"`
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+}
+
+func (c codexTokens) usage() state.Usage {
+	return state.Usage{InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, TotalTokens: c.TotalTokens}
+}
+
+// attemptUsage reads a thread/tokenUsage/updated report (the thread's
+// total, and its last request's) as the tokens this attempt used: a
+// continued thread's total holds its earlier attempts' turns too, so what
+// it held before this attempt's first request is taken off. ok is false
+// when the report says nothing new.
+func (s *codexSession) attemptUsage(raw json.RawMessage) (u state.Usage, ok bool) {
+	var tu struct {
+		Total codexTokens `json:"total"`
+		Last  codexTokens `json:"last"`
+	}
+	if json.Unmarshal(raw, &tu) != nil {
+		return state.Usage{}, false
+	}
+	total := tu.Total.usage()
+	if s.base == nil {
+		last := tu.Last.usage()
+		s.base = &state.Usage{InputTokens: max(total.InputTokens-last.InputTokens, 0), OutputTokens: max(total.OutputTokens-last.OutputTokens, 0),
+			TotalTokens: max(total.TotalTokens-last.TotalTokens, 0)}
+	}
+	u = state.Usage{InputTokens: max(total.InputTokens-s.base.InputTokens, 0), OutputTokens: max(total.OutputTokens-s.base.OutputTokens, 0),
+		TotalTokens: max(total.TotalTokens-s.base.TotalTokens, 0)}
+	if u == s.tokens {
+		return u, false
+	}
+	s.tokens = u
+	return u, true
 }

@@ -239,7 +239,7 @@ func parseEvent(line string) (runner.Event, bool) {
 		return runner.Event{}, false
 	}
 	switch ev.Type {
-	case runner.EventPhase, runner.EventProgress, runner.EventOutput, runner.EventTool, runner.EventSideEffect, runner.EventLog, runner.EventResult, runner.EventError:
+	case runner.EventPhase, runner.EventProgress, runner.EventOutput, runner.EventTool, runner.EventSideEffect, runner.EventLog, runner.EventResult, runner.EventError, runner.EventUsage:
 		return ev.Event, true
 	case runner.EventSession:
 		if filepath.IsAbs(ev.Path) {

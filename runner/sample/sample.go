@@ -28,6 +28,8 @@
 //	                   wait`): their results and timelines are visible
 //	                   output and the result's data; one that failed
 //	                   fails the attempt
+//	@usage N           N more tokens used (four fifths input, one fifth
+//	                   output): a usage event with the attempt's total
 //
 // Other prompt lines are ignored. Without directives it walks the phases
 // turn_started, awaiting_reply and completing, emits a few progress events
@@ -121,6 +123,7 @@ type session struct {
 	path   string // the session file, if one is kept
 	saved  saved
 	report string // what @wait-subtasks reported
+	tokens int64  // used by this attempt (@usage)
 }
 
 // open takes up the session a continue names, or starts one in
@@ -334,6 +337,15 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 			s.emit(map[string]any{"type": "error", "code": "subtask_failed", "message": err.Error()})
 			return 1, true
 		}
+	case "@usage":
+		used, err := strconv.ParseInt(arg, 10, 64)
+		if err != nil || used < 0 {
+			fmt.Fprintf(s.stderr, "sample-executor: @usage %q: want a count of tokens\n", arg)
+			return 2, true
+		}
+		s.tokens += used
+		out := s.tokens / 5
+		s.emit(map[string]any{"type": "usage", "input_tokens": s.tokens - out, "output_tokens": out, "total_tokens": s.tokens})
 	case "@no-session": // read by open
 	case "@spawn-child":
 		child := exec.Command("sleep", "600")

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/clitest"
+	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/state"
+)
+
+// submitArgs enqueues a task through `agent submit` with more flags and
+// returns its id.
+func submitArgs(t *testing.T, c *cp, prompt string, flags ...string) string {
+	t.Helper()
+	r := runAgent(t, append([]string{"submit", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", prompt}, flags...)...)
+	if r.code != 0 {
+		t.Fatalf("submit: %+v", r)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
+// checkOverBudget checks that task v ended failed after one attempt that
+// went over its budget, saying why.
+func checkOverBudget(t *testing.T, v api.TaskView, why string) {
+	t.Helper()
+	if v.Phase != state.PhaseFailed || len(v.Attempts) != 1 {
+		t.Fatalf("task %s: %s (%s) with %d attempts, want failed with 1", v.ID, v.Phase, v.PhaseReason, len(v.Attempts))
+	}
+	a := v.Attempts[0]
+	if a.Error == nil || a.Error.Code != state.CodeBudgetExceeded || !strings.Contains(a.Error.Message, why) ||
+		a.Retry == nil || a.Retry.Gate != state.GateBudget || a.Retry.Decision != state.DecisionStopped {
+		t.Errorf("task %s's attempt: %+v %+v, want budget_exceeded …%s…", v.ID, a.Error, a.Retry, why)
+	}
+}
+
+// Budgets end to end, through the real binary and control plane: a task
+// over its token budget, one over its time budget, one over the agent's
+// default; the task's own budget wins over the default. The usage shows in
+// the control plane's view, in tasks show (local and remote) and in the
+// agent's metrics.
+func TestE2EBudgets(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir, metricsAddr := filepath.Join(t.TempDir(), "agent"), freeAddr(t)
+	ag := startAgentProc(t, c, dataDir, "--default-max-tokens", "500", "--metrics-addr", metricsAddr)
+	defer ag.stop()
+
+	// Its own 1000 wins over the agent's 500: the first 600 go by, the
+	// next 600 pass it. The sample waits after: only the stop ends it.
+	tokens := submitArgs(t, c, "Count the words\n@usage 600\n@output counting\n@usage 600\n@hang", "--max-tokens", "1000")
+	slow := submitArgs(t, c, "Wait for the build\n@output waiting\n@hang", "--max-time", "1s")
+	byDefault := submitArgs(t, c, "Summarize\n@usage 600\n@hang")
+
+	v := c.waitDone(t, tokens)
+	checkOverBudget(t, v, "1.2k tokens used, over the budget of 1k")
+	used := state.Usage{InputTokens: 960, OutputTokens: 240, TotalTokens: 1200}
+	if v.MaxTokens != 1000 || v.Attempts[0].Usage != used || v.Result == nil || v.Result.Usage == nil || v.Result.Usage.Usage != used || v.Usage.Usage != used {
+		t.Errorf("the control plane's view: budget %d, attempt usage %+v, result %+v, usage %+v", v.MaxTokens, v.Attempts[0].Usage, v.Result, v.Usage)
+	}
+	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.operatorFile}
+	for _, args := range [][]string{{"--data-dir", dataDir}, append([]string{"--remote"}, cpArgs...)} {
+		r := runAgent(t, append([]string{"tasks", "show", tokens}, args...)...)
+		for _, want := range []string{"usage:    1.2k tokens (960 in, 240 out), ", "; budget 1k tokens\n",
+			"1.2k tok  budget_exceeded: 1.2k tokens used, over the budget of 1k  -> stopped: budget_exceeded"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("tasks show %v: no %q in\n%s", args[0], want, r.stdout)
+			}
+		}
+	}
+
+	v = c.waitDone(t, slow)
+	checkOverBudget(t, v, "ran out the time budget of 1s")
+	if a := v.Attempts[0]; !strings.Contains(a.TimeoutUsed, "fired=budget") || a.WallTime(time.Now()) < time.Second {
+		t.Errorf("the slow task's attempt: limits %q, ran %s", a.TimeoutUsed, a.WallTime(time.Now()))
+	}
+	if r := runAgent(t, "tasks", "show", slow, "--data-dir", dataDir); !strings.Contains(r.stdout, "; budget 1s\n") || strings.Contains(r.stdout, "timed_out") {
+		t.Errorf("tasks show of the slow task:\n%s", r.stdout)
+	}
+
+	v = c.waitDone(t, byDefault)
+	checkOverBudget(t, v, "600 tokens used, over the budget of 500")
+	if v.MaxTokens != 0 {
+		t.Errorf("the agent's default became the task's own budget: %d", v.MaxTokens)
+	}
+
+	// 1200 + 600 tokens, four fifths input.
+	waitFor(t, time.Minute, "the agent's token metrics", func() bool {
+		body := scrape(t, metricsAddr)
+		return strings.Contains(body, `agent_tokens_total{executor="exec",kind="input"} 1440`) &&
+			strings.Contains(body, `agent_tokens_total{executor="exec",kind="output"} 360`)
+	})
+
+	// A budget below zero is one clear line, before anything is sent.
+	r := runAgent(t, append([]string{"submit", "--prompt", "x", "--max-tokens", "-1"}, cpArgs...)...)
+	if r.code != 2 || strings.TrimSpace(r.stderr) != "agent: --max-tokens -1: want 0 (the agent's default) or more" {
+		t.Errorf("submit --max-tokens -1: %+v", r)
+	}
+}
+
+// Through a real CLI, Claude Code against the mock model: a token budget
+// smaller than one answer's usage ends the task budget_exceeded after one
+// attempt, with the usage Claude Code reported in the control plane's
+// view and in tasks show.
+func TestE2EBudgetWithClaude(t *testing.T) {
+	mock, err := mockmodel.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mock.Close()
+	c := startCP(t, freeAddr(t), t.TempDir())
+	env := clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})
+	ag := startProc(t, "agent", env, "run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", t.TempDir(),
+		"--executor", "claude", "--executor-bin", clitest.ClaudeBin(t), "--models", "claude-a",
+		"--heartbeat-interval", "300ms", "--shutdown-grace", "2s")
+	defer ag.stop()
+	id := submitArgs(t, c, "Summarize\nmock: text", "--max-tokens", "10")
+	v := c.waitDone(t, id)
+	checkOverBudget(t, v, "tokens used, over the budget of 10")
+	if u := v.Attempts[0].Usage; u.TotalTokens <= 10 || u.InputTokens == 0 || u.OutputTokens == 0 || v.Result == nil || v.Result.Usage == nil {
+		t.Errorf("usage %+v, result %+v", u, v.Result)
+	}
+	r := runAgent(t, "tasks", "show", id, "--remote", "--control-plane", c.url(), "--token-file", c.operatorFile)
+	if !strings.Contains(r.stdout, "; budget 10 tokens\n") || !strings.Contains(r.stdout, " tok  budget_exceeded: ") {
+		t.Errorf("tasks show:\n%s", r.stdout)
+	}
+}
