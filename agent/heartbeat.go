@@ -95,7 +95,11 @@ func (h *heartbeat) Run(ctx context.Context) error {
 			}
 			h.replies.deliver(resp.Replies)
 		}
-		h.record(err == nil)
+		if err == nil || ctx.Err() == nil {
+			// A beat cut short by the agent's own stop says nothing of
+			// whether the control plane can be reached.
+			h.record(err == nil)
+		}
 		if err == nil {
 			kick(h.replay)
 			kick(h.claimNow)
