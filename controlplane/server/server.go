@@ -181,7 +181,7 @@ func New(opts Options) (*Server, error) {
 		opts.Now = utc.Now
 	}
 	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: opts.Store, operators: operators,
-		taskKey: taskTokenKey(opts.Token), wasOnline: map[string]bool{}, stopWaits: make(chan struct{})}
+		wasOnline: map[string]bool{}, stopWaits: make(chan struct{})}
 	if s.store == nil {
 		fs, err := filestore.Open(opts.Dir, filestore.Options{Logger: opts.Logger, Now: opts.Now})
 		if err != nil {
@@ -206,6 +206,12 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		s.store, s.owned = fs, true
+	}
+	if s.taskKey, err = taskTokenKey(s.store); err != nil {
+		if s.owned {
+			s.store.Close()
+		}
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopListen = cancel

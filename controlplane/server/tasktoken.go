@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
 )
 
 // A task token is the credential a grant carries for the task's executor
@@ -18,21 +20,22 @@ import (
 //	tt_TASKID.LEASEID.MAC
 //
 // where MAC is the hex HMAC-SHA256 of TASKID, a NUL and LEASEID, keyed with
-// a key derived from the registration secret. The control plane keeps
-// none: every replica holds the secret and checks a token by its MAC, and
-// then by the task, which must not have ended and must still hold that
-// lease. A task that ends, or whose lease another grant replaced, kills
-// its token.
+// the store's secret "task-token" (store.Store.Secret): made once, shared
+// by every replica through the store, and held by no agent host, so no
+// one but the control plane can make a token. The control plane keeps no
+// token: it checks one by its MAC, and then by the task, which must not
+// have ended and must still hold that lease. A task that ends, or whose
+// lease another grant replaced, kills its token.
 
-// taskTokenContext separates the task tokens' key from any other use of
-// the registration secret.
-const taskTokenContext = "edgeagent task token v1"
-
-// taskTokenKey derives the task tokens' key from the registration secret.
-func taskTokenKey(secret string) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(taskTokenContext))
-	return m.Sum(nil)
+// taskTokenKey is the task tokens' key: the store's secret "task-token".
+func taskTokenKey(st store.Store) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key, err := st.Secret(ctx, "task-token", 32)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: the task tokens' key: %w", err)
+	}
+	return key, nil
 }
 
 // taskMAC is the MAC of a task token for task id under lease.

@@ -122,6 +122,12 @@ type Store interface {
 	// claim waiting for work then looks again now and then, not only
 	// when this process queues a task.
 	Shared() bool
+	// Secret returns the store's secret named name, size random bytes
+	// made the first time any process asks and kept from then on: the
+	// same to every process that shares the store, and known to no one
+	// else (an agent host holds none of the store's records). Each name
+	// has one size: asking again with another is an error.
+	Secret(ctx context.Context, name string, size int) ([]byte, error)
 	// Close releases the store.
 	Close() error
 }

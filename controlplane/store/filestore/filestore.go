@@ -104,6 +104,7 @@ type Store struct {
 	reg        *registry
 	agentsFile *agentsFile
 	notes      *notifyLog // notify/: the notifications waiting for delivery
+	secretMu   sync.Mutex // held while a secret is read or made (secret.go)
 
 	mu   sync.Mutex
 	free *sync.Cond      // broadcast when holds are released

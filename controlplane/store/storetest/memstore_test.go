@@ -3,7 +3,9 @@ package storetest_test
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -31,6 +33,7 @@ type memData struct {
 	tokens map[string]string            // agent id: token hash
 	agents map[string]store.Agent
 	notes  map[noteKey]store.Notification
+	secret map[string][]byte
 }
 
 // noteKey names a notification record.
@@ -40,7 +43,7 @@ func newMemStore(d *memData, broken string) *memStore {
 	if d == nil {
 		d = &memData{tasks: map[string]*state.Task{}, events: map[string][]store.EventLine{},
 			keys: map[string]map[string]bool{}, tokens: map[string]string{}, agents: map[string]store.Agent{},
-			notes: map[noteKey]store.Notification{}}
+			notes: map[noteKey]store.Notification{}, secret: map[string][]byte{}}
 	}
 	m := &memStore{broken: broken, d: d, held: map[string]bool{}}
 	m.cond = sync.NewCond(&m.mu)
@@ -375,7 +378,22 @@ func (m *memStore) Serves(_ context.Context, repo string) (bool, error) {
 
 func (m *memStore) Lead(context.Context) (bool, error) { return true, nil }
 func (m *memStore) Shared() bool                       { return false }
-func (m *memStore) Close() error                       { return nil }
+
+func (m *memStore) Secret(_ context.Context, name string, size int) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, ok := m.d.secret[name]; ok && m.broken != "forgets secrets" {
+		if len(b) != size {
+			return nil, fmt.Errorf("secret %s is %d bytes, not %d", name, len(b), size)
+		}
+		return slices.Clone(b), nil
+	}
+	b := make([]byte, size)
+	rand.Read(b)
+	m.d.secret[name] = b
+	return slices.Clone(b), nil
+}
+func (m *memStore) Close() error { return nil }
 
 func (tx *memTx) Task(id string) *state.Task {
 	if t := tx.saved[id]; t != nil {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -65,6 +66,10 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 			putAgent(t, st, a)
 		}
 		notes := reopenNotes(t, st)
+		secret, err := st.Secret(t.Context(), "reopen", 32)
+		if err != nil {
+			t.Fatalf("Secret: %v", err)
+		}
 
 		if err := st.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
@@ -78,6 +83,9 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 
 		all, _ := allTasks(t, st, store.Query{})
 		same(t, "Tasks after a reopen", all, oldestFirst(tasks))
+		if again, err := st.Secret(t.Context(), "reopen", 32); err != nil || !bytes.Equal(again, secret) {
+			t.Errorf("Secret after a reopen = %x, %v; want the one made before, %x", again, err, secret)
+		}
 		if task := get(t, st, "gone"); task != nil {
 			t.Errorf("Task(gone), pruned before the reopen: %s", task.Phase)
 		}
