@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
@@ -19,6 +20,16 @@ import (
 // parent that has ended or is being cancelled submits none.
 func (s *Server) createSubtask(ctx context.Context, parentID string, req api.CreateTaskRequest) (api.TaskView, error) {
 	if err := ownTask(ctx, parentID); err != nil {
+		return api.TaskView{}, err
+	}
+	parent, err := s.store.Task(ctx, parentID)
+	if err != nil {
+		return api.TaskView{}, storeErr("submit a subtask", err)
+	}
+	if parent == nil {
+		return api.TaskView{}, errNoTask(parentID)
+	}
+	if err := bindToParent(parent, &req); err != nil {
 		return api.TaskView{}, err
 	}
 	child, err := s.newTask(ctx, req)
@@ -69,6 +80,44 @@ func (s *Server) createSubtask(ctx context.Context, parentID string, req api.Cre
 		}
 	}
 	return api.ViewOf(child), nil
+}
+
+// bindToParent keeps a subtask within what its parent may do: a task's
+// run is hostile, and its token must not reach past its own task. The
+// subtask works on the parent's repository (another is refused, and so
+// is a repo= requirement naming another), at most the parent's attempts,
+// and within the parent's budgets: a parent with a token or time budget
+// gives each child at most that much (the whole budget when the child
+// asks none), so delegating never lifts a bound.
+func bindToParent(p *state.Task, req *api.CreateTaskRequest) error {
+	refuse := func(format string, args ...any) error {
+		return &httpError{http.StatusForbidden, "delegation refused: " + fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case req.Repo != "" && req.Repo != p.Repo:
+		return refuse("a subtask works on its parent's repository (%q), not %q", p.Repo, req.Repo)
+	case req.Base != "" && p.Repo == "":
+		return refuse("the parent works on no repository, so its subtask takes no base")
+	}
+	req.Repo = p.Repo
+	if req.Base == "" {
+		req.Base = p.Base
+	}
+	for _, r := range req.Requires {
+		if key, value, _ := strings.Cut(string(r), "="); key == "repo" && value != p.Repo {
+			return refuse("a subtask works on its parent's repository (%q); it may not require repo=%s", p.Repo, value)
+		}
+	}
+	if p.MaxAttempts > 0 && (req.MaxAttempts == 0 || req.MaxAttempts > p.MaxAttempts) {
+		req.MaxAttempts = p.MaxAttempts
+	}
+	if p.MaxTokens > 0 && (req.MaxTokens == 0 || req.MaxTokens > p.MaxTokens) {
+		req.MaxTokens = p.MaxTokens
+	}
+	if p.MaxTime > 0 && (req.MaxTime == 0 || req.MaxTime > p.MaxTime) {
+		req.MaxTime = p.MaxTime
+	}
+	return nil
 }
 
 // subtasks lists task id's subtasks, in the order it submitted them.
@@ -139,11 +188,8 @@ func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, 
 		err = s.update(ctx, ids, func(tx store.Tx) error {
 			now := s.opts.Now()
 			root := tx.Task(id)
-			switch {
-			case root == nil:
+			if root == nil {
 				return errNoTask(id)
-			case root.Phase.Terminal():
-				return &httpError{http.StatusConflict, fmt.Sprintf("task %s is already %s", id, root.Phase)}
 			}
 			for _, x := range ids {
 				t := tx.Task(x)
@@ -178,6 +224,18 @@ func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, 
 		}
 		if err != nil {
 			return api.TaskView{}, storeErr("cancel task "+id, err)
+		}
+		if v.ID == "" {
+			// The task itself had ended: its subtasks still running were
+			// cancelled; with none, there was nothing to cancel.
+			root, err := s.store.Task(ctx, id)
+			if err != nil || root == nil {
+				return api.TaskView{}, storeErr("cancel task "+id, err)
+			}
+			if n == 0 {
+				return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is already %s", id, root.Phase)}
+			}
+			v = api.ViewOf(root)
 		}
 		if n > 1 {
 			s.log.Info("task cancelled with its subtasks", "task", id, "cancelled", n)

@@ -293,3 +293,66 @@ func TestCancelCascadesToSubtasks(t *testing.T) {
 		t.Errorf("cancel a cancelled child: %v, want 409", err)
 	}
 }
+
+// A parent that ended while its subtasks run: cancelling it cancels them
+// (fire and forget leaves no one else to); with none left running, the
+// cancel is 409 as for any ended task.
+func TestCancelAnEndedParentCancelsItsRunningSubtasks(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	ctx := context.Background()
+	e.submit("the parent", "any")
+	p := e.claimOne("ag")
+	c := e.subtask(p.TaskToken, p.Task.ID, "a child left running", nil)
+	e.endAttempt("ag", p, state.PhaseCompleted, "", state.GateAllowed)
+	if v, err := e.client.Task(ctx, p.Task.ID); err != nil || v.Phase != state.PhaseCompleted {
+		t.Fatalf("the parent: %s, %v; want completed", v.Phase, err)
+	}
+	v, err := e.client.CancelTask(ctx, p.Task.ID)
+	if err != nil || v.Phase != state.PhaseCompleted {
+		t.Fatalf("cancel the ended parent: %s, %v; want its subtask cancelled and the parent as it was", v.Phase, err)
+	}
+	if got, err := e.client.Task(ctx, c.ID); err != nil || got.Phase != state.PhaseCancelled || !strings.Contains(got.PhaseReason, "cancelled with its parent") {
+		t.Errorf("the child: %s (%s), %v; want cancelled with its parent", got.Phase, got.PhaseReason, err)
+	}
+	if _, err := e.client.CancelTask(ctx, p.Task.ID); statusOf(err) != http.StatusConflict {
+		t.Errorf("cancel again, nothing left running: %v, want 409", err)
+	}
+}
+
+// A task's token does not reach past its task: a subtask works on the
+// parent's repository (another, or a repo= requirement naming another, is
+// refused), and takes at most the parent's attempts and budgets.
+func TestSubtasksStayWithinTheirParent(t *testing.T) {
+	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	ctx := context.Background()
+	e.heartbeatWith("ag", "site", "secrets")
+	if _, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "the parent", Repo: "site", MaxAttempts: 2,
+		MaxTokens: 1000, MaxTime: state.Duration(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.claimWith("ag", "site", "secrets")
+	if len(p) != 1 {
+		t.Fatalf("claimed %d", len(p))
+	}
+	pc := e.as(p[0].TaskToken)
+	for _, req := range []api.CreateTaskRequest{
+		{Prompt: "another repo", Repo: "secrets"},
+		{Prompt: "another repo by requirement", Requires: []state.Requirement{"repo=secrets"}},
+	} {
+		_, err := pc.CreateSubtask(ctx, p[0].Task.ID, req)
+		if statusOf(err) != http.StatusForbidden || !strings.Contains(err.Error(), "delegation refused: a subtask works on its parent's repository") {
+			t.Errorf("%s: %v, want 403 delegation refused", req.Prompt, err)
+		}
+	}
+	c, err := pc.CreateSubtask(ctx, p[0].Task.ID, api.CreateTaskRequest{Prompt: "asks for more", MaxAttempts: 9, MaxTokens: 50000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Repo != "site" || c.MaxAttempts != 2 || c.MaxTokens != 1000 || c.MaxTime.D() != time.Hour {
+		t.Errorf("the subtask: repo %q, attempts %d, tokens %d, time %s; want site, 2, 1000, 1h", c.Repo, c.MaxAttempts, c.MaxTokens, c.MaxTime.D())
+	}
+	small, err := pc.CreateSubtask(ctx, p[0].Task.ID, api.CreateTaskRequest{Prompt: "asks for less", MaxTokens: 10})
+	if err != nil || small.MaxTokens != 10 {
+		t.Errorf("a subtask asking less than its parent has: %d tokens, %v; want 10", small.MaxTokens, err)
+	}
+}
