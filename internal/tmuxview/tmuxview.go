@@ -101,6 +101,7 @@ type View struct {
 
 	// The worker's alone.
 	made    bool            // the view made the session: Close kills it
+	server  bool            // the view started the server: Close kills it, and whatever else runs there
 	windows map[string]bool // the windows opened, by id
 }
 
@@ -143,7 +144,11 @@ func Start(o Options) *View {
 	v.bin, v.env = bin, tmuxEnv(os.Environ())
 	v.reqs, v.done = make(chan request, queueLen), make(chan struct{})
 	go v.run()
-	v.log.Info("tmux view on: attach with tmux -L "+o.Socket+" attach -t "+o.Session, "socket", o.Socket, "session", o.Session)
+	// A warning, at every start: the server runs unconfined, and a task
+	// can reach it through its socket (docs/tmux.md).
+	v.log.Warn("tmux view on: attach with tmux -L "+o.Socket+" attach -t "+o.Session+
+		"; a task can reach this tmux server through its socket and run commands there, outside its confinement: use it with tasks you trust",
+		"socket", o.Socket, "session", o.Session)
 	return v
 }
 
@@ -287,6 +292,10 @@ func (v *View) ensureSession() error {
 			return err
 		}
 	}
+	// No server answers: the one new-session starts is the view's. A
+	// task can reach it through its socket (docs/tmux.md), so Close ends
+	// it whole, with any session planted there.
+	_, lsErr := v.tmux("list-sessions")
 	args := append([]string{"new-session", "-d", "-s", v.opts.Session, "-n", "tasks", "--"}, v.opts.Home...)
 	// Tried twice: a server whose last session just ended exits, and a
 	// command may reach it on its way out.
@@ -301,6 +310,7 @@ func (v *View) ensureSession() error {
 		return err
 	}
 	v.made = true
+	v.server = v.server || lsErr != nil
 	// The server is a daemon: under a subreaper agent it becomes the
 	// agent's child, which a sweep must not take for an attempt's orphan.
 	if out, err := v.tmux("display-message", "-p", "-t", v.target()+":", "#{pid}"); err == nil {
@@ -316,8 +326,15 @@ func (v *View) ensureSession() error {
 	return nil
 }
 
-// cleanup kills the session if the view made it, else its windows.
+// cleanup kills the server if the view started it, else the session if
+// the view made it, else its windows.
 func (v *View) cleanup() {
+	if v.server {
+		if _, err := v.tmux("kill-server"); err != nil && v.hasSession() {
+			v.log.Warn("tmux view: the server was not killed", "socket", v.opts.Socket, "err", err)
+		}
+		return
+	}
 	if v.made {
 		if v.hasSession() {
 			if _, err := v.tmux("kill-session", "-t", v.target()); err != nil {

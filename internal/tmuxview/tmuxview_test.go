@@ -161,8 +161,9 @@ func TestAttemptWindowsShowTheOutputAndCloseAfterTheAttempt(t *testing.T) {
 	// Close kills the session it made, and with it the server.
 	v.Close()
 	s.waitGone()
-	if strings.Contains(log.String(), "level=WARN") {
-		t.Errorf("warnings logged:\n%s", log.String())
+	// The one warning is the start's, that a task can reach the server.
+	if n := strings.Count(log.String(), "level=WARN"); n != 1 || !strings.Contains(log.String(), "a task can reach this tmux server") {
+		t.Errorf("warnings logged, want the start's alone:\n%s", log.String())
 	}
 }
 
@@ -282,4 +283,22 @@ func touch(t *testing.T, path string) {
 	if out, err := exec.Command("touch", path).CombinedOutput(); err != nil {
 		t.Fatal(fmt.Sprint(err, string(out)))
 	}
+}
+
+// A task can reach the view's server through its socket and plant a
+// session there: when the view started the server, Close ends the server
+// whole, the planted session with it.
+func TestCloseEndsTheServerItStartedWithWhatWasPlanted(t *testing.T) {
+	s := newServer(t)
+	var log logBuf
+	v := Start(s.options(log.logger(), t.TempDir()+"/done"))
+	if v == nil {
+		t.Fatalf("no view: %s", log.String())
+	}
+	waitFor(t, "the view's session", func() bool { _, err := s.run("has-session", "-t", "agent"); return err == nil })
+	if out, err := s.run("new-session", "-d", "-s", "planted", "--", "sleep", "600"); err != nil {
+		t.Fatalf("plant a session: %v %s", err, out)
+	}
+	v.Close()
+	s.waitGone()
 }
