@@ -187,20 +187,19 @@ func New(opts Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		var notes []store.Notification
-		err = fs.Recover(func(t *state.Task, missed []filestore.Missed) {
+		// The notifications of the changes replayed are stored before the
+		// task file that shows the change: a crash may have come before
+		// the commit stored them (stored already, they are left as they
+		// are), and one after this, before the task is saved, replays it
+		// again at the next start.
+		err = fs.Recover(func(t *state.Task, missed []filestore.Missed) error {
 			before := markOf(t)
 			s.replay(t, missed)
-			if len(opts.Notify) > 0 {
-				notes = append(notes, s.taskNotes(before, t)...)
+			if len(opts.Notify) == 0 {
+				return nil
 			}
+			return fs.Notify(context.Background(), s.taskNotes(before, t)...)
 		})
-		if err == nil {
-			// The notifications of the changes replayed: a crash may have
-			// come before the commit stored them (stored already, they
-			// are left as they are).
-			err = fs.Notify(context.Background(), notes...)
-		}
 		if err != nil {
 			fs.Close()
 			return nil, err

@@ -40,7 +40,7 @@ func openLogged(t *testing.T, dir string, log *logged) *Store {
 	t.Helper()
 	s, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(log, nil))})
 	must(t, err)
-	must(t, s.Recover(func(*state.Task, []Missed) {}))
+	must(t, s.Recover(func(*state.Task, []Missed) error { return nil }))
 	return s
 }
 
@@ -387,11 +387,12 @@ func TestALateEventOfAnEndedTaskIsRecovered(t *testing.T) {
 	must(t, err)
 	defer s.Close()
 	var replayed []string
-	must(t, s.Recover(func(t *state.Task, missed []Missed) {
+	must(t, s.Recover(func(t *state.Task, missed []Missed) error {
 		for _, m := range missed {
 			replayed = append(replayed, t.ID+":"+m.Key)
 		}
 		t.Title = "replayed"
+		return nil
 	}))
 	if !slices.Equal(replayed, []string{task.ID + ":late"}) {
 		t.Errorf("replayed %v", replayed)

@@ -16,7 +16,7 @@ func open(t *testing.T, dir string) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Recover(func(*state.Task, []Missed) {}); err != nil {
+	if err := s.Recover(func(*state.Task, []Missed) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return s

@@ -355,13 +355,15 @@ type Missed struct {
 // events, oldest task first: a crash between storing a transaction's
 // events and saving its tasks leaves a task file behind, and the events
 // past the size it records (EventsBytes) say what it missed. apply
-// applies them again, as they were (same agent, same time); the task is
-// then saved. A torn last line is cut first. Then each task goes where
+// applies them again, as they were (same agent, same time), and may store
+// what the change causes (its notifications) before the task is saved; an
+// error from apply stops the recovery, the task file left as it was, so
+// that the next start applies them again. A torn last line is cut first. Then each task goes where
 // its phase says: an ended one to the archive (those of a directory from
 // before the archive, and those a crash left ended in tasks/), one that
 // has not ended to tasks/. It reads the keys of the tasks that have not
 // ended.
-func (s *Store) Recover(apply func(t *state.Task, missed []Missed)) error {
+func (s *Store) Recover(apply func(t *state.Task, missed []Missed) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Nothing is served yet: the tasks are brought up to date in place.
@@ -466,7 +468,7 @@ func (s *Store) removeFiles(st *state.Store, ids []string) error {
 // of cut keys: a torn last key is cut off), saving it to st when it
 // missed some, and returns its files' sizes. from are the sizes its file
 // says. mu is held.
-func (s *Store) recoverTask(t *state.Task, from sizes, st *state.Store, apply func(t *state.Task, missed []Missed)) (sizes, error) {
+func (s *Store) recoverTask(t *state.Task, from sizes, st *state.Store, apply func(t *state.Task, missed []Missed) error) (sizes, error) {
 	size, err := s.events.repair(t.ID)
 	if err != nil {
 		return sizes{}, fmt.Errorf("controlplane: repair the events of task %s: %w", t.ID, err)
@@ -526,7 +528,9 @@ func (s *Store) recoverTask(t *state.Task, from sizes, st *state.Store, apply fu
 	if t.EventsApplied == nil {
 		t.EventsApplied = &applied // apply counts from it
 	}
-	apply(t, list)
+	if err := apply(t, list); err != nil {
+		return sizes{}, fmt.Errorf("controlplane: bring task %s up to date: %w", t.ID, err)
+	}
 	n := applied + len(missed)
 	t.EventsApplied = &n
 	c := t.Clone()

@@ -73,7 +73,7 @@ func TestNotifyLogSkipsTornAndDamagedLines(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open with a damaged notification log: %v", err)
 	}
-	must(t, s.Recover(func(*state.Task, []Missed) {}))
+	must(t, s.Recover(func(*state.Task, []Missed) error { return nil }))
 	if got := strings.Count(logged.String(), "level=WARN"); got != 2 {
 		t.Errorf("%d warnings, want 2 (a damaged line, a torn one):\n%s", got, logged.String())
 	}

@@ -98,7 +98,7 @@ func measureScale(t *testing.T, n int) scaleRow {
 	start := time.Now()
 	s, err := Open(dir, Options{Logger: slog.New(slog.DiscardHandler)})
 	must(t, err)
-	must(t, s.Recover(func(*state.Task, []Missed) {}))
+	must(t, s.Recover(func(*state.Task, []Missed) error { return nil }))
 	row := scaleRow{n: n, open: time.Since(start)}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -174,7 +174,7 @@ func measureMigration(t *testing.T, s *Store, dir string) time.Duration {
 	start := time.Now()
 	s, err = Open(dir, Options{Logger: slog.New(slog.DiscardHandler)})
 	must(t, err)
-	must(t, s.Recover(func(*state.Task, []Missed) {}))
+	must(t, s.Recover(func(*state.Task, []Missed) error { return nil }))
 	took := time.Since(start)
 	names, err = filepath.Glob(filepath.Join(dir, "tasks", "*.json"))
 	must(t, err)
