@@ -175,7 +175,18 @@ func (b *Browser) Do(t testing.TB, what string, actions ...chromedp.Action[chrom
 	t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, actionLimit)
 	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
+	for try := 1; ; try++ {
+		err := chromedp.Do(ctx, actions...)
+		if err == nil {
+			return
+		}
+		// A live page replaces elements as updates come (the console's
+		// stream swaps a card's or an approval's outerHTML): a node found
+		// by a query may be gone when the action reaches it, before the
+		// action did anything. Found again, it is the new one.
+		if try < 3 && strings.Contains(err.Error(), "node with given id") {
+			continue
+		}
 		t.Fatalf("%s: %v", what, err)
 	}
 }
