@@ -56,12 +56,7 @@ func (s *Server) Identify(ctx context.Context, tok, addr string) (console.Identi
 // SessionKey is the session key of the operator token whose id is
 // operator, nil when none has it.
 func (s *Server) SessionKey(operator string) []byte {
-	for _, tok := range s.opts.OperatorTokens {
-		if console.OperatorID(tok) == operator {
-			return console.SessionKey(tok)
-		}
-	}
-	return nil
+	return s.sessionKeys[operator]
 }
 
 // TaskPage is a page of the tasks q selects, as GET /v1/tasks answers it.

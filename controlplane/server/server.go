@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/console"
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/controlplane/store/filestore"
 	"github.com/edgeagent/agent/internal/utc"
@@ -103,7 +104,10 @@ type Server struct {
 	// operators are the SHA-256 of the operator tokens; throttle counts
 	// failed authentications per address.
 	operators map[[sha256.Size]byte]bool
-	throttle  throttle
+	// sessionKeys are the console's session keys, by operator id
+	// (console.OperatorID), one per operator token.
+	sessionKeys map[string][]byte
+	throttle    throttle
 	// taskKey signs task tokens (tasktoken.go).
 	taskKey []byte
 
@@ -180,7 +184,11 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = utc.Now
 	}
-	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: opts.Store, operators: operators,
+	sessionKeys := make(map[string][]byte, len(opts.OperatorTokens))
+	for _, tok := range opts.OperatorTokens {
+		sessionKeys[console.OperatorID(tok)] = console.SessionKey(tok)
+	}
+	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: opts.Store, operators: operators, sessionKeys: sessionKeys,
 		wasOnline: map[string]bool{}, stopWaits: make(chan struct{})}
 	if s.store == nil {
 		fs, err := filestore.Open(opts.Dir, filestore.Options{Logger: opts.Logger, Now: opts.Now})

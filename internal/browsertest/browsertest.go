@@ -38,6 +38,8 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/edgeagent/agent/internal/clitest"
 )
 
 // Candidates are the names Find looks for on PATH, in order, when
@@ -287,7 +289,7 @@ func (b *Browser) Screenshot(t testing.TB, name string, v Viewport) string {
 	png := Run(t, b, "screenshot "+name, chromedp.FullScreenshot(100))
 	dir := t.TempDir()
 	if os.Getenv(UpdateScreenshots) == "1" {
-		root, err := repoRoot()
+		root, err := clitest.Root()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,24 +304,6 @@ func (b *Browser) Screenshot(t testing.TB, name string, v Viewport) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// repoRoot is the directory of go.mod above the working directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("screenshots: no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Processes returns the browser's processes: the main one and every

@@ -22,8 +22,9 @@ var (
 	installErr  error
 )
 
-// root finds the repository: the directory holding go.mod, upwards.
-func root() (string, error) {
+// Root finds the repository: the directory holding go.mod, upwards from
+// the working directory.
+func Root() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -44,7 +45,7 @@ func root() (string, error) {
 // (scripts/tools.sh) when it is missing.
 func bin(t testing.TB, name string) string {
 	t.Helper()
-	r, err := root()
+	r, err := Root()
 	if err != nil {
 		t.Fatal(err)
 	}
