@@ -75,14 +75,10 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 		timer *time.Timer
 		w     *waiter // its place in the line while it waits
 		held  *baton  // the wake it got: handed on when it takes nothing
-		poll  *time.Ticker
 	)
 	defer func() {
 		if w != nil {
 			s.leaveLine(w)
-		}
-		if poll != nil {
-			poll.Stop()
 		}
 	}()
 	for {
@@ -105,7 +101,7 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			// In line before it selects: a task queued while it selects
 			// wakes it again.
 			if w == nil {
-				w = &waiter{wake: make(chan *baton, 1)}
+				w = &waiter{wake: make(chan *baton, 1), degraded: req.HealthGrade == health.Degraded}
 			}
 			if !w.inLine {
 				w.inLine = true
@@ -113,7 +109,12 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			}
 		}
 		s.mu.Unlock()
-		resp, err := s.claimNow(ctx, req)
+		resp, queued, err := s.claimNow(ctx, req)
+		if len(resp.Tasks) > 0 && held != nil && held.poll {
+			// A look now and then found work nobody was told of: there
+			// may be more.
+			s.pollClaims()
+		}
 		if err != nil || len(resp.Tasks) > 0 || wait <= 0 {
 			if timer != nil {
 				s.mu.Lock()
@@ -127,9 +128,12 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			return resp, err
 		}
 		// Woken for a task it could not take (another's repository, a
-		// continue for another agent, or taken meanwhile): the next in
-		// line gets the chance.
-		s.handOn(held)
+		// continue for another agent): the next in line gets the chance.
+		// With no task queued at all (taken meanwhile, by a claim here
+		// or on another replica), there is no chance to hand on.
+		if queued > 0 {
+			s.handOn(held)
+		}
 		held = nil
 		if timer == nil {
 			timer = time.NewTimer(wait)
@@ -137,25 +141,10 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			s.mu.Lock()
 			s.waiting++
 			s.mu.Unlock()
-			// Another replica may queue a task without this one knowing:
-			// with a shared store the claim looks again now and then.
-			if s.store.Shared() {
-				every := sharedClaimPoll
-				if _, ok := s.store.(store.QueueListener); ok {
-					every = listenedClaimPoll
-				}
-				poll = time.NewTicker(every)
-			}
-		}
-		var polled <-chan time.Time
-		if poll != nil {
-			polled = poll.C
 		}
 		var end ClaimWaitEnd
 		select {
 		case held = <-w.wake:
-			continue
-		case <-polled:
 			continue
 		case <-timer.C:
 			end = WaitTimedOut
@@ -170,19 +159,31 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 
 // The claims waiting for work stand in a line, first come first served. A
 // task queued wakes the first (wakeClaims) with a baton: the chance to
-// take it. A claim that takes nothing hands the baton to the next in
-// line, at most as many times as there were claims waiting when it was
-// queued; so a task costs one selection when the first claim can take it,
-// not one per waiting claim. A change that may make GUI tasks claimable
-// for others (an agent's grade or presence) wakes them all (wakeAll).
+// take it. A claim that takes nothing while tasks are queued hands the
+// baton to the next in line, at most as many times as there were claims
+// waiting when it was queued; so a task costs one selection when the
+// first claim can take it, not one per waiting claim, and a task taken
+// before the baton came costs one. A change that may make GUI tasks
+// claimable for a degraded agent (an available agent gone) wakes the
+// degraded claims (wakeDegraded).
+//
+// Over a shared store another replica may queue a task without a word
+// reaching this one; the server then looks now and then (pollClaims,
+// from watchClaims): the first claim in line runs its selection, once
+// for the whole line, not once per claim.
 type waiter struct {
-	wake   chan *baton // its wake: a baton, or nil from wakeAll
-	inLine bool        // in s.line; mu guards it
+	wake     chan *baton // its wake: a baton, or nil from wakeAll
+	degraded bool        // the claim is a degraded agent's
+	inLine   bool        // in s.line; mu guards it
 }
 
 // baton is one task's chance to be claimed by a waiting claim: left is how
-// many more claims it may be handed to.
-type baton struct{ left int }
+// many more claims it may be handed to. A poll's baton is a look for work
+// nobody heard of: the claim it grants to looks again for the next.
+type baton struct {
+	left int
+	poll bool
+}
 
 // wakeClaims wakes the first n claims in line, one per task that may have
 // become claimable (submitted, retried, continued, released, its lease
@@ -224,13 +225,60 @@ func (s *Server) wakeFirst(b *baton) {
 	}
 }
 
-// wakeAll wakes every claim in line: the preference for GUI tasks may
-// now let any of them take one.
+// wakeAll wakes every claim in line: the store may have missed telling
+// of tasks queued elsewhere.
 func (s *Server) wakeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.line) > 0 {
 		s.wakeFirst(nil)
+	}
+}
+
+// wakeDegraded wakes every degraded agent's claim in line: with an
+// available agent gone, the preference for GUI tasks may now let one of
+// them take one. The others' chances did not change.
+func (s *Server) wakeDegraded() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept := s.line[:0]
+	for _, w := range s.line {
+		if !w.degraded {
+			kept = append(kept, w)
+			continue
+		}
+		w.inLine = false
+		select {
+		case w.wake <- nil:
+		default:
+		}
+	}
+	clear(s.line[len(kept):])
+	s.line = kept
+}
+
+// pollClaims wakes the first claim in line to look for work queued where
+// the server did not hear of it.
+func (s *Server) pollClaims() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wakeFirst(&baton{left: len(s.line) - 1, poll: true})
+}
+
+// watchClaims, over a shared store, has the claims waiting here look for
+// work every so often (pollClaims) until ctx ends: often when the store
+// cannot say when other replicas queue tasks, now and then in case a word
+// was lost when it can.
+func (s *Server) watchClaims(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.pollClaims()
+		}
 	}
 }
 
@@ -309,28 +357,31 @@ func (s *Server) ClaimWaitEnds() map[ClaimWaitEnd]uint64 {
 	return n
 }
 
-// How often a claim waiting for work looks again when other replicas
-// share the store: now and then when the store says when they queue a
-// task (store.QueueListener), in case a word was lost; often when not.
+// How often the claims waiting for work look again when other replicas
+// share the store (watchClaims): now and then when the store says when
+// they queue a task (store.QueueListener), in case a word was lost; often
+// when not.
 const (
 	sharedClaimPoll   = 500 * time.Millisecond
 	listenedClaimPoll = 5 * time.Second
 )
 
-// claimNow grants what req may take now.
-func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, error) {
+// claimNow grants what req may take now. queued counts the queued tasks
+// it looked at, granted or not: none means that nothing was queued (but
+// tasks other claims held at that moment).
+func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, int, error) {
 	now := s.opts.Now()
 	s.watchdog(ctx)
 	resp := api.ClaimResponse{Tasks: []api.Claimed{}}
 	if err := s.noteOffer(ctx, req); err != nil {
-		return resp, storeErr("claim", err)
+		return resp, 0, storeErr("claim", err)
 	}
 	if req.RequestID != "" {
 		// The same claim asked again (its answer was lost on the way):
 		// the same grant, not a second one.
 		leased, err := s.store.Leased(ctx, req.AgentID)
 		if err != nil {
-			return resp, storeErr("claim", err)
+			return resp, 0, storeErr("claim", err)
 		}
 		var again []string
 		for _, t := range leased {
@@ -352,12 +403,12 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 				return nil
 			})
 			if err != nil || len(resp.Tasks) > 0 {
-				return resp, storeErr("claim", err)
+				return resp, 0, storeErr("claim", err)
 			}
 		}
 	}
 	if req.HealthGrade == health.Unavailable || req.Max <= 0 {
-		return resp, nil
+		return resp, 0, nil
 	}
 	most := min(req.Max, 50)
 	// Whether an available agent other than this one is online: asked
@@ -366,10 +417,12 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 	if req.HealthGrade == health.Degraded {
 		var err error
 		if guiElsewhere, err = s.availableAgentOnline(ctx, req.AgentID, now); err != nil {
-			return resp, storeErr("claim", err)
+			return resp, 0, storeErr("claim", err)
 		}
 	}
+	queued := 0
 	err := s.claimTasks(ctx, func(tx store.Tx, t *state.Task) (bool, error) {
+		queued++
 		// A task that needs the executor's app server goes to an available
 		// agent when one is online; a degraded one gets it otherwise.
 		if !mayClaim(t, req) || t.Prefer == state.PreferGUI && guiElsewhere {
@@ -388,9 +441,9 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 	if err != nil {
 		// Not granted after all: a claim that is not stored would be
 		// forgotten by a restart while the agent runs the task.
-		return api.ClaimResponse{Tasks: []api.Claimed{}}, storeErr("claim", err)
+		return api.ClaimResponse{Tasks: []api.Claimed{}}, queued, storeErr("claim", err)
 	}
-	return resp, nil
+	return resp, queued, nil
 }
 
 // mayClaim reports whether the claim may take queued task t: a task a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -66,9 +67,11 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	if err != nil {
 		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 	}
-	// An agent's grade and presence weigh in where GUI tasks go: a
-	// change may make one claimable for a degraded agent that waits.
-	wake := !known || a.View.Health.Grade != req.Health.Grade || (a.View.State == api.AgentOffline) != (req.State == api.AgentOffline)
+	// An agent's grade and presence weigh in where GUI tasks go: an
+	// available agent that is no more may make one claimable for a
+	// degraded agent that waits.
+	wasAvailable := known && a.View.Health.Grade == health.Available && a.View.State != api.AgentOffline
+	wake := wasAvailable && (req.Health.Grade != health.Available || req.State == api.AgentOffline)
 	was := a.View
 	a.View = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
 		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
@@ -131,10 +134,9 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 	}
 	if wake {
-		s.wakeAll()
-	} else {
-		s.wakeClaims(requeued)
+		s.wakeDegraded()
 	}
+	s.wakeClaims(requeued)
 	s.watchdog(ctx)
 	return resp, nil
 }

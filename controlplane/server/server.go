@@ -132,7 +132,8 @@ type Server struct {
 	stopOnce  sync.Once
 
 	// stopListen ends the listening for tasks other replicas queue
-	// (store.QueueListener); listening waits for it.
+	// (store.QueueListener) and the looks for them (watchClaims);
+	// listening waits for both.
 	stopListen context.CancelFunc
 	listening  sync.WaitGroup
 }
@@ -222,6 +223,13 @@ func New(opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopListen = cancel
+	if s.store.Shared() {
+		every := sharedClaimPoll
+		if _, ok := s.store.(store.QueueListener); ok {
+			every = listenedClaimPoll
+		}
+		s.listening.Go(func() { s.watchClaims(ctx, every) })
+	}
 	if l, ok := s.store.(store.QueueListener); ok {
 		s.listening.Go(func() {
 			l.ListenQueued(ctx, func(n int) {

@@ -216,6 +216,6 @@ func (s *Server) noteOnline(online map[string]bool) {
 	}
 	s.mu.Unlock()
 	if wake {
-		s.wakeAll()
+		s.wakeDegraded()
 	}
 }

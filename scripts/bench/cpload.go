@@ -44,6 +44,7 @@ type cpConfig struct {
 	operator    string // an operator token of it (with url)
 	agentBin    string // an agent binary already built
 	pin         bool   // the control plane on CPU 0, the load on CPU 1
+	statements  int    // with pg: the statements to print from pg_stat_statements
 	// pg: a throwaway PostgreSQL cluster for the run, a database of it
 	// per run (--store); replicas: control plane processes on the same
 	// store behind a round-robin proxy (PostgreSQL only when more than 1),
@@ -257,7 +258,11 @@ func cploadSection(cfg config, log *log.Logger) ([]*cploadResult, error) {
 		if cfg.cp.pin && runtime.NumCPU() >= 2 {
 			cpu = 0
 		}
-		if env.pg, err = startPG(cpu, nil); err != nil {
+		var settings []string
+		if cfg.cp.statements > 0 {
+			settings = append(settings, "shared_preload_libraries=pg_stat_statements")
+		}
+		if env.pg, err = startPG(cpu, settings); err != nil {
 			return nil, err
 		}
 		defer env.pg.remove()
@@ -418,6 +423,11 @@ func cploadRun(cfg config, p cpRunPair, replicas int, env *cpEnv, runN int, dir 
 	if proxy != nil {
 		proxy0, _ = procCPU(proxy.cmd.Process.Pid)
 	}
+	if env.pg != nil && cp.statements > 0 {
+		if err := env.pg.exec(fmt.Sprintf("run_%d", runN), "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()"); err != nil {
+			return nil, err
+		}
+	}
 	load0, start := cpuTime(), time.Now()
 	c.rec.on.Store(true)
 	stop := make(chan struct{})
@@ -437,6 +447,11 @@ func cploadRun(cfg config, p cpRunPair, replicas int, env *cpEnv, runN int, dir 
 		res.ProxyCPUS = (p1 - proxy0).Seconds()
 	}
 	res.LoadAvg += " before, " + loadAvg() + " after"
+	if env.pg != nil && cp.statements > 0 {
+		if err := env.pg.printStatements(fmt.Sprintf("run_%d", runN), cp.statements, log); err != nil {
+			log.Printf("cpload: pg_stat_statements: %v", err)
+		}
+	}
 	res.WindowS = window.Seconds()
 	res.Kinds = c.rec.rows()
 	res.Requests = c.rec.requests()

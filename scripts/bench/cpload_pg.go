@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"net"
 	"net/url"
 	"os"
@@ -260,4 +261,57 @@ func statFields(pid int) []string {
 		return nil
 	}
 	return strings.Fields(string(b[i+1:]))
+}
+
+// printStatements logs the n statements of database db that PostgreSQL
+// spent the most time executing since pg_stat_statements was reset:
+// calls, total and mean milliseconds, rows, and the statement's text cut
+// to one line.
+func (c *pgCluster) printStatements(db string, n int, log *log.Logger) error {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.dsn(db))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT calls, total_exec_time, mean_exec_time, rows, query FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT $1`, n)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	log.Printf("cpload: the statements PostgreSQL spent most time in (calls, total ms, mean ms, rows):")
+	for rows.Next() {
+		var calls, nrows int64
+		var total, mean float64
+		var q string
+		if err := rows.Scan(&calls, &total, &mean, &nrows, &q); err != nil {
+			return err
+		}
+		q = strings.Join(strings.Fields(q), " ")
+		if len(q) > 160 {
+			q = q[:160] + "…"
+		}
+		log.Printf("  %8d %9.0f %7.3f %8d  %s", calls, total, mean, nrows, q)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows.Close()
+	tables, err := conn.Query(ctx, `SELECT relname, n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, pg_total_relation_size(relid), autovacuum_count,
+		seq_scan, seq_tup_read, coalesce(idx_scan, 0) FROM pg_stat_user_tables ORDER BY relname`)
+	if err != nil {
+		return err
+	}
+	defer tables.Close()
+	log.Printf("cpload: tables (live rows, dead rows, updates, HOT updates, bytes, autovacuums, sequential scans, rows they read, index scans):")
+	for tables.Next() {
+		var name string
+		var live, dead, upd, hot, size, vac, seq, seqRead, idx int64
+		if err := tables.Scan(&name, &live, &dead, &upd, &hot, &size, &vac, &seq, &seqRead, &idx); err != nil {
+			return err
+		}
+		log.Printf("  %-14s %9d %9d %9d %9d %12d %3d %9d %12d %9d", name, live, dead, upd, hot, size, vac, seq, seqRead, idx)
+	}
+	return tables.Err()
 }

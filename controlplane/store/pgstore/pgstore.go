@@ -43,6 +43,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,6 +86,10 @@ type Store struct {
 	log  *slog.Logger
 	lead lead
 	id   string // names it in its notifications (queued.go)
+
+	// registered counts the agents this store registered: the agents
+	// table is analyzed again as they double (Register).
+	registered atomic.Int64
 
 	closeOnce sync.Once
 }
@@ -319,6 +324,7 @@ type columns struct {
 	phase      string
 	repo       string
 	leaseAgent *string
+	holder     *string // the lease's agent while the task is live
 	endedAt    *time.Time
 }
 
@@ -330,6 +336,8 @@ func columnsOf(t *state.Task) columns {
 	if t.Phase.Terminal() {
 		e := state.EndedAt(t)
 		c.endedAt = &e
+	} else {
+		c.holder = c.leaseAgent
 	}
 	return c
 }

@@ -35,8 +35,8 @@ func (s *Store) Create(ctx context.Context, t *state.Task) error {
 	c := columnsOf(t)
 	err = s.write(ctx, func(conn *pgxpool.Conn) error {
 		var b pgx.Batch // one implicit transaction: the notification goes with the insert
-		b.Queue(`INSERT INTO tasks (id, created_ns, phase, repo, lease_agent, ended_at, doc)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, doc)
+		b.Queue(`INSERT INTO tasks (id, created_ns, phase, repo, lease_agent, holder, ended_at, doc)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.holder, c.endedAt, doc)
 		if t.Phase == state.PhaseQueued {
 			b.Queue(`SELECT pg_notify($1, $2)`, queuedChannel, s.queuedNote(1))
 		}
@@ -183,7 +183,7 @@ func (s *Store) Count(ctx context.Context) (map[state.Phase]int, error) {
 // Leased returns the tasks that have not ended whose lease agentID
 // holds, lapsed or not, by id.
 func (s *Store) Leased(ctx context.Context, agentID string) ([]*state.Task, error) {
-	tasks, err := s.queryTasks(ctx, `SELECT doc FROM tasks WHERE lease_agent = $1 AND ended_at IS NULL ORDER BY id`, agentID)
+	tasks, err := s.queryTasks(ctx, `SELECT doc FROM tasks WHERE holder = $1 ORDER BY id`, agentID)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: tasks leased to %s: %w", agentID, err)
 	}
