@@ -373,16 +373,16 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 	now := s.opts.Now()
 	s.watchdog(ctx)
 	resp := api.ClaimResponse{Tasks: []api.Claimed{}}
-	if err := s.noteOffer(ctx, req); err != nil {
+	a, known, leased, err := s.store.AgentAndLeased(ctx, req.AgentID)
+	if err != nil {
+		return resp, 0, storeErr("claim", err)
+	}
+	if err := s.noteOffer(ctx, req, a, known); err != nil {
 		return resp, 0, storeErr("claim", err)
 	}
 	if req.RequestID != "" {
 		// The same claim asked again (its answer was lost on the way):
 		// the same grant, not a second one.
-		leased, err := s.store.Leased(ctx, req.AgentID)
-		if err != nil {
-			return resp, 0, storeErr("claim", err)
-		}
 		var again []string
 		for _, t := range leased {
 			if l := t.Lease; l.ClaimID == req.RequestID {
@@ -415,13 +415,12 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 	// before the claim's transaction, which must not call the store.
 	guiElsewhere := false
 	if req.HealthGrade == health.Degraded {
-		var err error
 		if guiElsewhere, err = s.availableAgentOnline(ctx, req.AgentID, now); err != nil {
 			return resp, 0, storeErr("claim", err)
 		}
 	}
 	queued := 0
-	err := s.claimTasks(ctx, func(tx store.Tx, t *state.Task) (bool, error) {
+	err = s.claimTasks(ctx, func(tx store.Tx, t *state.Task) (bool, error) {
 		queued++
 		// A task that needs the executor's app server goes to an available
 		// agent when one is online; a degraded one gets it otherwise.
@@ -481,11 +480,11 @@ func (s *Server) availableAgentOnline(ctx context.Context, except string, now ti
 
 // noteOffer keeps the repositories an agent announces in a claim, and
 // the capabilities and labels when the claim advertises them (an agent
-// from before routing does not), when they changed since its heartbeat.
-func (s *Server) noteOffer(ctx context.Context, req api.ClaimRequest) error {
-	a, ok, err := s.store.Agent(ctx, req.AgentID)
-	if err != nil || !ok {
-		return err
+// from before routing does not), when they changed since its heartbeat
+// (a, its record; known, whether it has one).
+func (s *Server) noteOffer(ctx context.Context, req api.ClaimRequest, a store.Agent, known bool) error {
+	if !known {
+		return nil
 	}
 	advertises := req.Executor != ""
 	same := slices.Equal(a.View.Repos, req.Repos) &&

@@ -63,7 +63,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 		return api.HeartbeatResponse{}, badRequest("%d running tasks in one heartbeat; the limit is %d", len(req.Running), api.MaxEventsPerBatch)
 	}
 	now := s.opts.Now()
-	a, known, err := s.store.Agent(ctx, req.AgentID)
+	a, known, leased, err := s.store.AgentAndLeased(ctx, req.AgentID)
 	if err != nil {
 		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 	}
@@ -81,10 +81,6 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 		s.log.Info("agent went offline", "agent", req.AgentID)
 	}
 	resp := api.HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: s.opts.HeartbeatInterval.Seconds(), Cancel: []string{}}
-	leased, err := s.store.Leased(ctx, req.AgentID)
-	if err != nil {
-		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
-	}
 	running := map[string]bool{}
 	ids := make([]string, 0, len(req.Running)+len(leased))
 	for _, r := range req.Running {

@@ -109,6 +109,10 @@ type Store interface {
 	PutAgent(ctx context.Context, a Agent) error
 	// Agent returns an agent's record; ok is false when it has none.
 	Agent(ctx context.Context, id string) (a Agent, ok bool, err error)
+	// AgentAndLeased is Agent and Leased of one agent in one call (one
+	// round trip to a database): what every heartbeat and claim read
+	// first.
+	AgentAndLeased(ctx context.Context, id string) (a Agent, ok bool, leased []*state.Task, err error)
 	// Agents returns the agents' records by id.
 	Agents(ctx context.Context) ([]Agent, error)
 	// Serves reports whether an agent announced repository repo.

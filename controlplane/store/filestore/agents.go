@@ -19,6 +19,7 @@ import (
 	"github.com/natefinch/atomic"
 
 	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/internal/durable"
 )
 
@@ -121,6 +122,16 @@ func (s *Store) Agent(_ context.Context, id string) (store.Agent, bool, error) {
 	a, ok := s.agents[id]
 	a.Missing = maps.Clone(a.Missing)
 	return a, ok, nil
+}
+
+// AgentAndLeased is Agent and Leased.
+func (s *Store) AgentAndLeased(ctx context.Context, id string) (store.Agent, bool, []*state.Task, error) {
+	a, ok, err := s.Agent(ctx, id)
+	if err != nil {
+		return store.Agent{}, false, nil, err
+	}
+	leased, err := s.Leased(ctx, id)
+	return a, ok, leased, err
 }
 
 // Agents returns the agents' records by id.

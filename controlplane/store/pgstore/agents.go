@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/state"
 )
 
 // Register records agent id's token hash, in one statement: an id that
@@ -19,11 +20,26 @@ import (
 func (s *Store) Register(ctx context.Context, id, tokenHash string, replace bool) error {
 	var tag pgconn.CommandTag
 	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
-		tag, err = c.Exec(ctx, `INSERT INTO agents (id, token_hash) VALUES ($1, $2)
-			ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash
-			WHERE agents.token_hash IS NULL OR $3`, id, tokenHash, replace)
-		return err
+		if !replace {
+			tag, err = c.Exec(ctx, `INSERT INTO agents (id, token_hash) VALUES ($1, $2)
+				ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash
+				WHERE agents.token_hash IS NULL`, id, tokenHash)
+			return err
+		}
+		// The hash it replaces may be cached by every replica: they hear
+		// of it with the commit.
+		var b pgx.Batch
+		b.Queue("BEGIN")
+		b.Queue(`INSERT INTO agents (id, token_hash) VALUES ($1, $2)
+			ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash`, id, tokenHash).
+			Exec(func(t pgconn.CommandTag) error { tag = t; return nil })
+		b.Queue(`SELECT pg_notify($1, $2)`, tokensChannel, id)
+		b.Queue("COMMIT")
+		return c.SendBatch(ctx, &b).Close()
 	})
+	if replace {
+		s.tokens.changed()
+	}
 	if err != nil {
 		return fmt.Errorf("pgstore: register agent %s: %w", id, err)
 	}
@@ -60,10 +76,17 @@ func (s *Store) analyzeAgents(ctx context.Context) {
 // Its record stays.
 func (s *Store) Revoke(ctx context.Context, id string) (bool, error) {
 	var tag pgconn.CommandTag
-	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
-		tag, err = c.Exec(ctx, `UPDATE agents SET token_hash = NULL WHERE id = $1 AND token_hash IS NOT NULL`, id)
-		return err
+	err := s.write(ctx, func(c *pgxpool.Conn) error {
+		// Every replica's cache hears of it with the commit.
+		var b pgx.Batch
+		b.Queue("BEGIN")
+		b.Queue(`UPDATE agents SET token_hash = NULL WHERE id = $1 AND token_hash IS NOT NULL`, id).
+			Exec(func(t pgconn.CommandTag) error { tag = t; return nil })
+		b.Queue(`SELECT pg_notify($1, $2)`, tokensChannel, id)
+		b.Queue("COMMIT")
+		return c.SendBatch(ctx, &b).Close()
 	})
+	s.tokens.changed()
 	if err != nil {
 		return false, fmt.Errorf("pgstore: revoke agent %s: %w", id, err)
 	}
@@ -71,9 +94,14 @@ func (s *Store) Revoke(ctx context.Context, id string) (bool, error) {
 }
 
 // AgentByToken returns the agent tokenHash belongs to, "" when none: one
-// lookup in the hash's unique index.
+// lookup in the hash's unique index, or none while the store listens
+// (ListenQueued) and cached it (tokens.go). A revocation on any replica
+// empties every listening replica's cache a moment after it commits.
 func (s *Store) AgentByToken(ctx context.Context, tokenHash string) (string, error) {
-	var id string
+	id, ok, gen := s.tokens.get(tokenHash)
+	if ok {
+		return id, nil
+	}
 	err := s.read(ctx, func(c *pgxpool.Conn) error {
 		return c.QueryRow(ctx, `SELECT id FROM agents WHERE token_hash = $1`, tokenHash).Scan(&id)
 	})
@@ -83,6 +111,7 @@ func (s *Store) AgentByToken(ctx context.Context, tokenHash string) (string, err
 	if err != nil {
 		return "", fmt.Errorf("pgstore: agent by token: %w", err)
 	}
+	s.tokens.put(tokenHash, id, gen)
 	return id, nil
 }
 
@@ -118,11 +147,14 @@ func (s *Store) PutAgent(ctx context.Context, a store.Agent) error {
 	return nil
 }
 
+// agentSQL selects agent $1's record, no row when it has none.
+const agentSQL = `SELECT record FROM agents WHERE id = $1 AND record IS NOT NULL`
+
 // Agent returns agent id's record; ok is false when it has none.
 func (s *Store) Agent(ctx context.Context, id string) (store.Agent, bool, error) {
 	var record []byte
 	err := s.read(ctx, func(c *pgxpool.Conn) error {
-		return c.QueryRow(ctx, `SELECT record FROM agents WHERE id = $1 AND record IS NOT NULL`, id).Scan(&record)
+		return c.QueryRow(ctx, agentSQL, id).Scan(&record)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Agent{}, false, nil
@@ -135,6 +167,47 @@ func (s *Store) Agent(ctx context.Context, id string) (store.Agent, bool, error)
 		return store.Agent{}, false, fmt.Errorf("pgstore: agent %s: %w", id, err)
 	}
 	return a, true, nil
+}
+
+// AgentAndLeased is Agent and Leased in one round trip (a batch of the
+// two queries).
+func (s *Store) AgentAndLeased(ctx context.Context, id string) (store.Agent, bool, []*state.Task, error) {
+	var (
+		record []byte
+		leased []*state.Task
+	)
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		record, leased = nil, nil
+		var b pgx.Batch
+		b.Queue(agentSQL, id).Query(func(rows pgx.Rows) error {
+			_, err := pgx.ForEachRow(rows, []any{&record}, func() error { return nil })
+			return err
+		})
+		b.Queue(leasedSQL, id).Query(func(rows pgx.Rows) error {
+			var doc []byte
+			_, err := pgx.ForEachRow(rows, []any{&doc}, func() error {
+				t, err := decode(doc)
+				if err != nil {
+					return err
+				}
+				leased = append(leased, t)
+				return nil
+			})
+			return err
+		})
+		return c.SendBatch(ctx, &b).Close()
+	})
+	if err != nil {
+		return store.Agent{}, false, nil, fmt.Errorf("pgstore: agent %s and its leases: %w", id, err)
+	}
+	if record == nil {
+		return store.Agent{}, false, leased, nil
+	}
+	var a store.Agent
+	if err := json.Unmarshal(record, &a); err != nil {
+		return store.Agent{}, false, nil, fmt.Errorf("pgstore: agent %s: %w", id, err)
+	}
+	return a, true, leased, nil
 }
 
 // Agents returns the agents' records by id.

@@ -90,6 +90,10 @@ type Store struct {
 	// registered counts the agents this store registered: the agents
 	// table is analyzed again as they double (Register).
 	registered atomic.Int64
+	// tokens caches AgentByToken while the store listens (tokens.go).
+	tokens tokenCache
+	// queue knows, while the store listens, that nothing is queued.
+	queue queueView
 
 	closeOnce sync.Once
 }
@@ -273,7 +277,7 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	for try := 1; ; try++ {
 		var again bool
 		err := s.withConn(ctx, false, func(c *pgxpool.Conn) error {
-			t := newTx(ctx, c.Conn(), s.queuedNote)
+			t := newTx(ctx, c.Conn(), s)
 			err := fn(t)
 			if err != nil && t.begun && !t.done && !c.Conn().IsClosed() {
 				// Rolled back, so the connection goes back to the pool

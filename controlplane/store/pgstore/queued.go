@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,7 +46,9 @@ func (t *tx) newlyQueued() int {
 // ListenQueued calls fn, from a goroutine of its own, each time another
 // store on the database (another replica) queued tasks: with how many,
 // or with 0 when it may have missed some (its session broke, and it
-// listens again on a new one). It returns when ctx ends.
+// listens again on a new one). It returns when ctx ends. While it
+// listens, the store also caches which agent each token is (tokens.go),
+// and knows when nothing is queued (queueView).
 func (s *Store) ListenQueued(ctx context.Context, fn func(n int)) {
 	wait := time.Second
 	for ctx.Err() == nil {
@@ -64,21 +67,32 @@ func (s *Store) ListenQueued(ctx context.Context, fn func(n int)) {
 	}
 }
 
-// listen listens on a session of its own until it breaks or ctx ends.
+// listen listens on a session of its own until it breaks or ctx ends:
+// for tasks queued elsewhere, and for agents' tokens changed (tokens.go),
+// whose cache it keeps trusted while it listens.
 func (s *Store) listen(ctx context.Context, fn func(n int)) error {
 	conn, err := pgx.ConnectConfig(ctx, s.lead.cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+queuedChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+queuedChannel+"; LISTEN "+tokensChannel); err != nil {
 		return err
 	}
+	s.tokens.reset(true)
+	s.queue.reset(true)
+	defer s.tokens.reset(false)
+	defer s.queue.reset(false)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
+		if n.Channel == tokensChannel {
+			s.tokens.changed()
+			continue
+		}
+		s.queue.queued() // this store's own too: it may have raced a look
 		from, count, ok := strings.Cut(n.Payload, ":")
 		if !ok {
 			return fmt.Errorf("a notification on %s that is not STORE:N: %q", queuedChannel, n.Payload)
@@ -90,4 +104,54 @@ func (s *Store) listen(ctx context.Context, fn func(n int)) error {
 			fn(c)
 		}
 	}
+}
+
+// queueView knows, while the store listens, that no task is queued: most
+// claims then need not ask the database. A claim that found the queue
+// empty says so (sawEmpty); every task queued since, by this store (its
+// commit) or another (its notification), makes it unknown again
+// (queued). gen counts those, so that an empty queue seen by a look that
+// raced a task queued is not kept. Tasks are queued only by commits
+// that notify (Create, and a transaction's commit: newlyQueued), so a
+// task queued anywhere reaches the view a moment after its commit.
+type queueView struct {
+	mu        sync.Mutex
+	gen       uint64
+	empty     bool // nothing queued, as of gen
+	listening bool
+}
+
+// known reports whether the queue is known to be empty, and the
+// generation to hand to sawEmpty after looking.
+func (q *queueView) known() (empty bool, gen uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.listening && q.empty, q.gen
+}
+
+// sawEmpty records that a look begun at gen found nothing queued.
+func (q *queueView) sawEmpty(gen uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.listening && q.gen == gen {
+		q.empty = true
+	}
+}
+
+// queued records that tasks may have been queued.
+func (q *queueView) queued() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.gen++
+	q.empty = false
+}
+
+// reset forgets what the view knew, as the store starts or stops
+// listening.
+func (q *queueView) reset(listening bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.gen++
+	q.empty = false
+	q.listening = listening
 }

@@ -42,6 +42,9 @@ func (s *Store) Create(ctx context.Context, t *state.Task) error {
 		}
 		return conn.SendBatch(ctx, &b).Close()
 	})
+	if t.Phase == state.PhaseQueued {
+		s.queue.queued()
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
 		return fmt.Errorf("pgstore: create task %s: the id exists", t.ID)
@@ -180,10 +183,14 @@ func (s *Store) Count(ctx context.Context) (map[state.Phase]int, error) {
 	return counts, nil
 }
 
+// leasedSQL selects the documents of the tasks whose lease agent $1
+// holds while they are live, by id.
+const leasedSQL = `SELECT doc FROM tasks WHERE holder = $1 ORDER BY id`
+
 // Leased returns the tasks that have not ended whose lease agentID
 // holds, lapsed or not, by id.
 func (s *Store) Leased(ctx context.Context, agentID string) ([]*state.Task, error) {
-	tasks, err := s.queryTasks(ctx, `SELECT doc FROM tasks WHERE holder = $1 ORDER BY id`, agentID)
+	tasks, err := s.queryTasks(ctx, leasedSQL, agentID)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: tasks leased to %s: %w", agentID, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
@@ -23,7 +24,7 @@ import (
 type tx struct {
 	ctx    context.Context
 	conn   *pgx.Conn
-	note   func(n int) string // the notification of n tasks queued
+	store  *Store // its notifications of tasks queued, its queueView
 	locked map[string]*state.Task
 	phases map[string]state.Phase // each locked task's phase as it was locked
 	saved  map[string]*state.Task
@@ -46,8 +47,8 @@ type appended struct {
 
 var _ store.Tx = (*tx)(nil)
 
-func newTx(ctx context.Context, conn *pgx.Conn, note func(int) string) *tx {
-	return &tx{ctx: ctx, conn: conn, note: note, locked: map[string]*state.Task{}, phases: map[string]state.Phase{},
+func newTx(ctx context.Context, conn *pgx.Conn, s *Store) *tx {
+	return &tx{ctx: ctx, conn: conn, store: s, locked: map[string]*state.Task{}, phases: map[string]state.Phase{},
 		saved: map[string]*state.Task{}, keys: map[eventKey]bool{}}
 }
 
@@ -171,6 +172,7 @@ func (t *tx) commit() error {
 		docs[i] = doc
 	}
 	t.commitSent = true
+	queued := t.newlyQueued()
 	err := t.send(func(b *pgx.Batch) {
 		for _, e := range t.events {
 			if e.line == nil {
@@ -185,12 +187,15 @@ func (t *tx) commit() error {
 				id, c.created, c.phase, c.repo, c.leaseAgent, c.holder, c.endedAt, docs[i])
 		}
 		queueNotifications(b, t.notes)
-		if n := t.newlyQueued(); n > 0 {
+		if queued > 0 {
 			// Other replicas' claims waiting for work hear of it.
-			b.Queue(`SELECT pg_notify($1, $2)`, queuedChannel, t.note(n))
+			b.Queue(`SELECT pg_notify($1, $2)`, queuedChannel, t.store.queuedNote(queued))
 		}
 		b.Queue("COMMIT")
 	})
+	if queued > 0 {
+		t.store.queue.queued() // committed or not: it may have been
+	}
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
@@ -240,7 +245,27 @@ const (
 // then it stores what fn saved and commits. When fn returns an error the
 // transaction is rolled back and Claim returns it. Like Update's, fn may
 // run again in a new transaction.
+//
+// Most claims find nothing queued. While the store listens it knows when
+// the queue is empty (queueView), and such a claim costs no round trip;
+// otherwise a look without a transaction says so first, in one round
+// trip where the transaction takes two.
 func (s *Store) Claim(ctx context.Context, fn func(tx store.Tx, t *state.Task) (stop bool, err error)) error {
+	empty, gen := s.queue.known()
+	if empty {
+		return nil
+	}
+	var queued bool
+	err := s.read(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE phase = 'queued')`).Scan(&queued)
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: claim tasks: %w", err)
+	}
+	if !queued {
+		s.queue.sawEmpty(gen)
+		return nil
+	}
 	return s.inTx(ctx, "claim tasks", func(t *tx) error {
 		after, afterID := int64(math.MinInt64), ""
 		for chunk := claimFirst; ; chunk = min(2*chunk, claimMax) {

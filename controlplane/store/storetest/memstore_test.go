@@ -240,6 +240,15 @@ func (m *memStore) Claim(ctx context.Context, fn func(store.Tx, *state.Task) (bo
 	return err
 }
 
+func (m *memStore) AgentAndLeased(ctx context.Context, id string) (store.Agent, bool, []*state.Task, error) {
+	a, ok, err := m.Agent(ctx, id)
+	if err != nil {
+		return store.Agent{}, false, nil, err
+	}
+	leased, err := m.Leased(ctx, id)
+	return a, ok, leased, err
+}
+
 func (m *memStore) Leased(_ context.Context, agentID string) ([]*state.Task, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

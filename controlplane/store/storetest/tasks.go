@@ -261,6 +261,27 @@ func (s suite) leased(t *testing.T) {
 				same(t, "Leased task "+task.ID, task, get(t, st, task.ID))
 			}
 		}
+
+		// AgentAndLeased: the same tasks, with the agent's record when
+		// it has one.
+		putAgent(t, st, agent("A", 30))
+		for id, want := range map[string][]string{"A": {"c1", "c3", "q1", "q2"}, "B": {"c2"}, "nobody": {}} {
+			a, ok, got, err := st.AgentAndLeased(t.Context(), id)
+			if err != nil {
+				t.Fatalf("AgentAndLeased(%s): %v", id, err)
+			}
+			rec, had := agentOf(t, st, id)
+			if ok != had {
+				t.Errorf("AgentAndLeased(%s): ok %v, Agent says %v", id, ok, had)
+			}
+			same(t, fmt.Sprintf("AgentAndLeased(%s)'s record", id), a, rec)
+			got = slices.Clone(got)
+			slices.SortFunc(got, func(a, b *state.Task) int { return strings.Compare(a.ID, b.ID) })
+			sameIDs(t, fmt.Sprintf("AgentAndLeased(%s)'s tasks", id), got, want)
+			for _, task := range got {
+				same(t, "AgentAndLeased task "+task.ID, task, get(t, st, task.ID))
+			}
+		}
 	})
 }
 

@@ -1,0 +1,73 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/internal/pgtest"
+	"github.com/edgeagent/agent/state"
+)
+
+// While a store listens it knows when nothing is queued, and a claim
+// then asks the database nothing; a task queued anywhere ends that: on
+// another replica (its notification), by the store's own create, or by
+// a transaction that puts a task back in the queue.
+func TestAnEmptyQueueIsKnownUntilATaskIsQueuedAnywhere(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Start(t)
+	a, b := open(t, dsn), open(t, dsn)
+	listening(t, a)
+	ctx := context.Background()
+
+	if id, err := claimOne(ctx, a, "ag1"); err != nil || id != "" {
+		t.Fatalf("a claim of an empty queue: %q %v", id, err)
+	}
+	if empty, _ := a.queue.known(); !empty {
+		t.Fatal("after a claim found nothing queued, the queue is not known to be empty")
+	}
+	// Known empty, a claim asks nothing: a task put in the queue behind
+	// every store's back (no notification) is not seen, which proves it.
+	if _, err := b.pool.Exec(ctx, `INSERT INTO tasks (id, created_ns, phase, doc) VALUES ('hidden', 1, 'queued', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := claimOne(ctx, a, "ag1"); err != nil || id != "" {
+		t.Fatalf("a claim with the queue known empty: %q %v, want nothing asked", id, err)
+	}
+	if _, err := b.pool.Exec(ctx, `DELETE FROM tasks WHERE id = 'hidden'`); err != nil {
+		t.Fatal(err)
+	}
+
+	// Queued on another replica: heard of, then claimed here.
+	create(t, b, task("t1", 1))
+	until(t, "a hears of the task b queued", func() bool { empty, _ := a.queue.known(); return !empty })
+	if id, err := claimOne(ctx, a, "ag1"); err != nil || id != "t1" {
+		t.Fatalf("the claim after b queued t1: %q %v", id, err)
+	}
+
+	// Queued by the store itself: claimed at once, with no word to wait for.
+	if id, err := claimOne(ctx, a, "ag1"); err != nil || id != "" {
+		t.Fatalf("a claim of an empty queue: %q %v", id, err)
+	}
+	create(t, a, task("t2", 2))
+	if id, err := claimOne(ctx, a, "ag1"); err != nil || id != "t2" {
+		t.Fatalf("the claim after a queued t2 itself: %q %v", id, err)
+	}
+
+	// Put back in the queue by a transaction of the store's own.
+	if id, err := claimOne(ctx, a, "ag1"); err != nil || id != "" {
+		t.Fatalf("a claim of an empty queue: %q %v", id, err)
+	}
+	err := a.Update(ctx, []string{"t2"}, func(tx store.Tx) error {
+		t2 := tx.Task("t2")
+		t2.Phase, t2.Lease = state.PhaseQueued, nil
+		tx.Save(t2)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := claimOne(ctx, a, "ag1"); err != nil || id != "t2" {
+		t.Fatalf("the claim after t2 went back to the queue: %q %v", id, err)
+	}
+}
