@@ -19,8 +19,8 @@ import (
 	"github.com/natefinch/atomic"
 
 	"github.com/edgeagent/agent/controlplane/store"
-	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/internal/durable"
+	"github.com/edgeagent/agent/state"
 )
 
 // What agents said in their latest heartbeats is in memory, and written
