@@ -180,10 +180,13 @@ func (s *Store) Count(ctx context.Context) (map[state.Phase]int, error) {
 	return counts, nil
 }
 
+// leasedQuery is Leased's statement: $1 is the agent.
+const leasedQuery = `SELECT doc FROM tasks WHERE holder = $1 ORDER BY id`
+
 // Leased returns the tasks that have not ended whose lease agentID
 // holds, lapsed or not, by id.
 func (s *Store) Leased(ctx context.Context, agentID string) ([]*state.Task, error) {
-	tasks, err := s.queryTasks(ctx, `SELECT doc FROM tasks WHERE holder = $1 ORDER BY id`, agentID)
+	tasks, err := s.queryTasks(ctx, leasedQuery, agentID)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: tasks leased to %s: %w", agentID, err)
 	}
