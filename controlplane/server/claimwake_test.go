@@ -57,20 +57,42 @@ func agentIDs(prefix string, n int) []string {
 	return ids
 }
 
-// gatedStore holds the next selection (Claim) after hold is set until
-// release is closed, having said so on entered: a fixed point inside a
-// claim's selection for a test to act at.
+// gate is a point a selection stops at: it closes reached there, goes on
+// once open is closed, and closes done when its selection returned.
+type gate struct{ reached, open, done chan struct{} }
+
+func newGate() *gate {
+	return &gate{reached: make(chan struct{}), open: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (g *gate) stop() {
+	close(g.reached)
+	<-g.open
+}
+
+// gatedStore stops the next selection (Claim) at a gate a test set:
+// before it runs (before), or once it was offered its first task, which
+// it then holds (inside). Fixed points for a test to act at.
 type gatedStore struct {
 	store.Store
-	hold    atomic.Bool
-	entered chan struct{}
-	release chan struct{}
+	before, inside atomic.Pointer[gate]
 }
 
 func (g *gatedStore) Claim(ctx context.Context, fn func(store.Tx, *state.Task) (bool, error)) error {
-	if g.hold.CompareAndSwap(true, false) {
-		g.entered <- struct{}{}
-		<-g.release
+	if in := g.inside.Swap(nil); in != nil {
+		defer close(in.done)
+		offer, first := fn, true
+		fn = func(tx store.Tx, t *state.Task) (bool, error) {
+			if first {
+				first = false
+				in.stop()
+			}
+			return offer(tx, t)
+		}
+	}
+	if b := g.before.Swap(nil); b != nil {
+		defer close(b.done)
+		b.stop()
 		// The claim's agent may have hung up meanwhile: the selection
 		// still runs, as it would have had it hung up a moment later.
 		ctx = context.WithoutCancel(ctx)
@@ -111,7 +133,7 @@ func ownStore(t *testing.T, dir string, clk *clock) store.Store {
 // counts are final.
 func TestATaskTakenBeforeTheWokenClaimSelectsCostsOneSelection(t *testing.T) {
 	dir, clk := t.TempDir(), &clock{now: t0}
-	gs := &gatedStore{Store: ownStore(t, dir, clk), entered: make(chan struct{}), release: make(chan struct{})}
+	gs := &gatedStore{Store: ownStore(t, dir, clk)}
 	e := newEnvOpts(t, dir, clk, Options{Store: gs, claimPoll: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -121,14 +143,15 @@ func TestATaskTakenBeforeTheWokenClaimSelectsCostsOneSelection(t *testing.T) {
 	e.waitAll(ctx, health.Available, agentIDs("ag", n-1)...)
 
 	before := e.rounds()
-	gs.hold.Store(true)
+	g := newGate()
+	gs.before.Store(g)
 	task := e.submit("taken at once", "any")
-	<-gs.entered // the first claim, woken, selects
+	<-g.reached // the first claim, woken, selects
 	if got := e.claim("poller", health.Available, 1); len(got) != 1 || got[0].Task.ID != task.ID {
 		t.Fatalf("the claim that does not wait got %v, want %s", ids(got), task.ID)
 	}
 	hangUp()
-	close(gs.release)
+	close(g.open)
 	if a := <-first; a.err == nil {
 		t.Fatalf("the first claim was answered %v, want it cancelled", ids(a.resp.Tasks))
 	}
@@ -267,5 +290,50 @@ func TestALookFindsTasksQueuedElsewhereUnheard(t *testing.T) {
 	}
 	if r := one.rounds(); r != n {
 		t.Errorf("the look granted %d tasks in %d selections, want %d", n, r, n)
+	}
+}
+
+// A woken claim that finds no queued task because another selection
+// holds it (a claim passing over it: a selection skips the tasks another
+// holds) must not end the task's chance: the claim further down the line
+// that can take it still gets it, without waiting for a look now and
+// then (an hour apart here) or for its wait to end.
+//
+// It does not yet. The woken claim counted no queued task and drops the
+// baton (since b5e7336; before, the baton went down the line, and was
+// lost the same way when it outran the selection holding the task, as it
+// does over files), and the task waits: over files for some other wake
+// or for the agent that can take it to claim again (up to MaxClaimWait,
+// 20 s); over PostgreSQL for the next look (5 s). Skipped until a fix is
+// chosen (see the report of branch h-tests).
+func TestATaskAnotherSelectionHeldStillReachesTheClaimThatCanTakeIt(t *testing.T) {
+	t.Skip("known: a baton dropped for a task another selection held is lost until a look or the wait's end")
+	dir, clk := t.TempDir(), &clock{now: t0}
+	gs := &gatedStore{Store: ownStore(t, dir, clk)}
+	e := newEnvOpts(t, dir, clk, Options{Store: gs, MaxClaimWait: 3 * time.Second, claimPoll: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.heartbeatWith("site-agent", "site")
+	e.waitAll(ctx, health.Available, "ag-00", "ag-01")
+	site := e.claimAsync(ctx, e.agent("site-agent"), waitReq("site-agent", health.Available, time.Hour, "site"))
+	e.untilWaiting(3)
+
+	woken := newGate()
+	gs.before.Store(woken)
+	v, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "on site", Repo: "site"})
+	must(t, err)
+	<-woken.reached // ag-00, woken, is about to select
+	passing := newGate()
+	gs.inside.Store(passing)
+	passer := e.claimAsync(ctx, e.agent("passer"), api.ClaimRequest{AgentID: "passer", Max: 1, HealthGrade: health.Available})
+	<-passing.reached // the passer's selection holds the task
+	close(woken.open)
+	<-woken.done // ag-00 selected, skipping the task held
+	close(passing.open)
+	if a := <-passer; a.err != nil || len(a.resp.Tasks) != 0 {
+		t.Fatalf("the passer's claim got %v (%v), want nothing", ids(a.resp.Tasks), a.err)
+	}
+	if a := <-site; a.err != nil || len(a.resp.Tasks) != 1 || a.resp.Tasks[0].Task.ID != v.ID {
+		t.Fatalf("the site agent's waiting claim got %v (%v), want %s", ids(a.resp.Tasks), a.err, v.ID)
 	}
 }
