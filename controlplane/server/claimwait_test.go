@@ -276,7 +276,7 @@ func TestStopWaitsAnswersWaitingClaims(t *testing.T) {
 // take (its repository) is handed down the line to it, each claim that
 // cannot take it passing it on, and no further.
 func TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine(t *testing.T) {
-	e := newEnv(t, t.TempDir(), &clock{now: t0})
+	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{claimPoll: time.Hour}) // the wakes alone, over PostgreSQL too
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const n = 12
@@ -288,8 +288,7 @@ func TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine(t *testing.T) {
 		return nil
 	}
 	for i := range n {
-		// Heartbeats first: the control plane knows the repository (a
-		// new agent's heartbeat wakes every waiting claim).
+		// Heartbeats first: the control plane knows the repository.
 		id := fmt.Sprintf("ag-%02d", i)
 		if _, err := e.agent(id).Heartbeat(ctx, api.HeartbeatRequest{AgentID: id, Repos: reposOf(i)}); err != nil {
 			t.Fatal(err)
@@ -309,9 +308,7 @@ func TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine(t *testing.T) {
 		t.Fatalf("the first answer: %+v %v", first.resp, first.err)
 	}
 	e.untilWaiting(n - 1)
-	// (Over PostgreSQL, waiting claims also look again every half second:
-	// the counts hold over files.)
-	if r := e.rounds() - before; r != 1 && !onPostgres() {
+	if r := e.rounds() - before; r != 1 {
 		t.Errorf("a task for anyone cost %d selections by waiting claims, want 1", r)
 	}
 
@@ -325,7 +322,7 @@ func TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine(t *testing.T) {
 		t.Fatalf("the site task went to %+v (%v), want ag-%02d", got.resp.Tasks, got.err, n-1)
 	}
 	e.untilWaiting(n - 2)
-	if r := e.rounds() - before; r > n-1 && !onPostgres() {
+	if r := e.rounds() - before; r > n-1 {
 		t.Errorf("the site task cost %d selections, want at most the %d claims in line", r, n-1)
 	}
 }

@@ -79,6 +79,11 @@ type Options struct {
 	Delegate []DelegateRule
 	Logger   *slog.Logger
 	Now      func() time.Time
+
+	// claimPoll, when set, is how often the claims waiting over a shared
+	// store look for work (watchClaims), in place of sharedClaimPoll and
+	// listenedClaimPoll: for the package's tests.
+	claimPoll time.Duration
 }
 
 // NotifyTarget is a notification target as the server sees it: a name
@@ -227,6 +232,9 @@ func New(opts Options) (*Server, error) {
 		every := sharedClaimPoll
 		if _, ok := s.store.(store.QueueListener); ok {
 			every = listenedClaimPoll
+		}
+		if opts.claimPoll > 0 {
+			every = opts.claimPoll
 		}
 		s.listening.Go(func() { s.watchClaims(ctx, every) })
 	}

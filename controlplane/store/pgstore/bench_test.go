@@ -15,27 +15,39 @@ import (
 )
 
 // load copies n tasks in phase into the store's database at once (COPY),
-// their ids prefix and a number, created in order.
+// their ids prefix and a number, created in order, and has PostgreSQL
+// count them (ANALYZE).
 func load(b *testing.B, s *Store, prefix string, n int, phase state.Phase) {
 	b.Helper()
-	rows := make([][]any, 0, n)
+	tasks := make([]*state.Task, 0, n)
 	for i := range n {
 		t := task(fmt.Sprintf("%s%07d", prefix, i), i)
 		t.Phase = phase
-		doc, err := json.Marshal(t)
-		if err != nil {
-			b.Fatal(err)
-		}
-		c := columnsOf(t)
-		rows = append(rows, []any{t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, doc})
+		tasks = append(tasks, t)
 	}
-	_, err := s.pool.CopyFrom(context.Background(), pgx.Identifier{"tasks"},
-		[]string{"id", "created_ns", "phase", "repo", "lease_agent", "ended_at", "doc"}, pgx.CopyFromRows(rows))
-	if err != nil {
-		b.Fatal(err)
-	}
+	copyTasks(b, s, tasks)
 	if _, err := s.pool.Exec(context.Background(), "ANALYZE tasks"); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// copyTasks copies tasks into the store's database at once (COPY), their
+// columns as a save writes them.
+func copyTasks(tb testing.TB, s *Store, tasks []*state.Task) {
+	tb.Helper()
+	rows := make([][]any, 0, len(tasks))
+	for _, t := range tasks {
+		doc, err := json.Marshal(t)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c := columnsOf(t)
+		rows = append(rows, []any{t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.holder, c.endedAt, doc})
+	}
+	_, err := s.pool.CopyFrom(context.Background(), pgx.Identifier{"tasks"},
+		[]string{"id", "created_ns", "phase", "repo", "lease_agent", "holder", "ended_at", "doc"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		tb.Fatal(err)
 	}
 }
 
