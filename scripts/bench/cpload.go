@@ -38,13 +38,14 @@ type cpConfig struct {
 	taskTime    time.Duration // from a task's first batch of events to its last
 	readRate    float64       // list pages and event pages per second, each
 	fillWorkers int
-	store       string // --store for the control plane; "" passes none
-	url         string // a control plane already running; "": start one
-	token       string // its registration secret (with url)
-	operator    string // an operator token of it (with url)
-	agentBin    string // an agent binary already built
-	pin         bool   // the control plane on CPU 0, the load on CPU 1
-	statements  int    // with pg: the statements to print from pg_stat_statements
+	store       string        // --store for the control plane; "" passes none
+	url         string        // a control plane already running; "": start one
+	token       string        // its registration secret (with url)
+	operator    string        // an operator token of it (with url)
+	agentBin    string        // an agent binary already built
+	pin         bool          // the control plane on CPU 0, the load on CPU 1
+	statements  int           // with pg: the statements to print from pg_stat_statements
+	warmup      time.Duration // the load before the window opens
 	// pg: a throwaway PostgreSQL cluster for the run, a database of it
 	// per run (--store); replicas: control plane processes on the same
 	// store behind a round-robin proxy (PostgreSQL only when more than 1),
@@ -160,14 +161,18 @@ type cploadResult struct {
 	Replicas int  `json:"replicas,omitempty"`
 	PG       bool `json:"pg,omitempty"`
 
-	FillS     float64     `json:"fill_s"`
-	FillHow   string      `json:"fill_how,omitempty"`
-	WindowS   float64     `json:"window_s"`
-	Kinds     []cpKindRow `json:"kinds"`
-	Requests  int         `json:"requests"`
-	Submitted int         `json:"submitted"`
-	Completed int         `json:"completed"`
-	PerSec    float64     `json:"completed_per_s"`
+	FillS   float64     `json:"fill_s"`
+	FillHow string      `json:"fill_how,omitempty"`
+	WindowS float64     `json:"window_s"`
+	Kinds   []cpKindRow `json:"kinds"`
+	// WarmupS is how long the load ran before the window; Enrolment is
+	// the registrations it made meanwhile (all of them, usually).
+	WarmupS   float64    `json:"warmup_s,omitempty"`
+	Enrolment *cpKindRow `json:"enrolment,omitempty"`
+	Requests  int        `json:"requests"`
+	Submitted int        `json:"submitted"`
+	Completed int        `json:"completed"`
+	PerSec    float64    `json:"completed_per_s"`
 	// RejectedEvents: events answered other than accepted.
 	RejectedEvents int    `json:"rejected_events"`
 	LastRejected   string `json:"last_rejected,omitempty"`
@@ -410,32 +415,48 @@ func cploadRun(cfg config, p cpRunPair, replicas int, env *cpEnv, runN int, dir 
 	log.Printf("cpload: %d agents, %.0f tasks/s, %d stored, %d replica(s), for %s", p.agents, cp.rate, p.stored, max(len(procs), 1), cp.duration)
 	res.LoadAvg = loadAvg()
 	srv0 := make([]time.Duration, len(procs))
-	for i, pr := range procs {
-		var err error
-		if srv0[i], err = procCPU(pr.pid); err != nil {
-			return nil, err
-		}
-	}
 	var pg0, proxy0 time.Duration
-	if env.pg != nil {
-		pg0 = env.pg.cpu()
-	}
-	if proxy != nil {
-		proxy0, _ = procCPU(proxy.cmd.Process.Pid)
+	stop := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.ctx = ctx
+	shape := loadShape{agents: p.agents, heartbeat: cp.heartbeat, claimWait: cp.claimWait, taskTime: cp.taskTime, rate: cp.rate, readRate: cp.readRate}
+	ran := make(chan struct{})
+	c.rec.on.Store(true)
+	if cp.warmup > 0 {
+		log.Printf("cpload: %s of warm-up before the window", cp.warmup)
+		go func() { l.run(shape, stop); close(ran) }()
+		time.Sleep(cp.warmup)
+		rows := c.rec.reset()
+		res.WarmupS, res.Enrolment = cp.warmup.Seconds(), &rows[kRegister]
+		l.submitted.Store(0)
+		l.completed.Store(0)
+		l.rejected.Store(0)
 	}
 	if env.pg != nil && cp.statements > 0 {
 		if err := env.pg.exec(fmt.Sprintf("run_%d", runN), "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()"); err != nil {
 			return nil, err
 		}
 	}
+	for i, pr := range procs {
+		var err error
+		if srv0[i], err = procCPU(pr.pid); err != nil {
+			return nil, err
+		}
+	}
+	if env.pg != nil {
+		pg0 = env.pg.cpu()
+	}
+	if proxy != nil {
+		proxy0, _ = procCPU(proxy.cmd.Process.Pid)
+	}
 	load0, start := cpuTime(), time.Now()
-	c.rec.on.Store(true)
-	stop := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c.ctx = ctx
 	time.AfterFunc(cp.duration, func() { close(stop); cancel() })
-	l.run(loadShape{agents: p.agents, heartbeat: cp.heartbeat, claimWait: cp.claimWait, taskTime: cp.taskTime, rate: cp.rate, readRate: cp.readRate}, stop)
+	if cp.warmup > 0 {
+		<-ran
+	} else {
+		l.run(shape, stop)
+	}
 	c.rec.on.Store(false)
 	window := time.Since(start)
 	res.LoadCPUS = (cpuTime() - load0).Seconds()
@@ -623,6 +644,10 @@ func printCPLoad(w io.Writer, r *report) {
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 		for _, k := range c.Kinds {
 			fmt.Fprintf(w, "| %s | %d | %.1f | %.1f | %.1f | %d | %d |\n", k.Kind, k.Count, k.P50MS, k.P99MS, k.MaxMS, k.Errors, k.TooMany)
+		}
+		if e := c.Enrolment; e != nil {
+			fmt.Fprintf(w, "\nBefore the window, %.0f s of warm-up: the agents registered (%d requests, p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d errors, %d 429) and settled into their rounds.\n",
+				c.WarmupS, e.Count, e.P50MS, e.P99MS, e.MaxMS, e.Errors, e.TooMany)
 		}
 		fmt.Fprintln(w, "\n| measure | value |\n|---|---:|")
 		fmt.Fprintf(w, "| tasks completed | %d (%.2f/s; %d submitted) |\n", c.Completed, c.PerSec, c.Submitted)

@@ -63,6 +63,20 @@ func (r *recorder) add(k cpKind, d time.Duration, status int, err error) {
 	r.mu[k].Unlock()
 }
 
+// reset returns the rows recorded so far and starts again from nothing.
+func (r *recorder) reset() []cpKindRow {
+	rows := r.rows()
+	for k := range nKinds {
+		r.mu[k].Lock()
+		r.lat[k] = nil
+		r.errs[k].Store(0)
+		r.tooMany[k].Store(0)
+		r.lastErr[k].Store(nil)
+		r.mu[k].Unlock()
+	}
+	return rows
+}
+
 // requests is the number of requests recorded, of every kind.
 func (r *recorder) requests() int {
 	n := 0
