@@ -167,10 +167,12 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 // claimable for a degraded agent (an available agent gone) wakes the
 // degraded claims (wakeDegraded).
 //
-// Over a shared store another replica may queue a task without a word
-// reaching this one; the server then looks now and then (pollClaims,
-// from watchClaims): the first claim in line runs its selection, once
-// for the whole line, not once per claim.
+// A chance can go astray: over a shared store another replica may queue
+// a task without a word reaching this one, and a woken claim finds
+// nothing queued while another selection holds the task, which that one
+// then passes over. The server looks now and then (pollClaims, from
+// watchClaims): the first claim in line runs its selection, once for the
+// whole line, not once per claim.
 type waiter struct {
 	wake     chan *baton // its wake: a baton, or nil from wakeAll
 	degraded bool        // the claim is a degraded agent's
@@ -357,13 +359,15 @@ func (s *Server) ClaimWaitEnds() map[ClaimWaitEnd]uint64 {
 	return n
 }
 
-// How often the claims waiting for work look again when other replicas
-// share the store (watchClaims): now and then when the store says when
-// they queue a task (store.QueueListener), in case a word was lost; often
-// when not.
+// How often the claims waiting for work look again (watchClaims): often
+// when other replicas share the store and it cannot say when they queue a
+// task; otherwise now and then, in case a word was lost (a replica's
+// notification), or a woken claim found its task held by another
+// selection that then passed it over: it saw nothing queued, and handed
+// no chance on.
 const (
-	sharedClaimPoll   = 500 * time.Millisecond
-	listenedClaimPoll = 5 * time.Second
+	sharedClaimPoll = 500 * time.Millisecond
+	claimLook       = 5 * time.Second
 )
 
 // claimNow grants what req may take now. queued counts the queued tasks

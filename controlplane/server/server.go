@@ -80,9 +80,9 @@ type Options struct {
 	Logger   *slog.Logger
 	Now      func() time.Time
 
-	// claimPoll, when set, is how often the claims waiting over a shared
-	// store look for work (watchClaims), in place of sharedClaimPoll and
-	// listenedClaimPoll: for the package's tests.
+	// claimPoll, when set, is how often the claims waiting look for work
+	// (watchClaims), in place of claimLook and sharedClaimPoll: for the
+	// package's tests.
 	claimPoll time.Duration
 }
 
@@ -228,16 +228,14 @@ func New(opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopListen = cancel
-	if s.store.Shared() {
-		every := sharedClaimPoll
-		if _, ok := s.store.(store.QueueListener); ok {
-			every = listenedClaimPoll
-		}
-		if opts.claimPoll > 0 {
-			every = opts.claimPoll
-		}
-		s.listening.Go(func() { s.watchClaims(ctx, every) })
+	every := claimLook
+	if _, ok := s.store.(store.QueueListener); s.store.Shared() && !ok {
+		every = sharedClaimPoll
 	}
+	if opts.claimPoll > 0 {
+		every = opts.claimPoll
+	}
+	s.listening.Go(func() { s.watchClaims(ctx, every) })
 	if l, ok := s.store.(store.QueueListener); ok {
 		s.listening.Go(func() {
 			l.ListenQueued(ctx, func(n int) {
