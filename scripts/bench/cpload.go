@@ -46,6 +46,7 @@ type cpConfig struct {
 	pin         bool          // the control plane on CPU 0, the load on CPU 1
 	statements  int           // with pg: the statements to print from pg_stat_statements
 	warmup      time.Duration // the load before the window opens
+	balance     string        // replicas: "proxy" or "client"
 	// pg: a throwaway PostgreSQL cluster for the run, a database of it
 	// per run (--store); replicas: control plane processes on the same
 	// store behind a round-robin proxy (PostgreSQL only when more than 1),
@@ -158,8 +159,10 @@ type cploadResult struct {
 	Pinned bool   `json:"pinned"`
 	// Replicas: control plane processes (behind the harness's proxy when
 	// more than one); PG: the store is a throwaway PostgreSQL cluster.
-	Replicas int  `json:"replicas,omitempty"`
-	PG       bool `json:"pg,omitempty"`
+	Replicas int `json:"replicas,omitempty"`
+	// Balance is how the load reached the replicas: proxy or client.
+	Balance string `json:"balance,omitempty"`
+	PG      bool   `json:"pg,omitempty"`
 
 	FillS   float64     `json:"fill_s"`
 	FillHow string      `json:"fill_how,omitempty"`
@@ -239,6 +242,9 @@ func cploadSection(cfg config, log *log.Logger) ([]*cploadResult, error) {
 	if cfg.cp.url != "" && (cfg.cp.pg || most > 1) {
 		return nil, fmt.Errorf("-cp-url loads a control plane already running: no -cp-pg, no -cp-replicas")
 	}
+	if b := cfg.cp.balance; b != "" && b != "proxy" && b != "client" {
+		return nil, fmt.Errorf("-cp-balance %q: want proxy or client", b)
+	}
 	if cfg.cp.pg && cfg.cp.store != "" {
 		return nil, fmt.Errorf("-cp-pg makes the store: no -cp-store with it")
 	}
@@ -315,6 +321,7 @@ func cploadRun(cfg config, p cpRunPair, replicas int, env *cpEnv, runN int, dir 
 	url := cp.url
 	var procs []*cpProc
 	var proxy *cpProxy
+	var urls []string // the replicas', for -cp-balance client
 	if url == "" {
 		creds = cpCreds{secret: randomHex(32), operator: randomHex(32)}
 		serve := cpServe{bin: env.bin, dir: filepath.Join(dir, "cp"), secretFile: filepath.Join(dir, "secret"), operatorFile: filepath.Join(dir, "operators"),
@@ -359,11 +366,14 @@ func cploadRun(cfg config, p cpRunPair, replicas int, env *cpEnv, runN int, dir 
 		}
 		res.StartupMS = res.PerReplica[0].StartupMS
 		url = procs[0].url
-		if len(procs) > 1 {
-			var urls []string
-			for _, pr := range procs {
-				urls = append(urls, pr.url)
-			}
+		for _, pr := range procs {
+			urls = append(urls, pr.url)
+		}
+		if len(procs) > 1 && cp.balance == "client" {
+			res.Balance = "client"
+			log.Printf("cpload: the load's requests go round-robin to the %d replicas", len(procs))
+		} else if len(procs) > 1 {
+			res.Balance = "proxy"
 			cpu := -1
 			if pin {
 				cpu = 1
@@ -390,6 +400,9 @@ func cploadRun(cfg config, p cpRunPair, replicas int, env *cpEnv, runN int, dir 
 	}
 
 	c := newCPClient(url, p.agents+cp.fillWorkers)
+	if res.Balance == "client" {
+		c.bases = urls
+	}
 	defer c.close()
 	c.rec = &recorder{}
 	l := &cpLoad{c: c, creds: creds, prefix: "load-" + randomHex(4), log: log}
@@ -600,6 +613,9 @@ func printCPLoad(w io.Writer, r *report) {
 		target := "spawned `agent controlplane serve`"
 		if c.Replicas > 1 {
 			target = fmt.Sprintf("%d spawned `agent controlplane serve` replicas behind a round-robin proxy in the harness (its CPU is the load's side)", c.Replicas)
+			if c.Balance == "client" {
+				target = fmt.Sprintf("%d spawned `agent controlplane serve` replicas, the load's requests sent round-robin to their addresses (no proxy)", c.Replicas)
+			}
 		}
 		if c.Target != "spawned" {
 			target = "the control plane at " + c.Target

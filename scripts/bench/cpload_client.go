@@ -124,8 +124,12 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // the server's and not the client's.
 type cpClient struct {
 	base string
-	hc   *http.Client
-	rec  *recorder
+	// bases, when set, are several replicas' addresses: each request goes
+	// to the next (-cp-balance client).
+	bases []string
+	next  atomic.Uint64
+	hc    *http.Client
+	rec   *recorder
 	// ctx ends the requests in flight when the window ends (a long poll
 	// would hold it open for its whole wait); a request it cuts is not
 	// counted.
@@ -183,7 +187,11 @@ func (c *cpClient) call(k cpKind, method, path, token string, in, out any) (next
 		}
 		body = bytes.NewReader(enc.Bytes())
 	}
-	req, err := http.NewRequestWithContext(c.ctx, method, c.base+path, body)
+	base := c.base
+	if len(c.bases) > 0 {
+		base = c.bases[c.next.Add(1)%uint64(len(c.bases))]
+	}
+	req, err := http.NewRequestWithContext(c.ctx, method, base+path, body)
 	if err != nil {
 		return "", err
 	}

@@ -126,6 +126,7 @@ func main() {
 	cpPG := flag.Bool("cp-pg", false, "cpload: run the control plane over a throwaway PostgreSQL cluster (initdb in a temp dir, a free loopback port, fsync on; removed at the end), a database per run")
 	cpReplicas := flag.String("cp-replicas", "1", "cpload: control plane processes on the same store, behind a round-robin proxy in the harness (more than 1: PostgreSQL only); a list (1,2) runs each pair with each count")
 	cpFill := flag.String("cp-fill", "direct", "cpload: how the stored tasks are made: direct (the API completes 20, the store gets copies of them: COPY into PostgreSQL, the filestore package for files) or api (every one through the API)")
+	cpBalance := flag.String("cp-balance", "proxy", "cpload, with replicas: how the load reaches them: proxy (a round-robin reverse proxy in a child process, the load's side) or client (the load's requests go round-robin to the replicas' addresses, as a load balancer that costs this machine nothing would)")
 	cpWarmup := flag.Duration("cp-warmup", 0, "cpload: run the load this long before the window opens: the agents register and settle into their rounds first (registrations are then reported as the enrolment, apart from the window)")
 	cpStatements := flag.Int("cp-pg-statements", 0, "cpload, with -cp-pg: print the N statements PostgreSQL spent most time in over each window (pg_stat_statements) on stderr")
 	cpPin := flag.Bool("cp-pin", true, "cpload: with 2 or more CPUs, pin the control plane to CPU 0 and the load to CPU 1")
@@ -202,6 +203,7 @@ func main() {
 	cfg.cp.claimWait, cfg.cp.store, cfg.cp.url, cfg.cp.agentBin, cfg.cp.pin = *cpClaimWait, *cpStore, *cpURL, *cpAgentBin, *cpPin
 	cfg.cp.statements = *cpStatements
 	cfg.cp.warmup = *cpWarmup
+	cfg.cp.balance = *cpBalance
 	cfg.cp.token, cfg.cp.operator = tokenArg(*cpToken), tokenArg(*cpOperator)
 	cfg.cp.pg, cfg.cp.fill = *cpPG, *cpFill
 	if reps, err := parseCounts(*cpReplicas); err != nil {
