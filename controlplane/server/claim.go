@@ -267,10 +267,9 @@ func (s *Server) pollClaims() {
 	s.wakeFirst(&baton{left: len(s.line) - 1, poll: true})
 }
 
-// watchClaims, over a shared store, has the claims waiting here look for
-// work every so often (pollClaims) until ctx ends: often when the store
-// cannot say when other replicas queue tasks, now and then in case a word
-// was lost when it can.
+// watchClaims has the claims waiting here look for work every so often
+// (pollClaims) until ctx ends: every claimLook, or sharedClaimPoll over a
+// shared store that cannot say when other replicas queue tasks.
 func (s *Server) watchClaims(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()

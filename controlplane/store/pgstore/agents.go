@@ -15,8 +15,10 @@ import (
 )
 
 // Register records agent id's token hash, in one statement: an id that
-// has a hash keeps it (store.ErrRegistered) unless replace is set. A hash
-// another agent has is an error (the column is unique).
+// has a hash keeps it (store.ErrRegistered) unless replace is set, when
+// the statement commits with a notification to every replica's token
+// cache (tokens.go). A hash another agent has is an error (the column is
+// unique).
 func (s *Store) Register(ctx context.Context, id, tokenHash string, replace bool) error {
 	var tag pgconn.CommandTag
 	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
