@@ -23,7 +23,13 @@
 //     notifications, inserted in its commit's batch (ON CONFLICT DO
 //     NOTHING: a record stored already is left as it is).
 //   - A commit returns once PostgreSQL has flushed it (synchronous_commit
-//     on; Open turns it on for its sessions where the server has it off).
+//     on; Open turns it on for its sessions where the server has it off),
+//     but PutAgent's: an agent's record is a heartbeat's, sent again at
+//     the next, and is not waited for (the store contract allows it).
+//   - While the store listens (ListenQueued), it caches which agent a
+//     token is (tokens.go) and knows when nothing is queued (queueView):
+//     every change of a token hash and every task queued sends a NOTIFY
+//     with its commit, which empties what every listening replica knew.
 //   - Lead holds a session-level advisory lock on a connection of its own:
 //     PostgreSQL frees it when that session ends (the replica died, closed
 //     or lost its connection), and another replica's next Lead takes it.
