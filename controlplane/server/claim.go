@@ -171,8 +171,8 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 // a task without a word reaching this one, and a woken claim finds
 // nothing queued while another selection holds the task, which that one
 // then passes over. The server looks now and then (pollClaims, from
-// watchClaims): the first claim in line runs its selection, once for the
-// whole line, not once per claim.
+// watchClaims): the first claim in line runs its selection, and hands the
+// chance on to at most pollReach more, not to every claim in line.
 type waiter struct {
 	wake     chan *baton // its wake: a baton, or nil from wakeAll
 	degraded bool        // the claim is a degraded agent's
@@ -259,12 +259,19 @@ func (s *Server) wakeDegraded() {
 	s.line = kept
 }
 
+// pollReach is how many claims after the first a look's chance may be
+// handed to: a task none of them can take (a repository nobody waiting
+// serves) would otherwise have every look walk the whole line. A claim
+// further down that could take such a task finds it when it asks again,
+// at the end of its wait.
+const pollReach = 8
+
 // pollClaims wakes the first claim in line to look for work queued where
 // the server did not hear of it.
 func (s *Server) pollClaims() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.wakeFirst(&baton{left: len(s.line) - 1, poll: true})
+	s.wakeFirst(&baton{left: min(len(s.line)-1, pollReach), poll: true})
 }
 
 // watchClaims has the claims waiting here look for work every so often

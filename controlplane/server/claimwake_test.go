@@ -331,3 +331,30 @@ func TestATaskAnotherSelectionHeldStillReachesTheClaimThatCanTakeIt(t *testing.T
 		t.Fatalf("the site agent's waiting claim got %v (%v), want %s", ids(a.resp.Tasks), a.err, v.ID)
 	}
 }
+
+// A look's chance goes to the first claim in line and at most pollReach
+// more, not down the whole line: with a task queued that none of the
+// claims waiting can take, a look costs at most 1+pollReach selections,
+// however long the line. (The baton's reach is read off the first
+// waiter's wake; handOn spends one of it per claim, as
+// TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine shows.)
+func TestALookIsHandedOnToAFewClaimsOnly(t *testing.T) {
+	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{claimPoll: time.Hour})
+	for _, n := range []int{1, pollReach, 3 * pollReach} {
+		waiters := make([]*waiter, n)
+		e.srv.mu.Lock()
+		for i := range waiters {
+			waiters[i] = &waiter{wake: make(chan *baton, 1), inLine: true}
+			e.srv.line = append(e.srv.line, waiters[i])
+		}
+		e.srv.mu.Unlock()
+		e.srv.pollClaims()
+		b := <-waiters[0].wake
+		if want := min(n-1, pollReach); b == nil || !b.poll || b.left != want {
+			t.Errorf("a look with %d claims in line: baton %+v, want a look's with %d left", n, b, want)
+		}
+		e.srv.mu.Lock()
+		e.srv.line = nil
+		e.srv.mu.Unlock()
+	}
+}

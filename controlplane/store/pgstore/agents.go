@@ -15,29 +15,17 @@ import (
 )
 
 // Register records agent id's token hash, in one statement: an id that
-// has a hash keeps it (store.ErrRegistered) unless replace is set, when
-// the statement commits with a notification to every replica's token
-// cache (tokens.go). A hash another agent has is an error (the column is
-// unique).
+// has a hash keeps it (store.ErrRegistered) unless replace is set. A
+// hash replaced is told to every replica's token cache (tokens.go) with
+// the commit, by the trigger agents_token_changed. A hash another agent
+// has is an error (the column is unique).
 func (s *Store) Register(ctx context.Context, id, tokenHash string, replace bool) error {
 	var tag pgconn.CommandTag
 	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
-		if !replace {
-			tag, err = c.Exec(ctx, `INSERT INTO agents (id, token_hash) VALUES ($1, $2)
-				ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash
-				WHERE agents.token_hash IS NULL`, id, tokenHash)
-			return err
-		}
-		// The hash it replaces may be cached by every replica: they hear
-		// of it with the commit.
-		var b pgx.Batch
-		b.Queue("BEGIN")
-		b.Queue(`INSERT INTO agents (id, token_hash) VALUES ($1, $2)
-			ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash`, id, tokenHash).
-			Exec(func(t pgconn.CommandTag) error { tag = t; return nil })
-		b.Queue(`SELECT pg_notify($1, $2)`, tokensChannel, id)
-		b.Queue("COMMIT")
-		return c.SendBatch(ctx, &b).Close()
+		tag, err = c.Exec(ctx, `INSERT INTO agents (id, token_hash) VALUES ($1, $2)
+			ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash
+			WHERE agents.token_hash IS NULL OR $3`, id, tokenHash, replace)
+		return err
 	})
 	if replace {
 		s.tokens.changed()
@@ -64,10 +52,17 @@ const analyzeFrom = 64
 // prepared lookups keep the plan made for a page (a sequential scan,
 // reading every agent for each request), until new statistics replace
 // it. A failure is logged: the lookups stay right, only slower.
+//
+// It waits at most 100 ms for the table (autovacuum may hold it), inside
+// the request that registered: then it is left to autovacuum.
 func (s *Store) analyzeAgents(ctx context.Context) {
 	err := s.write(ctx, func(c *pgxpool.Conn) error {
-		_, err := c.Exec(ctx, "ANALYZE agents")
-		return err
+		var b pgx.Batch
+		b.Queue("BEGIN")
+		b.Queue("SET LOCAL lock_timeout = '100ms'")
+		b.Queue("ANALYZE agents")
+		b.Queue("COMMIT")
+		return c.SendBatch(ctx, &b).Close()
 	})
 	if err != nil {
 		s.log.Warn("pgstore: analyze the agents table", "err", err)
@@ -75,18 +70,13 @@ func (s *Store) analyzeAgents(ctx context.Context) {
 }
 
 // Revoke forgets agent id's token hash, and reports whether it had one.
-// Its record stays.
+// Its record stays. Every replica's token cache hears of it with the
+// commit (the trigger agents_token_changed).
 func (s *Store) Revoke(ctx context.Context, id string) (bool, error) {
 	var tag pgconn.CommandTag
-	err := s.write(ctx, func(c *pgxpool.Conn) error {
-		// Every replica's cache hears of it with the commit.
-		var b pgx.Batch
-		b.Queue("BEGIN")
-		b.Queue(`UPDATE agents SET token_hash = NULL WHERE id = $1 AND token_hash IS NOT NULL`, id).
-			Exec(func(t pgconn.CommandTag) error { tag = t; return nil })
-		b.Queue(`SELECT pg_notify($1, $2)`, tokensChannel, id)
-		b.Queue("COMMIT")
-		return c.SendBatch(ctx, &b).Close()
+	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
+		tag, err = c.Exec(ctx, `UPDATE agents SET token_hash = NULL WHERE id = $1 AND token_hash IS NOT NULL`, id)
+		return err
 	})
 	s.tokens.changed()
 	if err != nil {

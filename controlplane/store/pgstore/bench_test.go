@@ -32,7 +32,7 @@ func load(b *testing.B, s *Store, prefix string, n int, phase state.Phase) {
 }
 
 // copyTasks copies tasks into the store's database at once (COPY), their
-// columns as a save writes them.
+// columns as a save writes them (holder by its trigger, which COPY fires).
 func copyTasks(tb testing.TB, s *Store, tasks []*state.Task) {
 	tb.Helper()
 	rows := make([][]any, 0, len(tasks))
@@ -42,10 +42,10 @@ func copyTasks(tb testing.TB, s *Store, tasks []*state.Task) {
 			tb.Fatal(err)
 		}
 		c := columnsOf(t)
-		rows = append(rows, []any{t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.holder, c.endedAt, doc})
+		rows = append(rows, []any{t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, doc})
 	}
 	_, err := s.pool.CopyFrom(context.Background(), pgx.Identifier{"tasks"},
-		[]string{"id", "created_ns", "phase", "repo", "lease_agent", "holder", "ended_at", "doc"}, pgx.CopyFromRows(rows))
+		[]string{"id", "created_ns", "phase", "repo", "lease_agent", "ended_at", "doc"}, pgx.CopyFromRows(rows))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -205,3 +205,28 @@ func TestRegistrationsAnalyzeTheAgentsTable(t *testing.T) {
 		t.Errorf("after %d registrations the agents table counted %v agents, want %d", analyzeFrom, n, analyzeFrom)
 	}
 }
+
+// A replica of an older version writes tasks without holder; the trigger
+// derives it all the same: a lease it grants is the agent's in Leased,
+// and a task it ends leaves Leased.
+func TestHolderFollowsWritesThatDoNotNameIt(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	create(t, s, task("t1", 1))
+	// As version 3 wrote a grant: lease_agent, no holder.
+	if _, err := s.pool.Exec(ctx, `UPDATE tasks SET phase = 'claimed', lease_agent = 'old-agent' WHERE id = 't1'`); err != nil {
+		t.Fatal(err)
+	}
+	leased, err := s.Leased(ctx, "old-agent")
+	if err != nil || len(leased) != 1 || leased[0].ID != "t1" {
+		t.Fatalf("Leased(old-agent) after an older replica's grant: %v %v, want t1", ids(leased), err)
+	}
+	// And as it ended it: ended_at set, lease_agent kept.
+	if _, err := s.pool.Exec(ctx, `UPDATE tasks SET phase = 'completed', ended_at = now() WHERE id = 't1'`); err != nil {
+		t.Fatal(err)
+	}
+	if leased, err := s.Leased(ctx, "old-agent"); err != nil || len(leased) != 0 {
+		t.Fatalf("Leased(old-agent) after an older replica ended t1: %v %v, want none", ids(leased), err)
+	}
+}

@@ -104,6 +104,8 @@ type Store struct {
 	tokens tokenCache
 	// queue knows, while the store listens, that nothing is queued.
 	queue queueView
+	// listenCheck, when set, replaces the constant (tests).
+	listenCheck time.Duration
 
 	closeOnce sync.Once
 }
@@ -338,7 +340,6 @@ type columns struct {
 	phase      string
 	repo       string
 	leaseAgent *string
-	holder     *string // the lease's agent while the task is live
 	endedAt    *time.Time
 }
 
@@ -350,8 +351,6 @@ func columnsOf(t *state.Task) columns {
 	if t.Phase.Terminal() {
 		e := state.EndedAt(t)
 		c.endedAt = &e
-	} else {
-		c.holder = c.leaseAgent
 	}
 	return c
 }

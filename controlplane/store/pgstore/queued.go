@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/edgeagent/agent/state"
 )
@@ -84,7 +85,7 @@ func (s *Store) listen(ctx context.Context, fn func(n int)) error {
 	defer s.tokens.reset(false)
 	defer s.queue.reset(false)
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		n, err := waitForNotification(ctx, conn, s.listenCheck)
 		if err != nil {
 			return err
 		}
@@ -114,19 +115,28 @@ func (s *Store) listen(ctx context.Context, fn func(n int)) error {
 // raced a task queued is not kept. Tasks are queued only by commits
 // that notify (Create, and a transaction's commit: newlyQueued), so a
 // task queued anywhere reaches the view a moment after its commit.
+//
+// An empty queue seen is trusted for emptyMaxAge: the bound on a word
+// missed by a listening session that died silently, or a task queued by
+// hand in the database.
 type queueView struct {
-	mu        sync.Mutex
-	gen       uint64
-	empty     bool // nothing queued, as of gen
-	listening bool
+	mu         sync.Mutex
+	gen        uint64
+	empty      bool      // nothing queued, as of gen
+	emptyUntil time.Time // and until then
+	listening  bool
+	maxAge     time.Duration // emptyMaxAge unless set (tests)
 }
+
+// emptyMaxAge is how long an empty queue seen is trusted.
+const emptyMaxAge = time.Second
 
 // known reports whether the queue is known to be empty, and the
 // generation to hand to sawEmpty after looking.
 func (q *queueView) known() (empty bool, gen uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.listening && q.empty, q.gen
+	return q.listening && q.empty && time.Now().Before(q.emptyUntil), q.gen
 }
 
 // sawEmpty records that a look begun at gen found nothing queued.
@@ -134,7 +144,11 @@ func (q *queueView) sawEmpty(gen uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.listening && q.gen == gen {
-		q.empty = true
+		age := q.maxAge
+		if age == 0 {
+			age = emptyMaxAge
+		}
+		q.empty, q.emptyUntil = true, time.Now().Add(age)
 	}
 }
 
@@ -154,4 +168,34 @@ func (q *queueView) reset(listening bool) {
 	q.gen++
 	q.empty = false
 	q.listening = listening
+}
+
+// listenCheck is how long a listening session may be silent before it is
+// asked whether it is alive: one that died without a word (its host gone,
+// a firewall dropping the flow) would otherwise be noticed only by TCP's
+// keepalive, minutes later, while the caches it keeps trusted go stale.
+const listenCheck = 10 * time.Second
+
+// waitForNotification waits for conn's next notification, pinging the
+// session after each silence of check (listenCheck when 0; 5 s to
+// answer): an error when it does not answer, or when ctx ends.
+func waitForNotification(ctx context.Context, conn *pgx.Conn, check time.Duration) (*pgconn.Notification, error) {
+	if check == 0 {
+		check = listenCheck
+	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, check)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || wctx.Err() == nil {
+			return n, err
+		}
+		// Silent for listenCheck: a timeout leaves the session usable.
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("the listening session did not answer: %w", err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/internal/pgtest"
@@ -17,6 +18,7 @@ func TestAnEmptyQueueIsKnownUntilATaskIsQueuedAnywhere(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.Start(t)
 	a, b := open(t, dsn), open(t, dsn)
+	a.queue.maxAge = time.Hour // the test's hidden row below stays unseen
 	listening(t, a)
 	ctx := context.Background()
 
@@ -70,4 +72,48 @@ func TestAnEmptyQueueIsKnownUntilATaskIsQueuedAnywhere(t *testing.T) {
 	if id, err := claimOne(ctx, a, "ag1"); err != nil || id != "t2" {
 		t.Fatalf("the claim after t2 went back to the queue: %q %v", id, err)
 	}
+}
+
+// An empty queue seen is trusted for a while only: a task queued where no
+// word comes from (by hand in the database) is found once it is over.
+func TestAnEmptyQueueSeenIsTrustedForAWhileOnly(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	s.queue.maxAge = 50 * time.Millisecond
+	listening(t, s)
+	ctx := context.Background()
+	if id, err := claimOne(ctx, s, "ag1"); err != nil || id != "" {
+		t.Fatalf("a claim of an empty queue: %q %v", id, err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO tasks (id, created_ns, phase, doc) VALUES ('by-hand', 1, 'queued', $1)`, []byte(`{"id":"by-hand","phase":"queued"}`)); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the empty queue seen is no longer trusted", func() bool { empty, _ := s.queue.known(); return !empty })
+	if id, err := claimOne(ctx, s, "ag1"); err != nil || id != "by-hand" {
+		t.Fatalf("the claim once the empty queue went stale: %q %v, want by-hand", id, err)
+	}
+}
+
+// A listening session silent for longer than its check is asked whether
+// it is alive, and goes on listening: the caches stay trusted, and a word
+// sent afterwards still arrives.
+func TestASilentListeningSessionIsCheckedAndGoesOn(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Start(t)
+	a, b := open(t, dsn), open(t, dsn)
+	a.listenCheck = 20 * time.Millisecond
+	listening(t, a)
+	time.Sleep(200 * time.Millisecond) // ten checks of silence: what is tested is that they pass
+	a.tokens.mu.Lock()
+	still := a.tokens.listening
+	a.tokens.mu.Unlock()
+	if !still {
+		t.Fatal("the listening session ended after its silence was checked")
+	}
+	ctx := context.Background()
+	if id, err := claimOne(ctx, a, "ag1"); err != nil || id != "" {
+		t.Fatalf("a claim of an empty queue: %q %v", id, err)
+	}
+	create(t, b, task("t1", 1))
+	until(t, "a hears of the task b queued", func() bool { empty, _ := a.queue.known(); return !empty })
 }

@@ -35,8 +35,8 @@ func (s *Store) Create(ctx context.Context, t *state.Task) error {
 	c := columnsOf(t)
 	err = s.write(ctx, func(conn *pgxpool.Conn) error {
 		var b pgx.Batch // one implicit transaction: the notification goes with the insert
-		b.Queue(`INSERT INTO tasks (id, created_ns, phase, repo, lease_agent, holder, ended_at, doc)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.holder, c.endedAt, doc)
+		b.Queue(`INSERT INTO tasks (id, created_ns, phase, repo, lease_agent, ended_at, doc)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, doc)
 		if t.Phase == state.PhaseQueued {
 			b.Queue(`SELECT pg_notify($1, $2)`, queuedChannel, s.queuedNote(1))
 		}
@@ -184,7 +184,8 @@ func (s *Store) Count(ctx context.Context) (map[state.Phase]int, error) {
 }
 
 // leasedSQL selects the documents of the tasks whose lease agent $1
-// holds while they are live, by id.
+// holds while they are live, by id. holder is derived from lease_agent
+// and ended_at by a trigger (migration 00004) on every write.
 const leasedSQL = `SELECT doc FROM tasks WHERE holder = $1 ORDER BY id`
 
 // Leased returns the tasks that have not ended whose lease agentID

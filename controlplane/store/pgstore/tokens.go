@@ -1,6 +1,9 @@
 package pgstore
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // tokensChannel is the channel of PostgreSQL's NOTIFY on which a store
 // says an agent's token hash changed (revoked, or replaced by a new
@@ -10,6 +13,11 @@ const tokensChannel = "edgeagent_tokens"
 // maxCachedTokens bounds the token cache; past it the cache starts over.
 const maxCachedTokens = 100_000
 
+// tokenMaxAge is how long a cached token is trusted: the bound on a
+// revocation missed by a listening session that died without a word
+// (listen checks its session every listenCheck).
+const tokenMaxAge = time.Minute
+
 // tokenCache remembers which agent a token hash belongs to, so that an
 // agent's requests (a heartbeat and a claim every few seconds, from each
 // of thousands) do not each ask the database. It is trusted only while
@@ -17,12 +25,17 @@ const maxCachedTokens = 100_000
 // a hash on any replica reaches it, and empties it, a moment after its
 // commit. A lookup that raced a change is not kept: gen counts the
 // changes, and a result is kept only if none came while it was asked.
-// Only hashes that belong to an agent are kept.
+// Only hashes that belong to an agent are kept, each for tokenMaxAge.
 type tokenCache struct {
 	mu        sync.Mutex
-	byHash    map[string]string
+	byHash    map[string]cachedToken
 	gen       uint64
 	listening bool
+}
+
+type cachedToken struct {
+	id     string
+	expiry time.Time
 }
 
 // get returns the agent of hash if the cache holds it, and the generation
@@ -33,8 +46,12 @@ func (c *tokenCache) get(hash string) (id string, ok bool, gen uint64) {
 	if !c.listening {
 		return "", false, c.gen
 	}
-	id, ok = c.byHash[hash]
-	return id, ok, c.gen
+	t, ok := c.byHash[hash]
+	if ok && time.Now().After(t.expiry) {
+		delete(c.byHash, hash)
+		ok = false
+	}
+	return t.id, ok, c.gen
 }
 
 // put keeps hash's agent, if nothing changed since gen and the cache is
@@ -46,9 +63,9 @@ func (c *tokenCache) put(hash, id string, gen uint64) {
 		return
 	}
 	if c.byHash == nil || len(c.byHash) >= maxCachedTokens {
-		c.byHash = map[string]string{}
+		c.byHash = map[string]cachedToken{}
 	}
-	c.byHash[hash] = id
+	c.byHash[hash] = cachedToken{id: id, expiry: time.Now().Add(tokenMaxAge)}
 }
 
 // reset forgets every hash: one changed (here or on another replica), or

@@ -60,7 +60,7 @@ func TestAReplicaHearsOfATokenRevokedOnAnother(t *testing.T) {
 		t.Fatalf("hash-1 on b: %q, want ag1", got)
 	}
 	b.tokens.mu.Lock()
-	cached := b.tokens.byHash["hash-1"]
+	cached := b.tokens.byHash["hash-1"].id
 	b.tokens.mu.Unlock()
 	if cached != "ag1" {
 		t.Fatalf("b's cache holds %q for hash-1, want ag1 (kept while it listens)", cached)
@@ -133,4 +133,32 @@ func TestTheTokenCacheEndsWithTheListening(t *testing.T) {
 	if got := agentOf(t, s, "hash-1"); got != "" {
 		t.Fatalf("hash-1 after the listening ended and its row lost it: %q, want none", got)
 	}
+}
+
+// A token revoked behind the stores' backs (an older replica, or a person
+// with psql) is refused by a listening replica too: the trigger on the
+// agents table tells every listening replica with the commit.
+func TestATokenRevokedByHandIsRefusedByAListeningReplica(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	listening(t, s)
+	ctx := context.Background()
+	if err := s.Register(ctx, "ag1", "hash-1", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := agentOf(t, s, "hash-1"); got != "ag1" {
+		t.Fatalf("hash-1: %q, want ag1", got)
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE agents SET token_hash = NULL WHERE id = 'ag1'`); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the token revoked by hand is refused", func() bool { return agentOf(t, s, "hash-1") == "" })
+	if err := s.Register(ctx, "ag2", "hash-2", false); err != nil {
+		t.Fatal(err)
+	}
+	agentOf(t, s, "hash-2")
+	if _, err := s.pool.Exec(ctx, `DELETE FROM agents WHERE id = 'ag2'`); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the token of an agent deleted by hand is refused", func() bool { return agentOf(t, s, "hash-2") == "" })
 }

@@ -183,8 +183,8 @@ func (t *tx) commit() error {
 		}
 		for i, id := range ids {
 			c := columnsOf(t.saved[id])
-			b.Queue(`UPDATE tasks SET created_ns = $2, phase = $3, repo = $4, lease_agent = $5, holder = $6, ended_at = $7, doc = $8 WHERE id = $1`,
-				id, c.created, c.phase, c.repo, c.leaseAgent, c.holder, c.endedAt, docs[i])
+			b.Queue(`UPDATE tasks SET created_ns = $2, phase = $3, repo = $4, lease_agent = $5, ended_at = $6, doc = $7 WHERE id = $1`,
+				id, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, docs[i])
 		}
 		queueNotifications(b, t.notes)
 		if queued > 0 {
