@@ -278,16 +278,7 @@ func (s *Server) pollClaims() {
 // (pollClaims) until ctx ends: every claimLook, or sharedClaimPoll over a
 // shared store that cannot say when other replicas queue tasks.
 func (s *Server) watchClaims(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.pollClaims()
-		}
-	}
+	tick(ctx, every, s.pollClaims)
 }
 
 // leaveLine takes w out of the line when it is in it, and hands on a

@@ -233,15 +233,13 @@ func TestAnAvailableAgentGoneWakesOnlyDegradedClaims(t *testing.T) {
 	}
 }
 
-// Over PostgreSQL the claims waiting for work look for tasks other
-// replicas queued now and then, once per look for the whole line: the
+// The claims waiting for work look now and then for tasks nobody told
+// them of (another replica's, or one a selection held when they were
+// woken), once per look for the whole line, over either store: the
 // selections they run grow by about one per look, not one per waiting
 // claim. (The ticks are counted from the time passed, an upper bound; no
 // time limit is asserted.)
-func TestWaitingClaimsOverASharedStoreLookOncePerPoll(t *testing.T) {
-	if !onPostgres() {
-		t.Skip("waiting claims look now and then over a shared store")
-	}
+func TestWaitingClaimsLookOncePerPoll(t *testing.T) {
 	const every = 20 * time.Millisecond
 	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{claimPoll: every})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -16,6 +16,11 @@ const watchEvery = time.Second
 // watchdog also runs on claims, event batches and heartbeats, at most once
 // a second.
 func (s *Server) RunWatchdog(ctx context.Context, period time.Duration) {
+	tick(ctx, period, func() { s.watchdog(ctx) })
+}
+
+// tick calls fn every period until ctx is done.
+func tick(ctx context.Context, period time.Duration, fn func()) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -23,7 +28,7 @@ func (s *Server) RunWatchdog(ctx context.Context, period time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.watchdog(ctx)
+			fn()
 		}
 	}
 }

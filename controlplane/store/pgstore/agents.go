@@ -154,11 +154,8 @@ func (s *Store) Agent(ctx context.Context, id string) (store.Agent, bool, error)
 	if err != nil {
 		return store.Agent{}, false, fmt.Errorf("pgstore: agent %s: %w", id, err)
 	}
-	var a store.Agent
-	if err := json.Unmarshal(record, &a); err != nil {
-		return store.Agent{}, false, fmt.Errorf("pgstore: agent %s: %w", id, err)
-	}
-	return a, true, nil
+	a, err := decodeAgent(id, record)
+	return a, err == nil, err
 }
 
 // AgentAndLeased is Agent and Leased in one round trip (a batch of the
@@ -175,16 +172,8 @@ func (s *Store) AgentAndLeased(ctx context.Context, id string) (store.Agent, boo
 			_, err := pgx.ForEachRow(rows, []any{&record}, func() error { return nil })
 			return err
 		})
-		b.Queue(leasedSQL, id).Query(func(rows pgx.Rows) error {
-			var doc []byte
-			_, err := pgx.ForEachRow(rows, []any{&doc}, func() error {
-				t, err := decode(doc)
-				if err != nil {
-					return err
-				}
-				leased = append(leased, t)
-				return nil
-			})
+		b.Queue(leasedSQL, id).Query(func(rows pgx.Rows) (err error) {
+			leased, err = decodeRows(rows)
 			return err
 		})
 		return c.SendBatch(ctx, &b).Close()
@@ -195,11 +184,20 @@ func (s *Store) AgentAndLeased(ctx context.Context, id string) (store.Agent, boo
 	if record == nil {
 		return store.Agent{}, false, leased, nil
 	}
-	var a store.Agent
-	if err := json.Unmarshal(record, &a); err != nil {
-		return store.Agent{}, false, nil, fmt.Errorf("pgstore: agent %s: %w", id, err)
+	a, err := decodeAgent(id, record)
+	if err != nil {
+		return store.Agent{}, false, nil, err
 	}
 	return a, true, leased, nil
+}
+
+// decodeAgent decodes agent id's stored record.
+func decodeAgent(id string, record []byte) (store.Agent, error) {
+	var a store.Agent
+	if err := json.Unmarshal(record, &a); err != nil {
+		return store.Agent{}, fmt.Errorf("pgstore: agent %s: %w", id, err)
+	}
+	return a, nil
 }
 
 // Agents returns the agents' records by id.

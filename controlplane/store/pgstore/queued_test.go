@@ -104,10 +104,7 @@ func TestASilentListeningSessionIsCheckedAndGoesOn(t *testing.T) {
 	a.listenCheck = 20 * time.Millisecond
 	listening(t, a)
 	time.Sleep(200 * time.Millisecond) // ten checks of silence: what is tested is that they pass
-	a.tokens.mu.Lock()
-	still := a.tokens.listening
-	a.tokens.mu.Unlock()
-	if !still {
+	if !isListening(a) {
 		t.Fatal("the listening session ended after its silence was checked")
 	}
 	ctx := context.Background()

@@ -144,16 +144,26 @@ func (s *Store) queryTasks(ctx context.Context, sql string, args ...any) ([]*sta
 		if err != nil {
 			return err
 		}
-		var doc []byte
-		_, err = pgx.ForEachRow(rows, []any{&doc}, func() error {
-			t, err := decode(doc)
-			if err != nil {
-				return err
-			}
-			tasks = append(tasks, t)
-			return nil
-		})
+		tasks, err = decodeRows(rows)
 		return err
+	})
+	return tasks, err
+}
+
+// decodeRows decodes the task documents rows hold (their one column),
+// and closes rows.
+func decodeRows(rows pgx.Rows) ([]*state.Task, error) {
+	var (
+		tasks []*state.Task
+		doc   []byte
+	)
+	_, err := pgx.ForEachRow(rows, []any{&doc}, func() error {
+		t, err := decode(doc)
+		if err != nil {
+			return err
+		}
+		tasks = append(tasks, t)
+		return nil
 	})
 	return tasks, err
 }

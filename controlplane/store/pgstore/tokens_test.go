@@ -13,15 +13,26 @@ import (
 // waits until its token cache is trusted.
 func listening(t *testing.T, s *Store) {
 	t.Helper()
+	t.Cleanup(listen(t, s))
+}
+
+// listen starts s listening (ListenQueued), waits until its token cache
+// is trusted, and returns what stops the listening and waits for it.
+func listen(t *testing.T, s *Store) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { s.ListenQueued(ctx, func(int) {}) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	until(t, "the store listens", func() bool {
-		s.tokens.mu.Lock()
-		defer s.tokens.mu.Unlock()
-		return s.tokens.listening
-	})
+	until(t, "the store listens", func() bool { return isListening(s) })
+	return func() { cancel(); wg.Wait() }
+}
+
+// isListening reports whether s's token cache is trusted: its listening
+// session is up.
+func isListening(s *Store) bool {
+	s.tokens.mu.Lock()
+	defer s.tokens.mu.Unlock()
+	return s.tokens.listening
 }
 
 // until polls cond every 10 ms for up to 10 s.
@@ -113,20 +124,12 @@ func TestAStoreThatDoesNotListenAsksTheDatabase(t *testing.T) {
 func TestTheTokenCacheEndsWithTheListening(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { s.ListenQueued(ctx, func(int) {}) })
-	until(t, "the store listens", func() bool {
-		s.tokens.mu.Lock()
-		defer s.tokens.mu.Unlock()
-		return s.tokens.listening
-	})
+	stop := listen(t, s)
 	if err := s.Register(context.Background(), "ag1", "hash-1", false); err != nil {
 		t.Fatal(err)
 	}
 	agentOf(t, s, "hash-1")
-	cancel()
-	wg.Wait()
+	stop()
 	if _, err := s.pool.Exec(context.Background(), `UPDATE agents SET token_hash = NULL WHERE id = 'ag1'`); err != nil {
 		t.Fatal(err)
 	}
