@@ -20,6 +20,8 @@ func newSubmitCmd() *cobra.Command {
 		repo, base            string
 		maxAttempts           int
 		asJSON, wait          bool
+		waitQueued            bool
+		timeout               time.Duration
 		requires              []string // routing by capability
 		// Subtasks: labels the delegation rules match on.
 		labels []string
@@ -57,6 +59,9 @@ func newSubmitCmd() *cobra.Command {
 			if err := checkBudgetFlags(maxTokens, maxTime); err != nil {
 				return err
 			}
+			if err := checkWaitFlags(cmd, wait, timeout); err != nil {
+				return err
+			}
 			taskLabels, err := labelMap(labels)
 			if err != nil {
 				return err
@@ -80,7 +85,17 @@ func newSubmitCmd() *cobra.Command {
 			if !asJSON {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s submitted; waiting for it to end\n", v.ID)
 			}
-			final, err := waitTask(cmd.Context(), c, v.ID, cmd.OutOrStdout(), asJSON)
+			final, err := waitTask(cmd.Context(), c, v.ID, cmd.OutOrStdout(), waitOptions{Timeout: timeout, Queued: waitQueued, Quiet: asJSON})
+			if code := waitErrCode(err); code != 0 {
+				// The task goes on: say why the wait ended, and give what was seen.
+				cmd.PrintErrln("agent: " + err.Error())
+				if asJSON {
+					if err := writeJSON(cmd.OutOrStdout(), final); err != nil {
+						return err
+					}
+				}
+				return exitCode(code)
+			}
 			if err != nil {
 				return fmt.Errorf("waiting for %s: %w", v.ID, err)
 			}
@@ -109,7 +124,9 @@ func newSubmitCmd() *cobra.Command {
 	fl.Int64Var(&maxTokens, "max-tokens", 0, "the tokens all the task's attempts may use together; past it the attempt is stopped and the task ends budget_exceeded (0: the agent's default-max-tokens)")
 	fl.DurationVar(&maxTime, "max-time", 0, "the wall time all the task's attempts may run together, e.g. 30m; past it the attempt is stopped and the task ends budget_exceeded (0: the agent's default-max-time)")
 	fl.BoolVar(&asJSON, "json", false, "print the whole task as JSON (with --wait: the final task)")
-	fl.BoolVar(&wait, "wait", false, "follow the task to its end; exit 0 completed, 1 failed, 3 recoverable_failed (a person decides), 4 timed out or expired, 5 cancelled")
+	fl.BoolVar(&wait, "wait", false, "follow the task to its end; exit 0 completed, 1 failed, 3 recoverable_failed (a person decides), 4 timed out or expired, 5 cancelled, 6 no online agent can take it (unroutable: it stays queued), 7 --timeout passed (it goes on)")
+	fl.BoolVar(&waitQueued, "wait-queued", false, "with --wait: keep waiting while no online agent can take the task, rather than exit 6 at once")
+	fl.DurationVar(&timeout, "timeout", 0, "with --wait: stop waiting after this long, e.g. 30m, and exit 7; the task goes on (0: wait until it ends)")
 	// Subtasks.
 	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the control plane's delegation rules ([[delegate]]) match on, repeatable")
 	return cmd
@@ -130,6 +147,20 @@ func checkRepoFlags(repo, base string) error {
 	}
 	if err := api.CheckBase(base); err != nil {
 		return usagef("--base: %s", visible(err.Error()))
+	}
+	return nil
+}
+
+// checkWaitFlags refuses, as a usage error, a wait flag without --wait and
+// a timeout below zero.
+func checkWaitFlags(cmd *cobra.Command, wait bool, timeout time.Duration) error {
+	for _, name := range []string{"wait-queued", "timeout"} {
+		if cmd.Flags().Changed(name) && !wait {
+			return usagef("--%s needs --wait", name)
+		}
+	}
+	if timeout < 0 {
+		return usagef("--timeout %s: want 0 (no bound) or more", timeout)
 	}
 	return nil
 }

@@ -41,3 +41,40 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 		}
 	})
 }
+
+// submit --wait never waits in silence: a task no online agent can take
+// ends the wait at once with its own exit code (the task stays queued),
+// --wait-queued waits on, and --timeout bounds any wait.
+func TestSubmitWaitUnroutableAndTimeout(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	startAgentProc(t, c, t.TempDir())
+	base := []string{"submit", "--wait", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", "@output hi", "--require", "label=gpu"}
+
+	r := runAgent(t, base...)
+	if r.code != exitUnroutable || !strings.Contains(r.stderr, "no online agent can take it: no agent with label=gpu") || !strings.Contains(r.stderr, "--wait-queued") {
+		t.Fatalf("unroutable: exit %d, want %d\n%s%s", r.code, exitUnroutable, r.stdout, r.stderr)
+	}
+	r = runAgent(t, append(base, "--json")...)
+	var v api.TaskView
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != exitUnroutable || v.Phase != state.PhaseQueued || v.Unroutable == "" {
+		t.Fatalf("unroutable --json: exit %d, %v: %s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if got := c.task(t, v.ID); got.Phase != state.PhaseQueued {
+		t.Fatalf("the task left the queue: %s", got.Phase)
+	}
+
+	r = runAgent(t, append(base, "--wait-queued", "--timeout", "1s")...)
+	if r.code != exitWaitTimeout || !strings.Contains(r.stderr, "has not ended within --timeout 1s; it goes on") {
+		t.Fatalf("--wait-queued --timeout: exit %d, want %d\n%s%s", r.code, exitWaitTimeout, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "unroutable: no agent with label=gpu") {
+		t.Errorf("--wait-queued says nothing of why the task waits:\n%s", r.stdout)
+	}
+
+	for _, args := range [][]string{{"--timeout", "1s"}, {"--wait-queued"}} {
+		r = runAgent(t, append([]string{"submit", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", "x"}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "needs --wait") {
+			t.Errorf("%v without --wait: exit %d\n%s", args, r.code, r.stderr)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -122,16 +123,23 @@ func newSubtaskSubmitCmd() *cobra.Command {
 }
 
 func newSubtaskWaitCmd() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON  bool
+		timeout time.Duration
+	)
 	cmd := &cobra.Command{
 		Use:   "wait [ID]...",
 		Short: "Wait for subtasks to end (default: every one of this task's), and print each one's result and attempt timeline",
 		Long: `wait blocks until each subtask named (every subtask of this task when none
 is) has ended, then prints, for each, its phase, its result and its
-compact attempt timeline. It exits 0 when every one completed, else 1.`,
+compact attempt timeline. It exits 0 when every one completed, else 1;
+with --timeout, 7 when the time passed first (the subtasks go on).`,
 		Example: `  agent subtask wait t-1a2b3c4d5e t-6f7a8b9c0d
-  agent subtask wait`,
+  agent subtask wait --timeout 20m`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout < 0 {
+				return usagef("--timeout %s: want 0 (no bound) or more", timeout)
+			}
 			in, err := taskClient()
 			if err != nil {
 				return fmt.Errorf("subtask wait: %w", err)
@@ -148,8 +156,14 @@ compact attempt timeline. It exits 0 when every one completed, else 1.`,
 			}
 			var ended []api.TaskView
 			failed := 0
-			for _, id := range ids {
-				t, err := followTask(cmd.Context(), remoteSource{in.c}, id, nil, func(*state.Task) error { return nil })
+			ctx, cancel := waitOptions{Timeout: timeout}.bound(cmd.Context(), strings.Join(ids, ", "))
+			defer cancel()
+			for i, id := range ids {
+				t, err := followTask(ctx, remoteSource{in.c}, id, nil, func(*state.Task) error { return nil })
+				if err = waitEnded(ctx, err); waitErrCode(err) != 0 {
+					cmd.PrintErrf("agent: subtask wait: --timeout %s passed; %d of %d subtasks had not ended (they go on)\n", timeout, len(ids)-i, len(ids))
+					return exitCode(exitWaitTimeout)
+				}
 				if err != nil {
 					return fmt.Errorf("subtask wait %s: %w", visible(id), err)
 				}
@@ -174,6 +188,7 @@ compact attempt timeline. It exits 0 when every one completed, else 1.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ended subtasks as a JSON array")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "stop waiting after this long, e.g. 20m, and exit 7; the subtasks go on (0: wait until they end)")
 	return cmd
 }
 
