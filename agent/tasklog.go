@@ -198,11 +198,11 @@ func (c *cappedLog) close() error {
 
 // logLine is one line of a log: the time, the stream and the text.
 func logLine(ts, stream, text string) []byte {
-	return fmt.Appendf(nil, "%s %-8s %s\n", ts, stream, text)
+	return []byte(datadir.LogLine(ts, stream, text) + "\n")
 }
 
 // logTime is a log line's time: UTC, to the millisecond.
-func logTime(at time.Time) string { return at.UTC().Format("15:04:05.000") }
+func logTime(at time.Time) string { return datadir.LogTime(at) }
 
 // logMark is a line the agent itself writes into a log.
 func logMark(at time.Time, msg string) []byte { return logLine(logTime(at), "agent", msg) }

@@ -296,6 +296,16 @@ func NewLogReader(dataDir, taskID string, attempt int) (*LogReader, error) {
 // Dir is the directory holding the task's logs.
 func (r *LogReader) Dir() string { return Layout{r.dataDir}.Logs(r.taskID) }
 
+// LogLine is one line of an attempt's log as the agent writes it (without
+// its newline): the time (LogTime), the stream, the text. tasks logs
+// --remote prints the control plane's events the same way.
+func LogLine(ts, stream, text string) string {
+	return fmt.Sprintf("%s %-8s %s", ts, stream, text)
+}
+
+// LogTime is a log line's time: UTC, to the millisecond.
+func LogTime(at time.Time) string { return at.UTC().Format("15:04:05.000") }
+
 // Next calls fn with the complete lines written since the last call. A
 // header line "== attempt N ==" comes before the lines of each attempt
 // when several are shown.
