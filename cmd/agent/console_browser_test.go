@@ -236,6 +236,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		c.waitPhase(t, running, "cancelled", terminal)
 	})
 
+	step("start a task from the new-task form on a phone", func(t *testing.T) {
+		con.t = t
+		b.SetViewport(t, browsertest.Phone)
+		defer b.SetViewport(t, browsertest.Desktop)
+		con.open("/tasks")
+		con.waitJS("the tasks page's new-task link", `!!document.getElementById("new-task-link")`)
+		con.post("open the form", chromedp.Tap(chromedp.CSS(`#new-task-link`)), "the new-task form", `location.pathname === "/tasks/new" && !!document.querySelector("form#newtask textarea#prompt")`)
+		if w := con.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); w != "0" {
+			t.Errorf("the new-task form scrolls sideways on a phone by %s px", w)
+		}
+		con.do("type the prompt", chromedp.SendKeys(chromedp.CSS("#prompt"), "Started from a phone\n@output typed on a phone"))
+		con.do("type the title", chromedp.SendKeys(chromedp.CSS("#title"), "From the phone"))
+		b.Screenshot(t, "newtask", browsertest.Phone)
+		con.post("submit the form", chromedp.Tap(chromedp.CSS(`#newtask-submit`)), "the new task's page", `/^\/tasks\/t-/.test(location.pathname)`)
+		id := strings.TrimPrefix(con.eval(`location.pathname`), "/tasks/")
+		v := c.waitDone(t, id)
+		if v.Phase != state.PhaseCompleted || v.Title != "From the phone" || v.Prompt != "Started from a phone\n@output typed on a phone" {
+			t.Errorf("the task the form submitted: %s, title %q, prompt %q", v.Phase, v.Title, v.Prompt)
+		}
+	})
+
 	step("answer an approval from the inbox on a phone", func(t *testing.T) {
 		con.t = t
 		if code := ag.stop(); code != 0 {

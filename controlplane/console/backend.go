@@ -33,6 +33,8 @@ type Backend interface {
 	TaskEvents(ctx context.Context, id string, after, limit int) (events []api.StoredEvent, more bool, err error)
 	// AgentViews are the agents, by id.
 	AgentViews(ctx context.Context) ([]api.AgentView, error)
+	// CreateTask submits a task, as POST /v1/tasks.
+	CreateTask(ctx context.Context, req api.CreateTaskRequest) (api.TaskView, error)
 	// CancelTask, RetryTask, ContinueTask and ReplyTask are a person's
 	// actions on a task, as POST /v1/tasks/{id}/cancel, retry, continue
 	// and reply.

@@ -87,6 +87,8 @@ func New(opts Options) *Console {
 	mux.HandleFunc("POST /signout", c.post(c.signout))
 	mux.HandleFunc("GET /{$}", c.get(c.home))
 	mux.HandleFunc("GET /tasks", c.get(c.tasks))
+	mux.HandleFunc("GET /tasks/new", c.get(c.newTaskPage))
+	mux.HandleFunc("POST /tasks/new", c.post(c.newTask))
 	mux.HandleFunc("GET /tasks/{id}", c.get(c.task))
 	mux.HandleFunc("POST /tasks/{id}/{action}", c.post(c.act))
 	mux.HandleFunc("GET /inbox", c.get(c.inbox))
@@ -117,7 +119,7 @@ var parsedPages = sync.OnceValue(parsePages)
 // parsePages parses each page with the layout and the fragments.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"signin", "forbidden", "tasks", "task", "inbox", "agents"} {
+	for _, p := range []string{"signin", "forbidden", "tasks", "task", "inbox", "agents", "newtask"} {
 		pages[p] = template.Must(template.New(p).ParseFS(files, "templates/layout.html", "templates/fragments.html", "templates/"+p+".html"))
 	}
 	return pages

@@ -124,6 +124,12 @@ func (s *Server) ContinueTask(ctx context.Context, id string) (api.TaskView, err
 	return v, consoleErr(err)
 }
 
+// CreateTask is POST /v1/tasks: the console's new-task form.
+func (s *Server) CreateTask(ctx context.Context, req api.CreateTaskRequest) (api.TaskView, error) {
+	v, err := s.createTask(ctx, req)
+	return v, consoleErr(err)
+}
+
 // ReplyTask is POST /v1/tasks/{id}/reply.
 func (s *Server) ReplyTask(ctx context.Context, id string, req api.ReplyRequest) (api.TaskView, error) {
 	v, err := s.replyTask(ctx, id, req)
