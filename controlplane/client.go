@@ -397,6 +397,13 @@ func allPages[T any](ctx context.Context, next func(after string) ([]T, string, 
 	}
 }
 
+// TaskDiff returns a task's last diff: what its work on its repository
+// came to at the end of its last attempt that reported one.
+func (c *Client) TaskDiff(ctx context.Context, id string) (api.Diff, error) {
+	var out api.Diff
+	return out, c.call(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id)+"/diff", nil, &out, true)
+}
+
 // CancelTask asks for a task to be cancelled.
 func (c *Client) CancelTask(ctx context.Context, id string) (api.TaskView, error) {
 	var out api.TaskView

@@ -1,5 +1,7 @@
 package state
 
+import "strings"
+
 // The payloads of the events an agent reports, as the control plane API
 // names them. The outbox stores them, the control plane applies them.
 
@@ -13,10 +15,11 @@ const (
 	EventLog      EventKind = "log"
 	EventAttempt  EventKind = "attempt"
 	EventComplete EventKind = "complete"
+	EventDiff     EventKind = "diff"
 )
 
 // Payload is what an event carries: a PhaseEvent, a ProgressEvent, a
-// LogEvent, an Attempt or a CompleteEvent, and nothing else (the set is
+// LogEvent, an Attempt, a CompleteEvent or a DiffEvent, and nothing else (the set is
 // sealed: a switch over it is whole).
 type Payload interface {
 	// EventKind is the kind of event that carries it.
@@ -39,11 +42,15 @@ func (Attempt) EventKind() EventKind { return EventAttempt }
 // EventKind implements Payload.
 func (CompleteEvent) EventKind() EventKind { return EventComplete }
 
+// EventKind implements Payload.
+func (DiffEvent) EventKind() EventKind { return EventDiff }
+
 func (PhaseEvent) payload()    {}
 func (Progress) payload()      {}
 func (LogEvent) payload()      {}
 func (Attempt) payload()       {}
 func (CompleteEvent) payload() {}
+func (DiffEvent) payload()     {}
 
 // PhaseEvent reports a phase change.
 type PhaseEvent struct {
@@ -74,6 +81,41 @@ const (
 	ApprovalCommand    ApprovalKind = "command"     // run a command
 	ApprovalFileChange ApprovalKind = "file_change" // change files
 )
+
+// DiffEvent is what a task's work on its repository comes to, at the end
+// of an attempt that ran in a workspace: the unified diff of its branch's
+// head (and anything left uncommitted) against the base commit, as git
+// diff prints it with binary files named, not carried. The patch is cut
+// at a line's end to MaxDiffBytes; Bytes is the whole patch's size.
+type DiffEvent struct {
+	Repo       string `json:"repo"`
+	Branch     string `json:"branch"`
+	BaseCommit string `json:"base_commit"`
+	Head       string `json:"head"`
+	Files      int    `json:"files"`
+	Insertions int    `json:"insertions"`
+	Deletions  int    `json:"deletions"`
+	Patch      string `json:"patch"`
+	Bytes      int64  `json:"bytes"`
+	Cut        bool   `json:"cut,omitempty"`
+}
+
+// MaxDiffBytes bounds the patch a DiffEvent carries: it fits one outbox
+// record, and the control plane keeps it with the task's events.
+const MaxDiffBytes = 512 << 10
+
+// CutPatch cuts patch to at most max bytes, at the end of a line, and
+// says whether it did.
+func CutPatch(patch string, max int) (string, bool) {
+	if len(patch) <= max {
+		return patch, false
+	}
+	cut := patch[:max]
+	if i := strings.LastIndexByte(cut, '\n'); i >= 0 {
+		cut = cut[:i+1]
+	}
+	return cut, true
+}
 
 // ProgressEvent reports progress.
 type ProgressEvent = Progress

@@ -94,6 +94,10 @@ type Task struct {
 	// nothing before it. Zero in files written before it was kept (then
 	// the file's lines are counted).
 	EventsBytes int64 `json:"events_bytes,omitempty"`
+	// Diff is the control plane's: where it keeps the task's last diff
+	// (its diff event, by seq) and what it comes to; zero before an
+	// attempt in a workspace has ended.
+	Diff DiffRef `json:"diff,omitzero"`
 	// Output is the control plane's account of the log output agents
 	// forwarded for the task, one entry per attempt: what it stored and
 	// what it cut past its cap.
@@ -206,6 +210,19 @@ type Changes struct {
 	Deletions  int `json:"deletions"`
 	// Path is the worktree, on the agent's machine.
 	Path string `json:"path,omitempty"`
+}
+
+// DiffRef is where the control plane keeps a task's last diff: the seq of
+// its diff event among the task's events, the attempt that reported it,
+// its stat, and the patch's size (Cut: the agent cut it to MaxDiffBytes).
+type DiffRef struct {
+	Seq        int   `json:"seq"`
+	Attempt    int   `json:"attempt"`
+	Files      int   `json:"files"`
+	Insertions int   `json:"insertions"`
+	Deletions  int   `json:"deletions"`
+	Bytes      int64 `json:"bytes"`
+	Cut        bool  `json:"cut,omitempty"`
 }
 
 // Commit is one commit of a task's branch.

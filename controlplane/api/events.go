@@ -99,3 +99,12 @@ type OutputCut struct {
 	Lines    int64 `json:"lines"`
 	Bytes    int64 `json:"bytes"`
 }
+
+// Diff is a task's last diff as GET /v1/tasks/{id}/diff answers it: what
+// its agent reported at the end of the attempt numbered Attempt, at At.
+type Diff struct {
+	TaskID  string    `json:"task_id"`
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	state.DiffEvent
+}

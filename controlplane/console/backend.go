@@ -31,6 +31,8 @@ type Backend interface {
 	// TaskEvents are up to limit of a task's events after seq after,
 	// oldest first; more says whether more follow.
 	TaskEvents(ctx context.Context, id string, after, limit int) (events []api.StoredEvent, more bool, err error)
+	// TaskDiff is a task's last diff, as GET /v1/tasks/{id}/diff.
+	TaskDiff(ctx context.Context, id string) (api.Diff, error)
 	// AgentViews are the agents, by id.
 	AgentViews(ctx context.Context) ([]api.AgentView, error)
 	// CreateTask submits a task, as POST /v1/tasks.

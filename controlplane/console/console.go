@@ -90,6 +90,7 @@ func New(opts Options) *Console {
 	mux.HandleFunc("GET /tasks/new", c.get(c.newTaskPage))
 	mux.HandleFunc("POST /tasks/new", c.post(c.newTask))
 	mux.HandleFunc("GET /tasks/{id}", c.get(c.task))
+	mux.HandleFunc("GET /tasks/{id}/diff", c.get(c.taskDiff))
 	mux.HandleFunc("POST /tasks/{id}/{action}", c.post(c.act))
 	mux.HandleFunc("GET /inbox", c.get(c.inbox))
 	mux.HandleFunc("GET /agents", c.get(c.agents))
@@ -119,7 +120,7 @@ var parsedPages = sync.OnceValue(parsePages)
 // parsePages parses each page with the layout and the fragments.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"signin", "forbidden", "tasks", "task", "inbox", "agents", "newtask"} {
+	for _, p := range []string{"signin", "forbidden", "tasks", "task", "inbox", "agents", "newtask", "diff"} {
 		pages[p] = template.Must(template.New(p).ParseFS(files, "templates/layout.html", "templates/fragments.html", "templates/"+p+".html"))
 	}
 	return pages

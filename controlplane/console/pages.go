@@ -169,10 +169,14 @@ type subtaskRow struct {
 
 // result is what a task's page shows of its end.
 type result struct {
+	// Phase is the task's, once it ended; empty before.
 	Phase   string
 	Reason  string
 	Summary string
 	Changes []string
+	// ID and Diff link to the task's last diff, with its stat, once an
+	// attempt in a workspace reported one.
+	ID, Diff string
 }
 
 // actions are the actions that apply to a task, with the session's
@@ -193,13 +197,20 @@ func actionsOf(t *state.Task, csrf string) actions {
 }
 
 func resultOf(t *state.Task) *result {
-	if !t.Phase.Terminal() && t.Result == nil {
+	ended := t.Phase.Terminal() || t.Result != nil
+	if !ended && t.Diff.Seq == 0 {
 		return nil
 	}
-	r := &result{Phase: string(t.Phase), Reason: t.PhaseReason}
+	r := &result{ID: t.ID}
+	if ended {
+		r.Phase, r.Reason = string(t.Phase), t.PhaseReason
+	}
 	if t.Result != nil {
 		r.Summary = t.Result.Summary
 		r.Changes = state.ChangesLines(t.Result.Changes)
+	}
+	if t.Diff.Seq > 0 {
+		r.Diff = diffText(t.Diff.Files, t.Diff.Insertions, t.Diff.Deletions)
 	}
 	return r
 }

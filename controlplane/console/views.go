@@ -237,6 +237,10 @@ func eventOf(e api.StoredEvent) eventRow {
 		if a.Error != nil {
 			r.Text += ": " + a.Error.Error()
 		}
+	case state.EventDiff:
+		var d state.DiffEvent
+		json.Unmarshal(e.Payload, &d)
+		r.Text = "diff of " + d.Branch + ": " + diffText(d.Files, d.Insertions, d.Deletions)
 	case state.EventComplete:
 		var c state.CompleteEvent
 		json.Unmarshal(e.Payload, &c)

@@ -131,6 +131,9 @@ func (s *Server) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time
 	if line != nil {
 		tx.Append(t.ID, ev.Key, seq, line[:len(line)-1])
 		t.EventsApplied = &seq
+		if ev.Kind == state.EventDiff {
+			t.Diff.Seq = seq
+		}
 	} else {
 		tx.Append(t.ID, ev.Key, 0, nil)
 	}
@@ -210,6 +213,17 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 			return bad(err)
 		}
 		s.setResult(t, c)
+	case state.EventDiff:
+		var d state.DiffEvent
+		if err := json.Unmarshal(ev.Payload, &d); err != nil {
+			return bad(err)
+		}
+		if len(d.Patch) > state.MaxDiffBytes {
+			return api.Invalid(fmt.Sprintf("a diff's patch is over %d bytes", state.MaxDiffBytes))
+		}
+		// Its seq is known once it is stored (acceptEvent sets it).
+		t.Diff = state.DiffRef{Attempt: ev.Attempt, Files: d.Files, Insertions: d.Insertions, Deletions: d.Deletions,
+			Bytes: max(d.Bytes, int64(len(d.Patch))), Cut: d.Cut}
 	default:
 		return api.Invalid("unknown kind " + string(ev.Kind))
 	}

@@ -31,6 +31,7 @@ var wantPrincipals = map[string]principal{
 	"GET /v1/tasks":                principalOperator,
 	"GET /v1/tasks/{id}":           principalOperator | principalAgent | principalTask,
 	"GET /v1/tasks/{id}/events":    principalOperator | principalAgent | principalTask,
+	"GET /v1/tasks/{id}/diff":      principalOperator | principalAgent | principalTask,
 	"POST /v1/tasks/{id}/subtasks": principalOperator | principalTask,
 	"GET /v1/tasks/{id}/subtasks":  principalOperator | principalTask,
 	"POST /v1/tasks/{id}/cancel":   principalOperator | principalTask,

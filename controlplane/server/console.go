@@ -71,6 +71,12 @@ func (s *Server) TaskView(ctx context.Context, id string) (api.TaskView, error) 
 	return v, consoleErr(err)
 }
 
+// TaskDiff is a task's last diff, as GET /v1/tasks/{id}/diff answers it.
+func (s *Server) TaskDiff(ctx context.Context, id string) (api.Diff, error) {
+	d, err := s.taskDiff(ctx, id)
+	return d, consoleErr(err)
+}
+
 // TaskEvents are a page of a task's events after seq after.
 func (s *Server) TaskEvents(ctx context.Context, id string, after, limit int) ([]api.StoredEvent, bool, error) {
 	lines, more, err := s.store.Events(ctx, id, after, limit, api.MaxEventsPageBytes)

@@ -59,6 +59,10 @@ func (s *Server) routes() []route {
 			reply(w, v, err)
 		}},
 		{"GET /v1/tasks/{id}/events", operator | agent | task, s.serveEvents},
+		{"GET /v1/tasks/{id}/diff", operator | agent | task, func(w http.ResponseWriter, r *http.Request) {
+			v, err := s.taskDiff(r.Context(), r.PathValue("id"))
+			reply(w, v, err)
+		}},
 		// Subtasks: a task token's whole power, on its own task's subtasks.
 		{"POST /v1/tasks/{id}/subtasks", operator | task, func(w http.ResponseWriter, r *http.Request) {
 			handle(func(req api.CreateTaskRequest) (api.TaskView, error) {

@@ -261,6 +261,8 @@ func (s *Server) replay(t *state.Task, missed []filestore.Missed) {
 			if l, err := decodeLog(e.Payload); err == nil {
 				replayLog(t, e.Size, l, e.Attempt, applied+i+1)
 			}
+		} else if e.Kind == state.EventDiff {
+			t.Diff.Seq = applied + i + 1
 		}
 	}
 }
