@@ -159,6 +159,7 @@ func newServicePrintCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), spec.render())
+			sayUnreachable(cmd, spec)
 			return nil
 		},
 	}
@@ -216,6 +217,7 @@ Every other service command takes --name to say which.`,
 					return err
 				}
 			}
+			sayUnreachable(cmd, spec)
 			if spec.system && spec.account.Uid == "0" {
 				cmd.PrintErrf("agent: warning: the service runs as root (--run-as root): its tasks can write %s, ~/.ssh included\n", spec.account.HomeDir)
 			}
@@ -229,6 +231,18 @@ Every other service command takes --name to say which.`,
 	cmd.Flags().BoolVar(&noStart, "no-start", false, "write the files, print the commands that would load and start the service")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: print the file and the commands")
 	return cmd
+}
+
+// sayUnreachable warns of each path the service needs that its sandbox
+// hides, and notes each one it opens beyond the home directory.
+func sayUnreachable(cmd *cobra.Command, spec serviceSpec) {
+	hidden, opened := spec.unreachable()
+	for _, l := range hidden {
+		cmd.PrintErrln("agent: warning: " + l)
+	}
+	for _, l := range opened {
+		cmd.PrintErrln("agent: note: " + l)
+	}
 }
 
 func installService(cmd *cobra.Command, spec serviceSpec, noStart, dryRun bool) error {
@@ -248,30 +262,55 @@ func installService(cmd *cobra.Command, spec serviceSpec, noStart, dryRun bool) 
 		printSteps(w, steps)
 		return nil
 	}
-	if err := spec.makeDirs(); err != nil {
+	// What is written is undone if the install cannot finish.
+	var u installUndo
+	var keep []func()
+	defer func() {
+		for _, drop := range keep {
+			drop()
+		}
+	}()
+	fail := func(err error) error {
+		u.undo(cmd.ErrOrStderr())
 		return err
+	}
+	if err := spec.makeDirs(&u); err != nil {
+		return fail(err)
 	}
 	if spec.manager == systemd {
 		created, err := ensureEnvFile(spec.envFile())
 		if err != nil {
-			return err
+			return fail(err)
 		}
 		if created {
+			u.made(spec.envFile())
 			fmt.Fprintf(w, "created %s (0600): secrets such as AGENT_TOKEN or ANTHROPIC_API_KEY go there\n", spec.envFile())
 		} else if st, err := os.Stat(spec.envFile()); err == nil && st.Mode().Perm()&0o077 != 0 {
 			cmd.PrintErrf("agent: warning: %s is readable by others (%#o); it holds secrets: chmod 600 it\n", spec.envFile(), st.Mode().Perm())
 		}
 	}
+	if spec.binary != spec.source {
+		drop, err := u.replacing(spec.binary)
+		if err != nil {
+			return fail(err)
+		}
+		keep = append(keep, drop)
+	}
 	if err := spec.copyBinary(); err != nil {
-		return err
+		return fail(err)
 	}
 	if spec.binary != spec.source {
 		fmt.Fprintf(w, "copied %s to %s: the service runs that copy; install again to upgrade it\n", spec.source, spec.binary)
 	} else {
 		fmt.Fprintf(w, "the service runs %s where it is: rebuilding or moving it changes or breaks the service\n", spec.binary)
 	}
+	drop, err := u.replacing(path)
+	if err != nil {
+		return fail(err)
+	}
+	keep = append(keep, drop)
 	if err := writeServiceFile(path, text); err != nil {
-		return err
+		return fail(err)
 	}
 	fmt.Fprintf(w, "wrote %s\n", path)
 	if noStart {
@@ -280,6 +319,12 @@ func installService(cmd *cobra.Command, spec serviceSpec, noStart, dryRun bool) 
 		return nil
 	}
 	if err := runSteps(cmd.Context(), w, steps); err != nil {
+		// The manager may have read the new file: put the old one back and
+		// tell it so, best effort.
+		u.undo(cmd.ErrOrStderr())
+		if spec.manager == systemd {
+			_, _ = runCtl(cmd.Context(), spec.systemctl("daemon-reload"))
+		}
 		return err
 	}
 	printWhere(w, spec.serviceTarget, spec.dataDir)
@@ -310,7 +355,7 @@ func (t serviceTarget) flagsHint() string {
 // makeDirs creates the data and work directories (0700, owned by the
 // service's account) so that the sandbox can name them writable, and
 // launchd's log directory. systemd makes its StateDirectory itself.
-func (s serviceSpec) makeDirs() error {
+func (s serviceSpec) makeDirs(u *installUndo) error {
 	dirs := []string{s.workDir}
 	if !(s.manager == systemd && s.system && s.dataDir == filepath.Join("/var/lib", s.stateDirectory())) {
 		dirs = append(dirs, s.dataDir)
@@ -325,8 +370,18 @@ func (s serviceSpec) makeDirs() error {
 		if _, err := os.Stat(d); err == nil {
 			continue
 		}
+		var made []string // from the top: undone from the deepest
+		for p := d; ; p = filepath.Dir(p) {
+			if _, err := os.Stat(p); err == nil || filepath.Dir(p) == p {
+				break
+			}
+			made = append([]string{p}, made...)
+		}
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
+		}
+		for _, p := range made {
+			u.made(p)
 		}
 		if uid, gid := s.ids(); s.system && uid != os.Geteuid() {
 			if err := os.Chown(d, uid, gid); err != nil {

@@ -24,6 +24,12 @@ type serviceSpec struct {
 	args    []string // the flags of agent run
 	dataDir string   // where the service keeps its state (also in args)
 	workDir string   // --work-dir, absolute, or "" (below the data directory)
+	// repos are the repositories' paths (--repo, [[repo]]): the agent
+	// writes their git directories (it brings each task's branch back).
+	repos []string
+	// files are the other paths the service reads or writes, by flag:
+	// what the sandbox must let it reach.
+	files map[string][]string
 	path    string   // PATH for the service: the installing shell's, absolute entries only
 	stop    time.Duration
 	// sandbox turns on the unit's hardening (see systemdSandbox).
@@ -49,7 +55,7 @@ func stopTimeout(drain, killGrace time.Duration) time.Duration {
 }
 
 // mustExist are the path flags whose file the service needs at start.
-var mustExist = map[string]bool{"token-file": true, "executor-bin": true, "config": true}
+var mustExist = map[string]bool{"token-file": true, "executor-bin": true, "config": true, "repo": true}
 
 // specFrom checks agent run's flags as the service would get them and
 // makes the spec: paths absolute against the current directory, settings
@@ -107,6 +113,26 @@ func specFrom(args []string, t serviceTarget, env map[string]string) (serviceSpe
 			return serviceSpec{}, err
 		}
 	}
+	var repos []string
+	if vals, err := fs.GetStringArray("repo"); err == nil {
+		for _, v := range vals {
+			_, p, _ := agentSettings.lookup("repo").splitPair(v)
+			repos = append(repos, filePath(p, "."))
+		}
+	}
+	files := map[string][]string{}
+	for _, name := range []string{"token-file", "config", "executor-bin", "isolation-write"} {
+		if f := fs.Lookup(name); f != nil {
+			if vals, err := fs.GetStringArray(name); err == nil {
+				files[name] = vals
+			} else if v := f.Value.String(); v != "" {
+				files[name] = []string{v}
+			}
+		}
+	}
+	if cfg != "" {
+		files["config"] = []string{cfg}
+	}
 	drain, _ := fs.GetDuration("drain-timeout")
 	kill, _ := fs.GetDuration("kill-grace")
 	self, err := os.Executable()
@@ -116,7 +142,7 @@ func specFrom(args []string, t serviceTarget, env map[string]string) (serviceSpe
 	if self, err = filepath.EvalSymlinks(self); err != nil {
 		return serviceSpec{}, err
 	}
-	return serviceSpec{serviceTarget: t, binary: self, source: self, args: args, dataDir: dataDir, workDir: workDir,
+	return serviceSpec{serviceTarget: t, binary: self, source: self, args: args, dataDir: dataDir, workDir: workDir, repos: repos, files: files,
 		path: servicePath(os.Getenv("PATH")), stop: stopTimeout(drain, kill), sandbox: true}, nil
 }
 
@@ -189,6 +215,15 @@ func absolutePaths(args []string, fs *pflag.FlagSet) ([]string, error) {
 		if !isPathFlag(name) {
 			continue
 		}
+		prefix := ""
+		if name == "repo" {
+			// NAME=PATH: the path is made absolute, not the name.
+			repo, path, ok := strings.Cut(val, "=")
+			if !ok || repo == "" {
+				return nil, usagef("--repo %s: want NAME=PATH", val)
+			}
+			prefix, val = repo+"=", path
+		}
 		abs, err := absolutePath(name, val)
 		if err != nil {
 			return nil, err
@@ -199,9 +234,9 @@ func absolutePaths(args []string, fs *pflag.FlagSet) ([]string, error) {
 			}
 		}
 		if hasVal {
-			out[at] = "--" + name + "=" + abs
+			out[at] = "--" + name + "=" + prefix + abs
 		} else {
-			out[at] = abs
+			out[at] = prefix + abs
 		}
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -90,7 +91,7 @@ func (s serviceSpec) systemdUnit() string {
 func (s serviceSpec) systemdSandbox() string {
 	home := s.account.HomeDir
 	writable := []string{home}
-	for _, d := range []string{s.dataDir, s.workDir} {
+	for _, d := range slices.Concat([]string{s.dataDir, s.workDir}, s.repos, s.files["isolation-write"]) {
 		if d != "" && !within(d, home) && !withinAny(writable, d) {
 			writable = append(writable, d)
 		}
@@ -127,6 +128,40 @@ UMask=0077
 KeyringMode=private
 RemoveIPC=yes
 `
+}
+
+// privateTmp are the directories a sandboxed unit sees empty
+// (PrivateTmp=yes): files there are out of the service's reach.
+var privateTmp = []string{"/tmp", "/var/tmp"}
+
+// unreachable says, a line each, which paths the service needs that its
+// sandbox hides (a private /tmp), and what the unit made writable beyond
+// the home directory for it: install and print say both.
+func (s serviceSpec) unreachable() (hidden, opened []string) {
+	if !s.sandbox || s.manager != systemd {
+		return nil, nil
+	}
+	need := map[string][]string{"data-dir": {s.dataDir}, "work-dir": {s.workDir}, "repo": s.repos}
+	for k, v := range s.files {
+		need[k] = v
+	}
+	names := make([]string, 0, len(need))
+	for k := range need {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for _, p := range need[name] {
+			switch {
+			case p == "":
+			case withinAny(privateTmp, p):
+				hidden = append(hidden, fmt.Sprintf("--%s %s: the service has a private /tmp and /var/tmp (PrivateTmp=yes) and will not see it; move it out of /tmp, or install with --no-sandbox", name, p))
+			case (name == "repo" || name == "isolation-write") && !within(p, s.account.HomeDir):
+				opened = append(opened, fmt.Sprintf("--%s %s is outside %s: the unit makes it writable (ReadWritePaths=)", name, p, s.account.HomeDir))
+			}
+		}
+	}
+	return hidden, opened
 }
 
 // within tells whether path is dir or below it.

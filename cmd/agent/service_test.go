@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/state"
 )
@@ -301,7 +306,8 @@ func TestServiceSystemNeverDefaultsToRoot(t *testing.T) {
 		if r.code != 0 || len(v["User"]) != 1 || v["User"][0] != "root" {
 			t.Errorf("install --system --run-as root: want User=root: %+v", r)
 		}
-		if !strings.HasPrefix(r.stderr, "agent: warning: the service runs as root") || strings.Count(r.stderr, "\n") != 1 {
+		// (The token file is in this test's /tmp, which is warned of too.)
+		if !regexp.MustCompile(`(?m)^agent: warning: the service runs as root \(--run-as root\): its tasks can write /root, ~/.ssh included$`).MatchString(r.stderr) {
 			t.Errorf("install --run-as root does not warn, in one line: %q", r.stderr)
 		}
 	})
@@ -412,4 +418,109 @@ func TestServiceBinaryPlace(t *testing.T) {
 		t.Errorf("--bin and --no-copy wrote below the home directory: %v", err)
 	}
 	ctl.wantCalls(t, "no start")
+}
+
+// service print and install resolve --repo NAME=PATH as agent run reads
+// it: the path made absolute against the installer's directory (the
+// service's is another), ~/ the home directory, the name left as it is;
+// a path that is not there is refused at install, not at the service's
+// first start.
+func TestServiceRepoPathsAbsolute(t *testing.T) {
+	dir, home := t.TempDir(), t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "app"), 0o700))
+	must(t, os.MkdirAll(filepath.Join(home, "src", "docs"), 0o700))
+	tok := tokenFile(t)
+	run := func(args ...string) result {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := agentCmd(ctx, []string{"HOME=" + home}, append([]string{"service", "print", "--", "--control-plane", "https://cp.example.com", "--token-file", tok}, args...)...)
+		cmd.Dir = dir
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return result{stdout: out.String(), stderr: errb.String(), code: code}
+	}
+	r := run("--repo", "app=./app", "--repo=docs=~/src/docs")
+	if r.code != 0 {
+		t.Fatalf("service print: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"--repo app=" + filepath.Join(dir, "app"), "--repo=docs=" + filepath.Join(home, "src", "docs")} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the unit lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, dir+"/app=") {
+		t.Errorf("the repository's name was made a path:\n%s", r.stdout)
+	}
+	// The agent writes the repository's git directory: the unit lets it,
+	// and says which paths its private /tmp hides (these tests' are there).
+	if !regexp.MustCompile(`(?m)^ReadWritePaths=.* -` + regexp.QuoteMeta(filepath.Join(dir, "app")) + `( |$)`).MatchString(r.stdout) {
+		t.Errorf("the unit does not let the service write the repository:\n%s", r.stdout)
+	}
+	for _, want := range []string{"warning: --repo " + filepath.Join(dir, "app") + ": the service has a private /tmp", "warning: --token-file " + tok + ": the service has a private /tmp"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("service print does not warn %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "note: --repo") {
+		t.Errorf("a repository in the home directory is noted as opened:\n%s", r.stderr)
+	}
+	wantOneLineError(t, run("--repo", "gone=./gone"), 2, "--repo "+filepath.Join(dir, "gone")+": no such file")
+	wantOneLineError(t, run("--repo", "./app"), 2, "--repo ./app: want NAME=PATH")
+}
+
+// An install the service manager refuses (no user manager, say) is
+// undone: a first install leaves no unit, environment file, binary or
+// directory it made; a reinstall puts the unit and binary it replaced
+// back. Nothing is left half installed.
+func TestServiceInstallUndoneWhenItCannotFinish(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	configHome, home, top := t.TempDir(), t.TempDir(), t.TempDir()
+	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + configHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
+	data := filepath.Join(top, "state", "agent")
+	bin := filepath.Join(home, ".local", "bin", "agent")
+	unit := filepath.Join(configHome, "systemd", "user", serviceName)
+	envFile := filepath.Join(configHome, "agent", "agent.env")
+	install := []string{"service", "install", "--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t), "--data-dir", data}
+
+	must(t, os.WriteFile(ctl.fail, []byte("Failed to connect to bus: No medium found\n"), 0o600))
+	r := runAgentEnv(t, env, install...)
+	if r.code == 0 || !strings.Contains(r.stderr, "Failed to connect to bus") || !strings.Contains(r.stderr, "install undone: removed "+unit) {
+		t.Fatalf("install without a user manager: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, p := range []string{unit, envFile, bin, data, filepath.Join(top, "state")} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the failed install left %s (%v)", p, err)
+		}
+	}
+
+	// Installed once, then a reinstall that fails: the first is put back.
+	must(t, os.Remove(ctl.fail))
+	if r := runAgentEnv(t, env, install...); r.code != 0 {
+		t.Fatalf("install: %+v", r)
+	}
+	before, err := os.ReadFile(unit)
+	must(t, err)
+	must(t, os.WriteFile(ctl.fail, []byte("Failed to connect to bus\n"), 0o600))
+	again := append(append([]string{}, install...), "--max-concurrent", "3")
+	if r := runAgentEnv(t, env, again...); r.code == 0 || !strings.Contains(r.stderr, "install undone: put back "+unit) {
+		t.Fatalf("a reinstall that fails: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	after, err := os.ReadFile(unit)
+	if err != nil || string(after) != string(before) {
+		t.Errorf("the unit after a failed reinstall: %v\n%s", err, after)
+	}
+	if st, err := os.Stat(bin); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("the binary after a failed reinstall: %v", err)
+	}
+	if matches, _ := filepath.Glob(filepath.Join(filepath.Dir(bin), ".agent-*")); len(matches) > 0 {
+		t.Errorf("left behind: %v", matches)
+	}
 }
