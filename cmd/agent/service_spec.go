@@ -30,8 +30,8 @@ type serviceSpec struct {
 	// files are the other paths the service reads or writes, by flag:
 	// what the sandbox must let it reach.
 	files map[string][]string
-	path    string   // PATH for the service: the installing shell's, absolute entries only
-	stop    time.Duration
+	path  string // PATH for the service: the installing shell's, absolute entries only
+	stop  time.Duration
 	// sandbox turns on the unit's hardening (see systemdSandbox).
 	sandbox bool
 	limits  serviceLimits
