@@ -143,6 +143,9 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 				if r.code != 0 {
 					t.Fatalf("tasks reply: %+v", r)
 				}
+				if said := id + ": " + c.name + " request "; !strings.HasPrefix(r.stdout, said) {
+					t.Errorf("tasks reply %s says %q, want it to begin %q", c.answer, r.stdout, said)
+				}
 				// A second, different answer is refused: the request is answered.
 				other := map[string]string{"--accept": "--decline", "--decline": "--accept"}[c.answer]
 				wantOneLineError(t, runAgent(t, "tasks", "reply", id, other, "--control-plane", cp.url(), "--token-file", cp.operatorFile), 1, "already answered")

@@ -45,7 +45,11 @@ heartbeat. Without --request it answers the request the task awaits now.`,
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %sed request %s; the agent takes the answer at its next heartbeat\n", v.ID, decision, visible(v.Reply.RequestID))
+			done := "accepted"
+			if decision == api.DecisionDecline {
+				done = "declined"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s request %s; the agent takes the answer at its next heartbeat\n", v.ID, done, visible(v.Reply.RequestID))
 			return nil
 		},
 	}
