@@ -607,11 +607,15 @@ func checkAuth(ctx context.Context, base string, o Options) Check {
 	if err != nil {
 		return failed(CheckAuth, err.Error(), "correct --control-plane and the token")
 	}
+	// The fix points at the registration secret's own file: the file
+	// given may be a person's operator token, which must not be written
+	// over.
 	from := "AGENT_TOKEN"
-	fix := "set AGENT_TOKEN to the control plane's registration secret (agent controlplane serve prints the file that holds it: its --token-file, or DATA_DIR/token)"
+	secret := "the control plane's registration secret (agent controlplane serve prints the file that holds it: its --token-file, or DATA_DIR/token; not DATA_DIR/operator-token, a person's)"
+	fix := "set AGENT_TOKEN to " + secret
 	if o.TokenFile != "" {
 		from = o.TokenFile
-		fix = fmt.Sprintf("put the control plane's registration secret in %s (agent controlplane serve prints the file that holds it: its --token-file, or DATA_DIR/token)", o.TokenFile)
+		fix = "give --token-file the file of " + secret
 	}
 	who, err := c.WhoAmI(ctx)
 	var ae *controlplane.APIError
@@ -626,7 +630,8 @@ func checkAuth(ctx context.Context, base string, o Options) Check {
 		return failed(CheckAuth, fmt.Sprintf("could not ask the control plane whether it accepts the token: %v", err),
 			"the control plane stopped answering: check that it runs, and the network between")
 	case who.Principal != api.PrincipalRegistration:
-		return failed(CheckAuth, fmt.Sprintf("token accepted, but it is an %s token, not the registration secret an agent enrols with", who.Principal), fix)
+		return failed(CheckAuth, fmt.Sprintf("token accepted, but it is an %s token, not the registration secret an agent enrols with", who.Principal),
+			"keep "+from+" for what it is; "+fix)
 	}
 	return pass(CheckAuth, "the token from %s accepted: the registration secret (GET /v1/whoami)", from)
 }

@@ -186,7 +186,7 @@ func TestDoctorControlPlane(t *testing.T) {
 		o.TokenFile = "/etc/agent/token"
 		checks := Run(context.Background(), o)
 		wantCheck(t, checkNamed(t, checks, CheckControlPlane), CheckPass, "200", "")
-		wantCheck(t, checkNamed(t, checks, CheckAuth), CheckFail, "refused the token from /etc/agent/token (401 Unauthorized)", "put the control plane's registration secret in /etc/agent/token")
+		wantCheck(t, checkNamed(t, checks, CheckAuth), CheckFail, "refused the token from /etc/agent/token (401 Unauthorized)", "give --token-file the file of the control plane's registration secret")
 		for _, c := range checks {
 			if strings.Contains(c.Detail+c.Fix, "tok-not-this-one") {
 				t.Errorf("the token shows in %+v", c)

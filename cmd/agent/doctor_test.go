@@ -150,7 +150,7 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 				return []string{"--token-file", bad}
 			}},
 		{name: "a person's operator token", failing: doctor.CheckAuth, detail: "it is an operator token, not the registration secret",
-			fix:   "put the control plane's registration secret in",
+			fix:   "keep " + c.operatorFile + " for what it is; give --token-file the file of the control plane's registration secret",
 			setup: func(t *testing.T, _, _ string) []string { return []string{"--token-file", c.operatorFile} }},
 		{name: "control plane down", failing: doctor.CheckControlPlane, detail: "connection refused", fix: "start the control plane",
 			skipped: []doctor.CheckName{doctor.CheckAuth, doctor.CheckClock},
