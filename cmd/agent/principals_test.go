@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,5 +197,32 @@ func TestE2EAnAgentIDIsHeldByOneHost(t *testing.T) {
 	again := startAgentProc(t, c, first)
 	if code := again.wait(); code != 1 || !strings.Contains(again.output(), "agent agents revoke vm-7") {
 		t.Fatalf("the first host after its token was revoked and the id taken: exit %d\n%s", code, tail(again.output(), 1000))
+	}
+}
+
+// One config file serves agent run and a person's commands alike:
+// token-file names the registration secret agent run enrols with, and
+// operator-token-file the person's token submit, tasks and agents use
+// (--token-file on the command line still wins).
+func TestOneConfigForRunAndSubmit(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	conf := filepath.Join(t.TempDir(), "agent.toml")
+	must(t, os.WriteFile(conf, []byte(fmt.Sprintf("control-plane = %q\ntoken-file = %q\noperator-token-file = %q\ndata-dir = %q\nexecutor.kind = \"sample\"\n",
+		c.url(), c.tokenFile, c.operatorFile, dataDir)), 0o600))
+	ag := startProc(t, "agent", nil, "run", "--config", conf)
+	defer ag.stop()
+	r := runAgent(t, "submit", "--config", conf, "--wait", "--prompt", "@output from one config")
+	if r.code != 0 || !strings.Contains(r.stdout, "completed") {
+		t.Fatalf("submit with the shared config: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runAgent(t, "agents", "ls", "--config", conf); r.code != 0 {
+		t.Errorf("agents ls with the shared config: exit %d\n%s", r.code, r.stderr)
+	}
+	// --token-file on the command line wins: the registration secret is
+	// refused where a person's token is needed.
+	r = runAgent(t, "tasks", "ls", "--remote", "--config", conf, "--token-file", c.tokenFile)
+	if r.code == 0 || !strings.Contains(r.stderr, "registration secret only registers agents") {
+		t.Errorf("--token-file over operator-token-file: exit %d\n%s", r.code, r.stderr)
 	}
 }

@@ -280,7 +280,8 @@ func bound(fs *pflag.FlagSet, s *setting) *pflag.Flag {
 // holds any of them.
 var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConfigFile, list: []*setting{
 	{name: "control-plane", help: "the control plane's URL (https, or http on loopback)"},
-	{name: "token-file", path: true, help: "file holding the token (else AGENT_TOKEN): for agent run, the control plane's registration secret; for submit, tasks and agents, a person's operator token; 0600, 32 characters or more"},
+	{name: "token-file", path: true, help: "file holding the token (else AGENT_TOKEN): for agent run, the control plane's registration secret; for submit, tasks and agents, a person's operator token, unless operator-token-file names it; 0600, 32 characters or more"},
+	{name: "operator-token-file", path: true, help: "for submit, tasks and agents: file holding a person's operator token, over token-file (which agent run reads for the registration secret), so that one config file serves both; --token-file on the command line wins"},
 	{name: "insecure", def: false, help: "allow http:// to a control plane that is not on loopback"},
 	{name: "data-dir", path: true, def: defaultDataDir(), help: "the agent's data directory (for the commands that read one, the installed service's when nothing names one: see agent service)"},
 	{name: "agent-id", help: "this agent's id (default: one kept in the data directory)"},

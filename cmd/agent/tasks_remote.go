@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
@@ -21,11 +22,29 @@ import (
 // reply, cancel, retry and every --remote form share them.
 type cpFlags struct {
 	url, tokenFile string
-	insecure       bool
+	// operatorTokenFile is the person's token file, over tokenFile
+	// (which agent run reads for the registration secret) unless
+	// --token-file is on the command line.
+	operatorTokenFile string
+	insecure          bool
+	flags             *pflag.FlagSet
 }
 
 // add makes cmd take the control plane settings.
-func (f *cpFlags) add(cmd *cobra.Command) { controlPlaneFlags(cmd, &f.url, &f.tokenFile, &f.insecure) }
+func (f *cpFlags) add(cmd *cobra.Command) {
+	controlPlaneFlags(cmd, &f.url, &f.tokenFile, &f.insecure)
+	agentSettings.bind(cmd.Flags(), "operator-token-file", &f.operatorTokenFile)
+	f.flags = cmd.Flags()
+}
+
+// file is the token file a person's command reads: --token-file given on
+// the command line, else operator-token-file, else token-file.
+func (f *cpFlags) file() string {
+	if f.operatorTokenFile == "" || f.flags != nil && f.flags.Changed("token-file") {
+		return f.tokenFile
+	}
+	return f.operatorTokenFile
+}
 
 // client is a client of the control plane the flags name. The token is
 // read here and never shows in an error.
@@ -33,7 +52,7 @@ func (f *cpFlags) client() (*controlplane.Client, error) {
 	if f.url == "" {
 		return nil, usagef("--control-plane is required (or control-plane in the config file, or AGENT_CONTROL_PLANE)")
 	}
-	token, err := readToken(f.tokenFile)
+	token, err := readToken(f.file())
 	if err != nil {
 		return nil, err
 	}
