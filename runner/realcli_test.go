@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/claude"
+	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
@@ -190,6 +191,7 @@ func TestAContinueResumesTheSession(t *testing.T) {
 				if id == "" || path == "" {
 					t.Fatalf("attempt 1 bound session %q at %q:\n%s", id, path, a1)
 				}
+
 				if _, err := os.Stat(path); err != nil {
 					t.Fatalf("the file the session is kept in: %v", err)
 				}
@@ -382,5 +384,42 @@ func TestRealCLIOverItsTokenBudgetIsStopped(t *testing.T) {
 			}
 			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
 		})
+	}
+}
+
+// Confined by the agent with Codex's default sandbox (workspace-write,
+// started as danger-full-access), Codex still complains at every start
+// that bubblewrap is missing: the line is said as noise, never as an
+// error on stderr.
+func TestCodexSandboxComplaintIsNoiseWhenConfined(t *testing.T) {
+	runnertest.LimitCLIs(t)
+	mock := runnertest.StartMock(t)
+	exe, err := codex.New(codex.Config{Sandbox: "workspace-write", Base: cli.Base{Bin: clitest.CodexBin(t), Grace: 2 * time.Second,
+		Env: clitest.CodexEnv(t, mock, clitest.CodexOptions{UserSandbox: true})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	s := attemptSpec(1, work, firstPrompt, nil)
+	s.TempDir = t.TempDir()
+	s.Confine = runnertest.Confined(t, work, s.TempDir)
+	a := runnertest.RunAttempt(context.Background(), t, exe, s, nil)
+	if a.Result() == nil {
+		t.Fatalf("the attempt did not complete:\n%s", a)
+	}
+	said := 0
+	for _, ev := range a.Events() {
+		for _, l := range ev.Lines {
+			if !strings.Contains(l, "bubblewrap") {
+				continue
+			}
+			if ev.Stream == runner.StreamStderr || !strings.HasPrefix(l, "(not a problem: the agent confines this attempt itself") {
+				t.Errorf("a %s line about bubblewrap, not marked as noise: %q", ev.Stream, l)
+			}
+			said++
+		}
+	}
+	if said == 0 {
+		t.Errorf("Codex said nothing of its sandbox: this test no longer sees what it checks:\n%s", a)
 	}
 }

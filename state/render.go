@@ -291,3 +291,47 @@ func Ellipsize(s string, n int) string {
 	}
 	return s
 }
+
+// PlainText is s without the terminal's escape sequences: colours and
+// other CSI sequences (ESC [ … final byte), OSC sequences (ESC ] … BEL or
+// ESC \), and any other escape with the byte after it. CLIs colour what
+// they print for a terminal; a log shows the text. What else s holds is
+// kept: the printing commands still show control characters inert.
+func PlainText(s string) string {
+	i := strings.IndexByte(s, 0x1b)
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for i < len(s) {
+		c := s[i]
+		if c != 0x1b {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		i++ // ESC
+		switch {
+		case i >= len(s):
+		case s[i] == '[': // CSI: parameters and intermediates, then a final byte in @–~
+			i++
+			for i < len(s) && (s[i] < 0x40 || s[i] > 0x7e) {
+				i++
+			}
+			i++
+		case s[i] == ']': // OSC: until BEL or ST (ESC \)
+			i++
+			for i < len(s) && s[i] != 0x07 && !(s[i] == 0x1b && i+1 < len(s) && s[i+1] == '\\') {
+				i++
+			}
+			if i < len(s) && s[i] == 0x1b {
+				i++
+			}
+			i++
+		default:
+			i++
+		}
+	}
+	return b.String()
+}

@@ -237,3 +237,21 @@ func TestEllipsize(t *testing.T) {
 		}
 	}
 }
+
+func TestPlainText(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain": "plain",
+		"\x1b[2m2026-11-27T18:49:47Z\x1b[0m \x1b[31mERROR\x1b[0m codex": "2026-11-27T18:49:47Z ERROR codex",
+		"\x1b[1;38;5;208mbold orange\x1b[m":                             "bold orange",
+		"title \x1b]0;hijack\x07after":                                  "title after",
+		"link \x1b]8;;http://x\x1b\\text\x1b]8;;\x1b\\":                 "link text",
+		"cursor \x1b[2Jcleared \x1bcreset":                              "cursor cleared reset",
+		"cut at the end \x1b[":                                          "cut at the end ",
+		"lone \x1b":                                                     "lone ",
+		"\u202e and \x07 stay":                                          "\u202e and \x07 stay",
+	} {
+		if got := PlainText(in); got != want {
+			t.Errorf("PlainText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

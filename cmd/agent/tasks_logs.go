@@ -41,7 +41,8 @@ default) and marks where it cut.`,
 			}
 			id := args[0]
 			out := cmd.OutOrStdout()
-			print := func(l string) { fmt.Fprintln(out, visible(l)) }
+			// A CLI's colours are for a terminal of its own: the text is shown.
+			print := func(l string) { fmt.Fprintln(out, visible(state.PlainText(l))) }
 			if src.remote {
 				return remoteLogs(cmd, &src, id, attempt, follow, print)
 			}

@@ -19,7 +19,7 @@ func TestTasksLogsRemote(t *testing.T) {
 		return append(append([]string{"tasks", "logs"}, args...), "--remote", "--control-plane", c.url(), "--token-file", c.operatorFile)
 	}
 
-	id := submit(t, c, "Summarize\n@output hello from afar\n@fail rate_limit")
+	id := submit(t, c, "Summarize\n@output hello from afar\n@output \x1b[1;31mred\x1b[0m, as a CLI colours it\n@fail rate_limit")
 	if v := c.waitDone(t, id); len(v.Attempts) != 2 {
 		t.Fatalf("want two attempts: %s with %d", v.Phase, len(v.Attempts))
 	}
@@ -28,6 +28,10 @@ func TestTasksLogsRemote(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Fatalf("tasks logs --remote: exit %d, lacks %q:\n%s%s", r.code, want, r.stdout, r.stderr)
 		}
+	}
+	// Colours are for a terminal: the text is shown, no escape.
+	if !strings.Contains(r.stdout, "red, as a CLI colours it") || strings.Contains(r.stdout, "[1;31m") || strings.Contains(r.stdout, "x1b") {
+		t.Errorf("tasks logs --remote shows a CLI's colours:\n%s", r.stdout)
 	}
 	// The same lines as the agent's own files, time and stream included.
 	local := runAgent(t, "tasks", "logs", id, "--data-dir", dataDir)

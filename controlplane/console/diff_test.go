@@ -57,3 +57,20 @@ func TestDiffPage(t *testing.T) {
 		t.Error("the diff page holds the patch's markup unescaped")
 	}
 }
+
+// A CLI's colours in a task's log are for a terminal: the log tail and
+// the events show the text, never the escapes.
+func TestLogShowsNoColourEscapes(t *testing.T) {
+	cp := start(t, server.Options{})
+	b := newBrowser(t, cp.URL)
+	b.signIn(operatorToken)
+	a := newAgent(t, cp, "agent-1")
+	id := submit(t, cp, "colours")
+	a.claim()
+	a.start(id)
+	a.send(id, state.EventLog, state.LogEvent{Stream: state.LogStderr, Lines: []string{"\x1b[2m2026-11-27T18:49:47Z\x1b[0m \x1b[31mERROR\x1b[0m codex: it failed"}})
+	_, body := b.get("/tasks/" + id)
+	if !strings.Contains(body, "stderr: 2026-11-27T18:49:47Z ERROR codex: it failed") || strings.Contains(body, "[31m") || strings.Contains(body, "\x1b") {
+		t.Errorf("the task page shows a CLI's colour escapes:\n%s", body)
+	}
+}

@@ -252,7 +252,7 @@ func eventOf(e api.StoredEvent) eventRow {
 			r.Text += ": " + c.Error.Error()
 		}
 	}
-	r.Text = state.Ellipsize(r.Text, 300)
+	r.Text = state.Ellipsize(state.PlainText(r.Text), 300)
 	return r
 }
 
@@ -267,6 +267,7 @@ func logLines(e api.StoredEvent) []string {
 	}
 	lines := make([]string, 0, len(p.Lines))
 	for _, l := range p.Lines {
+		l = state.PlainText(l) // a CLI's colours, for a terminal
 		if p.Stream == state.LogStderr {
 			l = "stderr: " + l
 		}

@@ -80,6 +80,9 @@ type CodexOptions struct {
 	// NoRetryCaps leaves the mock provider's retries at Codex's defaults,
 	// for a test that checks the agent caps them itself.
 	NoRetryCaps bool
+	// UserSandbox leaves sandbox_mode out of config.toml, as a person's
+	// config usually does: Codex then looks for its own sandbox at start.
+	UserSandbox bool
 }
 
 // CodexEnv makes a fresh CODEX_HOME whose config.toml points Codex at the
@@ -95,6 +98,10 @@ func CodexEnv(t testing.TB, mock *mockmodel.Server, opts CodexOptions) []string 
 	if opts.StreamIdleMS <= 0 {
 		opts.StreamIdleMS = 5000
 	}
+	sandboxMode := "sandbox_mode = \"danger-full-access\"\n"
+	if opts.UserSandbox {
+		sandboxMode = ""
+	}
 	retries := "request_max_retries = 1\nstream_max_retries = 1\n"
 	if opts.NoRetryCaps {
 		retries = ""
@@ -102,8 +109,7 @@ func CodexEnv(t testing.TB, mock *mockmodel.Server, opts CodexOptions) []string 
 	cfg := fmt.Sprintf(`model = "gpt-5.5"
 model_provider = "mock"
 approval_policy = "never"
-sandbox_mode = "danger-full-access"
-check_for_update_on_startup = false
+%scheck_for_update_on_startup = false
 
 [features]
 plugins = false
@@ -119,7 +125,7 @@ wire_api = "responses"
 env_key = "MOCK_API_KEY"
 supports_websockets = false
 stream_idle_timeout_ms = %d
-%s`, mock.OpenAIBaseURL(), opts.StreamIdleMS, retries)
+%s`, sandboxMode, mock.OpenAIBaseURL(), opts.StreamIdleMS, retries)
 	codexHome := filepath.Join(home, ".codex")
 	if err := os.MkdirAll(codexHome, 0o700); err != nil {
 		t.Fatal(err)

@@ -210,8 +210,22 @@ func (s *codexSession) readStderr() {
 		if err != nil {
 			return
 		}
-		s.out.Send(runner.Event{Type: runner.EventLines, Stream: runner.StreamStderr, Lines: []string{line}, Notice: true})
+		stream := runner.StreamStderr
+		if s.spec.Confine != nil && sandboxIrrelevant(line) {
+			// Codex's own sandbox is not used under the agent's
+			// confinement (see Sandbox): its complaint is noise, said so.
+			stream, line = state.LogExecutor, "(not a problem: the agent confines this attempt itself; Codex's own sandbox is not used) "+state.PlainText(line)
+		}
+		s.out.Send(runner.Event{Type: runner.EventLines, Stream: stream, Lines: []string{line}, Notice: true})
 	}
+}
+
+// sandboxIrrelevant reports whether a line of Codex's stderr is its
+// complaint about its own Linux sandbox (bubblewrap missing, or no user
+// namespaces), which does not apply where the agent confines the
+// attempt: Codex 0.169.0 prints it at every start.
+func sandboxIrrelevant(line string) bool {
+	return strings.Contains(line, "could not find bubblewrap") || strings.Contains(line, "sandbox uses bubblewrap and needs access to create user namespaces")
 }
 
 // request sends a request and remembers its method for the response.
