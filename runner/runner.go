@@ -100,10 +100,15 @@ type Runner struct {
 type Workspaces interface {
 	// Prepare makes the task's workspace from base, or finds it made, and
 	// returns its directory and what a confined attempt must also write
-	// (the repository's shared git directories, for its commits).
+	// (nothing of the repository: see workspace.Workspace.Writable).
 	Prepare(ctx context.Context, taskID, repo, base string) (dir string, writable []string, err error)
 	// Reset takes the workspace back to its base, for a replay.
 	Reset(ctx context.Context, taskID string) error
+	// BringBack brings what the task's branch holds back to its
+	// repository; the runner calls it at the end of each attempt, when
+	// nothing of the attempt runs any more. A task with no workspace (it
+	// was not made) has nothing to bring back: no error.
+	BringBack(ctx context.Context, taskID string) error
 	// Changes says what the task changed in its workspace.
 	Changes(ctx context.Context, taskID string) (*state.Changes, error)
 }
@@ -204,6 +209,7 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 			r.reportAttempt(task, a)
 		}
 		res := r.execute(ctx, task, a)
+		r.bringBack(task)
 		if res.ok() {
 			r.complete(task, a, res)
 			return nil
@@ -791,6 +797,20 @@ func (r *Runner) end(task *state.Task, phase state.Phase, reason string) {
 		ce.Error = c.Error
 	}
 	r.report(task, ce)
+}
+
+// bringBack brings what the attempt made back to the task's repository,
+// if the task names one; a failure is said in the log (the work stays in
+// the workspace, which cleanup then keeps).
+func (r *Runner) bringBack(task *state.Task) {
+	if task.Repo == "" || r.Workspaces == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), changesTimeout)
+	defer cancel()
+	if err := r.Workspaces.BringBack(ctx, task.ID); err != nil {
+		r.logger().Warn("the task's work was not brought back to its repository", "branch", "agent/"+task.ID, "err", err)
+	}
 }
 
 // changes is what task changed in its workspace, or nil when it has

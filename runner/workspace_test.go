@@ -33,6 +33,13 @@ func (w workspaces) Prepare(ctx context.Context, taskID, repo, base string) (str
 
 func (w workspaces) Reset(ctx context.Context, taskID string) error { return w.m.Reset(ctx, taskID) }
 
+func (w workspaces) BringBack(ctx context.Context, taskID string) error {
+	if _, err := w.m.BringBack(ctx, taskID); err != nil && !errors.Is(err, workspace.ErrNoWorkspace) {
+		return err
+	}
+	return nil
+}
+
 func (w workspaces) Changes(ctx context.Context, taskID string) (*state.Changes, error) {
 	return w.m.Changes(ctx, taskID)
 }
@@ -140,6 +147,8 @@ func (w slowWorkspaces) Prepare(ctx context.Context, taskID, repo, base string) 
 
 func (slowWorkspaces) Reset(context.Context, string) error { return nil }
 
+func (slowWorkspaces) BringBack(context.Context, string) error { return nil }
+
 func (slowWorkspaces) Changes(context.Context, string) (*state.Changes, error) {
 	return nil, workspace.ErrNoWorkspace
 }
@@ -235,7 +244,7 @@ func TestATaskMovesNoOtherBranch(t *testing.T) {
 	}
 	gittest.Git(t, other.Dir, "commit", "-q", "--allow-empty", "-m", "the other task's work")
 	otherHead := gittest.Git(t, other.Dir, "rev-parse", "HEAD")
-	if _, err := m.Changes(ctx, "other"); err != nil { // the other task's end
+	if _, err := m.BringBack(ctx, "other"); err != nil { // the other task's attempt ends
 		t.Fatal(err)
 	}
 	gittest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "the person's work")
