@@ -188,7 +188,7 @@ func (w *Workspace) inspect(ctx context.Context) Info {
 		objects = []string{w.cloneObjects()}
 		if commit, err = g.head(); err != nil {
 			if commit, err = w.branchHead(ctx, g); err != nil {
-				errs = append(errs, "its HEAD and branch name no commit ("+err.Error()+")")
+				errs = append(errs, err.Error())
 			}
 		}
 	}
