@@ -57,7 +57,7 @@ type Agent struct {
 	link *link // what the heartbeat learned of the control plane
 
 	conf isolation.Confinement // how attempts are confined
-	// workspaces makes, resets and removes the git worktrees of tasks
+	// workspaces makes, resets and removes the clones of tasks
 	// that name a repository (Config.Repos); usage is what they take, as
 	// the last prune found.
 	workspaces *workspace.Manager

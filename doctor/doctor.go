@@ -53,7 +53,7 @@ const (
 	CheckLogin        CheckName = "login"         // the executor's CLI has a credential: logged in, or its key set
 	CheckModels       CheckName = "models"        // --models known to the CLI; only where it can tell offline (codex)
 	CheckIsolation    CheckName = "isolation"     // attempts confined (Landlock), or said why not
-	CheckWorkspaces   CheckName = "workspaces"    // the repositories served are git repositories; what the tasks' worktrees take
+	CheckWorkspaces   CheckName = "workspaces"    // the repositories served are git repositories; what the tasks' clones take
 	CheckControlPlane CheckName = "control-plane" // the URL valid, GET /healthz answers
 	CheckAuth         CheckName = "auth"          // the control plane accepts the token
 	CheckClock        CheckName = "clock"         // this clock agrees with the control plane's
@@ -144,7 +144,7 @@ type Options struct {
 	Isolation isolation.Config
 
 	// Repos are the repositories the agent is to serve; WorkDir is where
-	// the tasks' work directories, and so their worktrees, are (default
+	// the tasks' work directories, and so their clones, are (default
 	// DataDir/work).
 	Repos   []workspace.Repo
 	WorkDir string

@@ -710,7 +710,7 @@ func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attem
 		return "", nil, fmt.Errorf("repository %q: this agent serves no repositories", task.Repo)
 	}
 	// Never cut part-way (a stop waits for it): git killed in the middle
-	// of making a worktree leaves a branch without its record.
+	// of making a clone leaves it half made.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workspaceTimeout)
 	defer cancel()
 	dir, writable, err := r.Workspaces.Prepare(ctx, task.ID, task.Repo, task.Base)
@@ -719,7 +719,9 @@ func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attem
 	}
 	if a.Number > 1 && a.Continues == 0 {
 		if ch, err := r.Workspaces.Changes(ctx, task.ID); err == nil && (len(ch.Commits) > 0 || ch.Uncommitted) {
-			// What the replay drops stays in the repository's reflog.
+			// Reset brings the earlier commits back to the repository
+			// first; once the replay's own come back, the repository's
+			// reflog of the branch keeps them. Uncommitted changes go.
 			r.logger().Warn("a replay resets the workspace to its base, dropping what earlier attempts made", "attempt", a.Number,
 				"branch", ch.Branch, "head_was", ch.Head, "commits", len(ch.Commits)+ch.CommitsCut, "uncommitted", ch.Uncommitted)
 		}

@@ -16,10 +16,10 @@ var ErrNotWritable = errors.New("not writable")
 
 // CheckWritable checks, without writing, that this process's user may do
 // what preparing and running a task's workspace does: make the task's
-// directory under the root (or the root itself, when it is not there
-// yet), and add a worktree, its branch and its commits to each
-// repository's shared git directory (worktrees, refs, objects). The
-// errors, joined, name each directory refused.
+// clone under the root (or the root itself, when it is not there yet),
+// and bring its branch and commits back to each repository's shared git
+// directory (refs, objects). The errors, joined, name each directory
+// refused.
 func (m *Manager) CheckWritable() error {
 	var errs []error
 	root := m.root

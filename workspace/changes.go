@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/edgeagent/agent/state"
 )
@@ -83,8 +84,14 @@ func lineCount(path string) int {
 	if !info.Mode().IsRegular() {
 		return 1
 	}
-	f, err := os.Open(path)
+	// Not through a link the task swapped in meanwhile, and never
+	// blocking on a FIFO.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		return 0
+	}
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		f.Close()
 		return 0
 	}
 	defer f.Close()

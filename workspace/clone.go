@@ -191,17 +191,20 @@ func (w *Workspace) branchHead(ctx context.Context, g *taskGit) (string, error) 
 // the ref it links to (never followed), or neither when there is none.
 // Only the agent writes it there; an earlier agent let tasks write it.
 func (w *Workspace) repoBranch(ctx context.Context) (refValue, error) {
-	if out, err := runGit(ctx, w.repoDirs(), "symbolic-ref", "-q", w.ref()); err == nil {
+	var ge *gitError
+	out, err := runGit(ctx, w.repoDirs(), "symbolic-ref", "-q", w.ref())
+	switch {
+	case err == nil:
 		return refValue{symbolic: strings.TrimSpace(out)}, nil
-	} else if ge := (*gitError)(nil); !errors.As(err, &ge) {
+	case !errors.As(err, &ge):
 		return refValue{}, err
 	}
-	out, err := runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", w.ref())
-	if err != nil {
-		var ge *gitError
-		if errors.As(err, &ge) {
-			return refValue{}, nil
-		}
+	// Not a link: rev-parse reads the ref itself.
+	out, err = runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", w.ref())
+	switch {
+	case errors.As(err, &ge):
+		return refValue{}, nil // no such branch
+	case err != nil:
 		return refValue{}, err
 	}
 	return refValue{oid: strings.TrimSpace(out)}, nil
