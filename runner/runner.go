@@ -808,7 +808,8 @@ func (r *Runner) bringBack(task *state.Task) {
 	if task.Repo == "" || r.Workspaces == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), changesTimeout)
+	// As long as making a workspace may take: the commits may be many.
+	ctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
 	defer cancel()
 	if err := r.Workspaces.BringBack(ctx, task.ID); err != nil {
 		r.logger().Warn("the task's work was not brought back to its repository", "branch", "agent/"+task.ID, "err", err)
