@@ -147,6 +147,11 @@ func TestTheClonesObjectsAreCheckedBeforeTheyAreRead(t *testing.T) {
 			must(t, os.Rename(gitDir, gitDir+".moved"))
 			must(t, os.Symlink(filepath.Join(private, ".git"), gitDir))
 		}, "is not a directory (a link or a file the task made)"},
+		{"an info file in place of its directory", func(w *Workspace) {
+			info := filepath.Join(w.Dir, ".git", "objects", "info")
+			must(t, os.RemoveAll(info))
+			write(t, filepath.Dir(info), "info", "not a directory")
+		}, "the task's object directory: "},
 		{"a .git file", func(w *Workspace) {
 			gitDir := filepath.Join(w.Dir, ".git")
 			must(t, os.RemoveAll(gitDir))

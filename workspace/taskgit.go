@@ -296,7 +296,7 @@ func (g *taskGit) checkObjects(repoObjects string) error {
 	}
 	entries, err := fs.ReadDir(g.root.FS(), objects)
 	if err != nil {
-		return err
+		return objectsFault(err)
 	}
 	for _, e := range entries {
 		p := objects + "/" + e.Name()
@@ -308,7 +308,7 @@ func (g *taskGit) checkObjects(repoObjects string) error {
 		}
 		inner, err := fs.ReadDir(g.root.FS(), p)
 		if err != nil {
-			return err
+			return objectsFault(err)
 		}
 		for _, f := range inner {
 			if !f.Type().IsRegular() && !f.IsDir() {
@@ -321,15 +321,31 @@ func (g *taskGit) checkObjects(repoObjects string) error {
 	if b, err := g.readSmall("objects/info/alternates", 64<<10); err == nil && string(b) == want {
 		return nil
 	}
+	// What keeps these from working is what the task made of its clone.
 	if err := g.root.MkdirAll(objects+"/info", 0o755); err != nil {
-		return err
+		return objectsFault(err)
 	}
 	tmp := alternates + ".agent"
 	_ = g.root.Remove(tmp)
 	if err := g.root.WriteFile(tmp, []byte(want), 0o644); err != nil {
-		return err
+		return objectsFault(err)
 	}
-	return g.root.Rename(tmp, alternates)
+	if err := g.root.Rename(tmp, alternates); err != nil {
+		return objectsFault(err)
+	}
+	return nil
+}
+
+// objectsFault is err, met in the task's object directory: a refusal of
+// what the task made of it, unless the file system itself failed (full,
+// read only, broken), which is the agent's to report.
+func objectsFault(err error) error {
+	for _, fsErr := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS} {
+		if errors.Is(err, fsErr) {
+			return err
+		}
+	}
+	return refusef("the task's object directory: %v", err)
 }
 
 // isOID reports whether s is an object id of n hex digits, in git's

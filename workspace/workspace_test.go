@@ -616,3 +616,69 @@ func TestCheckOutOfReach(t *testing.T) {
 		}
 	}
 }
+
+// A repository of SHA-256 ids is served as one of SHA-1: the clone and
+// the view are made with its object format, and its 64-digit ids read.
+func TestASHA256Repository(t *testing.T) {
+	ctx := context.Background()
+	repo := filepath.Join(t.TempDir(), "repo")
+	git(t, t.TempDir(), "init", "-q", "--object-format=sha256", "-b", "main", repo)
+	write(t, repo, "README", "one\n")
+	git(t, repo, "add", "-A")
+	git(t, repo, "commit", "-q", "-m", "first")
+	m, err := New(filepath.Join(t.TempDir(), "work"), []Repo{{Name: "app", Path: repo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Prepare(ctx, "s", "app", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, w.Dir, "README", "two\n")
+	git(t, w.Dir, "commit", "-q", "-am", "second")
+	head, err := m.BringBack(ctx, "s")
+	if err != nil || len(head) != 64 || git(t, repo, "rev-parse", "agent/s") != head {
+		t.Fatalf("bring back: %q, %v", head, err)
+	}
+	if c, err := m.Changes(ctx, "s"); err != nil || len(c.Commits) != 1 || c.Files != 1 || c.Uncommitted {
+		t.Errorf("changes: %+v, %v", c, err)
+	}
+	if err := m.Reset(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Remove(ctx, "s", true); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := gitErr(repo, "rev-parse", "--verify", "-q", "agent/s"); err == nil {
+		t.Errorf("branch left: %s", out)
+	}
+}
+
+// A shallow repository (cloned with --depth) is served: its clone and
+// the view know where its history ends, and the work comes back.
+func TestAShallowRepository(t *testing.T) {
+	ctx := context.Background()
+	full := newRepo(t)
+	git(t, full, "commit", "-q", "--allow-empty", "-m", "second")
+	shallow := filepath.Join(t.TempDir(), "shallow")
+	git(t, t.TempDir(), "clone", "-q", "--depth", "1", "file://"+full, shallow)
+	m, err := New(filepath.Join(t.TempDir(), "work"), []Repo{{Name: "app", Path: shallow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Prepare(ctx, "sh", "app", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "work")
+	if got := git(t, w.Dir, "rev-list", "--count", "HEAD"); got != "2" {
+		t.Errorf("the clone sees %s commits, want 2 (the shallow one and the work)", got)
+	}
+	head, err := m.BringBack(ctx, "sh")
+	if err != nil || git(t, shallow, "rev-parse", "agent/sh") != head {
+		t.Fatalf("bring back: %q, %v", head, err)
+	}
+	if i, err := m.Inspect(ctx, "sh"); err != nil || i.Commits != 1 || i.Err != "" {
+		t.Errorf("inspect: %+v, %v", i, err)
+	}
+}
