@@ -168,10 +168,13 @@ func (w *Workspace) inspect(ctx context.Context) Info {
 	switch {
 	case i.Missing:
 	case w.legacy():
-		tips = append(tips, w.legacyHead(), b.oid)
-		commit = w.legacyHead()
-		if commit == "" {
-			commit = b.oid
+		tips = append(tips, w.legacyHead())
+		// Its HEAD, else its branch, else the base: against the base,
+		// what it committed looks uncommitted too, which keeps it.
+		for _, c := range []string{w.legacyHead(), b.oid, w.BaseCommit} {
+			if commit == "" {
+				commit = c
+			}
 		}
 	default:
 		g, err := w.openClone()
@@ -192,9 +195,8 @@ func (w *Workspace) inspect(ctx context.Context) Info {
 			}
 		}
 	}
-	var err2 error
-	if i.Commits, err2 = w.unsaved(ctx, tips, objects); err2 != nil {
-		errs = append(errs, err2.Error())
+	if i.Commits, err = w.unsaved(ctx, tips, objects); err != nil {
+		errs = append(errs, err.Error())
 	}
 	if commit != "" {
 		if l, err := w.look(ctx, commit, ""); err != nil {
