@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -56,7 +57,7 @@ type Agent struct {
 	link *link // what the heartbeat learned of the control plane
 
 	conf isolation.Confinement // how attempts are confined
-	// workspaces makes, resets and removes the git worktrees of tasks
+	// workspaces makes, resets and removes the clones of tasks
 	// that name a repository (Config.Repos); usage is what they take, as
 	// the last prune found.
 	workspaces *workspace.Manager
@@ -95,6 +96,13 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if a.workspaces, err = workspace.New(a.workDir(), cfg.Repos); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if conf.Runner != nil {
+		// A repository a confined task may write is not the person's to
+		// trust any more: its config and hooks run for them.
+		if err := a.workspaces.CheckOutOfReach(conf.Runner.TaskWritable(), conf.Runner.Deny); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	a.health.SetIsolation(conf.Line, conf.Runner != nil)
 	a.live.Store(liveOf(cfg))
@@ -447,6 +455,16 @@ func (w taskWorkspaces) Reset(ctx context.Context, taskID string) error {
 		return workspace.ErrNoWorkspace
 	}
 	return w.m.Reset(ctx, taskID)
+}
+
+func (w taskWorkspaces) BringBack(ctx context.Context, taskID string) error {
+	if w.m == nil {
+		return nil
+	}
+	if _, err := w.m.BringBack(ctx, taskID); err != nil && !errors.Is(err, workspace.ErrNoWorkspace) {
+		return err
+	}
+	return nil
 }
 
 func (w taskWorkspaces) Changes(ctx context.Context, taskID string) (*state.Changes, error) {

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +21,8 @@ import (
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/internal/gittest"
+	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/workspace"
@@ -231,6 +237,46 @@ func TestClaimsAndHeartbeatsAnnounceTheRepositories(t *testing.T) {
 	for _, repos := range claims {
 		if !slices.Equal(repos, []string{"site", "infra"}) {
 			t.Fatalf("a claim announced %v, want site, infra", repos)
+		}
+	}
+}
+
+// An agent that confines its tasks refuses to serve a repository they
+// could write (in /tmp, or in an --isolation-write hierarchy): a task
+// there could rewrite its config and hooks, which the agent and the
+// person run. Unconfined, every repository is as writable, and said so.
+func TestARepositoryTasksCanWriteIsNotServed(t *testing.T) {
+	if landlock.ABI() == 0 {
+		t.Fatal("no Landlock on this kernel: these machines have it; the refusal cannot be checked without")
+	}
+	inTmp := filepath.Join(t.TempDir(), "repo")
+	gittest.Git(t, t.TempDir(), "init", "-q", inTmp)
+	cache := gittest.OutOfReach(t)
+	inCache := filepath.Join(cache, "repo")
+	gittest.Git(t, t.TempDir(), "init", "-q", inCache)
+	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Config{ControlPlane: "http://127.0.0.1:1", Token: "t", DataDir: t.TempDir(), Executor: exe, Logger: quiet()}
+	for _, c := range []struct {
+		repo  string
+		iso   isolation.Config
+		wants string
+	}{
+		{inTmp, isolation.Config{}, `repository "app": ` + inTmp + " is in /tmp, which every confined task may write"},
+		{inCache, isolation.Config{Write: []string{cache}}, `repository "app": ` + inCache + " is in " + cache + ", which every confined task may write"},
+		{inCache, isolation.Config{}, ""},
+		{inTmp, isolation.Config{Mode: isolation.None}, ""},
+	} {
+		cfg := base
+		cfg.Repos, cfg.Isolation = []workspace.Repo{{Name: "app", Path: c.repo}}, c.iso
+		_, err := New(cfg)
+		switch {
+		case c.wants == "" && err != nil:
+			t.Errorf("%s with %+v: %v", c.repo, c.iso, err)
+		case c.wants != "" && (!errors.Is(err, ErrConfig) || !errors.Is(err, workspace.ErrBadRepo) || !strings.Contains(fmt.Sprint(err), c.wants)):
+			t.Errorf("%s with %+v: %v; want a bad repository, saying %q", c.repo, c.iso, err, c.wants)
 		}
 	}
 }

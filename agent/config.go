@@ -46,7 +46,7 @@ type Config struct {
 
 	Executor runner.Executor
 	// Repos are the repositories the agent serves: a task naming one runs
-	// in a git worktree of its own (see package workspace).
+	// in a clone of its own (see package workspace).
 	Repos []workspace.Repo
 	// Labels are what the operator calls the agent (team=infra): its
 	// heartbeats and claims say them, agents ls shows them, and a task may

@@ -49,7 +49,7 @@ type retention struct {
 	held    func(taskID string) bool
 
 	// workspaces, if set, removes the work directories that are git
-	// worktrees, and only when that loses no work; usage, if set, is told
+	// clones, and only when that loses no work; usage, if set, is told
 	// what the workspaces take after every prune.
 	workspaces *workspace.Manager
 	usage      *atomic.Pointer[datadir.WorkspaceUsage]

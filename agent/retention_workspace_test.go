@@ -26,7 +26,7 @@ func TestPruneKeepsWorkspacesThatHoldWork(t *testing.T) {
 	b := newPruneBed(t, state.Retention{})
 	var logged bytes.Buffer
 	b.r.log = slog.New(slog.NewTextHandler(&logged, nil))
-	repo := filepath.Join(t.TempDir(), "repo")
+	repo := filepath.Join(gittest.OutOfReach(t), "repo")
 	gittest.Git(t, t.TempDir(), "init", "-q", "-b", "main", repo)
 	gittest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "first")
 	m, err := workspace.New(b.r.workRoot, []workspace.Repo{{Name: "app", Path: repo}})
@@ -48,6 +48,8 @@ func TestPruneKeepsWorkspacesThatHoldWork(t *testing.T) {
 	holds := filepath.Join(b.r.workRoot, "holds")
 	gittest.Git(t, holds, "commit", "-q", "--allow-empty", "-m", "one")
 	gittest.Git(t, holds, "commit", "-q", "--allow-empty", "-m", "two")
+	_, err = m.BringBack(ctx, "holds") // the end of its attempt
+	must(t, err)
 
 	if res := b.r.prune(ctx); res.tasks != 2 {
 		t.Errorf("pruned %d tasks, want 2 (clean, holds)", res.tasks)

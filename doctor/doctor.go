@@ -53,7 +53,7 @@ const (
 	CheckLogin        CheckName = "login"         // the executor's CLI has a credential: logged in, or its key set
 	CheckModels       CheckName = "models"        // --models known to the CLI; only where it can tell offline (codex)
 	CheckIsolation    CheckName = "isolation"     // attempts confined (Landlock), or said why not
-	CheckWorkspaces   CheckName = "workspaces"    // the repositories served are git repositories; what the tasks' worktrees take
+	CheckWorkspaces   CheckName = "workspaces"    // the repositories served are git repositories; what the tasks' clones take
 	CheckControlPlane CheckName = "control-plane" // the URL valid, GET /healthz answers
 	CheckAuth         CheckName = "auth"          // the control plane accepts the token
 	CheckClock        CheckName = "clock"         // this clock agrees with the control plane's
@@ -144,7 +144,7 @@ type Options struct {
 	Isolation isolation.Config
 
 	// Repos are the repositories the agent is to serve; WorkDir is where
-	// the tasks' work directories, and so their worktrees, are (default
+	// the tasks' work directories, and so their clones, are (default
 	// DataDir/work).
 	Repos   []workspace.Repo
 	WorkDir string
@@ -201,11 +201,11 @@ func checkIsolation(o Options) Check {
 }
 
 // checkWorkspaces checks the repositories the agent is to serve as agent
-// run would, that this user may write the work directory and each
-// repository's git directory (a task's worktree, branch and commits go
-// there), and says what the tasks' worktrees take: a warning when some
-// are kept because removing them would lose work. Its git calls only
-// read.
+// run would (a repository a confined task could write is refused), that
+// this user may write the work directory and each repository's git
+// directory (the agent brings each task's branch and commits back
+// there), and says what the tasks' clones take: a warning when some are
+// kept because removing them would lose work. Its git calls only read.
 func checkWorkspaces(ctx context.Context, o Options) Check {
 	root := o.WorkDir
 	if root == "" {
@@ -214,6 +214,11 @@ func checkWorkspaces(ctx context.Context, o Options) Check {
 	m, err := workspace.New(root, o.Repos)
 	if err != nil {
 		return failed(CheckWorkspaces, err.Error(), "correct the [[repo]] named (name, and path to a git checkout) in the config, or its --repo NAME=PATH")
+	}
+	if c, err := isolation.Resolve(o.Isolation, o.DataDir, o.WorkDir); err == nil && c.Runner != nil {
+		if err := m.CheckOutOfReach(c.Runner.TaskWritable(), c.Runner.Deny); err != nil {
+			return failed(CheckWorkspaces, err.Error(), "keep served repositories where tasks cannot write: not in /tmp, /dev or an --isolation-write hierarchy")
+		}
 	}
 	serves := "no repository served ([[repo]] in the config)"
 	if names := m.Names(); len(names) > 0 {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/gittest"
+	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/cli"
@@ -586,7 +588,7 @@ func TestDoctorConfig(t *testing.T) {
 func TestCheckWorkspaces(t *testing.T) {
 	ctx := context.Background()
 	dataDir := t.TempDir()
-	repo := filepath.Join(t.TempDir(), "app")
+	repo := filepath.Join(gittest.OutOfReach(t), "app")
 	for _, args := range [][]string{{"init", "-q", "-b", "main", repo}, {"-C", repo, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", "first"}} {
 		if out, err := osexec.Command("git", args...).CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v: %s", args, err, out)
@@ -611,4 +613,16 @@ func TestCheckWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCheck(t, checkWorkspaces(ctx, o), CheckWarn, "1 kept, holding work", "agent workspaces ls")
+
+	// A repository every confined task may write (in /tmp) is refused, as
+	// agent run refuses it.
+	if landlock.ABI() == 0 {
+		t.Fatal("no Landlock on this kernel: these machines have it; the refusal cannot be checked without")
+	}
+	inTmp := filepath.Join(t.TempDir(), "app")
+	if out, err := osexec.Command("git", "init", "-q", inTmp).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	wantCheck(t, checkWorkspaces(ctx, Options{DataDir: dataDir, Repos: []workspace.Repo{{Name: "tmp", Path: inTmp}}}),
+		CheckFail, `repository "tmp": `+inTmp+" is in /tmp, which every confined task may write", "not in /tmp")
 }

@@ -18,14 +18,14 @@ type AgentSources struct {
 	Tasks func() ([]*state.Task, error)
 	// Grade returns the executor's health grade.
 	Grade func() health.Grade
-	// Workspaces, if set, returns what the tasks' git worktrees take, as
+	// Workspaces, if set, returns what the tasks' workspaces take, as
 	// the agent last measured them (it does so on its retention tick,
 	// not per scrape); ok is false before the first measure. Unset, the
 	// workspace gauges are not exported.
 	Workspaces func() (w WorkspaceFigures, ok bool)
 }
 
-// WorkspaceFigures are what the tasks' git worktrees take: how many are
+// WorkspaceFigures are what the tasks' workspaces take: how many are
 // clean (retention may remove them), how many are kept because removing
 // them would lose work, and their bytes on disk.
 type WorkspaceFigures struct {
@@ -154,10 +154,10 @@ func (g agentGauges) collect(s *scrape) {
 
 	if g.src.Workspaces != nil {
 		if w, ok := g.src.Workspaces(); ok {
-			s.family("agent_workspaces", "gauge", "Tasks' git worktrees, by state: clean (retention removes them with their task) or kept (removing them would lose work).")
+			s.family("agent_workspaces", "gauge", "Tasks' workspaces (clones), by state: clean (retention removes them with their task) or kept (removing them would lose work).")
 			s.sample("", float64(w.Clean), "state", "clean")
 			s.sample("", float64(w.Kept), "state", "kept")
-			s.single("agent_workspaces_bytes", "gauge", "Bytes the tasks' git worktrees take on disk, as last measured (on the retention tick).", float64(w.Bytes))
+			s.single("agent_workspaces_bytes", "gauge", "Bytes the tasks' clones take on disk, as last measured (on the retention tick).", float64(w.Bytes))
 		}
 	}
 

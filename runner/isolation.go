@@ -28,6 +28,13 @@ type Isolation struct {
 // baseWritable are written by most programs, whatever they are.
 var baseWritable = []string{"/tmp", "/dev"}
 
+// TaskWritable are the hierarchies every confined task may write, beside
+// its own directories: /tmp, /dev and Write. What is in them, a task
+// can change (the agent refuses to serve a repository there).
+func (iso *Isolation) TaskWritable() []string {
+	return append(slices.Clone(baseWritable), iso.Write...)
+}
+
 // policy is one attempt's confinement, before its executor adds what its
 // CLI keeps of its own (AttemptSpec.confine): dirs are the attempt's own
 // (its work, temporary and session directories), given back from the

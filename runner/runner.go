@@ -100,10 +100,15 @@ type Runner struct {
 type Workspaces interface {
 	// Prepare makes the task's workspace from base, or finds it made, and
 	// returns its directory and what a confined attempt must also write
-	// (the repository's shared git directories, for its commits).
+	// (nothing of the repository: see workspace.Workspace.Writable).
 	Prepare(ctx context.Context, taskID, repo, base string) (dir string, writable []string, err error)
 	// Reset takes the workspace back to its base, for a replay.
 	Reset(ctx context.Context, taskID string) error
+	// BringBack brings what the task's branch holds back to its
+	// repository; the runner calls it at the end of each attempt, when
+	// nothing of the attempt runs any more. A task with no workspace (it
+	// was not made) has nothing to bring back: no error.
+	BringBack(ctx context.Context, taskID string) error
 	// Changes says what the task changed in its workspace.
 	Changes(ctx context.Context, taskID string) (*state.Changes, error)
 }
@@ -204,6 +209,7 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 			r.reportAttempt(task, a)
 		}
 		res := r.execute(ctx, task, a)
+		r.bringBack(task)
 		if res.ok() {
 			r.complete(task, a, res)
 			return nil
@@ -704,7 +710,7 @@ func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attem
 		return "", nil, fmt.Errorf("repository %q: this agent serves no repositories", task.Repo)
 	}
 	// Never cut part-way (a stop waits for it): git killed in the middle
-	// of making a worktree leaves a branch without its record.
+	// of making a clone leaves it half made.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workspaceTimeout)
 	defer cancel()
 	dir, writable, err := r.Workspaces.Prepare(ctx, task.ID, task.Repo, task.Base)
@@ -713,7 +719,9 @@ func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attem
 	}
 	if a.Number > 1 && a.Continues == 0 {
 		if ch, err := r.Workspaces.Changes(ctx, task.ID); err == nil && (len(ch.Commits) > 0 || ch.Uncommitted) {
-			// What the replay drops stays in the repository's reflog.
+			// Reset brings the earlier commits back to the repository
+			// first; once the replay's own come back, the repository's
+			// reflog of the branch keeps them. Uncommitted changes go.
 			r.logger().Warn("a replay resets the workspace to its base, dropping what earlier attempts made", "attempt", a.Number,
 				"branch", ch.Branch, "head_was", ch.Head, "commits", len(ch.Commits)+ch.CommitsCut, "uncommitted", ch.Uncommitted)
 		}
@@ -791,6 +799,21 @@ func (r *Runner) end(task *state.Task, phase state.Phase, reason string) {
 		ce.Error = c.Error
 	}
 	r.report(task, ce)
+}
+
+// bringBack brings what the attempt made back to the task's repository,
+// if the task names one; a failure is said in the log (the work stays in
+// the workspace, which cleanup then keeps).
+func (r *Runner) bringBack(task *state.Task) {
+	if task.Repo == "" || r.Workspaces == nil {
+		return
+	}
+	// As long as making a workspace may take: the commits may be many.
+	ctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
+	defer cancel()
+	if err := r.Workspaces.BringBack(ctx, task.ID); err != nil {
+		r.logger().Warn("the task's work was not brought back to its repository", "branch", "agent/"+task.ID, "err", err)
+	}
 }
 
 // changes is what task changed in its workspace, or nil when it has

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/internal/gittest"
+	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/runner/runnertest"
@@ -29,6 +32,13 @@ func (w workspaces) Prepare(ctx context.Context, taskID, repo, base string) (str
 }
 
 func (w workspaces) Reset(ctx context.Context, taskID string) error { return w.m.Reset(ctx, taskID) }
+
+func (w workspaces) BringBack(ctx context.Context, taskID string) error {
+	if _, err := w.m.BringBack(ctx, taskID); err != nil && !errors.Is(err, workspace.ErrNoWorkspace) {
+		return err
+	}
+	return nil
+}
 
 func (w workspaces) Changes(ctx context.Context, taskID string) (*state.Changes, error) {
 	return w.m.Changes(ctx, taskID)
@@ -137,6 +147,8 @@ func (w slowWorkspaces) Prepare(ctx context.Context, taskID, repo, base string) 
 
 func (slowWorkspaces) Reset(context.Context, string) error { return nil }
 
+func (slowWorkspaces) BringBack(context.Context, string) error { return nil }
+
 func (slowWorkspaces) Changes(context.Context, string) (*state.Changes, error) {
 	return nil, workspace.ErrNoWorkspace
 }
@@ -165,4 +177,123 @@ func TestAStopWhileTheWorkspaceIsMadeIsAStop(t *testing.T) {
 			t.Errorf("workspace failing %v: task %s, attempts %s", fail, f.Task.Phase, runnertest.AttemptsText(f.Task))
 		}
 	}
+}
+
+// confinedRepoFixture is repoFixture with every attempt confined as the
+// agent confines it (Landlock; the work root out of every other task's
+// reach), the repository out of a task's reach as the agent requires.
+func confinedRepoFixture(t *testing.T, prompt string) (*runnertest.Fixture, string, *workspace.Manager) {
+	t.Helper()
+	if landlock.ABI() == 0 {
+		t.Fatal("no Landlock on this kernel: these machines have it; the test cannot run without")
+	}
+	f, repo := repoFixture(t, prompt)
+	f.Runner.Isolation = &runner.Isolation{}
+	return f, repo, f.Runner.Workspaces.(workspaces).m
+}
+
+// A confined task writes a symbolic ref (to the person's main) where its
+// branch is, and fails; meanwhile the person commits on main, then
+// retries the task, which replays it. The replay's reset, the report of
+// what the task changed and the removal of its workspace follow no link
+// the task made: main keeps the person's commit, and outlives the
+// workspace.
+func TestASymbolicRefATaskWritesMovesNoBranchOfThePersons(t *testing.T) {
+	attack := `@no-session
+@sh printf 'ref: refs/heads/main\n' > "$(git rev-parse --path-format=absolute --git-common-dir)/refs/heads/agent/t-1"
+@fail network
+@output done`
+	ctx := context.Background()
+	f, repo, m := confinedRepoFixture(t, attack)
+	f.Run(t, ctx)
+	if f.Task.Phase != state.PhaseRecoverableFailed {
+		t.Fatalf("task %s (%s); logs:\n%s", f.Task.Phase, f.Task.PhaseReason, strings.Join(f.Rec.Logs(), "\n"))
+	}
+	gittest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "the person's newer work")
+	newer := gittest.Git(t, repo, "rev-parse", "main")
+	must(t, f.Task.RetryByPerson(time.Now()))
+	must(t, f.Task.Transition(state.PhaseClaimed, "claimed by agent-1", time.Now()))
+	f.Run(t, ctx)
+	if a := f.Task.Attempts; f.Task.Phase != state.PhaseCompleted || len(a) != 2 || a[1].Continues != 0 {
+		t.Fatalf("task %s, attempts %s; logs:\n%s", f.Task.Phase, runnertest.AttemptsText(f.Task), strings.Join(f.Rec.Logs(), "\n"))
+	}
+	if got, err := gitOut(repo, "rev-parse", "--verify", "-q", "refs/heads/main"); err != nil || got != newer {
+		t.Errorf("main is %q (%v) after the replay, want the person's newer commit %s", got, err, newer)
+	}
+	if out, err := gitOut(repo, "symbolic-ref", "-q", "refs/heads/agent/t-1"); err == nil {
+		t.Errorf("the task's branch in the person's repository is a symbolic ref to %s", out)
+	}
+	if _, err := m.Remove(ctx, f.Task.ID, true); err != nil {
+		t.Errorf("remove: %v", err)
+	}
+	if got, err := gitOut(repo, "rev-parse", "--verify", "-q", "refs/heads/main"); err != nil || got != newer {
+		t.Errorf("after the workspace's removal main is %q (%v), want %s", got, err, newer)
+	}
+}
+
+// A confined task goes for another task's branch and the person's: in
+// the repository (update-ref, or writing the ref files) and in the other
+// task's own work directory. None moves, none is deleted or made a link.
+func TestATaskMovesNoOtherBranch(t *testing.T) {
+	ctx := context.Background()
+	f, repo, m := confinedRepoFixture(t, "")
+	base := gittest.Git(t, repo, "rev-parse", "main")
+	other, err := m.Prepare(ctx, "other", "site", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gittest.Git(t, other.Dir, "commit", "-q", "--allow-empty", "-m", "the other task's work")
+	otherHead := gittest.Git(t, other.Dir, "rev-parse", "HEAD")
+	if _, err := m.BringBack(ctx, "other"); err != nil { // the other task's attempt ends
+		t.Fatal(err)
+	}
+	gittest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "the person's work")
+	mainHead := gittest.Git(t, repo, "rev-parse", "main")
+	gitDir := filepath.Join(repo, ".git")
+	tries := []string{
+		"git -C " + repo + " update-ref refs/heads/main " + base,
+		"git -C " + repo + " update-ref refs/heads/agent/other " + base,
+		"git -C " + repo + " update-ref -d refs/heads/agent/other",
+		"git -C " + repo + " branch -f agent/other " + base,
+		"printf 'ref: refs/heads/main\\n' > " + filepath.Join(gitDir, "refs", "heads", "agent", "other"),
+		"echo " + base + " > " + filepath.Join(gitDir, "refs", "heads", "main"),
+		"rm -f " + filepath.Join(gitDir, "refs", "heads", "agent", "other"),
+		"git -C " + other.Dir + " update-ref refs/heads/agent/other " + base,
+		"echo " + base + " > " + filepath.Join(other.Dir, ".git", "refs", "heads", "agent", "other"),
+	}
+	var prompt strings.Builder
+	for _, try := range tries {
+		// Each as a command of its own, whatever the one before did.
+		prompt.WriteString("@sh " + try + " || true\n")
+	}
+	prompt.WriteString("@output done")
+	f.Task.Prompt = prompt.String()
+	f.Run(t, ctx)
+	if f.Task.Phase != state.PhaseCompleted {
+		t.Fatalf("task %s (%s); logs:\n%s", f.Task.Phase, f.Task.PhaseReason, strings.Join(f.Rec.Logs(), "\n"))
+	}
+	if got, err := gitOut(repo, "rev-parse", "--verify", "-q", "refs/heads/main"); err != nil || got != mainHead {
+		t.Errorf("main is %q (%v), want %s", got, err, mainHead)
+	}
+	if out, err := gitOut(repo, "symbolic-ref", "-q", "refs/heads/agent/other"); err == nil {
+		t.Errorf("agent/other is a symbolic ref to %s", out)
+	}
+	if got, err := gitOut(repo, "rev-parse", "--verify", "-q", "refs/heads/agent/other"); err != nil || got != otherHead {
+		t.Errorf("agent/other in the repository is %q (%v), want %s", got, err, otherHead)
+	}
+	if got, err := gitOut(other.Dir, "rev-parse", "HEAD"); err != nil || got != otherHead {
+		t.Errorf("the other task's own branch is at %q (%v), want %s", got, err, otherHead)
+	}
+	if i, err := m.Inspect(ctx, "other"); err != nil || i.Commits != 1 {
+		t.Errorf("the other task's workspace: %+v, %v; want its commit", i, err)
+	}
+}
+
+// gitOut runs git in dir and returns its trimmed output and error.
+func gitOut(dir string, args ...string) (string, error) {
+	cmd := osexec.Command("git", append(gittest.Identity, args...)...)
+	cmd.Dir = dir
+	cmd.Env = gittest.Env()
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
 }

@@ -9,36 +9,33 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/edgeagent/agent/state"
 )
 
 // Changes says what task taskID did in its workspace: the commits on its
 // branch since the base commit (the oldest MaxChangesCommits, then how
-// many more), whether the worktree has changes no commit holds, and the
-// diff stat of the worktree against the base commit, committed or not,
-// untracked files counted as added.
+// many more), whether its files have changes no commit holds, and the
+// diff stat of its files against the base commit, committed or not,
+// untracked files counted as added. Its branch is read from its clone,
+// as data (BringBack says how); Changes itself writes nothing to the
+// repository.
 func (m *Manager) Changes(ctx context.Context, taskID string) (*state.Changes, error) {
-	w, err := m.Get(taskID)
+	w, err := m.open(ctx, taskID)
 	if err != nil {
 		return nil, err
 	}
 	c := &state.Changes{Repo: w.Repo, Branch: w.Branch, Base: w.Base, BaseCommit: w.BaseCommit, Path: w.Dir, Commits: []state.Commit{}}
-	head, err := runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", w.ref())
+	g, err := w.openClone()
 	if err != nil {
-		return nil, fmt.Errorf("workspace %s: branch %s is gone", taskID, w.Branch)
+		return nil, fmt.Errorf("workspace %s: %w", taskID, err)
 	}
-	c.Head = strings.TrimSpace(head)
-	if c.Head != w.LastHead {
-		unlock := m.lock(w.CommonDir)
-		w.LastHead = c.Head
-		err := m.save(w)
-		unlock()
-		if err != nil {
-			return nil, fmt.Errorf("workspace %s: %v", taskID, err)
-		}
+	defer g.Close()
+	if c.Head, err = w.branchHead(ctx, g); err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", taskID, err)
 	}
-	out, err := runGit(ctx, w.repoDirs(), "log", "-z", "--reverse", "--no-show-signature", "--format=%H %s", w.BaseCommit+".."+c.Head, "--")
+	out, err := runGit(ctx, w.viewDirs(""), "log", "-z", "--reverse", "--no-show-signature", "--format=%H %s", w.BaseCommit+".."+c.Head, "--")
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %v", taskID, err)
 	}
@@ -53,20 +50,12 @@ func (m *Manager) Changes(ctx context.Context, taskID string) (*state.Changes, e
 			c.CommitsCut++
 		}
 	}
-	if !isDir(w.Dir) {
-		return c, nil // removed: only the branch tells
-	}
-	untracked, dirty, err := w.status(ctx)
+	l, err := w.look(ctx, c.Head, w.BaseCommit)
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %v", taskID, err)
 	}
-	c.Uncommitted = dirty
-	out, err = runGit(ctx, w.treeDirs(), "diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--ignore-submodules=all",
-		"--numstat", "-z", w.BaseCommit, "--")
-	if err != nil {
-		return nil, fmt.Errorf("workspace %s: %v", taskID, err)
-	}
-	for rec := range strings.SplitSeq(out, "\x00") {
+	c.Uncommitted = len(l.changed) > 0 || len(l.untracked) > 0
+	for rec := range strings.SplitSeq(l.numstat, "\x00") {
 		fields := strings.SplitN(rec, "\t", 3)
 		if len(fields) < 3 {
 			continue
@@ -77,31 +66,11 @@ func (m *Manager) Changes(ctx context.Context, taskID string) (*state.Changes, e
 		c.Insertions += add
 		c.Deletions += del
 	}
-	for _, p := range untracked {
+	for _, p := range l.untracked {
 		c.Files++
 		c.Insertions += lineCount(filepath.Join(w.Dir, p))
 	}
 	return c, nil
-}
-
-// status reads the worktree's status: the untracked files, and whether
-// anything is uncommitted (untracked files included; ignored files and
-// submodules not looked at).
-func (w *Workspace) status(ctx context.Context) (untracked []string, dirty bool, err error) {
-	out, err := runGit(ctx, w.treeDirs(), "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all", "--no-renames")
-	if err != nil {
-		return nil, false, err
-	}
-	for rec := range strings.SplitSeq(out, "\x00") {
-		if len(rec) < 4 {
-			continue
-		}
-		dirty = true
-		if rec[:2] == "??" {
-			untracked = append(untracked, rec[3:])
-		}
-	}
-	return untracked, dirty, nil
 }
 
 // lineCount counts a file's lines as git's numstat would: 0 for a binary
@@ -115,8 +84,14 @@ func lineCount(path string) int {
 	if !info.Mode().IsRegular() {
 		return 1
 	}
-	f, err := os.Open(path)
+	// Not through a link the task swapped in meanwhile, and never
+	// blocking on a FIFO.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		return 0
+	}
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		f.Close()
 		return 0
 	}
 	defer f.Close()

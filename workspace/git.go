@@ -21,18 +21,30 @@ var safeConfig = []string{
 	"-c", "core.pager=cat",
 }
 
+// untrustedObjects is given to a git that reads objects a task wrote
+// (through an alternate): the caches beside them, which a task could
+// forge, are not read.
+var untrustedObjects = []string{
+	"-c", "core.commitGraph=false",
+	"-c", "core.multiPackIndex=false",
+	"-c", "pack.useBitmaps=false",
+}
+
 // gitDirs says which repository a git call works on. A call on a task's
-// worktree names all three, so that git never discovers anything from
-// the worktree itself: its .git file, which the task can rewrite, would
-// otherwise say which repository (and so which config) git reads. The
-// admin directory's commondir file is overridden by GIT_COMMON_DIR for
-// the same reason.
+// work names every directory itself, so that git never discovers
+// anything from what the task wrote: the manager's own view (see
+// Workspace.view) as the git directory, the task's files as the work
+// tree, an index of the manager's.
 type gitDirs struct {
 	// dir is where git runs when nothing else is named (New's discovery).
 	dir string
-	// gitDir, commonDir and workTree become GIT_DIR, GIT_COMMON_DIR and
-	// GIT_WORK_TREE when set.
-	gitDir, commonDir, workTree string
+	// gitDir, commonDir, workTree and indexFile become GIT_DIR,
+	// GIT_COMMON_DIR, GIT_WORK_TREE and GIT_INDEX_FILE when set.
+	gitDir, commonDir, workTree, indexFile string
+	// objects become GIT_ALTERNATE_OBJECT_DIRECTORIES: a task's objects
+	// that a call on the repository reads too. Checked first
+	// (taskGit.checkObjects).
+	objects []string
 }
 
 // gitEnv is the environment of every git call: the agent's, without any
@@ -56,13 +68,31 @@ func gitEnv(d gitDirs) []string {
 	if d.workTree != "" {
 		env = append(env, "GIT_WORK_TREE="+d.workTree)
 	}
+	if d.indexFile != "" {
+		env = append(env, "GIT_INDEX_FILE="+d.indexFile)
+	}
+	if len(d.objects) > 0 {
+		env = append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+strings.Join(d.objects, string(os.PathListSeparator)))
+	}
 	return env
 }
 
 // runGit runs git with args on d, bounded by ctx, and returns its
 // standard output. A failure is one line: the command and what git said.
 func runGit(ctx context.Context, d gitDirs, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, safeConfig...), args...)...)
+	return runGitIn(ctx, d, "", args...)
+}
+
+// runGitIn is runGit with stdin given to git.
+func runGitIn(ctx context.Context, d gitDirs, stdin string, args ...string) (string, error) {
+	argv := append([]string{}, safeConfig...)
+	if len(d.objects) > 0 {
+		argv = append(argv, untrustedObjects...)
+	}
+	cmd := exec.CommandContext(ctx, "git", append(argv, args...)...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	cmd.Dir = d.dir
 	if cmd.Dir == "" {
 		cmd.Dir = d.workTree

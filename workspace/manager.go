@@ -79,10 +79,8 @@ type repo struct {
 // New returns a manager of workspaces under root (the agent's work root:
 // a task's workspace is root/TASK_ID) for repos. Each repo must have a
 // unique name of letters, digits, '.', '_' and '-', and a path that is a
-// git repository; a repository whose worktrees read a config of their
-// own (extensions.worktreeConfig) is refused, since a task could write
-// that file. No repo is fine: the manager then serves none, and still
-// lists and removes the workspaces under root.
+// git repository. No repo is fine: the manager then serves none, and
+// still lists and removes the workspaces under root.
 func New(root string, repos []Repo) (*Manager, error) {
 	if root == "" {
 		return nil, errors.New("workspaces: no work directory")
@@ -142,26 +140,7 @@ func findRepo(ctx context.Context, r Repo) (repo, error) {
 		return repo{}, fmt.Errorf("repository %q: git rev-parse said %q", r.Name, out)
 	}
 	r.Path = path
-	found := repo{Repo: r, gitDir: dirs[0], commonDir: dirs[1]}
-	if err := found.checkConfig(ctx); err != nil {
-		return repo{}, err
-	}
-	return found, nil
-}
-
-// checkConfig refuses a repository whose worktrees read a config of their
-// own (extensions.worktreeConfig): a task could write it. Checked when
-// the agent starts and again before every attempt, for a person may set
-// it meanwhile (git sparse-checkout does).
-func (r repo) checkConfig(ctx context.Context) error {
-	v, err := runGit(ctx, gitDirs{gitDir: r.commonDir}, "config", "--file", filepath.Join(r.commonDir, "config"), "--type=bool", "--default=false", "extensions.worktreeConfig")
-	if err != nil {
-		return fmt.Errorf("repository %q: %v", r.Name, err)
-	}
-	if strings.TrimSpace(v) == "true" {
-		return fmt.Errorf("repository %q: its worktrees read a config of their own (extensions.worktreeConfig, set by git sparse-checkout), which a task could write; the agent does not serve it", r.Name)
-	}
-	return nil
+	return repo{Repo: r, gitDir: dirs[0], commonDir: dirs[1]}, nil
 }
 
 // Serves reports whether the manager serves the repository name.
@@ -213,16 +192,18 @@ func (m *Manager) lock(commonDir string) func() {
 	return l.Unlock
 }
 
-// Workspace is a task's worktree.
+// Workspace is a task's workspace: a clone of the repository of its own.
 type Workspace struct {
 	TaskID string `json:"task_id"`
 	Repo   string `json:"repo"`
 	// RepoPath is the repository's checkout, as it was when the workspace
 	// was made.
 	RepoPath string `json:"repo_path"`
-	// Dir is the worktree: the task's work directory.
+	// Dir is the clone: the task's work directory, its git directory
+	// Dir/.git.
 	Dir string `json:"dir"`
-	// Branch is the task's own branch, agent/TASK_ID.
+	// Branch is the task's own branch, agent/TASK_ID, in its clone and,
+	// once the agent has brought work back, in the repository.
 	Branch string `json:"branch"`
 	// Base is the ref the branch was made from (the repository's branch
 	// when the task named none); BaseCommit the commit it named then.
@@ -230,61 +211,69 @@ type Workspace struct {
 	BaseCommit string    `json:"base_commit"`
 	CreatedAt  time.Time `json:"created_at"`
 
-	// CommonDir is the repository's shared git directory; AdminDir the
-	// worktree's own, CommonDir/worktrees/NAME.
+	// CommonDir is the repository's shared git directory: its objects,
+	// which the clone borrows (read only), and its refs.
 	CommonDir string `json:"common_dir"`
-	AdminDir  string `json:"admin_dir"`
-	// LastHead is the branch's head when the agent last looked
-	// (Changes, at the task's end): the work is judged from it too, so
-	// that another task moving this branch (it may write the agent's
-	// branches) does not make the work look saved.
+	// Brought is the commit the agent last set the repository's branch
+	// agent/TASK_ID to ("" before it first brought work back): what it
+	// expects to find there when it next brings work back or removes
+	// the branch.
+	Brought string `json:"brought,omitempty"`
+
+	// AdminDir and LastHead are a workspace of the earlier kind, a git
+	// worktree of the repository (see legacy.go): its git directory,
+	// COMMON/worktrees/NAME, and the head the agent saw at the task's
+	// end. A clone has neither.
+	AdminDir string `json:"admin_dir,omitempty"`
 	LastHead string `json:"last_head,omitempty"`
 }
 
 // ref is the branch's full ref name.
 func (w *Workspace) ref() string { return "refs/heads/" + w.Branch }
 
-// repoDirs runs git on the repository, not on the worktree.
+// legacy reports whether w is a git worktree of the repository, made by
+// an agent from before clones.
+func (w *Workspace) legacy() bool { return w.AdminDir != "" }
+
+// repoDirs runs git on the repository.
 func (w *Workspace) repoDirs() gitDirs {
 	return gitDirs{dir: w.CommonDir, gitDir: w.CommonDir}
 }
 
-// treeDirs runs git on the worktree, every directory named: nothing is
-// discovered from what the task may have written.
-func (w *Workspace) treeDirs() gitDirs {
-	return gitDirs{dir: w.Dir, gitDir: w.AdminDir, commonDir: w.CommonDir, workTree: w.Dir}
-}
+// repoObjects is the repository's object directory, which the clone
+// borrows.
+func (w *Workspace) repoObjects() string { return filepath.Join(w.CommonDir, "objects") }
+
+// cloneObjects is the clone's own object directory.
+func (w *Workspace) cloneObjects() string { return filepath.Join(w.Dir, ".git", "objects") }
+
+// oidLen is the length of the repository's object ids.
+func (w *Workspace) oidLen() int { return len(w.BaseCommit) }
+
+// zeroOID is the object id git takes for "no ref".
+func (w *Workspace) zeroOID() string { return strings.Repeat("0", w.oidLen()) }
+
+// recordsDir is the manager's directory of records, out of every task's
+// reach (the work root is denied to them all).
+func (w *Workspace) recordsDir() string { return filepath.Join(filepath.Dir(w.Dir), RecordsDir) }
+
+// view is the manager's own git directory for reading the task's work,
+// ROOT/.workspaces/TASK_ID.git: its config is the manager's, its objects
+// borrow the repository's and the clone's, its index is its own.
+func (w *Workspace) view() string { return filepath.Join(w.recordsDir(), w.TaskID+".git") }
+
+// making is where a clone is made before it takes the work directory's
+// place (see settle).
+func (w *Workspace) making() string { return filepath.Join(w.recordsDir(), w.TaskID+".new") }
+
+// leaving is where a replaced clone goes on its way out.
+func (w *Workspace) leaving() string { return filepath.Join(w.recordsDir(), w.TaskID+".old") }
 
 // Writable are the paths a confined task must be able to write for git
-// to work in its worktree: to add, commit, amend, reset and rebase on its
-// branch. Beside the worktree itself, in the repository's shared git
-// directory: objects/ (new objects; Landlock cannot grant "create only",
-// so a task could also remove objects there), the directories holding
-// the agent's branches and their reflogs (refs/heads/agent/ and
-// logs/refs/heads/agent/: a commit replaces refs/heads/agent/TASK_ID
-// through a lock file beside it; the other branches, packed-refs, HEAD,
-// config and hooks stay out of reach), and the worktree's own directory
-// worktrees/NAME/ (its HEAD, index, index.lock and reflog). A repository
-// whose refs are in a reftable gets reftable/ instead of the ref
-// directories. Prepare makes the ref directories when a pack of the refs
-// has removed them.
-func (w *Workspace) Writable() []string {
-	paths := []string{w.Dir, filepath.Join(w.CommonDir, "objects"), w.AdminDir}
-	if isDir(filepath.Join(w.CommonDir, "reftable")) {
-		return append(paths, filepath.Join(w.CommonDir, "reftable"))
-	}
-	return append(paths, w.refDirs()...)
-}
-
-// refDirs are the directories of the agent's branches and their
-// reflogs.
-func (w *Workspace) refDirs() []string {
-	dirs := []string{filepath.Join(w.CommonDir, "refs", "heads", strings.TrimSuffix(BranchPrefix, "/"))}
-	if isDir(filepath.Join(w.CommonDir, "logs")) {
-		dirs = append(dirs, filepath.Join(w.CommonDir, "logs", "refs", "heads", strings.TrimSuffix(BranchPrefix, "/")))
-	}
-	return dirs
-}
+// to work in its workspace: its work directory alone, the clone's git
+// directory in it. Nothing of the repository: the clone borrows its
+// objects, read only.
+func (w *Workspace) Writable() []string { return []string{w.Dir} }
 
 func isDir(p string) bool {
 	info, err := os.Stat(p)
@@ -299,11 +288,12 @@ func checkTaskID(id string) error {
 	return nil
 }
 
-// Prepare gives task taskID a workspace of repository repoName: a git
-// worktree at ROOT/TASK_ID on a new branch agent/TASK_ID, made from base
-// (a branch, tag or commit; the repository's HEAD when empty). It is
+// Prepare gives task taskID a workspace of repository repoName: a clone
+// at ROOT/TASK_ID on a new branch agent/TASK_ID, made from base (a
+// branch, tag or commit; the repository's HEAD when empty). It is
 // idempotent: a task that has its workspace (an agent restarting) gets it
-// as it is; asking it of another repository or base is an error.
+// as it is, made a clone first if an earlier agent made it a worktree;
+// asking it of another repository or base is an error.
 func (m *Manager) Prepare(ctx context.Context, taskID, repoName, base string) (*Workspace, error) {
 	if err := checkTaskID(taskID); err != nil {
 		return nil, err
@@ -312,10 +302,6 @@ func (m *Manager) Prepare(ctx context.Context, taskID, repoName, base string) (*
 	if !ok {
 		return nil, m.notServed(repoName)
 	}
-	defer m.lock(r.commonDir)()
-	if err := r.checkConfig(ctx); err != nil {
-		return nil, err
-	}
 	if w, err := m.load(taskID); err == nil {
 		switch {
 		case w.Repo != repoName:
@@ -323,44 +309,45 @@ func (m *Manager) Prepare(ctx context.Context, taskID, repoName, base string) (*
 		case base != "" && base != w.Base:
 			return nil, fmt.Errorf("task %s has a workspace made from %s, not %s", taskID, w.Base, base)
 		}
-		if err := w.repair(); err != nil {
-			return nil, err
-		}
-		return w, nil
+		return m.open(ctx, taskID)
 	} else if !errors.Is(err, ErrNoWorkspace) {
 		return nil, err
 	}
+	defer m.lock(r.commonDir)()
 	w := &Workspace{TaskID: taskID, Repo: r.Name, RepoPath: r.Path, Dir: filepath.Join(m.root, taskID), Branch: BranchPrefix + taskID,
 		CommonDir: r.commonDir, CreatedAt: time.Now().UTC()}
 	var err error
 	if w.Base, w.BaseCommit, err = r.resolve(ctx, base); err != nil {
 		return nil, err
 	}
-	if tip, err := runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", w.ref()); err == nil {
-		if strings.TrimSpace(tip) != w.BaseCommit || !m.dropHalfMade(ctx, w) {
-			return nil, fmt.Errorf("repository %q already has a branch %s; remove it (git branch -D %s) to run task %s there", r.Name, w.Branch, w.Branch, taskID)
-		}
+	if b, err := w.repoBranch(ctx); err != nil {
+		return nil, err
+	} else if b.oid != "" || b.symbolic != "" {
+		return nil, fmt.Errorf("repository %q already has a branch %s; remove it (git branch -D %s) to run task %s there", r.Name, w.Branch, w.Branch, taskID)
 	}
 	if entries, err := os.ReadDir(w.Dir); err == nil && len(entries) > 0 {
 		return nil, fmt.Errorf("work directory %s already holds files and is not a workspace; move it away to run task %s in a workspace", w.Dir, taskID)
 	}
-	if err := os.MkdirAll(m.root, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(m.root, RecordsDir), 0o700); err != nil {
 		return nil, fmt.Errorf("workspaces: %v", err)
 	}
-	if _, err := runGit(ctx, w.repoDirs(), "worktree", "add", "--quiet", "-b", w.Branch, w.Dir, w.BaseCommit); err != nil {
+	// What a Prepare cut short left holds nothing of a task's: no
+	// attempt runs before the record.
+	if err := removeTree(w.making()); err != nil {
+		return nil, err
+	}
+	if err := w.makeClone(ctx, w.making(), w.BaseCommit, true); err != nil {
 		return nil, fmt.Errorf("repository %q: %v", r.Name, err)
 	}
-	// Nothing of the task has run in it yet: its .git file is git's.
-	if w.AdminDir, err = readGitFile(w.Dir); err != nil {
-		return nil, err
+	if err := w.makeView(ctx); err != nil {
+		return nil, fmt.Errorf("repository %q: %v", r.Name, err)
 	}
-	if !isBeneath(w.AdminDir, filepath.Join(w.CommonDir, "worktrees")) {
-		return nil, fmt.Errorf("worktree %s: its git directory %s is not in %s", w.Dir, w.AdminDir, filepath.Join(w.CommonDir, "worktrees"))
-	}
-	if err := os.Chmod(w.Dir, 0o700); err != nil {
-		return nil, err
-	}
+	// The record first: a crash before the clone takes its place leaves
+	// it where settle finds it.
 	if err := m.save(w); err != nil {
+		return nil, err
+	}
+	if err := w.settle(); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -388,93 +375,10 @@ func (r repo) resolve(ctx context.Context, base string) (name, commit string, er
 	return name, strings.TrimSpace(out), nil
 }
 
-// readGitFile reads a worktree's .git file: the worktree's own git
-// directory.
-func readGitFile(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ".git"))
-	if err != nil {
-		return "", fmt.Errorf("worktree %s: %v", dir, err)
-	}
-	p, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir: ")
-	if !ok {
-		return "", fmt.Errorf("worktree %s: its .git file names no git directory", dir)
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(dir, p)
-	}
-	return filepath.Clean(p), nil
-}
-
 // isBeneath reports whether path is inside dir.
 func isBeneath(path, dir string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return err == nil && rel != "." && !strings.HasPrefix(rel, "..")
-}
-
-// repair undoes what a task may have done to how its worktree is tied to
-// the repository: the .git file, the admin directory's commondir and
-// gitdir files, HEAD on the task's branch; and makes the directories
-// Writable names that a pack of the refs may have removed. The agent's
-// own git calls never rely on these; the task's git does.
-func (w *Workspace) repair() error {
-	if isDir(w.Dir) {
-		gitFile := filepath.Join(w.Dir, ".git")
-		if info, err := os.Lstat(gitFile); err == nil && info.IsDir() {
-			if err := removeTree(gitFile); err != nil {
-				return err
-			}
-		}
-		if err := os.WriteFile(gitFile+".tmp", []byte("gitdir: "+w.AdminDir+"\n"), 0o644); err != nil {
-			return fmt.Errorf("worktree %s: %v", w.Dir, err)
-		}
-		if err := os.Rename(gitFile+".tmp", gitFile); err != nil {
-			return fmt.Errorf("worktree %s: %v", w.Dir, err)
-		}
-	}
-	if isDir(w.AdminDir) {
-		for name, content := range map[string]string{
-			"commondir": "../..\n",
-			"gitdir":    filepath.Join(w.Dir, ".git") + "\n",
-			"HEAD":      "ref: " + w.ref() + "\n",
-		} {
-			p := filepath.Join(w.AdminDir, name)
-			if b, err := os.ReadFile(p); err == nil && string(b) == content {
-				continue
-			}
-			if err := os.WriteFile(p+".tmp", []byte(content), 0o644); err != nil {
-				return fmt.Errorf("worktree %s: %v", w.Dir, err)
-			}
-			if err := os.Rename(p+".tmp", p); err != nil {
-				return fmt.Errorf("worktree %s: %v", w.Dir, err)
-			}
-		}
-	}
-	for _, d := range w.refDirs() {
-		if err := os.MkdirAll(d, 0o777); err != nil {
-			return fmt.Errorf("repository %q: %v", w.Repo, err)
-		}
-	}
-	return nil
-}
-
-// dropHalfMade removes what a Prepare cut short left of w (a crash
-// between git worktree add and the record): its worktree, if its .git
-// file is git's own for this repository, and its branch, which is still
-// at the base. No attempt ran there (the record comes first), so nothing
-// is lost. It reports whether it could.
-func (m *Manager) dropHalfMade(ctx context.Context, w *Workspace) bool {
-	if entries, err := os.ReadDir(w.Dir); err == nil && len(entries) > 0 {
-		admin, err := readGitFile(w.Dir)
-		if err != nil || !isBeneath(admin, filepath.Join(w.CommonDir, "worktrees")) {
-			return false
-		}
-		if _, err := runGit(ctx, w.repoDirs(), "worktree", "remove", "--force", w.Dir); err != nil {
-			return false
-		}
-	}
-	_, _ = runGit(ctx, w.repoDirs(), "worktree", "prune")
-	_, err := runGit(ctx, w.repoDirs(), "branch", "-D", "--end-of-options", w.Branch)
-	return err == nil
 }
 
 // Get returns task taskID's workspace, or an error wrapping
@@ -486,32 +390,80 @@ func (m *Manager) Get(taskID string) (*Workspace, error) {
 	return m.load(taskID)
 }
 
-// Reset brings task taskID's workspace back to its base, for a replay:
-// the branch moved back to the base commit, the worktree and its index
-// made to match it, and every file git does not track removed, ignored
-// ones too.
-func (m *Manager) Reset(ctx context.Context, taskID string) error {
+// open returns task taskID's workspace for the agent to work on, between
+// its attempts: a clone settled in its place, one made from a worktree
+// an earlier agent made.
+func (m *Manager) open(ctx context.Context, taskID string) (*Workspace, error) {
 	w, err := m.Get(taskID)
+	if err != nil {
+		return nil, err
+	}
+	if w.legacy() {
+		if err := m.migrate(ctx, w); err != nil {
+			return nil, fmt.Errorf("workspace %s: made a clone of the worktree an earlier agent made: %v", taskID, err)
+		}
+		return w, nil
+	}
+	if err := w.settle(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Reset brings task taskID's workspace back to its base, for a replay:
+// first what the task's branch holds is brought back to the repository
+// (BringBack; a branch refused is not), then the clone is made again
+// from the base commit, every file of the earlier attempts gone, its
+// git directory too. A failure to bring the work back stops the reset,
+// which would lose it.
+func (m *Manager) Reset(ctx context.Context, taskID string) error {
+	w, err := m.open(ctx, taskID)
 	if err != nil {
 		return err
 	}
-	if err := w.repair(); err != nil {
+	if _, err := m.bringBack(ctx, w); err != nil && !isRefused(err) {
+		return fmt.Errorf("workspace %s: the task's work was not brought back, so it is not reset: %v", taskID, err)
+	}
+	if err := removeTree(w.making()); err != nil {
 		return err
 	}
-	for _, args := range [][]string{
-		{"reset", "--quiet", "--hard", "--no-recurse-submodules", w.BaseCommit},
-		{"clean", "-ffdxq"},
-	} {
-		if _, err := runGit(ctx, w.treeDirs(), args...); err != nil {
+	if err := w.makeClone(ctx, w.making(), w.BaseCommit, true); err != nil {
+		return fmt.Errorf("workspace %s: %v", taskID, err)
+	}
+	if isDir(w.Dir) {
+		if err := removeTree(w.leaving()); err != nil {
+			return err
+		}
+		if err := os.Rename(w.Dir, w.leaving()); err != nil {
 			return fmt.Errorf("workspace %s: %v", taskID, err)
 		}
 	}
-	if w.LastHead != "" {
-		// A replay starts over: what came before is not this task's work
-		// any more (the runner said what it dropped).
-		defer m.lock(w.CommonDir)()
-		w.LastHead = ""
-		return m.save(w)
+	if err := w.settle(); err != nil {
+		return err
+	}
+	// Its stat cache is of files now gone.
+	if err := os.Remove(filepath.Join(w.view(), "index")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// settle puts a clone made (Prepare, Reset) in the work directory's
+// place, if a crash left it aside, and removes what it replaced.
+func (w *Workspace) settle() error {
+	if !isDir(w.Dir) && isDir(w.making()) {
+		if err := os.Rename(w.making(), w.Dir); err != nil {
+			return fmt.Errorf("workspace %s: %v", w.TaskID, err)
+		}
+		if err := durable.SyncDir(filepath.Dir(w.Dir)); err != nil {
+			return err
+		}
+	}
+	if err := removeTree(w.leaving()); err != nil {
+		return fmt.Errorf("workspace %s: %v", w.TaskID, err)
+	}
+	if !isDir(w.Dir) {
+		return fmt.Errorf("workspace %s: its directory %s is gone", w.TaskID, w.Dir)
 	}
 	return nil
 }
@@ -533,7 +485,9 @@ func (m *Manager) load(taskID string) (*Workspace, error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return nil, fmt.Errorf("%s: %v", m.recordPath(taskID), err)
 	}
-	if w.TaskID != taskID || w.Dir != filepath.Join(m.root, taskID) || !isBeneath(w.AdminDir, filepath.Join(w.CommonDir, "worktrees")) {
+	if w.TaskID != taskID || w.Dir != filepath.Join(m.root, taskID) || w.Branch != BranchPrefix+taskID || !filepath.IsAbs(w.CommonDir) ||
+		!isOID(w.BaseCommit, len(w.BaseCommit)) || len(w.BaseCommit) != 40 && len(w.BaseCommit) != 64 ||
+		w.legacy() && !isBeneath(w.AdminDir, filepath.Join(w.CommonDir, "worktrees")) {
 		return nil, fmt.Errorf("%s: not the record of task %s's workspace", m.recordPath(taskID), taskID)
 	}
 	return &w, nil

@@ -25,20 +25,30 @@ type Info struct {
 	Branch string `json:"branch"`
 	Base   string `json:"base"`
 	Dir    string `json:"dir"`
-	// Bytes is what the worktree takes on disk (the objects its commits
-	// added are in the repository, not counted).
+	// BranchHead is the commit the task's branch has in the repository,
+	// as the agent brought it back; empty when it has brought nothing
+	// back (the branch is then in the clone only).
+	BranchHead string `json:"branch_head,omitempty"`
+	// Bytes is what the clone takes on disk (the objects it borrows from
+	// the repository are not counted).
 	Bytes int64 `json:"bytes"`
-	// Commits counts the commits of the branch (and of the worktree's
-	// HEAD) that are in no other branch, tag or remote, and not in the
+	// Commits counts the commits that the workspace holds (its clone's
+	// branches, tags and HEAD, its branch in the repository) and that are
+	// on no other branch, tag or remote of the repository and not in the
 	// base: removing the workspace would lose them.
 	Commits int `json:"commits"`
-	// Uncommitted: the worktree has changes no commit holds.
+	// Uncommitted: the clone has changes no commit holds.
 	Uncommitted bool `json:"uncommitted"`
-	// Missing: the worktree's directory is gone; only the branch is left.
+	// Missing: the clone's directory is gone; only the branch is left.
 	Missing bool `json:"missing,omitempty"`
 	// Err says why what removing it would lose could not be told; such a
 	// workspace is kept.
 	Err string `json:"error,omitempty"`
+
+	// branchLink is what the repository's branch links to when it is a
+	// symbolic ref (an earlier agent's task could write one): removal
+	// deletes the link, never what it names.
+	branchLink string
 }
 
 // Kept reports whether removing the workspace would lose work (or it
@@ -129,7 +139,8 @@ func (m *Manager) Inspect(ctx context.Context, taskID string) (Info, error) {
 	return w.inspect(ctx), nil
 }
 
-// inspect finds what removing w would lose.
+// inspect finds what removing w would lose. It writes nothing to the
+// repository; in the clone, only its alternates file (checkObjects).
 func (w *Workspace) inspect(ctx context.Context) Info {
 	i := Info{TaskID: w.TaskID, Repo: w.Repo, Branch: w.Branch, Base: w.Base, Dir: w.Dir, Missing: !isDir(w.Dir)}
 	if !i.Missing {
@@ -139,60 +150,117 @@ func (w *Workspace) inspect(ctx context.Context) Info {
 		i.Err = "repository " + w.RepoPath + " is gone"
 		return i
 	}
-	var err error
-	if i.Commits, err = w.unsaved(ctx, i.Missing); err != nil {
+	var errs []string
+	b, err := w.repoBranch(ctx)
+	if err != nil {
 		i.Err = err.Error()
+		return i
 	}
-	if !i.Missing {
-		if _, i.Uncommitted, err = w.status(ctx); err != nil {
-			i.Err = err.Error()
+	i.BranchHead, i.branchLink = b.oid, b.symbolic
+	if b.symbolic != "" {
+		errs = append(errs, fmt.Sprintf("its branch in the repository is a symbolic ref to %s, which a task wrote (rm --force removes the link, not %s)", b.symbolic, b.symbolic))
+	}
+	// What the repository's branch holds, and what the agent last put
+	// there, wherever the branch is now.
+	tips := []string{b.oid, w.Brought, w.LastHead}
+	var objects []string
+	var commit string // what the files are looked at against
+	switch {
+	case i.Missing:
+	case w.legacy():
+		tips = append(tips, w.legacyHead())
+		// Its HEAD, else its branch, else the base: against the base,
+		// what it committed looks uncommitted too, which keeps it.
+		for _, c := range []string{w.legacyHead(), b.oid, w.BaseCommit} {
+			if commit == "" {
+				commit = c
+			}
+		}
+	default:
+		g, err := w.openClone()
+		if err != nil {
+			errs = append(errs, err.Error())
+			break
+		}
+		defer g.Close()
+		clone, err := g.tips()
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+		tips = append(tips, clone...)
+		objects = []string{w.cloneObjects()}
+		if commit, err = g.head(); err != nil {
+			if commit, err = w.branchHead(ctx, g); err != nil {
+				errs = append(errs, err.Error())
+			}
 		}
 	}
+	if i.Commits, err = w.unsaved(ctx, tips, objects); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if commit != "" {
+		if l, err := w.look(ctx, commit, ""); err != nil {
+			errs = append(errs, err.Error())
+		} else {
+			i.Uncommitted = len(l.changed) > 0 || len(l.untracked) > 0
+		}
+	}
+	i.Err = strings.Join(errs, "; ")
 	return i
 }
 
-// unsaved counts the commits only w holds: reachable from its branch (or
-// its worktree's HEAD, should the task have left the branch) and from no
-// other branch, tag or remote, nor from the base commit or the base as it
-// is now.
-func (w *Workspace) unsaved(ctx context.Context, missing bool) (int, error) {
-	var tips []string
-	if out, err := runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", w.ref()); err == nil {
-		tips = append(tips, strings.TrimSpace(out))
-	}
-	if !missing {
-		if out, err := runGit(ctx, w.treeDirs(), "rev-parse", "--verify", "-q", "HEAD^{commit}"); err == nil {
-			tips = append(tips, strings.TrimSpace(out))
+// unsaved counts the commits only the workspace holds: reachable from
+// tips (those that are commits or tags it has) and from no branch, tag
+// or remote of the repository but the task's own, nor from the base
+// commit or the base as it is now. objects are the clone's, read too.
+func (w *Workspace) unsaved(ctx context.Context, tips, objects []string) (int, error) {
+	d := w.repoDirs()
+	d.objects = objects
+	var in strings.Builder
+	seen := map[string]bool{}
+	for _, t := range tips {
+		if t != "" && !seen[t] && isOID(t, w.oidLen()) {
+			seen[t] = true
+			in.WriteString(t + "\n")
 		}
 	}
-	if w.LastHead != "" {
-		// The head the agent saw at the task's end, wherever the branch
-		// points now (another task may have moved it).
-		if out, err := runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", "--end-of-options", w.LastHead+"^{commit}"); err == nil {
-			tips = append(tips, strings.TrimSpace(out))
+	if in.Len() == 0 {
+		return 0, nil
+	}
+	// Ids the task wrote that name nothing it has are not its work.
+	out, err := runGitIn(ctx, d, in.String(), "cat-file", "--batch-check=%(objectname) %(objecttype)")
+	if err != nil {
+		return 0, err
+	}
+	args := []string{"rev-list", "--count", "--single-worktree"}
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if oid, typ, ok := strings.Cut(line, " "); ok && (typ == "commit" || typ == "tag") {
+			args = append(args, oid)
+			n++
 		}
 	}
-	if len(tips) == 0 {
-		return 0, nil // neither a branch nor a HEAD: nothing to lose
+	if n == 0 {
+		return 0, nil
 	}
-	args := append([]string{"rev-list", "--count", "--single-worktree"}, tips...)
 	args = append(args, "--not", w.BaseCommit)
-	if out, err := runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", "--end-of-options", w.Base+"^{commit}"); err == nil {
+	if out, err := runGit(ctx, d, "rev-parse", "--verify", "-q", "--end-of-options", w.Base+"^{commit}"); err == nil {
 		args = append(args, strings.TrimSpace(out))
 	}
 	args = append(args, "--exclude="+w.ref(), "--all", "--")
-	out, err := runGit(ctx, w.repoDirs(), args...)
+	out, err = runGit(ctx, d, args...)
 	if err != nil {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(out))
 }
 
-// Remove removes task taskID's workspace: the worktree, its git directory
-// in the repository, its branch and its record. When that would lose
-// work (see Info.Kept) it refuses with an error wrapping ErrKept that
-// says what, unless force. It returns what the workspace held, so that
-// a forced removal can say what it dropped.
+// Remove removes task taskID's workspace: its branch in the repository
+// (the ref itself, with the value inspected: never what a link names),
+// its clone, the manager's view of it and its record. When that would
+// lose work (see Info.Kept) it refuses with an error wrapping ErrKept
+// that says what, unless force. It returns what the workspace held, so
+// that a forced removal can say what it dropped.
 func (m *Manager) Remove(ctx context.Context, taskID string, force bool) (Info, error) {
 	w, err := m.Get(taskID)
 	if err != nil {
@@ -203,22 +271,29 @@ func (m *Manager) Remove(ctx context.Context, taskID string, force bool) (Info, 
 	if i.Kept() && !force {
 		return i, fmt.Errorf("%w: workspace of task %s has %s; agent workspaces rm %s --force drops them", ErrKept, taskID, i.Loses(), taskID)
 	}
+	// A repository that is gone took the branch with it.
+	if isDir(w.CommonDir) {
+		switch {
+		case i.branchLink != "":
+			_, err = runGit(ctx, w.repoDirs(), "update-ref", "--no-deref", "-d", w.ref())
+		case i.BranchHead != "":
+			_, err = runGit(ctx, w.repoDirs(), "update-ref", "--no-deref", "-d", w.ref(), i.BranchHead)
+		}
+		if err != nil {
+			return i, fmt.Errorf("workspace %s: %v", taskID, err)
+		}
+	}
 	if err := removeTree(w.Dir); err != nil {
 		return i, fmt.Errorf("workspace %s: %v", taskID, err)
 	}
-	// A repository that is gone took the worktree's git directory and
-	// the branch with it.
-	if isDir(w.CommonDir) {
-		if err := os.RemoveAll(w.AdminDir); err != nil {
+	if w.legacy() {
+		if err := w.dropWorktree(ctx); err != nil {
 			return i, fmt.Errorf("workspace %s: %v", taskID, err)
 		}
-		if _, err := runGit(ctx, w.repoDirs(), "worktree", "prune"); err != nil {
+	}
+	for _, dir := range []string{w.view(), w.making(), w.leaving()} {
+		if err := removeTree(dir); err != nil {
 			return i, fmt.Errorf("workspace %s: %v", taskID, err)
-		}
-		if _, err := runGit(ctx, w.repoDirs(), "rev-parse", "--verify", "-q", w.ref()); err == nil {
-			if _, err := runGit(ctx, w.repoDirs(), "update-ref", "-d", w.ref()); err != nil {
-				return i, fmt.Errorf("workspace %s: %v", taskID, err)
-			}
 		}
 	}
 	if err := os.Remove(m.recordPath(taskID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -243,8 +318,8 @@ func removeTree(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// DiskUsage is what the worktrees of every workspace take on disk, and
-// how many there are. It reads no git: it walks the worktrees.
+// DiskUsage is what the clones of every workspace take on disk, and how
+// many there are. It reads no git: it walks the clones.
 func (m *Manager) DiskUsage() (bytes int64, count int) {
 	ws, _ := m.all()
 	for _, w := range ws {

@@ -41,6 +41,17 @@ func (b *bed) prepare(id, base string) *Workspace {
 	return w
 }
 
+// bringBack is what the agent does at the end of each of the task's
+// attempts.
+func (b *bed) bringBack(id string) string {
+	b.t.Helper()
+	head, err := b.m.BringBack(context.Background(), id)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return head
+}
+
 func (b *bed) changes(id string) *state.Changes {
 	b.t.Helper()
 	c, err := b.m.Changes(context.Background(), id)
@@ -78,7 +89,13 @@ func TestTwoTasksOnOneRepositoryRunSideBySide(t *testing.T) {
 			t.Errorf("%s/README = %q, %v: want the base's", w.Dir, got, err)
 		}
 		if info, err := os.Stat(w.Dir); err != nil || info.Mode().Perm() != 0o700 {
-			t.Errorf("worktree %s: %v, %v; want mode 0700", w.Dir, info.Mode(), err)
+			t.Errorf("clone %s: %v, %v; want mode 0700", w.Dir, info.Mode(), err)
+		}
+		if info, err := os.Lstat(filepath.Join(w.Dir, ".git")); err != nil || !info.IsDir() {
+			t.Errorf("the clone's git directory is not its own: %v, %v", info, err)
+		}
+		if got := git(t, w.Dir, "rev-parse", "--path-format=absolute", "--git-common-dir"); got != filepath.Join(w.Dir, ".git") {
+			t.Errorf("the task's git uses %s, want its clone's own", got)
 		}
 		rec, err := os.Stat(b.m.recordPath(w.TaskID))
 		if err != nil || rec.Mode().Perm() != 0o600 {
@@ -113,8 +130,20 @@ func TestTwoTasksOnOneRepositoryRunSideBySide(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+	// Nothing of the repository changed while they ran: no branch, no
+	// worktree.
+	if got := git(t, b.repo, "for-each-ref", "refs/heads/agent/"); got != "" {
+		t.Errorf("the repository has branches of the tasks before the agent brought any back: %s", got)
+	}
+	if got := git(t, b.repo, "worktree", "list", "--porcelain"); strings.Count(got, "worktree ") != 1 {
+		t.Errorf("the repository has worktrees: %s", got)
+	}
 	for _, pair := range [][2]*Workspace{{wa, wb}, {wb, wa}} {
 		w, other := pair[0], pair[1]
+		head := b.bringBack(w.TaskID)
+		if got := git(t, b.repo, "show", w.Branch+":"+w.TaskID+"-4.txt"); got != w.TaskID || git(t, b.repo, "rev-parse", w.Branch) != head {
+			t.Errorf("the repository's %s holds %q, want the task's last commit %s", w.Branch, got, head)
+		}
 		c := b.changes(w.TaskID)
 		if len(c.Commits) != 5 || c.Files != 5 || c.Insertions != 5 || c.Deletions != 0 || c.Uncommitted {
 			t.Errorf("changes of %s: %+v; want its 5 commits of one line each, nothing else", w.TaskID, c)
@@ -189,28 +218,47 @@ func TestChangesCutsTheCommitsItLists(t *testing.T) {
 	}
 }
 
-// A replay starts from a clean slate: the branch back at the base, every
-// change, untracked and ignored file gone.
+// A replay starts from a clean slate: what the earlier attempt committed
+// brought back first, then the clone made again at the base, every
+// change, untracked and ignored file gone. The replay's own end brings
+// back what it made, the base if nothing.
 func TestResetGoesBackToTheBase(t *testing.T) {
 	b := newBed(t)
 	w := b.prepare("r", "")
 	write(t, w.Dir, "README", "changed\n")
 	git(t, w.Dir, "commit", "-q", "-am", "work")
+	work := git(t, w.Dir, "rev-parse", "HEAD")
 	write(t, w.Dir, "old.txt", "dirty\n", "untracked/x", "x", "build.log", "ignored")
+	git(t, w.Dir, "config", "alias.planted", "status")
 	if err := b.m.Reset(context.Background(), "r"); err != nil {
 		t.Fatal(err)
 	}
-	if got := git(t, b.repo, "rev-parse", "agent/r"); got != w.BaseCommit {
-		t.Errorf("branch at %s after reset, want the base %s", got, w.BaseCommit)
+	if got := git(t, b.repo, "rev-parse", "agent/r"); got != work {
+		t.Errorf("the repository's branch at %s after the reset, want the earlier attempt's work %s", got, work)
+	}
+	if got := git(t, w.Dir, "rev-parse", "agent/r"); got != w.BaseCommit {
+		t.Errorf("the clone's branch at %s after the reset, want the base %s", got, w.BaseCommit)
 	}
 	if got := git(t, w.Dir, "status", "--porcelain", "--ignored"); got != "" {
-		t.Errorf("worktree after reset: %q, want clean", got)
+		t.Errorf("clone after reset: %q, want clean", got)
 	}
 	if got, _ := os.ReadFile(filepath.Join(w.Dir, "README")); string(got) != "one\ntwo\nthree\n" {
 		t.Errorf("README after reset: %q", got)
 	}
+	if out, err := gitErr(w.Dir, "config", "alias.planted"); err == nil {
+		t.Errorf("the clone's config of before survived the reset: %s", out)
+	}
+	if i := b.info("r"); i.Commits != 1 {
+		t.Errorf("after reset: %s, want the work brought back kept", i.State())
+	}
+	if head := b.bringBack("r"); head != w.BaseCommit {
+		t.Errorf("the replay's end brought back %s, want the base %s", head, w.BaseCommit)
+	}
+	if got := git(t, b.repo, "rev-parse", "agent/r"); got != w.BaseCommit {
+		t.Errorf("the repository's branch at %s after the replay, want the base %s", got, w.BaseCommit)
+	}
 	if i := b.info("r"); i.Kept() {
-		t.Errorf("after reset: %s, want clean", i.State())
+		t.Errorf("after the replay: %s, want clean", i.State())
 	}
 }
 
@@ -226,6 +274,7 @@ func TestRemoveKeepsWork(t *testing.T) {
 	git(t, w.Dir, "commit", "-q", "-m", "feature")
 	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "more")
 	write(t, w.Dir, "README", "dirty\n")
+	b.bringBack("k")
 
 	i, err := b.m.Remove(ctx, "k", false)
 	if !errors.Is(err, ErrKept) || i.Commits != 2 || !i.Uncommitted {
@@ -249,11 +298,10 @@ func TestRemoveKeepsWork(t *testing.T) {
 	if _, err := b.m.Remove(ctx, "k", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(w.Dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("worktree still there: %v", err)
-	}
-	if _, err := os.Stat(w.AdminDir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("worktree's git directory still there: %v", err)
+	for _, dir := range []string{w.Dir, w.view()} {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there: %v", dir, err)
+		}
 	}
 	if out, err := gitErr(b.repo, "rev-parse", "--verify", "-q", "agent/k"); err == nil {
 		t.Errorf("branch agent/k still there: %s", out)
@@ -274,10 +322,12 @@ func TestRemoveForcedSaysWhatItDropped(t *testing.T) {
 	b := newBed(t)
 	w := b.prepare("f", "")
 	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "doomed")
+	b.bringBack("f")
+	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "doomed too, in the clone only")
 	write(t, w.Dir, "scratch", "s")
 	i, err := b.m.Remove(context.Background(), "f", true)
-	if err != nil || i.Commits != 1 || !i.Uncommitted {
-		t.Fatalf("forced remove: %v, %+v; want it to report 1 commit and uncommitted changes", err, i)
+	if err != nil || i.Commits != 2 || !i.Uncommitted {
+		t.Fatalf("forced remove: %v, %+v; want it to report 2 commits and uncommitted changes", err, i)
 	}
 	if out, err := gitErr(b.repo, "rev-parse", "--verify", "-q", "agent/f"); err == nil {
 		t.Errorf("branch still there: %s", out)
@@ -293,6 +343,7 @@ func TestCommitsOnAnotherBranchAreNotLost(t *testing.T) {
 	b := newBed(t)
 	w := b.prepare("p", "")
 	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "saved")
+	b.bringBack("p")
 	if i := b.info("p"); i.Commits != 1 {
 		t.Fatalf("before: %d commits to lose, want 1", i.Commits)
 	}
@@ -383,13 +434,10 @@ func TestPrepareRefusesWhatItCannotServe(t *testing.T) {
 	}
 }
 
-// New checks the repositories: names, paths, duplicates, and a
-// repository whose worktrees would read a config a task could write.
+// New checks the repositories: names, paths, duplicates.
 func TestNewChecksTheRepositories(t *testing.T) {
 	repo := newRepo(t)
 	notRepo := t.TempDir()
-	sparse := newRepo(t)
-	git(t, sparse, "config", "extensions.worktreeConfig", "true")
 	root := t.TempDir()
 	for _, c := range []struct {
 		repos []Repo
@@ -400,7 +448,6 @@ func TestNewChecksTheRepositories(t *testing.T) {
 		{[]Repo{{Name: "a"}}, `repository "a": no path`},
 		{[]Repo{{Name: "a", Path: filepath.Join(notRepo, "missing")}}, `repository "a": stat `},
 		{[]Repo{{Name: "a", Path: notRepo}}, `repository "a": ` + notRepo + ` is not a git repository`},
-		{[]Repo{{Name: "a", Path: sparse}}, `extensions.worktreeConfig`},
 	} {
 		_, err := New(root, c.repos)
 		if !errors.Is(err, ErrBadRepo) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
@@ -457,72 +504,181 @@ func TestListAndDiskUsage(t *testing.T) {
 	}
 }
 
-// Another task may move this task's branch (a confined task may write
-// the agent's branches): the head the agent saw at the task's end still
-// counts, so cleanup does not take the moved branch for saved work.
-func TestAMovedBranchDoesNotLoseTheWork(t *testing.T) {
+// The repository's branch moved after the agent brought the work back (a
+// person reset it): the agent does not overwrite it, and the work it
+// brought back still counts, so cleanup does not take the moved branch
+// for saved work.
+func TestABranchMovedInTheRepositoryIsNotOverwritten(t *testing.T) {
 	ctx := context.Background()
 	b := newBed(t)
 	w := b.prepare("victim", "")
-	b.prepare("neighbour", "")
 	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "the work")
-	if _, err := b.m.Changes(ctx, "victim"); err != nil { // the task's end
-		t.Fatal(err)
-	}
-	// The neighbour points the victim's branch back at the base.
+	work := b.bringBack("victim")
 	base := git(t, b.repo, "rev-parse", "main")
-	git(t, filepath.Join(b.m.Root(), "neighbour"), "update-ref", "refs/heads/agent/victim", base)
-	git(t, w.Dir, "checkout", "-q", "--detach", base)
+	git(t, b.repo, "update-ref", "refs/heads/agent/victim", base)
+	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "more work")
+	if _, err := b.m.BringBack(ctx, "victim"); err == nil || !strings.Contains(err.Error(), "moved to "+base) {
+		t.Errorf("bring back over a moved branch: %v", err)
+	}
+	if got := git(t, b.repo, "rev-parse", "agent/victim"); got != base {
+		t.Errorf("the moved branch was overwritten: %s", got)
+	}
+	git(t, w.Dir, "reset", "-q", "--hard", base)
 	if _, err := b.m.Remove(ctx, "victim", false); !errors.Is(err, ErrKept) || !strings.Contains(err.Error(), "1 commit not on main") {
 		t.Fatalf("remove after the branch was moved: %v; want it kept", err)
 	}
-	// A replay starts over: then nothing of before is kept.
-	if err := b.m.Reset(ctx, "victim"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.m.Remove(ctx, "victim", false); err != nil {
-		t.Errorf("remove after a reset: %v", err)
+	if w, _ := b.m.Get("victim"); w.Brought != work {
+		t.Errorf("the record says %q was brought back, want %s", w.Brought, work)
 	}
 }
 
-// A Prepare cut short by a crash, after git made the worktree and before
-// the record was kept, is made again: what it left holds no work (no
-// attempt runs before the record), so it goes. A branch of that name
-// that moved on from the base is never taken for such a leftover.
+// A Prepare (or a Reset) cut short by a crash, after the record and
+// before the clone took its place, is finished by the next: the clone
+// is put in place. A Prepare cut short before the record leaves nothing
+// of the repository's, and is made again. A branch of the task's name
+// already in the repository is never taken over.
 func TestPrepareAfterACrashMidway(t *testing.T) {
 	b := newBed(t)
-	dir := filepath.Join(b.m.Root(), "crashed")
-	git(t, b.repo, "worktree", "add", "-q", "-b", "agent/crashed", dir, "main")
 	w := b.prepare("crashed", "")
-	if w.Dir != dir || w.Branch != "agent/crashed" {
-		t.Fatalf("workspace %+v", w)
+	write(t, w.Dir, "wip", "w")
+	if err := os.Rename(w.Dir, w.making()); err != nil {
+		t.Fatal(err)
 	}
-	if got := git(t, dir, "rev-parse", "--abbrev-ref", "HEAD"); got != "agent/crashed" {
-		t.Errorf("the worktree is on %s", got)
+	if again := b.prepare("crashed", ""); again.Dir != w.Dir {
+		t.Fatalf("workspace %+v", again)
+	}
+	if got, err := os.ReadFile(filepath.Join(w.Dir, "wip")); err != nil || string(got) != "w" {
+		t.Errorf("the clone was not put in place: %q, %v", got, err)
+	}
+	// Cut short before the record: a half-made clone aside.
+	half := filepath.Join(b.root, RecordsDir, "half.new")
+	write(t, half, "leftover", "x")
+	w = b.prepare("half", "")
+	if _, err := os.Stat(filepath.Join(w.Dir, "leftover")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a half-made clone's file is in the new one: %v", err)
 	}
 
 	git(t, b.repo, "branch", "agent/mine", "main")
-	other := filepath.Join(t.TempDir(), "elsewhere")
-	git(t, b.repo, "worktree", "add", "-q", other, "agent/mine")
-	git(t, other, "commit", "-q", "--allow-empty", "-m", "someone's work")
 	if _, err := b.m.Prepare(context.Background(), "mine", "app", ""); err == nil || !strings.Contains(err.Error(), "already has a branch agent/mine") {
-		t.Errorf("prepare over a branch with work on it: %v", err)
-	}
-	if got := git(t, b.repo, "log", "-1", "--format=%s", "agent/mine"); got != "someone's work" {
-		t.Errorf("the branch with work now says %q", got)
+		t.Errorf("prepare over a branch of the repository: %v", err)
 	}
 }
 
-// A repository that starts reading a config per worktree after the agent
-// started (a person ran git sparse-checkout) is refused before the next
-// attempt, its workspace made or not.
-func TestPrepareRechecksTheRepositorysConfig(t *testing.T) {
+// The agent brings the task's branch back to the repository only when
+// it moved: not while it is at the base, then at each new head, with a
+// reflog entry saying whose work it is.
+func TestBringBackWhenTheBranchMoved(t *testing.T) {
 	b := newBed(t)
-	b.prepare("before", "")
-	git(t, b.repo, "config", "extensions.worktreeConfig", "true")
-	for _, id := range []string{"before", "after"} {
-		if _, err := b.m.Prepare(context.Background(), id, "app", ""); err == nil || !strings.Contains(err.Error(), "extensions.worktreeConfig") {
-			t.Errorf("prepare %s: %v", id, err)
+	w := b.prepare("bb", "")
+	if head := b.bringBack("bb"); head != w.BaseCommit {
+		t.Errorf("bring back at the base: %s", head)
+	}
+	if out, err := gitErr(b.repo, "rev-parse", "--verify", "-q", "refs/heads/agent/bb"); err == nil {
+		t.Errorf("a branch at the base was brought back: %s", out)
+	}
+	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "one")
+	one := b.bringBack("bb")
+	if got := git(t, b.repo, "rev-parse", "agent/bb"); got != one {
+		t.Errorf("agent/bb at %s, want %s", got, one)
+	}
+	if got := git(t, b.repo, "reflog", "-1", "--format=%gs", "agent/bb"); got != "agent: the work of task bb" {
+		t.Errorf("reflog says %q", got)
+	}
+	if again := b.bringBack("bb"); again != one || git(t, b.repo, "reflog", "--format=%gs", "agent/bb") != "agent: the work of task bb" {
+		t.Errorf("bringing back an unmoved branch wrote again")
+	}
+}
+
+// A repository a confined task could write (in /tmp, or in a hierarchy
+// the operator lets tasks write) is refused, in one line naming it,
+// unless it is also in a hierarchy denied to tasks.
+func TestCheckOutOfReach(t *testing.T) {
+	b := newBed(t)
+	real, err := filepath.EvalSymlinks(b.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := filepath.Dir(filepath.Dir(real))
+	for _, c := range []struct {
+		writable, denied []string
+		want             string
+	}{
+		{[]string{"/dev", "/nowhere"}, nil, ""},
+		{[]string{"/dev", parent}, nil, `repository "app": ` + b.repo + " is in " + parent + ", which every confined task may write"},
+		{[]string{parent}, []string{filepath.Dir(real)}, ""},
+	} {
+		err := b.m.CheckOutOfReach(c.writable, c.denied)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("writable %v, denied %v: %v", c.writable, c.denied, err)
+		case c.want != "" && (!errors.Is(err, ErrBadRepo) || !strings.Contains(fmt.Sprint(err), c.want) || strings.Contains(fmt.Sprint(err), "\n")):
+			t.Errorf("writable %v, denied %v: %v; want one line with %q", c.writable, c.denied, err, c.want)
 		}
+	}
+}
+
+// A repository of SHA-256 ids is served as one of SHA-1: the clone and
+// the view are made with its object format, and its 64-digit ids read.
+func TestASHA256Repository(t *testing.T) {
+	ctx := context.Background()
+	repo := filepath.Join(t.TempDir(), "repo")
+	git(t, t.TempDir(), "init", "-q", "--object-format=sha256", "-b", "main", repo)
+	write(t, repo, "README", "one\n")
+	git(t, repo, "add", "-A")
+	git(t, repo, "commit", "-q", "-m", "first")
+	m, err := New(filepath.Join(t.TempDir(), "work"), []Repo{{Name: "app", Path: repo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Prepare(ctx, "s", "app", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, w.Dir, "README", "two\n")
+	git(t, w.Dir, "commit", "-q", "-am", "second")
+	head, err := m.BringBack(ctx, "s")
+	if err != nil || len(head) != 64 || git(t, repo, "rev-parse", "agent/s") != head {
+		t.Fatalf("bring back: %q, %v", head, err)
+	}
+	if c, err := m.Changes(ctx, "s"); err != nil || len(c.Commits) != 1 || c.Files != 1 || c.Uncommitted {
+		t.Errorf("changes: %+v, %v", c, err)
+	}
+	if err := m.Reset(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Remove(ctx, "s", true); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := gitErr(repo, "rev-parse", "--verify", "-q", "agent/s"); err == nil {
+		t.Errorf("branch left: %s", out)
+	}
+}
+
+// A shallow repository (cloned with --depth) is served: its clone and
+// the view know where its history ends, and the work comes back.
+func TestAShallowRepository(t *testing.T) {
+	ctx := context.Background()
+	full := newRepo(t)
+	git(t, full, "commit", "-q", "--allow-empty", "-m", "second")
+	shallow := filepath.Join(t.TempDir(), "shallow")
+	git(t, t.TempDir(), "clone", "-q", "--depth", "1", "file://"+full, shallow)
+	m, err := New(filepath.Join(t.TempDir(), "work"), []Repo{{Name: "app", Path: shallow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Prepare(ctx, "sh", "app", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "work")
+	if got := git(t, w.Dir, "rev-list", "--count", "HEAD"); got != "2" {
+		t.Errorf("the clone sees %s commits, want 2 (the shallow one and the work)", got)
+	}
+	head, err := m.BringBack(ctx, "sh")
+	if err != nil || git(t, shallow, "rev-parse", "agent/sh") != head {
+		t.Fatalf("bring back: %q, %v", head, err)
+	}
+	if i, err := m.Inspect(ctx, "sh"); err != nil || i.Commits != 1 || i.Err != "" {
+		t.Errorf("inspect: %+v, %v", i, err)
 	}
 }

@@ -135,8 +135,9 @@ continues its CLI session where its executor keeps one. A second signal,
 or SIGQUIT, stops at once.
 
 A task naming a repository the agent serves (--repo NAME=PATH, [[repo]]
-tables in the config file) runs in a git worktree of its own, on the
-branch agent/TASK_ID; see agent workspaces.`,
+tables in the config file) runs in a clone of its own, on the branch
+agent/TASK_ID, which the agent brings back to the repository at the end of
+each attempt; see agent workspaces.`,
 		Example: `  agent run --control-plane https://cp.example.com --token-file ~/.config/agent/token \
       --executor codex --models gpt-5.5,gpt-5.4 --approval ask
   agent run --control-plane https://cp.example.com --token-file ~/.config/agent/token \

@@ -289,7 +289,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "label", def: []string(nil), repeat: true,
 		help: "a label the agent announces, KEY=VALUE, repeatable (team=infra, gpu=yes); agents ls shows them, and a task may require one (submit --require label=gpu)"},
 	{name: "repo", def: []string(nil), repeat: true, path: true, pairs: &repoKeys,
-		help: "a repository tasks may name, NAME=PATH, repeatable: a task naming it runs in a git worktree of its own, WORK_DIR/TASK_ID on branch agent/TASK_ID; in the config file, [[repo]] tables with name and path"},
+		help: "a repository tasks may name, NAME=PATH, repeatable: a task naming it runs in a clone of its own, WORK_DIR/TASK_ID on branch agent/TASK_ID; in the config file, [[repo]] tables with name and path"},
 
 	{name: "executor", key: "executor.kind", def: "exec", oneOf: []string{"exec", "codex", "claude", "sample"},
 		help: "exec (runs --executor-command), codex (codex app-server), claude (Claude Code in print mode), or sample (built in)"},

@@ -116,7 +116,7 @@ func newSubmitCmd() *cobra.Command {
 	fl.StringVar(&title, "title", "", "a short title (default: the prompt's first line)")
 	fl.StringVar(&prefer, "prefer", "any", "gui (needs the executor's app server) or any")
 	fl.IntVar(&maxAttempts, "max-attempts", 0, "attempts this task may take (0: the agent's setting)")
-	fl.StringVar(&repo, "repo", "", "the repository the task works on, by the name agents serve it under ([[repo]] of their config); only an agent that serves it runs the task, in a git worktree of its own")
+	fl.StringVar(&repo, "repo", "", "the repository the task works on, by the name agents serve it under ([[repo]] of their config); only an agent that serves it runs the task, in a clone of its own")
 	fl.StringVar(&base, "base", "", "with --repo: the ref the task's branch is made from (default: the repository's HEAD)")
 	// Routing by capability.
 	fl.StringArrayVar(&requires, "require", nil, "KEY=VALUE the agent that runs the task must advertise, repeatable: executor=codex, model=M, repo=R, os=linux, arch=arm64, label=NAME or label=NAME=VALUE")

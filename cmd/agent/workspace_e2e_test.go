@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -84,4 +85,85 @@ func TestE2ETwoTasksOnOneRepositorySideBySide(t *testing.T) {
 			t.Errorf("workspaces ls does not keep %s:\n%s", id, ls.stdout)
 		}
 	}
+}
+
+// Issue 34's attack on the person's repository, through the whole
+// system, the task confined as the agent confines it: it commits, makes
+// its branch a symbolic ref to main, tries to move main and delete the
+// branch of a task before it, and fails. The person commits on main and
+// retries it: the replay, the report, the workspace's removal and
+// retention follow no link: main keeps the person's commit, the other
+// task's branch holds its work.
+func TestE2EATaskCannotMoveThePersonsBranches(t *testing.T) {
+	repo := gittest.NewRepo(t)
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir, "--repo", "site="+repo)
+	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.operatorFile}
+	waitFor(t, 30*time.Second, "the agent to announce its repository", func() bool {
+		r := runAgent(t, append([]string{"submit", "--prompt", "probe", "--repo", "nowhere"}, cpArgs...)...)
+		return r.code != 0 && strings.Contains(r.stderr, `(served: site)`)
+	})
+	submitTo := func(prompt string) string {
+		r := runAgent(t, append([]string{"submit", "--prompt", prompt, "--repo", "site"}, cpArgs...)...)
+		if r.code != 0 {
+			t.Fatalf("submit: %+v", r)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	first := submitTo(commit("first.txt", "first") + "\n@output done")
+	if v := c.waitDone(t, first); v.Phase != state.PhaseCompleted {
+		t.Fatalf("the first task: %s (%s)", v.Phase, v.PhaseReason)
+	}
+	firstHead := gittest.Git(t, repo, "rev-parse", "agent/"+first)
+	base := gittest.Git(t, repo, "rev-parse", "main")
+	gitDir := filepath.Join(repo, ".git")
+	attack := strings.Join([]string{
+		"@no-session",
+		commit("evil.txt", "evil"),
+		`@sh printf 'ref: refs/heads/main\n' > "$(git rev-parse --path-format=absolute --git-common-dir)/$(git symbolic-ref HEAD)"`,
+		"@sh git -C " + repo + " update-ref refs/heads/main HEAD || true",
+		"@sh git -C " + repo + " update-ref -d refs/heads/agent/" + first + " || true",
+		"@sh printf 'ref: refs/heads/main\\n' > " + filepath.Join(gitDir, "refs", "heads", "agent", first) + " || true",
+		"@fail network",
+		"@output done",
+	}, "\n")
+	id := submitTo(attack)
+	if v := c.waitDone(t, id); v.Phase != state.PhaseRecoverableFailed {
+		t.Fatalf("the attacking task: %s (%s)", v.Phase, v.PhaseReason)
+	}
+	waitLocalPhase(t, dataDir, id, state.PhaseRecoverableFailed)
+	gittest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "the person's newer work")
+	newer := gittest.Git(t, repo, "rev-parse", "main")
+	if r := runAgent(t, append([]string{"tasks", "retry", id}, cpArgs...)...); r.code != 0 {
+		t.Fatalf("tasks retry: %+v", r)
+	}
+	v := c.waitPhase(t, id, "completed", func(p state.Phase) bool { return p == state.PhaseCompleted })
+	if len(v.Attempts) != 2 || v.Attempts[1].Continues != 0 {
+		t.Fatalf("attempts: %+v", v.Attempts)
+	}
+	waitLocalPhase(t, dataDir, id, state.PhaseCompleted)
+	check := func(when string) {
+		t.Helper()
+		if got := gittest.Git(t, repo, "rev-parse", "main"); got != newer {
+			t.Errorf("%s: main is at %s, want the person's %s (base %s)", when, got, newer, base)
+		}
+		if got := gittest.Git(t, repo, "rev-parse", "agent/"+first); got != firstHead {
+			t.Errorf("%s: the first task's branch is at %s, want %s", when, got, firstHead)
+		}
+		for _, l := range strings.Split(gittest.Git(t, repo, "for-each-ref", "--format=%(refname) -> %(symref)", "refs/heads/"), "\n") {
+			if !strings.HasSuffix(strings.TrimSpace(l), " ->") {
+				t.Errorf("%s: a branch of the repository is a symbolic ref: %s", when, l)
+			}
+		}
+	}
+	check("after the replay")
+	ls := runAgent(t, "workspaces", "ls", "--data-dir", dataDir)
+	if !regexp.MustCompile(`(?m)^` + id + `\s+site\s+agent/` + id + `\s+.*kept: cannot tell what it holds \(the task's branch agent/` + id + ` is a symbolic ref`).MatchString(ls.stdout) {
+		t.Errorf("workspaces ls does not say the attacking task's branch is a link:\n%s%s", ls.stdout, ls.stderr)
+	}
+	if r := runAgent(t, "workspaces", "rm", id, "--force", "--data-dir", dataDir); r.code != 0 {
+		t.Errorf("workspaces rm --force: %+v", r)
+	}
+	check("after the workspace's removal")
 }

@@ -16,13 +16,14 @@ import (
 func newWorkspacesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workspaces",
-		Short: "List and remove the git worktrees of tasks that named a repository",
+		Short: "List and remove the workspaces (clones) of tasks that named a repository",
 		Long: `A task that names a repository the agent serves ([[repo]] in the config)
-runs in a git worktree of its own, WORK_DIR/TASK_ID, on the branch
-agent/TASK_ID. Retention removes a finished task's worktree and branch with
-the task when nothing would be lost; one whose branch has commits on no
-other branch, or whose worktree has uncommitted changes, is kept until a
-person looks at it and removes it with agent workspaces rm.
+runs in a clone of its own, WORK_DIR/TASK_ID, on the branch agent/TASK_ID;
+the agent brings that branch back to the repository at the end of each
+attempt. Retention removes a finished task's clone and branch with the task
+when nothing would be lost; one whose commits are on no other branch, or
+whose clone has uncommitted changes, is kept until a person looks at it and
+removes it with agent workspaces rm.
 
 These commands read the work directory (--work-dir, else DATA_DIR/work) as
 agent run's settings give it; they work while the agent runs.`,
@@ -57,14 +58,15 @@ func newWorkspacesLsCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
-		Short: "List the tasks' worktrees, oldest first: task, repository, branch, size, and whether removing it would lose work",
-		Long: `ls lists every task's worktree with its size on disk and its state:
+		Short: "List the tasks' workspaces, oldest first: task, repository, branch, size, and whether removing it would lose work",
+		Long: `ls lists every task's workspace with its size on disk and its state:
 
   clean                           nothing would be lost: retention removes it
                                   with its task
-  kept: 2 commits not on main     its branch has commits on no other branch,
-                                  tag or remote, and not in its base
-  kept: uncommitted changes       its worktree has changes no commit holds
+  kept: 2 commits not on main     its branch (in the clone or the repository)
+                                  has commits on no other branch, tag or
+                                  remote, and not in its base
+  kept: uncommitted changes       its clone has changes no commit holds
                                   (untracked files too; ignored ones not)`,
 		Example: `  agent workspaces ls
   agent workspaces ls --json | jq '.[] | select(.state != "clean")'`,
@@ -92,7 +94,7 @@ func newWorkspacesLsCmd() *cobra.Command {
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print the workspaces as a JSON array: task_id, repo, branch, base, dir, bytes, commits (those only it holds), uncommitted, missing, error and state`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print the workspaces as a JSON array: task_id, repo, branch, base, dir, branch_head (the branch in the repository, if brought back), bytes, commits (those only it holds), uncommitted, missing, error and state`)
 	return cmd
 }
 
@@ -133,14 +135,15 @@ func newWorkspacesRmCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "rm TASK_ID",
-		Short: "Remove a task's worktree and its branch, refusing when work would be lost unless --force",
-		Long: `rm removes a finished task's worktree (WORK_DIR/TASK_ID), the repository's
-record of it and its branch agent/TASK_ID. It refuses, saying what would be
-lost, when the branch has commits on no other branch, tag or remote and not
-in its base, or the worktree has uncommitted changes: merge or push the
-branch, or commit what you want to keep elsewhere, then rm again; or give
---force to drop them (rm says what it dropped). The worktree of a task that
-has not finished is never removed.`,
+		Short: "Remove a task's workspace and its branch, refusing when work would be lost unless --force",
+		Long: `rm removes a finished task's clone (WORK_DIR/TASK_ID) and its branch
+agent/TASK_ID in the repository (that ref alone, never what it links to).
+It refuses, saying what would be lost, when the branch has commits on no
+other branch, tag or remote and not in its base, or the clone has
+uncommitted changes: merge or push the branch, or commit what you want to
+keep elsewhere, then rm again; or give --force to drop them (rm says what it
+dropped). The workspace of a task that has not finished is never removed.
+A git worktree an earlier agent made for a task is removed the same way.`,
 		Example: `  agent workspaces rm 7f3c2a
   git -C ~/src/app merge agent/7f3c2a && agent workspaces rm 7f3c2a
   agent workspaces rm 7f3c2a --force    # drops its commits and changes`,
@@ -167,7 +170,10 @@ has not finished is never removed.`,
 			if err != nil {
 				return err
 			}
-			msg := fmt.Sprintf("removed the workspace of task %s: %s and branch %s of %s", id, i.Dir, i.Branch, i.Repo)
+			msg := fmt.Sprintf("removed the workspace of task %s: %s", id, i.Dir)
+			if i.BranchHead != "" {
+				msg += fmt.Sprintf(" and branch %s of %s", i.Branch, i.Repo)
+			}
 			if d := i.Loses(); d != "" {
 				msg += "; dropped " + d
 			}

@@ -20,11 +20,12 @@ import (
 
 // workspacesBed is a data directory whose work directory holds three
 // workspaces of one real repository: done (clean), ahead (a commit only
-// it holds) and running (its task not finished).
+// it holds, brought back to the repository) and running (its task not
+// finished, a commit of an attempt brought back).
 func workspacesBed(t *testing.T) (dataDir, repo string) {
 	t.Helper()
 	dataDir = filepath.Join(t.TempDir(), "data")
-	repo = filepath.Join(t.TempDir(), "app")
+	repo = filepath.Join(gittest.OutOfReach(t), "app")
 	gittest.Git(t, t.TempDir(), "init", "-q", "-b", "main", repo)
 	gittest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "first")
 	m, err := workspace.New(filepath.Join(dataDir, "work"), []workspace.Repo{{Name: "app", Path: repo}})
@@ -48,7 +49,12 @@ func workspacesBed(t *testing.T) (dataDir, repo string) {
 			t.Fatal(err)
 		}
 	}
-	gittest.Git(t, filepath.Join(dataDir, "work", "ahead"), "commit", "-q", "--allow-empty", "-m", "work")
+	for _, id := range []string{"ahead", "running"} {
+		gittest.Git(t, filepath.Join(dataDir, "work", id), "commit", "-q", "--allow-empty", "-m", "work of "+id)
+		if _, err := m.BringBack(context.Background(), id); err != nil { // the end of an attempt
+			t.Fatal(err)
+		}
+	}
 	return dataDir, repo
 }
 
@@ -62,7 +68,7 @@ func TestWorkspacesLsAndRm(t *testing.T) {
 		`(?m)^TASK\s+REPO\s+BRANCH\s+SIZE\s+STATE$`,
 		`(?m)^done\s+app\s+agent/done\s+\S+ \S+\s+clean$`,
 		`(?m)^ahead\s+app\s+agent/ahead\s+\S+ \S+\s+kept: 1 commit not on main$`,
-		`(?m)^running\s+app\s+agent/running\s+\S+ \S+\s+clean$`,
+		`(?m)^running\s+app\s+agent/running\s+\S+ \S+\s+kept: 1 commit not on main$`,
 		`(?m)^3 workspaces, \S+ \S+, in ` + regexp.QuoteMeta(filepath.Join(dataDir, "work")) + `$`,
 	} {
 		if !regexp.MustCompile(row).MatchString(r.stdout) {
@@ -96,12 +102,12 @@ func TestWorkspacesLsAndRm(t *testing.T) {
 	wantOneLineError(t, r, 1, "task running is turn_started, not finished: its workspace is in use")
 	// Clean: removed, and said.
 	r = runAgent(t, "workspaces", "rm", "done", "--data-dir", dataDir)
-	if want := "removed the workspace of task done: " + filepath.Join(dataDir, "work", "done") + " and branch agent/done of app\n"; r.code != 0 || r.stdout != want {
+	if want := "removed the workspace of task done: " + filepath.Join(dataDir, "work", "done") + "\n"; r.code != 0 || r.stdout != want {
 		t.Errorf("rm done: %+v, want %q", r, want)
 	}
 	// Forced: removed, and what was dropped said.
 	r = runAgent(t, "workspaces", "rm", "ahead", "--data-dir", dataDir, "--force")
-	if r.code != 0 || !strings.HasSuffix(r.stdout, "; dropped 1 commit not on main\n") {
+	if r.code != 0 || !strings.HasSuffix(r.stdout, " and branch agent/ahead of app; dropped 1 commit not on main\n") {
 		t.Errorf("rm ahead --force: %+v", r)
 	}
 	for _, id := range []string{"done", "ahead"} {
