@@ -211,19 +211,19 @@ func (p Policy) Allows(host string, port int) bool {
 	return false
 }
 
-// Forwards are the loopback ports the attempt reaches as they are, each
-// forwarded to the same port on the host's loopback: those of the
-// loopback rules that name a port.
-func (p Policy) Forwards() []int {
-	var ports []int
+// Forwards are the loopback endpoints the attempt reaches as they are,
+// each from the same port of its own loopback: the loopback rules that
+// name a port, the first for each port.
+func (p Policy) Forwards() []Rule {
+	var out []Rule
 	seen := map[int]bool{}
 	for _, r := range p.Allow {
 		if r.Loopback() && r.Port != 0 && !seen[r.Port] {
 			seen[r.Port] = true
-			ports = append(ports, r.Port)
+			out = append(out, r)
 		}
 	}
-	return ports
+	return out
 }
 
 // Narrow is the part of p that task, a task's own list, keeps: the
