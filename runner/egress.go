@@ -23,6 +23,9 @@ type Egress struct {
 	// Allow are the hosts every attempt may reach besides its executor's
 	// model API (agent run --egress-allow).
 	Allow []egress.Rule
+	// Always are reached whatever the task's own list says: the control
+	// plane, for a task given a token for its subtasks.
+	Always []egress.Rule
 }
 
 // policyFor is task's egress before its executor adds its model API: the
@@ -39,6 +42,7 @@ func (e *Egress) policyFor(task *state.Task) *egress.Policy {
 		}
 		p = p.Narrow(own)
 	}
+	p = p.With(e.Always...)
 	return &p
 }
 
@@ -94,6 +98,30 @@ func (u *TaskUser) own(paths ...string) error {
 		})
 		if err != nil {
 			return fmt.Errorf("give %s to task user %s: %w", p, u.Name, err)
+		}
+	}
+	return nil
+}
+
+// Prepare makes the work root, and the temporary and session directories
+// in it, reachable by the task user (see reachable), so that the
+// directories each task gets there (its own) open to it.
+func (u *TaskUser) Prepare(workRoot, dataDir string) error {
+	if u == nil || workRoot == "" {
+		return nil
+	}
+	stop := workRoot
+	if abs, err := filepath.Abs(workRoot); err == nil && dataDir != "" {
+		if d, err := filepath.Abs(dataDir); err == nil && strings.HasPrefix(abs, d+string(filepath.Separator)) {
+			stop = d
+		}
+	}
+	for _, d := range []string{filepath.Join(workRoot, ".tmp"), filepath.Join(workRoot, SessionDirName)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+		if err := u.reachable(d, stop); err != nil {
+			return err
 		}
 	}
 	return nil

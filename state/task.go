@@ -46,7 +46,7 @@ type Task struct {
 	// connect to these of the agent's allowed hosts (HOST[:PORT] each);
 	// its executor's model API stays reachable. It never widens the
 	// agent's list.
-	EgressAllow []string `json:"egress_allow,omitempty"`
+	EgressAllow []string `json:"egress_allow,omitzero"`
 
 	Phase       Phase  `json:"phase"`
 	PhaseReason string `json:"phase_reason,omitempty"`
