@@ -147,8 +147,8 @@ func (u *TaskUser) reachable(dir, stop string) error {
 		}
 		inside := stop != "" && (d == stop || strings.HasPrefix(d, stop+string(filepath.Separator)))
 		if inside {
-			if info.Mode().Perm()&0o001 == 0 {
-				if err := os.Chmod(d, info.Mode().Perm()|0o001); err != nil {
+			if info.Mode().Perm()&0o011 != 0o011 {
+				if err := os.Chmod(d, info.Mode().Perm()|0o011); err != nil {
 					return fmt.Errorf("let task user %s reach %s: %w", u.Name, d, err)
 				}
 			}

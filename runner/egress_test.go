@@ -223,3 +223,39 @@ func TestTheRealCLIsReachTheirModelAndNothingElseConfined(t *testing.T) {
 		})
 	}
 }
+
+// A task user's way to its directories: the agent's own directories on it
+// become enterable, not listable (0711); one above them that bars the user
+// stops the agent, naming it.
+func TestATaskUserIsGivenTheWayToItsDirectories(t *testing.T) {
+	root, err := os.MkdirTemp("", "task-user-way-") // t.TempDir's parent is 0700
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(root, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	u := &runner.TaskUser{Name: "agent-task", User: keeper.User{Uid: 4242, Gid: 4242}}
+	work := filepath.Join(data, "work")
+	if err := u.Prepare(work, data); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{data, work, filepath.Join(work, ".tmp"), filepath.Join(work, runner.SessionDirName)} {
+		if info, err := os.Stat(d); err != nil || info.Mode().Perm() != 0o711 {
+			t.Errorf("%s: %v %v, want 0711", d, info.Mode().Perm(), err)
+		}
+	}
+	barred := filepath.Join(root, "barred")
+	if err := os.Mkdir(barred, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err = u.Prepare(filepath.Join(barred, "data", "work"), filepath.Join(barred, "data"))
+	if err == nil || !strings.Contains(err.Error(), barred+" is not searchable by it") {
+		t.Errorf("a barred way: %v", err)
+	}
+}
