@@ -39,6 +39,7 @@ func publicDir(t *testing.T) string {
 func addTaskUser(t *testing.T) (string, int) {
 	t.Helper()
 	name := fmt.Sprintf("at%d", os.Getpid()%100000)
+	_ = exec.Command("userdel", name).Run() // left by a run that was killed
 	if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
 		t.Fatalf("useradd: %v: %s", err, out)
 	}

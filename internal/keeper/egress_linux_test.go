@@ -223,6 +223,7 @@ func taskUser(t *testing.T) *User {
 		t.Skip("making a task user takes root")
 	}
 	name := fmt.Sprintf("kt%d", os.Getpid()%100000)
+	_ = exec.Command("userdel", name).Run() // left by a run that was killed
 	if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
 		t.Fatalf("useradd: %v: %s", err, out)
 	}
