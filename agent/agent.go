@@ -15,6 +15,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/egress"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/internal/tmuxview"
 	"github.com/edgeagent/agent/isolation"
@@ -104,7 +105,7 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
-	a.health.SetIsolation(conf.Line, conf.Runner != nil)
+	a.health.SetIsolation(conf.Summary(), conf.Confined())
 	a.live.Store(liveOf(cfg))
 	if err := a.setupMetrics(); err != nil {
 		return nil, err
@@ -165,6 +166,20 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		a.log.Warn("ATTEMPTS ARE NOT CONFINED: "+a.conf.Line, "isolation", "none")
 	} else {
 		a.log.Info("attempts are confined", "isolation", a.conf.Line)
+	}
+	if a.conf.Egress == nil {
+		a.log.Warn("ATTEMPTS' NETWORK IS NOT CONFINED: "+a.conf.EgressLine, "egress", "open")
+	} else {
+		a.log.Info("attempts' network is confined", "egress", a.conf.EgressLine)
+	}
+	switch {
+	case a.conf.UserWarn:
+		a.log.Warn("ATTEMPTS RUN AS ROOT: "+a.conf.UserLine, "task_user", "root")
+	case a.conf.UserLine != "":
+		a.log.Info("attempts' user", "task_user", a.conf.UserLine)
+	}
+	if err := a.conf.TaskUser.Prepare(a.workDir(), a.cfg.DataDir); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if st := a.outbox.Stats(); st.Pending > 0 || st.Quarantined > 0 || st.TornBytes > 0 {
 		a.log.Info("outbox recovered", "pending", st.Pending, "dead", st.Dead, "quarantined", st.Quarantined, "torn_bytes", st.TornBytes)
@@ -412,7 +427,26 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
 		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: modelsFor(l.Models, t), Logger: a.log.With("task", t.ID),
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.Runner,
-		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget}
+		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget,
+		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser}
+}
+
+// egressFor is where task id's attempts may connect: the agent's allow
+// list, and the control plane when the task holds a token for its
+// subtasks (which only its own subtasks answer to). Nil: not confined.
+func (a *Agent) egressFor(id string) *runner.Egress {
+	e := a.conf.Egress
+	if e == nil {
+		return nil
+	}
+	if _, ok := a.taskTokens.Load(id); ok {
+		if r, ok := egress.Endpoint(a.cfg.ControlPlane); ok {
+			withCP := *e
+			withCP.Always = append(append([]egress.Rule(nil), e.Always...), r)
+			return &withCP
+		}
+	}
+	return e
 }
 
 // taskEnv is what task id's executor gets for subtasks: its task token,

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +54,8 @@ const (
 	CheckLogin        CheckName = "login"         // the executor's CLI has a credential: logged in, or its key set
 	CheckModels       CheckName = "models"        // --models known to the CLI; only where it can tell offline (codex)
 	CheckIsolation    CheckName = "isolation"     // attempts confined (Landlock), or said why not
+	CheckEgress       CheckName = "egress"        // attempts' network confined to their allow list, or said why not
+	CheckTaskUser     CheckName = "task-user"     // who attempts run as: a root agent's without capabilities, or its --task-user
 	CheckWorkspaces   CheckName = "workspaces"    // the repositories served are git repositories; what the tasks' clones take
 	CheckControlPlane CheckName = "control-plane" // the URL valid, GET /healthz answers
 	CheckAuth         CheckName = "auth"          // the control plane accepts the token
@@ -177,7 +180,7 @@ func Run(ctx context.Context, o Options) []Check {
 	if c, ok := checkModels(ctx, o, exe); ok {
 		checks = append(checks, c)
 	}
-	checks = append(checks, checkIsolation(o), checkWorkspaces(ctx, o))
+	checks = append(checks, checkIsolation(o), checkEgress(o), checkTaskUser(o), checkWorkspaces(ctx, o))
 	return append(checks, checkControlPlane(ctx, o)...)
 }
 
@@ -185,7 +188,7 @@ func Run(ctx context.Context, o Options) []Check {
 // Landlock, a warning without (a kernel without it, or isolation none), a
 // failure where isolation landlock is asked of a kernel without it.
 func checkIsolation(o Options) Check {
-	c, err := isolation.Resolve(o.Isolation, o.DataDir, "")
+	c, err := isolation.ResolveFiles(o.Isolation, o.DataDir, "")
 	switch {
 	case err != nil:
 		return failed(CheckIsolation, err.Error(),
@@ -198,6 +201,48 @@ func checkIsolation(o Options) Check {
 			Fix: "attempts run unconfined, able to write wherever this user may: run on Linux 5.13 or later with Landlock enabled (add landlock to the kernel's lsm= boot parameter), or as a user who may write little"}
 	}
 	return pass(CheckIsolation, "%s", c.Line)
+}
+
+// checkEgress says how agent run would confine attempts' network: a pass
+// with a network namespace per attempt, a warning without (a kernel or
+// container that does not let it make one, or egress open), a failure
+// where egress allowlist is asked of one that does not, or an allow list
+// entry is wrong.
+func checkEgress(o Options) Check {
+	e, line, err := isolation.ResolveEgress(o.Isolation)
+	switch {
+	case err != nil && strings.HasPrefix(err.Error(), "egress allowlist:"):
+		return failed(CheckEgress, err.Error(),
+			"run where this user may make user and network namespaces (sysctl user.max_user_namespaces > 0; not in a container that refuses them), or set --egress auto (egress) to run with the machine's network where it cannot")
+	case err != nil:
+		return failed(CheckEgress, err.Error(), "correct --egress or --egress-allow (egress, egress-allow in the config file): --egress auto, allowlist or open; --egress-allow HOST or HOST:PORT, repeatable")
+	case e == nil && o.Isolation.Egress == isolation.EgressOpen:
+		return Check{Name: CheckEgress, Result: CheckWarn, Detail: line,
+			Fix: "drop --egress open (egress in the config) so that tasks reach their model API and the hosts --egress-allow names, and nothing else"}
+	case e == nil:
+		return Check{Name: CheckEgress, Result: CheckWarn, Detail: line,
+			Fix: "let this user make user and network namespaces (sysctl -w user.max_user_namespaces=10000; on Ubuntu also kernel.apparmor_restrict_unprivileged_userns=0), or run the agent where it may"}
+	}
+	return pass(CheckEgress, "%s", line)
+}
+
+// checkTaskUser says who attempts run as: this user; a root agent's
+// --task-user, or root without capabilities; a warning where a root
+// agent's attempts keep root's capabilities (they run unconfined).
+func checkTaskUser(o Options) Check {
+	files, _ := isolation.ResolveFiles(o.Isolation, o.DataDir, "")
+	e, _, _ := isolation.ResolveEgress(o.Isolation)
+	_, line, warn, err := isolation.ResolveUser(o.Isolation, files.Runner != nil || e != nil)
+	switch {
+	case err != nil:
+		return failed(CheckTaskUser, err.Error(), "name an existing unprivileged user with --task-user (useradd --system --create-home agent-task), and run the agent as root to use it; or leave --task-user out")
+	case warn:
+		return Check{Name: CheckTaskUser, Result: CheckWarn, Detail: line,
+			Fix: "confine attempts (--isolation auto, --egress auto) and name an unprivileged --task-user, or run the agent as a user of its own"}
+	case line == "":
+		line = "tasks run as this user (uid " + strconv.Itoa(os.Geteuid()) + "), as the agent does"
+	}
+	return pass(CheckTaskUser, "%s", line)
 }
 
 // checkWorkspaces checks the repositories the agent is to serve as agent

@@ -40,3 +40,29 @@ func TestDoctorSaysTheIsolation(t *testing.T) {
 		t.Errorf("a bad mode: %+v", c)
 	}
 }
+
+// The doctor says how attempts' network is confined and who they run as:
+// a warning, with the fix, for egress open; a failure for a bad rule.
+func TestDoctorSaysTheEgressAndTheTaskUser(t *testing.T) {
+	c := checkEgress(Options{DataDir: t.TempDir(), Isolation: isolation.Config{Egress: isolation.EgressOpen}})
+	if c.Result != CheckWarn || !strings.Contains(c.Fix, "drop --egress open") {
+		t.Errorf("egress open: %+v", c)
+	}
+	c = checkEgress(Options{DataDir: t.TempDir(), Isolation: isolation.Config{EgressAllow: []string{"http://x"}}})
+	if c.Result != CheckFail || !strings.Contains(c.Detail, "egress allow: ") {
+		t.Errorf("a bad rule: %+v", c)
+	}
+	if keeper.ProbeEgress() == nil {
+		if c := checkEgress(Options{DataDir: t.TempDir()}); c.Result != CheckPass {
+			t.Errorf("egress auto: %+v", c)
+		}
+	}
+	c = checkTaskUser(Options{DataDir: t.TempDir()})
+	if c.Result != CheckPass || !strings.HasPrefix(c.Detail, "tasks run as ") {
+		t.Errorf("task user: %+v", c)
+	}
+	c = checkTaskUser(Options{DataDir: t.TempDir(), Isolation: isolation.Config{TaskUser: "no-such-user-here"}})
+	if c.Result != CheckFail {
+		t.Errorf("a task user that is not there: %+v", c)
+	}
+}

@@ -47,14 +47,33 @@ type Config struct {
 	Deny []string
 	// Write are more hierarchies tasks may write (a build cache, say).
 	Write []string
+	// Egress is how far attempts reach on the network: auto, allowlist
+	// or open (see EgressMode). Default auto.
+	Egress EgressMode
+	// EgressAllow are hosts (HOST[:PORT]) every attempt may reach besides
+	// its executor's model API.
+	EgressAllow []string
+	// TaskUser names the user a root agent's tasks run as; empty: root,
+	// without capabilities.
+	TaskUser string
 }
 
 // Confinement is how attempts are confined, as resolved on this kernel:
 // the runner's isolation (nil when unconfined) and a line saying which,
-// for logs, health and doctor.
+// for logs, health and doctor; the same for their network (Egress nil:
+// not confined) and the user they run as.
 type Confinement struct {
 	Runner *runner.Isolation
 	Line   string
+
+	Egress     *runner.Egress
+	EgressLine string
+
+	TaskUser *runner.TaskUser
+	// UserLine says who tasks run as; UserWarn, that they run as root
+	// with root's capabilities (an unconfined root agent).
+	UserLine string
+	UserWarn bool
 }
 
 // unconfinedRisk is what a task can do where attempts are not confined.
@@ -63,9 +82,43 @@ const unconfinedRisk = "a task can read the agent's token and change its files a
 // Resolve resolves the isolation c asks for on this kernel, for an agent
 // whose data directory is dataDir and work root workDir ("" for the one
 // inside the data directory): both are out of every task's reach. It
-// fails on a mode it does not know, and on landlock where the kernel
-// cannot confine.
+// fails on a mode it does not know, on landlock where the kernel cannot
+// confine, on egress allowlist where it cannot make a network namespace,
+// and on a task user it cannot have.
 func Resolve(c Config, dataDir, workDir string) (Confinement, error) {
+	conf, err := ResolveFiles(c, dataDir, workDir)
+	if err != nil {
+		return conf, err
+	}
+	if conf.Egress, conf.EgressLine, err = ResolveEgress(c); err != nil {
+		return conf, err
+	}
+	if conf.TaskUser, conf.UserLine, conf.UserWarn, err = ResolveUser(c, conf.Runner != nil || conf.Egress != nil); err != nil {
+		return conf, err
+	}
+	return conf, nil
+}
+
+// Confined reports whether attempts are confined in every way the agent
+// knows: their files, their network, and (of a root agent) their
+// capabilities. What is not is said in Summary.
+func (c Confinement) Confined() bool { return c.Runner != nil && c.Egress != nil && !c.UserWarn }
+
+// Summary is every line of the confinement, for health and the log: files,
+// network, user.
+func (c Confinement) Summary() string {
+	s := c.Line
+	for _, l := range []string{c.EgressLine, c.UserLine} {
+		if l != "" {
+			s += "; " + l
+		}
+	}
+	return s
+}
+
+// ResolveFiles resolves how attempts' files are confined (Landlock), as
+// Resolve does: Runner and Line.
+func ResolveFiles(c Config, dataDir, workDir string) (Confinement, error) {
 	switch c.Mode {
 	case "", Auto, Landlock, None:
 	default:

@@ -1,6 +1,8 @@
 package isolation
 
 import (
+	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -57,5 +59,71 @@ func TestResolve(t *testing.T) {
 	_, err = Resolve(cfg, "/srv/agent", "")
 	if (landlock.ABI() > 0) != (err == nil) {
 		t.Errorf("isolation landlock with ABI %d: %v", landlock.ABI(), err)
+	}
+}
+
+// The network as it resolves: confined where the kernel lets the agent
+// make a network namespace, the allow list named; where it does not, auto
+// says so and why (not confined, for health), allowlist refuses; open is
+// said as loudly; a bad mode or rule is refused in one line.
+func TestResolveEgress(t *testing.T) {
+	e, line, err := ResolveEgress(Config{EgressAllow: []string{"github.com", "127.0.0.1:11434"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keeper.ProbeEgress() == nil {
+		if e == nil || len(e.Allow) != 2 || !strings.Contains(line, "github.com, 127.0.0.1:11434, through the agent's proxy") {
+			t.Errorf("confined: %+v %q", e, line)
+		}
+	}
+	if e, line, err := ResolveEgress(Config{Egress: EgressOpen}); err != nil || e != nil || !strings.HasPrefix(line, "network open (egress open): ") {
+		t.Errorf("open: %+v %q %v", e, line, err)
+	}
+	for _, c := range []Config{{Egress: "sometimes"}, {EgressAllow: []string{"https://github.com"}}} {
+		if _, _, err := ResolveEgress(c); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%+v: %v, want a one-line error", c, err)
+		}
+	}
+
+	refused := errors.New("the kernel does not let this user make a user and network namespace (operation not permitted)")
+	probe := probeEgress
+	probeEgress = func() error { return refused }
+	defer func() { probeEgress = probe }()
+	e, line, err = ResolveEgress(Config{})
+	if err != nil || e != nil || !strings.HasPrefix(line, "network open: "+refused.Error()) {
+		t.Errorf("auto on a kernel that refuses: %+v %q %v", e, line, err)
+	}
+	if _, _, err := ResolveEgress(Config{Egress: EgressAllowlist}); err == nil || !strings.HasPrefix(err.Error(), "egress allowlist: "+refused.Error()) {
+		t.Errorf("allowlist on a kernel that refuses: %v", err)
+	}
+	c, err := Resolve(Config{}, "/srv/agent", "")
+	if err != nil || c.Confined() || !strings.Contains(c.Summary(), "; network open: ") {
+		t.Errorf("the whole confinement on a kernel that refuses: confined %v, %q, %v", c.Confined(), c.Summary(), err)
+	}
+}
+
+// Who tasks run as: another user only for a root agent, and an
+// unprivileged one; a root agent's confined tasks drop its capabilities,
+// unconfined ones keep them, said as a warning.
+func TestResolveUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if _, _, _, err := ResolveUser(Config{TaskUser: "nobody"}, true); err == nil || !strings.Contains(err.Error(), "only an agent running as root") {
+			t.Errorf("a task user for an agent that is not root: %v", err)
+		}
+		return
+	}
+	if u, line, warn, err := ResolveUser(Config{TaskUser: "nobody"}, true); err != nil || u == nil || u.Uid == 0 || warn || !strings.HasPrefix(line, "tasks run as nobody (uid ") {
+		t.Errorf("nobody: %+v %q %v %v", u, line, warn, err)
+	}
+	for _, name := range []string{"root", "no-such-user-here"} {
+		if _, _, _, err := ResolveUser(Config{TaskUser: name}, true); err == nil {
+			t.Errorf("task user %s was taken", name)
+		}
+	}
+	if _, line, warn, _ := ResolveUser(Config{}, true); warn || !strings.HasPrefix(line, "tasks run as root without capabilities") {
+		t.Errorf("root, confined: %q %v", line, warn)
+	}
+	if _, line, warn, _ := ResolveUser(Config{}, false); !warn || !strings.HasPrefix(line, "tasks run as root with every capability") {
+		t.Errorf("root, unconfined: %q %v", line, warn)
 	}
 }

@@ -69,6 +69,7 @@ func executorEnv(from []string, allow []string, set []string, spec AttemptSpec) 
 			env = append(env, kv)
 		}
 	}
+	env = spec.TaskUser.env(env)
 	for _, kv := range set {
 		if name, _, _ := strings.Cut(kv, "="); !matchesAny(neverEnv, name) {
 			env = append(env, kv)

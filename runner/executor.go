@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeagent/agent/internal/egress"
+	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/state"
@@ -78,6 +80,13 @@ type AttemptSpec struct {
 	// Confine, if set, is what the attempt's processes may reach; the
 	// executor adds what its CLI keeps of its own (see AttemptSpec.Confinement).
 	Confine *landlock.Policy
+	// Egress, if set, is where the attempt may connect; the executor adds
+	// its model API (see AttemptSpec.EgressPolicy). Nil: the host's
+	// network.
+	Egress *egress.Policy
+	// TaskUser, if set, is who the attempt runs as (a root agent's
+	// --task-user); executors pass ProcUser on.
+	TaskUser *TaskUser
 	// Resume, if set, continues an earlier attempt's session: the
 	// executor resumes it and sends Resume.Prompt, not the task's prompt.
 	// A session it cannot resume (its files gone, the CLI refusing) ends
@@ -268,6 +277,9 @@ type Exit struct {
 	ProtocolErr error
 	// Killed: the runner had to stop the attempt (cancel or timeout).
 	Killed bool
+	// Egress is what the attempt's proxy refused, when its network was
+	// confined.
+	Egress *egress.Denied
 	// Turn is how the executor's protocol said its turn ended, for
 	// executors whose exit code does not tell (an app server exits 0
 	// whatever its turn did). Zero: judge by the exit code.
@@ -324,4 +336,14 @@ func (e *Exit) SetStatus(p *proc.Process) {
 	if err != nil {
 		e.StartErr = err
 	}
+	e.Egress = p.Egress()
+}
+
+// ProcUser is who the attempt's processes run as, for proc.Spec: nil for
+// the agent's own user.
+func (s AttemptSpec) ProcUser() *keeper.User {
+	if s.TaskUser == nil {
+		return nil
+	}
+	return &s.TaskUser.User
 }

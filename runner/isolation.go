@@ -80,7 +80,13 @@ func (s AttemptSpec) Confinement(cliState ...string) *landlock.Policy {
 		if dir == "" {
 			continue
 		}
+		_, missing := os.Stat(dir)
 		_ = os.MkdirAll(dir, 0o700)
+		if missing != nil && s.TaskUser != nil {
+			// Made here for a task user: theirs, as the CLI would have
+			// made it.
+			_ = s.TaskUser.own(dir)
+		}
 		p.Write = append(p.Write, dir)
 	}
 	return &p

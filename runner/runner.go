@@ -83,6 +83,11 @@ type Runner struct {
 	ReplyTimeout time.Duration
 	// Isolation, if set, confines every attempt (see Isolation).
 	Isolation *Isolation
+	// Egress, if set, confines where every attempt connects (see Egress).
+	Egress *Egress
+	// TaskUser, if set, is who every attempt runs as (a root agent's
+	// --task-user); its directories become the user's.
+	TaskUser *TaskUser
 	// Workspaces, if set, gives each task that names a repository a
 	// workspace of its own, its work directory.
 	Workspaces Workspaces
@@ -351,6 +356,16 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		spec.Confine = r.Isolation.policy(r.WorkRoot, spec.WorkDir, tmp, spec.SessionDir)
 		spec.Confine.Write = append(spec.Confine.Write, writable...)
 	}
+	if r.Egress != nil {
+		spec.Egress = r.Egress.policyFor(task)
+	}
+	if r.TaskUser != nil {
+		if err := r.TaskUser.own(spec.WorkDir, spec.TempDir, spec.SessionDir); err != nil {
+			res.exit = Exit{StartErr: err, ExitCode: -1}
+			return res
+		}
+		spec.TaskUser = r.TaskUser
+	}
 	events := make(chan Event)
 	done := make(chan Exit, 1)
 	go func() { done <- r.Executor.Run(actx, spec, func(ev Event) { events <- ev }) }()
@@ -378,6 +393,9 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		case <-tick.C:
 			logs.flush()
 		case res.exit = <-done:
+			if d := deniedRecord(res.exit.Egress); d != nil && d.Denied > 0 {
+				logs.add(state.LogAgent, "egress: "+deniedText(d))
+			}
 			logs.flush()
 			switch cause := context.Cause(actx); {
 			case errors.Is(cause, errFirstEventTimeout):
@@ -534,7 +552,7 @@ func (r *Runner) setPhase(task *state.Task, p state.Phase, req *state.ApprovalRe
 func (r *Runner) complete(task *state.Task, a *state.Attempt, res result) {
 	now := r.now()
 	code := res.exit.ExitCode
-	if err := task.FinalizeAttempt(a.AttemptID, state.Outcome{Status: state.AttemptCompleted, ExitCode: &code, TimeoutUsed: res.timeouts}, now); err != nil {
+	if err := task.FinalizeAttempt(a.AttemptID, state.Outcome{Status: state.AttemptCompleted, ExitCode: &code, TimeoutUsed: res.timeouts, Egress: deniedRecord(res.exit.Egress)}, now); err != nil {
 		r.logger().Error("finalize attempt", "task", task.ID, "err", err)
 	}
 	r.reportAttempt(task, a)
@@ -595,7 +613,7 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	// An attempt that ran out its whole limit is not continued on the
 	// agent's own: the limit is there to bound the work.
 	d := r.Policy.decide(v, &judged, r.firstEventRetried(task, a), r.canContinue(task, a) && v.Code != state.CodeAttemptTimeout)
-	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, TimeoutUsed: timeouts, Retry: &d}
+	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, TimeoutUsed: timeouts, Retry: &d, Egress: deniedRecord(exit.Egress)}
 	if res != nil && exit.StartErr == nil {
 		code := exit.ExitCode
 		out.ExitCode = &code

@@ -96,7 +96,9 @@ func (t *Task) wentThrough(p Phase) bool {
 //
 // An attempt that resumed an earlier one's session says so last, with the
 // code of the failure it followed: "attempt 3 continued attempt 2's
-// session after agent_restart". A running attempt's duration runs to now.
+// session after agent_restart"; one whose network confinement refused
+// connections says how many and where to ("egress refused 2:
+// evil.example:443, 127.0.0.1:5432"). A running attempt's duration runs to now.
 // When an attempt reported the tokens it used, each line shows its tokens
 // after its duration ("12.3k tok").
 func Timeline(t *Task, now time.Time) []string {
@@ -139,6 +141,9 @@ func Timeline(t *Task, now time.Time) []string {
 		if i > 0 {
 			r.note = continuedText(a, t.Attempts[i-1])
 		}
+		if e := egressText(a); e != "" {
+			r.note = strings.TrimPrefix(r.note+"; "+e, "; ")
+		}
 		rows[i] = r
 		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
 		wDur, wTok, wErr = max(wDur, len(r.dur)), max(wTok, len(r.tok)), max(wErr, len([]rune(r.err)))
@@ -161,6 +166,19 @@ func Timeline(t *Task, now time.Time) []string {
 		lines[i] = strings.TrimRight(l, " ")
 	}
 	return lines
+}
+
+// egressText says what an attempt's network confinement refused, if it
+// refused anything: "egress refused 3: evil.example:443, 10.0.0.1:5432".
+func egressText(a Attempt) string {
+	if a.Egress == nil || a.Egress.Denied == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("egress refused %d", a.Egress.Denied)
+	if len(a.Egress.Last) > 0 {
+		s += ": " + strings.Join(a.Egress.Last, ", ")
+	}
+	return s
 }
 
 // continuedText says which session attempt a resumed, if it resumed one,

@@ -255,3 +255,24 @@ func TestPlainText(t *testing.T) {
 		}
 	}
 }
+
+// What an attempt's network confinement refused shows on its line: how
+// many connections and where to; an attempt that refused nothing says
+// nothing of it.
+func TestTimelineShowsWhatEgressRefused(t *testing.T) {
+	task := NewTask("t", "p", t0)
+	must(t, task.Transition(PhaseClaimed, "", t0))
+	_, err := task.StartFirstAttempt("a1", []string{"gpt-5"}, t0)
+	must(t, err)
+	code := 0
+	must(t, task.FinalizeAttempt("a1", Outcome{Status: AttemptCompleted, ExitCode: &code,
+		Egress: &Egress{Denied: 3, Last: []string{"127.0.0.1:5432", "evil.example:443"}}}, t0.Add(4*time.Second)))
+	got := Timeline(task, t0)
+	if want := "Attempt 1  completed  gpt-5  sess -  4s  egress refused 3: 127.0.0.1:5432, evil.example:443"; len(got) != 1 || got[0] != want {
+		t.Errorf("timeline %q, want %q", got, want)
+	}
+	task.Attempts[0].Egress = &Egress{}
+	if got := Timeline(task, t0); strings.Contains(got[0], "egress") {
+		t.Errorf("nothing refused, yet: %q", got[0])
+	}
+}

@@ -42,6 +42,11 @@ type Task struct {
 	// bound. An attempt that passes either ends budget_exceeded.
 	MaxTokens int64    `json:"max_tokens,omitempty"`
 	MaxTime   Duration `json:"max_time,omitempty"`
+	// EgressAllow, when set, narrows where the task's attempts may
+	// connect to these of the agent's allowed hosts (HOST[:PORT] each);
+	// its executor's model API stays reachable. It never widens the
+	// agent's list.
+	EgressAllow []string `json:"egress_allow,omitzero"`
 
 	Phase       Phase  `json:"phase"`
 	PhaseReason string `json:"phase_reason,omitempty"`
@@ -287,6 +292,16 @@ type Attempt struct {
 	// Usage is the tokens the attempt used so far, as its executor's CLI
 	// reported them; zero when it reported none.
 	Usage Usage `json:"usage,omitzero"`
+	// Egress is what the attempt's network confinement refused, when its
+	// network was confined.
+	Egress *Egress `json:"egress,omitempty"`
+}
+
+// Egress is what an attempt's proxy refused: how many connections, and
+// the latest distinct destinations (host:port), newest last.
+type Egress struct {
+	Denied int      `json:"denied"`
+	Last   []string `json:"last,omitempty"`
 }
 
 // Error is a classified failure.
@@ -705,10 +720,14 @@ type Outcome struct {
 	ExitCode    *int
 	TimeoutUsed string
 	Retry       *RetryDecision
+	Egress      *Egress
 }
 
 func (a *Attempt) finalize(out Outcome, now time.Time) {
 	a.Status, a.Error, a.ExitCode, a.CompletedAt = out.Status, out.Error, out.ExitCode, now
+	if out.Egress != nil {
+		a.Egress = out.Egress
+	}
 	if out.TimeoutUsed != "" {
 		a.TimeoutUsed = out.TimeoutUsed
 	}

@@ -40,6 +40,10 @@ file) and checks, without running the agent or changing anything:
   models         with --models and codex's openai provider: each model in
                  codex's bundled catalog (absent when it cannot be told)
   isolation      attempts confined with Landlock, or why not
+  egress         attempts' network confined to their model API and
+                 --egress-allow (a network namespace each), or why not
+  task-user      who attempts run as: this user; for a root agent, its
+                 --task-user, or root without capabilities
   workspaces     every [[repo]] a git repository the agent can serve, its
                  git directory and the work directory writable by this
                  user; how many task worktrees there are, their size, and

@@ -40,6 +40,8 @@ type runFlags struct {
 	logLevel, logFormat, metricsAddr          string
 	isolation                                 string
 	isolationDeny, isolationWrite             []string
+	egress, taskUser                          string
+	egressAllow                               []string
 
 	// The tmux view (issue 27).
 	tmux                    bool
@@ -66,6 +68,9 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "isolation", &f.isolation)
 	t.bind(fs, "isolation-deny", &f.isolationDeny)
 	t.bind(fs, "isolation-write", &f.isolationWrite)
+	t.bind(fs, "egress", &f.egress)
+	t.bind(fs, "egress-allow", &f.egressAllow)
+	t.bind(fs, "task-user", &f.taskUser)
 	t.bind(fs, "models", &f.models)
 	t.bind(fs, "max-concurrent", &f.maxConcurrent)
 	t.bind(fs, "max-retries", &f.maxRetries)
@@ -125,7 +130,12 @@ Every attempt runs under a keeper that ends all its processes with it, and,
 where the kernel has Landlock, confined: it reads what this user can read
 but the agent's own files (data directory, config file, token file), and
 writes only its work directory, its temporary directories, /dev and its
-CLI's state (--isolation, --isolation-deny, --isolation-write).
+CLI's state (--isolation, --isolation-deny, --isolation-write). Where the
+kernel lets the agent make network namespaces, each attempt runs in one of
+its own and reaches only its executor's model API and the hosts
+--egress-allow names, through the agent's proxy; nothing on this machine's
+loopback (--egress). An agent running as root runs its tasks without
+capabilities, as --task-user when it names one.
 
 SIGTERM or SIGINT drains: no new claims, running tasks get --drain-timeout,
 then are stopped; pending records are flushed for a few seconds and
@@ -156,7 +166,8 @@ each attempt; see agent workspaces.`,
 // outside its data directory, the config file and the token file, are
 // out of every task's reach too.
 func (f *runFlags) isolationOf(configFile string) isolation.Config {
-	iso := isolation.Config{Mode: isolation.Mode(f.isolation), Deny: f.isolationDeny, Write: f.isolationWrite}
+	iso := isolation.Config{Mode: isolation.Mode(f.isolation), Deny: f.isolationDeny, Write: f.isolationWrite,
+		Egress: isolation.EgressMode(f.egress), EgressAllow: f.egressAllow, TaskUser: f.taskUser}
 	for _, p := range []string{configFile, f.tokenFile} {
 		if p != "" {
 			iso.Protect = append(iso.Protect, p)

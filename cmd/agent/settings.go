@@ -321,6 +321,11 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "a file or directory no task may read or write, besides the agent's own (e.g. ~/.ssh), repeatable"},
 	{name: "isolation-write", key: "isolation.write", def: []string(nil), repeat: true, path: true,
 		help: "a directory tasks may write, besides their work directory, temporary directories and CLI state (e.g. ~/.cache/go-build), repeatable"},
+	{name: "egress", def: string(isolation.EgressAuto), oneOf: egressModes(),
+		help: "auto (each attempt in a network namespace of its own, reaching its executor's model API and --egress-allow through the agent's proxy, where the kernel lets the agent make one; said loudly where not), allowlist (that, or do not start), or open (the machine's network)"},
+	{name: "egress-allow", def: []string(nil), repeat: true,
+		help: "a host tasks may reach besides their executor's model API, HOST (ports 443 and 80), HOST:PORT or *.DOMAIN, repeatable (e.g. github.com, pypi.org, 127.0.0.1:11434); a task may narrow it (submit --egress-allow)"},
+	{name: "task-user", help: "for an agent running as root: the unprivileged user its tasks run as (their directories become theirs); without it they run as root without capabilities"},
 
 	{name: "models", def: []string(nil), live: true, help: "fallback chain of models: attempt N uses the N-th, the last repeating"},
 	{name: "max-concurrent", def: agent.DefaultMaxConcurrent, live: true, min: atLeast(1), help: "tasks run at once"},
@@ -360,6 +365,14 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
 		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, journal lines under systemd (<N> priority prefix, no time), json otherwise"},
 }}
+
+func egressModes() []string {
+	var out []string
+	for _, m := range isolation.EgressModes {
+		out = append(out, string(m))
+	}
+	return out
+}
 
 func isolationModes() []string {
 	var out []string

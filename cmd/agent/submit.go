@@ -28,6 +28,8 @@ func newSubmitCmd() *cobra.Command {
 		// budgets
 		maxTokens int64
 		maxTime   time.Duration
+		// egress: narrows the agent's allow list
+		egressAllow []string
 	)
 	cmd := &cobra.Command{
 		Use:   "submit",
@@ -36,7 +38,8 @@ func newSubmitCmd() *cobra.Command {
   agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt @prompt.md --prefer gui
   agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Fix the footer" --repo site --base release/2.1
   agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Train it" --require executor=codex --require label=gpu
-  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Tidy the docs" --max-tokens 200000 --max-time 20m`,
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Tidy the docs" --max-tokens 200000 --max-time 20m
+  agent submit --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token --prompt "Bump the deps" --egress-allow pypi.org --egress-allow files.pythonhosted.org`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cp.url == "" {
@@ -66,12 +69,16 @@ func newSubmitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := api.CheckEgressAllow(egressAllow); err != nil {
+				return usagef("--egress-allow: %v", err)
+			}
 			c, err := cp.client()
 			if err != nil {
 				return err
 			}
 			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
-				Repo: repo, Base: base, Requires: reqs, Labels: taskLabels, MaxTokens: maxTokens, MaxTime: state.Duration(maxTime)})
+				Repo: repo, Base: base, Requires: reqs, Labels: taskLabels, MaxTokens: maxTokens, MaxTime: state.Duration(maxTime),
+				EgressAllow: egressAllow})
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
@@ -129,6 +136,7 @@ func newSubmitCmd() *cobra.Command {
 	fl.DurationVar(&timeout, "timeout", 0, "with --wait: stop waiting after this long, e.g. 30m, and exit 7; the task goes on (0: wait until it ends)")
 	// Subtasks.
 	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the control plane's delegation rules ([[delegate]]) match on, repeatable")
+	fl.StringArrayVar(&egressAllow, "egress-allow", nil, "narrow where the task's attempts may connect to this of its agent's allowed hosts (agent run --egress-allow), HOST, HOST:PORT or *.DOMAIN, repeatable; its executor's model API stays reachable")
 	return cmd
 }
 

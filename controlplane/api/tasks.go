@@ -1,11 +1,13 @@
 package api
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/egress"
 	"github.com/edgeagent/agent/internal/utc"
 	"github.com/edgeagent/agent/state"
 )
@@ -33,6 +35,24 @@ type CreateTaskRequest struct {
 	// stopped and ends budget_exceeded, never retried.
 	MaxTokens int64          `json:"max_tokens,omitempty"`
 	MaxTime   state.Duration `json:"max_time,omitempty"`
+	// EgressAllow, when set, narrows where the task's attempts may
+	// connect to these of their agent's allowed hosts (HOST, HOST:PORT or
+	// *.DOMAIN; see CheckEgressAllow); never wider. A subtask's is
+	// narrowed to its parent's, and is its parent's when it names none.
+	EgressAllow []string `json:"egress_allow,omitzero"`
+}
+
+// MaxEgressAllow is how many hosts a task's own allow list may name.
+const MaxEgressAllow = 64
+
+// CheckEgressAllow refuses a task's allow list that is too long or names
+// something that is not a host, in one line.
+func CheckEgressAllow(list []string) error {
+	if len(list) > MaxEgressAllow {
+		return fmt.Errorf("%d hosts, more than %d", len(list), MaxEgressAllow)
+	}
+	_, err := egress.ParseRules(list)
+	return err
 }
 
 // Prefer is what a task asks of the agent that runs it: the task's own

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/internal/egress"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -117,7 +118,26 @@ func bindToParent(p *state.Task, req *api.CreateTaskRequest) error {
 	if p.MaxTime > 0 && (req.MaxTime == 0 || req.MaxTime > p.MaxTime) {
 		req.MaxTime = p.MaxTime
 	}
+	if err := api.CheckEgressAllow(req.EgressAllow); err != nil {
+		return badRequest("egress_allow: %v", err)
+	}
+	req.EgressAllow = narrowEgress(p.EgressAllow, req.EgressAllow)
 	return nil
+}
+
+// narrowEgress is a subtask's own allow list: its parent's when it names
+// none, else what of its own the parent's allows (never wider). An
+// entry that does not parse was refused already.
+func narrowEgress(parent, child []string) []string {
+	switch {
+	case parent == nil:
+		return child
+	case child == nil:
+		return slices.Clone(parent)
+	}
+	p, _ := egress.ParseRules(parent)
+	c, _ := egress.ParseRules(child)
+	return append([]string{}, egress.Policy{Allow: p}.Narrow(c).Strings()...)
 }
 
 // subtasks lists task id's subtasks, in the order it submitted them.

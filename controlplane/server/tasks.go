@@ -47,6 +47,9 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	if err := api.CheckLabels(req.Labels); err != nil {
 		return nil, badRequest("labels: %v", err)
 	}
+	if err := api.CheckEgressAllow(req.EgressAllow); err != nil {
+		return nil, badRequest("egress_allow: %v", err)
+	}
 	if err := checkRepo(req.Repo, req.Base); err != nil {
 		return nil, err
 	}
@@ -73,6 +76,7 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	t.Requires, t.Unroutable = slices.Clone(req.Requires), unroutable
 	t.Labels = maps.Clone(req.Labels)
 	t.MaxTokens, t.MaxTime = req.MaxTokens, req.MaxTime // budgets
+	t.EgressAllow = slices.Clone(req.EgressAllow)
 	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
 		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}

@@ -13,13 +13,23 @@
 // then exits itself. The keeper also confines the executor and all it
 // starts with Landlock (internal/landlock), from the thread that starts it.
 //
+// Where an attempt's network is confined (internal/egress), its executor
+// runs in a network namespace of its own, with nothing but loopback; the
+// keeper, outside it, serves the attempt's proxy and forwards on
+// listeners made inside it, and dials out for it. The executor then
+// starts through a stage (see stage_linux.go), which is also how an
+// attempt of a root agent gives up root's capabilities, and how it runs
+// as another user (--task-user).
+//
 // The agent talks to its keeper over a socket (file descriptor 3 in the
 // keeper), one JSON object a line:
 //
 //	agent → keeper  {"spec": {...}}                      first: what to run
 //	keeper → agent  {"started": PID, "abi": 7}           or {"error": "...", "errno": 2}
 //	agent → keeper  {"signal": 15, "group": true}        signal the executor's group, or the executor alone
-//	keeper → agent  {"exit_code": 0, "signal": "", "swept": 1}   last, after every process of the attempt is gone
+//	keeper → agent  {"exit": {"exit_code": 0, "signal": "", "swept": 1, "egress": {"count": 2, "last": ["evil.example:443"]}}}
+//	                last, after every process of the attempt is gone; egress
+//	                counts and names what the attempt's proxy refused
 //
 // The agent going away (its end of the socket closed: it was killed) ends
 // the attempt: SIGTERM to the executor's group, then SIGKILL to all after
@@ -36,6 +46,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeagent/agent/internal/egress"
 	"github.com/edgeagent/agent/internal/landlock"
 )
 
@@ -53,6 +64,11 @@ type attempt struct {
 	Env  []string `json:"env"`
 	// Policy, if set, confines the executor and everything it starts.
 	Policy *landlock.Policy `json:"policy,omitempty"`
+	// Egress, if set, is where the attempt may connect: it runs in a
+	// network namespace of its own. Nil: the host's network.
+	Egress *egress.Policy `json:"egress,omitempty"`
+	// User, if set, is who the executor runs as (a root agent only).
+	User *User `json:"user,omitempty"`
 	// Grace is how long the executor has between SIGTERM and SIGKILL when
 	// the agent goes away.
 	Grace time.Duration `json:"grace"`
@@ -68,6 +84,27 @@ type Status struct {
 	// Swept counts the attempt's processes still alive when the executor
 	// exited, which the keeper killed.
 	Swept int `json:"swept"`
+	// Egress is what the attempt's proxy refused, when its network was
+	// confined.
+	Egress *egress.Denied `json:"egress,omitempty"`
+}
+
+// Sandbox is how an attempt is confined.
+type Sandbox struct {
+	// Files, if set, is what its processes may read and write.
+	Files *landlock.Policy
+	// Egress, if set, is where they may connect; nil leaves them the
+	// host's network.
+	Egress *egress.Policy
+	// User, if set, is who they run as: a keeper running as root only.
+	User *User
+}
+
+// User is a user an attempt runs as: its ids and supplementary groups.
+type User struct {
+	Uid    uint32   `json:"uid"`
+	Gid    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups,omitempty"`
 }
 
 // message is one line on the keeper's socket.

@@ -39,7 +39,7 @@ func BenchmarkStartAndWait(b *testing.B) {
 					}
 					continue
 				}
-				p, err := Start(cmd, c.policy, time.Second, nil)
+				p, err := Start(cmd, Sandbox{Files: c.policy}, time.Second, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

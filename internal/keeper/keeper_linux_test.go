@@ -19,6 +19,9 @@ import (
 
 func TestMain(m *testing.M) {
 	Main() // the test binary is the keeper
+	if os.Getenv(netClientEnv) != "" {
+		os.Exit(netClient(os.Args[1:]))
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -30,7 +33,7 @@ func run(t *testing.T, script string, policy *landlock.Policy, dir string) (Stat
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	p, err := Start(cmd, policy, time.Second, nil)
+	p, err := Start(cmd, Sandbox{Files: policy}, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +114,7 @@ func TestStartErrorsKeepTheirReason(t *testing.T) {
 		{notExec, fs.ErrPermission},
 	} {
 		cmd := exec.Command(c.path)
-		_, err := Start(cmd, nil, time.Second, nil)
+		_, err := Start(cmd, Sandbox{}, time.Second, nil)
 		var se *StartError
 		if !errors.As(err, &se) || !errors.Is(err, c.want) {
 			t.Errorf("start %s: %v, want a StartError that is %v", c.path, err, c.want)
@@ -128,7 +131,7 @@ func TestSignalsReachTheGroupOrTheLeader(t *testing.T) {
 		echo ready > ready
 		while :; do sleep 0.05; done`)
 	cmd.Dir = dir
-	p, err := Start(cmd, nil, time.Second, nil)
+	p, err := Start(cmd, Sandbox{}, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +158,7 @@ func TestTheAgentGoingAwayEndsTheAttempt(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command("/bin/sh", "-c", `trap '' TERM; echo $$ > pid; while :; do sleep 0.05; done`)
 	cmd.Dir = dir
-	p, err := Start(cmd, nil, 200*time.Millisecond, nil)
+	p, err := Start(cmd, Sandbox{}, 200*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +250,7 @@ func TestAVariableSetTwiceKeepsItsLastValue(t *testing.T) {
 	cmd.Env = []string{"A=1", "B=2", "A=3"}
 	var out strings.Builder
 	cmd.Stdout = &out
-	p, err := Start(cmd, nil, time.Second, nil)
+	p, err := Start(cmd, Sandbox{}, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

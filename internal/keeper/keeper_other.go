@@ -6,8 +6,6 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
-
-	"github.com/edgeagent/agent/internal/landlock"
 )
 
 // Main does nothing here: attempts run under a keeper on Linux only.
@@ -24,9 +22,12 @@ type Process struct {
 }
 
 // Start fails here: attempts run under a keeper on Linux only.
-func Start(*exec.Cmd, *landlock.Policy, time.Duration, func(*exec.Cmd) error) (*Process, error) {
+func Start(*exec.Cmd, Sandbox, time.Duration, func(*exec.Cmd) error) (*Process, error) {
 	return nil, ErrNotKeeper
 }
+
+// ProbeEgress fails here: attempts run under a keeper on Linux only.
+func ProbeEgress() error { return ErrNotKeeper }
 
 // Signal does nothing.
 func (p *Process) Signal(syscall.Signal, bool) {}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/edgeagent/agent/internal/egress"
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/procstat"
 )
@@ -27,14 +28,22 @@ var canKeep bool
 // and returns. Call it first thing in main, and in TestMain of packages
 // whose tests run attempts.
 func Main() {
-	if len(os.Args) == 0 || os.Args[0] != Arg0 {
+	if len(os.Args) == 0 {
 		canKeep = true
 		return
 	}
 	// Straight out: a keeper has nothing to flush, and its exit is what the
 	// agent waits for (a race-detector build would sleep a second in
 	// os.Exit, which the agent would take for a hung executor).
-	syscall.Exit(keep())
+	switch os.Args[0] {
+	case Arg0:
+		syscall.Exit(keep())
+	case stageArg0:
+		syscall.Exit(stage())
+	case probeArg0:
+		syscall.Exit(probe())
+	}
+	canKeep = true
 }
 
 // keep is the keeper's life; it returns the keeper's exit code.
@@ -63,25 +72,20 @@ func keep() int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 
-	// The thread that confines itself starts the executor, which inherits
-	// the confinement; the thread is never used for anything else.
-	runtime.LockOSThread()
-	abi := 0
-	if spec.Policy != nil {
-		var err error
-		if abi, err = landlock.RestrictThread(*spec.Policy); err != nil {
-			k.send(message{Error: "confine the attempt: " + err.Error()})
-			return 1
-		}
-	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		k.send(message{Error: "keeper: " + err.Error()})
 		return 1
 	}
-	proc, err := os.StartProcess(spec.Path, spec.Args, &os.ProcAttr{Dir: spec.Dir, Env: spec.Env,
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		Sys:   &syscall.SysProcAttr{Setpgid: true}})
+	abi := 0
+	if spec.Policy != nil {
+		abi = landlock.ABI()
+	}
+	if spec.staged() {
+		k.pid, k.proxy, err = startStaged(spec)
+	} else {
+		k.pid, err = startConfined(spec)
+	}
 	if err != nil {
 		msg := message{Error: err.Error()}
 		var errno syscall.Errno
@@ -91,14 +95,13 @@ func keep() int {
 		k.send(msg)
 		return 1
 	}
-	k.pid = proc.Pid
 	// The executor has its own copies of the standard streams: the agent
 	// must see them close when the executor's side closes them.
 	for fd := 0; fd <= 2; fd++ {
 		_ = unix.Dup2(int(devNull.Fd()), fd)
 	}
 	devNull.Close()
-	k.send(message{Started: proc.Pid, ABI: abi})
+	k.send(message{Started: k.pid, ABI: abi})
 
 	exited := make(chan Status, 1)
 	allGone := make(chan struct{})
@@ -127,15 +130,40 @@ func keep() int {
 		}
 	}
 	st.Swept = k.sweep(allGone)
+	if k.proxy != nil {
+		k.proxy.Close()
+		d := k.proxy.Denied()
+		st.Egress = &d
+	}
 	k.send(message{Exit: &st})
 	return 0
+}
+
+// startConfined starts the executor from a thread confined by the
+// attempt's policy, if it has one, which the executor inherits; the
+// thread is never used for anything else.
+func startConfined(spec *attempt) (int, error) {
+	runtime.LockOSThread()
+	if spec.Policy != nil {
+		if _, err := landlock.RestrictThread(*spec.Policy); err != nil {
+			return 0, errors.New("confine the attempt: " + err.Error())
+		}
+	}
+	proc, err := os.StartProcess(spec.Path, spec.Args, &os.ProcAttr{Dir: spec.Dir, Env: spec.Env,
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys:   &syscall.SysProcAttr{Setpgid: true}})
+	if err != nil {
+		return 0, err
+	}
+	return proc.Pid, nil
 }
 
 // keeperProc is the keeper's state.
 type keeperProc struct {
 	ctl   *os.File
 	sendM sync.Mutex
-	pid   int // the executor's, also its process group's
+	pid   int           // the executor's, also its process group's
+	proxy *egress.Proxy // the attempt's, when its network is confined
 }
 
 // send writes one message to the agent; a gone agent is not an error.

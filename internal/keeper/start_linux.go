@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/edgeagent/agent/internal/landlock"
 )
 
 // Supported reports whether attempts can run under a keeper here: on
@@ -37,15 +35,18 @@ type Process struct {
 }
 
 // Start runs cmd's program (Path, Args, Dir, Env and the standard streams
-// as set on it) under a keeper, confined by policy when it is not nil.
+// as set on it) under a keeper, confined as sb says.
 // grace is how long the executor gets between SIGTERM and SIGKILL should
 // the agent go away. start starts the keeper's command (the caller may
 // want to register the child as it starts); nil means cmd.Start. Start
 // returns once the executor runs, or with a *StartError when the keeper
 // could not start it.
-func Start(cmd *exec.Cmd, policy *landlock.Policy, grace time.Duration, start func(*exec.Cmd) error) (*Process, error) {
+func Start(cmd *exec.Cmd, sb Sandbox, grace time.Duration, start func(*exec.Cmd) error) (*Process, error) {
 	if !canKeep {
 		return nil, ErrNotKeeper
+	}
+	if sb.User != nil && os.Geteuid() != 0 {
+		return nil, errorf("only a keeper running as root runs an attempt as another user")
 	}
 	if start == nil {
 		start = (*exec.Cmd).Start
@@ -59,7 +60,7 @@ func Start(cmd *exec.Cmd, policy *landlock.Policy, grace time.Duration, start fu
 	if env == nil {
 		env = os.Environ()
 	}
-	spec := attempt{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: dedupEnv(env), Policy: policy, Grace: grace}
+	spec := attempt{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: dedupEnv(env), Policy: sb.Files, Egress: sb.Egress, User: sb.User, Grace: grace}
 	// The keeper is this very binary, the one running now even if its file
 	// was replaced since.
 	cmd.Path = "/proc/self/exe"

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeagent/agent/internal/egress"
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/internal/landlock"
 )
@@ -62,6 +63,11 @@ type Spec struct {
 	StdinPipe bool
 	// Confine, if set, is what the attempt's processes may reach.
 	Confine *landlock.Policy
+	// Egress, if set, is where they may connect (a network namespace of
+	// their own); nil leaves them the host's network.
+	Egress *egress.Policy
+	// User, if set, is who they run as (an agent running as root only).
+	User *keeper.User
 	// Grace is how long the executor gets between SIGTERM and SIGKILL
 	// should the agent go away while it runs.
 	Grace time.Duration
@@ -99,8 +105,8 @@ func Start(ps Spec) (*Process, error) {
 		cmd.Stdin = ps.Stdin
 	}
 	if keeper.Supported() {
-		p.keeper, err = keeper.Start(cmd, ps.Confine, ps.Grace, children.start)
-	} else if ps.Confine != nil {
+		p.keeper, err = keeper.Start(cmd, keeper.Sandbox{Files: ps.Confine, Egress: ps.Egress, User: ps.User}, ps.Grace, children.start)
+	} else if ps.Confine != nil || ps.Egress != nil || ps.User != nil {
 		err = errors.New("this program cannot confine attempts (it does not run them under a keeper)")
 	} else {
 		cmd.SysProcAttr = SysProcAttr()
@@ -172,6 +178,15 @@ func (p *Process) Sweep() int {
 		n += killOrphans()
 	}
 	return n
+}
+
+// Egress is what the attempt's proxy refused, nil when its network was not
+// confined. Call it once Exited is closed.
+func (p *Process) Egress() *egress.Denied {
+	if p.keeper == nil {
+		return nil
+	}
+	return p.status.Egress
 }
 
 // Exited is closed once the executor process (the keeper) has exited.

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeagent/agent/internal/egress"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/cli"
@@ -124,6 +125,26 @@ func claudeConfigDir(env []string) string {
 	return cli.HomeDir(env, ".claude")
 }
 
+// defaultEndpoints are where Claude Code reaches its model: the API, and
+// the token refresh of a subscription login.
+var defaultEndpoints = []string{"api.anthropic.com", "platform.claude.com"}
+
+// endpoints are the hosts an attempt's Claude Code must reach, for its
+// confined network (runner.AttemptSpec.EgressPolicy): its own and
+// ANTHROPIC_BASE_URL's.
+func endpoints(env []string) []egress.Rule {
+	var out []egress.Rule
+	for _, h := range defaultEndpoints {
+		if r, err := egress.ParseRule(h); err == nil {
+			out = append(out, r)
+		}
+	}
+	if r, ok := egress.Endpoint(cli.EnvValue(env, "ANTHROPIC_BASE_URL")); ok {
+		out = append(out, r)
+	}
+	return out
+}
+
 // Run implements runner.Executor.
 func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runner.Event)) runner.Exit {
 	path, err := proc.Resolve(c.cfg.Bin)
@@ -142,7 +163,7 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 	configDir := claudeConfigDir(env)
 	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(spec), Dir: dir,
 		Env: env, Mark: spec.ProcessMark(), Stdin: strings.NewReader(prompt), Grace: c.cfg.Grace,
-		Confine: spec.Confinement(configDir)})
+		Confine: spec.Confinement(configDir), Egress: spec.EgressPolicy(endpoints(env)...), User: spec.ProcUser()})
 	if err != nil {
 		return runner.Exit{StartErr: err, ExitCode: -1}
 	}

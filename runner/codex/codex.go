@@ -123,7 +123,7 @@ func (c *Codex) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runn
 	env := c.env(spec)
 	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
 		Env: env, Mark: spec.ProcessMark(), StdinPipe: true, Grace: c.cfg.Grace,
-		Confine: spec.Confinement(codexHome(env))})
+		Confine: spec.Confinement(codexHome(env)), Egress: spec.EgressPolicy(c.endpoints(env)...), User: spec.ProcUser()})
 	if err != nil {
 		return runner.Exit{StartErr: err, ExitCode: -1}
 	}

@@ -23,7 +23,9 @@ type codexConfig struct {
 	Providers     map[string]struct {
 		EnvKey             string `toml:"env_key"`
 		RequiresOpenAIAuth bool   `toml:"requires_openai_auth"`
+		BaseURL            string `toml:"base_url"`
 	} `toml:"model_providers"`
+	ChatGPTBaseURL string `toml:"chatgpt_base_url"`
 }
 
 // keylessProviders are Codex's built-in providers besides openai: local

@@ -111,7 +111,8 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 	}
 	p, err := proc.Start(proc.Spec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
 		Env: spec.Environ(e.cfg.EnvPass, e.cfg.Env), Mark: spec.ProcessMark(),
-		Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.Confinement()})
+		Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.Confinement(),
+		Egress: spec.EgressPolicy(), User: spec.ProcUser()})
 	if err != nil {
 		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
