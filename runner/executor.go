@@ -78,6 +78,9 @@ type AttemptSpec struct {
 	// Confine, if set, is what the attempt's processes may reach; the
 	// executor adds what its CLI keeps of its own (see AttemptSpec.Confinement).
 	Confine *landlock.Policy
+	// credentials are the person's credentials the attempt is denied,
+	// but those its CLI keeps in its own state (see Isolation.Credentials).
+	credentials []string
 	// Resume, if set, continues an earlier attempt's session: the
 	// executor resumes it and sends Resume.Prompt, not the task's prompt.
 	// A session it cannot resume (its files gone, the CLI refusing) ends

@@ -40,6 +40,10 @@ file) and checks, without running the agent or changing anything:
   models         with --models and codex's openai provider: each model in
                  codex's bundled catalog (absent when it cannot be told)
   isolation      attempts confined with Landlock, or why not
+  denied         what tasks cannot read: the agent's files, a control plane's
+                 state directory beside its token file, the credentials of
+                 the default deny list that exist (the others are counted:
+                 denied all the same once made)
   workspaces     every [[repo]] a git repository the agent can serve, its
                  git directory and the work directory writable by this
                  user; how many task worktrees there are, their size, and

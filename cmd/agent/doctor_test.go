@@ -27,7 +27,7 @@ func doctorChecks(t *testing.T, env []string, args ...string) (int, []doctor.Che
 		t.Errorf("doctor wrote on stderr: %q", r.stderr)
 	}
 	want := []doctor.CheckName{doctor.CheckConfig, doctor.CheckToken, doctor.CheckDataDir, doctor.CheckLock, doctor.CheckOutbox,
-		doctor.CheckDisk, doctor.CheckExecutor, doctor.CheckLogin, doctor.CheckIsolation, doctor.CheckWorkspaces, doctor.CheckControlPlane, doctor.CheckAuth, doctor.CheckClock}
+		doctor.CheckDisk, doctor.CheckExecutor, doctor.CheckLogin, doctor.CheckIsolation, doctor.CheckDenied, doctor.CheckWorkspaces, doctor.CheckControlPlane, doctor.CheckAuth, doctor.CheckClock}
 	if findCheck(checks, doctor.CheckModels).Name != "" { // only where the CLI can tell
 		want = slices.Insert(want, 8, doctor.CheckModels)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,6 +41,7 @@ type runFlags struct {
 	logLevel, logFormat, metricsAddr          string
 	isolation                                 string
 	isolationDeny, isolationWrite             []string
+	isolationAllow                            []string
 
 	// The tmux view (issue 27).
 	tmux                    bool
@@ -65,6 +67,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	f.executor.bind(fs)
 	t.bind(fs, "isolation", &f.isolation)
 	t.bind(fs, "isolation-deny", &f.isolationDeny)
+	t.bind(fs, "isolation-allow", &f.isolationAllow)
 	t.bind(fs, "isolation-write", &f.isolationWrite)
 	t.bind(fs, "models", &f.models)
 	t.bind(fs, "max-concurrent", &f.maxConcurrent)
@@ -123,9 +126,12 @@ next start only.
 
 Every attempt runs under a keeper that ends all its processes with it, and,
 where the kernel has Landlock, confined: it reads what this user can read
-but the agent's own files (data directory, config file, token file), and
-writes only its work directory, its temporary directories, /dev and its
-CLI's state (--isolation, --isolation-deny, --isolation-write).
+but the agent's own files (data directory, config file, token files, a
+control plane's state directory beside the token file) and the person's
+credentials (~/.ssh, ~/.aws, ~/.config/gh, ~/.netrc, ~/.kube, keyrings,
+browser profiles: agent doctor lists them), and writes only its work
+directory, its temporary directories, /dev and its CLI's state
+(--isolation, --isolation-deny, --isolation-allow, --isolation-write).
 
 SIGTERM or SIGINT drains: no new claims, running tasks get --drain-timeout,
 then are stopped; pending records are flushed for a few seconds and
@@ -152,15 +158,33 @@ branch agent/TASK_ID; see agent workspaces.`,
 }
 
 // isolationOf is how the settings confine attempts. The agent's files
-// outside its data directory, the config file and the token file, are
-// out of every task's reach too.
+// outside its data directory are out of every task's reach too: the
+// config file and every token file the agent learns of (its own, the one
+// its config file or environment names if the command line chose
+// another, a control plane's in the environment, from the shell that
+// started one), and a control plane's state directory the environment
+// names, or its default in the working directory.
 func (f *runFlags) isolationOf(configFile string) isolation.Config {
-	iso := isolation.Config{Mode: isolation.Mode(f.isolation), Deny: f.isolationDeny, Write: f.isolationWrite}
-	for _, p := range []string{configFile, f.tokenFile} {
-		if p != "" {
+	iso := isolation.Config{Mode: isolation.Mode(f.isolation), Deny: f.isolationDeny, Allow: f.isolationAllow, Write: f.isolationWrite}
+	protect := []string{configFile, f.tokenFile, os.Getenv("AGENT_TOKEN_FILE")}
+	if configFile != "" {
+		if c, err := readConfigFile(configFile, agentSettings); err == nil {
+			if v, ok := c.lookup("token-file"); ok {
+				p, _ := v.v.(string)
+				protect = append(protect, p)
+			}
+		}
+	}
+	for _, name := range []string{"token-file", "operator-token-file", "notify-secret-file", "tls-key"} {
+		protect = append(protect, os.Getenv(controlPlaneSettings.lookup(name).envName(controlPlaneSettings.envPrefix)))
+	}
+	for _, p := range protect {
+		if p != "" && !slices.Contains(iso.Protect, p) {
 			iso.Protect = append(iso.Protect, p)
 		}
 	}
+	dataDir := controlPlaneSettings.lookup("data-dir")
+	iso.ControlPlaneDirs = []string{os.Getenv(dataDir.envName(controlPlaneSettings.envPrefix)), dataDir.def.(string)}
 	return iso
 }
 

@@ -317,7 +317,9 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "isolation", key: "isolation.mode", def: string(isolation.Auto), oneOf: isolationModes(),
 		help: "auto (confine every attempt with Landlock where the kernel has it, and say so loudly where it has not), landlock (confine, or do not start), or none"},
 	{name: "isolation-deny", key: "isolation.deny", def: []string(nil), repeat: true, path: true,
-		help: "a file or directory no task may read or write, besides the agent's own (e.g. ~/.ssh), repeatable"},
+		help: "a file or directory no task may read or write, besides the agent's own and the default list of credentials (agent doctor shows it), repeatable"},
+	{name: "isolation-allow", key: "isolation.allow", def: []string(nil), repeat: true, path: true,
+		help: "an entry of the default deny list tasks may read after all (e.g. ~/.aws), or a path inside one (a deploy key, ~/.ssh/deploy_key), repeatable; never the agent's own files"},
 	{name: "isolation-write", key: "isolation.write", def: []string(nil), repeat: true, path: true,
 		help: "a directory tasks may write, besides their work directory, temporary directories and CLI state (e.g. ~/.cache/go-build), repeatable"},
 
