@@ -98,7 +98,7 @@ func TestDoctorHealthy(t *testing.T) {
 	// The table, for people.
 	r := runAgent(t, append([]string{"doctor", "--timeout", "5m"}, args...)...)
 	if r.code != 0 || r.stderr != "" || !regexp.MustCompile(`(?m)^CHECK\s+RESULT\s+DETAIL$`).MatchString(r.stdout) ||
-		!strings.Contains(r.stdout, "all 12 checks passed, 1 skipped") || strings.Contains(r.stdout, "to fix:") {
+		!strings.Contains(r.stdout, "all 13 checks passed, 1 skipped") || strings.Contains(r.stdout, "to fix:") {
 		t.Errorf("doctor: %+v", r)
 	}
 	if strings.Contains(r.stdout, strings.TrimSpace(string(tok))) {
@@ -219,7 +219,7 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 			r := runAgent(t, append([]string{"doctor", "--timeout", "5m"}, args...)...)
 			fixLine := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(string(tc.failing)) + `\s+.*` + regexp.QuoteMeta(tc.fix))
 			if r.code != 1 || r.stderr != "" || !strings.Contains(r.stdout, "\nto fix:\n") || !fixLine.MatchString(r.stdout) ||
-				!strings.Contains(r.stdout, "1 of 13 checks failed") {
+				!strings.Contains(r.stdout, "1 of 14 checks failed") {
 				t.Errorf("doctor: exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
 			}
 		})
