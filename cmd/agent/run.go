@@ -37,6 +37,7 @@ type runFlags struct {
 	noRetry, insecure                         bool
 	heartbeat, drainTimeout, retention        time.Duration
 	retentionMaxSize, taskLogMaxSize          byteSize
+	maxAttemptOutput                          byteSize
 	attemptTimeouts, firstEventTimeouts       []time.Duration
 	logLevel, logFormat, metricsAddr          string
 	isolation                                 string
@@ -84,6 +85,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "retention", &f.retention)
 	t.bind(fs, "retention-max-size", &f.retentionMaxSize)
 	t.bind(fs, "task-log-max-size", &f.taskLogMaxSize)
+	t.bind(fs, "max-attempt-output", &f.maxAttemptOutput)
 	t.bind(fs, "log-level", &f.logLevel)
 	t.bind(fs, "log-format", &f.logFormat)
 	// The tmux view (issue 27).
@@ -273,7 +275,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
 		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels, Budget: f.budget(),
-		ExecutorKind: f.executor.kind} // routing by capability
+		ExecutorKind: f.executor.kind, MaxAttemptOutput: int64(f.maxAttemptOutput)} // routing by capability
 	if cfg.Tmux, err = f.tmuxView(); err != nil { // the tmux view (issue 27)
 		return err
 	}
