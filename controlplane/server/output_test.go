@@ -224,7 +224,6 @@ func TestLogOutputIsCappedPerAttempt(t *testing.T) {
 // counted on the task. Counts below 0 are refused; huge ones cannot wrap
 // the task's totals.
 func TestWhatTheAgentWithheldIsCountedAsCut(t *testing.T) {
-	fileStoreOnly(t) // it reads the files
 	const limit = 64 << 10
 	dir := t.TempDir()
 	e := newEnvOpts(t, dir, &clock{now: t0}, Options{MaxAttemptOutput: limit})
@@ -250,7 +249,7 @@ func TestWhatTheAgentWithheldIsCountedAsCut(t *testing.T) {
 		t.Fatalf("the agent's withheld counts: %s", got)
 	}
 	printed, printedBytes = printed+1+500+70, printedBytes+int64(len("last line that fit"))+50_000+7000
-	got := readStoredLog(t, dir, id, 1)
+	got := listedLog(t, e, id, 1)
 	if len(got.marks) != 1 {
 		t.Fatalf("%d marks, want 1 where the agent cut", len(got.marks))
 	}
@@ -274,7 +273,7 @@ func TestWhatTheAgentWithheldIsCountedAsCut(t *testing.T) {
 	e.send("ag-1", logs...)
 	e.send("ag-1", withheld(c, "agent-cut", nil, api.OutputCut{CapBytes: limit, Lines: 1000, Bytes: 100_000}))
 	printed, printedBytes = printed+1000, printedBytes+100_000
-	got = readStoredLog(t, dir, id, 1)
+	got = listedLog(t, e, id, 1)
 	v, err = e.client.Task(ctx, id)
 	must(t, err)
 	if len(got.marks) != 1 || got.lines+v.OutputCutLines != printed || got.textBytes+v.OutputCutBytes != printedBytes {
@@ -293,6 +292,31 @@ func TestWhatTheAgentWithheldIsCountedAsCut(t *testing.T) {
 	if v.OutputCutLines != math.MaxInt64 || v.OutputCutBytes != math.MaxInt64 {
 		t.Errorf("huge counts: %d lines, %d bytes cut, want them held at the most an int64 holds", v.OutputCutLines, v.OutputCutBytes)
 	}
+}
+
+// listedLog is what the control plane lists of an attempt's log output,
+// whatever its store: the output lines kept (the mark's line not
+// counted), their bytes, and the marks.
+func listedLog(t *testing.T, e *env, taskID string, attempt int) storedLog {
+	t.Helper()
+	evs, err := e.client.TaskEvents(context.Background(), taskID)
+	must(t, err)
+	var out storedLog
+	for _, ev := range evs {
+		if ev.Kind != state.EventLog || ev.Attempt != attempt {
+			continue
+		}
+		var p api.LogPayload
+		must(t, json.Unmarshal(ev.Payload, &p))
+		lines := p.Lines
+		if p.Cut != nil {
+			out.marks = append(out.marks, ev)
+			lines = lines[:max(len(lines)-1, 0)]
+		}
+		out.lines += int64(len(lines))
+		out.textBytes += textBytes(lines)
+	}
+	return out
 }
 
 // The event that passes the cap keeps the lines that fit; the mark says
