@@ -86,23 +86,19 @@ func (s *sink) admit(r runner.Report) (payload any, ok bool) {
 // (fit); an api.LogPayload of the agent's own is a log record.
 func (s *sink) append(r runner.Report, payload any) {
 	a := s.a
-	kind, encoded, err := outbox.KindLog, []byte(nil), error(nil)
+	rec := outbox.Record{Kind: outbox.KindLog, TaskID: s.taskID, Attempt: r.Attempt, CreatedAt: r.At}
+	var err error
 	if p, ok := payload.(state.Payload); ok {
 		r.Payload = p
-		kind = outbox.Kind(r.Kind())
-		encoded, err = a.fit(s.taskID, r, a.recordLimit())
+		rec.Kind, rec.Key = outbox.Kind(r.Kind()), recordKey(s.taskID, r)
+		rec.Payload, err = a.fit(s.taskID, r, a.recordLimit())
 	} else {
-		encoded, err = json.Marshal(payload)
+		rec.Payload, err = json.Marshal(payload) // a log record: the outbox keys it
 	}
 	if err != nil {
-		a.log.Error("report not kept", "task", s.taskID, "kind", kind, "err", err)
+		a.log.Error("report not kept", "task", s.taskID, "kind", rec.Kind, "err", err)
 		return
 	}
-	key := ""
-	if r.Payload != nil {
-		key = recordKey(s.taskID, r)
-	}
-	rec := outbox.Record{Key: key, Kind: kind, TaskID: s.taskID, Attempt: r.Attempt, CreatedAt: r.At, Payload: encoded}
 	if err := a.held.append(a.outbox, rec); err != nil {
 		if errors.Is(err, outbox.ErrFull) {
 			a.log.Warn("outbox full: log record dropped", "task", s.taskID)
