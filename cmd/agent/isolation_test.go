@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -279,4 +280,33 @@ func isolationHealth(t *testing.T, dataDir string) string {
 		return ""
 	}
 	return h.Isolation
+}
+
+// Every token file the agent learns of is denied to its tasks: its own
+// (--token-file), the one the environment or the config file names when
+// the command line chose another, and a control plane's the environment
+// names (the shell that started one); so is the control plane's state
+// directory the environment names, and its default in the working
+// directory.
+func TestTheAgentDeniesTheTokenFilesItLearnsOf(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "agent.toml")
+	writeFile(t, config, "token-file = \"ops-token\"\n")
+	for name, value := range map[string]string{"AGENT_TOKEN_FILE": "/env/token", "AGENT_CP_TOKEN_FILE": "/cp/registration",
+		"AGENT_CP_OPERATOR_TOKEN_FILE": "/cp/people", "AGENT_CP_NOTIFY_SECRET_FILE": "/cp/notify", "AGENT_CP_TLS_KEY": "/cp/tls.key",
+		"AGENT_CP_DATA_DIR": "/srv/cp"} {
+		t.Setenv(name, value)
+	}
+	f := runFlags{tokenFile: "/flag/token", isolationAllow: []string{"/home/me/.aws"}}
+	iso := f.isolationOf(config)
+	want := []string{config, "/flag/token", "/env/token", filepath.Join(dir, "ops-token"), "/cp/registration", "/cp/people", "/cp/notify", "/cp/tls.key"}
+	if !slices.Equal(iso.Protect, want) {
+		t.Errorf("protected %v, want %v", iso.Protect, want)
+	}
+	if !slices.Equal(iso.ControlPlaneDirs, []string{"/srv/cp", "controlplane-data"}) {
+		t.Errorf("control plane directories %v", iso.ControlPlaneDirs)
+	}
+	if !slices.Equal(iso.Allow, []string{"/home/me/.aws"}) {
+		t.Errorf("allowed %v", iso.Allow)
+	}
 }

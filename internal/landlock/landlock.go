@@ -4,9 +4,10 @@
 //
 // The agent confines each attempt with it: a task reads what the agent's
 // user can read except the agent's own files (its data directory, token
-// files and config file), writes only its work directory, its temporary
-// directory and its CLI's own state, and cannot signal or trace a process
-// outside its attempt.
+// files and config file) and the person's credentials (package
+// isolation), writes only its work directory, its temporary directory and
+// its CLI's own state, and cannot signal or trace a process outside its
+// attempt.
 //
 // A Policy names hierarchies to read, hierarchies to write, and paths to
 // deny. Landlock grants access beneath a directory and cannot take it back
