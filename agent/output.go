@@ -20,9 +20,9 @@ import (
 // the disk emptied. Two bounds keep it from that:
 //
 //   - The output cap: an attempt's log lines go into the outbox up to the
-//     cap the control plane keeps of them (its heartbeat answer says it),
-//     or Config.MaxAttemptOutput if that is smaller or the control plane
-//     does not say. Past it, lines are counted, not kept, and the counts
+//     cap the control plane keeps of them (its heartbeat answer says it;
+//     Config.MaxAttemptOutput until it does, and with a control plane that
+//     does not say): more would only be cut there. Past it, lines are counted, not kept, and the counts
 //     go to the control plane on the log record where the cap cut
 //     (output_withheld), then before the task's next phase, progress,
 //     attempt or completion record. The control plane counts them as cut:
@@ -40,6 +40,10 @@ import (
 // DefaultMaxAttemptOutput is the cap on one attempt's output in the
 // outbox, the control plane's own default.
 const DefaultMaxAttemptOutput = int64(8 << 20)
+
+// minMaxAttemptOutput is the smallest cap taken, from the settings or a
+// control plane: the control plane's own least.
+const minMaxAttemptOutput = int64(64 << 10)
 
 // The disk floor is a sixteenth of the file system, within these bounds:
 // room for completions (a record is at most 1 MiB), task states, the
@@ -93,11 +97,11 @@ func newOutputBounds(own int64, dir string, log *slog.Logger) *outputBounds {
 		attempts: map[logKey]*attemptOutput{}, dropped: map[string]*lineCount{}}
 }
 
-// limit is the cap now: the control plane's, or the agent's own if that
-// is smaller or the control plane has not said.
+// limit is the cap now: the control plane's, or the agent's own while
+// the control plane has not said.
 func (b *outputBounds) limit() int64 {
 	if told := b.told.Load(); told > 0 {
-		return min(told, b.own)
+		return max(told, minMaxAttemptOutput)
 	}
 	return b.own
 }

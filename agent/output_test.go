@@ -43,7 +43,7 @@ func payloadBytes(t *testing.T, v any) int64 {
 // that would pass it keeps the lines that fit and says what it withheld;
 // after it, lines are counted, and said once before the task's next
 // record that is not a log. Each attempt has a cap of its own; the
-// control plane's cap applies when it is smaller than the agent's.
+// control plane's, once it says it, wins over the agent's own.
 func TestTheOutputCapCutsAnAttemptAndCountsTheRest(t *testing.T) {
 	free := int64(1 << 30)
 	b := bounds(10_000, 1<<30, &free)
@@ -90,17 +90,18 @@ func TestTheOutputCapCutsAnAttemptAndCountsTheRest(t *testing.T) {
 	}
 	b.attemptEnded("t-1", 1)
 
-	// Attempt 2 has a cap of its own; the control plane's, if smaller.
-	b.told.Store(5_000)
-	if _, w, ok := b.admitLog("t-1", 2, batch("a2", 20, 100)); !ok || w != nil {
-		t.Errorf("attempt 2's first batch: written %v, withheld %+v", ok, w)
+	// Attempt 2 has a cap of its own, the control plane's once it says
+	// one, above the agent's own or below (not under 64 KiB).
+	b.told.Store(100_000)
+	var w2 *api.OutputCut
+	for i := 0; w2 == nil && i < 100; i++ {
+		_, w2, _ = b.admitLog("t-1", 2, batch(fmt.Sprintf("a2-%d", i), 20, 100))
 	}
-	if _, w, _ := b.admitLog("t-1", 2, batch("a2b", 40, 100)); w == nil || w.CapBytes != 5_000 {
-		t.Errorf("attempt 2 cut at %+v, want the control plane's cap of 5000", w)
+	if w2 == nil || w2.CapBytes != 100_000 {
+		t.Errorf("attempt 2 cut at %+v, want the control plane's cap of 100000", w2)
 	}
-	b.told.Store(50_000)
-	if b.limit() != 10_000 {
-		t.Errorf("with the control plane's cap above the agent's: %d, want the agent's", b.limit())
+	if b.told.Store(1000); b.limit() != 64<<10 {
+		t.Errorf("a control plane's cap of 1000 bytes: %d, want the least, 64 KiB", b.limit())
 	}
 	b.taskEnded("t-1")
 	if len(b.attempts) != 0 {

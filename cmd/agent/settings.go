@@ -349,7 +349,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "task-log-max-size", def: byteSize(agent.DefaultTaskLogMaxBytes), min: atLeast(4 << 10),
 		help: "cap of each attempt's local log: the head and the tail are kept, the middle counted (e.g. 1MiB)"},
 	{name: "max-attempt-output", def: byteSize(agent.DefaultMaxAttemptOutput), min: atLeast(64 << 10),
-		help: "cap of the log output one attempt puts in the outbox, or the control plane's own cap (its --max-attempt-output, which it says) if smaller; past it lines are counted and the control plane marks the cut (e.g. 8MiB)"},
+		help: "cap of the log output one attempt puts in the outbox, until the control plane says its own (its --max-attempt-output), which is kept then; past it lines are counted and the control plane marks the cut (e.g. 8MiB)"},
 
 	// The tmux view (issue 27): see docs/tmux.md.
 	{name: "tmux", def: false,
