@@ -28,6 +28,8 @@ import (
 //     attempt or completion record. The control plane counts them as cut:
 //     its one mark and the task's output_cut_lines tell the whole story.
 //     The local task log keeps its own head and tail (TaskLogMaxBytes).
+//   - Progress records of an attempt take at most the same cap, apart:
+//     past it they are refused (the task's state file keeps the progress).
 //   - The disk floor: while the data directory's file system has less free
 //     than diskFloor, log and progress records are refused (the lines
 //     counted) and phase, attempt and completion records still append.
@@ -87,6 +89,7 @@ type attemptOutput struct {
 	put      int64     // the payload bytes of its log records
 	cutAt    int64     // the cap that cut it; 0 while it is not cut
 	withheld lineCount // lines past the cap not yet said
+	progress int64     // the payload bytes of its progress records
 }
 
 func newOutputBounds(own int64, dir string, log *slog.Logger) *outputBounds {
@@ -176,12 +179,18 @@ func logSizes(l state.LogEvent) (base int64, lines []int64) {
 	return int64(len(b)), lines
 }
 
-// admitProgress reports whether a progress record goes into the outbox:
-// not under the floor (the task's state file keeps it all the same).
-func (b *outputBounds) admitProgress() bool {
+// admitProgress reports whether an attempt's progress record of size
+// bytes goes into the outbox: within the cap, and not under the floor
+// (the task's state file keeps the progress all the same).
+func (b *outputBounds) admitProgress(taskID string, attempt int, size int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return !b.underFloor()
+	acct := b.account(taskID, attempt)
+	if acct.progress+size > b.limit() || b.underFloor() {
+		return false
+	}
+	acct.progress += size
+	return true
 }
 
 // note is a record the agent writes of its own before one of a task's.

@@ -103,6 +103,21 @@ func TestTheOutputCapCutsAnAttemptAndCountsTheRest(t *testing.T) {
 	if b.told.Store(1000); b.limit() != 64<<10 {
 		t.Errorf("a control plane's cap of 1000 bytes: %d, want the least, 64 KiB", b.limit())
 	}
+	// Progress has a cap of its own, the same size: a task that floods
+	// progress reports fills no more of the outbox than one that prints.
+	b.told.Store(0)
+	admitted := 0
+	for range 200 {
+		if b.admitProgress("t-1", 3, 100) {
+			admitted++
+		}
+	}
+	if admitted != 100 {
+		t.Errorf("%d progress records of 100 bytes admitted under a 10000-byte cap, want 100", admitted)
+	}
+	if _, _, ok := b.admitLog("t-1", 3, batch("after-progress", 1, 10)); !ok {
+		t.Errorf("the attempt's log output was cut by its progress")
+	}
 	b.taskEnded("t-1")
 	if len(b.attempts) != 0 {
 		t.Errorf("accounts kept after the task ended: %v", b.attempts)
@@ -128,11 +143,11 @@ func TestUnderTheDiskFloorOutputWaitsAndIsSaid(t *testing.T) {
 	if _, _, ok := b.admitLog("t-1", 1, batch("low", 30, 50)); ok {
 		t.Errorf("a log record was admitted under the floor")
 	}
-	if b.admitProgress() {
+	if b.admitProgress("t-1", 1, 100) {
 		t.Errorf("a progress record was admitted under the floor")
 	}
 	free = 8 << 20
-	if !b.admitProgress() {
+	if !b.admitProgress("t-1", 1, 100) {
 		t.Errorf("a progress record was refused above the floor")
 	}
 	out, _, ok := b.admitLog("t-1", 1, batch("back", 2, 50))

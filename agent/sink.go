@@ -63,8 +63,8 @@ func (s *sink) Report(r runner.Report) {
 }
 
 // admit is what of r's payload goes into the outbox; false for nothing:
-// a log record past its attempt's cap, or a log or progress record while
-// the disk is under its floor (see outputBounds). It is r's payload, the
+// a log or progress record past its attempt's cap, or while the disk is
+// under its floor (see outputBounds). It is r's payload, the
 // lines of a log that the cap leaves, or those with what the cap withheld
 // (an api.LogPayload).
 func (s *sink) admit(r runner.Report) (payload any, ok bool) {
@@ -76,7 +76,8 @@ func (s *sink) admit(r runner.Report) (payload any, ok bool) {
 		}
 		return api.LogPayload{LogEvent: fitLog(out, s.a.recordLimit()), Withheld: withheld}, true
 	case state.ProgressEvent:
-		return p, s.a.output.admitProgress()
+		size, _ := json.Marshal(p)
+		return p, s.a.output.admitProgress(s.taskID, max(r.Attempt, 1), int64(len(size)))
 	}
 	return r.Payload, true
 }
