@@ -43,9 +43,10 @@ type Config struct {
 	// Mode is auto, landlock or none. Default auto.
 	Mode Mode
 	// Protect are the agent's files outside its data directory: the
-	// config file and every token file it knows of. The data directory
-	// always is. A token file's directory that is, or looks like, a
-	// control plane's state directory is protected whole.
+	// config file and every token file it knows of, and other agents'
+	// data directories. The data directory always is. A token file's
+	// directory that is, or looks like, a control plane's state directory
+	// is protected whole.
 	Protect []string
 	// ControlPlaneDirs are directories a control plane on this host may
 	// keep its state in (its --data-dir as the environment names it):
@@ -168,7 +169,7 @@ func deniedOf(c Config, dataDir, workDir string) (denial, error) {
 	add(workDir, "the agent's work directory", false)
 	var stateDirs []string
 	for _, p := range c.Protect {
-		add(p, "the agent's config or a token file", false)
+		add(p, "an agent's config, token file or data directory", false)
 		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() {
 			stateDirs = append(stateDirs, filepath.Dir(p))
 		}

@@ -150,7 +150,7 @@ func TestTheDefaultDenyListAndWhatAllowLifts(t *testing.T) {
 	}
 
 	for _, c := range []struct{ allow, want string }{
-		{filepath.Join(root, "token"), "it stays denied: " + filepath.Join(root, "token") + " is the agent's config or a token file"},
+		{filepath.Join(root, "token"), "it stays denied: " + filepath.Join(root, "token") + " is an agent's config, token file or data directory"},
 		{filepath.Join(data, "agent-token"), "is the agent's data directory"},
 		{root, "it stays denied"}, // holds the agent's files
 		{filepath.Join(root, "keys", "k"), "is isolation-deny"},

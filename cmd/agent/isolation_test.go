@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -284,11 +285,19 @@ func isolationHealth(t *testing.T, dataDir string) string {
 
 // Every token file the agent learns of is denied to its tasks: its own
 // (--token-file), the one the environment or the config file names when
-// the command line chose another, and a control plane's the environment
-// names (the shell that started one); so is the control plane's state
-// directory the environment names, and its default in the working
+// the command line chose another, a control plane's the environment names
+// (the shell that started one), and those of the other agents installed
+// on this machine, with their data directories; so is the control plane's
+// state directory the environment names, and its default in the working
 // directory.
 func TestTheAgentDeniesTheTokenFilesItLearnsOf(t *testing.T) {
+	me, err := user.Current()
+	must(t, err)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no user units
+	defer func(d string) { systemUnitDir = d }(systemUnitDir)
+	systemUnitDir = t.TempDir()
+	writeFile(t, filepath.Join(systemUnitDir, "agent-other.service"), "[Service]\nExecStart=/usr/local/bin/agent run --control-plane https://x "+
+		"--data-dir /srv/other-agent --token-file=/srv/other-token\nUser="+me.Username+"\n")
 	dir := t.TempDir()
 	config := filepath.Join(dir, "agent.toml")
 	writeFile(t, config, "token-file = \"ops-token\"\n")
@@ -299,7 +308,8 @@ func TestTheAgentDeniesTheTokenFilesItLearnsOf(t *testing.T) {
 	}
 	f := runFlags{tokenFile: "/flag/token", isolationAllow: []string{"/home/me/.aws"}}
 	iso := f.isolationOf(config)
-	want := []string{config, "/flag/token", "/env/token", filepath.Join(dir, "ops-token"), "/cp/registration", "/cp/people", "/cp/notify", "/cp/tls.key"}
+	want := []string{config, "/flag/token", "/env/token", filepath.Join(dir, "ops-token"), "/cp/registration", "/cp/people", "/cp/notify", "/cp/tls.key",
+		"/srv/other-agent", "/srv/other-token"}
 	if !slices.Equal(iso.Protect, want) {
 		t.Errorf("protected %v, want %v", iso.Protect, want)
 	}

@@ -164,8 +164,10 @@ branch agent/TASK_ID; see agent workspaces.`,
 // config file and every token file the agent learns of (its own, the one
 // its config file or environment names if the command line chose
 // another, a control plane's in the environment, from the shell that
-// started one), and a control plane's state directory the environment
-// names, or its default in the working directory.
+// started one), the data directories and token files of the other agents
+// installed as services on this machine, and a control plane's state
+// directory the environment names, or its default in the working
+// directory.
 func (f *runFlags) isolationOf(configFile string) isolation.Config {
 	iso := isolation.Config{Mode: isolation.Mode(f.isolation), Deny: f.isolationDeny, Allow: f.isolationAllow, Write: f.isolationWrite}
 	protect := []string{configFile, f.tokenFile, os.Getenv("AGENT_TOKEN_FILE")}
@@ -179,6 +181,18 @@ func (f *runFlags) isolationOf(configFile string) isolation.Config {
 	}
 	for _, name := range []string{"token-file", "operator-token-file", "notify-secret-file", "tls-key"} {
 		protect = append(protect, os.Getenv(controlPlaneSettings.lookup(name).envName(controlPlaneSettings.envPrefix)))
+	}
+	for _, svc := range servicesOnMachine() {
+		protect = append(protect, svc.dataDir)
+		if inst, err := readServiceFile(hostManager(), svc.file); err == nil {
+			for i, arg := range inst.args {
+				if v, ok := strings.CutPrefix(arg, "--token-file="); ok {
+					protect = append(protect, v)
+				} else if arg == "--token-file" && i+1 < len(inst.args) {
+					protect = append(protect, inst.args[i+1])
+				}
+			}
+		}
 	}
 	for _, p := range protect {
 		if p != "" && !slices.Contains(iso.Protect, p) {
