@@ -41,7 +41,8 @@ type Agent struct {
 	health  *health.Tracker
 	replies *replies
 	held    *holdback
-	logs    *taskLogs // the attempt logs being written, capped
+	logs    *taskLogs     // the attempt logs being written, capped
+	output  *outputBounds // what the attempts' output may take of the outbox and the disk
 	started time.Time
 
 	kickSend  chan struct{} // something was appended
@@ -92,7 +93,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg: cfg, log: cfg.Logger, layout: datadir.Layout{Dir: cfg.DataDir}, host: host, client: client,
 		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
-		aborted: make(chan struct{}),
+		aborted: make(chan struct{}), output: newOutputBounds(cfg.MaxAttemptOutput, cfg.DataDir, cfg.Logger),
 		running: newRunningTasks(), link: &link{interval: cfg.HeartbeatInterval},
 	}
 	if a.workspaces, err = workspace.New(a.workDir(), cfg.Repos); err != nil {
@@ -369,7 +370,7 @@ func (a *Agent) sendLoop() *sendLoop {
 // heartbeat is the agent's heartbeat loop.
 func (a *Agent) heartbeat() *heartbeat {
 	return &heartbeat{client: a.client, outbox: a.outbox, store: a.store, held: a.held, health: a.health, live: &a.live,
-		replies: a.replies, link: a.link, obs: a.obs, log: a.log, notify: a.cfg.Notify, base: a.cfg.HeartbeatInterval,
+		replies: a.replies, link: a.link, obs: a.obs, log: a.log, notify: a.cfg.Notify, base: a.cfg.HeartbeatInterval, outputCap: &a.output.told,
 		request: a.heartbeatRequest, cancel: a.cancelTask, record: a.writeHealth,
 		sendNow: a.kickSend, replay: a.replay, claimNow: a.kickClaim}
 }

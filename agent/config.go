@@ -112,6 +112,12 @@ type Config struct {
 	// TaskLogMaxBytes caps each attempt's log: the head and the tail are
 	// kept, the middle counted. Default 1 MiB; at least 4 KiB.
 	TaskLogMaxBytes int64
+	// MaxAttemptOutput caps the log output one attempt puts in the outbox
+	// while the control plane has not said its own cap (its heartbeat
+	// answer does; that one is kept then). Past it, lines are counted,
+	// not kept. Default DefaultMaxAttemptOutput (8 MiB, the control
+	// plane's default).
+	MaxAttemptOutput int64
 
 	// MetricsAddr, if set, is where Run serves Prometheus metrics at
 	// /metrics: a port alone ("9464" or ":9464") is on loopback, a host

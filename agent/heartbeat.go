@@ -36,6 +36,9 @@ type heartbeat struct {
 	request func() api.HeartbeatRequest // what the agent is, now
 	cancel  func(taskID string)
 	record  func(reached bool) // writes the health file
+	// outputCap keeps the output cap the control plane says it keeps
+	// (see outputBounds).
+	outputCap *atomic.Int64
 
 	sendNow, replay, claimNow chan<- struct{}
 	alive                     atomic.Int64 // when it last went round, for the watchdog
@@ -89,6 +92,9 @@ func (h *heartbeat) Run(ctx context.Context) error {
 				}
 				h.link.setInterval(d)
 				interval = d
+			}
+			if h.outputCap != nil {
+				h.outputCap.Store(resp.MaxAttemptOutputBytes)
 			}
 			for _, id := range resp.Cancel {
 				h.cancel(id)

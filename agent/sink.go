@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -20,20 +22,21 @@ type sink struct {
 // Report implements runner.Sink.
 func (s *sink) Report(r runner.Report) {
 	a := s.a
-	payload, err := a.fit(s.taskID, r, a.recordLimit())
-	if err != nil {
-		a.log.Error("report not kept", "task", s.taskID, "kind", r.Kind(), "err", err)
-		return
-	}
-	rec := outbox.Record{Key: recordKey(s.taskID, r), Kind: outbox.Kind(r.Kind()), TaskID: s.taskID, Attempt: r.Attempt,
-		CreatedAt: r.At, Payload: payload}
 	a.held.flush(a.outbox, a.store) // what is held goes first, if writes work again
-	if err := a.held.append(a.outbox, rec); err != nil {
-		if errors.Is(err, outbox.ErrFull) {
-			a.log.Warn("outbox full: log record dropped", "task", s.taskID)
-		} else {
-			a.log.Error("log report dropped while writes fail", "task", s.taskID, "err", err)
+	if payload, ok := s.admit(r); ok {
+		_, isLog := r.Payload.(state.LogEvent)
+		for _, n := range a.output.notes(s.taskID, r.Attempt, !isLog) {
+			s.append(runner.Report{Attempt: n.attempt, At: r.At, Task: r.Task}, n.payload)
 		}
+		s.append(r, payload)
+	}
+	switch p := r.Payload.(type) {
+	case state.Attempt:
+		if p.Status != state.AttemptRunning {
+			a.output.attemptEnded(s.taskID, p.Number)
+		}
+	case state.CompleteEvent:
+		a.output.taskEnded(s.taskID)
 	}
 	switch p := r.Payload.(type) {
 	case state.LogEvent:
@@ -57,6 +60,53 @@ func (s *sink) Report(r runner.Report) {
 		a.view.Open(s.taskID, r.Task.Title, at.Number)
 	}
 	kick(a.kickSend)
+}
+
+// admit is what of r's payload goes into the outbox; false for nothing:
+// a log or progress record past its attempt's cap, or while the disk is
+// under its floor (see outputBounds). It is r's payload, the
+// lines of a log that the cap leaves, or those with what the cap withheld
+// (an api.LogPayload).
+func (s *sink) admit(r runner.Report) (payload any, ok bool) {
+	switch p := r.Payload.(type) {
+	case state.LogEvent:
+		out, withheld, ok := s.a.output.admitLog(s.taskID, max(r.Attempt, 1), p)
+		if !ok || withheld == nil {
+			return out, ok
+		}
+		return api.LogPayload{LogEvent: fitLog(out, s.a.recordLimit()), Withheld: withheld}, true
+	case state.ProgressEvent:
+		size, _ := json.Marshal(p)
+		return p, s.a.output.admitProgress(s.taskID, max(r.Attempt, 1), int64(len(size)))
+	}
+	return r.Payload, true
+}
+
+// append writes payload, of r's task and attempt, to the outbox, or holds
+// it while writes fail. A payload of the runner's is made to fit a record
+// (fit); an api.LogPayload of the agent's own is a log record.
+func (s *sink) append(r runner.Report, payload any) {
+	a := s.a
+	rec := outbox.Record{Kind: outbox.KindLog, TaskID: s.taskID, Attempt: r.Attempt, CreatedAt: r.At}
+	var err error
+	if p, ok := payload.(state.Payload); ok {
+		r.Payload = p
+		rec.Kind, rec.Key = outbox.Kind(r.Kind()), recordKey(s.taskID, r)
+		rec.Payload, err = a.fit(s.taskID, r, a.recordLimit())
+	} else {
+		rec.Payload, err = json.Marshal(payload) // a log record: the outbox keys it
+	}
+	if err != nil {
+		a.log.Error("report not kept", "task", s.taskID, "kind", rec.Kind, "err", err)
+		return
+	}
+	if err := a.held.append(a.outbox, rec); err != nil {
+		if errors.Is(err, outbox.ErrFull) {
+			a.log.Warn("outbox full: log record dropped", "task", s.taskID)
+		} else {
+			a.log.Error("log report dropped while writes fail", "task", s.taskID, "err", err)
+		}
+	}
 }
 
 // recordLimit is the largest payload a record may carry.

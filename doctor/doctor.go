@@ -54,6 +54,7 @@ const (
 	CheckLogin        CheckName = "login"         // the executor's CLI has a credential: logged in, or its key set
 	CheckModels       CheckName = "models"        // --models known to the CLI; only where it can tell offline (codex)
 	CheckIsolation    CheckName = "isolation"     // attempts confined (Landlock), or said why not
+	CheckDenied       CheckName = "denied"        // what tasks cannot read: the agent's files, credentials present and absent
 	CheckEgress       CheckName = "egress"        // attempts' network confined to their allow list, or said why not
 	CheckTaskUser     CheckName = "task-user"     // who attempts run as: a root agent's without capabilities, or its --task-user
 	CheckWorkspaces   CheckName = "workspaces"    // the repositories served are git repositories; what the tasks' clones take
@@ -180,27 +181,71 @@ func Run(ctx context.Context, o Options) []Check {
 	if c, ok := checkModels(ctx, o, exe); ok {
 		checks = append(checks, c)
 	}
-	checks = append(checks, checkIsolation(o), checkEgress(o), checkTaskUser(o), checkWorkspaces(ctx, o))
+	checks = append(checks, checkIsolation(o)...)
+	checks = append(checks, checkEgress(o), checkTaskUser(o), checkWorkspaces(ctx, o))
 	return append(checks, checkControlPlane(ctx, o)...)
 }
 
 // checkIsolation says how agent run would confine attempts: a pass with
 // Landlock, a warning without (a kernel without it, or isolation none), a
-// failure where isolation landlock is asked of a kernel without it.
-func checkIsolation(o Options) Check {
-	c, err := isolation.ResolveFiles(o.Isolation, o.DataDir, "")
+// failure where isolation landlock is asked of a kernel without it, or an
+// isolation-allow lifts what it may not; then what tasks are denied.
+func checkIsolation(o Options) []Check {
+	c, err := isolation.ResolveFiles(o.Isolation, o.DataDir, o.WorkDir)
 	switch {
+	case err != nil && strings.HasPrefix(err.Error(), "isolation-allow "):
+		return []Check{failed(CheckIsolation, err.Error(),
+			"drop that --isolation-allow (isolation.allow): only an entry of the default deny list, or a path inside one, can be allowed"),
+			skip(CheckDenied, "the isolation settings are invalid")}
 	case err != nil:
-		return failed(CheckIsolation, err.Error(),
-			"run on Linux 5.13 or later with Landlock enabled (add landlock to the kernel's lsm= boot parameter), or set --isolation auto (isolation.mode) to run unconfined where it cannot")
+		return []Check{failed(CheckIsolation, err.Error(),
+			"run on Linux 5.13 or later with Landlock enabled (add landlock to the kernel's lsm= boot parameter), or set --isolation auto (isolation.mode) to run unconfined where it cannot"),
+			skip(CheckDenied, "attempts cannot be confined")}
 	case c.Runner == nil && o.Isolation.Mode == isolation.None:
-		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.Line,
-			Fix: "drop --isolation none (isolation.mode in the config) so that attempts are confined to their work directory"}
+		return []Check{{Name: CheckIsolation, Result: CheckWarn, Detail: c.Line,
+			Fix: "drop --isolation none (isolation.mode in the config) so that attempts are confined to their work directory"},
+			skip(CheckDenied, "attempts are not confined: tasks read all this user can")}
 	case c.Runner == nil:
-		return Check{Name: CheckIsolation, Result: CheckWarn, Detail: c.Line,
-			Fix: "attempts run unconfined, able to write wherever this user may: run on Linux 5.13 or later with Landlock enabled (add landlock to the kernel's lsm= boot parameter), or as a user who may write little"}
+		return []Check{{Name: CheckIsolation, Result: CheckWarn, Detail: c.Line,
+			Fix: "attempts run unconfined, able to write wherever this user may: run on Linux 5.13 or later with Landlock enabled (add landlock to the kernel's lsm= boot parameter), or as a user who may write little"},
+			skip(CheckDenied, "attempts are not confined: tasks read all this user can")}
 	}
-	return pass(CheckIsolation, "%s", c.Line)
+	return []Check{pass(CheckIsolation, "%s", c.Line), checkDenied(c.Denied)}
+}
+
+// checkDenied lists, compactly, what tasks are denied: the agent's own
+// paths, then the credentials of the default list that exist now; those
+// that do not are counted (denied all the same, once made).
+func checkDenied(denied []isolation.Denied) Check {
+	home, _ := os.UserHomeDir()
+	short := func(p string) string {
+		if rest, ok := strings.CutPrefix(p, home+string(filepath.Separator)); ok && home != "" {
+			return "~/" + rest
+		}
+		return p
+	}
+	var own, present []string
+	absent := 0
+	for _, d := range denied {
+		switch {
+		case !d.Credential && strings.HasPrefix(d.Why, "a control plane's"):
+			own = append(own, short(d.Path)+" (a control plane's state)")
+		case !d.Credential && d.Why == "isolation-deny":
+			own = append(own, short(d.Path)+" (isolation-deny)")
+		case !d.Credential:
+			own = append(own, short(d.Path))
+		case d.Exists:
+			present = append(present, short(d.Path))
+		default:
+			absent++
+		}
+	}
+	creds := "none present"
+	if len(present) > 0 {
+		creds = strings.Join(present, ", ")
+	}
+	return pass(CheckDenied, "to tasks: the agent's %s; credentials: %s; %d more absent, denied if made (--isolation-allow lifts one)",
+		strings.Join(own, ", "), creds, absent)
 }
 
 // checkEgress says how agent run would confine attempts' network: a pass

@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,24 +22,51 @@ func TestMain(m *testing.M) {
 }
 
 // The doctor says how attempts would be confined: a warning, with the fix,
-// for isolation none.
+// for isolation none; then what tasks are denied, or that nothing is.
 func TestDoctorSaysTheIsolation(t *testing.T) {
-	c := checkIsolation(Options{DataDir: t.TempDir(), Isolation: isolation.Config{Mode: isolation.None}})
-	if c.Result != CheckWarn || !strings.Contains(c.Fix, "drop --isolation none") {
+	cs := checkIsolation(Options{DataDir: t.TempDir(), Isolation: isolation.Config{Mode: isolation.None}})
+	if c := cs[0]; c.Result != CheckWarn || !strings.Contains(c.Fix, "drop --isolation none") {
 		t.Errorf("isolation none: %+v", c)
 	}
-	c = checkIsolation(Options{DataDir: t.TempDir()})
+	if c := cs[1]; c.Name != CheckDenied || c.Result != CheckSkip || !strings.Contains(c.Detail, "not confined") {
+		t.Errorf("isolation none, what is denied: %+v", c)
+	}
+	cs = checkIsolation(Options{DataDir: t.TempDir()})
 	if want := CheckPass; landlock.ABI() == 0 {
 		want = CheckWarn
-		if c.Result != want {
-			t.Errorf("no Landlock: %+v", c)
+		if cs[0].Result != want {
+			t.Errorf("no Landlock: %+v", cs[0])
 		}
-	} else if c.Result != want || !strings.HasPrefix(c.Detail, "landlock (ABI ") {
-		t.Errorf("with Landlock: %+v", c)
+	} else if cs[0].Result != want || !strings.HasPrefix(cs[0].Detail, "landlock (ABI ") || cs[1].Result != CheckPass {
+		t.Errorf("with Landlock: %+v", cs)
 	}
-	c = checkIsolation(Options{DataDir: t.TempDir(), Isolation: isolation.Config{Mode: "sometimes"}})
-	if c.Result != CheckFail || !strings.HasPrefix(c.Detail, `isolation "sometimes": want auto`) {
+	cs = checkIsolation(Options{DataDir: t.TempDir(), Isolation: isolation.Config{Mode: "sometimes"}})
+	if c := cs[0]; c.Result != CheckFail || !strings.HasPrefix(c.Detail, `isolation "sometimes": want auto`) {
 		t.Errorf("a bad mode: %+v", c)
+	}
+	cs = checkIsolation(Options{DataDir: t.TempDir(), Isolation: isolation.Config{Allow: []string{"/etc"}}})
+	if c := cs[0]; c.Result != CheckFail || !strings.HasPrefix(c.Detail, "isolation-allow /etc: not on the default deny list") || !strings.Contains(c.Fix, "drop that --isolation-allow") {
+		t.Errorf("an isolation-allow of a path off the list: %+v", c)
+	}
+}
+
+// What tasks are denied, in one line: the agent's own paths (a control
+// plane's state directory and the operator's denials said as such), the
+// credentials that exist, and how many more do not.
+func TestDoctorSaysWhatIsDenied(t *testing.T) {
+	home, _ := os.UserHomeDir()
+	c := checkDenied([]isolation.Denied{
+		{Path: "/srv/agent", Why: "the agent's data directory", Exists: true},
+		{Path: "/srv/cp", Why: "a control plane's state directory: operator tokens, the key that signs task tokens", Exists: true},
+		{Path: "/srv/keys", Why: "isolation-deny"},
+		{Path: filepath.Join(home, ".ssh"), Why: "SSH keys", Credential: true, Exists: true},
+		{Path: "/elsewhere/.aws", Why: "AWS", Credential: true, Exists: true},
+		{Path: filepath.Join(home, ".netrc"), Why: "logins", Credential: true},
+		{Path: filepath.Join(home, ".kube"), Why: "clusters", Credential: true},
+	})
+	want := "to tasks: the agent's /srv/agent, /srv/cp (a control plane's state), /srv/keys (isolation-deny); credentials: ~/.ssh, /elsewhere/.aws; 2 more absent, denied if made (--isolation-allow lifts one)"
+	if c.Result != CheckPass || c.Detail != want {
+		t.Errorf("got %+v\nwant detail %q", c, want)
 	}
 }
 

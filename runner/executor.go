@@ -87,6 +87,9 @@ type AttemptSpec struct {
 	// TaskUser, if set, is who the attempt runs as (a root agent's
 	// --task-user); executors pass ProcUser on.
 	TaskUser *TaskUser
+	// credentials are the person's credentials the attempt is denied,
+	// but those its CLI keeps in its own state (see Isolation.Credentials).
+	credentials []string
 	// Resume, if set, continues an earlier attempt's session: the
 	// executor resumes it and sends Resume.Prompt, not the task's prompt.
 	// A session it cannot resume (its files gone, the CLI refusing) ends

@@ -5,22 +5,32 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/edgeagent/agent/internal/landlock"
 )
 
 // Isolation confines every attempt with Landlock, under its keeper: a task
-// reads and runs what the agent's user can, except Deny; it writes only its
-// work directory, a temporary directory of its own (TMPDIR), /tmp, /dev,
-// what its CLI keeps of its own (Codex's CODEX_HOME, Claude Code's config
-// directory) and Write. It lists any directory, and signals no process
-// outside its attempt.
+// reads and runs what the agent's user can, except Deny and Credentials
+// (Allow excepted); it writes only its work directory, a temporary
+// directory of its own (TMPDIR), /tmp, /dev, what its CLI keeps of its own
+// (Codex's CODEX_HOME, Claude Code's config directory) and Write. It lists
+// any directory, and signals no process outside its attempt.
 type Isolation struct {
 	// Deny are the agent's own files: its data directory (the work
 	// directories in it are each given back to their task alone), token
-	// files and config file. The runner adds its work root, so that no
-	// task reaches another's work directory.
+	// files and config file, a control plane's state directory, and what
+	// the operator adds. The runner adds its work root, so that no task
+	// reaches another's work directory.
 	Deny []string
+	// Credentials are the person's credentials, denied too, except where
+	// the attempt's own CLI keeps its state: Codex's login is in
+	// CODEX_HOME, which a Codex attempt must read, and a Claude attempt
+	// must not.
+	Credentials []string
+	// Allow are files or hierarchies inside Credentials that attempts may
+	// read all the same (a deploy key a task is meant to use).
+	Allow []string
 	// Write are more hierarchies attempts may write (a build cache, say).
 	Write []string
 }
@@ -35,10 +45,16 @@ func (iso *Isolation) TaskWritable() []string {
 	return append(slices.Clone(baseWritable), iso.Write...)
 }
 
-// policy is one attempt's confinement, before its executor adds what its
-// CLI keeps of its own (AttemptSpec.confine): dirs are the attempt's own
-// (its work, temporary and session directories), given back from the
-// work root.
+// confine sets spec's confinement, before its executor adds what its CLI
+// keeps of its own (AttemptSpec.Confinement): dirs are the attempt's own
+// (its work, temporary and session directories), given back from the work
+// root.
+func (iso *Isolation) confine(spec *AttemptSpec, workRoot string, dirs ...string) {
+	spec.Confine, spec.credentials = iso.policy(workRoot, dirs...), iso.Credentials
+}
+
+// policy is one attempt's confinement, its credentials left out: those
+// are added where the executor's CLI state is known (Confinement).
 func (iso *Isolation) policy(workRoot string, dirs ...string) *landlock.Policy {
 	write := append(slices.Clone(baseWritable), iso.Write...)
 	for _, d := range dirs {
@@ -50,7 +66,8 @@ func (iso *Isolation) policy(workRoot string, dirs ...string) *landlock.Policy {
 	if workRoot != "" {
 		deny = append(deny, workRoot)
 	}
-	return &landlock.Policy{Read: []string{"/"}, Write: write, Deny: deny, ListAll: true}
+	read := append([]string{"/"}, iso.Allow...)
+	return &landlock.Policy{Read: read, Write: write, Deny: deny, ListAll: true}
 }
 
 // attemptTempDir makes an attempt's own temporary directory: in the work
@@ -69,13 +86,15 @@ func attemptTempDir(workRoot, attemptID string) (string, error) {
 
 // Confinement is spec's confinement with what the CLI keeps of its own added,
 // made if missing (a CLI could not make it itself in a directory it may not
-// write); nil when the attempt is not confined.
+// write), and the person's credentials denied but those in it; nil when
+// the attempt is not confined.
 func (s AttemptSpec) Confinement(cliState ...string) *landlock.Policy {
 	if s.Confine == nil {
 		return nil
 	}
 	p := *s.Confine
 	p.Write = slices.Clone(p.Write)
+	var state []string
 	for _, dir := range cliState {
 		if dir == "" {
 			continue
@@ -88,6 +107,25 @@ func (s AttemptSpec) Confinement(cliState ...string) *landlock.Policy {
 			_ = s.TaskUser.own(dir)
 		}
 		p.Write = append(p.Write, dir)
+		if abs, err := filepath.Abs(dir); err == nil {
+			state = append(state, abs)
+		}
+	}
+	p.Deny = slices.Clone(p.Deny)
+	for _, c := range s.credentials {
+		if !inAny(c, state) {
+			p.Deny = append(p.Deny, c)
+		}
 	}
 	return &p
+}
+
+// inAny reports whether path is one of dirs or lies beneath one.
+func inAny(path string, dirs []string) bool {
+	for _, d := range dirs {
+		if path == d || strings.HasPrefix(path, d+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/mockmodel"
@@ -198,5 +199,75 @@ func TestAConfinedCLIsShellReachesNothingOfTheAgents(t *testing.T) {
 			files.check(t, work)
 			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
 		})
+	}
+}
+
+// A confined exec task goes for the person's credentials in a home
+// directory: an SSH key that is there, and Google Cloud's credentials the
+// person makes while the task runs, in a ~/.config that held none when it
+// started (the denial holds for a path made after the attempt started).
+// It reads neither, nor anything through a link to them; it reads the
+// deploy key it is allowed, and the rest of the home directory.
+func TestAConfinedTaskReadsNoCredential(t *testing.T) {
+	if landlock.ABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	files := newAgentFiles(t)
+	home := filepath.Join(filepath.Dir(files.data), "home")
+	for path, content := range map[string]string{".ssh/id_ed25519": "ssh-private-key", ".ssh/deploy": "deploy-key", "notes": "notes", ".config/other/x": "x"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(home, path)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, path), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gate := t.TempDir()
+	started, made := filepath.Join(gate, "started"), filepath.Join(gate, "made")
+	script := `ln -s ` + home + `/.ssh/id_ed25519 link; cat link > via-link; cat ` + home + `/.ssh/id_ed25519 > ssh; cat ` + home + `/.ssh/deploy > deploy; cat ` + home + `/notes > notes; ` +
+		`touch ` + started + `; while [ ! -e ` + made + ` ]; do sleep 0.01; done; cat ` + home + `/.config/gcloud/credentials.db > gcloud; echo done`
+	exe, err := exec.New(exec.Config{Argv: []string{"/bin/sh", "-c", script}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := runnertest.NewFixture(t, exe, "steal")
+	iso := files.isolation()
+	iso.Credentials = []string{filepath.Join(home, ".ssh"), filepath.Join(home, ".config", "gcloud")}
+	iso.Allow = []string{filepath.Join(home, ".ssh", "deploy")}
+	f.Runner.WorkRoot, f.Runner.Isolation = files.workRoot, iso
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(t, context.Background()) }()
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("the task ended before it started waiting: %s (%s), logs %v", f.Task.Phase, f.Task.PhaseReason, f.Rec.Logs())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(home, ".config", "gcloud"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".config", "gcloud", "credentials.db"), []byte("gcloud-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(made, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if f.Task.Phase != state.PhaseCompleted {
+		t.Fatalf("task %s (%s): logs %v", f.Task.Phase, f.Task.PhaseReason, f.Rec.Logs())
+	}
+	work := filepath.Join(files.workRoot, f.Task.ID)
+	read := func(name string) string { b, _ := os.ReadFile(filepath.Join(work, name)); return string(b) }
+	for _, name := range []string{"ssh", "via-link", "gcloud"} {
+		if got := read(name); got != "" {
+			t.Errorf("the task read a credential into %s: %q", name, got)
+		}
+	}
+	if read("deploy") != "deploy-key" || read("notes") != "notes" {
+		t.Errorf("the task could not read the allowed deploy key (%q) or the rest of the home directory (%q)", read("deploy"), read("notes"))
 	}
 }

@@ -353,7 +353,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		// keeper saw to it): nothing writes here any more.
 		defer os.RemoveAll(tmp)
 		spec.TempDir = tmp
-		spec.Confine = r.Isolation.policy(r.WorkRoot, spec.WorkDir, tmp, spec.SessionDir)
+		r.Isolation.confine(&spec, r.WorkRoot, spec.WorkDir, tmp, spec.SessionDir)
 		spec.Confine.Write = append(spec.Confine.Write, writable...)
 	}
 	if r.Egress != nil {

@@ -44,6 +44,10 @@ file) and checks, without running the agent or changing anything:
                  --egress-allow (a network namespace each), or why not
   task-user      who attempts run as: this user; for a root agent, its
                  --task-user, or root without capabilities
+  denied         what tasks cannot read: the agent's files, a control plane's
+                 state directory beside its token file, the credentials of
+                 the default deny list that exist (the others are counted:
+                 denied all the same once made)
   workspaces     every [[repo]] a git repository the agent can serve, its
                  git directory and the work directory writable by this
                  user; how many task worktrees there are, their size, and

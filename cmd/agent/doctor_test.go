@@ -27,7 +27,7 @@ func doctorChecks(t *testing.T, env []string, args ...string) (int, []doctor.Che
 		t.Errorf("doctor wrote on stderr: %q", r.stderr)
 	}
 	want := []doctor.CheckName{doctor.CheckConfig, doctor.CheckToken, doctor.CheckDataDir, doctor.CheckLock, doctor.CheckOutbox,
-		doctor.CheckDisk, doctor.CheckExecutor, doctor.CheckLogin, doctor.CheckIsolation, doctor.CheckEgress, doctor.CheckTaskUser, doctor.CheckWorkspaces, doctor.CheckControlPlane, doctor.CheckAuth, doctor.CheckClock}
+		doctor.CheckDisk, doctor.CheckExecutor, doctor.CheckLogin, doctor.CheckIsolation, doctor.CheckDenied, doctor.CheckEgress, doctor.CheckTaskUser, doctor.CheckWorkspaces, doctor.CheckControlPlane, doctor.CheckAuth, doctor.CheckClock}
 	if findCheck(checks, doctor.CheckModels).Name != "" { // only where the CLI can tell
 		want = slices.Insert(want, 8, doctor.CheckModels)
 	}
@@ -100,7 +100,7 @@ func TestDoctorHealthy(t *testing.T) {
 	// The table, for people.
 	r := runAgent(t, append([]string{"doctor", "--timeout", "5m"}, args...)...)
 	if r.code != 0 || r.stderr != "" || !regexp.MustCompile(`(?m)^CHECK\s+RESULT\s+DETAIL$`).MatchString(r.stdout) ||
-		!strings.Contains(r.stdout, "all 14 checks passed, 1 skipped") || strings.Contains(r.stdout, "to fix:") {
+		!strings.Contains(r.stdout, "all 15 checks passed, 1 skipped") || strings.Contains(r.stdout, "to fix:") {
 		t.Errorf("doctor: %+v", r)
 	}
 	if strings.Contains(r.stdout, strings.TrimSpace(string(tok))) {
@@ -221,7 +221,7 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 			r := runAgent(t, append([]string{"doctor", "--timeout", "5m"}, args...)...)
 			fixLine := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(string(tc.failing)) + `\s+.*` + regexp.QuoteMeta(tc.fix))
 			if r.code != 1 || r.stderr != "" || !strings.Contains(r.stdout, "\nto fix:\n") || !fixLine.MatchString(r.stdout) ||
-				!strings.Contains(r.stdout, "1 of 15 checks failed") {
+				!strings.Contains(r.stdout, "1 of 16 checks failed") {
 				t.Errorf("doctor: exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
 			}
 		})

@@ -31,12 +31,20 @@ type proc struct {
 // startProc starts the agent with args, its output in a file.
 func startProc(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startProcIn(t, "", name, env, args...)
+}
+
+// startProcIn is startProc in the working directory dir ("" for the
+// test's), as a person starts it from a shell in dir.
+func startProcIn(t *testing.T, dir, name string, env []string, args ...string) *proc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := agentCmd(context.Background(), env, args...)
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

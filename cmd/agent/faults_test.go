@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,21 +28,6 @@ import (
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a fresh directory: a disk that
-// can really fill up. It needs root, as CI and the project's machines have.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "small-disk")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount a tmpfs for the full-disk fault (needs root): %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
 
 // fill writes to path until the file system is full.
 func fill(t *testing.T, path string) {
@@ -77,8 +61,11 @@ func agentHealth(t *testing.T, c *cp) api.AgentView {
 }
 
 // The data directory fills up while a task runs, then space returns: no
-// report is lost, no task runs twice, health goes degraded (disk_full) and
-// back, nothing is claimed meanwhile, and no restart is needed.
+// report of the agent's own is lost (a side effect's attempt record is
+// held in memory and written once space returns), what the task prints
+// meanwhile is dropped and said (under the disk floor, output is not
+// kept), no task runs twice, health goes degraded (disk_full) and back,
+// nothing is claimed meanwhile, and no restart is needed.
 func TestFaultDiskFull(t *testing.T) {
 	disk := mountTmpfs(t, "8m")
 	dataDir := filepath.Join(disk, "agent")
@@ -87,7 +74,7 @@ func TestFaultDiskFull(t *testing.T) {
 	defer ag.stop()
 	gates := t.TempDir() // on another disk: the task's pace is the test's
 	full, freed := filepath.Join(gates, "full"), filepath.Join(gates, "freed")
-	first := submit(t, c, "@progress 3\n@wait-file "+full+"\n@progress 5\n@output written while the disk was full\n@wait-file "+freed+"\n@progress 2")
+	first := submit(t, c, "@progress 3\n@wait-file "+full+"\n@progress 5\n@output written while the disk was full\n@side-effect wrote while the disk was full\n@wait-file "+freed+"\n@progress 2")
 	c.waitPhase(t, first, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 
 	filler := filepath.Join(disk, "filler")
@@ -136,10 +123,15 @@ func TestFaultDiskFull(t *testing.T) {
 	if evs := c.events(t, first); len(evs) != written || snap.Stats.Dead != 0 {
 		t.Fatalf("the agent wrote %d records, the control plane holds %d events, %d dead", written, len(evs), snap.Stats.Dead)
 	}
-	if logs := c.events(t, first); !hasOutput(logs, "written while the disk was full") {
-		t.Errorf("the output written while the disk was full did not arrive")
+	logs := c.events(t, first)
+	if hasOutput(logs, "written while the disk was full") || !hasOutput(logs, "line(s) of output (") {
+		t.Errorf("the output written while the disk was full arrived (%v), or the line saying it was dropped did not (%v)",
+			hasOutput(logs, "written while the disk was full"), hasOutput(logs, "line(s) of output ("))
 	}
-	t.Logf("FAULT | disk full (8 MiB tmpfs filled mid-task, then freed) | %d reports held in memory at most seen, %d records delivered once, 0 dead, 1 attempt, no claim while full, no restart |", heldWhileFull, written)
+	if !v1.Attempts[0].Facts.SideEffect {
+		t.Errorf("the side effect made while the disk was full is not on the attempt: %+v", v1.Attempts[0].Facts)
+	}
+	t.Logf("FAULT | disk full (8 MiB tmpfs filled mid-task, then freed) | %d reports held in memory at most seen, %d records delivered once, 0 dead, 1 attempt, the output printed while full dropped and said, no claim while full, no restart |", heldWhileFull, written)
 }
 
 func hasOutput(evs []api.StoredEvent, text string) bool {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,12 +37,14 @@ type runFlags struct {
 	noRetry, insecure                         bool
 	heartbeat, drainTimeout, retention        time.Duration
 	retentionMaxSize, taskLogMaxSize          byteSize
+	maxAttemptOutput                          byteSize
 	attemptTimeouts, firstEventTimeouts       []time.Duration
 	logLevel, logFormat, metricsAddr          string
 	isolation                                 string
 	isolationDeny, isolationWrite             []string
 	egress, taskUser                          string
 	egressAllow                               []string
+	isolationAllow                            []string
 
 	// The tmux view (issue 27).
 	tmux                    bool
@@ -67,6 +70,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	f.executor.bind(fs)
 	t.bind(fs, "isolation", &f.isolation)
 	t.bind(fs, "isolation-deny", &f.isolationDeny)
+	t.bind(fs, "isolation-allow", &f.isolationAllow)
 	t.bind(fs, "isolation-write", &f.isolationWrite)
 	t.bind(fs, "egress", &f.egress)
 	t.bind(fs, "egress-allow", &f.egressAllow)
@@ -86,6 +90,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "retention", &f.retention)
 	t.bind(fs, "retention-max-size", &f.retentionMaxSize)
 	t.bind(fs, "task-log-max-size", &f.taskLogMaxSize)
+	t.bind(fs, "max-attempt-output", &f.maxAttemptOutput)
 	t.bind(fs, "log-level", &f.logLevel)
 	t.bind(fs, "log-format", &f.logFormat)
 	// The tmux view (issue 27).
@@ -128,11 +133,14 @@ next start only.
 
 Every attempt runs under a keeper that ends all its processes with it, and,
 where the kernel has Landlock, confined: it reads what this user can read
-but the agent's own files (data directory, config file, token file), and
-writes only its work directory, its temporary directories, /dev and its
-CLI's state (--isolation, --isolation-deny, --isolation-write). Where the
-kernel lets the agent make network namespaces, each attempt runs in one of
-its own and reaches only its executor's model API and the hosts
+but the agent's own files (data directory, config file, token files, a
+control plane's state directory beside the token file) and the person's
+credentials (~/.ssh, ~/.aws, ~/.config/gh, ~/.netrc, ~/.kube, keyrings,
+browser profiles: agent doctor lists them), and writes only its work
+directory, its temporary directories, /dev and its CLI's state
+(--isolation, --isolation-deny, --isolation-allow, --isolation-write).
+Where the kernel lets the agent make network namespaces, each attempt runs
+in one of its own and reaches only its executor's model API and the hosts
 --egress-allow names, through the agent's proxy; nothing on this machine's
 loopback (--egress). An agent running as root runs its tasks without
 capabilities, as --task-user when it names one.
@@ -163,16 +171,50 @@ each attempt; see agent workspaces.`,
 }
 
 // isolationOf is how the settings confine attempts. The agent's files
-// outside its data directory, the config file and the token file, are
-// out of every task's reach too.
+// outside its data directory are out of every task's reach too: the
+// config file and every token file the agent learns of (its own, the one
+// its config file or environment names if the command line chose
+// another, a control plane's in the environment, from the shell that
+// started one), the data directories and token files of the other agents
+// installed as services on this machine, and a control plane's state
+// directory the environment names, or its default in the working
+// directory.
 func (f *runFlags) isolationOf(configFile string) isolation.Config {
-	iso := isolation.Config{Mode: isolation.Mode(f.isolation), Deny: f.isolationDeny, Write: f.isolationWrite,
+	iso := isolation.Config{Mode: isolation.Mode(f.isolation), Deny: f.isolationDeny, Allow: f.isolationAllow, Write: f.isolationWrite,
 		Egress: isolation.EgressMode(f.egress), EgressAllow: f.egressAllow, TaskUser: f.taskUser}
-	for _, p := range []string{configFile, f.tokenFile} {
-		if p != "" {
+	protect := []string{configFile, f.tokenFile, os.Getenv("AGENT_TOKEN_FILE"), os.Getenv("AGENT_OPERATOR_TOKEN_FILE")}
+	if configFile != "" {
+		if c, err := readConfigFile(configFile, agentSettings); err == nil {
+			for _, key := range []string{"token-file", "operator-token-file"} {
+				if v, ok := c.lookup(key); ok {
+					p, _ := v.v.(string)
+					protect = append(protect, p)
+				}
+			}
+		}
+	}
+	for _, name := range []string{"token-file", "operator-token-file", "notify-secret-file", "tls-key"} {
+		protect = append(protect, os.Getenv(controlPlaneSettings.lookup(name).envName(controlPlaneSettings.envPrefix)))
+	}
+	for _, svc := range servicesOnMachine() {
+		protect = append(protect, svc.dataDir)
+		if inst, err := readServiceFile(hostManager(), svc.file); err == nil {
+			for i, arg := range inst.args {
+				if v, ok := strings.CutPrefix(arg, "--token-file="); ok {
+					protect = append(protect, v)
+				} else if arg == "--token-file" && i+1 < len(inst.args) {
+					protect = append(protect, inst.args[i+1])
+				}
+			}
+		}
+	}
+	for _, p := range protect {
+		if p != "" && !slices.Contains(iso.Protect, p) {
 			iso.Protect = append(iso.Protect, p)
 		}
 	}
+	dataDir := controlPlaneSettings.lookup("data-dir")
+	iso.ControlPlaneDirs = []string{os.Getenv(dataDir.envName(controlPlaneSettings.envPrefix)), dataDir.def.(string)}
 	return iso
 }
 
@@ -261,7 +303,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
 		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels, Budget: f.budget(),
-		ExecutorKind: f.executor.kind} // routing by capability
+		ExecutorKind: f.executor.kind, MaxAttemptOutput: int64(f.maxAttemptOutput)} // routing by capability
 	if cfg.Tmux, err = f.tmuxView(); err != nil { // the tmux view (issue 27)
 		return err
 	}

@@ -318,7 +318,9 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "isolation", key: "isolation.mode", def: string(isolation.Auto), oneOf: isolationModes(),
 		help: "auto (confine every attempt with Landlock where the kernel has it, and say so loudly where it has not), landlock (confine, or do not start), or none"},
 	{name: "isolation-deny", key: "isolation.deny", def: []string(nil), repeat: true, path: true,
-		help: "a file or directory no task may read or write, besides the agent's own (e.g. ~/.ssh), repeatable"},
+		help: "a file or directory no task may read or write, besides the agent's own and the default list of credentials (agent doctor shows it), repeatable"},
+	{name: "isolation-allow", key: "isolation.allow", def: []string(nil), repeat: true, path: true,
+		help: "an entry of the default deny list tasks may read after all (e.g. ~/.aws), or a path inside one (a deploy key, ~/.ssh/deploy_key), repeatable; never the agent's own files"},
 	{name: "isolation-write", key: "isolation.write", def: []string(nil), repeat: true, path: true,
 		help: "a directory tasks may write, besides their work directory, temporary directories and CLI state (e.g. ~/.cache/go-build), repeatable"},
 	{name: "egress", def: string(isolation.EgressAuto), oneOf: egressModes(),
@@ -352,6 +354,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "disk cap for finished tasks; past it the ones that ended first are pruned (e.g. 10GiB)"},
 	{name: "task-log-max-size", def: byteSize(agent.DefaultTaskLogMaxBytes), min: atLeast(4 << 10),
 		help: "cap of each attempt's local log: the head and the tail are kept, the middle counted (e.g. 1MiB)"},
+	{name: "max-attempt-output", def: byteSize(agent.DefaultMaxAttemptOutput), min: atLeast(64 << 10),
+		help: "cap of the log output one attempt puts in the outbox (the control plane's own --max-attempt-output, which it tells the agent, when that is smaller); past it lines are counted and the control plane marks the cut (e.g. 8MiB; lower for a small disk)"},
 
 	// The tmux view (issue 27): see docs/tmux.md.
 	{name: "tmux", def: false,

@@ -89,6 +89,11 @@ type HeartbeatResponse struct {
 	// again in every answer until the task leaves awaiting_reply (the agent
 	// ignores a reply it already took).
 	Replies []ReplyDelivery `json:"replies,omitempty"`
+	// MaxAttemptOutputBytes is the cap on the log output the control
+	// plane stores per attempt (its --max-attempt-output): an agent puts
+	// no more of an attempt's output in its outbox, and counts the rest
+	// (LogPayload.Withheld). 0 from a control plane that does not say.
+	MaxAttemptOutputBytes int64 `json:"max_attempt_output_bytes,omitempty"`
 }
 
 // ReplyDelivery is a person's answer on its way to the agent.

@@ -3,8 +3,11 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+
+	"github.com/edgeagent/agent/state"
 )
 
 // The closed sets go on the wire as these strings, which agents, scripts
@@ -79,5 +82,19 @@ func TestLabels(t *testing.T) {
 		if err := CheckLabels(c.labels); (err == nil) != c.ok {
 			t.Errorf("CheckLabels(%q) = %v, want ok %v", c.labels, err, c.ok)
 		}
+	}
+}
+
+// A task's totals of cut output add up its attempts' and hold at the most
+// an int64 holds: an agent may say it withheld as much as it likes.
+func TestCutTotalsDoNotWrap(t *testing.T) {
+	task := &state.Task{ID: "t-1", Output: []state.AttemptOutput{{Attempt: 1, CutLines: 3, CutBytes: 30}, {Attempt: 2, CutLines: 4, CutBytes: 40}}}
+	if v := ViewOf(task); v.OutputCutLines != 7 || v.OutputCutBytes != 70 {
+		t.Errorf("totals %d lines, %d bytes, want 7, 70", v.OutputCutLines, v.OutputCutBytes)
+	}
+	task.Output[0].CutLines, task.Output[1].CutLines = math.MaxInt64, math.MaxInt64
+	task.Output[0].CutBytes, task.Output[1].CutBytes = math.MaxInt64-1, 5
+	if v := ViewOf(task); v.OutputCutLines != math.MaxInt64 || v.OutputCutBytes != math.MaxInt64 {
+		t.Errorf("totals %d lines, %d bytes, want both at the most an int64 holds", v.OutputCutLines, v.OutputCutBytes)
 	}
 }

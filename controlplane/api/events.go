@@ -85,15 +85,23 @@ type StoredEvent struct {
 // lists it: the agent's stream and lines and, on the event where it cut
 // the attempt's output, its mark. The mark is the control plane's: an
 // agent's log event that carries one is rejected (invalid).
+//
+// An agent says with Withheld what it cut of the attempt's output before
+// its outbox (past the cap, the control plane's as its heartbeat answer
+// says): lines it counted and did not send. The control plane counts them
+// as cut, and marks its cut at that event when it had not cut yet; it
+// never stores Withheld itself.
 type LogPayload struct {
 	state.LogEvent
-	Cut *OutputCut `json:"output_cut,omitempty"`
+	Cut      *OutputCut `json:"output_cut,omitempty"`
+	Withheld *OutputCut `json:"output_withheld,omitempty"`
 }
 
 // OutputCut marks the log event where the control plane cut an attempt's
 // output: its cap, and what it cut from this event. What it cut after this
 // event it counts on the task (output_cut_lines, output_cut_bytes, and
-// per attempt in output[]).
+// per attempt in output[]). As an agent's LogPayload.Withheld, it is the
+// agent's cap and what it withheld since it last said so.
 type OutputCut struct {
 	CapBytes int64 `json:"cap_bytes"`
 	Lines    int64 `json:"lines"`

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -85,8 +86,10 @@ type TaskView struct {
 func ViewOf(t *state.Task) TaskView {
 	v := TaskView{Task: *t, ProgressCard: state.ProgressCard(t), Usage: t.Usage(utc.Now())}
 	for _, o := range t.Output {
-		v.OutputCutLines += o.CutLines
-		v.OutputCutBytes += o.CutBytes
+		// Held at the most an int64 holds: an agent's counts of what it
+		// withheld may be as large as it says.
+		v.OutputCutLines = min(v.OutputCutLines, math.MaxInt64-max(o.CutLines, 0)) + max(o.CutLines, 0)
+		v.OutputCutBytes = min(v.OutputCutBytes, math.MaxInt64-max(o.CutBytes, 0)) + max(o.CutBytes, 0)
 	}
 	return v
 }

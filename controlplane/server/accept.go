@@ -98,6 +98,10 @@ func (s *Server) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time
 			res.Status, res.Reason = api.StatusRejected, api.Invalid("output_cut is the control plane's mark, not an agent's")
 			return res, nil
 		}
+		if w := logged.Withheld; w != nil && (w.CapBytes < 0 || w.Lines < 0 || w.Bytes < 0) {
+			res.Status, res.Reason = api.StatusRejected, api.Invalid("output_withheld: counts below 0")
+			return res, nil
+		}
 	}
 	if t == nil {
 		res.Status, res.Reason = api.StatusRejected, api.ReasonUnknown

@@ -61,32 +61,60 @@ func outputOf(t *state.Task, attempt int) *state.AttemptOutput {
 // cap, the event is stored whole; the one that would pass it is stored
 // with as many of its lines as fit and the mark; after the mark, nothing
 // of the attempt's is stored (nil) and its lines are counted.
+//
+// What the agent withheld (l.Withheld: its own cap cut the attempt's
+// output before its outbox) is counted as cut the same way: an event that
+// carries it is where the cut is marked, if it is not yet, with the
+// agent's cap; after the mark it is counted. One story either way: one
+// mark, and every line not stored counted on the task.
 func (s *Server) admitLog(t *state.Task, se api.StoredEvent, l api.LogPayload, line []byte, seq int) ([]byte, error) {
 	acct := outputOf(t, se.Attempt)
 	limit := s.opts.MaxAttemptOutput
+	var withheld api.OutputCut
+	if w := l.Withheld; w != nil && (w.Lines > 0 || w.Bytes > 0) {
+		withheld = *w
+	}
+	agentCut := withheld != api.OutputCut{}
 	switch {
 	case acct.CutAt != 0:
-		acct.CutLines += int64(len(l.Lines))
-		acct.CutBytes += textBytes(l.Lines)
+		acct.CutLines = addCount(acct.CutLines, int64(len(l.Lines)), withheld.Lines)
+		acct.CutBytes = addCount(acct.CutBytes, textBytes(l.Lines), withheld.Bytes)
 		return nil, nil
-	case acct.StoredBytes+int64(len(line)) <= limit:
+	case !agentCut && acct.StoredBytes+int64(len(line)) <= limit:
 		acct.StoredBytes += int64(len(line))
 		return line, nil
 	}
-	marked, cut, err := markCut(se, l.LogEvent, limit-acct.StoredBytes, limit)
+	capBytes := limit
+	if agentCut && withheld.CapBytes > 0 {
+		capBytes = min(limit, withheld.CapBytes)
+	}
+	marked, cut, err := markCut(se, l.LogEvent, limit-acct.StoredBytes, capBytes, withheld)
 	if err != nil {
 		return nil, err
 	}
 	acct.StoredBytes += int64(len(marked))
-	acct.CutAt, acct.CutLines, acct.CutBytes = seq, acct.CutLines+cut.Lines, acct.CutBytes+cut.Bytes
+	acct.CutAt, acct.CutLines, acct.CutBytes = seq, addCount(acct.CutLines, cut.Lines), addCount(acct.CutBytes, cut.Bytes)
 	return marked, nil
 }
 
+// addCount adds counts, an agent's among them: at most MaxInt64, never
+// wrapping below 0 whatever an agent says it withheld.
+func addCount(a int64, more ...int64) int64 {
+	for _, b := range more {
+		if b > math.MaxInt64-a {
+			return math.MaxInt64
+		}
+		a += b
+	}
+	return a
+}
+
 // markCut is se stored with as many of l's lines as fit in room bytes,
-// the mark line after them, and the mark. The mark itself may pass room:
+// the mark line after them, and the mark, which counts the lines left out
+// and what the agent withheld before them. The mark itself may pass room:
 // it is at most a couple of KiB (keys, ids and the stream it names are
 // capped).
-func markCut(se api.StoredEvent, l state.LogEvent, room, limit int64) ([]byte, api.OutputCut, error) {
+func markCut(se api.StoredEvent, l state.LogEvent, room, limit int64, withheld api.OutputCut) ([]byte, api.OutputCut, error) {
 	mark := markLine(limit)
 	p := api.LogPayload{LogEvent: state.LogEvent{Stream: state.LogStream(state.Ellipsize(string(l.Stream), markStreamRunes)), Lines: []string{mark}},
 		Cut: &api.OutputCut{CapBytes: limit, Lines: math.MaxInt64, Bytes: math.MaxInt64}} // the widest counts: an upper bound
@@ -105,7 +133,7 @@ func markCut(se api.StoredEvent, l state.LogEvent, room, limit int64) ([]byte, a
 		}
 		size += int64(len(q)) + 1
 	}
-	cut := api.OutputCut{CapBytes: limit, Lines: int64(len(l.Lines) - keep), Bytes: textBytes(l.Lines[keep:])}
+	cut := api.OutputCut{CapBytes: limit, Lines: addCount(int64(len(l.Lines)-keep), withheld.Lines), Bytes: addCount(textBytes(l.Lines[keep:]), withheld.Bytes)}
 	p.Lines, p.Cut = append(slices.Clip(l.Lines[:keep]), mark), &cut
 	line, err := withPayload(se, p)
 	return line, cut, err
@@ -128,7 +156,7 @@ func replayLog(t *state.Task, size int64, l api.LogPayload, attempt, seq int) {
 	acct := outputOf(t, attempt)
 	acct.StoredBytes += size
 	if l.Cut != nil {
-		acct.CutAt, acct.CutLines, acct.CutBytes = seq, acct.CutLines+l.Cut.Lines, acct.CutBytes+l.Cut.Bytes
+		acct.CutAt, acct.CutLines, acct.CutBytes = seq, addCount(acct.CutLines, l.Cut.Lines), addCount(acct.CutBytes, l.Cut.Bytes)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,6 +213,110 @@ func TestLogOutputIsCappedPerAttempt(t *testing.T) {
 	if r := e.send("ag-1", forged)[0]; r.Status != api.StatusRejected || !strings.HasPrefix(string(r.Reason), string(api.ReasonInvalid)) {
 		t.Errorf("a log event with a forged mark: %+v, want rejected invalid", r)
 	}
+}
+
+// An agent that withholds output past its cap says so on its log events
+// (output_withheld): the control plane tells agents its cap in every
+// heartbeat answer; an agent's cut, before the control plane's, is marked
+// where the agent said it, with the agent's cap, once; what it withholds
+// after is counted; lines stored and lines cut add up to what the task
+// printed. When the control plane cut first, what the agent withholds is
+// counted on the task. Counts below 0 are refused; huge ones cannot wrap
+// the task's totals.
+func TestWhatTheAgentWithheldIsCountedAsCut(t *testing.T) {
+	const limit = 64 << 10
+	dir := t.TempDir()
+	e := newEnvOpts(t, dir, &clock{now: t0}, Options{MaxAttemptOutput: limit})
+	ctx := context.Background()
+	resp, err := e.agent("ag-1").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "ag-1"})
+	must(t, err)
+	if resp.MaxAttemptOutputBytes != limit {
+		t.Fatalf("the heartbeat answer says a cap of %d, want %d", resp.MaxAttemptOutputBytes, limit)
+	}
+	withheld := func(c api.Claimed, key string, lines []string, w api.OutputCut) api.Event {
+		return ev(key, state.EventLog, c, api.LogPayload{LogEvent: state.LogEvent{Stream: "stdout", Lines: lines}, Withheld: &w})
+	}
+
+	// The agent cut first, at a cap of its own below the control plane's.
+	e.submit("agent cuts", "")
+	c := e.claim("ag-1", "available", 1)[0]
+	id := c.Task.ID
+	logs, printed, printedBytes := logEvents(c, 1, "out", 3, 10, 100) // 3 KB, well under the cap
+	e.send("ag-1", logs...)
+	cutAt := withheld(c, "cut", []string{"last line that fit"}, api.OutputCut{CapBytes: 4 << 10, Lines: 500, Bytes: 50_000})
+	later := withheld(c, "later", nil, api.OutputCut{CapBytes: 4 << 10, Lines: 70, Bytes: 7000})
+	if got := statuses(e.send("ag-1", cutAt, later)); got != "accepted accepted" {
+		t.Fatalf("the agent's withheld counts: %s", got)
+	}
+	printed, printedBytes = printed+1+500+70, printedBytes+int64(len("last line that fit"))+50_000+7000
+	got := listedLog(t, e, id, 1)
+	if len(got.marks) != 1 {
+		t.Fatalf("%d marks, want 1 where the agent cut", len(got.marks))
+	}
+	var p api.LogPayload
+	must(t, json.Unmarshal(got.marks[0].Payload, &p))
+	if got.marks[0].Key != "cut" || p.Cut.CapBytes != 4<<10 || p.Cut.Lines != 500 || p.Cut.Bytes != 50_000 || p.Withheld != nil ||
+		!strings.Contains(p.Lines[len(p.Lines)-1], "reached its cap of 4 KiB") || p.Lines[0] != "last line that fit" {
+		t.Errorf("the mark: key %s, payload %+v", got.marks[0].Key, p)
+	}
+	v, err := e.client.Task(ctx, id)
+	must(t, err)
+	if got.lines+v.OutputCutLines != printed || got.textBytes+v.OutputCutBytes != printedBytes {
+		t.Errorf("stored %d lines (%d bytes), cut %d (%d bytes); the task printed %d (%d bytes)", got.lines, got.textBytes, v.OutputCutLines, v.OutputCutBytes, printed, printedBytes)
+	}
+
+	// The control plane cut first: the agent's later counts add up.
+	e.submit("control plane cuts", "")
+	c = e.claim("ag-1", "available", 1)[0]
+	id = c.Task.ID
+	logs, printed, printedBytes = logEvents(c, 1, "flood", 100, 100, 100) // 1 MB, past the cap
+	e.send("ag-1", logs...)
+	e.send("ag-1", withheld(c, "agent-cut", nil, api.OutputCut{CapBytes: limit, Lines: 1000, Bytes: 100_000}))
+	printed, printedBytes = printed+1000, printedBytes+100_000
+	got = listedLog(t, e, id, 1)
+	v, err = e.client.Task(ctx, id)
+	must(t, err)
+	if len(got.marks) != 1 || got.lines+v.OutputCutLines != printed || got.textBytes+v.OutputCutBytes != printedBytes {
+		t.Errorf("%d marks; stored %d lines, cut %d; printed %d", len(got.marks), got.lines, v.OutputCutLines, printed)
+	}
+
+	// Counts below 0 are refused; huge ones saturate.
+	bad := withheld(c, "negative", nil, api.OutputCut{Lines: -5})
+	if r := e.send("ag-1", bad)[0]; r.Status != api.StatusRejected || !strings.Contains(string(r.Reason), "output_withheld") {
+		t.Errorf("negative counts: %+v, want rejected", r)
+	}
+	e.send("ag-1", withheld(c, "huge-1", nil, api.OutputCut{Lines: math.MaxInt64, Bytes: math.MaxInt64}),
+		withheld(c, "huge-2", nil, api.OutputCut{Lines: math.MaxInt64, Bytes: math.MaxInt64}))
+	v, err = e.client.Task(ctx, id)
+	must(t, err)
+	if v.OutputCutLines != math.MaxInt64 || v.OutputCutBytes != math.MaxInt64 {
+		t.Errorf("huge counts: %d lines, %d bytes cut, want them held at the most an int64 holds", v.OutputCutLines, v.OutputCutBytes)
+	}
+}
+
+// listedLog is what the control plane lists of an attempt's log output,
+// whatever its store: the output lines kept (the mark's line not
+// counted), their bytes, and the marks.
+func listedLog(t *testing.T, e *env, taskID string, attempt int) storedLog {
+	t.Helper()
+	evs, err := e.client.TaskEvents(context.Background(), taskID)
+	must(t, err)
+	var out storedLog
+	for _, ev := range evs {
+		if ev.Kind != state.EventLog || ev.Attempt != attempt {
+			continue
+		}
+		var p api.LogPayload
+		must(t, json.Unmarshal(ev.Payload, &p))
+		lines := p.Lines
+		if p.Cut != nil {
+			out.marks = append(out.marks, ev)
+			lines = lines[:max(len(lines)-1, 0)]
+		}
+		out.lines += int64(len(lines))
+		out.textBytes += textBytes(lines)
+	}
+	return out
 }
 
 // The event that passes the cap keeps the lines that fit; the mark says

@@ -4,9 +4,10 @@
 //
 // The agent confines each attempt with it: a task reads what the agent's
 // user can read except the agent's own files (its data directory, token
-// files and config file), writes only its work directory, its temporary
-// directory and its CLI's own state, and cannot signal or trace a process
-// outside its attempt.
+// files and config file) and the person's credentials (package
+// isolation), writes only its work directory, its temporary directory and
+// its CLI's own state, and cannot signal or trace a process outside its
+// attempt.
 //
 // A Policy names hierarchies to read, hierarchies to write, and paths to
 // deny. Landlock grants access beneath a directory and cannot take it back
@@ -28,6 +29,7 @@ package landlock
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,8 +38,10 @@ import (
 )
 
 // Policy says what a confined process tree may reach. Paths are absolute;
-// symbolic links in them are resolved, and paths that do not exist are
-// left out.
+// symbolic links in them are resolved. Read and Write paths that do not
+// exist are left out; a denied path that does not exist (yet) is kept:
+// the hierarchy that would hold it is cut out like any other's, so that,
+// made later, it is denied too (see Policy.Rules).
 type Policy struct {
 	// Read are hierarchies whose files may be read and executed.
 	Read []string
@@ -45,7 +49,8 @@ type Policy struct {
 	// truncated, created, removed and renamed.
 	Write []string
 	// Deny are files and hierarchies neither read nor written, cut out of
-	// the Read and Write hierarchies that hold them.
+	// the Read and Write hierarchies that hold them, whether they exist
+	// yet or not.
 	Deny []string
 	// ListAll lets every directory be listed, denied ones included: names
 	// can be seen, no denied file opened. Without it, the directories on
@@ -114,8 +119,14 @@ type Rule struct {
 // hierarchy that holds a denied path is split beside it. Entries that are
 // symbolic links get no rule of their own: where they lead is judged on
 // its own place.
+//
+// Rules are made of the entries that exist when they are made: an entry
+// made later in a directory on the way to a denied path has no rule, so
+// it is denied. That is what keeps a denied path that does not exist yet
+// (~/.aws, before the person's first aws configure) denied once it is
+// made: the directory that would hold it (~) is split, not granted whole.
 func (p Policy) Rules() ([]Rule, error) {
-	deny := realPaths(p.Deny)
+	deny := denyPaths(p.Deny)
 	var rules []Rule
 	add := func(paths []string, acc Access) error {
 		for _, path := range realPaths(paths) {
@@ -194,6 +205,52 @@ func realPaths(paths []string) []string {
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
+}
+
+// denyPaths resolves denied paths like realPaths, but keeps those that do
+// not exist: each is resolved as far as it exists (its nearest existing
+// directory, symbolic links resolved) and the rest of it is kept as named.
+func denyPaths(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			out = append(out, real)
+		} else if real, ok := resolveMissing(abs); ok {
+			out = append(out, real)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// resolveMissing resolves the part of abs that exists and keeps the rest
+// as named; false when nothing of it can be resolved for another reason
+// than its absence (a directory on the way that cannot be searched).
+func resolveMissing(abs string) (string, bool) {
+	var rest []string
+	for dir := abs; ; {
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		rest = append(rest, filepath.Base(dir))
+		real, err := filepath.EvalSymlinks(parent)
+		if err == nil {
+			slices.Reverse(rest)
+			return filepath.Join(append([]string{real}, rest...)...), true
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", false
+		}
+		dir = parent
+	}
 }
 
 // within reports whether path is one of dirs or lies beneath one.

@@ -148,3 +148,25 @@ func TestAWritableHierarchyIsSplitToo(t *testing.T) {
 		t.Errorf("rules %v, want write beneath home/src alone", got)
 	}
 }
+
+// A denied path that does not exist yet still splits the hierarchy that
+// would hold it: its nearest existing directory gets no rule of its own,
+// only its entries do, so that the path, made later, has none.
+func TestAMissingDeniedPathIsCutOutBeforeItIsMade(t *testing.T) {
+	root := tree(t, "home/.config/gh-not/x", "home/notes", "etc/hosts")
+	rules, err := Policy{Read: []string{root}, Deny: []string{filepath.Join(root, "home/.aws"), filepath.Join(root, "home/.config/gcloud/creds"),
+		filepath.Join(root, "home/.missing/deeper/still")}}.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rulePaths(root, rules)
+	want := map[string]Access{"etc": ReadAccess, "home/notes": ReadAccess, "home/.config/gh-not": ReadAccess}
+	if len(got) != len(want) {
+		t.Fatalf("rules %v, want %v", got, want)
+	}
+	for p, a := range want {
+		if got[p] != a {
+			t.Errorf("rule for %s: %v, want %v (all: %v)", p, got[p], a, got)
+		}
+	}
+}
