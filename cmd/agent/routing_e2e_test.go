@@ -65,9 +65,10 @@ func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
 		}
 	}
 
-	// No agent has both: the task waits, and says why.
+	// No agent has both: the task waits (--wait-queued: submit --wait
+	// alone would end at once, exit 6), and says why.
 	waiting := startProc(t, "submit-wait", nil, "submit", "--control-plane", c.url(), "--token-file", c.operatorFile,
-		"--prompt", "@output both", "--require", "executor=exec", "--require", "label=gpu", "--wait")
+		"--prompt", "@output both", "--require", "executor=exec", "--require", "label=gpu", "--wait", "--wait-queued")
 	waitFor(t, 30*time.Second, "submit --wait to say the task is unroutable", func() bool {
 		return strings.Contains(waiting.output(), "queued  unroutable: no agent with all of executor=exec, label=gpu")
 	})
