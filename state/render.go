@@ -96,7 +96,8 @@ func (t *Task) wentThrough(p Phase) bool {
 //
 // An attempt that resumed an earlier one's session says so last, with the
 // code of the failure it followed: "attempt 3 continued attempt 2's
-// session after agent_restart". A running attempt's duration runs to now.
+// session after agent_restart"; one that was refused tool calls says how
+// many: "2 tool calls denied". A running attempt's duration runs to now.
 // When an attempt reported the tokens it used, each line shows its tokens
 // after its duration ("12.3k tok").
 func Timeline(t *Task, now time.Time) []string {
@@ -138,6 +139,9 @@ func Timeline(t *Task, now time.Time) []string {
 		}
 		if i > 0 {
 			r.note = continuedText(a, t.Attempts[i-1])
+		}
+		if d := DeniedText(a.Denied.Count); d != "" {
+			r.note = strings.TrimPrefix(r.note+"; "+d, "; ")
 		}
 		rows[i] = r
 		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
