@@ -20,7 +20,7 @@ type executorFlags struct {
 	kind, command, bin string
 	args, env          []string
 	approval           string
-	replyTimeout       time.Duration
+	approvalTimeout    time.Duration
 	codexSandbox       string
 	codexProvider      string
 	claudeTools        []string
@@ -37,7 +37,7 @@ func (f *executorFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "executor-arg", &f.args)
 	t.bind(fs, "executor-env", &f.env)
 	t.bind(fs, "approval", &f.approval)
-	t.bind(fs, "reply-timeout", &f.replyTimeout)
+	t.bind(fs, "approval-timeout", &f.approvalTimeout)
 	t.bind(fs, "codex-sandbox", &f.codexSandbox)
 	t.bind(fs, "codex-provider", &f.codexProvider)
 	t.bind(fs, "claude-allowed-tools", &f.claudeTools)
@@ -88,4 +88,13 @@ func (f *executorFlags) build() (runner.Executor, error) {
 		return exe, nil
 	}
 	return nil, usagef("--executor %q: want exec, codex, claude or sample", f.kind)
+}
+
+// runnerApprovalTimeout is --approval-timeout as the runner takes it: 0,
+// waiting for ever, is negative there (its zero is the default).
+func (f *executorFlags) runnerApprovalTimeout() time.Duration {
+	if f.approvalTimeout == 0 {
+		return -1
+	}
+	return f.approvalTimeout
 }

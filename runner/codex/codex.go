@@ -131,7 +131,8 @@ func (c *Codex) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runn
 		dir, _ = os.Getwd()
 	}
 	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: cli.NewSessionEmitter(emit, "codex", p.Pgid), pending: map[int64]string{},
-		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval)}
+		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval),
+		changes: map[string][]codexChange{}, asked: map[string]bool{}}
 	return s.run(ctx)
 }
 
