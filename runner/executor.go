@@ -92,6 +92,10 @@ type AttemptSpec struct {
 	// nobody can be asked: the executor then declines, and reports the
 	// decline as an EventDenied.
 	Ask func(ctx context.Context, req state.ApprovalRequest) Approval
+	// ApprovalTimeout is how long Ask waits for a person before it
+	// declines; 0 when it waits for ever. An executor whose CLI bounds
+	// its own wait for an answer makes that bound longer.
+	ApprovalTimeout time.Duration
 	// Subtasks: TaskEnv are NAME=VALUE variables the task's executor gets
 	// over any other of the same name (Runner.Env): its task token and
 	// where to use it. Never logged.

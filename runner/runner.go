@@ -301,7 +301,8 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	defer close(loopDone)
 	spec := AttemptSpec{AttemptID: a.AttemptID, Task: TaskInput{ID: task.ID, Title: task.Title, Prompt: task.Prompt,
 		Attempt: a.Number, AttemptID: a.AttemptID, Model: a.Model},
-		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID, asks, loopDone), TaskEnv: r.Env}
+		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID, asks, loopDone), TaskEnv: r.Env,
+		ApprovalTimeout: r.approvalTimeout()}
 	// refuse ends the attempt before its executor starts, with an error
 	// of code c.
 	refuse := func(c state.ErrorCode, err error) result {
