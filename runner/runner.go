@@ -500,9 +500,9 @@ func (r *Runner) asker(taskID string, asks chan<- askNote, loopDone <-chan struc
 // deadline, and returns it as reported.
 func (r *Runner) asked(task *state.Task, req state.ApprovalRequest, logs *logBatch) state.ApprovalRequest {
 	req.Bound()
-	req.Deadline = time.Time{}
+	req.Asked, req.Deadline = r.now(), time.Time{}
 	if timeout := r.approvalTimeout(); timeout > 0 {
-		req.Deadline = r.now().Add(timeout)
+		req.Deadline = req.Asked.Add(timeout)
 	}
 	logs.flush() // what was said before the question is reported before it
 	if err := r.setPhase(task, state.PhaseAwaitingReply, &req, nil, r.now()); err != nil {

@@ -93,8 +93,9 @@ type ApprovalRequest struct {
 	// Input is a tool request's input as the CLI sent it (JSON), for a
 	// tool that neither runs a command nor changes files.
 	Input string `json:"input,omitempty"`
-	// Deadline is when the request is declined if nobody answers it;
-	// zero when it waits for ever.
+	// Asked is when the agent asked, and Deadline when the request is
+	// declined if nobody answers it (zero when it waits for ever).
+	Asked    time.Time `json:"asked,omitzero"`
 	Deadline time.Time `json:"deadline,omitzero"`
 }
 

@@ -164,6 +164,16 @@ func (f *runFlags) isolationOf(configFile string) isolation.Config {
 	return iso
 }
 
+// checkAsks refuses an approval setting under which the executor would
+// never ask, attempts confined as the settings say on this kernel.
+func (f *runFlags) checkAsks(configFile string) error {
+	conf, err := isolation.Resolve(f.isolationOf(configFile), f.dataDir, f.workDir)
+	if err != nil {
+		return nil // the agent says why it cannot start
+	}
+	return f.executor.checkAsks(conf.Runner != nil)
+}
+
 // repoList is the repositories the settings name, NAME=PATH each (the
 // settings' check has refused any other form). A path given on the command
 // line or in the environment may start with ~/; relative, it is relative
@@ -239,6 +249,9 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	}
 	exe, err := f.executor.build()
 	if err != nil {
+		return err
+	}
+	if err := f.checkAsks(configFileOf(cmd)); err != nil {
 		return err
 	}
 	level := logLevel(f.logLevel)

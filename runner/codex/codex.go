@@ -158,6 +158,18 @@ func codexSandbox(mode string, confined bool) string {
 	return mode
 }
 
+// CanAsk says why Codex would never ask with approval ask in a sandbox
+// mode, nil when it asks. Confined by the agent, Codex asks before every
+// command and file change (untrusted: see approvalPolicy), whatever the
+// mode. Not confined, it asks for what is beyond its own sandbox's
+// reach (on-request), and danger-full-access leaves nothing beyond it.
+func CanAsk(sandbox string, confined bool) error {
+	if !confined && sandbox == "danger-full-access" {
+		return fmt.Errorf("with --codex-sandbox danger-full-access and no confinement by the agent, Codex never asks; use --codex-sandbox workspace-write (or read-only), or confine attempts (--isolation auto or landlock, on Linux with Landlock)")
+	}
+	return nil
+}
+
 // splitLines splits text into lines without their newlines, dropping a
 // last empty one.
 func splitLines(text string) []string {

@@ -318,7 +318,7 @@ func parseApproval(line string) (state.ApprovalRequest, bool) {
 	default:
 		return state.ApprovalRequest{}, false
 	}
-	req.Deadline = time.Time{} // the agent's to set
+	req.Asked, req.Deadline = time.Time{}, time.Time{} // the agent's to set
 	req.Bound()
 	return req, true
 }
