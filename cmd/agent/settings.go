@@ -314,7 +314,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "executor-env", key: "executor.env", def: []string(nil),
 		help: "names of more environment variables to pass to the executor (NAME or PREFIX*); the agent's token is never passed"},
 	{name: "approval", key: "executor.approval", def: "never", oneOf: []string{"never", "accept", "decline", "ask"},
-		help: "codex approval requests: never (Codex runs without asking, in its sandbox), accept, decline, or ask (a person answers)"},
+		help: "what the executor asks before it acts (Codex's approval requests, Claude Code's permission prompts, an exec child's approval lines): never (nobody is asked: Codex stays in its sandbox, Claude Code denies what is not allowed), accept, decline, or ask (a person answers; docs/executors.md says when each CLI asks)"},
 	{name: "approval-timeout", key: "executor.approval-timeout", def: runner.DefaultApprovalTimeout, live: true, min: atLeast(0),
 		alias: "reply-timeout", aliasKey: "executor.reply-timeout",
 		help: "with --approval ask: how long a person has to answer before the request is declined (the model is told; the task and a notification say so); 0 waits for ever; the time waited does not count against --attempt-timeout (formerly --reply-timeout, still taken)"},
