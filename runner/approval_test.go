@@ -128,13 +128,15 @@ func TestAnExecChildAsks(t *testing.T) {
 }
 
 // The time a person takes to answer does not count against the attempt's
-// limit: an answer that comes after the limit has passed still lets the
+// limits: an answer that comes after they have passed still lets the
 // attempt complete.
 func TestAQuestionStopsTheAttemptLimit(t *testing.T) {
 	const limit = 300 * time.Millisecond
 	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Approval: runner.ApprovalAsk}), "@ask echo ran > ran.txt")
 	f.Runner.WorkRoot = t.TempDir()
-	f.Runner.Timeouts = runner.Timeouts{Attempt: []time.Duration{limit}, FirstEvent: []time.Duration{10 * time.Second}}
+	// The question is the child's first event: the first-event limit
+	// does not fire while a person takes their time either.
+	f.Runner.Timeouts = runner.Timeouts{Attempt: []time.Duration{limit}, FirstEvent: []time.Duration{limit}}
 	f.Runner.Replies = &person{decision: runner.ApprovalAccept, after: 3 * limit}
 	f.Run(t, context.Background())
 	if f.Task.Phase != state.PhaseCompleted {

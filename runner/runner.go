@@ -391,6 +391,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			}
 		case n := <-asks:
 			if n.answer == nil {
+				firstTimer.Stop() // a question is the executor at work, whoever answers it
 				if waiting++; waiting == 1 && limitTimer.Stop() {
 					limitLeft = time.Until(limitAt)
 				}
