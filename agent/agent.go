@@ -427,7 +427,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 	l := a.live.Load()
 	return &runner.Runner{Executor: l.Executor, Sink: &sink{a: a, taskID: t.ID}, Health: a.health,
 		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: modelsFor(l.Models, t), Logger: a.log.With("task", t.ID),
-		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ReplyTimeout: l.ReplyTimeout, Isolation: a.conf.Runner,
+		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ApprovalTimeout: l.ApprovalTimeout, Isolation: a.conf.Runner,
 		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget,
 		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser}
 }

@@ -67,12 +67,13 @@ type Config struct {
 	// Isolation says how attempts are confined. Default: with Landlock
 	// where the kernel has it (see the isolation package).
 	Isolation isolation.Config
-	// ReplyTimeout bounds a person's answer to an approval request; then
-	// it is declined. Default runner.DefaultReplyTimeout.
-	ReplyTimeout time.Duration
-	Models       []string
-	Policy       runner.Policy
-	Timeouts     runner.Timeouts
+	// ApprovalTimeout bounds a person's answer to an approval request;
+	// then it is declined. Zero is runner.DefaultApprovalTimeout;
+	// negative waits for ever.
+	ApprovalTimeout time.Duration
+	Models          []string
+	Policy          runner.Policy
+	Timeouts        runner.Timeouts
 	// Budget is the token and wall-time budget of a task that sets none
 	// of its own; each bound a task sets wins. Zero: none.
 	Budget runner.Budget

@@ -20,7 +20,9 @@ type Live struct {
 	Policy        runner.Policy
 	Timeouts      runner.Timeouts
 	MaxConcurrent int
-	ReplyTimeout  time.Duration
+	// ApprovalTimeout is runner.Runner.ApprovalTimeout: 0 is the
+	// default, negative waits for ever.
+	ApprovalTimeout time.Duration
 	// Budget is the budget of a task that sets none of its own (budgets).
 	Budget runner.Budget
 }
@@ -28,7 +30,7 @@ type Live struct {
 // liveOf is the live part of a checked configuration.
 func liveOf(c Config) *Live {
 	return &Live{Executor: c.Executor, Models: slices.Clone(c.Models), Policy: c.Policy, Timeouts: c.Timeouts,
-		MaxConcurrent: c.MaxConcurrent, ReplyTimeout: c.ReplyTimeout, Budget: c.Budget}
+		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout, Budget: c.Budget}
 }
 
 // Reconfigure replaces the live configuration. It refuses an executor of

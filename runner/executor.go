@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/edgeagent/agent/internal/egress"
@@ -97,9 +96,18 @@ type AttemptSpec struct {
 	// the executor never starts a new session in its place.
 	Resume *Resume
 	// Ask asks a person to approve what the executor is about to do (the
-	// approval policy ask). Nil when nobody can be asked: the executor
-	// then declines.
+	// approval policy ask) and returns the answer: the runner moves the
+	// task to awaiting_reply with the question and back when it is
+	// answered, records a decline as a denied call, and declines on its
+	// own when nobody answers in time. One question at a time: an
+	// executor waits for the answer before it asks the next. Nil when
+	// nobody can be asked: the executor then declines, and reports the
+	// decline as an EventDenied.
 	Ask func(ctx context.Context, req state.ApprovalRequest) Approval
+	// ApprovalTimeout is how long Ask waits for a person before it
+	// declines; 0 when it waits for ever. An executor whose CLI bounds
+	// its own wait for an answer makes that bound longer.
+	ApprovalTimeout time.Duration
 	// Subtasks: TaskEnv are NAME=VALUE variables the task's executor gets
 	// over any other of the same name (Runner.Env): its task token and
 	// where to use it. Never logged.
@@ -127,14 +135,6 @@ const (
 	ApprovalDeclineAll ApprovalPolicy = "decline"
 	ApprovalAsk        ApprovalPolicy = "ask"
 )
-
-// ApprovalText says what an approval request asks for, in a line.
-func ApprovalText(r state.ApprovalRequest) string {
-	if r.Kind == state.ApprovalCommand {
-		return Clip(r.Command, 300)
-	}
-	return "change " + strings.Join(r.Paths, ", ")
-}
 
 // Clip shortens s to at most n bytes, marking the cut: for a CLI's text
 // in a log line or a reason.
@@ -187,6 +187,11 @@ const (
 	// replaces the last (input_tokens, output_tokens, total_tokens; a
 	// total of zero is input and output together).
 	EventUsage EventType = "usage"
+	// EventDenied reports a tool call the executor was refused, by its
+	// approval policy or the CLI's own permissions (name: the tool;
+	// description: what it asked; message: why). A question a person
+	// declined, or that expired, the runner records itself.
+	EventDenied EventType = "denied"
 	// EventSession binds the executor's session id to the attempt.
 	EventSession EventType = "session"
 	// EventLines carries raw lines of stdout or stderr that are not events.
@@ -238,13 +243,13 @@ type Event struct {
 	SessionPath string `json:"-"`
 
 	Phase        state.Phase     `json:"phase,omitempty"`          // phase
-	Message      string          `json:"message,omitempty"`        // progress, log, error
+	Message      string          `json:"message,omitempty"`        // progress, log, error, denied
 	Percent      int             `json:"percent,omitempty"`        // progress
 	Step         string          `json:"step,omitempty"`           // progress
 	Text         string          `json:"text,omitempty"`           // output
-	Name         string          `json:"name,omitempty"`           // tool
+	Name         string          `json:"name,omitempty"`           // tool, denied
 	Stage        ToolStage       `json:"stage,omitempty"`          // tool
-	Description  string          `json:"description,omitempty"`    // side_effect
+	Description  string          `json:"description,omitempty"`    // side_effect, denied
 	Level        LogLevel        `json:"level,omitempty"`          // log
 	Summary      string          `json:"summary,omitempty"`        // result
 	Data         json.RawMessage `json:"data,omitempty"`           // result
@@ -257,8 +262,6 @@ type Event struct {
 	Stream Stream   `json:"-"` // lines
 	Lines  []string `json:"-"` // lines
 
-	// Approval is the question behind a phase awaiting_reply.
-	Approval *state.ApprovalRequest `json:"-"`
 	// Notice marks an event that shows the executor alive but not the
 	// model answering (a CLI's own retry notice, a status line): it does
 	// not satisfy the first-event limit.

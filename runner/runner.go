@@ -78,9 +78,12 @@ type Runner struct {
 	// Replies, if set, carries approval requests to a person and brings
 	// the answers back (the approval policy ask).
 	Replies Replies
-	// ReplyTimeout bounds the wait for a person's answer; then the request
-	// is declined. Default 10 min.
-	ReplyTimeout time.Duration
+	// ApprovalTimeout bounds the wait for a person's answer; then the
+	// request is declined, the model told so, and the task records it
+	// (Task.ApprovalExpired, a denied call). Zero is
+	// DefaultApprovalTimeout; negative waits for ever. The time spent
+	// waiting does not count against the attempt's limit.
+	ApprovalTimeout time.Duration
 	// Isolation, if set, confines every attempt (see Isolation).
 	Isolation *Isolation
 	// Egress, if set, confines where every attempt connects (see Egress).
@@ -136,9 +139,20 @@ type Replies interface {
 	Await(ctx context.Context, taskID string, req state.ApprovalRequest) (Approval, error)
 }
 
-// DefaultReplyTimeout is how long a person has to answer an approval
+// DefaultApprovalTimeout is how long a person has to answer an approval
 // request by default.
-const DefaultReplyTimeout = 10 * time.Minute
+const DefaultApprovalTimeout = time.Hour
+
+// approvalTimeout is the configured approval timeout; 0 for none.
+func (r *Runner) approvalTimeout() time.Duration {
+	switch {
+	case r.ApprovalTimeout == 0:
+		return DefaultApprovalTimeout
+	case r.ApprovalTimeout < 0:
+		return 0
+	}
+	return r.ApprovalTimeout
+}
 
 // DefaultKillGrace is how long each step of stopping an attempt waits (an
 // interrupt, SIGTERM, SIGKILL) unless an executor's Grace says otherwise.
@@ -290,10 +304,16 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	defer firstTimer.Stop()
 	limitTimer := time.AfterFunc(limit, func() { cancel(limitCause) })
 	defer limitTimer.Stop()
+	// The time a person takes to answer does not count against the
+	// attempt's limit: it stops while a question waits.
+	limitAt, limitLeft, waiting := time.Now().Add(limit), time.Duration(0), 0
 
+	asks, loopDone := make(chan askNote), make(chan struct{})
+	defer close(loopDone)
 	spec := AttemptSpec{AttemptID: a.AttemptID, Task: TaskInput{ID: task.ID, Title: task.Title, Prompt: task.Prompt,
 		Attempt: a.Number, AttemptID: a.AttemptID, Model: a.Model},
-		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID), TaskEnv: r.Env}
+		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID, asks, loopDone), TaskEnv: r.Env,
+		ApprovalTimeout: r.approvalTimeout()}
 	// refuse ends the attempt before its executor starts, with an error
 	// of code c.
 	refuse := func(c state.ErrorCode, err error) result {
@@ -390,6 +410,22 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 				r.logger().Info("stopping an attempt over its task's budget", "attempt", a.Number, "over", res.over)
 				cancel(errBudget)
 			}
+		case n := <-asks:
+			if n.answer == nil {
+				firstTimer.Stop() // a question is the executor at work, whoever answers it
+				if waiting++; waiting == 1 && limitTimer.Stop() {
+					limitLeft = time.Until(limitAt)
+				}
+				n.done <- r.asked(task, n.req, logs)
+				continue
+			}
+			r.answered(task, a, n.req, *n.answer, logs)
+			if waiting--; waiting == 0 && limitLeft > 0 {
+				limitAt = time.Now().Add(limitLeft)
+				limitTimer.Reset(limitLeft)
+				limitLeft = 0
+			}
+			n.done <- n.req
 		case <-tick.C:
 			logs.flush()
 		case res.exit = <-done:
@@ -425,26 +461,123 @@ func countsAsFirstEvent(ev Event) bool {
 	return !ev.Notice
 }
 
+// askNote is a question on its way between an executor's Ask and the
+// attempt's loop: a question asked (answer nil), or its answer. The loop
+// sends the request back on done once it has applied it.
+type askNote struct {
+	req    state.ApprovalRequest
+	answer *answer
+	done   chan state.ApprovalRequest
+}
+
+// answer is how a question was answered: by a person, or declined when
+// nobody answered within the approval timeout (expired).
+type answer struct {
+	approval Approval
+	expired  bool
+}
+
 // asker returns the function executors call to ask a person about task,
-// or nil when nobody can be asked.
-func (r *Runner) asker(taskID string) func(context.Context, state.ApprovalRequest) Approval {
+// or nil when nobody can be asked. The attempt's loop (asks) moves the
+// task to awaiting_reply with the question, and back when it is
+// answered; loopDone ends a question the loop can no longer take.
+func (r *Runner) asker(taskID string, asks chan<- askNote, loopDone <-chan struct{}) func(context.Context, state.ApprovalRequest) Approval {
 	if r.Replies == nil {
 		return nil
 	}
-	return func(ctx context.Context, req state.ApprovalRequest) Approval {
-		timeout := r.ReplyTimeout
-		if timeout <= 0 {
-			timeout = DefaultReplyTimeout
+	// tell hands the loop a note and waits until it has applied it.
+	tell := func(ctx context.Context, n askNote) (state.ApprovalRequest, bool) {
+		n.done = make(chan state.ApprovalRequest, 1)
+		select {
+		case asks <- n:
+		case <-ctx.Done():
+			return n.req, false
+		case <-loopDone:
+			return n.req, false
 		}
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		a, err := r.Replies.Await(ctx, taskID, req)
-		if err != nil {
-			r.logger().Info("approval request declined: no answer", "task", taskID, "request", req.ID, "err", err)
+		return <-n.done, true
+	}
+	return func(ctx context.Context, req state.ApprovalRequest) Approval {
+		req, ok := tell(ctx, askNote{req: req})
+		if !ok {
 			return ApprovalDecline
 		}
-		return a
+		wait, cancel := ctx, context.CancelFunc(func() {})
+		if timeout := r.approvalTimeout(); timeout > 0 {
+			wait, cancel = context.WithDeadline(ctx, req.Deadline)
+		}
+		a, err := r.Replies.Await(wait, taskID, req)
+		cancel()
+		ans := answer{approval: a}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ApprovalDecline // the attempt is ending: nobody is told of it
+			}
+			ans = answer{approval: ApprovalDecline, expired: true}
+			r.logger().Info("approval request declined: no answer in time", "task", taskID, "request", req.ID, "timeout", r.approvalTimeout())
+		}
+		tell(ctx, askNote{req: req, answer: &ans})
+		return ans.approval
 	}
+}
+
+// asked puts the task in awaiting_reply with req, bounded and given its
+// deadline, and returns it as reported.
+func (r *Runner) asked(task *state.Task, req state.ApprovalRequest, logs *logBatch) state.ApprovalRequest {
+	req.Bound()
+	req.Asked, req.Deadline = r.now(), time.Time{}
+	if timeout := r.approvalTimeout(); timeout > 0 {
+		req.Deadline = req.Asked.Add(timeout)
+	}
+	logs.flush() // what was said before the question is reported before it
+	if err := r.setPhase(task, state.PhaseAwaitingReply, &req, nil, r.now()); err != nil {
+		r.logger().Warn("approval request not reported", "task", task.ID, "request", req.ID, "err", err)
+	}
+	return req
+}
+
+// answered takes the task back to turn_started once req is answered:
+// a decline is a denied call of attempt a, and an expired question is
+// said in the phase's reason and kept on the task.
+func (r *Runner) answered(task *state.Task, a *state.Attempt, req state.ApprovalRequest, ans answer, logs *logBatch) {
+	now := r.now()
+	why := "declined by a person"
+	switch {
+	case ans.expired:
+		why = "no answer within " + r.approvalTimeout().String()
+	case ans.approval == ApprovalAccept:
+		why = "accepted by a person"
+	}
+	logs.add(state.LogExecutor, "approval "+req.ID+" "+why+": "+req.What())
+	if ans.approval != ApprovalAccept {
+		if err := task.Deny(a.AttemptID, state.DeniedCall{Tool: toolOf(req), Input: req.What(), Why: why, At: now}); err != nil {
+			r.logger().Warn("denied call not recorded", "task", task.ID, "err", err)
+		}
+	}
+	logs.flush()
+	if task.Phase == state.PhaseAwaitingReply && task.AwaitingReply != nil && task.AwaitingReply.ID == req.ID {
+		var expired *state.ApprovalRequest
+		if ans.expired {
+			expired = &req
+		}
+		if err := r.setPhase(task, state.PhaseTurnStarted, nil, expired, now); err != nil {
+			r.logger().Warn("phase after an answer not reported", "task", task.ID, "err", err)
+		}
+	}
+	if ans.approval != ApprovalAccept {
+		r.reportAttempt(task, a)
+	}
+}
+
+// toolOf names the tool a request is about, for a denied call.
+func toolOf(req state.ApprovalRequest) string {
+	switch {
+	case req.Tool != "":
+		return req.Tool
+	case req.Kind == state.ApprovalFileChange:
+		return "file change"
+	}
+	return "command"
 }
 
 // apply applies one executor event to the task, after resolving its
@@ -474,7 +607,7 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 	switch ev.Type {
 	case EventPhase:
 		logs.flush() // what was said before the phase change is reported before it
-		if err := r.setPhase(task, ev.Phase, ev.Approval, now); err != nil {
+		if err := r.setPhase(task, ev.Phase, nil, nil, now); err != nil {
 			r.logger().Warn("phase from executor ignored", "task", task.ID, "phase", ev.Phase, "err", err)
 		}
 	case EventProgress:
@@ -503,6 +636,13 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 		res.result = &ev
 	case EventError:
 		res.lastErr = &ev
+	case EventDenied:
+		d := state.DeniedCall{Tool: ev.Name, Input: ev.Description, Why: ev.Message, At: now}
+		logs.add(state.LogExecutor, strings.TrimSpace("denied: "+d.Tool+" "+Clip(d.Input, 300)+" ("+d.Why+")"))
+		if err := task.Deny(a.AttemptID, d); err == nil {
+			logs.flush()
+			r.reportAttempt(task, a)
+		}
 	case EventLines:
 		logs.add(ev.Stream, ev.Lines...)
 	}
@@ -524,8 +664,10 @@ func (r *Runner) apply(task *state.Task, a *state.Attempt, ev Event, logs *logBa
 	}
 }
 
-// setPhase moves the task to a running phase an executor reported.
-func (r *Runner) setPhase(task *state.Task, p state.Phase, req *state.ApprovalRequest, now time.Time) error {
+// setPhase moves the task to a running phase an executor reported: with
+// a question (req) to awaiting_reply, and back from it with the question
+// that expired unanswered, if one did.
+func (r *Runner) setPhase(task *state.Task, p state.Phase, req, expired *state.ApprovalRequest, now time.Time) error {
 	switch p {
 	case state.PhaseTurnStarted, state.PhaseAwaitingReply, state.PhaseCompleting:
 	default:
@@ -534,15 +676,29 @@ func (r *Runner) setPhase(task *state.Task, p state.Phase, req *state.ApprovalRe
 	if task.Phase == p && req == nil {
 		return nil
 	}
-	if err := task.Transition(p, "", now); err != nil {
+	reason := ""
+	switch {
+	case req != nil && p == state.PhaseAwaitingReply:
+		reason = "approval requested: " + req.What()
+	case expired != nil:
+		reason = fmt.Sprintf("approval %s expired: no answer within %s; declined %s", expired.ID, r.approvalTimeout(), expired.What())
+	}
+	if task.Phase == p && task.Phase == state.PhaseAwaitingReply {
+		// A second question while one waits: it takes the place of the
+		// first.
+		task.PhaseReason, task.UpdatedAt = reason, now
+	} else if err := task.Transition(p, reason, now); err != nil {
 		return err
 	}
 	ev := state.PhaseEvent{Phase: task.Phase, Reason: task.PhaseReason}
 	if req != nil && p == state.PhaseAwaitingReply {
-		r := *req
-		task.AwaitingReply, task.Reply = &r, nil
-		ev.Reason = "approval requested: " + ApprovalText(*req)
+		q := *req
+		task.AwaitingReply, task.Reply = &q, nil
 		ev.Request = req
+	}
+	if expired != nil {
+		q := *expired
+		task.ApprovalExpired, ev.Expired = &q, expired
 	}
 	r.report(task, ev)
 	return nil
@@ -568,7 +724,9 @@ func (r *Runner) complete(task *state.Task, a *state.Attempt, res result) {
 			r.reportPhase(task)
 		}
 	}
-	r.end(task, state.PhaseCompleted, "")
+	// A run whose model was refused tool calls does not read as plain
+	// success: "completed (2 tool calls denied)".
+	r.end(task, state.PhaseCompleted, state.DeniedText(task.Denied))
 	if r.Health != nil {
 		r.Health.Observe(health.Success, "")
 	}

@@ -1,6 +1,9 @@
 package state
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // The payloads of the events an agent reports, as the control plane API
 // names them. The outbox stores them, the control plane applies them.
@@ -59,18 +62,41 @@ type PhaseEvent struct {
 	// Request is the question a person is asked, with phase
 	// awaiting_reply.
 	Request *ApprovalRequest `json:"request,omitempty"`
+	// Expired is the question the task leaves awaiting_reply without an
+	// answer: nobody answered it within the agent's approval timeout, and
+	// it was declined.
+	Expired *ApprovalRequest `json:"expired,omitempty"`
 }
 
 // ApprovalRequest is an executor's question for a person: may it run this
-// command, or make these file changes? The answer (accept or decline)
-// names the request by ID.
+// command, make these file changes, or use this tool? The answer (accept
+// or decline) names the request by ID. What it carries is cut to bounds
+// (Bound).
 type ApprovalRequest struct {
-	ID      string       `json:"id"`
-	Kind    ApprovalKind `json:"kind"`
-	Command string       `json:"command,omitempty"`
-	Reason  string       `json:"reason,omitempty"`
-	Cwd     string       `json:"cwd,omitempty"`
-	Paths   []string     `json:"paths,omitempty"`
+	ID   string       `json:"id"`
+	Kind ApprovalKind `json:"kind"`
+	// Tool is the CLI's tool that asks: Codex's shell or apply_patch,
+	// Claude Code's Bash, Write, Edit, WebFetch, …
+	Tool string `json:"tool,omitempty"`
+	// Command and Cwd: the command a command request runs, and where.
+	Command string `json:"command,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Cwd     string `json:"cwd,omitempty"`
+	// Paths are the files a file change request changes (the first
+	// MaxApprovalPaths; PathsMore counts the rest), and Diff the change,
+	// as a unified diff (a new file's content as added lines), cut at
+	// MaxApprovalDiff at a line's end (DiffCut).
+	Paths     []string `json:"paths,omitempty"`
+	PathsMore int      `json:"paths_more,omitempty"`
+	Diff      string   `json:"diff,omitempty"`
+	DiffCut   bool     `json:"diff_cut,omitempty"`
+	// Input is a tool request's input as the CLI sent it (JSON), for a
+	// tool that neither runs a command nor changes files.
+	Input string `json:"input,omitempty"`
+	// Asked is when the agent asked, and Deadline when the request is
+	// declined if nobody answers it (zero when it waits for ever).
+	Asked    time.Time `json:"asked,omitzero"`
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // ApprovalKind says what an approval request asks to do.
@@ -80,6 +106,7 @@ type ApprovalKind string
 const (
 	ApprovalCommand    ApprovalKind = "command"     // run a command
 	ApprovalFileChange ApprovalKind = "file_change" // change files
+	ApprovalTool       ApprovalKind = "tool"        // use another tool (Claude Code's WebFetch, an MCP tool, …)
 )
 
 // DiffEvent is what a task's work on its repository comes to, at the end

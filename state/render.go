@@ -96,7 +96,8 @@ func (t *Task) wentThrough(p Phase) bool {
 //
 // An attempt that resumed an earlier one's session says so last, with the
 // code of the failure it followed: "attempt 3 continued attempt 2's
-// session after agent_restart"; one whose network confinement refused
+// session after agent_restart"; one that was refused tool calls says how
+// many ("2 tool calls denied"); one whose network confinement refused
 // connections says how many and where to ("egress refused 2:
 // evil.example:443, 127.0.0.1:5432"). A running attempt's duration runs to now.
 // When an attempt reported the tokens it used, each line shows its tokens
@@ -140,6 +141,9 @@ func Timeline(t *Task, now time.Time) []string {
 		}
 		if i > 0 {
 			r.note = continuedText(a, t.Attempts[i-1])
+		}
+		if d := DeniedText(a.Denied.Count); d != "" {
+			r.note = strings.TrimPrefix(r.note+"; "+d, "; ")
 		}
 		if e := egressText(a); e != "" {
 			r.note = strings.TrimPrefix(r.note+"; "+e, "; ")

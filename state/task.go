@@ -87,6 +87,13 @@ type Task struct {
 	// task moves on. Both are cleared when it leaves the phase.
 	AwaitingReply *ApprovalRequest `json:"awaiting_reply,omitempty"`
 	Reply         *Reply           `json:"reply,omitempty"`
+	// ApprovalExpired is the last question nobody answered in time: the
+	// agent declined it on its own when its approval timeout passed.
+	ApprovalExpired *ApprovalRequest `json:"approval_expired,omitempty"`
+	// Denied counts the tool calls the task's attempts were refused
+	// (each attempt's Denied says which): a projection, as
+	// LastErrorCode is.
+	Denied int `json:"denied,omitempty"`
 
 	// EventsApplied is the control plane's: how many of the task's stored
 	// events this copy reflects, so that after a crash between storing
@@ -292,6 +299,8 @@ type Attempt struct {
 	// Usage is the tokens the attempt used so far, as its executor's CLI
 	// reported them; zero when it reported none.
 	Usage Usage `json:"usage,omitzero"`
+	// Denied are the tool calls the attempt was refused (see Task.Deny).
+	Denied Denied `json:"denied,omitzero"`
 	// Egress is what the attempt's network confinement refused, when its
 	// network was confined.
 	Egress *Egress `json:"egress,omitempty"`
@@ -427,17 +436,15 @@ func (t *Task) Clone() *Task {
 			x := *a.ExitCode
 			a.ExitCode = &x
 		}
+		a.Denied.Calls = slices.Clone(a.Denied.Calls)
 		c.Attempts[i] = a
 	}
 	if t.Lease != nil {
 		l := *t.Lease
 		c.Lease = &l
 	}
-	if t.AwaitingReply != nil {
-		r := *t.AwaitingReply
-		r.Paths = append([]string(nil), r.Paths...)
-		c.AwaitingReply = &r
-	}
+	c.AwaitingReply = t.AwaitingReply.clone()
+	c.ApprovalExpired = t.ApprovalExpired.clone()
 	if t.Reply != nil {
 		r := *t.Reply
 		c.Reply = &r
@@ -819,6 +826,7 @@ func (t *Task) BeginAttempt(attemptID string, now time.Time) error {
 // project sets the task's top-level fields from its current attempt.
 func (t *Task) project() {
 	t.CurrentAttemptID, t.LastErrorCode, t.NextRetryAt = "", "", time.Time{}
+	t.Denied = t.deniedCount()
 	if c := t.Current(); c != nil {
 		t.CurrentAttemptID = c.AttemptID
 		if c.Error != nil {
@@ -859,7 +867,7 @@ func (t *Task) Check() error {
 	p := *t
 	p.project()
 	if p.CurrentAttemptID != t.CurrentAttemptID || p.LastErrorCode != t.LastErrorCode ||
-		!p.NextRetryAt.Equal(t.NextRetryAt) || p.Recoverable != t.Recoverable {
+		!p.NextRetryAt.Equal(t.NextRetryAt) || p.Recoverable != t.Recoverable || p.Denied != t.Denied {
 		return fmt.Errorf("top-level fields do not match the current attempt")
 	}
 	return nil

@@ -41,7 +41,10 @@ type Ending struct {
 //   - queued longer than the queued limit: expired;
 //   - running with no progress for the stall limit: recoverable_failed if
 //     its turn had not started (nothing was done, a person or a retry can
-//     safely run it again), else timed_out.
+//     safely run it again), else timed_out. A task awaiting a person's
+//     reply is not stalled: it waits for the person, and its agent
+//     declines the question when its own approval timeout passes (a
+//     silent agent loses its lease as any other).
 //
 // A terminal task is left alone: nothing overwrites a terminal phase.
 func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
@@ -62,6 +65,9 @@ func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
 		}
 		if c := t.Current(); c != nil && c.Status == AttemptPending && now.Before(c.NotBefore) {
 			return Ending{}, false // waiting out a retry's backoff is not a stall
+		}
+		if t.Phase == PhaseAwaitingReply {
+			return Ending{}, false
 		}
 		if quiet := now.Sub(last); quiet > lim.Stall {
 			reason := fmt.Sprintf("no progress for %s, limit %s", quiet.Round(time.Second), lim.Stall)

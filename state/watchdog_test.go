@@ -26,7 +26,9 @@ func TestWatchdogRules(t *testing.T) {
 		{"claimed, stalled", mk(PhaseClaimed, 2*time.Hour, 11*time.Minute), PhaseRecoverableFailed},
 		{"starting executor, stalled", mk(PhaseExecutorStarting, 2*time.Hour, 11*time.Minute), PhaseRecoverableFailed},
 		{"turn started, stalled", mk(PhaseTurnStarted, 2*time.Hour, 11*time.Minute), PhaseTimedOut},
-		{"awaiting reply, stalled", mk(PhaseAwaitingReply, 2*time.Hour, 11*time.Minute), PhaseTimedOut},
+		// A person is what it waits for: its agent declines the question
+		// when its own approval timeout passes.
+		{"awaiting reply, a day without progress", mk(PhaseAwaitingReply, 25*time.Hour, 24*time.Hour), ""},
 		{"completing, stalled", mk(PhaseCompleting, 2*time.Hour, 11*time.Minute), PhaseTimedOut},
 		{"completing, fresh", mk(PhaseCompleting, 2*time.Hour, time.Minute), ""},
 		{"completed long ago", mk(PhaseCompleted, 9*time.Hour, 9*time.Hour), ""},

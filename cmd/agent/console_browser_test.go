@@ -271,7 +271,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		codex := startProc(t, "codex-agent", clitest.CodexEnv(t, mock, clitest.CodexOptions{}), "run", "--control-plane", c.url(),
 			"--token-file", c.tokenFile, "--data-dir", codexDir,
 			"--executor", "codex", "--executor-bin", clitest.CodexBin(t), "--executor-env", "MOCK_API_KEY",
-			"--codex-sandbox", "read-only", "--approval", "ask", "--reply-timeout", "2m",
+			"--approval", "ask", "--approval-timeout", "2m",
 			"--heartbeat-interval", "1s", "--shutdown-grace", "2s", "--kill-grace", "1s")
 		defer codex.stop()
 
@@ -279,18 +279,23 @@ func TestConsoleInBrowser(t *testing.T) {
 		defer b.SetViewport(t, browsertest.Desktop)
 		con.open("/inbox")
 		con.waitJS("the empty inbox", `!!document.getElementById("inbox-empty")`)
-		id := submit(t, c, "Escalate\nmock: escalate\nmock-cmd: echo approved > approved.txt")
+		// Confined, Codex asks before a file change (the default sandbox,
+		// started untrusted): its question shows the file and the diff.
+		id := submit(t, c, "Write the notes\nmock: write\nmock-file: approved.txt")
 		item := `document.getElementById(` + jsString("approval-"+id) + `)`
 		// The question arrives on the inbox loaded before it.
-		con.waitJS("the approval in the inbox", item+`?.querySelector("code.command")?.textContent.includes("approved.txt")`)
+		con.waitJS("the approval in the inbox", item+`?.querySelector("ul.paths code")?.textContent.endsWith("/approved.txt")`)
+		if got := con.eval(item + `.querySelector(".question-diff .add")?.textContent ?? ""`); got != "+written by the mock model" {
+			t.Errorf("the approval's diff shows %q as added, want the file's line", got)
+		}
+		if got := con.text("#approval-" + id + " .deadline"); !strings.Contains(got, "if nobody answers") {
+			t.Errorf("the approval does not say when it is declined: %q", got)
+		}
 		if con.eval(`String(!!document.getElementById("inbox-empty"))`) != "false" {
 			t.Error("p#inbox-empty is still shown beside the approval")
 		}
 		if got := con.eval(item + `.querySelector("a.task").getAttribute("href")`); got != "/tasks/"+id {
 			t.Errorf("the approval links to %q", got)
-		}
-		if got := con.text("#approval-" + id + " .reason"); strings.TrimSpace(got) == "" {
-			t.Error("the approval shows no reason")
 		}
 		if w := con.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); w != "0" {
 			t.Errorf("the inbox scrolls sideways on a phone by %s px", w)

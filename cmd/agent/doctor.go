@@ -108,6 +108,11 @@ func doctorOptions(cmd *cobra.Command, f *runFlags) doctor.Options {
 		ExecutorKind: f.executor.kind, ControlPlane: f.controlPlane, Insecure: f.insecure, Version: agentVersion()}
 	o.Token, o.TokenErr = readTokenForDoctor(f.tokenFile) // doctor checks the file's mode itself
 	o.Executor, o.ExecutorErr = f.executor.build()
+	if o.ExecutorErr == nil {
+		if err := f.checkAsks(path); err != nil {
+			o.Executor, o.ExecutorErr = nil, err
+		}
+	}
 	o.Models = f.models
 	o.Isolation = f.isolationOf(path)
 	o.Repos, o.WorkDir = f.repoList(), f.workDir

@@ -20,7 +20,7 @@ type executorFlags struct {
 	kind, command, bin string
 	args, env          []string
 	approval           string
-	replyTimeout       time.Duration
+	approvalTimeout    time.Duration
 	codexSandbox       string
 	codexProvider      string
 	claudeTools        []string
@@ -37,7 +37,7 @@ func (f *executorFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "executor-arg", &f.args)
 	t.bind(fs, "executor-env", &f.env)
 	t.bind(fs, "approval", &f.approval)
-	t.bind(fs, "reply-timeout", &f.replyTimeout)
+	t.bind(fs, "approval-timeout", &f.approvalTimeout)
 	t.bind(fs, "codex-sandbox", &f.codexSandbox)
 	t.bind(fs, "codex-provider", &f.codexProvider)
 	t.bind(fs, "claude-allowed-tools", &f.claudeTools)
@@ -59,7 +59,7 @@ func (f *executorFlags) build() (runner.Executor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("find the agent's own binary for the sample executor: %w", err)
 		}
-		return exec.New(exec.Config{Argv: []string{self, "sample-executor"}, Grace: f.killGrace, EnvPass: f.env})
+		return exec.New(exec.Config{Argv: []string{self, "sample-executor"}, Grace: f.killGrace, EnvPass: f.env, Approval: runner.ApprovalPolicy(f.approval)})
 	case "exec":
 		if strings.TrimSpace(f.command) == "" {
 			return nil, usagef("--executor exec needs --executor-command")
@@ -68,7 +68,7 @@ func (f *executorFlags) build() (runner.Executor, error) {
 		if err != nil {
 			return nil, usagef("--executor-command: %v", err)
 		}
-		return exec.New(exec.Config{Argv: argv, Grace: f.killGrace, EnvPass: f.env})
+		return exec.New(exec.Config{Argv: argv, Grace: f.killGrace, EnvPass: f.env, Approval: runner.ApprovalPolicy(f.approval)})
 	case "codex":
 		exe, err := codex.New(codex.Config{Base: cli.Base{Bin: f.bin, Args: f.args, EnvPass: f.env, Grace: f.killGrace}, Approval: runner.ApprovalPolicy(f.approval),
 			Sandbox: f.codexSandbox, Provider: f.codexProvider})
@@ -77,15 +77,47 @@ func (f *executorFlags) build() (runner.Executor, error) {
 		}
 		return exe, nil
 	case "claude":
-		if f.approval != "never" && f.approval != "" {
-			return nil, usagef("--approval %s: Claude Code in print mode never asks; choose --claude-allowed-tools or --claude-permission-mode instead", f.approval)
+		cfg := claude.Config{Base: cli.Base{Bin: f.bin, Args: f.args, EnvPass: f.env, Grace: f.killGrace},
+			AllowedTools: f.claudeTools, PermissionMode: f.claudePermission, Approval: runner.ApprovalPolicy(f.approval)}
+		if cfg.Approval != runner.ApprovalNever && cfg.Approval != "" {
+			if err := claude.CanAsk(f.claudePermission); err != nil {
+				return nil, usagef("--approval %s with --executor claude: %v", f.approval, err)
+			}
+			// Claude Code asks through the permission prompt tool this
+			// binary serves.
+			self, err := os.Executable()
+			if err != nil {
+				return nil, fmt.Errorf("find the agent's own binary for Claude Code's permission prompt tool: %w", err)
+			}
+			cfg.PromptTool = []string{self, "claude-approval-mcp"}
 		}
-		exe, err := claude.New(claude.Config{Base: cli.Base{Bin: f.bin, Args: f.args, EnvPass: f.env, Grace: f.killGrace},
-			AllowedTools: f.claudeTools, PermissionMode: f.claudePermission})
+		exe, err := claude.New(cfg)
 		if err != nil {
 			return nil, usagef("%v", err)
 		}
 		return exe, nil
 	}
 	return nil, usagef("--executor %q: want exec, codex, claude or sample", f.kind)
+}
+
+// checkAsks refuses an approval setting under which the executor would
+// never ask, with one line saying which combination does: Codex without
+// the agent's confinement and without a sandbox of its own has nothing to
+// ask about. confined says whether attempts run confined.
+func (f *executorFlags) checkAsks(confined bool) error {
+	if f.kind == "codex" && f.approval == string(runner.ApprovalAsk) {
+		if err := codex.CanAsk(f.codexSandbox, confined); err != nil {
+			return usagef("--approval ask: %v", err)
+		}
+	}
+	return nil
+}
+
+// runnerApprovalTimeout is --approval-timeout as the runner takes it: 0,
+// waiting for ever, is negative there (its zero is the default).
+func (f *executorFlags) runnerApprovalTimeout() time.Duration {
+	if f.approvalTimeout == 0 {
+		return -1
+	}
+	return f.approvalTimeout
 }

@@ -28,8 +28,10 @@ func TestMain(m *testing.M) {
 	// The test binary is the agent, and the sample executor the agent
 	// starts (as os.Executable sample-executor, with the executor's
 	// environment allowlist, which does not carry AGENT_TEST_BE_AGENT);
-	// and the agent subtask commands an executor runs ($AGENT_BIN).
-	if os.Getenv("AGENT_TEST_BE_AGENT") == "1" || len(os.Args) > 1 && (os.Args[1] == "sample-executor" || os.Args[1] == "subtask") {
+	// the agent subtask commands an executor runs ($AGENT_BIN); and
+	// Claude Code's permission prompt tool (claude-approval-mcp), which
+	// Claude Code starts.
+	if os.Getenv("AGENT_TEST_BE_AGENT") == "1" || len(os.Args) > 1 && (os.Args[1] == "sample-executor" || os.Args[1] == "subtask" || os.Args[1] == "claude-approval-mcp") {
 		main()
 		return
 	}

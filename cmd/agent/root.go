@@ -29,6 +29,7 @@ and replayed until the control plane acknowledges it.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	defer refuseUnknownSubcommands(root)
 	root.AddCommand(newVersionCmd(), newDemoCmd(), newRunCmd(), newStopCmd(), newConfigCmd(), newSubmitCmd(), newControlPlaneCmd(), newTasksCmd(), newAgentsCmd(), newHealthCmd(), newDoctorCmd(), newOutboxCmd(), newWorkspacesCmd(), newServiceCmd(), newSampleExecutorCmd(),
+		newClaudeApprovalMCPCmd(),
 		// Subtasks.
 		newSubtaskCmd())
 	return root

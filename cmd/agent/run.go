@@ -218,6 +218,16 @@ func (f *runFlags) isolationOf(configFile string) isolation.Config {
 	return iso
 }
 
+// checkAsks refuses an approval setting under which the executor would
+// never ask, attempts confined as the settings say on this kernel.
+func (f *runFlags) checkAsks(configFile string) error {
+	conf, err := isolation.Resolve(f.isolationOf(configFile), f.dataDir, f.workDir)
+	if err != nil {
+		return nil // the agent says why it cannot start
+	}
+	return f.executor.checkAsks(conf.Runner != nil)
+}
+
 // repoList is the repositories the settings name, NAME=PATH each (the
 // settings' check has refused any other form). A path given on the command
 // line or in the environment may start with ~/; relative, it is relative
@@ -295,10 +305,13 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := f.checkAsks(configFileOf(cmd)); err != nil {
+		return err
+	}
 	level := logLevel(f.logLevel)
 	log := newLogger(cmd.ErrOrStderr(), level, f.logFormat)
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
-		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ReplyTimeout: f.executor.replyTimeout,
+		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.runnerApprovalTimeout(),
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),

@@ -33,6 +33,9 @@ follows directives in the task's prompt, one per line:
   @wait-subtasks     wait for them with agent subtask wait: their results
                      and timelines become output and the result's data
   @usage N           N more tokens used: a usage event with the attempt's total
+  @ask COMMAND       ask before running COMMAND (an approval line; the
+                     reply comes on stdin, with --approval other than
+                     never) and run it with sh -c if it was accepted
 
 Without directives it walks the phases, reports progress and output, and
 returns a result.`,

@@ -55,6 +55,10 @@ type setting struct {
 	// [[notify]] targets. Its value is []fileTable; a command reads it
 	// with resolved.tables.
 	table []tableKey
+	// alias and aliasKey are a former name of the setting and its config
+	// file key, still taken (as the flag --ALIAS, hidden, the variable
+	// AGENT_ALIAS and the key) for what the setting is now.
+	alias, aliasKey string
 }
 
 // tableKey is a key of the tables of a table setting.
@@ -205,10 +209,10 @@ func (t *settingsTable) lookup(name string) *setting {
 	return nil
 }
 
-// byKey finds a setting by config file key.
+// byKey finds a setting by config file key, or a former key of it.
 func (t *settingsTable) byKey(key string) *setting {
 	for _, s := range t.list {
-		if s.fileKey() == key {
+		if s.fileKey() == key || s.aliasKey != "" && s.aliasKey == key {
 			return s
 		}
 	}
@@ -261,6 +265,16 @@ func (t *settingsTable) bind(fs *pflag.FlagSet, name string, p any) {
 		panic(fmt.Sprintf("setting %s: unsupported type %T", name, def))
 	}
 	_ = fs.SetAnnotation(name, settingAnnotation, []string{s.name})
+	if s.alias != "" {
+		// The former name sets the same variable; pflag says it is
+		// deprecated when it is used, and hides it.
+		d, ok := s.def.(time.Duration)
+		if !ok {
+			panic("setting " + name + ": only a duration setting has an alias")
+		}
+		fs.DurationVar(p.(*time.Duration), s.alias, d, "former name of --"+name)
+		_ = fs.MarkDeprecated(s.alias, "use --"+name)
+	}
 }
 
 // settingAnnotation marks a flag bound to a setting: a command's own flag
@@ -301,9 +315,10 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "executor-env", key: "executor.env", def: []string(nil),
 		help: "names of more environment variables to pass to the executor (NAME or PREFIX*); the agent's token is never passed"},
 	{name: "approval", key: "executor.approval", def: "never", oneOf: []string{"never", "accept", "decline", "ask"},
-		help: "codex approval requests: never (Codex runs without asking, in its sandbox), accept, decline, or ask (a person answers)"},
-	{name: "reply-timeout", key: "executor.reply-timeout", def: runner.DefaultReplyTimeout, live: true, min: atLeast(1),
-		help: "with --approval ask: how long a person has to answer before the request is declined"},
+		help: "what the executor asks before it acts (Codex's approval requests, Claude Code's permission prompts, an exec child's approval lines): never (nobody is asked: Codex stays in its sandbox, Claude Code denies what is not allowed), accept, decline, or ask (a person answers; docs/executors.md says when each CLI asks)"},
+	{name: "approval-timeout", key: "executor.approval-timeout", def: runner.DefaultApprovalTimeout, live: true, min: atLeast(0),
+		alias: "reply-timeout", aliasKey: "executor.reply-timeout",
+		help: "with --approval ask: how long a person has to answer before the request is declined (the model is told; the task and a notification say so); 0 waits for ever; the time waited does not count against --attempt-timeout (formerly --reply-timeout, still taken)"},
 	{name: "kill-grace", key: "executor.kill-grace", def: runner.DefaultKillGrace, live: true, min: atLeast(0),
 		help: "each step of stopping an attempt (interrupt, SIGTERM, SIGKILL) waits this long"},
 	{name: "codex-sandbox", key: "executor.codex.sandbox", def: "workspace-write",

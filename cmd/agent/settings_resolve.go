@@ -188,6 +188,11 @@ func (t *settingsTable) resolve(fs *pflag.FlagSet, path string, env func(string)
 			r.cmdline[s.name] = flagValue(fs, s)
 			continue
 		}
+		if a := fs.Lookup(s.alias); s.alias != "" && a != nil && a.Changed {
+			r.origins[s.name] = origin{fromFlag, "--" + s.alias}
+			r.cmdline[s.name] = flagValue(fs, s)
+			continue
+		}
 		r.origins[s.name] = origin{kind: fromDefault}
 		if fv, ok := file.lookup(s.name); ok {
 			if err := setFlag(fs, s, fv.v); err != nil {
@@ -196,7 +201,14 @@ func (t *settingsTable) resolve(fs *pflag.FlagSet, path string, env func(string)
 			r.origins[s.name] = origin{fromFile, path + ":" + strconv.Itoa(fv.line)}
 		}
 		name := s.envName(t.envPrefix)
-		if v, ok := env(name); ok {
+		v, ok := env(name)
+		if !ok && s.alias != "" {
+			former := (&setting{name: s.alias}).envName(t.envPrefix)
+			if v, ok = env(former); ok {
+				name = former
+			}
+		}
+		if ok {
 			if err := f.Value.Set(v); err != nil {
 				return nil, usagef("%s=%q: %v", name, v, err)
 			}

@@ -9,9 +9,9 @@ func newTasksCmd() *cobra.Command {
 		Long: `The tasks commands read the agent's data directory by default, without
 taking its lock, so they work while the agent runs; with --remote, ls, show
 and watch read the control plane instead (--control-plane, --token-file).
-cancel, retry, continue and reply always go through the control plane, which
-owns the assignment of tasks.`,
+cancel, retry, continue, reply and inbox always go through the control plane,
+which owns the assignment of tasks.`,
 	}
-	cmd.AddCommand(newTasksLsCmd(), newTasksShowCmd(), newTasksWatchCmd(), newTasksLogsCmd(), newTasksCancelCmd(), newTasksRetryCmd(), newTasksContinueCmd(), newTasksReplyCmd())
+	cmd.AddCommand(newTasksLsCmd(), newTasksShowCmd(), newTasksWatchCmd(), newTasksLogsCmd(), newTasksCancelCmd(), newTasksRetryCmd(), newTasksContinueCmd(), newTasksReplyCmd(), newTasksInboxCmd())
 	return cmd
 }

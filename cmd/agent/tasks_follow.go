@@ -136,7 +136,7 @@ func taskLine(t *state.Task) string {
 	case c != nil && c.Status == state.AttemptPending:
 		s += fmt.Sprintf("  attempt %d with %s after %s, at %s", c.Number, dash(c.Model), t.LastErrorCode, c.NotBefore.Local().Format(time.TimeOnly))
 	case t.AwaitingReply != nil:
-		s += "  waiting for a person: " + t.AwaitingReply.Command
+		s += "  waiting for a person: " + t.AwaitingReply.What()
 	case t.Phase == state.PhaseQueued && t.Unroutable != "": // routing by capability
 		s += "  unroutable: " + t.Unroutable
 	case t.Progress.Message != "":

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +23,10 @@ func newTasksReplyCmd() *cobra.Command {
 		Long: `reply answers the approval request a task waits on (phase awaiting_reply):
 may the executor run this command, or make these changes? The answer goes to
 the control plane, and the agent holding the task takes it at its next
-heartbeat. Without --request it answers the request the task awaits now.`,
+heartbeat. Without --request it answers the request the task awaits now.
+It prints what the answer was about: the command and its directory, or the
+files and their diff (the first lines; agent tasks show prints it all).
+agent tasks inbox lists every question waiting.`,
 		Example: `  agent tasks reply t-0123456789 --accept --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		Args:    taskIDArg("reply ID --accept|--decline"),
 
@@ -49,7 +54,16 @@ heartbeat. Without --request it answers the request the task awaits now.`,
 			if decision == api.DecisionDecline {
 				done = "declined"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s request %s; the agent takes the answer at its next heartbeat\n", v.ID, done, visible(v.Reply.RequestID))
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s: %s request %s; the agent takes the answer at its next heartbeat\n", v.ID, done, visible(v.Reply.RequestID))
+			if r := v.AwaitingReply; r != nil && r.ID == v.Reply.RequestID {
+				// What the answer lets through, or stops.
+				for _, l := range approvalLines(r, time.Now(), inboxDiffLines) {
+					if !strings.HasPrefix(l, "declined:") {
+						fmt.Fprintf(out, "  %s\n", l)
+					}
+				}
+			}
 			return nil
 		},
 	}

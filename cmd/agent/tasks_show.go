@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"time"
@@ -75,21 +76,26 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 		fmt.Fprintf(w, "retry:    at %s\n", t.NextRetryAt.Local().Format(time.TimeOnly))
 	}
 	if r := t.AwaitingReply; r != nil {
-		fmt.Fprintf(w, "awaiting: a reply to request %s (%s)\n", visible(r.ID), visible(string(r.Kind)))
-		if r.Command != "" {
-			fmt.Fprintf(w, "  command: %s\n", visible(r.Command))
+		fmt.Fprintf(w, "awaiting: a person's answer, asked %s\n", ago(now, cmp.Or(r.Asked, t.UpdatedAt)))
+		for _, l := range approvalLines(r, now, 0) {
+			fmt.Fprintf(w, "  %s\n", l)
 		}
-		for _, p := range r.Paths {
-			fmt.Fprintf(w, "  change:  %s\n", visible(p))
+		if t.Reply != nil {
+			fmt.Fprintf(w, "  answered: %s, %s; the agent takes it at its next heartbeat\n", t.Reply.Decision, ago(now, t.Reply.At))
+		} else {
+			fmt.Fprintf(w, "  answer with one of --accept, --decline: %s\n", h.tasks("reply", t.ID, "--accept|--decline"))
+			hinted = true
 		}
-		if r.Reason != "" {
-			fmt.Fprintf(w, "  reason:  %s\n", visible(r.Reason))
+	}
+	if r := t.ApprovalExpired; r != nil {
+		fmt.Fprintf(w, "expired:  request %s went unanswered and was declined: %s\n", visible(r.ID), visible(r.What()))
+	}
+	for i, l := range state.DeniedLines(t) {
+		head := "          "
+		if i == 0 {
+			head = "denied:   " + state.DeniedText(t.Denied) + "\n          "
 		}
-		if r.Cwd != "" {
-			fmt.Fprintf(w, "  in:      %s\n", visible(r.Cwd))
-		}
-		fmt.Fprintf(w, "  answer with one of --accept, --decline: %s\n", h.tasks("reply", t.ID, "--accept|--decline"))
-		hinted = true
+		fmt.Fprintf(w, "%s%s\n", head, visible(l))
 	}
 	if t.Repo != "" {
 		repo := t.Repo

@@ -290,7 +290,7 @@ func renderBoard(b board, where, problem string, p palette, h hint, now time.Tim
 			add("    %s", strings.Join(card, "  "))
 			switch {
 			case t.AwaitingReply != nil:
-				add("    waiting for a person: %s", visible(t.AwaitingReply.Command))
+				add("    waiting for a person: %s", visible(t.AwaitingReply.What()))
 				addCommand("    answer with one of --accept, --decline:", h.tasks("reply", t.ID, "--accept|--decline"))
 			case t.Progress.Message != "" || t.Progress.Percent > 0:
 				add("    %3d%%  %s", t.Progress.Percent, visible(t.Progress.Message))

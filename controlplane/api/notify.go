@@ -35,6 +35,10 @@ type NotifyEvent string
 const (
 	// NotifyAwaitingReply: a task asks a person's approval.
 	NotifyAwaitingReply NotifyEvent = "task.awaiting_reply"
+	// NotifyApprovalExpired: nobody answered a task's question within its
+	// agent's approval timeout, and the agent declined it; the task goes
+	// on without what it asked.
+	NotifyApprovalExpired NotifyEvent = "task.approval_expired"
 	// NotifyCompleted: a task completed.
 	NotifyCompleted NotifyEvent = "task.completed"
 	// NotifyFailed: a task ended failed, timed out or expired.
@@ -52,7 +56,7 @@ const (
 )
 
 // NotifyEvents lists every notification event.
-var NotifyEvents = []NotifyEvent{NotifyAwaitingReply, NotifyCompleted, NotifyFailed, NotifyBlocked,
+var NotifyEvents = []NotifyEvent{NotifyAwaitingReply, NotifyApprovalExpired, NotifyCompleted, NotifyFailed, NotifyBlocked,
 	NotifyAgentOffline, NotifyAgentUnhealthy, NotifyTest}
 
 // NotifiedTask is the task a notification is about, as it was then.
@@ -69,8 +73,11 @@ type NotifiedTask struct {
 	// safety gate's decision, for a task that ended failed or blocked.
 	ErrorCode state.ErrorCode  `json:"error_code,omitempty"`
 	Gate      state.GateReason `json:"gate,omitempty"`
-	// Question is what the task asks, for NotifyAwaitingReply.
+	// Question is what the task asks, for NotifyAwaitingReply, or what it
+	// asked and nobody answered, for NotifyApprovalExpired.
 	Question *state.ApprovalRequest `json:"question,omitempty"`
+	// Denied counts the tool calls the task's attempts were refused.
+	Denied int `json:"denied,omitempty"`
 }
 
 // NotifiedAgent is the agent a notification is about, as it was then.

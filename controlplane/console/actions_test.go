@@ -212,3 +212,63 @@ func TestTaskAndAgentsPages(t *testing.T) {
 		t.Errorf("a task there is none of: %s\n%s", resp.Status, body)
 	}
 }
+
+// An approval shows what it approves: a file change its files and its
+// diff, added and removed lines told apart; a tool its input; a
+// subtask's question names its parent; each says when the agent
+// declines it. A task's page keeps the calls its attempts were refused
+// and the question nobody answered in time.
+func TestInboxShowsWhatItApproves(t *testing.T) {
+	cp := start(t, server.Options{})
+	a := newAgent(t, cp, "agent-1")
+	change := submit(t, cp, "Edit the readme")
+	parent := submit(t, cp, "Plan")
+	kid, err := cp.Operator.CreateSubtask(t.Context(), parent, api.CreateTaskRequest{Title: "Fetch the page", Prompt: "fetch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		a.start(a.claim())
+	}
+	now := time.Now()
+	a.ask(change, state.ApprovalRequest{ID: "call-1", Kind: state.ApprovalFileChange, Tool: "apply_patch", Paths: []string{"/w/README.md"},
+		Diff: "--- /w/README.md\n+++ /w/README.md\n@@ -1 +1 @@\n-old <b>line</b>\n+new line\n", Asked: now, Deadline: now.Add(2 * time.Hour)})
+	a.ask(kid.ID, state.ApprovalRequest{ID: "toolu_1", Kind: state.ApprovalTool, Tool: "WebFetch", Input: `{"url":"https://example.com/"}`, Asked: now})
+
+	b := newBrowser(t, cp.URL)
+	b.signIn(operatorToken)
+	_, body := b.get("/inbox")
+	for _, want := range []string{
+		`<span class="question-kind">change files</span>`, `<li><code>/w/README.md</code></li>`,
+		// html/template writes + as &#43;.
+		`<span class="diff-stat">1 file changed, &#43;1 −1</span>`, `<span class="del">-old &lt;b&gt;line&lt;/b&gt;</span>`, `<span class="add">&#43;new line</span>`,
+		`<span class="hunk">@@ -1 &#43;1 @@</span>`, `<dd class="deadline">in 1h59m if nobody answers</dd>`,
+		`<span class="question-kind">use WebFetch</span>`, `<code class="input">{&#34;url&#34;:&#34;https://example.com/&#34;}</code>`,
+		`<dd class="parent"><a href="/tasks/` + parent + `">` + parent + `</a></dd>`,
+		`<dd class="deadline">never: the agent waits for an answer</dd>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the inbox lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "<b>line</b>") {
+		t.Error("the diff's text was not escaped")
+	}
+
+	// The question expires: the agent declined it, and the attempt
+	// records the denied call.
+	a.send(change, state.EventAttempt, state.Attempt{AttemptID: change + "-a1", Number: 1, Status: state.AttemptRunning, StartedAt: now, Model: "gpt-test",
+		Denied: state.Denied{Count: 1, Calls: []state.DeniedCall{{Tool: "apply_patch", Input: "change /w/README.md", Why: "no answer within 1h0m0s"}}}})
+	expired := state.ApprovalRequest{ID: "call-1", Kind: state.ApprovalFileChange, Paths: []string{"/w/README.md"}}
+	a.send(change, state.EventPhase, state.PhaseEvent{Phase: state.PhaseTurnStarted, Expired: &expired})
+	_, page := b.get("/tasks/" + change)
+	for _, want := range []string{`<p id="expired">Nobody answered in time, so the agent declined call-1: change /w/README.md</p>`,
+		`<span class="denied-count">1 tool call denied</span>`, `<li>apply_patch change /w/README.md (no answer within 1h0m0s)</li>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the task's page lacks %s", want)
+		}
+	}
+	if strings.Contains(page, `<section id="question">`) {
+		t.Error("the task's page still shows the expired question as waiting")
+	}
+}

@@ -148,7 +148,7 @@ func streamURL(view, id string, q url.Values, after string) string {
 type taskData struct {
 	Card     card
 	Timeline []attemptRow
-	Question *approval
+	Question questionSlot
 	Result   *result
 	Actions  actions
 	Events   []eventRow
@@ -159,6 +159,13 @@ type taskData struct {
 	// Subtasks: the task's parent, and its subtasks with their phases.
 	Parent   string
 	Subtasks []subtaskRow
+}
+
+// questionSlot is what a task's page says of its questions: the one it
+// waits on, and the last one nobody answered in time.
+type questionSlot struct {
+	Q       *approval
+	Expired string
 }
 
 // subtaskRow is a subtask as its parent's page lists it.
@@ -219,8 +226,11 @@ func resultOf(t *state.Task) *result {
 func (c *Console) taskParts(v *api.TaskView, csrf string) taskData {
 	t := &v.Task
 	d := taskData{Card: cardOf(v, c.now()), Timeline: timelineOf(t, c.now()), Result: resultOf(t), Actions: actionsOf(t, csrf), Prompt: t.Prompt}
-	if a, ok := approvalOf(v, csrf, "/tasks/"+t.ID); ok {
-		d.Question = &a
+	if a, ok := approvalOf(v, csrf, "/tasks/"+t.ID, c.now()); ok {
+		d.Question.Q = &a
+	}
+	if e := t.ApprovalExpired; e != nil {
+		d.Question.Expired = e.ID + ": " + e.What()
 	}
 	if v.OutputCutLines > 0 {
 		d.Cut = fmt.Sprintf("the control plane cut %d lines (%d bytes) of this task's output past its cap", v.OutputCutLines, v.OutputCutBytes)
@@ -348,7 +358,7 @@ func (c *Console) approvals(ctx context.Context, csrf string) ([]approval, error
 			return nil, err
 		}
 		for i := range views {
-			if a, ok := approvalOf(&views[i], csrf, "/inbox"); ok && len(out) < inboxMost {
+			if a, ok := approvalOf(&views[i], csrf, "/inbox", c.now()); ok && len(out) < inboxMost {
 				out = append(out, a)
 			}
 		}

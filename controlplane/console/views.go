@@ -107,12 +107,7 @@ func cardOf(v *api.TaskView, now time.Time) card {
 }
 
 // approvalWhat is what a request asks, in a line.
-func approvalWhat(r *state.ApprovalRequest) string {
-	if r.Kind == state.ApprovalFileChange {
-		return "change " + strings.Join(r.Paths, ", ")
-	}
-	return r.Command
-}
+func approvalWhat(r *state.ApprovalRequest) string { return r.What() }
 
 // attemptRow is one attempt in the timeline.
 type attemptRow struct {
@@ -130,6 +125,10 @@ type attemptRow struct {
 	NotBefore, TimeoutHit string
 	// Tokens is what the attempt used, when its CLI reported it (budgets).
 	Tokens string
+	// Denied are the tool calls the attempt was refused, a line each, and
+	// how many it was refused in all.
+	Denied     []string
+	DeniedText string
 }
 
 func timelineOf(t *state.Task, now time.Time) []attemptRow {
@@ -181,6 +180,17 @@ func timelineOf(t *state.Task, now time.Time) []attemptRow {
 		}
 		if a.Usage.TotalTokens > 0 {
 			r.Tokens = state.Tokens(a.Usage.TotalTokens) + " tokens"
+		}
+		r.DeniedText = state.DeniedText(a.Denied.Count)
+		for _, d := range a.Denied.Calls {
+			l := strings.TrimSpace(d.Tool + " " + state.Ellipsize(d.Input, 160))
+			if d.Why != "" {
+				l += " (" + d.Why + ")"
+			}
+			r.Denied = append(r.Denied, l)
+		}
+		if more := a.Denied.Count - len(a.Denied.Calls); more > 0 {
+			r.Denied = append(r.Denied, fmt.Sprintf("and %d more", more))
 		}
 		rows[i] = r
 	}
@@ -276,32 +286,68 @@ func logLines(e api.StoredEvent) []string {
 	return lines
 }
 
-// approval is a task awaiting a person's answer, as the inbox shows it.
+// approval is a task awaiting a person's answer, as the inbox shows it:
+// what it would do (a command and its directory; files and their diff; a
+// tool and its input), who asks, and when it is declined if nobody
+// answers.
 type approval struct {
 	TaskID, Title string
 	RequestID     string
 	Kind          string
+	Tool          string
 	Command       string
 	Paths         []string
+	PathsMore     int
 	Cwd, Reason   string
-	Agent         string
-	Since         string // RFC 3339: when the task last changed
-	Attempt       string
-	Grade         string // the agent's health grade, when known
-	CSRF          string
-	Back          string
+	Input         string
+	// Diff is a file change's diff, file by file (DiffStat says it in
+	// words; DiffCut that the agent cut it).
+	Diff     []diffFile
+	DiffStat string
+	DiffCut  bool
+	// Deadline says when the agent declines it if nobody answers, "" when
+	// it waits for ever.
+	Deadline string
+	Parent   string // the task that submitted this one, for a subtask
+	Agent    string
+	Since    string // RFC 3339: when it was asked
+	Attempt  string
+	Grade    string // the agent's health grade, when known
+	CSRF     string
+	Back     string
 }
 
-func approvalOf(v *api.TaskView, csrf, back string) (approval, bool) {
+func approvalOf(v *api.TaskView, csrf, back string, now time.Time) (approval, bool) {
 	t := &v.Task
 	if t.Phase != state.PhaseAwaitingReply || t.AwaitingReply == nil || t.Reply != nil {
 		return approval{}, false
 	}
 	q := t.AwaitingReply
-	a := approval{TaskID: t.ID, Title: t.Title, RequestID: q.ID, Kind: string(q.Kind), Command: q.Command, Paths: q.Paths,
-		Cwd: q.Cwd, Reason: q.Reason, Since: t.UpdatedAt.Format(rfc3339), CSRF: csrf, Back: back}
+	since := q.Asked
+	if since.IsZero() {
+		since = t.UpdatedAt
+	}
+	a := approval{TaskID: t.ID, Title: t.Title, RequestID: q.ID, Kind: string(q.Kind), Tool: q.Tool, Command: q.Command, Paths: q.Paths,
+		PathsMore: q.PathsMore, Cwd: q.Cwd, Reason: q.Reason, Input: q.Input, DiffCut: q.DiffCut, Parent: t.Parent,
+		Since: since.Format(rfc3339), CSRF: csrf, Back: back}
 	if a.Kind == "" {
 		a.Kind = string(state.ApprovalCommand)
+	}
+	if q.Diff != "" {
+		a.Diff = parseQuestionDiff(q.Diff)
+		added, deleted := 0, 0
+		for _, f := range a.Diff {
+			added, deleted = added+f.Added, deleted+f.Deleted
+		}
+		a.DiffStat = diffText(len(a.Diff), added, deleted)
+	}
+	if !q.Deadline.IsZero() {
+		a.Deadline = "in " + state.Compact(q.Deadline.Sub(now).Truncate(time.Minute)) + " if nobody answers"
+		if q.Deadline.Sub(now) < time.Minute {
+			a.Deadline = "within a minute if nobody answers"
+		}
+	} else if !q.Asked.IsZero() {
+		a.Deadline = "never: the agent waits for an answer"
 	}
 	if t.Lease != nil {
 		a.Agent = t.Lease.AgentID
@@ -310,6 +356,45 @@ func approvalOf(v *api.TaskView, csrf, back string) (approval, bool) {
 		a.Attempt = fmt.Sprintf("attempt %d", c.Number)
 	}
 	return a, true
+}
+
+// parseQuestionDiff splits a question's unified diff into files: each
+// begins with its "--- " and "+++ " lines (a question's diff is made by
+// the agent, not git).
+func parseQuestionDiff(patch string) []diffFile {
+	lines := strings.Split(strings.TrimSuffix(patch, "\n"), "\n")
+	var files []diffFile
+	var f *diffFile
+	for i, line := range lines {
+		if strings.HasPrefix(line, "--- ") && i+1 < len(lines) && strings.HasPrefix(lines[i+1], "+++ ") {
+			files = append(files, diffFile{Path: strings.TrimPrefix(lines[i+1], "+++ ")})
+			f = &files[len(files)-1]
+			if f.Path == "/dev/null" {
+				f.Path = strings.TrimPrefix(line, "--- ")
+			}
+			f.Lines = append(f.Lines, diffLine{Class: "meta", Text: line})
+			continue
+		}
+		if f == nil {
+			files = append(files, diffFile{Path: "(no file named)"})
+			f = &files[len(files)-1]
+		}
+		class := ""
+		switch {
+		case strings.HasPrefix(line, "+++ ") && len(f.Lines) == 1:
+			class = "meta"
+		case strings.HasPrefix(line, "@@"):
+			class = "hunk"
+		case strings.HasPrefix(line, "+"):
+			class = "add"
+			f.Added++
+		case strings.HasPrefix(line, "-"):
+			class = "del"
+			f.Deleted++
+		}
+		f.Lines = append(f.Lines, diffLine{Class: class, Text: line})
+	}
+	return files
 }
 
 // agentCard is an agent as the agents page shows it.

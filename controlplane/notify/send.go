@@ -172,24 +172,26 @@ func title(n api.Notification) string {
 }
 
 var titles = map[api.NotifyEvent]string{
-	api.NotifyAwaitingReply:  "Waiting for you",
-	api.NotifyCompleted:      "Task completed",
-	api.NotifyFailed:         "Task failed",
-	api.NotifyBlocked:        "Task blocked",
-	api.NotifyAgentOffline:   "Agent offline",
-	api.NotifyAgentUnhealthy: "Agent unhealthy",
-	api.NotifyTest:           "Test notification",
+	api.NotifyAwaitingReply:   "Waiting for you",
+	api.NotifyApprovalExpired: "Nobody answered",
+	api.NotifyCompleted:       "Task completed",
+	api.NotifyFailed:          "Task failed",
+	api.NotifyBlocked:         "Task blocked",
+	api.NotifyAgentOffline:    "Agent offline",
+	api.NotifyAgentUnhealthy:  "Agent unhealthy",
+	api.NotifyTest:            "Test notification",
 }
 
 // tags are ntfy's tags by event: the first an emoji's short code.
 var tags = map[api.NotifyEvent]string{
-	api.NotifyAwaitingReply:  "raising_hand,agent",
-	api.NotifyCompleted:      "white_check_mark,agent",
-	api.NotifyFailed:         "x,agent",
-	api.NotifyBlocked:        "no_entry,agent",
-	api.NotifyAgentOffline:   "electric_plug,agent",
-	api.NotifyAgentUnhealthy: "warning,agent",
-	api.NotifyTest:           "bell,agent",
+	api.NotifyAwaitingReply:   "raising_hand,agent",
+	api.NotifyApprovalExpired: "hourglass,agent",
+	api.NotifyCompleted:       "white_check_mark,agent",
+	api.NotifyFailed:          "x,agent",
+	api.NotifyBlocked:         "no_entry,agent",
+	api.NotifyAgentOffline:    "electric_plug,agent",
+	api.NotifyAgentUnhealthy:  "warning,agent",
+	api.NotifyTest:            "bell,agent",
 }
 
 // netError says a failed request in one line with the URL's host only:

@@ -25,7 +25,7 @@ func TestTargetCheck(t *testing.T) {
 		{"ftp URL", func(t *Target) { t.URL = "ftp://h/x" }, "target hooks: URL ftp://h/…: want an absolute"},
 		{"password in the URL", func(t *Target) { t.URL = "https://u:SECRET@h/x" }, "target hooks: URL https://h/…: a user or password"},
 		{"short secret", func(t *Target) { t.Secret = []byte("short") }, "target hooks: a webhook needs a secret of at least 32 bytes, has 5"},
-		{"unknown event", func(t *Target) { t.Events = []api.NotifyEvent{"task.done"} }, `target hooks: unknown event "task.done": want task.awaiting_reply, task.completed`},
+		{"unknown event", func(t *Target) { t.Events = []api.NotifyEvent{"task.done"} }, `target hooks: unknown event "task.done": want task.awaiting_reply, task.approval_expired, task.completed`},
 		{"token on a webhook", func(t *Target) { t.Token = "x" }, "target hooks: a token is for ntfy, not webhook"},
 	} {
 		target := ok

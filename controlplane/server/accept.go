@@ -189,7 +189,14 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 			return bad(err)
 		}
 		if p.Phase == state.PhaseAwaitingReply && p.Request != nil {
-			t.AwaitingReply, t.Reply = p.Request, nil
+			r := *p.Request
+			r.Bound() // as the agent did: what a phone and a notification show stays small
+			t.AwaitingReply, t.Reply = &r, nil
+		}
+		if p.Expired != nil {
+			r := *p.Expired
+			r.Bound()
+			t.ApprovalExpired = &r
 		}
 	case state.EventProgress:
 		var p state.ProgressEvent

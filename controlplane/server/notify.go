@@ -104,12 +104,13 @@ func (s *Server) notifyPhases(w *watchedTx) {
 	}
 }
 
-// taskMark is what tells a task's moves apart: its phase, and the
-// question it asks in awaiting_reply (a second question in one
-// transaction is a move too).
+// taskMark is what tells a task's moves apart: its phase, the question
+// it asks in awaiting_reply (a second question in one transaction is a
+// move too), and the last question that expired unanswered.
 type taskMark struct {
 	phase    state.Phase
 	question string
+	expired  string
 }
 
 func markOf(t *state.Task) taskMark {
@@ -117,13 +118,16 @@ func markOf(t *state.Task) taskMark {
 	if t.Phase == state.PhaseAwaitingReply && t.AwaitingReply != nil {
 		m.question = t.AwaitingReply.ID
 	}
+	if t.ApprovalExpired != nil {
+		m.expired = t.ApprovalExpired.ID
+	}
 	return m
 }
 
 // phaseEvent is the event of a task that moved from before to where it
 // is, and the attempt it is about; "" when a person hears of none.
 func (s *Server) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *state.Attempt) {
-	if t == nil || markOf(t) == before || t.CancelRequested && t.Phase.Terminal() {
+	if t == nil || markOf(t).phase == before.phase && markOf(t).question == before.question || t.CancelRequested && t.Phase.Terminal() {
 		return "", nil // no move, or a person's cancel: they know
 	}
 	var last *state.Attempt
@@ -148,9 +152,10 @@ func (s *Server) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *s
 // target that wants its event; none when it is not one a person hears
 // of.
 func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification {
+	notes := s.expiredNotes(before, t)
 	ev, last := s.phaseEvent(before, t)
 	if ev == "" || !s.wanted(ev) {
-		return nil
+		return notes
 	}
 	attempt, question := 0, ""
 	if last != nil {
@@ -176,7 +181,31 @@ func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification 
 	if nt.ErrorCode == "" && ev != api.NotifyAwaitingReply && ev != api.NotifyCompleted {
 		nt.ErrorCode = t.LastErrorCode
 	}
+	if ev == api.NotifyCompleted {
+		nt.Denied = t.Denied
+	}
 	n := api.Notification{ID: noteID(t.ID, string(ev), fmt.Sprint(attempt), question), Event: ev, At: t.UpdatedAt,
+		Text: taskText(ev, nt), Link: s.link("/tasks/" + t.ID), Task: nt}
+	return append(notes, s.records(n)...)
+}
+
+// expiredNotes are the records of a question of t that expired
+// unanswered since before: the agent declined it on its own, and the
+// person it was for hears so, whatever else the task did meanwhile.
+func (s *Server) expiredNotes(before taskMark, t *state.Task) []store.Notification {
+	ev := api.NotifyApprovalExpired
+	if t == nil || t.ApprovalExpired == nil || t.ApprovalExpired.ID == before.expired || !s.wanted(ev) {
+		return nil
+	}
+	q := *t.ApprovalExpired
+	nt := &api.NotifiedTask{ID: t.ID, Title: t.Title, Phase: t.Phase, Repo: t.Repo, MaxAttempts: t.MaxAttempts, Question: &q}
+	if c := t.Current(); c != nil {
+		nt.Attempt = c.Number
+	}
+	if t.Lease != nil {
+		nt.Agent = t.Lease.AgentID
+	}
+	n := api.Notification{ID: noteID(t.ID, string(ev), q.ID), Event: ev, At: t.UpdatedAt,
 		Text: taskText(ev, nt), Link: s.link("/tasks/" + t.ID), Task: nt}
 	return s.records(n)
 }
@@ -272,8 +301,15 @@ func taskText(ev api.NotifyEvent, t *api.NotifiedTask) string {
 	switch ev {
 	case api.NotifyAwaitingReply:
 		return name + " awaits approval: " + question(t.Question) + agent
+	case api.NotifyApprovalExpired:
+		return name + ": nobody answered in time, so the agent declined: " + question(t.Question) + agent
 	case api.NotifyCompleted:
-		return name + " completed" + attempts + agent
+		denied := ""
+		if t.Denied > 0 {
+			// Not plain success: the model was refused what it asked for.
+			denied = " (" + state.DeniedText(t.Denied) + ")"
+		}
+		return name + " completed" + denied + attempts + agent
 	case api.NotifyBlocked:
 		return fmt.Sprintf("%s is blocked: the safety gate did not run it again (%s)%s%s; a person may continue or retry it", name, t.Gate, attempts, agent)
 	}
@@ -311,6 +347,19 @@ func question(q *state.ApprovalRequest) string {
 	}
 	if q.Cwd != "" {
 		what += " in " + oneLine(q.Cwd, 120)
+	}
+	if q.Diff != "" {
+		plus, minus := 0, 0
+		for _, l := range strings.Split(q.Diff, "\n") {
+			switch {
+			case strings.HasPrefix(l, "+++ "), strings.HasPrefix(l, "--- "):
+			case strings.HasPrefix(l, "+"):
+				plus++
+			case strings.HasPrefix(l, "-"):
+				minus++
+			}
+		}
+		what += fmt.Sprintf(" (+%d -%d)", plus, minus)
 	}
 	return what
 }

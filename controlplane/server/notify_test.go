@@ -187,6 +187,50 @@ func TestTaskEventsAreNotified(t *testing.T) {
 		}
 	})
 
+	t.Run("a question that expires, then a completion with the calls denied", func(t *testing.T) {
+		e.clearNotes()
+		task, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "tidy", Title: "tidy up"})
+		must(t, err)
+		c := e.claim("ws-1", "available", 1)[0]
+		req := &state.ApprovalRequest{ID: "call_9", Kind: state.ApprovalFileChange, Tool: "apply_patch", Paths: []string{"/w/a.txt"},
+			Diff: "--- /dev/null\n+++ /w/a.txt\n@@ -0,0 +1,2 @@\n+one\n+two\n"}
+		e.send("ws-1",
+			ev("x1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
+			ev("x2", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}),
+			ev("x3", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseAwaitingReply, Request: req}))
+		n := e.oneNote(api.NotifyAwaitingReply, "all", "people")
+		if want := `Task "tidy up" awaits approval: change /w/a.txt (+2 -0) (agent ws-1)`; n.Text != want {
+			t.Errorf("text %q, want %q", n.Text, want)
+		}
+		if n.Task.Question == nil || n.Task.Question.Diff != req.Diff {
+			t.Errorf("the webhook's question %+v does not carry the diff", n.Task.Question)
+		}
+		e.clearNotes()
+		// Nobody answered: the agent declines, and the task says so.
+		a := state.Attempt{AttemptID: "a1", Number: 1, Status: state.AttemptRunning, StartedAt: t0,
+			Denied: state.Denied{Count: 1, Calls: []state.DeniedCall{{Tool: "apply_patch", Input: "change /w/a.txt", Why: "no answer within 1h0m0s"}}}}
+		e.send("ws-1", ev("x4", state.EventAttempt, c, a),
+			ev("x5", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted, Reason: "approval call_9 expired", Expired: req}))
+		n = e.oneNote(api.NotifyApprovalExpired, "all")
+		if want := `Task "tidy up": nobody answered in time, so the agent declined: change /w/a.txt (+2 -0) (agent ws-1)`; n.Text != want {
+			t.Errorf("text %q, want %q", n.Text, want)
+		}
+		v, err := e.client.Task(ctx, task.ID)
+		if err != nil || v.ApprovalExpired == nil || v.ApprovalExpired.ID != "call_9" || v.Denied != 1 || v.AwaitingReply != nil {
+			t.Fatalf("the task %+v (%v) does not keep the expired question and the denied call", v.Task, err)
+		}
+		e.clearNotes()
+		done := a
+		done.Status, done.CompletedAt = state.AttemptCompleted, t0.Add(time.Second)
+		e.send("ws-1", ev("x6", state.EventAttempt, c, done),
+			ev("x7", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseCompleted, Reason: "1 tool call denied"}),
+			ev("x8", state.EventComplete, c, state.CompleteEvent{Status: state.PhaseCompleted, Attempts: []state.Attempt{done}}))
+		n = e.oneNote(api.NotifyCompleted, "all", "done")
+		if want := `Task "tidy up" completed (1 tool call denied) after 1 attempt (agent ws-1)`; n.Text != want || n.Task.Denied != 1 {
+			t.Errorf("text %q (denied %d), want %q", n.Text, n.Task.Denied, want)
+		}
+	})
+
 	t.Run("failed", func(t *testing.T) {
 		e.clearNotes()
 		e.submit("crash", "any")

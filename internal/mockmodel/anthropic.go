@@ -153,8 +153,12 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 		}
 		blocks, stop = []antBlock{{Type: "tool_use", ID: fmt.Sprintf("toolu_mock_%d", n), Name: "Bash",
 			Input: map[string]any{"command": d.commandOr(), "description": "Run the mock model's command"}}}, "tool_use"
-	case ScenarioWrite:
-		if err := hasTool(q.tools(), "Write"); err != nil {
+	case ScenarioWrite, ScenarioEdit:
+		tool := "Write"
+		if sc == ScenarioEdit {
+			tool = "Edit"
+		}
+		if err := hasTool(q.tools(), tool); err != nil {
 			antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())
 			return
 		}
@@ -167,6 +171,10 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 		}
 		blocks, stop = []antBlock{{Type: "tool_use", ID: fmt.Sprintf("toolu_mock_%d", n), Name: "Write",
 			Input: map[string]any{"file_path": path, "content": WrittenContent}}}, "tool_use"
+		if sc == ScenarioEdit {
+			blocks[0].Name, blocks[0].Input = "Edit", map[string]any{"file_path": path,
+				"old_string": strings.TrimSuffix(WrittenContent, "\n"), "new_string": strings.TrimSuffix(EditedContent, "\n")}
+		}
 	case ScenarioFinal:
 		blocks = []antBlock{{Type: "text", Text: FinalText}}
 	}

@@ -24,8 +24,9 @@
 //	mock: r500 gpt-b=text          a bare name is the default for models not named
 //	mock: shell after=r500         the turn after the tool ran gets r500, not the final text
 //	mock-cmd: COMMAND              the command shell runs (default DefaultCommand)
-//	mock-file: PATH                the file write creates (default PatchFile for Codex,
-//	                               WriteFile for Claude Code; relative to the CLI's cwd)
+//	mock-file: PATH                the file write creates or edit changes (default
+//	                               PatchFile for Codex, WriteFile for Claude Code;
+//	                               relative to the CLI's cwd)
 //
 // No "mock:" line means text. A scenario the mock does not know is
 // answered with HTTP 400 naming it, so a typo fails loudly.
@@ -43,6 +44,10 @@
 //	              {"cmd": ...}, Claude Code's Bash {"command": ...}
 //	write         Codex: the freeform apply_patch tool adding a file;
 //	              Claude Code: Write of a file in the cwd its prompt states
+//	edit          the file (mock-file:, default PatchFile for Codex, WriteFile
+//	              for Claude Code) holding WrittenContent is changed to hold
+//	              EditedContent: Codex's apply_patch updating it, Claude
+//	              Code's Edit (old_string, new_string)
 //	escalate      Codex: exec_command with sandbox_permissions "require_escalated"
 //	              and a justification, which makes Codex ask for approval under
 //	              approval policy on-request; Claude Code: the same as shell

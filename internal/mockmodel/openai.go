@@ -121,7 +121,7 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 		}
 		b, _ := json.Marshal(args)
 		call = func(o *oaiStream) { o.functionCall("exec_command", string(b)) }
-	case ScenarioWrite:
+	case ScenarioWrite, ScenarioEdit:
 		if err := hasTool(q.tools(), "apply_patch"); err != nil {
 			jsonError(w, http.StatusBadRequest, "", oaiError("invalid_request_error", "mock_tool", err.Error()))
 			return
@@ -131,6 +131,9 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 			file = PatchFile
 		}
 		patch := "*** Begin Patch\n*** Add File: " + file + "\n+" + WrittenContent + "*** End Patch\n"
+		if sc == ScenarioEdit {
+			patch = "*** Begin Patch\n*** Update File: " + file + "\n@@\n-" + WrittenContent + "+" + EditedContent + "*** End Patch\n"
+		}
 		call = func(o *oaiStream) { o.customToolCall("apply_patch", patch) }
 	}
 
@@ -162,7 +165,7 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 			"message": "Your input exceeds the context window of this model. Please adjust your input and try again."}
 		o.event("response.failed", map[string]any{"response": o.snapshot()})
 		return
-	case ScenarioShell, ScenarioEscalate, ScenarioWrite:
+	case ScenarioShell, ScenarioEscalate, ScenarioWrite, ScenarioEdit:
 		call(o)
 	case ScenarioFinal:
 		o.message(FinalText, true)

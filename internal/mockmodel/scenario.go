@@ -14,6 +14,7 @@ const (
 	ScenarioText         Scenario = "text"
 	ScenarioShell        Scenario = "shell"
 	ScenarioWrite        Scenario = "write"
+	ScenarioEdit         Scenario = "edit"
 	ScenarioEscalate     Scenario = "escalate"
 	ScenarioRateLimit    Scenario = "r429"
 	ScenarioQuota        Scenario = "quota"
@@ -31,7 +32,7 @@ const (
 )
 
 var scenarios = map[Scenario]bool{
-	ScenarioText: true, ScenarioShell: true, ScenarioWrite: true, ScenarioEscalate: true,
+	ScenarioText: true, ScenarioShell: true, ScenarioWrite: true, ScenarioEdit: true, ScenarioEscalate: true,
 	ScenarioRateLimit: true, ScenarioQuota: true, ScenarioUnauthorized: true, ScenarioForbidden: true,
 	ScenarioServerError: true, ScenarioOverloaded: true, ScenarioContext: true, ScenarioCut: true,
 	ScenarioHang: true, ScenarioHangHeaders: true, ScenarioFinal: true,
@@ -54,6 +55,9 @@ const (
 	WriteFile = "mock_write.txt"
 	// WrittenContent is what write puts in the file.
 	WrittenContent = "written by the mock model\n"
+	// EditedContent is what edit makes of a file that holds
+	// WrittenContent: its one line replaced.
+	EditedContent = "edited by the mock model\n"
 )
 
 // directives are what the user's prompt tells the mock: the last line of

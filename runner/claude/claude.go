@@ -1,9 +1,12 @@
 // Package claude is the claude executor: it runs Claude Code in print mode
 // with stream-json output, one process per attempt, the prompt on stdin,
 // and reads its lines as events; the result line decides the outcome. In
-// print mode the CLI never asks: what it may not do it denies, and the
-// executor reports each denial as a log line. An attempt that continues an
-// earlier one's session runs with --resume and sends the follow-up; a
+// print mode the CLI asks nobody: what its permissions do not allow it
+// denies, and each denial is a denied call of the attempt. With an
+// approval policy other than never, it asks the agent instead, through
+// the permission prompt tool the agent serves (see approvals.go), and the
+// agent answers by the policy or asks a person. An attempt that continues
+// an earlier one's session runs with --resume and sends the follow-up; a
 // session Claude Code cannot resume ends the attempt with code
 // session_lost, never a new session.
 package claude
@@ -35,9 +38,19 @@ type Config struct {
 	// is the longest stdout line read.
 	cli.Base
 	// AllowedTools (--allowedTools) and PermissionMode (--permission-mode)
-	// decide what the CLI may do: in print mode it never asks, it denies.
+	// decide what the CLI may do without asking; what else it wants, it
+	// denies, or asks the agent about (Approval).
 	AllowedTools   []string
 	PermissionMode string
+	// Approval answers what Claude Code would ask a person about: never
+	// (default: it denies it), accept, decline, or ask a person. Other
+	// than never, Claude Code runs with --permission-prompt-tool, served
+	// by PromptTool: the command (the agent's own binary and its
+	// claude-approval-mcp subcommand) that runs ServeMCP with --dir DIR
+	// appended, with PromptEnv (NAME=VALUE) set.
+	Approval   runner.ApprovalPolicy
+	PromptTool []string
+	PromptEnv  []string
 	// MaxRetries caps the CLI's own retries (CLAUDE_CODE_MAX_RETRIES), so
 	// the agent owns retrying. Default 1; negative for 0.
 	MaxRetries int
@@ -58,6 +71,20 @@ func New(cfg Config) (*Claude, error) {
 	default:
 		return nil, fmt.Errorf("claude executor: permission mode %q: want default, acceptEdits, dontAsk, plan or bypassPermissions", cfg.PermissionMode)
 	}
+	switch cfg.Approval {
+	case "":
+		cfg.Approval = runner.ApprovalNever
+	case runner.ApprovalNever:
+	case runner.ApprovalAcceptAll, runner.ApprovalDeclineAll, runner.ApprovalAsk:
+		if err := CanAsk(cfg.PermissionMode); err != nil {
+			return nil, fmt.Errorf("claude executor: --approval %s: %w", cfg.Approval, err)
+		}
+		if len(cfg.PromptTool) == 0 {
+			return nil, fmt.Errorf("claude executor: --approval %s needs the command that serves the permission prompt tool", cfg.Approval)
+		}
+	default:
+		return nil, fmt.Errorf("claude executor: approval policy %q: want never, accept, decline or ask", cfg.Approval)
+	}
 	switch {
 	case cfg.MaxRetries == 0:
 		cfg.MaxRetries = 1
@@ -68,6 +95,20 @@ func New(cfg Config) (*Claude, error) {
 		return nil, err
 	}
 	return &Claude{cfg: cfg}, nil
+}
+
+// CanAsk says why Claude Code in a permission mode never asks, nil when
+// it does: dontAsk denies whatever is not allowed and bypassPermissions
+// allows everything, without asking the permission prompt tool (seen on
+// 2.1.330). default asks for what is not allowed, and acceptEdits for
+// what it does not accept on its own (edits in the work directory and
+// some file commands it takes as edits).
+func CanAsk(permissionMode string) error {
+	switch permissionMode {
+	case "dontAsk", "bypassPermissions":
+		return fmt.Errorf("in permission mode %s Claude Code never asks; use --claude-permission-mode default (or acceptEdits) to be asked", permissionMode)
+	}
+	return nil
 }
 
 // Name implements runner.Executor.
@@ -82,8 +123,11 @@ func (c *Claude) Probe(ctx context.Context) error { return c.cfg.Probe(ctx) }
 
 // args is the command line after the binary. The prompt goes to stdin, so
 // no prompt can pass for a flag.
-func (c *Claude) args(spec runner.AttemptSpec) []string {
+func (c *Claude) args(spec runner.AttemptSpec, ask *askServer) []string {
 	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
+	if ask != nil {
+		args = append(args, "--mcp-config", ask.configPath(), "--permission-prompt-tool", PromptToolID)
+	}
 	if r := spec.Resume; r != nil {
 		// The same session goes on (2.1.330 keeps its id in print mode).
 		args = append(args, "--resume", r.SessionID)
@@ -161,14 +205,29 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 		prompt = spec.Resume.Prompt
 	}
 	configDir := claudeConfigDir(env)
-	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(spec), Dir: dir,
+	var ask *askServer
+	if c.cfg.Approval != runner.ApprovalNever {
+		workDir := dir
+		if workDir == "" {
+			workDir, _ = os.Getwd()
+		}
+		ask, err = newAskServer(ctx, spec, c.cfg.Approval, c.cfg.PromptTool, c.cfg.PromptEnv, workDir)
+		if err != nil {
+			return runner.Exit{StartErr: err, ExitCode: -1}
+		}
+		defer ask.close()
+	}
+	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(spec, ask), Dir: dir,
 		Env: env, Mark: spec.ProcessMark(), Stdin: strings.NewReader(prompt), Grace: c.cfg.Grace,
 		Confine: spec.Confinement(configDir), Egress: spec.EgressPolicy(endpoints(env)...), User: spec.ProcUser()})
 	if err != nil {
 		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
-	s := &claudeSession{tools: map[string]claudeTool{}, out: cli.NewSessionEmitter(emit, "claude", p.Pgid),
-		configDir: configDir, resume: spec.Resume}
+	out := cli.NewSessionEmitter(emit, "claude", p.Pgid)
+	if ask != nil {
+		ask.start(out.Send) // its events wait for the session as the CLI's do
+	}
+	s := &claudeSession{tools: map[string]claudeTool{}, out: out, configDir: configDir, resume: spec.Resume, ask: ask}
 	lines := make(chan string, 64)
 	stderrDone := make(chan struct{})
 	go func() {
@@ -244,6 +303,9 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 	p.Sweep()
 	cli.DrainAfterExit(lines, c.cfg.Grace, p.Stdout, take)
 	p.Drain(c.cfg.Grace, stderrDone)
+	if ask != nil {
+		ask.close() // before the emitter: it may still say something
+	}
 	s.checkTranscript()
 	s.out.Close()
 	exit.SetStatus(p)
@@ -272,6 +334,7 @@ type claudeSession struct {
 	out         *cli.SessionEmitter
 	configDir   string         // where Claude Code keeps its state
 	resume      *runner.Resume // the session continued, if one is
+	ask         *askServer     // the permission prompt tool's, if Claude Code asks
 	started     bool           // system/init seen: the session is on
 	tools       map[string]claudeTool
 	streaming   bool // a progress event went out for the message being streamed
@@ -313,6 +376,7 @@ type claudeLine struct {
 	Errors            []string        `json:"errors"`
 	PermissionDenials []struct {
 		ToolName  string          `json:"tool_name"`
+		ToolUseID string          `json:"tool_use_id"`
 		ToolInput json.RawMessage `json:"tool_input"`
 	} `json:"permission_denials"`
 }
@@ -452,6 +516,15 @@ func (s *claudeSession) checkTranscript() {
 	}
 }
 
+// toolInputText says what a tool call asked: its command or file, else
+// its input.
+func toolInputText(name string, input json.RawMessage) string {
+	if s := strings.TrimSpace(strings.TrimPrefix(toolText(claudeTool{name: name, input: input}), name)); s != "" {
+		return s
+	}
+	return compactJSON(input)
+}
+
 // toolText says what a tool call did: the command, or the file.
 func toolText(t claudeTool) string {
 	var in struct {
@@ -472,7 +545,11 @@ func (s *claudeSession) result(l claudeLine, ev func(runner.Event)) {
 		s.reportUsage(total.usage(), ev)
 	}
 	for _, d := range l.PermissionDenials {
-		ev(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: "permission denied: " + d.ToolName + " " + runner.Clip(string(d.ToolInput), 300)})
+		if s.ask != nil && s.ask.answered(d.ToolUseID) {
+			continue // the agent's answer: recorded when it was given
+		}
+		ev(runner.Event{Type: runner.EventDenied, Name: d.ToolName, Description: toolInputText(d.ToolName, d.ToolInput),
+			Message: "not allowed by Claude Code's permissions"})
 	}
 	if !l.IsError && l.Subtype == "success" {
 		s.turn = runner.TurnCompleted

@@ -6,9 +6,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/runner/runnertest"
 )
 
 func TestMain(m *testing.M) {
 	keeper.Main() // attempts run under a keeper: this test binary is it
+	runnertest.ServeClaudeApprovals()
 	goleak.VerifyTestMain(m)
 }

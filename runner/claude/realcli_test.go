@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/claude"
@@ -49,17 +52,24 @@ func TestClaudeAgainstTheRealCLI(t *testing.T) {
 	}
 }
 
-// Claude in print mode never asks: what it may not do it denies, and the
-// denial is reported as a log line; the run still succeeds, without the
-// side effect.
-func TestClaudePermissionDenialIsLogged(t *testing.T) {
+// Claude in print mode asks nobody: what it may not do it denies, and
+// the denial is a denied call of the attempt; the run still succeeds,
+// without the side effect, and the task says it was refused.
+func TestClaudePermissionDenialIsADeniedCall(t *testing.T) {
 	mock := runnertest.StartMock(t)
 	f := runnertest.NewCLIFixture(t, runnertest.ClaudeExec(t, mock, claude.Config{}), "Run it\nmock: shell\nmock-cmd: echo denied > denied.txt", []string{"claude-a"})
 	f.Run(t, context.Background())
 	if f.Task.Phase != state.PhaseCompleted {
 		t.Fatalf("task %s: %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
 	}
-	if !runnertest.ContainsSub(f.Rec.Logs(), "permission denied: Bash") {
+	d := f.Task.Attempts[0].Denied
+	if d.Count != 1 || d.Calls[0].Tool != "Bash" || d.Calls[0].Input != "echo denied > denied.txt" || d.Calls[0].Why != "not allowed by Claude Code's permissions" {
+		t.Errorf("denied %+v, want the Bash call, not allowed", d)
+	}
+	if f.Task.PhaseReason != "1 tool call denied" {
+		t.Errorf("the task completed with reason %q, want it to say the denied call", f.Task.PhaseReason)
+	}
+	if !runnertest.ContainsSub(f.Rec.Logs(), "denied: Bash echo denied > denied.txt (not allowed by Claude Code's permissions)") {
 		t.Errorf("no log line for the denial:\n%s", strings.Join(f.Rec.Logs(), "\n"))
 	}
 	if f.Task.Attempts[0].Facts.SideEffect {
@@ -67,5 +77,140 @@ func TestClaudePermissionDenialIsLogged(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.Runner.WorkRoot, f.Task.ID, "denied.txt")); err == nil {
 		t.Error("the denied command ran")
+	}
+}
+
+// replies is a person answering approval requests by a fixed decision,
+// or never (no decision).
+type replies struct {
+	mu       sync.Mutex
+	requests []state.ApprovalRequest
+	answer   runner.Approval
+}
+
+func (r *replies) Await(ctx context.Context, taskID string, req state.ApprovalRequest) (runner.Approval, error) {
+	r.mu.Lock()
+	r.requests = append(r.requests, req)
+	r.mu.Unlock()
+	if r.answer == "" {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	return r.answer, nil
+}
+
+// With --approval ask, Claude Code asks through the permission prompt
+// tool the agent serves, confined: a tool call outside the allowed list
+// becomes a question (a Bash command and where it runs; a Write or an
+// Edit with its file and diff), a person's answer decides, and what is
+// declined, or not answered in time, does not happen and is a denied
+// call.
+func TestClaudeAsksWhenConfined(t *testing.T) {
+	if landlock.ABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	for _, c := range []struct {
+		name    string
+		prompt  string
+		allowed []string
+		policy  runner.ApprovalPolicy
+		before  string // the content of the file the turn changes, before it
+		answer  runner.Approval
+		file    string
+		want    string // what the file holds after; "" when it must not be made
+		kind    state.ApprovalKind
+		diff    []string
+		asked   bool
+		why     string
+		expired bool
+	}{
+		{name: "Bash, not allowed, a person accepts", prompt: "Run it\nmock: shell\nmock-cmd: echo ran > ran.txt", allowed: []string{"Write"},
+			answer: runner.ApprovalAccept, file: "ran.txt", want: "ran\n", kind: state.ApprovalCommand, asked: true},
+		{name: "Bash, not allowed, a person declines", prompt: "Run it\nmock: shell\nmock-cmd: echo ran > ran.txt", allowed: []string{"Write"},
+			answer: runner.ApprovalDecline, file: "ran.txt", kind: state.ApprovalCommand, asked: true, why: "declined by a person"},
+		{name: "Bash, nobody answers in time", prompt: "Run it\nmock: shell\nmock-cmd: echo ran > ran.txt", allowed: []string{"Write"},
+			file: "ran.txt", kind: state.ApprovalCommand, asked: true, why: "no answer within 1s", expired: true},
+		{name: "Write, not allowed, a person accepts", prompt: "Write it\nmock: write", allowed: []string{"Bash"}, answer: runner.ApprovalAccept,
+			file: mockmodel.WriteFile, want: mockmodel.WrittenContent, kind: state.ApprovalFileChange, diff: []string{"+written by the mock model"}, asked: true},
+		{name: "Edit, not allowed, a person declines", prompt: "Edit it\nmock: edit", allowed: []string{"Bash"}, before: mockmodel.WrittenContent,
+			answer: runner.ApprovalDecline, file: mockmodel.WriteFile, kind: state.ApprovalFileChange,
+			diff: []string{"-written by the mock model", "+edited by the mock model"}, asked: true, why: "declined by a person"},
+		{name: "Bash, allowed: nobody is asked", prompt: "Run it\nmock: shell\nmock-cmd: echo ran > ran.txt", allowed: []string{"Bash"},
+			answer: runner.ApprovalDecline, file: "ran.txt", want: "ran\n"},
+		{name: "Bash, declined by the policy", prompt: "Run it\nmock: shell\nmock-cmd: echo ran > ran.txt", policy: runner.ApprovalDeclineAll,
+			file: "ran.txt", why: "declined by the approval policy"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			runnertest.LimitCLIs(t)
+			mock := runnertest.StartMock(t)
+			policy := c.policy
+			if policy == "" {
+				policy = runner.ApprovalAsk
+			}
+			f := runnertest.NewCLIFixture(t, runnertest.ClaudeExec(t, mock, claude.Config{AllowedTools: c.allowed, Approval: policy}), c.prompt, []string{"claude-a"})
+			f.Runner.Isolation = &runner.Isolation{}
+			rep := &replies{answer: c.answer}
+			f.Runner.Replies = rep
+			f.Runner.ApprovalTimeout = time.Second
+			work := filepath.Join(f.Runner.WorkRoot, f.Task.ID)
+			if c.before != "" {
+				if err := os.MkdirAll(work, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(work, c.file), []byte(c.before), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.Run(t, context.Background())
+			logs := strings.Join(f.Rec.Logs(), "\n")
+			if f.Task.Phase != state.PhaseCompleted {
+				t.Fatalf("task %s (%s); attempts %s; logs:\n%s", f.Task.Phase, f.Task.PhaseReason, runnertest.AttemptsText(f.Task), logs)
+			}
+			if (len(rep.requests) == 1) != c.asked || len(rep.requests) > 1 {
+				t.Fatalf("questions %+v, want one: %v; logs:\n%s", rep.requests, c.asked, logs)
+			}
+			if c.asked {
+				req := rep.requests[0]
+				if req.Kind != c.kind || req.ID == "" || req.Deadline.IsZero() {
+					t.Errorf("question %+v, want kind %s, an id and a deadline", req, c.kind)
+				}
+				switch c.kind {
+				case state.ApprovalCommand:
+					if req.Tool != "Bash" || req.Command != "echo ran > ran.txt" || req.Cwd != work {
+						t.Errorf("the question does not say the command and where it runs: %+v (want in %s)", req, work)
+					}
+				case state.ApprovalFileChange:
+					if len(req.Paths) != 1 || req.Paths[0] != filepath.Join(work, c.file) {
+						t.Errorf("the question's paths %q, want %s", req.Paths, filepath.Join(work, c.file))
+					}
+					for _, d := range c.diff {
+						if !strings.Contains(req.Diff, d) {
+							t.Errorf("the question's diff lacks %q:\n%s", d, req.Diff)
+						}
+					}
+				}
+			}
+			got, err := os.ReadFile(filepath.Join(work, c.file))
+			switch {
+			case c.want != "" && string(got) != c.want:
+				t.Errorf("%s holds %q (%v), want %q; logs:\n%s", c.file, got, err, c.want, logs)
+			case c.want == "" && c.before == "" && err == nil:
+				t.Errorf("%s was made though declined: %q", c.file, got)
+			case c.before != "" && c.want == "" && string(got) != c.before:
+				t.Errorf("%s holds %q though the edit was declined", c.file, got)
+			}
+			d := f.Task.Attempts[0].Denied
+			switch {
+			case c.why == "" && (d.Count != 0 || f.Task.PhaseReason != ""):
+				t.Errorf("denied %+v, reason %q; want none", d, f.Task.PhaseReason)
+			case c.why != "" && (d.Count != 1 || d.Calls[0].Why != c.why || f.Task.PhaseReason != "1 tool call denied"):
+				t.Errorf("denied %+v, reason %q; want one call, %s (counted once)", d, f.Task.PhaseReason, c.why)
+			}
+			if (f.Task.ApprovalExpired != nil) != c.expired {
+				t.Errorf("the task's expired question %+v, want one: %v", f.Task.ApprovalExpired, c.expired)
+			}
+			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
+		})
 	}
 }

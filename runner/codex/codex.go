@@ -131,7 +131,8 @@ func (c *Codex) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runn
 		dir, _ = os.Getwd()
 	}
 	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: cli.NewSessionEmitter(emit, "codex", p.Pgid), pending: map[int64]string{},
-		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval)}
+		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval),
+		changes: map[string][]codexChange{}, asked: map[string]bool{}}
 	return s.run(ctx)
 }
 
@@ -155,6 +156,18 @@ func codexSandbox(mode string, confined bool) string {
 		return "danger-full-access"
 	}
 	return mode
+}
+
+// CanAsk says why Codex would never ask with approval ask in a sandbox
+// mode, nil when it asks. Confined by the agent, Codex asks before every
+// command and file change (untrusted: see approvalPolicy), whatever the
+// mode. Not confined, it asks for what is beyond its own sandbox's
+// reach (on-request), and danger-full-access leaves nothing beyond it.
+func CanAsk(sandbox string, confined bool) error {
+	if !confined && sandbox == "danger-full-access" {
+		return fmt.Errorf("with --codex-sandbox danger-full-access and no confinement by the agent, Codex never asks; use --codex-sandbox workspace-write (or read-only), or confine attempts (--isolation auto or landlock, on Linux with Landlock)")
+	}
+	return nil
 }
 
 // splitLines splits text into lines without their newlines, dropping a

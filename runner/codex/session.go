@@ -69,6 +69,13 @@ type codexSession struct {
 	msgs      chan codexMsg // closed at the end of stdout
 	approvals chan codexApproval
 	asking    sync.WaitGroup
+	// changes are the file changes of the fileChange items started and
+	// not yet completed, by item: Codex's approval request for one names
+	// only the item.
+	changes map[string][]codexChange
+	// asked are the items a person was asked about: their decline is
+	// recorded with the answer, not again when the item completes.
+	asked map[string]bool
 }
 
 func (s *codexSession) run(ctx context.Context) runner.Exit {
@@ -147,10 +154,6 @@ func (s *codexSession) run(ctx context.Context) runner.Exit {
 			}
 		case a := <-s.approvals:
 			s.respond(a.id, map[string]any{"decision": string(a.decision)})
-			s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: "approval answered: " + string(a.decision), Notice: true})
-			if !s.done {
-				s.out.Send(runner.Event{Type: runner.EventPhase, Phase: state.PhaseTurnStarted, Notice: true})
-			}
 		case <-s.p.Exited():
 			running = false
 		}
@@ -297,7 +300,8 @@ func (s *codexSession) response(m codexMsg) error {
 	switch method {
 	case "initialize":
 		s.notify("initialized")
-		params := map[string]any{"cwd": s.dir, "approvalPolicy": s.approvalPolicy(), "sandbox": codexSandbox(s.cfg.Sandbox, s.spec.Confine != nil)}
+		confined := s.spec.Confine != nil
+		params := map[string]any{"cwd": s.dir, "approvalPolicy": approvalPolicy(s.cfg.Approval, confined), "sandbox": codexSandbox(s.cfg.Sandbox, confined)}
 		if s.spec.Task.Model != "" {
 			params["model"] = s.spec.Task.Model
 		}
@@ -357,28 +361,90 @@ func (s *codexSession) sessionLost(msg string) {
 	s.out.Send(runner.Event{Type: runner.EventError, Code: state.CodeSessionLost, Message: msg})
 }
 
-// approvalPolicy is the thread's approval policy for the configured answer.
-func (s *codexSession) approvalPolicy() string {
-	if s.cfg.Approval == runner.ApprovalNever {
+// approvalPolicy is the thread's approval policy for the agent's:
+// never asks never. The others answer what Codex asks under on-request,
+// where its sandbox works: a command the model wants run outside it, a
+// file change outside its writable roots. Confined by the agent, Codex's
+// sandbox cannot run (see codexSandbox), so nothing would be outside its
+// reach and nobody asked: ask then starts the thread untrusted, under
+// which Codex 0.169.0 asks before every command (ls included) and every
+// file change, and runs what is accepted inside the agent's confinement.
+func approvalPolicy(p runner.ApprovalPolicy, confined bool) string {
+	switch {
+	case p == runner.ApprovalNever:
 		return "never"
+	case p == runner.ApprovalAsk && confined:
+		return "untrusted"
 	}
 	return "on-request"
 }
 
 // codexItem is the part of a thread item the executor reads.
 type codexItem struct {
-	Type     string `json:"type"`
-	ID       string `json:"id"`
-	Text     string `json:"text"`
-	Command  string `json:"command"`
-	Status   string `json:"status"`
-	ExitCode *int   `json:"exitCode"`
-	Server   string `json:"server"`
-	Tool     string `json:"tool"`
-	Changes  []struct {
-		Path string          `json:"path"`
-		Kind json.RawMessage `json:"kind"`
-	} `json:"changes"`
+	Type     string        `json:"type"`
+	ID       string        `json:"id"`
+	Text     string        `json:"text"`
+	Command  string        `json:"command"`
+	Status   string        `json:"status"`
+	ExitCode *int          `json:"exitCode"`
+	Server   string        `json:"server"`
+	Tool     string        `json:"tool"`
+	Changes  []codexChange `json:"changes"`
+}
+
+// codexChange is one file of a fileChange item: its path, the kind of
+// change ({"type": "add"|"delete"|"update", "move_path"}, or a bare
+// string in older versions) and the diff: a new file's content, or the
+// hunks of an update.
+type codexChange struct {
+	Path string          `json:"path"`
+	Kind json.RawMessage `json:"kind"`
+	Diff string          `json:"diff"`
+}
+
+// kind is the change's kind and where an update moves the file.
+func (c codexChange) kind() (kind, movePath string) {
+	var k struct {
+		Type     string `json:"type"`
+		MovePath string `json:"move_path"`
+	}
+	if json.Unmarshal(c.Kind, &k) != nil {
+		_ = json.Unmarshal(c.Kind, &k.Type)
+	}
+	return k.Type, k.MovePath
+}
+
+// unifiedDiff renders a fileChange item's changes as one unified diff,
+// as a person reads a patch: a new file's content as added lines, a
+// deleted one's as removed lines, an update's hunks under its paths.
+func unifiedDiff(changes []codexChange) string {
+	var b strings.Builder
+	for _, c := range changes {
+		kind, move := c.kind()
+		lines := splitLines(c.Diff)
+		switch kind {
+		case "add":
+			fmt.Fprintf(&b, "--- /dev/null\n+++ %s\n@@ -0,0 +1,%d @@\n", c.Path, len(lines))
+			for _, l := range lines {
+				b.WriteString("+" + l + "\n")
+			}
+		case "delete":
+			fmt.Fprintf(&b, "--- %s\n+++ /dev/null\n@@ -1,%d +0,0 @@\n", c.Path, len(lines))
+			for _, l := range lines {
+				b.WriteString("-" + l + "\n")
+			}
+		default:
+			to := c.Path
+			if move != "" {
+				to = move
+			}
+			fmt.Fprintf(&b, "--- %s\n+++ %s\n", c.Path, to)
+			for _, l := range lines {
+				b.WriteString(l + "\n")
+			}
+		}
+	}
+	return b.String()
 }
 
 // notification maps one notification to the runner's events.
@@ -467,6 +533,9 @@ func (s *codexSession) itemStarted(it codexItem, ev func(runner.Event)) {
 		ev(runner.Event{Type: runner.EventTool, Name: "shell", Stage: runner.StageCall})
 		ev(runner.Event{Type: runner.EventProgress, Message: "running " + runner.Clip(it.Command, 200), Step: it.Type})
 	case "fileChange":
+		if len(s.changes) < 64 { // an approval asked for it comes right after: the few open are enough
+			s.changes[it.ID] = it.Changes
+		}
 		ev(runner.Event{Type: runner.EventTool, Name: "apply_patch", Stage: runner.StageCall})
 		ev(runner.Event{Type: runner.EventProgress, Message: "changing files", Step: it.Type})
 	case "mcpToolCall":
@@ -506,22 +575,25 @@ func (s *codexSession) itemCompleted(it codexItem, ev func(runner.Event)) {
 				desc += fmt.Sprintf(" (exit %d)", *it.ExitCode)
 			}
 			ev(runner.Event{Type: runner.EventSideEffect, Description: desc})
-		} else {
-			ev(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: "command declined: " + runner.Clip(it.Command, 500)})
+		} else if !s.asked[it.ID] {
+			ev(runner.Event{Type: runner.EventDenied, Name: "shell", Description: it.Command, Message: "declined by Codex"})
 		}
+		delete(s.asked, it.ID)
 	case "fileChange":
+		delete(s.changes, it.ID)
 		ev(runner.Event{Type: runner.EventTool, Name: "apply_patch", Stage: runner.StageResult})
-		if it.Status == "completed" {
+		switch it.Status {
+		case "completed":
 			for _, c := range it.Changes {
-				var kind struct {
-					Type string `json:"type"`
-				}
-				if json.Unmarshal(c.Kind, &kind) != nil {
-					_ = json.Unmarshal(c.Kind, &kind.Type)
-				}
-				ev(runner.Event{Type: runner.EventSideEffect, Description: strings.TrimSpace(kind.Type + " " + c.Path)})
+				kind, _ := c.kind()
+				ev(runner.Event{Type: runner.EventSideEffect, Description: strings.TrimSpace(kind + " " + c.Path)})
+			}
+		case "declined":
+			if !s.asked[it.ID] {
+				ev(runner.Event{Type: runner.EventDenied, Name: "apply_patch", Description: changedPaths(it.Changes), Message: "declined by Codex"})
 			}
 		}
+		delete(s.asked, it.ID)
 	case "mcpToolCall", "webSearch":
 		ev(runner.Event{Type: runner.EventTool, Name: it.Type, Stage: runner.StageResult})
 	}
@@ -579,48 +651,62 @@ func (s *codexSession) turnCompleted(params json.RawMessage, ev func(runner.Even
 	return nil
 }
 
+// changedPaths lists a file change's paths, for a log line.
+func changedPaths(changes []codexChange) string {
+	paths := make([]string, len(changes))
+	for i, c := range changes {
+		paths[i] = c.Path
+	}
+	return strings.Join(paths, ", ")
+}
+
 // serverRequest answers a request from the app server: approvals by the
 // policy (asking a person when it says so), anything else with an error.
+// A file change's request names only its item: its paths and diff are
+// the item's, as item/started gave them.
 func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 	var p struct {
-		ItemID  string `json:"itemId"`
-		Reason  string `json:"reason"`
-		Command string `json:"command"`
-		Cwd     string `json:"cwd"`
-		Changes []struct {
-			Path string `json:"path"`
-		} `json:"changes"`
+		ItemID  string        `json:"itemId"`
+		Reason  string        `json:"reason"`
+		Command string        `json:"command"`
+		Cwd     string        `json:"cwd"`
+		Changes []codexChange `json:"changes"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
-	var kind state.ApprovalKind
+	var req state.ApprovalRequest
 	switch m.Method {
 	case "item/commandExecution/requestApproval":
-		kind = state.ApprovalCommand
+		req = state.ApprovalRequest{Kind: state.ApprovalCommand, Tool: "shell", Command: p.Command, Cwd: p.Cwd}
 	case "item/fileChange/requestApproval":
-		kind = state.ApprovalFileChange
+		changes := p.Changes
+		if len(changes) == 0 {
+			changes = s.changes[p.ItemID]
+		}
+		req = state.ApprovalRequest{Kind: state.ApprovalFileChange, Tool: "apply_patch", Diff: unifiedDiff(changes)}
+		for _, c := range changes {
+			req.Paths = append(req.Paths, c.Path)
+		}
 	default:
 		s.write(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "the agent does not handle " + m.Method}})
 		s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: "declined an unknown request from codex: " + m.Method})
 		return nil
 	}
-	req := state.ApprovalRequest{ID: p.ItemID, Kind: kind, Command: p.Command, Reason: p.Reason, Cwd: p.Cwd}
-	for _, c := range p.Changes {
-		req.Paths = append(req.Paths, c.Path)
-	}
+	req.ID, req.Reason = p.ItemID, p.Reason
 	if req.ID == "" {
 		req.ID = string(*m.ID)
 	}
 	id := *m.ID
 	var answer runner.Approval
+	why := "declined by the approval policy"
 	switch s.cfg.Approval {
 	case runner.ApprovalAcceptAll:
 		answer = runner.ApprovalAccept
 	case runner.ApprovalAsk:
 		if s.spec.Ask == nil {
-			answer = runner.ApprovalDecline
+			answer, why = runner.ApprovalDecline, "nobody can be asked"
 			break
 		}
-		s.out.Send(runner.Event{Type: runner.EventPhase, Phase: state.PhaseAwaitingReply, Approval: &req})
+		s.asked[p.ItemID] = true
 		s.asking.Add(1)
 		go func() {
 			defer s.asking.Done()
@@ -634,7 +720,11 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 	default:
 		answer = runner.ApprovalDecline
 	}
-	s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, runner.ApprovalText(req))})
+	s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelInfo, Message: fmt.Sprintf("approval %s by policy %s: %s", answer, s.cfg.Approval, req.What())})
+	if answer != runner.ApprovalAccept {
+		s.asked[p.ItemID] = true // recorded here, not again when the item completes
+		s.out.Send(runner.Event{Type: runner.EventDenied, Name: req.Tool, Description: req.What(), Message: why})
+	}
 	s.respond(id, map[string]any{"decision": string(answer)})
 	return nil
 }

@@ -3,6 +3,13 @@
 // stdin as one JSON line, and reads its stdout's JSON object lines as
 // events (runner.Event) and every other line of stdout or stderr as a log
 // line. runner.Exit 0 completes the attempt; anything else fails it.
+//
+// A child may ask before it acts: an approval line on stdout
+// ({"type":"approval","id",…}) is answered by the approval policy, or by
+// a person, on its stdin ({"type":"reply","id","decision"}). With an
+// approval policy other than never its stdin stays open for the answers;
+// with never it ends after the task, as it always has, and every question
+// is declined unanswered.
 package exec
 
 import (
@@ -12,15 +19,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/state"
 )
 
 // Config configures the exec executor. Zero fields take the defaults
@@ -50,6 +60,10 @@ type Config struct {
 	// DrainTimeout bounds the wait for output after the child exits (a
 	// grandchild that left the process group may hold the pipe). Default 2 s.
 	DrainTimeout time.Duration
+	// Approval answers the child's approval lines: never (default: its
+	// stdin ends after the task, and a question is declined), accept,
+	// decline, or ask a person (runner.AttemptSpec.Ask).
+	Approval runner.ApprovalPolicy
 }
 
 // Exec runs an argv per attempt, in its own process group.
@@ -71,6 +85,13 @@ func New(cfg Config) (*Exec, error) {
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 2 * time.Second
+	}
+	switch cfg.Approval {
+	case "":
+		cfg.Approval = runner.ApprovalNever
+	case runner.ApprovalNever, runner.ApprovalAcceptAll, runner.ApprovalDeclineAll, runner.ApprovalAsk:
+	default:
+		return nil, fmt.Errorf("exec executor: approval policy %q: want never, accept, decline or ask", cfg.Approval)
 	}
 	return &Exec{cfg: cfg}, nil
 }
@@ -109,13 +130,24 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 	if dir == "" {
 		dir = e.cfg.Dir
 	}
-	p, err := proc.Start(proc.Spec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
+	ps := proc.Spec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
 		Env: spec.Environ(e.cfg.EnvPass, e.cfg.Env), Mark: spec.ProcessMark(),
 		Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.Confinement(),
-		Egress: spec.EgressPolicy(), User: spec.ProcUser()})
+		Egress: spec.EgressPolicy(), User: spec.ProcUser()}
+	if e.cfg.Approval != runner.ApprovalNever {
+		ps.Stdin, ps.StdinPipe = nil, true // kept open for the answers
+	}
+	p, err := proc.Start(ps)
 	if err != nil {
 		return runner.Exit{StartErr: err, ExitCode: -1}
 	}
+	replies := &replyPipe{w: p.Stdin}
+	defer replies.close()
+	if p.Stdin != nil {
+		replies.write(append(input, '\n'))
+	}
+	askCtx, cancelAsks := context.WithCancel(ctx)
+	defer cancelAsks()
 
 	var emitMu sync.Mutex
 	send := func(ev runner.Event) {
@@ -134,13 +166,14 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 	var sawResult sync.Once
 	resultSeen := make(chan struct{})
 	stdoutDone, stderrDone := make(chan struct{}), make(chan struct{})
+	ask := func(req state.ApprovalRequest) { e.answer(askCtx, spec, req, session, send, replies) }
 	go func() {
 		defer close(stdoutDone)
-		e.read(p.Stdout, runner.StreamStdout, session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) })
+		e.read(p.Stdout, runner.StreamStdout, session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) }, ask)
 	}()
 	go func() {
 		defer close(stderrDone)
-		e.read(p.Stderr, runner.StreamStderr, session, false, send, nil)
+		e.read(p.Stderr, runner.StreamStderr, session, false, send, nil, nil)
 	}()
 
 	var (
@@ -154,6 +187,8 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 		if !stopping {
 			stopping = true
 			exit.Killed = true
+			cancelAsks()
+			replies.close()
 			p.Signal(syscall.SIGTERM)
 			killTimer = time.After(e.cfg.Grace)
 		}
@@ -181,7 +216,9 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 		}
 	}
 	// No process of the attempt outlives it: its group, and whatever
-	// carries its mark.
+	// carries its mark. A question still asked has nobody to answer.
+	cancelAsks()
+	replies.close()
 	p.Sweep()
 	p.Drain(e.cfg.DrainTimeout, stdoutDone, stderrDone)
 	exit.SetStatus(p)
@@ -190,8 +227,10 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 
 // read turns one pipe into events: JSON object lines on stdout are events,
 // every other line a raw line. Raw lines are batched while more input is
-// already buffered, so a burst costs few events and bounded memory.
-func (e *Exec) read(f *os.File, stream runner.Stream, session string, events bool, send func(runner.Event), onResult func()) {
+// already buffered, so a burst costs few events and bounded memory. An
+// approval line is handed to ask, which returns once it is answered: the
+// child waits for its answer, and one question is asked at a time.
+func (e *Exec) read(f *os.File, stream runner.Stream, session string, events bool, send func(runner.Event), onResult func(), ask func(state.ApprovalRequest)) {
 	lr := proc.NewLineReader(f, e.cfg.MaxLine)
 	var (
 		batch []string
@@ -210,6 +249,11 @@ func (e *Exec) read(f *os.File, stream runner.Stream, session string, events boo
 			return
 		}
 		if events && len(line) > 0 && line[0] == '{' {
+			if req, ok := parseApproval(line); ok && ask != nil {
+				flush()
+				ask(req)
+				continue
+			}
 			if ev, ok := parseEvent(line); ok {
 				flush()
 				ev.SessionID = session
@@ -240,7 +284,7 @@ func parseEvent(line string) (runner.Event, bool) {
 		return runner.Event{}, false
 	}
 	switch ev.Type {
-	case runner.EventPhase, runner.EventProgress, runner.EventOutput, runner.EventTool, runner.EventSideEffect, runner.EventLog, runner.EventResult, runner.EventError, runner.EventUsage:
+	case runner.EventPhase, runner.EventProgress, runner.EventOutput, runner.EventTool, runner.EventSideEffect, runner.EventLog, runner.EventResult, runner.EventError, runner.EventUsage, runner.EventDenied:
 		return ev.Event, true
 	case runner.EventSession:
 		if filepath.IsAbs(ev.Path) {
@@ -248,6 +292,98 @@ func parseEvent(line string) (runner.Event, bool) {
 		}
 	}
 	return runner.Event{}, false
+}
+
+// approvalLine is an approval line a child writes: its question.
+type approvalLine struct {
+	Type string `json:"type"`
+	state.ApprovalRequest
+}
+
+// parseApproval reads one stdout line as an approval line, if it is one:
+// it needs an id, and a kind of command, file_change or tool (the kind
+// defaults to command when it names one, tool otherwise).
+func parseApproval(line string) (state.ApprovalRequest, bool) {
+	var a approvalLine
+	if json.Unmarshal([]byte(line), &a) != nil || a.Type != "approval" || a.ID == "" {
+		return state.ApprovalRequest{}, false
+	}
+	req := a.ApprovalRequest
+	switch req.Kind {
+	case state.ApprovalCommand, state.ApprovalFileChange, state.ApprovalTool:
+	case "":
+		req.Kind = state.ApprovalTool
+		if req.Command != "" {
+			req.Kind = state.ApprovalCommand
+		}
+	default:
+		return state.ApprovalRequest{}, false
+	}
+	req.Asked, req.Deadline = time.Time{}, time.Time{} // the agent's to set
+	req.Bound()
+	return req, true
+}
+
+// answer answers a child's question by the approval policy, asking a
+// person when it says so, and writes the answer to the child's stdin.
+// A decline that no person gave is a denied call.
+func (e *Exec) answer(ctx context.Context, spec runner.AttemptSpec, req state.ApprovalRequest, session string, send func(runner.Event), replies *replyPipe) {
+	answer, why := runner.ApprovalDecline, "declined by the approval policy"
+	switch e.cfg.Approval {
+	case runner.ApprovalNever:
+		why = "--approval never: nobody is asked"
+	case runner.ApprovalAcceptAll:
+		answer = runner.ApprovalAccept
+	case runner.ApprovalAsk:
+		if spec.Ask == nil {
+			why = "nobody can be asked"
+			break
+		}
+		answer, why = spec.Ask(ctx, req), "" // the runner records a person's decline
+	}
+	if why != "" {
+		tool := req.Tool
+		if tool == "" {
+			tool = string(req.Kind)
+		}
+		send(runner.Event{Type: runner.EventLog, SessionID: session, Level: runner.LevelInfo,
+			Message: fmt.Sprintf("approval %s %s by policy %s: %s", req.ID, answer, e.cfg.Approval, req.What())})
+		if answer != runner.ApprovalAccept {
+			send(runner.Event{Type: runner.EventDenied, SessionID: session, Name: tool, Description: req.What(), Message: why})
+		}
+	}
+	b, _ := json.Marshal(map[string]string{"type": "reply", "id": req.ID, "decision": string(answer)})
+	replies.write(append(b, '\n'))
+}
+
+// replyPipe is the child's stdin, when it stays open for answers. Writes
+// are safe from any goroutine; close never waits for one (closing the
+// pipe ends a write the child does not read), and a write after it is
+// dropped.
+type replyPipe struct {
+	mu     sync.Mutex // one write at a time
+	w      io.WriteCloser
+	closed atomic.Bool
+	once   sync.Once
+}
+
+func (r *replyPipe) write(b []byte) {
+	if r.w == nil || r.closed.Load() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, _ = r.w.Write(b) // a child that stopped reading shows in its exit
+}
+
+func (r *replyPipe) close() {
+	if r.w == nil {
+		return
+	}
+	r.once.Do(func() {
+		r.closed.Store(true)
+		r.w.Close()
+	})
 }
 
 // Resumes implements runner.Resumer: a child that names its session

@@ -160,10 +160,39 @@ func CodexExec(t testing.TB, mock *mockmodel.Server, cfg codex.Config) *codex.Co
 	return exe
 }
 
+// claudeApprovalEnv makes a test binary serve Claude Code's permission
+// prompt tool (ServeClaudeApprovals), as the agent's own binary does.
+const claudeApprovalEnv = "RUNNERTEST_CLAUDE_APPROVAL_MCP"
+
+// ServeClaudeApprovals, called first in TestMain, makes the test binary
+// the permission prompt tool's server when ClaudeExec started it so: it
+// serves, and exits.
+func ServeClaudeApprovals() {
+	if os.Getenv(claudeApprovalEnv) != "1" {
+		return
+	}
+	dir := ""
+	for i, a := range os.Args {
+		if a == "--dir" && i+1 < len(os.Args) {
+			dir = os.Args[i+1]
+		}
+	}
+	if err := claude.ServeMCP(os.Stdin, os.Stdout, dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
 // ClaudeExec returns a Claude executor running the pinned CLI against
 // mock, with a 2 s grace and a 3 s API timeout unless cfg says others.
+// With an approval policy, the test binary serves the permission prompt
+// tool: its TestMain calls ServeClaudeApprovals.
 func ClaudeExec(t testing.TB, mock *mockmodel.Server, cfg claude.Config) *claude.Claude {
 	t.Helper()
+	if cfg.Approval != "" && cfg.Approval != runner.ApprovalNever && cfg.PromptTool == nil {
+		cfg.PromptTool, cfg.PromptEnv = []string{os.Args[0]}, []string{claudeApprovalEnv + "=1"}
+	}
 	cfg.Bin = clitest.ClaudeBin(t)
 	cfg.Env = append(cfg.Env, clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})...)
 	if cfg.Grace == 0 {

@@ -70,6 +70,19 @@ func (rec *Recorder) Kinds() []string {
 	return out
 }
 
+// Phases lists the recorded phase events, in order.
+func (rec *Recorder) Phases() []state.PhaseEvent {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var out []state.PhaseEvent
+	for _, r := range rec.reports {
+		if p, ok := r.Payload.(state.PhaseEvent); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Logs lists the recorded log lines as "stream: line".
 func (rec *Recorder) Logs() []string {
 	rec.mu.Lock()

@@ -30,6 +30,12 @@
 //	                   fails the attempt
 //	@usage N           N more tokens used (four fifths input, one fifth
 //	                   output): a usage event with the attempt's total
+//	@ask COMMAND       ask before running COMMAND (an approval line,
+//	                   {"type":"approval","kind":"command",…}), wait for
+//	                   the reply on stdin, and run it with sh -c in the
+//	                   work directory, as @sh does, if it was accepted;
+//	                   a decline (or no reply: stdin ended) is visible
+//	                   output, and the session goes on
 //
 // Other prompt lines are ignored. Without directives it walks the phases
 // turn_started, awaiting_reply and completing, emits a few progress events
@@ -97,7 +103,8 @@ var messages = map[string]string{
 // Main runs the sample executor and returns its exit code.
 func Main(stdin io.Reader, stdout, stderr io.Writer) int {
 	var task Task
-	line, err := bufio.NewReader(stdin).ReadBytes('\n')
+	in := bufio.NewReader(stdin)
+	line, err := in.ReadBytes('\n')
 	if err != nil && len(line) == 0 {
 		fmt.Fprintln(stderr, "sample-executor: no task on stdin:", err)
 		return 2
@@ -110,7 +117,7 @@ func Main(stdin io.Reader, stdout, stderr io.Writer) int {
 		task.Attempt = n // @fail counts attempts by AGENT_ATTEMPT
 	}
 	out := bufio.NewWriter(stdout)
-	s := &session{task: task, out: out, stderr: stderr}
+	s := &session{task: task, out: out, stderr: stderr, in: in}
 	code := s.run()
 	out.Flush()
 	return code
@@ -120,6 +127,8 @@ type session struct {
 	task   Task
 	out    *bufio.Writer
 	stderr io.Writer
+	in     *bufio.Reader // after the task: the replies to @ask
+	asked  int
 	path   string // the session file, if one is kept
 	saved  saved
 	report string // what @wait-subtasks reported
@@ -223,7 +232,7 @@ func (s *session) run() int {
 
 // recordedFirst are the directives the session records as done before
 // they act: what they do is work a continue must not do again.
-var recordedFirst = map[string]bool{"@output": true, "@tool": true, "@side-effect": true, "@sh": true, "@subtask": true}
+var recordedFirst = map[string]bool{"@output": true, "@tool": true, "@side-effect": true, "@sh": true, "@subtask": true, "@ask": true}
 
 // directive runs one directive; done says the session ends with code.
 func (s *session) directive(name string, args []string, arg string) (code int, done bool) {
@@ -311,6 +320,10 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 			return 1, true
 		}
 		s.emit(map[string]any{"type": "tool", "name": "sh", "stage": "result"})
+	case "@ask":
+		if s.ask(arg) {
+			return s.directive("@sh", args, arg)
+		}
 	case "@subtask":
 		s.emit(map[string]any{"type": "tool", "name": "agent subtask submit", "stage": "call"})
 		out, err := s.agentCmd("submit", strings.ReplaceAll(arg, `\n`, "\n"))
@@ -358,6 +371,35 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 		fmt.Fprintf(s.stderr, "sample-executor: unknown directive %s\n", name)
 	}
 	return 0, false
+}
+
+// ask asks before running command and reports whether it was accepted:
+// the reply to its question on stdin.
+func (s *session) ask(command string) bool {
+	s.asked++
+	id := fmt.Sprintf("ask-%d-%d", s.task.Attempt, s.asked)
+	wd, _ := os.Getwd()
+	s.emit(map[string]any{"type": "approval", "id": id, "kind": "command", "tool": "sh", "command": command, "cwd": wd,
+		"reason": "the sample executor asks before it runs a command"})
+	for {
+		line, err := s.in.ReadBytes('\n')
+		var r struct {
+			Type     string `json:"type"`
+			ID       string `json:"id"`
+			Decision string `json:"decision"`
+		}
+		if json.Unmarshal(line, &r) == nil && r.Type == "reply" && r.ID == id {
+			if r.Decision == "accept" {
+				return true
+			}
+			s.emit(map[string]any{"type": "output", "text": "declined: " + command})
+			return false
+		}
+		if err != nil {
+			s.emit(map[string]any{"type": "output", "text": "no reply, not run: " + command})
+			return false
+		}
+	}
 }
 
 // agentCmd runs `agent subtask ARGS…` with the binary the agent names
