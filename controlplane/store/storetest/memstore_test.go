@@ -34,6 +34,8 @@ type memData struct {
 	agents map[string]store.Agent
 	notes  map[noteKey]store.Notification
 	secret map[string][]byte
+	// revoked are the console's revoked sessions: nonce → expiry.
+	revoked map[string]time.Time
 }
 
 // noteKey names a notification record.
@@ -43,7 +45,7 @@ func newMemStore(d *memData, broken string) *memStore {
 	if d == nil {
 		d = &memData{tasks: map[string]*state.Task{}, events: map[string][]store.EventLine{},
 			keys: map[string]map[string]bool{}, tokens: map[string]string{}, agents: map[string]store.Agent{},
-			notes: map[noteKey]store.Notification{}, secret: map[string][]byte{}}
+			notes: map[noteKey]store.Notification{}, secret: map[string][]byte{}, revoked: map[string]time.Time{}}
 	}
 	m := &memStore{broken: broken, d: d, held: map[string]bool{}}
 	m.cond = sync.NewCond(&m.mu)
@@ -403,6 +405,27 @@ func (m *memStore) Secret(_ context.Context, name string, size int) ([]byte, err
 	return slices.Clone(b), nil
 }
 func (m *memStore) Close() error { return nil }
+
+func (m *memStore) RevokeSession(_ context.Context, nonce string, expires, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for n, exp := range m.d.revoked {
+		if !exp.After(now) && m.broken != "keeps expired sessions" {
+			delete(m.d.revoked, n)
+		}
+	}
+	if exp, ok := m.d.revoked[nonce]; !ok || expires.After(exp) || m.broken == "shortens sessions" {
+		m.d.revoked[nonce] = expires
+	}
+	return nil
+}
+
+func (m *memStore) SessionRevoked(_ context.Context, nonce string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.d.revoked[nonce]
+	return ok, nil
+}
 
 func (tx *memTx) Task(id string) *state.Task {
 	if t := tx.saved[id]; t != nil {
