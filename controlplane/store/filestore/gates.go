@@ -48,7 +48,9 @@ func (l *notifyLog) sortedGates() []store.NotifyGate {
 	for _, g := range l.gates {
 		out = append(out, g)
 	}
-	slices.SortFunc(out, func(a, b store.NotifyGate) int { return cmp.Or(cmp.Compare(a.Target, b.Target), cmp.Compare(a.Key, b.Key)) })
+	slices.SortFunc(out, func(a, b store.NotifyGate) int {
+		return cmp.Or(cmp.Compare(a.Target, b.Target), cmp.Compare(a.Key, b.Key))
+	})
 	return out
 }
 
@@ -135,7 +137,9 @@ func (s *Store) PruneNotifyGates(_ context.Context, before time.Time) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	slices.SortFunc(gone, func(a, b store.NotifyGate) int { return cmp.Or(cmp.Compare(a.Target, b.Target), cmp.Compare(a.Key, b.Key)) })
+	slices.SortFunc(gone, func(a, b store.NotifyGate) int {
+		return cmp.Or(cmp.Compare(a.Target, b.Target), cmp.Compare(a.Key, b.Key))
+	})
 	if err := l.write([]noteLine{{Op: "ungate", Gates: gone}}); err != nil {
 		return fmt.Errorf("controlplane: prune notification gates: %w", err)
 	}
