@@ -35,6 +35,7 @@ func newControlPlaneServeCmd() *cobra.Command {
 		lease, heartbeat, stall, queue, retention                                time.Duration
 		maxOutput                                                                byteSize
 		notifications                                                            notifySettings
+		limits                                                                   notify.Options // the notifications' rate limits
 	)
 	var tlsCert, tlsKey string // --tls-cert, --tls-key: HTTPS when given
 	cmd := &cobra.Command{
@@ -134,7 +135,7 @@ the environment, which wins over the file.`,
 			go srv.RunWatchdog(ctx, time.Second)
 			logTargets(log, targets, notifications.secretWhere)
 			counts := notify.NewCounts(targets)
-			defer startNotify(ctx, srv.Store(), targets, counts, log)()
+			defer startNotify(ctx, srv.Store(), targets, counts, log, limits)()
 			// Timeouts so that a slow or silent client cannot hold a
 			// connection (and its goroutine) forever.
 			handler := srv.Handler()
@@ -194,6 +195,9 @@ the environment, which wins over the file.`,
 	t.bind(fs, "max-attempt-output", &maxOutput)
 	t.bind(fs, "metrics-addr", &metricsAddr)
 	notifications.bind(fs, t)
+	t.bind(fs, "notify-window", &limits.Window)
+	t.bind(fs, "notify-max-per-subject", &limits.PerSubject)
+	t.bind(fs, "notify-max-per-target", &limits.PerTarget)
 	t.bind(fs, "log-level", &level)
 	t.bind(fs, "log-format", &format)
 	return cmd

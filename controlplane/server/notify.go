@@ -146,7 +146,9 @@ func (s *Server) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *s
 
 // taskNotes are the records of task t's move from phase before, one per
 // target that wants its event; none when it is not one a person hears
-// of.
+// of. What the task or its agent chose to say (a question, a failure's
+// reason) is quoted and said to be theirs (Said), never written as the
+// control plane's own words.
 func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification {
 	ev, last := s.phaseEvent(before, t)
 	if ev == "" || !s.wanted(ev) {
@@ -156,14 +158,13 @@ func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification 
 	if last != nil {
 		attempt = last.Number
 	}
-	nt := &api.NotifiedTask{ID: t.ID, Title: t.Title, Phase: t.Phase, Reason: t.PhaseReason, Repo: t.Repo,
-		Attempt: attempt, MaxAttempts: t.MaxAttempts}
+	nt := &api.NotifiedTask{ID: t.ID, Title: api.Inert(t.Title, maxTitleRunes), Phase: t.Phase, Reason: api.Inert(t.PhaseReason, api.MaxSaidRunes),
+		Repo: t.Repo, Attempt: attempt, MaxAttempts: t.MaxAttempts}
 	if t.Lease != nil {
 		nt.Agent = t.Lease.AgentID
 	}
 	if ev == api.NotifyAwaitingReply && t.AwaitingReply != nil {
-		q := *t.AwaitingReply
-		nt.Question, question = &q, q.ID
+		nt.Question, question = inertQuestion(t.AwaitingReply), t.AwaitingReply.ID
 	}
 	if last != nil && ev != api.NotifyAwaitingReply && ev != api.NotifyCompleted {
 		if last.Error != nil {
@@ -176,24 +177,56 @@ func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification 
 	if nt.ErrorCode == "" && ev != api.NotifyAwaitingReply && ev != api.NotifyCompleted {
 		nt.ErrorCode = t.LastErrorCode
 	}
+	code := nt.ErrorCode // as the agent said it: the text quotes it
+	if !code.Known() {
+		nt.ErrorCode = state.ErrorCode(api.Inert(string(code), 64))
+	}
+	nt.Gate = state.GateReason(api.Inert(string(nt.Gate), 64))
+	text, said := taskText(ev, t, nt, code)
 	n := api.Notification{ID: noteID(t.ID, string(ev), fmt.Sprint(attempt), question), Event: ev, At: t.UpdatedAt,
-		Text: taskText(ev, nt), Link: s.link("/tasks/" + t.ID), Task: nt}
+		Text: text, Link: s.link("/tasks/" + t.ID), Task: nt, Said: said}
 	return s.records(n)
 }
 
+// maxTitleRunes bounds a task's title in a notification.
+const maxTitleRunes = 80
+
+// inertQuestion is q as a notification carries it: its words Inert, a
+// path list cut to its first maxQuestionPaths. The console and the API
+// have it whole.
+func inertQuestion(q *state.ApprovalRequest) *state.ApprovalRequest {
+	out := &state.ApprovalRequest{ID: q.ID, Kind: state.ApprovalKind(api.Inert(string(q.Kind), 32)), Command: api.Inert(q.Command, maxQuestionRunes),
+		Reason: api.Inert(q.Reason, maxQuestionRunes), Cwd: api.Inert(q.Cwd, maxQuestionRunes)}
+	for _, p := range q.Paths[:min(len(q.Paths), maxQuestionPaths)] {
+		out.Paths = append(out.Paths, api.Inert(p, maxQuestionRunes))
+	}
+	return out
+}
+
+// Bounds of a question's words in a notification.
+const (
+	maxQuestionRunes = 1000
+	maxQuestionPaths = 20
+)
+
 // agentNotes are the records of agent a's event ev, marked by at (the
 // time that marks the change: a record made again for it has the same
-// ID).
+// ID). The agent's own words (its host name, its health's reason) are
+// quoted and said to be its.
 func (s *Server) agentNotes(ev api.NotifyEvent, a api.AgentView, at time.Time) []store.Notification {
 	if !s.wanted(ev) {
 		return nil
 	}
-	na := &api.NotifiedAgent{ID: a.AgentID, Hostname: a.Hostname, Grade: string(a.Health.Grade), Reason: a.Health.Reason,
-		LastHeartbeat: a.LastHeartbeat}
+	na := &api.NotifiedAgent{ID: a.AgentID, Hostname: api.Inert(a.Hostname, maxHostRunes), Grade: api.Inert(string(a.Health.Grade), 32),
+		Reason: api.Inert(a.Health.Reason, api.MaxSaidRunes), LastHeartbeat: a.LastHeartbeat}
+	text, said := agentText(ev, a)
 	n := api.Notification{ID: noteID(a.AgentID, string(ev), at.UTC().Format(time.RFC3339Nano)), Event: ev, At: at,
-		Text: agentText(ev, na), Link: s.link("/agents"), Agent: na}
+		Text: text, Link: s.link("/agents"), Agent: na, Said: said}
 	return s.records(n)
 }
+
+// maxHostRunes bounds an agent's host name in a notification.
+const maxHostRunes = 80
 
 // notifyAgent stores the records of agent a's event ev alone (no task
 // transaction carries them). A failure is logged: the change is stored
@@ -253,82 +286,96 @@ func noteID(parts ...string) string {
 	return "n-" + hex.EncodeToString(h.Sum(nil))[:24]
 }
 
-// oneLine is s on one line, at most n runes.
-func oneLine(s string, n int) string {
-	return state.Ellipsize(strings.Join(strings.Fields(s), " "), n)
-}
+// agentName names an agent in a line: api.Name of its id.
+func agentName(id string) string { return api.Name(id) }
 
-// taskText says a task's notification in one line.
-func taskText(ev api.NotifyEvent, t *api.NotifiedTask) string {
-	name := fmt.Sprintf("Task %q", oneLine(cmp.Or(t.Title, t.ID), 80))
-	agent := ""
-	if t.Agent != "" {
-		agent = " (agent " + t.Agent + ")"
+// taskText says a task's notification in one line, and what the task or
+// its agent said in it. A title is quoted (a subtask's is its parent
+// task's choice), and so is everything else a task or an agent chose.
+func taskText(ev api.NotifyEvent, t *state.Task, nt *api.NotifiedTask, code state.ErrorCode) (string, *api.NotifySaid) {
+	name := "Task " + api.Quoted(cmp.Or(t.Title, t.ID), maxTitleRunes)
+	if t.Parent != "" {
+		name = "Subtask " + api.Quoted(cmp.Or(t.Title, t.ID), maxTitleRunes) + " of task " + t.Parent
+	}
+	agent, by := "", ""
+	if nt.Agent != "" {
+		agent = " (agent " + agentName(nt.Agent) + ")"
+		by = "agent " + agentName(nt.Agent)
 	}
 	attempts := ""
-	if t.Attempt > 0 {
-		attempts = fmt.Sprintf(" after %d attempt%s", t.Attempt, plural(t.Attempt))
+	if nt.Attempt > 0 {
+		attempts = fmt.Sprintf(" after %d attempt%s", nt.Attempt, plural(nt.Attempt))
 	}
 	switch ev {
 	case api.NotifyAwaitingReply:
-		return name + " awaits approval: " + question(t.Question) + agent
+		return askText(name+" awaits approval"+agent, "task "+t.ID, t.AwaitingReply)
 	case api.NotifyCompleted:
-		return name + " completed" + attempts + agent
+		return name + " completed" + attempts + agent, nil
 	case api.NotifyBlocked:
-		return fmt.Sprintf("%s is blocked: the safety gate did not run it again (%s)%s%s; a person may continue or retry it", name, t.Gate, attempts, agent)
+		return fmt.Sprintf("%s is blocked: the safety gate did not run it again (%s)%s%s; a person may continue or retry it", name, nt.Gate, attempts, agent), nil
 	}
-	what := string(t.ErrorCode)
-	if what == "" {
-		what = oneLine(t.Reason, 120)
-	}
-	if what == "" {
-		what = string(t.Phase)
+	what := string(nt.Phase)
+	if code.Known() {
+		what = string(code)
+	} else if code != "" {
+		what = "error " + api.Quoted(string(code), 64)
 	}
 	verb := "failed"
 	if t.Phase != state.PhaseFailed {
 		verb = "ended " + string(t.Phase)
 	}
-	return name + " " + verb + ": " + what + attempts + agent
+	line := name + " " + verb + ": " + what + attempts + agent
+	// A failure's reason is its agent's (a timeout's or an expiry's is
+	// the control plane's own, and the phase says it).
+	if (t.Phase == state.PhaseFailed || t.Phase == state.PhaseRecoverableFailed) && by != "" {
+		if said := api.Said(by, t.PhaseReason); said != nil {
+			return line + "; " + by + " says: " + api.Quoted(t.PhaseReason, api.MaxSaidRunes), said
+		}
+	}
+	return line, nil
 }
 
-// question says what an approval asks, short.
-func question(q *state.ApprovalRequest) string {
+// askText is what a question asks, quoted as the task's words after
+// line, and the words themselves.
+func askText(line, by string, q *state.ApprovalRequest) (string, *api.NotifySaid) {
 	if q == nil {
-		return "a question"
+		return line + "; " + by + " asks a question", nil
 	}
-	var what string
+	in := ""
+	if q.Cwd != "" {
+		in = " in " + api.Quoted(q.Cwd, 120)
+	}
 	switch {
 	case q.Command != "":
-		what = fmt.Sprintf("run %q", oneLine(q.Command, 120))
+		return line + "; " + by + " asks to run " + api.Quoted(q.Command, api.MaxSaidRunes) + in, api.Said(by, q.Command)
 	case len(q.Paths) == 1:
-		what = "change " + oneLine(q.Paths[0], 120)
+		return line + "; " + by + " asks to change " + api.Quoted(q.Paths[0], api.MaxSaidRunes) + in, api.Said(by, q.Paths[0])
 	case len(q.Paths) > 1:
-		what = fmt.Sprintf("change %d files", len(q.Paths))
+		return fmt.Sprintf("%s; %s asks to change %d files, the first %s%s", line, by, len(q.Paths), api.Quoted(q.Paths[0], api.MaxSaidRunes), in),
+			api.Said(by, q.Paths[0])
 	case q.Reason != "":
-		what = oneLine(q.Reason, 120)
-	default:
-		what = string(q.Kind)
+		return line + "; " + by + " asks: " + api.Quoted(q.Reason, api.MaxSaidRunes) + in, api.Said(by, q.Reason)
 	}
-	if q.Cwd != "" {
-		what += " in " + oneLine(q.Cwd, 120)
-	}
-	return what
+	return line + "; " + by + " asks a question of kind " + api.Quoted(string(q.Kind), 32) + in, nil
 }
 
-// agentText says an agent's notification in one line.
-func agentText(ev api.NotifyEvent, a *api.NotifiedAgent) string {
-	name := "Agent " + a.ID
+// agentText says an agent's notification in one line, and what the agent
+// said in it: its host name and its health's reason are quoted, its.
+func agentText(ev api.NotifyEvent, a api.AgentView) (string, *api.NotifySaid) {
+	by := "agent " + agentName(a.AgentID)
+	name := "Agent " + agentName(a.AgentID)
 	if a.Hostname != "" {
-		name += " (" + oneLine(a.Hostname, 80) + ")"
+		name += " (host " + api.Quoted(a.Hostname, maxHostRunes) + ")"
 	}
 	if ev == api.NotifyAgentUnhealthy {
 		s := name + " is unavailable"
-		if a.Reason != "" {
-			s += ": " + oneLine(a.Reason, 160)
+		said := api.Said(by, a.Health.Reason)
+		if said != nil {
+			s += "; " + by + " says: " + api.Quoted(a.Health.Reason, api.MaxSaidRunes)
 		}
-		return s
+		return s, said
 	}
-	return name + " went offline; last heartbeat " + a.LastHeartbeat.UTC().Format(time.RFC3339)
+	return name + " went offline; last heartbeat " + a.LastHeartbeat.UTC().Format(time.RFC3339), nil
 }
 
 func plural(n int) string {
