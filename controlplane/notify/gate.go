@@ -1,10 +1,12 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -195,18 +197,22 @@ func (g *gating) admit(ctx context.Context, n store.Notification) (bool, error) 
 func (g *gating) fold(ctx context.Context, n store.Notification, body api.Notification, gt store.NotifyGate) error {
 	o := &g.d.opts
 	limit, most := o.limitOf(gt.Key)
-	var ferr error
-	err := g.d.st.FoldNotification(ctx, n, gt, func(held *store.Notification) {
+	var (
+		ferr error
+		held string // the record that holds it, as the store found it
+	)
+	err := g.d.st.FoldNotification(ctx, n, gt, func(h *store.Notification) {
+		held = h.ID
 		var into *api.Notification
-		if held.ID != n.ID {
+		if h.ID != n.ID {
 			var hb api.Notification
-			if err := json.Unmarshal(held.Body, &hb); err == nil {
+			if err := json.Unmarshal(h.Body, &hb); err == nil {
 				into = &hb
 			}
 		} else {
-			held.Due = gt.Until
+			h.Due = gt.Until
 			if !gt.Until.After(g.now) {
-				held.Due = g.now
+				h.Due = g.now
 			}
 		}
 		b, err := json.Marshal(folded(into, body, limit, most, o.Window))
@@ -214,7 +220,7 @@ func (g *gating) fold(ctx context.Context, n store.Notification, body api.Notifi
 			ferr = err
 			return
 		}
-		held.Body, held.Gate = b, gt.Key
+		h.Body, h.Gate = b, gt.Key
 	})
 	if errors.Is(err, store.ErrGateMoved) {
 		g.forget(n.Target)
@@ -226,22 +232,21 @@ func (g *gating) fold(ctx context.Context, n store.Notification, body api.Notifi
 	if ferr != nil {
 		return ferr
 	}
-	g.d.opts.Counts.add(n.Target, Folded)
-	if gt.Held == "" {
-		g.d.opts.Logger.Info("notifications held back by a rate limit: they are folded into one, sent when its window ends",
+	o.Counts.add(n.Target, Folded)
+	if held == n.ID {
+		// A fold begins: said once per limit and window, loud for the
+		// target's (a flood), quiet for the narrower ones.
+		level := slog.LevelDebug
+		if gt.Key == targetGate {
+			level = slog.LevelInfo
+		}
+		o.Logger.Log(ctx, level, "notifications held back by a rate limit: they are folded into one, sent when its window ends",
 			"target", n.Target, "limit", limit, "until", gt.Until.UTC().Format(time.RFC3339))
 	}
-	gt.Held, gt.Rev = cmpOr(gt.Held, n.ID), gt.Rev+1
+	gt.Held, gt.Rev = held, gt.Rev+1
 	g.gates[[2]string{gt.Target, gt.Key}] = gt
-	g.folded[[2]string{n.Target, gt.Held}] = true
+	g.folded[[2]string{n.Target, held}] = true
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // counts are what n stands for: itself, or what it folded.
@@ -279,7 +284,7 @@ func folded(into *api.Notification, add api.Notification, limit string, most int
 		ak, aid := subjectOf(add)
 		switch {
 		case ik != ak || iid != aid:
-			out.Task, out.Agent, out.Said, out.Link = nil, nil, nil, consoleHome(cmpOr(into.Link, add.Link))
+			out.Task, out.Agent, out.Said, out.Link = nil, nil, nil, consoleHome(cmp.Or(into.Link, add.Link))
 		case latest:
 			out.Task, out.Agent, out.Link = add.Task, add.Agent, add.Link
 		}
