@@ -68,7 +68,11 @@ Notifications (a task waiting for a person, completed, failed or blocked;
 an agent offline or unhealthy) go to generic webhooks, Slack and ntfy:
 [[notify]] tables in the config file, or --notify-webhook URL for the
 simplest case; agent controlplane notify test tries them
-(docs/notifications.md).
+(docs/notifications.md). A target gets one of an agent's or a task's
+repeats of an event per --notify-window (10m), at most
+--notify-max-per-subject about one agent or task and
+--notify-max-per-target in all: the rest are folded into one
+notification that counts them, sent when the window ends.
 
 Every flag can also be set in the environment as AGENT_CP_ and the flag's
 name in capitals (--data-dir is AGENT_CP_DATA_DIR), or as a key in the

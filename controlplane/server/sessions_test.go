@@ -140,8 +140,29 @@ func TestASignOutHoldsOnEveryReplica(t *testing.T) {
 	other.signOut(a)
 	one.opens(a, false, "the session signed out on the other replica, on the one that signed it in")
 	other.opens(a, false, "the session signed out, on the replica that signed it out")
+	// A live stream open on one replica ends when its session is signed
+	// out on the other.
+	c := one.signIn()
+	req, err := http.NewRequest(http.MethodGet, other.http.URL+"/events?view=tasks", nil)
+	must(t, err)
+	req.AddCookie(&http.Cookie{Name: c.cookie.Name, Value: c.cookie.Value})
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a live stream: %s", resp.Status)
+	}
+	ended := make(chan struct{})
+	go func() { io.Copy(io.Discard, resp.Body); resp.Body.Close(); close(ended) }()
 	one.signOut(b)
 	other.opens(b, false, "a session signed out on the first replica, on the other")
+	one.signOut(c)
+	select {
+	case <-ended:
+	case <-time.After(time.Minute):
+		resp.Body.Close()
+		<-ended
+		t.Error("the live stream on the other replica did not end within a minute of its sign-out")
+	}
 }
 
 // sessionsDown is a store whose revoked sessions cannot be read or
