@@ -286,9 +286,6 @@ func noteID(parts ...string) string {
 	return "n-" + hex.EncodeToString(h.Sum(nil))[:24]
 }
 
-// agentName names an agent in a line: api.Name of its id.
-func agentName(id string) string { return api.Name(id) }
-
 // taskText says a task's notification in one line, and what the task or
 // its agent said in it. A title is quoted (a subtask's is its parent
 // task's choice), and so is everything else a task or an agent chose.
@@ -299,8 +296,8 @@ func taskText(ev api.NotifyEvent, t *state.Task, nt *api.NotifiedTask, code stat
 	}
 	agent, by := "", ""
 	if nt.Agent != "" {
-		agent = " (agent " + agentName(nt.Agent) + ")"
-		by = "agent " + agentName(nt.Agent)
+		agent = " (agent " + api.Name(nt.Agent) + ")"
+		by = "agent " + api.Name(nt.Agent)
 	}
 	attempts := ""
 	if nt.Attempt > 0 {
@@ -362,8 +359,8 @@ func askText(line, by string, q *state.ApprovalRequest) (string, *api.NotifySaid
 // agentText says an agent's notification in one line, and what the agent
 // said in it: its host name and its health's reason are quoted, its.
 func agentText(ev api.NotifyEvent, a api.AgentView) (string, *api.NotifySaid) {
-	by := "agent " + agentName(a.AgentID)
-	name := "Agent " + agentName(a.AgentID)
+	by := "agent " + api.Name(a.AgentID)
+	name := "Agent " + api.Name(a.AgentID)
 	if a.Hostname != "" {
 		name += " (host " + api.Quoted(a.Hostname, maxHostRunes) + ")"
 	}
