@@ -169,6 +169,13 @@ func (g *gating) admit(ctx context.Context, n store.Notification) (bool, error) 
 			// a window starts.
 			gt.Held, gt.Until, gt.Sent = "", g.now.Add(window), 1
 		case gt.Held != "", open && gt.Sent >= most:
+			if n.Gate != "" && len(next) > 0 {
+				// A fold out of its own gate, into a wider one's: its gate
+				// holds it no more, and a window starts there.
+				if ok, err := g.put(ctx, n.Target, next); !ok || err != nil {
+					return false, err
+				}
+			}
 			return false, g.fold(ctx, n, body, gt)
 		case open:
 			gt.Sent++
@@ -177,15 +184,23 @@ func (g *gating) admit(ctx context.Context, n store.Notification) (bool, error) 
 		}
 		next = append(next, gt)
 	}
-	err := g.d.st.PutNotifyGates(ctx, next...)
+	// Not written (a gate moved): n stays due, for the next round.
+	return g.put(ctx, n.Target, next)
+}
+
+// put writes gates (target's) and keeps what it wrote. When one moved
+// meanwhile it writes none, forgets what it read of target's, and
+// reports false.
+func (g *gating) put(ctx context.Context, target string, gates []store.NotifyGate) (bool, error) {
+	err := g.d.st.PutNotifyGates(ctx, gates...)
 	if errors.Is(err, store.ErrGateMoved) {
-		g.forget(n.Target)
+		g.forget(target)
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	for _, gt := range next {
+	for _, gt := range gates {
 		gt.Rev++
 		g.gates[[2]string{gt.Target, gt.Key}] = gt
 	}

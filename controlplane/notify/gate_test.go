@@ -332,3 +332,55 @@ func TestARetryIsNotHeldBack(t *testing.T) {
 		t.Errorf("the repeat: %+v; want it held to the window's end", n)
 	}
 }
+
+// A repeat's fold that meets a full target is folded into the target's
+// fold, and its own gate holds it no more: its window starts again, and
+// the next repeat begins a fold of its own.
+func TestARepeatFoldIntoTheTargetsLetsItsGateGo(t *testing.T) {
+	r := newReceiver(t)
+	clk := &clock{now: gateT0}
+	st := newMemStore()
+	ctx := context.Background()
+	target := Target{Name: "hooks", Kind: Webhook, URL: r.URL, Secret: testSecret}
+	runLoop(t, st, []Target{target}, Options{Now: clk.Now, PerTarget: 2})
+	send := func(id, agent string, e api.NotifyEvent) {
+		t.Helper()
+		st.Notify(ctx, agentRecord(t, id, "hooks", agent, e, clk.Now()))
+		st.rounds(t, 2)
+	}
+	send("a0", "a0", api.NotifyAgentOffline)     // the target's first
+	clk.Add(time.Minute)                         //
+	send("a1-1", "a1", api.NotifyAgentUnhealthy) // its second
+	send("a1-2", "a1", api.NotifyAgentUnhealthy) // a repeat: folded, due at 11m
+	clk.Add(9 * time.Minute)                     // the target's window ends
+	send("a2", "a2", api.NotifyAgentOffline)     // the new window's first
+	send("a3", "a3", api.NotifyAgentOffline)     // its second
+	send("a4", "a4", api.NotifyAgentOffline)     // over: folded, due at 20m
+	clk.Add(time.Minute)                         // a1's fold is due: the target is full
+	st.rounds(t, 2)
+	repeat := "repeat/agent/agent.unhealthy/a1"
+	st.mu.Lock()
+	g, held := st.gates[[2]string{"hooks", repeat}], st.recs[[2]string{"a4", "hooks"}]
+	_, gone := st.recs[[2]string{"a1-2", "hooks"}]
+	st.mu.Unlock()
+	if g.Held != "" || !g.Until.Equal(clk.Now().Add(DefaultWindow)) || gone {
+		t.Errorf("a1's repeat gate after its fold went into the target's: %+v (its fold still stored: %v); want it free, its window started again", g, gone)
+	}
+	var n api.Notification
+	if err := json.Unmarshal(held.Body, &n); err != nil || n.Folded == nil || n.Folded.Count != 2 {
+		t.Errorf("the target's fold: %s; want a4's and a1's repeat in it", held.Body)
+	}
+	send("a1-3", "a1", api.NotifyAgentUnhealthy) // a repeat in a1's new window
+	if rec, ok := st.get("a1-3", "hooks"); !ok || rec.Gate != repeat {
+		t.Errorf("a1's next repeat: %+v; want it the start of a fold of its own", rec)
+	}
+	clk.Add(DefaultWindow)
+	waitFor(t, 5*time.Second, "everything to go", func() bool { return st.len() == 0 })
+	total := 0
+	for _, n := range r.received(t) {
+		total += standsFor(n)
+	}
+	if total != 7 {
+		t.Errorf("what was sent stands for %d notifications, want the 7 written", total)
+	}
+}
