@@ -348,8 +348,8 @@ func TestARepeatFoldIntoTheTargetsLetsItsGateGo(t *testing.T) {
 		st.Notify(ctx, agentRecord(t, id, "hooks", agent, e, clk.Now()))
 		st.rounds(t, 2)
 	}
-	send("a0", "a0", api.NotifyAgentOffline)     // the target's first
-	clk.Add(time.Minute)                         //
+	send("a0", "a0", api.NotifyAgentOffline) // the target's first
+	clk.Add(time.Minute)
 	send("a1-1", "a1", api.NotifyAgentUnhealthy) // its second
 	send("a1-2", "a1", api.NotifyAgentUnhealthy) // a repeat: folded, due at 11m
 	clk.Add(9 * time.Minute)                     // the target's window ends
