@@ -208,9 +208,10 @@ func logTargets(log *slog.Logger, ts []notify.Target, secretWhere string) {
 }
 
 // startNotify starts delivering st's notifications to targets, counting
-// the tries in counts, until ctx ends or the function it returns is
-// called, which waits for the deliveries in flight.
-func startNotify(ctx context.Context, st notify.Store, targets []notify.Target, counts *notify.Counts, log *slog.Logger) (stop func()) {
+// the tries in counts, under the rate limits of limits (its Window,
+// PerSubject and PerTarget), until ctx ends or the function it returns
+// is called, which waits for the deliveries in flight.
+func startNotify(ctx context.Context, st notify.Store, targets []notify.Target, counts *notify.Counts, log *slog.Logger, limits notify.Options) (stop func()) {
 	if len(targets) == 0 {
 		return func() {}
 	}
@@ -218,7 +219,7 @@ func startNotify(ctx context.Context, st notify.Store, targets []notify.Target, 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		notify.Run(ctx, st, targets, notify.Options{Logger: log, Counts: counts})
+		notify.Run(ctx, st, targets, notify.Options{Logger: log, Counts: counts, Window: limits.Window, PerSubject: limits.PerSubject, PerTarget: limits.PerTarget})
 	}()
 	return func() { cancel(); <-done }
 }

@@ -35,6 +35,7 @@ func newControlPlaneServeCmd() *cobra.Command {
 		lease, heartbeat, stall, queue, retention                                time.Duration
 		maxOutput                                                                byteSize
 		notifications                                                            notifySettings
+		limits                                                                   notify.Options // the notifications' rate limits
 	)
 	var tlsCert, tlsKey string // --tls-cert, --tls-key: HTTPS when given
 	cmd := &cobra.Command{
@@ -67,7 +68,11 @@ Notifications (a task waiting for a person, completed, failed or blocked;
 an agent offline or unhealthy) go to generic webhooks, Slack and ntfy:
 [[notify]] tables in the config file, or --notify-webhook URL for the
 simplest case; agent controlplane notify test tries them
-(docs/notifications.md).
+(docs/notifications.md). A target gets one of an agent's or a task's
+repeats of an event per --notify-window (10m), at most
+--notify-max-per-subject about one agent or task and
+--notify-max-per-target in all: the rest are folded into one
+notification that counts them, sent when the window ends.
 
 Every flag can also be set in the environment as AGENT_CP_ and the flag's
 name in capitals (--data-dir is AGENT_CP_DATA_DIR), or as a key in the
@@ -134,7 +139,7 @@ the environment, which wins over the file.`,
 			go srv.RunWatchdog(ctx, time.Second)
 			logTargets(log, targets, notifications.secretWhere)
 			counts := notify.NewCounts(targets)
-			defer startNotify(ctx, srv.Store(), targets, counts, log)()
+			defer startNotify(ctx, srv.Store(), targets, counts, log, limits)()
 			// Timeouts so that a slow or silent client cannot hold a
 			// connection (and its goroutine) forever.
 			handler := srv.Handler()
@@ -194,6 +199,9 @@ the environment, which wins over the file.`,
 	t.bind(fs, "max-attempt-output", &maxOutput)
 	t.bind(fs, "metrics-addr", &metricsAddr)
 	notifications.bind(fs, t)
+	t.bind(fs, "notify-window", &limits.Window)
+	t.bind(fs, "notify-max-per-subject", &limits.PerSubject)
+	t.bind(fs, "notify-max-per-target", &limits.PerTarget)
 	t.bind(fs, "log-level", &level)
 	t.bind(fs, "log-format", &format)
 	return cmd

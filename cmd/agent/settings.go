@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/controlplane/notify"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/internal/tmuxview"
 	"github.com/edgeagent/agent/isolation"
@@ -437,6 +438,12 @@ var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setti
 		help: "a generic webhook's URL that gets every notification, signed with --notify-secret-file, repeatable: targets webhook-1, webhook-2, … (docs/notifications.md)"},
 	{name: "notify-secret-file", path: true,
 		help: "file holding the HMAC key that signs the --notify-webhook deliveries, 32 characters or more (default: DIR/notify-secret, made if missing)"},
+	{name: "notify-window", def: notify.DefaultWindow, min: atLeast(int64(time.Second)),
+		help: "the window notifications' rate limits count in: a target gets one of an agent's or a task's repeats of an event per window, the rest folded into one notice with their count at its end (docs/notifications.md)"},
+	{name: "notify-max-per-subject", def: notify.DefaultPerSubject, min: atLeast(1),
+		help: "notifications about one agent or task a target gets per --notify-window; the rest are folded into one at the window's end"},
+	{name: "notify-max-per-target", def: notify.DefaultPerTarget, min: atLeast(1),
+		help: "notifications a target gets per --notify-window in all; the rest are folded into one digest at the window's end"},
 	{name: "notify", def: []fileTable(nil), table: notifyKeys,
 		help: "notification targets, in the config file only: [[notify]] tables with name, type (webhook, slack or ntfy), url or url-file, secret-file (a webhook's HMAC key), token-file (an ntfy access token) and events (default: every one); docs/notifications.md"},
 	// Subtasks.

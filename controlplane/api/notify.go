@@ -26,6 +26,45 @@ type Notification struct {
 	Link  string         `json:"link,omitempty"`
 	Task  *NotifiedTask  `json:"task,omitempty"`
 	Agent *NotifiedAgent `json:"agent,omitempty"`
+	// Said is what an agent or a task chose to say in it (an agent's
+	// health reason, a task's question, a failure's reason), apart from
+	// the control plane's own words: Text quotes it and says whose it is.
+	Said *NotifySaid `json:"said,omitempty"`
+	// Folded, when set, says that this notification stands for several a
+	// rate limit held back and folded into one: Text and the rest are the
+	// latest of them's.
+	Folded *NotifyFolded `json:"folded,omitempty"`
+}
+
+// NotifySaid is text an agent or a task chose, as a notification shows it:
+// on one line, cut to MaxSaidRunes, every control or formatting character
+// written out as an escape (\x1b, \u202e), never sent as it is.
+type NotifySaid struct {
+	// By is whose words they are: "agent a1", "task t-42".
+	By   string `json:"by"`
+	Text string `json:"text"`
+}
+
+// MaxSaidRunes bounds NotifySaid.Text.
+const MaxSaidRunes = 200
+
+// NotifyFolded counts the notifications one stands for.
+type NotifyFolded struct {
+	// Count is how many notifications it stands for, Events how many of
+	// each event.
+	Count  int                 `json:"count"`
+	Events map[NotifyEvent]int `json:"events"`
+	// First and Last are when the first and the last of them happened.
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
+	// Limit is the limit that held them back: "repeat" (an agent's or a
+	// task's repeats of an event), "agent" or "task" (the notifications
+	// about one), or "target" (all of a target's); WindowS, the window
+	// the limits count in, in seconds.
+	Limit   string  `json:"limit"`
+	WindowS float64 `json:"window_s"`
+	// Latest is the latest one's own text (Text adds the count).
+	Latest string `json:"latest"`
 }
 
 // NotifyEvent is what a notification tells.
@@ -53,6 +92,10 @@ const (
 	NotifyAgentUnhealthy NotifyEvent = "agent.unhealthy"
 	// NotifyTest: agent controlplane notify test.
 	NotifyTest NotifyEvent = "test"
+	// NotifyDigest: notifications of several events that a rate limit
+	// held back, folded into one (Folded counts them). Every target gets
+	// it, of the events it wants.
+	NotifyDigest NotifyEvent = "digest"
 )
 
 // NotifyEvents lists every notification event.

@@ -23,6 +23,13 @@ type Backend interface {
 	// OperatorID is operator (SessionKey of its token), nil when no
 	// operator token has that id.
 	SessionKey(operator string) []byte
+	// RevokeSession keeps the session whose nonce is nonce signed out
+	// until expires, when its cookie expires anyway: stored, so that
+	// every replica refuses it, after every restart too.
+	RevokeSession(ctx context.Context, nonce string, expires time.Time) error
+	// SessionRevoked reports whether the session whose nonce is nonce
+	// was signed out.
+	SessionRevoked(ctx context.Context, nonce string) (bool, error)
 	// TaskPage is a page of the tasks q selects, oldest first, and the
 	// cursor of the next page ("" when none follows).
 	TaskPage(ctx context.Context, q store.Query) ([]api.TaskView, string, error)

@@ -55,7 +55,6 @@ type Console struct {
 	log     *slog.Logger
 	now     func() time.Time
 	pages   map[string]*template.Template
-	revoked revoked
 	streams atomic.Int64
 	mux     *http.ServeMux
 }
@@ -166,13 +165,28 @@ type signed func(w http.ResponseWriter, r *http.Request, s session)
 // in, and back here after.
 func (c *Console) get(h signed) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, ok := c.session(r)
+		s, ok, err := c.session(r)
+		if err != nil {
+			c.storeDown(w, r, err)
+			return
+		}
 		if !ok {
 			http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
 		h(w, r, s)
 	}
+}
+
+// errStoreDown is what a page says when the store could not tell whether
+// its session was signed out.
+const errStoreDown = "the control plane's store is unavailable; try again"
+
+// storeDown refuses a request whose session the store could not check:
+// 503, the page saying so in one line.
+func (c *Console) storeDown(w http.ResponseWriter, r *http.Request, err error) {
+	c.log.Error("console: checking a session: the store did not answer", "path", r.URL.Path, "err", err)
+	c.render(w, http.StatusServiceUnavailable, "forbidden", view{Title: "Unavailable", Error: errStoreDown})
 }
 
 // errCrossSite is the one line a refused POST gets.
@@ -187,7 +201,11 @@ func (c *Console) post(h signed) http.HandlerFunc {
 			c.forbid(w, r, "a POST from another site or origin")
 			return
 		}
-		s, ok := c.session(r)
+		s, ok, err := c.session(r)
+		if err != nil {
+			c.storeDown(w, r, err)
+			return
+		}
 		if !ok {
 			c.forbid(w, r, "a POST without a session")
 			return
@@ -277,7 +295,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		c.log.Error("console: sign-in: the store did not answer", "err", err)
-		fail(http.StatusServiceUnavailable, "the control plane's store is unavailable; try again")
+		fail(http.StatusServiceUnavailable, errStoreDown)
 	case id.Wait > 0:
 		secs := int(id.Wait.Seconds() + 0.999)
 		w.Header().Set("Retry-After", fmt.Sprint(secs))
@@ -303,9 +321,16 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// signout ends the session: its nonce is revoked and the cookie cleared.
+// signout ends the session: its nonce is revoked in the store, then the
+// cookie cleared. A sign-out the store did not keep is said (503), the
+// cookie left, so that the person may try again.
 func (c *Console) signout(w http.ResponseWriter, r *http.Request, s session) {
-	c.revoked.add(s, c.now())
+	if err := c.backend.RevokeSession(r.Context(), s.nonce, s.expires); err != nil {
+		c.log.Error("console: sign-out: the store did not keep it", "operator", s.operator, "err", err)
+		c.render(w, http.StatusServiceUnavailable, "forbidden", view{Title: "Unavailable", Signed: true, CSRF: s.csrf(),
+			Error: "not signed out: the control plane's store is unavailable; try again"})
+		return
+	}
 	c.setCookie(w, r, "", time.Time{})
 	c.log.Info("console: signed out", "operator", s.operator)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -56,59 +55,41 @@ func newSession(operator string, key []byte, now time.Time) (session, string) {
 	return s, s.payload + "." + mac(key, s.payload)
 }
 
-// revoked are the nonces of the sessions signed out in this process,
-// kept until they would have expired.
-type revoked struct {
-	mu     sync.Mutex
-	nonces map[string]time.Time
-}
-
-func (r *revoked) add(s session, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.nonces == nil {
-		r.nonces = map[string]time.Time{}
-	}
-	for n, exp := range r.nonces {
-		if !now.Before(exp) {
-			delete(r.nonces, n)
-		}
-	}
-	r.nonces[s.nonce] = s.expires
-}
-
-func (r *revoked) has(nonce string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.nonces[nonce]
-	return ok
-}
-
 // session is the request's session: its cookie well formed, signed by
-// the key of an operator the backend knows, not expired, not revoked.
-func (c *Console) session(r *http.Request) (session, bool) {
+// the key of an operator the backend knows, not expired, and not signed
+// out (the backend's store says, on every request: a sign-out on another
+// replica, or before a restart, holds). err is the store's failure to
+// say: the request is then refused, not let in.
+func (c *Console) session(r *http.Request) (s session, ok bool, err error) {
 	ck, err := r.Cookie(CookieName)
 	if err != nil || len(ck.Value) > 256 {
-		return session{}, false
+		return session{}, false, nil
 	}
 	payload, sig, ok := cutLast(ck.Value, ".")
 	parts := strings.Split(payload, ".")
 	if !ok || len(parts) != 4 || parts[0] != "v1" {
-		return session{}, false
+		return session{}, false, nil
 	}
 	exp, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil {
-		return session{}, false
+		return session{}, false, nil
 	}
 	key := c.backend.SessionKey(parts[1])
 	if key == nil || !hmac.Equal([]byte(sig), []byte(mac(key, payload))) {
-		return session{}, false
+		return session{}, false, nil
 	}
-	s := session{operator: parts[1], expires: time.Unix(exp, 0), nonce: parts[3], payload: payload, key: key}
-	if !c.now().Before(s.expires) || c.revoked.has(s.nonce) {
-		return session{}, false
+	s = session{operator: parts[1], expires: time.Unix(exp, 0), nonce: parts[3], payload: payload, key: key}
+	if !c.now().Before(s.expires) {
+		return session{}, false, nil
 	}
-	return s, true
+	revoked, err := c.backend.SessionRevoked(r.Context(), s.nonce)
+	if err != nil {
+		return session{}, false, err
+	}
+	if revoked {
+		return session{}, false, nil
+	}
+	return s, true, nil
 }
 
 func cutLast(s, sep string) (before, after string, ok bool) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
 )
@@ -250,6 +251,57 @@ func TestStaticFiles(t *testing.T) {
 	for _, path := range []string{"/static/", "/static/nope.js"} {
 		if resp, _ := b.get(path); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("GET %s: %s, want 404", path, resp.Status)
+		}
+	}
+}
+
+// A sign-out is kept in the store: the signed-out cookie is refused by
+// the control plane started again on the same store, as by the one that
+// signed it out, while another session of the same person still works.
+func TestSignOutOutlivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	cp := start(t, server.Options{Dir: dir})
+	b := newBrowser(t, cp.URL)
+	b.signIn(operatorToken)
+	old, oldCSRF := b.cookie(), b.csrf()
+	kept := newBrowser(t, cp.URL)
+	kept.signIn(operatorToken)
+	keptCookie, keptCSRF := kept.cookie(), kept.csrf()
+	if resp, _ := b.post("/signout", url.Values{"csrf": {oldCSRF}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %s", resp.Status)
+	}
+	cp.Close()
+
+	again := start(t, server.Options{Dir: dir})
+	for _, tc := range []struct {
+		name   string
+		cookie *http.Cookie
+		csrf   string
+		want   int
+	}{{"the signed-out session", old, oldCSRF, http.StatusSeeOther}, {"another session, not signed out", keptCookie, keptCSRF, http.StatusOK}} {
+		replay := newBrowser(t, again.URL)
+		replay.c.Jar.SetCookies(mustURL(again.URL), []*http.Cookie{{Name: tc.cookie.Name, Value: tc.cookie.Value}})
+		if resp, _ := replay.get("/tasks"); resp.StatusCode != tc.want {
+			t.Errorf("%s after a restart: GET /tasks %s, want %d", tc.name, resp.Status, tc.want)
+		}
+		if tc.want == http.StatusSeeOther {
+			if resp, _ := replay.get("/events?view=tasks"); resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s after a restart: its live stream %s, want 401", tc.name, resp.Status)
+			}
+		}
+		// A change too: the CSRF token is the session's own, which the
+		// signed-out cookie's holder may have kept.
+		id, err := again.Operator.CreateTask(t.Context(), api.CreateTaskRequest{Prompt: "keep me"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := replay.post("/tasks/"+id.ID+"/cancel", url.Values{"csrf": {tc.csrf}}, nil)
+		v, err := again.Operator.Task(t.Context(), id.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cancelled := v.CancelRequested || v.Phase.Terminal(); (tc.want == http.StatusOK) != cancelled {
+			t.Errorf("%s after a restart: POST cancel %s, the task cancelled: %v", tc.name, resp.Status, cancelled)
 		}
 	}
 }

@@ -78,7 +78,11 @@ func streamQueryOf(r *http.Request) (streamQuery, error) {
 // stream serves a page's live stream until the client goes, the session
 // ends or the server shuts down.
 func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
-	s, ok := c.session(r)
+	s, ok, err := c.session(r)
+	if err != nil {
+		http.Error(w, errStoreDown, http.StatusServiceUnavailable)
+		return
+	}
 	if !ok {
 		http.Error(w, "not signed in: sign in at /signin", http.StatusUnauthorized)
 		return
@@ -125,8 +129,10 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-tick.C:
 		}
-		if _, ok := c.session(r); !ok {
-			return // signed out, or its token removed
+		if _, ok, err := c.session(r); err != nil {
+			continue // the store is down: the look would fail too; it may come back
+		} else if !ok {
+			return // signed out (here or on another replica), or its token removed
 		}
 		if err := c.look(ctx, s, &q, sent, out); err != nil {
 			if ctx.Err() != nil {

@@ -16,10 +16,13 @@ const (
 	GivenUp Result = "given_up"
 	// Dropped: the record's target is no longer configured.
 	Dropped Result = "dropped"
+	// Folded: a rate limit held the record back, and folded it into one
+	// sent when its window ends (gate.go).
+	Folded Result = "folded"
 )
 
 // Results lists every result.
-var Results = []Result{Delivered, Failed, GivenUp, Dropped}
+var Results = []Result{Delivered, Failed, GivenUp, Dropped, Folded}
 
 // Counts counts the tries since the start by target and result, for
 // metrics. It is safe for concurrent use.

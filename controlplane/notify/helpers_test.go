@@ -1,13 +1,14 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -20,15 +21,89 @@ import (
 type memStore struct {
 	mu      sync.Mutex
 	recs    map[[2]string]store.Notification
+	gates   map[[2]string]store.NotifyGate
 	follows bool // not the leader
+	leads   int  // the Lead calls: one a round
 }
 
-func newMemStore() *memStore { return &memStore{recs: map[[2]string]store.Notification{}} }
+func newMemStore() *memStore {
+	return &memStore{recs: map[[2]string]store.Notification{}, gates: map[[2]string]store.NotifyGate{}}
+}
+
+func (m *memStore) NotifyGates(_ context.Context, target string, keys []string) ([]store.NotifyGate, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.NotifyGate
+	for _, k := range keys {
+		if g, ok := m.gates[[2]string{target, k}]; ok {
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) PutNotifyGates(_ context.Context, gates ...store.NotifyGate) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, g := range gates {
+		if m.gates[[2]string{g.Target, g.Key}].Rev != g.Rev {
+			return store.ErrGateMoved
+		}
+	}
+	for _, g := range gates {
+		g.Rev++
+		m.gates[[2]string{g.Target, g.Key}] = g
+	}
+	return nil
+}
+
+func (m *memStore) FoldNotification(_ context.Context, n store.Notification, g store.NotifyGate, fold func(*store.Notification)) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gates[[2]string{g.Target, g.Key}].Rev != g.Rev {
+		return store.ErrGateMoved
+	}
+	held, ok := m.recs[[2]string{g.Held, n.Target}]
+	if g.Held == "" || !ok {
+		held = n
+	}
+	id := held.ID
+	fold(&held)
+	held.ID, held.Target = id, n.Target
+	if held.ID != n.ID {
+		delete(m.recs, [2]string{n.ID, n.Target})
+	}
+	m.recs[[2]string{held.ID, held.Target}] = held
+	g.Held, g.Rev = held.ID, g.Rev+1
+	m.gates[[2]string{g.Target, g.Key}] = g
+	return nil
+}
+
+func (m *memStore) PruneNotifyGates(_ context.Context, before time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, g := range m.gates {
+		if _, holds := m.recs[[2]string{g.Held, g.Target}]; g.Until.Before(before) && (g.Held == "" || !holds) {
+			delete(m.gates, k)
+		}
+	}
+	return nil
+}
 
 func (m *memStore) Lead(context.Context) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.leads++
 	return !m.follows, nil
+}
+
+// rounds waits until the loop began n more rounds.
+func (m *memStore) rounds(t *testing.T, n int) {
+	t.Helper()
+	m.mu.Lock()
+	until := m.leads + n
+	m.mu.Unlock()
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d rounds", n), func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.leads >= until })
 }
 
 func (m *memStore) Notify(_ context.Context, ns ...store.Notification) error {
@@ -52,7 +127,9 @@ func (m *memStore) DueNotifications(_ context.Context, now time.Time, limit int)
 			out = append(out, n)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Due.Before(out[j].Due) })
+	slices.SortFunc(out, func(a, b store.Notification) int {
+		return cmp.Or(a.Due.Compare(b.Due), cmp.Compare(a.ID, b.ID), cmp.Compare(a.Target, b.Target))
+	})
 	if len(out) > limit {
 		out = out[:limit]
 	}

@@ -1,11 +1,13 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,6 +60,14 @@ type Options struct {
 	Jitter func(d time.Duration) time.Duration
 	// Counts, if set, counts the tries (for metrics).
 	Counts *Counts
+	// Window is the period the rate limits count in (DefaultWindow);
+	// PerSubject, how many notifications about one agent or task a target
+	// gets per window (DefaultPerSubject); PerTarget, how many it gets in
+	// all (DefaultPerTarget). An event's repeats about one agent or task
+	// are one per window. What they hold back is folded into one
+	// notification, sent when the window ends (gate.go).
+	Window                time.Duration
+	PerSubject, PerTarget int
 }
 
 func (o *Options) defaults() {
@@ -84,6 +94,15 @@ func (o *Options) defaults() {
 	}
 	if o.Client == nil {
 		o.Client = NewClient()
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultWindow
+	}
+	if o.PerSubject <= 0 {
+		o.PerSubject = DefaultPerSubject
+	}
+	if o.PerTarget <= 0 {
+		o.PerTarget = DefaultPerTarget
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -140,10 +159,14 @@ type deliverer struct {
 	// store's last error, said once until it changes.
 	warned  map[string]bool
 	lastErr string
+	// lastPrune is when the gates were last pruned.
+	lastPrune time.Time
 }
 
 // round sends one batch of due records; it reports whether the batch was
-// full (more may be due).
+// full (more may be due). Each record not tried yet passes its rate
+// limits first (gate.go), one after another, the gates' folds first: a
+// fold due goes out before what it would hold back is folded into it.
 func (d *deliverer) round(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return false
@@ -156,20 +179,54 @@ func (d *deliverer) round(ctx context.Context) bool {
 	if !lead {
 		return false
 	}
-	due, err := d.st.DueNotifications(ctx, d.opts.Now(), d.opts.Batch)
+	now := d.opts.Now()
+	due, err := d.st.DueNotifications(ctx, now, d.opts.Batch)
 	if err != nil {
 		d.storeError(ctx, "due notifications", err)
 		return false
 	}
 	d.lastErr = ""
-	sem := make(chan struct{}, d.opts.Parallel)
-	var wg sync.WaitGroup
+	full := len(due) == d.opts.Batch
+	isFold := func(n store.Notification) int {
+		if n.Gate != "" && n.Attempts == 0 {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(due, func(a, b store.Notification) int { return cmp.Compare(isFold(a), isFold(b)) })
+	g := d.newGating(now)
+	type sending struct {
+		t Target
+		n store.Notification
+	}
+	var send []sending
 	for _, n := range due {
+		if ctx.Err() != nil {
+			return false
+		}
 		t, ok := d.byName[n.Target]
 		if !ok {
 			d.unknown(ctx, n)
 			continue
 		}
+		if g.folded[[2]string{n.Target, n.ID}] {
+			continue // changed by a fold since it was read: the next round has it
+		}
+		if n.Attempts == 0 {
+			pass, err := g.admit(ctx, n)
+			if err != nil {
+				d.storeError(ctx, "notification rate limits", err)
+				continue
+			}
+			if !pass {
+				continue
+			}
+		}
+		send = append(send, sending{t, n})
+	}
+	sem := make(chan struct{}, d.opts.Parallel)
+	var wg sync.WaitGroup
+	for _, s := range send {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -180,11 +237,28 @@ func (d *deliverer) round(ctx context.Context) bool {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			d.deliver(ctx, t, n)
+			d.deliver(ctx, s.t, s.n)
 		}()
 	}
 	wg.Wait()
-	return len(due) == d.opts.Batch && ctx.Err() == nil
+	d.prune(ctx, now)
+	return full && ctx.Err() == nil
+}
+
+// pruneEvery is how often the gates whose windows ended are removed.
+const pruneEvery = time.Minute
+
+// prune removes the gates whose windows ended, at most once a
+// pruneEvery: they let everything through, as a gate not stored does.
+func (d *deliverer) prune(ctx context.Context, now time.Time) {
+	if now.Sub(d.lastPrune) < pruneEvery || ctx.Err() != nil {
+		return
+	}
+	if err := d.st.PruneNotifyGates(ctx, now); err != nil {
+		d.storeError(ctx, "prune the notification rate limits", err)
+		return
+	}
+	d.lastPrune = now
 }
 
 // deliver sends one record and records how it went.

@@ -157,8 +157,11 @@ func linkText(n api.Notification) string {
 	if n.Event == api.NotifyAwaitingReply {
 		return "Answer it"
 	}
-	if n.Agent != nil && n.Task == nil {
+	switch {
+	case n.Agent != nil && n.Task == nil:
 		return "Open the agent"
+	case n.Task == nil:
+		return "Open the console"
 	}
 	return "Open the task"
 }
@@ -180,6 +183,7 @@ var titles = map[api.NotifyEvent]string{
 	api.NotifyAgentOffline:    "Agent offline",
 	api.NotifyAgentUnhealthy:  "Agent unhealthy",
 	api.NotifyTest:            "Test notification",
+	api.NotifyDigest:          "Notifications held back",
 }
 
 // tags are ntfy's tags by event: the first an emoji's short code.
@@ -192,6 +196,7 @@ var tags = map[api.NotifyEvent]string{
 	api.NotifyAgentOffline:    "electric_plug,agent",
 	api.NotifyAgentUnhealthy:  "warning,agent",
 	api.NotifyTest:            "bell,agent",
+	api.NotifyDigest:          "hourglass,agent",
 }
 
 // netError says a failed request in one line with the URL's host only:

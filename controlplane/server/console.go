@@ -59,6 +59,18 @@ func (s *Server) SessionKey(operator string) []byte {
 	return s.sessionKeys[operator]
 }
 
+// RevokeSession keeps a console session signed out in the store until
+// expires: every replica, and this one after a restart, refuses it.
+func (s *Server) RevokeSession(ctx context.Context, nonce string, expires time.Time) error {
+	return s.store.RevokeSession(ctx, nonce, expires, s.opts.Now())
+}
+
+// SessionRevoked reports whether a console session was signed out, as
+// the store keeps it.
+func (s *Server) SessionRevoked(ctx context.Context, nonce string) (bool, error) {
+	return s.store.SessionRevoked(ctx, nonce)
+}
+
 // TaskPage is a page of the tasks q selects, as GET /v1/tasks answers it.
 func (s *Server) TaskPage(ctx context.Context, q store.Query) ([]api.TaskView, string, error) {
 	views, next, err := s.tasksPage(ctx, q)

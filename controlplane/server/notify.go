@@ -150,7 +150,9 @@ func (s *Server) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *s
 
 // taskNotes are the records of task t's move from phase before, one per
 // target that wants its event; none when it is not one a person hears
-// of.
+// of. What the task or its agent chose to say (a question, a failure's
+// reason) is quoted and said to be theirs (Said), never written as the
+// control plane's own words.
 func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification {
 	notes := s.expiredNotes(before, t)
 	ev, last := s.phaseEvent(before, t)
@@ -161,14 +163,13 @@ func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification 
 	if last != nil {
 		attempt = last.Number
 	}
-	nt := &api.NotifiedTask{ID: t.ID, Title: t.Title, Phase: t.Phase, Reason: t.PhaseReason, Repo: t.Repo,
-		Attempt: attempt, MaxAttempts: t.MaxAttempts}
+	nt := &api.NotifiedTask{ID: t.ID, Title: api.Inert(t.Title, maxTitleRunes), Phase: t.Phase, Reason: api.Inert(t.PhaseReason, api.MaxSaidRunes),
+		Repo: t.Repo, Attempt: attempt, MaxAttempts: t.MaxAttempts}
 	if t.Lease != nil {
 		nt.Agent = t.Lease.AgentID
 	}
 	if ev == api.NotifyAwaitingReply && t.AwaitingReply != nil {
-		q := *t.AwaitingReply
-		nt.Question, question = &q, q.ID
+		nt.Question, question = inertQuestion(t.AwaitingReply), t.AwaitingReply.ID
 	}
 	if last != nil && ev != api.NotifyAwaitingReply && ev != api.NotifyCompleted {
 		if last.Error != nil {
@@ -184,8 +185,14 @@ func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification 
 	if ev == api.NotifyCompleted {
 		nt.Denied = t.Denied
 	}
+	code := nt.ErrorCode // as the agent said it: the text quotes it
+	if !code.Known() {
+		nt.ErrorCode = state.ErrorCode(api.Inert(string(code), 64))
+	}
+	nt.Gate = state.GateReason(api.Inert(string(nt.Gate), 64))
+	text, said := taskText(ev, t, nt, code)
 	n := api.Notification{ID: noteID(t.ID, string(ev), fmt.Sprint(attempt), question), Event: ev, At: t.UpdatedAt,
-		Text: taskText(ev, nt), Link: s.link("/tasks/" + t.ID), Task: nt}
+		Text: text, Link: s.link("/tasks/" + t.ID), Task: nt, Said: said}
 	return append(notes, s.records(n)...)
 }
 
@@ -197,32 +204,70 @@ func (s *Server) expiredNotes(before taskMark, t *state.Task) []store.Notificati
 	if t == nil || t.ApprovalExpired == nil || t.ApprovalExpired.ID == before.expired || !s.wanted(ev) {
 		return nil
 	}
-	q := *t.ApprovalExpired
-	nt := &api.NotifiedTask{ID: t.ID, Title: t.Title, Phase: t.Phase, Repo: t.Repo, MaxAttempts: t.MaxAttempts, Question: &q}
+	nt := &api.NotifiedTask{ID: t.ID, Title: api.Inert(t.Title, maxTitleRunes), Phase: t.Phase, Repo: t.Repo, MaxAttempts: t.MaxAttempts,
+		Question: inertQuestion(t.ApprovalExpired)}
 	if c := t.Current(); c != nil {
 		nt.Attempt = c.Number
 	}
 	if t.Lease != nil {
 		nt.Agent = t.Lease.AgentID
 	}
-	n := api.Notification{ID: noteID(t.ID, string(ev), q.ID), Event: ev, At: t.UpdatedAt,
-		Text: taskText(ev, nt), Link: s.link("/tasks/" + t.ID), Task: nt}
+	text, said := taskText(ev, t, nt, "")
+	n := api.Notification{ID: noteID(t.ID, string(ev), t.ApprovalExpired.ID), Event: ev, At: t.UpdatedAt,
+		Text: text, Link: s.link("/tasks/" + t.ID), Task: nt, Said: said}
 	return s.records(n)
 }
 
+// maxTitleRunes bounds a task's title in a notification.
+const maxTitleRunes = 80
+
+// inertQuestion is q as a notification carries it: its words Inert, a
+// path list cut to its first maxQuestionPaths. The console and the API
+// have it whole.
+func inertQuestion(q *state.ApprovalRequest) *state.ApprovalRequest {
+	out := &state.ApprovalRequest{ID: q.ID, Kind: state.ApprovalKind(api.Inert(string(q.Kind), 32)), Tool: api.Inert(q.Tool, 64),
+		Command: api.Inert(q.Command, maxQuestionRunes), Reason: api.Inert(q.Reason, maxQuestionRunes), Cwd: api.Inert(q.Cwd, maxQuestionRunes),
+		Input: api.Inert(q.Input, maxQuestionRunes), PathsMore: q.PathsMore, DiffCut: q.DiffCut, Asked: q.Asked, Deadline: q.Deadline}
+	for _, p := range q.Paths[:min(len(q.Paths), maxQuestionPaths)] {
+		out.Paths = append(out.Paths, api.Inert(p, maxQuestionRunes))
+	}
+	out.PathsMore += len(q.Paths) - len(out.Paths)
+	if q.Diff != "" {
+		// The diff keeps its lines; each is made inert (it is bounded
+		// where it was asked: state.MaxApprovalDiff).
+		lines := strings.Split(q.Diff, "\n")
+		for i, l := range lines {
+			lines[i] = api.Inert(l, len(l)+1)
+		}
+		out.Diff = strings.Join(lines, "\n")
+	}
+	return out
+}
+
+// Bounds of a question's words in a notification.
+const (
+	maxQuestionRunes = 1000
+	maxQuestionPaths = 20
+)
+
 // agentNotes are the records of agent a's event ev, marked by at (the
 // time that marks the change: a record made again for it has the same
-// ID).
+// ID). The agent's own words (its host name, its health's reason) are
+// quoted and said to be its.
 func (s *Server) agentNotes(ev api.NotifyEvent, a api.AgentView, at time.Time) []store.Notification {
 	if !s.wanted(ev) {
 		return nil
 	}
-	na := &api.NotifiedAgent{ID: a.AgentID, Hostname: a.Hostname, Grade: string(a.Health.Grade), Reason: a.Health.Reason,
-		LastHeartbeat: a.LastHeartbeat}
+	na := &api.NotifiedAgent{ID: a.AgentID, Hostname: api.Inert(a.Hostname, maxHostRunes), Grade: api.Inert(string(a.Health.Grade), 32),
+		Reason: api.Inert(a.Health.Reason, api.MaxSaidRunes), LastHeartbeat: a.LastHeartbeat}
+	text, said := agentText(ev, a)
 	n := api.Notification{ID: noteID(a.AgentID, string(ev), at.UTC().Format(time.RFC3339Nano)), Event: ev, At: at,
-		Text: agentText(ev, na), Link: s.link("/agents"), Agent: na}
+		Text: text, Link: s.link("/agents"), Agent: na, Said: said}
 	return s.records(n)
 }
+
+// maxHostRunes bounds an agent's host name in a notification.
+const maxHostRunes = 80
 
 // notifyAgent stores the records of agent a's event ev alone (no task
 // transaction carries them). A failure is logged: the change is stored
@@ -282,102 +327,103 @@ func noteID(parts ...string) string {
 	return "n-" + hex.EncodeToString(h.Sum(nil))[:24]
 }
 
-// oneLine is s on one line, at most n runes.
-func oneLine(s string, n int) string {
-	return state.Ellipsize(strings.Join(strings.Fields(s), " "), n)
-}
-
-// taskText says a task's notification in one line.
-func taskText(ev api.NotifyEvent, t *api.NotifiedTask) string {
-	name := fmt.Sprintf("Task %q", oneLine(cmp.Or(t.Title, t.ID), 80))
-	agent := ""
-	if t.Agent != "" {
-		agent = " (agent " + t.Agent + ")"
+// taskText says a task's notification in one line, and what the task or
+// its agent said in it. A title is quoted (a subtask's is its parent
+// task's choice), and so is everything else a task or an agent chose.
+func taskText(ev api.NotifyEvent, t *state.Task, nt *api.NotifiedTask, code state.ErrorCode) (string, *api.NotifySaid) {
+	name := "Task " + api.Quoted(cmp.Or(t.Title, t.ID), maxTitleRunes)
+	if t.Parent != "" {
+		name = "Subtask " + api.Quoted(cmp.Or(t.Title, t.ID), maxTitleRunes) + " of task " + t.Parent
+	}
+	agent, by := "", ""
+	if nt.Agent != "" {
+		agent = " (agent " + api.Name(nt.Agent) + ")"
+		by = "agent " + api.Name(nt.Agent)
 	}
 	attempts := ""
-	if t.Attempt > 0 {
-		attempts = fmt.Sprintf(" after %d attempt%s", t.Attempt, plural(t.Attempt))
+	if nt.Attempt > 0 {
+		attempts = fmt.Sprintf(" after %d attempt%s", nt.Attempt, plural(nt.Attempt))
 	}
 	switch ev {
 	case api.NotifyAwaitingReply:
-		return name + " awaits approval: " + question(t.Question) + agent
+		return askText(name+" awaits approval"+agent, "task "+t.ID, t.AwaitingReply)
 	case api.NotifyApprovalExpired:
-		return name + ": nobody answered in time, so the agent declined: " + question(t.Question) + agent
+		return askText(name+": nobody answered in time, so the agent declined"+agent, "task "+t.ID, t.ApprovalExpired)
 	case api.NotifyCompleted:
 		denied := ""
-		if t.Denied > 0 {
+		if nt.Denied > 0 {
 			// Not plain success: the model was refused what it asked for.
-			denied = " (" + state.DeniedText(t.Denied) + ")"
+			denied = " (" + state.DeniedText(nt.Denied) + ")"
 		}
-		return name + " completed" + denied + attempts + agent
+		return name + " completed" + denied + attempts + agent, nil
 	case api.NotifyBlocked:
-		return fmt.Sprintf("%s is blocked: the safety gate did not run it again (%s)%s%s; a person may continue or retry it", name, t.Gate, attempts, agent)
+		return fmt.Sprintf("%s is blocked: the safety gate did not run it again (%s)%s%s; a person may continue or retry it", name, nt.Gate, attempts, agent), nil
 	}
-	what := string(t.ErrorCode)
-	if what == "" {
-		what = oneLine(t.Reason, 120)
-	}
-	if what == "" {
-		what = string(t.Phase)
+	what := string(nt.Phase)
+	if code.Known() {
+		what = string(code)
+	} else if code != "" {
+		what = "error " + api.Quoted(string(code), 64)
 	}
 	verb := "failed"
 	if t.Phase != state.PhaseFailed {
 		verb = "ended " + string(t.Phase)
 	}
-	return name + " " + verb + ": " + what + attempts + agent
+	line := name + " " + verb + ": " + what + attempts + agent
+	// A failure's reason is its agent's (a timeout's or an expiry's is
+	// the control plane's own, and the phase says it).
+	if (t.Phase == state.PhaseFailed || t.Phase == state.PhaseRecoverableFailed) && by != "" {
+		if said := api.Said(by, t.PhaseReason); said != nil {
+			return line + "; " + by + " says: " + api.Quoted(t.PhaseReason, api.MaxSaidRunes), said
+		}
+	}
+	return line, nil
 }
 
-// question says what an approval asks, short.
-func question(q *state.ApprovalRequest) string {
+// askText is what a question asks, quoted as the task's words after
+// line, and the words themselves.
+func askText(line, by string, q *state.ApprovalRequest) (string, *api.NotifySaid) {
 	if q == nil {
-		return "a question"
+		return line + "; " + by + " asks a question", nil
 	}
-	var what string
-	switch {
-	case q.Command != "":
-		what = fmt.Sprintf("run %q", oneLine(q.Command, 120))
-	case len(q.Paths) == 1:
-		what = "change " + oneLine(q.Paths[0], 120)
-	case len(q.Paths) > 1:
-		what = fmt.Sprintf("change %d files", len(q.Paths))
-	case q.Reason != "":
-		what = oneLine(q.Reason, 120)
-	default:
-		what = string(q.Kind)
-	}
+	in := ""
 	if q.Cwd != "" {
-		what += " in " + oneLine(q.Cwd, 120)
+		in = " in " + api.Quoted(q.Cwd, 120)
 	}
 	if q.Diff != "" {
-		plus, minus := 0, 0
-		for _, l := range strings.Split(q.Diff, "\n") {
-			switch {
-			case strings.HasPrefix(l, "+++ "), strings.HasPrefix(l, "--- "):
-			case strings.HasPrefix(l, "+"):
-				plus++
-			case strings.HasPrefix(l, "-"):
-				minus++
-			}
-		}
-		what += fmt.Sprintf(" (+%d -%d)", plus, minus)
+		in += diffStat(q.Diff)
 	}
-	return what
+	switch {
+	case q.Command != "":
+		return line + "; " + by + " asks to run " + api.Quoted(q.Command, api.MaxSaidRunes) + in, api.Said(by, q.Command)
+	case len(q.Paths) == 1:
+		return line + "; " + by + " asks to change " + api.Quoted(q.Paths[0], api.MaxSaidRunes) + in, api.Said(by, q.Paths[0])
+	case len(q.Paths) > 1:
+		return fmt.Sprintf("%s; %s asks to change %d files, the first %s%s", line, by, len(q.Paths), api.Quoted(q.Paths[0], api.MaxSaidRunes), in),
+			api.Said(by, q.Paths[0])
+	case q.Reason != "":
+		return line + "; " + by + " asks: " + api.Quoted(q.Reason, api.MaxSaidRunes) + in, api.Said(by, q.Reason)
+	}
+	return line + "; " + by + " asks a question of kind " + api.Quoted(string(q.Kind), 32) + in, nil
 }
 
-// agentText says an agent's notification in one line.
-func agentText(ev api.NotifyEvent, a *api.NotifiedAgent) string {
-	name := "Agent " + a.ID
+// agentText says an agent's notification in one line, and what the agent
+// said in it: its host name and its health's reason are quoted, its.
+func agentText(ev api.NotifyEvent, a api.AgentView) (string, *api.NotifySaid) {
+	by := "agent " + api.Name(a.AgentID)
+	name := "Agent " + api.Name(a.AgentID)
 	if a.Hostname != "" {
-		name += " (" + oneLine(a.Hostname, 80) + ")"
+		name += " (host " + api.Quoted(a.Hostname, maxHostRunes) + ")"
 	}
 	if ev == api.NotifyAgentUnhealthy {
 		s := name + " is unavailable"
-		if a.Reason != "" {
-			s += ": " + oneLine(a.Reason, 160)
+		said := api.Said(by, a.Health.Reason)
+		if said != nil {
+			s += "; " + by + " says: " + api.Quoted(a.Health.Reason, api.MaxSaidRunes)
 		}
-		return s
+		return s, said
 	}
-	return name + " went offline; last heartbeat " + a.LastHeartbeat.UTC().Format(time.RFC3339)
+	return name + " went offline; last heartbeat " + a.LastHeartbeat.UTC().Format(time.RFC3339), nil
 }
 
 func plural(n int) string {
@@ -429,4 +475,20 @@ func orTime(t, otherwise time.Time) time.Time {
 		return otherwise
 	}
 	return t
+}
+
+// diffStat is a question's diff counted, " (+3 -1)": what a file change
+// it asks for comes to.
+func diffStat(diff string) string {
+	plus, minus := 0, 0
+	for l := range strings.SplitSeq(diff, "\n") {
+		switch {
+		case strings.HasPrefix(l, "+++ "), strings.HasPrefix(l, "--- "):
+		case strings.HasPrefix(l, "+"):
+			plus++
+		case strings.HasPrefix(l, "-"):
+			minus++
+		}
+	}
+	return fmt.Sprintf(" (+%d -%d)", plus, minus)
 }

@@ -60,6 +60,8 @@ var ErrCursor = errors.New("bad cursor")
 type Store interface {
 	// Notifier keeps the notifications waiting for delivery.
 	Notifier
+	// Sessions keeps the console's revoked sessions.
+	Sessions
 
 	// Create stores a new task. Its id is new.
 	Create(ctx context.Context, t *state.Task) error

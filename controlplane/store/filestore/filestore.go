@@ -105,6 +105,7 @@ type Store struct {
 	agentsFile *agentsFile
 	notes      *notifyLog // notify/: the notifications waiting for delivery
 	secretMu   sync.Mutex // held while a secret is read or made (secret.go)
+	sessions   revokedSessions
 
 	mu   sync.Mutex
 	free *sync.Cond      // broadcast when holds are released

@@ -30,6 +30,15 @@ import (
 //	{"op":"add","n":{"id":"n-…","target":"ops","body":{…},"created":…,"due":…}}
 //	{"op":"retry","id":"n-…","target":"ops","due":…,"attempts":2,"last_error":"…"}
 //	{"op":"done","id":"n-…","target":"ops"}
+//	{"op":"gates","gates":[{"target":"ops","key":"target","until":…,"sent":3,"rev":4}]}
+//	{"op":"fold","n":{…},"id":"n-…","target":"ops","gates":[…]}
+//	{"op":"ungate","gates":[{"target":"ops","key":"target"}]}
+//
+// The last three are the deliverer's rate limits (gates.go): a gates
+// line carries each gate's state after it, a fold line the record that
+// folds (stored whole, in place of one with its ID and Target), the
+// record folded into it (removed, unless it is that one) and its gate,
+// and an ungate line the gates pruned.
 //
 // An add of a record that is queued already is not written (a record
 // whose ID and Target are stored is left as it is). A retry line carries
@@ -39,7 +48,8 @@ import (
 // last line, a crash in the middle of an append, or a damaged one) is
 // skipped with a warning, never a failed start; the log is then written
 // anew (compacted: one add line per record, with its attempts, due and
-// last error) whenever it holds a line that is not a live record's add,
+// last error, and one gates line) whenever it holds a line that is not a
+// live record's add (or holds gates),
 // so a torn tail never has a line appended after it. It is compacted
 // while running too, when its dead lines outnumber the live records by
 // far. A compaction replaces the file whole (a new file, synced, renamed
@@ -62,6 +72,7 @@ type notifyLog struct {
 	size  int64
 	lines int // the lines in the file
 	queue map[noteKey]store.Notification
+	gates map[gateKey]store.NotifyGate
 }
 
 // noteKey names a record: a notification's ID and target.
@@ -79,6 +90,9 @@ type noteLine struct {
 	Due       time.Time `json:"due,omitzero"`
 	Attempts  int       `json:"attempts,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
+	// Gates are the gates a gates or fold line stores, or an ungate
+	// line removes.
+	Gates []store.NotifyGate `json:"gates,omitempty"`
 }
 
 // compactAt is how many dead lines the log may hold past twice its live
@@ -94,7 +108,7 @@ func openNotifyLog(dir string, log *slog.Logger) (*notifyLog, error) {
 	if err := private.Dir("state directory", nd); err != nil {
 		return nil, err
 	}
-	l := &notifyLog{path: filepath.Join(nd, "log.jsonl"), log: log, queue: map[noteKey]store.Notification{}}
+	l := &notifyLog{path: filepath.Join(nd, "log.jsonl"), log: log, queue: map[noteKey]store.Notification{}, gates: map[gateKey]store.NotifyGate{}}
 	clean, err := l.replay()
 	if err != nil {
 		return nil, err
@@ -147,7 +161,7 @@ func (l *notifyLog) replay() (clean bool, err error) {
 		}
 		offset += int64(len(line))
 	}
-	return clean && l.lines == len(l.queue), nil
+	return clean && l.lines == len(l.queue) && len(l.gates) == 0, nil
 }
 
 // apply applies a line to the queue; false: the line makes no sense.
@@ -169,6 +183,8 @@ func (l *notifyLog) apply(e noteLine) bool {
 		}
 	case "done":
 		delete(l.queue, noteKey{e.ID, e.Target})
+	case "gates", "fold", "ungate":
+		return l.applyGates(e)
 	default:
 		return false
 	}
@@ -194,8 +210,8 @@ func (l *notifyLog) openToAppend() error {
 	return nil
 }
 
-// compact writes the log anew: one add line per record. mu is held, or
-// nobody else has l.
+// compact writes the log anew: one add line per record, and one gates
+// line of every gate. mu is held, or nobody else has l.
 func (l *notifyLog) compact() error {
 	keys := make([]noteKey, 0, len(l.queue))
 	for k := range l.queue {
@@ -211,6 +227,15 @@ func (l *notifyLog) compact() error {
 		}
 		buf.Write(append(b, '\n'))
 	}
+	lines := len(keys)
+	if len(l.gates) > 0 {
+		b, err := json.Marshal(noteLine{Op: "gates", Gates: l.sortedGates()})
+		if err != nil {
+			return err
+		}
+		buf.Write(append(b, '\n'))
+		lines++
+	}
 	if err := atomic.WriteFile(l.path, &buf); err != nil {
 		return err
 	}
@@ -221,7 +246,7 @@ func (l *notifyLog) compact() error {
 		l.file.Close()
 		l.file = nil
 	}
-	l.lines = len(keys)
+	l.lines = lines
 	return l.openToAppend()
 }
 

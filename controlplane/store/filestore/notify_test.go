@@ -118,3 +118,42 @@ func TestNotifyLogCompacts(t *testing.T) {
 		t.Errorf("records: %v, want [kept]", got)
 	}
 }
+
+// The gates and the fold records outlive the log's compactions, while
+// running and at a start: the log written anew holds one gates line.
+func TestNotifyLogCompactionKeepsTheGates(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	must(t, s.Notify(t.Context(), testNote("held")))
+	until := time.Date(2025, 3, 1, 13, 0, 0, 0, time.UTC)
+	g := store.NotifyGate{Target: "hook", Key: "repeat/agent/agent.unhealthy/a1", Until: until, Sent: 1}
+	must(t, s.FoldNotification(t.Context(), testNote("held"), g, func(n *store.Notification) { n.Gate, n.Due = g.Key, until }))
+	must(t, s.PutNotifyGates(t.Context(), store.NotifyGate{Target: "hook", Key: "target", Until: until, Sent: 5}))
+	for i := range 3 * compactAt {
+		id := fmt.Sprintf("n%d", i)
+		must(t, s.Notify(t.Context(), testNote(id)))
+		must(t, s.NotificationDone(t.Context(), id, "hook"))
+	}
+	path := filepath.Join(dir, "notify", "log.jsonl")
+	check := func(when string) {
+		t.Helper()
+		got, err := s.NotifyGates(t.Context(), "hook", []string{g.Key, "target"})
+		must(t, err)
+		if len(got) != 2 || got[0].Held != "held" || got[0].Rev != 1 || got[1].Sent != 5 || got[1].Rev != 1 {
+			t.Errorf("%s: gates %+v", when, got)
+		}
+		ns, err := s.DueNotifications(t.Context(), until, 10)
+		must(t, err)
+		if len(ns) != 1 || ns[0].ID != "held" || ns[0].Gate != g.Key || !ns[0].Due.Equal(until) {
+			t.Errorf("%s: records %+v, want the one held", when, ns)
+		}
+	}
+	check("after compactions while running")
+	must(t, s.Close())
+	s = open(t, dir)
+	defer s.Close()
+	check("after a start")
+	if got := lines(t, path); got != 2 {
+		t.Errorf("the log holds %d lines after a start, want 2 (the record, the gates)", got)
+	}
+}

@@ -16,13 +16,13 @@ import (
 // COMMIT, and a record stored already is left as it is (ON CONFLICT DO
 // NOTHING).
 
-const insertNotification = `INSERT INTO notifications (id, target, body, created, due, attempts, last_error)
-	VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`
+const insertNotification = `INSERT INTO notifications (id, target, body, created, due, attempts, last_error, gate)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`
 
 // queueNotifications queues the inserts of ns on b.
 func queueNotifications(b *pgx.Batch, ns []store.Notification) {
 	for _, n := range ns {
-		b.Queue(insertNotification, n.ID, n.Target, n.Body, n.Created, n.Due, n.Attempts, n.LastError)
+		b.Queue(insertNotification, n.ID, n.Target, n.Body, n.Created, n.Due, n.Attempts, n.LastError, n.Gate)
 	}
 }
 
@@ -50,13 +50,13 @@ func (s *Store) DueNotifications(ctx context.Context, now time.Time, limit int) 
 	var out []store.Notification
 	err := s.read(ctx, func(c *pgxpool.Conn) error {
 		out = out[:0]
-		rows, err := c.Query(ctx, `SELECT id, target, body, created, due, attempts, last_error FROM notifications
+		rows, err := c.Query(ctx, `SELECT id, target, body, created, due, attempts, last_error, gate FROM notifications
 			WHERE due <= $1 ORDER BY due, id, target LIMIT $2`, now, limit)
 		if err != nil {
 			return err
 		}
 		var n store.Notification
-		_, err = pgx.ForEachRow(rows, []any{&n.ID, &n.Target, &n.Body, &n.Created, &n.Due, &n.Attempts, &n.LastError}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&n.ID, &n.Target, &n.Body, &n.Created, &n.Due, &n.Attempts, &n.LastError, &n.Gate}, func() error {
 			n.Created, n.Due = n.Created.UTC(), n.Due.UTC()
 			out = append(out, n)
 			n = store.Notification{}

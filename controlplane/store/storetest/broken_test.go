@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/controlplane/store/storetest"
@@ -40,6 +41,13 @@ var breaks = map[string]string{
 	"retry counts no attempt":         "Notifications/NotificationRetry counts the attempt and sets Due and LastError",
 	"forgets notifications on reopen": "committed records outlive a reopen",
 	"forgets secrets":                 "Secret/asked again, the same bytes",
+	"keeps expired sessions":          "Sessions/expired nonces are forgotten, live ones kept",
+	"shortens sessions":               "Sessions/expired nonces are forgotten, live ones kept",
+	"forgets sessions on reopen":      "committed records outlive a reopen",
+	"no gate revs":                    "NotifyGates/a gate is written only at its Rev, all of a write or none",
+	"fold keeps the folded":           "NotifyGates/FoldNotification folds into the held record, or makes n it",
+	"prunes holding gates":            "NotifyGates/PruneNotifyGates removes ended gates that hold no stored record",
+	"forgets gates on reopen":         "committed records outlive a reopen",
 }
 
 // The suite can fail: each broken store fails the subtest of the promise
@@ -81,6 +89,10 @@ func TestBrokenStore(t *testing.T) {
 			d.keys = map[string]map[string]bool{}
 		case "forgets notifications on reopen":
 			d.notes = map[noteKey]store.Notification{}
+		case "forgets sessions on reopen":
+			d.revoked = map[string]time.Time{}
+		case "forgets gates on reopen":
+			d.gates = map[noteKey]store.NotifyGate{}
 		}
 		return newMemStore(&d, broken)
 	})

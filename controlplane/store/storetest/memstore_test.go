@@ -34,6 +34,9 @@ type memData struct {
 	agents map[string]store.Agent
 	notes  map[noteKey]store.Notification
 	secret map[string][]byte
+	// revoked are the console's revoked sessions: nonce → expiry.
+	revoked map[string]time.Time
+	gates   map[noteKey]store.NotifyGate // by target and key
 }
 
 // noteKey names a notification record.
@@ -43,7 +46,7 @@ func newMemStore(d *memData, broken string) *memStore {
 	if d == nil {
 		d = &memData{tasks: map[string]*state.Task{}, events: map[string][]store.EventLine{},
 			keys: map[string]map[string]bool{}, tokens: map[string]string{}, agents: map[string]store.Agent{},
-			notes: map[noteKey]store.Notification{}, secret: map[string][]byte{}}
+			notes: map[noteKey]store.Notification{}, secret: map[string][]byte{}, revoked: map[string]time.Time{}, gates: map[noteKey]store.NotifyGate{}}
 	}
 	m := &memStore{broken: broken, d: d, held: map[string]bool{}}
 	m.cond = sync.NewCond(&m.mu)
@@ -404,6 +407,27 @@ func (m *memStore) Secret(_ context.Context, name string, size int) ([]byte, err
 }
 func (m *memStore) Close() error { return nil }
 
+func (m *memStore) RevokeSession(_ context.Context, nonce string, expires, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for n, exp := range m.d.revoked {
+		if !exp.After(now) && m.broken != "keeps expired sessions" {
+			delete(m.d.revoked, n)
+		}
+	}
+	if exp, ok := m.d.revoked[nonce]; !ok || expires.After(exp) || m.broken == "shortens sessions" {
+		m.d.revoked[nonce] = expires
+	}
+	return nil
+}
+
+func (m *memStore) SessionRevoked(_ context.Context, nonce string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.d.revoked[nonce]
+	return ok, nil
+}
+
 func (tx *memTx) Task(id string) *state.Task {
 	if t := tx.saved[id]; t != nil {
 		return t
@@ -501,5 +525,71 @@ func (m *memStore) NotificationRetry(_ context.Context, id, target string, due t
 	}
 	n.Due, n.LastError = due, lastErr
 	m.d.notes[k] = n
+	return nil
+}
+
+func (m *memStore) NotifyGates(_ context.Context, target string, keys []string) ([]store.NotifyGate, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.NotifyGate
+	for _, k := range keys {
+		if g, ok := m.d.gates[noteKey{target, k}]; ok {
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}
+
+// moved reports whether gate g is no longer at its Rev. mu is held.
+func (m *memStore) moved(g store.NotifyGate) bool {
+	return m.d.gates[noteKey{g.Target, g.Key}].Rev != g.Rev && m.broken != "no gate revs"
+}
+
+func (m *memStore) PutNotifyGates(_ context.Context, gates ...store.NotifyGate) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, g := range gates {
+		if m.moved(g) {
+			return store.ErrGateMoved
+		}
+	}
+	for _, g := range gates {
+		g.Rev++
+		m.d.gates[noteKey{g.Target, g.Key}] = g
+	}
+	return nil
+}
+
+func (m *memStore) FoldNotification(_ context.Context, n store.Notification, g store.NotifyGate, fold func(*store.Notification)) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.moved(g) {
+		return store.ErrGateMoved
+	}
+	held, ok := m.d.notes[noteKey{g.Held, n.Target}]
+	if g.Held == "" || !ok {
+		held = n
+	}
+	held.Body = slices.Clone(held.Body)
+	id := held.ID
+	fold(&held)
+	held.ID, held.Target = id, n.Target
+	if held.ID != n.ID && m.broken != "fold keeps the folded" {
+		delete(m.d.notes, noteKey{n.ID, n.Target})
+	}
+	m.d.notes[noteKey{held.ID, held.Target}] = held
+	g.Held, g.Rev = held.ID, g.Rev+1
+	m.d.gates[noteKey{g.Target, g.Key}] = g
+	return nil
+}
+
+func (m *memStore) PruneNotifyGates(_ context.Context, before time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, g := range m.d.gates {
+		if _, holds := m.d.notes[noteKey{g.Held, g.Target}]; g.Until.Before(before) && (g.Held == "" || !holds || m.broken == "prunes holding gates") {
+			delete(m.d.gates, k)
+		}
+	}
 	return nil
 }

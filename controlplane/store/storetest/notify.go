@@ -38,7 +38,7 @@ func sameNotes(t *testing.T, what string, got, want []store.Notification) {
 	for i := range got {
 		g, w := got[i], want[i]
 		if g.ID != w.ID || g.Target != w.Target || string(g.Body) != string(w.Body) || !g.Created.Equal(w.Created) ||
-			!g.Due.Equal(w.Due) || g.Attempts != w.Attempts || g.LastError != w.LastError {
+			!g.Due.Equal(w.Due) || g.Attempts != w.Attempts || g.LastError != w.LastError || g.Gate != w.Gate {
 			t.Errorf("%s: record %d is %+v (body %s), want %+v (body %s)", what, i, g, g.Body, w, w.Body)
 		}
 	}

@@ -66,6 +66,8 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 			putAgent(t, st, a)
 		}
 		notes := reopenNotes(t, st)
+		reopenSessions(t, st)
+		reopenGates(t, st)
 		secret, err := st.Secret(t.Context(), "reopen", 32)
 		if err != nil {
 			t.Fatalf("Secret: %v", err)
@@ -136,6 +138,8 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 			t.Errorf("Claim after a reopen took %q, want [q2 q1 q3]", took)
 		}
 		afterReopenNotes(t, st, notes)
+		afterReopenSessions(t, st)
+		afterReopenGates(t, st)
 		appendLines(t, st, "c1", 3, `"n":3`)
 		sameEvents(t, "Events(c1) after an append past a reopen", events(t, st, "c1"), append(slices.Clone(lines), store.EventLine{Seq: 3, Line: keyed(3, `"n":3`)}))
 	})

@@ -63,7 +63,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Agents", s.agents)
 	t.Run("Lead", s.lead)
 	t.Run("Notifications", s.notifications)
+	t.Run("NotifyGates", s.notifyGates)
 	t.Run("Secret", s.secret)
+	t.Run("Sessions", s.sessions)
 }
 
 // run runs f as subtest name on a fresh store, closed when the subtest
