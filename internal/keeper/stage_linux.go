@@ -286,11 +286,20 @@ func stage() int {
 		}
 		env = proxyEnv(env, l.Proxy)
 	}
+	// The rules are made while the stage still reaches every path they
+	// name (root lists /root to cut a denied ~/.ssh out of it), and
+	// applied once it is the task's user.
+	var rules *landlock.Ruleset
+	if s.Policy != nil {
+		if rules, err = landlock.Prepare(*s.Policy); err != nil {
+			return fail(fmt.Errorf("confine the attempt: %w", err))
+		}
+	}
 	if err := dropPrivileges(s.User, s.DropCaps); err != nil {
 		return fail(err)
 	}
-	if s.Policy != nil {
-		if _, err := landlock.RestrictThread(*s.Policy); err != nil {
+	if rules != nil {
+		if _, err := rules.RestrictThread(); err != nil {
 			return fail(fmt.Errorf("confine the attempt: %w", err))
 		}
 	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {

@@ -42,13 +42,30 @@ const scopedABI = 6
 // from a goroutine locked to its thread (runtime.LockOSThread) that never
 // unlocks it.
 func RestrictThread(p Policy) (abi int, err error) {
-	abi = ABI()
+	r, err := Prepare(p)
+	if err != nil {
+		return ABI(), err
+	}
+	return r.RestrictThread()
+}
+
+// Ruleset is a policy made into the kernel's rules, ready to confine a
+// thread: made by a process that can still reach every path the policy
+// names (a root keeper listing /root to cut a denied path out of it),
+// then applied after it gave up what it could (a task user's).
+type Ruleset struct {
+	fd, abi int
+}
+
+// Prepare makes p's rules; RestrictThread applies them, Close drops them.
+func Prepare(p Policy) (*Ruleset, error) {
+	abi := ABI()
 	if abi == 0 {
-		return 0, ErrUnsupported
+		return nil, ErrUnsupported
 	}
 	rules, err := p.Rules()
 	if err != nil {
-		return abi, err
+		return nil, err
 	}
 	handledFS := handled(abi)
 	attr := unix.LandlockRulesetAttr{Access_fs: uint64(handledFS)}
@@ -57,24 +74,39 @@ func RestrictThread(p Policy) (abi int, err error) {
 		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 		size = unsafe.Sizeof(attr)
 	}
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0) // its descriptor is close-on-exec
 	if errno != 0 {
-		return abi, fmt.Errorf("landlock: create a ruleset: %w", errno)
+		return nil, fmt.Errorf("landlock: create a ruleset: %w", errno)
 	}
-	ruleset := int(fd)
-	defer unix.Close(ruleset)
-	for _, r := range rules {
-		if err := addRule(ruleset, r, handledFS); err != nil {
-			return abi, err
+	r := &Ruleset{fd: int(fd), abi: abi}
+	for _, rule := range rules {
+		if err := addRule(r.fd, rule, handledFS); err != nil {
+			r.Close()
+			return nil, err
 		}
 	}
+	return r, nil
+}
+
+// RestrictThread confines the calling OS thread as the package's
+// RestrictThread does, with the rules made, and closes them.
+func (r *Ruleset) RestrictThread() (abi int, err error) {
+	defer r.Close()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return abi, fmt.Errorf("landlock: set no_new_privs: %w", err)
+		return r.abi, fmt.Errorf("landlock: set no_new_privs: %w", err)
 	}
-	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(ruleset), 0, 0); errno != 0 {
-		return abi, fmt.Errorf("landlock: restrict: %w", errno)
+	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(r.fd), 0, 0); errno != 0 {
+		return r.abi, fmt.Errorf("landlock: restrict: %w", errno)
 	}
-	return abi, nil
+	return r.abi, nil
+}
+
+// Close drops the rules made.
+func (r *Ruleset) Close() {
+	if r.fd >= 0 {
+		unix.Close(r.fd)
+		r.fd = -1
+	}
 }
 
 // addRule adds one rule. A path that went away since the rules were made
