@@ -40,6 +40,8 @@ var breaks = map[string]string{
 	"retry counts no attempt":         "Notifications/NotificationRetry counts the attempt and sets Due and LastError",
 	"forgets notifications on reopen": "committed records outlive a reopen",
 	"forgets secrets":                 "Secret/asked again, the same bytes",
+	"labels outlive revoke":           "Labels/Revoke forgets the granted labels",
+	"forgets grants on reopen":        "committed records outlive a reopen",
 }
 
 // The suite can fail: each broken store fails the subtest of the promise
@@ -81,6 +83,8 @@ func TestBrokenStore(t *testing.T) {
 			d.keys = map[string]map[string]bool{}
 		case "forgets notifications on reopen":
 			d.notes = map[noteKey]store.Notification{}
+		case "forgets grants on reopen":
+			d.granted = map[string]map[string]string{}
 		}
 		return newMemStore(&d, broken)
 	})
