@@ -917,7 +917,6 @@ func (s *Store) Register(_ context.Context, id, tokenHash string, replace bool) 
 	return s.reg.register(id, tokenHash, replace)
 }
 
-
 // AgentByToken returns the agent a token hash belongs to.
 func (s *Store) AgentByToken(_ context.Context, tokenHash string) (string, error) {
 	return s.reg.agent(tokenHash), nil
