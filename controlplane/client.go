@@ -463,6 +463,13 @@ func (c *Client) WhoAmI(ctx context.Context) (api.WhoAmI, error) {
 	return out, c.call(ctx, http.MethodGet, "/v1/whoami", nil, &out, true)
 }
 
+// LabelAgent grants agent id labels and takes labels back (an
+// operator's request); it returns the labels the agent holds then.
+func (c *Client) LabelAgent(ctx context.Context, id string, req api.LabelsRequest) (api.LabelsResponse, error) {
+	var out api.LabelsResponse
+	return out, c.call(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(id)+"/labels", req, &out, true)
+}
+
 // RevokeAgent forgets an agent's token (an operator's request): the agent
 // is refused from then on, and its id can be registered again.
 func (c *Client) RevokeAgent(ctx context.Context, id string) (api.RevokeResponse, error) {

@@ -35,6 +35,7 @@ func (s *Server) listAgents(ctx context.Context, after string, limit int) ([]api
 	for _, a := range agents[start:end] {
 		v := a.View
 		v.Online = a.Online(now, s.opts.HeartbeatInterval)
+		v.GrantedLabels = a.Granted
 		out = append(out, v)
 	}
 	next := ""
@@ -65,6 +66,9 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	now := s.opts.Now()
 	a, known, leased, err := s.store.AgentAndLeased(ctx, req.AgentID)
 	if err != nil {
+		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
+	}
+	if err := s.adoptLabels(ctx, &a, req.AgentID, req.Labels); err != nil {
 		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 	}
 	// An agent's grade and presence weigh in where GUI tasks go: an
