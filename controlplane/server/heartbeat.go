@@ -100,7 +100,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	}
 	requeued := 0
 	err = s.update(ctx, ids, func(tx store.Tx) error {
-		resp.Cancel, resp.Replies = resp.Cancel[:0], nil
+		resp.Cancel, resp.Replies, resp.Stop = resp.Cancel[:0], nil, nil
 		for _, r := range req.Running {
 			t := tx.Task(r.TaskID)
 			switch {
@@ -116,7 +116,12 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 			}
 			t.Lease.ExpiresAt = now.Add(s.opts.Lease)
 			tx.Save(t)
-			if t.CancelRequested {
+			o, stop := stopOrder(t)
+			if stop {
+				// Cancel too: an agent from before tree budgets stops it so.
+				resp.Stop = append(resp.Stop, o)
+			}
+			if t.CancelRequested || stop {
 				resp.Cancel = append(resp.Cancel, t.ID)
 			}
 			if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {
