@@ -35,6 +35,7 @@ type heartbeat struct {
 	base    time.Duration               // Config.HeartbeatInterval
 	request func() api.HeartbeatRequest // what the agent is, now
 	cancel  func(taskID string)
+	stop    func(api.StopOrder) // a task over its tree's budget
 	record  func(reached bool) // writes the health file
 
 	sendNow, replay, claimNow chan<- struct{}
@@ -89,6 +90,9 @@ func (h *heartbeat) Run(ctx context.Context) error {
 				}
 				h.link.setInterval(d)
 				interval = d
+			}
+			for _, o := range resp.Stop { // before Cancel, which names them too
+				h.stop(o)
 			}
 			for _, id := range resp.Cancel {
 				h.cancel(id)
