@@ -36,7 +36,7 @@ type heartbeat struct {
 	request func() api.HeartbeatRequest // what the agent is, now
 	cancel  func(taskID string)
 	stop    func(api.StopOrder) // a task over its tree's budget
-	record  func(reached bool) // writes the health file
+	record  func(reached bool)  // writes the health file
 
 	sendNow, replay, claimNow chan<- struct{}
 	alive                     atomic.Int64 // when it last went round, for the watchdog
