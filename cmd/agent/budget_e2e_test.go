@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,27 +153,34 @@ func treeUsage(t *testing.T, c *cp, root string) (int64, []api.TaskView) {
 // would go on waiting, is stopped budget_exceeded through its agent's
 // heartbeat.
 func TestE2ESubtaskTreeStaysWithinItsRootsTokenBudget(t *testing.T) {
-	const spend = `@usage 600\n@usage 600\n@hang`
 	for _, c := range []struct {
 		name string
 		// slots is the agent's --max-concurrent: the root and one subtask
 		// at a time, or all of them at once.
 		slots string
-		// kid is each subtask's prompt: it spends 1200 in two reports,
-		// at once, or waiting between them for a file nobody writes.
+		// kid is each subtask's prompt after it waits for the go: it
+		// spends 1200 in two reports, at once, or waiting between them
+		// for a file nobody writes.
 		kid string
 		// most is the most the tree may spend: the root's budget and one
 		// report of each subtask running when the tree passed it.
 		most int64
 	}{
-		{"one subtask at a time", "2", spend, 1000 + 600},
+		{"one subtask at a time", "2", `@usage 600\n@usage 600\n@hang`, 1000 + 600},
 		{"all at once", "4", `@usage 600\n@wait-file /nonexistent/agent-test\n@usage 600\n@hang`, 1000 + 3*600},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cpl := startCP(t, freeAddr(t), t.TempDir())
 			ag := startAgentProc(t, cpl, t.TempDir(), "--max-concurrent", c.slots, "--kill-grace", "1s")
 			defer ag.stop()
-			root := submitArgs(t, cpl, "Plan\n@subtask "+c.kid+"\n@subtask "+c.kid+"\n@subtask "+c.kid+"\n@hang", "--max-tokens", "1000")
+			// The subtasks spend once the root has submitted all three.
+			start := filepath.Join(t.TempDir(), "go")
+			kid := "@subtask @wait-file " + start + `\n` + c.kid
+			root := submitArgs(t, cpl, "Plan\n"+kid+"\n"+kid+"\n"+kid+"\n@hang", "--max-tokens", "1000")
+			waitFor(t, time.Minute, "the root to submit its three subtasks", func() bool {
+				return len(cpl.task(t, root).Children) == 3
+			})
+			must(t, os.WriteFile(start, nil, 0o600))
 
 			v := cpl.waitDone(t, root)
 			if v.Phase != state.PhaseFailed || len(v.Children) != 3 {
