@@ -521,8 +521,9 @@ func (a *Agent) cancelTask(id string) {
 
 // stopTask stops a running task at the control plane's word that its
 // tree of subtasks passed its root's budget: it ends budget_exceeded.
-// The cancel that comes with the order (for agents from before tree
-// budgets) finds it stopping already: the first cause stands.
+// The heartbeat answer's Cancel names the task too, for agents from
+// before tree budgets: the heartbeat does not cancel what it stopped, and
+// were it cancelled after, the first cause would stand.
 func (a *Agent) stopTask(o api.StopOrder) {
 	if sup := a.running.get(o.TaskID); sup != nil {
 		a.log.Info("stopping task at the control plane's word: its tree of subtasks is over its budget", "task", o.TaskID, "why", o.Reason)

@@ -91,11 +91,15 @@ func (h *heartbeat) Run(ctx context.Context) error {
 				h.link.setInterval(d)
 				interval = d
 			}
-			for _, o := range resp.Stop { // before Cancel, which names them too
+			stopped := map[string]bool{}
+			for _, o := range resp.Stop {
 				h.stop(o)
+				stopped[o.TaskID] = true
 			}
 			for _, id := range resp.Cancel {
-				h.cancel(id)
+				if !stopped[id] { // Cancel names them too, for agents from before
+					h.cancel(id)
+				}
 			}
 			h.replies.deliver(resp.Replies)
 		}

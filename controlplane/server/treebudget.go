@@ -133,6 +133,14 @@ func treeRoot(t *state.Task) string {
 func (s *Server) stopSpentTrees(ctx context.Context, roots []string) (map[string]string, error) {
 	stopped := map[string]string{}
 	for _, id := range roots {
+		// The root alone first: a tree whose root has no token budget is
+		// read no further.
+		if root, err := s.store.Task(ctx, id); err != nil || root == nil || root.MaxTokens <= 0 {
+			if err != nil {
+				return stopped, storeErr("read a tree of subtasks", err)
+			}
+			continue
+		}
 		tasks, err := s.treeTasks(ctx, id)
 		if err != nil {
 			return stopped, err
