@@ -154,7 +154,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.client, err = agentClient(a.layout, a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log, obs: a.obs}
+	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log, obs: a.obs, stop: a.stopTask}
 	stopMetrics, err := a.serveMetrics()
 	if err != nil {
 		return err
@@ -371,7 +371,7 @@ func (a *Agent) sendLoop() *sendLoop {
 func (a *Agent) heartbeat() *heartbeat {
 	return &heartbeat{client: a.client, outbox: a.outbox, store: a.store, held: a.held, health: a.health, live: &a.live,
 		replies: a.replies, link: a.link, obs: a.obs, log: a.log, notify: a.cfg.Notify, base: a.cfg.HeartbeatInterval, outputCap: &a.output.told,
-		request: a.heartbeatRequest, cancel: a.cancelTask, record: a.writeHealth,
+		request: a.heartbeatRequest, cancel: a.cancelTask, stop: a.stopTask, record: a.writeHealth,
 		sendNow: a.kickSend, replay: a.replay, claimNow: a.kickClaim}
 }
 
@@ -569,6 +569,18 @@ func (a *Agent) cancelTask(id string) {
 	if sup := a.running.get(id); sup != nil {
 		a.log.Info("cancelling task at the control plane's request", "task", id)
 		sup.cancel(runner.ErrCancelled)
+	}
+}
+
+// stopTask stops a running task at the control plane's word that its
+// tree of subtasks passed its root's budget: it ends budget_exceeded.
+// The heartbeat answer's Cancel names the task too, for agents from
+// before tree budgets: the heartbeat does not cancel what it stopped, and
+// were it cancelled after, the first cause would stand.
+func (a *Agent) stopTask(o api.StopOrder) {
+	if sup := a.running.get(o.TaskID); sup != nil {
+		a.log.Info("stopping task at the control plane's word: its tree of subtasks is over its budget", "task", o.TaskID, "why", o.Reason)
+		sup.cancel(&runner.BudgetStop{Reason: o.Reason})
 	}
 }
 

@@ -48,9 +48,11 @@ type Config struct {
 	// Repos are the repositories the agent serves: a task naming one runs
 	// in a clone of its own (see package workspace).
 	Repos []workspace.Repo
-	// Labels are what the operator calls the agent (team=infra): its
-	// heartbeats and claims say them, agents ls shows them, and a task may
-	// require one (routing by capability).
+	// Labels are what the agent says it is called (team=infra): its
+	// heartbeats and claims say them, and agents ls shows them as
+	// self-described. A task's label requirement is met only by labels a
+	// person grants at the control plane (agent agents label); an agent
+	// registered before granted labels adopts these once.
 	Labels map[string]string
 	// ExecutorKind is what the agent advertises as its executor for
 	// routing by capability: the --executor it runs (exec, codex, claude,

@@ -35,7 +35,8 @@ type heartbeat struct {
 	base    time.Duration               // Config.HeartbeatInterval
 	request func() api.HeartbeatRequest // what the agent is, now
 	cancel  func(taskID string)
-	record  func(reached bool) // writes the health file
+	stop    func(api.StopOrder) // a task over its tree's budget
+	record  func(reached bool)  // writes the health file
 	// outputCap keeps the output cap the control plane says it keeps
 	// (see outputBounds).
 	outputCap *atomic.Int64
@@ -96,8 +97,15 @@ func (h *heartbeat) Run(ctx context.Context) error {
 			if h.outputCap != nil {
 				h.outputCap.Store(resp.MaxAttemptOutputBytes)
 			}
+			stopped := map[string]bool{}
+			for _, o := range resp.Stop {
+				h.stop(o)
+				stopped[o.TaskID] = true
+			}
 			for _, id := range resp.Cancel {
-				h.cancel(id)
+				if !stopped[id] { // Cancel names them too, for agents from before
+					h.cancel(id)
+				}
 			}
 			h.replies.deliver(resp.Replies)
 		}

@@ -23,6 +23,10 @@ type sender struct {
 	leaseOf func(taskID string) string
 	log     *slog.Logger
 	obs     deliveryCounter // counts deliveries (metrics, replay's report); nil: none
+	// stop, if set, stops a task the control plane's answer says is over
+	// its tree's budget: the answer to the report that took the tree past
+	// it, not a heartbeat later.
+	stop func(api.StopOrder)
 }
 
 // deliveryCounter is told what became of the records a delivery try took.
@@ -79,8 +83,14 @@ func (s *sender) send(ctx context.Context, recs []outbox.Record) error {
 		events[i] = api.Event{Key: r.Key, Kind: state.EventKind(r.Kind), TaskID: r.TaskID, Attempt: r.Attempt,
 			LeaseID: lease, CreatedAt: r.CreatedAt, Payload: r.Payload}
 	}
-	results, sendErr := s.client.SendEvents(ctx, s.agentID, events)
+	resp, sendErr := s.client.PostEvents(ctx, s.agentID, events)
+	results := resp.Results
 	s.countResults(results)
+	if s.stop != nil {
+		for _, o := range resp.Stop {
+			s.stop(o)
+		}
+	}
 	var sent []uint64
 	for i, res := range results {
 		r := recs[i]

@@ -218,24 +218,32 @@ func (c *Client) Release(ctx context.Context, agentID string, taskIDs []string) 
 // second layer cuts them again here. More events than the limit are
 // refused before anything is sent.
 func (c *Client) SendEvents(ctx context.Context, agentID string, events []api.Event) ([]api.EventResult, error) {
+	resp, err := c.PostEvents(ctx, agentID, events)
+	return resp.Results, err
+}
+
+// PostEvents is SendEvents, answering the control plane's whole answer:
+// the results, and the tasks of the batch it tells the agent to stop
+// (api.EventsResponse.Stop).
+func (c *Client) PostEvents(ctx context.Context, agentID string, events []api.Event) (api.EventsResponse, error) {
 	if len(events) > api.MaxEventsPerBatch {
-		return nil, fmt.Errorf("%d events in one batch; the limit is %d", len(events), api.MaxEventsPerBatch)
+		return api.EventsResponse{}, fmt.Errorf("%d events in one batch; the limit is %d", len(events), api.MaxEventsPerBatch)
 	}
 	if len(events) == 0 {
-		return nil, nil
+		return api.EventsResponse{}, nil
 	}
 	body, err := encodeEvents(agentID, events)
 	if err != nil {
-		return nil, err
+		return api.EventsResponse{}, err
 	}
 	var out api.EventsResponse
 	if err := c.agentCall(ctx, http.MethodPost, "/v1/events", body, &out, true); err != nil {
-		return nil, err
+		return api.EventsResponse{}, err
 	}
 	if len(out.Results) != len(events) {
-		return nil, fmt.Errorf("control plane answered %d results for %d events", len(out.Results), len(events))
+		return api.EventsResponse{}, fmt.Errorf("control plane answered %d results for %d events", len(out.Results), len(events))
 	}
-	return out.Results, nil
+	return out, nil
 }
 
 // preEncoded is a request body already encoded as JSON; callWith sends it
@@ -468,6 +476,13 @@ func (c *Client) AgentsPage(ctx context.Context, after string, limit int) ([]api
 func (c *Client) WhoAmI(ctx context.Context) (api.WhoAmI, error) {
 	var out api.WhoAmI
 	return out, c.call(ctx, http.MethodGet, "/v1/whoami", nil, &out, true)
+}
+
+// LabelAgent grants agent id labels and takes labels back (an
+// operator's request); it returns the labels the agent holds then.
+func (c *Client) LabelAgent(ctx context.Context, id string, req api.LabelsRequest) (api.LabelsResponse, error) {
+	var out api.LabelsResponse
+	return out, c.call(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(id)+"/labels", req, &out, true)
 }
 
 // RevokeAgent forgets an agent's token (an operator's request): the agent

@@ -169,3 +169,36 @@ func containsInOrder(list []int64, want ...int64) bool {
 	}
 	return len(want) == 0
 }
+
+// The control plane stops a task whose tree of subtasks passed its
+// root's budget (the agent cancels its context with a *BudgetStop): the
+// running attempt is stopped and ends budget_exceeded with the control
+// plane's reason, and so does one waiting out its backoff, never retried.
+func TestBudgetStopEndsTheTaskBudgetExceeded(t *testing.T) {
+	const why = "the tree of t-root used 1.1k tokens, over its budget of 1k"
+	for _, c := range []struct {
+		name, prompt string
+		attempts     int
+		stopWhen     func(a state.Attempt) bool
+	}{
+		{"running", "@usage 300\n@hang", 1, func(a state.Attempt) bool { return a.Usage.TotalTokens == 300 }},
+		{"in its backoff", "@fail rate_limit 5\n@hang", 2, func(a state.Attempt) bool { return a.Number == 2 && a.Status == state.AttemptPending }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, _ := budgetFixture(t, c.prompt, runner.Budget{}, runner.Budget{})
+			f.Runner.Policy.Rand = func() float64 { return 1 } // a backoff long enough to stop in
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			f.Rec.OnReport = func(r runner.Report) {
+				if a, ok := r.Payload.(state.Attempt); ok && c.stopWhen(a) {
+					cancel(&runner.BudgetStop{Reason: why})
+				}
+			}
+			f.Run(t, ctx)
+			checkBudgetExceeded(t, f, c.attempts, why)
+			if a := f.Task.Current(); !strings.Contains(a.TimeoutUsed, "fired=budget") {
+				t.Errorf("limits %q", a.TimeoutUsed)
+			}
+		})
+	}
+}

@@ -18,12 +18,30 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
-// Causes the daemon cancels a task's context with (context.WithCancelCause).
-// Any other cause is taken as a shutdown.
+// Causes the daemon cancels a task's context with (context.WithCancelCause),
+// with *BudgetStop. Any other cause is taken as a shutdown.
 var (
 	ErrCancelled = errors.New("cancelled by the user")
 	ErrShutdown  = errors.New("agent shutting down")
 )
+
+// BudgetStop is the cause the daemon cancels a task's context with when
+// the control plane stops the task as over a budget the agent does not
+// see: its tree of subtasks passed its root's (docs/subtasks.md). The
+// attempt is stopped as a cancel stops it, and ends budget_exceeded,
+// Reason its message, never retried.
+type BudgetStop struct{ Reason string }
+
+func (b *BudgetStop) Error() string { return "budget exceeded: " + b.Reason }
+
+// budgetStopOf is the budget stop that cancelled ctx, nil when none did.
+func budgetStopOf(ctx context.Context) *BudgetStop {
+	var b *BudgetStop
+	if errors.As(context.Cause(ctx), &b) {
+		return b
+	}
+	return nil
+}
 
 // Causes of an attempt's own timeouts.
 var (
@@ -214,7 +232,7 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 	for {
 		if a.Status == state.AttemptPending {
 			if !r.wait(ctx, a.NotBefore) {
-				if !errors.Is(context.Cause(ctx), ErrCancelled) {
+				if !errors.Is(context.Cause(ctx), ErrCancelled) && budgetStopOf(ctx) == nil {
 					// The agent is stopping: the attempt waits, recorded,
 					// for its next run (see Recover).
 					return nil
@@ -751,9 +769,13 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		}
 	}
 	if ctx.Err() != nil && (res == nil || res.cause != nil) {
-		cause := context.Cause(ctx)
-		f.Cancelled = errors.Is(cause, ErrCancelled)
-		f.Shutdown = !f.Cancelled
+		if b := budgetStopOf(ctx); b != nil {
+			f.Budget = b.Reason
+			timeouts += " fired=budget"
+		} else {
+			f.Cancelled = errors.Is(context.Cause(ctx), ErrCancelled)
+			f.Shutdown = !f.Cancelled
+		}
 	}
 	v := classify(f)
 	if r.Health != nil && v.Signal != "" {

@@ -147,3 +147,58 @@ func RequirementsText(rs []Requirement) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// slot is what r constrains that another requirement may constrain too:
+// its key, and for a label the label's name. Two requirements of one
+// slot ask the same thing of the agent (one executor, one OS, one label
+// of a name; a model, the one every attempt runs with).
+func (r Requirement) slot() string {
+	if r.Key() == RequireLabel {
+		name, _, _ := r.Label()
+		return "label=" + name
+	}
+	return string(r.Key())
+}
+
+// narrows reports whether r asks at least what p asks, of the same slot:
+// the same requirement, or label=NAME=VALUE under label=NAME.
+func (r Requirement) narrows(p Requirement) bool {
+	if r == p {
+		return true
+	}
+	_, _, pAny := p.Label()
+	return p.Key() == RequireLabel && pAny && r.slot() == p.slot()
+}
+
+// Narrow is what a subtask is routed by: every requirement of its
+// parent's, narrowed by the subtask's own. A subtask's requirement may
+// add a slot the parent left open, or restrict one (label=gpu=a100 under
+// label=gpu); one that would replace the parent's (label=tier=trusted
+// under label=tier=sandbox, executor=claude under executor=codex) is
+// refused, naming both, so that no task routes its work wider than a
+// person routed it. The parent's requirements keep their order, each
+// restricted in place; the subtask's new ones follow.
+func Narrow(parent, child []Requirement) ([]Requirement, error) {
+	out := slices.Clone(parent)
+	for _, c := range child {
+		merged := false
+		for i, p := range out {
+			if p.slot() != c.slot() {
+				continue
+			}
+			switch {
+			case c.narrows(p):
+				out[i], merged = c, true
+			case p.narrows(c):
+				merged = true // asks less than what is kept already
+			default:
+				return nil, fmt.Errorf("the subtask may only narrow its parent's routing: %s would replace the parent's %s", c, p)
+			}
+			break
+		}
+		if !merged && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

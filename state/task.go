@@ -47,6 +47,15 @@ type Task struct {
 	// its executor's model API stays reachable. It never widens the
 	// agent's list.
 	EgressAllow []string `json:"egress_allow,omitzero"`
+	// A tree of subtasks shares its root's budgets (docs/subtasks.md):
+	// Root is the task at the top of a subtask's tree, and TreeDeadline
+	// when the tree's wall time runs out (zero: its root has no time
+	// budget). BudgetStop, set by the control plane, says why it stopped
+	// the task as its tree passed its root's budget: its agent ends it
+	// budget_exceeded.
+	Root         string    `json:"root,omitempty"`
+	TreeDeadline time.Time `json:"tree_deadline,omitzero"`
+	BudgetStop   string    `json:"budget_stop,omitempty"`
 
 	Phase       Phase  `json:"phase"`
 	PhaseReason string `json:"phase_reason,omitempty"`

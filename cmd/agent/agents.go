@@ -19,7 +19,7 @@ import (
 
 func newAgentsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "agents", Short: "The agents enrolled at a control plane (a person's operator token)"}
-	cmd.AddCommand(newAgentsLsCmd(), newAgentsRevokeCmd())
+	cmd.AddCommand(newAgentsLsCmd(), newAgentsLabelCmd(), newAgentsRevokeCmd())
 	return cmd
 }
 
@@ -41,9 +41,12 @@ STATE is what the agent said of itself in its last heartbeat (running, or
 draining while it stops), or offline once it has been silent for three
 heartbeat intervals. HEALTH is its executor's grade (available, degraded,
 unavailable); TASKS the tasks it runs, each with its attempt; REPOS the
-repositories it serves ([[repo]] of its config). --json prints everything
-the control plane knows of each agent (its health's reason and recent
-problems, its outbox, its version and host).`,
+repositories it serves ([[repo]] of its config). LABELS are the labels a
+person granted it (agent agents label), the only ones a task's
+--require label=... is matched against; SELF-DESCRIBED the labels it says
+of itself (agent run --label), which route nothing. --json prints
+everything the control plane knows of each agent (its health's reason
+and recent problems, its outbox, its version and host).`,
 		Example: `  agent agents ls --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
   agent agents ls --json --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		Args: noArgs,
@@ -78,26 +81,112 @@ problems, its outbox, its version and host).`,
 // writeAgents prints agents as a table, a line each.
 func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS\tEXECUTOR\tMODELS\tPLATFORM")
+	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS\tSELF-DESCRIBED\tEXECUTOR\tMODELS\tPLATFORM")
 	for _, a := range agents {
 		tasks := make([]string, len(a.Running))
 		for i, r := range a.Running {
 			tasks[i] = fmt.Sprintf("%s (attempt %d)", r.TaskID, r.Attempt)
 		}
-		labels := make([]string, 0, len(a.Labels))
-		for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
-			labels = append(labels, k+"="+a.Labels[k])
-		}
-		// Routing by capability: what it advertises (docs/routing.md).
+		// Routing by capability: what it advertises, and the labels a
+		// person granted it (docs/routing.md).
 		platform := ""
 		if a.OS != "" || a.Arch != "" {
 			platform = a.OS + "/" + a.Arch
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
 			ago(now, a.LastHeartbeat), a.Capacity.Running, a.Capacity.Max, dash(visible(strings.Join(tasks, ", "))), dash(visible(strings.Join(a.Repos, ","))),
-			dash(visible(strings.Join(labels, ","))), dash(visible(a.Executor)), dash(visible(strings.Join(a.Models, ","))), dash(visible(platform)))
+			dash(visible(labelsText(a.GrantedLabels))), dash(visible(labelsText(a.Labels))),
+			dash(visible(a.Executor)), dash(visible(strings.Join(a.Models, ","))), dash(visible(platform)))
 	}
 	tw.Flush()
+}
+
+// labelsText is labels as KEY=VALUE pairs, sorted, comma-separated; ""
+// when there are none.
+func labelsText(labels map[string]string) string {
+	pairs := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		pairs = append(pairs, k+"="+labels[k])
+	}
+	return strings.Join(pairs, ",")
+}
+
+func newAgentsLabelCmd() *cobra.Command {
+	var cp cpFlags
+	cmd := &cobra.Command{
+		Use:   "label AGENT KEY=VALUE|KEY-...",
+		Short: "Grant an agent labels, or take them back (KEY-): the labels tasks are routed by",
+		Long: `label grants agent AGENT the labels KEY=VALUE (replacing a label of the
+same KEY), and takes back each label named KEY- (a trailing minus, as
+kubectl label does). It prints the labels the agent holds then.
+
+A task's --require label=KEY or label=KEY=VALUE is met only by a label a
+person granted: what an agent says of itself (agent run --label) is shown
+as self-described by agent agents ls and routes nothing, since every host
+that holds the registration secret can enrol an agent and say anything.
+Route sensitive work by a granted label (tier=secure), never by what an
+agent advertises (its executor, models, OS).
+
+Labels are granted to an enrolled agent id: an id nobody registered is
+refused. agent agents revoke forgets them with the agent's token, so
+whoever registers the id next starts with none.`,
+		Example: `  agent agents label vm-7 tier=secure gpu=a100 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
+  agent agents label vm-7 gpu- --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usagef("give an agent id and at least one label: agent agents label AGENT KEY=VALUE|KEY-...")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := labelsRequest(args[1:])
+			if err != nil {
+				return usagef("%v", err)
+			}
+			c, err := cp.client()
+			if err != nil {
+				return err
+			}
+			resp, err := c.LabelAgent(cmd.Context(), args[0], req)
+			if err != nil {
+				return fmt.Errorf("label %s: %s", visible(args[0]), visible(err.Error()))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: labels %s\n", visible(args[0]), dash(visible(labelsText(resp.Labels))))
+			return nil
+		},
+	}
+	cp.add(cmd)
+	return cmd
+}
+
+// labelsRequest reads agent agents label's arguments: KEY=VALUE to set,
+// KEY- to remove.
+func labelsRequest(args []string) (api.LabelsRequest, error) {
+	var req api.LabelsRequest
+	for _, a := range args {
+		if k, ok := strings.CutSuffix(a, "-"); ok && !strings.Contains(a, "=") {
+			if err := api.CheckLabels(map[string]string{k: ""}); err != nil {
+				return req, fmt.Errorf("%q: %v", a, err)
+			}
+			req.Remove = append(req.Remove, k)
+			continue
+		}
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			return req, fmt.Errorf("%q: want KEY=VALUE to grant a label, or KEY- to take one back", a)
+		}
+		if req.Set == nil {
+			req.Set = map[string]string{}
+		}
+		if _, dup := req.Set[k]; dup {
+			return req, fmt.Errorf("%q: label %s is given twice", a, k)
+		}
+		req.Set[k] = v
+		if err := api.CheckLabels(map[string]string{k: v}); err != nil {
+			return req, fmt.Errorf("%q: %v", a, err)
+		}
+	}
+	return req, nil
 }
 
 // agentState is what an agent is, as a person reads it: offline once the

@@ -56,8 +56,8 @@ func TestAgentsLs(t *testing.T) {
 
 	rows := agentRows(t, ls().stdout)
 	want := map[string][]string{
-		"vm-1": {"vm-1", "running", "available", "*", "1 of 2", "t-0123456789 (attempt 2)", "app,site", "gpu=yes,team=infra", "codex", "gpt-5,gpt-5-mini", "linux/arm64"},
-		"vm-2": {"vm-2", "draining", "degraded", "*", "0 of 4", "-", "-", "-", "-", "-", "-"},
+		"vm-1": {"vm-1", "running", "available", "*", "1 of 2", "t-0123456789 (attempt 2)", "app,site", "-", "gpu=yes,team=infra", "codex", "gpt-5,gpt-5-mini", "linux/arm64"},
+		"vm-2": {"vm-2", "draining", "degraded", "*", "0 of 4", "-", "-", "-", "-", "-", "-", "-"},
 	}
 	for id, w := range want {
 		if got := rows[id]; !sameCells(got, w) {
@@ -91,7 +91,7 @@ func TestAgentsLs(t *testing.T) {
 func agentRows(t *testing.T, out string) map[string][]string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	header := []string{"AGENT", "STATE", "HEALTH", "HEARTBEAT", "RUNNING", "TASKS", "REPOS", "LABELS", "EXECUTOR", "MODELS", "PLATFORM"}
+	header := []string{"AGENT", "STATE", "HEALTH", "HEARTBEAT", "RUNNING", "TASKS", "REPOS", "LABELS", "SELF-DESCRIBED", "EXECUTOR", "MODELS", "PLATFORM"}
 	if got := strings.Fields(lines[0]); !sameCells(got, header) {
 		t.Fatalf("agents ls header %q, want %q", got, header)
 	}

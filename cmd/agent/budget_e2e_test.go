@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,5 +126,91 @@ func TestE2EBudgetWithClaude(t *testing.T) {
 	r := runAgent(t, "tasks", "show", id, "--remote", "--control-plane", c.url(), "--token-file", c.operatorFile)
 	if !strings.Contains(r.stdout, "; budget 10 tokens\n") || !strings.Contains(r.stdout, " tok  budget_exceeded: ") {
 		t.Errorf("tasks show:\n%s", r.stdout)
+	}
+}
+
+// treeUsage adds up the tokens every task of root's tree spent, as the
+// control plane has them, and returns the tree's tasks.
+func treeUsage(t *testing.T, c *cp, root string) (int64, []api.TaskView) {
+	t.Helper()
+	var total int64
+	var tasks []api.TaskView
+	for ids := []string{root}; len(ids) > 0; ids = ids[1:] {
+		v := c.task(t, ids[0])
+		total += v.Usage.TotalTokens
+		tasks = append(tasks, v)
+		ids = append(ids, v.Children...)
+	}
+	return total, tasks
+}
+
+// Issue 34, through the real binary: a task with max_tokens 1000 spent
+// 3,600 tokens through three subtasks that each spent 1,200, each with a
+// full budget of its own. The tree shares its root's budget: the report
+// that takes it past 1000 stops the whole tree, so it spends at most the
+// root's budget and one report more (the one that passed it), per task
+// running then; the subtasks still queued never run, and the root, which
+// would go on waiting, is stopped budget_exceeded through its agent's
+// heartbeat.
+func TestE2ESubtaskTreeStaysWithinItsRootsTokenBudget(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// slots is the agent's --max-concurrent: the root and one subtask
+		// at a time, or all of them at once.
+		slots string
+		// kid is each subtask's prompt after it waits for the go: it
+		// spends 1200 in two reports, at once, or waiting between them
+		// for a file nobody writes.
+		kid string
+		// most is the most the tree may spend: the root's budget and one
+		// report of each subtask running when the tree passed it.
+		most int64
+	}{
+		{"one subtask at a time", "2", `@usage 600\n@usage 600\n@hang`, 1000 + 600},
+		{"all at once", "4", `@usage 600\n@wait-file /nonexistent/agent-test\n@usage 600\n@hang`, 1000 + 3*600},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cpl := startCP(t, freeAddr(t), t.TempDir())
+			ag := startAgentProc(t, cpl, t.TempDir(), "--max-concurrent", c.slots, "--kill-grace", "1s")
+			defer ag.stop()
+			// The subtasks spend once the root has submitted all three.
+			start := filepath.Join(t.TempDir(), "go")
+			kid := "@subtask @wait-file " + start + `\n` + c.kid
+			root := submitArgs(t, cpl, "Plan\n"+kid+"\n"+kid+"\n"+kid+"\n@hang", "--max-tokens", "1000")
+			waitFor(t, time.Minute, "the root to submit its three subtasks", func() bool {
+				return len(cpl.task(t, root).Children) == 3
+			})
+			must(t, os.WriteFile(start, nil, 0o600))
+
+			v := cpl.waitDone(t, root)
+			if v.Phase != state.PhaseFailed || len(v.Children) != 3 {
+				t.Fatalf("the root: %s (%s), %d subtasks", v.Phase, v.PhaseReason, len(v.Children))
+			}
+			checkOverBudget(t, v, "the tree of "+root+" used ")
+			for _, id := range v.Children {
+				cpl.waitPhase(t, id, "ended", terminal)
+			}
+			total, tasks := treeUsage(t, cpl, root)
+			if total > c.most {
+				t.Errorf("the tree spent %d tokens, over its root's budget of 1000 by more than a report per running subtask (at most %d)", total, c.most)
+			}
+			ran := 0
+			for _, k := range tasks[1:] {
+				if k.Phase != state.PhaseFailed || k.MaxTokens != 1000 {
+					t.Errorf("subtask %s: %s (%s), budget %d", k.ID, k.Phase, k.PhaseReason, k.MaxTokens)
+				}
+				if len(k.Attempts) == 0 {
+					if !strings.HasPrefix(k.PhaseReason, "budget_exceeded: the tree of "+root+" used ") {
+						t.Errorf("subtask %s, stopped before it ran: %q", k.ID, k.PhaseReason)
+					}
+					continue
+				}
+				ran++
+				checkOverBudget(t, k, "")
+			}
+			if c.slots == "2" && ran != 1 {
+				t.Errorf("%d subtasks ran, want the one that passed the budget alone", ran)
+			}
+		})
 	}
 }

@@ -18,10 +18,20 @@ func execSample() []string {
 	return []string{"--executor", "exec", "--executor-command", os.Args[0] + " sample-executor"}
 }
 
+// label has an operator grant agent labels with agent agents label.
+func label(t *testing.T, c *cp, agent string, labels ...string) {
+	t.Helper()
+	r := runAgent(t, append([]string{"agents", "label", agent, "--control-plane", c.url(), "--token-file", c.operatorFile}, labels...)...)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, agent+": labels ") {
+		t.Fatalf("agents label %s %v: %+v", agent, labels, r)
+	}
+}
+
 // Routing by capability, through the real binary: two agents advertise
-// different executors and labels, and tasks with --require reach the one
-// that has them; a task no agent fits says so in tasks show, and in
-// submit --wait, until an agent with the label starts and takes it.
+// different executors, an operator grants them labels, and tasks with
+// --require reach the one that has them; a task no agent fits says so in
+// tasks show, and in submit --wait, until an agent with the label starts,
+// is granted it, and takes it.
 func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir(), "--agent-id", "sample-gpu", "--label", "gpu=a100")
@@ -31,8 +41,10 @@ func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
 		return err == nil && len(agents) == 2 && agents[0].Executor == "exec" && agents[1].Executor == "sample" &&
 			agents[1].Labels["gpu"] == "a100" && strings.Join(agents[1].Models, ",") == "model-a,model-b" && agents[1].OS != ""
 	})
+	label(t, c, "sample-gpu", "gpu=a100")
+	label(t, c, "exec-cpu", "team=infra")
 	r := runAgent(t, "agents", "ls", "--control-plane", c.url(), "--token-file", c.operatorFile)
-	if r.code != 0 || !strings.Contains(r.stdout, "sample-gpu") {
+	if r.code != 0 || agentRows(t, r.stdout)["sample-gpu"][7] != "gpu=a100" {
 		t.Fatalf("agents ls: %+v", r)
 	}
 
@@ -83,8 +95,13 @@ func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
 		t.Fatalf("tasks ls of the unroutable task: %+v", ls)
 	}
 
-	// An agent with both starts, and takes it.
+	// An agent with both starts, is granted the label, and takes it.
 	startAgentProc(t, c, t.TempDir(), append(execSample(), "--agent-id", "exec-gpu", "--label", "gpu=h100")...)
+	waitFor(t, 30*time.Second, "exec-gpu to enrol", func() bool {
+		agents, err := c.client.Agents(context.Background())
+		return err == nil && len(agents) == 3
+	})
+	label(t, c, "exec-gpu", "gpu=h100")
 	if code := waiting.wait(); code != 0 {
 		t.Fatalf("submit --wait exited %d:\n%s", code, waiting.output())
 	}
@@ -109,4 +126,54 @@ func TestSubmitRefusesABadRequire(t *testing.T) {
 			t.Errorf("--require %s: %q, want it to say %q", c.req, r.stderr, c.says)
 		}
 	}
+}
+
+// Issue 34, through the real binary: a rogue agent enrolled with the
+// registration secret says it is tier=secure; an operator granted the
+// label to another. The task a person routed to label=tier=secure runs on
+// the agent the operator labelled, never on the rogue, which agents ls
+// shows as saying so of itself; taken back (tier-), the label routes
+// nothing more.
+func TestE2EARogueAgentIsNotGrantedALabelItSaysItHas(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	startAgentProc(t, c, t.TempDir(), "--agent-id", "rogue", "--label", "tier=secure")
+	waitFor(t, 30*time.Second, "the rogue to enrol", func() bool {
+		agents, err := c.client.Agents(context.Background())
+		return err == nil && len(agents) == 1
+	})
+	id := submitArgs(t, c, "@output deployed with the production keys", "--require", "label=tier=secure")
+	startAgentProc(t, c, t.TempDir(), "--agent-id", "vault")
+	waitFor(t, 30*time.Second, "the vault to enrol", func() bool {
+		agents, err := c.client.Agents(context.Background())
+		return err == nil && len(agents) == 2
+	})
+	if v := c.task(t, id); v.Phase != state.PhaseQueued || v.Unroutable != "no agent with label=tier=secure" {
+		t.Fatalf("the secure task before anyone was granted the label: %s, unroutable %q", v.Phase, v.Unroutable)
+	}
+	label(t, c, "vault", "tier=secure", "zone=eu")
+	v := c.waitDone(t, id)
+	if v.Phase != state.PhaseCompleted || v.Lease == nil || v.Lease.AgentID != "vault" {
+		t.Fatalf("the secure task: %s on %+v, want completed on vault", v.Phase, v.Lease)
+	}
+	rows := agentRows(t, runAgent(t, "agents", "ls", "--control-plane", c.url(), "--token-file", c.operatorFile).stdout)
+	if r := rows["rogue"]; r[7] != "-" || r[8] != "tier=secure" {
+		t.Errorf("the rogue as listed: labels %q, self-described %q", r[7], r[8])
+	}
+	if r := rows["vault"]; r[7] != "tier=secure,zone=eu" || r[8] != "-" {
+		t.Errorf("the vault as listed: labels %q, self-described %q", r[7], r[8])
+	}
+
+	r := runAgent(t, "agents", "label", "vault", "tier-", "--control-plane", c.url(), "--token-file", c.operatorFile)
+	if r.code != 0 || r.stdout != "vault: labels zone=eu\n" {
+		t.Fatalf("agents label vault tier-: %+v", r)
+	}
+	again := submitArgs(t, c, "@output again", "--require", "label=tier=secure")
+	waitFor(t, 30*time.Second, "the task to say it is unroutable", func() bool {
+		v := c.task(t, again)
+		return v.Phase == state.PhaseQueued && v.Unroutable == "no agent with label=tier=secure"
+	})
+	r = runAgent(t, "agents", "label", "nobody", "tier=secure", "--control-plane", c.url(), "--token-file", c.operatorFile)
+	wantOneLineError(t, r, 1, "agent nobody is not registered")
+	r = runAgent(t, "agents", "label", "vault", "tier", "--control-plane", c.url(), "--token-file", c.operatorFile)
+	wantOneLineError(t, r, 2, `"tier": want KEY=VALUE to grant a label, or KEY- to take one back`)
 }

@@ -302,7 +302,7 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "agent-id", help: "this agent's id (default: one kept in the data directory)"},
 	{name: "work-dir", path: true, help: "where each task gets its work directory, TASK_ID below it, kept after the task (default: DATA_DIR/work)"},
 	{name: "label", def: []string(nil), repeat: true,
-		help: "a label the agent announces, KEY=VALUE, repeatable (team=infra, gpu=yes); agents ls shows them, and a task may require one (submit --require label=gpu)"},
+		help: "a label the agent says it has, KEY=VALUE, repeatable (team=infra, gpu=yes); agents ls shows them as self-described: a task's --require label=gpu is met only by labels an operator grants (agents label)"},
 	{name: "repo", def: []string(nil), repeat: true, path: true, pairs: &repoKeys,
 		help: "a repository tasks may name, NAME=PATH, repeatable: a task naming it runs in a clone of its own, WORK_DIR/TASK_ID on branch agent/TASK_ID; in the config file, [[repo]] tables with name and path"},
 

@@ -126,7 +126,7 @@ func newSubmitCmd() *cobra.Command {
 	fl.StringVar(&repo, "repo", "", "the repository the task works on, by the name agents serve it under ([[repo]] of their config); only an agent that serves it runs the task, in a clone of its own")
 	fl.StringVar(&base, "base", "", "with --repo: the ref the task's branch is made from (default: the repository's HEAD)")
 	// Routing by capability.
-	fl.StringArrayVar(&requires, "require", nil, "KEY=VALUE the agent that runs the task must advertise, repeatable: executor=codex, model=M, repo=R, os=linux, arch=arm64, label=NAME or label=NAME=VALUE")
+	fl.StringArrayVar(&requires, "require", nil, "KEY=VALUE the agent that runs the task must have, repeatable: executor=codex, model=M, repo=R, os=linux, arch=arm64 (what it advertises), label=NAME or label=NAME=VALUE (granted by an operator: agents label)")
 	// budgets
 	fl.Int64Var(&maxTokens, "max-tokens", 0, "the tokens all the task's attempts may use together; past it the attempt is stopped and the task ends budget_exceeded (0: the agent's default-max-tokens)")
 	fl.DurationVar(&maxTime, "max-time", 0, "the wall time all the task's attempts may run together, e.g. 30m; past it the attempt is stopped and the task ends budget_exceeded (0: the agent's default-max-time)")

@@ -22,7 +22,10 @@ type HeartbeatRequest struct {
 	// Repos are the repositories the agent serves, by name (its [[repo]]
 	// tables).
 	Repos []string `json:"repos,omitempty"`
-	// Labels are what its operator calls it (--label KEY=VALUE).
+	// Labels are what the agent says it is called (--label KEY=VALUE):
+	// self-described, shown apart from the labels a person granted it,
+	// and never what a label requirement is matched against (see
+	// AgentView.GrantedLabels).
 	Labels map[string]string `json:"labels,omitempty"`
 	// Routing by capability: its executor kind, models, OS and arch.
 	Capabilities
@@ -94,6 +97,18 @@ type HeartbeatResponse struct {
 	// no more of an attempt's output in its outbox, and counts the rest
 	// (LogPayload.Withheld). 0 from a control plane that does not say.
 	MaxAttemptOutputBytes int64 `json:"max_attempt_output_bytes,omitempty"`
+	// Stop lists tasks the agent runs whose tree of subtasks passed its
+	// root's budget: the agent stops each as over its budget (it ends
+	// budget_exceeded). Cancel names them too, for an agent from before
+	// tree budgets, which cancels them.
+	Stop []StopOrder `json:"stop,omitempty"`
+}
+
+// StopOrder tells an agent to stop a task it runs as over its budget,
+// and why.
+type StopOrder struct {
+	TaskID string `json:"task_id"`
+	Reason string `json:"reason"`
 }
 
 // ReplyDelivery is a person's answer on its way to the agent.
@@ -120,8 +135,27 @@ type AgentView struct {
 	// Repos are the repositories the agent said it serves, in its last
 	// heartbeat or claim.
 	Repos []string `json:"repos,omitempty"`
-	// Labels are what its last heartbeat said it is called.
+	// Labels are what its last heartbeat said it is called: the agent's
+	// own word, self-described, which routes nothing.
 	Labels map[string]string `json:"labels,omitempty"`
+	// GrantedLabels are the labels a person granted the agent (agent
+	// agents label), the only labels a task's label requirement is
+	// matched against: what an agent says of itself never widens them.
+	GrantedLabels map[string]string `json:"granted_labels,omitempty"`
 	// Routing by capability: what its last heartbeat or claim advertised.
 	Capabilities
+}
+
+// LabelsRequest is POST /v1/agents/{id}/labels: an operator grants an
+// agent labels (Set, KEY=VALUE each, replacing a label of the same key)
+// and takes labels back (Remove, by key).
+type LabelsRequest struct {
+	Set    map[string]string `json:"set,omitempty"`
+	Remove []string          `json:"remove,omitempty"`
+}
+
+// LabelsResponse is the labels an agent holds after a LabelsRequest.
+type LabelsResponse struct {
+	AgentID string            `json:"agent_id"`
+	Labels  map[string]string `json:"labels"`
 }

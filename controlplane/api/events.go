@@ -27,6 +27,11 @@ type Event struct {
 // EventsResponse has one result per event, in order.
 type EventsResponse struct {
 	Results []EventResult `json:"results"`
+	// Stop lists the batch's tasks whose tree of subtasks passed its
+	// root's budget, as HeartbeatResponse.Stop does: the agent hears of
+	// it in the answer to the report that passed it, not a heartbeat
+	// later.
+	Stop []StopOrder `json:"stop,omitempty"`
 }
 
 // EventResult is the fate of one event.

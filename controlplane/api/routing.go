@@ -62,21 +62,27 @@ func (c Capabilities) Check() error {
 	return nil
 }
 
-// Offer is everything an agent advertises that a requirement may name.
+// Offer is everything about an agent that a requirement may name: what
+// it advertises (Capabilities, Repos), and the labels a person granted
+// it.
 type Offer struct {
 	Capabilities
 	Repos  []string
-	Labels map[string]string
+	Labels map[string]string // granted, never self-described
 }
 
-// OfferOf is what agent view v advertises.
+// OfferOf is what agent view v offers: what it advertised, and the
+// labels a person granted it (never the labels it describes itself
+// with).
 func OfferOf(v AgentView) Offer {
-	return Offer{Capabilities: v.Capabilities, Repos: v.Repos, Labels: v.Labels}
+	return Offer{Capabilities: v.Capabilities, Repos: v.Repos, Labels: v.GrantedLabels}
 }
 
-// OfferOfClaim is what claim req advertises.
-func OfferOfClaim(req ClaimRequest) Offer {
-	return Offer{Capabilities: req.Capabilities, Repos: req.Repos, Labels: req.Labels}
+// OfferOfClaim is what claim req offers, with granted, the labels a
+// person granted the claiming agent: the labels the claim describes
+// itself with route nothing.
+func OfferOfClaim(req ClaimRequest, granted map[string]string) Offer {
+	return Offer{Capabilities: req.Capabilities, Repos: req.Repos, Labels: granted}
 }
 
 // Meets reports whether o has requirement r. A capability o does not

@@ -112,9 +112,11 @@ type ClaimRequest struct {
 	// ignores it and answers at once.
 	WaitMS int64 `json:"wait_ms,omitempty"`
 	// Routing by capability: what the agent advertises, as in its
-	// heartbeats; a task's requirements are matched against these, the
-	// labels and Repos. A claim without them (an agent from before
-	// routing) meets no requirement.
+	// heartbeats; a task's requirements are matched against these and
+	// Repos, and its label requirements against the labels a person
+	// granted the agent. A claim without them (an agent from before
+	// routing) meets no requirement. Labels are what the agent says of
+	// itself: kept as self-described, they route nothing.
 	Capabilities
 	Labels map[string]string `json:"labels,omitempty"`
 }

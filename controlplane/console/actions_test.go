@@ -177,12 +177,17 @@ func TestTaskAndAgentsPages(t *testing.T) {
 	a.start(id)
 	a.send(id, state.EventLog, state.LogEvent{Stream: state.LogStdout, Lines: []string{"compiling", "testing"}})
 
+	if _, err := cp.Operator.LabelAgent(t.Context(), "agent-1", api.LabelsRequest{Set: map[string]string{"tier": "secure"}}); err != nil {
+		t.Fatal(err)
+	}
 	b := newBrowser(t, cp.URL)
 	b.signIn(operatorToken)
 	_, body := b.get("/agents")
 	for _, want := range []string{`<article class="agent" id="agent-agent-1" data-online="true"`, `<span class="state">running</span>`,
 		`<span class="grade" data-grade="available">available</span>`, `<span class="capacity">0 of 2</span>`,
-		`<span class="label">site=lab</span>`, `<dd class="version">v-test</dd>`, `<dd class="isolation">landlock</dd>`, `class="heartbeat" data-since=`} {
+		`<dd class="labels" title="granted by a person: these route tasks"><span class="label">tier=secure</span> </dd>`,
+		`<dd class="labels self-described" title="what the agent says of itself: routes nothing"><span class="label">site=lab</span> </dd>`,
+		`<dd class="version">v-test</dd>`, `<dd class="isolation">landlock</dd>`, `class="heartbeat" data-since=`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the agents page lacks %s", want)
 		}

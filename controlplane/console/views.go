@@ -405,7 +405,10 @@ type agentCard struct {
 	Grade, Reason string
 	Capacity      string
 	Running       []api.RunningTask
+	// Labels are those a person granted the agent, which route; and
+	// SelfDescribed those it says of itself, which route nothing.
 	Labels        []string
+	SelfDescribed []string
 	Heartbeat     string // RFC 3339
 	Ago           string
 	Version       string
@@ -427,8 +430,11 @@ func agentOf(a api.AgentView, now time.Time) agentCard {
 	if c.Isolation == "" {
 		c.Isolation = "not reported"
 	}
+	for _, k := range slices.Sorted(maps.Keys(a.GrantedLabels)) {
+		c.Labels = append(c.Labels, k+"="+a.GrantedLabels[k])
+	}
 	for _, k := range slices.Sorted(maps.Keys(a.Labels)) {
-		c.Labels = append(c.Labels, k+"="+a.Labels[k])
+		c.SelfDescribed = append(c.SelfDescribed, k+"="+a.Labels[k])
 	}
 	if !a.LastHeartbeat.IsZero() {
 		c.Heartbeat = a.LastHeartbeat.Format(rfc3339)

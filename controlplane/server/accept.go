@@ -33,21 +33,37 @@ func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 			ids = append(ids, ev.TaskID)
 		}
 	}
-	var resp api.EventsResponse
-	queued := false
+	var (
+		resp   api.EventsResponse
+		queued bool
+		trees  []string // the trees whose tasks reported usage
+	)
 	err := s.update(ctx, ids, func(tx store.Tx) error {
 		now := s.opts.Now()
 		resp = api.EventsResponse{Results: make([]api.EventResult, len(req.Events))}
+		queued, trees = false, trees[:0]
 		for i, ev := range req.Events {
 			res, err := s.acceptEvent(tx, req.AgentID, ev, now)
 			if err != nil {
 				return err
 			}
 			resp.Results[i] = res
+			if t := tx.Task(ev.TaskID); t != nil && ev.Kind == state.EventAttempt && res.Status == api.StatusAccepted {
+				if root := treeRoot(t); root != "" && !slices.Contains(trees, root) {
+					trees = append(trees, root)
+				}
+			}
 		}
+		resp.Stop = nil
 		for _, id := range ids {
-			if t := tx.Task(id); t != nil && t.Phase == state.PhaseQueued {
+			t := tx.Task(id)
+			if t != nil && t.Phase == state.PhaseQueued {
 				queued = true
+			}
+			if t != nil && t.Lease != nil && t.Lease.AgentID == req.AgentID {
+				if o, ok := stopOrder(t); ok {
+					resp.Stop = append(resp.Stop, o)
+				}
 			}
 		}
 		return nil
@@ -59,6 +75,17 @@ func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 		s.wakeClaims(1)
 	}
 	s.countResults(resp.Results)
+	// Tree budgets: the report that takes a tree past its root's budget
+	// stops the tree, and its own task hears so in this answer.
+	stopped, err := s.stopSpentTrees(ctx, trees)
+	if err != nil {
+		s.log.Warn("tree budgets: not checked after a report; the next report checks again", "err", err)
+	}
+	for _, id := range ids {
+		if why, ok := stopped[id]; ok {
+			resp.Stop = append(resp.Stop, api.StopOrder{TaskID: id, Reason: why})
+		}
+	}
 	return resp, nil
 }
 

@@ -21,7 +21,7 @@ import (
 // routes.go); every other credential gets 403 with a one-line reason.
 //
 //   - An operator is a person: submit, list, show, events, cancel, retry,
-//     answer approvals, list and revoke agents. Operator tokens come from
+//     answer approvals, list, label and revoke agents. Operator tokens come from
 //     --operator-token-file (one per person) or DIR/operator-token.
 //   - An agent holds the token it got when it registered: heartbeat,
 //     claim, release and events, only as itself, and reading the tasks it

@@ -23,6 +23,7 @@ import (
 var wantPrincipals = map[string]principal{
 	"POST /v1/agents/register":     principalRegistration | principalAgent,
 	"POST /v1/agents/{id}/revoke":  principalOperator,
+	"POST /v1/agents/{id}/labels":  principalOperator,
 	"POST /v1/agents/heartbeat":    principalAgent,
 	"POST /v1/tasks/claim":         principalAgent,
 	"POST /v1/tasks/release":       principalAgent,

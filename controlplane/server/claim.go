@@ -378,6 +378,11 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 	if err != nil {
 		return resp, 0, storeErr("claim", err)
 	}
+	if req.Executor != "" { // an agent from before routing advertises no labels
+		if err := s.adoptLabels(ctx, &a, req.AgentID, req.Labels); err != nil {
+			return resp, 0, storeErr("claim", err)
+		}
+	}
 	if err := s.noteOffer(ctx, req, a, known); err != nil {
 		return resp, 0, storeErr("claim", err)
 	}
@@ -425,7 +430,7 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 		queued++
 		// A task that needs the executor's app server goes to an available
 		// agent when one is online; a degraded one gets it otherwise.
-		if !mayClaim(t, req) || t.Prefer == state.PreferGUI && guiElsewhere {
+		if !mayClaim(t, req, a.Granted) || t.Prefer == state.PreferGUI && guiElsewhere {
 			return false, nil
 		}
 		lease := state.Lease{ID: newID("lease-", 6), AgentID: req.AgentID, ExpiresAt: now.Add(s.opts.Lease), ClaimID: req.RequestID, GrantedAt: now}
@@ -449,10 +454,12 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 // mayClaim reports whether the claim may take queued task t: a task a
 // person continued goes only to the agent that keeps its session, a task
 // that names a repository only to an agent that serves it, and a task
-// with requirements only to an agent that advertises them all.
-func mayClaim(t *state.Task, req api.ClaimRequest) bool {
+// with requirements only to an agent that meets them all, its labels
+// those a person granted it (granted), never those the claim describes
+// itself with.
+func mayClaim(t *state.Task, req api.ClaimRequest, granted map[string]string) bool {
 	return t.MayClaim(req.AgentID) && (t.Repo == "" || slices.Contains(req.Repos, t.Repo)) &&
-		(len(t.Requires) == 0 || api.OfferOfClaim(req).MeetsAll(t.Requires))
+		(len(t.Requires) == 0 || api.OfferOfClaim(req, granted).MeetsAll(t.Requires))
 }
 
 // claimed is task t granted under lease, with its task token. The lease

@@ -35,6 +35,7 @@ func (s *Server) listAgents(ctx context.Context, after string, limit int) ([]api
 	for _, a := range agents[start:end] {
 		v := a.View
 		v.Online = a.Online(now, s.opts.HeartbeatInterval)
+		v.GrantedLabels = a.Granted
 		out = append(out, v)
 	}
 	next := ""
@@ -67,6 +68,9 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	if err != nil {
 		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 	}
+	if err := s.adoptLabels(ctx, &a, req.AgentID, req.Labels); err != nil {
+		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
+	}
 	// An agent's grade and presence weigh in where GUI tasks go: an
 	// available agent that is no more may make one claimable for a
 	// degraded agent that waits.
@@ -97,7 +101,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	}
 	requeued := 0
 	err = s.update(ctx, ids, func(tx store.Tx) error {
-		resp.Cancel, resp.Replies = resp.Cancel[:0], nil
+		resp.Cancel, resp.Replies, resp.Stop = resp.Cancel[:0], nil, nil
 		for _, r := range req.Running {
 			t := tx.Task(r.TaskID)
 			switch {
@@ -113,7 +117,12 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 			}
 			t.Lease.ExpiresAt = now.Add(s.opts.Lease)
 			tx.Save(t)
-			if t.CancelRequested {
+			o, stop := stopOrder(t)
+			if stop {
+				// Cancel too: an agent from before tree budgets stops it so.
+				resp.Stop = append(resp.Stop, o)
+			}
+			if t.CancelRequested || stop {
 				resp.Cancel = append(resp.Cancel, t.ID)
 			}
 			if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {

@@ -43,6 +43,11 @@ func (s *Server) routes() []route {
 			v, err := s.revoke(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
+		{"POST /v1/agents/{id}/labels", operator, func(w http.ResponseWriter, r *http.Request) {
+			handle(func(req api.LabelsRequest) (api.LabelsResponse, error) {
+				return s.labelAgent(r.Context(), r.PathValue("id"), req)
+			})(w, r)
+		}},
 		{"POST /v1/agents/heartbeat", agent, agentOnly(s.heartbeat, func(r api.HeartbeatRequest) string { return r.AgentID })},
 		{"POST /v1/tasks/claim", agent, func(w http.ResponseWriter, r *http.Request) {
 			// A claim may wait for work: until the agent hangs up at most.

@@ -10,8 +10,8 @@ import (
 )
 
 // Routing by capability. A task's requirements (state.Requirement) are
-// matched against what the claiming agent advertises in its claim
-// (mayClaim). A queued task that no online agent can take says why, in
+// matched against what the claiming agent advertises in its claim, and
+// the labels a person granted it (mayClaim; labels.go). A queued task that no online agent can take says why, in
 // Task.Unroutable: set at submit and by the watchdog as agents come and
 // go, cleared when one fits or the task is granted. It never ends a task:
 // the queued limit does.
@@ -22,7 +22,8 @@ func (s *Server) routable(a store.Agent, now time.Time) bool {
 	return a.Online(now, s.opts.HeartbeatInterval) && a.View.State != api.AgentDraining
 }
 
-// offers are what the routable agents advertise.
+// offers are what the routable agents offer: what they advertise, and
+// the labels people granted them.
 func (s *Server) offers(ctx context.Context, now time.Time) ([]api.Offer, error) {
 	agents, err := s.store.Agents(ctx)
 	if err != nil {
@@ -31,7 +32,9 @@ func (s *Server) offers(ctx context.Context, now time.Time) ([]api.Offer, error)
 	var out []api.Offer
 	for _, a := range agents {
 		if s.routable(a, now) {
-			out = append(out, api.OfferOf(a.View))
+			v := a.View
+			v.GrantedLabels = a.Granted
+			out = append(out, api.OfferOf(v))
 		}
 	}
 	return out, nil

@@ -25,11 +25,23 @@ var (
 	execGPU  = offering{api.Capabilities{Executor: "exec", OS: "darwin", Arch: "arm64"}, map[string]string{"gpu": "m3"}}
 )
 
-// heartbeatOffering has agent heartbeat, advertising o.
+// heartbeatOffering has agent heartbeat, advertising o, and an operator
+// grant it o's labels: labels route only when a person granted them.
 func (e *env) heartbeatOffering(agent string, o offering) {
 	e.t.Helper()
 	if _, err := e.agent(agent).Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: agent, Capabilities: o.caps, Labels: o.labels}); err != nil {
 		e.t.Fatal(err)
+	}
+	if len(o.labels) > 0 {
+		e.grant(agent, o.labels)
+	}
+}
+
+// grant has an operator grant agent labels.
+func (e *env) grant(agent string, labels map[string]string) {
+	e.t.Helper()
+	if _, err := e.client.LabelAgent(context.Background(), agent, api.LabelsRequest{Set: labels}); err != nil {
+		e.t.Fatalf("granting %s labels %v: %v", agent, labels, err)
 	}
 }
 

@@ -33,10 +33,19 @@ func (s *Server) createSubtask(ctx context.Context, parentID string, req api.Cre
 	if err := bindToParent(parent, &req); err != nil {
 		return api.TaskView{}, err
 	}
+	now := s.opts.Now()
+	tree, err := s.treeOf(ctx, parent, now)
+	if err != nil {
+		return api.TaskView{}, err
+	}
+	if err := tree.bind(&req, now); err != nil {
+		return api.TaskView{}, err
+	}
 	child, err := s.newTask(ctx, req)
 	if err != nil {
 		return api.TaskView{}, err
 	}
+	child.Root, child.TreeDeadline = tree.root, tree.deadline
 	err = s.update(ctx, []string{parentID}, func(tx store.Tx) error {
 		p := tx.Task(parentID)
 		switch {
@@ -46,6 +55,8 @@ func (s *Server) createSubtask(ctx context.Context, parentID string, req api.Cre
 			return &httpError{http.StatusConflict, fmt.Sprintf("task %s has ended (%s): it submits no more subtasks", parentID, p.Phase)}
 		case p.CancelRequested:
 			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is being cancelled: it submits no more subtasks", parentID)}
+		case p.BudgetStop != "":
+			return &httpError{http.StatusForbidden, fmt.Sprintf("delegation refused: task %s is being stopped: %s", parentID, p.BudgetStop)}
 		}
 		if err := s.delegation(p, child); err != nil {
 			return err
@@ -86,13 +97,20 @@ func (s *Server) createSubtask(ctx context.Context, parentID string, req api.Cre
 // bindToParent keeps a subtask within what its parent may do: a task's
 // run is hostile, and its token must not reach past its own task. The
 // subtask works on the parent's repository (another is refused, and so
-// is a repo= requirement naming another), at most the parent's attempts,
-// and within the parent's budgets: a parent with a token or time budget
-// gives each child at most that much (the whole budget when the child
-// asks none), so delegating never lifts a bound.
+// is a repo= requirement naming another); it is routed no wider than its
+// parent: it carries every one of the parent's requirements, which its
+// own may only narrow (state.Narrow: one that would replace the parent's
+// is refused); it takes at most the parent's attempts, and stays within
+// the parent's budgets: a parent with a token or time budget gives each
+// child at most that much (the whole budget when the child asks none),
+// so delegating never lifts a bound. What the whole tree may spend is
+// bound apart (treebudget.go).
 func bindToParent(p *state.Task, req *api.CreateTaskRequest) error {
 	refuse := func(format string, args ...any) error {
 		return &httpError{http.StatusForbidden, "delegation refused: " + fmt.Sprintf(format, args...)}
+	}
+	if err := checkRequires(req.Requires); err != nil {
+		return err
 	}
 	switch {
 	case req.Repo != "" && req.Repo != p.Repo:
@@ -109,6 +127,11 @@ func bindToParent(p *state.Task, req *api.CreateTaskRequest) error {
 			return refuse("a subtask works on its parent's repository (%q); it may not require repo=%s", p.Repo, value)
 		}
 	}
+	requires, err := state.Narrow(p.Requires, req.Requires)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	req.Requires = requires
 	if p.MaxAttempts > 0 && (req.MaxAttempts == 0 || req.MaxAttempts > p.MaxAttempts) {
 		req.MaxAttempts = p.MaxAttempts
 	}

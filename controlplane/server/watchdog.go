@@ -137,9 +137,13 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 	}
 	var due []string
 	var unrouted []*state.Task // queued with requirements: routing by capability
+	var late []*state.Task     // subtasks whose tree's time ran out (treebudget.go)
 	err := s.store.Live(ctx, func(t *state.Task) error {
 		if t.Phase == state.PhaseQueued && len(t.Requires) > 0 {
 			unrouted = append(unrouted, t)
+		}
+		if pastTreeDeadline(t, now) {
+			late = append(late, t)
 		}
 		lapse, err := s.lapses(t, now, settled, isOnline)
 		if err != nil {
@@ -194,6 +198,9 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 		}
 	}
 	s.wakeClaims(requeued)
+	if err := s.stopLateSubtasks(ctx, late); err != nil {
+		return err
+	}
 	return s.route(ctx, unrouted, now)
 }
 

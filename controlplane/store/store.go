@@ -56,6 +56,11 @@ var ErrRegistered = errors.New("agent id is registered")
 // ErrCursor is Tasks' answer when Query.After names no task.
 var ErrCursor = errors.New("bad cursor")
 
+// ErrNotRegistered is GrantLabels' answer for an agent id that has no
+// token: labels are granted to an agent whose token is held, never to
+// an id a host could register afterwards.
+var ErrNotRegistered = errors.New("agent id is not registered")
+
 // Store keeps the control plane's records.
 type Store interface {
 	// Notifier keeps the notifications waiting for delivery.
@@ -119,6 +124,22 @@ type Store interface {
 	Agents(ctx context.Context) ([]Agent, error)
 	// Serves reports whether an agent announced repository repo.
 	Serves(ctx context.Context, repo string) (bool, error)
+
+	// Labels a person grants (docs/routing.md), kept apart from the
+	// agents' records, which heartbeats replace: Agent, AgentAndLeased
+	// and Agents fill Agent.Granted and Agent.AdoptLabels from them, and
+	// Revoke forgets them with the token.
+	//
+	// GrantLabels sets labels set and removes the labels named in
+	// remove on registered agent id, and returns the labels it holds
+	// then; it ends AdoptLabels for it. An id with no token is
+	// ErrNotRegistered (wrapped).
+	GrantLabels(ctx context.Context, id string, set map[string]string, remove []string) (map[string]string, error)
+	// AdoptLabels grants agent id the labels it advertises, once: only
+	// while it is to adopt them (Agent.AdoptLabels: registered before
+	// the store kept granted labels), and ends that. It reports whether
+	// it granted them.
+	AdoptLabels(ctx context.Context, id string, labels map[string]string) (bool, error)
 
 	// Lead reports whether this process runs the watchdog: always true
 	// for a store one process owns; for a shared one, true in one
@@ -199,6 +220,13 @@ type Agent struct {
 	// Missing counts, per task leased to the agent in phase claimed, the
 	// heartbeats in a row that did not list it.
 	Missing map[string]int `json:"missing,omitempty"`
+	// Granted are the labels a person granted the agent (GrantLabels),
+	// and AdoptLabels whether it is still to adopt those it advertises
+	// (an agent registered before the store kept granted labels: the
+	// upgrade's path). The store fills both on every read from where it
+	// keeps them; PutAgent stores neither.
+	Granted     map[string]string `json:"-"`
+	AdoptLabels bool              `json:"-"`
 }
 
 // Online reports whether the agent is online: it did not say it went

@@ -80,6 +80,7 @@ func (s *Store) PutAgent(_ context.Context, a store.Agent) error {
 	a.View.Repos = slices.Clone(a.View.Repos)
 	a.View.Labels = maps.Clone(a.View.Labels)
 	a.Missing = maps.Clone(a.Missing)
+	a.Granted, a.AdoptLabels = nil, false // kept apart (labels.go)
 	now := s.now()
 	s.mu.Lock()
 	s.agents[a.View.AgentID] = a
@@ -118,9 +119,10 @@ func (s *Store) writeAgents(now time.Time) error {
 // Agent returns an agent's record (a copy).
 func (s *Store) Agent(_ context.Context, id string) (store.Agent, bool, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	a, ok := s.agents[id]
 	a.Missing = maps.Clone(a.Missing)
+	s.mu.Unlock()
+	s.grants.of(&a, id)
 	return a, ok, nil
 }
 
@@ -137,10 +139,13 @@ func (s *Store) AgentAndLeased(ctx context.Context, id string) (store.Agent, boo
 // Agents returns the agents' records by id.
 func (s *Store) Agents(context.Context) ([]store.Agent, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := make([]store.Agent, 0, len(s.agents))
 	for _, a := range s.agents {
 		out = append(out, a)
+	}
+	s.mu.Unlock()
+	for i := range out {
+		s.grants.of(&out[i], out[i].View.AgentID)
 	}
 	slices.SortFunc(out, func(a, b store.Agent) int { return strings.Compare(a.View.AgentID, b.View.AgentID) })
 	return out, nil

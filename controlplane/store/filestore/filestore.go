@@ -5,7 +5,8 @@
 // file in events/ (events.go) and the keys of its cut events a file
 // beside it (ID.cut); the agents' latest records are agents-seen.json
 // (agents.go), the agents' token hashes agents.json and the log of
-// changes since, agents.log (registry.go); the notifications waiting for
+// changes since, agents.log (registry.go), and the labels people granted
+// them agent-labels.json (labels.go); the notifications waiting for
 // delivery, notify/log.jsonl (notify.go).
 //
 // What it promises beyond the contract of package store:
@@ -102,6 +103,7 @@ type Store struct {
 	ix         *index       // ended/index.jsonl
 	events     events
 	reg        *registry
+	grants     *grants // the labels people granted (labels.go)
 	agentsFile *agentsFile
 	notes      *notifyLog // notify/: the notifications waiting for delivery
 	secretMu   sync.Mutex // held while a secret is read or made (secret.go)
@@ -201,6 +203,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
+	grants, err := openGrants(dir, reg)
+	if err != nil {
+		reg.file.Close()
+		return nil, fmt.Errorf("controlplane: %w", err)
+	}
 	notes, err := openNotifyLog(dir, opts.Logger)
 	if err != nil {
 		reg.file.Close()
@@ -225,7 +232,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, archive: archive, events: ev, reg: reg, agentsFile: af, notes: notes,
+	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, archive: archive, events: ev, reg: reg, grants: grants, agentsFile: af, notes: notes,
 		held: map[string]bool{}, tasks: make(map[string]*state.Task, len(list)), refs: make(map[string]*ref, len(list)+len(latest)),
 		leased: map[string]map[string]struct{}{}, counts: map[state.Phase]int{}, cache: newEndedCache(endedCacheSize),
 		strings: map[string]string{}, fromArchive: map[string]bool{}, keys: map[string]map[string]struct{}{}, agents: agents}
@@ -910,9 +917,6 @@ func (s *Store) Prune(_ context.Context, before time.Time, limit int) (int, erro
 func (s *Store) Register(_ context.Context, id, tokenHash string, replace bool) error {
 	return s.reg.register(id, tokenHash, replace)
 }
-
-// Revoke forgets agent id's token hash.
-func (s *Store) Revoke(_ context.Context, id string) (bool, error) { return s.reg.revoke(id) }
 
 // AgentByToken returns the agent a token hash belongs to.
 func (s *Store) AgentByToken(_ context.Context, tokenHash string) (string, error) {

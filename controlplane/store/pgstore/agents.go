@@ -22,8 +22,12 @@ import (
 func (s *Store) Register(ctx context.Context, id, tokenHash string, replace bool) error {
 	var tag pgconn.CommandTag
 	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
+		// An id taken anew (its token revoked, perhaps by a replica
+		// from before granted labels) starts with no labels granted.
 		tag, err = c.Exec(ctx, `INSERT INTO agents (id, token_hash) VALUES ($1, $2)
-			ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash
+			ON CONFLICT (id) DO UPDATE SET token_hash = EXCLUDED.token_hash,
+				granted_labels = CASE WHEN agents.token_hash IS NULL THEN NULL ELSE agents.granted_labels END,
+				adopt_labels = agents.adopt_labels AND agents.token_hash IS NOT NULL
 			WHERE agents.token_hash IS NULL OR $3`, id, tokenHash, replace)
 		return err
 	})
@@ -69,13 +73,15 @@ func (s *Store) analyzeAgents(ctx context.Context) {
 	}
 }
 
-// Revoke forgets agent id's token hash, and reports whether it had one.
-// Its record stays. Every replica's token cache hears of it with the
-// commit (the trigger agents_token_changed).
+// Revoke forgets agent id's token hash and the labels granted it, and
+// reports whether it had a token. Its record stays. Every replica's
+// token cache hears of it with the commit (the trigger
+// agents_token_changed).
 func (s *Store) Revoke(ctx context.Context, id string) (bool, error) {
 	var tag pgconn.CommandTag
 	err := s.write(ctx, func(c *pgxpool.Conn) (err error) {
-		tag, err = c.Exec(ctx, `UPDATE agents SET token_hash = NULL WHERE id = $1 AND token_hash IS NOT NULL`, id)
+		tag, err = c.Exec(ctx, `UPDATE agents SET token_hash = NULL, granted_labels = NULL, adopt_labels = false
+			WHERE id = $1 AND token_hash IS NOT NULL`, id)
 		return err
 	})
 	s.tokens.changed()
@@ -139,14 +145,25 @@ func (s *Store) PutAgent(ctx context.Context, a store.Agent) error {
 	return nil
 }
 
-// agentSQL selects agent $1's record, no row when it has none.
-const agentSQL = `SELECT record FROM agents WHERE id = $1 AND record IS NOT NULL`
+// agentSQL selects agent $1's record (null before its first heartbeat)
+// and the labels granted it; no row when it has neither a token nor a
+// record.
+const agentSQL = `SELECT record, granted_labels, adopt_labels FROM agents WHERE id = $1`
+
+// agentRow is a row of agentSQL, or of Agents'.
+type agentRow struct {
+	record, granted []byte
+	adopt           bool
+}
+
+// fields are where a row scans to.
+func (r *agentRow) fields() []any { return []any{&r.record, &r.granted, &r.adopt} }
 
 // Agent returns agent id's record; ok is false when it has none.
 func (s *Store) Agent(ctx context.Context, id string) (store.Agent, bool, error) {
-	var record []byte
+	var row agentRow
 	err := s.read(ctx, func(c *pgxpool.Conn) error {
-		return c.QueryRow(ctx, agentSQL, id).Scan(&record)
+		return c.QueryRow(ctx, agentSQL, id).Scan(row.fields()...)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Agent{}, false, nil
@@ -154,22 +171,21 @@ func (s *Store) Agent(ctx context.Context, id string) (store.Agent, bool, error)
 	if err != nil {
 		return store.Agent{}, false, fmt.Errorf("pgstore: agent %s: %w", id, err)
 	}
-	a, err := decodeAgent(id, record)
-	return a, err == nil, err
+	return decodeAgent(id, row)
 }
 
 // AgentAndLeased is Agent and Leased in one round trip (a batch of the
 // two queries).
 func (s *Store) AgentAndLeased(ctx context.Context, id string) (store.Agent, bool, []*state.Task, error) {
 	var (
-		record []byte
+		row    agentRow
 		leased []*state.Task
 	)
 	err := s.read(ctx, func(c *pgxpool.Conn) error {
-		record, leased = nil, nil
+		row, leased = agentRow{}, nil
 		var b pgx.Batch
 		b.Queue(agentSQL, id).Query(func(rows pgx.Rows) error {
-			_, err := pgx.ForEachRow(rows, []any{&record}, func() error { return nil })
+			_, err := pgx.ForEachRow(rows, row.fields(), func() error { return nil })
 			return err
 		})
 		b.Queue(leasedSQL, id).Query(func(rows pgx.Rows) (err error) {
@@ -181,23 +197,28 @@ func (s *Store) AgentAndLeased(ctx context.Context, id string) (store.Agent, boo
 	if err != nil {
 		return store.Agent{}, false, nil, fmt.Errorf("pgstore: agent %s and its leases: %w", id, err)
 	}
-	if record == nil {
-		return store.Agent{}, false, leased, nil
-	}
-	a, err := decodeAgent(id, record)
+	a, ok, err := decodeAgent(id, row)
 	if err != nil {
 		return store.Agent{}, false, nil, err
 	}
-	return a, true, leased, nil
+	return a, ok, leased, nil
 }
 
-// decodeAgent decodes agent id's stored record.
-func decodeAgent(id string, record []byte) (store.Agent, error) {
-	var a store.Agent
-	if err := json.Unmarshal(record, &a); err != nil {
-		return store.Agent{}, fmt.Errorf("pgstore: agent %s: %w", id, err)
+// decodeAgent decodes agent id's stored row: its record (ok when it has
+// one) and the labels granted it.
+func decodeAgent(id string, row agentRow) (a store.Agent, ok bool, err error) {
+	if row.record != nil {
+		if err := json.Unmarshal(row.record, &a); err != nil {
+			return store.Agent{}, false, fmt.Errorf("pgstore: agent %s: %w", id, err)
+		}
 	}
-	return a, nil
+	if row.granted != nil {
+		if err := json.Unmarshal(row.granted, &a.Granted); err != nil {
+			return store.Agent{}, false, fmt.Errorf("pgstore: agent %s's granted labels: %w", id, err)
+		}
+	}
+	a.AdoptLabels = row.adopt
+	return a, row.record != nil, nil
 }
 
 // Agents returns the agents' records by id.
@@ -205,14 +226,17 @@ func (s *Store) Agents(ctx context.Context) ([]store.Agent, error) {
 	var agents []store.Agent
 	err := s.read(ctx, func(c *pgxpool.Conn) error {
 		agents = nil
-		rows, err := c.Query(ctx, `SELECT record FROM agents WHERE record IS NOT NULL ORDER BY id`)
+		rows, err := c.Query(ctx, `SELECT id, record, granted_labels, adopt_labels FROM agents WHERE record IS NOT NULL ORDER BY id`)
 		if err != nil {
 			return err
 		}
-		var record []byte
-		_, err = pgx.ForEachRow(rows, []any{&record}, func() error {
-			var a store.Agent
-			if err := json.Unmarshal(record, &a); err != nil {
+		var (
+			id  string
+			row agentRow
+		)
+		_, err = pgx.ForEachRow(rows, append([]any{&id}, row.fields()...), func() error {
+			a, _, err := decodeAgent(id, row)
+			if err != nil {
 				return err
 			}
 			agents = append(agents, a)
@@ -224,6 +248,61 @@ func (s *Store) Agents(ctx context.Context) ([]store.Agent, error) {
 		return nil, fmt.Errorf("pgstore: agents: %w", err)
 	}
 	return agents, nil
+}
+
+// GrantLabels sets and removes registered agent id's granted labels, in
+// one statement that reads and writes the row under its lock: two
+// grants at once, on two replicas, both count.
+func (s *Store) GrantLabels(ctx context.Context, id string, set map[string]string, remove []string) (map[string]string, error) {
+	if set == nil {
+		set = map[string]string{}
+	}
+	if remove == nil {
+		remove = []string{}
+	}
+	setJSON, err := json.Marshal(set)
+	if err != nil {
+		return nil, err
+	}
+	var granted []byte
+	err = s.write(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `UPDATE agents SET adopt_labels = false,
+				granted_labels = convert_to(((coalesce(convert_from(granted_labels, 'UTF8')::jsonb, '{}'::jsonb) || $2::jsonb) - $3::text[])::text, 'UTF8')
+			WHERE id = $1 AND token_hash IS NOT NULL RETURNING granted_labels`, id, string(setJSON), remove).Scan(&granted)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("pgstore: grant labels to %s: %w", id, store.ErrNotRegistered)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: grant labels to %s: %w", id, err)
+	}
+	labels := map[string]string{}
+	if err := json.Unmarshal(granted, &labels); err != nil {
+		return nil, fmt.Errorf("pgstore: agent %s's granted labels: %w", id, err)
+	}
+	return labels, nil
+}
+
+// AdoptLabels grants agent id the labels it advertises, once, when it
+// was registered before granted labels were kept (00006).
+func (s *Store) AdoptLabels(ctx context.Context, id string, labels map[string]string) (bool, error) {
+	b, err := json.Marshal(labels)
+	if err != nil {
+		return false, err
+	}
+	if labels == nil {
+		b = []byte("{}")
+	}
+	var tag pgconn.CommandTag
+	err = s.write(ctx, func(c *pgxpool.Conn) (err error) {
+		tag, err = c.Exec(ctx, `UPDATE agents SET granted_labels = $2, adopt_labels = false
+			WHERE id = $1 AND adopt_labels AND token_hash IS NOT NULL`, id, b)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("pgstore: agent %s adopts its labels: %w", id, err)
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
 // Serves reports whether an agent's record lists repository repo (the

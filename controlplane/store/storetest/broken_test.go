@@ -48,6 +48,8 @@ var breaks = map[string]string{
 	"fold keeps the folded":           "NotifyGates/FoldNotification folds into the held record, or makes n it",
 	"prunes holding gates":            "NotifyGates/PruneNotifyGates removes ended gates that hold no stored record",
 	"forgets gates on reopen":         "committed records outlive a reopen",
+	"labels outlive revoke":           "Labels/Revoke forgets the granted labels",
+	"forgets grants on reopen":        "committed records outlive a reopen",
 }
 
 // The suite can fail: each broken store fails the subtest of the promise
@@ -93,6 +95,8 @@ func TestBrokenStore(t *testing.T) {
 			d.revoked = map[string]time.Time{}
 		case "forgets gates on reopen":
 			d.gates = map[noteKey]store.NotifyGate{}
+		case "forgets grants on reopen":
+			d.granted = map[string]map[string]string{}
 		}
 		return newMemStore(&d, broken)
 	})

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -37,6 +38,10 @@ type memData struct {
 	// revoked are the console's revoked sessions: nonce → expiry.
 	revoked map[string]time.Time
 	gates   map[noteKey]store.NotifyGate // by target and key
+	// granted are the labels people granted, by agent id; adopt the ids
+	// still to adopt theirs.
+	granted map[string]map[string]string
+	adopt   map[string]bool
 }
 
 // noteKey names a notification record.
@@ -46,7 +51,8 @@ func newMemStore(d *memData, broken string) *memStore {
 	if d == nil {
 		d = &memData{tasks: map[string]*state.Task{}, events: map[string][]store.EventLine{},
 			keys: map[string]map[string]bool{}, tokens: map[string]string{}, agents: map[string]store.Agent{},
-			notes: map[noteKey]store.Notification{}, secret: map[string][]byte{}, revoked: map[string]time.Time{}, gates: map[noteKey]store.NotifyGate{}}
+			notes: map[noteKey]store.Notification{}, secret: map[string][]byte{}, revoked: map[string]time.Time{}, gates: map[noteKey]store.NotifyGate{},
+			granted: map[string]map[string]string{}, adopt: map[string]bool{}}
 	}
 	m := &memStore{broken: broken, d: d, held: map[string]bool{}}
 	m.cond = sync.NewCond(&m.mu)
@@ -335,7 +341,48 @@ func (m *memStore) Revoke(_ context.Context, id string) (bool, error) {
 	defer m.mu.Unlock()
 	_, ok := m.d.tokens[id]
 	delete(m.d.tokens, id)
+	if m.broken != "labels outlive revoke" {
+		delete(m.d.granted, id)
+		delete(m.d.adopt, id)
+	}
 	return ok, nil
+}
+
+func (m *memStore) GrantLabels(_ context.Context, id string, set map[string]string, remove []string) (map[string]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.d.tokens[id]; !ok {
+		return nil, fmt.Errorf("grant labels to %s: %w", id, store.ErrNotRegistered)
+	}
+	labels := maps.Clone(m.d.granted[id])
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, set)
+	for _, k := range remove {
+		delete(labels, k)
+	}
+	m.d.granted[id] = labels
+	delete(m.d.adopt, id)
+	return maps.Clone(labels), nil
+}
+
+func (m *memStore) AdoptLabels(_ context.Context, id string, labels map[string]string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.d.adopt[id] {
+		return false, nil
+	}
+	delete(m.d.adopt, id)
+	m.d.granted[id] = maps.Clone(labels)
+	return true, nil
+}
+
+// withGrants is a with the labels granted it, as the store reads it.
+// mu is held.
+func (m *memStore) withGrants(a store.Agent, id string) store.Agent {
+	a.Granted, a.AdoptLabels = maps.Clone(m.d.granted[id]), m.d.adopt[id]
+	return a
 }
 
 func (m *memStore) AgentByToken(_ context.Context, tokenHash string) (string, error) {
@@ -355,6 +402,7 @@ func (m *memStore) PutAgent(_ context.Context, a store.Agent) error {
 	if old, ok := m.d.agents[a.View.AgentID]; ok && m.broken == "serves forever" {
 		a.View.Repos = append(slices.Clone(a.View.Repos), old.View.Repos...)
 	}
+	a.Granted, a.AdoptLabels = nil, false // kept apart, by GrantLabels
 	m.d.agents[a.View.AgentID] = a
 	return nil
 }
@@ -363,15 +411,15 @@ func (m *memStore) Agent(_ context.Context, id string) (store.Agent, bool, error
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a, ok := m.d.agents[id]
-	return a, ok, nil
+	return m.withGrants(a, id), ok, nil
 }
 
 func (m *memStore) Agents(context.Context) ([]store.Agent, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []store.Agent
-	for _, a := range m.d.agents {
-		out = append(out, a)
+	for id, a := range m.d.agents {
+		out = append(out, m.withGrants(a, id))
 	}
 	slices.SortFunc(out, func(a, b store.Agent) int { return cmp.Compare(a.View.AgentID, b.View.AgentID) })
 	return out, nil

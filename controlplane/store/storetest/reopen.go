@@ -65,6 +65,8 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 		for _, a := range agents {
 			putAgent(t, st, a)
 		}
+		grant(t, st, "a", map[string]string{"tier": "secure"}, nil, map[string]string{"tier": "secure"})
+		grant(t, st, "b", map[string]string{"gpu": "a100", "zone": "eu"}, []string{"zone"}, map[string]string{"gpu": "a100"})
 		notes := reopenNotes(t, st)
 		reopenSessions(t, st)
 		reopenGates(t, st)
@@ -122,6 +124,8 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 			t.Fatalf("Agents: %v", err)
 		}
 		same(t, "Agents after a reopen", got, agents)
+		granted(t, st, "a", map[string]string{"tier": "secure"})
+		granted(t, st, "b", map[string]string{"gpu": "a100"})
 		serves(t, st, "r2", true)
 
 		// The reopened store goes on: a claim, an update.

@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Prune", s.prune)
 	t.Run("Tokens", s.tokens)
 	t.Run("Agents", s.agents)
+	t.Run("Labels", s.labels)
 	t.Run("Lead", s.lead)
 	t.Run("Notifications", s.notifications)
 	t.Run("NotifyGates", s.notifyGates)
