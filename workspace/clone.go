@@ -181,8 +181,16 @@ func (w *Workspace) branchHead(ctx context.Context, g *taskGit) (string, error) 
 	if err := w.ensureView(ctx); err != nil {
 		return "", err
 	}
-	if t, err := runGit(ctx, w.viewDirs(""), "cat-file", "-t", v.oid); err != nil || strings.TrimSpace(t) != "commit" {
-		return "", refusef("the task's branch %s names %s, which is not a commit its clone holds", w.Branch, v.oid)
+	t, err := runGit(ctx, w.viewDirs(""), "cat-file", "-t", v.oid)
+	if ctx.Err() != nil {
+		return "", err
+	}
+	if err != nil || strings.TrimSpace(t) != "commit" {
+		why := strings.TrimSpace(t)
+		if err != nil {
+			why = err.Error()
+		}
+		return "", refusef("the task's branch %s names %s, which is not a commit its clone holds (%s)", w.Branch, v.oid, clip(why))
 	}
 	return v.oid, nil
 }

@@ -194,7 +194,7 @@ func TestE2EApprovalExpires(t *testing.T) {
 		json.Unmarshal(body, &n)
 		switch n.Event {
 		case "task.approval_expired":
-			if !strings.Contains(n.Text, `nobody answered in time, so the agent declined: run "echo tidied > tidied.txt" in `) {
+			if !strings.Contains(n.Text, `nobody answered in time, so the agent declined (agent `) || !strings.Contains(n.Text, ` asks to run "echo tidied > tidied.txt" in "`) {
 				t.Errorf("the expiry's text %q", n.Text)
 			}
 		case "task.completed":
