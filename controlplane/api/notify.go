@@ -30,10 +30,24 @@ type Notification struct {
 	// health reason, a task's question, a failure's reason), apart from
 	// the control plane's own words: Text quotes it and says whose it is.
 	Said *NotifySaid `json:"said,omitempty"`
+	// Actions, on a question's notification (task.awaiting_reply), are
+	// links that answer it without a sign-in: each opens a page that
+	// shows the question and answers it with one tap; once, until
+	// Expires. Set only where the control plane knows its public
+	// address (--public-url).
+	Actions *NotifyActions `json:"actions,omitempty"`
 	// Folded, when set, says that this notification stands for several a
 	// rate limit held back and folded into one: Text and the rest are the
 	// latest of them's.
 	Folded *NotifyFolded `json:"folded,omitempty"`
+}
+
+// NotifyActions are the links that answer a question from its
+// notification.
+type NotifyActions struct {
+	Accept  string    `json:"accept"`
+	Decline string    `json:"decline"`
+	Expires time.Time `json:"expires"`
 }
 
 // NotifySaid is text an agent or a task chose, as a notification shows it:

@@ -51,6 +51,11 @@ type Backend interface {
 	RetryTask(ctx context.Context, id string) (api.TaskView, error)
 	ContinueTask(ctx context.Context, id string) (api.TaskView, error)
 	ReplyTask(ctx context.Context, id string, req api.ReplyRequest) (api.TaskView, error)
+	// ApprovalLink reads a notification's approval link, and
+	// UseApprovalLink answers with it, once; an expired, used, altered or
+	// foreign link is refused (an *Error saying which).
+	ApprovalLink(ctx context.Context, token string) (Approval, error)
+	UseApprovalLink(ctx context.Context, token string) (api.TaskView, error)
 	// Stopping is closed when the server shuts down: live streams end.
 	Stopping() <-chan struct{}
 }

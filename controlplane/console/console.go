@@ -92,6 +92,9 @@ func New(opts Options) *Console {
 	mux.HandleFunc("GET /tasks/{id}/diff", c.get(c.taskDiff))
 	mux.HandleFunc("POST /tasks/{id}/{action}", c.post(c.act))
 	mux.HandleFunc("GET /inbox", c.get(c.inbox))
+	// A notification's approval links: the link is the credential.
+	mux.HandleFunc("GET /approve/{token}", c.approveLink)
+	mux.HandleFunc("POST /approve/{token}", c.useLink)
 	mux.HandleFunc("GET /agents", c.get(c.agents))
 	mux.HandleFunc("GET /events", c.stream)
 	c.mux = mux
@@ -119,7 +122,7 @@ var parsedPages = sync.OnceValue(parsePages)
 // parsePages parses each page with the layout and the fragments.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, p := range []string{"signin", "forbidden", "tasks", "task", "inbox", "agents", "newtask", "diff"} {
+	for _, p := range []string{"signin", "forbidden", "tasks", "task", "inbox", "agents", "newtask", "diff", "approve"} {
 		pages[p] = template.Must(template.New(p).ParseFS(files, "templates/layout.html", "templates/fragments.html", "templates/"+p+".html"))
 	}
 	return pages

@@ -315,6 +315,10 @@ type approval struct {
 	Grade    string // the agent's health grade, when known
 	CSRF     string
 	Back     string
+	// Link and LinkDecision, on an approval link's page: the one answer
+	// the link gives, posted to the link itself (no session, no CSRF
+	// token: the link is the credential).
+	Link, LinkDecision string
 }
 
 func approvalOf(v *api.TaskView, csrf, back string, now time.Time) (approval, bool) {

@@ -120,6 +120,11 @@ func request(ctx context.Context, t Target, body []byte, now time.Time) (*http.R
 		if n.Event == api.NotifyAwaitingReply {
 			header.Set("Priority", "high")
 		}
+		if a := n.Actions; a != nil {
+			// Buttons on the phone's notification: each opens the
+			// link's page, which answers with one more tap.
+			header.Set("Actions", "view, Accept, "+a.Accept+"; view, Decline, "+a.Decline)
+		}
 		if t.Token != "" {
 			header.Set("Authorization", "Bearer "+t.Token)
 		}
@@ -141,6 +146,9 @@ func slackPayload(n api.Notification) []byte {
 	text := "*" + slackEscape(title(n)) + "*: " + slackEscape(n.Text)
 	if n.Link != "" {
 		text += " <" + n.Link + "|" + linkText(n) + ">"
+	}
+	if a := n.Actions; a != nil {
+		text += " · <" + a.Accept + "|Accept> · <" + a.Decline + "|Decline>"
 	}
 	b, _ := json.Marshal(struct {
 		Text string `json:"text"`

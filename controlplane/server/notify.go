@@ -193,6 +193,9 @@ func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification 
 	text, said := taskText(ev, t, nt, code)
 	n := api.Notification{ID: noteID(t.ID, string(ev), fmt.Sprint(attempt), question), Event: ev, At: t.UpdatedAt,
 		Text: text, Link: s.link("/tasks/" + t.ID), Task: nt, Said: said}
+	if ev == api.NotifyAwaitingReply {
+		n.Actions = s.approvalActions(t.ID, t.AwaitingReply)
+	}
 	return append(notes, s.records(n)...)
 }
 

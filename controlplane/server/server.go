@@ -113,8 +113,9 @@ type Server struct {
 	// (console.OperatorID), one per operator token.
 	sessionKeys map[string][]byte
 	throttle    throttle
-	// taskKey signs task tokens (tasktoken.go).
-	taskKey []byte
+	// taskKey signs task tokens (tasktoken.go), linkKey approval links
+	// (approvallink.go).
+	taskKey, linkKey []byte
 
 	mu sync.Mutex
 	// eventResults counts the events answered, by status, for metrics.
@@ -220,7 +221,10 @@ func New(opts Options) (*Server, error) {
 		}
 		s.store, s.owned = fs, true
 	}
-	if s.taskKey, err = taskTokenKey(s.store); err != nil {
+	if s.taskKey, err = taskTokenKey(s.store); err == nil {
+		s.linkKey, err = approvalLinkKey(s.store)
+	}
+	if err != nil {
 		if s.owned {
 			s.store.Close()
 		}
