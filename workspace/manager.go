@@ -26,6 +26,9 @@ type Repo struct {
 	Name string `json:"name"`
 	// Path is the repository's checkout on this machine.
 	Path string `json:"path"`
+	// Push, if set, is the remote of the repository to which the agent
+	// pushes a completed task's branch (Manager.Push).
+	Push string `json:"push,omitempty"`
 }
 
 // BranchPrefix starts the name of every task's branch: agent/TASK_ID.
@@ -224,6 +227,12 @@ type Workspace struct {
 	// expects to find there when it next brings work back or removes
 	// the branch.
 	Brought string `json:"brought,omitempty"`
+
+	// Pushed is the commit the agent last pushed of the branch, to the
+	// remote PushedTo: what it expects the remote's branch to hold when
+	// it next pushes.
+	Pushed   string `json:"pushed,omitempty"`
+	PushedTo string `json:"pushed_to,omitempty"`
 
 	// AdminDir and LastHead are a workspace of the earlier kind, a git
 	// worktree of the repository (see legacy.go): its git directory,
