@@ -139,6 +139,9 @@ func Timeline(t *Task, now time.Time) []string {
 		if i > 0 {
 			r.note = continuedText(a, t.Attempts[i-1])
 		}
+		if k := keptText(a); k != "" {
+			r.note = strings.TrimPrefix(r.note+"; "+k, "; ")
+		}
 		rows[i] = r
 		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
 		wDur, wTok, wErr = max(wDur, len(r.dur)), max(wTok, len(r.tok)), max(wErr, len([]rune(r.err)))
@@ -174,6 +177,20 @@ func continuedText(a, before Attempt) string {
 		s += " after " + string(before.Error.Code)
 	}
 	return s
+}
+
+// keptText says where a replay kept what the attempt before it left:
+// "attempt 1's work kept on refs/agent/kept/t-1/attempt-1".
+func keptText(a Attempt) string {
+	if a.KeptRef == "" {
+		return ""
+	}
+	who := "the earlier work"
+	if i := strings.LastIndex(a.KeptRef, "/attempt-"); i >= 0 {
+		n, _, _ := strings.Cut(a.KeptRef[i+len("/attempt-"):], ".")
+		who = "attempt " + n + "'s work"
+	}
+	return who + " kept on " + a.KeptRef
 }
 
 func decisionText(a Attempt) string {

@@ -166,6 +166,15 @@ func (m *Manager) Names() []string {
 	return names
 }
 
+// Repos are the repositories served, in the config's order.
+func (m *Manager) Repos() []Repo {
+	repos := make([]Repo, len(m.repos))
+	for i, r := range m.repos {
+		repos[i] = r.Repo
+	}
+	return repos
+}
+
 // Root is the directory the workspaces are in.
 func (m *Manager) Root() string { return m.root }
 

@@ -89,6 +89,10 @@ type HeartbeatResponse struct {
 	// again in every answer until the task leaves awaiting_reply (the agent
 	// ignores a reply it already took).
 	Replies []ReplyDelivery `json:"replies,omitempty"`
+	// PublicURL is where people reach the control plane's console
+	// (--public-url), when it knows: the agent links to a task's page
+	// from its pull request.
+	PublicURL string `json:"public_url,omitempty"`
 }
 
 // ReplyDelivery is a person's answer on its way to the agent.
