@@ -139,7 +139,7 @@ func Timeline(t *Task, now time.Time) []string {
 		if i > 0 {
 			r.note = continuedText(a, t.Attempts[i-1])
 		}
-		if k := keptText(a); k != "" {
+		if k := KeptText(a); k != "" {
 			r.note = strings.TrimPrefix(r.note+"; "+k, "; ")
 		}
 		rows[i] = r
@@ -179,9 +179,10 @@ func continuedText(a, before Attempt) string {
 	return s
 }
 
-// keptText says where a replay kept what the attempt before it left:
-// "attempt 1's work kept on refs/agent/kept/t-1/attempt-1".
-func keptText(a Attempt) string {
+// KeptText says where a replay kept what the attempt before it left:
+// "attempt 1's work kept on refs/agent/kept/t-1/attempt-1"; "" when it
+// kept nothing.
+func KeptText(a Attempt) string {
 	if a.KeptRef == "" {
 		return ""
 	}
@@ -257,6 +258,23 @@ func ChangesLines(c *Changes) []string {
 		diff += ", uncommitted changes"
 	}
 	return append(lines, diff)
+}
+
+// PushText says what became of the push of a task's branch: "pushed
+// agent/t-1 to origin (3f9c2e1)", the failure, or "" when the agent was
+// not asked to push it.
+func PushText(c *Changes) string {
+	switch {
+	case c == nil:
+		return ""
+	case c.PushError != "" && c.Pushed != nil:
+		return fmt.Sprintf("pushed %s to %s (%s); %s", c.Pushed.Branch, c.Pushed.Remote, shortSHA(c.Pushed.Commit), c.PushError)
+	case c.PushError != "":
+		return "not pushed: " + c.PushError
+	case c.Pushed != nil:
+		return fmt.Sprintf("pushed %s to %s (%s)", c.Pushed.Branch, c.Pushed.Remote, shortSHA(c.Pushed.Commit))
+	}
+	return ""
 }
 
 // shortSHA is the start of a commit's id, as git shows it.

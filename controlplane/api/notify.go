@@ -71,6 +71,9 @@ type NotifiedTask struct {
 	Gate      state.GateReason `json:"gate,omitempty"`
 	// Question is what the task asks, for NotifyAwaitingReply.
 	Question *state.ApprovalRequest `json:"question,omitempty"`
+	// PullRequest is the address of the pull request the agent opened
+	// for the task's branch, for NotifyCompleted.
+	PullRequest string `json:"pull_request,omitempty"`
 }
 
 // NotifiedAgent is the agent a notification is about, as it was then.

@@ -161,6 +161,9 @@ func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification 
 	if t.Lease != nil {
 		nt.Agent = t.Lease.AgentID
 	}
+	if ev == api.NotifyCompleted && t.Result != nil && t.Result.Changes != nil {
+		nt.PullRequest = t.Result.Changes.PullRequest
+	}
 	if ev == api.NotifyAwaitingReply && t.AwaitingReply != nil {
 		q := *t.AwaitingReply
 		nt.Question, question = &q, q.ID
@@ -273,6 +276,9 @@ func taskText(ev api.NotifyEvent, t *api.NotifiedTask) string {
 	case api.NotifyAwaitingReply:
 		return name + " awaits approval: " + question(t.Question) + agent
 	case api.NotifyCompleted:
+		if t.PullRequest != "" {
+			return name + " completed" + attempts + agent + "; pull request: " + t.PullRequest
+		}
 		return name + " completed" + attempts + agent
 	case api.NotifyBlocked:
 		return fmt.Sprintf("%s is blocked: the safety gate did not run it again (%s)%s%s; a person may continue or retry it", name, t.Gate, attempts, agent)
