@@ -103,6 +103,15 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.CommitAuthor.Name != "" {
 		a.workspaces.Author = cfg.CommitAuthor
 	}
+	// A push remote the repository does not have is a mistake in the
+	// settings, said now rather than when a task completes.
+	for _, r := range cfg.Repos {
+		if r.Push != "" {
+			if err := a.workspaces.CheckRemote(context.Background(), r.Name, r.Push); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrConfig, workspace.BadRepo(fmt.Errorf("repository %q: push = %q: %v", r.Name, r.Push, err)))
+			}
+		}
+	}
 	a.delivery = &delivery{m: a.workspaces, pulls: cfg.PullRequests, link: func(id string) string { return taskLink(a.link.PublicURL(), id) }}
 	if conf.Runner != nil {
 		// A repository a confined task may write is not the person's to

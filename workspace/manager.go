@@ -54,6 +54,10 @@ var ErrBadRepo = errors.New("bad repository")
 // badRepo is a refusal of New, said as it is and marked ErrBadRepo.
 type badRepo struct{ error }
 
+// BadRepo marks err as a mistake in the config's repositories
+// (ErrBadRepo).
+func BadRepo(err error) error { return badRepo{err} }
+
 func (e badRepo) Is(target error) bool { return target == ErrBadRepo }
 func (e badRepo) Unwrap() error        { return e.error }
 
