@@ -19,7 +19,7 @@ func TestConfigRepoPushAndPullRequest(t *testing.T) {
 	table := "[[repo]]\nname = \"app\"\npath = " + tomlString(repo) + "\n"
 	for _, tc := range []struct {
 		name, text, want string
-		args           []string
+		args             []string
 	}{
 		{"unknown forge", table + "push = \"origin\"\npull_request = \"bitbucket\"\n", `:5: [[repo]] app: pull_request = "bitbucket": want github or gitlab`, nil},
 		{"pull request without push", table + "pull_request = \"github\"\n", `:4: [[repo]] app: pull_request needs push = "REMOTE"`, nil},
