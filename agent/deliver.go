@@ -2,15 +2,21 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/forge"
 	"github.com/edgeagent/agent/internal/utc"
+	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/workspace"
@@ -174,4 +180,110 @@ func taskLink(publicURL, id string) string {
 		return ""
 	}
 	return strings.TrimRight(publicURL, "/") + "/tasks/" + url.PathEscape(id)
+}
+
+// PushOptions configure PushTask: the agent's data and work directories
+// and repositories as agent run has them, and how to reach the control
+// plane as the agent.
+type PushOptions struct {
+	ControlPlane string
+	// Token is the registration secret, used only when the data
+	// directory holds no agent token of its own.
+	Token        string
+	Insecure     bool
+	DataDir      string
+	WorkDir      string // default DataDir/work
+	Repos        []workspace.Repo
+	PullRequests map[string]PullRequest
+	Version      string
+}
+
+// ErrNotPushed: the push or the pull request failed again; the task says
+// why (Changes.PushError).
+var ErrNotPushed = errors.New("not pushed")
+
+// PushTask tries again the push of completed task id's branch and its
+// pull request, as its repository's config asks (agent tasks push): on
+// the agent's machine, from its workspace and the repository, while the
+// agent runs or not. It keeps what came of it with the task in the data
+// directory and tells the control plane, as the agent holding the task's
+// lease (the one late event a completed task takes). It returns the
+// task's changes; ErrNotPushed (with what the changes say) when the push
+// or the request failed, another error when the control plane was not
+// told.
+func PushTask(ctx context.Context, o PushOptions, id string) (*state.Changes, error) {
+	layout := datadir.Layout{Dir: o.DataDir}
+	store, err := state.OpenStore(layout.Tasks())
+	if err != nil {
+		return nil, err
+	}
+	t, err := store.Load(id)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: not in the data directory %s: %w", id, o.DataDir, err)
+	}
+	switch {
+	case t.Phase != state.PhaseCompleted:
+		return nil, fmt.Errorf("task %s is %s: only a completed task's branch is pushed", id, t.Phase)
+	case t.Result == nil || t.Result.Changes == nil:
+		return nil, fmt.Errorf("task %s changed no repository: it has no branch to push", id)
+	case t.Lease == nil:
+		return nil, fmt.Errorf("task %s holds no lease: the control plane would not take its push from this agent", id)
+	}
+	root := o.WorkDir
+	if root == "" {
+		root = filepath.Join(o.DataDir, "work")
+	}
+	m, err := workspace.New(root, o.Repos)
+	if err != nil {
+		return nil, err
+	}
+	publicURL := ""
+	if h, err := datadir.ReadHealth(o.DataDir); err == nil {
+		publicURL = h.PublicURL
+	}
+	d := &delivery{m: m, pulls: o.PullRequests, link: func(id string) string { return taskLink(publicURL, id) }}
+	if !d.pushes(t.Repo) {
+		return nil, fmt.Errorf("repository %q pushes nowhere: give its [[repo]] table push = \"REMOTE\"", t.Repo)
+	}
+	ch := *t.Result.Changes
+	d.deliver(ctx, t, &ch)
+	t.Result.Changes = &ch
+	if err := store.Save(t); err != nil {
+		return &ch, err
+	}
+	if err := tellPush(ctx, o, layout, t, &ch); err != nil {
+		return &ch, err
+	}
+	if ch.PushError != "" {
+		return &ch, fmt.Errorf("%w: %s", ErrNotPushed, ch.PushError)
+	}
+	return &ch, nil
+}
+
+// tellPush sends the control plane what came of a push, as the agent
+// whose data directory holds the task.
+func tellPush(ctx context.Context, o PushOptions, layout datadir.Layout, t *state.Task, ch *state.Changes) error {
+	agentID, err := layout.LoadAgentID()
+	if err != nil {
+		return err
+	}
+	client, err := agentClient(layout, o.ControlPlane, o.Token, o.Insecure, orDefault(o.Version, "dev"), agentID)
+	if err != nil {
+		return err
+	}
+	payload, err := json.Marshal(state.PushEvent{Pushed: ch.Pushed, PullRequest: ch.PullRequest, PushError: ch.PushError})
+	if err != nil {
+		return err
+	}
+	now := utc.Now()
+	ev := api.Event{Key: fmt.Sprintf("%s:push:%s", t.ID, now.Format(outbox.TimeFormat)), Kind: state.EventPush, TaskID: t.ID,
+		Attempt: len(t.Attempts), LeaseID: t.Lease.ID, CreatedAt: now, Payload: payload}
+	res, err := client.SendEvents(ctx, agentID, []api.Event{ev})
+	if err != nil {
+		return fmt.Errorf("the control plane was not told: %w", err)
+	}
+	if r := res[0]; r.Status == api.StatusRejected {
+		return fmt.Errorf("the control plane refused what came of the push: %s", r.Reason)
+	}
+	return nil
 }
