@@ -169,7 +169,12 @@ func pullBody(t *state.Task, ch *state.Changes, link, stat string) string {
 	if ch.Files == 1 {
 		files = "file"
 	}
-	fmt.Fprintf(&b, "+%d −%d in %d %s:\n\n```\n%s\n```\n", ch.Insertions, ch.Deletions, ch.Files, files, stat)
+	fmt.Fprintf(&b, "+%d −%d in %d %s", ch.Insertions, ch.Deletions, ch.Files, files)
+	if stat != "" {
+		// A path holding a fence would end the block early.
+		fmt.Fprintf(&b, ":\n\n```\n%s\n```", strings.ReplaceAll(stat, "```", "` ` `"))
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 
