@@ -65,7 +65,7 @@ func (e badRepo) Unwrap() error        { return e.error }
 var ErrNoWorkspace = errors.New("no workspace")
 
 // Manager makes, resets, inspects and removes the workspaces of tasks: a
-// git worktree per task, ROOT/TASK_ID, on the branch agent/TASK_ID. Its
+// clone per task, ROOT/TASK_ID, on the branch agent/TASK_ID. Its
 // methods are safe for concurrent use; calls that change a repository's
 // shared state (Prepare, Remove) are serialized per repository.
 type Manager struct {

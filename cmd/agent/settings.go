@@ -411,7 +411,7 @@ var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setti
 	{name: "max-attempt-output", def: byteSize(server.DefaultMaxAttemptOutput), min: atLeast(64 << 10),
 		help: "cap of the log output stored per attempt; past it lines are counted, not stored, and one event marks the cut (e.g. 8MiB)"},
 	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
-	{name: "public-url", help: "the address people reach this control plane at, such as https://cp.example.com: notifications link to its console (none when empty)"},
+	{name: "public-url", help: "the address people reach this control plane at, such as https://cp.example.com: notifications, and the pull requests agents open, link to its console (none when empty)"},
 	{name: "notify-webhook", def: []string(nil), repeat: true,
 		help: "a generic webhook's URL that gets every notification, signed with --notify-secret-file, repeatable: targets webhook-1, webhook-2, … (docs/notifications.md)"},
 	{name: "notify-secret-file", path: true,
