@@ -64,8 +64,11 @@ type Agent struct {
 	// the last prune found.
 	workspaces *workspace.Manager
 	usage      atomic.Pointer[datadir.WorkspaceUsage]
-	metrics    *agentMetrics // nil without Config.MetricsAddr
-	obs        observer      // counts for the metrics; noObserver without them
+	// delivery pushes a completed task's branch and opens its pull
+	// request, as its repository's config asks.
+	delivery *delivery
+	metrics  *agentMetrics // nil without Config.MetricsAddr
+	obs      observer      // counts for the metrics; noObserver without them
 
 	view *tmuxview.View // the tmux view; nil without Config.Tmux
 	// Subtasks: taskTokens are the task tokens of the tasks running, by
@@ -99,6 +102,19 @@ func New(cfg Config) (*Agent, error) {
 	if a.workspaces, err = workspace.New(a.workDir(), cfg.Repos); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	if cfg.CommitAuthor.Name != "" {
+		a.workspaces.Author = cfg.CommitAuthor
+	}
+	// A push remote the repository does not have is a mistake in the
+	// settings, said now rather than when a task completes.
+	for _, r := range cfg.Repos {
+		if r.Push != "" {
+			if err := a.workspaces.CheckRemote(context.Background(), r.Name, r.Push); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrConfig, workspace.BadRepo(fmt.Errorf("repository %q: push = %q: %v", r.Name, r.Push, err)))
+			}
+		}
+	}
+	a.delivery = &delivery{m: a.workspaces, pulls: cfg.PullRequests, link: func(id string) string { return taskLink(a.link.PublicURL(), id) }}
 	if conf.Runner != nil {
 		// A repository a confined task may write is not the person's to
 		// trust any more: its config and hooks run for them.
@@ -429,7 +445,8 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 		Policy: policyFor(l.Policy, t), Timeouts: l.Timeouts, Models: modelsFor(l.Models, t), Logger: a.log.With("task", t.ID),
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ApprovalTimeout: l.ApprovalTimeout, Isolation: a.conf.Runner,
 		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget,
-		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser}
+		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser,
+		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests)}
 }
 
 // egressFor is where task id's attempts may connect: the agent's allow
@@ -485,11 +502,22 @@ func (w taskWorkspaces) Prepare(ctx context.Context, taskID, repo, base string) 
 	return ws.Dir, ws.Writable(), nil
 }
 
-func (w taskWorkspaces) Reset(ctx context.Context, taskID string) error {
+func (w taskWorkspaces) Reset(ctx context.Context, taskID string, attempt int) (string, error) {
 	if w.m == nil {
-		return workspace.ErrNoWorkspace
+		return "", workspace.ErrNoWorkspace
 	}
-	return w.m.Reset(ctx, taskID)
+	return w.m.Reset(ctx, taskID, attempt)
+}
+
+func (w taskWorkspaces) Commit(ctx context.Context, taskID, message string) (string, error) {
+	if w.m == nil {
+		return "", nil
+	}
+	head, err := w.m.Commit(ctx, taskID, message, workspace.Author{})
+	if errors.Is(err, workspace.ErrNoWorkspace) {
+		return "", nil
+	}
+	return head, err
 }
 
 func (w taskWorkspaces) BringBack(ctx context.Context, taskID string) error {
@@ -500,6 +528,17 @@ func (w taskWorkspaces) BringBack(ctx context.Context, taskID string) error {
 		return err
 	}
 	return nil
+}
+
+func (w taskWorkspaces) Diff(ctx context.Context, taskID string) (*state.DiffEvent, error) {
+	if w.m == nil {
+		return nil, nil
+	}
+	d, err := w.m.Diff(ctx, taskID)
+	if errors.Is(err, workspace.ErrNoWorkspace) {
+		return nil, nil
+	}
+	return d, err
 }
 
 func (w taskWorkspaces) Changes(ctx context.Context, taskID string) (*state.Changes, error) {

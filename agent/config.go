@@ -46,8 +46,16 @@ type Config struct {
 
 	Executor runner.Executor
 	// Repos are the repositories the agent serves: a task naming one runs
-	// in a clone of its own (see package workspace).
+	// in a clone of its own (see package workspace), and, when the
+	// repository's Push names a remote, its branch is pushed there when
+	// it completes.
 	Repos []workspace.Repo
+	// PullRequests say, by repository, where the agent opens the pull
+	// (merge) request of a completed task's branch, once pushed.
+	PullRequests map[string]PullRequest
+	// CommitAuthor is who the agent's commits of the tasks' work are by.
+	// Default workspace.DefaultAuthor: agent <agent@HOSTNAME>.
+	CommitAuthor workspace.Author
 	// Labels are what the agent says it is called (team=infra): its
 	// heartbeats and claims say them, and agents ls shows them as
 	// self-described. A task's label requirement is met only by labels a

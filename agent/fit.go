@@ -57,8 +57,26 @@ func (a *Agent) fit(taskID string, r runner.Report, limit int) ([]byte, error) {
 	case state.PhaseEvent:
 		p.Reason = cut(p.Reason, maxText)
 		return json.Marshal(p)
+	case state.DiffEvent:
+		return fitDiff(p, len(payload), limit)
 	}
 	return payload, nil
+}
+
+// fitDiff cuts a diff's patch (whose encoding, size bytes, is over
+// limit: a patch of control characters, each written \u00XX) at a
+// line's end until the diff fits.
+func fitDiff(d state.DiffEvent, size, limit int) ([]byte, error) {
+	for {
+		keep := len(d.Patch) * (limit - 1024) / size
+		d.Patch, _ = state.CutPatch(d.Patch, max(keep, 0))
+		d.Cut = true
+		b, err := json.Marshal(d)
+		if err != nil || len(b) <= limit {
+			return b, err
+		}
+		size = len(b)
+	}
 }
 
 // fitLog keeps whole lines, each at most maxText, while they fit, and says
@@ -99,9 +117,12 @@ func cut(s string, n int) string {
 	return s[:n] + fmt.Sprintf("…[%d bytes cut]", len(s)-n)
 }
 
-// storeResult writes a whole completion to the task's work directory.
+// storeResult writes a whole completion to the task's log directory:
+// out of every task's reach, and not in its work directory, which is its
+// clone when it works on a repository (the agent would commit it there,
+// and cleanup count it as work).
 func (a *Agent) storeResult(taskID string, payload []byte) (string, error) {
-	dir := filepath.Join(a.workDir(), taskID)
+	dir := a.layout.Logs(taskID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -108,6 +110,7 @@ func (h *heartbeat) Run(ctx context.Context) error {
 				}
 			}
 			h.replies.deliver(resp.Replies)
+			h.link.setPublicURL(publicURL(resp.PublicURL))
 		}
 		if err == nil || ctx.Err() == nil {
 			// A beat cut short by the agent's own stop says nothing of
@@ -163,4 +166,16 @@ func (h *heartbeat) probe(ctx context.Context) {
 	}
 	h.health.Observe(health.ProbeOK, "")
 	h.log.Info("executor can start again", "executor", exe.Name())
+}
+
+// publicURL is the console's address a heartbeat's answer gave, if it is
+// an absolute http(s) URL and nothing else: it goes into the links of
+// pull requests.
+func publicURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" ||
+		strings.ContainsAny(raw, " \t\r\n<>\"`()[]") {
+		return ""
+	}
+	return raw
 }

@@ -12,6 +12,23 @@ type link struct {
 	mu       sync.Mutex
 	reached  bool
 	interval time.Duration
+	// publicURL is where people reach the control plane's console, as
+	// its heartbeat answers said ("" when it did not).
+	publicURL string
+}
+
+// PublicURL is where people reach the control plane's console, "" when
+// not known.
+func (l *link) PublicURL() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.publicURL
+}
+
+func (l *link) setPublicURL(u string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.publicURL = u
 }
 
 // Reached reports whether the last heartbeat got through.

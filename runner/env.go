@@ -62,7 +62,7 @@ func executorEnv(from []string, allow []string, set []string, spec AttemptSpec) 
 	var env []string
 	for _, kv := range from {
 		name, _, ok := strings.Cut(kv, "=")
-		if !ok || matchesAny(neverEnv, name) || name == "TMPDIR" && spec.TempDir != "" {
+		if !ok || matchesAny(neverEnv, name) || matchesAny(spec.Withhold, name) || name == "TMPDIR" && spec.TempDir != "" {
 			continue
 		}
 		if matchesAny(baseEnv, name) || matchesAny(allow, name) {
@@ -71,7 +71,7 @@ func executorEnv(from []string, allow []string, set []string, spec AttemptSpec) 
 	}
 	env = spec.TaskUser.env(env)
 	for _, kv := range set {
-		if name, _, _ := strings.Cut(kv, "="); !matchesAny(neverEnv, name) {
+		if name, _, _ := strings.Cut(kv, "="); !matchesAny(neverEnv, name) && !matchesAny(spec.Withhold, name) {
 			env = append(env, kv)
 		}
 	}

@@ -138,3 +138,25 @@ func TestRelativeBinaryRunsInTheWorkDirectory(t *testing.T) {
 		t.Fatalf("task %s: %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
 	}
 }
+
+// What the runner withholds (a forge's token the agent opens pull
+// requests with) reaches no executor, even one whose allowlist or
+// explicit variables name it.
+func TestWithheldVariablesReachNoExecutor(t *testing.T) {
+	t.Setenv("GITHUB_TOKEN", "ghp_withheld0123456789")
+	t.Setenv("GITHUB_HOST", "github.com")
+	exe, err := exec.New(exec.Config{Argv: []string{"/usr/bin/env"}, EnvPass: []string{"GITHUB_*"}, Env: []string{"GITLAB_TOKEN=glpat-set"}, Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := runnertest.NewFixture(t, exe, "")
+	f.Runner.Withhold = []string{"GITHUB_TOKEN", "GITLAB_TOKEN"}
+	f.Run(t, context.Background())
+	env := strings.Join(f.Rec.Logs(), "\n")
+	if strings.Contains(env, "ghp_withheld") || strings.Contains(env, "glpat-set") {
+		t.Errorf("a withheld token reached the executor:\n%s", env)
+	}
+	if !strings.Contains(env, "stdout: GITHUB_HOST=github.com") {
+		t.Errorf("the allowlist's other variable is gone:\n%s", env)
+	}
+}

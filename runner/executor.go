@@ -112,6 +112,10 @@ type AttemptSpec struct {
 	// over any other of the same name (Runner.Env): its task token and
 	// where to use it. Never logged.
 	TaskEnv []string
+	// Withhold names variables of the agent's environment the executor
+	// never gets, whatever else says to pass them (Runner.Withhold): the
+	// tokens of the forges the agent opens pull requests on.
+	Withhold []string
 }
 
 // Approval is the answer to an approval request.

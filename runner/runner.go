@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/proc"
@@ -112,10 +113,18 @@ type Runner struct {
 	// Workspaces, if set, gives each task that names a repository a
 	// workspace of its own, its work directory.
 	Workspaces Workspaces
+	// Deliver, if set, is called with what a task that completed changed
+	// in its workspace, before the completion is reported: it pushes the
+	// task's branch and opens its pull request as the repository's
+	// config asks, and says so in ch's push fields.
+	Deliver func(ctx context.Context, task *state.Task, ch *state.Changes)
 	// Subtasks: Env are NAME=VALUE variables every attempt's executor gets
 	// (AttemptSpec.TaskEnv): the task token, the control plane's address,
 	// the agent binary for `agent subtask`. Never logged.
 	Env []string
+	// Withhold names variables of the agent's environment no attempt's
+	// executor gets (AttemptSpec.Withhold).
+	Withhold []string
 	// Budget is the budget of a task that sets none of its own (each
 	// bound a task sets wins; see BudgetOf). Zero: none.
 	Budget Budget
@@ -128,13 +137,25 @@ type Workspaces interface {
 	// returns its directory and what a confined attempt must also write
 	// (nothing of the repository: see workspace.Workspace.Writable).
 	Prepare(ctx context.Context, taskID, repo, base string) (dir string, writable []string, err error)
-	// Reset takes the workspace back to its base, for a replay.
-	Reset(ctx context.Context, taskID string) error
+	// Reset takes the workspace back to its base, for a replay, having
+	// kept what the attempt numbered attempt left on a ref of the
+	// repository of its own, which it returns ("" when it left nothing).
+	Reset(ctx context.Context, taskID string, attempt int) (kept string, err error)
+	// Commit commits what an attempt left in the workspace on the task's
+	// branch, with message, and returns the commit ("" when there was
+	// nothing to commit, or the task has no workspace). The runner calls
+	// it at the end of each attempt, when nothing of the attempt runs
+	// any more, unless the task says not to (state.Task.NoCommit).
+	Commit(ctx context.Context, taskID, message string) (string, error)
 	// BringBack brings what the task's branch holds back to its
-	// repository; the runner calls it at the end of each attempt, when
-	// nothing of the attempt runs any more. A task with no workspace (it
-	// was not made) has nothing to bring back: no error.
+	// repository; the runner calls it at the end of each attempt, after
+	// Commit. A task with no workspace (it was not made) has nothing to
+	// bring back: no error.
 	BringBack(ctx context.Context, taskID string) error
+	// Diff is the diff of the task's work against its base, which the
+	// runner reports at the end of each attempt; nil for a task with no
+	// workspace.
+	Diff(ctx context.Context, taskID string) (*state.DiffEvent, error)
 	// Changes says what the task changed in its workspace.
 	Changes(ctx context.Context, taskID string) (*state.Changes, error)
 }
@@ -246,7 +267,7 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 			r.reportAttempt(task, a)
 		}
 		res := r.execute(ctx, task, a)
-		r.bringBack(task)
+		r.settle(task, a, &res)
 		if res.ok() {
 			r.complete(task, a, res)
 			return nil
@@ -330,7 +351,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	defer close(loopDone)
 	spec := AttemptSpec{AttemptID: a.AttemptID, Task: TaskInput{ID: task.ID, Title: task.Title, Prompt: task.Prompt,
 		Attempt: a.Number, AttemptID: a.AttemptID, Model: a.Model},
-		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID, asks, loopDone), TaskEnv: r.Env,
+		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID, asks, loopDone), TaskEnv: r.Env, Withhold: r.Withhold,
 		ApprovalTimeout: r.approvalTimeout()}
 	// refuse ends the attempt before its executor starts, with an error
 	// of code c.
@@ -916,19 +937,35 @@ func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attem
 		return "", nil, err
 	}
 	if a.Number > 1 && a.Continues == 0 {
-		if ch, err := r.Workspaces.Changes(ctx, task.ID); err == nil && (len(ch.Commits) > 0 || ch.Uncommitted) {
-			// Reset brings the earlier commits back to the repository
-			// first; once the replay's own come back, the repository's
-			// reflog of the branch keeps them. Uncommitted changes go.
-			r.logger().Warn("a replay resets the workspace to its base, dropping what earlier attempts made", "attempt", a.Number,
-				"branch", ch.Branch, "head_was", ch.Head, "commits", len(ch.Commits)+ch.CommitsCut, "uncommitted", ch.Uncommitted)
-		}
-		if err := r.Workspaces.Reset(ctx, task.ID); err != nil {
+		left := lastRan(task, a)
+		kept, err := r.Workspaces.Reset(ctx, task.ID, left)
+		if err != nil {
 			return "", nil, fmt.Errorf("reset the workspace for a replay: %w", err)
 		}
-		r.logger().Info("workspace reset to its base for a replay", "attempt", a.Number, "dir", dir)
+		if kept != "" {
+			a.KeptRef = kept
+			r.reportAttempt(task, a)
+			r.note(task, fmt.Sprintf("what attempt %d left is kept on %s in repository %s (git log %s); attempt %d starts from the base", left, kept, task.Repo, kept, a.Number))
+		}
+		r.logger().Info("workspace reset to its base for a replay", "attempt", a.Number, "dir", dir, "kept", kept)
 	}
 	return dir, writable, nil
+}
+
+// lastRan is the number of the last attempt before a that ran, whose
+// work its workspace holds (a's number less one when none did).
+func lastRan(task *state.Task, a *state.Attempt) int {
+	for i := a.Number - 2; i >= 0; i-- {
+		if !task.Attempts[i].StartedAt.IsZero() {
+			return task.Attempts[i].Number
+		}
+	}
+	return max(a.Number-1, 1)
+}
+
+// note reports a line of the agent's own to the task's log.
+func (r *Runner) note(task *state.Task, line string) {
+	r.report(task, state.LogEvent{Stream: state.LogAgent, Lines: []string{line}})
 }
 
 // stoppedBefore counts the attempts before a that the agent's own stop
@@ -981,6 +1018,9 @@ func (r *Runner) end(task *state.Task, phase state.Phase, reason string) {
 			task.Result = &state.Result{}
 		}
 		task.Result.Changes = ch
+		if phase == state.PhaseCompleted && r.Deliver != nil {
+			r.Deliver(context.Background(), task, ch)
+		}
 	}
 	if u := task.Usage(r.now()); len(task.Attempts) > 0 {
 		if task.Result == nil {
@@ -999,19 +1039,100 @@ func (r *Runner) end(task *state.Task, phase state.Phase, reason string) {
 	r.report(task, ce)
 }
 
-// bringBack brings what the attempt made back to the task's repository,
-// if the task names one; a failure is said in the log (the work stays in
-// the workspace, which cleanup then keeps).
-func (r *Runner) bringBack(task *state.Task) {
+// settle ends an attempt's work in the task's workspace, if it has one,
+// when nothing of the attempt runs any more: what the attempt left is
+// committed on the task's branch (unless the task says not to), the
+// branch is brought back to its repository, and the diff of the work is
+// reported. A failure is said in the log and the task's (the work stays
+// in the workspace, which cleanup then keeps).
+func (r *Runner) settle(task *state.Task, a *state.Attempt, res *result) {
 	if task.Repo == "" || r.Workspaces == nil {
 		return
 	}
 	// As long as making a workspace may take: the commits may be many.
 	ctx, cancel := context.WithTimeout(context.Background(), workspaceTimeout)
 	defer cancel()
+	if !task.NoCommit {
+		summary := ""
+		if res.result != nil {
+			summary = res.result.Summary
+		}
+		head, err := r.Workspaces.Commit(ctx, task.ID, CommitMessage(task, a, summary, res.ok()))
+		switch {
+		case err != nil:
+			r.logger().Warn("the attempt's work was not committed", "attempt", a.Number, "err", err)
+			r.note(task, "the attempt's work was not committed: "+err.Error())
+		case head != "":
+			r.logger().Info("the attempt's work committed", "attempt", a.Number, "branch", "agent/"+task.ID, "commit", head)
+			r.note(task, fmt.Sprintf("committed what attempt %d left on agent/%s as %s", a.Number, task.ID, head))
+		}
+	}
 	if err := r.Workspaces.BringBack(ctx, task.ID); err != nil {
 		r.logger().Warn("the task's work was not brought back to its repository", "branch", "agent/"+task.ID, "err", err)
 	}
+	d, err := r.Workspaces.Diff(ctx, task.ID)
+	switch {
+	case err != nil:
+		r.logger().Warn("the diff of the task's work is not known", "err", err)
+	case d != nil:
+		r.report(task, *d)
+	}
+}
+
+// Commit messages: a subject of at most maxSubject characters, a
+// summary of at most maxSummary bytes.
+const (
+	maxSubject = 72
+	maxSummary = 16 << 10
+)
+
+// CommitMessage is the message of the agent's commit of what attempt a
+// left: the task's title (else its prompt's first line) for subject,
+// the attempt's summary (or that it did not complete), and the task and
+// attempt in trailers. What the task or its model wrote is made plain:
+// no terminal escape, no control character but newlines and tabs.
+func CommitMessage(task *state.Task, a *state.Attempt, summary string, completed bool) string {
+	subject := Subject(task)
+	body := strings.TrimSpace(PlainMessage(summary))
+	if len(body) > maxSummary {
+		body = strings.ToValidUTF8(body[:maxSummary], "") + "…"
+	}
+	if !completed {
+		note := fmt.Sprintf("Attempt %d ended before it completed: this is the work it left.", a.Number)
+		body = strings.TrimSpace(note + "\n\n" + body)
+	}
+	msg := subject + "\n\n"
+	if body != "" {
+		msg += body + "\n\n"
+	}
+	return msg + fmt.Sprintf("Agent-Task: %s\nAgent-Attempt: %d\n", task.ID, a.Number)
+}
+
+// Subject is the one line that names a task's work, for the subject of
+// the agent's commits and the title of its pull request: the task's
+// title, else its prompt's first line, made plain, at most 72
+// characters.
+func Subject(task *state.Task) string {
+	subject := task.Title
+	if subject == "" {
+		subject, _, _ = strings.Cut(strings.TrimSpace(task.Prompt), "\n")
+	}
+	subject = state.Ellipsize(strings.Join(strings.Fields(PlainMessage(subject)), " "), maxSubject)
+	if subject == "" {
+		subject = "agent: the work of task " + task.ID
+	}
+	return subject
+}
+
+// PlainMessage is s without terminal escapes or control characters but
+// newlines and tabs, and in valid UTF-8.
+func PlainMessage(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || !unicode.IsControl(r) && !unicode.Is(unicode.Bidi_Control, r) {
+			return r
+		}
+		return -1
+	}, strings.ToValidUTF8(state.PlainText(strings.ReplaceAll(s, "\r\n", "\n")), "\uFFFD"))
 }
 
 // changes is what task changed in its workspace, or nil when it has

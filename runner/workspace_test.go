@@ -31,7 +31,25 @@ func (w workspaces) Prepare(ctx context.Context, taskID, repo, base string) (str
 	return ws.Dir, ws.Writable(), nil
 }
 
-func (w workspaces) Reset(ctx context.Context, taskID string) error { return w.m.Reset(ctx, taskID) }
+func (w workspaces) Reset(ctx context.Context, taskID string, attempt int) (string, error) {
+	return w.m.Reset(ctx, taskID, attempt)
+}
+
+func (w workspaces) Commit(ctx context.Context, taskID, message string) (string, error) {
+	head, err := w.m.Commit(ctx, taskID, message, workspace.Author{})
+	if errors.Is(err, workspace.ErrNoWorkspace) {
+		return "", nil
+	}
+	return head, err
+}
+
+func (w workspaces) Diff(ctx context.Context, taskID string) (*state.DiffEvent, error) {
+	d, err := w.m.Diff(ctx, taskID)
+	if errors.Is(err, workspace.ErrNoWorkspace) {
+		return nil, nil
+	}
+	return d, err
+}
 
 func (w workspaces) BringBack(ctx context.Context, taskID string) error {
 	if _, err := w.m.BringBack(ctx, taskID); err != nil && !errors.Is(err, workspace.ErrNoWorkspace) {
@@ -60,10 +78,16 @@ func repoFixture(t *testing.T, prompt string) (*runnertest.Fixture, string) {
 	return f, repo
 }
 
-// A task naming a repository runs in a worktree of its own, on its own
-// branch, and its result says what it changed.
-func TestATaskRunsInItsWorkspaceAndReportsItsChanges(t *testing.T) {
-	f, repo := repoFixture(t, "@sh pwd > where.txt && echo hello > hello.txt && git add hello.txt && git commit -q -m 'say hello'")
+// A task naming a repository runs in a clone of its own, on its own
+// branch; what it left uncommitted the agent commits on top of its own
+// commits, by the agent, with the task's title and the attempt's
+// summary and the task in a trailer; the result says what it changed,
+// the diff of its work is reported, and the repository has the branch.
+// A task that asks for no commit keeps its work uncommitted.
+func TestATaskRunsInItsWorkspaceAndItsWorkIsCommitted(t *testing.T) {
+	prompt := "@sh pwd > where.txt && echo hello > hello.txt && git add hello.txt && git commit -q -m 'say hello'"
+	f, repo := repoFixture(t, prompt)
+	f.Task.Title = "Say hello"
 	f.Run(t, context.Background())
 	if f.Task.Phase != state.PhaseCompleted {
 		t.Fatalf("task %s (%s); logs:\n%s", f.Task.Phase, f.Task.PhaseReason, strings.Join(f.Rec.Logs(), "\n"))
@@ -73,9 +97,28 @@ func TestATaskRunsInItsWorkspaceAndReportsItsChanges(t *testing.T) {
 		t.Errorf("the executor ran in %q, want the workspace %s", b, dir)
 	}
 	ch := f.Task.Result.Changes
-	if ch == nil || ch.Branch != "agent/"+f.Task.ID || len(ch.Commits) != 1 || ch.Commits[0].Subject != "say hello" ||
-		ch.Files != 2 || ch.Insertions != 2 || !ch.Uncommitted {
+	if ch == nil || ch.Branch != "agent/"+f.Task.ID || len(ch.Commits) != 2 || ch.Commits[0].Subject != "say hello" || ch.Commits[1].Subject != "Say hello" ||
+		ch.Files != 2 || ch.Insertions != 2 || ch.Uncommitted {
 		t.Fatalf("changes %+v", ch)
+	}
+	msg := gittest.Git(t, repo, "log", "-1", "--format=%an <%ae>%n%B", "agent/"+f.Task.ID)
+	if want := workspace.DefaultAuthor().String() + "\nSay hello\n\ndone: the task\n\nAgent-Task: t-1\nAgent-Attempt: 1"; msg != want {
+		t.Errorf("the agent's commit in the repository:\n%s\nwant:\n%s", msg, want)
+	}
+	if got := gittest.Git(t, repo, "show", "agent/"+f.Task.ID+":where.txt"); got != dir {
+		t.Errorf("where.txt committed as %q", got)
+	}
+	var diffs []state.DiffEvent
+	for _, p := range f.Rec.Payloads() {
+		if d, ok := p.(state.DiffEvent); ok {
+			diffs = append(diffs, d)
+		}
+	}
+	if len(diffs) != 1 || diffs[0].Files != 2 || diffs[0].Head != ch.Head || !strings.Contains(diffs[0].Patch, "+hello\n") {
+		t.Errorf("diff events %+v", diffs)
+	}
+	if !runnertest.ContainsSub(f.Rec.Logs(), "agent: committed what attempt 1 left on agent/t-1 as "+ch.Head) {
+		t.Errorf("the log does not say what the agent committed:\n%s", strings.Join(f.Rec.Logs(), "\n"))
 	}
 	if _, err := os.Stat(filepath.Join(repo, "hello.txt")); err == nil {
 		t.Error("the task's commit reached the main checkout")
@@ -83,30 +126,82 @@ func TestATaskRunsInItsWorkspaceAndReportsItsChanges(t *testing.T) {
 	if got := gittest.Git(t, repo, "rev-list", "--count", "main"); got != "1" {
 		t.Errorf("main has %s commits, want 1", got)
 	}
+
+	nc, _ := repoFixture(t, prompt)
+	nc.Task.NoCommit = true
+	nc.Run(t, context.Background())
+	if ch := nc.Task.Result.Changes; nc.Task.Phase != state.PhaseCompleted || ch == nil || len(ch.Commits) != 1 || !ch.Uncommitted || ch.Files != 2 {
+		t.Errorf("a task that asks for no commit: %s, changes %+v", nc.Task.Phase, ch)
+	}
 }
 
-// A replay starts from the base: what an attempt left is gone. A continue
-// keeps the workspace as the cut attempt left it.
-func TestAReplayResetsTheWorkspaceAndAContinueKeepsIt(t *testing.T) {
-	replay, _ := repoFixture(t, "@fail network\n@sh test ! -e leftover.txt")
+// A replay starts from the base, and keeps what the attempt before it
+// left on a ref of its own, which its attempt names. A continue keeps
+// the workspace as the cut attempt left it, its work committed: the
+// task's git sees nothing left to commit, and goes on from there.
+func TestAReplayKeepsWhatWasLeftAndAContinueGoesOnFromIt(t *testing.T) {
+	replay, repo := repoFixture(t, "@fail network\n@sh test ! -e leftover.txt")
 	replay.Rec.OnReport = func(r runner.Report) {
 		if a, ok := r.Payload.(state.Attempt); ok && a.Number == 1 && a.Status == state.AttemptFailed {
-			// What the failed attempt left behind, untracked.
+			// What the failed attempt left behind, untracked, after the
+			// agent committed what it had.
 			os.WriteFile(filepath.Join(replay.Runner.WorkRoot, replay.Task.ID, "leftover.txt"), []byte("x"), 0o600)
 		}
 	}
 	replay.Run(t, context.Background())
-	if a := replay.Task.Attempts; replay.Task.Phase != state.PhaseCompleted || len(a) != 2 || a[0].Retry.Decision != state.DecisionRetried {
+	a := replay.Task.Attempts
+	if replay.Task.Phase != state.PhaseCompleted || len(a) != 2 || a[0].Retry.Decision != state.DecisionRetried {
 		t.Fatalf("replay: task %s, attempts %s; logs:\n%s", replay.Task.Phase, runnertest.AttemptsText(replay.Task), strings.Join(replay.Rec.Logs(), "\n"))
 	}
+	if a[1].KeptRef != "refs/agent/kept/t-1/attempt-1" || gittest.Git(t, repo, "show", a[1].KeptRef+":leftover.txt") != "x" {
+		t.Errorf("the replay's attempt says it kept %q", a[1].KeptRef)
+	}
+	if !runnertest.ContainsSub(replay.Rec.Logs(), "agent: what attempt 1 left is kept on refs/agent/kept/t-1/attempt-1") {
+		t.Errorf("the log does not say what was kept:\n%s", strings.Join(replay.Rec.Logs(), "\n"))
+	}
 
-	cont, _ := repoFixture(t, "@sh echo half > half.txt\n@fail network\n@sh test -e half.txt && git add half.txt && git commit -q -m 'the other half'")
+	cont, _ := repoFixture(t, "@sh echo half > half.txt\n@fail network\n"+
+		`@sh test -e half.txt && test -z "$(git status --porcelain)" && echo more >> half.txt && git commit -qam 'the other half'`)
 	cont.Run(t, context.Background())
-	if a := cont.Task.Attempts; cont.Task.Phase != state.PhaseCompleted || len(a) != 2 || a[1].Continues != 1 {
+	if a := cont.Task.Attempts; cont.Task.Phase != state.PhaseCompleted || len(a) != 2 || a[1].Continues != 1 || a[1].KeptRef != "" {
 		t.Fatalf("continue: task %s, attempts %s; logs:\n%s", cont.Task.Phase, runnertest.AttemptsText(cont.Task), strings.Join(cont.Rec.Logs(), "\n"))
 	}
-	if ch := cont.Task.Result.Changes; ch == nil || len(ch.Commits) != 1 || ch.Uncommitted {
+	if ch := cont.Task.Result.Changes; ch == nil || len(ch.Commits) != 2 || ch.Commits[1].Subject != "the other half" || ch.Uncommitted {
 		t.Errorf("changes %+v", ch)
+	}
+}
+
+// A person's retry of a task that left work uncommitted (it asked for no
+// commit) replays it, and loses nothing: what the attempt left is on
+// refs/agent/kept/TASK_ID/attempt-1, which the attempt, the timeline
+// and the log name.
+func TestARetryAfterUncommittedWorkKeepsIt(t *testing.T) {
+	ctx := context.Background()
+	f, repo := repoFixture(t, "@sh echo draft > draft.txt\n@no-session\n@fail network\n@output done")
+	f.Task.NoCommit = true
+	f.Run(t, ctx)
+	if f.Task.Phase != state.PhaseRecoverableFailed {
+		t.Fatalf("task %s (%s); logs:\n%s", f.Task.Phase, f.Task.PhaseReason, strings.Join(f.Rec.Logs(), "\n"))
+	}
+	if ch := f.Task.Result.Changes; ch == nil || !ch.Uncommitted || len(ch.Commits) != 0 {
+		t.Fatalf("changes after the first attempt: %+v", ch)
+	}
+	must(t, f.Task.RetryByPerson(time.Now()))
+	must(t, f.Task.Transition(state.PhaseClaimed, "claimed by agent-1", time.Now()))
+	f.Run(t, ctx)
+	a := f.Task.Attempts
+	if f.Task.Phase != state.PhaseCompleted || len(a) != 2 || a[1].Continues != 0 {
+		t.Fatalf("task %s, attempts %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
+	}
+	const kept = "refs/agent/kept/t-1/attempt-1"
+	if a[1].KeptRef != kept {
+		t.Fatalf("the retry's attempt kept %q, want %s", a[1].KeptRef, kept)
+	}
+	if got := gittest.Git(t, repo, "show", kept+":draft.txt"); got != "draft" {
+		t.Errorf("the kept ref holds draft.txt = %q", got)
+	}
+	if tl := strings.Join(state.Timeline(f.Task, time.Now()), "\n"); !strings.Contains(tl, "attempt 1's work kept on "+kept) {
+		t.Errorf("the timeline does not name the kept ref:\n%s", tl)
 	}
 }
 
@@ -145,9 +240,13 @@ func (w slowWorkspaces) Prepare(ctx context.Context, taskID, repo, base string) 
 	return "", nil, nil
 }
 
-func (slowWorkspaces) Reset(context.Context, string) error { return nil }
+func (slowWorkspaces) Reset(context.Context, string, int) (string, error) { return "", nil }
+
+func (slowWorkspaces) Commit(context.Context, string, string) (string, error) { return "", nil }
 
 func (slowWorkspaces) BringBack(context.Context, string) error { return nil }
+
+func (slowWorkspaces) Diff(context.Context, string) (*state.DiffEvent, error) { return nil, nil }
 
 func (slowWorkspaces) Changes(context.Context, string) (*state.Changes, error) {
 	return nil, workspace.ErrNoWorkspace

@@ -19,11 +19,12 @@ const (
 	EventAttempt  EventKind = "attempt"
 	EventComplete EventKind = "complete"
 	EventDiff     EventKind = "diff"
+	EventPush     EventKind = "push"
 )
 
 // Payload is what an event carries: a PhaseEvent, a ProgressEvent, a
-// LogEvent, an Attempt, a CompleteEvent or a DiffEvent, and nothing else (the set is
-// sealed: a switch over it is whole).
+// LogEvent, an Attempt, a CompleteEvent, a DiffEvent or a PushEvent, and
+// nothing else (the set is sealed: a switch over it is whole).
 type Payload interface {
 	// EventKind is the kind of event that carries it.
 	EventKind() EventKind
@@ -48,12 +49,16 @@ func (CompleteEvent) EventKind() EventKind { return EventComplete }
 // EventKind implements Payload.
 func (DiffEvent) EventKind() EventKind { return EventDiff }
 
+// EventKind implements Payload.
+func (PushEvent) EventKind() EventKind { return EventPush }
+
 func (PhaseEvent) payload()    {}
 func (Progress) payload()      {}
 func (LogEvent) payload()      {}
 func (Attempt) payload()       {}
 func (CompleteEvent) payload() {}
 func (DiffEvent) payload()     {}
+func (PushEvent) payload()     {}
 
 // PhaseEvent reports a phase change.
 type PhaseEvent struct {
@@ -142,6 +147,16 @@ func CutPatch(patch string, max int) (string, bool) {
 		cut = cut[:i+1]
 	}
 	return cut, true
+}
+
+// PushEvent is what a push of a completed task's branch came to, when a
+// person tried it again (agent tasks push) after the task had ended: the
+// one event a control plane takes of a completed task, from the agent
+// holding its lease, changing its changes' push fields alone.
+type PushEvent struct {
+	Pushed      *Push  `json:"pushed,omitempty"`
+	PullRequest string `json:"pull_request,omitempty"`
+	PushError   string `json:"push_error,omitempty"`
 }
 
 // ProgressEvent reports progress.

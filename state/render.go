@@ -148,6 +148,9 @@ func Timeline(t *Task, now time.Time) []string {
 		if e := egressText(a); e != "" {
 			r.note = strings.TrimPrefix(r.note+"; "+e, "; ")
 		}
+		if k := KeptText(a); k != "" {
+			r.note = strings.TrimPrefix(r.note+"; "+k, "; ")
+		}
 		rows[i] = r
 		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
 		wDur, wTok, wErr = max(wDur, len(r.dur)), max(wTok, len(r.tok)), max(wErr, len([]rune(r.err)))
@@ -196,6 +199,21 @@ func continuedText(a, before Attempt) string {
 		s += " after " + string(before.Error.Code)
 	}
 	return s
+}
+
+// KeptText says where a replay kept what the attempt before it left:
+// "attempt 1's work kept on refs/agent/kept/t-1/attempt-1"; "" when it
+// kept nothing.
+func KeptText(a Attempt) string {
+	if a.KeptRef == "" {
+		return ""
+	}
+	who := "the earlier work"
+	if i := strings.LastIndex(a.KeptRef, "/attempt-"); i >= 0 {
+		n, _, _ := strings.Cut(a.KeptRef[i+len("/attempt-"):], ".")
+		who = "attempt " + n + "'s work"
+	}
+	return who + " kept on " + a.KeptRef
 }
 
 func decisionText(a Attempt) string {
@@ -262,6 +280,23 @@ func ChangesLines(c *Changes) []string {
 		diff += ", uncommitted changes"
 	}
 	return append(lines, diff)
+}
+
+// PushText says what became of the push of a task's branch: "pushed
+// agent/t-1 to origin (3f9c2e1)", the failure, or "" when the agent was
+// not asked to push it.
+func PushText(c *Changes) string {
+	switch {
+	case c == nil:
+		return ""
+	case c.PushError != "" && c.Pushed != nil:
+		return fmt.Sprintf("pushed %s to %s (%s); %s", c.Pushed.Branch, c.Pushed.Remote, shortSHA(c.Pushed.Commit), c.PushError)
+	case c.PushError != "":
+		return "not pushed: " + c.PushError
+	case c.Pushed != nil:
+		return fmt.Sprintf("pushed %s to %s (%s)", c.Pushed.Branch, c.Pushed.Remote, shortSHA(c.Pushed.Commit))
+	}
+	return ""
 }
 
 // shortSHA is the start of a commit's id, as git shows it.

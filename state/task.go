@@ -22,6 +22,10 @@ type Task struct {
 	// repository; its HEAD when empty).
 	Repo string `json:"repo,omitempty"`
 	Base string `json:"base,omitempty"`
+	// NoCommit: the agent leaves what each attempt changed in the
+	// task's clone as it is, uncommitted, rather than commit it on the
+	// task's branch (submit --no-commit).
+	NoCommit bool `json:"no_commit,omitempty"`
 	// Routing by capability: Requires are what the agent that runs the
 	// task must advertise (see Requirement); Unroutable, set by the
 	// control plane while the task is queued and no online agent has
@@ -231,6 +235,22 @@ type Changes struct {
 	Deletions  int `json:"deletions"`
 	// Path is the worktree, on the agent's machine.
 	Path string `json:"path,omitempty"`
+	// Pushed is where the agent pushed the task's branch, when its
+	// repository's config asks for a push; PullRequest the address of
+	// the pull (merge) request it opened for it. PushError says why the
+	// push or the request failed (agent tasks push tries again); the
+	// task stays completed.
+	Pushed      *Push  `json:"pushed,omitempty"`
+	PullRequest string `json:"pull_request,omitempty"`
+	PushError   string `json:"push_error,omitempty"`
+}
+
+// Push is a push of a task's branch: to which remote, which commit, when.
+type Push struct {
+	Remote string    `json:"remote"`
+	Branch string    `json:"branch"`
+	Commit string    `json:"commit"`
+	At     time.Time `json:"at"`
 }
 
 // DiffRef is where the control plane keeps a task's last diff: the seq of
@@ -305,6 +325,11 @@ type Attempt struct {
 	// RetriedByPerson: a person started this attempt (agent tasks retry),
 	// overriding the stop that ended the one before.
 	RetriedByPerson bool `json:"retried_by_person,omitempty"`
+	// KeptRef, for an attempt that started afresh in a workspace (a
+	// replay), names the ref of the repository that keeps what the
+	// attempt before it left (refs/agent/kept/TASK_ID/attempt-N);
+	// empty when that attempt left nothing.
+	KeptRef string `json:"kept_ref,omitempty"`
 	// Usage is the tokens the attempt used so far, as its executor's CLI
 	// reported them; zero when it reported none.
 	Usage Usage `json:"usage,omitzero"`
@@ -469,6 +494,15 @@ func (t *Task) Clone() *Task {
 	c.Labels = maps.Clone(t.Labels)
 	if t.Result != nil {
 		r := *t.Result
+		if r.Changes != nil {
+			ch := *r.Changes
+			ch.Commits = slices.Clone(ch.Commits)
+			if ch.Pushed != nil {
+				p := *ch.Pushed
+				ch.Pushed = &p
+			}
+			r.Changes = &ch
+		}
 		c.Result = &r
 	}
 	if t.PersonRetry != nil {

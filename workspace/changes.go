@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -55,17 +54,7 @@ func (m *Manager) Changes(ctx context.Context, taskID string) (*state.Changes, e
 		return nil, fmt.Errorf("workspace %s: %v", taskID, err)
 	}
 	c.Uncommitted = len(l.changed) > 0 || len(l.untracked) > 0
-	for rec := range strings.SplitSeq(l.numstat, "\x00") {
-		fields := strings.SplitN(rec, "\t", 3)
-		if len(fields) < 3 {
-			continue
-		}
-		c.Files++
-		add, _ := strconv.Atoi(fields[0]) // "-" for a binary file: 0
-		del, _ := strconv.Atoi(fields[1])
-		c.Insertions += add
-		c.Deletions += del
-	}
+	c.Files, c.Insertions, c.Deletions = sumNumstat(l.numstat)
 	for _, p := range l.untracked {
 		c.Files++
 		c.Insertions += lineCount(filepath.Join(w.Dir, p))

@@ -260,14 +260,8 @@ func (m *Manager) bringBack(ctx context.Context, w *Workspace) (string, error) {
 	case cur.oid != "" && cur.oid != w.Brought:
 		return "", fmt.Errorf("repository %q: its branch %s moved to %s since the agent last brought the task's work back; not overwritten", w.Repo, w.Branch, cur.oid)
 	}
-	if _, err := runGit(ctx, w.viewDirs(""), "update-ref", "--no-deref", "refs/heads/head", head); err != nil {
+	if err := w.fetch(ctx, head); err != nil {
 		return "", err
-	}
-	if _, err := runGit(ctx, w.repoDirs(), "-c", "protocol.allow=never", "-c", "protocol.file.allow=always",
-		"-c", "transfer.fsckObjects=true", "-c", "fetch.fsckObjects=true", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
-		"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--no-auto-gc",
-		w.view(), "refs/heads/head"); err != nil {
-		return "", fmt.Errorf("repository %q: the task's commits were not fetched: %v", w.Repo, err)
 	}
 	old := cur.oid
 	if old == "" {
@@ -281,6 +275,25 @@ func (m *Manager) bringBack(ctx context.Context, w *Workspace) (string, error) {
 		return "", err
 	}
 	return head, nil
+}
+
+// fetch brings commit, and the objects it needs, from the manager's view
+// (the repository's objects, the clone's, the view's own) into the
+// repository: git fetch from the view, over the file protocol alone,
+// with no tags, no hooks, no submodules, no FETCH_HEAD, the objects
+// checked as git checks what it receives. It writes no ref of the
+// repository: the caller does, by update-ref --no-deref.
+func (w *Workspace) fetch(ctx context.Context, commit string) error {
+	if _, err := runGit(ctx, w.viewDirs(""), "update-ref", "--no-deref", "refs/heads/head", commit); err != nil {
+		return err
+	}
+	if _, err := runGit(ctx, w.repoDirs(), "-c", "protocol.allow=never", "-c", "protocol.file.allow=always",
+		"-c", "transfer.fsckObjects=true", "-c", "fetch.fsckObjects=true", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
+		"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--no-auto-gc",
+		w.view(), "refs/heads/head"); err != nil {
+		return fmt.Errorf("repository %q: the task's commits were not fetched: %v", w.Repo, err)
+	}
+	return nil
 }
 
 // look is what the task's files are against a commit, as git sees them

@@ -45,6 +45,12 @@ type gitDirs struct {
 	// that a call on the repository reads too. Checked first
 	// (taskGit.checkObjects).
 	objects []string
+	// objectDir becomes GIT_OBJECT_DIRECTORY: where a call writes the
+	// objects it makes (the clone's, checked first, when the agent
+	// commits there).
+	objectDir string
+	// env are more NAME=VALUE variables (a commit's author).
+	env []string
 }
 
 // gitEnv is the environment of every git call: the agent's, without any
@@ -74,7 +80,10 @@ func gitEnv(d gitDirs) []string {
 	if len(d.objects) > 0 {
 		env = append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+strings.Join(d.objects, string(os.PathListSeparator)))
 	}
-	return env
+	if d.objectDir != "" {
+		env = append(env, "GIT_OBJECT_DIRECTORY="+d.objectDir)
+	}
+	return append(env, d.env...)
 }
 
 // runGit runs git with args on d, bounded by ctx, and returns its
@@ -86,7 +95,7 @@ func runGit(ctx context.Context, d gitDirs, args ...string) (string, error) {
 // runGitIn is runGit with stdin given to git.
 func runGitIn(ctx context.Context, d gitDirs, stdin string, args ...string) (string, error) {
 	argv := append([]string{}, safeConfig...)
-	if len(d.objects) > 0 {
+	if len(d.objects) > 0 || d.objectDir != "" {
 		argv = append(argv, untrustedObjects...)
 	}
 	cmd := exec.CommandContext(ctx, "git", append(argv, args...)...)

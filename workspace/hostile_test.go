@@ -49,7 +49,19 @@ func TestATasksConfigAndHooksDoNotRun(t *testing.T) {
 	if i := b.info("evil"); !i.Uncommitted || i.Commits != 1 || i.Err != "" {
 		t.Errorf("inspect: %+v", i)
 	}
-	if err := b.m.Reset(ctx, "evil"); err != nil {
+	// The agent's diff and commit of what the task left: the files as
+	// they are, no filter of the task's run on them.
+	if d, err := b.m.Diff(ctx, "evil"); err != nil || d.Files != 3 || !strings.Contains(d.Patch, "+changed\n") {
+		t.Errorf("diff of a hostile clone: %+v, %v", d, err)
+	}
+	committed, err := b.m.Commit(ctx, "evil", "the attempt's work", Author{})
+	if err != nil || committed == "" {
+		t.Fatalf("commit in a hostile clone: %q, %v", committed, err)
+	}
+	if got := git(t, b.repo, "--git-dir", filepath.Join(w.Dir, ".git"), "cat-file", "blob", committed+":README"); got != "changed" {
+		t.Errorf("the agent committed README as %q", got)
+	}
+	if _, err := b.m.Reset(ctx, "evil", 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.m.Remove(ctx, "evil", true); err != nil {
@@ -84,7 +96,7 @@ func TestASymbolicBranchIsNotFollowed(t *testing.T) {
 	if i := b.info("link"); i.Commits != 1 {
 		t.Errorf("inspect: %+v; want the commit brought back counted", i)
 	}
-	if err := b.m.Reset(ctx, "link"); err != nil {
+	if _, err := b.m.Reset(ctx, "link", 1); err != nil {
 		t.Errorf("reset: %v", err)
 	}
 	git(t, w.Dir, "symbolic-ref", "refs/heads/agent/link", "refs/heads/main")
@@ -169,7 +181,7 @@ func TestTheClonesObjectsAreCheckedBeforeTheyAreRead(t *testing.T) {
 			t.Errorf("%s: inspect: %+v; want it kept, saying why", c.name, i)
 		}
 		// A replay starts from a clone made anew.
-		if err := b.m.Reset(ctx, id); err != nil {
+		if _, err := b.m.Reset(ctx, id, 1); err != nil {
 			t.Errorf("%s: reset: %v", c.name, err)
 		}
 		if head := b.bringBack(id); head != w.BaseCommit {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,9 @@ type Repo struct {
 	Name string `json:"name"`
 	// Path is the repository's checkout on this machine.
 	Path string `json:"path"`
+	// Push, if set, is the remote of the repository to which the agent
+	// pushes a completed task's branch (Manager.Push).
+	Push string `json:"push,omitempty"`
 }
 
 // BranchPrefix starts the name of every task's branch: agent/TASK_ID.
@@ -50,6 +54,10 @@ var ErrBadRepo = errors.New("bad repository")
 // badRepo is a refusal of New, said as it is and marked ErrBadRepo.
 type badRepo struct{ error }
 
+// BadRepo marks err as a mistake in the config's repositories
+// (ErrBadRepo).
+func BadRepo(err error) error { return badRepo{err} }
+
 func (e badRepo) Is(target error) bool { return target == ErrBadRepo }
 func (e badRepo) Unwrap() error        { return e.error }
 
@@ -57,12 +65,16 @@ func (e badRepo) Unwrap() error        { return e.error }
 var ErrNoWorkspace = errors.New("no workspace")
 
 // Manager makes, resets, inspects and removes the workspaces of tasks: a
-// git worktree per task, ROOT/TASK_ID, on the branch agent/TASK_ID. Its
+// clone per task, ROOT/TASK_ID, on the branch agent/TASK_ID. Its
 // methods are safe for concurrent use; calls that change a repository's
 // shared state (Prepare, Remove) are serialized per repository.
 type Manager struct {
 	root  string
 	repos []repo
+	// Author is who the agent's commits are by (Commit, and what Reset
+	// keeps); DefaultAuthor when empty. Set it before the manager is
+	// used.
+	Author Author
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // by common git directory
@@ -89,7 +101,7 @@ func New(root string, repos []Repo) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspaces: %v", err)
 	}
-	m := &Manager{root: abs, locks: map[string]*sync.Mutex{}}
+	m := &Manager{root: abs, locks: map[string]*sync.Mutex{}, Author: DefaultAuthor()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, r := range repos {
@@ -158,6 +170,15 @@ func (m *Manager) Names() []string {
 	return names
 }
 
+// Repos are the repositories served, in the config's order.
+func (m *Manager) Repos() []Repo {
+	repos := make([]Repo, len(m.repos))
+	for i, r := range m.repos {
+		repos[i] = r.Repo
+	}
+	return repos
+}
+
 // Root is the directory the workspaces are in.
 func (m *Manager) Root() string { return m.root }
 
@@ -219,6 +240,12 @@ type Workspace struct {
 	// expects to find there when it next brings work back or removes
 	// the branch.
 	Brought string `json:"brought,omitempty"`
+
+	// Pushed is the commit the agent last pushed of the branch, to the
+	// remote PushedTo: what it expects the remote's branch to hold when
+	// it next pushes.
+	Pushed   string `json:"pushed,omitempty"`
+	PushedTo string `json:"pushed_to,omitempty"`
 
 	// AdminDir and LastHead are a workspace of the earlier kind, a git
 	// worktree of the repository (see legacy.go): its git directory,
@@ -410,42 +437,132 @@ func (m *Manager) open(ctx context.Context, taskID string) (*Workspace, error) {
 	return w, nil
 }
 
-// Reset brings task taskID's workspace back to its base, for a replay:
-// first what the task's branch holds is brought back to the repository
-// (BringBack; a branch refused is not), then the clone is made again
-// from the base commit, every file of the earlier attempts gone, its
-// git directory too. A failure to bring the work back stops the reset,
-// which would lose it.
-func (m *Manager) Reset(ctx context.Context, taskID string) error {
+// KeptRefPrefix starts the refs of the repository on which a replay
+// keeps what the attempt before it left:
+// refs/agent/kept/TASK_ID/attempt-N. Not a branch (refs/heads/) nor a
+// tag: no checkout, branch list or default fetch or push sees them, and
+// no other task's branch can be named so; one per task and attempt, so
+// that no replay overwrites what an earlier one kept.
+const KeptRefPrefix = "refs/agent/kept/"
+
+// KeptRef is the ref on which a replay of task taskID keeps what its
+// attempt numbered attempt left.
+func KeptRef(taskID string, attempt int) string {
+	return fmt.Sprintf("%s%s/attempt-%d", KeptRefPrefix, taskID, attempt)
+}
+
+// Reset brings task taskID's workspace back to its base, for a replay.
+// First what the task's branch holds is brought back to the repository
+// (BringBack; a branch refused is not), and what the clone holds that
+// the base does not is kept on the repository's ref KeptRef(taskID,
+// attempt), attempt being the one that left it: the branch's head, with
+// the files no commit holds committed on top of it by the manager's
+// Author (on top of the base when the branch is refused). Then the
+// clone is made again from the base commit, every file of the earlier
+// attempts gone, its git directory too. It returns the kept ref's name,
+// "" when the clone held nothing of its own (or what it held could not
+// be read: the task made its clone unreadable). A failure to bring the
+// work back or keep it stops the reset, which would lose it.
+func (m *Manager) Reset(ctx context.Context, taskID string, attempt int) (string, error) {
 	w, err := m.open(ctx, taskID)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if _, err := m.bringBack(ctx, w); err != nil && !isRefused(err) {
-		return fmt.Errorf("workspace %s: the task's work was not brought back, so it is not reset: %v", taskID, err)
+		return "", fmt.Errorf("workspace %s: the task's work was not brought back, so it is not reset: %v", taskID, err)
+	}
+	kept, err := m.keep(ctx, w, attempt)
+	if err != nil && !isRefused(err) {
+		return "", fmt.Errorf("workspace %s: what the task left was not kept, so it is not reset: %v", taskID, err)
 	}
 	if err := removeTree(w.making()); err != nil {
-		return err
+		return "", err
 	}
 	if err := w.makeClone(ctx, w.making(), w.BaseCommit, true); err != nil {
-		return fmt.Errorf("workspace %s: %v", taskID, err)
+		return "", fmt.Errorf("workspace %s: %v", taskID, err)
 	}
 	if isDir(w.Dir) {
 		if err := removeTree(w.leaving()); err != nil {
-			return err
+			return "", err
 		}
 		if err := os.Rename(w.Dir, w.leaving()); err != nil {
-			return fmt.Errorf("workspace %s: %v", taskID, err)
+			return "", fmt.Errorf("workspace %s: %v", taskID, err)
 		}
 	}
 	if err := w.settle(); err != nil {
-		return err
+		return "", err
 	}
 	// Its stat cache is of files now gone.
 	if err := os.Remove(filepath.Join(w.view(), "index")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return "", err
 	}
-	return nil
+	return kept, nil
+}
+
+// keep keeps what w's clone holds that its base does not on the ref
+// KeptRef(w.TaskID, attempt) of the repository, and returns its name
+// ("" for nothing). The ref is made, never moved: one a keep cut short
+// made already with another commit is left, and the next name tried
+// (attempt-N.2, …).
+func (m *Manager) keep(ctx context.Context, w *Workspace, attempt int) (string, error) {
+	g, err := w.openClone()
+	if err != nil {
+		return "", err
+	}
+	defer g.Close()
+	parent, err := w.branchHead(ctx, g)
+	if err != nil {
+		if !isRefused(err) {
+			return "", err
+		}
+		parent = w.BaseCommit
+	}
+	s, err := w.stage(ctx, g, parent, "")
+	if err != nil {
+		return "", err
+	}
+	defer s.drop()
+	commit := parent
+	if tree, err := w.treeOf(ctx, parent); err != nil {
+		return "", err
+	} else if tree != s.tree {
+		d := w.viewDirs("")
+		d.env = m.Author.env()
+		msg := fmt.Sprintf("agent: what attempt %d of task %s left uncommitted\n\nAgent-Task: %s\n", attempt, w.TaskID, w.TaskID)
+		out, err := runGitIn(ctx, d, msg, "commit-tree", "--no-gpg-sign", s.tree, "-p", parent)
+		if err != nil {
+			return "", err
+		}
+		commit = strings.TrimSpace(out)
+	}
+	if commit == w.BaseCommit {
+		return "", nil
+	}
+	defer m.lock(w.CommonDir)()
+	if err := w.fetch(ctx, commit); err != nil {
+		return "", err
+	}
+	for i := 1; i <= 10; i++ {
+		ref := KeptRef(w.TaskID, attempt)
+		if i > 1 {
+			ref += "." + strconv.Itoa(i)
+		}
+		out, err := runGit(ctx, w.repoDirs(), "for-each-ref", "--format=%(objectname)", ref)
+		if err != nil {
+			return "", err
+		}
+		switch strings.TrimSpace(out) {
+		case commit:
+			return ref, nil
+		case "":
+			if _, err := runGit(ctx, w.repoDirs(), "update-ref", "--no-deref", "-m", "agent: what attempt "+strconv.Itoa(attempt)+" of task "+w.TaskID+" left",
+				ref, commit, w.zeroOID()); err != nil {
+				return "", fmt.Errorf("repository %q: %v", w.Repo, err)
+			}
+			return ref, nil
+		}
+	}
+	return "", fmt.Errorf("repository %q: %s and the nine names after it are taken", w.Repo, KeptRef(w.TaskID, attempt))
 }
 
 // settle puts a clone made (Prepare, Reset) in the work directory's

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +43,10 @@ type Info struct {
 	Uncommitted bool `json:"uncommitted"`
 	// Missing: the clone's directory is gone; only the branch is left.
 	Missing bool `json:"missing,omitempty"`
+	// KeptRefs are the refs of the repository on which replays kept what
+	// earlier attempts left (KeptRef): removal deletes them with the
+	// rest, so what only they hold counts in Commits.
+	KeptRefs []string `json:"kept_refs,omitempty"`
 	// Err says why what removing it would lose could not be told; such a
 	// workspace is kept.
 	Err string `json:"error,omitempty"`
@@ -49,6 +55,8 @@ type Info struct {
 	// symbolic ref (an earlier agent's task could write one): removal
 	// deletes the link, never what it names.
 	branchLink string
+	// kept are the kept refs' values, by name, as inspected.
+	kept map[string]string
 }
 
 // Kept reports whether removing the workspace would lose work (or it
@@ -161,8 +169,15 @@ func (w *Workspace) inspect(ctx context.Context) Info {
 		errs = append(errs, fmt.Sprintf("its branch in the repository is a symbolic ref to %s, which a task wrote (rm --force removes the link, not %s)", b.symbolic, b.symbolic))
 	}
 	// What the repository's branch holds, and what the agent last put
-	// there, wherever the branch is now.
+	// there, wherever the branch is now; what replays kept.
 	tips := []string{b.oid, w.Brought, w.LastHead}
+	if i.kept, err = w.keptRefs(ctx); err != nil {
+		errs = append(errs, err.Error())
+	}
+	for _, ref := range slices.Sorted(maps.Keys(i.kept)) {
+		i.KeptRefs = append(i.KeptRefs, ref)
+		tips = append(tips, i.kept[ref])
+	}
 	var objects []string
 	var commit string // what the files are looked at against
 	switch {
@@ -247,12 +262,28 @@ func (w *Workspace) unsaved(ctx context.Context, tips, objects []string) (int, e
 	if out, err := runGit(ctx, d, "rev-parse", "--verify", "-q", "--end-of-options", w.Base+"^{commit}"); err == nil {
 		args = append(args, strings.TrimSpace(out))
 	}
-	args = append(args, "--exclude="+w.ref(), "--all", "--")
+	args = append(args, "--exclude="+w.ref(), "--exclude="+KeptRefPrefix+w.TaskID+"/*", "--all", "--")
 	out, err = runGit(ctx, d, args...)
 	if err != nil {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(out))
+}
+
+// keptRefs are the refs on which replays of w's task kept what earlier
+// attempts left, with their values.
+func (w *Workspace) keptRefs(ctx context.Context) (map[string]string, error) {
+	out, err := runGit(ctx, w.repoDirs(), "for-each-ref", "--format=%(objectname) %(refname)", KeptRefPrefix+w.TaskID+"/")
+	if err != nil {
+		return nil, err
+	}
+	kept := map[string]string{}
+	for line := range strings.SplitSeq(out, "\n") {
+		if oid, ref, ok := strings.Cut(line, " "); ok {
+			kept[ref] = oid
+		}
+	}
+	return kept, nil
 }
 
 // Remove removes task taskID's workspace: its branch in the repository
@@ -281,6 +312,11 @@ func (m *Manager) Remove(ctx context.Context, taskID string, force bool) (Info, 
 		}
 		if err != nil {
 			return i, fmt.Errorf("workspace %s: %v", taskID, err)
+		}
+		for _, ref := range i.KeptRefs {
+			if _, err := runGit(ctx, w.repoDirs(), "update-ref", "--no-deref", "-d", ref, i.kept[ref]); err != nil {
+				return i, fmt.Errorf("workspace %s: %v", taskID, err)
+			}
 		}
 	}
 	if err := removeTree(w.Dir); err != nil {

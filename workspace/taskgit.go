@@ -339,13 +339,18 @@ func (g *taskGit) checkObjects(repoObjects string) error {
 // objectsFault is err, met in the task's object directory: a refusal of
 // what the task made of it, unless the file system itself failed (full,
 // read only, broken), which is the agent's to report.
-func objectsFault(err error) error {
+func objectsFault(err error) error { return fault("the task's object directory", err) }
+
+// fault is err, met writing in the task's git directory (where): a
+// refusal of what the task made of it, unless the file system itself
+// failed (full, read only, broken), which is the agent's to report.
+func fault(where string, err error) error {
 	for _, fsErr := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS} {
 		if errors.Is(err, fsErr) {
 			return err
 		}
 	}
-	return refusef("the task's object directory: %v", err)
+	return refusef("%s: %v", where, err)
 }
 
 // isOID reports whether s is an object id of n hex digits, in git's

@@ -218,11 +218,16 @@ func TestChangesCutsTheCommitsItLists(t *testing.T) {
 	}
 }
 
-// A replay starts from a clean slate: what the earlier attempt committed
-// brought back first, then the clone made again at the base, every
-// change, untracked and ignored file gone. The replay's own end brings
-// back what it made, the base if nothing.
-func TestResetGoesBackToTheBase(t *testing.T) {
+// A replay starts from a clean slate, and loses nothing: what the
+// earlier attempt committed is brought back first, and what it left
+// (its commits, and its changes no commit holds, committed on top by
+// the agent; not its ignored files) kept on refs/agent/kept/ID/attempt-N;
+// then the clone is made again at the base, every change, untracked and
+// ignored file gone. The replay's own end brings back what it made, the
+// base if nothing; the workspace is kept while the kept ref alone holds
+// the earlier work, and its removal takes the ref with it.
+func TestResetKeepsWhatTheAttemptLeftAndGoesBackToTheBase(t *testing.T) {
+	ctx := context.Background()
 	b := newBed(t)
 	w := b.prepare("r", "")
 	write(t, w.Dir, "README", "changed\n")
@@ -230,11 +235,30 @@ func TestResetGoesBackToTheBase(t *testing.T) {
 	work := git(t, w.Dir, "rev-parse", "HEAD")
 	write(t, w.Dir, "old.txt", "dirty\n", "untracked/x", "x", "build.log", "ignored")
 	git(t, w.Dir, "config", "alias.planted", "status")
-	if err := b.m.Reset(context.Background(), "r"); err != nil {
+	kept, err := b.m.Reset(ctx, "r", 1)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if kept != "refs/agent/kept/r/attempt-1" {
+		t.Fatalf("kept on %q, want refs/agent/kept/r/attempt-1", kept)
 	}
 	if got := git(t, b.repo, "rev-parse", "agent/r"); got != work {
 		t.Errorf("the repository's branch at %s after the reset, want the earlier attempt's work %s", got, work)
+	}
+	// The kept commit: the files as the attempt left them, on its work,
+	// by the agent.
+	if got := git(t, b.repo, "rev-parse", kept+"^"); got != work {
+		t.Errorf("the kept commit's parent is %s, want the attempt's commit %s", got, work)
+	}
+	if got := git(t, b.repo, "show", kept+":old.txt") + "|" + git(t, b.repo, "show", kept+":untracked/x"); got != "dirty|x" {
+		t.Errorf("the kept commit holds old.txt|untracked/x = %q, want dirty|x", got)
+	}
+	if out, err := gitErr(b.repo, "cat-file", "-e", kept+":build.log"); err == nil {
+		t.Errorf("the kept commit holds the ignored build.log: %s", out)
+	}
+	if got := git(t, b.repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%B", kept); !strings.HasPrefix(got, b.m.Author.String()+"|"+b.m.Author.String()+"|agent: what attempt 1 of task r left uncommitted") ||
+		!strings.Contains(got, "Agent-Task: r") {
+		t.Errorf("the kept commit: %q", got)
 	}
 	if got := git(t, w.Dir, "rev-parse", "agent/r"); got != w.BaseCommit {
 		t.Errorf("the clone's branch at %s after the reset, want the base %s", got, w.BaseCommit)
@@ -248,17 +272,29 @@ func TestResetGoesBackToTheBase(t *testing.T) {
 	if out, err := gitErr(w.Dir, "config", "alias.planted"); err == nil {
 		t.Errorf("the clone's config of before survived the reset: %s", out)
 	}
-	if i := b.info("r"); i.Commits != 1 {
-		t.Errorf("after reset: %s, want the work brought back kept", i.State())
-	}
 	if head := b.bringBack("r"); head != w.BaseCommit {
 		t.Errorf("the replay's end brought back %s, want the base %s", head, w.BaseCommit)
 	}
 	if got := git(t, b.repo, "rev-parse", "agent/r"); got != w.BaseCommit {
 		t.Errorf("the repository's branch at %s after the replay, want the base %s", got, w.BaseCommit)
 	}
-	if i := b.info("r"); i.Kept() {
-		t.Errorf("after the replay: %s, want clean", i.State())
+	// The kept ref alone holds the work and the snapshot: two commits.
+	i := b.info("r")
+	if i.Commits != 2 || len(i.KeptRefs) != 1 || i.KeptRefs[0] != kept {
+		t.Errorf("after the replay: %s, kept refs %v; want 2 commits kept on %s", i.State(), i.KeptRefs, kept)
+	}
+	if _, err := b.m.Remove(ctx, "r", false); !errors.Is(err, ErrKept) {
+		t.Errorf("remove of a workspace whose kept ref alone holds work: %v, want it refused", err)
+	}
+	// A second replay, with nothing new: nothing more kept.
+	if again, err := b.m.Reset(ctx, "r", 2); err != nil || again != "" {
+		t.Errorf("a reset with nothing to keep kept %q (%v)", again, err)
+	}
+	if _, err := b.m.Remove(ctx, "r", true); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := gitErr(b.repo, "for-each-ref", "refs/agent/"); err != nil || out != "" {
+		t.Errorf("refs left after removal: %q %v", out, err)
 	}
 }
 
@@ -643,7 +679,7 @@ func TestASHA256Repository(t *testing.T) {
 	if c, err := m.Changes(ctx, "s"); err != nil || len(c.Commits) != 1 || c.Files != 1 || c.Uncommitted {
 		t.Errorf("changes: %+v, %v", c, err)
 	}
-	if err := m.Reset(ctx, "s"); err != nil {
+	if _, err := m.Reset(ctx, "s", 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Remove(ctx, "s", true); err != nil {

@@ -141,15 +141,17 @@ func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) 
 		}
 	}
 	for _, s := range arrays {
-		printPairs(&b, s, flagValue(fs, s).([]string), r.origins[s.name])
+		tables, _ := r.tables(s.name)
+		printPairs(&b, s, flagValue(fs, s).([]string), r.origins[s.name], tables)
 	}
 	_, err := w.Write(b.Bytes())
 	return err
 }
 
 // printPairs writes the values of a pairs setting as an array of tables,
-// [[repo]] with name and path; none, as a comment saying how to add one.
-func printPairs(b *bytes.Buffer, s *setting, values []string, o origin) {
+// [[repo]] with name and path, and the options the file's table of that
+// name gives; none, as a comment saying how to add one.
+func printPairs(b *bytes.Buffer, s *setting, values []string, o origin, tables []fileTable) {
 	key := s.fileKey()
 	if len(values) == 0 {
 		fmt.Fprintf(b, "\n# [[%s]]%s # %s\n# %s = %s\n# %s = %s\n", key, strings.Repeat(" ", max(0, 44-len(key)-6)), o,
@@ -160,6 +162,19 @@ func printPairs(b *bytes.Buffer, s *setting, values []string, o origin) {
 		first, second, _ := s.splitPair(v)
 		fmt.Fprintf(b, "\n%-44s # %s\n", "[["+key+"]]", o)
 		fmt.Fprintf(b, "%s = %s\n%s = %s\n", s.pairs[0], tomlString(first), s.pairs[1], tomlString(second))
+		for _, t := range tables {
+			if t.str(s.pairs[0]) != first {
+				continue
+			}
+			for _, k := range s.pairOptions {
+				if v := t.str(k.name); v != "" {
+					if k.name == "api_url" {
+						v = redactURL(v)
+					}
+					fmt.Fprintf(b, "%s = %s\n", k.name, tomlString(v))
+				}
+			}
+		}
 	}
 }
 

@@ -23,6 +23,9 @@ const maxConfigBytes = 1 << 20
 // setting's type, and the line it is on.
 type configFile struct {
 	values map[string]fileValue // by setting name
+	// tables are the [[KEY]] tables of the pairs settings that take
+	// options, by setting name: their values as []fileTable.
+	tables map[string]fileValue
 }
 
 type fileValue struct {
@@ -133,7 +136,7 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 	if err != nil {
 		return nil, tomlError(path, err)
 	}
-	cf := &configFile{values: map[string]fileValue{}}
+	cf := &configFile{values: map[string]fileValue{}, tables: map[string]fileValue{}}
 	// Every mistake is found, not only the first: a person fixes them all
 	// at once.
 	problems := &configProblems{path: path}
@@ -144,12 +147,17 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 			continue
 		}
 		delete(doc, st.fileKey())
-		from := pairsFromTOML
 		if st.table != nil {
-			from = tablesFromTOML
+			if fv, ok := tablesFromTOML(problems, data, st, v, lines[st.fileKey()]); ok {
+				cf.values[st.name] = fv
+			}
+			continue
 		}
-		if fv, ok := from(problems, data, st, v, lines[st.fileKey()]); ok {
+		if fv, tables, ok := pairsFromTOML(problems, data, st, v, lines[st.fileKey()]); ok {
 			cf.values[st.name] = fv
+			if st.pairOptions != nil {
+				cf.tables[st.name] = fileValue{v: tables, line: fv.line}
+			}
 		}
 	}
 	flat := map[string]any{}
@@ -199,12 +207,13 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 }
 
 // pairsFromTOML turns the array of tables [[KEY]] of a pairs setting
-// into its values, FIRST=SECOND each, checking that every table has both
-// keys and no other; each mistake goes to problems, and ok is false when
-// there was one. line is where the key is when the array is written
-// inline.
-func pairsFromTOML(problems *configProblems, data []byte, s *setting, v any, line int) (fv fileValue, ok bool) {
+// into its values, FIRST=SECOND each, and its tables, checking that
+// every table has both keys and no other but the setting's options; each
+// mistake goes to problems, and ok is false when there was one. line is
+// where the key is when the array is written inline.
+func pairsFromTOML(problems *configProblems, data []byte, s *setting, v any, line int) (fv fileValue, tables []fileTable, ok bool) {
 	keys := []tableKey{{name: s.pairs[0], def: "", required: true}, {name: s.pairs[1], def: "", required: true, path: s.path}}
+	keys = append(keys, s.pairOptions...)
 	values := []string{}
 	first, ok := arrayFromTOML(problems, data, s.fileKey(), keys, v, line, func(t fileTable) bool {
 		name := t.str(s.pairs[0])
@@ -213,9 +222,10 @@ func pairsFromTOML(problems *configProblems, data []byte, s *setting, v any, lin
 			return false
 		}
 		values = append(values, name+"="+t.str(s.pairs[1]))
+		tables = append(tables, t)
 		return true
 	})
-	return fileValue{v: values, line: first}, ok
+	return fileValue{v: values, line: first}, tables, ok
 }
 
 // tablesFromTOML turns the array of tables [[KEY]] of a table setting

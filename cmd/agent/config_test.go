@@ -137,7 +137,7 @@ func TestConfigErrorsNameFileLineAndKey(t *testing.T) {
 		{"bad duration", "[executor]\nkill-grace = 5\n", `:2: executor.kill-grace: want a duration string such as "30s" or "5m", got the integer 5`},
 		{"not TOML", "models = [\"a\",\n", `:1: toml:`},
 		{"unknown table", "[executr]\nkind = \"codex\"\n", `:2: unknown key "executr.kind"; did you mean "executor.kind"?`},
-		{"unknown key in a repo table", "[[repo]]\nname = \"app\"\npath = \"/x\"\nbranch = \"main\"\n", `:4: unknown key "branch" in [[repo]]: want name and path`},
+		{"unknown key in a repo table", "[[repo]]\nname = \"app\"\npath = \"/x\"\nbranch = \"main\"\n", `:4: unknown key "branch" in [[repo]]: want name, path, push, pull_request, api_url, token_env or project`},
 		{"repo table without a path", "max-concurrent = 2\n\n[[repo]]\nname = \"app\"\n", `:3: [[repo]] has no path`},
 		{"repo table with a number", "[[repo]]\nname = 7\npath = \"/x\"\n", `:2: repo.name: want a string, got the integer 7`},
 		{"repo as a string", "repo = \"app\"\n", `:1: repo: want [[repo]] tables with name and path, got the string "app"`},
@@ -194,7 +194,7 @@ path = "/src/site"
 		`agent: config ` + file + `:2: unknown key "max-concurent"; did you mean "max-concurrent"?`,
 		`agent: config ` + file + `:6: executor.approval = "sometimes": want never, accept, decline or ask`,
 		`agent: config ` + file + `:8: [[repo]] has no path`,
-		`agent: config ` + file + `:10: unknown key "branch" in [[repo]]: want name and path`,
+		`agent: config ` + file + `:10: unknown key "branch" in [[repo]]: want name, path, push, pull_request, api_url, token_env or project`,
 	}
 	for _, args := range [][]string{
 		{"config", "check", file},

@@ -180,7 +180,11 @@ start. How the settings are read, the config file and reload are in
 // array of tables and its keys.
 func fileKeyCell(s *setting) string {
 	if s.pairs != nil {
-		return fmt.Sprintf("`[[%s]]` tables: `%s`, `%s`", s.fileKey(), s.pairs[0], s.pairs[1])
+		cell := fmt.Sprintf("`[[%s]]` tables: `%s`, `%s`", s.fileKey(), s.pairs[0], s.pairs[1])
+		for _, k := range s.pairOptions {
+			cell += fmt.Sprintf(", `%s`", k.name)
+		}
+		return cell
 	}
 	if s.table != nil {
 		keys := make([]string, len(s.table))

@@ -28,7 +28,7 @@ import (
 // runFlags are the settings of `agent run`.
 type runFlags struct {
 	controlPlane, tokenFile, dataDir, agentID string
-	workDir                                   string
+	workDir, commitAuthor                     string
 	repos                                     []string // NAME=PATH
 	labels                                    []string // KEY=VALUE
 	executor                                  executorFlags
@@ -66,6 +66,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "agent-id", &f.agentID)
 	t.bind(fs, "work-dir", &f.workDir)
 	t.bind(fs, "repo", &f.repos)
+	t.bind(fs, "commit-author", &f.commitAuthor)
 	t.bind(fs, "label", &f.labels)
 	f.executor.bind(fs)
 	t.bind(fs, "isolation", &f.isolation)
@@ -154,8 +155,12 @@ or SIGQUIT, stops at once.
 
 A task naming a repository the agent serves (--repo NAME=PATH, [[repo]]
 tables in the config file) runs in a clone of its own, on the branch
-agent/TASK_ID, which the agent brings back to the repository at the end of
-each attempt; see agent workspaces.`,
+agent/TASK_ID. At the end of each attempt the agent commits what it left
+there (unless the task was submitted --no-commit), brings the branch back
+to the repository and reports the diff; when the task completes, it
+pushes the branch and opens its pull request if the [[repo]] table says
+to (push, pull_request); see agent workspaces, agent tasks diff and agent
+tasks push.`,
 		Example: `  agent run --control-plane https://cp.example.com --token-file ~/.config/agent/token \
       --executor codex --models gpt-5.5,gpt-5.4 --approval ask
   agent run --control-plane https://cp.example.com --token-file ~/.config/agent/token \
@@ -308,6 +313,17 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	if err := f.checkAsks(configFileOf(cmd)); err != nil {
 		return err
 	}
+	repos, pulls, err := repoDeliveries(resolvedOf(cmd), f.repoList())
+	if err != nil {
+		return err
+	}
+	if err := checkTokenEnvs(f.executor.env, pulls); err != nil {
+		return err
+	}
+	author, err := commitAuthor(f.commitAuthor)
+	if err != nil {
+		return err
+	}
 	level := logLevel(f.logLevel)
 	log := newLogger(cmd.ErrOrStderr(), level, f.logFormat)
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
@@ -315,7 +331,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
-		Isolation: f.isolationOf(configFileOf(cmd)), Repos: f.repoList(), Labels: labels, Budget: f.budget(),
+		Isolation: f.isolationOf(configFileOf(cmd)), Repos: repos, PullRequests: pulls, CommitAuthor: author, Labels: labels, Budget: f.budget(),
 		ExecutorKind: f.executor.kind, MaxAttemptOutput: int64(f.maxAttemptOutput)} // routing by capability
 	if cfg.Tmux, err = f.tmuxView(); err != nil { // the tmux view (issue 27)
 		return err

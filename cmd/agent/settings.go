@@ -50,6 +50,10 @@ type setting struct {
 	// tables [[KEY]] with the keys pairs[0] and pairs[1]. With path, the
 	// second of each pair is a path.
 	pairs *[2]string
+	// pairOptions are the keys a pairs setting's [[KEY]] tables may have
+	// besides the pair's (the file only): a command reads them with
+	// resolved.tables.
+	pairOptions []tableKey
 	// table, if set, makes the setting a list of tables [[KEY]] with
 	// these keys, in the config file only (no flag, no environment
 	// variable): what is too rich for a flag, such as the control plane's
@@ -92,8 +96,14 @@ var delegateKeys = []tableKey{
 	{name: "max-children", def: 0},
 }
 
-// repoKeys are the keys of a [[repo]] table.
-var repoKeys = [2]string{"name", "path"}
+// repoKeys are the keys of a [[repo]] table; repoOptionKeys the ones it
+// may have besides: what the agent does with a completed task's branch
+// (see repoDeliveries).
+var (
+	repoKeys       = [2]string{"name", "path"}
+	repoOptionKeys = []tableKey{{name: "push", def: ""}, {name: "pull_request", def: ""}, {name: "api_url", def: ""},
+		{name: "token_env", def: ""}, {name: "project", def: ""}}
+)
 
 func atLeast(n int64) *int64 { return &n }
 
@@ -303,8 +313,9 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "work-dir", path: true, help: "where each task gets its work directory, TASK_ID below it, kept after the task (default: DATA_DIR/work)"},
 	{name: "label", def: []string(nil), repeat: true,
 		help: "a label the agent says it has, KEY=VALUE, repeatable (team=infra, gpu=yes); agents ls shows them as self-described: a task's --require label=gpu is met only by labels an operator grants (agents label)"},
-	{name: "repo", def: []string(nil), repeat: true, path: true, pairs: &repoKeys,
-		help: "a repository tasks may name, NAME=PATH, repeatable: a task naming it runs in a clone of its own, WORK_DIR/TASK_ID on branch agent/TASK_ID; in the config file, [[repo]] tables with name and path"},
+	{name: "repo", def: []string(nil), repeat: true, path: true, pairs: &repoKeys, pairOptions: repoOptionKeys,
+		help: "a repository tasks may name, NAME=PATH, repeatable: a task naming it runs in a clone of its own, WORK_DIR/TASK_ID on branch agent/TASK_ID; in the config file, [[repo]] tables with name and path, and push, pull_request, api_url, token_env and project (see docs/workspaces.md)"},
+	{name: "commit-author", help: `who the agent's commits of a task's work are by, "NAME <EMAIL>" (default: agent <agent@HOSTNAME>)`},
 
 	{name: "executor", key: "executor.kind", def: "exec", oneOf: []string{"exec", "codex", "claude", "sample"},
 		help: "exec (runs --executor-command), codex (codex app-server), claude (Claude Code in print mode), or sample (built in)"},
@@ -433,7 +444,7 @@ var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setti
 	{name: "max-attempt-output", def: byteSize(server.DefaultMaxAttemptOutput), min: atLeast(64 << 10),
 		help: "cap of the log output stored per attempt; past it lines are counted, not stored, and one event marks the cut (e.g. 8MiB)"},
 	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
-	{name: "public-url", help: "the address people reach this control plane at, such as https://cp.example.com: notifications link to its console (none when empty)"},
+	{name: "public-url", help: "the address people reach this control plane at, such as https://cp.example.com: notifications, and the pull requests agents open, link to its console (none when empty)"},
 	{name: "notify-webhook", def: []string(nil), repeat: true,
 		help: "a generic webhook's URL that gets every notification, signed with --notify-secret-file, repeatable: targets webhook-1, webhook-2, … (docs/notifications.md)"},
 	{name: "notify-secret-file", path: true,

@@ -49,8 +49,9 @@ type resolved struct {
 	// cmdline holds the command line's own values, so that a reload
 	// keeps them over the file's.
 	cmdline map[string]any
-	// fileTables are the table settings' values ([[notify]]), from the
-	// file only, by setting name.
+	// fileTables are the table settings' values ([[notify]]), and the
+	// tables of the pairs settings that take options ([[repo]]), from
+	// the file only, by setting name.
 	fileTables map[string]fileValue
 }
 
@@ -176,6 +177,11 @@ func (t *settingsTable) resolve(fs *pflag.FlagSet, path string, env func(string)
 	for _, s := range t.list {
 		if fv, ok := file.lookup(s.name); ok && s.table != nil {
 			r.fileTables[s.name] = fv
+		}
+		if file != nil && s.pairOptions != nil {
+			if fv, ok := file.tables[s.name]; ok {
+				r.fileTables[s.name] = fv
+			}
 		}
 	}
 	for _, s := range t.list {

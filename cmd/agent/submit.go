@@ -20,7 +20,7 @@ func newSubmitCmd() *cobra.Command {
 		repo, base            string
 		maxAttempts           int
 		asJSON, wait          bool
-		waitQueued            bool
+		waitQueued, noCommit  bool
 		timeout               time.Duration
 		requires              []string // routing by capability
 		// Subtasks: labels the delegation rules match on.
@@ -55,6 +55,9 @@ func newSubmitCmd() *cobra.Command {
 			if err := checkRepoFlags(repo, base); err != nil {
 				return err
 			}
+			if noCommit && repo == "" {
+				return usagef("--no-commit needs --repo: only a task on a repository has commits to leave out")
+			}
 			reqs, err := requireFlags(requires)
 			if err != nil {
 				return err
@@ -77,7 +80,7 @@ func newSubmitCmd() *cobra.Command {
 				return err
 			}
 			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
-				Repo: repo, Base: base, Requires: reqs, Labels: taskLabels, MaxTokens: maxTokens, MaxTime: state.Duration(maxTime),
+				Repo: repo, Base: base, NoCommit: noCommit, Requires: reqs, Labels: taskLabels, MaxTokens: maxTokens, MaxTime: state.Duration(maxTime),
 				EgressAllow: egressAllow})
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
@@ -125,6 +128,7 @@ func newSubmitCmd() *cobra.Command {
 	fl.IntVar(&maxAttempts, "max-attempts", 0, "attempts this task may take (0: the agent's setting)")
 	fl.StringVar(&repo, "repo", "", "the repository the task works on, by the name agents serve it under ([[repo]] of their config); only an agent that serves it runs the task, in a clone of its own")
 	fl.StringVar(&base, "base", "", "with --repo: the ref the task's branch is made from (default: the repository's HEAD)")
+	fl.BoolVar(&noCommit, "no-commit", false, "with --repo: leave what each attempt changes uncommitted in the task's clone (default: the agent commits it on the task's branch when the attempt ends)")
 	// Routing by capability.
 	fl.StringArrayVar(&requires, "require", nil, "KEY=VALUE the agent that runs the task must have, repeatable: executor=codex, model=M, repo=R, os=linux, arch=arm64 (what it advertises), label=NAME or label=NAME=VALUE (granted by an operator: agents label)")
 	// budgets

@@ -156,9 +156,9 @@ func TestSubmitRepoAndBase(t *testing.T) {
 	if _, err := agent.Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "vm-8", Repos: []string{"site", "infra"}}); err != nil {
 		t.Fatal(err)
 	}
-	r := runAgent(t, append([]string{"submit", "--prompt", "p", "--repo", "infra", "--base", "v1.2.3", "--json"}, cpArgs...)...)
+	r := runAgent(t, append([]string{"submit", "--prompt", "p", "--repo", "infra", "--base", "v1.2.3", "--no-commit", "--json"}, cpArgs...)...)
 	var v api.TaskView
-	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Repo != "infra" || v.Base != "v1.2.3" {
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Repo != "infra" || v.Base != "v1.2.3" || !v.NoCommit {
 		t.Fatalf("submit --json: %v %+v", err, r)
 	}
 	// The agent's own repositories (the repo setting, from the
@@ -176,6 +176,7 @@ func TestSubmitRepoAndBase(t *testing.T) {
 		says string
 	}{
 		{[]string{"--base", "main"}, "--base needs --repo"},
+		{[]string{"--no-commit"}, "--no-commit needs --repo"},
 		{[]string{"--repo", "../etc"}, "--repo: repository name"},
 		{[]string{"--repo", "site", "--base", "--upload-pack=x"}, "--base: base \"--upload-pack=x\" starts with '-'"},
 	} {

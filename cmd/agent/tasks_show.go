@@ -141,6 +141,15 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 			}
 			fmt.Fprintf(w, "%s%s\n", head, visible(l))
 		}
+		if s := state.PushText(t.Result.Changes); s != "" {
+			fmt.Fprintf(w, "push:     %s\n", visible(s))
+			if t.Result.Changes.PushError != "" {
+				fmt.Fprintf(w, "          on the agent's machine, try again with: agent tasks push %s\n", visible(t.ID))
+			}
+		}
+		if c := t.Result.Changes; c != nil && c.PullRequest != "" {
+			fmt.Fprintf(w, "request:  %s\n", visible(c.PullRequest))
+		}
 	}
 	fmt.Fprintln(w)
 	for _, s := range state.ProgressCard(t) {

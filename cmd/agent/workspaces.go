@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -64,6 +65,8 @@ func newWorkspacesLsCmd() *cobra.Command {
   clean                           nothing would be lost: retention removes it
                                   with its task
   kept: 2 commits not on main     its branch (in the clone or the repository)
+                                  or a ref on which a replay kept an earlier
+                                  attempt's work (refs/agent/kept/TASK_ID/…)
                                   has commits on no other branch, tag or
                                   remote, and not in its base
   kept: uncommitted changes       its clone has changes no commit holds
@@ -94,7 +97,7 @@ func newWorkspacesLsCmd() *cobra.Command {
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, `print the workspaces as a JSON array: task_id, repo, branch, base, dir, branch_head (the branch in the repository, if brought back), bytes, commits (those only it holds), uncommitted, missing, error and state`)
+	cmd.Flags().BoolVar(&asJSON, "json", false, `print the workspaces as a JSON array: task_id, repo, branch, base, dir, branch_head (the branch in the repository, if brought back), bytes, commits (those only it holds), uncommitted, missing, kept_refs, error and state`)
 	return cmd
 }
 
@@ -137,12 +140,13 @@ func newWorkspacesRmCmd() *cobra.Command {
 		Use:   "rm TASK_ID",
 		Short: "Remove a task's workspace and its branch, refusing when work would be lost unless --force",
 		Long: `rm removes a finished task's clone (WORK_DIR/TASK_ID) and its branch
-agent/TASK_ID in the repository (that ref alone, never what it links to).
-It refuses, saying what would be lost, when the branch has commits on no
-other branch, tag or remote and not in its base, or the clone has
-uncommitted changes: merge or push the branch, or commit what you want to
-keep elsewhere, then rm again; or give --force to drop them (rm says what it
-dropped). The workspace of a task that has not finished is never removed.
+agent/TASK_ID in the repository (that ref alone, never what it links to),
+with the refs refs/agent/kept/TASK_ID/attempt-N on which replays kept what
+earlier attempts left. It refuses, saying what would be lost, when the
+branch or a kept ref has commits on no other branch, tag or remote and not
+in its base, or the clone has uncommitted changes: merge or push the
+branch (or the kept ref), or commit what you want to keep elsewhere, then
+rm again; or give --force to drop them (rm says what it dropped). The workspace of a task that has not finished is never removed.
 A git worktree an earlier agent made for a task is removed the same way.`,
 		Example: `  agent workspaces rm 7f3c2a
   git -C ~/src/app merge agent/7f3c2a && agent workspaces rm 7f3c2a
@@ -173,6 +177,9 @@ A git worktree an earlier agent made for a task is removed the same way.`,
 			msg := fmt.Sprintf("removed the workspace of task %s: %s", id, i.Dir)
 			if i.BranchHead != "" {
 				msg += fmt.Sprintf(" and branch %s of %s", i.Branch, i.Repo)
+			}
+			if len(i.KeptRefs) > 0 {
+				msg += fmt.Sprintf(", and what its replays kept (%s)", strings.Join(i.KeptRefs, ", "))
 			}
 			if d := i.Loses(); d != "" {
 				msg += "; dropped " + d

@@ -97,6 +97,10 @@ type HeartbeatResponse struct {
 	// no more of an attempt's output in its outbox, and counts the rest
 	// (LogPayload.Withheld). 0 from a control plane that does not say.
 	MaxAttemptOutputBytes int64 `json:"max_attempt_output_bytes,omitempty"`
+	// PublicURL is where people reach the control plane's console
+	// (--public-url), when it knows: the agent links to a task's page
+	// from its pull request.
+	PublicURL string `json:"public_url,omitempty"`
 	// Stop lists tasks the agent runs whose tree of subtasks passed its
 	// root's budget: the agent stops each as over its budget (it ends
 	// budget_exceeded). Cancel names them too, for an agent from before

@@ -135,6 +135,9 @@ type NotifiedTask struct {
 	Question *state.ApprovalRequest `json:"question,omitempty"`
 	// Denied counts the tool calls the task's attempts were refused.
 	Denied int `json:"denied,omitempty"`
+	// PullRequest is the address of the pull request the agent opened
+	// for the task's branch, for NotifyCompleted.
+	PullRequest string `json:"pull_request,omitempty"`
 }
 
 // NotifiedAgent is the agent a notification is about, as it was then.

@@ -24,6 +24,10 @@ type CreateTaskRequest struct {
 	// repository's HEAD). Only an agent that serves Repo claims the task.
 	Repo string `json:"repo,omitempty"`
 	Base string `json:"base,omitempty"`
+	// NoCommit asks the agent to leave what the task changes in its
+	// clone uncommitted, rather than commit each attempt's work on its
+	// branch. Only with Repo.
+	NoCommit bool `json:"no_commit,omitempty"`
 	// Routing by capability: only an agent that advertises every one of
 	// Requires claims the task (see state.Requirement).
 	Requires []state.Requirement `json:"requires,omitempty"`

@@ -15,6 +15,8 @@ import (
 // to fill the form again when the control plane refuses it.
 type newTaskForm struct {
 	Prompt, Title, Repo, Base, Requires, MaxTokens, MaxTime string
+	// NoCommit: the agent leaves each attempt's work uncommitted.
+	NoCommit bool
 }
 
 // newTaskData is what the new-task page shows: the form, and the
@@ -62,7 +64,8 @@ func (c *Console) servedRepos(r *http.Request) ([]string, error) {
 func (c *Console) newTask(w http.ResponseWriter, r *http.Request, s session) {
 	f := newTaskForm{Prompt: r.PostFormValue("prompt"), Title: strings.TrimSpace(r.PostFormValue("title")),
 		Repo: r.PostFormValue("repo"), Base: strings.TrimSpace(r.PostFormValue("base")), Requires: r.PostFormValue("requires"),
-		MaxTokens: strings.TrimSpace(r.PostFormValue("max_tokens")), MaxTime: strings.TrimSpace(r.PostFormValue("max_time"))}
+		MaxTokens: strings.TrimSpace(r.PostFormValue("max_tokens")), MaxTime: strings.TrimSpace(r.PostFormValue("max_time")),
+		NoCommit: r.PostFormValue("no_commit") != ""}
 	req, err := f.request()
 	if err != nil {
 		c.renderNewTask(w, r, s, http.StatusBadRequest, f, err.Error())
@@ -83,7 +86,7 @@ func (c *Console) newTask(w http.ResponseWriter, r *http.Request, s session) {
 // (the prompt, the repository and base, the requirements' keys) it
 // refuses itself, as it does for the API.
 func (f newTaskForm) request() (api.CreateTaskRequest, error) {
-	req := api.CreateTaskRequest{Prompt: strings.ReplaceAll(f.Prompt, "\r\n", "\n"), Title: f.Title, Repo: f.Repo, Base: f.Base}
+	req := api.CreateTaskRequest{Prompt: strings.ReplaceAll(f.Prompt, "\r\n", "\n"), Title: f.Title, Repo: f.Repo, Base: f.Base, NoCommit: f.NoCommit}
 	for l := range strings.SplitSeq(f.Requires, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
 			req.Requires = append(req.Requires, state.Requirement(l))

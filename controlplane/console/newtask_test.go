@@ -39,7 +39,7 @@ func TestNewTaskForm(t *testing.T) {
 	csrf := csrfField.FindStringSubmatch(body)[1]
 
 	form := url.Values{"csrf": {csrf}, "prompt": {"Fix the footer\r\nand the header"}, "title": {"Footer"}, "repo": {"site"}, "base": {"release/2.1"},
-		"requires": {"executor=codex\r\n\r\nlabel=tier=web\r\n"}, "max_tokens": {"200000"}, "max_time": {"30m"}}
+		"requires": {"executor=codex\r\n\r\nlabel=tier=web\r\n"}, "max_tokens": {"200000"}, "max_time": {"30m"}, "no_commit": {"1"}}
 	resp, body = b.post("/tasks/new", form, nil)
 	loc := resp.Header.Get("Location")
 	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/tasks/t-") {
@@ -50,7 +50,8 @@ func TestNewTaskForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v.Prompt != "Fix the footer\nand the header" || v.Title != "Footer" || v.Repo != "site" || v.Base != "release/2.1" ||
-		state.RequirementsText(v.Requires) != "executor=codex, label=tier=web" || v.MaxTokens != 200000 || v.MaxTime.D() != 30*time.Minute || v.Phase != state.PhaseQueued {
+		state.RequirementsText(v.Requires) != "executor=codex, label=tier=web" || v.MaxTokens != 200000 || v.MaxTime.D() != 30*time.Minute || v.Phase != state.PhaseQueued ||
+		!v.NoCommit {
 		t.Errorf("the task submitted: %+v", v.Task)
 	}
 

@@ -181,6 +181,9 @@ type result struct {
 	Reason  string
 	Summary string
 	Changes []string
+	// Push says what became of the push of the task's branch;
+	// PullRequest is its pull request's address.
+	Push, PullRequest string
 	// ID and Diff link to the task's last diff, with its stat, once an
 	// attempt in a workspace reported one.
 	ID, Diff string
@@ -215,6 +218,10 @@ func resultOf(t *state.Task) *result {
 	if t.Result != nil {
 		r.Summary = t.Result.Summary
 		r.Changes = state.ChangesLines(t.Result.Changes)
+		r.Push = state.PushText(t.Result.Changes)
+		if c := t.Result.Changes; c != nil {
+			r.PullRequest = c.PullRequest
+		}
 	}
 	if t.Diff.Seq > 0 {
 		r.Diff = diffText(t.Diff.Files, t.Diff.Insertions, t.Diff.Deletions)

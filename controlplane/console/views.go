@@ -175,6 +175,9 @@ func timelineOf(t *state.Task, now time.Time) []attemptRow {
 				r.Note += " after " + string(t.Attempts[i-1].Error.Code)
 			}
 		}
+		if k := state.KeptText(a); k != "" {
+			r.Note = strings.TrimPrefix(r.Note+"; "+k, "; ")
+		}
 		if a.Status == state.AttemptPending && !a.NotBefore.IsZero() {
 			r.NotBefore = a.NotBefore.Format(rfc3339)
 		}

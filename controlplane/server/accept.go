@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
@@ -187,6 +189,9 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 			s.setResult(t, c)
 			return ""
 		}
+		if ev.Kind == state.EventPush {
+			return applyPush(t, agentID, ev, now)
+		}
 		return api.ReasonTerminal
 	}
 	if r := t.PersonRetry; r != nil && ev.Attempt > 0 && ev.Attempt <= r.After {
@@ -262,12 +267,57 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 		// Its seq is known once it is stored (acceptEvent sets it).
 		t.Diff = state.DiffRef{Attempt: ev.Attempt, Files: d.Files, Insertions: d.Insertions, Deletions: d.Deletions,
 			Bytes: max(d.Bytes, int64(len(d.Patch))), Cut: d.Cut}
+	case state.EventPush:
+		return api.Invalid("a push event is taken of a completed task only: the completion says how the first push went")
 	default:
 		return api.Invalid("unknown kind " + string(ev.Kind))
 	}
 	t.LastProgressAt, t.UpdatedAt = now, now
 	t.Lease.ExpiresAt = now.Add(s.opts.Lease)
 	return ""
+}
+
+// applyPush applies the one late event a completed task takes besides
+// its completion: how a person's push of its branch went (agent tasks
+// push), from the agent holding its lease, under that lease. It changes
+// the changes' push fields and nothing else.
+func applyPush(t *state.Task, agentID string, ev api.Event, now time.Time) api.RejectReason {
+	switch {
+	case t.Lease == nil || t.Lease.ID != ev.LeaseID || t.Lease.AgentID != agentID:
+		return api.ReasonLease
+	case t.Phase != state.PhaseCompleted:
+		return api.ReasonTerminal
+	case t.Result == nil || t.Result.Changes == nil:
+		return api.Invalid("the task changed no repository: it has no branch to push")
+	}
+	var p state.PushEvent
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+		return api.Invalid(err.Error())
+	}
+	if p.PullRequest != "" {
+		if err := checkPullRequestURL(p.PullRequest); err != nil {
+			return api.Invalid(err.Error())
+		}
+	}
+	ch := *t.Result.Changes
+	ch.Pushed, ch.PullRequest, ch.PushError = p.Pushed, p.PullRequest, p.PushError
+	r := *t.Result
+	r.Changes = boundChanges(&ch)
+	t.Result, t.UpdatedAt = &r, now
+	return ""
+}
+
+// maxURLBytes bounds a pull request's address.
+const maxURLBytes = 2048
+
+// checkPullRequestURL refuses a pull request's address that is not an
+// absolute http(s) URL of at most maxURLBytes: the console links to it.
+func checkPullRequestURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || len(raw) > maxURLBytes || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" || u.User != nil || strings.ContainsAny(raw, " \t\r\n") {
+		return fmt.Errorf("pull_request %q: want an http(s) URL of at most %d bytes", state.Ellipsize(raw, 100), maxURLBytes)
+	}
+	return nil
 }
 
 func (s *Server) setResult(t *state.Task, c state.CompleteEvent) {
@@ -281,8 +331,9 @@ func (s *Server) setResult(t *state.Task, c state.CompleteEvent) {
 // list of tasks carries: at most state.MaxChangesCommits commits (the rest
 // counted in CommitsCut), each subject and name cut to a line's length.
 const (
-	maxSubjectRunes = 200
-	maxRefRunes     = 256
+	maxSubjectRunes   = 200
+	maxRefRunes       = 256
+	maxPushErrorRunes = 1000
 )
 
 // boundChanges is c as the control plane keeps it: a copy within the caps.
@@ -301,5 +352,12 @@ func boundChanges(c *state.Changes) *state.Changes {
 	for _, cm := range c.Commits[:min(len(c.Commits), state.MaxChangesCommits)] {
 		b.Commits = append(b.Commits, state.Commit{SHA: cut(cm.SHA), Subject: state.Ellipsize(cm.Subject, maxSubjectRunes)})
 	}
+	if c.Pushed != nil {
+		b.Pushed = &state.Push{Remote: cut(c.Pushed.Remote), Branch: cut(c.Pushed.Branch), Commit: cut(c.Pushed.Commit), At: c.Pushed.At}
+	}
+	if b.PullRequest != "" && checkPullRequestURL(b.PullRequest) != nil {
+		b.PullRequest, b.PushError = "", strings.TrimPrefix(b.PushError+"; the agent's pull request address was not an http(s) URL", "; ")
+	}
+	b.PushError = state.Ellipsize(b.PushError, maxPushErrorRunes)
 	return &b
 }

@@ -85,7 +85,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 		s.log.Info("agent went offline", "agent", req.AgentID)
 	}
 	resp := api.HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: s.opts.HeartbeatInterval.Seconds(), Cancel: []string{},
-		MaxAttemptOutputBytes: s.opts.MaxAttemptOutput}
+		MaxAttemptOutputBytes: s.opts.MaxAttemptOutput, PublicURL: s.opts.PublicURL}
 	running := map[string]bool{}
 	ids := make([]string, 0, len(req.Running)+len(leased))
 	for _, r := range req.Running {

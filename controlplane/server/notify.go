@@ -168,6 +168,9 @@ func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification 
 	if t.Lease != nil {
 		nt.Agent = t.Lease.AgentID
 	}
+	if ev == api.NotifyCompleted && t.Result != nil && t.Result.Changes != nil {
+		nt.PullRequest = t.Result.Changes.PullRequest
+	}
 	if ev == api.NotifyAwaitingReply && t.AwaitingReply != nil {
 		nt.Question, question = inertQuestion(t.AwaitingReply), t.AwaitingReply.ID
 	}
@@ -357,6 +360,9 @@ func taskText(ev api.NotifyEvent, t *state.Task, nt *api.NotifiedTask, code stat
 		if nt.Denied > 0 {
 			// Not plain success: the model was refused what it asked for.
 			denied = " (" + state.DeniedText(nt.Denied) + ")"
+		}
+		if nt.PullRequest != "" {
+			return name + " completed" + denied + attempts + agent + "; pull request: " + nt.PullRequest, nil
 		}
 		return name + " completed" + denied + attempts + agent, nil
 	case api.NotifyBlocked:

@@ -53,6 +53,9 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	if err := checkRepo(req.Repo, req.Base); err != nil {
 		return nil, err
 	}
+	if req.NoCommit && req.Repo == "" {
+		return nil, badRequest("no_commit: only a task that names a repository (repo) has commits to leave out")
+	}
 	if err := s.served(ctx, req.Repo); err != nil {
 		return nil, err
 	}
@@ -72,7 +75,7 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	now := s.opts.Now()
 	t := state.NewTask(newID("t-", 5), req.Prompt, now)
 	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
-	t.Repo, t.Base = req.Repo, req.Base
+	t.Repo, t.Base, t.NoCommit = req.Repo, req.Base, req.NoCommit
 	t.Requires, t.Unroutable = slices.Clone(req.Requires), unroutable
 	t.Labels = maps.Clone(req.Labels)
 	t.MaxTokens, t.MaxTime = req.MaxTokens, req.MaxTime // budgets

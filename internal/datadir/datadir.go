@@ -142,6 +142,9 @@ type HealthFile struct {
 	// Workspaces is what the tasks' git worktrees take, as the agent's
 	// last prune found; nil before one, or in files of earlier versions.
 	Workspaces *WorkspaceUsage `json:"workspaces,omitempty"`
+	// PublicURL is where people reach the control plane's console, as
+	// its last heartbeat answer said; "" when it did not.
+	PublicURL string `json:"public_url,omitempty"`
 }
 
 // WorkspaceUsage is what the tasks' git worktrees take on disk: how many

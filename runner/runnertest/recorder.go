@@ -83,6 +83,17 @@ func (rec *Recorder) Phases() []state.PhaseEvent {
 	return out
 }
 
+// Payloads lists the recorded reports' payloads, in order.
+func (rec *Recorder) Payloads() []state.Payload {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	out := make([]state.Payload, len(rec.reports))
+	for i, r := range rec.reports {
+		out[i] = r.Payload
+	}
+	return out
+}
+
 // Logs lists the recorded log lines as "stream: line".
 func (rec *Recorder) Logs() []string {
 	rec.mu.Lock()
