@@ -12,6 +12,9 @@ import (
 // a great many files is said to be unread rather than hold the task back.
 const checkoutTimeout = 30 * time.Second
 
+// maxUnread bounds what a checkout unread says of why.
+const maxUnread = 300
+
 // checkout reads the status of the person's checkout of r, as git status
 // does, and returns what it holds that no commit does, nil when nothing
 // (or r has no checkout: a bare repository). The checkout is the
@@ -26,7 +29,7 @@ func (r repo) checkout(ctx context.Context, base, baseCommit string) *state.Chec
 	d := gitDirs{dir: r.Path}
 	out, err := runGit(ctx, d, "rev-parse", "--is-inside-work-tree")
 	if err != nil {
-		c.Unread = err.Error()
+		c.Unread = state.Ellipsize(err.Error(), maxUnread)
 		return c
 	}
 	if strings.TrimSpace(out) != "true" {
@@ -34,7 +37,7 @@ func (r repo) checkout(ctx context.Context, base, baseCommit string) *state.Chec
 	}
 	out, err = runGit(ctx, d, "status", "--porcelain=v1", "-z", "--untracked-files=normal", "--no-renames")
 	if err != nil {
-		c.Unread = err.Error()
+		c.Unread = state.Ellipsize(err.Error(), maxUnread)
 		return c
 	}
 	for rec := range strings.SplitSeq(out, "\x00") {
