@@ -32,10 +32,13 @@ type card struct {
 	Elapsed, Started string
 	Progress         string
 	Percent          int
-	Steps            []state.Step
-	Repo, Agent      string
-	Reason           string
-	Cancelling       bool
+	// Result, for a task that ended, is what it came to (its summary,
+	// or why it ended: state.ResultLine), shown where a running task
+	// shows its progress.
+	Result      string
+	Steps       []state.Step
+	Repo, Agent string
+	Cancelling  bool
 	// Unroutable says why no online agent can take the queued task
 	// (routing by capability).
 	Unroutable string
@@ -71,7 +74,7 @@ func cardOf(v *api.TaskView, now time.Time) card {
 		c.Unroutable = t.Unroutable
 	}
 	if t.Phase.Terminal() {
-		c.Reason = t.PhaseReason
+		c.Result = state.ResultLine(t)
 	}
 	if a := t.Current(); a != nil {
 		c.Attempt = fmt.Sprintf("attempt %d", a.Number)
@@ -93,8 +96,8 @@ func cardOf(v *api.TaskView, now time.Time) card {
 	}
 	c.Elapsed = state.Compact(end.Sub(t.CreatedAt).Truncate(time.Second))
 	switch p := t.Progress; {
-	case c.Reason != "":
-		// An ended task says why; its last progress is stale.
+	case c.Result != "":
+		// An ended task says what it came to; its last progress is stale.
 	case t.AwaitingReply != nil:
 		c.Progress = "waiting for a person: " + approvalWhat(t.AwaitingReply)
 	case p.Message != "" || p.Percent > 0:
