@@ -425,6 +425,12 @@ type agentCard struct {
 	Isolation     string
 	Repos         []string
 	Outbox        string
+	// Executor says what the agent runs its tasks through ("Codex
+	// (codex)"), Models the models it may run (none: the executor's
+	// choice), Platform its OS and arch.
+	Executor string
+	Models   []string
+	Platform string
 }
 
 func agentOf(a api.AgentView, now time.Time) agentCard {
@@ -452,6 +458,13 @@ func agentOf(a api.AgentView, now time.Time) agentCard {
 	}
 	if a.Outbox.Pending > 0 || a.Outbox.Dead > 0 {
 		c.Outbox = fmt.Sprintf("outbox: %d pending, %d dead", a.Outbox.Pending, a.Outbox.Dead)
+	}
+	c.Executor, c.Models = a.Executor, a.Models
+	if cli := api.ExecutorCLI(a.Executor); cli != "" {
+		c.Executor = cli + " (" + a.Executor + ")"
+	}
+	if a.OS != "" || a.Arch != "" {
+		c.Platform = a.OS + "/" + a.Arch
 	}
 	return c
 }
