@@ -296,7 +296,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slices.SortFunc(views, func(x, y api.TaskView) int { return cmp.Or(y.CreatedAt.Compare(x.CreatedAt), strings.Compare(y.ID, x.ID)) })
+		slices.SortFunc(views, func(x, y api.TaskView) int {
+			return cmp.Or(y.CreatedAt.Compare(x.CreatedAt), strings.Compare(y.ID, x.ID))
+		})
 		want := []string{"task-" + stopped}
 		for _, v := range views {
 			if v.ID != stopped {
