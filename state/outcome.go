@@ -32,8 +32,11 @@ func ResultLine(t *Task) string {
 			why = firstLine(c.Error.Error())
 		}
 	}
-	if why == "" {
+	switch {
+	case why == "":
 		return string(t.Phase)
+	case strings.HasPrefix(why, string(t.Phase)+":"):
+		return why // "cancelled: cancelled by the user" says it once
 	}
 	return string(t.Phase) + ": " + why
 }

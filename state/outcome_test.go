@@ -33,6 +33,7 @@ func TestResultLine(t *testing.T) {
 		{"a reason", ended(PhaseRecoverableFailed, "network after a side effect\nmore", nil, nil), "recoverable_failed: network after a side effect"},
 		{"an error", ended(PhaseFailed, "", nil, &Error{Code: CodeQuota, Message: "out of credits"}), "failed: quota: out of credits"},
 		{"neither", ended(PhaseCancelled, "", nil, nil), "cancelled"},
+		{"a reason that names the phase", ended(PhaseCancelled, "cancelled: cancelled by the user", nil, nil), "cancelled: cancelled by the user"},
 	} {
 		if got := ResultLine(c.task); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
