@@ -491,15 +491,15 @@ func (a *Agent) taskEnv(id string) []string {
 // repository served, a task naming one is refused.
 type taskWorkspaces struct{ m *workspace.Manager }
 
-func (w taskWorkspaces) Prepare(ctx context.Context, taskID, repo, base string) (string, []string, error) {
+func (w taskWorkspaces) Prepare(ctx context.Context, taskID, repo, base string) (runner.Prepared, error) {
 	if w.m == nil {
-		return "", nil, fmt.Errorf("repository %q is not served by this agent (it serves none; see [[repo]] in its config)", repo)
+		return runner.Prepared{}, fmt.Errorf("repository %q is not served by this agent (it serves none; see [[repo]] in its config)", repo)
 	}
 	ws, err := w.m.Prepare(ctx, taskID, repo, base)
 	if err != nil {
-		return "", nil, err
+		return runner.Prepared{}, err
 	}
-	return ws.Dir, ws.Writable(), nil
+	return runner.Prepared{Dir: ws.Dir, Writable: ws.Writable(), Checkout: ws.Checkout}, nil
 }
 
 func (w taskWorkspaces) Reset(ctx context.Context, taskID string, attempt int) (string, error) {

@@ -330,7 +330,16 @@ func (c *Client) TasksPage(ctx context.Context, after string, limit int) ([]api.
 // after ("": from the first), and the cursor of the next page ("" on the
 // last).
 func (c *Client) TasksWhere(ctx context.Context, f api.TaskFilter, after string, limit int) ([]api.TaskView, string, error) {
+	return c.TasksIn(ctx, api.OrderOldest, f, after, limit)
+}
+
+// TasksIn is TasksWhere in order o: a page of the tasks f selects after
+// the task named after, oldest or newest first.
+func (c *Client) TasksIn(ctx context.Context, o api.TaskOrder, f api.TaskFilter, after string, limit int) ([]api.TaskView, string, error) {
 	q := f.Values()
+	if o != "" && o != api.OrderOldest {
+		q.Set("order", string(o)) // the default unsaid: a control plane from before orders takes it
+	}
 	q.Set("limit", strconv.Itoa(limit))
 	if after != "" {
 		q.Set("after", after)

@@ -134,9 +134,10 @@ type Runner struct {
 // (see package workspace).
 type Workspaces interface {
 	// Prepare makes the task's workspace from base, or finds it made, and
-	// returns its directory and what a confined attempt must also write
-	// (nothing of the repository: see workspace.Workspace.Writable).
-	Prepare(ctx context.Context, taskID, repo, base string) (dir string, writable []string, err error)
+	// returns its directory, what a confined attempt must also write
+	// (nothing of the repository: see workspace.Workspace.Writable) and
+	// what the person's checkout held then that the task does not see.
+	Prepare(ctx context.Context, taskID, repo, base string) (Prepared, error)
 	// Reset takes the workspace back to its base, for a replay, having
 	// kept what the attempt numbered attempt left on a ref of the
 	// repository of its own, which it returns ("" when it left nothing).
@@ -158,6 +159,18 @@ type Workspaces interface {
 	Diff(ctx context.Context, taskID string) (*state.DiffEvent, error)
 	// Changes says what the task changed in its workspace.
 	Changes(ctx context.Context, taskID string) (*state.Changes, error)
+}
+
+// Prepared is a task's workspace as Workspaces.Prepare makes or finds it.
+type Prepared struct {
+	// Dir is its directory, the attempt's work directory; Writable what
+	// a confined attempt must also write.
+	Dir      string
+	Writable []string
+	// Checkout, when the person's checkout of the repository held
+	// changes no commit holds as the workspace was made (or could not be
+	// read), says so; nil when it was clean.
+	Checkout *state.Checkout
 }
 
 // changesTimeout bounds the report of what a task changed, and
@@ -932,9 +945,17 @@ func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attem
 	// of making a clone leaves it half made.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workspaceTimeout)
 	defer cancel()
-	dir, writable, err := r.Workspaces.Prepare(ctx, task.ID, task.Repo, task.Base)
+	ws, err := r.Workspaces.Prepare(ctx, task.ID, task.Repo, task.Base)
 	if err != nil {
 		return "", nil, err
+	}
+	dir, writable := ws.Dir, ws.Writable
+	if ws.Checkout != nil && state.CheckoutOf(task) == nil {
+		// Said once, on the attempt that finds it: the person may think
+		// the task works on what their checkout holds.
+		a.Checkout = ws.Checkout
+		r.reportAttempt(task, a)
+		r.note(task, state.CheckoutText(ws.Checkout))
 	}
 	if a.Number > 1 && a.Continues == 0 {
 		left := lastRan(task, a)

@@ -23,12 +23,12 @@ import (
 // own adapter does the same).
 type workspaces struct{ m *workspace.Manager }
 
-func (w workspaces) Prepare(ctx context.Context, taskID, repo, base string) (string, []string, error) {
+func (w workspaces) Prepare(ctx context.Context, taskID, repo, base string) (runner.Prepared, error) {
 	ws, err := w.m.Prepare(ctx, taskID, repo, base)
 	if err != nil {
-		return "", nil, err
+		return runner.Prepared{}, err
 	}
-	return ws.Dir, ws.Writable(), nil
+	return runner.Prepared{Dir: ws.Dir, Writable: ws.Writable(), Checkout: ws.Checkout}, nil
 }
 
 func (w workspaces) Reset(ctx context.Context, taskID string, attempt int) (string, error) {
@@ -205,6 +205,45 @@ func TestARetryAfterUncommittedWorkKeepsIt(t *testing.T) {
 	}
 }
 
+// A task made while the person's checkout holds uncommitted changes says
+// so once, on its first attempt and in the log (stream agent), naming
+// the commit it starts from; the task does not see the changes, and a
+// replay does not say it again.
+func TestADirtyCheckoutIsSaidOnTheTask(t *testing.T) {
+	f, repo := repoFixture(t, "@fail network\n@sh test ! -e mine.txt && grep -qx one README")
+	head := gittest.Git(t, repo, "rev-parse", "HEAD")
+	must(t, os.WriteFile(filepath.Join(repo, "README"), []byte("the person's edit\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(repo, "mine.txt"), []byte("mine\n"), 0o600))
+	f.Run(t, context.Background())
+	a := f.Task.Attempts
+	if f.Task.Phase != state.PhaseCompleted || len(a) != 2 {
+		t.Fatalf("task %s, attempts %s; logs:\n%s", f.Task.Phase, runnertest.AttemptsText(f.Task), strings.Join(f.Rec.Logs(), "\n"))
+	}
+	want := state.Checkout{Repo: "site", Base: "main", BaseCommit: head, Changed: 1, Untracked: 1}
+	if a[0].Checkout == nil || *a[0].Checkout != want || a[1].Checkout != nil {
+		t.Errorf("the attempts' checkout notes: %+v, %+v; want %+v on the first alone", a[0].Checkout, a[1].Checkout, want)
+	}
+	line := "agent: the checkout of site has uncommitted changes (1 file changed, 1 untracked); this task starts from main at " + head[:7] + " and does not see them"
+	n := 0
+	for _, l := range f.Rec.Logs() {
+		if l == line {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the log says %d times %q:\n%s", n, line, strings.Join(f.Rec.Logs(), "\n"))
+	}
+	if got := state.CheckoutOf(f.Task); got == nil || *got != want {
+		t.Errorf("CheckoutOf: %+v", got)
+	}
+
+	clean, _ := repoFixture(t, "@output done")
+	clean.Run(t, context.Background())
+	if clean.Task.Phase != state.PhaseCompleted || state.CheckoutOf(clean.Task) != nil || runnertest.ContainsSub(clean.Rec.Logs(), "uncommitted changes") {
+		t.Errorf("a clean checkout: %s, %+v; logs:\n%s", clean.Task.Phase, state.CheckoutOf(clean.Task), strings.Join(clean.Rec.Logs(), "\n"))
+	}
+}
+
 // A repository the runner does not serve ends the task at once, with a
 // clear reason, before any executor starts.
 func TestARepositoryNotServedIsRefused(t *testing.T) {
@@ -228,16 +267,16 @@ type slowWorkspaces struct {
 	fail             bool
 }
 
-func (w slowWorkspaces) Prepare(ctx context.Context, taskID, repo, base string) (string, []string, error) {
+func (w slowWorkspaces) Prepare(ctx context.Context, taskID, repo, base string) (runner.Prepared, error) {
 	close(w.started)
 	<-w.release
 	if ctx.Err() != nil {
-		return "", nil, ctx.Err() // it was cut part-way
+		return runner.Prepared{}, ctx.Err() // it was cut part-way
 	}
 	if w.fail {
-		return "", nil, errors.New("git worktree add: fatal: something went wrong")
+		return runner.Prepared{}, errors.New("git worktree add: fatal: something went wrong")
 	}
-	return "", nil, nil
+	return runner.Prepared{}, nil
 }
 
 func (slowWorkspaces) Reset(context.Context, string, int) (string, error) { return "", nil }

@@ -330,6 +330,10 @@ type Attempt struct {
 	// attempt before it left (refs/agent/kept/TASK_ID/attempt-N);
 	// empty when that attempt left nothing.
 	KeptRef string `json:"kept_ref,omitempty"`
+	// Checkout, on the attempt that made the task's workspace (or the
+	// first to report it), says that the person's checkout held changes
+	// no commit holds then, which the task does not see (CheckoutText).
+	Checkout *Checkout `json:"checkout,omitempty"`
 	// Usage is the tokens the attempt used so far, as its executor's CLI
 	// reported them; zero when it reported none.
 	Usage Usage `json:"usage,omitzero"`

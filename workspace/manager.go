@@ -18,6 +18,7 @@ import (
 	"github.com/natefinch/atomic"
 
 	"github.com/edgeagent/agent/internal/durable"
+	"github.com/edgeagent/agent/state"
 )
 
 // Repo is a repository the agent serves: a [[repo]] table of its config.
@@ -231,6 +232,10 @@ type Workspace struct {
 	Base       string    `json:"base"`
 	BaseCommit string    `json:"base_commit"`
 	CreatedAt  time.Time `json:"created_at"`
+	// Checkout, when the person's checkout of the repository held changes
+	// no commit holds as the workspace was made (or its status could not
+	// be read), says so: the task does not see them.
+	Checkout *state.Checkout `json:"checkout,omitempty"`
 
 	// CommonDir is the repository's shared git directory: its objects,
 	// which the clone borrows (read only), and its refs.
@@ -320,7 +325,10 @@ func checkTaskID(id string) error {
 // branch, tag or commit; the repository's HEAD when empty). It is
 // idempotent: a task that has its workspace (an agent restarting) gets it
 // as it is, made a clone first if an earlier agent made it a worktree;
-// asking it of another repository or base is an error.
+// asking it of another repository or base is an error. Making it, it
+// reads the status of the person's checkout of the repository: what the
+// checkout holds that no commit does, which the task does not see, is
+// said in the workspace's Checkout.
 func (m *Manager) Prepare(ctx context.Context, taskID, repoName, base string) (*Workspace, error) {
 	if err := checkTaskID(taskID); err != nil {
 		return nil, err
@@ -347,6 +355,7 @@ func (m *Manager) Prepare(ctx context.Context, taskID, repoName, base string) (*
 	if w.Base, w.BaseCommit, err = r.resolve(ctx, base); err != nil {
 		return nil, err
 	}
+	w.Checkout = r.checkout(ctx, w.Base, w.BaseCommit)
 	if b, err := w.repoBranch(ctx); err != nil {
 		return nil, err
 	} else if b.oid != "" || b.symbolic != "" {

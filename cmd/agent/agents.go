@@ -30,21 +30,25 @@ func newAgentsLsCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
-		Short: "The agents the control plane has heard from: state, health, last heartbeat, the tasks they run and the repositories they serve",
+		Short: "The agents the control plane has heard from: state, health, the CLI each runs and its models, last heartbeat, the tasks they run and the repositories they serve",
 		Long: `ls lists the agents the control plane has heard from, one a line:
 
-  AGENT  STATE     HEALTH     HEARTBEAT  RUNNING  TASKS                     REPOS
-  vm-7   running   available  3s ago     1 of 2   t-0c1d2e3f4a (attempt 1)   app,site
-  vm-9   offline   degraded   2h ago     0 of 2   -                         -
+  AGENT  STATE    HEALTH     EXECUTOR  MODELS            HEARTBEAT  RUNNING  TASKS                     REPOS ...
+  vm-7   running  available  codex     gpt-5,gpt-5-mini  3s ago     1 of 2   t-0c1d2e3f4a (attempt 1)  app,site
+  vm-9   offline  degraded   claude    -                 2h ago     0 of 2   -                         -
 
 STATE is what the agent said of itself in its last heartbeat (running, or
 draining while it stops), or offline once it has been silent for three
 heartbeat intervals. HEALTH is its executor's grade (available, degraded,
-unavailable); TASKS the tasks it runs, each with its attempt; REPOS the
+unavailable); EXECUTOR what it runs tasks through (codex: Codex, claude:
+Claude Code, exec: a command, sample: the sample executor) and MODELS the
+models it may run (--models; - when it leaves the choice to the
+executor); TASKS the tasks it runs, each with its attempt; REPOS the
 repositories it serves ([[repo]] of its config). LABELS are the labels a
 person granted it (agent agents label), the only ones a task's
 --require label=... is matched against; SELF-DESCRIBED the labels it says
-of itself (agent run --label), which route nothing. --json prints
+of itself (agent run --label), which route nothing; PLATFORM its OS and
+architecture. --json prints
 everything the control plane knows of each agent (its health's reason
 and recent problems, its outbox, its version and host).`,
 		Example: `  agent agents ls --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
@@ -81,7 +85,7 @@ and recent problems, its outbox, its version and host).`,
 // writeAgents prints agents as a table, a line each.
 func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS\tSELF-DESCRIBED\tEXECUTOR\tMODELS\tPLATFORM")
+	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tEXECUTOR\tMODELS\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS\tSELF-DESCRIBED\tPLATFORM")
 	for _, a := range agents {
 		tasks := make([]string, len(a.Running))
 		for i, r := range a.Running {
@@ -93,10 +97,10 @@ func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
 		if a.OS != "" || a.Arch != "" {
 			platform = a.OS + "/" + a.Arch
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
+			dash(visible(a.Executor)), dash(visible(strings.Join(a.Models, ","))),
 			ago(now, a.LastHeartbeat), a.Capacity.Running, a.Capacity.Max, dash(visible(strings.Join(tasks, ", "))), dash(visible(strings.Join(a.Repos, ","))),
-			dash(visible(labelsText(a.GrantedLabels))), dash(visible(labelsText(a.Labels))),
-			dash(visible(a.Executor)), dash(visible(strings.Join(a.Models, ","))), dash(visible(platform)))
+			dash(visible(labelsText(a.GrantedLabels))), dash(visible(labelsText(a.Labels))), dash(visible(platform)))
 	}
 	tw.Flush()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -9,12 +10,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/browsertest"
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
@@ -220,6 +223,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := con.text("section#agents article.agent .capacity"); !strings.Contains(got, "1 of") {
 			t.Errorf("the agent's capacity reads %q", got)
 		}
+		if got := con.text("section#agents article.agent .executor") + " · " + con.text("section#agents article.agent .models"); got != "the sample executor (sample) · model-a model-b " {
+			t.Errorf("the agent's executor and models read %q", got)
+		}
 		b.Screenshot(t, "agents", browsertest.Desktop)
 		con.open("/tasks")
 		con.waitJS("the tasks page with every task", `document.querySelectorAll("section#tasks article.card").length >= 3`)
@@ -255,6 +261,84 @@ func TestConsoleInBrowser(t *testing.T) {
 		if v.Phase != state.PhaseCompleted || v.Title != "From the phone" || v.Prompt != "Started from a phone\n@output typed on a phone" {
 			t.Errorf("the task the form submitted: %s, title %q, prompt %q", v.Phase, v.Title, v.Prompt)
 		}
+	})
+
+	step("the tasks page on a phone: what needs a person on top, then the newest, each ended task's result", func(t *testing.T) {
+		con.t = t
+		// Stopped for a person to decide, before the newer tasks below.
+		stopped := submit(t, c, "Rotate the staging key\n@side-effect rotated the staging key\n@fail network\n@no-session")
+		if v := c.waitDone(t, stopped); v.Phase != state.PhaseRecoverableFailed {
+			t.Fatalf("the task meant to stop is %s", v.Phase)
+		}
+		summarized := submit(t, c, "Summarize the notes\n@progress 2\n@output three notes, one open question")
+		if v := c.waitDone(t, summarized); v.Phase != state.PhaseCompleted {
+			t.Fatalf("the task meant to complete is %s", v.Phase)
+		}
+		b.SetViewport(t, browsertest.Phone)
+		defer b.SetViewport(t, browsertest.Desktop)
+		con.open("/tasks")
+		con.waitJS("the tasks page", `!!document.getElementById("tasks")`)
+		con.eval(`window.agentTestLoadedOnce = true`)
+		// A task submitted while the page is open arrives on top of the
+		// newest, under the one that needs a person, and shows its
+		// result once it ends.
+		gate := filepath.Join(t.TempDir(), "gate")
+		newest := submit(t, c, "Tidy the changelog\n@progress 2\n@wait-file "+gate+"\n@output tidied")
+		cards := `[...document.querySelectorAll("section#tasks article.card")]`
+		con.waitJS("the new task's card under the stopped one", cards+`.map(a => a.id).slice(0, 2).join(" ") === `+jsString("task-"+stopped+" task-"+newest))
+		must(t, os.WriteFile(gate, nil, 0o600))
+		con.waitJS("the new task's card to show its result", `document.getElementById(`+jsString("task-"+newest)+`)?.querySelector(".progress .result")?.textContent === "done: Tidy the changelog"`)
+		if con.eval(`String(window.agentTestLoadedOnce)`) != "true" {
+			t.Error("the page was reloaded: the card did not arrive live")
+		}
+		// The whole order: the stopped task, then the newest first.
+		views, err := c.client.Tasks(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(views, func(x, y api.TaskView) int {
+			return cmp.Or(y.CreatedAt.Compare(x.CreatedAt), strings.Compare(y.ID, x.ID))
+		})
+		want := []string{"task-" + stopped}
+		for _, v := range views {
+			if v.ID != stopped {
+				want = append(want, "task-"+v.ID)
+			}
+		}
+		if got := con.eval(cards + `.map(a => a.id).join(" ")`); got != strings.Join(want, " ") {
+			t.Errorf("the cards on the page:\n%s\nwant:\n%s", got, strings.Join(want, " "))
+		}
+		// Ended tasks say what they came to, never their last progress.
+		for id, line := range map[string]string{
+			summarized: "done: Summarize the notes",
+			stopped:    "recoverable_failed: ",
+		} {
+			got := con.text("#task-" + id + " .progress")
+			if !strings.HasPrefix(got, line) {
+				t.Errorf("the card of %s says %q, want %q", id, got, line)
+			}
+		}
+		if got := con.eval(cards + `.filter(a => ["completed", "failed", "recoverable_failed", "cancelled", "timed_out", "expired"].includes(a.dataset.phase) && (a.querySelector(".progress-text") || !a.querySelector(".progress .result"))).map(a => a.id).join(" ")`); got != "" {
+			t.Errorf("ended tasks whose card shows progress or no result: %s", got)
+		}
+		if w := con.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); w != "0" {
+			t.Errorf("the tasks page scrolls sideways on a phone by %s px", w)
+		}
+
+		// The system's dark mode, followed.
+		background := func() string {
+			return con.eval(`getComputedStyle(document.body).backgroundColor + " " + getComputedStyle(document.querySelector("article.card")).backgroundColor`)
+		}
+		if got := background(); got != "rgb(246, 247, 249) rgb(255, 255, 255)" {
+			t.Errorf("light: the page and a card are %s", got)
+		}
+		b.SetColorScheme(t, "dark")
+		defer b.SetColorScheme(t, "")
+		con.waitJS("the dark scheme", `matchMedia("(prefers-color-scheme: dark)").matches`)
+		if got := background(); got != "rgb(15, 19, 23) rgb(23, 29, 35)" {
+			t.Errorf("dark: the page and a card are %s", got)
+		}
+		b.Screenshot(t, "tasks-dark", browsertest.Phone)
 	})
 
 	step("answer an approval from the inbox on a phone", func(t *testing.T) {

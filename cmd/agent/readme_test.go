@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/clitest"
+	"github.com/edgeagent/agent/internal/gittest"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -381,7 +383,10 @@ func TestREADMEAsANewcomer(t *testing.T) {
 	dir := t.TempDir()
 	const version = "v0.0.0-readme"
 	bin := buildAgent(t, dir, version)
-	home := t.TempDir()
+	// The home out of a confined task's reach (not /tmp): the README's
+	// repository, ~/src/app, is in it, and the agent refuses to serve one
+	// a task could write.
+	home := gittest.OutOfReach(t)
 	n := &newcomer{t: t, dir: dir, home: home, addr: freeAddr(t),
 		// No config file of the person running the tests; agents told to
 		// beat every 300ms, so the run does not wait on 10s heartbeats.
@@ -417,10 +422,20 @@ func TestREADMEAsANewcomer(t *testing.T) {
 
 	t.Run("by hand", func(t *testing.T) {
 		b := readmeBlockUnder(t, "Running it by hand")
+		// The newcomer's own repository, which the README's agent serves
+		// as app, with work of theirs not yet committed.
+		app := filepath.Join(home, "src", "app")
+		must(t, os.MkdirAll(filepath.Dir(app), 0o700))
+		gittest.Git(t, home, "init", "-q", "-b", "main", app)
+		must(t, os.WriteFile(filepath.Join(app, "login_test.go"), []byte("package login\n"), 0o600))
+		gittest.Git(t, app, "add", "-A")
+		gittest.Git(t, app, "commit", "-q", "-m", "the login test")
+		must(t, os.WriteFile(filepath.Join(app, "login_test.go"), []byte("package login // half done\n"), 0o600))
 		var (
 			cp, agentRun *background
 			ids          []string
 			stopped      string // the task that ends recoverable_failed
+			onApp        string // the task on app
 		)
 		waitEnded := func(id string, phases ...state.Phase) state.Phase {
 			t.Helper()
@@ -461,6 +476,9 @@ func TestREADMEAsANewcomer(t *testing.T) {
 					t.Fatalf("%s printed %q, want a task id", line, id)
 				}
 				ids = append(ids, id)
+				if slices.Contains(words, "--repo") {
+					onApp = id
+				}
 			case sub == "tasks watch":
 				// Piped, it prints a line per change until stopped (q or
 				// Ctrl-C on a terminal).
@@ -505,18 +523,23 @@ func TestREADMEAsANewcomer(t *testing.T) {
 					waitEnded(ids[0], state.PhaseCompleted)
 				}
 				out := n.run(strings.ReplaceAll(line, "TASK_ID", ids[0]))
-				for _, want := range readmeWants(sub, ids) {
+				for _, want := range readmeWants(sub, ids, ids[0] == onApp) {
 					if !strings.Contains(out, want) {
 						t.Errorf("%s does not show %q:\n%s", line, want, out)
 					}
 				}
 			}
 		}
-		if cp == nil || agentRun == nil || len(ids) < 2 || stopped == "" {
-			t.Fatalf("the by-hand run did not start a control plane and an agent, submit tasks and decide on one that stopped (submitted %v)", ids)
+		if cp == nil || agentRun == nil || len(ids) < 2 || stopped == "" || onApp == "" {
+			t.Fatalf("the by-hand run did not start a control plane and an agent, submit tasks (one on the repository) and decide on one that stopped (submitted %v, on app %q)", ids, onApp)
 		}
 		for _, id := range ids {
 			waitEnded(id, state.PhaseCompleted)
+		}
+		// The task on app worked in a clone of its own: the checkout keeps
+		// the newcomer's work as it was.
+		if got := gittest.Git(t, app, "status", "--porcelain"); got != "M login_test.go" {
+			t.Errorf("the checkout of app: %q, want the newcomer's change alone", got)
 		}
 		// Stop it with Ctrl-C or SIGTERM: it drains.
 		if code := agentRun.stop(t, syscall.SIGTERM); code != 0 {
@@ -586,12 +609,17 @@ func TestREADMEAsANewcomer(t *testing.T) {
 }
 
 // readmeWants is what the by-hand run's command sub shows of the tasks
-// ids, the first of which has completed.
-func readmeWants(sub string, ids []string) []string {
+// ids, the first of which has completed, on app when onApp (whose
+// checkout held a change of the newcomer's).
+func readmeWants(sub string, ids []string, onApp bool) []string {
 	switch sub {
 	case "tasks ls":
 		return ids
 	case "tasks show":
+		if onApp {
+			return []string{ids[0], "completed", "repo:     app", "branch agent/" + ids[0] + " from main",
+				"checkout: the checkout of app has uncommitted changes (1 file changed); this task starts from main at"}
+		}
 		return []string{ids[0], "completed"}
 	case "tasks logs":
 		return []string{"-- completed"}

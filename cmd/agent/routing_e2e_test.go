@@ -44,7 +44,7 @@ func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
 	label(t, c, "sample-gpu", "gpu=a100")
 	label(t, c, "exec-cpu", "team=infra")
 	r := runAgent(t, "agents", "ls", "--control-plane", c.url(), "--token-file", c.operatorFile)
-	if r.code != 0 || agentRows(t, r.stdout)["sample-gpu"][7] != "gpu=a100" {
+	if r.code != 0 || agentRows(t, r.stdout)["sample-gpu"][9] != "gpu=a100" {
 		t.Fatalf("agents ls: %+v", r)
 	}
 
@@ -156,11 +156,11 @@ func TestE2EARogueAgentIsNotGrantedALabelItSaysItHas(t *testing.T) {
 		t.Fatalf("the secure task: %s on %+v, want completed on vault", v.Phase, v.Lease)
 	}
 	rows := agentRows(t, runAgent(t, "agents", "ls", "--control-plane", c.url(), "--token-file", c.operatorFile).stdout)
-	if r := rows["rogue"]; r[7] != "-" || r[8] != "tier=secure" {
-		t.Errorf("the rogue as listed: labels %q, self-described %q", r[7], r[8])
+	if r := rows["rogue"]; r[9] != "-" || r[10] != "tier=secure" {
+		t.Errorf("the rogue as listed: labels %q, self-described %q", r[9], r[10])
 	}
-	if r := rows["vault"]; r[7] != "tier=secure,zone=eu" || r[8] != "-" {
-		t.Errorf("the vault as listed: labels %q, self-described %q", r[7], r[8])
+	if r := rows["vault"]; r[9] != "tier=secure,zone=eu" || r[10] != "-" {
+		t.Errorf("the vault as listed: labels %q, self-described %q", r[9], r[10])
 	}
 
 	r := runAgent(t, "agents", "label", "vault", "tier-", "--control-plane", c.url(), "--token-file", c.operatorFile)

@@ -147,18 +147,26 @@ type remoteSource struct{ c *controlplane.Client }
 
 // Tasks asks for one page after another, until limit.
 func (s remoteSource) Tasks(ctx context.Context, f api.TaskFilter, limit int) ([]*state.Task, error) {
+	return s.tasksIn(ctx, api.OrderOldest, f, limit, nil)
+}
+
+// tasksIn asks for one page after another in order o, until limit,
+// leaving out the tasks skip names.
+func (s remoteSource) tasksIn(ctx context.Context, o api.TaskOrder, f api.TaskFilter, limit int, skip map[string]bool) ([]*state.Task, error) {
 	tasks, after := []*state.Task{}, ""
 	for {
 		size := api.MaxTasksPage
 		if limit > 0 {
-			size = min(size, limit-len(tasks))
+			size = min(size, limit-len(tasks)+len(skip))
 		}
-		views, next, err := s.c.TasksWhere(ctx, f, after, size)
+		views, next, err := s.c.TasksIn(ctx, o, f, after, size)
 		if err != nil {
 			return nil, err
 		}
 		for i := range views {
-			tasks = append(tasks, &views[i].Task)
+			if !skip[views[i].ID] && (limit == 0 || len(tasks) < limit) {
+				tasks = append(tasks, &views[i].Task)
+			}
 		}
 		if next == "" || next == after || limit > 0 && len(tasks) >= limit {
 			return tasks, nil

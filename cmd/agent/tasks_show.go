@@ -104,6 +104,9 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 		}
 		fmt.Fprintf(w, "repo:     %s\n", visible(repo))
 	}
+	if c := state.CheckoutOf(t); c != nil {
+		fmt.Fprintf(w, "checkout: %s\n", visible(state.CheckoutText(c)))
+	}
 	// Routing by capability.
 	if len(t.Requires) > 0 {
 		fmt.Fprintf(w, "requires: %s\n", visible(state.RequirementsText(t.Requires)))

@@ -87,6 +87,44 @@ func TestE2ETwoTasksOnOneRepositorySideBySide(t *testing.T) {
 	}
 }
 
+// A task submitted onto a repository whose checkout holds uncommitted
+// changes says so, through the whole system: tasks show, on the agent's
+// machine and from the control plane, and the task's log name the commit
+// it starts from; the task does not see the changes, and the checkout
+// keeps them.
+func TestE2EADirtyCheckoutIsSaid(t *testing.T) {
+	repo := gittest.NewRepo(t)
+	head := gittest.Git(t, repo, "rev-parse", "HEAD")
+	must(t, os.WriteFile(filepath.Join(repo, "README"), []byte("the person's edit\n"), 0o600))
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir, "--repo", "app="+repo)
+	// Submitted as soon as the agent serves the repository.
+	var id string
+	waitFor(t, 30*time.Second, "the agent to serve app", func() bool {
+		r := runAgent(t, "submit", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", "@sh grep -qx one README\n@output done", "--repo", "app")
+		id = strings.TrimSpace(r.stdout)
+		return r.code == 0
+	})
+	if v := c.waitDone(t, id); v.Phase != state.PhaseCompleted {
+		t.Fatalf("task %s (%s)", v.Phase, v.PhaseReason)
+	}
+	want := "checkout: the checkout of app has uncommitted changes (1 file changed); this task starts from main at " + head[:7] + " and does not see them"
+	for _, where := range [][]string{{"--data-dir", dataDir}, {"--remote", "--control-plane", c.url(), "--token-file", c.operatorFile}} {
+		show := runAgent(t, append([]string{"tasks", "show", id}, where...)...)
+		if show.code != 0 || !strings.Contains(show.stdout, want) {
+			t.Errorf("tasks show %v does not say %q:\n%+v", where, want, show)
+		}
+	}
+	logs := runAgent(t, "tasks", "logs", id, "--data-dir", dataDir)
+	if !strings.Contains(logs.stdout, strings.TrimPrefix(want, "checkout: ")) {
+		t.Errorf("tasks logs does not say the checkout is dirty:\n%s", logs.stdout)
+	}
+	if got := gittest.Git(t, repo, "status", "--porcelain"); got != "M README" {
+		t.Errorf("the checkout's status: %q", got)
+	}
+}
+
 // Issue 34's attack on the person's repository, through the whole
 // system, the task confined as the agent confines it: it commits, makes
 // its branch a symbolic ref to main, tries to move main and delete the

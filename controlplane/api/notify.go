@@ -99,9 +99,15 @@ const (
 	// NotifyBlocked: a task ended because the safety gate would not run
 	// again an attempt that had side effects; a person may continue it.
 	NotifyBlocked NotifyEvent = "task.blocked"
-	// NotifyAgentOffline: an agent went offline (it said so, or fell
-	// silent).
+	// NotifyAgentOffline: an agent fell silent for three heartbeat
+	// intervals without saying it stops: a crash, a lost network, a
+	// machine gone.
 	NotifyAgentOffline NotifyEvent = "agent.offline"
+	// NotifyAgentStopped: an agent said it stops, in its last heartbeat:
+	// a planned stop (agent stop, SIGTERM, its service stopped or
+	// restarted, the machine shutting down). No alarm: only the targets
+	// that name it in their events get it (ByDefault).
+	NotifyAgentStopped NotifyEvent = "agent.stopped"
 	// NotifyAgentUnhealthy: an agent's executor became unavailable.
 	NotifyAgentUnhealthy NotifyEvent = "agent.unhealthy"
 	// NotifyTest: agent controlplane notify test.
@@ -114,7 +120,13 @@ const (
 
 // NotifyEvents lists every notification event.
 var NotifyEvents = []NotifyEvent{NotifyAwaitingReply, NotifyApprovalExpired, NotifyCompleted, NotifyFailed, NotifyBlocked,
-	NotifyAgentOffline, NotifyAgentUnhealthy, NotifyTest}
+	NotifyAgentOffline, NotifyAgentStopped, NotifyAgentUnhealthy, NotifyTest}
+
+// ByDefault reports whether a target that names no events gets e: every
+// event but agent.stopped, which a target gets only by naming it, for a
+// planned restart is no news to the person who made it, and an alarm at
+// every one teaches people to ignore agent.offline.
+func (e NotifyEvent) ByDefault() bool { return e != NotifyAgentStopped }
 
 // NotifiedTask is the task a notification is about, as it was then.
 type NotifiedTask struct {
@@ -138,7 +150,40 @@ type NotifiedTask struct {
 	// PullRequest is the address of the pull request the agent opened
 	// for the task's branch, for NotifyCompleted.
 	PullRequest string `json:"pull_request,omitempty"`
+	// Summary is what the task said of its result, for NotifyCompleted:
+	// its words, Inert, cut to MaxNotifiedSummaryRunes (Text quotes them
+	// and Said says whose they are).
+	Summary string `json:"summary,omitempty"`
+	// Changes is what the task changed in its repository, for
+	// NotifyCompleted of a task that ran on one.
+	Changes *NotifiedChanges `json:"changes,omitempty"`
 }
+
+// NotifiedChanges is what a completed task changed in its repository, as
+// its notification says it.
+type NotifiedChanges struct {
+	// Branch is the task's branch; Base the ref it was made from.
+	Branch string `json:"branch"`
+	Base   string `json:"base,omitempty"`
+	// Commits are the first MaxNotifiedCommits commits on the branch
+	// since the base, oldest first, their subjects the task's words,
+	// Inert; CommitsMore counts the others.
+	Commits     []state.Commit `json:"commits"`
+	CommitsMore int            `json:"commits_more,omitempty"`
+	// Files, Insertions and Deletions are the diff stat of the task's
+	// work against the base; Uncommitted says some of it is in no
+	// commit (the task was submitted --no-commit).
+	Files       int  `json:"files"`
+	Insertions  int  `json:"insertions"`
+	Deletions   int  `json:"deletions"`
+	Uncommitted bool `json:"uncommitted,omitempty"`
+}
+
+// Bounds of a completion's notification.
+const (
+	MaxNotifiedSummaryRunes = 1000
+	MaxNotifiedCommits      = 10
+)
 
 // NotifiedAgent is the agent a notification is about, as it was then.
 type NotifiedAgent struct {

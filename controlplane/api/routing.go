@@ -24,6 +24,24 @@ type Capabilities struct {
 	Arch string `json:"arch,omitempty"`
 }
 
+// ExecutorCLI names, for people, what an executor kind runs: "Codex"
+// (codex app-server), "Claude Code", "a command" (exec), "the sample
+// executor"; "" for a kind it does not know (the caller shows the kind,
+// the agent's word).
+func ExecutorCLI(kind string) string {
+	switch kind {
+	case "codex":
+		return "Codex"
+	case "claude":
+		return "Claude Code"
+	case "exec":
+		return "a command"
+	case "sample":
+		return "the sample executor"
+	}
+	return ""
+}
+
 // Caps on what an agent advertises.
 const (
 	MaxModelsPerAgent  = 64

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -186,6 +188,52 @@ const (
 	DecisionAccept  = state.AnswerAccept
 	DecisionDecline = state.AnswerDecline
 )
+
+// TaskOrder is the order GET /v1/tasks lists tasks in (?order).
+type TaskOrder string
+
+// The orders.
+const (
+	// OrderOldest lists the oldest first, by when each was submitted,
+	// then by id: the default, which scripts read.
+	OrderOldest TaskOrder = "oldest"
+	// OrderNewest lists the newest first: the reverse.
+	OrderNewest TaskOrder = "newest"
+)
+
+// CheckOrder refuses an order that is none of the orders ("" is
+// OrderOldest).
+func CheckOrder(o TaskOrder) error {
+	switch o {
+	case "", OrderOldest, OrderNewest:
+		return nil
+	}
+	return fmt.Errorf("order %q: want oldest or newest", state.Ellipsize(string(o), 40))
+}
+
+// NeedsPerson reports whether t waits on a person: a question to answer
+// (awaiting_reply), or a stop a person decides on (recoverable_failed).
+// Lists for people put these on top.
+func NeedsPerson(t *state.Task) bool {
+	return t.Phase == state.PhaseAwaitingReply || t.Phase == state.PhaseRecoverableFailed
+}
+
+// NeedsPersonPhases are the phases of the tasks NeedsPerson reports, the
+// question first.
+var NeedsPersonPhases = []state.Phase{state.PhaseAwaitingReply, state.PhaseRecoverableFailed}
+
+// ForPeople orders tasks as lists for people show them: those that need
+// a person on top (a question first, then a stop to decide on), then
+// the newest first (by when each was submitted, then by id).
+func ForPeople(a, b *state.Task) int {
+	rank := func(t *state.Task) int {
+		if i := slices.Index(NeedsPersonPhases, t.Phase); i >= 0 {
+			return i
+		}
+		return len(NeedsPersonPhases)
+	}
+	return cmp.Or(cmp.Compare(rank(a), rank(b)), b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
+}
 
 // TaskFilter selects tasks in GET /v1/tasks. Empty fields select all.
 type TaskFilter struct {

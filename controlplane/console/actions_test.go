@@ -187,7 +187,9 @@ func TestTaskAndAgentsPages(t *testing.T) {
 		`<span class="grade" data-grade="available">available</span>`, `<span class="capacity">0 of 2</span>`,
 		`<dd class="labels" title="granted by a person: these route tasks"><span class="label">tier=secure</span> </dd>`,
 		`<dd class="labels self-described" title="what the agent says of itself: routes nothing"><span class="label">site=lab</span> </dd>`,
-		`<dd class="version">v-test</dd>`, `<dd class="isolation">landlock</dd>`, `class="heartbeat" data-since=`} {
+		`<dd class="version">v-test</dd>`, `<dd class="isolation">landlock</dd>`, `class="heartbeat" data-since=`,
+		`<dd class="executor">Codex (codex)</dd>`, `<dd class="models"><span class="model">gpt-5</span> <span class="model">gpt-5-mini</span> </dd>`,
+		`<dd class="platform">linux/arm64</dd>`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the agents page lacks %s", want)
 		}

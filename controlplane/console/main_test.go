@@ -171,7 +171,8 @@ type fakeAgent struct {
 func newAgent(t *testing.T, cp *servertest.ControlPlane, id string) *fakeAgent {
 	a := &fakeAgent{t: t, cp: cp, id: id, c: cp.Agent(t, id), lease: map[string]api.Claimed{}}
 	if _, err := a.c.Heartbeat(t.Context(), api.HeartbeatRequest{AgentID: id, Version: "v-test", Capacity: api.Capacity{Max: 2},
-		Labels: map[string]string{"site": "lab"}, Health: api.Health{Grade: "available", Isolation: "landlock"}}); err != nil {
+		Labels: map[string]string{"site": "lab"}, Health: api.Health{Grade: "available", Isolation: "landlock"},
+		Capabilities: api.Capabilities{Executor: "codex", Models: []string{"gpt-5", "gpt-5-mini"}, OS: "linux", Arch: "arm64"}}); err != nil {
 		t.Fatal(err)
 	}
 	return a

@@ -66,9 +66,15 @@ func filterOf(r *http.Request) (taskFilter, error) {
 	return f, nil
 }
 
+// query is the store's query of the page f names: newest first.
 func (f taskFilter) query() store.Query {
-	return store.Query{Phase: state.Phase(f.Phase), Agent: f.Agent, Repo: f.Repo, Title: f.Q, After: f.After, Limit: tasksPerPage}
+	return store.Query{Phase: state.Phase(f.Phase), Agent: f.Agent, Repo: f.Repo, Title: f.Q, After: f.After, Limit: tasksPerPage,
+		Order: api.OrderNewest}
 }
+
+// pinned reports whether the page f names keeps the tasks that need a
+// person on top of its first page: unless it lists one phase alone.
+func (f taskFilter) pinned() bool { return f.Phase == "" }
 
 // values are f as a URL's query, without the cursor.
 func (f taskFilter) values() url.Values {
@@ -116,10 +122,32 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request, s session) {
 	c.render(w, http.StatusOK, "tasks", v)
 }
 
+// taskCards are the cards of the page f names, and the cursor of the
+// page after it: newest first, and, unless the page lists one phase,
+// the tasks that need a person on top of the first page (a question
+// first, then a stop to decide on; up to a page of each), and left out
+// of the pages below them.
 func (c *Console) taskCards(ctx context.Context, f taskFilter) ([]card, string, error) {
-	views, next, err := c.backend.TaskPage(ctx, f.query())
+	var views []api.TaskView
+	if f.pinned() && f.After == "" {
+		for _, p := range api.NeedsPersonPhases {
+			q := f.query()
+			q.Phase = p
+			top, _, err := c.backend.TaskPage(ctx, q)
+			if err != nil {
+				return nil, "", err
+			}
+			views = append(views, top...)
+		}
+	}
+	page, next, err := c.backend.TaskPage(ctx, f.query())
 	if err != nil {
 		return nil, "", err
+	}
+	for _, v := range page {
+		if !f.pinned() || !api.NeedsPerson(&v.Task) {
+			views = append(views, v)
+		}
 	}
 	now := c.now()
 	cards := make([]card, len(views))

@@ -1,11 +1,15 @@
 package console_test
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
@@ -59,7 +63,10 @@ func TestForgedPostsAreRefused(t *testing.T) {
 	}
 }
 
-// The tasks page lists cards, filters them, searches titles and pages.
+// The tasks page lists cards, newest first, those that need a person on
+// top of the first page (a question, then a stop to decide on) and not
+// again below; it filters them, searches titles and pages. A finished
+// task's card shows its result, not its last progress.
 func TestTasksPage(t *testing.T) {
 	cp := start(t, server.Options{})
 	var ids []string
@@ -68,9 +75,44 @@ func TestTasksPage(t *testing.T) {
 	}
 	fix := submit(t, cp, "Fix the LOGIN flake")
 	a := newAgent(t, cp, "agent-1")
-	running := a.claim() // the oldest: ids[0]
+	asking := a.claim() // the oldest: ids[0]
+	a.start(asking)
+	a.ask(asking, state.ApprovalRequest{ID: "call-1", Kind: state.ApprovalCommand, Command: "make deploy"})
+	stopped := a.claim()
+	a.start(stopped)
+	a.fail(stopped)
+	done := a.claim()
+	a.start(done)
+	a.send(done, state.EventProgress, state.Progress{Message: "writing a reply"})
+	now := time.Now()
+	end := state.Attempt{AttemptID: done + "-a1", Number: 1, Status: state.AttemptCompleted, StartedAt: now.Add(-time.Minute), CompletedAt: now}
+	a.send(done, state.EventAttempt, end)
+	a.send(done, state.EventPhase, state.PhaseEvent{Phase: state.PhaseCompleted})
+	a.send(done, state.EventComplete, state.CompleteEvent{Status: state.PhaseCompleted, Summary: "all green\nand more", Attempts: []state.Attempt{end}})
+	running := a.claim()
 	a.start(running)
 	a.send(running, state.EventProgress, state.Progress{Message: "half way", Percent: 50})
+
+	// The order expected, from the tasks as the control plane has them.
+	all, err := cp.Operator.Tasks(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(all, func(x, y api.TaskView) int {
+		return cmp.Or(y.CreatedAt.Compare(x.CreatedAt), strings.Compare(y.ID, x.ID))
+	})
+	pinned := []string{asking, stopped}
+	var want1, want2 []string
+	for i, v := range all {
+		switch {
+		case slices.Contains(pinned, v.ID):
+		case i < 50:
+			want1 = append(want1, v.ID)
+		default:
+			want2 = append(want2, v.ID)
+		}
+	}
+	want1 = append(pinned, want1...)
 
 	b := newBrowser(t, cp.URL)
 	b.signIn(operatorToken)
@@ -78,24 +120,39 @@ func TestTasksPage(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("tasks: %s", resp.Status)
 	}
+	if got := cardIDs(body); !slices.Equal(got, want1) {
+		t.Errorf("the first page's cards:\n%v\nwant:\n%v", got, want1)
+	}
 	for _, want := range []string{
 		`<form id="filter"`, `<select name="phase"`, `<input name="agent"`, `<input name="repo"`, `<input name="q"`,
-		`<article class="card" id="task-` + running + `" data-phase="turn_started" data-outcome="running">`,
-		`<span class="attempt">attempt 1 of 3</span>`, `class="elapsed" data-started=`, `50% half way`,
-		`<article class="card" id="task-` + ids[1] + `" data-phase="queued" data-outcome="queued">`,
-		`<a class="title" href="/tasks/` + ids[1] + `">task number 1</a>`,
-		`id="next-page" href="/tasks?after=` + ids[49] + `"`,
+		`<article class="card" id="task-` + asking + `" data-phase="awaiting_reply" data-outcome="waiting">`,
+		`<span class="progress-text">waiting for a person: run make deploy</span>`,
+		`<article class="card" id="task-` + stopped + `" data-phase="recoverable_failed" data-outcome="failed">`,
+		`<span class="result">recoverable_failed: network after a side effect</span>`,
+		`<article class="card" id="task-` + fix + `" data-phase="queued" data-outcome="queued">`,
+		`<span class="attempt">attempt 1 of 3</span>`,
+		`<a class="title" href="/tasks/` + ids[54] + `">task number 54</a>`,
+		`id="next-page" href="/tasks?after=` + all[49].ID + `"`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the tasks page lacks %s", want)
 		}
 	}
-	if strings.Contains(body, "task-"+fix) {
-		t.Error("the first page holds the 57th task")
+	_, body = b.get("/tasks?after=" + all[49].ID)
+	if got := cardIDs(body); !slices.Equal(got, want2) || strings.Contains(body, "next-page") {
+		t.Errorf("the second page: %v, want %v and no next page\n%s", got, want2, body)
 	}
-	_, body = b.get("/tasks?after=" + ids[49])
-	if !strings.Contains(body, "task-"+fix) || strings.Contains(body, "next-page") || strings.Contains(body, "task-"+ids[49]+`"`) {
-		t.Errorf("the second page: want the last six tasks and no next page\n%s", body)
+	for _, want := range []string{
+		`<article class="card" id="task-` + running + `" data-phase="turn_started" data-outcome="running">`, `class="elapsed" data-started=`,
+		`<span class="progress-text">50% half way</span>`,
+		`<article class="card" id="task-` + done + `" data-phase="completed" data-outcome="completed">`, `<span class="result">all green</span>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the second page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "writing a reply") {
+		t.Error("the completed task's card shows its last progress")
 	}
 	_, body = b.get("/tasks?q=login")
 	if !strings.Contains(body, "task-"+fix) || strings.Count(body, `<article class="card"`) != 1 {
@@ -104,6 +161,10 @@ func TestTasksPage(t *testing.T) {
 	_, body = b.get("/tasks?phase=turn_started&agent=agent-1")
 	if !strings.Contains(body, "task-"+running) || strings.Count(body, `<article class="card"`) != 1 {
 		t.Errorf("filter turn_started on agent-1: want only %s\n%s", running, body)
+	}
+	_, body = b.get("/tasks?phase=recoverable_failed")
+	if got := cardIDs(body); !slices.Equal(got, []string{stopped}) {
+		t.Errorf("filter recoverable_failed: %v, want only %s", got, stopped)
 	}
 	_, body = b.get("/tasks?agent=nobody")
 	if !strings.Contains(body, `id="tasks-empty"`) {
@@ -114,9 +175,18 @@ func TestTasksPage(t *testing.T) {
 		t.Errorf("a bad phase: %s\n%s", resp.Status, body)
 	}
 	resp, _ = b.get("/")
-	if resp.Header.Get("Location") != "/tasks" {
-		t.Errorf("home with nothing waiting: to %q, want /tasks", resp.Header.Get("Location"))
+	if resp.Header.Get("Location") != "/inbox" {
+		t.Errorf("home with a question waiting: to %q, want /inbox", resp.Header.Get("Location"))
 	}
+}
+
+// cardIDs are the ids of the task cards a page holds, in order.
+func cardIDs(body string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`<article class="card" id="task-([^"]+)"`).FindAllStringSubmatch(body, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
 
 // What a task carries is hostile: it is escaped wherever it shows.

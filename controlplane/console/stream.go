@@ -19,8 +19,11 @@ import (
 //
 //	event: replace  data: {"id": "<element id>", "html": "<fragment>", "into": "<container id>"}
 //	event: remove   data: {"id": "<element id>"}
+//	event: order    data: {"into": "<container id>", "ids": ["<element id>", ...]}
 //	event: log      data: {"lines": "<lines, each ending in a newline>"}
 //
+// An order puts the container's elements in the order of ids (the tasks
+// page: those that need a person on top, then the newest first).
 // A replace takes the place of the element with that id, or, when the
 // page has none, is appended to the container "into" names (or the
 // page's [data-container]). A task's events and log lines carry the seq
@@ -42,6 +45,8 @@ type streamQuery struct {
 	id     string
 	filter taskFilter
 	after  int // a task's last event sent
+	// order is the order of the tasks page's cards last sent.
+	order string
 }
 
 func streamQueryOf(r *http.Request) (streamQuery, error) {
@@ -162,6 +167,7 @@ func (c *Console) look(ctx context.Context, s session, q *streamQuery, sent map[
 	}
 	frags := []fragment{{id: "inbox-count", key: strconv.Itoa(n), render: func() (string, error) { return c.fragment("inbox-count", n) }}}
 	csrf := s.csrf()
+	var order []string // the tasks page's cards, in order
 	switch q.view {
 	case "tasks":
 		cards, _, err := c.taskCards(ctx, q.filter)
@@ -170,6 +176,7 @@ func (c *Console) look(ctx context.Context, s session, q *streamQuery, sent map[
 		}
 		for _, cd := range cards {
 			frags = append(frags, c.cardFragment(cd))
+			order = append(order, "task-"+cd.ID)
 		}
 	case "task":
 		tv, err := c.backend.TaskView(ctx, q.id)
@@ -225,6 +232,12 @@ func (c *Console) look(ctx context.Context, s session, q *streamQuery, sent map[
 			out.send("remove", "", map[string]string{"id": id})
 			delete(sent, id)
 		}
+	}
+	// A new card is appended, and a card may move (a task that comes to
+	// need a person goes on top): the page's order, when it changed.
+	if key := strings.Join(order, " "); q.view == "tasks" && key != q.order {
+		out.send("order", "", map[string]any{"into": "tasks", "ids": order})
+		q.order = key
 	}
 	if q.view == "task" {
 		return c.tailTo(ctx, q, out)

@@ -2,10 +2,13 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +17,41 @@ import (
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/state"
 )
+
+// The tasks stream says the order of the cards, newest first, and says
+// it again when it changes: a new task goes on top, and one that comes
+// to need a person goes above every other.
+func TestStreamOrdersTheCards(t *testing.T) {
+	cp := start(t, server.Options{})
+	first := submit(t, cp, "first")
+	second := submit(t, cp, "second")
+	b := newBrowser(t, cp.URL)
+	b.signIn(operatorToken)
+	s := b.openStream("/events?view=tasks")
+	order := func(want ...string) {
+		t.Helper()
+		for i, id := range want {
+			want[i] = "task-" + id
+		}
+		s.waitFor(fmt.Sprintf("the order %v", want), func(e sse) bool {
+			var m struct {
+				Into string
+				IDs  []string
+			}
+			return e.event == "order" && json.Unmarshal([]byte(e.data), &m) == nil && m.Into == "tasks" && slices.Equal(m.IDs, want)
+		})
+	}
+	order(second, first)
+	third := submit(t, cp, "third")
+	order(third, second, first)
+	a := newAgent(t, cp, "agent-1")
+	if got := a.claim(); got != first {
+		t.Fatalf("claimed %s, want the oldest, %s", got, first)
+	}
+	a.start(first)
+	a.ask(first, state.ApprovalRequest{ID: "call-1", Kind: state.ApprovalCommand, Command: "make test"})
+	order(first, third, second)
+}
 
 // The tasks stream sends a task's card again when its phase changes (the
 // agent works through the API), and only then.

@@ -32,10 +32,13 @@ type card struct {
 	Elapsed, Started string
 	Progress         string
 	Percent          int
-	Steps            []state.Step
-	Repo, Agent      string
-	Reason           string
-	Cancelling       bool
+	// Result, for a task that ended, is what it came to (its summary,
+	// or why it ended: state.ResultLine), shown where a running task
+	// shows its progress.
+	Result      string
+	Steps       []state.Step
+	Repo, Agent string
+	Cancelling  bool
 	// Unroutable says why no online agent can take the queued task
 	// (routing by capability).
 	Unroutable string
@@ -71,7 +74,7 @@ func cardOf(v *api.TaskView, now time.Time) card {
 		c.Unroutable = t.Unroutable
 	}
 	if t.Phase.Terminal() {
-		c.Reason = t.PhaseReason
+		c.Result = state.ResultLine(t)
 	}
 	if a := t.Current(); a != nil {
 		c.Attempt = fmt.Sprintf("attempt %d", a.Number)
@@ -93,8 +96,8 @@ func cardOf(v *api.TaskView, now time.Time) card {
 	}
 	c.Elapsed = state.Compact(end.Sub(t.CreatedAt).Truncate(time.Second))
 	switch p := t.Progress; {
-	case c.Reason != "":
-		// An ended task says why; its last progress is stale.
+	case c.Result != "":
+		// An ended task says what it came to; its last progress is stale.
 	case t.AwaitingReply != nil:
 		c.Progress = "waiting for a person: " + approvalWhat(t.AwaitingReply)
 	case p.Message != "" || p.Percent > 0:
@@ -422,6 +425,12 @@ type agentCard struct {
 	Isolation     string
 	Repos         []string
 	Outbox        string
+	// Executor says what the agent runs its tasks through ("Codex
+	// (codex)"), Models the models it may run (none: the executor's
+	// choice), Platform its OS and arch.
+	Executor string
+	Models   []string
+	Platform string
 }
 
 func agentOf(a api.AgentView, now time.Time) agentCard {
@@ -449,6 +458,13 @@ func agentOf(a api.AgentView, now time.Time) agentCard {
 	}
 	if a.Outbox.Pending > 0 || a.Outbox.Dead > 0 {
 		c.Outbox = fmt.Sprintf("outbox: %d pending, %d dead", a.Outbox.Pending, a.Outbox.Dead)
+	}
+	c.Executor, c.Models = a.Executor, a.Models
+	if cli := api.ExecutorCLI(a.Executor); cli != "" {
+		c.Executor = cli + " (" + a.Executor + ")"
+	}
+	if a.OS != "" || a.Arch != "" {
+		c.Platform = a.OS + "/" + a.Arch
 	}
 	return c
 }

@@ -39,7 +39,8 @@ type Target struct {
 	// URL is where to POST: the webhook's, Slack's incoming webhook
 	// (a secret: whoever has it can post), or the ntfy topic's.
 	URL string
-	// Events are the events it wants; empty is every one.
+	// Events are the events it wants; empty is every one but those a
+	// target gets only by naming them (api.NotifyEvent.ByDefault).
 	Events []api.NotifyEvent
 	// Secret is a webhook's HMAC key, at least MinSecretLen bytes.
 	Secret []byte
@@ -57,7 +58,7 @@ func (t Target) LogValue() slog.Value { return slog.StringValue(t.Name) }
 // Wants reports whether the target takes event e. The test event goes to
 // every target.
 func (t Target) Wants(e api.NotifyEvent) bool {
-	return len(t.Events) == 0 || e == api.NotifyTest || slices.Contains(t.Events, e)
+	return len(t.Events) == 0 && e.ByDefault() || e == api.NotifyTest || slices.Contains(t.Events, e)
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)

@@ -168,8 +168,8 @@ func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification 
 	if t.Lease != nil {
 		nt.Agent = t.Lease.AgentID
 	}
-	if ev == api.NotifyCompleted && t.Result != nil && t.Result.Changes != nil {
-		nt.PullRequest = t.Result.Changes.PullRequest
+	if ev == api.NotifyCompleted {
+		completed(t, nt)
 	}
 	if ev == api.NotifyAwaitingReply && t.AwaitingReply != nil {
 		nt.Question, question = inertQuestion(t.AwaitingReply), t.AwaitingReply.ID
@@ -256,18 +256,18 @@ const (
 	maxQuestionPaths = 20
 )
 
-// agentNotes are the records of agent a's event ev, marked by at (the
+// agentNotes are the records of agent a's event ev, marked by mark (the
 // time that marks the change: a record made again for it has the same
-// ID). The agent's own words (its host name, its health's reason) are
-// quoted and said to be its.
-func (s *Server) agentNotes(ev api.NotifyEvent, a api.AgentView, at time.Time) []store.Notification {
+// ID) and dated at (when the change was). The agent's own words (its
+// host name, its health's reason) are quoted and said to be its.
+func (s *Server) agentNotes(ev api.NotifyEvent, a api.AgentView, mark, at time.Time) []store.Notification {
 	if !s.wanted(ev) {
 		return nil
 	}
 	na := &api.NotifiedAgent{ID: a.AgentID, Hostname: api.Inert(a.Hostname, maxHostRunes), Grade: api.Inert(string(a.Health.Grade), 32),
 		Reason: api.Inert(a.Health.Reason, api.MaxSaidRunes), LastHeartbeat: a.LastHeartbeat}
 	text, said := agentText(ev, a)
-	n := api.Notification{ID: noteID(a.AgentID, string(ev), at.UTC().Format(time.RFC3339Nano)), Event: ev, At: at,
+	n := api.Notification{ID: noteID(a.AgentID, string(ev), mark.UTC().Format(time.RFC3339Nano)), Event: ev, At: at,
 		Text: text, Link: s.link("/agents"), Agent: na, Said: said}
 	return s.records(n)
 }
@@ -276,10 +276,11 @@ func (s *Server) agentNotes(ev api.NotifyEvent, a api.AgentView, at time.Time) [
 const maxHostRunes = 80
 
 // notifyAgent stores the records of agent a's event ev alone (no task
-// transaction carries them). A failure is logged: the change is stored
-// anyway, for an agent's record is what it says in its heartbeats.
-func (s *Server) notifyAgent(ctx context.Context, ev api.NotifyEvent, a api.AgentView, at time.Time) {
-	ns := s.agentNotes(ev, a, at)
+// transaction carries them), marked by mark and dated at (see
+// agentNotes). A failure is logged: the change is stored anyway, for an
+// agent's record is what it says in its heartbeats.
+func (s *Server) notifyAgent(ctx context.Context, ev api.NotifyEvent, a api.AgentView, mark, at time.Time) {
+	ns := s.agentNotes(ev, a, mark, at)
 	if len(ns) == 0 {
 		return
 	}
@@ -294,7 +295,7 @@ func (s *Server) wanted(ev api.NotifyEvent) bool {
 }
 
 func (t NotifyTarget) wants(ev api.NotifyEvent) bool {
-	return len(t.Events) == 0 || slices.Contains(t.Events, ev)
+	return len(t.Events) == 0 && ev.ByDefault() || slices.Contains(t.Events, ev)
 }
 
 // records are n's records: one per target that wants its event, with the
@@ -361,10 +362,8 @@ func taskText(ev api.NotifyEvent, t *state.Task, nt *api.NotifiedTask, code stat
 			// Not plain success: the model was refused what it asked for.
 			denied = " (" + state.DeniedText(nt.Denied) + ")"
 		}
-		if nt.PullRequest != "" {
-			return name + " completed" + denied + attempts + agent + "; pull request: " + nt.PullRequest, nil
-		}
-		return name + " completed" + denied + attempts + agent, nil
+		what, said := completedText(t, nt)
+		return name + " completed" + denied + attempts + agent + what, said
 	case api.NotifyBlocked:
 		return fmt.Sprintf("%s is blocked: the safety gate did not run it again (%s)%s%s; a person may continue or retry it", name, nt.Gate, attempts, agent), nil
 	}
@@ -432,6 +431,9 @@ func agentText(ev api.NotifyEvent, a api.AgentView) (string, *api.NotifySaid) {
 		}
 		return s, said
 	}
+	if ev == api.NotifyAgentStopped {
+		return name + " stopped, as it was told to (a planned stop or restart); its last heartbeat " + a.LastHeartbeat.UTC().Format(time.RFC3339), nil
+	}
 	return name + " went offline; last heartbeat " + a.LastHeartbeat.UTC().Format(time.RFC3339), nil
 }
 
@@ -443,24 +445,27 @@ func plural(n int) string {
 }
 
 // notifyHeartbeat writes the notifications of a heartbeat that changed
-// agent was into now: it said it goes offline (marked by the start of
-// the run that ends), or its grade became unavailable (marked by when
-// it did, as the agent says).
+// agent was into now: it said it stops (agent.stopped, a planned stop,
+// not agent.offline: marked by the start of the run that ends, dated
+// by the heartbeat that said so), or its grade became unavailable
+// (marked and dated by when it did, as the agent says).
 func (s *Server) notifyHeartbeat(ctx context.Context, was, now api.AgentView) {
 	if len(s.opts.Notify) == 0 {
 		return
 	}
 	if now.State == api.AgentOffline && was.State != api.AgentOffline {
-		s.notifyAgent(ctx, api.NotifyAgentOffline, now, orTime(now.StartedAt, now.LastHeartbeat))
+		s.notifyAgent(ctx, api.NotifyAgentStopped, now, orTime(now.StartedAt, now.LastHeartbeat), now.LastHeartbeat)
 	}
 	if now.Health.Grade == health.Unavailable && was.Health.Grade != health.Unavailable {
-		s.notifyAgent(ctx, api.NotifyAgentUnhealthy, now, orTime(now.Health.Since, now.LastHeartbeat))
+		at := orTime(now.Health.Since, now.LastHeartbeat)
+		s.notifyAgent(ctx, api.NotifyAgentUnhealthy, now, at, at)
 	}
 }
 
 // notifySilent writes the notifications of the agents the watchdog
-// found online before and silent now (marked by their last heartbeat).
-// One that said it goes offline was notified by its heartbeat.
+// found online before and silent now (marked and dated by their last
+// heartbeat). One that said it stops was not silent: its heartbeat
+// said so (agent.stopped).
 func (s *Server) notifySilent(ctx context.Context, online map[string]bool, records map[string]store.Agent) {
 	if len(s.opts.Notify) == 0 {
 		return
@@ -474,7 +479,7 @@ func (s *Server) notifySilent(ctx context.Context, online map[string]bool, recor
 	}
 	s.mu.Unlock()
 	for _, a := range silent {
-		s.notifyAgent(ctx, api.NotifyAgentOffline, a, a.LastHeartbeat)
+		s.notifyAgent(ctx, api.NotifyAgentOffline, a, a.LastHeartbeat, a.LastHeartbeat)
 	}
 }
 

@@ -139,8 +139,11 @@ func TestTaskEventsAreNotified(t *testing.T) {
 			n.Task.Agent != "ws-1" || n.Task.Attempt != 1 || n.Task.Title != "fix flaky test" {
 			t.Errorf("notification %+v, task %+v", n, n.Task)
 		}
-		if want := `Task "fix flaky test" completed after 1 attempt (agent ws-1)`; n.Text != want {
+		if want := `Task "fix flaky test" completed after 1 attempt (agent ws-1); task ` + task.ID + ` says: "done"`; n.Text != want {
 			t.Errorf("text %q, want %q", n.Text, want)
+		}
+		if n.Task.Summary != "done" || n.Task.Changes != nil || n.Said == nil || *n.Said != (api.NotifySaid{By: "task " + task.ID, Text: "done"}) {
+			t.Errorf("summary %q, changes %+v, said %+v", n.Task.Summary, n.Task.Changes, n.Said)
 		}
 		e.send("ws-1", evs...) // duplicates: nothing changes
 		e.oneNote(api.NotifyCompleted, "all", "done")
@@ -352,16 +355,15 @@ func TestAgentEventsAreNotified(t *testing.T) {
 	beat("ws-1", api.AgentRunning, health.Unavailable)
 	e.oneNote(api.NotifyAgentUnhealthy, "all")
 
+	// A planned stop (its last heartbeat says it stops) is no alarm: no
+	// agent.offline, and agent.stopped only to a target that names it.
 	e.clearNotes()
 	beat("ws-1", api.AgentOffline, health.Unavailable)
-	n = e.oneNote(api.NotifyAgentOffline, "all")
-	if !strings.HasPrefix(n.Text, `Agent ws-1 (host "ws-1.lan") went offline`) || n.Said != nil {
-		t.Errorf("text %q", n.Text)
-	}
+	e.noNotes("a planned stop, no target naming agent.stopped")
 	// The watchdog finds it offline too: it said so, nothing more.
 	e.clk.advance(time.Minute)
 	e.claim("ws-9", "unavailable", 1)
-	e.oneNote(api.NotifyAgentOffline, "all")
+	e.noNotes("a planned stop, seen by the watchdog")
 
 	e.clearNotes()
 	beat("ws-2", api.AgentRunning, health.Available)
@@ -377,6 +379,66 @@ func TestAgentEventsAreNotified(t *testing.T) {
 	e.clk.advance(time.Minute)
 	e.claim("ws-9", "unavailable", 1)
 	e.oneNote(api.NotifyAgentOffline, "all")
+}
+
+// A target that names agent.stopped hears of a planned stop, dated when
+// the agent stopped (not when it started), once per run of the agent; an
+// agent that falls silent is agent.offline to every target that wants
+// it, dated at its last heartbeat.
+func TestAPlannedStopIsAgentStopped(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{Notify: []NotifyTarget{
+		{Name: "all"}, {Name: "stops", Events: []api.NotifyEvent{api.NotifyAgentStopped, api.NotifyAgentOffline}}}})
+	started := t0
+	beat := func(st api.AgentState) {
+		t.Helper()
+		_, err := e.agent("ws-1").Heartbeat(ctx, api.HeartbeatRequest{AgentID: "ws-1", Hostname: "ws-1.lan", State: st, StartedAt: started,
+			Health: api.Health{Grade: health.Available}})
+		must(t, err)
+	}
+	beat(api.AgentRunning)
+	e.clk.advance(3 * time.Hour)
+	stoppedAt := e.clk.Now()
+	beat(api.AgentOffline)
+	n := e.oneNote(api.NotifyAgentStopped, "stops")
+	if !n.At.Equal(stoppedAt) || n.Agent == nil || !n.Agent.LastHeartbeat.Equal(stoppedAt) ||
+		n.Text != `Agent ws-1 (host "ws-1.lan") stopped, as it was told to (a planned stop or restart); its last heartbeat `+stoppedAt.UTC().Format(time.RFC3339) {
+		t.Errorf("notification at %s (the stop: %s): %q, agent %+v", n.At, stoppedAt, n.Text, n.Agent)
+	}
+	beat(api.AgentOffline) // said again: the same stop
+	e.oneNote(api.NotifyAgentStopped, "stops")
+
+	// Started again, and stopped again: a second stop.
+	e.clearNotes()
+	e.clk.advance(time.Minute)
+	started = e.clk.Now()
+	beat(api.AgentRunning)
+	e.noNotes("an agent started again")
+	e.clk.advance(time.Minute)
+	beat(api.AgentOffline)
+	if n2 := e.oneNote(api.NotifyAgentStopped, "stops"); n2.ID == n.ID || !n2.At.Equal(e.clk.Now()) {
+		t.Errorf("the second stop: %s at %s, the first %s", n2.ID, n2.At, n.ID)
+	}
+
+	// Started again, then silent: agent.offline, to both.
+	e.clearNotes()
+	e.clk.advance(time.Minute)
+	started = e.clk.Now()
+	beat(api.AgentRunning)
+	last := e.clk.Now()
+	e.clk.advance(2 * time.Second)
+	e.claim("ws-9", "unavailable", 1) // the watchdog sees it online
+	e.clk.advance(time.Minute)
+	e.claim("ws-9", "unavailable", 1)
+	ns := e.notes()
+	if len(ns) != 2 || ns[0].Target != "all" || ns[1].Target != "stops" {
+		t.Fatalf("a silent agent: records %+v, want agent.offline to all and stops", ns)
+	}
+	var off api.Notification
+	must(t, json.Unmarshal(ns[0].Body, &off))
+	if off.Event != api.NotifyAgentOffline || !off.At.Equal(last) || !strings.HasPrefix(off.Text, `Agent ws-1 (host "ws-1.lan") went offline; last heartbeat `) {
+		t.Errorf("a silent agent: %s at %s (its last heartbeat %s): %q", off.Event, off.At, last, off.Text)
+	}
 }
 
 // The records outlive a restart of the control plane.

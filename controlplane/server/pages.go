@@ -40,9 +40,10 @@ func pageParams(r *http.Request, def, most int) (after string, limit int, err er
 	return after, limit, nil
 }
 
-// serveTasks answers GET /v1/tasks: a page of tasks, oldest first, those
-// ?phase, ?agent (the lease holder), ?repo, ?live=true (not ended) and
-// ?title (held in the title, in any case) select.
+// serveTasks answers GET /v1/tasks: a page of tasks, oldest first (or,
+// with ?order=newest, newest first), those ?phase, ?agent (the lease
+// holder), ?repo, ?live=true (not ended) and ?title (held in the title,
+// in any case) select.
 func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 	after, limit, err := pageParams(r, api.DefaultTasksPage, api.MaxTasksPage)
 	if err != nil {
@@ -50,7 +51,12 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := store.Query{After: after, Limit: limit, Phase: state.Phase(r.URL.Query().Get("phase")),
-		Agent: r.URL.Query().Get("agent"), Repo: r.URL.Query().Get("repo"), Title: r.URL.Query().Get("title")}
+		Agent: r.URL.Query().Get("agent"), Repo: r.URL.Query().Get("repo"), Title: r.URL.Query().Get("title"),
+		Order: api.TaskOrder(r.URL.Query().Get("order"))}
+	if err := api.CheckOrder(q.Order); err != nil {
+		reply(w, nil, badRequest("%v", err))
+		return
+	}
 	switch live := r.URL.Query().Get("live"); live {
 	case "", "false":
 	case "true":

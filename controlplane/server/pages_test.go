@@ -109,7 +109,8 @@ func TestTaskListComesInPages(t *testing.T) {
 
 // The list narrows at the store: by phase, by the agent holding the
 // lease, by repository, to what has not ended; ?cursor is ?after's other
-// name; a filter that is not one is 400.
+// name; ?order=newest lists the newest first, ?order=oldest as the
+// default does; a filter or an order that is not one is 400.
 func TestTaskListFilters(t *testing.T) {
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
@@ -147,12 +148,16 @@ func TestTaskListFilters(t *testing.T) {
 		{"live=true&limit=1&cursor=" + ids[0], ids[1:2]},
 		{"phase=cancelled&live=true", nil},
 		{"repo=web", nil},
+		{"order=oldest", ids},
+		{"order=newest", []string{ids[3], ids[2], ids[1], ids[0]}},
+		{"order=newest&live=true", []string{ids[2], ids[1], ids[0]}},
+		{"order=newest&limit=1&after=" + ids[2], ids[1:2]},
 	} {
 		if got := list(tc.query); !slices.Equal(got, tc.want) {
 			t.Errorf("?%s: %v, want %v", tc.query, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"phase=donezo", "live=maybe", "after=" + ids[0] + "&cursor=" + ids[1]} {
+	for _, bad := range []string{"phase=donezo", "live=maybe", "after=" + ids[0] + "&cursor=" + ids[1], "order=random"} {
 		if status, _, body := e.get("/v1/tasks?" + bad); status != 400 {
 			t.Errorf("?%s: %d %s, want 400", bad, status, body)
 		}

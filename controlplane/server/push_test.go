@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -85,8 +86,10 @@ func TestALatePushEventChangesThePushFieldsAlone(t *testing.T) {
 	}
 }
 
-// The notification of a task that completed with a pull request names
-// it.
+// The notification of a task that completed on a repository says what
+// it changed (its branch, the commits on it, their diff stat) and names
+// its pull request; its summary and its commits' subjects are the task's
+// words, quoted and said to be its, made inert, the commits bounded.
 func TestTheCompletionNotificationNamesThePullRequest(t *testing.T) {
 	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
 	if _, err := e.client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "fix the footer", Title: "fix the footer"}); err != nil {
@@ -99,12 +102,32 @@ func TestTheCompletionNotificationNamesThePullRequest(t *testing.T) {
 	if err := json.Unmarshal(done.Payload, &ce); err != nil {
 		t.Fatal(err)
 	}
-	ce.Changes = &state.Changes{Repo: "app", Branch: "agent/" + c.Task.ID, BaseCommit: "b0", Head: "h1", Commits: []state.Commit{{SHA: "h1", Subject: "x"}},
+	var commits []state.Commit
+	for i := range 12 {
+		commits = append(commits, state.Commit{SHA: fmt.Sprintf("c%d", i), Subject: fmt.Sprintf("step %d", i)})
+	}
+	commits[0].Subject = "fix the footer\x1b[2J\u202e"
+	ce.Summary = "Fixed the footer's \"year\"\nand its test"
+	ce.Changes = &state.Changes{Repo: "app", Branch: "agent/" + c.Task.ID, Base: "main", BaseCommit: "b0", Head: "h1", Commits: commits,
+		Files: 3, Insertions: 12, Deletions: 4,
 		Pushed: &state.Push{Remote: "origin", Branch: "agent/" + c.Task.ID, Commit: "h1", At: t0}, PullRequest: "https://github.com/octo/app/pull/7"}
 	evs[len(evs)-1] = ev(done.Key, state.EventComplete, c, ce)
 	e.send("ws-1", evs...)
 	n := e.oneNote(api.NotifyCompleted, "all", "done")
-	if want := `Task "fix the footer" completed after 1 attempt (agent ws-1); pull request: https://github.com/octo/app/pull/7`; n.Text != want || n.Task.PullRequest != ce.Changes.PullRequest {
+	want := `Task "fix the footer" completed after 1 attempt (agent ws-1); branch agent/` + c.Task.ID + `: 12 commits, +12 -4 in 3 files` +
+		`; pull request: https://github.com/octo/app/pull/7; task ` + c.Task.ID + ` says: "Fixed the footer's \"year\" and its test"`
+	if n.Text != want || n.Task.PullRequest != ce.Changes.PullRequest {
 		t.Errorf("text %q, want %q (task %+v)", n.Text, want, n.Task)
+	}
+	if n.Said == nil || *n.Said != (api.NotifySaid{By: "task " + c.Task.ID, Text: `Fixed the footer's "year" and its test`}) || n.Task.Summary != n.Said.Text {
+		t.Errorf("said %+v, summary %q", n.Said, n.Task.Summary)
+	}
+	ch := n.Task.Changes
+	if ch == nil || ch.Branch != "agent/"+c.Task.ID || ch.Base != "main" || len(ch.Commits) != api.MaxNotifiedCommits || ch.CommitsMore != 2 ||
+		ch.Files != 3 || ch.Insertions != 12 || ch.Deletions != 4 || ch.Uncommitted {
+		t.Fatalf("changes %+v", ch)
+	}
+	if ch.Commits[0].SHA != "c0" || ch.Commits[0].Subject != `fix the footer\x1b[2J\u202e` || ch.Commits[9].Subject != "step 9" {
+		t.Errorf("commits %+v", ch.Commits)
 	}
 }

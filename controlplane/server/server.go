@@ -90,7 +90,8 @@ type Options struct {
 // (its records' store.Notification.Target) and the events it wants.
 type NotifyTarget struct {
 	Name string
-	// Events are the events it wants; empty is every one.
+	// Events are the events it wants; empty is every one but those a
+	// target gets only by naming them (api.NotifyEvent.ByDefault).
 	Events []api.NotifyEvent
 }
 

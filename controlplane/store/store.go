@@ -73,8 +73,9 @@ type Store interface {
 	// Task returns a copy of a task, nil when there is none.
 	Task(ctx context.Context, id string) (*state.Task, error)
 	// Tasks returns a page of tasks, oldest first (by CreatedAt, then
-	// id), and the cursor of the next page ("" when none follows). A
-	// cursor that names no task is ErrCursor (wrapped).
+	// id) or, with q.Order newest, newest first, and the cursor of the
+	// next page ("" when none follows). A cursor that names no task is
+	// ErrCursor (wrapped).
 	Tasks(ctx context.Context, q Query) ([]*state.Task, string, error)
 	// Count counts the tasks by phase.
 	Count(ctx context.Context) (map[state.Phase]int, error)
@@ -195,6 +196,9 @@ type Query struct {
 	Title string
 	// After is the cursor: the id of the last task of the page before.
 	After string
+	// Order is the order of the list: oldest first ("" or
+	// api.OrderOldest) or newest first (api.OrderNewest).
+	Order api.TaskOrder
 	// Limit is the most tasks a page holds; 0 is no limit (for tools
 	// and tests: the server always pages).
 	Limit int

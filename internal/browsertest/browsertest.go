@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
@@ -273,6 +274,22 @@ func (b *Browser) SetViewport(t testing.TB, v Viewport) {
 		opts = append(opts, chromedp.EmulateMobile, chromedp.EmulateTouch)
 	}
 	b.Do(t, fmt.Sprintf("set the viewport to %dx%d", v.Width, v.Height), chromedp.EmulateViewport(v.Width, v.Height, opts...))
+}
+
+// SetColorScheme lays the page out as a system that prefers scheme does
+// (prefers-color-scheme: "dark" or "light"); "" is the browser's own
+// again.
+func (b *Browser) SetColorScheme(t testing.TB, scheme string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, actionLimit)
+	defer cancel()
+	var features []*emulation.MediaFeature
+	if scheme != "" {
+		features = []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}
+	}
+	if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: features}); err != nil {
+		t.Fatalf("prefer the %q colour scheme: %v", scheme, err)
+	}
 }
 
 // UpdateScreenshots is the variable that makes Screenshot write the

@@ -52,6 +52,16 @@
     if (empty) empty.remove();
   }
 
+  // order moves the container's elements into the order of msg.ids.
+  function order(msg) {
+    var box = document.getElementById(msg.into);
+    if (!box || !msg.ids) return;
+    msg.ids.forEach(function (id) {
+      var el = document.getElementById(id);
+      if (el && el.parentNode === box) box.appendChild(el);
+    });
+  }
+
   function remove(msg) {
     var el = document.getElementById(msg.id);
     if (el) el.remove();
@@ -89,6 +99,7 @@
     var src = new EventSource(url);
     src.addEventListener("replace", handler(replace));
     src.addEventListener("remove", handler(remove));
+    src.addEventListener("order", handler(order));
     src.addEventListener("log", handler(log));
     document.body.setAttribute("data-live", "connecting");
     src.addEventListener("open", function () {

@@ -630,12 +630,14 @@ func matchRef(q store.Query, r *ref) bool {
 		(!q.Live || !r.phase.Terminal())
 }
 
-// Tasks returns a page of tasks, oldest first. The filters select by the
+// Tasks returns a page of tasks, oldest first (newest first for q.Order
+// newest: the same order read backwards). The filters select by the
 // refs; the page's ended tasks are read from their files (or the cache),
 // no other. A title search is the exception: see byTitle.
 func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string, error) {
 	s.mu.Lock()
-	start := 0
+	newest := q.Order == api.OrderNewest
+	start, end := 0, len(s.order) // the refs after the cursor: s.order[start:end]
 	if q.After != "" {
 		r := s.refs[q.After]
 		if r == nil {
@@ -643,11 +645,25 @@ func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string
 			return nil, "", fmt.Errorf("%w: no task %q", store.ErrCursor, state.Ellipsize(q.After, 140))
 		}
 		i, _ := slices.BinarySearchFunc(s.order, r, compareRefs)
-		start = i + 1
+		if newest {
+			end = i
+		} else {
+			start = i + 1
+		}
+	}
+	after := slices.Values(s.order[start:end])
+	if newest {
+		after = func(yield func(*ref) bool) {
+			for i := end - 1; i >= start; i-- {
+				if !yield(s.order[i]) {
+					return
+				}
+			}
+		}
 	}
 	if q.Title != "" {
 		var ids []string
-		for _, r := range s.order[start:] {
+		for r := range after {
 			if matchRef(q, r) {
 				ids = append(ids, r.id)
 			}
@@ -661,7 +677,7 @@ func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string
 		toRead bool
 		next   string
 	)
-	for _, r := range s.order[start:] {
+	for r := range after {
 		if !matchRef(q, r) {
 			continue
 		}

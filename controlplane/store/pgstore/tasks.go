@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
@@ -74,7 +75,8 @@ func (s *Store) Task(ctx context.Context, id string) (*state.Task, error) {
 	return t, nil
 }
 
-// Tasks returns a page of the tasks q selects, oldest first, and the
+// Tasks returns a page of the tasks q selects, oldest first (newest
+// first, for q.Order newest: the same index read backwards), and the
 // cursor of the next page. A cursor that names no task (one pruned
 // since) is an error. A Limit of zero or less returns every task
 // selected.
@@ -103,14 +105,23 @@ func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string
 		// No column holds the title: the search reads the documents.
 		where = append(where, "strpos(lower(convert_from(doc, 'UTF8')::jsonb->>'title'), lower("+arg(q.Title)+")) > 0")
 	}
+	newest := q.Order == api.OrderNewest
 	if q.After != "" {
-		where = append(where, "(created_ns, id) > (SELECT created_ns, id FROM tasks WHERE id = "+arg(q.After)+")")
+		after := ">"
+		if newest {
+			after = "<"
+		}
+		where = append(where, "(created_ns, id) "+after+" (SELECT created_ns, id FROM tasks WHERE id = "+arg(q.After)+")")
 	}
 	sql := "SELECT doc FROM tasks"
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
-	sql += " ORDER BY created_ns, id"
+	if newest {
+		sql += " ORDER BY created_ns DESC, id DESC"
+	} else {
+		sql += " ORDER BY created_ns, id"
+	}
 	if q.Limit > 0 {
 		sql += " LIMIT " + arg(q.Limit+1)
 	}

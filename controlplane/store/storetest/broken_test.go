@@ -26,6 +26,7 @@ var breaks = map[string]string{
 	"no copies":                       "Task/returns a copy",
 	"by id":                           "Tasks/oldest first, by CreatedAt then id",
 	"cursor on a full last page":      "Tasks/pages give every task once and the last has no cursor",
+	"newest ignored":                  "Tasks/newest first, pages and filters alike",
 	"no line over maxBytes":           "Events/maxBytes bounds a page, which still has one line",
 	"claims any phase":                "Claim/offers the queued tasks, oldest first",
 	"claims held tasks":               "Claim/concurrent claims take each task once",

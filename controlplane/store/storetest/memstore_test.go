@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
@@ -120,6 +121,9 @@ func (m *memStore) Tasks(_ context.Context, q store.Query) ([]*state.Task, strin
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	all := m.sorted()
+	if q.Order == api.OrderNewest && m.broken != "newest ignored" {
+		slices.Reverse(all)
+	}
 	if q.After != "" {
 		i := slices.IndexFunc(all, func(t *state.Task) bool { return t.ID == q.After })
 		if i < 0 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
@@ -195,6 +196,40 @@ func (s suite) tasks(t *testing.T) {
 			q.Limit = 1
 			all, _ := allTasks(t, st, q)
 			sameIDs(t, fmt.Sprintf("pages of Tasks(%+v)", q), all, want)
+		}
+	})
+	s.run(t, "newest first, pages and filters alike", func(t *testing.T, st store.Store) {
+		tasks := fleet(t, st)
+		newest := oldestFirst(tasks)
+		slices.Reverse(newest)
+		for _, q := range []store.Query{
+			{},
+			{Repo: "r1"},
+			{Phase: state.PhaseQueued},
+			{Agent: "A"},
+		} {
+			q.Order = api.OrderNewest
+			var want []string
+			for _, task := range newest {
+				if q.Match(task) {
+					want = append(want, task.ID)
+				}
+			}
+			page, next := tasksPage(t, st, q)
+			sameIDs(t, fmt.Sprintf("Tasks(%+v)", q), page, want)
+			if next != "" {
+				t.Errorf("Tasks(%+v): cursor %q", q, next)
+			}
+			for _, limit := range []int{1, 2, 3} {
+				q.Limit = limit
+				all, _ := allTasks(t, st, q)
+				sameIDs(t, fmt.Sprintf("pages of Tasks(%+v)", q), all, want)
+			}
+		}
+		// The oldest is the default, and said so.
+		for _, o := range []api.TaskOrder{"", api.OrderOldest} {
+			page, _ := tasksPage(t, st, store.Query{Order: o})
+			sameIDs(t, fmt.Sprintf("Tasks(Order: %q)", o), page, ids(oldestFirst(tasks)))
 		}
 	})
 	s.run(t, "After naming an unknown task is an error", func(t *testing.T, st store.Store) {
