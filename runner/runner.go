@@ -776,6 +776,10 @@ func (r *Runner) complete(task *state.Task, a *state.Attempt, res result) {
 // the attempt never ran (cancelled during its backoff wait).
 func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, exit Exit, res *result) *state.Attempt {
 	f := failure{ExitCode: exit.ExitCode, Signal: exit.Signal, StartErr: exit.StartErr, StdioClose: exit.StdioClosed, Protocol: exit.ProtocolErr}
+	if !exit.Killed {
+		// What a command said as the agent stopped it is not why it failed.
+		f.Stderr = exit.Stderr
+	}
 	timeouts := ""
 	if res != nil {
 		f.Timeout, timeouts, f.Budget = res.timeout, res.timeouts, res.over
