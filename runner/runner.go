@@ -234,6 +234,7 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 		if a, err = task.StartFirstAttempt(r.newID(), r.Models, r.now()); err != nil {
 			return err
 		}
+		a.MaxAttempts = r.limitOf(task, a)
 		r.reportPhase(task)
 		r.reportAttempt(task, a)
 	case c.Status == state.AttemptPending:
@@ -245,6 +246,7 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 		if a, err = task.StartPersonRetry(r.newID(), r.Models, r.now()); err != nil {
 			return err
 		}
+		a.MaxAttempts = r.limitOf(task, a)
 		r.reportPhase(task)
 		r.reportAttempt(task, a)
 	default:
@@ -859,6 +861,7 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 			r.logger().Error("schedule retry", "task", task.ID, "err", err)
 			return nil
 		}
+		next.MaxAttempts = r.limitOf(task, next)
 		r.reportAttempt(task, &task.Attempts[len(task.Attempts)-2])
 		r.reportPhase(task)
 		r.reportAttempt(task, next)
@@ -985,6 +988,14 @@ func stoppedBefore(task *state.Task, a *state.Attempt) int {
 		}
 	}
 	return n
+}
+
+// limitOf is the limit attempt a runs under (state.Attempt.MaxAttempts):
+// the policy's attempts, plus those the agent's own stops cut short
+// before it, and never below its own number (a person's retry goes past
+// the limit, and its attempt is the last the gate allows).
+func (r *Runner) limitOf(task *state.Task, a *state.Attempt) int {
+	return max(r.Policy.withDefaults().MaxAttempts+stoppedBefore(task, a), a.Number)
 }
 
 // canContinue reports whether the attempt after a could continue a's

@@ -88,11 +88,12 @@ func (t *Task) wentThrough(p Phase) bool {
 	return slices.Contains(t.PhasesSeen, p)
 }
 
-// Timeline renders one line per attempt, for example:
+// Timeline renders one line per attempt, its number against its limit
+// when it is known, for example:
 //
-//	Attempt 1  failed     gpt-5-mini  sess 4f1c  2m03s  rate_limit: 429 Too Many Requests  -> retried in 4s
-//	Attempt 2  failed     gpt-5       sess 9a2e    41s  stdio closed before result          -> blocked: tool_executed
-//	Attempt 3  completed  gpt-5       sess 77b0  1m12s
+//	Attempt 1/3  failed     gpt-5-mini  sess 4f1c  2m03s  rate_limit: 429 Too Many Requests  -> retried in 4s
+//	Attempt 2/3  failed     gpt-5       sess 9a2e    41s  stdio closed before result          -> blocked: tool_executed
+//	Attempt 3/3  completed  gpt-5       sess 77b0  1m12s
 //
 // An attempt that resumed an earlier one's session says so last, with the
 // code of the failure it followed: "attempt 3 continued attempt 2's
@@ -105,13 +106,13 @@ func (t *Task) wentThrough(p Phase) bool {
 func Timeline(t *Task, now time.Time) []string {
 	type row struct{ head, status, model, sess, dur, tok, err, decision, note string }
 	rows := make([]row, len(t.Attempts))
-	var wStatus, wModel, wSess, wDur, wTok, wErr int
+	var wHead, wStatus, wModel, wSess, wDur, wTok, wErr int
 	usage := false
 	for _, a := range t.Attempts {
 		usage = usage || a.Usage != (Usage{})
 	}
 	for i, a := range t.Attempts {
-		r := row{head: fmt.Sprintf("Attempt %d", a.Number), status: string(a.Status), model: dashIfEmpty(a.Model)}
+		r := row{head: "Attempt " + a.NumberText(), status: string(a.Status), model: dashIfEmpty(a.Model)}
 		r.sess = "sess " + dashIfEmpty(shortID(a.SessionID))
 		if !a.StartedAt.IsZero() {
 			end := a.CompletedAt
@@ -152,12 +153,12 @@ func Timeline(t *Task, now time.Time) []string {
 			r.note = strings.TrimPrefix(r.note+"; "+k, "; ")
 		}
 		rows[i] = r
-		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
+		wHead, wStatus, wModel, wSess = max(wHead, len(r.head)), max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
 		wDur, wTok, wErr = max(wDur, len(r.dur)), max(wTok, len(r.tok)), max(wErr, len([]rune(r.err)))
 	}
 	lines := make([]string, len(rows))
 	for i, r := range rows {
-		l := fmt.Sprintf("%s  %-*s  %-*s  %-*s  %*s", r.head, wStatus, r.status, wModel, r.model, wSess, r.sess, wDur, r.dur)
+		l := fmt.Sprintf("%-*s  %-*s  %-*s  %-*s  %*s", wHead, r.head, wStatus, r.status, wModel, r.model, wSess, r.sess, wDur, r.dur)
 		if usage {
 			l += fmt.Sprintf("  %*s", wTok, r.tok)
 		}

@@ -296,7 +296,14 @@ func (s AttemptStatus) Final() bool {
 type Attempt struct {
 	AttemptID string `json:"attempt_id"`
 	Number    int    `json:"number"`
-	SessionID string `json:"session_id,omitempty"`
+	// MaxAttempts is the limit the attempt ran under: the highest number
+	// the task's attempts could reach when it was opened (its
+	// max_attempts or the agent's, plus the attempts the agent's own
+	// stops cut short, which do not count; at least Number, as a
+	// person's retry goes past the limit). Zero in records from before
+	// it was kept.
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	SessionID   string `json:"session_id,omitempty"`
 	// SessionPath is where the CLI keeps the session, when the executor
 	// said (a Codex rollout file, a Claude transcript): a session that
 	// has one can be continued.
@@ -338,6 +345,15 @@ type Attempt struct {
 	// Egress is what the attempt's network confinement refused, when its
 	// network was confined.
 	Egress *Egress `json:"egress,omitempty"`
+}
+
+// NumberText is the attempt's number against its limit, as every view
+// shows it: "2/3", or "2" when the limit is not known.
+func (a *Attempt) NumberText() string {
+	if a.MaxAttempts > 0 {
+		return fmt.Sprintf("%d/%d", a.Number, a.MaxAttempts)
+	}
+	return fmt.Sprint(a.Number)
 }
 
 // Egress is what an attempt's proxy refused: how many connections, and

@@ -344,7 +344,7 @@ func TestE2EDemo(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("demo: %+v", r)
 	}
-	for _, want := range []string{"-> retried in", "-> continued in", "continued attempt 1's session after", "continued by a person", "Attempt 2  completed", "0 pending, 0 dead",
+	for _, want := range []string{"-> retried in", "-> continued in", "continued attempt 1's session after", "continued by a person", "Attempt 2/3  completed", "0 pending, 0 dead",
 		// Subtasks: a task launched two and reports their timelines.
 		"its subtasks, as agent subtask wait reported them:", "completed  Collect the merged changes", "(a subtask of t-"} {
 		if !strings.Contains(r.stdout, want) {

@@ -44,7 +44,7 @@ func TestE2ESubtasks(t *testing.T) {
 			t.Errorf("the parent's report lacks subtask %s completed:\n%s", id, report)
 		}
 	}
-	if !strings.Contains(report, "Attempt 1  completed") || !strings.Contains(report, "result: done: Count the files") {
+	if !strings.Contains(report, "Attempt 1/3  completed") || !strings.Contains(report, "result: done: Count the files") {
 		t.Errorf("the report holds no result or timeline:\n%s", report)
 	}
 

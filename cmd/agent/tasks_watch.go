@@ -319,7 +319,7 @@ func renderBoard(b board, where, problem string, p palette, h hint, now time.Tim
 		for _, t := range b.running {
 			line := "  " + head(t) + "  ·  " + p.phase(t.Phase)
 			if c := t.Current(); c != nil {
-				line += fmt.Sprintf("  ·  attempt %d with %s  ·  %s", c.Number, visible(dash(c.Model)), state.Compact(now.Sub(c.StartedAt)))
+				line += fmt.Sprintf("  ·  attempt %s with %s  ·  %s", c.NumberText(), visible(dash(c.Model)), state.Compact(now.Sub(c.StartedAt)))
 				if c.RetriedByPerson {
 					line += "  ·  retried by a person"
 				}
@@ -350,7 +350,7 @@ func renderBoard(b board, where, problem string, p palette, h hint, now time.Tim
 					after = "  ·  after " + visible(state.Ellipsize(e.Error(), 60))
 				}
 			}
-			add("  %s  ·  attempt %d with %s %s%s", head(t), c.Number, visible(dash(c.Model)), countdown(c.NotBefore.Sub(now)), after)
+			add("  %s  ·  attempt %s with %s %s%s", head(t), c.NumberText(), visible(dash(c.Model)), countdown(c.NotBefore.Sub(now)), after)
 		}
 	}
 	if len(b.queued) > 0 {

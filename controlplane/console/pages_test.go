@@ -81,7 +81,7 @@ func TestTasksPage(t *testing.T) {
 	for _, want := range []string{
 		`<form id="filter"`, `<select name="phase"`, `<input name="agent"`, `<input name="repo"`, `<input name="q"`,
 		`<article class="card" id="task-` + running + `" data-phase="turn_started" data-outcome="running">`,
-		`<span class="attempt">attempt 1 of 3</span>`, `class="elapsed" data-started=`, `50% half way`,
+		`<span class="attempt">attempt 1/3</span>`, `class="elapsed" data-started=`, `50% half way`,
 		`<article class="card" id="task-` + ids[1] + `" data-phase="queued" data-outcome="queued">`,
 		`<a class="title" href="/tasks/` + ids[1] + `">task number 1</a>`,
 		`id="next-page" href="/tasks?after=` + ids[49] + `"`,
