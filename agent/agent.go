@@ -55,6 +55,8 @@ type Agent struct {
 	live atomic.Pointer[Live] // what Reconfigure may change
 
 	running *runningTasks
+	// starts bounds how many attempts start at once, across tasks.
+	starts *runner.Starts
 
 	link *link // what the heartbeat learned of the control plane
 
@@ -97,7 +99,7 @@ func New(cfg Config) (*Agent, error) {
 		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		aborted: make(chan struct{}), output: newOutputBounds(cfg.MaxAttemptOutput, cfg.DataDir, cfg.Logger),
-		running: newRunningTasks(), link: &link{interval: cfg.HeartbeatInterval},
+		running: newRunningTasks(), link: &link{interval: cfg.HeartbeatInterval}, starts: runner.NewStarts(cfg.MaxStarts),
 	}
 	if a.workspaces, err = workspace.New(a.workDir(), cfg.Repos); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -446,7 +448,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ApprovalTimeout: l.ApprovalTimeout, Isolation: a.conf.Runner,
 		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget,
 		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser,
-		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests)}
+		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests), Starts: a.starts}
 }
 
 // egressFor is where task id's attempts may connect: the agent's allow

@@ -128,6 +128,9 @@ type Runner struct {
 	// Budget is the budget of a task that sets none of its own (each
 	// bound a task sets wins; see BudgetOf). Zero: none.
 	Budget Budget
+	// Starts, if set, bounds how many attempts start at once, across
+	// every runner that shares it (see Starts).
+	Starts *Starts
 }
 
 // Workspaces gives a task that names a repository a workspace of its own
@@ -330,6 +333,22 @@ func (res *result) ok() bool {
 func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt) result {
 	firstEvent, limit := r.Timeouts.For(a.Number)
 	res := result{timeouts: fmt.Sprintf("first_event=%s attempt=%s", firstEvent, limit), budget: BudgetOf(task, r.Budget), spent: spentBefore(task, a)}
+	// A start first (--max-starts): the attempt's limits, and its
+	// duration, count from when it has one.
+	waited := false
+	started, err := r.Starts.wait(ctx, func(f StartFigures) {
+		waited = true
+		r.note(task, fmt.Sprintf("attempt %s waits to start: %d attempts are starting (--max-starts %d), %d in the queue", a.NumberText(), f.Starting, f.Max, f.Queued))
+	})
+	if err != nil {
+		res.exit, res.cause = Exit{ExitCode: -1}, context.Cause(ctx)
+		return res
+	}
+	defer started()
+	if waited {
+		a.StartedAt = r.now()
+		r.reportAttempt(task, a)
+	}
 	// The wall-time budget caps the attempt's limit: what is left of it
 	// ends the attempt budget_exceeded, not timed out.
 	limitCause := errAttemptTimeout
@@ -443,6 +462,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		case ev := <-events:
 			if countsAsFirstEvent(ev) {
 				firstTimer.Stop()
+				started() // the executor is at work: the next may start
 			}
 			r.apply(task, a, ev, logs, &res)
 			if res.over != "" && actx.Err() == nil {
@@ -454,6 +474,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		case n := <-asks:
 			if n.answer == nil {
 				firstTimer.Stop() // a question is the executor at work, whoever answers it
+				started()
 				if waiting++; waiting == 1 && limitTimer.Stop() {
 					limitLeft = time.Until(limitAt)
 				}

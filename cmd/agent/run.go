@@ -33,7 +33,7 @@ type runFlags struct {
 	labels                                    []string // KEY=VALUE
 	executor                                  executorFlags
 	models                                    []string
-	maxConcurrent, maxRetries                 int
+	maxConcurrent, maxStarts, maxRetries      int
 	noRetry, insecure                         bool
 	heartbeat, drainTimeout, retention        time.Duration
 	retentionMaxSize, taskLogMaxSize          byteSize
@@ -78,6 +78,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "task-user", &f.taskUser)
 	t.bind(fs, "models", &f.models)
 	t.bind(fs, "max-concurrent", &f.maxConcurrent)
+	t.bind(fs, "max-starts", &f.maxStarts)
 	t.bind(fs, "max-retries", &f.maxRetries)
 	t.bind(fs, "no-retry", &f.noRetry)
 	t.bind(fs, "attempt-timeout", &f.attemptTimeouts)
@@ -329,7 +330,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
 		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.runnerApprovalTimeout(),
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
-		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
+		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
 		Isolation: f.isolationOf(configFileOf(cmd)), Repos: repos, PullRequests: pulls, CommitAuthor: author, Labels: labels, Budget: f.budget(),
 		ExecutorKind: f.executor.kind, MaxAttemptOutput: int64(f.maxAttemptOutput)} // routing by capability

@@ -358,6 +358,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 
 	{name: "models", def: []string(nil), live: true, help: "fallback chain of models: attempt N uses the N-th, the last repeating"},
 	{name: "max-concurrent", def: agent.DefaultMaxConcurrent, live: true, min: atLeast(1), help: "tasks run at once"},
+	{name: "max-starts", def: runner.DefaultMaxStarts, live: true, min: atLeast(1),
+		help: "attempts starting at once (their workspace and executor, until its first event), apart from --max-concurrent; the others wait in a start queue, their limits not running (agent health shows it)"},
 	{name: "max-retries", def: runner.DefaultMaxAttempts - 1, live: true, min: atLeast(0), help: "automatic retries after the first attempt"},
 	{name: "no-retry", def: false, live: true, help: "never retry automatically (same as --max-retries 0)"},
 	{name: "attempt-timeout", def: runner.DefaultAttemptTimeout, live: true, min: atLeast(1),
