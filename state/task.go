@@ -41,6 +41,10 @@ type Task struct {
 	Parent   string            `json:"parent,omitempty"`
 	Depth    int               `json:"depth,omitempty"`
 	Children []string          `json:"children,omitempty"`
+	// Delegation is what the task may delegate to, as the control
+	// plane's rules said when it was submitted or last claimed; nil from
+	// a control plane that does not say.
+	Delegation *Delegation `json:"delegation,omitempty"`
 	// Budgets: MaxTokens bounds the tokens all the task's attempts may
 	// use together, and MaxTime their wall time together; zero is no
 	// bound. An attempt that passes either ends budget_exceeded.
@@ -508,6 +512,7 @@ func (t *Task) Clone() *Task {
 	c.Requires = slices.Clone(t.Requires)
 	c.Children = slices.Clone(t.Children)
 	c.Labels = maps.Clone(t.Labels)
+	c.Delegation = t.Delegation.Clone()
 	if t.Result != nil {
 		r := *t.Result
 		if r.Changes != nil {

@@ -461,7 +461,7 @@ var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setti
 		help: "notification targets, in the config file only: [[notify]] tables with name, type (webhook, slack or ntfy), url or url-file, secret-file (a webhook's HMAC key), token-file (an ntfy access token) and events (default: every one); docs/notifications.md"},
 	// Subtasks.
 	{name: "delegate", def: []fileTable(nil), table: delegateKeys,
-		help: "delegation rules for subtasks, in the config file only: [[delegate]] tables with parent and child (labels KEY=VALUE each must carry; none: any task), max-depth and max-children; the first that matches decides; none: any to any, depth 2, 8 subtasks each (docs/subtasks.md)"},
+		help: "delegation rules for subtasks, in the config file only: [[delegate]] tables with parent and child (labels KEY=VALUE each must carry; none: any task), max-depth and max-children; the first that matches decides, and a task no parent matches is a leaf; none: the defaults by the task's type label (general or none: any task; explorer: a leaf; any other: explorers only), depth 2, 8 subtasks each (docs/subtasks.md)"},
 	{name: "log-level", key: "log.level", def: "info", oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
 		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, json otherwise"},

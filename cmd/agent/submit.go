@@ -139,7 +139,7 @@ func newSubmitCmd() *cobra.Command {
 	fl.BoolVar(&waitQueued, "wait-queued", false, "with --wait: keep waiting while no online agent can take the task, rather than exit 6 at once")
 	fl.DurationVar(&timeout, "timeout", 0, "with --wait: stop waiting after this long, e.g. 30m, and exit 7; the task goes on (0: wait until it ends)")
 	// Subtasks.
-	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the control plane's delegation rules ([[delegate]]) match on, repeatable")
+	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the control plane's delegation rules ([[delegate]]) match on, repeatable; type=NAME is the task's agent type the default rules go by (general, explorer, …)")
 	fl.StringArrayVar(&egressAllow, "egress-allow", nil, "narrow where the task's attempts may connect to this of its agent's allowed hosts (agent run --egress-allow), HOST, HOST:PORT or *.DOMAIN, repeatable; its executor's model API stays reachable")
 	return cmd
 }

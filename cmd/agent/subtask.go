@@ -39,7 +39,7 @@ deep subtasks nest and how many one task may submit.`,
   agent subtask cancel "$id"`,
 		Args: noArgs,
 	}
-	cmd.AddCommand(newSubtaskSubmitCmd(), newSubtaskWaitCmd(), newSubtaskLsCmd(), newSubtaskCancelCmd())
+	cmd.AddCommand(newSubtaskSubmitCmd(), newSubtaskWaitCmd(), newSubtaskLsCmd(), newSubtaskCancelCmd(), newSubtaskAllowedCmd())
 	return cmd
 }
 
@@ -316,4 +316,55 @@ func delegateRules(r *resolved) ([]server.DelegateRule, error) {
 		rules = append(rules, rule)
 	}
 	return rules, nil
+}
+
+func newSubtaskAllowedCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "allowed",
+		Short: "List what this task may delegate to: the subtasks the control plane's delegation rules let it submit, with their bounds",
+		Long: `allowed lists, as the control plane's delegation rules say, the subtasks this
+task may submit: the labels each kind must carry (any task, or
+type=explorer, ...), how deep they may nest and how many, and how much of
+that this task has used. A task that may delegate to nothing (a leaf, such
+as an explorer under the default rules) is offered no subtask command at
+all: its executor gets no task token.`,
+		Example: `  agent subtask allowed
+  agent subtask allowed --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, err := taskClient()
+			if err != nil {
+				return fmt.Errorf("subtask allowed: %w", err)
+			}
+			v, err := in.c.Task(cmd.Context(), in.taskID)
+			if err != nil {
+				return fmt.Errorf("subtask allowed: %w", err)
+			}
+			if v.Delegation == nil {
+				return errors.New("subtask allowed: the control plane does not say what its tasks may delegate to (one from before it listed it)")
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), allowedView{TaskID: v.ID, Type: state.TypeOf(v.Labels), Depth: v.Depth,
+					Submitted: len(v.Children), Delegation: v.Delegation})
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "task %s (type %s, depth %d) may delegate to:\n", visible(v.ID), visible(state.TypeOf(v.Labels)), v.Depth)
+			for _, l := range state.DelegationLines(&v.Task) {
+				fmt.Fprintf(w, "  %s\n", visible(l))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print it as JSON")
+	return cmd
+}
+
+// allowedView is what subtask allowed --json prints.
+type allowedView struct {
+	TaskID     string            `json:"task_id"`
+	Type       string            `json:"type"`
+	Depth      int               `json:"depth"`
+	Submitted  int               `json:"submitted"`
+	Delegation *state.Delegation `json:"delegation"`
 }

@@ -439,6 +439,7 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 			return false, nil
 		}
 		t.Lease, t.Unroutable = &lease, ""
+		t.Delegation = s.delegationOf(t) // as the rules in force say now
 		tx.Save(t)
 		resp.Tasks = append(resp.Tasks, s.claimed(t, lease))
 		return len(resp.Tasks) >= most, nil
@@ -462,11 +463,16 @@ func mayClaim(t *state.Task, req api.ClaimRequest, granted map[string]string) bo
 		(len(t.Requires) == 0 || api.OfferOfClaim(req, granted).MeetsAll(t.Requires))
 }
 
-// claimed is task t granted under lease, with its task token. The lease
-// goes once, beside the task: a copy in the task too would say the same
-// twice (every agent reads this one and puts it in the task it keeps).
+// claimed is task t granted under lease, with its task token unless it
+// may delegate to nothing: a leaf is offered no subtask command, and the
+// token is what its executor would use one with. The lease goes once,
+// beside the task: a copy in the task too would say the same twice
+// (every agent reads this one and puts it in the task it keeps).
 func (s *Server) claimed(t *state.Task, lease state.Lease) api.Claimed {
-	c := api.Claimed{Task: *t.Clone(), Lease: lease, TaskToken: s.taskToken(t.ID, lease.ID)}
+	c := api.Claimed{Task: *t.Clone(), Lease: lease}
+	if !t.Delegation.Leaf() {
+		c.TaskToken = s.taskToken(t.ID, lease.ID)
+	}
 	c.Task.Lease = nil
 	return c
 }

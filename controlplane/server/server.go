@@ -75,7 +75,8 @@ type Options struct {
 	// of the change that causes it. Empty: no notifications.
 	Notify []NotifyTarget
 	// Delegate are the delegation rules subtasks are submitted under
-	// (see DelegateRule); empty: DefaultDelegation.
+	// (see DelegateRule); empty: the default rules by agent type (see
+	// DefaultDelegation).
 	Delegate []DelegateRule
 	Logger   *slog.Logger
 	Now      func() time.Time

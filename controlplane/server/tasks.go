@@ -88,6 +88,7 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	if t.Title == "" {
 		t.Title = firstLine(req.Prompt)
 	}
+	t.Delegation = s.delegationOf(t)
 	return t, nil
 }
 
