@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"errors"
 	"regexp"
 	"strconv"
@@ -30,8 +31,12 @@ const (
 
 // failure is everything known about why an attempt failed.
 type failure struct {
-	Cancelled bool // by the user
-	Shutdown  bool // the agent is stopping
+	Cancelled bool // from outside: a person, its parent, the control plane
+	// CancelReason says who cancelled it and why, CancelPhase the phase it
+	// ends in (see Cancel); empty for a bare ErrCancelled.
+	CancelReason string
+	CancelPhase  state.Phase
+	Shutdown     bool // the agent is stopping
 	// Code, Message and RetryAfter come from the executor's last error event.
 	Code       state.ErrorCode
 	Message    string
@@ -177,7 +182,7 @@ func classify(f failure) verdict {
 	}
 	switch {
 	case f.Cancelled:
-		return verdict{Class: classStop, Code: state.CodeCancelled, Message: "cancelled by the user"}
+		return verdict{Class: classStop, Code: state.CodeCancelled, Message: cmp.Or(f.CancelReason, ErrCancelled.Error())}
 	case f.Shutdown:
 		return verdict{Class: classInterrupted, Code: state.CodeAgentShutdown, Message: "the agent is shutting down"}
 	case f.Budget != "":

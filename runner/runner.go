@@ -20,11 +20,26 @@ import (
 )
 
 // Causes the daemon cancels a task's context with (context.WithCancelCause),
-// with *BudgetStop. Any other cause is taken as a shutdown.
+// with *Cancel and *BudgetStop. Any other cause is taken as a shutdown.
 var (
 	ErrCancelled = errors.New("cancelled by the user")
 	ErrShutdown  = errors.New("agent shutting down")
 )
+
+// Cancel is a cancel that says who ended the task and why (Reason), and
+// the phase it ends in: cancelled when Phase is empty or cancelled, or
+// the terminal phase the control plane already has the task in (its
+// watchdog timed it out), so that the agent's view agrees with the
+// control plane's. It is an ErrCancelled.
+type Cancel struct {
+	Phase  state.Phase
+	Reason string
+}
+
+func (c *Cancel) Error() string { return c.Reason }
+
+// Is makes a Cancel an ErrCancelled.
+func (c *Cancel) Is(target error) bool { return target == ErrCancelled }
 
 // BudgetStop is the cause the daemon cancels a task's context with when
 // the control plane stops the task as over a budget the agent does not
@@ -823,6 +838,9 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		} else {
 			f.Cancelled = errors.Is(context.Cause(ctx), ErrCancelled)
 			f.Shutdown = !f.Cancelled
+			if how := (*Cancel)(nil); errors.As(context.Cause(ctx), &how) {
+				f.CancelReason, f.CancelPhase = how.Reason, how.Phase
+			}
 		}
 	}
 	v := classify(f)
@@ -848,6 +866,12 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	}
 	phase, reason := state.PhaseFailed, v.Error()
 	switch {
+	case v.Class == classStop && f.CancelPhase.Terminal() && f.CancelPhase != state.PhaseCancelled:
+		// The control plane ended the task (its watchdog): it ends here
+		// as it ended there, attempt and reason alike.
+		ended := state.EndedBy(f.CancelPhase, f.CancelReason)
+		out.Status, out.Error, out.Retry = ended.Status, ended.Error, nil
+		phase, reason = f.CancelPhase, f.CancelReason
 	case v.Class == classStop:
 		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
 	case v.Class == classInterrupted:

@@ -103,9 +103,10 @@ func (c ErrorCode) Known() bool {
 // Retry is what c, given by an executor, says of another attempt.
 func (c ErrorCode) Retry() Retry { return errorCodes[c] }
 
-// endedBy is the outcome terminal phase p gives an attempt still open,
-// with reason as its message.
-func endedBy(p Phase, reason string) Outcome {
+// EndedBy is the outcome terminal phase p gives an attempt still open,
+// with reason as its message: the control plane's when its watchdog ends
+// a task, and the agent's when it hears of that ending.
+func EndedBy(p Phase, reason string) Outcome {
 	fail := func(c ErrorCode) Outcome {
 		return Outcome{Status: AttemptFailed, Error: &Error{Code: c, Message: reason}}
 	}

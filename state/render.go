@@ -102,7 +102,9 @@ func (t *Task) wentThrough(p Phase) bool {
 // connections says how many and where to ("egress refused 2:
 // evil.example:443, 127.0.0.1:5432"). A running attempt's duration runs to now.
 // When an attempt reported the tokens it used, each line shows its tokens
-// after its duration ("12.3k tok").
+// after its duration ("12.3k tok"). A cancel asked of the task is said on
+// the last line, when it did not cancel it (CancelNote): which of a cancel
+// and an ending that crossed came first.
 func Timeline(t *Task, now time.Time) []string {
 	type row struct{ head, status, model, sess, dur, tok, err, decision, note string }
 	rows := make([]row, len(t.Attempts))
@@ -151,6 +153,9 @@ func Timeline(t *Task, now time.Time) []string {
 		}
 		if k := KeptText(a); k != "" {
 			r.note = strings.TrimPrefix(r.note+"; "+k, "; ")
+		}
+		if c := CancelNote(t); c != "" && i == len(t.Attempts)-1 {
+			r.note = strings.TrimPrefix(r.note+"; "+c, "; ")
 		}
 		rows[i] = r
 		wHead, wStatus, wModel, wSess = max(wHead, len(r.head)), max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))

@@ -92,9 +92,15 @@ type Task struct {
 
 	// Lease is the claim an agent holds on the task, if any.
 	Lease *Lease `json:"lease,omitempty"`
-	// CancelRequested: a person asked to cancel the task; the agent that
-	// holds it is told in its next heartbeat answer.
-	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// CancelRequested: someone asked to cancel the task while it ran (a
+	// person, or its parent task); the agent that holds it is told at once
+	// on the claim it holds open, else in its next heartbeat answer.
+	// CancelReason says who ("cancelled by a person"), CancelAt when. A
+	// task that ended otherwise with it set had ended on its agent before
+	// the cancel reached it: the ending stands (see CancelNote).
+	CancelRequested bool      `json:"cancel_requested,omitempty"`
+	CancelReason    string    `json:"cancel_reason,omitempty"`
+	CancelAt        time.Time `json:"cancel_at,omitzero"`
 	// PersonRetry is set when a person asked for a new attempt of the
 	// task after it ended recoverable_failed (agent tasks retry).
 	PersonRetry *PersonRetry `json:"person_retry,omitempty"`
@@ -441,7 +447,7 @@ func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 		if c := t.Current(); c != nil && !c.Status.Final() {
 			// The terminal phase names the failure when nothing else did
 			// (the control plane's watchdog timing a task out, say).
-			c.finalize(endedBy(to, reason), now)
+			c.finalize(EndedBy(to, reason), now)
 		}
 		t.PhaseBefore = t.Phase
 	}

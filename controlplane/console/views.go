@@ -181,6 +181,9 @@ func timelineOf(t *state.Task, now time.Time) []attemptRow {
 		if k := state.KeptText(a); k != "" {
 			r.Note = strings.TrimPrefix(r.Note+"; "+k, "; ")
 		}
+		if c := state.CancelNote(t); c != "" && i == len(t.Attempts)-1 {
+			r.Note = strings.TrimPrefix(r.Note+"; "+c, "; ")
+		}
 		if a.Status == state.AttemptPending && !a.NotBefore.IsZero() {
 			r.NotBefore = a.NotBefore.Format(rfc3339)
 		}
