@@ -559,10 +559,14 @@ func (a *Agent) workDir() string {
 	return filepath.Join(a.cfg.DataDir, "work")
 }
 
-// policyFor applies a task's own max_attempts, if it has one.
+// policyFor applies a task's own max_attempts and on_side_effect, if it
+// has them.
 func policyFor(p runner.Policy, t *state.Task) runner.Policy {
 	if t.MaxAttempts > 0 {
 		p.MaxAttempts = t.MaxAttempts
+	}
+	if t.OnSideEffect != "" && t.OnSideEffect.Check() == nil {
+		p.OnSideEffect = t.OnSideEffect
 	}
 	return p
 }

@@ -875,11 +875,11 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	case v.Class == classStop:
 		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
 	case v.Class == classInterrupted:
-		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d.Gate)
+		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d)
 	case v.Code == state.CodeSessionLost:
 		phase, reason = state.PhaseRecoverableFailed, v.Error()+"; agent tasks retry replays the prompt from the start"
 	case v.Class == classTransient && d.Gate.Blocks():
-		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d.Gate)
+		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d)
 	case f.Timeout != timeoutNone:
 		// Only the agent's own limits end a task timed_out: an executor's
 		// "timeout" is the model's, a transient failure like another.
@@ -933,9 +933,13 @@ func phaseOrRetry(out state.Outcome, phase state.Phase) string {
 }
 
 // notRetried is the reason a task ends when the gate stopped what would
-// follow.
-func notRetried(v verdict, gate state.GateReason) string {
-	return fmt.Sprintf("%s; not retried automatically: %s", v.Error(), gate)
+// follow: why, and, when it stopped for a person (on_side_effect ask),
+// what they may do.
+func notRetried(v verdict, d state.RetryDecision) string {
+	if d.Asked {
+		return fmt.Sprintf("%s; not continued on its own: %s, and on_side_effect is ask: a person decides (agent tasks continue, or agent tasks retry)", v.Error(), d.Gate)
+	}
+	return fmt.Sprintf("%s; not retried automatically: %s", v.Error(), d.Gate)
 }
 
 // resumeOf is the session attempt a continues, and the follow-up it

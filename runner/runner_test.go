@@ -599,3 +599,24 @@ func TestStderrOfACommandTheAgentStoppedIsNotItsFailure(t *testing.T) {
 		t.Errorf("attempt: %s, want attempt_timeout", runnertest.AttemptsText(f.Task))
 	}
 }
+
+// With on_side_effect ask, an attempt cut after a side effect, whose
+// session could be continued, stops at the gate for a person: the task
+// ends recoverable_failed, saying what they may do, and the timeline says
+// why it was not continued.
+func TestOnSideEffectAskStopsForAPerson(t *testing.T) {
+	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{}), "@side-effect pushed a branch\n@fail network\n@output done")
+	f.Runner.WorkRoot = t.TempDir()
+	f.Runner.Policy.OnSideEffect = state.OnSideEffectAsk
+	f.Run(t, context.Background())
+	a := f.Task.Attempts[0]
+	if f.Task.Phase != state.PhaseRecoverableFailed || len(f.Task.Attempts) != 1 || !a.Retry.Asked || a.Retry.Decision != state.DecisionStopped || a.SessionPath == "" {
+		t.Fatalf("task %s, attempts %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
+	}
+	if !strings.Contains(f.Task.PhaseReason, "not continued on its own: side_effect, and on_side_effect is ask: a person decides (agent tasks continue, or agent tasks retry)") {
+		t.Errorf("reason %q", f.Task.PhaseReason)
+	}
+	if tl := state.Timeline(f.Task, time.Now()); !strings.HasSuffix(tl[0], "-> blocked: side_effect, a person decides (on_side_effect ask)") {
+		t.Errorf("timeline %q", tl[0])
+	}
+}

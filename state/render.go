@@ -234,6 +234,8 @@ func decisionText(a Attempt) string {
 		return "-> stopped: " + string(a.Error.Code)
 	case !a.Retry.TechnicallyRetryable:
 		return "-> stopped: permanent"
+	case a.Retry.Asked:
+		return "-> blocked: " + string(a.Retry.Gate) + ", a person decides (on_side_effect ask)"
 	case a.Retry.Gate != "" && a.Retry.Gate != GateAllowed:
 		return "-> blocked: " + string(a.Retry.Gate)
 	default:

@@ -45,6 +45,10 @@ type Task struct {
 	// plane's rules said when it was submitted or last claimed; nil from
 	// a control plane that does not say.
 	Delegation *Delegation `json:"delegation,omitempty"`
+	// OnSideEffect, when set, is the task's own on_side_effect (submit
+	// --on-side-effect): what follows a failed attempt that had done
+	// something, when its session could be continued. Empty: the agent's.
+	OnSideEffect OnSideEffect `json:"on_side_effect,omitempty"`
 	// Budgets: MaxTokens bounds the tokens all the task's attempts may
 	// use together, and MaxTime their wall time together; zero is no
 	// bound. An attempt that passes either ends budget_exceeded.
@@ -410,7 +414,11 @@ type RetryDecision struct {
 	Gate GateReason `json:"gate"`
 	// Decision is DecisionRetried, DecisionContinued or DecisionStopped.
 	Decision Decision `json:"decision"`
-	Delay    Duration `json:"delay,omitempty"`
+	// Asked: the session could have been continued, but on_side_effect
+	// is ask, so the gate stopped for a person (Decision stopped, Gate
+	// what the attempt had done).
+	Asked bool     `json:"asked,omitempty"`
+	Delay Duration `json:"delay,omitempty"`
 }
 
 // Errors of the attempt helpers.

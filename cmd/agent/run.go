@@ -22,6 +22,7 @@ import (
 	attemptproc "github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/workspace"
 )
 
@@ -35,6 +36,7 @@ type runFlags struct {
 	models                                    []string
 	maxConcurrent, maxStarts, maxRetries      int
 	noRetry, insecure                         bool
+	onSideEffect                              string
 	heartbeat, drainTimeout, retention        time.Duration
 	retentionMaxSize, taskLogMaxSize          byteSize
 	maxAttemptOutput                          byteSize
@@ -81,6 +83,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "max-starts", &f.maxStarts)
 	t.bind(fs, "max-retries", &f.maxRetries)
 	t.bind(fs, "no-retry", &f.noRetry)
+	t.bind(fs, "on-side-effect", &f.onSideEffect)
 	t.bind(fs, "attempt-timeout", &f.attemptTimeouts)
 	t.bind(fs, "first-event-timeout", &f.firstEventTimeouts)
 	// Budgets (issue 27).
@@ -283,10 +286,11 @@ func (f *runFlags) budget() runner.Budget {
 
 // policy is the retry policy the settings ask for.
 func (f *runFlags) policy() runner.Policy {
+	p := runner.Policy{OnSideEffect: state.OnSideEffect(f.onSideEffect)}
 	if f.noRetry {
-		return runner.Policy{}.WithMaxRetries(0)
+		return p.WithMaxRetries(0)
 	}
-	return runner.Policy{}.WithMaxRetries(f.maxRetries)
+	return p.WithMaxRetries(f.maxRetries)
 }
 
 func startAgent(cmd *cobra.Command, f runFlags) error {

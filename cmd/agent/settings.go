@@ -362,6 +362,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "attempts starting at once (their workspace and executor, until its first event), apart from --max-concurrent; the others wait in a start queue, their limits not running (agent health shows it)"},
 	{name: "max-retries", def: runner.DefaultMaxAttempts - 1, live: true, min: atLeast(0), help: "automatic retries after the first attempt"},
 	{name: "no-retry", def: false, live: true, help: "never retry automatically (same as --max-retries 0)"},
+	{name: "on-side-effect", def: string(state.OnSideEffectContinue), live: true, oneOf: []string{string(state.OnSideEffectContinue), string(state.OnSideEffectAsk)},
+		help: "after a transient failure (or the agent's own stop) of an attempt that had output, a tool call or a side effect, with a session to resume: continue it on its own, or ask: stop there for a person, who continues or retries (a task's submit --on-side-effect wins)"},
 	{name: "attempt-timeout", def: runner.DefaultAttemptTimeout, live: true, min: atLeast(1),
 		help: "whole-attempt limit per attempt number, the last repeating"},
 	{name: "first-event-timeout", def: runner.DefaultFirstEventTimeout, live: true, min: atLeast(1),

@@ -45,6 +45,11 @@ type CreateTaskRequest struct {
 	// *.DOMAIN; see CheckEgressAllow); never wider. A subtask's is
 	// narrowed to its parent's, and is its parent's when it names none.
 	EgressAllow []string `json:"egress_allow,omitzero"`
+	// OnSideEffect is the task's own on_side_effect: continue (its agent
+	// continues a session cut after it had done something) or ask (it
+	// stops there for a person); empty: the agent's setting. A subtask of
+	// a parent that asks asks too.
+	OnSideEffect state.OnSideEffect `json:"on_side_effect,omitempty"`
 }
 
 // MaxEgressAllow is how many hosts a task's own allow list may name.

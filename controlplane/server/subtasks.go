@@ -122,6 +122,10 @@ func bindToParent(p *state.Task, req *api.CreateTaskRequest) error {
 	if req.Base == "" {
 		req.Base = p.Base
 	}
+	if p.OnSideEffect == state.OnSideEffectAsk {
+		// What a person asked to decide stays theirs down the tree.
+		req.OnSideEffect = state.OnSideEffectAsk
+	}
 	for _, r := range req.Requires {
 		if key, value, _ := strings.Cut(string(r), "="); key == "repo" && value != p.Repo {
 			return refuse("a subtask works on its parent's repository (%q); it may not require repo=%s", p.Repo, value)
