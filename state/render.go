@@ -181,6 +181,34 @@ func Timeline(t *Task, now time.Time) []string {
 	return lines
 }
 
+// RetryReminder says what followed failed attempt number n of t, when
+// its decision opened the next attempt on its own (a replay or a
+// continue): "attempt 2/3 with gpt-5 in 4s, after rate_limit: 429 Too
+// Many Requests" (", continuing attempt 1's session," for a continue);
+// "" otherwise. A parent waiting on its subtasks hears it (agent subtask
+// wait), once an attempt, whether or not it saw the backoff pass.
+func RetryReminder(t *Task, n int) string {
+	if n < 1 || n >= len(t.Attempts) {
+		return ""
+	}
+	failed, next := &t.Attempts[n-1], &t.Attempts[n]
+	if failed.Retry == nil || !failed.Retry.Decision.Next() || next.RetriedByPerson {
+		return ""
+	}
+	s := "attempt " + next.NumberText()
+	if next.Model != "" {
+		s += " with " + next.Model
+	}
+	if next.Continues > 0 {
+		s += fmt.Sprintf(", continuing attempt %d's session,", next.Continues)
+	}
+	s += " in " + Compact(failed.Retry.Delay.D())
+	if failed.Error != nil {
+		s += ", after " + failed.Error.Error()
+	}
+	return s
+}
+
 // egressText says what an attempt's network confinement refused, if it
 // refused anything: "egress refused 3: evil.example:443, 10.0.0.1:5432".
 func egressText(a Attempt) string {

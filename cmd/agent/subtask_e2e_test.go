@@ -197,3 +197,23 @@ func TestE2ESubtaskAllowedByType(t *testing.T) {
 		}
 	}
 }
+
+// A parent waiting on its subtasks hears of each retry one schedules, as
+// it comes: agent subtask wait says it on stderr, which the sample's
+// executor passes to the parent's log.
+func TestE2ESubtaskWaitHearsOfRetries(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir, "--max-concurrent", "2")
+	parent := submit(t, c, "Plan\n@subtask Flaky\\n@fail rate_limit\\n@output ok\n@wait-subtasks")
+	v := c.waitDone(t, parent)
+	if v.Phase != state.PhaseCompleted || len(v.Children) != 1 {
+		t.Fatalf("the parent: %s, subtasks %v (%s)", v.Phase, v.Children, v.PhaseReason)
+	}
+	kid := v.Children[0]
+	logs := runAgent(t, "tasks", "logs", parent, "--data-dir", dataDir).stdout
+	want := "subtask " + kid + " retrying: attempt 2/3 with model-b in 300ms, after rate_limit: 429 Too Many Requests"
+	if strings.Count(logs, want) != 1 {
+		t.Errorf("the parent's log does not say once %q:\n%s", want, logs)
+	}
+}

@@ -99,6 +99,10 @@ const (
 	// NotifyBlocked: a task ended because the safety gate would not run
 	// again an attempt that had side effects; a person may continue it.
 	NotifyBlocked NotifyEvent = "task.blocked"
+	// NotifyRetrying: a task's attempt failed and its agent scheduled the
+	// next (a replay or a continue) after a backoff: the retry reminder.
+	// Repeats for one task fold into one per window (the repeat gate).
+	NotifyRetrying NotifyEvent = "task.retrying"
 	// NotifyAgentOffline: an agent went offline (it said so, or fell
 	// silent).
 	NotifyAgentOffline NotifyEvent = "agent.offline"
@@ -113,7 +117,7 @@ const (
 )
 
 // NotifyEvents lists every notification event.
-var NotifyEvents = []NotifyEvent{NotifyAwaitingReply, NotifyApprovalExpired, NotifyCompleted, NotifyFailed, NotifyBlocked,
+var NotifyEvents = []NotifyEvent{NotifyAwaitingReply, NotifyApprovalExpired, NotifyCompleted, NotifyFailed, NotifyBlocked, NotifyRetrying,
 	NotifyAgentOffline, NotifyAgentUnhealthy, NotifyTest}
 
 // NotifiedTask is the task a notification is about, as it was then.
