@@ -623,12 +623,12 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 // ended; a cancel someone asked is noted on it (state.CancelNote), as
 // the control plane notes it.
 func (a *Agent) cancelTask(o api.CancelOrder) {
-	news, runs := a.running.order(o.TaskID, o)
+	sup, news := a.running.order(o.TaskID, o)
 	switch {
 	case news:
 		a.log.Info("stopping task at the control plane's order", "task", o.TaskID, "phase", o.Phase, "why", o.Reason)
-		a.running.get(o.TaskID).cancel(&runner.Cancel{Phase: o.Phase, Reason: o.Reason})
-	case !runs:
+		sup.cancel(&runner.Cancel{Phase: o.Phase, Reason: o.Reason})
+	case sup == nil:
 		a.noteLateCancel(o)
 	}
 }
@@ -656,8 +656,7 @@ func (a *Agent) noteLateCancel(o api.CancelOrder) {
 // before tree budgets: the heartbeat does not cancel what it stopped, and
 // were it cancelled after, the first cause would stand.
 func (a *Agent) stopTask(o api.StopOrder) {
-	if news, _ := a.running.order(o.TaskID, api.CancelOrder{TaskID: o.TaskID, Reason: o.Reason}); news {
-		sup := a.running.get(o.TaskID)
+	if sup, news := a.running.order(o.TaskID, api.CancelOrder{TaskID: o.TaskID, Reason: o.Reason}); news {
 		a.log.Info("stopping task at the control plane's word: its tree of subtasks is over its budget", "task", o.TaskID, "why", o.Reason)
 		sup.cancel(&runner.BudgetStop{Reason: o.Reason})
 	}

@@ -108,20 +108,18 @@ func (r *runningTasks) room(limit int) (int, bool) {
 	return limit - len(r.tasks), r.stopping
 }
 
-// order records that task id was ordered to stop with o, and reports
-// whether that is news (the first order stands), and whether it runs.
-func (r *runningTasks) order(id string, o api.CancelOrder) (news, runs bool) {
+// order records that task id was ordered to stop with o, and returns its
+// supervision (nil when it does not run) and whether the order is news
+// (the first order stands).
+func (r *runningTasks) order(id string, o api.CancelOrder) (s *supervised, news bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.tasks[id]
-	if s == nil {
-		return false, false
-	}
-	if s.ordered != nil {
-		return false, true
+	s = r.tasks[id]
+	if s == nil || s.ordered != nil {
+		return s, false
 	}
 	s.ordered = &o
-	return true, true
+	return s, true
 }
 
 // unordered are the running tasks no order stopped yet, sorted: those a

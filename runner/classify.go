@@ -169,6 +169,7 @@ func retryAfterOf(text string) time.Duration {
 // carries it, unless the executor gave one.
 func classify(f failure) verdict {
 	v := verdict{Code: f.Code, Message: f.Message, RetryAfter: f.RetryAfter, Signal: signalOf(f)}
+	stderrLine, stderrCode := stderrVerdict(f.Stderr)
 	byText := func(code state.ErrorCode, text string) {
 		if v.Code == "" {
 			v.Code = code
@@ -199,12 +200,11 @@ func classify(f failure) verdict {
 		v.Class = classPermanent
 	case codeOfText(f.Message) != "":
 		byText(codeOfText(f.Message), f.Message)
-	case f.StartErr == nil && stderrCode(f) != "":
-		line, code := stderrVerdict(f.Stderr)
+	case stderrCode != "":
 		if v.Message == "" {
-			v.Message = line
+			v.Message = stderrLine
 		}
-		byText(code, line)
+		byText(stderrCode, stderrLine)
 	case errors.Is(f.StartErr, ErrExecutorNotFound):
 		v.Class, v.Code, v.Message = classPermanent, state.CodeExecutorNotFound, f.StartErr.Error()
 	case errors.Is(f.StartErr, ErrNotExecutable):
@@ -230,12 +230,6 @@ func classify(f failure) verdict {
 		v.Message = fallbackMessage(f)
 	}
 	return v
-}
-
-// stderrCode is the code f's stderr names, if any.
-func stderrCode(f failure) state.ErrorCode {
-	_, code := stderrVerdict(f.Stderr)
-	return code
 }
 
 // signalOf is what a failure tells the health tracker.
