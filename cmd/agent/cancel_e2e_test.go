@@ -82,7 +82,7 @@ func TestACancelThatCrossesTheEndResolvesOneWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &holdReports{rp: httputil.NewSingleHostReverseProxy(target)}
+	p := newHoldProxy(target, func(path string) bool { return path == "/v1/events" })
 	hs := httptest.NewServer(p)
 	t.Cleanup(hs.Close)
 	dataDir := t.TempDir()
@@ -118,18 +118,35 @@ func TestACancelThatCrossesTheEndResolvesOneWay(t *testing.T) {
 	}
 }
 
-// holdReports passes everything to the control plane but the agent's
-// reports (POST /v1/events), which it refuses while hold is set, as a
-// network that drops them would.
-type holdReports struct {
+// holdProxy passes everything to the control plane but, while hold is
+// set, the requests whose path held names: those it refuses, and drops
+// the answer of one that was on its way when hold was set, as a network
+// that drops them would.
+type holdProxy struct {
 	hold atomic.Bool
+	held func(path string) bool
 	rp   *httputil.ReverseProxy
 }
 
-func (h *holdReports) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.hold.Load() && r.URL.Path == "/v1/events" {
+func newHoldProxy(target *url.URL, held func(path string) bool) *holdProxy {
+	return &holdProxy{held: held, rp: httputil.NewSingleHostReverseProxy(target)}
+}
+
+func (h *holdProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	holds := func() bool { return h.hold.Load() && h.held(r.URL.Path) }
+	if holds() {
 		http.Error(w, "held by the test", http.StatusServiceUnavailable)
 		return
 	}
-	h.rp.ServeHTTP(w, r)
+	rec := httptest.NewRecorder()
+	h.rp.ServeHTTP(rec, r)
+	if holds() {
+		http.Error(w, "held by the test", http.StatusServiceUnavailable)
+		return
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
 }
