@@ -55,6 +55,8 @@ type Agent struct {
 	live atomic.Pointer[Live] // what Reconfigure may change
 
 	running *runningTasks
+	// starts bounds how many attempts start at once, across tasks.
+	starts *runner.Starts
 
 	link *link // what the heartbeat learned of the control plane
 
@@ -97,7 +99,7 @@ func New(cfg Config) (*Agent, error) {
 		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		aborted: make(chan struct{}), output: newOutputBounds(cfg.MaxAttemptOutput, cfg.DataDir, cfg.Logger),
-		running: newRunningTasks(), link: &link{interval: cfg.HeartbeatInterval},
+		running: newRunningTasks(), link: &link{interval: cfg.HeartbeatInterval}, starts: runner.NewStarts(cfg.MaxStarts),
 	}
 	if a.workspaces, err = workspace.New(a.workDir(), cfg.Repos); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -170,7 +172,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.client, err = agentClient(a.layout, a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log, obs: a.obs, stop: a.stopTask}
+	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log, obs: a.obs, stop: a.stopTask, cancel: a.cancelTask}
 	stopMetrics, err := a.serveMetrics()
 	if err != nil {
 		return err
@@ -402,7 +404,8 @@ func (a *Agent) claimer(tasksCtx context.Context) *claimer {
 			}
 			a.supervise(tasksCtx, t)
 		}, kick: a.kickClaim, repos: repoNames(a.cfg.Repos),
-		offer: a.capabilities, labels: a.cfg.Labels}
+		offer: a.capabilities, labels: a.cfg.Labels,
+		watched: a.running.unordered, obey: func(r api.ClaimResponse) { obey(r.CancelOrders, r.Stop, nil, a.cancelTask, a.stopTask) }}
 }
 
 // reconcile loads task state and takes up the tasks a crash left in a
@@ -446,7 +449,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ApprovalTimeout: l.ApprovalTimeout, Isolation: a.conf.Runner,
 		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget,
 		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser,
-		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests)}
+		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests), Starts: a.starts}
 }
 
 // egressFor is where task id's attempts may connect: the agent's allow
@@ -556,10 +559,14 @@ func (a *Agent) workDir() string {
 	return filepath.Join(a.cfg.DataDir, "work")
 }
 
-// policyFor applies a task's own max_attempts, if it has one.
+// policyFor applies a task's own max_attempts and on_side_effect, if it
+// has them.
 func policyFor(p runner.Policy, t *state.Task) runner.Policy {
 	if t.MaxAttempts > 0 {
 		p.MaxAttempts = t.MaxAttempts
+	}
+	if t.OnSideEffect != "" && t.OnSideEffect.Check() == nil {
+		p.OnSideEffect = t.OnSideEffect
 	}
 	return p
 }
@@ -600,14 +607,46 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 			return
 		}
 		a.log.Info("task ended", "task", t.ID, "phase", t.Phase, "attempts", len(t.Attempts))
+		if o := a.running.orderOf(t.ID); o != nil && t.Phase.Terminal() && t.Phase != state.PhaseCancelled && !o.At.IsZero() && !t.CancelRequested {
+			// The cancel crossed the task's end: the ending stands.
+			t.RequestCancel(o.Reason, o.At)
+			if err := a.held.save(a.store, t); err != nil {
+				a.log.Warn("task state not saved", "task", t.ID, "err", err)
+			}
+		}
 	}()
 }
 
-// cancelTask cancels a running task at the control plane's request.
-func (a *Agent) cancelTask(id string) {
-	if sup := a.running.get(id); sup != nil {
-		a.log.Info("cancelling task at the control plane's request", "task", id)
-		sup.cancel(runner.ErrCancelled)
+// cancelTask stops a running task at the control plane's order: it ends
+// in the order's phase, saying who ended it and why, as the control
+// plane has it. A task that ended before the order came is left as it
+// ended; a cancel someone asked is noted on it (state.CancelNote), as
+// the control plane notes it.
+func (a *Agent) cancelTask(o api.CancelOrder) {
+	sup, news := a.running.order(o.TaskID, o)
+	switch {
+	case news:
+		a.log.Info("stopping task at the control plane's order", "task", o.TaskID, "phase", o.Phase, "why", o.Reason)
+		sup.cancel(&runner.Cancel{Phase: o.Phase, Reason: o.Reason})
+	case sup == nil:
+		a.noteLateCancel(o)
+	}
+}
+
+// noteLateCancel notes, on a task that ended here before a cancel someone
+// asked of it came, that the cancel came after: its ending stands.
+func (a *Agent) noteLateCancel(o api.CancelOrder) {
+	if o.At.IsZero() {
+		return // the control plane's own ending, or no cancel asked: nothing to note
+	}
+	t, err := a.store.Load(o.TaskID)
+	if err != nil || !t.Phase.Terminal() || t.Phase == state.PhaseCancelled || t.CancelRequested {
+		return
+	}
+	t.RequestCancel(o.Reason, o.At)
+	a.log.Info("a cancel came after the task had ended; its ending stands", "task", t.ID, "phase", t.Phase, "cancel_asked", o.At)
+	if err := a.held.save(a.store, t); err != nil {
+		a.log.Warn("task state not saved", "task", t.ID, "err", err)
 	}
 }
 
@@ -617,7 +656,7 @@ func (a *Agent) cancelTask(id string) {
 // before tree budgets: the heartbeat does not cancel what it stopped, and
 // were it cancelled after, the first cause would stand.
 func (a *Agent) stopTask(o api.StopOrder) {
-	if sup := a.running.get(o.TaskID); sup != nil {
+	if sup, news := a.running.order(o.TaskID, api.CancelOrder{TaskID: o.TaskID, Reason: o.Reason}); news {
 		a.log.Info("stopping task at the control plane's word: its tree of subtasks is over its budget", "task", o.TaskID, "why", o.Reason)
 		sup.cancel(&runner.BudgetStop{Reason: o.Reason})
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,13 @@ import (
 // there is room; with no room it waits for a task to end. A control plane
 // that does not hold claims (it does not echo wait_ms) is asked when a
 // heartbeat got through or a task ended, as before long polls.
+//
+// A claim also lists the tasks the agent runs (those no order stopped
+// yet): it is the channel their cancels come on, answered as soon as one
+// is to stop, so a cancel reaches a running task at once rather than at
+// the next heartbeat. With no room (or the executor unavailable) the
+// agent still holds one for that alone (Max 0), and withdraws it, to ask
+// again, when room comes or what it runs changes.
 //
 // Each claim carries an id; a claim whose answer did not come (the control
 // plane may have granted it) is asked again with the same id, which gets
@@ -47,6 +55,10 @@ type claimer struct {
 	room    func() (free int, stopping bool)
 	running func(taskID string) bool
 	start   func(t *state.Task, taskToken string)
+	// watched lists the tasks a claim asks to hear the orders of (those
+	// running that no order stopped yet); obey carries the orders out.
+	watched func() []string
+	obey    func(api.ClaimResponse)
 	kick    <-chan struct{}
 	// repos are the names of the repositories the agent serves: the
 	// control plane grants a task that names a repository only to an
@@ -88,12 +100,20 @@ func (c *claimer) Run(ctx context.Context) error {
 		again = false
 		free, stopping := c.room()
 		grade := c.health.Grade()
-		if why := claimBlocked(free, stopping, c.link.Reached(), grade, c.held.status().Failing); why != "" {
+		var watched []string
+		if c.watched != nil {
+			watched = c.watched()
+		}
+		why := claimBlocked(free, stopping, c.link.Reached(), grade, c.held.status().Failing)
+		if why != "" && (len(watched) == 0 || stopping || !c.link.Reached()) {
 			if why != lastBlocked {
 				c.log.Debug("not claiming", "why", why)
 			}
 			lastBlocked = why
 			continue
+		}
+		if why != "" {
+			free = 0 // held for the running tasks' orders alone
 		}
 		lastBlocked = ""
 		if claimID == "" {
@@ -101,9 +121,16 @@ func (c *claimer) Run(ctx context.Context) error {
 		}
 		asked := time.Now()
 		resp, err := c.ask(ctx, api.ClaimRequest{AgentID: c.agentID, Max: free, HealthGrade: grade, RequestID: claimID, Repos: c.repos, WaitMS: claimWait.Milliseconds(),
-			Capabilities: c.offer(), Labels: c.labels})
+			Capabilities: c.offer(), Labels: c.labels, Running: watched})
 		if errors.Is(err, errWithdrawn) {
 			c.log.Debug("claim withdrawn: the agent is stopping", "claim", claimID)
+			continue
+		}
+		if errors.Is(err, errRestated) {
+			// Room came, or what it runs changed: asked again at once,
+			// with the same id (a grant that crossed the withdrawal is
+			// found again).
+			again = true
 			continue
 		}
 		if err != nil {
@@ -118,15 +145,20 @@ func (c *claimer) Run(ctx context.Context) error {
 			retry.Reset(claimRetry)
 			continue
 		}
-		c.log.Debug("claim answered", "claim", claimID, "asked", free, "granted", len(resp.Tasks), "health", grade, "waited", time.Since(asked).Round(time.Millisecond))
+		c.log.Debug("claim answered", "claim", claimID, "asked", free, "granted", len(resp.Tasks), "orders", len(resp.CancelOrders)+len(resp.Stop), "health", grade, "waited", time.Since(asked).Round(time.Millisecond))
 		claimID = ""
+		ordered := len(resp.CancelOrders)+len(resp.Stop) > 0
+		if ordered && c.obey != nil {
+			c.obey(resp)
+		}
 		released := c.take(ctx, resp.Tasks)
 		// Held by a control plane that long-polls: ask again at once. Not
 		// after releasing a task (it would come straight back), nor after
 		// an empty answer that came before half its wait (a control plane
-		// that answers at once would be asked in a loop).
+		// that answers at once would be asked in a loop); after orders, at
+		// once (the tasks they stop are not listed again).
 		held := time.Duration(resp.WaitMS) * time.Millisecond
-		again = resp.WaitMS > 0 && released == 0 && (len(resp.Tasks) > 0 || time.Since(asked) >= held/2)
+		again = resp.WaitMS > 0 && released == 0 && (len(resp.Tasks) > 0 || ordered || time.Since(asked) >= held/2)
 	}
 }
 
@@ -147,25 +179,48 @@ func (c *claimer) ask(ctx context.Context, req api.ClaimRequest) (api.ClaimRespo
 	}()
 	tick := time.NewTicker(loopTick)
 	defer tick.Stop()
-	stop, withdrawn := c.stop, false
+	stop, kick := c.stop, c.kick
+	var withdrawn error
 	for {
 		select {
 		case a := <-done:
-			if withdrawn && a.err != nil {
-				return a.resp, errWithdrawn
+			if withdrawn != nil && a.err != nil {
+				return a.resp, withdrawn
 			}
 			return a.resp, a.err
 		case <-tick.C:
 			c.alive.Store(time.Now().UnixNano())
 		case <-stop:
-			stop, withdrawn = nil, true
+			stop, kick, withdrawn = nil, nil, errWithdrawn
 			withdraw()
+		case <-kick:
+			// A task ended, or a heartbeat got through: a claim that no
+			// longer says what the agent has room for, or runs, is asked
+			// again.
+			if c.stale(req) {
+				stop, kick, withdrawn = nil, nil, errRestated
+				withdraw()
+			}
 		}
 	}
 }
 
-// errWithdrawn is a claim the agent withdrew because it began to stop.
-var errWithdrawn = errors.New("claim withdrawn: the agent is stopping")
+// stale reports whether req no longer says what the agent has room for,
+// or the tasks it runs.
+func (c *claimer) stale(req api.ClaimRequest) bool {
+	free, _ := c.room()
+	if req.Max <= 0 && free > 0 {
+		return true
+	}
+	return c.watched != nil && !slices.Equal(c.watched(), req.Running)
+}
+
+// errWithdrawn is a claim the agent withdrew because it began to stop;
+// errRestated one it withdrew to ask again as things are now.
+var (
+	errWithdrawn = errors.New("claim withdrawn: the agent is stopping")
+	errRestated  = errors.New("claim withdrawn: asked again as things are now")
+)
 
 // take starts the tasks granted that there is room for now, and releases
 // the others; it returns how many it released. The room is the room at

@@ -91,6 +91,9 @@ type Config struct {
 	// MaxConcurrent is how many tasks run at once. Default
 	// DefaultMaxConcurrent.
 	MaxConcurrent int
+	// MaxStarts is how many attempts start at once, apart from how many
+	// run (see runner.Starts). Default runner.DefaultMaxStarts.
+	MaxStarts int
 	// HeartbeatInterval is the first interval; the control plane's answer
 	// may change it. Default DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
@@ -167,6 +170,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxConcurrent <= 0 {
 		c.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if c.MaxStarts <= 0 {
+		c.MaxStarts = runner.DefaultMaxStarts
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval

@@ -36,7 +36,7 @@ type heartbeat struct {
 	notify  func(string)                // Config.Notify
 	base    time.Duration               // Config.HeartbeatInterval
 	request func() api.HeartbeatRequest // what the agent is, now
-	cancel  func(taskID string)
+	cancel  func(api.CancelOrder)
 	stop    func(api.StopOrder) // a task over its tree's budget
 	record  func(reached bool)  // writes the health file
 	// outputCap keeps the output cap the control plane says it keeps
@@ -99,16 +99,7 @@ func (h *heartbeat) Run(ctx context.Context) error {
 			if h.outputCap != nil {
 				h.outputCap.Store(resp.MaxAttemptOutputBytes)
 			}
-			stopped := map[string]bool{}
-			for _, o := range resp.Stop {
-				h.stop(o)
-				stopped[o.TaskID] = true
-			}
-			for _, id := range resp.Cancel {
-				if !stopped[id] { // Cancel names them too, for agents from before
-					h.cancel(id)
-				}
-			}
+			obey(resp.CancelOrders, resp.Stop, resp.Cancel, h.cancel, h.stop)
 			h.replies.deliver(resp.Replies)
 			h.link.setPublicURL(publicURL(resp.PublicURL))
 		}
@@ -126,6 +117,36 @@ func (h *heartbeat) Run(ctx context.Context) error {
 			interval = min(interval, replyBeat)
 		}
 		timer.Reset(interval)
+	}
+}
+
+// obey carries out a control plane's orders: stops, then cancels, each
+// with the phase and reason the control plane gives; a task Cancel names
+// with no order (a control plane from before orders) is cancelled with
+// a reason that says where the cancel came from. A nil function leaves
+// its orders alone.
+func obey(orders []api.CancelOrder, stops []api.StopOrder, ids []string, cancel func(api.CancelOrder), stop func(api.StopOrder)) {
+	if cancel == nil {
+		cancel = func(api.CancelOrder) {}
+	}
+	if stop == nil {
+		stop = func(api.StopOrder) {}
+	}
+	done := map[string]bool{}
+	for _, o := range stops {
+		stop(o)
+		done[o.TaskID] = true
+	}
+	for _, o := range orders {
+		if !done[o.TaskID] {
+			cancel(o)
+			done[o.TaskID] = true
+		}
+	}
+	for _, id := range ids {
+		if !done[id] { // Cancel names them all, for agents from before orders
+			cancel(api.CancelOrder{TaskID: id, Phase: state.PhaseCancelled, Reason: "cancelled at the control plane's word"})
+		}
 	}
 }
 

@@ -20,6 +20,8 @@ type Live struct {
 	Policy        runner.Policy
 	Timeouts      runner.Timeouts
 	MaxConcurrent int
+	// MaxStarts is how many attempts start at once (0: as before).
+	MaxStarts int
 	// ApprovalTimeout is runner.Runner.ApprovalTimeout: 0 is the
 	// default, negative waits for ever.
 	ApprovalTimeout time.Duration
@@ -30,7 +32,7 @@ type Live struct {
 // liveOf is the live part of a checked configuration.
 func liveOf(c Config) *Live {
 	return &Live{Executor: c.Executor, Models: slices.Clone(c.Models), Policy: c.Policy, Timeouts: c.Timeouts,
-		MaxConcurrent: c.MaxConcurrent, ApprovalTimeout: c.ApprovalTimeout, Budget: c.Budget}
+		MaxConcurrent: c.MaxConcurrent, MaxStarts: c.MaxStarts, ApprovalTimeout: c.ApprovalTimeout, Budget: c.Budget}
 }
 
 // Reconfigure replaces the live configuration. It refuses an executor of
@@ -47,6 +49,10 @@ func (a *Agent) Reconfigure(l Live) error {
 		return fmt.Errorf("%w: max concurrent tasks %d: want at least 1", ErrConfig, l.MaxConcurrent)
 	}
 	l.Models = slices.Clone(l.Models)
+	if l.MaxStarts <= 0 {
+		l.MaxStarts = cur.MaxStarts
+	}
+	a.starts.SetMax(l.MaxStarts)
 	a.live.Store(&l)
 	select { // more room may mean a claim now
 	case a.kickClaim <- struct{}{}:

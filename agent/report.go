@@ -50,7 +50,7 @@ func (a *Agent) writeHealth(reached bool) {
 		cp = "unreachable"
 	}
 	h := datadir.HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: utc.Now(), ControlPlane: cp, Storage: a.held.status(),
-		Workspaces: a.usage.Load(), PublicURL: a.link.PublicURL()}
+		Workspaces: a.usage.Load(), PublicURL: a.link.PublicURL(), Starts: datadir.StartQueue(a.starts.Figures())}
 	if err := a.layout.WriteHealth(h); err != nil {
 		a.log.Warn("write health file", "err", err)
 	}

@@ -12,7 +12,10 @@ import (
 
 // supervised is a task being run, as the other loops see it.
 type supervised struct {
-	cancel       context.CancelCauseFunc
+	cancel context.CancelCauseFunc
+	// ordered is the order that stops the task, once one came (a cancel
+	// or a stop): claims list it as running no more.
+	ordered      *api.CancelOrder
 	phase        state.Phase
 	attempt      int
 	lastProgress time.Time
@@ -103,6 +106,45 @@ func (r *runningTasks) room(limit int) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return limit - len(r.tasks), r.stopping
+}
+
+// order records that task id was ordered to stop with o, and returns its
+// supervision (nil when it does not run) and whether the order is news
+// (the first order stands).
+func (r *runningTasks) order(id string, o api.CancelOrder) (s *supervised, news bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s = r.tasks[id]
+	if s == nil || s.ordered != nil {
+		return s, false
+	}
+	s.ordered = &o
+	return s, true
+}
+
+// unordered are the running tasks no order stopped yet, sorted: those a
+// claim asks the control plane to say when to stop.
+func (r *runningTasks) unordered() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.tasks))
+	for id, s := range r.tasks {
+		if s.ordered == nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// orderOf is the order that stopped task id, if one did.
+func (r *runningTasks) orderOf(id string) *api.CancelOrder {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.tasks[id]; s != nil {
+		return s.ordered
+	}
+	return nil
 }
 
 // ids are the running tasks' ids, sorted.

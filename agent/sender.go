@@ -25,8 +25,11 @@ type sender struct {
 	obs     deliveryCounter // counts deliveries (metrics, replay's report); nil: none
 	// stop, if set, stops a task the control plane's answer says is over
 	// its tree's budget: the answer to the report that took the tree past
-	// it, not a heartbeat later.
-	stop func(api.StopOrder)
+	// it, not a heartbeat later; cancel carries out a cancel order the
+	// answer gives (a cancel that crossed the report of the task's end is
+	// noted on the task).
+	stop   func(api.StopOrder)
+	cancel func(api.CancelOrder)
 }
 
 // deliveryCounter is told what became of the records a delivery try took.
@@ -86,11 +89,7 @@ func (s *sender) send(ctx context.Context, recs []outbox.Record) error {
 	resp, sendErr := s.client.PostEvents(ctx, s.agentID, events)
 	results := resp.Results
 	s.countResults(results)
-	if s.stop != nil {
-		for _, o := range resp.Stop {
-			s.stop(o)
-		}
-	}
+	obey(resp.CancelOrders, resp.Stop, nil, s.cancel, s.stop)
 	var sent []uint64
 	for i, res := range results {
 		r := recs[i]

@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"cmp"
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -29,8 +31,12 @@ const (
 
 // failure is everything known about why an attempt failed.
 type failure struct {
-	Cancelled bool // by the user
-	Shutdown  bool // the agent is stopping
+	Cancelled bool // from outside: a person, its parent, the control plane
+	// CancelReason says who cancelled it and why, CancelPhase the phase it
+	// ends in (see Cancel); empty for a bare ErrCancelled.
+	CancelReason string
+	CancelPhase  state.Phase
+	Shutdown     bool // the agent is stopping
 	// Code, Message and RetryAfter come from the executor's last error event.
 	Code       state.ErrorCode
 	Message    string
@@ -42,6 +48,9 @@ type failure struct {
 	Budget     string      // how the attempt passed its task's budget, if it did
 	ExitCode   int
 	Signal     string
+	// Stderr is what the executor wrote last to its stderr, when it
+	// ended by itself (not stopped by the agent): see Exit.Stderr.
+	Stderr string
 }
 
 // verdict is a classified failure.
@@ -56,11 +65,78 @@ type verdict struct {
 	Signal health.Signal
 }
 
-// Patterns in an error message, lower-case.
-var (
-	stopPatterns      = []string{"quota exceeded", "exceeded your current quota", "billing", "payment required", "insufficient credits", "insufficient_quota", "context length", "context_length", "maximum context"}
-	transientPatterns = []string{"rate limit", "rate_limit", "too many requests", "overloaded", "timeout", "timed out", "429", "502", "503", "504", "529", "connection reset", "temporarily unavailable", "try again"}
-)
+// textRules name a failure from what was said of it (an error event's
+// message, or what a plain command wrote last to its stderr), lower-case,
+// in order: the permanent ones first, so that "429 … insufficient_quota"
+// is a quota and not a rate limit. A pattern of digits matches a whole
+// number only (see containsAny).
+var textRules = []struct {
+	code     state.ErrorCode
+	patterns []string
+}{
+	{state.CodeQuota, []string{"quota exceeded", "exceeded your current quota", "insufficient_quota", "billing", "payment required", "insufficient credits", "credit balance is too low"}},
+	{state.CodeContextOverflow, []string{"context length", "context_length", "maximum context", "context window", "prompt is too long"}},
+	{state.CodeAuth, []string{"401", "unauthorized", "invalid api key", "invalid_api_key", "invalid x-api-key", "authentication failed", "authentication_error", "not logged in"}},
+	{state.CodeRateLimit, []string{"rate limit", "rate_limit", "ratelimit", "too many requests", "429"}},
+	{state.CodeOverloaded, []string{"overloaded", "529"}},
+	{state.CodeGatewayTimeout, []string{"504", "gateway timeout"}},
+	{state.CodeNetwork, []string{"connection reset", "connection refused", "econnreset", "econnrefused", "network is unreachable", "no such host", "name resolution", "broken pipe", "i/o timeout", "tls handshake"}},
+	{state.CodeUnavailable, []string{"502", "503", "bad gateway", "service unavailable", "temporarily unavailable", "try again"}},
+	{state.CodeTimeout, []string{"timed out", "timeout"}},
+}
+
+// codeOfText is the code the first rule that matches text gives, or "".
+func codeOfText(text string) state.ErrorCode {
+	lower := strings.ToLower(text)
+	for _, r := range textRules {
+		if containsAny(lower, r.patterns) {
+			return r.code
+		}
+	}
+	return ""
+}
+
+// stderrVerdict reads what a command wrote last to its stderr: the last
+// line a rule matches names the failure (what it printed last is what
+// ended it). It returns that line and its code, or "" when none matches.
+func stderrVerdict(stderr string) (line string, code state.ErrorCode) {
+	lines := strings.Split(stderr, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if c := codeOfText(lines[i]); c != "" {
+			return strings.TrimSpace(lines[i]), c
+		}
+	}
+	return "", ""
+}
+
+// retryAfterText finds the wait a message asks for: "Retry-After: 30",
+// "retry after 2.5s", "try again in 20 seconds", "retry in 500ms" (a bare
+// number is seconds, as in the HTTP header). At most maxTextRetryAfter.
+var retryAfterText = regexp.MustCompile(`(?i)(?:retry[-_ ]?after|try again in|retry in)["':= ]*([0-9]+(?:\.[0-9]+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)?\b`)
+
+// maxTextRetryAfter bounds the wait a message may ask for.
+const maxTextRetryAfter = time.Hour
+
+func retryAfterOf(text string) time.Duration {
+	m := retryAfterText.FindStringSubmatch(text)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0
+	}
+	unit := time.Second
+	switch u := strings.ToLower(m[2]); {
+	case strings.HasPrefix(u, "ms"), strings.HasPrefix(u, "milli"):
+		unit = time.Millisecond
+	case strings.HasPrefix(u, "m"):
+		unit = time.Minute
+	case strings.HasPrefix(u, "h"):
+		unit = time.Hour
+	}
+	return time.Duration(min(n*float64(unit), float64(maxTextRetryAfter)))
+}
 
 // classify judges a failure, first match wins:
 //
@@ -72,21 +148,42 @@ var (
 //     (an executor's timeout is the model's or its gateway's, never the
 //     agent's own limit); an unknown code is kept and judged by the rules
 //     below;
-//  3. stop patterns in the message (quota exceeded, billing, payment
-//     required, insufficient credits, context length) are permanent;
-//  4. transient patterns (rate limit, too many requests, overloaded,
-//     timeout, 429, 502, 503, 504, 529, connection reset, temporarily
-//     unavailable, try again) are transient;
+//  3. the text rules (textRules) on the executor's error message: quota
+//     exceeded, billing, payment required, insufficient credits (quota),
+//     context length (context_overflow), 401, unauthorized, invalid api
+//     key (auth) are permanent; rate limit, too many requests, 429
+//     (rate_limit), overloaded, 529 (overloaded), 504 (gateway_timeout),
+//     connection reset or refused, no such host (network), 502, 503,
+//     temporarily unavailable, try again (unavailable), timeout (timeout)
+//     are transient; the rule names the code when the executor gave none;
+//  4. the same rules on what a command that exited by itself wrote last
+//     to its stderr (its last line a rule matches): a plain command's
+//     "429 rate limit exceeded" is a rate limit, that line the message
+//     when no error event gave one;
 //  5. an executor that is not found or not executable is permanent;
 //  6. stdio closed before a result, a protocol error, and a timeout, are
 //     transient;
 //  7. everything else is permanent.
+//
+// A transient failure whose text asks for a wait ("retry after 30s")
+// carries it, unless the executor gave one.
 func classify(f failure) verdict {
 	v := verdict{Code: f.Code, Message: f.Message, RetryAfter: f.RetryAfter, Signal: signalOf(f)}
-	msg := strings.ToLower(f.Message)
+	stderrLine, stderrCode := stderrVerdict(f.Stderr)
+	byText := func(code state.ErrorCode, text string) {
+		if v.Code == "" {
+			v.Code = code
+		}
+		if v.Class = classPermanent; code.Retry() == state.RetryTransient {
+			v.Class = classTransient
+			if v.RetryAfter <= 0 {
+				v.RetryAfter = retryAfterOf(text)
+			}
+		}
+	}
 	switch {
 	case f.Cancelled:
-		return verdict{Class: classStop, Code: state.CodeCancelled, Message: "cancelled by the user"}
+		return verdict{Class: classStop, Code: state.CodeCancelled, Message: cmp.Or(f.CancelReason, ErrCancelled.Error())}
 	case f.Shutdown:
 		return verdict{Class: classInterrupted, Code: state.CodeAgentShutdown, Message: "the agent is shutting down"}
 	case f.Budget != "":
@@ -101,10 +198,13 @@ func classify(f failure) verdict {
 		v.Class = classTransient
 	case f.Code.Retry() == state.RetryPermanent:
 		v.Class = classPermanent
-	case containsAny(msg, stopPatterns):
-		v.Class = classPermanent
-	case containsAny(msg, transientPatterns):
-		v.Class = classTransient
+	case codeOfText(f.Message) != "":
+		byText(codeOfText(f.Message), f.Message)
+	case stderrCode != "":
+		if v.Message == "" {
+			v.Message = stderrLine
+		}
+		byText(stderrCode, stderrLine)
 	case errors.Is(f.StartErr, ErrExecutorNotFound):
 		v.Class, v.Code, v.Message = classPermanent, state.CodeExecutorNotFound, f.StartErr.Error()
 	case errors.Is(f.StartErr, ErrNotExecutable):

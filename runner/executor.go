@@ -294,7 +294,18 @@ type Exit struct {
 	// executors whose exit code does not tell (an app server exits 0
 	// whatever its turn did). Zero: judge by the exit code.
 	Turn TurnEnd
+	// Stderr is what the executor wrote last to its stderr (at most
+	// StderrTailLines lines, StderrTailBytes in all), for executors
+	// that keep it (exec): a plain command that fails says why there,
+	// and the runner classifies it as it does an error event's message.
+	Stderr string
 }
+
+// How much of a failing executor's stderr Exit.Stderr keeps.
+const (
+	StderrTailLines = 8
+	StderrTailBytes = 4 << 10
+)
 
 // UsageEvent is a usage event reporting u, the tokens an attempt used so
 // far.

@@ -24,6 +24,11 @@ type Policy struct {
 	Jitter float64
 	// Rand returns a number in [0, 1). Default math/rand/v2.Float64.
 	Rand func() float64
+	// OnSideEffect is what follows an attempt that failed after it had
+	// done something, when its session could be continued: continue it
+	// (state.OnSideEffectContinue, the default) or stop for a person
+	// (state.OnSideEffectAsk).
+	OnSideEffect state.OnSideEffect
 }
 
 // Defaults of Policy.
@@ -109,6 +114,9 @@ func gateOf(f state.Facts) state.GateReason {
 //     attempt is left: stopped, for a person, the gate saying why;
 //   - no attempt left (MaxAttempts): stopped;
 //   - the gate blocks a replay and a session can be continued
+//     (canContinue), but OnSideEffect is ask: stopped for a person, who
+//     may continue or retry (Asked);
+//   - the gate blocks a replay and a session can be continued
 //     (canContinue): continued, so the conversation, which knows what was
 //     done, goes on from where it was cut;
 //   - a second first-event timeout: stopped (that safe replay happens
@@ -134,6 +142,9 @@ func (p Policy) decide(v verdict, a *state.Attempt, firstEventRetried, canContin
 		return d
 	case a.Number >= p.MaxAttempts:
 		d.Gate = state.GateMaxAttempts
+		return d
+	case blocked && p.OnSideEffect == state.OnSideEffectAsk:
+		d.Asked = true
 		return d
 	case blocked:
 		d.Decision = state.DecisionContinued

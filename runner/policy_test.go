@@ -134,6 +134,43 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// on_side_effect ask stops at the gate for a person wherever the agent
+// would continue a session on its own, and changes nothing else: a
+// replay of an attempt that did nothing, a stop with no session to
+// continue.
+func TestDecideOnSideEffectAsk(t *testing.T) {
+	ask := Policy{Rand: func() float64 { return 0.5 }, OnSideEffect: state.OnSideEffectAsk}
+	transient := verdict{Class: classTransient, Code: state.CodeNetwork}
+	shutdown := verdict{Class: classInterrupted, Code: state.CodeAgentShutdown}
+	did := &state.Attempt{Number: 1, Facts: state.Facts{SideEffect: true}}
+	for _, c := range []struct {
+		name        string
+		v           verdict
+		a           *state.Attempt
+		canContinue bool
+		decision    state.Decision
+		asked       bool
+	}{
+		{"transient after a side effect, a session: a person", transient, did, true, state.DecisionStopped, true},
+		{"agent stopped after a side effect, a session: a person", shutdown, did, true, state.DecisionStopped, true},
+		{"transient after a side effect, no session: a person, as ever", transient, did, false, state.DecisionStopped, false},
+		{"transient, nothing done: replay, as ever", transient, &state.Attempt{Number: 1}, true, state.DecisionRetried, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := ask.decide(c.v, c.a, false, c.canContinue)
+			if d.Decision != c.decision || d.Asked != c.asked {
+				t.Errorf("decision %s asked %v, want %s %v", d.Decision, d.Asked, c.decision, c.asked)
+			}
+			if c.asked && (d.Gate != state.GateSideEffect || !d.TechnicallyRetryable) {
+				t.Errorf("gate %s, retryable %v: want the gate naming the side effect", d.Gate, d.TechnicallyRetryable)
+			}
+		})
+	}
+	if d := (Policy{}).decide(transient, did, false, true); d.Decision != state.DecisionContinued || d.Asked {
+		t.Errorf("the default (continue): %+v", d)
+	}
+}
+
 func TestTimeoutsPerAttemptNumber(t *testing.T) {
 	fe, at := Timeouts{}.For(1)
 	if fe != 60*time.Second || at != 30*time.Minute {

@@ -20,11 +20,26 @@ import (
 )
 
 // Causes the daemon cancels a task's context with (context.WithCancelCause),
-// with *BudgetStop. Any other cause is taken as a shutdown.
+// with *Cancel and *BudgetStop. Any other cause is taken as a shutdown.
 var (
 	ErrCancelled = errors.New("cancelled by the user")
 	ErrShutdown  = errors.New("agent shutting down")
 )
+
+// Cancel is a cancel that says who ended the task and why (Reason), and
+// the phase it ends in: cancelled when Phase is empty or cancelled, or
+// the terminal phase the control plane already has the task in (its
+// watchdog timed it out), so that the agent's view agrees with the
+// control plane's. It is an ErrCancelled.
+type Cancel struct {
+	Phase  state.Phase
+	Reason string
+}
+
+func (c *Cancel) Error() string { return c.Reason }
+
+// Is makes a Cancel an ErrCancelled.
+func (c *Cancel) Is(target error) bool { return target == ErrCancelled }
 
 // BudgetStop is the cause the daemon cancels a task's context with when
 // the control plane stops the task as over a budget the agent does not
@@ -128,6 +143,9 @@ type Runner struct {
 	// Budget is the budget of a task that sets none of its own (each
 	// bound a task sets wins; see BudgetOf). Zero: none.
 	Budget Budget
+	// Starts, if set, bounds how many attempts start at once, across
+	// every runner that shares it (see Starts).
+	Starts *Starts
 }
 
 // Workspaces gives a task that names a repository a workspace of its own
@@ -247,6 +265,7 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 		if a, err = task.StartFirstAttempt(r.newID(), r.Models, r.now()); err != nil {
 			return err
 		}
+		a.MaxAttempts = r.limitOf(task, a)
 		r.reportPhase(task)
 		r.reportAttempt(task, a)
 	case c.Status == state.AttemptPending:
@@ -258,6 +277,7 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 		if a, err = task.StartPersonRetry(r.newID(), r.Models, r.now()); err != nil {
 			return err
 		}
+		a.MaxAttempts = r.limitOf(task, a)
 		r.reportPhase(task)
 		r.reportAttempt(task, a)
 	default:
@@ -341,6 +361,22 @@ func (res *result) ok() bool {
 func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt) result {
 	firstEvent, limit := r.Timeouts.For(a.Number)
 	res := result{timeouts: fmt.Sprintf("first_event=%s attempt=%s", firstEvent, limit), budget: BudgetOf(task, r.Budget), spent: spentBefore(task, a)}
+	// A start first (--max-starts): the attempt's limits, and its
+	// duration, count from when it has one.
+	waited := false
+	started, err := r.Starts.wait(ctx, func(f StartFigures) {
+		waited = true
+		r.note(task, fmt.Sprintf("attempt %s waits to start: %d attempts are starting (--max-starts %d), %d in the queue", a.NumberText(), f.Starting, f.Max, f.Queued))
+	})
+	if err != nil {
+		res.exit, res.cause = Exit{ExitCode: -1}, context.Cause(ctx)
+		return res
+	}
+	defer started()
+	if waited {
+		a.StartedAt = r.now()
+		r.reportAttempt(task, a)
+	}
 	// The wall-time budget caps the attempt's limit: what is left of it
 	// ends the attempt budget_exceeded, not timed out.
 	limitCause := errAttemptTimeout
@@ -454,6 +490,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		case ev := <-events:
 			if countsAsFirstEvent(ev) {
 				firstTimer.Stop()
+				started() // the executor is at work: the next may start
 			}
 			r.apply(task, a, ev, logs, &res)
 			if res.over != "" && actx.Err() == nil {
@@ -465,6 +502,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		case n := <-asks:
 			if n.answer == nil {
 				firstTimer.Stop() // a question is the executor at work, whoever answers it
+				started()
 				if waiting++; waiting == 1 && limitTimer.Stop() {
 					limitLeft = time.Until(limitAt)
 				}
@@ -789,6 +827,10 @@ func (r *Runner) complete(task *state.Task, a *state.Attempt, res result) {
 // the attempt never ran (cancelled during its backoff wait).
 func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, exit Exit, res *result) *state.Attempt {
 	f := failure{ExitCode: exit.ExitCode, Signal: exit.Signal, StartErr: exit.StartErr, StdioClose: exit.StdioClosed, Protocol: exit.ProtocolErr}
+	if !exit.Killed {
+		// What a command said as the agent stopped it is not why it failed.
+		f.Stderr = exit.Stderr
+	}
 	timeouts := ""
 	if res != nil {
 		f.Timeout, timeouts, f.Budget = res.timeout, res.timeouts, res.over
@@ -809,6 +851,9 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		} else {
 			f.Cancelled = errors.Is(context.Cause(ctx), ErrCancelled)
 			f.Shutdown = !f.Cancelled
+			if how := (*Cancel)(nil); errors.As(context.Cause(ctx), &how) {
+				f.CancelReason, f.CancelPhase = how.Reason, how.Phase
+			}
 		}
 	}
 	v := classify(f)
@@ -834,14 +879,20 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	}
 	phase, reason := state.PhaseFailed, v.Error()
 	switch {
+	case v.Class == classStop && f.CancelPhase.Terminal() && f.CancelPhase != state.PhaseCancelled:
+		// The control plane ended the task (its watchdog): it ends here
+		// as it ended there, attempt and reason alike.
+		ended := state.EndedBy(f.CancelPhase, f.CancelReason)
+		out.Status, out.Error, out.Retry = ended.Status, ended.Error, nil
+		phase, reason = f.CancelPhase, f.CancelReason
 	case v.Class == classStop:
 		out.Status, phase = state.AttemptCancelled, state.PhaseCancelled
 	case v.Class == classInterrupted:
-		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d.Gate)
+		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d)
 	case v.Code == state.CodeSessionLost:
 		phase, reason = state.PhaseRecoverableFailed, v.Error()+"; agent tasks retry replays the prompt from the start"
 	case v.Class == classTransient && d.Gate.Blocks():
-		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d.Gate)
+		phase, reason = state.PhaseRecoverableFailed, notRetried(v, d)
 	case f.Timeout != timeoutNone:
 		// Only the agent's own limits end a task timed_out: an executor's
 		// "timeout" is the model's, a transient failure like another.
@@ -868,6 +919,7 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 			r.logger().Error("schedule retry", "task", task.ID, "err", err)
 			return nil
 		}
+		next.MaxAttempts = r.limitOf(task, next)
 		r.reportAttempt(task, &task.Attempts[len(task.Attempts)-2])
 		r.reportPhase(task)
 		r.reportAttempt(task, next)
@@ -894,9 +946,13 @@ func phaseOrRetry(out state.Outcome, phase state.Phase) string {
 }
 
 // notRetried is the reason a task ends when the gate stopped what would
-// follow.
-func notRetried(v verdict, gate state.GateReason) string {
-	return fmt.Sprintf("%s; not retried automatically: %s", v.Error(), gate)
+// follow: why, and, when it stopped for a person (on_side_effect ask),
+// what they may do.
+func notRetried(v verdict, d state.RetryDecision) string {
+	if d.Asked {
+		return fmt.Sprintf("%s; not continued on its own: %s, and on_side_effect is ask: a person decides (agent tasks continue, or agent tasks retry)", v.Error(), d.Gate)
+	}
+	return fmt.Sprintf("%s; not retried automatically: %s", v.Error(), d.Gate)
 }
 
 // resumeOf is the session attempt a continues, and the follow-up it
@@ -1002,6 +1058,14 @@ func stoppedBefore(task *state.Task, a *state.Attempt) int {
 		}
 	}
 	return n
+}
+
+// limitOf is the limit attempt a runs under (state.Attempt.MaxAttempts):
+// the policy's attempts, plus those the agent's own stops cut short
+// before it, and never below its own number (a person's retry goes past
+// the limit, and its attempt is the last the gate allows).
+func (r *Runner) limitOf(task *state.Task, a *state.Attempt) int {
+	return max(r.Policy.withDefaults().MaxAttempts+stoppedBefore(task, a), a.Number)
 }
 
 // canContinue reports whether the attempt after a could continue a's

@@ -525,3 +525,98 @@ func TestExecutorTimeoutCodeIsNotTheAgentsTimeout(t *testing.T) {
 		})
 	}
 }
+
+// A plain command that says why it failed on its stderr, and exits, is
+// classified by the same rules as an error event's message: each rule,
+// its code, class and the wait it asks for.
+func TestPlainCommandStderrIsClassified(t *testing.T) {
+	cases := []struct {
+		name, stderr string
+		code         state.ErrorCode
+		transient    bool
+		delay        time.Duration // the wait the text asked for, if any
+	}{
+		{"rate limit", "Error: 429 rate limit exceeded", state.CodeRateLimit, true, 0},
+		{"rate limit asking a wait", "HTTP 429 Too Many Requests; retry after 0.25s", state.CodeRateLimit, true, 250 * time.Millisecond},
+		{"overloaded", `{"type":"overloaded_error","message":"Overloaded"}`, state.CodeOverloaded, true, 0},
+		{"unavailable", "upstream: 503 Service Unavailable, try again in 300ms", state.CodeUnavailable, true, 300 * time.Millisecond},
+		{"gateway timeout", "504 Gateway Timeout", state.CodeGatewayTimeout, true, 0},
+		{"network", "dial tcp 10.0.0.1:443: connect: connection refused", state.CodeNetwork, true, 0},
+		{"the model's timeout", "request timed out after 600s", state.CodeTimeout, true, 0},
+		{"quota", "You exceeded your current quota, please check your plan and billing details.", state.CodeQuota, false, 0},
+		{"quota inside a 429", `429 {"error":{"code":"insufficient_quota"}}`, state.CodeQuota, false, 0},
+		{"auth", "Error: 401 Unauthorized: invalid api key", state.CodeAuth, false, 0},
+		{"context", "prompt is too long: 210000 tokens > 200000 maximum context", state.CodeContextOverflow, false, 0},
+		{"the last line that says decides", "warning: a timeout on the first connection, retrying\nError: invalid x-api-key", state.CodeAuth, false, 0},
+		{"nothing a rule knows", "panic: nil map", state.CodeExitStatus, false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			script := "printf '%s\\n' \"$MSG\" >&2; exit 1"
+			e, err := exec.New(exec.Config{Argv: []string{"/bin/sh", "-c", script}, Env: []string{"MSG=" + c.stderr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := runnertest.NewFixture(t, e, "anything")
+			f.Runner.Policy.MaxAttempts = 2
+			f.Runner.Policy.Jitter = -1
+			f.Run(t, context.Background())
+			a := f.Task.Attempts[0]
+			if a.Error == nil || a.Error.Code != c.code || a.Retry.TechnicallyRetryable != c.transient {
+				t.Fatalf("attempt 1: %s, want %s (transient %v)", runnertest.AttemptsText(f.Task), c.code, c.transient)
+			}
+			lines := strings.Split(c.stderr, "\n")
+			if c.code != state.CodeExitStatus && a.Error.Message != lines[len(lines)-1] {
+				t.Errorf("message %q, want the line that said it", a.Error.Message)
+			}
+			switch {
+			case c.transient:
+				if len(f.Task.Attempts) != 2 || a.Retry.Decision != state.DecisionRetried || f.Task.Phase != state.PhaseFailed {
+					t.Errorf("a transient failure is replayed: %s, task %s", runnertest.AttemptsText(f.Task), f.Task.Phase)
+				}
+				if c.delay > 0 && a.Retry.Delay.D() != c.delay {
+					t.Errorf("delay %s, want the %s the text asked for", a.Retry.Delay.D(), c.delay)
+				}
+			case len(f.Task.Attempts) != 1 || f.Task.Phase != state.PhaseFailed:
+				t.Errorf("a permanent failure is not retried: %s, task %s", runnertest.AttemptsText(f.Task), f.Task.Phase)
+			}
+		})
+	}
+}
+
+// What a command says on its stderr as the agent stops it is not why it
+// failed: the agent's own limit is.
+func TestStderrOfACommandTheAgentStoppedIsNotItsFailure(t *testing.T) {
+	e, err := exec.New(exec.Config{Argv: []string{"/bin/sh", "-c", "echo '429 rate limit exceeded' >&2; exec sleep 60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := runnertest.NewFixture(t, e, "anything")
+	f.Runner.Policy.MaxAttempts = 1
+	f.Runner.Timeouts = runner.Timeouts{FirstEvent: []time.Duration{time.Minute}, Attempt: []time.Duration{300 * time.Millisecond}}
+	f.Run(t, context.Background())
+	if a := f.Task.Attempts[0]; a.Error == nil || a.Error.Code != state.CodeAttemptTimeout {
+		t.Errorf("attempt: %s, want attempt_timeout", runnertest.AttemptsText(f.Task))
+	}
+}
+
+// With on_side_effect ask, an attempt cut after a side effect, whose
+// session could be continued, stops at the gate for a person: the task
+// ends recoverable_failed, saying what they may do, and the timeline says
+// why it was not continued.
+func TestOnSideEffectAskStopsForAPerson(t *testing.T) {
+	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{}), "@side-effect pushed a branch\n@fail network\n@output done")
+	f.Runner.WorkRoot = t.TempDir()
+	f.Runner.Policy.OnSideEffect = state.OnSideEffectAsk
+	f.Run(t, context.Background())
+	a := f.Task.Attempts[0]
+	if f.Task.Phase != state.PhaseRecoverableFailed || len(f.Task.Attempts) != 1 || !a.Retry.Asked || a.Retry.Decision != state.DecisionStopped || a.SessionPath == "" {
+		t.Fatalf("task %s, attempts %s", f.Task.Phase, runnertest.AttemptsText(f.Task))
+	}
+	if !strings.Contains(f.Task.PhaseReason, "not continued on its own: side_effect, and on_side_effect is ask: a person decides (agent tasks continue, or agent tasks retry)") {
+		t.Errorf("reason %q", f.Task.PhaseReason)
+	}
+	if tl := state.Timeline(f.Task, time.Now()); !strings.HasSuffix(tl[0], "-> blocked: side_effect, a person decides (on_side_effect ask)") {
+		t.Errorf("timeline %q", tl[0])
+	}
+}

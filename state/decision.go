@@ -1,5 +1,7 @@
 package state
 
+import "fmt"
+
 // The closed sets an attempt's record is made of: why it failed, what the
 // safety gate said, and what was decided. Each is a type, so that a wrong
 // value fails to compile and a switch can be checked whole; the JSON is the
@@ -103,9 +105,10 @@ func (c ErrorCode) Known() bool {
 // Retry is what c, given by an executor, says of another attempt.
 func (c ErrorCode) Retry() Retry { return errorCodes[c] }
 
-// endedBy is the outcome terminal phase p gives an attempt still open,
-// with reason as its message.
-func endedBy(p Phase, reason string) Outcome {
+// EndedBy is the outcome terminal phase p gives an attempt still open,
+// with reason as its message: the control plane's when its watchdog ends
+// a task, and the agent's when it hears of that ending.
+func EndedBy(p Phase, reason string) Outcome {
 	fail := func(c ErrorCode) Outcome {
 		return Outcome{Status: AttemptFailed, Error: &Error{Code: c, Message: reason}}
 	}
@@ -165,6 +168,34 @@ const (
 	// retry or continue if they will.
 	DecisionStopped Decision = "stopped"
 )
+
+// OnSideEffect is what follows an attempt that failed after it had done
+// something a replay could repeat (visible output, a tool call, a side
+// effect), when its session could be continued: on_side_effect, the
+// agent's setting or a task's own.
+type OnSideEffect string
+
+// The choices. Empty is the agent's setting, and the agent's default is
+// OnSideEffectContinue.
+const (
+	// OnSideEffectContinue: the agent continues the session on its own,
+	// after the backoff (or, after its own stop, when it runs again).
+	OnSideEffectContinue OnSideEffect = "continue"
+	// OnSideEffectAsk: the gate stops there for a person, who continues
+	// the session or replays the task (agent tasks continue, agent tasks
+	// retry): the task ends recoverable_failed.
+	OnSideEffectAsk OnSideEffect = "ask"
+)
+
+// Check refuses a value that is neither choice (empty is allowed: the
+// agent's setting).
+func (o OnSideEffect) Check() error {
+	switch o {
+	case "", OnSideEffectContinue, OnSideEffectAsk:
+		return nil
+	}
+	return fmt.Errorf("on_side_effect %q: want continue or ask", string(o))
+}
 
 // Next reports whether the decision opens a next attempt.
 func (d Decision) Next() bool { return d == DecisionRetried || d == DecisionContinued }

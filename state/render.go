@@ -88,11 +88,12 @@ func (t *Task) wentThrough(p Phase) bool {
 	return slices.Contains(t.PhasesSeen, p)
 }
 
-// Timeline renders one line per attempt, for example:
+// Timeline renders one line per attempt, its number against its limit
+// when it is known, for example:
 //
-//	Attempt 1  failed     gpt-5-mini  sess 4f1c  2m03s  rate_limit: 429 Too Many Requests  -> retried in 4s
-//	Attempt 2  failed     gpt-5       sess 9a2e    41s  stdio closed before result          -> blocked: tool_executed
-//	Attempt 3  completed  gpt-5       sess 77b0  1m12s
+//	Attempt 1/3  failed     gpt-5-mini  sess 4f1c  2m03s  rate_limit: 429 Too Many Requests  -> retried in 4s
+//	Attempt 2/3  failed     gpt-5       sess 9a2e    41s  stdio closed before result          -> blocked: tool_executed
+//	Attempt 3/3  completed  gpt-5       sess 77b0  1m12s
 //
 // An attempt that resumed an earlier one's session says so last, with the
 // code of the failure it followed: "attempt 3 continued attempt 2's
@@ -101,17 +102,19 @@ func (t *Task) wentThrough(p Phase) bool {
 // connections says how many and where to ("egress refused 2:
 // evil.example:443, 127.0.0.1:5432"). A running attempt's duration runs to now.
 // When an attempt reported the tokens it used, each line shows its tokens
-// after its duration ("12.3k tok").
+// after its duration ("12.3k tok"). A cancel asked of the task is said on
+// the last line, when it did not cancel it (CancelNote): which of a cancel
+// and an ending that crossed came first.
 func Timeline(t *Task, now time.Time) []string {
 	type row struct{ head, status, model, sess, dur, tok, err, decision, note string }
 	rows := make([]row, len(t.Attempts))
-	var wStatus, wModel, wSess, wDur, wTok, wErr int
+	var wHead, wStatus, wModel, wSess, wDur, wTok, wErr int
 	usage := false
 	for _, a := range t.Attempts {
 		usage = usage || a.Usage != (Usage{})
 	}
 	for i, a := range t.Attempts {
-		r := row{head: fmt.Sprintf("Attempt %d", a.Number), status: string(a.Status), model: dashIfEmpty(a.Model)}
+		r := row{head: "Attempt " + a.NumberText(), status: string(a.Status), model: dashIfEmpty(a.Model)}
 		r.sess = "sess " + dashIfEmpty(shortID(a.SessionID))
 		if !a.StartedAt.IsZero() {
 			end := a.CompletedAt
@@ -151,13 +154,16 @@ func Timeline(t *Task, now time.Time) []string {
 		if k := KeptText(a); k != "" {
 			r.note = strings.TrimPrefix(r.note+"; "+k, "; ")
 		}
+		if c := CancelNote(t); c != "" && i == len(t.Attempts)-1 {
+			r.note = strings.TrimPrefix(r.note+"; "+c, "; ")
+		}
 		rows[i] = r
-		wStatus, wModel, wSess = max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
+		wHead, wStatus, wModel, wSess = max(wHead, len(r.head)), max(wStatus, len(r.status)), max(wModel, len(r.model)), max(wSess, len(r.sess))
 		wDur, wTok, wErr = max(wDur, len(r.dur)), max(wTok, len(r.tok)), max(wErr, len([]rune(r.err)))
 	}
 	lines := make([]string, len(rows))
 	for i, r := range rows {
-		l := fmt.Sprintf("%s  %-*s  %-*s  %-*s  %*s", r.head, wStatus, r.status, wModel, r.model, wSess, r.sess, wDur, r.dur)
+		l := fmt.Sprintf("%-*s  %-*s  %-*s  %-*s  %*s", wHead, r.head, wStatus, r.status, wModel, r.model, wSess, r.sess, wDur, r.dur)
 		if usage {
 			l += fmt.Sprintf("  %*s", wTok, r.tok)
 		}
@@ -173,6 +179,34 @@ func Timeline(t *Task, now time.Time) []string {
 		lines[i] = strings.TrimRight(l, " ")
 	}
 	return lines
+}
+
+// RetryReminder says what followed failed attempt number n of t, when
+// its decision opened the next attempt on its own (a replay or a
+// continue): "attempt 2/3 with gpt-5 in 4s, after rate_limit: 429 Too
+// Many Requests" (", continuing attempt 1's session," for a continue);
+// "" otherwise. A parent waiting on its subtasks hears it (agent subtask
+// wait), once an attempt, whether or not it saw the backoff pass.
+func RetryReminder(t *Task, n int) string {
+	if n < 1 || n >= len(t.Attempts) {
+		return ""
+	}
+	failed, next := &t.Attempts[n-1], &t.Attempts[n]
+	if failed.Retry == nil || !failed.Retry.Decision.Next() || next.RetriedByPerson {
+		return ""
+	}
+	s := "attempt " + next.NumberText()
+	if next.Model != "" {
+		s += " with " + next.Model
+	}
+	if next.Continues > 0 {
+		s += fmt.Sprintf(", continuing attempt %d's session,", next.Continues)
+	}
+	s += " in " + Compact(failed.Retry.Delay.D())
+	if failed.Error != nil {
+		s += ", after " + failed.Error.Error()
+	}
+	return s
 }
 
 // egressText says what an attempt's network confinement refused, if it
@@ -228,6 +262,8 @@ func decisionText(a Attempt) string {
 		return "-> stopped: " + string(a.Error.Code)
 	case !a.Retry.TechnicallyRetryable:
 		return "-> stopped: permanent"
+	case a.Retry.Asked:
+		return "-> blocked: " + string(a.Retry.Gate) + ", a person decides (on_side_effect ask)"
 	case a.Retry.Gate != "" && a.Retry.Gate != GateAllowed:
 		return "-> blocked: " + string(a.Retry.Gate)
 	default:

@@ -276,3 +276,22 @@ func TestTimelineShowsWhatEgressRefused(t *testing.T) {
 		t.Errorf("nothing refused, yet: %q", got[0])
 	}
 }
+
+// The timeline shows each attempt against the limit it ran under, when
+// its record keeps one, and lines up the columns whatever the widths.
+func TestTimelineShowsTheAttemptAgainstItsLimit(t *testing.T) {
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	task := &Task{ID: "t-1", Attempts: []Attempt{
+		{Number: 1, MaxAttempts: 3, Status: AttemptFailed, Model: "m", StartedAt: now, CompletedAt: now.Add(time.Second),
+			Error: &Error{Code: CodeRateLimit, Message: "429"}, Retry: &RetryDecision{TechnicallyRetryable: true, Gate: GateAllowed, Decision: DecisionRetried, Delay: Duration(time.Second)}},
+		{Number: 2, MaxAttempts: 3, Status: AttemptCompleted, Model: "m", StartedAt: now, CompletedAt: now.Add(time.Second)},
+	}}
+	tl := Timeline(task, now)
+	if len(tl) != 2 || !strings.HasPrefix(tl[0], "Attempt 1/3  failed     m") || !strings.HasPrefix(tl[1], "Attempt 2/3  completed  m") {
+		t.Errorf("timeline:\n%s", strings.Join(tl, "\n"))
+	}
+	task.Attempts[1].MaxAttempts = 0 // a record from before limits were kept
+	if tl = Timeline(task, now); !strings.HasPrefix(tl[1], "Attempt 2    completed") {
+		t.Errorf("an attempt with no limit kept: %q", tl[1])
+	}
+}

@@ -71,7 +71,7 @@ func (t *Task) ContinueByPerson(agentID string, now time.Time) error {
 func (t *Task) requeue(now time.Time, reason string) {
 	t.Phase, t.PhaseReason, t.PhaseBefore = PhaseQueued, reason, ""
 	t.see(PhaseQueued)
-	t.Result, t.Lease, t.CancelRequested = nil, nil, false
+	t.Result, t.Lease, t.CancelRequested, t.CancelReason, t.CancelAt = nil, nil, false, "", time.Time{}
 	t.AwaitingReply, t.Reply = nil, nil
 	// The stall limit counts from the claim, not from the last run.
 	t.Progress, t.LastProgressAt, t.UpdatedAt = Progress{}, time.Time{}, now

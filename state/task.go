@@ -41,6 +41,14 @@ type Task struct {
 	Parent   string            `json:"parent,omitempty"`
 	Depth    int               `json:"depth,omitempty"`
 	Children []string          `json:"children,omitempty"`
+	// Delegation is what the task may delegate to, as the control
+	// plane's rules said when it was submitted or last claimed; nil from
+	// a control plane that does not say.
+	Delegation *Delegation `json:"delegation,omitempty"`
+	// OnSideEffect, when set, is the task's own on_side_effect (submit
+	// --on-side-effect): what follows a failed attempt that had done
+	// something, when its session could be continued. Empty: the agent's.
+	OnSideEffect OnSideEffect `json:"on_side_effect,omitempty"`
 	// Budgets: MaxTokens bounds the tokens all the task's attempts may
 	// use together, and MaxTime their wall time together; zero is no
 	// bound. An attempt that passes either ends budget_exceeded.
@@ -88,9 +96,15 @@ type Task struct {
 
 	// Lease is the claim an agent holds on the task, if any.
 	Lease *Lease `json:"lease,omitempty"`
-	// CancelRequested: a person asked to cancel the task; the agent that
-	// holds it is told in its next heartbeat answer.
-	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// CancelRequested: someone asked to cancel the task while it ran (a
+	// person, or its parent task); the agent that holds it is told at once
+	// on the claim it holds open, else in its next heartbeat answer.
+	// CancelReason says who ("cancelled by a person"), CancelAt when. A
+	// task that ended otherwise with it set had ended on its agent before
+	// the cancel reached it: the ending stands (see CancelNote).
+	CancelRequested bool      `json:"cancel_requested,omitempty"`
+	CancelReason    string    `json:"cancel_reason,omitempty"`
+	CancelAt        time.Time `json:"cancel_at,omitzero"`
 	// PersonRetry is set when a person asked for a new attempt of the
 	// task after it ended recoverable_failed (agent tasks retry).
 	PersonRetry *PersonRetry `json:"person_retry,omitempty"`
@@ -296,7 +310,14 @@ func (s AttemptStatus) Final() bool {
 type Attempt struct {
 	AttemptID string `json:"attempt_id"`
 	Number    int    `json:"number"`
-	SessionID string `json:"session_id,omitempty"`
+	// MaxAttempts is the limit the attempt ran under: the highest number
+	// the task's attempts could reach when it was opened (its
+	// max_attempts or the agent's, plus the attempts the agent's own
+	// stops cut short, which do not count; at least Number, as a
+	// person's retry goes past the limit). Zero in records from before
+	// it was kept.
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	SessionID   string `json:"session_id,omitempty"`
 	// SessionPath is where the CLI keeps the session, when the executor
 	// said (a Codex rollout file, a Claude transcript): a session that
 	// has one can be continued.
@@ -344,6 +365,15 @@ type Attempt struct {
 	Egress *Egress `json:"egress,omitempty"`
 }
 
+// NumberText is the attempt's number against its limit, as every view
+// shows it: "2/3", or "2" when the limit is not known.
+func (a *Attempt) NumberText() string {
+	if a.MaxAttempts > 0 {
+		return fmt.Sprintf("%d/%d", a.Number, a.MaxAttempts)
+	}
+	return fmt.Sprint(a.Number)
+}
+
 // Egress is what an attempt's proxy refused: how many connections, and
 // the latest distinct destinations (host:port), newest last.
 type Egress struct {
@@ -388,7 +418,11 @@ type RetryDecision struct {
 	Gate GateReason `json:"gate"`
 	// Decision is DecisionRetried, DecisionContinued or DecisionStopped.
 	Decision Decision `json:"decision"`
-	Delay    Duration `json:"delay,omitempty"`
+	// Asked: the session could have been continued, but on_side_effect
+	// is ask, so the gate stopped for a person (Decision stopped, Gate
+	// what the attempt had done).
+	Asked bool     `json:"asked,omitempty"`
+	Delay Duration `json:"delay,omitempty"`
 }
 
 // Errors of the attempt helpers.
@@ -425,7 +459,7 @@ func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 		if c := t.Current(); c != nil && !c.Status.Final() {
 			// The terminal phase names the failure when nothing else did
 			// (the control plane's watchdog timing a task out, say).
-			c.finalize(endedBy(to, reason), now)
+			c.finalize(EndedBy(to, reason), now)
 		}
 		t.PhaseBefore = t.Phase
 	}
@@ -496,6 +530,7 @@ func (t *Task) Clone() *Task {
 	c.Requires = slices.Clone(t.Requires)
 	c.Children = slices.Clone(t.Children)
 	c.Labels = maps.Clone(t.Labels)
+	c.Delegation = t.Delegation.Clone()
 	if t.Result != nil {
 		r := *t.Result
 		if r.Changes != nil {

@@ -52,7 +52,7 @@ func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
 	switch {
 	case t.Phase == PhaseQueued:
 		if waited := now.Sub(t.queuedSince()); waited > lim.Queued {
-			why := fmt.Sprintf("queued for %s, limit %s", waited.Round(time.Second), lim.Queued)
+			why := fmt.Sprintf("the control plane's watchdog: queued for %s, limit %s", waited.Round(time.Second), lim.Queued)
 			if t.Unroutable != "" {
 				why += "; unroutable: " + t.Unroutable
 			}
@@ -70,7 +70,7 @@ func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
 			return Ending{}, false
 		}
 		if quiet := now.Sub(last); quiet > lim.Stall {
-			reason := fmt.Sprintf("no progress for %s, limit %s", quiet.Round(time.Second), lim.Stall)
+			reason := fmt.Sprintf("the control plane's watchdog: no progress for %s, limit %s", quiet.Round(time.Second), lim.Stall)
 			if t.Phase.TurnStarted() {
 				return Ending{PhaseTimedOut, reason}, true
 			}

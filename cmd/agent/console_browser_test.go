@@ -114,7 +114,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if href := con.eval(card + `.querySelector("a.title").getAttribute("href")`); href != "/tasks/"+live {
 			t.Errorf("the card's link is %q", href)
 		}
-		if got := con.text("#task-" + live + " .attempt"); !strings.Contains(got, "attempt 1 of 3") {
+		if got := con.text("#task-" + live + " .attempt"); !strings.Contains(got, "attempt 1/3") {
 			t.Errorf("the card's .attempt says %q", got)
 		}
 		must(t, os.WriteFile(gate1, nil, 0o600))
@@ -154,9 +154,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 		con.open("/tasks/" + id)
 		con.waitJS("the cancel form", `!!document.querySelector("form#cancel input[name=csrf]") && !!document.querySelector("form#cancel [type=submit]")`)
-		// Submitted with no --max-attempts: the limit is the agent's.
-		if got := strings.TrimSpace(con.text("#task-" + id + " .attempt")); got != "attempt 1" {
-			t.Errorf("the card's .attempt says %q, want attempt 1", got)
+		// Submitted with no --max-attempts: the limit is the agent's (its
+		// default, 3 attempts), as the attempt records it.
+		if got := strings.TrimSpace(con.text("#task-" + id + " .attempt")); got != "attempt 1/3" {
+			t.Errorf("the card's .attempt says %q, want attempt 1/3", got)
 		}
 		con.post("cancel", chromedp.Click(chromedp.CSS(`form#cancel [type=submit]`)), "the task page to show the task cancelled", `location.pathname === `+jsString("/tasks/"+id)+` && document.getElementById(`+jsString("task-"+id)+`)?.dataset.phase === "cancelled"`)
 		if v := c.waitPhase(t, id, "cancelled", terminal); v.Phase != state.PhaseCancelled {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -275,19 +277,31 @@ func TestE2EStopSaysWhichTasksWillContinue(t *testing.T) {
 }
 
 // TestE2ELateCompletionIsRejectedAndDead lets the control plane's watchdog
-// time a task out while the agent is still running it: the agent's late
-// completion is rejected as terminal and shows as dead in the outbox.
+// time a task out while the agent, cut off from it, is still running it
+// (an agent that hears of the timeout ends the task timed_out at once):
+// the agent's late completion is rejected as terminal and shows as dead
+// in the outbox.
 func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir(), "--stall-limit", "1s")
+	target, err := url.Parse(c.url())
+	must(t, err)
+	p := newHoldProxy(target, func(path string) bool { return strings.HasPrefix(path, "/v1/") })
+	hs := httptest.NewServer(p)
+	t.Cleanup(hs.Close)
 	dataDir := t.TempDir()
-	startAgentProc(t, c, dataDir)
+	startProc(t, "agent", nil, "run", "--control-plane", hs.URL, "--token-file", c.tokenFile, "--data-dir", dataDir,
+		"--executor", "sample", "--heartbeat-interval", "300ms", "--shutdown-grace", "2s")
 	gate := filepath.Join(t.TempDir(), "go-on")
 	id := submit(t, c, "@wait-file "+gate+"\n@output too late")
+	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
+	p.hold.Store(true) // the agent is cut off
 	v := c.waitPhase(t, id, "timed out by the watchdog", terminal)
 	if v.Phase != state.PhaseTimedOut {
 		t.Fatalf("phase %s", v.Phase)
 	}
 	must(t, os.WriteFile(gate, nil, 0o600)) // only now does the agent finish, too late
+	waitLocalPhase(t, dataDir, id, state.PhaseCompleted)
+	p.hold.Store(false)
 	var dead []outbox.Item
 	waitFor(t, 60*time.Second, "the late completion to be marked dead", func() bool {
 		r := runAgent(t, "outbox", "ls", "--dead", "--json", "--data-dir", dataDir)
@@ -344,7 +358,7 @@ func TestE2EDemo(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("demo: %+v", r)
 	}
-	for _, want := range []string{"-> retried in", "-> continued in", "continued attempt 1's session after", "continued by a person", "Attempt 2  completed", "0 pending, 0 dead",
+	for _, want := range []string{"-> retried in", "-> continued in", "continued attempt 1's session after", "continued by a person", "Attempt 2/3  completed", "0 pending, 0 dead",
 		// Subtasks: a task launched two and reports their timelines.
 		"its subtasks, as agent subtask wait reported them:", "completed  Collect the merged changes", "(a subtask of t-"} {
 		if !strings.Contains(r.stdout, want) {

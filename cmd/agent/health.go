@@ -56,6 +56,9 @@ func newHealthCmd() *cobra.Command {
 			if free := durable.FreeBytes(dataDir); free >= 0 {
 				fmt.Fprintf(w, "disk free:      %s\n", bytesHuman(free))
 			}
+			if s := h.Starts; s.Max > 0 {
+				fmt.Fprintf(w, "starts:         %d starting, %d queued (--max-starts %d)\n", s.Starting, s.Queued, s.Max)
+			}
 			if ws := h.Workspaces; ws != nil {
 				fmt.Fprintf(w, "workspaces:     %d taking %s; %d kept, holding work (agent workspaces ls); measured %s\n",
 					ws.Count, bytesHuman(ws.Bytes), ws.Kept, ago(now, ws.At))

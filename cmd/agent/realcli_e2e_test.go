@@ -26,7 +26,7 @@ func TestE2EDemoThroughTheRealCLIs(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("demo: %+v", r)
 			}
-			for _, want := range []string{"-> retried in", "-> continued in", "continued attempt 1's session after", "continued by a person", "Attempt 2  completed", "0 pending, 0 dead"} {
+			for _, want := range []string{"-> retried in", "-> continued in", "continued attempt 1's session after", "continued by a person", "Attempt 2/3  completed", "0 pending, 0 dead"} {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("demo output lacks %q:\n%s", want, r.stdout)
 				}

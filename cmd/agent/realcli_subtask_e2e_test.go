@@ -41,7 +41,7 @@ func TestE2ESubtasksThroughCodex(t *testing.T) {
 	}
 	b, err := os.ReadFile(filepath.Join(dataDir, "work", parent, "waited.txt"))
 	got := string(b)
-	if err != nil || !strings.Contains(got, child.ID+"  completed  Count the files") || !strings.Contains(got, "Attempt 1  completed") || !strings.Contains(got, "exit 0") {
+	if err != nil || !strings.Contains(got, child.ID+"  completed  Count the files") || !strings.Contains(got, "Attempt 1/3  completed") || !strings.Contains(got, "exit 0") {
 		t.Errorf("what agent subtask wait printed in the model's shell (%v):\n%s", err, got)
 	}
 	if code := ag.stop(); code != 0 {

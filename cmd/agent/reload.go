@@ -108,7 +108,7 @@ func liveNames(t *settingsTable) []string {
 
 // liveSettings is the live part of agent run's settings.
 func liveSettings(f runFlags, exe runner.Executor) agent.Live {
-	return agent.Live{Executor: exe, Models: f.models, Policy: f.policy(), MaxConcurrent: f.maxConcurrent,
+	return agent.Live{Executor: exe, Models: f.models, Policy: f.policy(), MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts,
 		ApprovalTimeout: f.executor.runnerApprovalTimeout(), Timeouts: runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts}, Budget: f.budget()}
 }
 

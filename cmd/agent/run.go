@@ -22,6 +22,7 @@ import (
 	attemptproc "github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/workspace"
 )
 
@@ -33,8 +34,9 @@ type runFlags struct {
 	labels                                    []string // KEY=VALUE
 	executor                                  executorFlags
 	models                                    []string
-	maxConcurrent, maxRetries                 int
+	maxConcurrent, maxStarts, maxRetries      int
 	noRetry, insecure                         bool
+	onSideEffect                              string
 	heartbeat, drainTimeout, retention        time.Duration
 	retentionMaxSize, taskLogMaxSize          byteSize
 	maxAttemptOutput                          byteSize
@@ -78,8 +80,10 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "task-user", &f.taskUser)
 	t.bind(fs, "models", &f.models)
 	t.bind(fs, "max-concurrent", &f.maxConcurrent)
+	t.bind(fs, "max-starts", &f.maxStarts)
 	t.bind(fs, "max-retries", &f.maxRetries)
 	t.bind(fs, "no-retry", &f.noRetry)
+	t.bind(fs, "on-side-effect", &f.onSideEffect)
 	t.bind(fs, "attempt-timeout", &f.attemptTimeouts)
 	t.bind(fs, "first-event-timeout", &f.firstEventTimeouts)
 	// Budgets (issue 27).
@@ -282,10 +286,11 @@ func (f *runFlags) budget() runner.Budget {
 
 // policy is the retry policy the settings ask for.
 func (f *runFlags) policy() runner.Policy {
+	p := runner.Policy{OnSideEffect: state.OnSideEffect(f.onSideEffect)}
 	if f.noRetry {
-		return runner.Policy{}.WithMaxRetries(0)
+		return p.WithMaxRetries(0)
 	}
-	return runner.Policy{}.WithMaxRetries(f.maxRetries)
+	return p.WithMaxRetries(f.maxRetries)
 }
 
 func startAgent(cmd *cobra.Command, f runFlags) error {
@@ -329,7 +334,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
 		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.runnerApprovalTimeout(),
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
-		MaxConcurrent: f.maxConcurrent, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
+		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
 		Isolation: f.isolationOf(configFileOf(cmd)), Repos: repos, PullRequests: pulls, CommitAuthor: author, Labels: labels, Budget: f.budget(),
 		ExecutorKind: f.executor.kind, MaxAttemptOutput: int64(f.maxAttemptOutput)} // routing by capability

@@ -358,8 +358,12 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 
 	{name: "models", def: []string(nil), live: true, help: "fallback chain of models: attempt N uses the N-th, the last repeating"},
 	{name: "max-concurrent", def: agent.DefaultMaxConcurrent, live: true, min: atLeast(1), help: "tasks run at once"},
+	{name: "max-starts", def: runner.DefaultMaxStarts, live: true, min: atLeast(1),
+		help: "attempts starting at once (their workspace and executor, until its first event), apart from --max-concurrent; the others wait in a start queue, their limits not running (agent health shows it)"},
 	{name: "max-retries", def: runner.DefaultMaxAttempts - 1, live: true, min: atLeast(0), help: "automatic retries after the first attempt"},
 	{name: "no-retry", def: false, live: true, help: "never retry automatically (same as --max-retries 0)"},
+	{name: "on-side-effect", def: string(state.OnSideEffectContinue), live: true, oneOf: []string{string(state.OnSideEffectContinue), string(state.OnSideEffectAsk)},
+		help: "after a transient failure (or the agent's own stop) of an attempt that had output, a tool call or a side effect, with a session to resume: continue it on its own, or ask: stop there for a person, who continues or retries (a task's submit --on-side-effect wins)"},
 	{name: "attempt-timeout", def: runner.DefaultAttemptTimeout, live: true, min: atLeast(1),
 		help: "whole-attempt limit per attempt number, the last repeating"},
 	{name: "first-event-timeout", def: runner.DefaultFirstEventTimeout, live: true, min: atLeast(1),
@@ -459,7 +463,7 @@ var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setti
 		help: "notification targets, in the config file only: [[notify]] tables with name, type (webhook, slack or ntfy), url or url-file, secret-file (a webhook's HMAC key), token-file (an ntfy access token) and events (default: every one); docs/notifications.md"},
 	// Subtasks.
 	{name: "delegate", def: []fileTable(nil), table: delegateKeys,
-		help: "delegation rules for subtasks, in the config file only: [[delegate]] tables with parent and child (labels KEY=VALUE each must carry; none: any task), max-depth and max-children; the first that matches decides; none: any to any, depth 2, 8 subtasks each (docs/subtasks.md)"},
+		help: "delegation rules for subtasks, in the config file only: [[delegate]] tables with parent and child (labels KEY=VALUE each must carry; none: any task), max-depth and max-children; the first that matches decides, and a task no parent matches is a leaf; none: the defaults by the task's type label (general or none: any task; explorer: a leaf; any other: explorers only), depth 2, 8 subtasks each (docs/subtasks.md)"},
 	{name: "log-level", key: "log.level", def: "info", oneOf: []string{"debug", "info", "warn", "error"}, help: "debug, info, warn or error"},
 	{name: "log-format", key: "log.format", def: "auto", oneOf: []string{"auto", "text", "json"},
 		help: "text (colored on a terminal unless NO_COLOR is set), json, or auto: text on a terminal, json otherwise"},

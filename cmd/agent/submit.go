@@ -29,7 +29,8 @@ func newSubmitCmd() *cobra.Command {
 		maxTokens int64
 		maxTime   time.Duration
 		// egress: narrows the agent's allow list
-		egressAllow []string
+		egressAllow  []string
+		onSideEffect string
 	)
 	cmd := &cobra.Command{
 		Use:   "submit",
@@ -75,13 +76,16 @@ func newSubmitCmd() *cobra.Command {
 			if err := api.CheckEgressAllow(egressAllow); err != nil {
 				return usagef("--egress-allow: %v", err)
 			}
+			if err := state.OnSideEffect(onSideEffect).Check(); err != nil {
+				return usagef("--on-side-effect %q: want continue or ask", onSideEffect)
+			}
 			c, err := cp.client()
 			if err != nil {
 				return err
 			}
 			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
 				Repo: repo, Base: base, NoCommit: noCommit, Requires: reqs, Labels: taskLabels, MaxTokens: maxTokens, MaxTime: state.Duration(maxTime),
-				EgressAllow: egressAllow})
+				EgressAllow: egressAllow, OnSideEffect: state.OnSideEffect(onSideEffect)})
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
@@ -126,6 +130,7 @@ func newSubmitCmd() *cobra.Command {
 	fl.StringVar(&title, "title", "", "a short title (default: the prompt's first line)")
 	fl.StringVar(&prefer, "prefer", "any", "gui (needs the executor's app server) or any")
 	fl.IntVar(&maxAttempts, "max-attempts", 0, "attempts this task may take (0: the agent's setting)")
+	fl.StringVar(&onSideEffect, "on-side-effect", "", "after a transient failure (or the agent's stop) of an attempt that had output, a tool call or a side effect: continue its session on its own, or ask: stop there for a person, who continues or retries (default: the agent's --on-side-effect)")
 	fl.StringVar(&repo, "repo", "", "the repository the task works on, by the name agents serve it under ([[repo]] of their config); only an agent that serves it runs the task, in a clone of its own")
 	fl.StringVar(&base, "base", "", "with --repo: the ref the task's branch is made from (default: the repository's HEAD)")
 	fl.BoolVar(&noCommit, "no-commit", false, "with --repo: leave what each attempt changes uncommitted in the task's clone (default: the agent commits it on the task's branch when the attempt ends)")
@@ -139,7 +144,7 @@ func newSubmitCmd() *cobra.Command {
 	fl.BoolVar(&waitQueued, "wait-queued", false, "with --wait: keep waiting while no online agent can take the task, rather than exit 6 at once")
 	fl.DurationVar(&timeout, "timeout", 0, "with --wait: stop waiting after this long, e.g. 30m, and exit 7; the task goes on (0: wait until it ends)")
 	// Subtasks.
-	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the control plane's delegation rules ([[delegate]]) match on, repeatable")
+	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the control plane's delegation rules ([[delegate]]) match on, repeatable; type=NAME is the task's agent type the default rules go by (general, explorer, …)")
 	fl.StringArrayVar(&egressAllow, "egress-allow", nil, "narrow where the task's attempts may connect to this of its agent's allowed hosts (agent run --egress-allow), HOST, HOST:PORT or *.DOMAIN, repeatable; its executor's model API stays reachable")
 	return cmd
 }

@@ -19,7 +19,7 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 		code         int
 		want         string
 	}{
-		{"completed", "@progress 2\n@output hello", 0, "Attempt 1  completed"},
+		{"completed", "@progress 2\n@output hello", 0, "Attempt 1/1  completed"},
 		{"failed", "@fail quota", 1, "quota"},
 		{"needs a person", "@side-effect rotated a key\n@fail network\n@no-session", 3, "blocked: side_effect"},
 	} {

@@ -39,7 +39,7 @@ deep subtasks nest and how many one task may submit.`,
   agent subtask cancel "$id"`,
 		Args: noArgs,
 	}
-	cmd.AddCommand(newSubtaskSubmitCmd(), newSubtaskWaitCmd(), newSubtaskLsCmd(), newSubtaskCancelCmd())
+	cmd.AddCommand(newSubtaskSubmitCmd(), newSubtaskWaitCmd(), newSubtaskLsCmd(), newSubtaskCancelCmd(), newSubtaskAllowedCmd())
 	return cmd
 }
 
@@ -133,7 +133,12 @@ func newSubtaskWaitCmd() *cobra.Command {
 		Long: `wait blocks until each subtask named (every subtask of this task when none
 is) has ended, then prints, for each, its phase, its result and its
 compact attempt timeline. It exits 0 when every one completed, else 1;
-with --timeout, 7 when the time passed first (the subtasks go on).`,
+with --timeout, 7 when the time passed first (the subtasks go on).
+
+While it waits, each retry a subtask's agent schedules (an attempt failed,
+and the next replays or continues it after a backoff) is said on stderr as
+it is seen, once an attempt: "subtask t-… retrying: attempt 2/3 with gpt-5
+in 4s, after rate_limit: 429 Too Many Requests".`,
 		Example: `  agent subtask wait t-1a2b3c4d5e t-6f7a8b9c0d
   agent subtask wait --timeout 20m`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -158,15 +163,16 @@ with --timeout, 7 when the time passed first (the subtasks go on).`,
 			failed := 0
 			ctx, cancel := waitOptions{Timeout: timeout}.bound(cmd.Context(), strings.Join(ids, ", "))
 			defer cancel()
-			for i, id := range ids {
-				t, err := followTask(ctx, remoteSource{in.c}, id, nil, func(*state.Task) error { return nil })
-				if err = waitEnded(ctx, err); waitErrCode(err) != 0 {
-					cmd.PrintErrf("agent: subtask wait: --timeout %s passed; %d of %d subtasks had not ended (they go on)\n", timeout, len(ids)-i, len(ids))
-					return exitCode(exitWaitTimeout)
-				}
-				if err != nil {
-					return fmt.Errorf("subtask wait %s: %w", visible(id), err)
-				}
+			done, err := waitSubtasks(ctx, remoteSource{in.c}, ids, cmd.ErrOrStderr())
+			if err = waitEnded(ctx, err); waitErrCode(err) != 0 {
+				cmd.PrintErrf("agent: subtask wait: --timeout %s passed; %d of %d subtasks had not ended (they go on)\n", timeout, len(ids)-endedOf(ids, done), len(ids))
+				return exitCode(exitWaitTimeout)
+			}
+			if err != nil {
+				return fmt.Errorf("subtask wait: %w", err)
+			}
+			for _, id := range ids {
+				t := done[id]
 				if t.Phase != state.PhaseCompleted {
 					failed++
 				}
@@ -190,6 +196,55 @@ with --timeout, 7 when the time passed first (the subtasks go on).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ended subtasks as a JSON array")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "stop waiting after this long, e.g. 20m, and exit 7; the subtasks go on (0: wait until they end)")
 	return cmd
+}
+
+// waitSubtasks follows the subtasks ids until every one has ended, and
+// returns them, by id (those ended so far, with ctx's error, when ctx
+// ends first). Each retry a subtask schedules meanwhile is said on
+// remind, once an attempt: the parent that waits hears of it as it comes.
+func waitSubtasks(ctx context.Context, src taskSource, ids []string, remind io.Writer) (map[string]*state.Task, error) {
+	done := map[string]*state.Task{}
+	reminded := map[string]int{} // the failed attempts said, by subtask
+	distinct := map[string]bool{}
+	for _, id := range ids {
+		distinct[id] = true
+	}
+	err := follow(ctx, nil, func() (bool, error) {
+		for _, id := range ids {
+			if done[id] != nil {
+				continue
+			}
+			t, err := src.Task(ctx, id)
+			if err != nil {
+				if src.Transient(err) {
+					continue
+				}
+				return false, fmt.Errorf("%s: %w", visible(id), err)
+			}
+			for n := reminded[id] + 1; n < len(t.Attempts); n++ {
+				if r := state.RetryReminder(t, n); r != "" {
+					fmt.Fprintf(remind, "subtask %s retrying: %s\n", visible(id), visible(r))
+				}
+				reminded[id] = n
+			}
+			if t.Phase.Terminal() {
+				done[id] = t
+			}
+		}
+		return len(done) == len(distinct), nil
+	})
+	return done, err
+}
+
+// endedOf counts the ids among done.
+func endedOf(ids []string, done map[string]*state.Task) int {
+	n := 0
+	for _, id := range ids {
+		if done[id] != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // printSubtaskEnd prints how a subtask ended, for its parent: its id,
@@ -316,4 +371,55 @@ func delegateRules(r *resolved) ([]server.DelegateRule, error) {
 		rules = append(rules, rule)
 	}
 	return rules, nil
+}
+
+func newSubtaskAllowedCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "allowed",
+		Short: "List what this task may delegate to: the subtasks the control plane's delegation rules let it submit, with their bounds",
+		Long: `allowed lists, as the control plane's delegation rules say, the subtasks this
+task may submit: the labels each kind must carry (any task, or
+type=explorer, ...), how deep they may nest and how many, and how much of
+that this task has used. A task that may delegate to nothing (a leaf, such
+as an explorer under the default rules) is offered no subtask command at
+all: its executor gets no task token.`,
+		Example: `  agent subtask allowed
+  agent subtask allowed --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, err := taskClient()
+			if err != nil {
+				return fmt.Errorf("subtask allowed: %w", err)
+			}
+			v, err := in.c.Task(cmd.Context(), in.taskID)
+			if err != nil {
+				return fmt.Errorf("subtask allowed: %w", err)
+			}
+			if v.Delegation == nil {
+				return errors.New("subtask allowed: the control plane does not say what its tasks may delegate to (one from before it listed it)")
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), allowedView{TaskID: v.ID, Type: state.TypeOf(v.Labels), Depth: v.Depth,
+					Submitted: len(v.Children), Delegation: v.Delegation})
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "task %s (type %s, depth %d) may delegate to:\n", visible(v.ID), visible(state.TypeOf(v.Labels)), v.Depth)
+			for _, l := range state.DelegationLines(&v.Task) {
+				fmt.Fprintf(w, "  %s\n", visible(l))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print it as JSON")
+	return cmd
+}
+
+// allowedView is what subtask allowed --json prints.
+type allowedView struct {
+	TaskID     string            `json:"task_id"`
+	Type       string            `json:"type"`
+	Depth      int               `json:"depth"`
+	Submitted  int               `json:"submitted"`
+	Delegation *state.Delegation `json:"delegation"`
 }

@@ -44,7 +44,7 @@ func TestE2ESubtasks(t *testing.T) {
 			t.Errorf("the parent's report lacks subtask %s completed:\n%s", id, report)
 		}
 	}
-	if !strings.Contains(report, "Attempt 1  completed") || !strings.Contains(report, "result: done: Count the files") {
+	if !strings.Contains(report, "Attempt 1/3  completed") || !strings.Contains(report, "result: done: Count the files") {
 		t.Errorf("the report holds no result or timeline:\n%s", report)
 	}
 
@@ -153,5 +153,67 @@ func TestE2ECancelAParentCancelsItsSubtasks(t *testing.T) {
 		if v := c.waitDone(t, id); v.Phase != state.PhaseCancelled {
 			t.Errorf("task %s after its parent's cancel: %s (%s)", id, v.Phase, v.PhaseReason)
 		}
+	}
+}
+
+// With no [[delegate]] table the default rules go by agent type: agent
+// subtask allowed, inside a task, lists what it may delegate to (a
+// coder: explorers only), as tasks show does, locally and remotely; an
+// explorer is a leaf, whose executor is offered no subtask command (no
+// task token, no agent binary).
+func TestE2ESubtaskAllowedByType(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir)
+	submitTyped := func(typ, prompt string) string {
+		r := runAgent(t, "submit", "--control-plane", c.url(), "--token-file", c.operatorFile, "--label", "type="+typ, "--prompt", prompt)
+		if r.code != 0 {
+			t.Fatalf("submit: %+v", r)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	coder := submitTyped("coder", `@sh "$AGENT_BIN" subtask allowed`)
+	explorer := submitTyped("explorer", `@sh [ -z "$AGENT_TASK_TOKEN" ] && [ -z "$AGENT_BIN" ] && echo no subtask command offered`)
+	for _, id := range []string{coder, explorer} {
+		if v := c.waitDone(t, id); v.Phase != state.PhaseCompleted {
+			t.Fatalf("task %s: %s (%s)", id, v.Phase, v.PhaseReason)
+		}
+	}
+	logs := runAgent(t, "tasks", "logs", coder, "--data-dir", dataDir).stdout
+	for _, want := range []string{"task " + coder + " (type coder, depth 0) may delegate to:", "type=explorer  depth 1 of 2, 0 of 8 subtasks submitted"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("agent subtask allowed in the coder's task did not say %q:\n%s", want, logs)
+		}
+	}
+	if logs := runAgent(t, "tasks", "logs", explorer, "--data-dir", dataDir).stdout; !strings.Contains(logs, "no subtask command offered") {
+		t.Errorf("the explorer's executor was offered the subtask command:\n%s", logs)
+	}
+	for id, want := range map[string]string{coder: "delegate: type=explorer  depth 1 of 2, 0 of 8 subtasks submitted",
+		explorer: "delegate: nothing: its type, explorer, is a leaf; it is offered no subtask command"} {
+		for _, args := range [][]string{{"--data-dir", dataDir}, {"--remote", "--control-plane", c.url(), "--token-file", c.operatorFile}} {
+			if r := runAgent(t, append([]string{"tasks", "show", id}, args...)...); !strings.Contains(r.stdout, want) {
+				t.Errorf("tasks show %s %v lacks %q:\n%s", id, args, want, r.stdout)
+			}
+		}
+	}
+}
+
+// A parent waiting on its subtasks hears of each retry one schedules, as
+// it comes: agent subtask wait says it on stderr, which the sample's
+// executor passes to the parent's log.
+func TestE2ESubtaskWaitHearsOfRetries(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir, "--max-concurrent", "2")
+	parent := submit(t, c, "Plan\n@subtask Flaky\\n@fail rate_limit\\n@output ok\n@wait-subtasks")
+	v := c.waitDone(t, parent)
+	if v.Phase != state.PhaseCompleted || len(v.Children) != 1 {
+		t.Fatalf("the parent: %s, subtasks %v (%s)", v.Phase, v.Children, v.PhaseReason)
+	}
+	kid := v.Children[0]
+	logs := runAgent(t, "tasks", "logs", parent, "--data-dir", dataDir).stdout
+	want := "subtask " + kid + " retrying: attempt 2/3 with model-b in 300ms, after rate_limit: 429 Too Many Requests"
+	if strings.Count(logs, want) != 1 {
+		t.Errorf("the parent's log does not say once %q:\n%s", want, logs)
 	}
 }

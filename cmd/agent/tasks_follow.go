@@ -125,8 +125,9 @@ func (d *dirWatch) Close() {
 
 // taskLine is what a follow shows of a task, one line: its phase and what
 // it does now (progress, a scheduled retry, a question for a person, or
-// why it ended). It depends on the task alone, so an unchanged task gives
-// the same line and a follow prints it once.
+// why it ended), with the attempt against its limit once there was a
+// retry ("attempt 2/3"). It depends on the task alone, so an unchanged
+// task gives the same line and a follow prints it once.
 func taskLine(t *state.Task) string {
 	s := string(t.Phase)
 	c := t.Current()
@@ -134,7 +135,7 @@ func taskLine(t *state.Task) string {
 	case t.Phase.Terminal() && t.PhaseReason != "":
 		s += "  " + t.PhaseReason
 	case c != nil && c.Status == state.AttemptPending:
-		s += fmt.Sprintf("  attempt %d with %s after %s, at %s", c.Number, dash(c.Model), t.LastErrorCode, c.NotBefore.Local().Format(time.TimeOnly))
+		s += fmt.Sprintf("  attempt %s with %s after %s, at %s", c.NumberText(), dash(c.Model), t.LastErrorCode, c.NotBefore.Local().Format(time.TimeOnly))
 	case t.AwaitingReply != nil:
 		s += "  waiting for a person: " + t.AwaitingReply.What()
 	case t.Phase == state.PhaseQueued && t.Unroutable != "": // routing by capability
@@ -144,8 +145,11 @@ func taskLine(t *state.Task) string {
 		if t.Progress.Percent > 0 {
 			s += fmt.Sprintf(" (%d%%)", t.Progress.Percent)
 		}
+		if c != nil && c.Number > 1 {
+			s += "  · attempt " + c.NumberText()
+		}
 	case c != nil:
-		s += fmt.Sprintf("  attempt %d with %s", c.Number, dash(c.Model))
+		s += fmt.Sprintf("  attempt %s with %s", c.NumberText(), dash(c.Model))
 		if c.RetriedByPerson {
 			s += ", retried by a person"
 		}

@@ -91,15 +91,19 @@ func newTasksCancelCmd() *cobra.Command {
 		use:       "cancel ID",
 		completes: unendedTask,
 		short:     "Cancel a task (through the control plane)",
-		long: `cancel ends a task: a queued one at once, a running one when its agent
-hears of it at its next heartbeat (its executor is stopped, the attempt ends
-cancelled). It always goes through the control plane (--control-plane,
+		long: `cancel ends a task: a queued one at once, a running one as soon as its agent
+hears of it, which is at once on the claim it holds open (within a
+second; an agent from before that hears at its next heartbeat): its
+executor is stopped, the attempt and the task end cancelled, "cancelled by
+a person" on both sides. A task whose agent had already finished it when
+the cancel came stays as it ended, and its timeline says the cancel came
+after. It always goes through the control plane (--control-plane,
 --token-file); --remote is accepted and changes nothing. A task that has
 already ended is refused (exit 1).`,
 		example: `  agent tasks cancel t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		call:    (*controlplane.Client).CancelTask,
 		done: func(v api.TaskView) string {
-			return fmt.Sprintf("cancel requested (attempt %d); its agent stops it at its next heartbeat", len(v.Attempts))
+			return fmt.Sprintf("cancel requested (attempt %d); its agent stops it now", len(v.Attempts))
 		},
 	})
 }

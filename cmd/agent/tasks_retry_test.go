@@ -46,7 +46,7 @@ func TestTasksRetryRunsTheNextAttempt(t *testing.T) {
 	// The timeline goes on from attempt 1, locally and at the control plane.
 	for _, args := range [][]string{{"tasks", "show", id, "--data-dir", dataDir}, append([]string{"tasks", "show", id, "--remote"}, cpArgs...)} {
 		r := runAgent(t, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, "-> blocked: side_effect; retried by a person") || !strings.Contains(r.stdout, "Attempt 2  completed") {
+		if r.code != 0 || !strings.Contains(r.stdout, "-> blocked: side_effect; retried by a person") || !strings.Contains(r.stdout, "Attempt 2/3  completed") {
 			t.Errorf("%v:\n%s%s", args, r.stdout, r.stderr)
 		}
 	}

@@ -114,6 +114,14 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 	if t.Unroutable != "" && t.Phase == state.PhaseQueued {
 		fmt.Fprintf(w, "routing:  unroutable: %s\n", visible(t.Unroutable))
 	}
+	// Subtasks: what the delegation rules let it submit.
+	for i, l := range state.DelegationLines(t) {
+		head := "          "
+		if i == 0 {
+			head = "delegate: "
+		}
+		fmt.Fprintf(w, "%s%s\n", head, visible(l))
+	}
 	// budgets: what the attempts spent, beside what they may
 	if u := t.Usage(now); u.TotalTokens > 0 || t.HasBudget() {
 		usage := state.UsageText(u)

@@ -21,8 +21,10 @@ import (
 
 func newTasksWatchCmd() *cobra.Command {
 	var (
-		src    sourceFlags
-		recent int
+		src       sourceFlags
+		recent    int
+		untilDone bool
+		timeout   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "watch",
@@ -37,20 +39,32 @@ It reads the agent's data directory (without taking its lock, so it works
 while the agent runs), redrawn as the files change; with --remote it polls
 the control plane instead. On a terminal it redraws in place; otherwise
 (piped, redirected) it prints one line per change, and a task's timeline
-when it ends.`,
+when it ends.
+
+With --until-done it ends, exit 0, once no task it sees is running, waiting
+out a retry or queued; --timeout bounds that wait: when it passes first the
+watch ends with exit 7, and the tasks go on.`,
 		Example: `  agent tasks watch
   agent tasks watch --remote --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
-  agent tasks watch | tee watch.log`,
+  agent tasks watch | tee watch.log
+  agent tasks watch --until-done --timeout 30m`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if recent < 0 {
 				return usagef("--recent %d: want 0 or more", recent)
 			}
+			switch {
+			case timeout < 0:
+				return usagef("--timeout %s: want 0 (no bound) or more", timeout)
+			case timeout > 0 && !untilDone:
+				return usagef("--timeout bounds --until-done: give both")
+			}
 			s, err := src.source()
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
+			ctx, cancel := waitOptions{Timeout: timeout}.bound(cmd.Context(), "")
+			defer cancel()
 			var wake <-chan struct{}
 			if !src.remote {
 				// A data directory the agent never used (a typo) is an
@@ -67,10 +81,15 @@ when it ends.`,
 				wake = w.Wake()
 			}
 			out := cmd.OutOrStdout()
+			left := 0 // tasks not ended when the watch ended
 			if f, ok := out.(*os.File); ok && isTerminal(out) {
-				err = watchScreen(ctx, s, wake, f, recent, newHint(&src.cp))
+				err = watchScreen(ctx, s, wake, f, recent, newHint(&src.cp), untilDone, &left)
 			} else {
-				err = watchLines(ctx, s, wake, out, cmd.ErrOrStderr(), recent)
+				err = watchLines(ctx, s, wake, out, cmd.ErrOrStderr(), recent, untilDone, &left)
+			}
+			if waitErrCode(waitEnded(ctx, err)) == exitWaitTimeout {
+				cmd.PrintErrf("agent: tasks watch: --timeout %s passed; %d tasks had not ended (they go on)\n", timeout, left)
+				return exitCode(exitWaitTimeout)
 			}
 			if errors.Is(err, context.Canceled) {
 				return nil // stopped by the person
@@ -78,6 +97,8 @@ when it ends.`,
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&untilDone, "until-done", false, "end (exit 0) once no task is running, waiting out a retry or queued")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --until-done, end with exit 7 when the tasks have not all ended within this long (they go on); 0: no bound")
 	src.add(cmd)
 	cmd.Flags().IntVar(&recent, "recent", 5, "how many of the tasks that ended last to show")
 	return cmd
@@ -117,6 +138,10 @@ func newBoard(tasks []*state.Task, recent int) board {
 	return b
 }
 
+// unended counts the tasks on the board that have not ended: running,
+// waiting out a retry, or queued.
+func (b board) unended() int { return len(b.running) + len(b.retrying) + len(b.queued) }
+
 // shown lists the tasks the board shows.
 func (b board) shown() []*state.Task {
 	return slices.Concat(b.running, b.retrying, b.queued, b.ended)
@@ -125,7 +150,9 @@ func (b board) shown() []*state.Task {
 // watchLines prints one line per change of a task, and its timeline when
 // it ends: the watch's form for a pipe or a file. The first round prints
 // what the board shows; later rounds, every task that changed.
-func watchLines(ctx context.Context, s taskSource, wake <-chan struct{}, out, errOut io.Writer, recent int) error {
+// With untilDone it ends once no task is left unended; left says how
+// many were when it ended.
+func watchLines(ctx context.Context, s taskSource, wake <-chan struct{}, out, errOut io.Writer, recent int, untilDone bool, left *int) error {
 	last := map[string]string{}
 	first, warned := true, ""
 	seen := newWatchList(s)
@@ -162,8 +189,18 @@ func watchLines(ctx context.Context, s taskSource, wake <-chan struct{}, out, er
 				printTimeline(out, t, "    ")
 			}
 		}
-		return false, nil
+		return doneWatching(tasks, err, untilDone, left), nil
 	})
+}
+
+// doneWatching reports whether a watch --until-done may end: the tasks
+// were read, and none is left unended. left counts those.
+func doneWatching(tasks []*state.Task, err error, untilDone bool, left *int) bool {
+	if err != nil && tasks == nil {
+		return false // not read: nothing is known to have ended
+	}
+	*left = newBoard(tasks, 0).unended()
+	return untilDone && *left == 0
 }
 
 // Terminal control sequences of the live view.
@@ -181,11 +218,12 @@ const (
 // watchScreen redraws the board in place on a terminal, on the alternate
 // screen, until ctx ends or the person presses q (or Ctrl-C). The terminal
 // is given back as it was, whatever ends the watch.
-func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *os.File, recent int, h hint) error {
+func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *os.File, recent int, h hint, untilDone bool, left *int) error {
 	ctx, quit := context.WithCancel(ctx)
 	defer quit()
 	fmt.Fprint(out, ansiAltScreen+ansiHideCursor)
-	defer fmt.Fprint(out, ansiMainScreen+ansiShowCursor)
+	final := "" // the board when --until-done ended the watch: it stays on the terminal
+	defer func() { fmt.Fprint(out, ansiMainScreen+ansiShowCursor+final) }()
 	if isTerminal(os.Stdin) {
 		if restore, err := keyMode(os.Stdin); err == nil {
 			var keys sync.WaitGroup
@@ -219,7 +257,11 @@ func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *o
 			prev = frame
 			fmt.Fprint(out, ansiHome+frame+ansiClearBelow)
 		}
-		return false, nil
+		done := doneWatching(tasks, err, untilDone, left)
+		if done {
+			final = strings.Join(lines, "\n") + "\n"
+		}
+		return done, nil
 	})
 }
 
@@ -277,7 +319,7 @@ func renderBoard(b board, where, problem string, p palette, h hint, now time.Tim
 		for _, t := range b.running {
 			line := "  " + head(t) + "  ·  " + p.phase(t.Phase)
 			if c := t.Current(); c != nil {
-				line += fmt.Sprintf("  ·  attempt %d with %s  ·  %s", c.Number, visible(dash(c.Model)), state.Compact(now.Sub(c.StartedAt)))
+				line += fmt.Sprintf("  ·  attempt %s with %s  ·  %s", c.NumberText(), visible(dash(c.Model)), state.Compact(now.Sub(c.StartedAt)))
 				if c.RetriedByPerson {
 					line += "  ·  retried by a person"
 				}
@@ -308,7 +350,7 @@ func renderBoard(b board, where, problem string, p palette, h hint, now time.Tim
 					after = "  ·  after " + visible(state.Ellipsize(e.Error(), 60))
 				}
 			}
-			add("  %s  ·  attempt %d with %s %s%s", head(t), c.Number, visible(dash(c.Model)), countdown(c.NotBefore.Sub(now)), after)
+			add("  %s  ·  attempt %s with %s %s%s", head(t), c.NumberText(), visible(dash(c.Model)), countdown(c.NotBefore.Sub(now)), after)
 		}
 	}
 	if len(b.queued) > 0 {

@@ -123,7 +123,7 @@ func TestTasksWatchPrintsALinePerChange(t *testing.T) {
 			w.expect(regexp.QuoteMeta(id) + `  Fix the flaky test +turn_started  step 2 of 2 \(100%\)$`)
 			must(t, os.WriteFile(gate, nil, 0o600))
 			w.expect(regexp.QuoteMeta(id) + `  Fix the flaky test +completed`)
-			w.expect(`^    Attempt 1  completed  model-a `)
+			w.expect(`^    Attempt 1/3  completed  model-a `)
 			w.cmd.Process.Signal(syscall.SIGTERM)
 			if err := w.cmd.Wait(); err != nil {
 				t.Errorf("tasks watch ended with %v, want exit 0 on SIGTERM", err)
@@ -244,12 +244,12 @@ func TestTasksWatchOnATerminal(t *testing.T) {
 			return strings.Contains(s, "[x] Claimed  [x] Starting executor  [>] Working  [ ] Waiting for reply  [ ] Completing  [ ] Done") &&
 				strings.Contains(s, "100%  step 3 of 3")
 		})
-		if !strings.Contains(s, id+"  Fix the flaky test  ·  turn_started  ·  attempt 1 with model-a") || !strings.Contains(s, "1 running") {
+		if !strings.Contains(s, id+"  Fix the flaky test  ·  turn_started  ·  attempt 1/3 with model-a") || !strings.Contains(s, "1 running") {
 			t.Errorf("the running task is not shown as a person expects:\n%s", s)
 		}
 		must(t, os.WriteFile(gate, nil, 0o600))
 		s = screen("q", "the task's end with its timeline", func(s string) bool {
-			return strings.Contains(s, id+"  Fix the flaky test  ·  completed") && strings.Contains(s, "Attempt 1  completed  model-a")
+			return strings.Contains(s, id+"  Fix the flaky test  ·  completed") && strings.Contains(s, "Attempt 1/3  completed  model-a")
 		})
 		if strings.Contains(s, "[>] Working") || !strings.Contains(s, "0 running") {
 			t.Errorf("the ended task is still shown running:\n%s", s)
@@ -263,4 +263,35 @@ func TestTasksWatchOnATerminal(t *testing.T) {
 		tm("send-keys", "-t", "c", "C-c")
 		restored("c")
 	})
+}
+
+// tasks watch --until-done ends, exit 0, once no task is left running;
+// --timeout bounds that wait with exit 7, the tasks going on.
+func TestTasksWatchUntilDone(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir)
+	waitDataDir(t, dataDir)
+	gate := filepath.Join(t.TempDir(), "gate")
+	id := submit(t, c, "Hold on\n@wait-file "+gate+"\n@output done")
+	waitLocalPhase(t, dataDir, id, "turn_started")
+	for _, args := range [][]string{{"--data-dir", dataDir}, {"--remote", "--control-plane", c.url(), "--token-file", c.operatorFile}} {
+		r := runAgent(t, append([]string{"tasks", "watch", "--until-done", "--timeout", "500ms"}, args...)...)
+		if r.code != exitWaitTimeout || !strings.Contains(r.stderr, "--timeout 500ms passed; 1 tasks had not ended (they go on)") {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, r.code, exitWaitTimeout, r.stdout, r.stderr)
+		}
+	}
+	if v := c.task(t, id); v.Phase.Terminal() {
+		t.Fatalf("the watch's timeout ended the task: %s", v.Phase)
+	}
+	w := startLines(t, false, "tasks", "watch", "--until-done", "--data-dir", dataDir)
+	w.expect(regexp.QuoteMeta(id) + `  Hold on +turn_started`)
+	must(t, os.WriteFile(gate, nil, 0o600))
+	w.expect(`^    Attempt 1/3  completed  `)
+	if err := w.cmd.Wait(); err != nil {
+		t.Errorf("tasks watch --until-done ended with %v, want exit 0 once the task ended", err)
+	}
+	if r := runAgent(t, "tasks", "watch", "--timeout", "1s", "--data-dir", dataDir); r.code != 2 || !strings.Contains(r.stderr, "--timeout bounds --until-done") {
+		t.Errorf("--timeout without --until-done: exit %d\n%s", r.code, r.stderr)
+	}
 }

@@ -106,6 +106,27 @@ type HeartbeatResponse struct {
 	// budget_exceeded). Cancel names them too, for an agent from before
 	// tree budgets, which cancels them.
 	Stop []StopOrder `json:"stop,omitempty"`
+	// CancelOrders say, of the tasks Cancel names, how each ends and why:
+	// an agent that reads them ends the task as the control plane has
+	// it, so that both views agree (who ended it and why). Cancel names
+	// them too, for an agent from before, which cancels them.
+	CancelOrders []CancelOrder `json:"cancel_orders,omitempty"`
+}
+
+// CancelOrder tells an agent to stop a task it runs (or, for one that
+// ended before the order came, to note it; see state.CancelNote): the
+// phase the task ends in, and who ended it and why, in a line. The
+// phases: cancelled (someone cancelled it, or the control plane took it
+// back: its lease went elsewhere, it is queued again, it is unknown), or
+// the terminal phase the control plane already has it in (timed_out,
+// expired or recoverable_failed by its watchdog).
+type CancelOrder struct {
+	TaskID string      `json:"task_id"`
+	Phase  state.Phase `json:"phase"`
+	Reason string      `json:"reason"`
+	// At is when the cancel was asked, for a person's (or a parent
+	// task's) cancel: the agent keeps it as the task's CancelAt.
+	At time.Time `json:"at,omitzero"`
 }
 
 // StopOrder tells an agent to stop a task it runs as over its budget,

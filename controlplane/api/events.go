@@ -32,6 +32,10 @@ type EventsResponse struct {
 	// it in the answer to the report that passed it, not a heartbeat
 	// later.
 	Stop []StopOrder `json:"stop,omitempty"`
+	// CancelOrders are for the batch's tasks whose cancel was asked: the
+	// agent stops one it still runs, and notes the cancel on one that
+	// ended before it came (state.CancelNote), as the control plane does.
+	CancelOrders []CancelOrder `json:"cancel_orders,omitempty"`
 }
 
 // EventResult is the fate of one event.

@@ -99,6 +99,10 @@ const (
 	// NotifyBlocked: a task ended because the safety gate would not run
 	// again an attempt that had side effects; a person may continue it.
 	NotifyBlocked NotifyEvent = "task.blocked"
+	// NotifyRetrying: a task's attempt failed and its agent scheduled the
+	// next (a replay or a continue) after a backoff: the retry reminder.
+	// Repeats for one task fold into one per window (the repeat gate).
+	NotifyRetrying NotifyEvent = "task.retrying"
 	// NotifyAgentOffline: an agent fell silent for three heartbeat
 	// intervals without saying it stops: a crash, a lost network, a
 	// machine gone.
@@ -119,7 +123,7 @@ const (
 )
 
 // NotifyEvents lists every notification event.
-var NotifyEvents = []NotifyEvent{NotifyAwaitingReply, NotifyApprovalExpired, NotifyCompleted, NotifyFailed, NotifyBlocked,
+var NotifyEvents = []NotifyEvent{NotifyAwaitingReply, NotifyApprovalExpired, NotifyCompleted, NotifyFailed, NotifyBlocked, NotifyRetrying,
 	NotifyAgentOffline, NotifyAgentStopped, NotifyAgentUnhealthy, NotifyTest}
 
 // ByDefault reports whether a target that names no events gets e: every

@@ -47,6 +47,11 @@ type CreateTaskRequest struct {
 	// *.DOMAIN; see CheckEgressAllow); never wider. A subtask's is
 	// narrowed to its parent's, and is its parent's when it names none.
 	EgressAllow []string `json:"egress_allow,omitzero"`
+	// OnSideEffect is the task's own on_side_effect: continue (its agent
+	// continues a session cut after it had done something) or ask (it
+	// stops there for a person); empty: the agent's setting. A subtask of
+	// a parent that asks asks too.
+	OnSideEffect state.OnSideEffect `json:"on_side_effect,omitempty"`
 }
 
 // MaxEgressAllow is how many hosts a task's own allow list may name.
@@ -125,6 +130,12 @@ type ClaimRequest struct {
 	// itself: kept as self-described, they route nothing.
 	Capabilities
 	Labels map[string]string `json:"labels,omitempty"`
+	// Running lists the tasks the agent runs: the claim is then also the
+	// channel their cancels come on. The control plane answers it, held
+	// or not, as soon as one of them is to stop (CancelOrders, Stop),
+	// rather than at the agent's next heartbeat; with Max 0 (no room) it
+	// holds the claim for that alone. At most MaxEventsPerBatch.
+	Running []string `json:"running,omitempty"`
 }
 
 // MaxClaimWait is the longest a control plane holds a claim: a longer
@@ -149,6 +160,11 @@ type ClaimResponse struct {
 	// claim asked none, and from a control plane from before long polls:
 	// an agent that finds it absent claims at its own pace, as before.
 	WaitMS int64 `json:"wait_ms,omitempty"`
+	// CancelOrders and Stop are for the tasks the claim listed as
+	// running (ClaimRequest.Running): those to stop now, as a heartbeat's
+	// answer says them. A claim answered with orders grants nothing.
+	CancelOrders []CancelOrder `json:"cancel_orders,omitempty"`
+	Stop         []StopOrder   `json:"stop,omitempty"`
 }
 
 // Claimed is one task granted to an agent, and its lease. The lease is

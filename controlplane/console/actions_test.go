@@ -17,7 +17,7 @@ import (
 func (a *fakeAgent) fail(id string) {
 	a.t.Helper()
 	now := time.Now()
-	a.send(id, state.EventAttempt, state.Attempt{AttemptID: id + "-a1", Number: 1, Status: state.AttemptFailed, Model: "gpt-test",
+	a.send(id, state.EventAttempt, state.Attempt{AttemptID: id + "-a1", Number: 1, MaxAttempts: 3, Status: state.AttemptFailed, Model: "gpt-test",
 		SessionID: "sess-0001", SessionPath: "/sessions/0001.jsonl", StartedAt: now.Add(-time.Minute), CompletedAt: now,
 		Error: &state.Error{Code: state.CodeNetwork, Message: "connection reset"}, Facts: state.Facts{SideEffect: true, FirstEventAt: now},
 		Retry: &state.RetryDecision{TechnicallyRetryable: true, Gate: state.GateSideEffect, Decision: state.DecisionStopped}})
@@ -80,7 +80,7 @@ func TestTaskActions(t *testing.T) {
 		a.fail(id)
 	}
 	_, body = b.get("/tasks/" + stopped)
-	for _, want := range []string{`<form id="retry"`, `<form id="continue"`, `<li class="attempt" data-status="failed"`,
+	for _, want := range []string{`<form id="retry"`, `<form id="continue"`, `<li class="attempt" data-status="failed"`, `<span class="number">attempt 1/3</span>`,
 		`<span class="error-class">network</span>`, `<span class="gate">stopped · gate side_effect</span>`, `<span class="model">gpt-test</span>`,
 		`<span class="outcome">failed: network: connection reset</span>`, `<section id="result" data-phase="recoverable_failed">`} {
 		if !strings.Contains(body, want) {

@@ -130,7 +130,7 @@ func TestTasksPage(t *testing.T) {
 		`<article class="card" id="task-` + stopped + `" data-phase="recoverable_failed" data-outcome="failed">`,
 		`<span class="result">recoverable_failed: network after a side effect</span>`,
 		`<article class="card" id="task-` + fix + `" data-phase="queued" data-outcome="queued">`,
-		`<span class="attempt">attempt 1 of 3</span>`,
+		`<span class="attempt">attempt 1/3</span>`,
 		`<a class="title" href="/tasks/` + ids[54] + `">task number 54</a>`,
 		`id="next-page" href="/tasks?after=` + all[49].ID + `"`,
 	} {

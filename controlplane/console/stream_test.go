@@ -79,7 +79,7 @@ func TestStreamSendsWhatChanged(t *testing.T) {
 	a.start(id)
 	s.waitFor("the running card", func(e sse) bool {
 		got, html := replaceOf(e)
-		return got == "task-"+id && strings.Contains(html, `data-phase="turn_started"`) && strings.Contains(html, "attempt 1 of 3")
+		return got == "task-"+id && strings.Contains(html, `data-phase="turn_started"`) && strings.Contains(html, "attempt 1/3")
 	})
 
 	// The task's own stream: its card, its events and its log lines, the

@@ -77,9 +77,10 @@ func cardOf(v *api.TaskView, now time.Time) card {
 		c.Result = state.ResultLine(t)
 	}
 	if a := t.Current(); a != nil {
-		c.Attempt = fmt.Sprintf("attempt %d", a.Number)
-		if t.MaxAttempts > 0 {
-			c.Attempt += fmt.Sprintf(" of %d", t.MaxAttempts)
+		c.Attempt = "attempt " + a.NumberText()
+		if a.MaxAttempts == 0 && t.MaxAttempts > 0 {
+			// An agent from before attempts kept their limit: the task's.
+			c.Attempt += fmt.Sprintf("/%d", t.MaxAttempts)
 		}
 		if a.Status == state.AttemptPending && !t.Phase.Terminal() && a.NotBefore.After(now) {
 			c.Countdown = "retry in " + state.Compact(a.NotBefore.Sub(now).Round(time.Second))
@@ -114,7 +115,9 @@ func approvalWhat(r *state.ApprovalRequest) string { return r.What() }
 
 // attemptRow is one attempt in the timeline.
 type attemptRow struct {
-	Number                int
+	Number int
+	// Of is the number against the attempt's limit: "2/3".
+	Of                    string
 	Status                string
 	Outcome               string
 	ErrorClass            string
@@ -137,7 +140,7 @@ type attemptRow struct {
 func timelineOf(t *state.Task, now time.Time) []attemptRow {
 	rows := make([]attemptRow, len(t.Attempts))
 	for i, a := range t.Attempts {
-		r := attemptRow{Number: a.Number, Status: string(a.Status), Model: a.Model, Session: a.SessionID, RetriedByPerson: a.RetriedByPerson}
+		r := attemptRow{Number: a.Number, Of: a.NumberText(), Status: string(a.Status), Model: a.Model, Session: a.SessionID, RetriedByPerson: a.RetriedByPerson}
 		r.Outcome = string(a.Status)
 		if a.Error != nil {
 			r.Outcome += ": " + a.Error.Error()
@@ -180,6 +183,9 @@ func timelineOf(t *state.Task, now time.Time) []attemptRow {
 		}
 		if k := state.KeptText(a); k != "" {
 			r.Note = strings.TrimPrefix(r.Note+"; "+k, "; ")
+		}
+		if c := state.CancelNote(t); c != "" && i == len(t.Attempts)-1 {
+			r.Note = strings.TrimPrefix(r.Note+"; "+c, "; ")
 		}
 		if a.Status == state.AttemptPending && !a.NotBefore.IsZero() {
 			r.NotBefore = a.NotBefore.Format(rfc3339)
@@ -246,7 +252,7 @@ func eventOf(e api.StoredEvent) eventRow {
 	case state.EventAttempt:
 		var a state.Attempt
 		json.Unmarshal(e.Payload, &a)
-		r.Text = fmt.Sprintf("attempt %d %s", a.Number, a.Status)
+		r.Text = fmt.Sprintf("attempt %s %s", a.NumberText(), a.Status)
 		if a.Model != "" {
 			r.Text += " with " + a.Model
 		}
@@ -363,7 +369,7 @@ func approvalOf(v *api.TaskView, csrf, back string, now time.Time) (approval, bo
 		a.Agent = t.Lease.AgentID
 	}
 	if c := t.Current(); c != nil {
-		a.Attempt = fmt.Sprintf("attempt %d", c.Number)
+		a.Attempt = "attempt " + c.NumberText()
 	}
 	return a, true
 }

@@ -56,7 +56,7 @@ func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 				}
 			}
 		}
-		resp.Stop = nil
+		resp.Stop, resp.CancelOrders = nil, nil
 		for _, id := range ids {
 			t := tx.Task(id)
 			if t != nil && t.Phase == state.PhaseQueued {
@@ -65,6 +65,11 @@ func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 			if t != nil && t.Lease != nil && t.Lease.AgentID == req.AgentID {
 				if o, ok := stopOrder(t); ok {
 					resp.Stop = append(resp.Stop, o)
+				} else if t.CancelRequested {
+					// Running, it stops now; ended (its completion crossed
+					// the cancel), the agent notes it as this side does.
+					o, _ := cancelOrderOf(t, t.ID, req.AgentID)
+					resp.CancelOrders = append(resp.CancelOrders, o)
 				}
 			}
 		}

@@ -51,12 +51,25 @@ func (s *Server) release(ctx context.Context, req api.ReleaseRequest) (struct{},
 // agent hangs up or the server stops waits. A claim asked again with the
 // same request id finds its grant in that selection, so a long poll whose
 // answer was lost grants nothing twice.
+//
+// A claim that lists the tasks its agent runs (Running) is also the
+// channel their orders come on: it is answered, with the orders and no
+// grant, as soon as one of them is to stop (orders.go); with no room
+// (Max 0) it is held for that alone.
 func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return api.ClaimResponse{}, err
 	}
 	if len(req.RequestID) > api.MaxIDBytes {
 		return api.ClaimResponse{}, badRequest("request_id is over %d bytes", api.MaxIDBytes)
+	}
+	if len(req.Running) > api.MaxEventsPerBatch {
+		return api.ClaimResponse{}, badRequest("%d running tasks in one claim; the limit is %d", len(req.Running), api.MaxEventsPerBatch)
+	}
+	for _, id := range req.Running {
+		if len(id) > api.MaxIDBytes {
+			return api.ClaimResponse{}, badRequest("a running task's id is over %d bytes", api.MaxIDBytes)
+		}
 	}
 	if err := api.CheckRepos(req.Repos); err != nil {
 		return api.ClaimResponse{}, badRequest("repos: %v", err)
@@ -68,19 +81,36 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 		return api.ClaimResponse{}, badRequest("wait_ms is %d: want 0 (answer at once) or more", req.WaitMS)
 	}
 	wait := min(time.Duration(min(req.WaitMS, math.MaxInt64/int64(time.Millisecond)))*time.Millisecond, s.opts.MaxClaimWait)
-	if req.HealthGrade == health.Unavailable || req.Max <= 0 {
-		wait = 0 // nothing could be granted: no use waiting
+	takes := req.HealthGrade != health.Unavailable && req.Max > 0
+	if !takes && len(req.Running) == 0 {
+		wait = 0 // nothing could be granted, nor ordered: no use waiting
 	}
 	var (
-		timer *time.Timer
-		w     *waiter // its place in the line while it waits
-		held  *baton  // the wake it got: handed on when it takes nothing
+		timer   *time.Timer
+		w       *waiter // its place in the line while it waits
+		held    *baton  // the wake it got: handed on when it takes nothing
+		selects = true  // the round selects work; false: it looks for orders only
+		ordered func()  // takes it out of the claims held for orders
 	)
 	defer func() {
 		if w != nil {
 			s.leaveLine(w)
 		}
+		if ordered != nil {
+			ordered()
+		}
 	}()
+	// done ends a wait the claim held: counted, and how it ended.
+	done := func(end ClaimWaitEnd, counted bool) {
+		if timer != nil {
+			s.mu.Lock()
+			s.waiting--
+			if counted {
+				s.countWaitEnd(end)
+			}
+			s.mu.Unlock()
+		}
+	}
 	for {
 		if timer != nil {
 			// Woken as the agent hung up or the server stopped waits: no
@@ -93,58 +123,77 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			default:
 			}
 		}
-		s.mu.Lock()
-		if timer != nil {
-			s.waitRounds++
-		}
-		if wait > 0 {
-			// In line before it selects: a task queued while it selects
-			// wakes it again.
-			if w == nil {
-				w = &waiter{wake: make(chan *baton, 1), degraded: req.HealthGrade == health.Degraded}
-			}
-			if !w.inLine {
-				w.inLine = true
-				s.line = append(s.line, w)
-			}
-		}
-		s.mu.Unlock()
-		resp, queued, err := s.claimNow(ctx, req)
-		if len(resp.Tasks) > 0 && held != nil && held.poll {
-			// A look now and then found work nobody was told of: there
-			// may be more.
-			s.pollClaims()
-		}
-		if err != nil || len(resp.Tasks) > 0 || wait <= 0 {
-			if timer != nil {
-				s.mu.Lock()
-				s.waiting--
-				if err == nil {
-					s.countWaitEnd(WaitGranted)
+		if len(req.Running) > 0 {
+			cancels, stops, err := s.ordersOf(ctx, req.AgentID, req.Running)
+			if err != nil || len(cancels)+len(stops) > 0 {
+				done(WaitOrdered, err == nil)
+				s.handOn(held) // the chance it was woken with goes on
+				if err != nil {
+					return api.ClaimResponse{}, storeErr("claim", err)
 				}
-				s.mu.Unlock()
+				return api.ClaimResponse{Tasks: []api.Claimed{}, WaitMS: wait.Milliseconds(), CancelOrders: cancels, Stop: stops}, nil
 			}
-			resp.WaitMS = wait.Milliseconds()
-			return resp, err
 		}
-		// Woken for a task it could not take (another's repository, a
-		// continue for another agent): the next in line gets the chance.
-		// With no task queued at all (taken meanwhile, by a claim here
-		// or on another replica), there is no chance to hand on.
-		if queued > 0 {
-			s.handOn(held)
+		if selects {
+			s.mu.Lock()
+			if timer != nil {
+				s.waitRounds++
+			}
+			if wait > 0 {
+				// In line before it selects: a task queued while it selects
+				// wakes it again.
+				if w == nil {
+					w = &waiter{wake: make(chan *baton, 1), orders: make(chan struct{}, 1), degraded: req.HealthGrade == health.Degraded}
+				}
+				if takes && !w.inLine {
+					w.inLine = true
+					s.line = append(s.line, w)
+				}
+			}
+			s.mu.Unlock()
+			resp, queued, err := s.claimNow(ctx, req)
+			if len(resp.Tasks) > 0 && held != nil && held.poll {
+				// A look now and then found work nobody was told of: there
+				// may be more.
+				s.pollClaims()
+			}
+			if err != nil || len(resp.Tasks) > 0 || wait <= 0 {
+				done(WaitGranted, err == nil)
+				resp.WaitMS = wait.Milliseconds()
+				return resp, err
+			}
+			// Woken for a task it could not take (another's repository, a
+			// continue for another agent): the next in line gets the chance.
+			// With no task queued at all (taken meanwhile, by a claim here
+			// or on another replica), there is no chance to hand on.
+			if queued > 0 {
+				s.handOn(held)
+			}
+			held = nil
 		}
-		held = nil
+		selects = true
 		if timer == nil {
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
 			s.mu.Lock()
 			s.waiting++
 			s.mu.Unlock()
+			if len(req.Running) > 0 {
+				ordered = s.awaitOrders(req.AgentID, w)
+				// A cancel between its look and now would have woken
+				// nothing: look again.
+				select {
+				case w.orders <- struct{}{}:
+				default:
+				}
+			}
 		}
 		var end ClaimWaitEnd
 		select {
 		case held = <-w.wake:
+			continue
+		case <-w.orders:
+			selects = false
 			continue
 		case <-timer.C:
 			end = WaitTimedOut
@@ -174,9 +223,10 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 // watchClaims): the first claim in line runs its selection, and hands the
 // chance on to at most pollReach more, not to every claim in line.
 type waiter struct {
-	wake     chan *baton // its wake: a baton, or nil from wakeAll
-	degraded bool        // the claim is a degraded agent's
-	inLine   bool        // in s.line; mu guards it
+	wake     chan *baton   // its wake: a baton, or nil from wakeAll
+	orders   chan struct{} // a task its agent runs may be to stop (orders.go)
+	degraded bool          // the claim is a degraded agent's
+	inLine   bool          // in s.line; mu guards it
 }
 
 // baton is one task's chance to be claimed by a waiting claim: left is how
@@ -335,6 +385,7 @@ const (
 	WaitTimedOut ClaimWaitEnd = "timed_out" // the wait ended with nothing to grant
 	WaitGone     ClaimWaitEnd = "gone"      // the agent hung up (it is stopping, or its request timed out)
 	WaitStopped  ClaimWaitEnd = "stopped"   // the server stopped waits (StopWaits)
+	WaitOrdered  ClaimWaitEnd = "ordered"   // a task its agent runs was to stop: answered with the orders
 )
 
 // ClaimsWaiting is how many claims are held waiting for work now.
@@ -439,6 +490,7 @@ func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimR
 			return false, nil
 		}
 		t.Lease, t.Unroutable = &lease, ""
+		t.Delegation = s.delegationOf(t) // as the rules in force say now
 		tx.Save(t)
 		resp.Tasks = append(resp.Tasks, s.claimed(t, lease))
 		return len(resp.Tasks) >= most, nil
@@ -462,11 +514,16 @@ func mayClaim(t *state.Task, req api.ClaimRequest, granted map[string]string) bo
 		(len(t.Requires) == 0 || api.OfferOfClaim(req, granted).MeetsAll(t.Requires))
 }
 
-// claimed is task t granted under lease, with its task token. The lease
-// goes once, beside the task: a copy in the task too would say the same
-// twice (every agent reads this one and puts it in the task it keeps).
+// claimed is task t granted under lease, with its task token unless it
+// may delegate to nothing: a leaf is offered no subtask command, and the
+// token is what its executor would use one with. The lease goes once,
+// beside the task: a copy in the task too would say the same twice
+// (every agent reads this one and puts it in the task it keeps).
 func (s *Server) claimed(t *state.Task, lease state.Lease) api.Claimed {
-	c := api.Claimed{Task: *t.Clone(), Lease: lease, TaskToken: s.taskToken(t.ID, lease.ID)}
+	c := api.Claimed{Task: *t.Clone(), Lease: lease}
+	if !t.Delegation.Leaf() {
+		c.TaskToken = s.taskToken(t.ID, lease.ID)
+	}
 	c.Task.Lease = nil
 	return c
 }

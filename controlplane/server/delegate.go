@@ -27,37 +27,79 @@ type DelegateRule struct {
 	MaxChildren int
 }
 
-// DefaultDelegation is the rule a control plane with no [[delegate]]
-// table applies: any task may delegate to any, two levels deep, eight
-// children each.
+// DefaultDelegation is the bounds of the default rules, which a control
+// plane with no [[delegate]] table applies by the parent's agent type
+// (its type label, state.TypeOf): a general task (the type of a task with
+// none) may delegate to any task; an explorer is a leaf, delegating to
+// nothing; a task of any other type may delegate to explorers only. Each
+// nests two levels deep, eight children per task. The bounds fill a
+// configured rule's zero limits too.
 var DefaultDelegation = DelegateRule{MaxDepth: 2, MaxChildren: 8}
 
-// rules are the delegation rules in force: the configured ones, or the
-// default.
-func (s *Server) rules() []DelegateRule {
-	if len(s.opts.Delegate) == 0 {
+// defaultRules are the default rules for a parent of agent type typ.
+func defaultRules(typ string) []DelegateRule {
+	switch typ {
+	case state.TypeGeneral:
 		return []DelegateRule{DefaultDelegation}
+	case state.TypeExplorer:
+		return nil // a leaf
 	}
-	return s.opts.Delegate
+	explorers := DefaultDelegation
+	explorers.Child = map[string]string{state.TypeLabel: state.TypeExplorer}
+	return []DelegateRule{explorers}
+}
+
+// rulesFor are the rules that may let parent delegate, in order: the
+// configured rules whose parent labels it carries, or the default rules
+// for its type when none is configured (configured false).
+func (s *Server) rulesFor(parent *state.Task) (rules []DelegateRule, configured bool) {
+	if len(s.opts.Delegate) == 0 {
+		return defaultRules(state.TypeOf(parent.Labels)), false
+	}
+	for _, r := range s.opts.Delegate {
+		if hasLabels(parent.Labels, r.Parent) {
+			rules = append(rules, r)
+		}
+	}
+	return rules, true
+}
+
+// bounds are r's limits, a zero one the default's.
+func (r DelegateRule) bounds() (depth, children int) {
+	depth, children = r.MaxDepth, r.MaxChildren
+	if depth <= 0 {
+		depth = DefaultDelegation.MaxDepth
+	}
+	if children <= 0 {
+		children = DefaultDelegation.MaxChildren
+	}
+	return depth, children
+}
+
+// delegationOf is what t may delegate to under the rules in force.
+func (s *Server) delegationOf(t *state.Task) *state.Delegation {
+	rules, configured := s.rulesFor(t)
+	d := &state.Delegation{To: make([]state.DelegateTarget, 0, len(rules)), Default: !configured}
+	for _, r := range rules {
+		depth, most := r.bounds()
+		d.To = append(d.To, state.DelegateTarget{Child: maps.Clone(r.Child), MaxDepth: depth, MaxChildren: most})
+	}
+	return d
 }
 
 // delegation decides whether parent may submit child, under the first
-// rule that matches both; a refusal is 403, said in one line.
+// rule that lets parent delegate and matches child; a refusal is 403,
+// said in one line.
 func (s *Server) delegation(parent, child *state.Task) error {
 	refused := func(why string, args ...any) error {
 		return &httpError{http.StatusForbidden, "delegation refused: " + fmt.Sprintf(why, args...)}
 	}
-	for _, r := range s.rules() {
-		if !hasLabels(parent.Labels, r.Parent) || !hasLabels(child.Labels, r.Child) {
+	rules, configured := s.rulesFor(parent)
+	for _, r := range rules {
+		if !hasLabels(child.Labels, r.Child) {
 			continue
 		}
-		depth, most := r.MaxDepth, r.MaxChildren
-		if depth <= 0 {
-			depth = DefaultDelegation.MaxDepth
-		}
-		if most <= 0 {
-			most = DefaultDelegation.MaxChildren
-		}
+		depth, most := r.bounds()
 		switch {
 		case parent.Depth+1 > depth:
 			return refused("depth %d is past max-depth %d", parent.Depth+1, depth)
@@ -66,7 +108,14 @@ func (s *Server) delegation(parent, child *state.Task) error {
 		}
 		return nil
 	}
-	return refused("no [[delegate]] rule lets a task labelled %s delegate to one labelled %s", api.LabelsText(parent.Labels), api.LabelsText(child.Labels))
+	typ := state.TypeOf(parent.Labels)
+	switch {
+	case configured:
+		return refused("no [[delegate]] rule lets a task labelled %s delegate to one labelled %s", api.LabelsText(parent.Labels), api.LabelsText(child.Labels))
+	case len(rules) == 0:
+		return refused("task %s is of type %s, a leaf: it delegates to nothing (the default rules; [[delegate]] tables set others)", parent.ID, typ)
+	}
+	return refused("a task of type %s may delegate to type=%s only, not to one labelled %s (the default rules; [[delegate]] tables set others)", typ, state.TypeExplorer, api.LabelsText(child.Labels))
 }
 
 // hasLabels reports whether labels hold every one of want.

@@ -101,14 +101,15 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	}
 	requeued := 0
 	err = s.update(ctx, ids, func(tx store.Tx) error {
-		resp.Cancel, resp.Replies, resp.Stop = resp.Cancel[:0], nil, nil
+		resp.Cancel, resp.Replies, resp.Stop, resp.CancelOrders = resp.Cancel[:0], nil, nil, nil
 		for _, r := range req.Running {
 			t := tx.Task(r.TaskID)
 			switch {
 			case t == nil, t.Phase.Terminal(), t.Phase == state.PhaseQueued, t.Lease != nil && t.Lease.AgentID != req.AgentID:
 				// Unknown here, over, back in the queue, or someone else's: the
 				// agent must not go on with it.
-				resp.Cancel = append(resp.Cancel, r.TaskID)
+				o, _ := cancelOrderOf(t, r.TaskID, req.AgentID)
+				resp.Cancel, resp.CancelOrders = append(resp.Cancel, r.TaskID), append(resp.CancelOrders, o)
 				continue
 			case t.Lease == nil || t.Lease.Lapsed:
 				// The lease lapsed while the agent was away and nobody took the
@@ -124,6 +125,9 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 			}
 			if t.CancelRequested || stop {
 				resp.Cancel = append(resp.Cancel, t.ID)
+			}
+			if o, ok := cancelOrderOf(t, t.ID, req.AgentID); ok && !stop {
+				resp.CancelOrders = append(resp.CancelOrders, o)
 			}
 			if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {
 				resp.Replies = append(resp.Replies, api.ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: t.Reply.Decision})

@@ -106,11 +106,13 @@ func (s *Server) notifyPhases(w *watchedTx) {
 
 // taskMark is what tells a task's moves apart: its phase, the question
 // it asks in awaiting_reply (a second question in one transaction is a
-// move too), and the last question that expired unanswered.
+// move too), the last question that expired unanswered, and the attempt
+// a retry scheduled waits to start (retrying.go).
 type taskMark struct {
 	phase    state.Phase
 	question string
 	expired  string
+	retry    int
 }
 
 func markOf(t *state.Task) taskMark {
@@ -121,6 +123,7 @@ func markOf(t *state.Task) taskMark {
 	if t.ApprovalExpired != nil {
 		m.expired = t.ApprovalExpired.ID
 	}
+	m.retry = scheduledRetry(t)
 	return m
 }
 
@@ -154,17 +157,17 @@ func (s *Server) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *s
 // reason) is quoted and said to be theirs (Said), never written as the
 // control plane's own words.
 func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification {
-	notes := s.expiredNotes(before, t)
+	notes := append(s.expiredNotes(before, t), s.retryingNotes(before, t)...)
 	ev, last := s.phaseEvent(before, t)
 	if ev == "" || !s.wanted(ev) {
 		return notes
 	}
-	attempt, question := 0, ""
+	attempt, limit, question := 0, t.MaxAttempts, ""
 	if last != nil {
-		attempt = last.Number
+		attempt, limit = last.Number, cmp.Or(last.MaxAttempts, limit) // the limit it ran under
 	}
 	nt := &api.NotifiedTask{ID: t.ID, Title: api.Inert(t.Title, maxTitleRunes), Phase: t.Phase, Reason: api.Inert(t.PhaseReason, api.MaxSaidRunes),
-		Repo: t.Repo, Attempt: attempt, MaxAttempts: t.MaxAttempts}
+		Repo: t.Repo, Attempt: attempt, MaxAttempts: limit}
 	if t.Lease != nil {
 		nt.Agent = t.Lease.AgentID
 	}

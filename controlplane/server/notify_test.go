@@ -553,3 +553,52 @@ func TestWhatTasksAndAgentsSayIsQuotedAndTheirs(t *testing.T) {
 		t.Errorf("said %+v, task %+v", n.Said, n.Task)
 	}
 }
+
+// A retry an agent schedules is a task.retrying notification, once per
+// attempt, to the targets that want it; what the failure said is the
+// agent's, quoted; a person's cancel of the task reminds nobody.
+func TestRetriesAreNotified(t *testing.T) {
+	ctx := context.Background()
+	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
+	_, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "summarize", Title: "summarize the issues"})
+	must(t, err)
+	c := e.claim("ws-1", "available", 1)[0]
+	id := c.Task.ID
+	a1 := state.Attempt{AttemptID: "a1", Number: 1, MaxAttempts: 3, Status: state.AttemptRunning, StartedAt: t0}
+	failed := a1
+	failed.Status, failed.CompletedAt = state.AttemptFailed, t0.Add(time.Second)
+	failed.Error = &state.Error{Code: state.CodeRateLimit, Message: "429 Too Many Requests"}
+	failed.Retry = &state.RetryDecision{TechnicallyRetryable: true, Gate: state.GateAllowed, Decision: state.DecisionRetried, Delay: state.Duration(4 * time.Second)}
+	a2 := state.Attempt{AttemptID: "a2", Number: 2, MaxAttempts: 3, Status: state.AttemptPending, NotBefore: t0.Add(5 * time.Second)}
+	e.send("ws-1",
+		ev(id+":p1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
+		ev(id+":a1", state.EventAttempt, c, a1),
+		ev(id+":p2", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseTurnStarted}))
+	e.noNotes("a task running")
+	// The failure, then the phase and the pending attempt in another
+	// batch: the reminder comes with the attempt it is of.
+	e.send("ws-1", ev(id+":a1f", state.EventAttempt, c, failed), ev(id+":p3", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting, Reason: "retry 2 in 4s"}))
+	e.noNotes("an attempt failed, no retry scheduled yet")
+	e.send("ws-1", ev(id+":a2", state.EventAttempt, c, a2))
+	n := e.oneNote(api.NotifyRetrying, "all")
+	if want := `Task "summarize the issues" is retrying: attempt 2/3 replays in 4s, after rate_limit (agent ws-1); agent ws-1 says: "429 Too Many Requests"`; n.Text != want {
+		t.Errorf("text %q, want %q", n.Text, want)
+	}
+	if n.Task == nil || n.Task.Attempt != 2 || n.Task.MaxAttempts != 3 || n.Task.ErrorCode != state.CodeRateLimit || n.Said == nil || n.Said.By != "agent ws-1" {
+		t.Errorf("notification %+v, task %+v", n, n.Task)
+	}
+	e.send("ws-1", ev(id+":a2", state.EventAttempt, c, a2)) // again: nothing new
+	e.oneNote(api.NotifyRetrying, "all")
+
+	// A task being cancelled is nobody's to be reminded of.
+	e.clearNotes()
+	a2r := a2
+	a2r.Status, a2r.StartedAt = state.AttemptRunning, t0.Add(5*time.Second)
+	failed2 := a2r
+	failed2.Status, failed2.CompletedAt, failed2.Error, failed2.Retry = state.AttemptFailed, t0.Add(6*time.Second), failed.Error, failed.Retry
+	_, err = e.client.CancelTask(ctx, id)
+	must(t, err)
+	e.send("ws-1", ev(id+":a2r", state.EventAttempt, c, a2r), ev(id+":a2f", state.EventAttempt, c, failed2),
+		ev(id+":a3", state.EventAttempt, c, state.Attempt{AttemptID: "a3", Number: 3, MaxAttempts: 3, Status: state.AttemptPending, NotBefore: t0.Add(time.Minute)}))
+	e.noNotes("a retry of a task a person is cancelling")
+}

@@ -75,7 +75,8 @@ type Options struct {
 	// of the change that causes it. Empty: no notifications.
 	Notify []NotifyTarget
 	// Delegate are the delegation rules subtasks are submitted under
-	// (see DelegateRule); empty: DefaultDelegation.
+	// (see DelegateRule); empty: the default rules by agent type (see
+	// DefaultDelegation).
 	Delegate []DelegateRule
 	Logger   *slog.Logger
 	Now      func() time.Time
@@ -131,6 +132,7 @@ type Server struct {
 	// (claim.go). waiting counts those claims, waitEnds how their waits
 	// ended, waitRounds the selections they ran again when woken.
 	line       []*waiter
+	ordering   map[string][]*waiter // the claims held open for orders, by agent (orders.go)
 	waiting    int
 	waitEnds   map[ClaimWaitEnd]uint64
 	waitRounds uint64
@@ -241,6 +243,11 @@ func New(opts Options) (*Server, error) {
 		every = opts.claimPoll
 	}
 	s.listening.Go(func() { s.watchClaims(ctx, every) })
+	if s.store.Shared() {
+		// Another replica's cancel wakes nothing here: the claims held
+		// open for orders look again often.
+		s.listening.Go(func() { tick(ctx, ordersPoll, s.wakeAllOrders) })
+	}
 	if l, ok := s.store.(store.QueueListener); ok {
 		s.listening.Go(func() {
 			l.ListenQueued(ctx, func(n int) {

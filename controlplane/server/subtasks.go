@@ -122,6 +122,10 @@ func bindToParent(p *state.Task, req *api.CreateTaskRequest) error {
 	if req.Base == "" {
 		req.Base = p.Base
 	}
+	if p.OnSideEffect == state.OnSideEffectAsk {
+		// What a person asked to decide stays theirs down the tree.
+		req.OnSideEffect = state.OnSideEffectAsk
+	}
 	for _, r := range req.Requires {
 		if key, value, _ := strings.Cut(string(r), "="); key == "repo" && value != p.Repo {
 			return refuse("a subtask works on its parent's repository (%q); it may not require repo=%s", p.Repo, value)
@@ -200,8 +204,9 @@ func (s *Server) cancelTask(ctx context.Context, id string) (api.TaskView, error
 		if t == nil || t.Parent != c.taskID {
 			return api.TaskView{}, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: task %q is not a subtask of task %s, whose token this is; a task token cancels its own subtasks only", id, c.taskID)}
 		}
+		return s.cancelTree(ctx, id, "cancelled by its parent task "+c.taskID)
 	}
-	return s.cancelTree(ctx, id, "")
+	return s.cancelTree(ctx, id, state.CancelledByPerson)
 }
 
 // maxTree bounds the tasks one cancel reaches: the delegation rules keep
@@ -214,8 +219,9 @@ var errTreeGrew = errors.New("the tree grew")
 
 // cancelTree cancels task id and every subtask under it that has not
 // ended, in one transaction: a queued task is cancelled at once; a
-// running one is marked, and its agent is told in its next heartbeat
-// answer. why is the root's reason ("" for a person's cancel).
+// running one is marked, and its agent is told at once on the claim it
+// holds open (else in its next heartbeat answer). why is the root's
+// reason, who cancelled it.
 func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, error) {
 	for range 5 {
 		ids, err := s.tree(ctx, id)
@@ -228,8 +234,10 @@ func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, 
 		}
 		var v api.TaskView
 		n := 0
+		var agents []string // holding the tasks marked: told at once
 		err = s.update(ctx, ids, func(tx store.Tx) error {
 			now := s.opts.Now()
+			agents = agents[:0]
 			root := tx.Task(id)
 			if root == nil {
 				return errNoTask(id)
@@ -254,6 +262,9 @@ func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, 
 				if err := cancelOne(t, reason, now); err != nil {
 					return err
 				}
+				if t.Lease != nil && !t.Phase.Terminal() {
+					agents = append(agents, t.Lease.AgentID)
+				}
 				tx.Save(t)
 				n++
 				if x == id {
@@ -268,6 +279,7 @@ func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, 
 		if err != nil {
 			return api.TaskView{}, storeErr("cancel task "+id, err)
 		}
+		s.wakeAgents(agents...)
 		if v.ID == "" {
 			// The task itself had ended: its subtasks still running were
 			// cancelled; with none, there was nothing to cancel.
@@ -299,7 +311,7 @@ func cancelOne(t *state.Task, reason string, now time.Time) error {
 			return err
 		}
 	} else {
-		t.CancelRequested = true
+		t.RequestCancel(reason, now)
 	}
 	t.UpdatedAt = now
 	return nil

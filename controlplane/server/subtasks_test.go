@@ -7,6 +7,8 @@ package server
 import (
 	"context"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,9 +213,21 @@ func TestDelegationRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.submit("unlabelled", "any")
-		planner, other := e.claimOne("ag"), e.claimOne("ag")
+		got := e.claim("ag", "available", 2)
+		if len(got) != 2 {
+			t.Fatalf("claimed %d tasks, want 2", len(got))
+		}
+		planner, other := got[0], got[1]
 		if planner.Task.Labels["kind"] != "planner" {
 			planner, other = other, planner // submitted at the same instant: either may come first
+		}
+		if want := []state.DelegateTarget{{Child: map[string]string{"kind": "coder"}, MaxDepth: 1, MaxChildren: 8}}; !reflect.DeepEqual(planner.Task.Delegation.To, want) {
+			t.Errorf("the planner may delegate to %+v, want %+v", planner.Task.Delegation, want)
+		}
+		// No rule lets the unlabelled task delegate: a leaf, offered no
+		// subtask command (no token); a person may not delegate for it.
+		if other.TaskToken != "" || !other.Task.Delegation.Leaf() {
+			t.Errorf("a task no rule lets delegate: token %q, delegation %+v; want none, a leaf", other.TaskToken, other.Task.Delegation)
 		}
 		e.subtask(planner.TaskToken, planner.Task.ID, "code it", map[string]string{"kind": "coder"})
 		for _, c := range []struct {
@@ -224,11 +238,62 @@ func TestDelegationRules(t *testing.T) {
 		}{
 			{"a planner to an unlabelled task", planner.TaskToken, planner.Task.ID, nil},
 			{"a planner to a reviewer", planner.TaskToken, planner.Task.ID, map[string]string{"kind": "reviewer"}},
-			{"an unlabelled task to a coder", other.TaskToken, other.Task.ID, map[string]string{"kind": "coder"}},
+			{"an unlabelled task to a coder, by a person", opToken, other.Task.ID, map[string]string{"kind": "coder"}},
 		} {
 			_, err := e.as(c.tok).CreateSubtask(ctx, c.parent, api.CreateTaskRequest{Prompt: "x", Labels: c.labels})
 			if statusOf(err) != http.StatusForbidden || !strings.Contains(err.Error(), "delegation refused: no [[delegate]] rule") {
 				t.Errorf("%s: %v", c.name, err)
+			}
+		}
+	})
+	// With no [[delegate]] table, the default rules go by the parent's
+	// agent type (its type label): a general task (no type) delegates to
+	// any task, an explorer to none (a leaf, offered no subtask command),
+	// any other type to explorers only; the grant and the task's view
+	// list what it may delegate to.
+	t.Run("default types", func(t *testing.T) {
+		e := newEnv(t, t.TempDir(), &clock{now: t0})
+		ctx := context.Background()
+		byType := map[string]api.Claimed{}
+		for _, typ := range []string{"", "coder", "explorer"} {
+			req := api.CreateTaskRequest{Prompt: "a " + typ}
+			if typ != "" {
+				req.Labels = map[string]string{"type": typ}
+			}
+			if _, err := e.client.CreateTask(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			got := e.claim("ag", "available", 1)
+			if len(got) != 1 {
+				t.Fatalf("claimed %d", len(got))
+			}
+			byType[typ] = got[0]
+		}
+		general, coder, explorer := byType[""], byType["coder"], byType["explorer"]
+		e.subtask(general.TaskToken, general.Task.ID, "anything", map[string]string{"type": "coder"})
+		e.subtask(coder.TaskToken, coder.Task.ID, "look around", map[string]string{"type": "explorer"})
+		_, err := e.as(coder.TaskToken).CreateSubtask(ctx, coder.Task.ID, api.CreateTaskRequest{Prompt: "plan", Labels: map[string]string{"type": "planner"}})
+		if statusOf(err) != http.StatusForbidden || !strings.Contains(err.Error(), "delegation refused: a task of type coder may delegate to type=explorer only") {
+			t.Errorf("a coder to a planner: %v", err)
+		}
+		if explorer.TaskToken != "" || !explorer.Task.Delegation.Leaf() {
+			t.Errorf("an explorer's grant: token %q, delegation %+v; want no token, a leaf", explorer.TaskToken, explorer.Task.Delegation)
+		}
+		_, err = e.as(opToken).CreateSubtask(ctx, explorer.Task.ID, api.CreateTaskRequest{Prompt: "x", Labels: map[string]string{"type": "explorer"}})
+		if statusOf(err) != http.StatusForbidden || !strings.Contains(err.Error(), "is of type explorer, a leaf: it delegates to nothing") {
+			t.Errorf("a subtask of an explorer: %v", err)
+		}
+		for typ, want := range map[string][]string{
+			"":         {"any task  depth 1 of 2, 1 of 8 subtasks submitted"},
+			"coder":    {"type=explorer  depth 1 of 2, 1 of 8 subtasks submitted"},
+			"explorer": {"nothing: its type, explorer, is a leaf; it is offered no subtask command"},
+		} {
+			v, err := e.client.Task(ctx, byType[typ].Task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := state.DelegationLines(&v.Task); !slices.Equal(got, want) {
+				t.Errorf("the view of a %q task lists %q, want %q", typ, got, want)
 			}
 		}
 	})

@@ -50,6 +50,9 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	if err := api.CheckEgressAllow(req.EgressAllow); err != nil {
 		return nil, badRequest("egress_allow: %v", err)
 	}
+	if err := req.OnSideEffect.Check(); err != nil {
+		return nil, badRequest("%v", err)
+	}
 	if err := checkRepo(req.Repo, req.Base); err != nil {
 		return nil, err
 	}
@@ -80,6 +83,7 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	t.Labels = maps.Clone(req.Labels)
 	t.MaxTokens, t.MaxTime = req.MaxTokens, req.MaxTime // budgets
 	t.EgressAllow = slices.Clone(req.EgressAllow)
+	t.OnSideEffect = req.OnSideEffect
 	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
 		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}
@@ -88,6 +92,7 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	if t.Title == "" {
 		t.Title = firstLine(req.Prompt)
 	}
+	t.Delegation = s.delegationOf(t)
 	return t, nil
 }
 

@@ -160,6 +160,7 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 	s.notifySilent(ctx, online, records)
 	s.noteOnline(online)
 	requeued := 0
+	var ended []string // the agents of the running tasks it ended
 	for _, id := range due {
 		err := s.update(ctx, []string{id}, func(tx store.Tx) error {
 			t := tx.Task(id)
@@ -186,6 +187,9 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 				if err := t.Transition(v.Phase, v.Reason, now); err == nil {
 					s.log.Info("watchdog", "task", t.ID, "phase", v.Phase, "reason", v.Reason)
 					changed = true
+					if t.Lease != nil {
+						ended = append(ended, t.Lease.AgentID) // its agent stops it at once
+					}
 				}
 			}
 			if changed {
@@ -198,6 +202,7 @@ func (s *Server) watch(ctx context.Context, now time.Time) error {
 		}
 	}
 	s.wakeClaims(requeued)
+	s.wakeAgents(ended...)
 	if err := s.stopLateSubtasks(ctx, late); err != nil {
 		return err
 	}

@@ -145,6 +145,17 @@ type HealthFile struct {
 	// PublicURL is where people reach the control plane's console, as
 	// its last heartbeat answer said; "" when it did not.
 	PublicURL string `json:"public_url,omitempty"`
+	// Starts is the start queue (--max-starts): the attempts starting,
+	// those waiting for a start, and how many may start at once. Zero in
+	// files of earlier versions.
+	Starts StartQueue `json:"starts,omitzero"`
+}
+
+// StartQueue is the agent's start queue as health.json keeps it.
+type StartQueue struct {
+	Starting int `json:"starting"`
+	Queued   int `json:"queued"`
+	Max      int `json:"max"`
 }
 
 // WorkspaceUsage is what the tasks' git worktrees take on disk: how many

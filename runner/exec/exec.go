@@ -2,7 +2,9 @@
 // shell) per attempt, in a process group of its own, writes the task to its
 // stdin as one JSON line, and reads its stdout's JSON object lines as
 // events (runner.Event) and every other line of stdout or stderr as a log
-// line. runner.Exit 0 completes the attempt; anything else fails it.
+// line. runner.Exit 0 completes the attempt; anything else fails it, and
+// the last lines of its stderr go with the exit (runner.Exit.Stderr), for
+// the runner to read why when no error event said.
 //
 // A child may ask before it acts: an approval line on stdout
 // ({"type":"approval","id",…}) is answered by the approval policy, or by
@@ -167,13 +169,16 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 	resultSeen := make(chan struct{})
 	stdoutDone, stderrDone := make(chan struct{}), make(chan struct{})
 	ask := func(req state.ApprovalRequest) { e.answer(askCtx, spec, req, session, send, replies) }
+	// The end of stderr says why a plain command failed, when it gave
+	// no error event: the runner classifies it (runner.Exit.Stderr).
+	stderrTail := &tail{}
 	go func() {
 		defer close(stdoutDone)
-		e.read(p.Stdout, runner.StreamStdout, session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) }, ask)
+		e.read(p.Stdout, runner.StreamStdout, session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) }, ask, nil)
 	}()
 	go func() {
 		defer close(stderrDone)
-		e.read(p.Stderr, runner.StreamStderr, session, false, send, nil, nil)
+		e.read(p.Stderr, runner.StreamStderr, session, false, send, nil, nil, stderrTail)
 	}()
 
 	var (
@@ -222,15 +227,41 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 	p.Sweep()
 	p.Drain(e.cfg.DrainTimeout, stdoutDone, stderrDone)
 	exit.SetStatus(p)
+	exit.Stderr = stderrTail.String() // the reader is done: Drain waited for it
 	return exit
 }
+
+// tail keeps the last lines of a stream, at most runner.StderrTailLines
+// of them and runner.StderrTailBytes in all: what a failing command said
+// last.
+type tail struct {
+	lines []string
+	size  int
+}
+
+func (t *tail) add(line string) {
+	line = strings.TrimSpace(line)
+	if line == "" {
+		return
+	}
+	line = runner.Clip(line, runner.StderrTailBytes/4)
+	t.lines = append(t.lines, line)
+	t.size += len(line)
+	for len(t.lines) > runner.StderrTailLines || t.size > runner.StderrTailBytes {
+		t.size -= len(t.lines[0])
+		t.lines = t.lines[1:]
+	}
+}
+
+func (t *tail) String() string { return strings.Join(t.lines, "\n") }
 
 // read turns one pipe into events: JSON object lines on stdout are events,
 // every other line a raw line. Raw lines are batched while more input is
 // already buffered, so a burst costs few events and bounded memory. An
 // approval line is handed to ask, which returns once it is answered: the
-// child waits for its answer, and one question is asked at a time.
-func (e *Exec) read(f *os.File, stream runner.Stream, session string, events bool, send func(runner.Event), onResult func(), ask func(state.ApprovalRequest)) {
+// child waits for its answer, and one question is asked at a time. Raw
+// lines are kept in last too, when it is set.
+func (e *Exec) read(f *os.File, stream runner.Stream, session string, events bool, send func(runner.Event), onResult func(), ask func(state.ApprovalRequest), last *tail) {
 	lr := proc.NewLineReader(f, e.cfg.MaxLine)
 	var (
 		batch []string
@@ -263,6 +294,9 @@ func (e *Exec) read(f *os.File, stream runner.Stream, session string, events boo
 				send(ev)
 				continue
 			}
+		}
+		if last != nil {
+			last.add(line)
 		}
 		batch = append(batch, line)
 		size += len(line)
