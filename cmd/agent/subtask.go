@@ -206,7 +206,9 @@ func waitSubtasks(ctx context.Context, src taskSource, ids []string, remind io.W
 	done := map[string]*state.Task{}
 	reminded := map[string]int{} // the failed attempts said, by subtask
 	distinct := map[string]bool{}
+	ended := map[string]*settle{}
 	for _, id := range ids {
+		ended[id] = &settle{}
 		distinct[id] = true
 	}
 	err := follow(ctx, nil, func() (bool, error) {
@@ -227,7 +229,7 @@ func waitSubtasks(ctx context.Context, src taskSource, ids []string, remind io.W
 				}
 				reminded[id] = n
 			}
-			if t.Phase.Terminal() {
+			if ended[id].done(t, time.Now()) {
 				done[id] = t
 			}
 		}

@@ -21,11 +21,12 @@ const followPoll = 500 * time.Millisecond
 // followTask follows one task to its end, for submit --wait and tasks
 // logs -f: it reads the task every followPoll, and at once when wake
 // fires, calls seen with each read, and returns the task once its phase is
-// terminal. A read that fails transiently (the network; a task the local
+// terminal and its result in (see settle). A read that fails transiently (the network; a task the local
 // agent has not claimed yet) is tried again; another error, or one from
 // seen, ends the follow.
 func followTask(ctx context.Context, src taskSource, id string, wake <-chan struct{}, seen func(*state.Task) error) (*state.Task, error) {
 	var t *state.Task
+	var ended settle
 	err := follow(ctx, wake, func() (bool, error) {
 		got, err := src.Task(ctx, id)
 		if err != nil {
@@ -38,9 +39,34 @@ func followTask(ctx context.Context, src taskSource, id string, wake <-chan stru
 		if err := seen(t); err != nil {
 			return false, err
 		}
-		return t.Phase.Terminal(), nil
+		return ended.done(t, time.Now()), nil
 	})
 	return t, err
+}
+
+// resultGrace bounds how long a follow waits, once a task's phase is
+// terminal, for the completion that carries its result: an agent reports
+// the terminal phase first and the completion after it, perhaps in its
+// next batch, so a reader between the two sees a completed task with no
+// result. A task no agent holds (cancelled in the queue) has none coming.
+const resultGrace = 5 * time.Second
+
+// settle tells when a followed task has ended for good: its phase
+// terminal and its result in, or none to come, or resultGrace passed.
+type settle struct{ since time.Time }
+
+func (s *settle) done(t *state.Task, now time.Time) bool {
+	if !t.Phase.Terminal() {
+		s.since = time.Time{}
+		return false
+	}
+	if t.Result != nil || t.Lease == nil {
+		return true
+	}
+	if s.since.IsZero() {
+		s.since = now
+	}
+	return now.Sub(s.since) >= resultGrace
 }
 
 // follow calls round every followPoll, and at once when wake fires, until
