@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -21,12 +20,6 @@ func decodeLog(payload json.RawMessage) (api.LogPayload, error) {
 	var l api.LogPayload
 	err := json.Unmarshal(payload, &l)
 	return l, err
-}
-
-// carriesCut reports whether an agent's log payload holds the control
-// plane's mark; the quick look first, then the decoded payload.
-func carriesCut(payload json.RawMessage, l api.LogPayload) bool {
-	return bytes.Contains(payload, []byte(`"output_cut"`)) && l.Cut != nil
 }
 
 // markStreamRunes caps the stream named in a mark: the mark's size must
