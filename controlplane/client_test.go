@@ -12,7 +12,6 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
-	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/state"
 )
@@ -31,7 +30,7 @@ func statusOf(err error) int {
 // agent's client registers again, once, and goes on.
 func TestClientRegistersAgainWhenItsTokenIsUnknown(t *testing.T) {
 	dir := t.TempDir()
-	cp := servertest.Start(t, servertest.Options{Server: server.Options{Dir: dir}})
+	cp := servertest.Start(t, servertest.Options{Dir: dir})
 	saved := ""
 	save := func(tok string) error { saved = tok; return nil }
 	c, err := controlplane.NewClient(cp.URL, servertest.RegistrationToken, controlplane.ClientOptions{Tries: 1, AgentID: "a", SaveAgentToken: save})
@@ -47,7 +46,7 @@ func TestClientRegistersAgainWhenItsTokenIsUnknown(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "agents.json")); err != nil {
 		t.Fatal(err)
 	}
-	cp = servertest.Start(t, servertest.Options{Server: server.Options{Dir: dir}})
+	cp = servertest.Start(t, servertest.Options{Dir: dir})
 	c2, err := controlplane.NewClient(cp.URL, servertest.RegistrationToken, controlplane.ClientOptions{Tries: 1, AgentID: "a", AgentToken: first, SaveAgentToken: save})
 	if err != nil {
 		t.Fatal(err)

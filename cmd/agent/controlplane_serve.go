@@ -17,6 +17,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/notify"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/controlplane/store/filestore"
 	"github.com/edgeagent/agent/controlplane/store/pgstore"
 	"github.com/edgeagent/agent/internal/private"
 	"github.com/edgeagent/agent/metrics"
@@ -116,14 +117,12 @@ the environment, which wins over the file.`,
 			if err != nil {
 				return err
 			}
-			st, storeWhere, err := openStore(cmd.Context(), storeURL, log)
+			st, storeWhere, err := openStore(cmd.Context(), storeURL, dir, log)
 			if err != nil {
 				return err
 			}
-			if st != nil {
-				defer st.Close()
-			}
-			srv, err := server.New(server.Options{Store: st, Dir: dir, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
+			defer st.Close()
+			srv, err := server.New(server.Options{Store: st, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
 				Limits: state.Limits{Stall: stall, Queued: queue}, MaxAttemptOutput: int64(maxOutput), Retention: retention, Logger: log,
 				PublicURL: notifications.publicURL, Notify: serverTargets(targets), Delegate: rules})
 			if err != nil {
@@ -232,10 +231,14 @@ func operatorTokens(file, dir string) ([]string, string, error) {
 // openStore opens the store --store names: nil for the file store (the
 // server opens it in the data directory), or PostgreSQL. where says which,
 // for the log, without a password.
-func openStore(ctx context.Context, url string, log *slog.Logger) (store.Store, string, error) {
+func openStore(ctx context.Context, url, dir string, log *slog.Logger) (store.Store, string, error) {
 	switch {
 	case url == "":
-		return nil, "files in the data directory", nil
+		st, err := filestore.Open(dir, filestore.Options{Logger: log})
+		if err != nil {
+			return nil, "", err
+		}
+		return st, "files in the data directory", nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		st, err := pgstore.Open(ctx, url, pgstore.Options{Logger: log})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/controlplane/store/filestore"
 	"github.com/edgeagent/agent/demo"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
@@ -101,19 +102,25 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
 // startDemoControlPlane runs the reference control plane the demo asks for
 // on a free port of loopback.
 func startDemoControlPlane(cp demo.ControlPlane) (url string, stop func(), err error) {
-	srv, err := server.New(server.Options{Dir: cp.Dir, Token: cp.Token, OperatorTokens: []string{cp.OperatorToken},
+	st, err := filestore.Open(cp.Dir, filestore.Options{Logger: cp.Logger})
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := server.New(server.Options{Store: st, Token: cp.Token, OperatorTokens: []string{cp.OperatorToken},
 		HeartbeatInterval: cp.HeartbeatInterval, Logger: cp.Logger})
 	if err != nil {
+		st.Close()
 		return "", nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		srv.Close()
+		st.Close()
 		return "", nil, err
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go hs.Serve(ln)
-	return "http://" + ln.Addr().String(), func() { hs.Close(); srv.Close() }, nil
+	return "http://" + ln.Addr().String(), func() { hs.Close(); srv.Close(); st.Close() }, nil
 }
 
 // demoBinary finds the CLI: the flag, PATH, or the repository's .tools/.

@@ -46,10 +46,17 @@ const (
 // whose handler serves the API and the console, with two operators.
 func start(t *testing.T, opts server.Options) *servertest.ControlPlane {
 	t.Helper()
+	return startIn(t, "", opts)
+}
+
+// startIn is start on the file store in dir, where another control plane
+// may have left its records ("": a new one).
+func startIn(t *testing.T, dir string, opts server.Options) *servertest.ControlPlane {
+	t.Helper()
 	if len(opts.OperatorTokens) == 0 {
 		opts.OperatorTokens = []string{operatorToken, otherOperator}
 	}
-	return servertest.Start(t, servertest.Options{Server: opts})
+	return servertest.Start(t, servertest.Options{Server: opts, Dir: dir})
 }
 
 // browser is a person's client of the console: a cookie jar, no

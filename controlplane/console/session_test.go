@@ -13,6 +13,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
+	"github.com/edgeagent/agent/controlplane/store/filestore"
 )
 
 // An operator's token signs in: an HttpOnly, SameSite=Strict cookie that
@@ -68,7 +69,12 @@ func TestSignInWithAnOperatorToken(t *testing.T) {
 
 // Over TLS, or behind an https public URL, the cookie is Secure.
 func TestSessionCookieIsSecureOverTLS(t *testing.T) {
-	srv, err := server.New(server.Options{Dir: t.TempDir(), Token: servertest.RegistrationToken, OperatorTokens: []string{operatorToken},
+	st, err := filestore.Open(t.TempDir(), filestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := server.New(server.Options{Store: st, Token: servertest.RegistrationToken, OperatorTokens: []string{operatorToken},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -207,13 +213,13 @@ func TestSignOutRevokesTheSession(t *testing.T) {
 // kept; it ends when its operator's token is removed.
 func TestSessionsOutliveARestartButNotTheirToken(t *testing.T) {
 	dir := t.TempDir()
-	cp := start(t, server.Options{Dir: dir})
+	cp := startIn(t, dir, server.Options{})
 	b := newBrowser(t, cp.URL)
 	b.signIn(otherOperator)
 	ck := b.cookie()
 	cp.Close()
 
-	again := start(t, server.Options{Dir: dir})
+	again := startIn(t, dir, server.Options{})
 	b2 := newBrowser(t, again.URL)
 	b2.c.Jar.SetCookies(mustURL(again.URL), []*http.Cookie{{Name: ck.Name, Value: ck.Value}})
 	if resp, _ := b2.get("/tasks"); resp.StatusCode != http.StatusOK {
@@ -221,7 +227,7 @@ func TestSessionsOutliveARestartButNotTheirToken(t *testing.T) {
 	}
 	again.Close()
 
-	without := start(t, server.Options{Dir: dir, OperatorTokens: []string{operatorToken}})
+	without := startIn(t, dir, server.Options{OperatorTokens: []string{operatorToken}})
 	b3 := newBrowser(t, without.URL)
 	b3.c.Jar.SetCookies(mustURL(without.URL), []*http.Cookie{{Name: ck.Name, Value: ck.Value}})
 	if resp, _ := b3.get("/tasks"); resp.StatusCode != http.StatusSeeOther {
@@ -260,7 +266,7 @@ func TestStaticFiles(t *testing.T) {
 // signed it out, while another session of the same person still works.
 func TestSignOutOutlivesARestart(t *testing.T) {
 	dir := t.TempDir()
-	cp := start(t, server.Options{Dir: dir})
+	cp := startIn(t, dir, server.Options{})
 	b := newBrowser(t, cp.URL)
 	b.signIn(operatorToken)
 	old, oldCSRF := b.cookie(), b.csrf()
@@ -272,7 +278,7 @@ func TestSignOutOutlivesARestart(t *testing.T) {
 	}
 	cp.Close()
 
-	again := start(t, server.Options{Dir: dir})
+	again := startIn(t, dir, server.Options{})
 	for _, tc := range []struct {
 		name   string
 		cookie *http.Cookie

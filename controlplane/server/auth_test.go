@@ -206,7 +206,12 @@ func TestServerRefusesWeakCredentialsAndAnOpenDirectory(t *testing.T) {
 		if dir == "" {
 			dir = t.TempDir()
 		}
-		srv, err := New(Options{Dir: dir, Token: c.reg, OperatorTokens: c.operators})
+		st, err := openDirStore(t, dir, nil)
+		var srv *Server
+		if err == nil {
+			srv, err = New(Options{Store: st, Token: c.reg, OperatorTokens: c.operators})
+			st.Close()
+		}
 		if err == nil {
 			srv.Close()
 			t.Errorf("%s: the control plane started", c.name)

@@ -192,7 +192,7 @@ func TestOverlongKeysAndIdsAreRefused(t *testing.T) {
 	}
 	// And a second control plane on the same directory is refused.
 	if !onPostgres() {
-		if _, err := New(Options{Dir: dir, Token: regToken, OperatorTokens: []string{opToken}}); err == nil || !strings.Contains(err.Error(), "another control plane") {
+		if _, err := openDirStore(t, dir, nil); err == nil || !strings.Contains(err.Error(), "another control plane") {
 			t.Fatalf("a second control plane on %s: %v", dir, err)
 		}
 	}

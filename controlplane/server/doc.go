@@ -1,8 +1,10 @@
 // Package server is the reference control plane (`agent controlplane
 // serve`): the API of package api over HTTP, its rules over a store that
-// keeps the tasks, events and agents (package store): a directory of its
-// own (filestore, one process), or PostgreSQL (pgstore), which any number
-// of replicas share. Every change is one store transaction on the tasks
+// keeps the tasks, events and agents (package store), which its opener
+// hands in: a directory of its own (filestore, one process), or
+// PostgreSQL (pgstore), which any number of replicas share. It imports
+// neither: a store that a crash may leave behind its events
+// (store.Recoverer) is brought up to date by New, through the rules. Every change is one store transaction on the tasks
 // it touches; the server's own lock guards only what one process keeps
 // for itself (the claims waiting for work, counters).
 //

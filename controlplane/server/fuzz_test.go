@@ -31,7 +31,7 @@ func FuzzAPIBodies(f *testing.F) {
 			f.Add(path, []byte(seed))
 		}
 	}
-	srv, err := New(Options{Dir: f.TempDir(), Token: regToken, OperatorTokens: []string{opToken}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := New(Options{Store: dirStore(f, f.TempDir(), nil), Token: regToken, OperatorTokens: []string{opToken}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		f.Fatal(err)
 	}

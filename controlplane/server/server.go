@@ -15,7 +15,6 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/console"
 	"github.com/edgeagent/agent/controlplane/store"
-	"github.com/edgeagent/agent/controlplane/store/filestore"
 	"github.com/edgeagent/agent/internal/utc"
 	"github.com/edgeagent/agent/state"
 )
@@ -30,13 +29,11 @@ const (
 // Options configure the reference control plane. Zero fields take
 // the defaults their comments give.
 type Options struct {
-	// Store keeps the tasks, events and agents. When nil, a file store
-	// (package filestore) is opened in Dir, and closed by Close.
+	// Store keeps the tasks, events and agents: required. Its opener
+	// closes it, after Close. A store that a crash may leave behind its
+	// events (store.Recoverer: the file store) is brought up to date by
+	// New.
 	Store store.Store
-	// Dir holds the file store's files: tasks/ (one JSON file per task)
-	// and events/ (accepted events, one JSONL file per task). Required
-	// when Store is nil.
-	Dir string
 	// Token is the registration secret: it enrols agents (POST
 	// /v1/agents/register) and does nothing else. Required, at least
 	// MinTokenLen characters.
@@ -104,7 +101,6 @@ type Server struct {
 	opts  Options
 	log   *slog.Logger
 	store store.Store
-	owned bool // the store is the server's own, closed by Close
 
 	started time.Time // leases do not lapse until agents had time to report
 
@@ -147,26 +143,23 @@ type Server struct {
 	listening  sync.WaitGroup
 }
 
-// Close stops listening for tasks other replicas queue, and releases the
-// server's store when it opened it.
+// Close stops listening for tasks other replicas queue. The store stays
+// open: its opener closes it.
 func (s *Server) Close() error {
 	s.stopListen()
 	s.listening.Wait()
-	if s.owned {
-		return s.store.Close()
-	}
 	return nil
 }
 
 // Store is the server's store.
 func (s *Server) Store() store.Store { return s.store }
 
-// New makes a control plane over opts.Store, or over a file store it
-// opens in opts.Dir, which it brings up to date with the events a crash
-// left unapplied.
+// New makes a control plane over opts.Store, which it first brings up to
+// date with the events a crash left unapplied, if the store may hold any
+// (store.Recoverer).
 func New(opts Options) (*Server, error) {
-	if (opts.Dir == "" && opts.Store == nil) || opts.Token == "" {
-		return nil, errors.New("controlplane: a store (or a directory) and a registration secret are required")
+	if opts.Store == nil || opts.Token == "" {
+		return nil, errors.New("controlplane: a store and a registration secret are required")
 	}
 	operators, err := checkTokens(opts.Token, opts.OperatorTokens)
 	if err != nil {
@@ -200,37 +193,28 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: opts.Store, operators: operators, sessionKeys: sessionKeys,
 		wasOnline: map[string]bool{}, stopWaits: make(chan struct{})}
-	if s.store == nil {
-		fs, err := filestore.Open(opts.Dir, filestore.Options{Logger: opts.Logger, Now: opts.Now})
-		if err != nil {
-			return nil, err
-		}
+	if r, ok := s.store.(store.Recoverer); ok {
 		// The notifications of the changes replayed are stored before the
-		// task file that shows the change: a crash may have come before
-		// the commit stored them (stored already, they are left as they
-		// are), and one after this, before the task is saved, replays it
-		// again at the next start.
-		err = fs.Recover(func(t *state.Task, missed []filestore.Missed) error {
+		// task that shows the change: a crash may have come before the
+		// commit stored them (stored already, they are left as they are),
+		// and one after this, before the task is saved, replays it again
+		// at the next start.
+		err := r.Recover(func(t *state.Task, missed []store.Missed) error {
 			before := markOf(t)
 			s.replay(t, missed)
 			if len(opts.Notify) == 0 {
 				return nil
 			}
-			return fs.Notify(context.Background(), s.taskNotes(before, t)...)
+			return s.store.Notify(context.Background(), s.taskNotes(before, t)...)
 		})
 		if err != nil {
-			fs.Close()
 			return nil, err
 		}
-		s.store, s.owned = fs, true
 	}
 	if s.taskKey, err = taskTokenKey(s.store); err == nil {
 		s.linkKey, err = approvalLinkKey(s.store)
 	}
 	if err != nil {
-		if s.owned {
-			s.store.Close()
-		}
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -264,7 +248,7 @@ func New(opts Options) (*Server, error) {
 
 // replay applies again the events a crash left unapplied to their task,
 // as they were then (same agent, same time): a file store's recovery.
-func (s *Server) replay(t *state.Task, missed []filestore.Missed) {
+func (s *Server) replay(t *state.Task, missed []store.Missed) {
 	applied := *t.EventsApplied
 	for i, e := range missed {
 		if reason := s.apply(t, e.AgentID, e.Event, e.ReceivedAt); reason != "" {

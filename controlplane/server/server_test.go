@@ -21,6 +21,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/controlplane/store/filestore"
 	"github.com/edgeagent/agent/controlplane/store/pgstore"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/pgtest"
@@ -71,6 +72,27 @@ func pgStore(t *testing.T, dir string) store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// dirStore opens a file store in dir, closed when t ends (if the test
+// did not close it first).
+func dirStore(t testing.TB, dir string, now func() time.Time) store.Store {
+	t.Helper()
+	st, err := openDirStore(t, dir, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// openDirStore is dirStore for a test of how opening fails.
+func openDirStore(t testing.TB, dir string, now func() time.Time) (store.Store, error) {
+	fs, err := filestore.Open(dir, filestore.Options{Now: now})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { fs.Close() })
+	return fs, nil
 }
 
 // clock is a settable clock shared by a test and its server.
@@ -142,10 +164,14 @@ func newEnv(t *testing.T, dir string, clk *clock) *env {
 // them.
 func newEnvOpts(t *testing.T, dir string, clk *clock, opts Options) *env {
 	t.Helper()
-	opts.Dir, opts.Token, opts.OperatorTokens, opts.Now, opts.Lease, opts.HeartbeatInterval = dir, regToken, []string{opToken}, clk.Now, time.Minute, 10*time.Second
+	opts.Token, opts.OperatorTokens, opts.Now, opts.Lease, opts.HeartbeatInterval = regToken, []string{opToken}, clk.Now, time.Minute, 10*time.Second
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if onPostgres() && opts.Store == nil {
-		opts.Store = pgStore(t, dir)
+	if opts.Store == nil {
+		if onPostgres() {
+			opts.Store = pgStore(t, dir)
+		} else {
+			opts.Store = dirStore(t, dir, clk.Now)
+		}
 	}
 	srv, err := New(opts)
 	if err != nil {
@@ -166,9 +192,8 @@ func (e *env) restart(clk *clock) *env {
 	e.t.Helper()
 	e.http.Close()
 	e.srv.Close()
-	if onPostgres() {
-		e.srv.store.Close() // and its lead with it, as a crash would
-	}
+	e.srv.store.Close() // its directory, or its lead, let go as a crash would
+
 	n := newEnvOpts(e.t, e.dir, clk, Options{MaxAttemptOutput: e.srv.opts.MaxAttemptOutput, Notify: e.srv.opts.Notify, PublicURL: e.srv.opts.PublicURL})
 	n.tokens = e.tokens
 	return n

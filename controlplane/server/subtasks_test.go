@@ -298,7 +298,7 @@ func TestDelegationRules(t *testing.T) {
 		}
 	})
 	t.Run("bad rules", func(t *testing.T) {
-		_, err := New(Options{Dir: t.TempDir(), Token: regToken, OperatorTokens: []string{opToken},
+		_, err := New(Options{Store: dirStore(t, t.TempDir(), nil), Token: regToken, OperatorTokens: []string{opToken},
 			Delegate: []DelegateRule{{Parent: map[string]string{"bad key!": "x"}}}})
 		if err == nil || !strings.Contains(err.Error(), "delegate rule 1") {
 			t.Errorf("a rule with a bad label: %v", err)

@@ -248,3 +248,24 @@ type QueueListener interface {
 	// ends.
 	ListenQueued(ctx context.Context, fn func(n int))
 }
+
+// Missed is an event a crash left unapplied: stored, but past what its
+// task reflects.
+type Missed struct {
+	api.StoredEvent
+	// Size is its stored line's length, its newline included.
+	Size int64
+}
+
+// Recoverer is a store that a crash may leave with tasks behind their
+// stored events (the file store: its events and its task files are
+// written apart). The rules bring them up to date before serving: Recover
+// runs once, before any other call, and hands each such task with what it
+// missed to apply, which applies the events again as they were (same
+// agent, same time) and may store what the change causes (its
+// notifications) before the store saves the task. An error from apply
+// stops the recovery, the task left as it was, for the next start to
+// apply again.
+type Recoverer interface {
+	Recover(apply func(t *state.Task, missed []Missed) error) error
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	cpserver "github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/controlplane/store/filestore"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
@@ -48,6 +49,7 @@ var backlogPayload = json.RawMessage(`{"message":"` + strings.Repeat("step of th
 type server struct {
 	url  string
 	s    *cpserver.Server
+	st   *filestore.Store
 	http *http.Server
 	done chan struct{}
 }
@@ -56,17 +58,23 @@ type server struct {
 const benchOperatorToken = "bench-operator-token-0123456789abcdef"
 
 func startServer(dir, token string, heartbeat time.Duration) (*server, error) {
-	s, err := cpserver.New(cpserver.Options{Dir: dir, Token: token, OperatorTokens: []string{benchOperatorToken}, Lease: 1000 * time.Hour,
+	st, err := filestore.Open(dir, filestore.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	s, err := cpserver.New(cpserver.Options{Store: st, Token: token, OperatorTokens: []string{benchOperatorToken}, Lease: 1000 * time.Hour,
 		HeartbeatInterval: heartbeat, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		st.Close()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		s.Close()
+		st.Close()
 		return nil, err
 	}
-	srv := &server{url: "http://" + ln.Addr().String(), s: s, http: &http.Server{Handler: s.Handler()}, done: make(chan struct{})}
+	srv := &server{url: "http://" + ln.Addr().String(), s: s, st: st, http: &http.Server{Handler: s.Handler()}, done: make(chan struct{})}
 	go func() { defer close(srv.done); srv.http.Serve(ln) }()
 	return srv, nil
 }
@@ -75,6 +83,7 @@ func (s *server) stop() {
 	s.http.Close()
 	<-s.done
 	s.s.Close()
+	s.st.Close()
 }
 
 func newFixture(base string) (*fixture, error) {

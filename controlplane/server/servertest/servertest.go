@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/controlplane/store/filestore"
 )
 
 // RegistrationToken is the registration secret agents enrol with, at
@@ -28,10 +29,14 @@ const operatorToken = "op-0123456789abcdef0123456789abcdef0"
 // Options configure Start. Zero fields take the defaults their comments
 // give.
 type Options struct {
-	// Server configures the server. Its Dir defaults to a temporary
-	// directory of the test, Token to RegistrationToken, OperatorTokens to
-	// one token of the package's, and Logger to one that discards.
+	// Server configures the server. Its Store defaults to a file store in
+	// Dir, Token to RegistrationToken, OperatorTokens to one token of the
+	// package's, and Logger to one that discards.
 	Server server.Options
+	// Dir is the file store's directory when Server.Store is nil: a
+	// temporary directory of the test by default. Another control plane
+	// started on it later finds what this one left.
+	Dir string
 	// Wrap, when set, serves what it makes of the server's handler: a
 	// proxy that loses answers or rewrites requests, or metrics'
 	// instrumentation.
@@ -50,6 +55,7 @@ type ControlPlane struct {
 
 	registration string
 	http         *httptest.Server
+	opened       *filestore.Store // the store Start opened, closed by Close
 	close        sync.Once
 }
 
@@ -57,9 +63,6 @@ type ControlPlane struct {
 func Start(t testing.TB, opts Options) *ControlPlane {
 	t.Helper()
 	o := opts.Server
-	if o.Dir == "" {
-		o.Dir = t.TempDir()
-	}
 	if o.Token == "" {
 		o.Token = RegistrationToken
 	}
@@ -69,15 +72,30 @@ func Start(t testing.TB, opts Options) *ControlPlane {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	var opened *filestore.Store
+	if o.Store == nil {
+		dir := opts.Dir
+		if dir == "" {
+			dir = t.TempDir()
+		}
+		fs, err := filestore.Open(dir, filestore.Options{Logger: o.Logger, Now: o.Now})
+		if err != nil {
+			t.Fatalf("open the control plane's store: %v", err)
+		}
+		o.Store, opened = fs, fs
+	}
 	srv, err := server.New(o)
 	if err != nil {
+		if opened != nil {
+			opened.Close()
+		}
 		t.Fatalf("start the control plane: %v", err)
 	}
 	var h http.Handler = srv.Handler()
 	if opts.Wrap != nil {
 		h = opts.Wrap(srv, h)
 	}
-	cp := &ControlPlane{Server: srv, registration: o.Token, http: httptest.NewServer(h)}
+	cp := &ControlPlane{Server: srv, registration: o.Token, http: httptest.NewServer(h), opened: opened}
 	cp.URL = cp.http.URL
 	t.Cleanup(cp.Close)
 	if cp.Operator, err = controlplane.NewClient(cp.URL, o.OperatorTokens[0], controlplane.ClientOptions{}); err != nil {
@@ -104,5 +122,8 @@ func (c *ControlPlane) Close() {
 		c.Server.StopWaits() // the HTTP server's Close waits for requests in flight
 		c.http.Close()
 		c.Server.Close()
+		if c.opened != nil {
+			c.opened.Close()
+		}
 	})
 }

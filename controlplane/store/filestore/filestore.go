@@ -94,6 +94,9 @@ type Options struct {
 // tasks (tx.go): transactions on different tasks run, and write and sync
 // their files, side by side.
 type Store struct {
+	closeOnce sync.Once
+	closeErr  error
+
 	dir        string
 	log        *slog.Logger
 	now        func() time.Time
@@ -353,11 +356,7 @@ func (s *Store) settleCopies(t *state.Task) (*state.Task, error) {
 
 // Missed is an event a crash left unapplied: stored, but past what its
 // task file reflects.
-type Missed struct {
-	api.StoredEvent
-	// Size is its line's length, its newline included.
-	Size int64
-}
+type Missed = store.Missed
 
 // Recover brings each task file Open read up to date with its stored
 // events, oldest task first: a crash between storing a transaction's
@@ -531,7 +530,7 @@ func (s *Store) recoverTask(t *state.Task, from sizes, st *state.Store, apply fu
 	}
 	list := make([]Missed, len(missed))
 	for i, m := range missed {
-		list[i] = Missed{m.StoredEvent, m.size}
+		list[i] = Missed{StoredEvent: m.StoredEvent, Size: m.size}
 	}
 	if t.EventsApplied == nil {
 		t.EventsApplied = &applied // apply counts from it
@@ -551,13 +550,17 @@ func (s *Store) recoverTask(t *state.Task, from sizes, st *state.Store, apply fu
 }
 
 // Close writes the agents' token hashes into one file (registry.go) and
-// releases the directory. The store is not to be used after.
+// releases the directory. The store is not to be used after; a second
+// Close returns the first's error.
 func (s *Store) Close() error {
-	s.agentsFile.mu.Lock()
-	agentsErr := s.writeAgents(s.now())
-	s.agentsFile.mu.Unlock()
-	err := s.reg.close()
-	return errors.Join(agentsErr, err, s.notes.close(), s.ix.close(), s.lock.Unlock())
+	s.closeOnce.Do(func() {
+		s.agentsFile.mu.Lock()
+		agentsErr := s.writeAgents(s.now())
+		s.agentsFile.mu.Unlock()
+		err := s.reg.close()
+		s.closeErr = errors.Join(agentsErr, err, s.notes.close(), s.ix.close(), s.lock.Unlock())
+	})
+	return s.closeErr
 }
 
 // Shared is false: one process owns the directory.
