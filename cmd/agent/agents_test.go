@@ -6,10 +6,10 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -80,7 +80,7 @@ func TestAgentsLs(t *testing.T) {
 
 	// Silent for three heartbeat intervals, vm-2 is offline, whatever it
 	// said last; vm-1 keeps beating meanwhile.
-	waitFor(t, time.Minute, "vm-2 to be offline", func() bool {
+	testkit.WaitFor(t, "vm-2 to be offline", func() bool {
 		beat(api.HeartbeatRequest{AgentID: "vm-1", State: api.AgentRunning, Health: api.Health{Grade: "available"}, Capacity: api.Capacity{Max: 2}})
 		return agentRows(t, ls().stdout)["vm-2"][1] == "offline"
 	})
@@ -135,7 +135,7 @@ func sameCells(got, want []string) bool {
 func TestAgentLabels(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir(), "--label", "team=infra", "--label", "site=lyon 2")
-	waitFor(t, 30*time.Second, "the agent's labels at the control plane", func() bool {
+	testkit.WaitFor(t, "the agent's labels at the control plane", func() bool {
 		agents, err := c.client.Agents(context.Background())
 		return err == nil && len(agents) == 1 && agents[0].Labels["team"] == "infra" && agents[0].Labels["site"] == "lyon 2"
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -180,7 +181,7 @@ func TestE2EApprovalExpires(t *testing.T) {
 	if d := v.Attempts[0].Denied; d.Count != 1 || d.Calls[0].Why != "no answer within 1s" {
 		t.Errorf("the attempt's denied calls %+v", d)
 	}
-	waitFor(t, time.Minute, "the notifications", func() bool {
+	testkit.WaitFor(t, "the notifications", func() bool {
 		n := rv.notes()
 		return len(n[id+" task.approval_expired"]) == 1 && len(n[id+" task.completed"]) == 1
 	})
@@ -221,7 +222,7 @@ func TestE2EInboxHoldsExecTasksAndSubtasks(t *testing.T) {
 	c.waitPhase(t, first, "awaiting_reply", func(p state.Phase) bool { return p == state.PhaseAwaitingReply || p.Terminal() })
 	parent := submit(t, c, "Plan\n@subtask Fetch\\n@ask echo fetched > fetched.txt\n@wait-subtasks")
 	var entries []inboxEntry
-	waitFor(t, time.Minute, "the subtask's question", func() bool {
+	testkit.WaitFor(t, "the subtask's question", func() bool {
 		entries = inboxJSON(t, c)
 		return len(entries) == 2
 	})

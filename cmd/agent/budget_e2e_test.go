@@ -10,6 +10,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -88,7 +89,7 @@ func TestE2EBudgets(t *testing.T) {
 	}
 
 	// 1200 + 600 tokens, four fifths input.
-	waitFor(t, time.Minute, "the agent's token metrics", func() bool {
+	testkit.WaitFor(t, "the agent's token metrics", func() bool {
 		body := scrape(t, metricsAddr)
 		return strings.Contains(body, `agent_tokens_total{executor="exec",kind="input"} 1440`) &&
 			strings.Contains(body, `agent_tokens_total{executor="exec",kind="output"} 360`)
@@ -177,7 +178,7 @@ func TestE2ESubtaskTreeStaysWithinItsRootsTokenBudget(t *testing.T) {
 			start := filepath.Join(t.TempDir(), "go")
 			kid := "@subtask @wait-file " + start + `\n` + c.kid
 			root := submitArgs(t, cpl, "Plan\n"+kid+"\n"+kid+"\n"+kid+"\n@hang", "--max-tokens", "1000")
-			waitFor(t, time.Minute, "the root to submit its three subtasks", func() bool {
+			testkit.WaitFor(t, "the root to submit its three subtasks", func() bool {
 				return len(cpl.task(t, root).Children) == 3
 			})
 			must(t, os.WriteFile(start, nil, 0o600))

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -100,7 +101,7 @@ func TestACancelThatCrossesTheEndResolvesOneWay(t *testing.T) {
 	p.hold.Store(false)
 	remote := c.waitDone(t, id)
 	var local *state.Task
-	waitFor(t, followLimit, "the agent to note the cancel", func() bool {
+	testkit.WaitFor(t, "the agent to note the cancel", func() bool {
 		local, err = datadir.LoadTask(dataDir, id)
 		return err == nil && local.CancelRequested
 	})

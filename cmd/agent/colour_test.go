@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -155,7 +156,7 @@ func TestTasksLsOnATerminal(t *testing.T) {
 			t.Fatalf("tmux: %v: %s", err, out)
 		}
 		var s string
-		waitFor(t, followLimit, "tasks ls to end", func() bool {
+		testkit.WaitFor(t, "tasks ls to end", func() bool {
 			out, _ := exec.Command(tmux, "-S", sock, "capture-pane", "-e", "-p", "-S", "-", "-t", session).CombinedOutput()
 			s = string(out)
 			return strings.Contains(s, "end-of-ls")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -300,7 +301,7 @@ func TestConfigReload(t *testing.T) {
 	writeFile(t, file, "max-concurrent = 1\n")
 	a := startAgentProc(t, c, filepath.Join(dir, "agent"), "--config", file, "--log-level", "debug")
 	capacity := func() int { return agentCapacity(c) }
-	waitFor(t, time.Minute, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
+	testkit.WaitFor(t, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
 
 	// An editor's save: a new file renamed over the old one.
 	replace := func(text string) {
@@ -311,13 +312,13 @@ func TestConfigReload(t *testing.T) {
 		}
 	}
 	replace("max-concurrent = 3\n")
-	waitFor(t, time.Minute, "capacity 3 after the edit", func() bool { return capacity() == 3 })
+	testkit.WaitFor(t, "capacity 3 after the edit", func() bool { return capacity() == 3 })
 	if !strings.Contains(a.output(), `"applied":["max-concurrent"]`) {
 		t.Errorf("the reload is not logged with what it applied:\n%s", tail(a.output(), 3000))
 	}
 
 	replace("max-concurrent = \"many\"\n")
-	waitFor(t, time.Minute, "the bad edit to be refused", func() bool {
+	testkit.WaitFor(t, "the bad edit to be refused", func() bool {
 		return strings.Contains(a.output(), `max-concurrent: want an integer, got the string \"many\"`)
 	})
 	if !strings.Contains(a.output(), "config not reloaded; the running configuration stays") {
@@ -329,8 +330,8 @@ func TestConfigReload(t *testing.T) {
 	// write must not change what the next task runs.
 	writeFile(t, file, "max-concurrent = 2\nagent-id = \"renamed\"\n[executor]\ncommand = \"sh -c pwned\"\napproval = \"accept\"\n")
 	a.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, time.Minute, "capacity 2 after SIGHUP", func() bool { return capacity() == 2 })
-	waitFor(t, time.Minute, "the restart-only setting to be reported", func() bool {
+	testkit.WaitFor(t, "capacity 2 after SIGHUP", func() bool { return capacity() == 2 })
+	testkit.WaitFor(t, "the restart-only setting to be reported", func() bool {
 		return strings.Contains(a.output(), `"msg":"config changed a setting that needs a restart to apply","setting":"agent-id"`)
 	})
 	for _, key := range []string{"executor.command", "executor.approval"} {
@@ -407,7 +408,7 @@ func TestSIGHUPWhileStartingIsKept(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the reload the SIGHUP asked for", func() bool {
+	testkit.WaitFor(t, "the reload the SIGHUP asked for", func() bool {
 		select {
 		case <-a.done:
 			t.Fatalf("the agent ended on a SIGHUP at start (%v):\n%s", a.err, tail(a.output(), 3000))
@@ -444,7 +445,7 @@ func TestConfigReloadFollowsSymlinks(t *testing.T) {
 	}
 	a := startAgentProc(t, c, filepath.Join(dir, "agent"), "--config", file)
 	capacity := func() int { return agentCapacity(c) }
-	waitFor(t, time.Minute, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
+	testkit.WaitFor(t, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
 
 	// The target, saved where it lies (an editor's rename-over).
 	tmp := filepath.Join(real, ".agent.toml.swp")
@@ -452,7 +453,7 @@ func TestConfigReloadFollowsSymlinks(t *testing.T) {
 	if err := os.Rename(tmp, target); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "capacity 3 after the target was edited", func() bool { return capacity() == 3 })
+	testkit.WaitFor(t, "capacity 3 after the target was edited", func() bool { return capacity() == 3 })
 
 	// The directory link swapped to a new directory, the files left alone.
 	next := filepath.Join(dir, "real-2")
@@ -466,11 +467,11 @@ func TestConfigReloadFollowsSymlinks(t *testing.T) {
 	if err := os.Rename(filepath.Join(links, "..data_tmp"), filepath.Join(links, "..data")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "capacity 2 after the link was re-pointed", func() bool { return capacity() == 2 })
+	testkit.WaitFor(t, "capacity 2 after the link was re-pointed", func() bool { return capacity() == 2 })
 
 	// And an edit in the new directory is followed too.
 	writeFile(t, filepath.Join(next, "agent.toml"), "max-concurrent = 4\n")
-	waitFor(t, time.Minute, "capacity 4 after the new target was written in place", func() bool { return capacity() == 4 })
+	testkit.WaitFor(t, "capacity 4 after the new target was written in place", func() bool { return capacity() == 4 })
 	if code := a.stop(); code != 0 {
 		t.Fatalf("agent exit code %d:\n%s", code, tail(a.output(), 3000))
 	}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // testCA is a certificate authority made for one test, and a server
@@ -105,7 +107,7 @@ func TestControlPlaneServeTLS(t *testing.T) {
 	p := startProc(t, "controlplane", nil, "controlplane", "serve", "--addr", addr, "--data-dir", dir,
 		"--tls-cert", ca.certFile, "--tls-key", ca.keyFile)
 	defer p.stop()
-	waitFor(t, 30*time.Second, "the control plane to listen", func() bool { return strings.Contains(p.output(), "listening on https://") })
+	testkit.WaitFor(t, "the control plane to listen", func() bool { return strings.Contains(p.output(), "listening on https://") })
 	base := "https://" + addr
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -30,7 +30,7 @@ func TestE2EControlPlaneCapsAnAttemptsOutput(t *testing.T) {
 	if v.Phase != state.PhaseCompleted {
 		t.Fatalf("phase %s (%s)", v.Phase, v.PhaseReason)
 	}
-	waitFor(t, 60*time.Second, "the outbox to drain", func() bool {
+	testkit.WaitFor(t, "the outbox to drain", func() bool {
 		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 		return err == nil && s.Stats.Pending == 0
 	})

@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -37,7 +37,7 @@ func TestE2EControlPlaneCrashAtEachStorePoint(t *testing.T) {
 				if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 {
 					t.Fatalf("after the crash: %s (%s), %d attempts", v.Phase, v.PhaseReason, len(v.Attempts))
 				}
-				waitFor(t, 60*time.Second, "the outbox to drain", func() bool {
+				testkit.WaitFor(t, "the outbox to drain", func() bool {
 					s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 					return err == nil && s.Stats.Pending == 0
 				})
@@ -107,7 +107,7 @@ func TestE2EControlPlaneCrashAfterNotify(t *testing.T) {
 		t.Fatalf("after the crash: %s (%s)", v.Phase, v.PhaseReason)
 	}
 	key := id + " " + string(api.NotifyCompleted)
-	waitFor(t, 60*time.Second, "the completion's notification", func() bool { return len(rv.notes()[key]) > 0 })
+	testkit.WaitFor(t, "the completion's notification", func() bool { return len(rv.notes()[key]) > 0 })
 	rv.mu.Lock()
 	bad := rv.bad
 	rv.mu.Unlock()

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/doctor"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // doctorChecks runs agent doctor --json and returns its exit code and
@@ -111,7 +111,7 @@ func TestDoctorHealthy(t *testing.T) {
 	// names it, and doctor leaves it running.
 	a := startAgentProc(t, c, dataDir)
 	pidFile := filepath.Join(dataDir, "agent.pid")
-	waitFor(t, time.Minute, "the agent's pid file", func() bool { _, err := os.Stat(pidFile); return err == nil })
+	testkit.WaitFor(t, "the agent's pid file", func() bool { _, err := os.Stat(pidFile); return err == nil })
 	code, checks = doctorChecks(t, nil, args...)
 	if code != 0 {
 		t.Errorf("with the agent running: exit %d, want 0", code)

@@ -12,11 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/pgtest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -89,7 +89,7 @@ func TestE2ECancelFromTheControlPlaneKillsTheProcessGroup(t *testing.T) {
 	startAgentProc(t, c, t.TempDir())
 	id := submit(t, c, "@spawn-child\n@output started\n@hang")
 	var pid int
-	waitFor(t, 60*time.Second, "the grandchild's pid in the task's events", func() bool {
+	testkit.WaitFor(t, "the grandchild's pid in the task's events", func() bool {
 		evs, _ := c.client.TaskEvents(context.Background(), id)
 		for _, e := range evs {
 			var l state.LogEvent
@@ -113,7 +113,7 @@ func TestE2ECancelFromTheControlPlaneKillsTheProcessGroup(t *testing.T) {
 	if v.Phase != state.PhaseCancelled || v.Attempts[0].Status != state.AttemptCancelled {
 		t.Errorf("after cancel: %s %+v", v.Phase, v.Attempts[0])
 	}
-	waitFor(t, 10*time.Second, "the grandchild to die", func() bool { return !processAlive(pid) })
+	testkit.WaitFor(t, "the grandchild to die", func() bool { return !processAlive(pid) })
 }
 
 // TestE2EControlPlaneDownAndBack stops the control plane while a task runs:
@@ -129,7 +129,7 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 	c.kill()
 	must(t, os.WriteFile(gate, nil, 0o600)) // the task goes on only now, with the control plane down
 
-	waitFor(t, 60*time.Second, "the task to end on the agent", func() bool {
+	testkit.WaitFor(t, "the task to end on the agent", func() bool {
 		task, err := datadir.LoadTask(dataDir, id)
 		return err == nil && task.Phase.Terminal()
 	})
@@ -138,7 +138,7 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 		t.Fatalf("no records waiting while the control plane is down: %v %+v", err, snap)
 	}
 	// Wait for the agent to have tried and failed, rather than for a while.
-	waitFor(t, 60*time.Second, "a failed delivery to be recorded", func() bool {
+	testkit.WaitFor(t, "a failed delivery to be recorded", func() bool {
 		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 		if err != nil {
 			return false
@@ -156,7 +156,7 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 {
 		t.Errorf("after the outage: %s, %d attempts", v.Phase, len(v.Attempts))
 	}
-	waitFor(t, 60*time.Second, "the outbox to drain", func() bool {
+	testkit.WaitFor(t, "the outbox to drain", func() bool {
 		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 		return err == nil && s.Stats.Pending == 0
 	})
@@ -222,7 +222,7 @@ func TestE2EAgentKilledAfterASideEffectContinuesTheSession(t *testing.T) {
 	ag := startAgentProc(t, c, dataDir)
 	gate := filepath.Join(t.TempDir(), "go-on")
 	id := submit(t, c, "release\n@side-effect tagged v1.2.3\n@wait-file "+gate+"\n@output released")
-	waitFor(t, time.Minute, "the side effect to be recorded", func() bool {
+	testkit.WaitFor(t, "the side effect to be recorded", func() bool {
 		v := c.task(t, id)
 		return len(v.Attempts) == 1 && v.Attempts[0].Facts.SideEffect && v.Attempts[0].SessionPath != ""
 	})
@@ -261,7 +261,7 @@ func TestE2EStopSaysWhichTasksWillContinue(t *testing.T) {
 	startAgentProc(t, c, dataDir)
 	gate := filepath.Join(t.TempDir(), "go-on")
 	id := submit(t, c, "@side-effect opened a pull request\n@wait-file "+gate)
-	waitFor(t, time.Minute, "the side effect to be recorded", func() bool {
+	testkit.WaitFor(t, "the side effect to be recorded", func() bool {
 		v := c.task(t, id)
 		return len(v.Attempts) == 1 && v.Attempts[0].Facts.SideEffect
 	})
@@ -303,7 +303,7 @@ func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
 	waitLocalPhase(t, dataDir, id, state.PhaseCompleted)
 	p.hold.Store(false)
 	var dead []outbox.Item
-	waitFor(t, 60*time.Second, "the late completion to be marked dead", func() bool {
+	testkit.WaitFor(t, "the late completion to be marked dead", func() bool {
 		r := runAgent(t, "outbox", "ls", "--dead", "--json", "--data-dir", dataDir)
 		dead = nil
 		json.Unmarshal([]byte(r.stdout), &dead)
@@ -344,7 +344,7 @@ func TestE2ESecondAgentOnTheSameDataDirIsRefused(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
-	waitFor(t, 30*time.Second, "the first agent to take the lock", func() bool {
+	testkit.WaitFor(t, "the first agent to take the lock", func() bool {
 		_, err := os.Stat(filepath.Join(dataDir, "health.json"))
 		return err == nil
 	})
@@ -397,7 +397,7 @@ func TestE2EOutboxReplayByHand(t *testing.T) {
 	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 	c.kill()
 	must(t, os.WriteFile(gate, nil, 0o600))
-	waitFor(t, 60*time.Second, "the task to end on the agent", func() bool {
+	testkit.WaitFor(t, "the task to end on the agent", func() bool {
 		task, err := datadir.LoadTask(dataDir, id)
 		return err == nil && task.Phase.Terminal()
 	})
@@ -452,7 +452,7 @@ func TestE2EStopSaysOffline(t *testing.T) {
 	ag := startAgentProc(t, c, t.TempDir())
 	id := submit(t, c, "@output hi")
 	c.waitDone(t, id)
-	waitFor(t, 30*time.Second, "the agent to be online", func() bool {
+	testkit.WaitFor(t, "the agent to be online", func() bool {
 		agents, err := c.client.Agents(context.Background())
 		return err == nil && len(agents) == 1 && agents[0].Online
 	})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -146,7 +147,7 @@ func TestEveryHintWorksAsPrinted(t *testing.T) {
 			t.Fatalf("tmux: %v: %s", err, out)
 		}
 		var screen string
-		waitFor(t, followLimit, "the watch to show the stopped task", func() bool {
+		testkit.WaitFor(t, "the watch to show the stopped task", func() bool {
 			out, _ := exec.Command(tmux, "-S", sock, "capture-pane", "-p", "-t", "w").CombinedOutput()
 			screen = string(out)
 			return strings.Contains(screen, blockedWatch) && strings.Contains(screen, "a person decides:")

@@ -17,6 +17,7 @@ import (
 	"github.com/edgeagent/agent/doctor"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -54,7 +55,7 @@ echo '{"type":"result","summary":"tried"}'
 		"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir, "--config", config,
 		"--executor", "exec", "--executor-env", "DATA,SECRET,CONFIG", "--heartbeat-interval", "300ms")
 	writeFile(t, filepath.Join(dir, "agent-pid"), strconv.Itoa(a.cmd.Process.Pid)) // what the task signals
-	waitFor(t, time.Minute, "the agent's health", func() bool { return isolationHealth(t, dataDir) != "" })
+	testkit.WaitFor(t, "the agent's health", func() bool { return isolationHealth(t, dataDir) != "" })
 	if line := isolationHealth(t, dataDir); !strings.HasPrefix(line, "landlock (ABI ") {
 		t.Fatalf("health says isolation %q, want landlock", line)
 	}
@@ -258,7 +259,7 @@ func TestTheAgentsProcessIsClosedToItsUsersOthers(t *testing.T) {
 		return string(out), err
 	}
 	// Listening: main has long made itself undumpable.
-	waitFor(t, 30*time.Second, "the agent to listen", func() bool {
+	testkit.WaitFor(t, "the agent to listen", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -110,7 +110,7 @@ func runLogged(t *testing.T, log *os.File, env ...string) string {
 		"--data-dir", t.TempDir(), "--executor", "exec", "--executor-command", "/nonexistent/cli")
 	cmd.Stdout, cmd.Stderr = log, log
 	must(t, cmd.Start())
-	waitFor(t, time.Minute, "a warning in the log", func() bool {
+	testkit.WaitFor(t, "a warning in the log", func() bool {
 		b, _ := os.ReadFile(log.Name())
 		return strings.Contains(string(b), "heartbeat failed")
 	})

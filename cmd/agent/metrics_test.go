@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -41,7 +41,7 @@ func TestMetricsFlagServesBoth(t *testing.T) {
 	} {
 		t.Run(tc.who, func(t *testing.T) {
 			var body string
-			waitFor(t, time.Minute, tc.who+"'s metrics", func() bool {
+			testkit.WaitFor(t, tc.who+"'s metrics", func() bool {
 				body = scrape(t, tc.addr)
 				for _, w := range tc.want {
 					if !strings.Contains(body, w) {

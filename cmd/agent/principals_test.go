@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // runWithin runs the agent to completion or kills it after d (exit -1):
@@ -166,7 +167,7 @@ func TestE2EAnAgentIDIsHeldByOneHost(t *testing.T) {
 	agentToken := func(dir string) string { b, _ := os.ReadFile(filepath.Join(dir, "agent-token")); return string(b) }
 
 	ag := startAgentProc(t, c, first)
-	waitFor(t, 30*time.Second, "the first host to register", func() bool { return agentToken(first) != "" })
+	testkit.WaitFor(t, "the first host to register", func() bool { return agentToken(first) != "" })
 	if code := ag.stop(); code != 0 {
 		t.Fatalf("first host stopped with %d", code)
 	}
@@ -193,7 +194,7 @@ func TestE2EAnAgentIDIsHeldByOneHost(t *testing.T) {
 	}
 	ag2 := startAgentProc(t, c, second)
 	defer ag2.stop()
-	waitFor(t, 30*time.Second, "the second host to register after the revoke", func() bool { return agentToken(second) != "" })
+	testkit.WaitFor(t, "the second host to register after the revoke", func() bool { return agentToken(second) != "" })
 	again := startAgentProc(t, c, first)
 	if code := again.wait(); code != 1 || !strings.Contains(again.output(), "agent agents revoke vm-7") {
 		t.Fatalf("the first host after its token was revoked and the id taken: exit %d\n%s", code, tail(again.output(), 1000))

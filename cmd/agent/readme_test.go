@@ -20,6 +20,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/gittest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -440,7 +441,7 @@ func TestREADMEAsANewcomer(t *testing.T) {
 		waitEnded := func(id string, phases ...state.Phase) state.Phase {
 			t.Helper()
 			var p state.Phase
-			waitFor(t, 2*time.Minute, id+" to end", func() bool { p = n.phase(id); return p.Terminal() })
+			testkit.WaitFor(t, id+" to end", func() bool { p = n.phase(id); return p.Terminal() })
 			for _, want := range phases {
 				if p == want {
 					return p
@@ -461,13 +462,13 @@ func TestREADMEAsANewcomer(t *testing.T) {
 			switch {
 			case sub == "controlplane serve":
 				cp = n.start("controlplane", line)
-				waitFor(t, time.Minute, "the control plane's operator token", func() bool {
+				testkit.WaitFor(t, "the control plane's operator token", func() bool {
 					_, err := os.Stat(filepath.Join(dir, "cp", "operator-token"))
 					return err == nil && strings.Contains(cp.output(), "control plane listening")
 				})
 			case words[1] == "run":
 				agentRun = n.start("agent", line)
-				waitFor(t, time.Minute, "the agent to reach the control plane", func() bool {
+				testkit.WaitFor(t, "the agent to reach the control plane", func() bool {
 					return strings.Contains(agentRun.output(), "control plane reached")
 				})
 			case words[1] == "submit":
@@ -483,7 +484,7 @@ func TestREADMEAsANewcomer(t *testing.T) {
 				// Piped, it prints a line per change until stopped (q or
 				// Ctrl-C on a terminal).
 				w := n.start("watch", line)
-				waitFor(t, time.Minute, "tasks watch to show the tasks", func() bool {
+				testkit.WaitFor(t, "tasks watch to show the tasks", func() bool {
 					out := w.output()
 					return strings.Contains(out, ids[0]) && strings.Contains(out, ids[len(ids)-1])
 				})

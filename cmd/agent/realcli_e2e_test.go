@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -202,7 +202,7 @@ func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 			ag := startProc(t, "agent", env, args...)
 			id := submit(t, c, "Rotate the logs\nmock: shell after=hang\nmock-cmd: echo rotated >> rotated.txt")
 			// The command ran and the model hangs on its result: mid-turn.
-			waitFor(t, time.Minute, "the command to run", func() bool {
+			testkit.WaitFor(t, "the command to run", func() bool {
 				v := c.task(t, id)
 				return len(v.Attempts) == 1 && v.Attempts[0].Facts.SideEffect && v.Attempts[0].SessionPath != ""
 			})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -54,14 +55,14 @@ func TestStopDrainsARunningTask(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop.Wait() }()
 
-	waitFor(t, time.Minute, "the control plane to show the agent draining", func() bool {
+	testkit.WaitFor(t, "the control plane to show the agent draining", func() bool {
 		agents, err := c.client.Agents(context.Background())
 		return err == nil && len(agents) == 1 && agents[0].State == "draining"
 	})
-	waitFor(t, time.Minute, "the drain to say what it waits for", func() bool {
+	testkit.WaitFor(t, "the drain to say what it waits for", func() bool {
 		return strings.Contains(ag.output(), `"msg":"draining: waiting for running tasks","running":["`+id+`"]`)
 	})
-	waitFor(t, time.Minute, "agent stop to say what is still running", func() bool {
+	testkit.WaitFor(t, "agent stop to say what is still running", func() bool {
 		return strings.Contains(out.String(), "waiting: 1 task(s) still running: ["+id+"]")
 	})
 	// Work queued now is not claimed by a draining agent.
@@ -170,7 +171,7 @@ func TestStopSignalsOnlyTheLockHolder(t *testing.T) {
 			dataDir := t.TempDir()
 			ag := startAgentProc(t, c, dataDir)
 			pidFile := filepath.Join(dataDir, "agent.pid")
-			waitFor(t, time.Minute, "the agent to write its pid file", func() bool {
+			testkit.WaitFor(t, "the agent to write its pid file", func() bool {
 				_, err := os.Stat(pidFile)
 				return err == nil
 			})

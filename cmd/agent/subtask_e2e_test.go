@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -133,7 +133,7 @@ func TestE2ECancelAParentCancelsItsSubtasks(t *testing.T) {
 	startAgentProc(t, c, t.TempDir(), "--max-concurrent", "3")
 	parent := submit(t, c, "Supervise\n@subtask Work forever\\n@output working\\n@hang\n@subtask Work forever too\\n@hang\n@wait-subtasks")
 	var kids []string
-	waitFor(t, time.Minute, "both subtasks to run", func() bool {
+	testkit.WaitFor(t, "both subtasks to run", func() bool {
 		v := c.task(t, parent)
 		running := 0
 		for _, id := range v.Children {

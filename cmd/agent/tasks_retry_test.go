@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -145,7 +146,7 @@ func TestTasksRemoteAndLocalAgree(t *testing.T) {
 func waitLocalPhase(t *testing.T, dataDir, id string, want state.Phase) *state.Task {
 	t.Helper()
 	var task *state.Task
-	waitFor(t, followLimit, "task "+id+" to be "+string(want)+" in the data directory", func() bool {
+	testkit.WaitFor(t, "task "+id+" to be "+string(want)+" in the data directory", func() bool {
 		var err error
 		task, err = datadir.LoadTask(dataDir, id)
 		return err == nil && task.Phase == want

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -60,7 +60,7 @@ func TestTasksLsPutsWhatNeedsAPersonOnTop(t *testing.T) {
 		return ids
 	}
 	local := []string{"--data-dir", dataDir}
-	waitFor(t, 30*time.Second, "the agent to have saved every task", func() bool { return len(rows(local...)) == 4 })
+	testkit.WaitFor(t, "the agent to have saved every task", func() bool { return len(rows(local...)) == 4 })
 	remote := []string{"--remote", "--control-plane", c.url(), "--token-file", c.operatorFile}
 	for _, where := range [][]string{local, remote} {
 		if got, want := rows(where...), []string{stopped, done[2], done[1], done[0]}; !slices.Equal(got, want) {

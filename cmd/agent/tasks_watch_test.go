@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // followLimit is how long a test waits for a follow to show something
@@ -98,7 +99,7 @@ func (p *lineProc) rest() []string {
 // waitDataDir waits until the agent has made its task store.
 func waitDataDir(t *testing.T, dataDir string) {
 	t.Helper()
-	waitFor(t, followLimit, "the agent's task store", func() bool {
+	testkit.WaitFor(t, "the agent's task store", func() bool {
 		_, err := os.Stat(datadir.Layout{Dir: dataDir}.Tasks())
 		return err == nil
 	})
@@ -206,7 +207,7 @@ func TestTasksWatchOnATerminal(t *testing.T) {
 	screen := func(session, what string, ok func(string) bool) string {
 		t.Helper()
 		var s string
-		waitFor(t, followLimit, what, func() bool {
+		testkit.WaitFor(t, what, func() bool {
 			s = tm("capture-pane", "-p", "-S", "-", "-t", session)
 			return ok(s)
 		})

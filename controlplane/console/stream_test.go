@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/console"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -156,7 +157,7 @@ func TestStreamEndsWithItsRequest(t *testing.T) {
 		t.Errorf("a second stream past a cap of 1: %s, want 503\n%s", resp.Status, body)
 	}
 	first.close()
-	poll(t, "the first stream to end", func() bool {
+	testkit.WaitFor(t, "the first stream to end", func() bool {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/events?view=agents", nil)
