@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/exec"
@@ -53,17 +54,13 @@ func fixture(t *testing.T) (*controlplane.Client, Config) {
 
 func waitTerminal(t *testing.T, c *controlplane.Client, id string) api.TaskView {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		v, err := c.Task(context.Background(), id)
-		if err == nil && v.Phase.Terminal() {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s did not end: %+v %v", id, v.Phase, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var v api.TaskView
+	testkit.WaitFor(t, "task "+id+" to end", func() bool {
+		var err error
+		v, err = c.Task(context.Background(), id)
+		return err == nil && v.Phase.Terminal()
+	})
+	return v
 }
 
 // TestRunStopsCleanly runs a task, stops the agent, and leaves goleak to
@@ -107,16 +104,10 @@ func TestStopThenStartTakesTheTaskUp(t *testing.T) {
 	go func() { errc <- a.Run(ctx) }()
 	gate := filepath.Join(t.TempDir(), "go-on")
 	v, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "@wait-file " + gate})
-	for deadline := time.Now().Add(time.Minute); ; {
+	testkit.WaitFor(t, "the task to start its turn", func() bool {
 		got, _ := client.Task(ctx, v.ID)
-		if got.Phase == state.PhaseTurnStarted {
-			break
-		}
-		if time.Now().After(deadline) { // a guard against a hang, not a time limit
-			t.Fatalf("the task never started: %s", got.Phase)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got.Phase == state.PhaseTurnStarted
+	})
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -185,18 +176,26 @@ func TestMissingExecutorClaimsNothing(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
 	v, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "fix it"})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var seen time.Time
+	testkit.WaitFor(t, "the agent to heartbeat unavailable", func() bool {
 		agents, _ := client.Agents(ctx)
 		if len(agents) == 1 && agents[0].Health.Grade == "unavailable" {
-			break
+			seen = agents[0].LastHeartbeat
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agents %+v", agents)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	})
+	// Several heartbeats more, each a chance to claim.
+	for range 3 {
+		testkit.WaitFor(t, "the next heartbeat", func() bool {
+			agents, _ := client.Agents(ctx)
+			if len(agents) == 1 && agents[0].LastHeartbeat.After(seen) {
+				seen = agents[0].LastHeartbeat
+				return true
+			}
+			return false
+		})
 	}
-	time.Sleep(500 * time.Millisecond) // several heartbeats, each a chance to claim
 	if got, _ := client.Task(ctx, v.ID); got.Phase != state.PhaseQueued {
 		t.Errorf("an agent with a missing executor took the task: %s", got.Phase)
 	}
@@ -308,14 +307,7 @@ func TestAgentStopsWhenItsLockIsRemoved(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(context.Background()) }()
 	lock := filepath.Join(cfg.DataDir, "outbox", outbox.LockName)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(lock); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never took its lock")
-		}
-	}
+	testkit.WaitFor(t, "the agent to take its lock", func() bool { _, err := os.Stat(lock); return err == nil })
 	if err := os.Remove(lock); err != nil {
 		t.Fatal(err)
 	}

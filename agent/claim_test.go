@@ -22,6 +22,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/internal/gittest"
 	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
@@ -218,20 +219,13 @@ func TestClaimsAndHeartbeatsAnnounceTheRepositories(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, "the agent listed with repos site, infra, having claimed", func() bool {
 		agents, err := cp.Operator.Agents(context.Background())
 		mu.Lock()
 		n := len(claims)
 		mu.Unlock()
-		if err == nil && len(agents) == 1 && slices.Equal(agents[0].Repos, []string{"site", "infra"}) && n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agents %+v (%v), %d claims: want the agent listed with repos site, infra, having claimed", agents, err, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && len(agents) == 1 && slices.Equal(agents[0].Repos, []string{"site", "infra"}) && n > 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	for _, repos := range claims {

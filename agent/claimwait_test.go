@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 )
@@ -145,20 +147,15 @@ func startLogged(t *testing.T, log *claimLog) (*servertest.ControlPlane, func() 
 
 // untilClaimWaiting returns once the control plane holds one claim
 // waiting for work.
-func untilClaimWaiting(cp *servertest.ControlPlane) {
-	for cp.Server.ClaimsWaiting() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+func untilClaimWaiting(t *testing.T, cp *servertest.ControlPlane) {
+	t.Helper()
+	testkit.WaitFor(t, "one claim waiting", func() bool { return cp.Server.ClaimsWaiting() == 1 })
 }
 
 // untilHeartbeats returns once log has seen n heartbeats.
-func untilHeartbeats(log *claimLog, n int) {
-	for {
-		if _, hb := log.seen(); hb >= n {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+func untilHeartbeats(t *testing.T, log *claimLog, n int) {
+	t.Helper()
+	testkit.WaitFor(t, fmt.Sprintf("%d heartbeats", n), func() bool { _, hb := log.seen(); return hb >= n })
 }
 
 // An idle agent keeps one claim waiting at the control plane: heartbeats
@@ -167,9 +164,9 @@ func untilHeartbeats(log *claimLog, n int) {
 func TestIdleAgentTakesASubmittedTaskWithTheClaimThatWaits(t *testing.T) {
 	log := &claimLog{}
 	cp, _ := startLogged(t, log)
-	untilClaimWaiting(cp)
+	untilClaimWaiting(t, cp)
 	_, hb := log.seen()
-	untilHeartbeats(log, hb+5)
+	untilHeartbeats(t, log, hb+5)
 	claims, _ := log.seen()
 	if len(claims) != 1 || claims[0].req.WaitMS != api.MaxClaimWait.Milliseconds() {
 		t.Fatalf("an idle agent over five heartbeats made %d claims (%+v), want one waiting %v", len(claims), claims, api.MaxClaimWait)
@@ -196,7 +193,7 @@ func TestIdleAgentTakesASubmittedTaskWithTheClaimThatWaits(t *testing.T) {
 func TestAgentClaimsAtHeartbeatsFromAControlPlaneThatDoesNotWait(t *testing.T) {
 	log := &claimLog{oldServer: true}
 	cp, _ := startLogged(t, log)
-	untilHeartbeats(log, 10)
+	untilHeartbeats(t, log, 10)
 	claims, hb := log.seen()
 	if len(claims) == 0 || len(claims) > hb+1 {
 		t.Fatalf("%d claims over %d heartbeats, want at most one a heartbeat and at least one", len(claims), hb)
@@ -219,13 +216,11 @@ func TestAgentClaimsAtHeartbeatsFromAControlPlaneThatDoesNotWait(t *testing.T) {
 func TestStopWithdrawsAWaitingClaim(t *testing.T) {
 	log := &claimLog{}
 	cp, stop := startLogged(t, log)
-	untilClaimWaiting(cp)
+	untilClaimWaiting(t, cp)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	for cp.Server.ClaimsWaiting() != 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "no claim waiting", func() bool { return cp.Server.ClaimsWaiting() == 0 })
 	if ends := cp.Server.ClaimWaitEnds(); ends[server.WaitGone] != 1 || len(ends) != 1 {
 		t.Fatalf("waits ended %v, want one: the agent hung up", ends)
 	}
@@ -240,7 +235,7 @@ func TestStopWithdrawsAWaitingClaim(t *testing.T) {
 func TestLostAnswerOfAWaitingClaimIsAskedAgainWithItsID(t *testing.T) {
 	log := &claimLog{loseFirstGrant: true}
 	cp, _ := startLogged(t, log)
-	untilClaimWaiting(cp)
+	untilClaimWaiting(t, cp)
 	task, err := cp.Operator.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
 		t.Fatal(err)

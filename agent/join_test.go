@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // loopFunc is a loop made of a function, for tests.
@@ -44,34 +46,36 @@ func TestLoopsHandTheFirstErrorOnAndKeepTheOthers(t *testing.T) {
 func TestWatchdogPingsOnlyWhileTheLoopsAreAlive(t *testing.T) {
 	var fresh, stale atomic.Int64
 	fresh.Store(time.Now().Add(time.Hour).UnixNano())
-	pings := make(chan string, 100)
-	for _, c := range []struct {
-		name  string
-		alive []*atomic.Int64
-		want  bool
-	}{
-		{"all alive", []*atomic.Int64{&fresh, &fresh}, true},
-		{"one stuck", []*atomic.Int64{&fresh, &stale}, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			ctx, stop := context.WithCancel(context.Background())
-			w := &watchdog{interval: 20 * time.Millisecond, notify: func(s string) { pings <- s }, link: &link{}, alive: c.alive}
-			done := make(chan error)
-			go func() { done <- w.Run(ctx) }()
-			time.Sleep(100 * time.Millisecond)
-			stop()
-			if err := <-done; err != nil {
-				t.Fatal(err)
+	var alivePings, stuckPings atomic.Int32
+	var other atomic.Value // a notification other than WATCHDOG=1
+	counting := func(n *atomic.Int32) func(string) {
+		return func(s string) {
+			if s != "WATCHDOG=1" {
+				other.Store(s)
 			}
-			got := len(pings)
-			for range got {
-				if s := <-pings; s != "WATCHDOG=1" {
-					t.Errorf("notified %q", s)
-				}
-			}
-			if (got > 0) != c.want {
-				t.Errorf("%d pings, want pings: %v", got, c.want)
-			}
-		})
+			n.Add(1)
+		}
+	}
+	// Both watch at once, at the same interval, the stuck one started
+	// first: the pings of the one whose loops are all alive say that the
+	// other has had as many rounds to ping in.
+	ctx, stop := context.WithCancel(context.Background())
+	stuck := &watchdog{interval: 20 * time.Millisecond, notify: counting(&stuckPings), link: &link{}, alive: []*atomic.Int64{&fresh, &stale}}
+	alive := &watchdog{interval: 20 * time.Millisecond, notify: counting(&alivePings), link: &link{}, alive: []*atomic.Int64{&fresh, &fresh}}
+	done := make(chan error, 2)
+	go func() { done <- stuck.Run(ctx) }()
+	go func() { done <- alive.Run(ctx) }()
+	testkit.WaitFor(t, "five pings of the watchdog whose loops are alive", func() bool { return alivePings.Load() >= 5 })
+	stop()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := stuckPings.Load(); n != 0 {
+		t.Errorf("%d pings with a loop stuck, want none", n)
+	}
+	if s := other.Load(); s != nil {
+		t.Errorf("notified %q", s)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/cli"
@@ -307,9 +308,9 @@ func TestASessionSurvivesACutTurn(t *testing.T) {
 				// Cut once the model is asked: it never answers (hang).
 				go func() {
 					defer close(cutDone)
-					for len(mock.Requests()) == 0 && ctx.Err() == nil {
-						time.Sleep(20 * time.Millisecond)
-					}
+					testkit.Until(testkit.HangAfter, func() bool { return len(mock.Requests()) > 0 || ctx.Err() != nil })
+					// The scenario: the cut comes while the turn hangs,
+					// some way into it, not on the request's heels.
 					time.Sleep(300 * time.Millisecond)
 					if kill && runnertest.KillCLI(t, bin) > 0 {
 						return

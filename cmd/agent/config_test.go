@@ -12,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/testkit"
@@ -400,11 +399,7 @@ func TestSIGHUPWhileStartingIsKept(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(time.Minute); !opened(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent never opened its outbox:\n%s", tail(a.output(), 3000))
-		}
-	}
+	testkit.WaitFor(t, "the agent to open its outbox", opened)
 	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}

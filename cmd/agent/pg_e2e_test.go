@@ -305,9 +305,7 @@ func TestE2EReplicasOnPostgres(t *testing.T) {
 	endedAtKill := countEnded(c, ids)
 	// Killed with requests in flight, if it has any within a few
 	// seconds: their answers are lost, and the agents ask again.
-	for deadline := time.Now().Add(5 * time.Second); !proxy.busy(leader.addr) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Until(5*time.Second, func() bool { return proxy.busy(leader.addr) })
 	leader.kill()
 	killed := time.Now()
 

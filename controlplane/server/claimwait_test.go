@@ -14,6 +14,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -35,9 +36,8 @@ func (e *env) claimAsync(ctx context.Context, c *controlplane.Client, req api.Cl
 
 // untilWaiting returns once n claims are held waiting for work.
 func (e *env) untilWaiting(n int) {
-	for e.srv.ClaimsWaiting() != n {
-		time.Sleep(time.Millisecond)
-	}
+	e.t.Helper()
+	testkit.WaitFor(e.t, fmt.Sprintf("%d claims waiting", n), func() bool { return e.srv.ClaimsWaiting() == n })
 }
 
 // rounds is how many selections waiting claims have run again.
@@ -50,9 +50,8 @@ func (e *env) rounds() uint64 {
 // untilRoundsPast returns once waiting claims ran more than n selections
 // again: a wake has been seen.
 func (e *env) untilRoundsPast(n uint64) {
-	for e.rounds() <= n {
-		time.Sleep(time.Millisecond)
-	}
+	e.t.Helper()
+	testkit.WaitFor(e.t, fmt.Sprintf("more than %d selections by waiting claims", n), func() bool { return e.rounds() > n })
 }
 
 func waitReq(agent string, grade health.Grade, wait time.Duration, repos ...string) api.ClaimRequest {

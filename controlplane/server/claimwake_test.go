@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/controlplane/store/filestore"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -30,9 +31,8 @@ func (e *env) lineLen() int {
 // is back in line, having run its selection again (waitRounds counts it
 // as it joins).
 func (e *env) untilLine(n int) {
-	for e.lineLen() != n {
-		time.Sleep(time.Millisecond)
-	}
+	e.t.Helper()
+	testkit.WaitFor(e.t, fmt.Sprintf("%d claims in line", n), func() bool { return e.lineLen() == n })
 }
 
 // waitAll has the agents ids claim, each waiting an hour with grade, in
@@ -155,9 +155,7 @@ func TestATaskTakenBeforeTheWokenClaimSelectsCostsOneSelection(t *testing.T) {
 	if a := <-first; a.err == nil {
 		t.Fatalf("the first claim was answered %v, want it cancelled", ids(a.resp.Tasks))
 	}
-	for e.srv.ClaimWaitEnds()[WaitGone] != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "the hung-up claim's wait to end", func() bool { return e.srv.ClaimWaitEnds()[WaitGone] == 1 })
 	e.srv.mu.Lock()
 	rounds, line := e.srv.waitRounds-before, len(e.srv.line)
 	e.srv.mu.Unlock()
