@@ -19,7 +19,12 @@ import (
 // serves, a line each under a header; --json the control plane's whole
 // view; with no agent it says so.
 func TestAgentsLs(t *testing.T) {
-	c := startCP(t, freeAddr(t), t.TempDir())
+	t.Parallel()
+	// Agents go offline after three heartbeat intervals of silence: 3 s
+	// intervals leave agents ls seconds to start and answer on a loaded
+	// machine while the agents it shows are still online (with 300 ms,
+	// a slow start showed them offline).
+	c := startCP(t, freeAddr(t), t.TempDir(), "--heartbeat-interval", "3s")
 	ls := func(extra ...string) result {
 		t.Helper()
 		r := runAgent(t, append([]string{"agents", "ls", "--control-plane", c.url(), "--token-file", c.operatorFile}, extra...)...)
@@ -133,6 +138,7 @@ func sameCells(got, want []string) bool {
 // An agent run says its labels in its heartbeats; a label that is not
 // KEY=VALUE, or whose key is not a simple name, is a usage error.
 func TestAgentLabels(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir(), "--label", "team=infra", "--label", "site=lyon 2")
 	testkit.WaitFor(t, "the agent's labels at the control plane", func() bool {

@@ -22,6 +22,7 @@ import (
 // a button; the tap answers, and the task goes on. The same link again,
 // and one with its signature changed, do nothing and say why.
 func TestApproveFromTheNotificationOnAPhone(t *testing.T) {
+	t.Parallel()
 	b := browsertest.New(t)
 	const key = "0123456789abcdef0123456789abcdef-secret"
 	secret := filepath.Join(t.TempDir(), "secret")

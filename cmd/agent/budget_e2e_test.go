@@ -45,6 +45,7 @@ func checkOverBudget(t *testing.T, v api.TaskView, why string) {
 // the control plane's view, in tasks show (local and remote) and in the
 // agent's metrics.
 func TestE2EBudgets(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir, metricsAddr := filepath.Join(t.TempDir(), "agent"), freeAddr(t)
 	ag := startAgentProc(t, c, dataDir, "--default-max-tokens", "500", "--metrics-addr", metricsAddr)
@@ -107,6 +108,7 @@ func TestE2EBudgets(t *testing.T) {
 // attempt, with the usage Claude Code reported in the control plane's
 // view and in tasks show.
 func TestE2EBudgetWithClaude(t *testing.T) {
+	t.Parallel()
 	mock, err := mockmodel.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -154,6 +156,7 @@ func treeUsage(t *testing.T, c *cp, root string) (int64, []api.TaskView) {
 // would go on waiting, is stopped budget_exceeded through its agent's
 // heartbeat.
 func TestE2ESubtaskTreeStaysWithinItsRootsTokenBudget(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		// slots is the agent's --max-concurrent: the root and one subtask

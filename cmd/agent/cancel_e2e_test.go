@@ -26,6 +26,7 @@ import (
 // agent holds open for its running tasks carries it. The task ends
 // cancelled on both sides, saying who cancelled it.
 func TestCancelReachesARunningTaskAtOnce(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir(), "--heartbeat-interval", "5m")
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--max-concurrent", "1")
@@ -45,6 +46,7 @@ func TestCancelReachesARunningTaskAtOnce(t *testing.T) {
 // agent as timed_out too, at once and with the watchdog's reason, not as
 // a cancel nobody asked for.
 func TestAWatchdogEndingIsTheAgentsToo(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir(), "--heartbeat-interval", "5m", "--stall-limit", "2s")
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
@@ -78,6 +80,7 @@ func sameEnding(t *testing.T, local, remote *state.Task, want string) {
 // the task completes and a person cancels it; the answer to the reports,
 // once they go through, tells the agent, as the control plane notes it.
 func TestACancelThatCrossesTheEndResolvesOneWay(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	target, err := url.Parse(c.url())
 	if err != nil {

@@ -36,6 +36,7 @@ func printed(t *testing.T, out, key string) (value, origin string) {
 }
 
 func TestConfigPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "agent.toml")
 	writeFile(t, file, `# an operator's file
@@ -94,6 +95,7 @@ sandbox = "read-only"
 // The printed configuration is itself a valid config file that gives the
 // same values, and it never shows the token.
 func TestConfigPrintIsAConfigFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	env := []string{"AGENT_CONFIG=", "AGENT_TOKEN=s3cret-token-value", "AGENT_MODELS=m1,m2", "AGENT_CONTROL_PLANE=https://ops:hunter2@cp.example.com"}
 	r := runAgentEnv(t, env, "config", "print", "--attempt-timeout", "10m,20m", "--claude-allowed-tools", "Bash,Write")
@@ -124,6 +126,7 @@ func TestConfigPrintIsAConfigFile(t *testing.T) {
 }
 
 func TestConfigErrorsNameFileLineAndKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, text, want string
@@ -173,6 +176,7 @@ func TestConfigErrorsNameFileLineAndKey(t *testing.T) {
 // file's order, by config check and by agent run alike (exit 2): a person
 // fixes them at once rather than one run at a time.
 func TestConfigErrorsAreAllReported(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "agent.toml")
 	writeFile(t, file, `max-concurrent = 2
@@ -210,6 +214,7 @@ path = "/src/site"
 // --retention refuses less than an hour, and its help says so before
 // anyone hits the refusal, on the command line and in the file alike.
 func TestRetentionMinimumIsInItsHelp(t *testing.T) {
+	t.Parallel()
 	help := runAgent(t, "run", "--help")
 	line := ""
 	for _, l := range strings.Split(help.stdout, "\n") {
@@ -233,6 +238,7 @@ func TestRetentionMinimumIsInItsHelp(t *testing.T) {
 // command line and AGENT_REPO in the environment; config print writes
 // them back as [[repo]] tables that read back the same.
 func TestConfigRepoTables(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	home, _ := os.UserHomeDir()
 	file := filepath.Join(dir, "agent.toml")
@@ -279,6 +285,7 @@ name = "docs"
 // The data directory from the config file serves every command: the
 // outbox commands find the outbox there.
 func TestConfigDataDirServesEveryCommand(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t)
 	file := filepath.Join(t.TempDir(), "agent.toml")
 	writeFile(t, file, "data-dir = "+tomlString(dataDir)+"\n")
@@ -294,6 +301,7 @@ func TestConfigDataDirServesEveryCommand(t *testing.T) {
 // edit keeps the running configuration and says why, a setting that needs
 // a restart is reported, and SIGHUP reloads too.
 func TestConfigReload(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := startCP(t, freeAddr(t), filepath.Join(dir, "cp"))
 	file := filepath.Join(dir, "agent.toml")
@@ -360,6 +368,7 @@ func agentCapacity(c *cp) int {
 // outbox with a backlog) is kept for the reloader, not the end of the
 // process, as it was by Go's default before the reloader ran.
 func TestSIGHUPWhileStartingIsKept(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := startCP(t, freeAddr(t), filepath.Join(dir, "cp"))
 	dataDir := filepath.Join(dir, "agent")
@@ -420,6 +429,7 @@ func TestSIGHUPWhileStartingIsKept(t *testing.T) {
 // of the target in its own directory reloads, and so does re-pointing the
 // link (as config management, or a mounted ConfigMap's "..data" swap, do).
 func TestConfigReloadFollowsSymlinks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := startCP(t, freeAddr(t), filepath.Join(dir, "cp"))
 	real, links := filepath.Join(dir, "real"), filepath.Join(dir, "etc")

@@ -35,6 +35,7 @@ const pageLimit = time.Minute
 // of docs/console.md are taken here (AGENT_UPDATE_SCREENSHOTS=1 writes
 // them to docs/console/).
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	b := browsertest.New(t)
 	c := startCP(t, freeAddr(t), t.TempDir())
 	defer c.stop()

@@ -20,6 +20,7 @@ import (
 // plane's file holds the attempt's output up to the cap and one mark, and
 // the task says how much was cut. The lists it is read with come in pages.
 func TestE2EControlPlaneCapsAnAttemptsOutput(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
 	c := startCP(t, addr, cpDir, "--max-attempt-output", "64KiB")

@@ -21,6 +21,7 @@ import (
 // build with -tags faults), then restarted on the same directory: nothing it accepted is lost, nothing
 // the agent sent ends dead, and the task ends as it would have.
 func TestE2EControlPlaneCrashAtEachStorePoint(t *testing.T) {
+	t.Parallel()
 	for _, point := range []string{"mid-events", "after-events", "after-save"} {
 		for _, batch := range []string{"2", "complete"} {
 			t.Run(point+":"+batch, func(t *testing.T) {
@@ -81,6 +82,7 @@ func TestE2EControlPlaneCrashAtEachStorePoint(t *testing.T) {
 // task completes, and its notification reaches the receiver, under one id
 // however often it is written again or delivered.
 func TestE2EControlPlaneCrashAfterNotify(t *testing.T) {
+	t.Parallel()
 	addr, cpDir, dataDir, receiverAddr := freeAddr(t), t.TempDir(), t.TempDir(), freeAddr(t)
 	flags := []string{"--notify-webhook", "http://" + receiverAddr + "/hook"}
 	c := startCPEnv(t, []string{"AGENT_CP_CRASH=after-notify:notify"}, addr, cpDir, flags...)
@@ -122,6 +124,7 @@ func TestE2EControlPlaneCrashAfterNotify(t *testing.T) {
 // The crash switch is in this build, and the check that the shipped
 // build has none (TestShippedBuildHasNoCrashSwitch) would see it.
 func TestFaultBuildHoldsTheCrashSwitch(t *testing.T) {
+	t.Parallel()
 	bin, err := os.ReadFile(os.Args[0])
 	if err != nil {
 		t.Fatal(err)

@@ -61,6 +61,7 @@ func privateDir(t *testing.T) string {
 }
 
 func TestDoctorHealthy(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := filepath.Join(t.TempDir(), "data") // agent run makes it
 	args := []string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir, "--executor", "sample"}
@@ -134,6 +135,7 @@ func TestDoctorHealthy(t *testing.T) {
 }
 
 func TestDoctorFindsWhatIsBroken(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	for _, tc := range []struct {
 		name string
@@ -231,6 +233,7 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 // What doctor prints of paths and answers goes through visible(): an
 // escape sequence in a data directory's name is shown, not obeyed.
 func TestDoctorEscapesUntrustedText(t *testing.T) {
+	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "evil\x1b[2Jdir")
 	must(t, os.Mkdir(dataDir, 0o755))
 	r := runAgent(t, "doctor", "--data-dir", dataDir, "--executor", "sample")
@@ -242,6 +245,7 @@ func TestDoctorEscapesUntrustedText(t *testing.T) {
 // On a terminal the results are colored, padded first so that the
 // columns stay aligned.
 func TestPrintChecksColorKeepsColumns(t *testing.T) {
+	t.Parallel()
 	checks := []doctor.Check{
 		{Name: doctor.CheckConfig, Result: doctor.CheckPass, Detail: "fine"},
 		{Name: doctor.CheckControlPlane, Result: doctor.CheckFail, Detail: "down", Fix: "start it"},

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,6 +86,7 @@ func e2eThreeOutcomes(t *testing.T, cpFlags ...string) {
 }
 
 func TestE2ECancelFromTheControlPlaneKillsTheProcessGroup(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir())
 	id := submit(t, c, "@spawn-child\n@output started\n@hang")
@@ -120,6 +122,7 @@ func TestE2ECancelFromTheControlPlaneKillsTheProcessGroup(t *testing.T) {
 // the task finishes, its records wait in the outbox, and once the control
 // plane is back every one is delivered, none applied twice.
 func TestE2EControlPlaneDownAndBack(t *testing.T) {
+	t.Parallel()
 	addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
 	c := startCP(t, addr, cpDir)
 	startAgentProc(t, c, dataDir)
@@ -181,6 +184,7 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 // agent_restart, the gate allows a new attempt (nothing was done), and the
 // task completes; nothing stays in a running phase.
 func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir)
@@ -217,6 +221,7 @@ func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
 // one), which skips what was done, and the task completes. stop, on a
 // second such task, says which task will continue.
 func TestE2EAgentKilledAfterASideEffectContinuesTheSession(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir)
@@ -256,6 +261,7 @@ func TestE2EAgentKilledAfterASideEffectContinuesTheSession(t *testing.T) {
 // a task that had a side effect: stop says the task will continue its
 // session, and the next start does.
 func TestE2EStopSaysWhichTasksWillContinue(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
@@ -282,6 +288,7 @@ func TestE2EStopSaysWhichTasksWillContinue(t *testing.T) {
 // the agent's late completion is rejected as terminal and shows as dead
 // in the outbox.
 func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir(), "--stall-limit", "1s")
 	target, err := url.Parse(c.url())
 	must(t, err)
@@ -320,6 +327,7 @@ func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
 }
 
 func TestE2EWrongTokenIsOneClearLine(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	bad := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(bad, []byte("tok-wrong-7781-0123456789abcdef0123"), 0o600)
@@ -341,6 +349,7 @@ func TestE2EWrongTokenIsOneClearLine(t *testing.T) {
 }
 
 func TestE2ESecondAgentOnTheSameDataDirIsRefused(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
@@ -352,9 +361,14 @@ func TestE2ESecondAgentOnTheSameDataDirIsRefused(t *testing.T) {
 	wantOneLineError(t, r, 1, filepath.Join(dataDir, "outbox", "lock"))
 }
 
+// TestE2EDemo runs the demo once, in a time zone other than UTC, and
+// checks what it says and what it stores. (It holds what was
+// TestStoredTimesAreUTC, which ran the same demo a second time to read
+// its times.)
 func TestE2EDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	r := runAgent(t, "demo", "--data-dir", dir)
+	r := runAgentEnv(t, []string{"TZ=Asia/Tokyo"}, "demo", "--data-dir", dir)
 	if r.code != 0 {
 		t.Fatalf("demo: %+v", r)
 	}
@@ -383,12 +397,41 @@ func TestE2EDemo(t *testing.T) {
 			t.Errorf("the demo printed the token in %s", file)
 		}
 	}
+	// Whatever the machine's time zone, what is stored and logged as
+	// JSON is in UTC; what is printed for people is local.
+	t.Run("StoredTimesAreUTC", func(t *testing.T) {
+		files, _ := filepath.Glob(filepath.Join(dir, "agent", "tasks", "*.json"))
+		files = append(files, filepath.Join(dir, "demo.log"), filepath.Join(dir, "agent", "health.json"))
+		stamp := regexp.MustCompile(`"(?:time|[a-z_]*_at|since|at)": ?"(\d{4}-\d\d-\d\dT[^"]+)"`)
+		seen := 0
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range stamp.FindAllStringSubmatch(string(b), -1) {
+				seen++
+				if !strings.HasSuffix(m[1], "Z") {
+					t.Errorf("%s: %s is not in UTC", filepath.Base(f), m[0])
+					break
+				}
+			}
+		}
+		if seen < 10 {
+			t.Fatalf("only %d times found in %v", seen, files)
+		}
+		show := runAgentEnv(t, []string{"TZ=Asia/Tokyo"}, "tasks", "ls", "--json", "--data-dir", filepath.Join(dir, "agent"))
+		if show.code != 0 || !strings.Contains(show.stdout, "Z\"") || strings.Contains(show.stdout, "+09:00") {
+			t.Errorf("tasks ls --json is not in UTC: %s", tail(show.stdout, 500))
+		}
+	})
 }
 
 // TestE2EOutboxReplayByHand leaves records pending (the control plane went
 // away and the agent was stopped), then delivers them with
 // `agent outbox replay`.
 func TestE2EOutboxReplayByHand(t *testing.T) {
+	t.Parallel()
 	addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
 	c := startCP(t, addr, cpDir)
 	ag := startAgentProc(t, c, dataDir)
@@ -448,6 +491,7 @@ func TestE2EOutboxReplayByHand(t *testing.T) {
 // A stopped agent says so in a last heartbeat: the control plane shows it
 // offline at once, and the stop logs no warning.
 func TestE2EStopSaysOffline(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	ag := startAgentProc(t, c, t.TempDir())
 	id := submit(t, c, "@output hi")

@@ -193,6 +193,7 @@ func (l *countingListener) count() int {
 // refused is on the attempt, at the control plane too, and agent tasks
 // show says it.
 func TestE2EATaskReachesOnlyItsAllowList(t *testing.T) {
+	t.Parallel()
 	if landlock.ABI() == 0 {
 		t.Skip("the kernel has no Landlock")
 	}

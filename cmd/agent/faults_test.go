@@ -215,6 +215,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // heartbeats alike), several chatty tasks all end, and every record is
 // delivered exactly once in effect.
 func TestFaultProxy(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	proxy := &faultProxy{target: c.url(), counts: map[string]int{}, rnd: rand.New(rand.NewPCG(1, 2)),
 		breakOn: func(path string) bool { return strings.HasPrefix(path, "/v1/") }}
@@ -268,6 +269,7 @@ func TestFaultProxy(t *testing.T) {
 // control plane has heard something new from it: nothing lost, nothing
 // applied twice, every task ends.
 func TestFaultAgentKilled100Times(t *testing.T) {
+	t.Parallel()
 	kills := 100
 	if n, err := strconv.Atoi(os.Getenv("AGENT_FAULT_KILLS")); err == nil && n > 0 {
 		kills = n

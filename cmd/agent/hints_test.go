@@ -76,6 +76,7 @@ func hintAfter(t *testing.T, out, marker string) string {
 // says. The reply hint needs a real CLI's approval request; the watch
 // renders it through the same hint.tasks as retry.
 func TestEveryHintWorksAsPrinted(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)

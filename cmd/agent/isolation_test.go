@@ -28,6 +28,7 @@ import (
 // signal the agent. None of it works; the task itself completes, in its
 // work directory. The agent's health says how its attempts are confined.
 func TestE2EATaskReachesNothingOfTheAgents(t *testing.T) {
+	t.Parallel()
 	if landlock.ABI() == 0 {
 		t.Skip("the kernel has no Landlock")
 	}
@@ -101,6 +102,7 @@ echo '{"type":"result","summary":"tried"}'
 // still not the control plane's; --isolation-allow of the token file or
 // of the operator token is refused in one line.
 func TestE2EOneHostLayoutATaskReadsNoCredential(t *testing.T) {
+	t.Parallel()
 	if landlock.ABI() == 0 {
 		t.Skip("the kernel has no Landlock")
 	}
@@ -207,6 +209,7 @@ echo '{"type":"result","summary":"tried"}'
 // dumpable process's of that user. Root reads both, whatever: run agents
 // as a user of their own (service install does).
 func TestTheAgentsProcessIsClosedToItsUsersOthers(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to run the agent and the reader as another user")
 	}

@@ -25,6 +25,7 @@ func scrape(t *testing.T, addr string) string {
 // --metrics-addr on both commands: the figures of a task run end to end,
 // scraped over HTTP from the agent and from the control plane.
 func TestMetricsFlagServesBoth(t *testing.T) {
+	t.Parallel()
 	cpMetrics, agentMetrics := freeAddr(t), freeAddr(t)
 	c := startCP(t, freeAddr(t), t.TempDir(), "--metrics-addr", cpMetrics)
 	ag := startAgentProc(t, c, filepath.Join(t.TempDir(), "agent"), "--metrics-addr", agentMetrics)

@@ -271,6 +271,7 @@ func checkRanOnce(t *testing.T, c *cp, ids, marks, agentDirs []string) (events i
 // key, or the same claim's grant again by its request id) or not (the
 // retry applies it): none is lost, none applied twice.
 func TestE2EReplicasOnPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.Start(t)
 	addrA, dirA := freeAddr(t), t.TempDir()
 	a := startCP(t, addrA, dirA, "--store", dsn)
@@ -376,6 +377,7 @@ func leadHolders(t *testing.T, dsn string) int {
 // task completes in one attempt, nothing lost, nothing stored twice,
 // nothing dead.
 func TestE2EControlPlaneSurvivesPostgresRestart(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"restart", "kill"} {
 		t.Run(how, func(t *testing.T) {
 			cluster := pgtest.New(t)

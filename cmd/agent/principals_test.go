@@ -55,6 +55,7 @@ func secret(t *testing.T, text string, perm os.FileMode) string {
 // the token), and a state directory others can write to (where a planted
 // task file would be handed to an agent). Each is one line, exit 1.
 func TestAttackControlPlaneServesWeakCredentials(t *testing.T) {
+	t.Parallel()
 	open := privateDir(t)
 	must(t, os.Chmod(open, 0o777))
 	planted := privateDir(t)
@@ -90,6 +91,7 @@ func TestAttackControlPlaneServesWeakCredentials(t *testing.T) {
 // agent run, agent submit and the other clients refuse a token file
 // others can read and a short token, before they reach the control plane.
 func TestAttackClientsUseWeakTokens(t *testing.T) {
+	t.Parallel()
 	short, open := secret(t, "ab\n", 0o600), secret(t, longToken, 0o644)
 	for _, c := range []struct {
 		name string
@@ -114,6 +116,7 @@ func TestAttackClientsUseWeakTokens(t *testing.T) {
 // cannot list tasks, a person's operator token does both, and only it
 // revokes.
 func TestCredentialsThroughTheCLI(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	if info, err := os.Stat(c.operatorFile); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("DIR/operator-token: %v %v, want a 0600 file", info, err)
@@ -160,6 +163,7 @@ func TestCredentialsThroughTheCLI(t *testing.T) {
 // one line naming agent agents revoke); after the revoke it registers; the
 // first host, its token revoked and its id held again, is refused too.
 func TestE2EAnAgentIDIsHeldByOneHost(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	first, second := t.TempDir(), t.TempDir()
 	must(t, os.WriteFile(filepath.Join(first, "agent-id"), []byte("vm-7\n"), 0o600))
@@ -206,6 +210,7 @@ func TestE2EAnAgentIDIsHeldByOneHost(t *testing.T) {
 // operator-token-file the person's token submit, tasks and agents use
 // (--token-file on the command line still wins).
 func TestOneConfigForRunAndSubmit(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	conf := filepath.Join(t.TempDir(), "agent.toml")

@@ -148,6 +148,7 @@ func shellWords(line string) ([]string, error) {
 // passes on after -- are flags agent run takes; a make target is in the
 // Makefile. Nothing is run: the command line is parsed as the agent would.
 func TestREADMECommandsParse(t *testing.T) {
+	t.Parallel()
 	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +226,7 @@ func indexOf(list []string, s string) int {
 // every path in backquotes that starts at one of its top directories
 // exists, and no SPEC is cited (there is none in the repository).
 func TestREADMECitesFilesInTheRepository(t *testing.T) {
+	t.Parallel()
 	top, err := os.ReadDir(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -378,6 +380,7 @@ func (n *newcomer) phase(id string) state.Phase {
 // command is the README's own, parsed from it; bin/agent is the binary
 // built here as make build builds it.
 func TestREADMEAsANewcomer(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Fatal("the README's commands are sh, run by bash, which is not here")
 	}

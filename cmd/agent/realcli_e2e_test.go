@@ -15,6 +15,7 @@ import (
 
 // The demo through the real CLIs, against the mock model it embeds.
 func TestE2EDemoThroughTheRealCLIs(t *testing.T) {
+	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
 			bin := clitest.CodexBin(t)
@@ -45,6 +46,7 @@ func TestE2EDemoThroughTheRealCLIs(t *testing.T) {
 // agent run with Claude Code against the control plane: the fallback chain
 // on the wire, every record delivered once, nothing pending.
 func TestE2ERunWithClaude(t *testing.T) {
+	t.Parallel()
 	mock, err := mockmodel.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +104,7 @@ func TestE2ERunWithClaude(t *testing.T) {
 // (the follow-up is a new turn, which the mock answers with text); the
 // control plane's pending request is cleared.
 func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		answer  string // --accept, --decline, or "restart"
@@ -180,6 +183,7 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 // earlier conversation and the follow-up, and the command is not run
 // again.
 func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
+	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
 			mock, err := mockmodel.Start()

@@ -33,6 +33,7 @@ func label(t *testing.T, c *cp, agent string, labels ...string) {
 // tasks show, and in submit --wait, until an agent with the label starts,
 // is granted it, and takes it.
 func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir(), "--agent-id", "sample-gpu", "--label", "gpu=a100")
 	startAgentProc(t, c, t.TempDir(), append(execSample(), "--agent-id", "exec-cpu", "--label", "team=infra")...)
@@ -114,6 +115,7 @@ func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
 // A --require with an unknown key, or malformed, is a one-line usage
 // error that lists the keys; nothing is submitted.
 func TestSubmitRefusesABadRequire(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ req, says string }{
 		{"gpu=yes", "want KEY=VALUE with KEY one of executor, model, repo, os, arch, label"},
 		{"executor", "KEY one of executor"},
@@ -135,6 +137,7 @@ func TestSubmitRefusesABadRequire(t *testing.T) {
 // shows as saying so of itself; taken back (tier-), the label routes
 // nothing more.
 func TestE2EARogueAgentIsNotGrantedALabelItSaysItHas(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir(), "--agent-id", "rogue", "--label", "tier=secure")
 	testkit.WaitFor(t, "the rogue to enrol", func() bool {

@@ -17,6 +17,7 @@ import (
 // queue (its log says so, agent health counts it), and starts as soon as
 // the first answers.
 func TestMaxStartsQueuesStartsApartFromRunning(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--max-concurrent", "3", "--max-starts", "1")

@@ -41,6 +41,7 @@ func (l *lockedBuffer) String() string {
 // nothing, says each second what it waits for, and tells the control plane
 // it is draining, then offline; both commands exit 0 and nothing warns.
 func TestStopDrainsARunningTask(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir, "--drain-timeout", "10m")
@@ -105,6 +106,7 @@ func TestStopDrainsARunningTask(t *testing.T) {
 // attempt waits for the agent's next run (it had done nothing: a replay),
 // which stop says; --now (SIGQUIT) skips the drain.
 func TestStopDrainTimeoutAndNow(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		agentArgs []string
@@ -144,6 +146,7 @@ func TestStopDrainTimeoutAndNow(t *testing.T) {
 }
 
 func TestStopWithoutAnAgent(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t) // an outbox, but nobody holds its lock
 	r := runAgent(t, "stop", "--data-dir", dataDir)
 	wantOneLineError(t, r, 1, "no agent is running on this data directory")
@@ -156,6 +159,7 @@ func TestStopWithoutAnAgent(t *testing.T) {
 // agent's user, can rewrite or remove agent.pid. A planted pid is said
 // on stderr and left alone; the real agent drains and exits.
 func TestStopSignalsOnlyTheLockHolder(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("the kernel names a lock's holder only on Linux (/proc/locks)")
 	}
@@ -216,6 +220,7 @@ func TestStopSignalsOnlyTheLockHolder(t *testing.T) {
 // A stop that outlasts its --timeout says how to stop at once, and that
 // line works when pasted as printed.
 func TestStopTimeoutHintWorksAsPrinted(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir, "--drain-timeout", "10m")

@@ -19,6 +19,7 @@ import (
 // on, and the timeline says a person retried. Retrying a task in any other
 // phase is one line and exit 1.
 func TestTasksRetryRunsTheNextAttempt(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
@@ -69,6 +70,7 @@ func TestTasksRetryRunsTheNextAttempt(t *testing.T) {
 // tasks ls, show and cancel with --remote go to the control plane, and
 // the local state and the control plane agree on how each task ended.
 func TestTasksRemoteAndLocalAgree(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--max-retries", "0")

@@ -13,6 +13,7 @@ import (
 )
 
 func TestTasksCommandsDoNotCreateAMistypedDataDir(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "typo")
 	for _, args := range [][]string{{"tasks", "ls"}, {"tasks", "show", "t-1"}, {"tasks", "logs", "t-1"}, {"health"}} {
 		r := runAgent(t, append(args, "--data-dir", missing)...)
@@ -32,6 +33,7 @@ func TestTasksCommandsDoNotCreateAMistypedDataDir(t *testing.T) {
 // where a limit still keeps an old task that needs a person. --order
 // newest and oldest list all in that order; another order is refused.
 func TestTasksLsPutsWhatNeedsAPersonOnTop(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)

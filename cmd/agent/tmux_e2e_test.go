@@ -68,6 +68,7 @@ func (s *tmuxServer) shows(window, text string) {
 }
 
 func TestE2ETmuxWindowPerAttempt(t *testing.T) {
+	t.Parallel()
 	s := newTmuxServer(t)
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
@@ -115,6 +116,7 @@ func TestE2ETmuxWindowPerAttempt(t *testing.T) {
 }
 
 func TestE2ETmuxMissingIsOneLineAndTasksComplete(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	agentProc := startProc(t, "agent", []string{"PATH=" + t.TempDir()}, "run", "--control-plane", c.url(), "--token-file", c.tokenFile,

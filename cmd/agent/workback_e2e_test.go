@@ -31,6 +31,7 @@ import (
 // learns it. A person's retry after work left uncommitted keeps it on a
 // named ref. The console's diff page shows the change on a phone.
 func TestE2ETheWorkComesBack(t *testing.T) {
+	t.Parallel()
 	const token = "ghp_e2e0123456789abcdefghij"
 	repo := gittest.NewRepo(t)
 	remote := filepath.Join(gittest.OutOfReach(t), "remote.git")

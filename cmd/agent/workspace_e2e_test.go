@@ -26,6 +26,7 @@ func commit(file, content string) string {
 // workspaces stay while they hold commits; and a repository nobody serves
 // is refused at submit.
 func TestE2ETwoTasksOnOneRepositorySideBySide(t *testing.T) {
+	t.Parallel()
 	repo := gittest.NewRepo(t)
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
@@ -93,6 +94,7 @@ func TestE2ETwoTasksOnOneRepositorySideBySide(t *testing.T) {
 // it starts from; the task does not see the changes, and the checkout
 // keeps them.
 func TestE2EADirtyCheckoutIsSaid(t *testing.T) {
+	t.Parallel()
 	repo := gittest.NewRepo(t)
 	head := gittest.Git(t, repo, "rev-parse", "HEAD")
 	must(t, os.WriteFile(filepath.Join(repo, "README"), []byte("the person's edit\n"), 0o600))
@@ -133,6 +135,7 @@ func TestE2EADirtyCheckoutIsSaid(t *testing.T) {
 // retention follow no link: main keeps the person's commit, the other
 // task's branch holds its work.
 func TestE2EATaskCannotMoveThePersonsBranches(t *testing.T) {
+	t.Parallel()
 	repo := gittest.NewRepo(t)
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
