@@ -66,6 +66,7 @@ func waitTerminal(t *testing.T, c *controlplane.Client, id string) api.TaskView 
 // TestRunStopsCleanly runs a task, stops the agent, and leaves goleak to
 // find any goroutine still running.
 func TestRunStopsCleanly(t *testing.T) {
+	t.Parallel()
 	client, cfg := fixture(t)
 	a, err := New(cfg)
 	if err != nil {
@@ -96,6 +97,7 @@ func TestRunStopsCleanly(t *testing.T) {
 // the next one waits for the agent's next run (the control plane hears of
 // both in the final flush), and the next run takes it up and completes it.
 func TestStopThenStartTakesTheTaskUp(t *testing.T) {
+	t.Parallel()
 	client, cfg := fixture(t)
 	cfg.ShutdownGrace = 200 * time.Millisecond
 	a, _ := New(cfg)
@@ -136,6 +138,7 @@ func TestStopThenStartTakesTheTaskUp(t *testing.T) {
 }
 
 func TestNewRefusesABadConfig(t *testing.T) {
+	t.Parallel()
 	_, cfg := fixture(t)
 	for name, mutate := range map[string]func(*Config){
 		"no URL":      func(c *Config) { c.ControlPlane = "" },
@@ -153,6 +156,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 }
 
 func TestRecordKeys(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 21, 12, 0, 0, 5, time.UTC)
 	cases := map[string]runner.Report{
 		"t-1:phase:claimed:2026-11-21T12:00:00.000000005Z":      {At: at, Payload: state.PhaseEvent{Phase: state.PhaseClaimed}},
@@ -169,6 +173,7 @@ func TestRecordKeys(t *testing.T) {
 // TestMissingExecutorClaimsNothing: an agent whose executor cannot start
 // is unavailable from its first heartbeat and leaves the work queued.
 func TestMissingExecutorClaimsNothing(t *testing.T) {
+	t.Parallel()
 	client, cfg := fixture(t)
 	cfg.Executor, _ = exec.New(exec.Config{Argv: []string{"/nonexistent/codex"}})
 	a, _ := New(cfg)
@@ -212,6 +217,7 @@ func TestMissingExecutorClaimsNothing(t *testing.T) {
 // A crash right after a claim leaves a task claimed with no attempt: the
 // next start resumes it (it used to crash on it, again and again).
 func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
+	t.Parallel()
 	client, cfg := fixture(t)
 	v, err := client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
@@ -260,6 +266,7 @@ func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 
 // A data directory others could write to is refused, with the fix.
 func TestDataDirectoryWritableByOthersIsRefused(t *testing.T) {
+	t.Parallel()
 	_, cfg := fixture(t)
 	if err := os.Chmod(cfg.DataDir, 0o777); err != nil {
 		t.Fatal(err)
@@ -275,6 +282,7 @@ func TestDataDirectoryWritableByOthersIsRefused(t *testing.T) {
 }
 
 func TestHeartbeatIntervalFromTheControlPlaneIsClamped(t *testing.T) {
+	t.Parallel()
 	h := &heartbeat{base: 10 * time.Second}
 	for _, c := range []struct {
 		seconds float64
@@ -299,6 +307,7 @@ func TestHeartbeatIntervalFromTheControlPlaneIsClamped(t *testing.T) {
 // An agent whose lock file is removed under it stops, naming it, rather
 // than share its outbox with a second agent.
 func TestAgentStopsWhenItsLockIsRemoved(t *testing.T) {
+	t.Parallel()
 	_, cfg := fixture(t)
 	a, err := New(cfg)
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 // same claim id, gets the same grant, and runs the task once: it is not
 // stranded in claimed, and no second attempt is spent.
 func TestLostClaimAnswerStrandsNothing(t *testing.T) {
+	t.Parallel()
 	var (
 		mu       sync.Mutex
 		claimIDs []string
@@ -112,6 +113,7 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 // asked for and releases the rest, which goes back to the queue and runs
 // later; nothing is run twice or dropped.
 func TestGrantLargerThanAskedIsReleased(t *testing.T) {
+	t.Parallel()
 	var (
 		mu       sync.Mutex
 		released []string
@@ -180,6 +182,7 @@ func TestGrantLargerThanAskedIsReleased(t *testing.T) {
 // and heartbeats: the control plane lists them with the agent and routes
 // tasks that name one to it.
 func TestClaimsAndHeartbeatsAnnounceTheRepositories(t *testing.T) {
+	t.Parallel()
 	var (
 		mu     sync.Mutex
 		claims [][]string
@@ -240,6 +243,7 @@ func TestClaimsAndHeartbeatsAnnounceTheRepositories(t *testing.T) {
 // there could rewrite its config and hooks, which the agent and the
 // person run. Unconfined, every repository is as writable, and said so.
 func TestARepositoryTasksCanWriteIsNotServed(t *testing.T) {
+	t.Parallel()
 	if landlock.ABI() == 0 {
 		t.Fatal("no Landlock on this kernel: these machines have it; the refusal cannot be checked without")
 	}

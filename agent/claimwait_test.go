@@ -162,6 +162,7 @@ func untilHeartbeats(t *testing.T, log *claimLog, n int) {
 // go on without more claims, and a task submitted meanwhile is granted to
 // the claim that was waiting, not to a later one.
 func TestIdleAgentTakesASubmittedTaskWithTheClaimThatWaits(t *testing.T) {
+	t.Parallel()
 	log := &claimLog{}
 	cp, _ := startLogged(t, log)
 	untilClaimWaiting(t, cp)
@@ -191,6 +192,7 @@ func TestIdleAgentTakesASubmittedTaskWithTheClaimThatWaits(t *testing.T) {
 // wait: the agent claims when a heartbeat gets through, as it did, not in
 // a loop, and still runs what is submitted.
 func TestAgentClaimsAtHeartbeatsFromAControlPlaneThatDoesNotWait(t *testing.T) {
+	t.Parallel()
 	log := &claimLog{oldServer: true}
 	cp, _ := startLogged(t, log)
 	untilHeartbeats(t, log, 10)
@@ -214,6 +216,7 @@ func TestAgentClaimsAtHeartbeatsFromAControlPlaneThatDoesNotWait(t *testing.T) {
 // control plane sees the agent hang up, not the wait run out. Whatever
 // the claim started is gone too (goleak, in TestMain).
 func TestStopWithdrawsAWaitingClaim(t *testing.T) {
+	t.Parallel()
 	log := &claimLog{}
 	cp, stop := startLogged(t, log)
 	untilClaimWaiting(t, cp)
@@ -233,6 +236,7 @@ func TestStopWithdrawsAWaitingClaim(t *testing.T) {
 // The agent asks again with the same claim id, gets the same grant, and
 // runs the task once.
 func TestLostAnswerOfAWaitingClaimIsAskedAgainWithItsID(t *testing.T) {
+	t.Parallel()
 	log := &claimLog{loseFirstGrant: true}
 	cp, _ := startLogged(t, log)
 	untilClaimWaiting(t, cp)

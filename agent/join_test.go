@@ -18,6 +18,7 @@ func (f loopFunc) Run(ctx context.Context) error { return f(ctx) }
 // A loop's error reaches the agent, and the other loops keep running until
 // the agent stops them: a stopping agent still heartbeats and delivers.
 func TestLoopsHandTheFirstErrorOnAndKeepTheOthers(t *testing.T) {
+	t.Parallel()
 	ctx, stop := context.WithCancel(context.Background())
 	refused := errors.New("refused")
 	var othersStopped atomic.Int32
@@ -44,6 +45,7 @@ func TestLoopsHandTheFirstErrorOnAndKeepTheOthers(t *testing.T) {
 // The watchdog pings while every loop it watches goes round, and stops
 // when one does not, so that the service manager restarts the agent.
 func TestWatchdogPingsOnlyWhileTheLoopsAreAlive(t *testing.T) {
+	t.Parallel()
 	var fresh, stale atomic.Int64
 	fresh.Store(time.Now().Add(time.Hour).UnixNano())
 	var alivePings, stuckPings atomic.Int32

@@ -75,6 +75,7 @@ const hostileReason = "call +1-555-0100 now\x1b]8;;https://evil.example/\x07clic
 // restarted in between (the limits are the store's). The agent's words
 // are quoted and said to be its, bounded and inert, on both.
 func TestAHealthFlapStormIsFoldedIntoOne(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	hook, phone := newInbox(t), newInbox(t)
 	secret := []byte("0123456789abcdef0123456789abcdef-storm")

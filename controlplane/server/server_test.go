@@ -242,6 +242,7 @@ func statuses(res []api.EventResult) string {
 }
 
 func TestEventsAreIdempotentAcrossARestart(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newEnv(t, dir, clk)
 	e.submit("fix it", "")
@@ -271,6 +272,7 @@ func TestEventsAreIdempotentAcrossARestart(t *testing.T) {
 }
 
 func TestLateCompletionForATerminalTaskIsRejected(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("fix it", "")
 	c := e.claim("ag-1", "available", 1)[0]
@@ -295,6 +297,7 @@ func TestLateCompletionForATerminalTaskIsRejected(t *testing.T) {
 }
 
 func TestWrongTokenIs401(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	bad, _ := controlplane.NewClient(e.http.URL, "tok-zz9-bogus", controlplane.ClientOptions{Tries: 3})
 	_, err := bad.Tasks(context.Background())
@@ -309,6 +312,7 @@ func TestWrongTokenIs401(t *testing.T) {
 }
 
 func TestClaimsAreHealthAware(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	gui := e.submit("needs the app server", "gui")
 	e.submit("anything", "any")
@@ -327,6 +331,7 @@ func TestClaimsAreHealthAware(t *testing.T) {
 }
 
 func TestDegradedAgentGetsGuiTaskWhenNoBetterOneIsOnline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("needs the app server", "gui")
 	if got := e.claim("ag-meh", "degraded", 5); len(got) != 1 {
@@ -335,6 +340,7 @@ func TestDegradedAgentGetsGuiTaskWhenNoBetterOneIsOnline(t *testing.T) {
 }
 
 func TestLeaseLapsesWhenTheAgentGoesOffline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("fix it", "")
 	e.agent("ag-1").Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "ag-1"})
@@ -359,6 +365,7 @@ func TestLeaseLapsesWhenTheAgentGoesOffline(t *testing.T) {
 }
 
 func TestCancelReachesTheAgentInItsHeartbeat(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	running := e.submit("running", "")
 	c := e.claim("ag-1", "available", 1)[0]
@@ -383,6 +390,7 @@ func TestCancelReachesTheAgentInItsHeartbeat(t *testing.T) {
 }
 
 func TestQueuedTaskExpires(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	v := e.submit("nobody claims me", "")
 	e.clk.advance(61 * time.Minute)
@@ -396,6 +404,7 @@ func TestQueuedTaskExpires(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	for _, req := range []api.CreateTaskRequest{{Prompt: " "}, {Prompt: "x", Prefer: "tty"}, {Prompt: "x", MaxAttempts: 99}} {
 		_, err := e.client.CreateTask(context.Background(), req)
