@@ -32,8 +32,11 @@ import (
 // agent's own first-event limit: turn/started and system/init do not
 // count as an answer.
 func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
+	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			runnertest.LimitCLIs(t)
 			mock := runnertest.StartMock(t)
 			var exe runner.Executor
 			if cli == "codex" {
@@ -63,8 +66,11 @@ func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
 // task ends cancelled, and no process of the attempt is left, although
 // both CLIs start tool commands in sessions of their own.
 func TestCancelDuringAToolCommandLeavesNoProcess(t *testing.T) {
+	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			runnertest.LimitCLIs(t)
 			mock := runnertest.StartMock(t)
 			var exe runner.Executor
 			if cli == "codex" {
@@ -354,8 +360,11 @@ func TestASessionSurvivesACutTurn(t *testing.T) {
 // and the task ends budget_exceeded after one attempt, with the usage
 // the CLI reported, and no process left.
 func TestRealCLIOverItsTokenBudgetIsStopped(t *testing.T) {
+	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			runnertest.LimitCLIs(t)
 			mock := runnertest.StartMock(t)
 			var exe runner.Executor
 			if cli == "codex" {
