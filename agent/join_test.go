@@ -31,6 +31,8 @@ func TestLoopsHandTheFirstErrorOnAndKeepTheOthers(t *testing.T) {
 	if err := <-g.failed(); !errors.Is(err, refused) && err.Error() != "later" {
 		t.Fatalf("failed: %v", err)
 	}
+	// Not a wait: a moment in which a wrong group would stop the others
+	// (nothing happens that a condition could name).
 	time.Sleep(10 * time.Millisecond)
 	if n := othersStopped.Load(); n != 0 {
 		t.Fatalf("%d loops stopped on another's error", n)

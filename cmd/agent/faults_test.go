@@ -202,7 +202,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hijackClose() // the server acted; the agent never hears of it
 		return
 	case "slow":
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the fault: an answer that comes late
 	}
 	for k, v := range resp.Header {
 		w.Header()[k] = v

@@ -373,7 +373,7 @@ func TestClaimsWhileAReplicasSessionsAreKilled(t *testing.T) {
 						return
 					}
 					failed.Add(1)
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // a client's pause before it asks again, not a wait
 					continue
 				}
 				if id == "" {
@@ -402,7 +402,7 @@ func TestClaimsWhileAReplicasSessionsAreKilled(t *testing.T) {
 		if err := c.Exec(ctx, "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'replica0'"); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the scenario: three kills spread over the claims
 	}
 	wg.Wait()
 	t.Logf("%d claims answered done, %d failed in the killed replica", len(granted), failed.Load())
