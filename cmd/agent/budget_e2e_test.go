@@ -174,6 +174,7 @@ func TestE2ESubtaskTreeStaysWithinItsRootsTokenBudget(t *testing.T) {
 		{"all at once", "4", `@usage 600\n@wait-file /nonexistent/agent-test\n@usage 600\n@hang`, 1000 + 3*600},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			cpl := startCP(t, freeAddr(t), t.TempDir())
 			ag := startAgentProc(t, cpl, t.TempDir(), "--max-concurrent", c.slots, "--kill-grace", "1s")
 			defer ag.stop()

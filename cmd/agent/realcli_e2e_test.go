@@ -18,6 +18,7 @@ func TestE2EDemoThroughTheRealCLIs(t *testing.T) {
 	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
 			bin := clitest.CodexBin(t)
 			if cli == "claude" {
 				bin = clitest.ClaudeBin(t)
@@ -119,6 +120,7 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 		{name: "agent restarted while waiting", answer: "restart", ran: false, phase: state.PhaseCompleted, errCode: state.CodeAgentRestart, continued: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			mock, err := mockmodel.Start()
 			if err != nil {
 				t.Fatal(err)
@@ -186,6 +188,7 @@ func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
 			mock, err := mockmodel.Start()
 			if err != nil {
 				t.Fatal(err)
