@@ -28,10 +28,16 @@ build:
 tools:
 	./scripts/tools.sh
 
+# Four parallel tests at a time in a package, not GOMAXPROCS (2 on the
+# machines the suite runs on): most of them wait on subprocesses, timers
+# and loopback rather than compute, and cmd/agent's end-to-end tests ran
+# near go test's 10-minute limit two at a time on a loaded machine.
+TEST_PARALLEL ?= 4
+
 ## test: the whole suite under the race detector (fuzz seeds and 50 crash kills included); the control plane's tests once more over PostgreSQL (a throwaway cluster; skipped in one line where none is installed).
 test: tools
-	$(GO) test -race -count=1 ./...
-	AGENT_TEST_CP_STORE=postgres $(GO) test -race -count=1 ./controlplane/server/
+	$(GO) test -race -count=1 -parallel $(TEST_PARALLEL) ./...
+	AGENT_TEST_CP_STORE=postgres $(GO) test -race -count=1 -parallel $(TEST_PARALLEL) ./controlplane/server/
 
 ## faults: the fault suite (needs root: it mounts tmpfs); prints a table.
 faults: tools

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/exec"
@@ -53,22 +54,19 @@ func fixture(t *testing.T) (*controlplane.Client, Config) {
 
 func waitTerminal(t *testing.T, c *controlplane.Client, id string) api.TaskView {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		v, err := c.Task(context.Background(), id)
-		if err == nil && v.Phase.Terminal() {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s did not end: %+v %v", id, v.Phase, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var v api.TaskView
+	testkit.WaitFor(t, "task "+id+" to end", func() bool {
+		var err error
+		v, err = c.Task(context.Background(), id)
+		return err == nil && v.Phase.Terminal()
+	})
+	return v
 }
 
 // TestRunStopsCleanly runs a task, stops the agent, and leaves goleak to
 // find any goroutine still running.
 func TestRunStopsCleanly(t *testing.T) {
+	t.Parallel()
 	client, cfg := fixture(t)
 	a, err := New(cfg)
 	if err != nil {
@@ -99,6 +97,7 @@ func TestRunStopsCleanly(t *testing.T) {
 // the next one waits for the agent's next run (the control plane hears of
 // both in the final flush), and the next run takes it up and completes it.
 func TestStopThenStartTakesTheTaskUp(t *testing.T) {
+	t.Parallel()
 	client, cfg := fixture(t)
 	cfg.ShutdownGrace = 200 * time.Millisecond
 	a, _ := New(cfg)
@@ -107,16 +106,10 @@ func TestStopThenStartTakesTheTaskUp(t *testing.T) {
 	go func() { errc <- a.Run(ctx) }()
 	gate := filepath.Join(t.TempDir(), "go-on")
 	v, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "@wait-file " + gate})
-	for deadline := time.Now().Add(time.Minute); ; {
+	testkit.WaitFor(t, "the task to start its turn", func() bool {
 		got, _ := client.Task(ctx, v.ID)
-		if got.Phase == state.PhaseTurnStarted {
-			break
-		}
-		if time.Now().After(deadline) { // a guard against a hang, not a time limit
-			t.Fatalf("the task never started: %s", got.Phase)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got.Phase == state.PhaseTurnStarted
+	})
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -145,6 +138,7 @@ func TestStopThenStartTakesTheTaskUp(t *testing.T) {
 }
 
 func TestNewRefusesABadConfig(t *testing.T) {
+	t.Parallel()
 	_, cfg := fixture(t)
 	for name, mutate := range map[string]func(*Config){
 		"no URL":      func(c *Config) { c.ControlPlane = "" },
@@ -162,6 +156,7 @@ func TestNewRefusesABadConfig(t *testing.T) {
 }
 
 func TestRecordKeys(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 21, 12, 0, 0, 5, time.UTC)
 	cases := map[string]runner.Report{
 		"t-1:phase:claimed:2026-11-21T12:00:00.000000005Z":      {At: at, Payload: state.PhaseEvent{Phase: state.PhaseClaimed}},
@@ -178,6 +173,7 @@ func TestRecordKeys(t *testing.T) {
 // TestMissingExecutorClaimsNothing: an agent whose executor cannot start
 // is unavailable from its first heartbeat and leaves the work queued.
 func TestMissingExecutorClaimsNothing(t *testing.T) {
+	t.Parallel()
 	client, cfg := fixture(t)
 	cfg.Executor, _ = exec.New(exec.Config{Argv: []string{"/nonexistent/codex"}})
 	a, _ := New(cfg)
@@ -185,18 +181,26 @@ func TestMissingExecutorClaimsNothing(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
 	v, _ := client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "fix it"})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var seen time.Time
+	testkit.WaitFor(t, "the agent to heartbeat unavailable", func() bool {
 		agents, _ := client.Agents(ctx)
 		if len(agents) == 1 && agents[0].Health.Grade == "unavailable" {
-			break
+			seen = agents[0].LastHeartbeat
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agents %+v", agents)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	})
+	// Several heartbeats more, each a chance to claim.
+	for range 3 {
+		testkit.WaitFor(t, "the next heartbeat", func() bool {
+			agents, _ := client.Agents(ctx)
+			if len(agents) == 1 && agents[0].LastHeartbeat.After(seen) {
+				seen = agents[0].LastHeartbeat
+				return true
+			}
+			return false
+		})
 	}
-	time.Sleep(500 * time.Millisecond) // several heartbeats, each a chance to claim
 	if got, _ := client.Task(ctx, v.ID); got.Phase != state.PhaseQueued {
 		t.Errorf("an agent with a missing executor took the task: %s", got.Phase)
 	}
@@ -213,6 +217,7 @@ func TestMissingExecutorClaimsNothing(t *testing.T) {
 // A crash right after a claim leaves a task claimed with no attempt: the
 // next start resumes it (it used to crash on it, again and again).
 func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
+	t.Parallel()
 	client, cfg := fixture(t)
 	v, err := client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
@@ -261,6 +266,7 @@ func TestRestartAfterACrashRightAfterAClaim(t *testing.T) {
 
 // A data directory others could write to is refused, with the fix.
 func TestDataDirectoryWritableByOthersIsRefused(t *testing.T) {
+	t.Parallel()
 	_, cfg := fixture(t)
 	if err := os.Chmod(cfg.DataDir, 0o777); err != nil {
 		t.Fatal(err)
@@ -276,6 +282,7 @@ func TestDataDirectoryWritableByOthersIsRefused(t *testing.T) {
 }
 
 func TestHeartbeatIntervalFromTheControlPlaneIsClamped(t *testing.T) {
+	t.Parallel()
 	h := &heartbeat{base: 10 * time.Second}
 	for _, c := range []struct {
 		seconds float64
@@ -300,6 +307,7 @@ func TestHeartbeatIntervalFromTheControlPlaneIsClamped(t *testing.T) {
 // An agent whose lock file is removed under it stops, naming it, rather
 // than share its outbox with a second agent.
 func TestAgentStopsWhenItsLockIsRemoved(t *testing.T) {
+	t.Parallel()
 	_, cfg := fixture(t)
 	a, err := New(cfg)
 	if err != nil {
@@ -308,14 +316,7 @@ func TestAgentStopsWhenItsLockIsRemoved(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(context.Background()) }()
 	lock := filepath.Join(cfg.DataDir, "outbox", outbox.LockName)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(lock); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the agent never took its lock")
-		}
-	}
+	testkit.WaitFor(t, "the agent to take its lock", func() bool { _, err := os.Stat(lock); return err == nil })
 	if err := os.Remove(lock); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/internal/gittest"
 	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
@@ -33,6 +34,7 @@ import (
 // same claim id, gets the same grant, and runs the task once: it is not
 // stranded in claimed, and no second attempt is spent.
 func TestLostClaimAnswerStrandsNothing(t *testing.T) {
+	t.Parallel()
 	var (
 		mu       sync.Mutex
 		claimIDs []string
@@ -111,6 +113,7 @@ func TestLostClaimAnswerStrandsNothing(t *testing.T) {
 // asked for and releases the rest, which goes back to the queue and runs
 // later; nothing is run twice or dropped.
 func TestGrantLargerThanAskedIsReleased(t *testing.T) {
+	t.Parallel()
 	var (
 		mu       sync.Mutex
 		released []string
@@ -179,6 +182,7 @@ func TestGrantLargerThanAskedIsReleased(t *testing.T) {
 // and heartbeats: the control plane lists them with the agent and routes
 // tasks that name one to it.
 func TestClaimsAndHeartbeatsAnnounceTheRepositories(t *testing.T) {
+	t.Parallel()
 	var (
 		mu     sync.Mutex
 		claims [][]string
@@ -218,20 +222,13 @@ func TestClaimsAndHeartbeatsAnnounceTheRepositories(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.WaitFor(t, "the agent listed with repos site, infra, having claimed", func() bool {
 		agents, err := cp.Operator.Agents(context.Background())
 		mu.Lock()
 		n := len(claims)
 		mu.Unlock()
-		if err == nil && len(agents) == 1 && slices.Equal(agents[0].Repos, []string{"site", "infra"}) && n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agents %+v (%v), %d claims: want the agent listed with repos site, infra, having claimed", agents, err, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && len(agents) == 1 && slices.Equal(agents[0].Repos, []string{"site", "infra"}) && n > 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	for _, repos := range claims {
@@ -246,6 +243,7 @@ func TestClaimsAndHeartbeatsAnnounceTheRepositories(t *testing.T) {
 // there could rewrite its config and hooks, which the agent and the
 // person run. Unconfined, every repository is as writable, and said so.
 func TestARepositoryTasksCanWriteIsNotServed(t *testing.T) {
+	t.Parallel()
 	if landlock.ABI() == 0 {
 		t.Fatal("no Landlock on this kernel: these machines have it; the refusal cannot be checked without")
 	}

@@ -7,6 +7,7 @@ import (
 )
 
 func TestClaimBlocked(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		free     int

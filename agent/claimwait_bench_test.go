@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 )
@@ -67,12 +68,7 @@ func startBenchAgent(b *testing.B, log *claimLog) *servertest.ControlPlane {
 	go func() { errc <- a.Run(ctx) }()
 	b.Cleanup(func() { cancel(); <-errc })
 	// Settled: registered and past its first claim.
-	for {
-		if claims, _ := log.seen(); len(claims) > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(b, "the agent's first claim", func() bool { claims, _ := log.seen(); return len(claims) > 0 })
 	return cp
 }
 
@@ -89,19 +85,18 @@ func submitBench(b *testing.B, cp *servertest.ControlPlane) string {
 // first attempt's start.
 func pickup(b *testing.B, cp *servertest.ControlPlane, id string) time.Duration {
 	b.Helper()
-	for {
-		v, err := cp.Operator.Task(context.Background(), id)
-		if err != nil {
+	var v api.TaskView
+	testkit.WaitFor(b, "task "+id+" to end", func() bool {
+		var err error
+		if v, err = cp.Operator.Task(context.Background(), id); err != nil {
 			b.Fatal(err)
 		}
-		if v.Phase.Terminal() {
-			if v.Phase != state.PhaseCompleted || len(v.Attempts) == 0 {
-				b.Fatalf("task %s ended %s", id, v.Phase)
-			}
-			return v.Attempts[0].StartedAt.Sub(v.CreatedAt)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return v.Phase.Terminal()
+	})
+	if v.Phase != state.PhaseCompleted || len(v.Attempts) == 0 {
+		b.Fatalf("task %s ended %s", id, v.Phase)
 	}
+	return v.Attempts[0].StartedAt.Sub(v.CreatedAt)
 }
 
 func mean(ds []time.Duration) time.Duration {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/runner/exec"
 	"github.com/edgeagent/agent/state"
 )
@@ -145,31 +147,27 @@ func startLogged(t *testing.T, log *claimLog) (*servertest.ControlPlane, func() 
 
 // untilClaimWaiting returns once the control plane holds one claim
 // waiting for work.
-func untilClaimWaiting(cp *servertest.ControlPlane) {
-	for cp.Server.ClaimsWaiting() != 1 {
-		time.Sleep(time.Millisecond)
-	}
+func untilClaimWaiting(t *testing.T, cp *servertest.ControlPlane) {
+	t.Helper()
+	testkit.WaitFor(t, "one claim waiting", func() bool { return cp.Server.ClaimsWaiting() == 1 })
 }
 
 // untilHeartbeats returns once log has seen n heartbeats.
-func untilHeartbeats(log *claimLog, n int) {
-	for {
-		if _, hb := log.seen(); hb >= n {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+func untilHeartbeats(t *testing.T, log *claimLog, n int) {
+	t.Helper()
+	testkit.WaitFor(t, fmt.Sprintf("%d heartbeats", n), func() bool { _, hb := log.seen(); return hb >= n })
 }
 
 // An idle agent keeps one claim waiting at the control plane: heartbeats
 // go on without more claims, and a task submitted meanwhile is granted to
 // the claim that was waiting, not to a later one.
 func TestIdleAgentTakesASubmittedTaskWithTheClaimThatWaits(t *testing.T) {
+	t.Parallel()
 	log := &claimLog{}
 	cp, _ := startLogged(t, log)
-	untilClaimWaiting(cp)
+	untilClaimWaiting(t, cp)
 	_, hb := log.seen()
-	untilHeartbeats(log, hb+5)
+	untilHeartbeats(t, log, hb+5)
 	claims, _ := log.seen()
 	if len(claims) != 1 || claims[0].req.WaitMS != api.MaxClaimWait.Milliseconds() {
 		t.Fatalf("an idle agent over five heartbeats made %d claims (%+v), want one waiting %v", len(claims), claims, api.MaxClaimWait)
@@ -194,9 +192,10 @@ func TestIdleAgentTakesASubmittedTaskWithTheClaimThatWaits(t *testing.T) {
 // wait: the agent claims when a heartbeat gets through, as it did, not in
 // a loop, and still runs what is submitted.
 func TestAgentClaimsAtHeartbeatsFromAControlPlaneThatDoesNotWait(t *testing.T) {
+	t.Parallel()
 	log := &claimLog{oldServer: true}
 	cp, _ := startLogged(t, log)
-	untilHeartbeats(log, 10)
+	untilHeartbeats(t, log, 10)
 	claims, hb := log.seen()
 	if len(claims) == 0 || len(claims) > hb+1 {
 		t.Fatalf("%d claims over %d heartbeats, want at most one a heartbeat and at least one", len(claims), hb)
@@ -217,15 +216,14 @@ func TestAgentClaimsAtHeartbeatsFromAControlPlaneThatDoesNotWait(t *testing.T) {
 // control plane sees the agent hang up, not the wait run out. Whatever
 // the claim started is gone too (goleak, in TestMain).
 func TestStopWithdrawsAWaitingClaim(t *testing.T) {
+	t.Parallel()
 	log := &claimLog{}
 	cp, stop := startLogged(t, log)
-	untilClaimWaiting(cp)
+	untilClaimWaiting(t, cp)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	for cp.Server.ClaimsWaiting() != 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "no claim waiting", func() bool { return cp.Server.ClaimsWaiting() == 0 })
 	if ends := cp.Server.ClaimWaitEnds(); ends[server.WaitGone] != 1 || len(ends) != 1 {
 		t.Fatalf("waits ended %v, want one: the agent hung up", ends)
 	}
@@ -238,9 +236,10 @@ func TestStopWithdrawsAWaitingClaim(t *testing.T) {
 // The agent asks again with the same claim id, gets the same grant, and
 // runs the task once.
 func TestLostAnswerOfAWaitingClaimIsAskedAgainWithItsID(t *testing.T) {
+	t.Parallel()
 	log := &claimLog{loseFirstGrant: true}
 	cp, _ := startLogged(t, log)
-	untilClaimWaiting(cp)
+	untilClaimWaiting(t, cp)
 	task, err := cp.Operator.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
 		t.Fatal(err)

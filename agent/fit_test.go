@@ -20,6 +20,7 @@ import (
 // clone) and the record points to it; a diff's patch is cut at a line's
 // end. The outbox takes them all.
 func TestOversizedReportsAreMadeToFit(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	a := &Agent{cfg: Config{DataDir: dataDir}, layout: datadir.Layout{Dir: dataDir}}
 	limit := a.recordLimit()

@@ -10,6 +10,7 @@ import (
 // start. (How isolation resolves is the isolation package's, and tested
 // there.)
 func TestIsolationRefusedIsAConfigError(t *testing.T) {
+	t.Parallel()
 	cfg := Config{DataDir: "/srv/agent"}
 	cfg.Isolation.Mode = "sometimes"
 	if _, err := cfg.confine(); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "want auto, landlock or none") {
@@ -29,6 +30,7 @@ func TestIsolationRefusedIsAConfigError(t *testing.T) {
 // Egress open is said wherever unconfined files are: the health reason
 // carries it, whatever the grade.
 func TestEgressOpenIsSaidInHealth(t *testing.T) {
+	t.Parallel()
 	_, cfg := fixture(t)
 	cfg.Isolation.Egress = "open"
 	a, err := New(cfg)

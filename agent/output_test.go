@@ -45,6 +45,7 @@ func payloadBytes(t *testing.T, v any) int64 {
 // record that is not a log. Each attempt has a cap of its own; the
 // smaller of the agent's own and the control plane's, once it says it, holds.
 func TestTheOutputCapCutsAnAttemptAndCountsTheRest(t *testing.T) {
+	t.Parallel()
 	free := int64(1 << 30)
 	b := bounds(10_000, 1<<30, &free)
 	var put, kept, printed int64
@@ -134,6 +135,7 @@ func TestTheOutputCapCutsAnAttemptAndCountsTheRest(t *testing.T) {
 // one line saying how much was dropped. Before a completion, the line is
 // written under the floor too: it is the task's story.
 func TestUnderTheDiskFloorOutputWaitsAndIsSaid(t *testing.T) {
+	t.Parallel()
 	if got := diskFloor(24 << 20); got != minDiskFloor {
 		t.Errorf("the floor of 24 MiB: %d", got)
 	}

@@ -86,6 +86,7 @@ func must(t *testing.T, err error) {
 }
 
 func TestPruneByAge(t *testing.T) {
+	t.Parallel()
 	day := 24 * time.Hour
 	b := newPruneBed(t, state.Retention{})
 	b.task("old", state.PhaseCompleted, 8*day, 100)
@@ -130,6 +131,7 @@ func TestPruneByAge(t *testing.T) {
 }
 
 func TestPruneBySize(t *testing.T) {
+	t.Parallel()
 	day := 24 * time.Hour
 	b := newPruneBed(t, state.Retention{MaxBytes: 25_000})
 	b.task("b", state.PhaseCompleted, 2*day, 10_000)
@@ -152,6 +154,7 @@ func TestPruneBySize(t *testing.T) {
 }
 
 func TestPruneWorkDirectoryLinkIsNotFollowed(t *testing.T) {
+	t.Parallel()
 	b := newPruneBed(t, state.Retention{})
 	outside := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(outside, "precious"), []byte("x"), 0o600))
@@ -167,6 +170,7 @@ func TestPruneWorkDirectoryLinkIsNotFollowed(t *testing.T) {
 }
 
 func TestPrunePurgesDeadRecordsAfterTheRetention(t *testing.T) {
+	t.Parallel()
 	b := newPruneBed(t, state.Retention{MaxAge: 48 * time.Hour})
 	o := b.r.outbox
 	var seqs []uint64
@@ -216,6 +220,7 @@ func (h signalOn) WithGroup(string) slog.Handler      { return h }
 // TestRunPrunesAtStart: the agent prunes when it starts, with the limits of
 // its Config: a task that ended before the retention goes, a young one stays.
 func TestRunPrunesAtStart(t *testing.T) {
+	t.Parallel()
 	_, cfg := fixture(t)
 	cfg.Retention = time.Hour
 	pruned := make(chan struct{})

@@ -22,6 +22,7 @@ import (
 // task's state and logs go. What the workspaces take is measured for
 // agent health and the metrics.
 func TestPruneKeepsWorkspacesThatHoldWork(t *testing.T) {
+	t.Parallel()
 	day := 24 * time.Hour
 	b := newPruneBed(t, state.Retention{})
 	var logged bytes.Buffer

@@ -10,6 +10,7 @@ import (
 // A task that requires a model runs every attempt with it; any other
 // task, with the agent's chain.
 func TestModelsForATaskThatRequiresOne(t *testing.T) {
+	t.Parallel()
 	chain := []string{"gpt-5-mini", "gpt-5"}
 	for _, c := range []struct {
 		requires []state.Requirement

@@ -19,6 +19,7 @@ import (
 // nested deeper than its JSON decoder goes) is isolated by halving the
 // batch: it alone ends dead, every other record is delivered.
 func TestPoisonRecordIsIsolated(t *testing.T) {
+	t.Parallel()
 	cp := servertest.Start(t, servertest.Options{})
 	client := cp.Operator
 	ctx := context.Background()
@@ -74,6 +75,7 @@ func TestPoisonRecordIsIsolated(t *testing.T) {
 // answered with an order to stop its task: the sender hands it on at
 // once, not a heartbeat later.
 func TestSenderHandsOnTheStopOfATaskOverItsTreesBudget(t *testing.T) {
+	t.Parallel()
 	cp := servertest.Start(t, servertest.Options{})
 	ctx := context.Background()
 	root, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "plan", MaxTokens: 100})

@@ -16,6 +16,7 @@ import (
 )
 
 func TestTaskLogCapUnderAFlood(t *testing.T) {
+	t.Parallel()
 	const (
 		limit = 64 << 10
 		lines = 20_000 // about 1 MB of output
@@ -102,6 +103,7 @@ func TestTaskLogCapUnderAFlood(t *testing.T) {
 }
 
 func TestTaskLogNextAttemptEndsTheLastOne(t *testing.T) {
+	t.Parallel()
 	l := datadir.Layout{Dir: t.TempDir()}
 	logs := newTaskLogs(1) // below the smallest cap: minTaskLogBytes is taken
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -133,6 +135,7 @@ func TestTaskLogNextAttemptEndsTheLastOne(t *testing.T) {
 // TestAgentCapsAFloodingTasksLog runs a task that floods its output
 // through the agent: its log keeps the head and the tail within the cap.
 func TestAgentCapsAFloodingTasksLog(t *testing.T) {
+	t.Parallel()
 	client, cfg := fixture(t)
 	cfg.TaskLogMaxBytes = 16 << 10
 	a, err := New(cfg)

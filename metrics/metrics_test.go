@@ -26,6 +26,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/runner/exec"
@@ -112,19 +113,6 @@ func hasLabels(m *dto.Metric, want []string) bool {
 	return true
 }
 
-// waitFor polls cond until it holds, failing after a generous limit: the
-// machine may be slow, and the test is about values, not speed.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // system is a reference control plane on loopback, instrumented, with its
 // metrics served, and an agent config running the sample executor with
 // its metrics on.
@@ -168,7 +156,7 @@ func TestMetricsOfATaskRunToCompletion(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	waitFor(t, "the agent to serve its metrics", func() bool { return a.MetricsAddr() != "" })
+	testkit.WaitFor(t, "the agent to serve its metrics", func() bool { return a.MetricsAddr() != "" })
 	addr := a.MetricsAddr()
 	if !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Errorf("metrics served on %s, want loopback", addr)
@@ -179,7 +167,7 @@ func TestMetricsOfATaskRunToCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got map[string]*dto.MetricFamily
-	waitFor(t, "the task completed and delivered", func() bool {
+	testkit.WaitFor(t, "the task completed and delivered", func() bool {
 		got = scrape(t, addr)
 		return value(got, "agent_tasks", "phase", "completed") == 1 && value(got, "agent_outbox_pending_records") == 0
 	})
@@ -205,7 +193,7 @@ func TestMetricsOfATaskRunToCompletion(t *testing.T) {
 
 	// The control plane's side, once the agent has been seen running.
 	var cp map[string]*dto.MetricFamily
-	waitFor(t, "the control plane's figures", func() bool {
+	testkit.WaitFor(t, "the control plane's figures", func() bool {
 		cp = scrape(t, sys.cpMetrics.Addr())
 		return value(cp, "agent_controlplane_tasks", "phase", "completed") == 1 && value(cp, "agent_controlplane_agents", "state", "running") == 1
 	})
@@ -322,8 +310,8 @@ func TestAnUnreachableControlPlaneIsCounted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	waitFor(t, "the agent to serve its metrics", func() bool { return a.MetricsAddr() != "" })
-	waitFor(t, "a failed heartbeat", func() bool {
+	testkit.WaitFor(t, "the agent to serve its metrics", func() bool { return a.MetricsAddr() != "" })
+	testkit.WaitFor(t, "a failed heartbeat", func() bool {
 		return value(scrape(t, a.MetricsAddr()), "agent_heartbeat_duration_seconds", "result", "failed") > 0
 	})
 	cancel()

@@ -94,6 +94,7 @@ const childSilence = 2 * time.Minute
 // appends, half in the middle of a compaction the child reports, however
 // fast or slow the machine (a race-built child starts slowly).
 func TestCrashAtRandomMomentsLosesNoAcknowledgedRecord(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	kills := crashKills()
 	acked := map[uint64][2]int{} // seq → writer, index; acknowledged and not known sent

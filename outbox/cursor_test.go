@@ -14,6 +14,7 @@ import (
 // leaves some pending in between, past the index's tidying, and checks each
 // Pending against a model of what must be pending.
 func TestPendingFollowsTheCursor(t *testing.T) {
+	t.Parallel()
 	o := openT(t, t.TempDir(), Options{CompactMinBytes: 1 << 40})
 	const n = 5000
 	var model []uint64
@@ -70,6 +71,7 @@ func TestPendingFollowsTheCursor(t *testing.T) {
 // lines laid out otherwise (another writer's order of fields, escaped
 // strings) are decoded in full, to the same records.
 func TestPendingReadsEveryLayout(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	want := []Record{
@@ -117,6 +119,7 @@ func TestPendingReadsEveryLayout(t *testing.T) {
 // TestPendingAfterSkipsTheBatchInFlight: the batch after a given seq is
 // what Pending returns once the batch up to that seq is sent.
 func TestPendingAfterSkipsTheBatchInFlight(t *testing.T) {
+	t.Parallel()
 	o := openT(t, t.TempDir(), Options{})
 	for i := range 10 {
 		mustAppend(t, o, rec("t", KindProgress, i))

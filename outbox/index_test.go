@@ -11,6 +11,7 @@ import (
 // There is one entry per pending record: its size is most of what a
 // backlog costs in memory (the heap per pending record of the benchmark).
 func TestEntryStaysSmall(t *testing.T) {
+	t.Parallel()
 	if n := unsafe.Sizeof(entry{}); n > 96 {
 		t.Errorf("entry is %d bytes; keep it within 96, a size class of Go's allocator", n)
 	}
@@ -20,6 +21,7 @@ func TestEntryStaysSmall(t *testing.T) {
 // back must be the very time Append was given (in UTC), for any instant a
 // time.Time holds, the zero time among them.
 func TestEntryKeepsCreatedAt(t *testing.T) {
+	t.Parallel()
 	check := func(t interface{ Fatalf(string, ...any) }, tm time.Time) {
 		var e entry
 		e.setCreatedAt(tm)

@@ -30,6 +30,7 @@ var jsonValidCases = []string{
 }
 
 func TestValidJSONAgreesWithEncodingJSON(t *testing.T) {
+	t.Parallel()
 	for _, c := range jsonValidCases {
 		if got, want := validJSON([]byte(c)), json.Valid([]byte(c)); got != want {
 			t.Errorf("validJSON(%.60q) = %v, encoding/json says %v", c, got, want)
@@ -60,6 +61,7 @@ func checkBreaks(t *testing.T, b []byte) {
 // rapid mixes special and plain bytes, so that borrows from one special
 // byte run through the others.
 func TestPlainRunFindsTheFirstSpecialByte(t *testing.T) {
+	t.Parallel()
 	check := func(t interface{ Fatalf(string, ...any) }, b []byte, i int) {
 		want := i
 		for want < len(b) && b[want] >= 0x20 && b[want] != '"' && b[want] != '\\' {

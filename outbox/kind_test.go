@@ -8,6 +8,7 @@ import (
 // A record of a kind this version does not know (written by a newer one)
 // is kept, not quarantined, across a reopen: a downgrade loses nothing.
 func TestUnknownKindSurvivesAReopen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	mustAppend(t, o, Record{Kind: "approval_v2", TaskID: "t", Attempt: 1, Payload: json.RawMessage(`{"x":1}`)})

@@ -10,6 +10,7 @@ import (
 // commit that synced records, and of no commit of marks alone (those are
 // not synced).
 func TestOnCommitSeesEverySyncedRecord(t *testing.T) {
+	t.Parallel()
 	var (
 		mu      sync.Mutex
 		records int

@@ -64,6 +64,7 @@ func pendingSeqs(t testing.TB, o *Outbox) []uint64 {
 }
 
 func TestAppendThenReopenKeepsEveryRecordInOrder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	kinds := []Kind{KindPhase, KindProgress, KindLog, KindAttempt, KindComplete}
@@ -112,6 +113,7 @@ func TestAppendThenReopenKeepsEveryRecordInOrder(t *testing.T) {
 }
 
 func TestLinesAreOneJSONObjectWithAllFieldsAndCRC32C(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	mustAppend(t, o, rec("t", KindProgress, 1))
@@ -154,6 +156,7 @@ func TestLinesAreOneJSONObjectWithAllFieldsAndCRC32C(t *testing.T) {
 }
 
 func TestAppendReturnsOnlyAfterSync(t *testing.T) {
+	t.Parallel()
 	o := openT(t, t.TempDir(), Options{})
 	entered, release := make(chan struct{}), make(chan struct{})
 	var synced atomic.Bool
@@ -193,6 +196,7 @@ func TestAppendReturnsOnlyAfterSync(t *testing.T) {
 // slow disk, whatever the speed of this machine; the writers queued behind
 // a sync must then share the next one.
 func TestConcurrentAppendsShareSyncs(t *testing.T) {
+	t.Parallel()
 	o := openT(t, t.TempDir(), Options{})
 	const writers, each = 32, 20
 	var left atomic.Int64 // writers with appends still to make
@@ -248,6 +252,7 @@ func readLines(t *testing.T, path string) []byte {
 }
 
 func TestMarksAreAppendedNeverRewritten(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	for i := range 5 {
@@ -282,6 +287,7 @@ func TestMarksAreAppendedNeverRewritten(t *testing.T) {
 }
 
 func TestDeadRecordsLeavePendingAndStayVisible(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	mustAppend(t, o, rec("t", KindComplete, 0))
@@ -309,6 +315,7 @@ func TestDeadRecordsLeavePendingAndStayVisible(t *testing.T) {
 // TestTornTailIsTruncatedAtEveryByte cuts the last record at every byte and
 // checks that Open keeps every earlier record and truncates the rest.
 func TestTornTailIsTruncatedAtEveryByte(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	for i := range 3 {
@@ -349,6 +356,7 @@ func TestTornTailIsTruncatedAtEveryByte(t *testing.T) {
 // leaves): Open cuts it, neither counting it torn nor setting it aside,
 // and appends go on where the lines end.
 func TestTailOfZerosIsCutNotSetAside(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	mustAppend(t, o, rec("t", KindProgress, 0))
@@ -380,6 +388,7 @@ func TestTailOfZerosIsCutNotSetAside(t *testing.T) {
 }
 
 func TestCorruptMiddleLineIsQuarantinedOnce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	for i := range 4 {
@@ -425,6 +434,7 @@ func TestCorruptMiddleLineIsQuarantinedOnce(t *testing.T) {
 }
 
 func TestOverlongLineIsSkippedWithoutBufferingIt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{MaxRecordBytes: 4096})
 	mustAppend(t, o, rec("t", KindProgress, 0))
@@ -443,6 +453,7 @@ func TestOverlongLineIsSkippedWithoutBufferingIt(t *testing.T) {
 }
 
 func TestCompactionKeepsLiveRecordsAttemptsAndSeq(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	var sent []uint64
@@ -509,6 +520,7 @@ func TestCompactionKeepsLiveRecordsAttemptsAndSeq(t *testing.T) {
 // larger. Every payload must come through whole and in order, whatever
 // the spans, and progress must end at the total.
 func TestCompactionCopiesSpansWhole(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{MaxRecordBytes: 3 << 20})
 	sizes := []int{100, 5_000, 40_000, compactSpan - 300, 2 * compactSpan, 300, compactGap + 1, 64}
@@ -571,6 +583,7 @@ func TestCompactionCopiesSpansWhole(t *testing.T) {
 }
 
 func TestCompactionRunsOnItsOwnWhenSentRecordsDominate(t *testing.T) {
+	t.Parallel()
 	o := openT(t, t.TempDir(), Options{CompactMinBytes: 64 << 10})
 	payload := json.RawMessage(`{"pad":"` + strings.Repeat("x", 900) + `"}`)
 	for i := range 2000 {
@@ -593,6 +606,7 @@ func TestCompactionRunsOnItsOwnWhenSentRecordsDominate(t *testing.T) {
 }
 
 func TestCompactionUnderConcurrentAppendsLosesNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	var (
@@ -714,6 +728,7 @@ func TestFullOutboxRefusesLogsFirstAndSaysHowMany(t *testing.T) {
 }
 
 func TestOneWriterPerDirectory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	mustAppend(t, o, rec("t", KindProgress, 0))
@@ -733,6 +748,7 @@ func TestOneWriterPerDirectory(t *testing.T) {
 }
 
 func TestFilesAndDirectoriesArePrivate(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "outbox")
 	o := openT(t, dir, Options{})
 	mustAppend(t, o, rec("t", KindProgress, 0))
@@ -755,6 +771,7 @@ func TestFilesAndDirectoriesArePrivate(t *testing.T) {
 }
 
 func TestAppendRejectsBadRecords(t *testing.T) {
+	t.Parallel()
 	o := openT(t, t.TempDir(), Options{MaxRecordBytes: 1024})
 	cases := map[string]Record{
 		"malformed kind": {Kind: "Chat!", TaskID: "t", Payload: json.RawMessage(`{}`)},
@@ -774,6 +791,7 @@ func TestAppendRejectsBadRecords(t *testing.T) {
 }
 
 func TestAfterCloseEverythingFails(t *testing.T) {
+	t.Parallel()
 	o := openT(t, t.TempDir(), Options{})
 	o.Close()
 	if _, err := o.Append(rec("t", KindLog, 0)); !errors.Is(err, ErrClosed) {
@@ -793,6 +811,7 @@ func TestAfterCloseEverythingFails(t *testing.T) {
 // answers its batch, so Close can return while answers are still on their
 // way; none may be lost or hang.
 func TestCloseDuringConcurrentAppends(t *testing.T) {
+	t.Parallel()
 	for round := range 20 {
 		dir := t.TempDir()
 		o := openT(t, dir, Options{})
@@ -853,6 +872,7 @@ func TestCloseDuringConcurrentAppends(t *testing.T) {
 }
 
 func TestTailerFollowsAcrossCompaction(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	mustAppend(t, o, rec("t", KindProgress, 0))
@@ -885,6 +905,7 @@ func TestTailerFollowsAcrossCompaction(t *testing.T) {
 }
 
 func TestInspectExplainsAMissingOutbox(t *testing.T) {
+	t.Parallel()
 	_, err := Inspect(filepath.Join(t.TempDir(), "nope"))
 	if !errors.Is(err, ErrNoOutbox) || !strings.Contains(err.Error(), "no such directory") {
 		t.Errorf("Inspect of a missing directory: %v", err)
@@ -899,6 +920,7 @@ func TestInspectExplainsAMissingOutbox(t *testing.T) {
 // rewritten; only one with a newline or carriage return between tokens is
 // compacted, so that every record stays one line.
 func TestPayloadKeptAsGivenUnlessItBreaksTheLine(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, in, want string
 	}{
@@ -946,6 +968,7 @@ func TestPayloadKeptAsGivenUnlessItBreaksTheLine(t *testing.T) {
 // holds and whether or not the payload had to be compacted, in the line
 // and after a reopen.
 func TestGeneratedKeyWithOddTaskIDAndCompactedPayload(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	at := time.Date(2026, 11, 23, 10, 4, 5, 6, time.UTC)
@@ -977,6 +1000,7 @@ func TestGeneratedKeyWithOddTaskIDAndCompactedPayload(t *testing.T) {
 }
 
 func TestAppendRefusesInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	o := openT(t, t.TempDir(), Options{})
 	for _, r := range []Record{
 		{Kind: KindProgress, TaskID: "t\xff", Payload: json.RawMessage(`{}`)},

@@ -12,6 +12,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func TestPurgeDead(t *testing.T) {
+	t.Parallel()
 	day0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name       string
@@ -98,6 +99,7 @@ func TestPurgeDead(t *testing.T) {
 }
 
 func TestPendingByTask(t *testing.T) {
+	t.Parallel()
 	o := openT(t, t.TempDir(), Options{})
 	for i, task := range []string{"a", "a", "b", "c"} {
 		mustAppend(t, o, rec(task, KindProgress, i))

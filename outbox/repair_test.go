@@ -15,6 +15,7 @@ import (
 // again, appends succeed without a reopen, and a reopen finds exactly the
 // records whose appends succeeded.
 func TestFailedWriteIsRepairedAndWritesResume(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	if _, err := o.Append(rec("t", KindPhase, 0)); err != nil {
@@ -64,6 +65,7 @@ func TestFailedWriteIsRepairedAndWritesResume(t *testing.T) {
 // there: the repair cuts them, so a failed append never comes back as a
 // record after a restart.
 func TestRepairCutsWhatAFailedBatchWrote(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	if _, err := o.Append(rec("t", KindPhase, 0)); err != nil {
@@ -91,6 +93,7 @@ func TestRepairCutsWhatAFailedBatchWrote(t *testing.T) {
 // A symbolic link planted in place of the outbox file is not followed:
 // the agent would otherwise write its records wherever the link points.
 func TestOutboxFileThatIsALinkIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	target := filepath.Join(t.TempDir(), "elsewhere")
 	if err := os.WriteFile(target, nil, 0o600); err != nil {
@@ -111,6 +114,7 @@ func TestOutboxFileThatIsALinkIsRefused(t *testing.T) {
 // Deleting the lock file would let a second writer in: the outbox that
 // holds the lock sees it, and a new Open takes a fresh lock.
 func TestRemovedLockFileIsNoticed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	if err := o.CheckLock(); err != nil {

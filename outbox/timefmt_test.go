@@ -10,6 +10,7 @@ import (
 // appendTime writes what time.AppendFormat writes, for any instant, in UTC
 // (its fast path) and in other zones (handed to time).
 func TestAppendTimeMatchesTimeFormat(t *testing.T) {
+	t.Parallel()
 	zones := []*time.Location{time.UTC, time.FixedZone("x", 5*3600+1800), time.FixedZone("y", -7*3600)}
 	rapid.Check(t, func(t *rapid.T) {
 		sec := rapid.Int64Range(-70_000_000_000, 300_000_000_000).Draw(t, "sec")

@@ -15,6 +15,7 @@ import (
 // The writer keeps the file zeroed ahead of its lines while it is open:
 // readers see the lines only, and a clean Close leaves the lines alone.
 func TestWriterKeepsTheFileZeroedAhead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
 	o := openT(t, dir, Options{})
@@ -83,6 +84,7 @@ func TestWriterKeepsTheFileZeroedAhead(t *testing.T) {
 // after it are read, by Open and by the Tailer; the stretch is cut, not
 // counted torn.
 func TestHoleBeforeLinesIsACorruptLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
 	o := openT(t, dir, Options{})
@@ -207,6 +209,7 @@ func TestZeroedStretchOnADiskThatFills(t *testing.T) {
 // stretch; the next stretch must start after the lines, never over them
 // (found in review: it zeroed, or cut, acknowledged records).
 func TestStretchNeverStartsOverLines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	mustAppend(t, o, rec("t", KindProgress, 0))
@@ -253,6 +256,7 @@ func TestStretchNeverStartsOverLines(t *testing.T) {
 // batch being written), it reads to the last of them, not into the
 // stretch as it is being written (found in review: records were skipped).
 func TestTailerMissesNothingWhileTheStretchGrows(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	o := openT(t, dir, Options{CompactMinBytes: 1 << 40})
 	tl, err := NewTailer(dir, 0)

@@ -123,13 +123,17 @@ func TestTimeBudgetStopsTheAttemptNotAsATimeout(t *testing.T) {
 }
 
 func TestTimeBudgetCountsEveryAttempt(t *testing.T) {
+	t.Parallel()
 	// Attempt 1 runs a while and fails transiently; its replay gets what
-	// is left of the budget, and is stopped when that runs out.
-	f, _ := budgetFixture(t, "@sleep 200ms\n@fail rate_limit\n@hang", runner.Budget{MaxTime: 700 * time.Millisecond}, runner.Budget{})
+	// is left of the budget, and is stopped when that runs out. The
+	// budget leaves attempt 1 seconds to start on a loaded machine (with
+	// 700 ms, a slow start spent it all in attempt 1).
+	const budget = 5 * time.Second
+	f, _ := budgetFixture(t, "@sleep 200ms\n@fail rate_limit\n@hang", runner.Budget{MaxTime: budget}, runner.Budget{})
 	f.Run(t, context.Background())
-	checkBudgetExceeded(t, f, 2, "ran out the time budget of 700ms (the earlier attempts ran ")
+	checkBudgetExceeded(t, f, 2, "ran out the time budget of 5s (the earlier attempts ran ")
 	a1, a2 := f.Task.Attempts[0], f.Task.Attempts[1]
-	left := 700*time.Millisecond - a1.WallTime(time.Now())
+	left := budget - a1.WallTime(time.Now())
 	if !strings.Contains(a2.TimeoutUsed, "budget_left="+left.Round(time.Millisecond).String()) {
 		t.Errorf("attempt 2's limits %q, want what attempt 1 (%s) left: %s", a2.TimeoutUsed, a1.WallTime(time.Now()), left)
 	}

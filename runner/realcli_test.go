@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/cli"
@@ -31,8 +32,11 @@ import (
 // agent's own first-event limit: turn/started and system/init do not
 // count as an answer.
 func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
+	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			runnertest.LimitCLIs(t)
 			mock := runnertest.StartMock(t)
 			var exe runner.Executor
 			if cli == "codex" {
@@ -62,8 +66,11 @@ func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
 // task ends cancelled, and no process of the attempt is left, although
 // both CLIs start tool commands in sessions of their own.
 func TestCancelDuringAToolCommandLeavesNoProcess(t *testing.T) {
+	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			runnertest.LimitCLIs(t)
 			mock := runnertest.StartMock(t)
 			var exe runner.Executor
 			if cli == "codex" {
@@ -307,9 +314,9 @@ func TestASessionSurvivesACutTurn(t *testing.T) {
 				// Cut once the model is asked: it never answers (hang).
 				go func() {
 					defer close(cutDone)
-					for len(mock.Requests()) == 0 && ctx.Err() == nil {
-						time.Sleep(20 * time.Millisecond)
-					}
+					testkit.Until(testkit.HangAfter, func() bool { return len(mock.Requests()) > 0 || ctx.Err() != nil })
+					// The scenario: the cut comes while the turn hangs,
+					// some way into it, not on the request's heels.
 					time.Sleep(300 * time.Millisecond)
 					if kill && runnertest.KillCLI(t, bin) > 0 {
 						return
@@ -353,8 +360,11 @@ func TestASessionSurvivesACutTurn(t *testing.T) {
 // and the task ends budget_exceeded after one attempt, with the usage
 // the CLI reported, and no process left.
 func TestRealCLIOverItsTokenBudgetIsStopped(t *testing.T) {
+	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			runnertest.LimitCLIs(t)
 			mock := runnertest.StartMock(t)
 			var exe runner.Executor
 			if cli == "codex" {

@@ -376,9 +376,12 @@ func TestShutdownAfterASideEffectWithoutASessionIsForAPerson(t *testing.T) {
 // continued on the agent's own: the limit bounds the work; a person
 // decides.
 func TestAnAttemptOutOfTimeIsNotContinued(t *testing.T) {
+	t.Parallel()
 	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), "@side-effect started\n@sleep 1m")
 	f.Runner.WorkRoot = t.TempDir()
-	f.Runner.Timeouts.Attempt = []time.Duration{500 * time.Millisecond}
+	// Seconds for the side effect to be said first on a loaded machine
+	// (with 500 ms, a slow start timed the attempt out before it).
+	f.Runner.Timeouts.Attempt = []time.Duration{5 * time.Second}
 	f.Run(t, context.Background())
 	a := f.Task.Attempts[0]
 	if f.Task.Phase != state.PhaseRecoverableFailed || len(f.Task.Attempts) != 1 || a.Error.Code != state.CodeAttemptTimeout ||

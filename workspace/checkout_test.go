@@ -16,6 +16,7 @@ import (
 // they were. A clean checkout says nothing, and a task made again (an
 // agent restarting) says what it said when it was made.
 func TestPrepareSaysTheCheckoutHoldsChanges(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	if w := b.prepare("clean", ""); w.Checkout != nil {
 		t.Errorf("a clean checkout: %+v", w.Checkout)
@@ -60,6 +61,7 @@ func TestPrepareSaysTheCheckoutHoldsChanges(t *testing.T) {
 // repository would have it run (a file system monitor), and a bare
 // repository, which has no checkout, says nothing.
 func TestCheckoutStatusRunsNothing(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	ran := filepath.Join(t.TempDir(), "ran")
 	monitor := filepath.Join(t.TempDir(), "monitor")

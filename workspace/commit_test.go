@@ -16,6 +16,7 @@ import (
 // comes back to the repository as any commit of the task's. Nothing
 // left: no commit.
 func TestCommitCommitsWhatTheAttemptLeft(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	b.m.Author = Author{Name: "Agent Smith", Email: "agent@example.org"}
@@ -67,6 +68,7 @@ func TestCommitCommitsWhatTheAttemptLeft(t *testing.T) {
 // block a reader). A detached HEAD keeps its index: only the branch
 // moves.
 func TestCommitLeavesOutNestedRepositoriesAndSpecialFiles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	w := b.prepare("n", "")
@@ -95,6 +97,7 @@ func TestCommitLeavesOutNestedRepositoriesAndSpecialFiles(t *testing.T) {
 // agent writes its ref beside the branch: the agent replaces the link,
 // never writes through it.
 func TestCommitWritesNoFileThroughALink(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	w := b.prepare("l", "")
@@ -124,6 +127,7 @@ func TestCommitWritesNoFileThroughALink(t *testing.T) {
 // untracked files added, binary files named and not carried, with its
 // stat; cut at a line's end past MaxDiffBytes, its size whole.
 func TestDiff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	w := b.prepare("d", "")

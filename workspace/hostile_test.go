@@ -17,6 +17,7 @@ import (
 // diff, a hooks directory), its hooks. The manager's git calls read none
 // of it: nothing runs, and the reports are the real ones.
 func TestATasksConfigAndHooksDoNotRun(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	w := b.prepare("evil", "")
@@ -76,6 +77,7 @@ func TestATasksConfigAndHooksDoNotRun(t *testing.T) {
 // to its own): the manager does not follow it. Nothing is brought back,
 // the reports say why, a reset and a removal leave main where it is.
 func TestASymbolicBranchIsNotFollowed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	w := b.prepare("link", "")
@@ -119,6 +121,7 @@ func TestASymbolicBranchIsNotFollowed(t *testing.T) {
 // forever) is refused, not read; so is a git directory the task made a
 // link to another.
 func TestTheClonesObjectsAreCheckedBeforeTheyAreRead(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	private := newRepo(t)
@@ -198,6 +201,7 @@ func TestTheClonesObjectsAreCheckedBeforeTheyAreRead(t *testing.T) {
 // bring the work back; nothing of the repository can be changed: not a
 // branch, not the config, not the hooks, not the objects.
 func TestWritableIsEnoughToCommitAndNoMore(t *testing.T) {
+	t.Parallel()
 	if landlock.ABI() == 0 {
 		t.Fatal("no Landlock on this kernel: these machines have it (ABI 7); the test cannot run without")
 	}

@@ -44,6 +44,7 @@ func (b *bed) legacyWorkspace(id string) (dir, adminDir string) {
 // were, what was committed on the branch, what was not still not; the
 // repository keeps no worktree of it.
 func TestAWorktreeOfAnEarlierAgent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	oldDir, oldAdmin := b.legacyWorkspace("old")

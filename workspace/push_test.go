@@ -28,6 +28,7 @@ func pushBed(t *testing.T) (*bed, string) {
 // since is not overwritten; a remote's credentials never show in an
 // error.
 func TestPush(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, remote := pushBed(t)
 	w := b.prepare("p", "main")
@@ -77,6 +78,7 @@ func TestPush(t *testing.T) {
 // A pull request asks to merge into the task's base when it is a
 // branch, else into the remote's default branch.
 func TestPullBase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b, _ := pushBed(t)
 	b.prepare("onmain", "main")

@@ -75,6 +75,7 @@ func (b *bed) info(id string) Info {
 // time, stays in its own worktree and branch, and the repository's
 // checkout and its branch do not move.
 func TestTwoTasksOnOneRepositoryRunSideBySide(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	mainBefore := git(t, b.repo, "rev-parse", "main")
 	wa, wb := b.prepare("task-a", ""), b.prepare("task-b", "main")
@@ -172,6 +173,7 @@ func TestTwoTasksOnOneRepositoryRunSideBySide(t *testing.T) {
 // first; the diff stat of the worktree against the base, committed,
 // uncommitted and untracked alike.
 func TestChangesSaysWhatTheTaskDid(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	w := b.prepare("t1", "")
 	if c := b.changes("t1"); len(c.Commits) != 0 || c.Files != 0 || c.Uncommitted || c.Head != w.BaseCommit {
@@ -206,6 +208,7 @@ func TestChangesSaysWhatTheTaskDid(t *testing.T) {
 // A branch of more commits than a result lists: the oldest
 // MaxChangesCommits, and how many more.
 func TestChangesCutsTheCommitsItLists(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	w := b.prepare("many", "")
 	n := state.MaxChangesCommits + 3
@@ -227,6 +230,7 @@ func TestChangesCutsTheCommitsItLists(t *testing.T) {
 // base if nothing; the workspace is kept while the kept ref alone holds
 // the earlier work, and its removal takes the ref with it.
 func TestResetKeepsWhatTheAttemptLeftAndGoesBackToTheBase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	w := b.prepare("r", "")
@@ -302,6 +306,7 @@ func TestResetKeepsWhatTheAttemptLeftAndGoesBackToTheBase(t *testing.T) {
 // uncommitted changes, keep the workspace, and say so; once merged, it
 // goes, with its branch and the repository's record of it.
 func TestRemoveKeepsWork(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	w := b.prepare("k", "")
@@ -355,6 +360,7 @@ func TestRemoveKeepsWork(t *testing.T) {
 
 // A forced removal drops the work, and says what it dropped.
 func TestRemoveForcedSaysWhatItDropped(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	w := b.prepare("f", "")
 	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "doomed")
@@ -376,6 +382,7 @@ func TestRemoveForcedSaysWhatItDropped(t *testing.T) {
 // A commit that is on another branch (pushed, say) is not lost with the
 // task's branch.
 func TestCommitsOnAnotherBranchAreNotLost(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	w := b.prepare("p", "")
 	git(t, w.Dir, "commit", "-q", "--allow-empty", "-m", "saved")
@@ -392,6 +399,7 @@ func TestCommitsOnAnotherBranchAreNotLost(t *testing.T) {
 // Prepare again (an agent restarting) gives the workspace as it is; a
 // different repository or base for the same task is refused.
 func TestPrepareIsIdempotent(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	other := newRepo(t)
 	m, err := New(b.root, []Repo{{Name: "app", Path: b.repo}, {Name: "other", Path: other}})
@@ -422,6 +430,7 @@ func TestPrepareIsIdempotent(t *testing.T) {
 
 // A task is made from the base it names: a tag, a branch, a commit.
 func TestPrepareFromABase(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	first := git(t, b.repo, "rev-parse", "HEAD")
 	git(t, b.repo, "tag", "v1")
@@ -444,6 +453,7 @@ func TestPrepareFromABase(t *testing.T) {
 // A repository the agent does not serve, and a base it does not have,
 // are refused clearly, leaving nothing behind.
 func TestPrepareRefusesWhatItCannotServe(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	_, err := b.m.Prepare(context.Background(), "u", "nope", "")
 	if !errors.Is(err, ErrNotServed) || !strings.HasSuffix(err.Error(), `repository "nope" is not served by this agent (it serves: app)`) {
@@ -472,6 +482,7 @@ func TestPrepareRefusesWhatItCannotServe(t *testing.T) {
 
 // New checks the repositories: names, paths, duplicates.
 func TestNewChecksTheRepositories(t *testing.T) {
+	t.Parallel()
 	repo := newRepo(t)
 	notRepo := t.TempDir()
 	root := t.TempDir()
@@ -502,6 +513,7 @@ func TestNewChecksTheRepositories(t *testing.T) {
 // List finds every workspace with its size and what removing it would
 // lose; DiskUsage adds up the sizes.
 func TestListAndDiskUsage(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	clean := b.prepare("clean", "")
 	committed := b.prepare("committed", "")
@@ -545,6 +557,7 @@ func TestListAndDiskUsage(t *testing.T) {
 // brought back still counts, so cleanup does not take the moved branch
 // for saved work.
 func TestABranchMovedInTheRepositoryIsNotOverwritten(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := newBed(t)
 	w := b.prepare("victim", "")
@@ -574,6 +587,7 @@ func TestABranchMovedInTheRepositoryIsNotOverwritten(t *testing.T) {
 // of the repository's, and is made again. A branch of the task's name
 // already in the repository is never taken over.
 func TestPrepareAfterACrashMidway(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	w := b.prepare("crashed", "")
 	write(t, w.Dir, "wip", "w")
@@ -604,6 +618,7 @@ func TestPrepareAfterACrashMidway(t *testing.T) {
 // it moved: not while it is at the base, then at each new head, with a
 // reflog entry saying whose work it is.
 func TestBringBackWhenTheBranchMoved(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	w := b.prepare("bb", "")
 	if head := b.bringBack("bb"); head != w.BaseCommit {
@@ -629,6 +644,7 @@ func TestBringBackWhenTheBranchMoved(t *testing.T) {
 // the operator lets tasks write) is refused, in one line naming it,
 // unless it is also in a hierarchy denied to tasks.
 func TestCheckOutOfReach(t *testing.T) {
+	t.Parallel()
 	b := newBed(t)
 	real, err := filepath.EvalSymlinks(b.repo)
 	if err != nil {
@@ -656,6 +672,7 @@ func TestCheckOutOfReach(t *testing.T) {
 // A repository of SHA-256 ids is served as one of SHA-1: the clone and
 // the view are made with its object format, and its 64-digit ids read.
 func TestASHA256Repository(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	repo := filepath.Join(t.TempDir(), "repo")
 	git(t, t.TempDir(), "init", "-q", "--object-format=sha256", "-b", "main", repo)
@@ -693,6 +710,7 @@ func TestASHA256Repository(t *testing.T) {
 // A shallow repository (cloned with --depth) is served: its clone and
 // the view know where its history ends, and the work comes back.
 func TestAShallowRepository(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	full := newRepo(t)
 	git(t, full, "commit", "-q", "--allow-empty", "-m", "second")

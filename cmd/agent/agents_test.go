@@ -6,10 +6,10 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -19,7 +19,12 @@ import (
 // serves, a line each under a header; --json the control plane's whole
 // view; with no agent it says so.
 func TestAgentsLs(t *testing.T) {
-	c := startCP(t, freeAddr(t), t.TempDir())
+	t.Parallel()
+	// Agents go offline after three heartbeat intervals of silence: 3 s
+	// intervals leave agents ls seconds to start and answer on a loaded
+	// machine while the agents it shows are still online (with 300 ms,
+	// a slow start showed them offline).
+	c := startCP(t, freeAddr(t), t.TempDir(), "--heartbeat-interval", "3s")
 	ls := func(extra ...string) result {
 		t.Helper()
 		r := runAgent(t, append([]string{"agents", "ls", "--control-plane", c.url(), "--token-file", c.operatorFile}, extra...)...)
@@ -80,7 +85,7 @@ func TestAgentsLs(t *testing.T) {
 
 	// Silent for three heartbeat intervals, vm-2 is offline, whatever it
 	// said last; vm-1 keeps beating meanwhile.
-	waitFor(t, time.Minute, "vm-2 to be offline", func() bool {
+	testkit.WaitFor(t, "vm-2 to be offline", func() bool {
 		beat(api.HeartbeatRequest{AgentID: "vm-1", State: api.AgentRunning, Health: api.Health{Grade: "available"}, Capacity: api.Capacity{Max: 2}})
 		return agentRows(t, ls().stdout)["vm-2"][1] == "offline"
 	})
@@ -133,9 +138,10 @@ func sameCells(got, want []string) bool {
 // An agent run says its labels in its heartbeats; a label that is not
 // KEY=VALUE, or whose key is not a simple name, is a usage error.
 func TestAgentLabels(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir(), "--label", "team=infra", "--label", "site=lyon 2")
-	waitFor(t, 30*time.Second, "the agent's labels at the control plane", func() bool {
+	testkit.WaitFor(t, "the agent's labels at the control plane", func() bool {
 		agents, err := c.client.Agents(context.Background())
 		return err == nil && len(agents) == 1 && agents[0].Labels["team"] == "infra" && agents[0].Labels["site"] == "lyon 2"
 	})

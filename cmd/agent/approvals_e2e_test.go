@@ -13,6 +13,7 @@ import (
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -37,6 +38,7 @@ func inboxJSON(t *testing.T, c *cp) []inboxEntry {
 // tasks inbox, tasks show and tasks reply; an accept makes the change, a
 // decline keeps the command from running and the task says it was denied.
 func TestRealCLIApprovalsThroughTheInbox(t *testing.T) {
+	t.Parallel()
 	if landlock.ABI() == 0 {
 		t.Skip("the kernel has no Landlock")
 	}
@@ -153,6 +155,7 @@ func TestRealCLIApprovalsThroughTheInbox(t *testing.T) {
 // denied call, and the person hears of it (task.approval_expired), and of
 // a completion that was not plain success.
 func TestE2EApprovalExpires(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("0123456789abcdef0123456789abcdef-secret"), 0o600); err != nil {
@@ -180,7 +183,7 @@ func TestE2EApprovalExpires(t *testing.T) {
 	if d := v.Attempts[0].Denied; d.Count != 1 || d.Calls[0].Why != "no answer within 1s" {
 		t.Errorf("the attempt's denied calls %+v", d)
 	}
-	waitFor(t, time.Minute, "the notifications", func() bool {
+	testkit.WaitFor(t, "the notifications", func() bool {
 		n := rv.notes()
 		return len(n[id+" task.approval_expired"]) == 1 && len(n[id+" task.completed"]) == 1
 	})
@@ -212,6 +215,7 @@ func TestE2EApprovalExpires(t *testing.T) {
 // each other, oldest first, the subtask's with its parent; each answer
 // reaches its own task.
 func TestE2EInboxHoldsExecTasksAndSubtasks(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	defer c.stop()
 	dataDir := t.TempDir()
@@ -221,7 +225,7 @@ func TestE2EInboxHoldsExecTasksAndSubtasks(t *testing.T) {
 	c.waitPhase(t, first, "awaiting_reply", func(p state.Phase) bool { return p == state.PhaseAwaitingReply || p.Terminal() })
 	parent := submit(t, c, "Plan\n@subtask Fetch\\n@ask echo fetched > fetched.txt\n@wait-subtasks")
 	var entries []inboxEntry
-	waitFor(t, time.Minute, "the subtask's question", func() bool {
+	testkit.WaitFor(t, "the subtask's question", func() bool {
 		entries = inboxJSON(t, c)
 		return len(entries) == 2
 	})
@@ -256,6 +260,7 @@ func TestE2EInboxHoldsExecTasksAndSubtasks(t *testing.T) {
 // line saying which does, by agent run and by doctor; --reply-timeout,
 // its variable and its key are still taken, for --approval-timeout.
 func TestApprovalSettings(t *testing.T) {
+	t.Parallel()
 	token := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(token, []byte("registration-secret-0123456789abcdef"), 0o600); err != nil {
 		t.Fatal(err)

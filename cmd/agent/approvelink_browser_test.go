@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/browsertest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -22,6 +22,7 @@ import (
 // a button; the tap answers, and the task goes on. The same link again,
 // and one with its signature changed, do nothing and say why.
 func TestApproveFromTheNotificationOnAPhone(t *testing.T) {
+	t.Parallel()
 	b := browsertest.New(t)
 	const key = "0123456789abcdef0123456789abcdef-secret"
 	secret := filepath.Join(t.TempDir(), "secret")
@@ -40,7 +41,7 @@ func TestApproveFromTheNotificationOnAPhone(t *testing.T) {
 	id := submit(t, c, "Deploy\n@ask echo deployed > deployed.txt\n@output after the answer")
 
 	var actions *api.NotifyActions
-	waitFor(t, time.Minute, "the question's notification", func() bool {
+	testkit.WaitFor(t, "the question's notification", func() bool {
 		rv.mu.Lock()
 		defer rv.mu.Unlock()
 		for _, body := range rv.byID {

@@ -6,6 +6,7 @@ import (
 )
 
 func TestSplitArgs(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		`codex app-server`:                  `codex|app-server`,
 		`  run   --flag=x  `:                `run|--flag=x`,

@@ -10,6 +10,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -44,6 +45,7 @@ func checkOverBudget(t *testing.T, v api.TaskView, why string) {
 // the control plane's view, in tasks show (local and remote) and in the
 // agent's metrics.
 func TestE2EBudgets(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir, metricsAddr := filepath.Join(t.TempDir(), "agent"), freeAddr(t)
 	ag := startAgentProc(t, c, dataDir, "--default-max-tokens", "500", "--metrics-addr", metricsAddr)
@@ -88,7 +90,7 @@ func TestE2EBudgets(t *testing.T) {
 	}
 
 	// 1200 + 600 tokens, four fifths input.
-	waitFor(t, time.Minute, "the agent's token metrics", func() bool {
+	testkit.WaitFor(t, "the agent's token metrics", func() bool {
 		body := scrape(t, metricsAddr)
 		return strings.Contains(body, `agent_tokens_total{executor="exec",kind="input"} 1440`) &&
 			strings.Contains(body, `agent_tokens_total{executor="exec",kind="output"} 360`)
@@ -106,6 +108,7 @@ func TestE2EBudgets(t *testing.T) {
 // attempt, with the usage Claude Code reported in the control plane's
 // view and in tasks show.
 func TestE2EBudgetWithClaude(t *testing.T) {
+	t.Parallel()
 	mock, err := mockmodel.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +156,7 @@ func treeUsage(t *testing.T, c *cp, root string) (int64, []api.TaskView) {
 // would go on waiting, is stopped budget_exceeded through its agent's
 // heartbeat.
 func TestE2ESubtaskTreeStaysWithinItsRootsTokenBudget(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		// slots is the agent's --max-concurrent: the root and one subtask
@@ -170,6 +174,7 @@ func TestE2ESubtaskTreeStaysWithinItsRootsTokenBudget(t *testing.T) {
 		{"all at once", "4", `@usage 600\n@wait-file /nonexistent/agent-test\n@usage 600\n@hang`, 1000 + 3*600},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			cpl := startCP(t, freeAddr(t), t.TempDir())
 			ag := startAgentProc(t, cpl, t.TempDir(), "--max-concurrent", c.slots, "--kill-grace", "1s")
 			defer ag.stop()
@@ -177,7 +182,7 @@ func TestE2ESubtaskTreeStaysWithinItsRootsTokenBudget(t *testing.T) {
 			start := filepath.Join(t.TempDir(), "go")
 			kid := "@subtask @wait-file " + start + `\n` + c.kid
 			root := submitArgs(t, cpl, "Plan\n"+kid+"\n"+kid+"\n"+kid+"\n@hang", "--max-tokens", "1000")
-			waitFor(t, time.Minute, "the root to submit its three subtasks", func() bool {
+			testkit.WaitFor(t, "the root to submit its three subtasks", func() bool {
 				return len(cpl.task(t, root).Children) == 3
 			})
 			must(t, os.WriteFile(start, nil, 0o600))

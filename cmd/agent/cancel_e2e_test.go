@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -25,6 +26,7 @@ import (
 // agent holds open for its running tasks carries it. The task ends
 // cancelled on both sides, saying who cancelled it.
 func TestCancelReachesARunningTaskAtOnce(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir(), "--heartbeat-interval", "5m")
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--max-concurrent", "1")
@@ -44,6 +46,7 @@ func TestCancelReachesARunningTaskAtOnce(t *testing.T) {
 // agent as timed_out too, at once and with the watchdog's reason, not as
 // a cancel nobody asked for.
 func TestAWatchdogEndingIsTheAgentsToo(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir(), "--heartbeat-interval", "5m", "--stall-limit", "2s")
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
@@ -77,6 +80,7 @@ func sameEnding(t *testing.T, local, remote *state.Task, want string) {
 // the task completes and a person cancels it; the answer to the reports,
 // once they go through, tells the agent, as the control plane notes it.
 func TestACancelThatCrossesTheEndResolvesOneWay(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	target, err := url.Parse(c.url())
 	if err != nil {
@@ -100,7 +104,7 @@ func TestACancelThatCrossesTheEndResolvesOneWay(t *testing.T) {
 	p.hold.Store(false)
 	remote := c.waitDone(t, id)
 	var local *state.Task
-	waitFor(t, followLimit, "the agent to note the cancel", func() bool {
+	testkit.WaitFor(t, "the agent to note the cancel", func() bool {
 		local, err = datadir.LoadTask(dataDir, id)
 		return err == nil && local.CancelRequested
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -53,6 +54,7 @@ func colourTasks(t *testing.T) []*state.Task {
 // phase has its colour, and without the colours the table is the plain
 // one, column for column.
 func TestTheTaskTableIsColouredByPhaseAndStaysAligned(t *testing.T) {
+	t.Parallel()
 	tasks := colourTasks(t)
 	now := tasks[0].CreatedAt.Add(time.Minute)
 	var plain, coloured bytes.Buffer
@@ -80,6 +82,7 @@ func TestTheTaskTableIsColouredByPhaseAndStaysAligned(t *testing.T) {
 // in show, its card's steps by status, and a blocked attempt's timeline
 // line yellow, a permanent failure's red.
 func TestShowColoursThePhaseTheCardAndTheTimeline(t *testing.T) {
+	t.Parallel()
 	tasks := colourTasks(t)
 	now := tasks[0].CreatedAt.Add(time.Minute)
 	show := func(task *state.Task) string {
@@ -140,6 +143,7 @@ func saveTasks(t *testing.T, tasks []*state.Task) string {
 // TestTasksLsOnATerminal runs tasks ls in a terminal (a tmux pane): the
 // phases are coloured; with NO_COLOR, or with --json, nothing is.
 func TestTasksLsOnATerminal(t *testing.T) {
+	t.Parallel()
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
 		t.Fatal("tmux is not installed: these machines have it, and the test drives a real terminal with it")
@@ -155,7 +159,7 @@ func TestTasksLsOnATerminal(t *testing.T) {
 			t.Fatalf("tmux: %v: %s", err, out)
 		}
 		var s string
-		waitFor(t, followLimit, "tasks ls to end", func() bool {
+		testkit.WaitFor(t, "tasks ls to end", func() bool {
 			out, _ := exec.Command(tmux, "-S", sock, "capture-pane", "-e", "-p", "-S", "-", "-t", session).CombinedOutput()
 			s = string(out)
 			return strings.Contains(s, "end-of-ls")
@@ -177,6 +181,7 @@ func TestTasksLsOnATerminal(t *testing.T) {
 // counts the queued tasks; a data directory's says the queue is not
 // there rather than count none.
 func TestTheBoardCountsTheQueueOnlyWhereItSeesIt(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	queued := []*state.Task{state.NewTask("t-q1", "p", now), state.NewTask("t-q2", "p", now)}
 	remote := newBoard(queued, 5)

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -36,6 +36,7 @@ func printed(t *testing.T, out, key string) (value, origin string) {
 }
 
 func TestConfigPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "agent.toml")
 	writeFile(t, file, `# an operator's file
@@ -94,6 +95,7 @@ sandbox = "read-only"
 // The printed configuration is itself a valid config file that gives the
 // same values, and it never shows the token.
 func TestConfigPrintIsAConfigFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	env := []string{"AGENT_CONFIG=", "AGENT_TOKEN=s3cret-token-value", "AGENT_MODELS=m1,m2", "AGENT_CONTROL_PLANE=https://ops:hunter2@cp.example.com"}
 	r := runAgentEnv(t, env, "config", "print", "--attempt-timeout", "10m,20m", "--claude-allowed-tools", "Bash,Write")
@@ -124,6 +126,7 @@ func TestConfigPrintIsAConfigFile(t *testing.T) {
 }
 
 func TestConfigErrorsNameFileLineAndKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, text, want string
@@ -173,6 +176,7 @@ func TestConfigErrorsNameFileLineAndKey(t *testing.T) {
 // file's order, by config check and by agent run alike (exit 2): a person
 // fixes them at once rather than one run at a time.
 func TestConfigErrorsAreAllReported(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "agent.toml")
 	writeFile(t, file, `max-concurrent = 2
@@ -210,6 +214,7 @@ path = "/src/site"
 // --retention refuses less than an hour, and its help says so before
 // anyone hits the refusal, on the command line and in the file alike.
 func TestRetentionMinimumIsInItsHelp(t *testing.T) {
+	t.Parallel()
 	help := runAgent(t, "run", "--help")
 	line := ""
 	for _, l := range strings.Split(help.stdout, "\n") {
@@ -233,6 +238,7 @@ func TestRetentionMinimumIsInItsHelp(t *testing.T) {
 // command line and AGENT_REPO in the environment; config print writes
 // them back as [[repo]] tables that read back the same.
 func TestConfigRepoTables(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	home, _ := os.UserHomeDir()
 	file := filepath.Join(dir, "agent.toml")
@@ -279,6 +285,7 @@ name = "docs"
 // The data directory from the config file serves every command: the
 // outbox commands find the outbox there.
 func TestConfigDataDirServesEveryCommand(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t)
 	file := filepath.Join(t.TempDir(), "agent.toml")
 	writeFile(t, file, "data-dir = "+tomlString(dataDir)+"\n")
@@ -294,13 +301,14 @@ func TestConfigDataDirServesEveryCommand(t *testing.T) {
 // edit keeps the running configuration and says why, a setting that needs
 // a restart is reported, and SIGHUP reloads too.
 func TestConfigReload(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := startCP(t, freeAddr(t), filepath.Join(dir, "cp"))
 	file := filepath.Join(dir, "agent.toml")
 	writeFile(t, file, "max-concurrent = 1\n")
 	a := startAgentProc(t, c, filepath.Join(dir, "agent"), "--config", file, "--log-level", "debug")
 	capacity := func() int { return agentCapacity(c) }
-	waitFor(t, time.Minute, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
+	testkit.WaitFor(t, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
 
 	// An editor's save: a new file renamed over the old one.
 	replace := func(text string) {
@@ -311,13 +319,13 @@ func TestConfigReload(t *testing.T) {
 		}
 	}
 	replace("max-concurrent = 3\n")
-	waitFor(t, time.Minute, "capacity 3 after the edit", func() bool { return capacity() == 3 })
+	testkit.WaitFor(t, "capacity 3 after the edit", func() bool { return capacity() == 3 })
 	if !strings.Contains(a.output(), `"applied":["max-concurrent"]`) {
 		t.Errorf("the reload is not logged with what it applied:\n%s", tail(a.output(), 3000))
 	}
 
 	replace("max-concurrent = \"many\"\n")
-	waitFor(t, time.Minute, "the bad edit to be refused", func() bool {
+	testkit.WaitFor(t, "the bad edit to be refused", func() bool {
 		return strings.Contains(a.output(), `max-concurrent: want an integer, got the string \"many\"`)
 	})
 	if !strings.Contains(a.output(), "config not reloaded; the running configuration stays") {
@@ -329,8 +337,8 @@ func TestConfigReload(t *testing.T) {
 	// write must not change what the next task runs.
 	writeFile(t, file, "max-concurrent = 2\nagent-id = \"renamed\"\n[executor]\ncommand = \"sh -c pwned\"\napproval = \"accept\"\n")
 	a.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, time.Minute, "capacity 2 after SIGHUP", func() bool { return capacity() == 2 })
-	waitFor(t, time.Minute, "the restart-only setting to be reported", func() bool {
+	testkit.WaitFor(t, "capacity 2 after SIGHUP", func() bool { return capacity() == 2 })
+	testkit.WaitFor(t, "the restart-only setting to be reported", func() bool {
 		return strings.Contains(a.output(), `"msg":"config changed a setting that needs a restart to apply","setting":"agent-id"`)
 	})
 	for _, key := range []string{"executor.command", "executor.approval"} {
@@ -360,6 +368,7 @@ func agentCapacity(c *cp) int {
 // outbox with a backlog) is kept for the reloader, not the end of the
 // process, as it was by Go's default before the reloader ran.
 func TestSIGHUPWhileStartingIsKept(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := startCP(t, freeAddr(t), filepath.Join(dir, "cp"))
 	dataDir := filepath.Join(dir, "agent")
@@ -399,15 +408,11 @@ func TestSIGHUPWhileStartingIsKept(t *testing.T) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(time.Minute); !opened(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent never opened its outbox:\n%s", tail(a.output(), 3000))
-		}
-	}
+	testkit.WaitFor(t, "the agent to open its outbox", opened)
 	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the reload the SIGHUP asked for", func() bool {
+	testkit.WaitFor(t, "the reload the SIGHUP asked for", func() bool {
 		select {
 		case <-a.done:
 			t.Fatalf("the agent ended on a SIGHUP at start (%v):\n%s", a.err, tail(a.output(), 3000))
@@ -424,6 +429,7 @@ func TestSIGHUPWhileStartingIsKept(t *testing.T) {
 // of the target in its own directory reloads, and so does re-pointing the
 // link (as config management, or a mounted ConfigMap's "..data" swap, do).
 func TestConfigReloadFollowsSymlinks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := startCP(t, freeAddr(t), filepath.Join(dir, "cp"))
 	real, links := filepath.Join(dir, "real"), filepath.Join(dir, "etc")
@@ -444,7 +450,7 @@ func TestConfigReloadFollowsSymlinks(t *testing.T) {
 	}
 	a := startAgentProc(t, c, filepath.Join(dir, "agent"), "--config", file)
 	capacity := func() int { return agentCapacity(c) }
-	waitFor(t, time.Minute, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
+	testkit.WaitFor(t, "the agent's heartbeat with capacity 1", func() bool { return capacity() == 1 })
 
 	// The target, saved where it lies (an editor's rename-over).
 	tmp := filepath.Join(real, ".agent.toml.swp")
@@ -452,7 +458,7 @@ func TestConfigReloadFollowsSymlinks(t *testing.T) {
 	if err := os.Rename(tmp, target); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "capacity 3 after the target was edited", func() bool { return capacity() == 3 })
+	testkit.WaitFor(t, "capacity 3 after the target was edited", func() bool { return capacity() == 3 })
 
 	// The directory link swapped to a new directory, the files left alone.
 	next := filepath.Join(dir, "real-2")
@@ -466,11 +472,11 @@ func TestConfigReloadFollowsSymlinks(t *testing.T) {
 	if err := os.Rename(filepath.Join(links, "..data_tmp"), filepath.Join(links, "..data")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "capacity 2 after the link was re-pointed", func() bool { return capacity() == 2 })
+	testkit.WaitFor(t, "capacity 2 after the link was re-pointed", func() bool { return capacity() == 2 })
 
 	// And an edit in the new directory is followed too.
 	writeFile(t, filepath.Join(next, "agent.toml"), "max-concurrent = 4\n")
-	waitFor(t, time.Minute, "capacity 4 after the new target was written in place", func() bool { return capacity() == 4 })
+	testkit.WaitFor(t, "capacity 4 after the new target was written in place", func() bool { return capacity() == 4 })
 	if code := a.stop(); code != 0 {
 		t.Fatalf("agent exit code %d:\n%s", code, tail(a.output(), 3000))
 	}

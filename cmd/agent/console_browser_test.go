@@ -21,6 +21,7 @@ import (
 	"github.com/edgeagent/agent/internal/browsertest"
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -34,13 +35,14 @@ const pageLimit = time.Minute
 // of docs/console.md are taken here (AGENT_UPDATE_SCREENSHOTS=1 writes
 // them to docs/console/).
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	b := browsertest.New(t)
 	c := startCP(t, freeAddr(t), t.TempDir())
 	defer c.stop()
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir)
 	agentToken := filepath.Join(dataDir, "agent-token")
-	waitFor(t, 30*time.Second, "the agent to register", func() bool { _, err := os.Stat(agentToken); return err == nil })
+	testkit.WaitFor(t, "the agent to register", func() bool { _, err := os.Stat(agentToken); return err == nil })
 	con := &console{t: t, b: b, base: c.url()}
 	// Each step goes on from the one before: after a failure the rest
 	// would only fail with it.

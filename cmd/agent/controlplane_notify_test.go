@@ -62,6 +62,7 @@ const hookSecret = "0123456789abcdef0123456789abcdef0123456789abcdef"
 // file and --notify-webhook: a line each, exit 0; the webhooks' signatures
 // verify, Slack gets its text, ntfy its headers and token.
 func TestNotifyTestDelivers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := newLoopbackReceiver(t, http.StatusOK)
 	writeSecret(t, filepath.Join(dir, "slack-url"), r.URL+"/services/T0/B0/SECRETPATH")
@@ -130,6 +131,7 @@ token-file = "ntfy-token"
 // A target that answers an error, or where nothing listens: a line each
 // saying why, exit 1, and no secret (the Slack URL's path) in the output.
 func TestNotifyTestFailures(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := newLoopbackReceiver(t, http.StatusBadGateway)
 	dead := "http://" + freeAddr(t)
@@ -162,6 +164,7 @@ url-file = "slack-url"
 // Every mistake in the notification settings is one line, exit 2, with
 // the file's line where it is in the file, and no secret.
 func TestNotifyConfigMistakes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeSecret(t, filepath.Join(dir, "secret"), hookSecret)
 	writeSecret(t, filepath.Join(dir, "short"), "too-short")
@@ -211,6 +214,7 @@ func TestNotifyConfigMistakes(t *testing.T) {
 
 // serve refuses the same mistakes before it listens: one line, exit 2.
 func TestServeRefusesNotifyMistakes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cp.toml")
 	must(t, os.WriteFile(cfg, []byte("[[notify]]\nname = \"hooks\"\ntype = \"webhook\"\nurl = \"https://h/x\"\n"), 0o600))

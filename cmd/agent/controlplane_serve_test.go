@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // The control plane reads AGENT_CP_* and not an agent's AGENT_DATA_DIR,
@@ -48,7 +48,7 @@ func TestControlPlaneOperatorTokenFile(t *testing.T) {
 	addr := freeAddr(t)
 	p := startProc(t, "controlplane", nil, "controlplane", "serve", "--addr", addr, "--data-dir", dir)
 	defer p.stop()
-	waitFor(t, 30*time.Second, "the control plane to listen", func() bool { return strings.Contains(p.output(), "listening") })
+	testkit.WaitFor(t, "the control plane to listen", func() bool { return strings.Contains(p.output(), "listening") })
 	for _, tok := range []string{longToken, otherToken} {
 		c, err := controlplane.NewClient("http://"+addr, tok, controlplane.ClientOptions{Tries: 1})
 		must(t, err)

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // testCA is a certificate authority made for one test, and a server
@@ -60,6 +62,7 @@ func newTestCA(t *testing.T) testCA {
 
 // Bad TLS settings: one line each, and nothing served.
 func TestControlPlaneServeTLSErrors(t *testing.T) {
+	t.Parallel()
 	ca := newTestCA(t)
 	openKey := filepath.Join(t.TempDir(), "key.pem")
 	b, err := os.ReadFile(ca.keyFile)
@@ -100,12 +103,13 @@ func TestControlPlaneServeTLSErrors(t *testing.T) {
 // with the CA it is given (SSL_CERT_FILE) and refuses the server without
 // it; plain HTTP is not served; the console's session cookie is Secure.
 func TestControlPlaneServeTLS(t *testing.T) {
+	t.Parallel()
 	ca := newTestCA(t)
 	dir, addr := privateDir(t), freeAddr(t)
 	p := startProc(t, "controlplane", nil, "controlplane", "serve", "--addr", addr, "--data-dir", dir,
 		"--tls-cert", ca.certFile, "--tls-key", ca.keyFile)
 	defer p.stop()
-	waitFor(t, 30*time.Second, "the control plane to listen", func() bool { return strings.Contains(p.output(), "listening on https://") })
+	testkit.WaitFor(t, "the control plane to listen", func() bool { return strings.Contains(p.output(), "listening on https://") })
 	base := "https://" + addr
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -152,6 +156,7 @@ func TestControlPlaneServeTLS(t *testing.T) {
 // console's cookie Secure although the request came over plain HTTP, and
 // the browser's Origin of the public address is the console's own.
 func TestControlPlaneServeBehindProxy(t *testing.T) {
+	t.Parallel()
 	const public = "https://cp.example.com"
 	c := startCP(t, freeAddr(t), privateDir(t), "--public-url", public)
 	defer c.stop()

@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -20,6 +20,7 @@ import (
 // plane's file holds the attempt's output up to the cap and one mark, and
 // the task says how much was cut. The lists it is read with come in pages.
 func TestE2EControlPlaneCapsAnAttemptsOutput(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
 	c := startCP(t, addr, cpDir, "--max-attempt-output", "64KiB")
@@ -30,7 +31,7 @@ func TestE2EControlPlaneCapsAnAttemptsOutput(t *testing.T) {
 	if v.Phase != state.PhaseCompleted {
 		t.Fatalf("phase %s (%s)", v.Phase, v.PhaseReason)
 	}
-	waitFor(t, 60*time.Second, "the outbox to drain", func() bool {
+	testkit.WaitFor(t, "the outbox to drain", func() bool {
 		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 		return err == nil && s.Stats.Pending == 0
 	})

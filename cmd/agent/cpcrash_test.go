@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -21,6 +21,7 @@ import (
 // build with -tags faults), then restarted on the same directory: nothing it accepted is lost, nothing
 // the agent sent ends dead, and the task ends as it would have.
 func TestE2EControlPlaneCrashAtEachStorePoint(t *testing.T) {
+	t.Parallel()
 	for _, point := range []string{"mid-events", "after-events", "after-save"} {
 		for _, batch := range []string{"2", "complete"} {
 			t.Run(point+":"+batch, func(t *testing.T) {
@@ -37,7 +38,7 @@ func TestE2EControlPlaneCrashAtEachStorePoint(t *testing.T) {
 				if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 {
 					t.Fatalf("after the crash: %s (%s), %d attempts", v.Phase, v.PhaseReason, len(v.Attempts))
 				}
-				waitFor(t, 60*time.Second, "the outbox to drain", func() bool {
+				testkit.WaitFor(t, "the outbox to drain", func() bool {
 					s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 					return err == nil && s.Stats.Pending == 0
 				})
@@ -81,6 +82,7 @@ func TestE2EControlPlaneCrashAtEachStorePoint(t *testing.T) {
 // task completes, and its notification reaches the receiver, under one id
 // however often it is written again or delivered.
 func TestE2EControlPlaneCrashAfterNotify(t *testing.T) {
+	t.Parallel()
 	addr, cpDir, dataDir, receiverAddr := freeAddr(t), t.TempDir(), t.TempDir(), freeAddr(t)
 	flags := []string{"--notify-webhook", "http://" + receiverAddr + "/hook"}
 	c := startCPEnv(t, []string{"AGENT_CP_CRASH=after-notify:notify"}, addr, cpDir, flags...)
@@ -107,7 +109,7 @@ func TestE2EControlPlaneCrashAfterNotify(t *testing.T) {
 		t.Fatalf("after the crash: %s (%s)", v.Phase, v.PhaseReason)
 	}
 	key := id + " " + string(api.NotifyCompleted)
-	waitFor(t, 60*time.Second, "the completion's notification", func() bool { return len(rv.notes()[key]) > 0 })
+	testkit.WaitFor(t, "the completion's notification", func() bool { return len(rv.notes()[key]) > 0 })
 	rv.mu.Lock()
 	bad := rv.bad
 	rv.mu.Unlock()
@@ -122,6 +124,7 @@ func TestE2EControlPlaneCrashAfterNotify(t *testing.T) {
 // The crash switch is in this build, and the check that the shipped
 // build has none (TestShippedBuildHasNoCrashSwitch) would see it.
 func TestFaultBuildHoldsTheCrashSwitch(t *testing.T) {
+	t.Parallel()
 	bin, err := os.ReadFile(os.Args[0])
 	if err != nil {
 		t.Fatal(err)

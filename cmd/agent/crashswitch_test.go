@@ -13,6 +13,7 @@ import (
 // cpcrash_test.go, in the faults build, checks that the same test finds it
 // there.
 func TestShippedBuildHasNoCrashSwitch(t *testing.T) {
+	t.Parallel()
 	bin, err := os.ReadFile(os.Args[0])
 	if err != nil {
 		t.Fatal(err)

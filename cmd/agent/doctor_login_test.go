@@ -33,6 +33,7 @@ func freshCLIHome(t *testing.T) (env []string, codexHome, claudeDir string) {
 // login status and claude auth status read their files only, and a key in
 // the environment is decided on without running the CLI.
 func TestDoctorLoginRealCLIs(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	const secret = "dummy-key-4f1c9e2a7b"
 	for _, tc := range []struct {
@@ -148,6 +149,7 @@ env_key = "MOCK_API_KEY"
 // request): a model it lacks warns. Claude Code cannot list its models
 // offline, so there is no models check for it.
 func TestDoctorModels(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	for _, tc := range []struct {
 		executor, models string
@@ -178,6 +180,7 @@ func TestDoctorModels(t *testing.T) {
 // write fails the workspaces check, naming it: a task's worktree, branch
 // and commits go there.
 func TestDoctorWorkspacesWritable(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	for _, tc := range []struct {
 		name   string

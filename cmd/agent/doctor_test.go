@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/doctor"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // doctorChecks runs agent doctor --json and returns its exit code and
@@ -61,6 +61,7 @@ func privateDir(t *testing.T) string {
 }
 
 func TestDoctorHealthy(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := filepath.Join(t.TempDir(), "data") // agent run makes it
 	args := []string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir, "--executor", "sample"}
@@ -111,7 +112,7 @@ func TestDoctorHealthy(t *testing.T) {
 	// names it, and doctor leaves it running.
 	a := startAgentProc(t, c, dataDir)
 	pidFile := filepath.Join(dataDir, "agent.pid")
-	waitFor(t, time.Minute, "the agent's pid file", func() bool { _, err := os.Stat(pidFile); return err == nil })
+	testkit.WaitFor(t, "the agent's pid file", func() bool { _, err := os.Stat(pidFile); return err == nil })
 	code, checks = doctorChecks(t, nil, args...)
 	if code != 0 {
 		t.Errorf("with the agent running: exit %d, want 0", code)
@@ -134,6 +135,7 @@ func TestDoctorHealthy(t *testing.T) {
 }
 
 func TestDoctorFindsWhatIsBroken(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	for _, tc := range []struct {
 		name string
@@ -231,6 +233,7 @@ func TestDoctorFindsWhatIsBroken(t *testing.T) {
 // What doctor prints of paths and answers goes through visible(): an
 // escape sequence in a data directory's name is shown, not obeyed.
 func TestDoctorEscapesUntrustedText(t *testing.T) {
+	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "evil\x1b[2Jdir")
 	must(t, os.Mkdir(dataDir, 0o755))
 	r := runAgent(t, "doctor", "--data-dir", dataDir, "--executor", "sample")
@@ -242,6 +245,7 @@ func TestDoctorEscapesUntrustedText(t *testing.T) {
 // On a terminal the results are colored, padded first so that the
 // columns stay aligned.
 func TestPrintChecksColorKeepsColumns(t *testing.T) {
+	t.Parallel()
 	checks := []doctor.Check{
 		{Name: doctor.CheckConfig, Result: doctor.CheckPass, Detail: "fine"},
 		{Name: doctor.CheckControlPlane, Result: doctor.CheckFail, Detail: "down", Fix: "start it"},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -126,7 +127,7 @@ func startCPEnv(t *testing.T, env []string, addr, dir string, extra ...string) *
 	args := append([]string{"controlplane", "serve", "--addr", addr, "--data-dir", dir, "--heartbeat-interval", "300ms", "--lease", "10s"}, extra...)
 	p := startProc(t, "controlplane", env, args...)
 	url := "http://" + addr
-	waitFor(t, 30*time.Second, "the control plane to listen", func() bool {
+	testkit.WaitFor(t, "the control plane to listen", func() bool {
 		resp, err := http.Get(url + "/healthz")
 		if err == nil {
 			resp.Body.Close()
@@ -174,17 +175,6 @@ func submit(t *testing.T, c *cp, prompt string) string {
 	return strings.TrimSpace(r.stdout)
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting %s for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func (c *cp) task(t *testing.T, id string) api.TaskView {
 	t.Helper()
 	v, err := c.client.Task(context.Background(), id)
@@ -199,7 +189,7 @@ func (c *cp) task(t *testing.T, id string) api.TaskView {
 func (c *cp) waitPhase(t *testing.T, id, what string, ok func(state.Phase) bool) api.TaskView {
 	t.Helper()
 	var v api.TaskView
-	waitFor(t, 60*time.Second, fmt.Sprintf("task %s to be %s", id, what), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("task %s to be %s", id, what), func() bool {
 		var err error
 		v, err = c.client.Task(context.Background(), id)
 		return err == nil && ok(v.Phase)
@@ -214,7 +204,7 @@ func terminal(p state.Phase) bool { return p.Terminal() }
 // with the completion after it.
 func (c *cp) waitDone(t *testing.T, id string) api.TaskView {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("task %s's completion", id), func() bool {
+	testkit.WaitFor(t, fmt.Sprintf("task %s's completion", id), func() bool {
 		evs, err := c.client.TaskEvents(context.Background(), id)
 		if err != nil {
 			return false

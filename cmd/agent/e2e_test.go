@@ -9,14 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/pgtest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -85,11 +86,12 @@ func e2eThreeOutcomes(t *testing.T, cpFlags ...string) {
 }
 
 func TestE2ECancelFromTheControlPlaneKillsTheProcessGroup(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir())
 	id := submit(t, c, "@spawn-child\n@output started\n@hang")
 	var pid int
-	waitFor(t, 60*time.Second, "the grandchild's pid in the task's events", func() bool {
+	testkit.WaitFor(t, "the grandchild's pid in the task's events", func() bool {
 		evs, _ := c.client.TaskEvents(context.Background(), id)
 		for _, e := range evs {
 			var l state.LogEvent
@@ -113,13 +115,14 @@ func TestE2ECancelFromTheControlPlaneKillsTheProcessGroup(t *testing.T) {
 	if v.Phase != state.PhaseCancelled || v.Attempts[0].Status != state.AttemptCancelled {
 		t.Errorf("after cancel: %s %+v", v.Phase, v.Attempts[0])
 	}
-	waitFor(t, 10*time.Second, "the grandchild to die", func() bool { return !processAlive(pid) })
+	testkit.WaitFor(t, "the grandchild to die", func() bool { return !processAlive(pid) })
 }
 
 // TestE2EControlPlaneDownAndBack stops the control plane while a task runs:
 // the task finishes, its records wait in the outbox, and once the control
 // plane is back every one is delivered, none applied twice.
 func TestE2EControlPlaneDownAndBack(t *testing.T) {
+	t.Parallel()
 	addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
 	c := startCP(t, addr, cpDir)
 	startAgentProc(t, c, dataDir)
@@ -129,7 +132,7 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 	c.kill()
 	must(t, os.WriteFile(gate, nil, 0o600)) // the task goes on only now, with the control plane down
 
-	waitFor(t, 60*time.Second, "the task to end on the agent", func() bool {
+	testkit.WaitFor(t, "the task to end on the agent", func() bool {
 		task, err := datadir.LoadTask(dataDir, id)
 		return err == nil && task.Phase.Terminal()
 	})
@@ -138,7 +141,7 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 		t.Fatalf("no records waiting while the control plane is down: %v %+v", err, snap)
 	}
 	// Wait for the agent to have tried and failed, rather than for a while.
-	waitFor(t, 60*time.Second, "a failed delivery to be recorded", func() bool {
+	testkit.WaitFor(t, "a failed delivery to be recorded", func() bool {
 		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 		if err != nil {
 			return false
@@ -156,7 +159,7 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 1 {
 		t.Errorf("after the outage: %s, %d attempts", v.Phase, len(v.Attempts))
 	}
-	waitFor(t, 60*time.Second, "the outbox to drain", func() bool {
+	testkit.WaitFor(t, "the outbox to drain", func() bool {
 		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 		return err == nil && s.Stats.Pending == 0
 	})
@@ -181,6 +184,7 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 // agent_restart, the gate allows a new attempt (nothing was done), and the
 // task completes; nothing stays in a running phase.
 func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir)
@@ -217,12 +221,13 @@ func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
 // one), which skips what was done, and the task completes. stop, on a
 // second such task, says which task will continue.
 func TestE2EAgentKilledAfterASideEffectContinuesTheSession(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir)
 	gate := filepath.Join(t.TempDir(), "go-on")
 	id := submit(t, c, "release\n@side-effect tagged v1.2.3\n@wait-file "+gate+"\n@output released")
-	waitFor(t, time.Minute, "the side effect to be recorded", func() bool {
+	testkit.WaitFor(t, "the side effect to be recorded", func() bool {
 		v := c.task(t, id)
 		return len(v.Attempts) == 1 && v.Attempts[0].Facts.SideEffect && v.Attempts[0].SessionPath != ""
 	})
@@ -256,12 +261,13 @@ func TestE2EAgentKilledAfterASideEffectContinuesTheSession(t *testing.T) {
 // a task that had a side effect: stop says the task will continue its
 // session, and the next start does.
 func TestE2EStopSaysWhichTasksWillContinue(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
 	gate := filepath.Join(t.TempDir(), "go-on")
 	id := submit(t, c, "@side-effect opened a pull request\n@wait-file "+gate)
-	waitFor(t, time.Minute, "the side effect to be recorded", func() bool {
+	testkit.WaitFor(t, "the side effect to be recorded", func() bool {
 		v := c.task(t, id)
 		return len(v.Attempts) == 1 && v.Attempts[0].Facts.SideEffect
 	})
@@ -282,6 +288,7 @@ func TestE2EStopSaysWhichTasksWillContinue(t *testing.T) {
 // the agent's late completion is rejected as terminal and shows as dead
 // in the outbox.
 func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir(), "--stall-limit", "1s")
 	target, err := url.Parse(c.url())
 	must(t, err)
@@ -303,7 +310,7 @@ func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
 	waitLocalPhase(t, dataDir, id, state.PhaseCompleted)
 	p.hold.Store(false)
 	var dead []outbox.Item
-	waitFor(t, 60*time.Second, "the late completion to be marked dead", func() bool {
+	testkit.WaitFor(t, "the late completion to be marked dead", func() bool {
 		r := runAgent(t, "outbox", "ls", "--dead", "--json", "--data-dir", dataDir)
 		dead = nil
 		json.Unmarshal([]byte(r.stdout), &dead)
@@ -320,6 +327,7 @@ func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
 }
 
 func TestE2EWrongTokenIsOneClearLine(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	bad := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(bad, []byte("tok-wrong-7781-0123456789abcdef0123"), 0o600)
@@ -341,10 +349,11 @@ func TestE2EWrongTokenIsOneClearLine(t *testing.T) {
 }
 
 func TestE2ESecondAgentOnTheSameDataDirIsRefused(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
-	waitFor(t, 30*time.Second, "the first agent to take the lock", func() bool {
+	testkit.WaitFor(t, "the first agent to take the lock", func() bool {
 		_, err := os.Stat(filepath.Join(dataDir, "health.json"))
 		return err == nil
 	})
@@ -352,9 +361,14 @@ func TestE2ESecondAgentOnTheSameDataDirIsRefused(t *testing.T) {
 	wantOneLineError(t, r, 1, filepath.Join(dataDir, "outbox", "lock"))
 }
 
+// TestE2EDemo runs the demo once, in a time zone other than UTC, and
+// checks what it says and what it stores. (It holds what was
+// TestStoredTimesAreUTC, which ran the same demo a second time to read
+// its times.)
 func TestE2EDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	r := runAgent(t, "demo", "--data-dir", dir)
+	r := runAgentEnv(t, []string{"TZ=Asia/Tokyo"}, "demo", "--data-dir", dir)
 	if r.code != 0 {
 		t.Fatalf("demo: %+v", r)
 	}
@@ -383,12 +397,41 @@ func TestE2EDemo(t *testing.T) {
 			t.Errorf("the demo printed the token in %s", file)
 		}
 	}
+	// Whatever the machine's time zone, what is stored and logged as
+	// JSON is in UTC; what is printed for people is local.
+	t.Run("StoredTimesAreUTC", func(t *testing.T) {
+		files, _ := filepath.Glob(filepath.Join(dir, "agent", "tasks", "*.json"))
+		files = append(files, filepath.Join(dir, "demo.log"), filepath.Join(dir, "agent", "health.json"))
+		stamp := regexp.MustCompile(`"(?:time|[a-z_]*_at|since|at)": ?"(\d{4}-\d\d-\d\dT[^"]+)"`)
+		seen := 0
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range stamp.FindAllStringSubmatch(string(b), -1) {
+				seen++
+				if !strings.HasSuffix(m[1], "Z") {
+					t.Errorf("%s: %s is not in UTC", filepath.Base(f), m[0])
+					break
+				}
+			}
+		}
+		if seen < 10 {
+			t.Fatalf("only %d times found in %v", seen, files)
+		}
+		show := runAgentEnv(t, []string{"TZ=Asia/Tokyo"}, "tasks", "ls", "--json", "--data-dir", filepath.Join(dir, "agent"))
+		if show.code != 0 || !strings.Contains(show.stdout, "Z\"") || strings.Contains(show.stdout, "+09:00") {
+			t.Errorf("tasks ls --json is not in UTC: %s", tail(show.stdout, 500))
+		}
+	})
 }
 
 // TestE2EOutboxReplayByHand leaves records pending (the control plane went
 // away and the agent was stopped), then delivers them with
 // `agent outbox replay`.
 func TestE2EOutboxReplayByHand(t *testing.T) {
+	t.Parallel()
 	addr, cpDir, dataDir := freeAddr(t), t.TempDir(), t.TempDir()
 	c := startCP(t, addr, cpDir)
 	ag := startAgentProc(t, c, dataDir)
@@ -397,7 +440,7 @@ func TestE2EOutboxReplayByHand(t *testing.T) {
 	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 	c.kill()
 	must(t, os.WriteFile(gate, nil, 0o600))
-	waitFor(t, 60*time.Second, "the task to end on the agent", func() bool {
+	testkit.WaitFor(t, "the task to end on the agent", func() bool {
 		task, err := datadir.LoadTask(dataDir, id)
 		return err == nil && task.Phase.Terminal()
 	})
@@ -448,11 +491,12 @@ func TestE2EOutboxReplayByHand(t *testing.T) {
 // A stopped agent says so in a last heartbeat: the control plane shows it
 // offline at once, and the stop logs no warning.
 func TestE2EStopSaysOffline(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	ag := startAgentProc(t, c, t.TempDir())
 	id := submit(t, c, "@output hi")
 	c.waitDone(t, id)
-	waitFor(t, 30*time.Second, "the agent to be online", func() bool {
+	testkit.WaitFor(t, "the agent to be online", func() bool {
 		agents, err := c.client.Agents(context.Background())
 		return err == nil && len(agents) == 1 && agents[0].Online
 	})

@@ -11,10 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -193,6 +193,7 @@ func (l *countingListener) count() int {
 // refused is on the attempt, at the control plane too, and agent tasks
 // show says it.
 func TestE2EATaskReachesOnlyItsAllowList(t *testing.T) {
+	t.Parallel()
 	if landlock.ABI() == 0 {
 		t.Skip("the kernel has no Landlock")
 	}
@@ -228,7 +229,7 @@ echo '{"type":"result","summary":"probed"}'
 	a := startProc(t, "agent", nil, "run", "--control-plane", cp.url(), "--token-file", cp.tokenFile, "--data-dir", dataDir,
 		"--executor", "exec", "--executor-command", script, "--heartbeat-interval", "300ms",
 		"--metrics-addr", metrics, "--egress-allow", allowed.addr)
-	waitFor(t, time.Minute, "the metrics endpoint", func() bool {
+	testkit.WaitFor(t, "the metrics endpoint", func() bool {
 		c, err := net.Dial("tcp", metrics)
 		if err == nil {
 			c.Close()

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -80,7 +81,7 @@ func TestFaultDiskFull(t *testing.T) {
 	filler := filepath.Join(disk, "filler")
 	fill(t, filler)
 	must(t, os.WriteFile(full, nil, 0o600)) // the task reports while the disk is full
-	waitFor(t, 60*time.Second, "the agent to report disk_full with reports held", func() bool {
+	testkit.WaitFor(t, "the agent to report disk_full with reports held", func() bool {
 		a := agentHealth(t, c)
 		return a.Health.Grade == "degraded" && strings.HasPrefix(a.Health.Reason, "disk_full") && a.Outbox.Held > 0
 	})
@@ -88,7 +89,7 @@ func TestFaultDiskFull(t *testing.T) {
 	// Several heartbeats while the disk is full: the second task waits.
 	beats := 0
 	last := agentHealth(t, c).LastHeartbeat
-	waitFor(t, 60*time.Second, "three more heartbeats", func() bool {
+	testkit.WaitFor(t, "three more heartbeats", func() bool {
 		if h := agentHealth(t, c).LastHeartbeat; h.After(last) {
 			beats++
 			last = h
@@ -108,7 +109,7 @@ func TestFaultDiskFull(t *testing.T) {
 	if v1.Phase != state.PhaseCompleted || len(v1.Attempts) != 1 || v2.Phase != state.PhaseCompleted {
 		t.Fatalf("after space returned: first %s (%d attempts), second %s", v1.Phase, len(v1.Attempts), v2.Phase)
 	}
-	waitFor(t, 60*time.Second, "health to come back and the outbox to drain", func() bool {
+	testkit.WaitFor(t, "health to come back and the outbox to drain", func() bool {
 		a := agentHealth(t, c)
 		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 		return a.Health.Grade == "available" && a.Outbox.WriteFailing == "" && err == nil && s.Stats.Pending == 0
@@ -201,7 +202,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hijackClose() // the server acted; the agent never hears of it
 		return
 	case "slow":
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // the fault: an answer that comes late
 	}
 	for k, v := range resp.Header {
 		w.Header()[k] = v
@@ -214,6 +215,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // heartbeats alike), several chatty tasks all end, and every record is
 // delivered exactly once in effect.
 func TestFaultProxy(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	proxy := &faultProxy{target: c.url(), counts: map[string]int{}, rnd: rand.New(rand.NewPCG(1, 2)),
 		breakOn: func(path string) bool { return strings.HasPrefix(path, "/v1/") }}
@@ -232,7 +234,7 @@ func TestFaultProxy(t *testing.T) {
 			t.Errorf("task %s ended %s (%s)", id, v.Phase, v.PhaseReason)
 		}
 	}
-	waitFor(t, 2*time.Minute, "the outbox to drain", func() bool {
+	testkit.WaitFor(t, "the outbox to drain", func() bool {
 		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 		return err == nil && s.Stats.Pending == 0
 	})
@@ -267,6 +269,7 @@ func TestFaultProxy(t *testing.T) {
 // control plane has heard something new from it: nothing lost, nothing
 // applied twice, every task ends.
 func TestFaultAgentKilled100Times(t *testing.T) {
+	t.Parallel()
 	kills := 100
 	if n, err := strconv.Atoi(os.Getenv("AGENT_FAULT_KILLS")); err == nil && n > 0 {
 		kills = n
@@ -312,7 +315,7 @@ func TestFaultAgentKilled100Times(t *testing.T) {
 		// heartbeated twice (its tasks may all wait out a retry's
 		// backoff): drawn from progress, never from the clock.
 		beats, last := 0, agentHealth(t, c).LastHeartbeat
-		waitFor(t, time.Minute, "the agent to deliver something or heartbeat", func() bool {
+		testkit.WaitFor(t, "the agent to deliver something or heartbeat", func() bool {
 			if h := agentHealth(t, c).LastHeartbeat; h.After(last) {
 				beats, last = beats+1, h
 			}
@@ -326,7 +329,7 @@ func TestFaultAgentKilled100Times(t *testing.T) {
 			t.Errorf("task %s stuck in %s", id, v.Phase)
 		}
 	}
-	waitFor(t, 2*time.Minute, "the outbox to drain", func() bool {
+	testkit.WaitFor(t, "the outbox to drain", func() bool {
 		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 		return err == nil && s.Stats.Pending == 0
 	})

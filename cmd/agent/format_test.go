@@ -3,6 +3,7 @@ package main
 import "testing"
 
 func TestVisibleEscapesWhatATerminalWouldObey(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, in, want string }{
 		{"plain", "Fix the login test", "Fix the login test"},
 		{"unicode", "résumé ✓", "résumé ✓"},

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -75,6 +76,7 @@ func hintAfter(t *testing.T, out, marker string) string {
 // says. The reply hint needs a real CLI's approval request; the watch
 // renders it through the same hint.tasks as retry.
 func TestEveryHintWorksAsPrinted(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
@@ -146,7 +148,7 @@ func TestEveryHintWorksAsPrinted(t *testing.T) {
 			t.Fatalf("tmux: %v: %s", err, out)
 		}
 		var screen string
-		waitFor(t, followLimit, "the watch to show the stopped task", func() bool {
+		testkit.WaitFor(t, "the watch to show the stopped task", func() bool {
 			out, _ := exec.Command(tmux, "-S", sock, "capture-pane", "-p", "-t", "w").CombinedOutput()
 			screen = string(out)
 			return strings.Contains(screen, blockedWatch) && strings.Contains(screen, "a person decides:")

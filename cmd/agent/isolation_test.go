@@ -17,6 +17,7 @@ import (
 	"github.com/edgeagent/agent/doctor"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -27,6 +28,7 @@ import (
 // signal the agent. None of it works; the task itself completes, in its
 // work directory. The agent's health says how its attempts are confined.
 func TestE2EATaskReachesNothingOfTheAgents(t *testing.T) {
+	t.Parallel()
 	if landlock.ABI() == 0 {
 		t.Skip("the kernel has no Landlock")
 	}
@@ -54,7 +56,7 @@ echo '{"type":"result","summary":"tried"}'
 		"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir, "--config", config,
 		"--executor", "exec", "--executor-env", "DATA,SECRET,CONFIG", "--heartbeat-interval", "300ms")
 	writeFile(t, filepath.Join(dir, "agent-pid"), strconv.Itoa(a.cmd.Process.Pid)) // what the task signals
-	waitFor(t, time.Minute, "the agent's health", func() bool { return isolationHealth(t, dataDir) != "" })
+	testkit.WaitFor(t, "the agent's health", func() bool { return isolationHealth(t, dataDir) != "" })
 	if line := isolationHealth(t, dataDir); !strings.HasPrefix(line, "landlock (ABI ") {
 		t.Fatalf("health says isolation %q, want landlock", line)
 	}
@@ -100,6 +102,7 @@ echo '{"type":"result","summary":"tried"}'
 // still not the control plane's; --isolation-allow of the token file or
 // of the operator token is refused in one line.
 func TestE2EOneHostLayoutATaskReadsNoCredential(t *testing.T) {
+	t.Parallel()
 	if landlock.ABI() == 0 {
 		t.Skip("the kernel has no Landlock")
 	}
@@ -206,6 +209,7 @@ echo '{"type":"result","summary":"tried"}'
 // dumpable process's of that user. Root reads both, whatever: run agents
 // as a user of their own (service install does).
 func TestTheAgentsProcessIsClosedToItsUsersOthers(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to run the agent and the reader as another user")
 	}
@@ -258,7 +262,7 @@ func TestTheAgentsProcessIsClosedToItsUsersOthers(t *testing.T) {
 		return string(out), err
 	}
 	// Listening: main has long made itself undumpable.
-	waitFor(t, 30*time.Second, "the agent to listen", func() bool {
+	testkit.WaitFor(t, "the agent to listen", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -20,6 +20,7 @@ import (
 // by the gate after a side effect). The start banner names the real
 // executor.
 func TestDebugLogsExplainDecisions(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	ag := startAgentProc(t, c, t.TempDir(), "--log-level", "debug")
 	retried := submit(t, c, "Summarize\n@fail rate_limit")
@@ -50,46 +51,13 @@ func TestDebugLogsExplainDecisions(t *testing.T) {
 }
 
 func TestTokenMustBeOneToken(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "agent.toml")
 	must(t, os.WriteFile(file, []byte("control-plane = \"x\"\nmodels = []\n"), 0o600))
 	r := runAgent(t, "run", "--control-plane", "http://127.0.0.1:1", "--token-file", file, "--data-dir", t.TempDir(), "--executor", "sample")
 	wantOneLineError(t, r, 1, "token file "+file+" does not hold one token")
 	r = runAgentEnv(t, []string{"AGENT_TOKEN=two words"}, "submit", "--control-plane", "http://127.0.0.1:1", "--prompt", "x")
 	wantOneLineError(t, r, 1, "AGENT_TOKEN does not hold one token")
-}
-
-// Whatever the machine's time zone, what is stored and logged as JSON is
-// in UTC; what is printed for people is local.
-func TestStoredTimesAreUTC(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "demo")
-	r := runAgentEnv(t, []string{"TZ=Asia/Tokyo"}, "demo", "--data-dir", dir)
-	if r.code != 0 {
-		t.Fatalf("demo: %+v", r)
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "agent", "tasks", "*.json"))
-	files = append(files, filepath.Join(dir, "demo.log"), filepath.Join(dir, "agent", "health.json"))
-	stamp := regexp.MustCompile(`"(?:time|[a-z_]*_at|since|at)": ?"(\d{4}-\d\d-\d\dT[^"]+)"`)
-	seen := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range stamp.FindAllStringSubmatch(string(b), -1) {
-			seen++
-			if !strings.HasSuffix(m[1], "Z") {
-				t.Errorf("%s: %s is not in UTC", filepath.Base(f), m[0])
-				break
-			}
-		}
-	}
-	if seen < 10 {
-		t.Fatalf("only %d times found in %v", seen, files)
-	}
-	show := runAgentEnv(t, []string{"TZ=Asia/Tokyo"}, "tasks", "ls", "--json", "--data-dir", filepath.Join(dir, "agent"))
-	if show.code != 0 || !strings.Contains(show.stdout, "Z\"") || strings.Contains(show.stdout, "+09:00") {
-		t.Errorf("tasks ls --json is not in UTC: %s", tail(show.stdout, 500))
-	}
 }
 
 // journalStream is JOURNAL_STREAM naming f, as systemd sets it.
@@ -110,7 +78,7 @@ func runLogged(t *testing.T, log *os.File, env ...string) string {
 		"--data-dir", t.TempDir(), "--executor", "exec", "--executor-command", "/nonexistent/cli")
 	cmd.Stdout, cmd.Stderr = log, log
 	must(t, cmd.Start())
-	waitFor(t, time.Minute, "a warning in the log", func() bool {
+	testkit.WaitFor(t, "a warning in the log", func() bool {
 		b, _ := os.ReadFile(log.Name())
 		return strings.Contains(string(b), "heartbeat failed")
 	})
@@ -128,6 +96,7 @@ func runLogged(t *testing.T, log *os.File, env ...string) string {
 // no colour, so that journalctl -p warning filters by level; when the
 // variable names another file (a child that inherited it), auto is JSON.
 func TestLogFormatOnJournal(t *testing.T) {
+	t.Parallel()
 	log, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	must(t, err)
 	defer log.Close()

@@ -138,6 +138,7 @@ func must(t *testing.T, err error) {
 }
 
 func TestUsageErrorsExitTwo(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -166,6 +167,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 // the platform and the Go it was built with. (The README's test checks it
 // on a binary built with a version, as make build makes one.)
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	want := "agent dev " + runtime.GOOS + "/" + runtime.GOARCH + " " + runtime.Version() + "\n"
 	for _, args := range [][]string{{"version"}, {"--version"}, {"-v"}} {
 		if r := runAgent(t, args...); r.code != 0 || r.stdout != want || r.stderr != "" {
@@ -176,6 +178,7 @@ func TestVersion(t *testing.T) {
 
 // agent health says unavailable in its exit code, for scripts.
 func TestHealthExitsOneWhenUnavailable(t *testing.T) {
+	t.Parallel()
 	for grade, code := range map[string]int{"available": 0, "degraded": 0, "unavailable": 1} {
 		t.Run(grade, func(t *testing.T) {
 			dir := t.TempDir()

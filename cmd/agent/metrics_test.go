@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -25,6 +25,7 @@ func scrape(t *testing.T, addr string) string {
 // --metrics-addr on both commands: the figures of a task run end to end,
 // scraped over HTTP from the agent and from the control plane.
 func TestMetricsFlagServesBoth(t *testing.T) {
+	t.Parallel()
 	cpMetrics, agentMetrics := freeAddr(t), freeAddr(t)
 	c := startCP(t, freeAddr(t), t.TempDir(), "--metrics-addr", cpMetrics)
 	ag := startAgentProc(t, c, filepath.Join(t.TempDir(), "agent"), "--metrics-addr", agentMetrics)
@@ -41,7 +42,7 @@ func TestMetricsFlagServesBoth(t *testing.T) {
 	} {
 		t.Run(tc.who, func(t *testing.T) {
 			var body string
-			waitFor(t, time.Minute, tc.who+"'s metrics", func() bool {
+			testkit.WaitFor(t, tc.who+"'s metrics", func() bool {
 				body = scrape(t, tc.addr)
 				for _, w := range tc.want {
 					if !strings.Contains(body, w) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/notify"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -110,7 +111,7 @@ func TestNotificationsSurviveADownReceiverAndACrash(t *testing.T) {
 			t.Fatalf("task %s ended %s", id, v.Phase)
 		}
 	}
-	waitFor(t, 30*time.Second, "the control plane to fail a delivery", func() bool {
+	testkit.WaitFor(t, "the control plane to fail a delivery", func() bool {
 		return strings.Contains(c.output(), "notification not delivered; will retry")
 	})
 
@@ -145,7 +146,7 @@ func TestNotificationsSurviveADownReceiverAndACrash(t *testing.T) {
 
 	// The backoff after a minute of failures is at most 80 s (40 s
 	// doubled, jittered down to half): everything arrives within it.
-	waitFor(t, 3*time.Minute, "every notification", func() bool {
+	testkit.WaitFor(t, "every notification", func() bool {
 		got := rv.notes()
 		for id, ev := range want {
 			if len(got[id+" "+string(ev)]) == 0 {

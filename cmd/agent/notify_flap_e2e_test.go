@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/notify"
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/pgtest"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // flapInbox receives a webhook's and an ntfy topic's deliveries on
@@ -148,7 +149,7 @@ func flap(t *testing.T, clients []*controlplane.Client, id string, n int) time.D
 // lasted, and the agent's words quoted as its, on both targets.
 func (in *flapInbox) checkFlaps(t *testing.T, agent string, storm, window time.Duration) {
 	t.Helper()
-	waitFor(t, 60*time.Second, "the 40 flips to be told of on both targets", func() bool {
+	testkit.WaitFor(t, "the 40 flips to be told of on both targets", func() bool {
 		h, p := in.standFor()
 		return h >= 40 && p >= 40
 	})
@@ -219,7 +220,7 @@ func TestNotifyFlapStormAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	flap(t, []*controlplane.Client{a, b}, "flapper", 19)
-	waitFor(t, 60*time.Second, "the first notification", func() bool { h, p := in.standFor(); return h >= 1 && p >= 1 })
+	testkit.WaitFor(t, "the first notification", func() bool { h, p := in.standFor(); return h >= 1 && p >= 1 })
 	// Kill whichever leads: the other takes over.
 	leader, survivor := ca, b
 	if strings.Contains(cb.output(), "took the lead") {

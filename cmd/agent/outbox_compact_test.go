@@ -11,6 +11,7 @@ import (
 )
 
 func TestOutboxCompact(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t)
 	r := runAgent(t, "outbox", "compact", "--data-dir", dataDir)
 	if r.code != 0 || !strings.Contains(r.stdout, "3 live records kept") {
@@ -25,6 +26,7 @@ func TestOutboxCompact(t *testing.T) {
 }
 
 func TestOutboxCompactRefusesWhileTheAgentRuns(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t)
 	o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
 	if err != nil {
@@ -36,11 +38,13 @@ func TestOutboxCompactRefusesWhileTheAgentRuns(t *testing.T) {
 }
 
 func TestOutboxCompactNeedsAnOutbox(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "missing")
 	wantOneLineError(t, runAgent(t, "outbox", "compact", "--data-dir", missing), 1, "no outbox")
 }
 
 func TestOutboxReplayNeedsAnOutbox(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "missing")
 	tok := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tok, []byte("a-token-of-enough-length-0123456789"), 0o600)

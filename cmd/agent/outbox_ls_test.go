@@ -11,6 +11,7 @@ import (
 )
 
 func TestOutboxLsTable(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t)
 	r := runAgent(t, "outbox", "ls", "--data-dir", dataDir)
 	if r.code != 0 {
@@ -37,6 +38,7 @@ func TestOutboxLsTable(t *testing.T) {
 }
 
 func TestOutboxLsFiltersAndJSON(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t)
 	cases := []struct {
 		args []string
@@ -89,6 +91,7 @@ func equalSeqs(a, b []uint64) bool {
 }
 
 func TestOutboxLsExplainsABadDataDir(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "missing")
 	wantOneLineError(t, runAgent(t, "outbox", "ls", "--data-dir", missing), 1, "no outbox in data directory "+missing)
 
@@ -104,6 +107,7 @@ func TestOutboxLsExplainsABadDataDir(t *testing.T) {
 }
 
 func TestOutboxLsWorksWhileAWriterHoldsTheLock(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t)
 	o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
 	if err != nil {

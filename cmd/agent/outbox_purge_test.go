@@ -34,6 +34,7 @@ func seedDead(t *testing.T) string {
 }
 
 func TestOutboxPurgeDead(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		args      []string
@@ -68,6 +69,7 @@ func TestOutboxPurgeDead(t *testing.T) {
 }
 
 func TestOutboxPurgeJSON(t *testing.T) {
+	t.Parallel()
 	dataDir := seedDead(t)
 	r := runAgent(t, "outbox", "purge", "--dead", "--json", "--data-dir", dataDir)
 	var res struct {
@@ -84,6 +86,7 @@ func TestOutboxPurgeJSON(t *testing.T) {
 }
 
 func TestOutboxPurgeRefuses(t *testing.T) {
+	t.Parallel()
 	dataDir := seedDead(t)
 	t.Run("without --dead", func(t *testing.T) {
 		wantOneLineError(t, runAgent(t, "outbox", "purge", "--data-dir", dataDir), 2, "--dead")

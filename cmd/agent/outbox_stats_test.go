@@ -9,6 +9,7 @@ import (
 )
 
 func TestOutboxStats(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t)
 	r := runAgent(t, "outbox", "stats", "--json", "--data-dir", dataDir)
 	var st outbox.Stats

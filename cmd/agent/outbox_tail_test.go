@@ -14,6 +14,7 @@ import (
 )
 
 func TestOutboxTailLastN(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t)
 	r := runAgent(t, "outbox", "tail", "-n", "2", "--data-dir", dataDir)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
@@ -23,6 +24,7 @@ func TestOutboxTailLastN(t *testing.T) {
 }
 
 func TestOutboxTailFollowsAppendsAndCompaction(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

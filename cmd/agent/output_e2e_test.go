@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/durable"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -92,7 +93,7 @@ echo '{"type":"result","summary":"printed"}'
 	if v := c.waitDone(t, second); v.Phase != state.PhaseCompleted {
 		t.Fatalf("the second task ended %s (%s)", v.Phase, v.PhaseReason)
 	}
-	waitFor(t, time.Minute, "the outbox to drain", func() bool {
+	testkit.WaitFor(t, "the outbox to drain", func() bool {
 		s, err := outbox.Inspect(filepath.Join(dataDir, "outbox"))
 		return err == nil && s.Stats.Pending == 0
 	})
@@ -170,7 +171,7 @@ echo '{"type":"result","summary":"printed"}'
 	a := startProc(t, "agent", nil, "run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir,
 		"--executor", "exec", "--executor-command", script, "--heartbeat-interval", "300ms")
 	defer a.stop()
-	waitFor(t, time.Minute, "the agent to register", func() bool { return agentIDOf(dataDir) != "" })
+	testkit.WaitFor(t, "the agent to register", func() bool { return agentIDOf(dataDir) != "" })
 
 	// Fill the volume but 1 MiB: under the 2 MiB floor of 24 MiB.
 	filler := filepath.Join(disk, "filler")

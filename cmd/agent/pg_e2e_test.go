@@ -30,6 +30,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/pgtest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
@@ -199,7 +200,7 @@ func countEnded(c *cp, ids []string) int {
 func checkRanOnce(t *testing.T, c *cp, ids, marks, agentDirs []string) (events int) {
 	t.Helper()
 	for _, d := range agentDirs {
-		waitFor(t, 60*time.Second, "the outbox of "+d+" to drain", func() bool {
+		testkit.WaitFor(t, "the outbox of "+d+" to drain", func() bool {
 			s, err := outbox.Inspect(outboxDir(d))
 			return err == nil && s.Stats.Pending == 0
 		})
@@ -270,6 +271,7 @@ func checkRanOnce(t *testing.T, c *cp, ids, marks, agentDirs []string) (events i
 // key, or the same claim's grant again by its request id) or not (the
 // retry applies it): none is lost, none applied twice.
 func TestE2EReplicasOnPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.Start(t)
 	addrA, dirA := freeAddr(t), t.TempDir()
 	a := startCP(t, addrA, dirA, "--store", dsn)
@@ -293,20 +295,18 @@ func TestE2EReplicasOnPostgres(t *testing.T) {
 	ids, marks := submitMarked(t, c, markDir, tasks)
 
 	// The lead is A's, which took it first; unless it moved already.
-	waitFor(t, 30*time.Second, "a replica to take the lead", func() bool {
+	testkit.WaitFor(t, "a replica to take the lead", func() bool {
 		return strings.Contains(a.output(), "took the lead") || strings.Contains(b.output(), "took the lead")
 	})
 	leader, other := a, b
 	if !strings.Contains(a.output(), "took the lead") {
 		leader, other = b, a
 	}
-	waitFor(t, 60*time.Second, "a third of the tasks to end", func() bool { return countEnded(c, ids) >= tasks/3 })
+	testkit.WaitFor(t, "a third of the tasks to end", func() bool { return countEnded(c, ids) >= tasks/3 })
 	endedAtKill := countEnded(c, ids)
 	// Killed with requests in flight, if it has any within a few
 	// seconds: their answers are lost, and the agents ask again.
-	for deadline := time.Now().Add(5 * time.Second); !proxy.busy(leader.addr) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Until(5*time.Second, func() bool { return proxy.busy(leader.addr) })
 	leader.kill()
 	killed := time.Now()
 
@@ -314,7 +314,7 @@ func TestE2EReplicasOnPostgres(t *testing.T) {
 		c.waitDone(t, id)
 	}
 	drained := time.Since(killed)
-	waitFor(t, 30*time.Second, "the survivor to take the lead", func() bool { return strings.Contains(other.output(), "took the lead") })
+	testkit.WaitFor(t, "the survivor to take the lead", func() bool { return strings.Contains(other.output(), "took the lead") })
 	events := checkRanOnce(t, c, ids, marks, agentDirs)
 
 	// Started again on its directory, the killed replica serves: the
@@ -377,6 +377,7 @@ func leadHolders(t *testing.T, dsn string) int {
 // task completes in one attempt, nothing lost, nothing stored twice,
 // nothing dead.
 func TestE2EControlPlaneSurvivesPostgresRestart(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"restart", "kill"} {
 		t.Run(how, func(t *testing.T) {
 			cluster := pgtest.New(t)
@@ -390,7 +391,7 @@ func TestE2EControlPlaneSurvivesPostgresRestart(t *testing.T) {
 			}
 			const tasks = 12
 			ids, marks := submitMarked(t, c, markDir, tasks)
-			waitFor(t, 60*time.Second, "a quarter of the tasks to end", func() bool { return countEnded(c, ids) >= tasks/4 })
+			testkit.WaitFor(t, "a quarter of the tasks to end", func() bool { return countEnded(c, ids) >= tasks/4 })
 			// What the agents had delivered before the outage.
 			tried := func() int {
 				n := 0
@@ -430,7 +431,7 @@ func TestE2EControlPlaneSurvivesPostgresRestart(t *testing.T) {
 			// outage lasts a few heartbeats more (their leases do not
 			// run out: 10 s).
 			held := 0
-			waitFor(t, 30*time.Second, "an agent to keep a record whose delivery failed", func() bool {
+			testkit.WaitFor(t, "an agent to keep a record whose delivery failed", func() bool {
 				held = max(held, tried())
 				return held > 0 && time.Since(down) > 3*time.Second
 			})
@@ -448,7 +449,7 @@ func TestE2EControlPlaneSurvivesPostgresRestart(t *testing.T) {
 			events := checkRanOnce(t, c, ids, marks, agentDirs)
 			// The lead went with its session; the watchdog runs again
 			// once the replica took it back.
-			waitFor(t, 30*time.Second, "the replica to take the lead again", func() bool {
+			testkit.WaitFor(t, "the replica to take the lead again", func() bool {
 				return strings.Count(c.output(), "took the lead") >= 2
 			})
 			t.Logf("FAULT | PostgreSQL %s under one replica, 2 agents, %d tasks | 503 meanwhile, %d records held in the outboxes, down %s; all completed in 1 attempt %s after it came back, %d events stored once each, 0 dead |",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // runWithin runs the agent to completion or kills it after d (exit -1):
@@ -54,6 +55,7 @@ func secret(t *testing.T, text string, perm os.FileMode) string {
 // the token), and a state directory others can write to (where a planted
 // task file would be handed to an agent). Each is one line, exit 1.
 func TestAttackControlPlaneServesWeakCredentials(t *testing.T) {
+	t.Parallel()
 	open := privateDir(t)
 	must(t, os.Chmod(open, 0o777))
 	planted := privateDir(t)
@@ -89,6 +91,7 @@ func TestAttackControlPlaneServesWeakCredentials(t *testing.T) {
 // agent run, agent submit and the other clients refuse a token file
 // others can read and a short token, before they reach the control plane.
 func TestAttackClientsUseWeakTokens(t *testing.T) {
+	t.Parallel()
 	short, open := secret(t, "ab\n", 0o600), secret(t, longToken, 0o644)
 	for _, c := range []struct {
 		name string
@@ -113,6 +116,7 @@ func TestAttackClientsUseWeakTokens(t *testing.T) {
 // cannot list tasks, a person's operator token does both, and only it
 // revokes.
 func TestCredentialsThroughTheCLI(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	if info, err := os.Stat(c.operatorFile); err != nil || info.Mode().Perm() != 0o600 {
 		t.Fatalf("DIR/operator-token: %v %v, want a 0600 file", info, err)
@@ -159,6 +163,7 @@ func TestCredentialsThroughTheCLI(t *testing.T) {
 // one line naming agent agents revoke); after the revoke it registers; the
 // first host, its token revoked and its id held again, is refused too.
 func TestE2EAnAgentIDIsHeldByOneHost(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	first, second := t.TempDir(), t.TempDir()
 	must(t, os.WriteFile(filepath.Join(first, "agent-id"), []byte("vm-7\n"), 0o600))
@@ -166,7 +171,7 @@ func TestE2EAnAgentIDIsHeldByOneHost(t *testing.T) {
 	agentToken := func(dir string) string { b, _ := os.ReadFile(filepath.Join(dir, "agent-token")); return string(b) }
 
 	ag := startAgentProc(t, c, first)
-	waitFor(t, 30*time.Second, "the first host to register", func() bool { return agentToken(first) != "" })
+	testkit.WaitFor(t, "the first host to register", func() bool { return agentToken(first) != "" })
 	if code := ag.stop(); code != 0 {
 		t.Fatalf("first host stopped with %d", code)
 	}
@@ -193,7 +198,7 @@ func TestE2EAnAgentIDIsHeldByOneHost(t *testing.T) {
 	}
 	ag2 := startAgentProc(t, c, second)
 	defer ag2.stop()
-	waitFor(t, 30*time.Second, "the second host to register after the revoke", func() bool { return agentToken(second) != "" })
+	testkit.WaitFor(t, "the second host to register after the revoke", func() bool { return agentToken(second) != "" })
 	again := startAgentProc(t, c, first)
 	if code := again.wait(); code != 1 || !strings.Contains(again.output(), "agent agents revoke vm-7") {
 		t.Fatalf("the first host after its token was revoked and the id taken: exit %d\n%s", code, tail(again.output(), 1000))
@@ -205,6 +210,7 @@ func TestE2EAnAgentIDIsHeldByOneHost(t *testing.T) {
 // operator-token-file the person's token submit, tasks and agents use
 // (--token-file on the command line still wins).
 func TestOneConfigForRunAndSubmit(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	conf := filepath.Join(t.TempDir(), "agent.toml")

@@ -20,6 +20,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/gittest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -147,6 +148,7 @@ func shellWords(line string) ([]string, error) {
 // passes on after -- are flags agent run takes; a make target is in the
 // Makefile. Nothing is run: the command line is parsed as the agent would.
 func TestREADMECommandsParse(t *testing.T) {
+	t.Parallel()
 	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
 	if err != nil {
 		t.Fatal(err)
@@ -224,6 +226,7 @@ func indexOf(list []string, s string) int {
 // every path in backquotes that starts at one of its top directories
 // exists, and no SPEC is cited (there is none in the repository).
 func TestREADMECitesFilesInTheRepository(t *testing.T) {
+	t.Parallel()
 	top, err := os.ReadDir(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -377,6 +380,7 @@ func (n *newcomer) phase(id string) state.Phase {
 // command is the README's own, parsed from it; bin/agent is the binary
 // built here as make build builds it.
 func TestREADMEAsANewcomer(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Fatal("the README's commands are sh, run by bash, which is not here")
 	}
@@ -440,7 +444,7 @@ func TestREADMEAsANewcomer(t *testing.T) {
 		waitEnded := func(id string, phases ...state.Phase) state.Phase {
 			t.Helper()
 			var p state.Phase
-			waitFor(t, 2*time.Minute, id+" to end", func() bool { p = n.phase(id); return p.Terminal() })
+			testkit.WaitFor(t, id+" to end", func() bool { p = n.phase(id); return p.Terminal() })
 			for _, want := range phases {
 				if p == want {
 					return p
@@ -461,13 +465,13 @@ func TestREADMEAsANewcomer(t *testing.T) {
 			switch {
 			case sub == "controlplane serve":
 				cp = n.start("controlplane", line)
-				waitFor(t, time.Minute, "the control plane's operator token", func() bool {
+				testkit.WaitFor(t, "the control plane's operator token", func() bool {
 					_, err := os.Stat(filepath.Join(dir, "cp", "operator-token"))
 					return err == nil && strings.Contains(cp.output(), "control plane listening")
 				})
 			case words[1] == "run":
 				agentRun = n.start("agent", line)
-				waitFor(t, time.Minute, "the agent to reach the control plane", func() bool {
+				testkit.WaitFor(t, "the agent to reach the control plane", func() bool {
 					return strings.Contains(agentRun.output(), "control plane reached")
 				})
 			case words[1] == "submit":
@@ -483,7 +487,7 @@ func TestREADMEAsANewcomer(t *testing.T) {
 				// Piped, it prints a line per change until stopped (q or
 				// Ctrl-C on a terminal).
 				w := n.start("watch", line)
-				waitFor(t, time.Minute, "tasks watch to show the tasks", func() bool {
+				testkit.WaitFor(t, "tasks watch to show the tasks", func() bool {
 					out := w.output()
 					return strings.Contains(out, ids[0]) && strings.Contains(out, ids[len(ids)-1])
 				})

@@ -5,18 +5,20 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/edgeagent/agent/state"
 )
 
 // The demo through the real CLIs, against the mock model it embeds.
 func TestE2EDemoThroughTheRealCLIs(t *testing.T) {
+	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
 			bin := clitest.CodexBin(t)
 			if cli == "claude" {
 				bin = clitest.ClaudeBin(t)
@@ -45,6 +47,7 @@ func TestE2EDemoThroughTheRealCLIs(t *testing.T) {
 // agent run with Claude Code against the control plane: the fallback chain
 // on the wire, every record delivered once, nothing pending.
 func TestE2ERunWithClaude(t *testing.T) {
+	t.Parallel()
 	mock, err := mockmodel.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +105,7 @@ func TestE2ERunWithClaude(t *testing.T) {
 // (the follow-up is a new turn, which the mock answers with text); the
 // control plane's pending request is cleared.
 func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		answer  string // --accept, --decline, or "restart"
@@ -116,6 +120,7 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 		{name: "agent restarted while waiting", answer: "restart", ran: false, phase: state.PhaseCompleted, errCode: state.CodeAgentRestart, continued: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			mock, err := mockmodel.Start()
 			if err != nil {
 				t.Fatal(err)
@@ -180,8 +185,10 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 // earlier conversation and the follow-up, and the command is not run
 // again.
 func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
+	t.Parallel()
 	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
 			mock, err := mockmodel.Start()
 			if err != nil {
 				t.Fatal(err)
@@ -202,7 +209,7 @@ func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 			ag := startProc(t, "agent", env, args...)
 			id := submit(t, c, "Rotate the logs\nmock: shell after=hang\nmock-cmd: echo rotated >> rotated.txt")
 			// The command ran and the model hangs on its result: mid-turn.
-			waitFor(t, time.Minute, "the command to run", func() bool {
+			testkit.WaitFor(t, "the command to run", func() bool {
 				v := c.task(t, id)
 				return len(v.Attempts) == 1 && v.Attempts[0].Facts.SideEffect && v.Attempts[0].SessionPath != ""
 			})

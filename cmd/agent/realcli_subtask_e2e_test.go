@@ -17,6 +17,7 @@ import (
 // isolation (Landlock: the shell reaches the control plane on loopback).
 // The subtask runs on the same agent, through Codex too.
 func TestE2ESubtasksThroughCodex(t *testing.T) {
+	t.Parallel()
 	mock, err := mockmodel.Start()
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ var referenceDocs = []struct {
 }
 
 func TestReferenceDocs(t *testing.T) {
+	t.Parallel()
 	for _, d := range referenceDocs {
 		want := d.render()
 		path := filepath.Join("..", "..", filepath.FromSlash(d.path))

@@ -13,6 +13,7 @@ import (
 // print writes them back; a pull request's token cannot be passed to a
 // task; a push remote the repository lacks is refused.
 func TestConfigRepoPushAndPullRequest(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	repo := gittest.NewRepo(t)
 	gittest.Git(t, repo, "remote", "add", "origin", "git@github.com:octo/app.git")

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -33,10 +33,11 @@ func label(t *testing.T, c *cp, agent string, labels ...string) {
 // tasks show, and in submit --wait, until an agent with the label starts,
 // is granted it, and takes it.
 func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir(), "--agent-id", "sample-gpu", "--label", "gpu=a100")
 	startAgentProc(t, c, t.TempDir(), append(execSample(), "--agent-id", "exec-cpu", "--label", "team=infra")...)
-	waitFor(t, 30*time.Second, "both agents to advertise what they have", func() bool {
+	testkit.WaitFor(t, "both agents to advertise what they have", func() bool {
 		agents, err := c.client.Agents(context.Background())
 		return err == nil && len(agents) == 2 && agents[0].Executor == "exec" && agents[1].Executor == "sample" &&
 			agents[1].Labels["gpu"] == "a100" && strings.Join(agents[1].Models, ",") == "model-a,model-b" && agents[1].OS != ""
@@ -81,7 +82,7 @@ func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
 	// alone would end at once, exit 6), and says why.
 	waiting := startProc(t, "submit-wait", nil, "submit", "--control-plane", c.url(), "--token-file", c.operatorFile,
 		"--prompt", "@output both", "--require", "executor=exec", "--require", "label=gpu", "--wait", "--wait-queued")
-	waitFor(t, 30*time.Second, "submit --wait to say the task is unroutable", func() bool {
+	testkit.WaitFor(t, "submit --wait to say the task is unroutable", func() bool {
 		return strings.Contains(waiting.output(), "queued  unroutable: no agent with all of executor=exec, label=gpu")
 	})
 	id, _, _ := strings.Cut(waiting.output(), " ")
@@ -97,7 +98,7 @@ func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
 
 	// An agent with both starts, is granted the label, and takes it.
 	startAgentProc(t, c, t.TempDir(), append(execSample(), "--agent-id", "exec-gpu", "--label", "gpu=h100")...)
-	waitFor(t, 30*time.Second, "exec-gpu to enrol", func() bool {
+	testkit.WaitFor(t, "exec-gpu to enrol", func() bool {
 		agents, err := c.client.Agents(context.Background())
 		return err == nil && len(agents) == 3
 	})
@@ -114,6 +115,7 @@ func TestE2ETasksReachTheAgentWithTheirRequirements(t *testing.T) {
 // A --require with an unknown key, or malformed, is a one-line usage
 // error that lists the keys; nothing is submitted.
 func TestSubmitRefusesABadRequire(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ req, says string }{
 		{"gpu=yes", "want KEY=VALUE with KEY one of executor, model, repo, os, arch, label"},
 		{"executor", "KEY one of executor"},
@@ -135,15 +137,16 @@ func TestSubmitRefusesABadRequire(t *testing.T) {
 // shows as saying so of itself; taken back (tier-), the label routes
 // nothing more.
 func TestE2EARogueAgentIsNotGrantedALabelItSaysItHas(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir(), "--agent-id", "rogue", "--label", "tier=secure")
-	waitFor(t, 30*time.Second, "the rogue to enrol", func() bool {
+	testkit.WaitFor(t, "the rogue to enrol", func() bool {
 		agents, err := c.client.Agents(context.Background())
 		return err == nil && len(agents) == 1
 	})
 	id := submitArgs(t, c, "@output deployed with the production keys", "--require", "label=tier=secure")
 	startAgentProc(t, c, t.TempDir(), "--agent-id", "vault")
-	waitFor(t, 30*time.Second, "the vault to enrol", func() bool {
+	testkit.WaitFor(t, "the vault to enrol", func() bool {
 		agents, err := c.client.Agents(context.Background())
 		return err == nil && len(agents) == 2
 	})
@@ -168,7 +171,7 @@ func TestE2EARogueAgentIsNotGrantedALabelItSaysItHas(t *testing.T) {
 		t.Fatalf("agents label vault tier-: %+v", r)
 	}
 	again := submitArgs(t, c, "@output again", "--require", "label=tier=secure")
-	waitFor(t, 30*time.Second, "the task to say it is unroutable", func() bool {
+	testkit.WaitFor(t, "the task to say it is unroutable", func() bool {
 		v := c.task(t, again)
 		return v.Phase == state.PhaseQueued && v.Unroutable == "no agent with label=tier=secure"
 	})

@@ -9,6 +9,7 @@ import (
 )
 
 func TestSampleExecutorFollowsDirectives(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run := func(attempt, prompt string) (string, int) {

@@ -26,6 +26,7 @@ func seedTask(t *testing.T, id string) string {
 // service or the default directory could be meant, they say which they
 // read, in one line.
 func TestReadCommandsFollowTheService(t *testing.T) {
+	t.Parallel()
 	ctl := newFakeCtl(t, "systemctl")
 	configHome, stateHome := t.TempDir(), t.TempDir()
 	env := []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + configHome, "XDG_STATE_HOME=" + stateHome,

@@ -124,6 +124,7 @@ func toAny(s []string) []any {
 }
 
 func TestLaunchdState(t *testing.T) {
+	t.Parallel()
 	out := "gui/501/dev.edgeagent.agent = {\n\tactive count = 1\n\tpath = /Users/me/Library/LaunchAgents/dev.edgeagent.agent.plist\n\tstate = running\n\tpid = 4242\n\tendpoints = {\n\t\tstate = other\n\t}\n}\n"
 	if active, pid := launchdState(out); active != "running" || pid != 4242 {
 		t.Errorf("launchdState = %q %d, want running 4242", active, pid)

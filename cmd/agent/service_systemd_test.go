@@ -190,6 +190,7 @@ func TestServiceTokenInEnvFile(t *testing.T) {
 }
 
 func TestSystemdWordsRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, w := range []string{"plain", "two words", `back\slash`, `"quoted"`, "$HOME", "100%", "a;b", "", "tab\there"} {
 		t.Run(w, func(t *testing.T) {
 			if got := systemdWords("x " + systemdQuote(w) + " y"); !slices.Equal(got, []string{"x", w, "y"}) {

@@ -56,6 +56,7 @@ func (f *fakeCtl) wantCalls(t *testing.T, what string, want ...string) {
 }
 
 func TestServiceLifecycleSystemd(t *testing.T) {
+	t.Parallel()
 	ctl := newFakeCtl(t, "systemctl")
 	configHome, stateHome, home := t.TempDir(), t.TempDir(), t.TempDir()
 	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + configHome, "XDG_STATE_HOME=" + stateHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
@@ -168,6 +169,7 @@ func TestServiceLifecycleSystemd(t *testing.T) {
 
 // A system unit is made the same way; --system's calls have no --user.
 func TestServiceSystemDryRun(t *testing.T) {
+	t.Parallel()
 	ctl := newFakeCtl(t, "systemctl")
 	env := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "SUDO_USER=", "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
 	r := runAgentEnv(t, env, "service", "install", "--system", "--run-as", "root", "--dry-run", "--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t))
@@ -184,6 +186,7 @@ func TestServiceSystemDryRun(t *testing.T) {
 // /etc/passwd; LDAP and sssd accounts are not there) is asked of getent,
 // as libc would; one nobody knows is an error naming it.
 func TestServiceRunAsFromNameServices(t *testing.T) {
+	t.Parallel()
 	ctl := newFakeCtl(t, "systemctl")
 	getent := "#!/bin/sh\n" +
 		`[ "$1 $2" = "passwd ldapagent" ] && echo "ldapagent:*:4242:4343:LDAP Agent,,,:/srv/ldapagent:/bin/sh" && exit 0` + "\nexit 2\n"
@@ -205,6 +208,7 @@ func TestServiceRunAsFromNameServices(t *testing.T) {
 // launchd's plist can be made anywhere; what needs launchctl says it runs
 // only on macOS, before anything is written.
 func TestServiceLaunchdOffMacOS(t *testing.T) {
+	t.Parallel()
 	if hostManager() == launchd {
 		t.Skip("this is macOS")
 	}
@@ -222,6 +226,7 @@ func TestServiceLaunchdOffMacOS(t *testing.T) {
 // A flag that would inject a line into the unit, or that agent run would
 // refuse, is refused when the unit is made, not when it fails to start.
 func TestServiceRefusesBadFlags(t *testing.T) {
+	t.Parallel()
 	tok := tokenFile(t)
 	base := []string{"service", "print", "--", "--control-plane", "https://cp.example.com", "--token-file", tok}
 	for _, c := range []struct {
@@ -246,6 +251,7 @@ func TestServiceRefusesBadFlags(t *testing.T) {
 // install makes the data and work directories, 0700, so that the sandbox
 // can name them writable; --no-sandbox leaves the sandbox out.
 func TestServiceInstallMakesDirs(t *testing.T) {
+	t.Parallel()
 	ctl := newFakeCtl(t, "systemctl")
 	configHome, top := t.TempDir(), t.TempDir()
 	env := []string{"HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + configHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
@@ -272,6 +278,7 @@ func TestServiceInstallMakesDirs(t *testing.T) {
 // (a root service's tasks could write /root/.ssh/authorized_keys). sudo's
 // SUDO_USER is used; root takes an explicit --run-as root, with a warning.
 func TestServiceSystemNeverDefaultsToRoot(t *testing.T) {
+	t.Parallel()
 	ctl := newFakeCtl(t, "systemctl")
 	run := []string{"--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t)}
 	envWith := func(sudoUser string) []string {
@@ -319,6 +326,7 @@ func TestServiceSystemNeverDefaultsToRoot(t *testing.T) {
 // agent beside the first, with a unit, an environment file and a data
 // directory of its own; restart and logs reach the named unit.
 func TestServiceNamedBesideTheFirst(t *testing.T) {
+	t.Parallel()
 	ctl := newFakeCtl(t, "systemctl")
 	journal := newFakeCtl(t, "journalctl")
 	configHome, stateHome, home := t.TempDir(), t.TempDir(), t.TempDir()
@@ -393,6 +401,7 @@ func TestServiceNamedBesideTheFirst(t *testing.T) {
 // --bin puts the copy elsewhere (a directory takes agent below it);
 // --no-copy runs the binary where it is, and says what that means.
 func TestServiceBinaryPlace(t *testing.T) {
+	t.Parallel()
 	ctl := newFakeCtl(t, "systemctl")
 	home, dir := t.TempDir(), t.TempDir()
 	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + t.TempDir(), "XDG_STATE_HOME=" + t.TempDir(), "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
@@ -426,6 +435,7 @@ func TestServiceBinaryPlace(t *testing.T) {
 // a path that is not there is refused at install, not at the service's
 // first start.
 func TestServiceRepoPathsAbsolute(t *testing.T) {
+	t.Parallel()
 	dir, home := t.TempDir(), t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(dir, "app"), 0o700))
 	must(t, os.MkdirAll(filepath.Join(home, "src", "docs"), 0o700))
@@ -481,6 +491,7 @@ func TestServiceRepoPathsAbsolute(t *testing.T) {
 // directory it made; a reinstall puts the unit and binary it replaced
 // back. Nothing is left half installed.
 func TestServiceInstallUndoneWhenItCannotFinish(t *testing.T) {
+	t.Parallel()
 	ctl := newFakeCtl(t, "systemctl")
 	configHome, home, top := t.TempDir(), t.TempDir(), t.TempDir()
 	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + configHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}

@@ -14,6 +14,7 @@ import (
 // --on-side-effect ask stops so for every task, unless a task says
 // continue.
 func TestOnSideEffectAskThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	first := startAgentProc(t, c, dataDir)

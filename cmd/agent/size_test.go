@@ -7,6 +7,7 @@ import (
 )
 
 func TestByteSize(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in      string
 		want    byteSize
@@ -46,6 +47,7 @@ func TestByteSize(t *testing.T) {
 
 // A size in the config file is a number of bytes or a string with a unit.
 func TestConfigSizes(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "agent.toml")
 	writeFile(t, file, "retention-max-size = \"2GiB\"\ntask-log-max-size = 65536\nretention = \"72h\"\n")
 	r := runAgentEnv(t, []string{"AGENT_CONFIG=" + file}, "config", "print")

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -16,6 +17,7 @@ import (
 // queue (its log says so, agent health counts it), and starts as soon as
 // the first answers.
 func TestMaxStartsQueuesStartsApartFromRunning(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--max-concurrent", "3", "--max-starts", "1")
@@ -23,7 +25,7 @@ func TestMaxStartsQueuesStartsApartFromRunning(t *testing.T) {
 	slow := submit(t, c, "Start slowly\n@wait-file "+gate+"\n@output answered")
 	waitLocalPhase(t, dataDir, slow, state.PhaseTurnStarted)
 	next := submit(t, c, "Start next\n@output hi")
-	waitFor(t, followLimit, "agent health to count the queued start", func() bool {
+	testkit.WaitFor(t, "agent health to count the queued start", func() bool {
 		r := runAgent(t, "health", "--data-dir", dataDir)
 		return strings.Contains(r.stdout, "starts:         1 starting, 1 queued (--max-starts 1)")
 	})
@@ -39,7 +41,7 @@ func TestMaxStartsQueuesStartsApartFromRunning(t *testing.T) {
 			t.Errorf("task %s: %s, want completed", id, v.Phase)
 		}
 	}
-	waitFor(t, followLimit, "agent health to count no start", func() bool {
+	testkit.WaitFor(t, "agent health to count no start", func() bool {
 		r := runAgent(t, "health", "--data-dir", dataDir)
 		return strings.Contains(r.stdout, "starts:         0 starting, 0 queued (--max-starts 1)")
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -40,6 +41,7 @@ func (l *lockedBuffer) String() string {
 // nothing, says each second what it waits for, and tells the control plane
 // it is draining, then offline; both commands exit 0 and nothing warns.
 func TestStopDrainsARunningTask(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir, "--drain-timeout", "10m")
@@ -54,14 +56,14 @@ func TestStopDrainsARunningTask(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop.Wait() }()
 
-	waitFor(t, time.Minute, "the control plane to show the agent draining", func() bool {
+	testkit.WaitFor(t, "the control plane to show the agent draining", func() bool {
 		agents, err := c.client.Agents(context.Background())
 		return err == nil && len(agents) == 1 && agents[0].State == "draining"
 	})
-	waitFor(t, time.Minute, "the drain to say what it waits for", func() bool {
+	testkit.WaitFor(t, "the drain to say what it waits for", func() bool {
 		return strings.Contains(ag.output(), `"msg":"draining: waiting for running tasks","running":["`+id+`"]`)
 	})
-	waitFor(t, time.Minute, "agent stop to say what is still running", func() bool {
+	testkit.WaitFor(t, "agent stop to say what is still running", func() bool {
 		return strings.Contains(out.String(), "waiting: 1 task(s) still running: ["+id+"]")
 	})
 	// Work queued now is not claimed by a draining agent.
@@ -104,6 +106,7 @@ func TestStopDrainsARunningTask(t *testing.T) {
 // attempt waits for the agent's next run (it had done nothing: a replay),
 // which stop says; --now (SIGQUIT) skips the drain.
 func TestStopDrainTimeoutAndNow(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		agentArgs []string
@@ -143,6 +146,7 @@ func TestStopDrainTimeoutAndNow(t *testing.T) {
 }
 
 func TestStopWithoutAnAgent(t *testing.T) {
+	t.Parallel()
 	dataDir := seedOutbox(t) // an outbox, but nobody holds its lock
 	r := runAgent(t, "stop", "--data-dir", dataDir)
 	wantOneLineError(t, r, 1, "no agent is running on this data directory")
@@ -155,6 +159,7 @@ func TestStopWithoutAnAgent(t *testing.T) {
 // agent's user, can rewrite or remove agent.pid. A planted pid is said
 // on stderr and left alone; the real agent drains and exits.
 func TestStopSignalsOnlyTheLockHolder(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("the kernel names a lock's holder only on Linux (/proc/locks)")
 	}
@@ -170,7 +175,7 @@ func TestStopSignalsOnlyTheLockHolder(t *testing.T) {
 			dataDir := t.TempDir()
 			ag := startAgentProc(t, c, dataDir)
 			pidFile := filepath.Join(dataDir, "agent.pid")
-			waitFor(t, time.Minute, "the agent to write its pid file", func() bool {
+			testkit.WaitFor(t, "the agent to write its pid file", func() bool {
 				_, err := os.Stat(pidFile)
 				return err == nil
 			})
@@ -215,6 +220,7 @@ func TestStopSignalsOnlyTheLockHolder(t *testing.T) {
 // A stop that outlasts its --timeout says how to stop at once, and that
 // line works when pasted as printed.
 func TestStopTimeoutHintWorksAsPrinted(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	ag := startAgentProc(t, c, dataDir, "--drain-timeout", "10m")

@@ -8,6 +8,7 @@ import (
 )
 
 func TestPromptArg(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "prompt.md")
 	must(t, os.WriteFile(file, []byte("Fix the flaky test\n"), 0o600))
 	for _, tc := range []struct {

@@ -12,6 +12,7 @@ import (
 // submit --wait follows a task to its end and says how it ended in its
 // exit code.
 func TestSubmitWaitExitCodes(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir(), "--max-retries", "0")
 	for _, tc := range []struct {
@@ -46,6 +47,7 @@ func TestSubmitWaitExitCodes(t *testing.T) {
 // ends the wait at once with its own exit code (the task stays queued),
 // --wait-queued waits on, and --timeout bounds any wait.
 func TestSubmitWaitUnroutableAndTimeout(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir())
 	base := []string{"submit", "--wait", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", "@output hi", "--require", "label=gpu"}

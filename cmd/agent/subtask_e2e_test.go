@@ -11,12 +11,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
 func TestE2ESubtasks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	conf := filepath.Join(t.TempDir(), "cp.toml")
 	if err := os.WriteFile(conf, []byte("[[delegate]]\nmax-depth = 1\nmax-children = 3\n"), 0o600); err != nil {
@@ -97,6 +98,7 @@ func TestE2ESubtasks(t *testing.T) {
 
 // Outside a task, agent subtask says so in one line.
 func TestSubtaskOutsideATask(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"subtask", "ls"}, {"subtask", "submit", "x"}, {"subtask", "wait"}, {"subtask", "cancel", "t-1"}} {
 		r := runAgentEnv(t, []string{"AGENT_TASK_TOKEN="}, args...)
 		wantOneLineError(t, r, 1, "no task token here")
@@ -109,6 +111,7 @@ func TestSubtaskOutsideATask(t *testing.T) {
 // A mistake in a [[delegate]] table is one line naming the file's line,
 // exit 2, before the control plane listens.
 func TestServeRefusesDelegateMistakes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, c := range []struct{ name, file, want string }{
 		{"not a label", "[[delegate]]\nparent = [\"planner\"]\n", `cp.toml:2: [[delegate]] parent: "planner": want KEY=VALUE`},
@@ -129,11 +132,12 @@ func TestServeRefusesDelegateMistakes(t *testing.T) {
 // A person cancels a parent whose subtask runs: both end cancelled, the
 // subtask's process stopped by its agent, from the one request.
 func TestE2ECancelAParentCancelsItsSubtasks(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	startAgentProc(t, c, t.TempDir(), "--max-concurrent", "3")
 	parent := submit(t, c, "Supervise\n@subtask Work forever\\n@output working\\n@hang\n@subtask Work forever too\\n@hang\n@wait-subtasks")
 	var kids []string
-	waitFor(t, time.Minute, "both subtasks to run", func() bool {
+	testkit.WaitFor(t, "both subtasks to run", func() bool {
 		v := c.task(t, parent)
 		running := 0
 		for _, id := range v.Children {
@@ -162,6 +166,7 @@ func TestE2ECancelAParentCancelsItsSubtasks(t *testing.T) {
 // explorer is a leaf, whose executor is offered no subtask command (no
 // task token, no agent binary).
 func TestE2ESubtaskAllowedByType(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
@@ -202,6 +207,7 @@ func TestE2ESubtaskAllowedByType(t *testing.T) {
 // it comes: agent subtask wait says it on stderr, which the sample's
 // executor passes to the parent's log.
 func TestE2ESubtaskWaitHearsOfRetries(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--max-concurrent", "2")

@@ -14,6 +14,7 @@ import (
 // ids come from the data directory, each command offering the tasks it
 // applies to, and the control plane the settings name is never asked.
 func TestTaskIDsCompleteFromTheDataDirectory(t *testing.T) {
+	t.Parallel()
 	dataDir := saveTasks(t, colourTasks(t)) // t-done, t-failed, t-blocked (recoverable_failed), t-running
 	var asked atomic.Int64
 	cp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { asked.Add(1) }))

@@ -71,6 +71,7 @@ func endWithSession(t *testing.T, agent *controlplane.Client, agentID string, re
 // continue it and what it changed; a task that cannot be continued is one
 // line and exit 1.
 func TestTasksContinue(t *testing.T) {
+	t.Parallel()
 	cp, cpArgs := inProcessCP(t)
 	agent := cp.Agent(t, "vm-7")
 	if _, err := agent.Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "vm-7", Repos: []string{"site"}}); err != nil {
@@ -151,6 +152,7 @@ func TestTasksContinue(t *testing.T) {
 // a malformed name or ref, or a base without a repository, is a usage
 // error before the control plane is asked.
 func TestSubmitRepoAndBase(t *testing.T) {
+	t.Parallel()
 	cp, cpArgs := inProcessCP(t)
 	agent := cp.Agent(t, "vm-8")
 	if _, err := agent.Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "vm-8", Repos: []string{"site", "infra"}}); err != nil {

@@ -14,6 +14,7 @@ import (
 // in a line is written \x1b, never sent), its tabs kept. Its stat reads
 // the patch file by file and says a cut one's total is the diff's.
 func TestTasksDiffPrintsAPatchSafely(t *testing.T) {
+	t.Parallel()
 	patch := "diff --git a/main.go b/main.go\nindex 1..2 100644\n--- a/main.go\n+++ b/main.go\n@@ -1,2 +1,2 @@\n func main() {\n-\tprintln(\"old\")\n+\tprintln(\"\x1b]0;pwned\x07new\x1b[2J\")\n" +
 		"diff --git a/logo.png b/logo.png\nnew file mode 100644\nBinary files /dev/null and b/logo.png differ\n"
 	var b bytes.Buffer
@@ -48,6 +49,7 @@ func TestTasksDiffPrintsAPatchSafely(t *testing.T) {
 
 // A task with no workspace here: a clear error, and where else to look.
 func TestTasksDiffOfATaskWithNoWorkspace(t *testing.T) {
+	t.Parallel()
 	r := runAgent(t, "tasks", "diff", "t-nope", "--data-dir", t.TempDir())
 	wantOneLineError(t, r, 1, "task t-nope has no workspace in ")
 	if !strings.Contains(r.stderr, "--remote prints the diff the control plane keeps") {

@@ -12,6 +12,7 @@ import (
 // any machine, as the agent's own log files hold it: every attempt with
 // its header, or one; and -f follows the task to its end.
 func TestTasksLogsRemote(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -18,6 +19,7 @@ import (
 // on, and the timeline says a person retried. Retrying a task in any other
 // phase is one line and exit 1.
 func TestTasksRetryRunsTheNextAttempt(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
@@ -68,6 +70,7 @@ func TestTasksRetryRunsTheNextAttempt(t *testing.T) {
 // tasks ls, show and cancel with --remote go to the control plane, and
 // the local state and the control plane agree on how each task ended.
 func TestTasksRemoteAndLocalAgree(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--max-retries", "0")
@@ -145,7 +148,7 @@ func TestTasksRemoteAndLocalAgree(t *testing.T) {
 func waitLocalPhase(t *testing.T, dataDir, id string, want state.Phase) *state.Task {
 	t.Helper()
 	var task *state.Task
-	waitFor(t, followLimit, "task "+id+" to be "+string(want)+" in the data directory", func() bool {
+	testkit.WaitFor(t, "task "+id+" to be "+string(want)+" in the data directory", func() bool {
 		var err error
 		task, err = datadir.LoadTask(dataDir, id)
 		return err == nil && task.Phase == want

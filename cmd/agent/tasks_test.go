@@ -7,12 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
 func TestTasksCommandsDoNotCreateAMistypedDataDir(t *testing.T) {
+	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "typo")
 	for _, args := range [][]string{{"tasks", "ls"}, {"tasks", "show", "t-1"}, {"tasks", "logs", "t-1"}, {"health"}} {
 		r := runAgent(t, append(args, "--data-dir", missing)...)
@@ -32,6 +33,7 @@ func TestTasksCommandsDoNotCreateAMistypedDataDir(t *testing.T) {
 // where a limit still keeps an old task that needs a person. --order
 // newest and oldest list all in that order; another order is refused.
 func TestTasksLsPutsWhatNeedsAPersonOnTop(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)
@@ -60,7 +62,7 @@ func TestTasksLsPutsWhatNeedsAPersonOnTop(t *testing.T) {
 		return ids
 	}
 	local := []string{"--data-dir", dataDir}
-	waitFor(t, 30*time.Second, "the agent to have saved every task", func() bool { return len(rows(local...)) == 4 })
+	testkit.WaitFor(t, "the agent to have saved every task", func() bool { return len(rows(local...)) == 4 })
 	remote := []string{"--remote", "--control-plane", c.url(), "--token-file", c.operatorFile}
 	for _, where := range [][]string{local, remote} {
 		if got, want := rows(where...), []string{stopped, done[2], done[1], done[0]}; !slices.Equal(got, want) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // followLimit is how long a test waits for a follow to show something
@@ -98,7 +99,7 @@ func (p *lineProc) rest() []string {
 // waitDataDir waits until the agent has made its task store.
 func waitDataDir(t *testing.T, dataDir string) {
 	t.Helper()
-	waitFor(t, followLimit, "the agent's task store", func() bool {
+	testkit.WaitFor(t, "the agent's task store", func() bool {
 		_, err := os.Stat(datadir.Layout{Dir: dataDir}.Tasks())
 		return err == nil
 	})
@@ -107,6 +108,7 @@ func waitDataDir(t *testing.T, dataDir string) {
 // Piped, tasks watch prints a line per change: the progress as the task
 // runs, then its end with the attempt timeline.
 func TestTasksWatchPrintsALinePerChange(t *testing.T) {
+	t.Parallel()
 	for _, remote := range []bool{false, true} {
 		t.Run(map[bool]string{false: "local", true: "remote"}[remote], func(t *testing.T) {
 			c := startCP(t, freeAddr(t), t.TempDir())
@@ -140,6 +142,7 @@ func TestTasksWatchPrintsALinePerChange(t *testing.T) {
 // tasks logs -f waits for a task the agent has not claimed yet, shows its
 // output with its progress, and stops after the line of its final phase.
 func TestTasksLogsFollowWaitsAndEndsWithTheFinalPhase(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--max-concurrent", "1", "--max-retries", "0")
@@ -175,6 +178,7 @@ func TestTasksLogsFollowWaitsAndEndsWithTheFinalPhase(t *testing.T) {
 // screen: the running task's progress card, then its end with the
 // timeline; q (or Ctrl-C) ends it and gives the terminal back as it was.
 func TestTasksWatchOnATerminal(t *testing.T) {
+	t.Parallel()
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
 		t.Fatal("tmux is not installed: these machines have it, and the test drives a real terminal with it")
@@ -206,7 +210,7 @@ func TestTasksWatchOnATerminal(t *testing.T) {
 	screen := func(session, what string, ok func(string) bool) string {
 		t.Helper()
 		var s string
-		waitFor(t, followLimit, what, func() bool {
+		testkit.WaitFor(t, what, func() bool {
 			s = tm("capture-pane", "-p", "-S", "-", "-t", session)
 			return ok(s)
 		})
@@ -268,6 +272,7 @@ func TestTasksWatchOnATerminal(t *testing.T) {
 // tasks watch --until-done ends, exit 0, once no task is left running;
 // --timeout bounds that wait with exit 7, the tasks going on.
 func TestTasksWatchUntilDone(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir)

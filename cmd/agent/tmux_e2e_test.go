@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -61,13 +61,14 @@ func (s *tmuxServer) window(name string) string {
 // shows waits until the window shows text, as a person attached sees it.
 func (s *tmuxServer) shows(window, text string) {
 	s.t.Helper()
-	waitFor(s.t, 30*time.Second, "window "+window+" to show "+text, func() bool {
+	testkit.WaitFor(s.t, "window "+window+" to show "+text, func() bool {
 		out, _ := s.run("capture-pane", "-p", "-t", window)
 		return strings.Contains(out, text)
 	})
 }
 
 func TestE2ETmuxWindowPerAttempt(t *testing.T) {
+	t.Parallel()
 	s := newTmuxServer(t)
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
@@ -83,7 +84,7 @@ func TestE2ETmuxWindowPerAttempt(t *testing.T) {
 
 	// The first attempt's window, titled, shows the task's output.
 	var w1 string
-	waitFor(t, 30*time.Second, "the first attempt's window", func() bool { w1 = s.window("fix flaky test #1"); return w1 != "" })
+	testkit.WaitFor(t, "the first attempt's window", func() bool { w1 = s.window("fix flaky test #1"); return w1 != "" })
 	s.shows(w1, "hello from the task")
 	// The home window is the agent's tasks watch.
 	s.shows("=agent:tasks", id)
@@ -91,30 +92,31 @@ func TestE2ETmuxWindowPerAttempt(t *testing.T) {
 	// The attempt fails: its window says so and goes.
 	touchFile(t, filepath.Join(pace, "one"))
 	s.shows(w1, "this window closes in 1s")
-	waitFor(t, 30*time.Second, "the first attempt's window to close", func() bool { return s.window("fix flaky test #1") == "" })
+	testkit.WaitFor(t, "the first attempt's window to close", func() bool { return s.window("fix flaky test #1") == "" })
 
 	// A person kills the session: the retry's window opens in a new one.
 	if out, err := s.run("kill-session", "-t", "=agent"); err != nil {
 		t.Fatalf("kill-session: %v: %s", err, out)
 	}
 	var w2 string
-	waitFor(t, 60*time.Second, "the retry's window", func() bool { w2 = s.window("fix flaky test #2"); return w2 != "" })
+	testkit.WaitFor(t, "the retry's window", func() bool { w2 = s.window("fix flaky test #2"); return w2 != "" })
 	s.shows(w2, "the second try")
 	touchFile(t, filepath.Join(pace, "two"))
 	c.waitPhase(t, id, "completed", func(p state.Phase) bool { return p == state.PhaseCompleted })
-	waitFor(t, 30*time.Second, "the retry's window to close", func() bool { return s.window("fix flaky test #2") == "" })
+	testkit.WaitFor(t, "the retry's window to close", func() bool { return s.window("fix flaky test #2") == "" })
 
 	// The agent stops: its session goes, and the server with it.
 	if code := agentProc.stop(); code != 0 {
 		t.Fatalf("agent exit code %d", code)
 	}
-	waitFor(t, 30*time.Second, "the tmux server to exit", func() bool { _, err := s.run("list-sessions"); return err != nil })
+	testkit.WaitFor(t, "the tmux server to exit", func() bool { _, err := s.run("list-sessions"); return err != nil })
 	if n := linesWith(agentProc.output(), "tmux view: "); n > 1 {
 		t.Errorf("the tmux view logged %d lines, want at most one:\n%s", n, agentProc.output())
 	}
 }
 
 func TestE2ETmuxMissingIsOneLineAndTasksComplete(t *testing.T) {
+	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	agentProc := startProc(t, "agent", []string{"PATH=" + t.TempDir()}, "run", "--control-plane", c.url(), "--token-file", c.tokenFile,

@@ -9,6 +9,7 @@ import (
 // command failed and that the control plane is unreachable, in one line:
 // not Go's `Post "…": dial tcp …`, and never the token.
 func TestCommandsSayTheControlPlaneIsUnreachable(t *testing.T) {
+	t.Parallel()
 	url := "http://" + freeAddr(t) // nobody listens there
 	tok := tokenFile(t)
 	for _, tc := range []struct {

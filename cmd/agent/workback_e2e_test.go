@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/edgeagent/agent/internal/forge"
 	"github.com/edgeagent/agent/internal/forge/forgetest"
 	"github.com/edgeagent/agent/internal/gittest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -31,6 +31,7 @@ import (
 // learns it. A person's retry after work left uncommitted keeps it on a
 // named ref. The console's diff page shows the change on a phone.
 func TestE2ETheWorkComesBack(t *testing.T) {
+	t.Parallel()
 	const token = "ghp_e2e0123456789abcdefghij"
 	repo := gittest.NewRepo(t)
 	remote := filepath.Join(gittest.OutOfReach(t), "remote.git")
@@ -54,7 +55,7 @@ func TestE2ETheWorkComesBack(t *testing.T) {
 	startProc(t, "agent", []string{"GITHUB_TOKEN=" + token}, "run", "--config", cfg, "--control-plane", c.url(), "--token-file", c.tokenFile,
 		"--data-dir", dataDir, "--executor", "sample", "--heartbeat-interval", "300ms", "--models", "model-a,model-b", "--shutdown-grace", "2s")
 	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.operatorFile}
-	waitFor(t, 30*time.Second, "the agent to announce its repository", func() bool {
+	testkit.WaitFor(t, "the agent to announce its repository", func() bool {
 		r := runAgent(t, append([]string{"submit", "--prompt", "probe", "--repo", "nowhere"}, cpArgs...)...)
 		return r.code != 0 && strings.Contains(r.stderr, `(served: site)`)
 	})

@@ -6,9 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/internal/gittest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -26,11 +26,12 @@ func commit(file, content string) string {
 // workspaces stay while they hold commits; and a repository nobody serves
 // is refused at submit.
 func TestE2ETwoTasksOnOneRepositorySideBySide(t *testing.T) {
+	t.Parallel()
 	repo := gittest.NewRepo(t)
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--repo", "site="+repo, "--max-concurrent", "2")
-	waitFor(t, 30*time.Second, "the agent to announce its repository", func() bool {
+	testkit.WaitFor(t, "the agent to announce its repository", func() bool {
 		r := runAgent(t, "submit", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", "probe", "--repo", "nowhere")
 		return r.code != 0 && strings.Contains(r.stderr, `no agent serves repository "nowhere" (served: site)`)
 	})
@@ -46,7 +47,7 @@ func TestE2ETwoTasksOnOneRepositorySideBySide(t *testing.T) {
 		ids[name] = strings.TrimSpace(r.stdout)
 	}
 	// Both have committed before either goes on: they ran side by side.
-	waitFor(t, time.Minute, "both tasks to commit", func() bool {
+	testkit.WaitFor(t, "both tasks to commit", func() bool {
 		for _, id := range ids {
 			if v := c.task(t, id); len(v.Attempts) == 0 || !v.Attempts[0].Facts.ToolCall {
 				return false
@@ -93,6 +94,7 @@ func TestE2ETwoTasksOnOneRepositorySideBySide(t *testing.T) {
 // it starts from; the task does not see the changes, and the checkout
 // keeps them.
 func TestE2EADirtyCheckoutIsSaid(t *testing.T) {
+	t.Parallel()
 	repo := gittest.NewRepo(t)
 	head := gittest.Git(t, repo, "rev-parse", "HEAD")
 	must(t, os.WriteFile(filepath.Join(repo, "README"), []byte("the person's edit\n"), 0o600))
@@ -101,7 +103,7 @@ func TestE2EADirtyCheckoutIsSaid(t *testing.T) {
 	startAgentProc(t, c, dataDir, "--repo", "app="+repo)
 	// Submitted as soon as the agent serves the repository.
 	var id string
-	waitFor(t, 30*time.Second, "the agent to serve app", func() bool {
+	testkit.WaitFor(t, "the agent to serve app", func() bool {
 		r := runAgent(t, "submit", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", "@sh grep -qx one README\n@output done", "--repo", "app")
 		id = strings.TrimSpace(r.stdout)
 		return r.code == 0
@@ -133,12 +135,13 @@ func TestE2EADirtyCheckoutIsSaid(t *testing.T) {
 // retention follow no link: main keeps the person's commit, the other
 // task's branch holds its work.
 func TestE2EATaskCannotMoveThePersonsBranches(t *testing.T) {
+	t.Parallel()
 	repo := gittest.NewRepo(t)
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
 	startAgentProc(t, c, dataDir, "--repo", "site="+repo)
 	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.operatorFile}
-	waitFor(t, 30*time.Second, "the agent to announce its repository", func() bool {
+	testkit.WaitFor(t, "the agent to announce its repository", func() bool {
 		r := runAgent(t, append([]string{"submit", "--prompt", "probe", "--repo", "nowhere"}, cpArgs...)...)
 		return r.code != 0 && strings.Contains(r.stderr, `(served: site)`)
 	})

@@ -59,6 +59,7 @@ func workspacesBed(t *testing.T) (dataDir, repo string) {
 }
 
 func TestWorkspacesLsAndRm(t *testing.T) {
+	t.Parallel()
 	dataDir, repo := workspacesBed(t)
 	r := runAgent(t, "workspaces", "ls", "--data-dir", dataDir)
 	if r.code != 0 {
@@ -126,6 +127,7 @@ func TestWorkspacesLsAndRm(t *testing.T) {
 
 // The work directory comes from the settings, as agent run's does.
 func TestWorkspacesFollowTheWorkDirSetting(t *testing.T) {
+	t.Parallel()
 	r := runAgentEnv(t, []string{"AGENT_WORK_DIR=" + filepath.Join(t.TempDir(), "elsewhere")}, "workspaces", "ls", "--data-dir", t.TempDir())
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "no workspaces in ") || !strings.Contains(r.stdout, "elsewhere") {
 		t.Errorf("workspaces ls with AGENT_WORK_DIR: %+v", r)
@@ -134,6 +136,7 @@ func TestWorkspacesFollowTheWorkDirSetting(t *testing.T) {
 
 // agent health says what the workspaces take, as the agent last measured.
 func TestHealthShowsWorkspaces(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	h := datadir.HealthFile{AgentID: "a1", UpdatedAt: time.Now(), ControlPlane: "reachable",
 		Workspaces: &datadir.WorkspaceUsage{Count: 3, Kept: 1, Bytes: 5 << 20, At: time.Now().Add(-2 * time.Minute)}}

@@ -27,6 +27,7 @@ func (a *fakeAgent) fail(id string) {
 // A person's actions through the console change the task as the API
 // would, and a refused one shows the API's message and status.
 func TestTaskActions(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	b := newBrowser(t, cp.URL)
 	b.signIn(operatorToken)
@@ -107,6 +108,7 @@ func TestTaskActions(t *testing.T) {
 // The inbox lists the approvals waiting, oldest first; an answer from it
 // reaches the agent, and the answered one leaves it.
 func TestInboxAnswers(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	a := newAgent(t, cp, "agent-1")
 	first, second := submit(t, cp, "first"), submit(t, cp, "second")
@@ -170,6 +172,7 @@ func TestInboxAnswers(t *testing.T) {
 // A task's page shows its result, events and log; the agents page shows
 // each agent.
 func TestTaskAndAgentsPages(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	a := newAgent(t, cp, "agent-1")
 	id := submit(t, cp, "finish me")
@@ -226,6 +229,7 @@ func TestTaskAndAgentsPages(t *testing.T) {
 // declines it. A task's page keeps the calls its attempts were refused
 // and the question nobody answered in time.
 func TestInboxShowsWhatItApproves(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	a := newAgent(t, cp, "agent-1")
 	change := submit(t, cp, "Edit the readme")

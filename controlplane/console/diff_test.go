@@ -13,6 +13,7 @@ import (
 // diff page shows it file by file, each line marked, markup in it
 // escaped; a task with none says so.
 func TestDiffPage(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	b := newBrowser(t, cp.URL)
 	b.signIn(operatorToken)
@@ -61,6 +62,7 @@ func TestDiffPage(t *testing.T) {
 // A CLI's colours in a task's log are for a terminal: the log tail and
 // the events show the text, never the escapes.
 func TestLogShowsNoColourEscapes(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	b := newBrowser(t, cp.URL)
 	b.signIn(operatorToken)

@@ -341,15 +341,3 @@ func replaceOf(e sse) (id, html string) {
 }
 
 func urlValues(k, v string) url.Values { return url.Values{k: {v}} }
-
-// poll waits for cond, failing the test after a generous deadline.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

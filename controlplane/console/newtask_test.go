@@ -17,6 +17,7 @@ import (
 // form again, as typed, with the control plane's reason; it takes a
 // session and its CSRF token like every change.
 func TestNewTaskForm(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	a := newAgent(t, cp, "agent-1")
 	if _, err := a.c.Heartbeat(t.Context(), api.HeartbeatRequest{AgentID: a.id, Version: "v-test", Capacity: api.Capacity{Max: 2},

@@ -20,6 +20,7 @@ import (
 // site or another origin, or without a session, is 403 and changes
 // nothing.
 func TestForgedPostsAreRefused(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	id := submit(t, cp, "keep me queued")
 	b := newBrowser(t, cp.URL)
@@ -68,6 +69,7 @@ func TestForgedPostsAreRefused(t *testing.T) {
 // again below; it filters them, searches titles and pages. A finished
 // task's card shows its result, not its last progress.
 func TestTasksPage(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	var ids []string
 	for i := range 55 {
@@ -191,6 +193,7 @@ func cardIDs(body string) []string {
 
 // What a task carries is hostile: it is escaped wherever it shows.
 func TestHostileContentIsEscaped(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	const evil = `<script>alert("t")</script><img src=x onerror=alert(1)>`
 	id := submit(t, cp, evil)
@@ -218,6 +221,7 @@ func TestHostileContentIsEscaped(t *testing.T) {
 // A task's page lists its subtasks with their phases, and a subtask's
 // names its parent (subtasks, issue 27).
 func TestTaskPageShowsTheTree(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	parent := submit(t, cp, "Plan the release")
 	kid, err := cp.Operator.CreateSubtask(t.Context(), parent, api.CreateTaskRequest{Title: "Count the files", Prompt: "count"})

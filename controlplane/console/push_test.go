@@ -12,6 +12,7 @@ import (
 // A task's page says where its branch was pushed and links to its pull
 // request; a replay's attempt says where the work before it is kept.
 func TestATasksPageShowsItsPushAndPullRequest(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	b := newBrowser(t, cp.URL)
 	b.signIn(operatorToken)

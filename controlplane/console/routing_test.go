@@ -12,6 +12,7 @@ import (
 
 // A queued task no online agent can take says why on its card.
 func TestTheCardOfAnUnroutableTaskSaysWhy(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	v, err := cp.Operator.CreateTask(t.Context(), api.CreateTaskRequest{Prompt: "train it", Requires: []state.Requirement{"executor=codex", "label=gpu"}})
 	if err != nil {

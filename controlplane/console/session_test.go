@@ -19,6 +19,7 @@ import (
 // An operator's token signs in: an HttpOnly, SameSite=Strict cookie that
 // does not hold the token, then the page asked for.
 func TestSignInWithAnOperatorToken(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	b := newBrowser(t, cp.URL)
 	resp, _ := b.post("/signin", url.Values{"token": {operatorToken}, "next": {"/agents"}}, nil)
@@ -69,6 +70,7 @@ func TestSignInWithAnOperatorToken(t *testing.T) {
 
 // Over TLS, or behind an https public URL, the cookie is Secure.
 func TestSessionCookieIsSecureOverTLS(t *testing.T) {
+	t.Parallel()
 	st, err := filestore.Open(t.TempDir(), filestore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +112,7 @@ func sessionCookie(resp *http.Response) *http.Cookie {
 // An agent's token and the registration secret cannot sign in, each told
 // why in a line; a token nobody holds is 401, and too many are 429.
 func TestSignInRefusesOtherTokens(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	agentToken := registerAgent(t, cp.URL, "agent-1")
 	for _, c := range []struct {
@@ -159,6 +162,7 @@ func TestSignInRefusesOtherTokens(t *testing.T) {
 
 // A page without a session sends the person to sign in, and back.
 func TestPagesNeedASession(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	b := newBrowser(t, cp.URL)
 	for _, path := range []string{"/", "/tasks?phase=queued", "/tasks/t-1", "/inbox", "/agents"} {
@@ -184,6 +188,7 @@ func TestPagesNeedASession(t *testing.T) {
 // Sign-out clears the cookie and revokes the session: the old cookie no
 // longer opens a page.
 func TestSignOutRevokesTheSession(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	b := newBrowser(t, cp.URL)
 	b.signIn(operatorToken)
@@ -212,6 +217,7 @@ func TestSignOutRevokesTheSession(t *testing.T) {
 // A session works across restarts (and replicas): it is signed, not
 // kept; it ends when its operator's token is removed.
 func TestSessionsOutliveARestartButNotTheirToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cp := startIn(t, dir, server.Options{})
 	b := newBrowser(t, cp.URL)
@@ -246,6 +252,7 @@ func mustURL(s string) *url.URL {
 // The script and the stylesheet are served to anyone (the sign-in page
 // needs them), and nothing else under /static/.
 func TestStaticFiles(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	b := newBrowser(t, cp.URL)
 	for path, want := range map[string]string{"/static/console.js": "text/javascript", "/static/console.css": "text/css"} {
@@ -265,6 +272,7 @@ func TestStaticFiles(t *testing.T) {
 // the control plane started again on the same store, as by the one that
 // signed it out, while another session of the same person still works.
 func TestSignOutOutlivesARestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cp := startIn(t, dir, server.Options{})
 	b := newBrowser(t, cp.URL)

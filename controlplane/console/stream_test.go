@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/console"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -22,6 +23,7 @@ import (
 // it again when it changes: a new task goes on top, and one that comes
 // to need a person goes above every other.
 func TestStreamOrdersTheCards(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	first := submit(t, cp, "first")
 	second := submit(t, cp, "second")
@@ -56,6 +58,7 @@ func TestStreamOrdersTheCards(t *testing.T) {
 // The tasks stream sends a task's card again when its phase changes (the
 // agent works through the API), and only then.
 func TestStreamSendsWhatChanged(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	id := submit(t, cp, "watch me")
 	b := newBrowser(t, cp.URL)
@@ -120,6 +123,7 @@ func TestStreamSendsWhatChanged(t *testing.T) {
 // The inbox stream adds an approval when a task asks, and removes it
 // when it is answered.
 func TestInboxStream(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	id := submit(t, cp, "ask me")
 	a := newAgent(t, cp, "agent-1")
@@ -144,6 +148,7 @@ func TestInboxStream(t *testing.T) {
 // A stream ends when its request does: the cap counts it no more. Past
 // the cap, a stream is refused.
 func TestStreamEndsWithItsRequest(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	c := console.New(console.Options{Backend: cp.Server, MaxStreams: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	hs := httptest.NewServer(c)
@@ -156,7 +161,7 @@ func TestStreamEndsWithItsRequest(t *testing.T) {
 		t.Errorf("a second stream past a cap of 1: %s, want 503\n%s", resp.Status, body)
 	}
 	first.close()
-	poll(t, "the first stream to end", func() bool {
+	testkit.WaitFor(t, "the first stream to end", func() bool {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/events?view=agents", nil)
@@ -172,6 +177,7 @@ func TestStreamEndsWithItsRequest(t *testing.T) {
 // A stream ends when the server shuts down (StopWaits), and when its
 // session is signed out.
 func TestStreamEndsAtShutdownAndSignOut(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	b := newBrowser(t, cp.URL)
 	b.signIn(operatorToken)
@@ -208,6 +214,7 @@ func (s *stream) waitEnd() {
 // A stream of a task there is none of, or of an unknown view, is refused
 // with the error's status: the browser does not retry it.
 func TestStreamRefusesWhatIsNotThere(t *testing.T) {
+	t.Parallel()
 	cp := start(t, server.Options{})
 	b := newBrowser(t, cp.URL)
 	b.signIn(operatorToken)

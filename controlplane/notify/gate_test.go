@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // agentRecord is a record of event e about agent agent, to target, at at.
@@ -77,7 +78,7 @@ func TestRepeatsAreFoldedIntoOne(t *testing.T) {
 	target := Target{Name: "hooks", Kind: Webhook, URL: r.URL, Secret: testSecret}
 	counts := NewCounts([]Target{target})
 	logs := runLoop(t, st, []Target{target}, Options{Now: clk.Now, Counts: counts})
-	waitFor(t, 5*time.Second, "the first to go and the rest to be folded", func() bool { return len(r.deliveries()) == 1 && st.len() == 1 })
+	testkit.WaitFor(t, "the first to go and the rest to be folded", func() bool { return len(r.deliveries()) == 1 && st.len() == 1 })
 	if got := r.received(t)[0]; got.ID != "n00" || got.Folded != nil {
 		t.Errorf("the first notification: %s, folded %+v; want n00 as it was", got.ID, got.Folded)
 	}
@@ -92,7 +93,7 @@ func TestRepeatsAreFoldedIntoOne(t *testing.T) {
 		t.Fatalf("%d deliveries within the window, want 1", n)
 	}
 	clk.Add(time.Second)
-	waitFor(t, 5*time.Second, "the fold to go", func() bool { return len(r.deliveries()) == 2 && st.len() == 0 })
+	testkit.WaitFor(t, "the fold to go", func() bool { return len(r.deliveries()) == 2 && st.len() == 0 })
 	fold := r.received(t)[1]
 	if fold.ID != "n01" || fold.Event != api.NotifyAgentUnhealthy || fold.Agent == nil || fold.Agent.ID != "a1" || fold.Folded == nil ||
 		fold.Folded.Count != 39 || fold.Folded.Events[api.NotifyAgentUnhealthy] != 39 || fold.Folded.Limit != "repeat" ||
@@ -113,16 +114,16 @@ func TestRepeatsAreFoldedIntoOne(t *testing.T) {
 	// The storm goes on: the window started again with the fold sent, so
 	// the next repeat is held back to its end.
 	st.Notify(ctx, agentRecord(t, "n40", "hooks", "a1", api.NotifyAgentUnhealthy, clk.Now()))
-	waitFor(t, 5*time.Second, "the repeat to be folded", func() bool { n, ok := st.get("n40", "hooks"); return ok && n.Gate != "" })
+	testkit.WaitFor(t, "the repeat to be folded", func() bool { n, ok := st.get("n40", "hooks"); return ok && n.Gate != "" })
 	clk.Add(DefaultWindow)
-	waitFor(t, 5*time.Second, "the second fold to go", func() bool { return len(r.deliveries()) == 3 && st.len() == 0 })
+	testkit.WaitFor(t, "the second fold to go", func() bool { return len(r.deliveries()) == 3 && st.len() == 0 })
 	if got := r.received(t)[2]; got.Folded == nil || got.Folded.Count != 1 || !strings.Contains(got.Text, "[once since") {
 		t.Errorf("the second fold: %+v", got)
 	}
 	// A window with nothing in it: the next goes out at once.
 	clk.Add(DefaultWindow)
 	st.Notify(ctx, agentRecord(t, "n41", "hooks", "a1", api.NotifyAgentUnhealthy, clk.Now()))
-	waitFor(t, 5*time.Second, "the next to go at once", func() bool { return len(r.deliveries()) == 4 })
+	testkit.WaitFor(t, "the next to go at once", func() bool { return len(r.deliveries()) == 4 })
 	if got := r.received(t)[3]; got.ID != "n41" || got.Folded != nil {
 		t.Errorf("after a quiet window: %s, folded %+v; want n41 as it was", got.ID, got.Folded)
 	}
@@ -152,7 +153,7 @@ func TestSubjectAndTargetLimits(t *testing.T) {
 	// t1-ask, t1-done, a0-off, a1-off: the target's 4. t1-fail and
 	// t1-block fold into the task's fold; a2-off and a3-off into the
 	// target's.
-	waitFor(t, 5*time.Second, "4 to go, the rest to be folded", func() bool { return len(r.deliveries()) == 4 && st.len() == 2 })
+	testkit.WaitFor(t, "4 to go, the rest to be folded", func() bool { return len(r.deliveries()) == 4 && st.len() == 2 })
 	var ids []string
 	for _, n := range r.received(t) {
 		ids = append(ids, n.ID)
@@ -164,7 +165,7 @@ func TestSubjectAndTargetLimits(t *testing.T) {
 	clk.Add(DefaultWindow)
 	// At the window's end both folds go: the target's first (by id), then
 	// the task's, in the target's new window.
-	waitFor(t, 5*time.Second, "the folds to go", func() bool { return st.len() == 0 && len(r.deliveries()) == 6 })
+	testkit.WaitFor(t, "the folds to go", func() bool { return st.len() == 0 && len(r.deliveries()) == 6 })
 	byID := map[string]api.Notification{}
 	for _, n := range r.received(t)[4:] {
 		byID[n.ID] = n
@@ -197,23 +198,23 @@ func TestAFoldJoinsAWiderOne(t *testing.T) {
 	st.Notify(ctx, agentRecord(t, "n0", "hooks", "a0", api.NotifyAgentOffline, gateT0))
 	target := Target{Name: "hooks", Kind: Webhook, URL: r.URL, Secret: testSecret}
 	runLoop(t, st, []Target{target}, Options{Now: clk.Now, PerTarget: 2})
-	waitFor(t, 5*time.Second, "n0", func() bool { return len(r.deliveries()) == 1 })
+	testkit.WaitFor(t, "n0", func() bool { return len(r.deliveries()) == 1 })
 	clk.Add(time.Minute)
 	st.Notify(ctx, agentRecord(t, "n1", "hooks", "a1", api.NotifyAgentUnhealthy, clk.Now()),
 		agentRecord(t, "n2", "hooks", "a1", api.NotifyAgentUnhealthy, clk.Now().Add(time.Second)),
 		agentRecord(t, "n3", "hooks", "a2", api.NotifyAgentOffline, clk.Now().Add(2*time.Second)))
 	clk.Add(time.Minute)
-	waitFor(t, 5*time.Second, "n1, and the rest folded", func() bool { return len(r.deliveries()) == 2 && st.len() == 2 })
+	testkit.WaitFor(t, "n1, and the rest folded", func() bool { return len(r.deliveries()) == 2 && st.len() == 2 })
 	// The repeat window (from n1, sent two minutes in) ends two minutes
 	// after the target's: by then the target's fold went, and a1's fold
 	// goes in the target's new window.
 	clk.Add(DefaultWindow - 2*time.Minute)
-	waitFor(t, 5*time.Second, "the target's fold", func() bool { return len(r.deliveries()) == 3 })
+	testkit.WaitFor(t, "the target's fold", func() bool { return len(r.deliveries()) == 3 })
 	if got := r.received(t)[2]; got.ID != "n3" || got.Folded == nil || got.Folded.Count != 1 || got.Folded.Limit != "target" {
 		t.Errorf("the target's fold: %+v", got)
 	}
 	clk.Add(2 * time.Minute)
-	waitFor(t, 5*time.Second, "a1's fold", func() bool { return len(r.deliveries()) == 4 && st.len() == 0 })
+	testkit.WaitFor(t, "a1's fold", func() bool { return len(r.deliveries()) == 4 && st.len() == 0 })
 	if got := r.received(t)[3]; got.ID != "n2" || got.Folded == nil || got.Folded.Count != 1 || got.Folded.Limit != "repeat" {
 		t.Errorf("a1's fold: %+v", got)
 	}
@@ -221,9 +222,9 @@ func TestAFoldJoinsAWiderOne(t *testing.T) {
 	// a2 and one of a3 join one fold, the target's.
 	st.Notify(ctx, agentRecord(t, "n4", "hooks", "a2", api.NotifyAgentOffline, clk.Now()),
 		agentRecord(t, "n5", "hooks", "a3", api.NotifyAgentUnhealthy, clk.Now()))
-	waitFor(t, 5*time.Second, "both folded into one", func() bool { return st.len() == 1 })
+	testkit.WaitFor(t, "both folded into one", func() bool { return st.len() == 1 })
 	clk.Add(DefaultWindow)
-	waitFor(t, 5*time.Second, "the digest", func() bool { return len(r.deliveries()) == 5 && st.len() == 0 })
+	testkit.WaitFor(t, "the digest", func() bool { return len(r.deliveries()) == 5 && st.len() == 0 })
 	if got := r.received(t)[4]; got.Event != api.NotifyDigest || got.Folded == nil || got.Folded.Count != 2 || got.Agent != nil {
 		t.Errorf("the digest: %+v, folded %+v", got, got.Folded)
 	}
@@ -256,14 +257,14 @@ func TestNothingHeldBackIsLost(t *testing.T) {
 			stop()
 			stop = startLoop(t, st, []Target{target}, opts)
 		}
-		waitFor(t, 5*time.Second, "the window's records to be sent or folded", func() bool {
+		testkit.WaitFor(t, "the window's records to be sent or folded", func() bool {
 			due, _ := st.DueNotifications(ctx, clk.Now(), 1000)
 			return len(due) == 0
 		})
 	}
 	for range 3 {
 		clk.Add(DefaultWindow)
-		waitFor(t, 5*time.Second, "the folds to go", func() bool {
+		testkit.WaitFor(t, "the folds to go", func() bool {
 			due, _ := st.DueNotifications(ctx, clk.Now(), 1000)
 			return len(due) == 0
 		})
@@ -322,12 +323,12 @@ func TestARetryIsNotHeldBack(t *testing.T) {
 	st.Notify(ctx, agentRecord(t, "n1", "hooks", "a1", api.NotifyAgentUnhealthy, clk.Now()))
 	target := Target{Name: "hooks", Kind: Webhook, URL: r.URL, Secret: testSecret}
 	runLoop(t, st, []Target{target}, Options{Now: clk.Now, Jitter: func(d time.Duration) time.Duration { return d }})
-	waitFor(t, 5*time.Second, "the first try", func() bool { n, _ := st.get("n1", "hooks"); return n.Attempts == 1 })
+	testkit.WaitFor(t, "the first try", func() bool { n, _ := st.get("n1", "hooks"); return n.Attempts == 1 })
 	st.Notify(ctx, agentRecord(t, "n2", "hooks", "a1", api.NotifyAgentUnhealthy, clk.Now()))
-	waitFor(t, 5*time.Second, "the repeat to be folded", func() bool { n, ok := st.get("n2", "hooks"); return ok && n.Gate != "" })
+	testkit.WaitFor(t, "the repeat to be folded", func() bool { n, ok := st.get("n2", "hooks"); return ok && n.Gate != "" })
 	r.setStatus(http.StatusOK)
 	clk.Add(DefaultMinBackoff)
-	waitFor(t, 5*time.Second, "the retry", func() bool { _, ok := st.get("n1", "hooks"); return !ok })
+	testkit.WaitFor(t, "the retry", func() bool { _, ok := st.get("n1", "hooks"); return !ok })
 	if n, ok := st.get("n2", "hooks"); !ok || !n.Due.Equal(gateT0.Add(DefaultWindow)) {
 		t.Errorf("the repeat: %+v; want it held to the window's end", n)
 	}
@@ -375,7 +376,7 @@ func TestARepeatFoldIntoTheTargetsLetsItsGateGo(t *testing.T) {
 		t.Errorf("a1's next repeat: %+v; want it the start of a fold of its own", rec)
 	}
 	clk.Add(DefaultWindow)
-	waitFor(t, 5*time.Second, "everything to go", func() bool { return st.len() == 0 })
+	testkit.WaitFor(t, "everything to go", func() bool { return st.len() == 0 })
 	total := 0
 	for _, n := range r.received(t) {
 		total += standsFor(n)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // memStore is an in-memory store.Notifier; it leads unless follows is set.
@@ -103,7 +104,7 @@ func (m *memStore) rounds(t *testing.T, n int) {
 	m.mu.Lock()
 	until := m.leads + n
 	m.mu.Unlock()
-	waitFor(t, 5*time.Second, fmt.Sprintf("%d rounds", n), func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.leads >= until })
+	testkit.WaitFor(t, fmt.Sprintf("%d rounds", n), func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.leads >= until })
 }
 
 func (m *memStore) Notify(_ context.Context, ns ...store.Notification) error {
@@ -225,18 +226,6 @@ func (r *receiver) deliveries() []delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.got)
-}
-
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef-test")

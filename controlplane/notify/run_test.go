@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // syncBuffer is a log buffer the loop's goroutines write concurrently.
@@ -69,7 +70,7 @@ func TestRetryWithBackoff(t *testing.T) {
 	logs := runLoop(t, st, []Target{target}, Options{Now: clk.Now, Jitter: func(d time.Duration) time.Duration { return d }, Counts: counts})
 
 	tries := func() int { return len(r.deliveries()) }
-	waitFor(t, 5*time.Second, "the first try", func() bool { n, _ := st.get("n1", "hooks"); return n.Attempts == 1 })
+	testkit.WaitFor(t, "the first try", func() bool { n, _ := st.get("n1", "hooks"); return n.Attempts == 1 })
 	n, _ := st.get("n1", "hooks")
 	if want := clk.Now().Add(5 * time.Second); !n.Due.Equal(want) || n.LastError != "503 Service Unavailable" {
 		t.Fatalf("after a failure: due %s, last error %q; want %s, 503", n.Due, n.LastError, want)
@@ -79,7 +80,7 @@ func TestRetryWithBackoff(t *testing.T) {
 	for _, d := range []time.Duration{time.Second, 10 * time.Second} {
 		before := tries()
 		clk.Add(d)
-		waitFor(t, 5*time.Second, "the next try", func() bool { n, _ := st.get("n1", "hooks"); return n.Attempts == before+1 })
+		testkit.WaitFor(t, "the next try", func() bool { n, _ := st.get("n1", "hooks"); return n.Attempts == before+1 })
 		if tries() != before+1 {
 			t.Fatalf("%d tries, want %d", tries(), before+1)
 		}
@@ -90,7 +91,7 @@ func TestRetryWithBackoff(t *testing.T) {
 	}
 	r.setStatus(http.StatusNoContent)
 	clk.Add(20 * time.Second)
-	waitFor(t, 5*time.Second, "the delivery", func() bool { return st.len() == 0 })
+	testkit.WaitFor(t, "the delivery", func() bool { return st.len() == 0 })
 	got := r.deliveries()
 	if len(got) != 4 {
 		t.Fatalf("%d tries, want 4", len(got))
@@ -119,9 +120,9 @@ func TestGiveUpAfterMaxAge(t *testing.T) {
 	target := Target{Name: "hooks", Kind: Webhook, URL: r.URL, Secret: testSecret}
 	counts := NewCounts([]Target{target})
 	logs := runLoop(t, st, []Target{target}, Options{Now: clk.Now, MaxAge: time.Hour, Counts: counts})
-	waitFor(t, 5*time.Second, "the first try", func() bool { n, _ := st.get("n1", "hooks"); return n.Attempts == 1 })
+	testkit.WaitFor(t, "the first try", func() bool { n, _ := st.get("n1", "hooks"); return n.Attempts == 1 })
 	clk.Add(time.Hour)
-	waitFor(t, 5*time.Second, "the record to be given up on", func() bool { return st.len() == 0 })
+	testkit.WaitFor(t, "the record to be given up on", func() bool { return st.len() == 0 })
 	if c := counts.ByTarget()["hooks"]; c["failed"] != 1 || c["given_up"] != 1 {
 		t.Errorf("counts %v, want 1 failed, 1 given up", c)
 	}
@@ -158,7 +159,7 @@ func TestLeaderOnlyAndUnknownTargets(t *testing.T) {
 	st.follows = false
 	st.mu.Unlock()
 	wake <- struct{}{}
-	waitFor(t, 5*time.Second, "the records to go", func() bool { return st.len() == 0 })
+	testkit.WaitFor(t, "the records to go", func() bool { return st.len() == 0 })
 	if n := len(r.deliveries()); n != 1 {
 		t.Errorf("the receiver got %d, want 1", n)
 	}
@@ -188,7 +189,7 @@ func TestHangingTargetDoesNotHoldOthers(t *testing.T) {
 	st.Notify(context.Background(), record(t, "n1", "slow", api.NotifyFailed, clk.Now()), record(t, "n1", "fine", api.NotifyFailed, clk.Now()))
 	targets := []Target{{Name: "slow", Kind: Webhook, URL: hang.URL, Secret: testSecret}, {Name: "fine", Kind: Webhook, URL: fine.URL, Secret: testSecret}}
 	runLoop(t, st, targets, Options{Now: clk.Now, SendTimeout: 200 * time.Millisecond})
-	waitFor(t, 5*time.Second, "the slow target's timeout", func() bool { n, ok := st.get("n1", "slow"); return ok && n.Attempts == 1 })
+	testkit.WaitFor(t, "the slow target's timeout", func() bool { n, ok := st.get("n1", "slow"); return ok && n.Attempts == 1 })
 	if _, ok := st.get("n1", "fine"); ok {
 		t.Error("the fine target's record is still there")
 	}

@@ -19,6 +19,7 @@ import (
 // an altered one, one whose question is gone and an expired one do
 // nothing, each saying why; a POST from another site is refused.
 func TestApprovalLinks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clk := &clock{now: t0}
 	e := newNotifyEnv(t, t.TempDir(), clk)

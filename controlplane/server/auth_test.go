@@ -47,6 +47,7 @@ var wantPrincipals = map[string]principal{
 // a reason to a principal it does not serve, an answer other than 401 and
 // 403 to one it serves, 401 to a token nobody holds.
 func TestEveryRouteServesOnlyItsPrincipals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	task := e.submit("x", "any")
 	granted := e.claim("a", "available", 1)
@@ -120,6 +121,7 @@ func TestEveryRouteServesOnlyItsPrincipals(t *testing.T) {
 
 // An agent reads only the tasks it holds a lease on.
 func TestAgentReadsOnlyItsLeasedTasks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	mine := e.submit("mine", "any")
@@ -144,6 +146,7 @@ func TestAgentReadsOnlyItsLeasedTasks(t *testing.T) {
 // and the id registers again with the registration secret. Only an
 // operator revokes.
 func TestRevokeFreesAnAgentID(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	old := e.tokenOfAgent("a")
@@ -173,6 +176,7 @@ func TestRevokeFreesAnAgentID(t *testing.T) {
 // that is the registration secret, none at all, and a state directory
 // others can write to; no error holds a token.
 func TestServerRefusesWeakCredentialsAndAnOpenDirectory(t *testing.T) {
+	t.Parallel()
 	open := filepath.Join(t.TempDir(), "open")
 	if err := os.Mkdir(open, 0o700); err != nil {
 		t.Fatal(err)
@@ -226,6 +230,7 @@ func TestServerRefusesWeakCredentialsAndAnOpenDirectory(t *testing.T) {
 // A lease that lapses while only claimed sends the task back to the queue
 // (as before); one that lapses after the executor started stays bound.
 func TestLapsedClaimGoesBackToTheQueue(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	task := e.submit("x", "any")

@@ -15,6 +15,7 @@ import (
 // attempts report shows in the task, its attempts and its result; a
 // budget below zero is refused.
 func TestBudgetsAndUsage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	for _, req := range []api.CreateTaskRequest{

@@ -15,6 +15,7 @@ import (
 // A claim asked again with the same id (its answer was lost) gets the same
 // grant; a new id gets a new one.
 func TestClaimIsIdempotentByRequestID(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("one", "any")
 	e.submit("two", "any")
@@ -41,6 +42,7 @@ func TestClaimIsIdempotentByRequestID(t *testing.T) {
 // shape every agent reads: tasks[].lease{id, expires_at}, and no lease in
 // tasks[].task.
 func TestClaimSendsTheLeaseOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("one", "any")
 	body := strings.NewReader(`{"agent_id":"a","max":1,"health_grade":"available"}`)
@@ -90,6 +92,7 @@ func ids(cs []api.Claimed) []string {
 // attempt; one the agent lists that it does not know, or that is not the
 // agent's, is in the cancel list.
 func TestHeartbeatReconcilesClaimsBothWays(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()
@@ -148,6 +151,7 @@ func TestHeartbeatReconcilesClaimsBothWays(t *testing.T) {
 
 // Tasks an agent will not run go back to the queue.
 func TestReleaseRequeues(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	task := e.submit("x", "any")
 	e.claim("a", "available", 1)
@@ -177,6 +181,7 @@ func contains(list []string, s string) bool {
 // Ids and keys are capped: a huge key is rejected on its own, not stored
 // for good (it used to break the next start).
 func TestOverlongKeysAndIdsAreRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := newEnv(t, dir, &clock{now: t0})
 	e.submit("x", "any")

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -35,9 +36,8 @@ func (e *env) claimAsync(ctx context.Context, c *controlplane.Client, req api.Cl
 
 // untilWaiting returns once n claims are held waiting for work.
 func (e *env) untilWaiting(n int) {
-	for e.srv.ClaimsWaiting() != n {
-		time.Sleep(time.Millisecond)
-	}
+	e.t.Helper()
+	testkit.WaitFor(e.t, fmt.Sprintf("%d claims waiting", n), func() bool { return e.srv.ClaimsWaiting() == n })
 }
 
 // rounds is how many selections waiting claims have run again.
@@ -50,9 +50,8 @@ func (e *env) rounds() uint64 {
 // untilRoundsPast returns once waiting claims ran more than n selections
 // again: a wake has been seen.
 func (e *env) untilRoundsPast(n uint64) {
-	for e.rounds() <= n {
-		time.Sleep(time.Millisecond)
-	}
+	e.t.Helper()
+	testkit.WaitFor(e.t, fmt.Sprintf("more than %d selections by waiting claims", n), func() bool { return e.rounds() > n })
 }
 
 func waitReq(agent string, grade health.Grade, wait time.Duration, repos ...string) api.ClaimRequest {
@@ -63,6 +62,7 @@ func waitReq(agent string, grade health.Grade, wait time.Duration, repos ...stri
 // submitted meanwhile: one request, granted when the task arrived. The
 // answer says the wait applied, capped at api.MaxClaimWait.
 func TestWaitingClaimIsGrantedWhenATaskIsSubmitted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	got := e.claimAsync(context.Background(), e.agent("a"), waitReq("a", health.Available, time.Hour))
 	e.untilWaiting(1)
@@ -89,6 +89,7 @@ func TestWaitingClaimIsGrantedWhenATaskIsSubmitted(t *testing.T) {
 // server's cap ends it, and says so. A claim asking no wait is answered at
 // once and says none.
 func TestClaimWaitIsCapped(t *testing.T) {
+	t.Parallel()
 	const limit = 200 * time.Millisecond
 	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{MaxClaimWait: limit})
 	start := time.Now()
@@ -117,6 +118,7 @@ func TestClaimWaitIsCapped(t *testing.T) {
 // A claim that could take nothing does not wait: max 0, or an agent that
 // says it is unavailable.
 func TestClaimThatCanTakeNothingDoesNotWait(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	for _, req := range []api.ClaimRequest{
 		{AgentID: "a", Max: 0, HealthGrade: health.Available, WaitMS: time.Hour.Milliseconds()},
@@ -134,6 +136,7 @@ func TestClaimThatCanTakeNothingDoesNotWait(t *testing.T) {
 
 // A negative wait is refused with one line saying why.
 func TestNegativeClaimWaitIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	_, err := e.agent("a").Claim(context.Background(), api.ClaimRequest{AgentID: "a", Max: 1, HealthGrade: health.Available, WaitMS: -5})
 	var ae *controlplane.APIError
@@ -148,6 +151,7 @@ func TestNegativeClaimWaitIsRefused(t *testing.T) {
 // goes to it once that agent becomes unavailable (its heartbeat wakes the
 // waiters).
 func TestWaitingClaimsFollowTheRoutingRules(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -199,6 +203,7 @@ func TestWaitingClaimsFollowTheRoutingRules(t *testing.T) {
 // again with the same request id, the claim gets the same grant (the same
 // lease), not the task queued since: nothing is granted twice.
 func TestLostLongPollAnswerIsGrantedOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	var (
 		mu   sync.Mutex
@@ -255,6 +260,7 @@ func TestLostLongPollAnswerIsGrantedOnce(t *testing.T) {
 // StopWaits answers a waiting claim at once, empty, and later claims do
 // not wait: a server that stops is not held by its agents' long polls.
 func TestStopWaitsAnswersWaitingClaims(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	got := e.claimAsync(context.Background(), e.agent("a"), waitReq("a", health.Available, time.Hour))
 	e.untilWaiting(1)
@@ -276,6 +282,7 @@ func TestStopWaitsAnswersWaitingClaims(t *testing.T) {
 // take (its repository) is handed down the line to it, each claim that
 // cannot take it passing it on, and no further.
 func TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine(t *testing.T) {
+	t.Parallel()
 	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{claimPoll: time.Hour}) // the wakes alone, over PostgreSQL too
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -332,6 +339,7 @@ func TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine(t *testing.T) {
 // would have looked again on its own (every 5 s): with the wait capped
 // under that, a lost word would end the claim empty.
 func TestAClaimWaitingOnOneReplicaHearsOfATaskQueuedOnAnother(t *testing.T) {
+	t.Parallel()
 	if !onPostgres() {
 		t.Skip("replicas share a PostgreSQL store")
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/controlplane/store/filestore"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -30,9 +31,8 @@ func (e *env) lineLen() int {
 // is back in line, having run its selection again (waitRounds counts it
 // as it joins).
 func (e *env) untilLine(n int) {
-	for e.lineLen() != n {
-		time.Sleep(time.Millisecond)
-	}
+	e.t.Helper()
+	testkit.WaitFor(e.t, fmt.Sprintf("%d claims in line", n), func() bool { return e.lineLen() == n })
 }
 
 // waitAll has the agents ids claim, each waiting an hour with grade, in
@@ -132,6 +132,7 @@ func ownStore(t *testing.T, dir string, clk *clock) store.Store {
 // a hand-on is out of the line until it counts its selection, and the
 // counts are final.
 func TestATaskTakenBeforeTheWokenClaimSelectsCostsOneSelection(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	gs := &gatedStore{Store: ownStore(t, dir, clk)}
 	e := newEnvOpts(t, dir, clk, Options{Store: gs, claimPoll: time.Hour})
@@ -155,9 +156,7 @@ func TestATaskTakenBeforeTheWokenClaimSelectsCostsOneSelection(t *testing.T) {
 	if a := <-first; a.err == nil {
 		t.Fatalf("the first claim was answered %v, want it cancelled", ids(a.resp.Tasks))
 	}
-	for e.srv.ClaimWaitEnds()[WaitGone] != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "the hung-up claim's wait to end", func() bool { return e.srv.ClaimWaitEnds()[WaitGone] == 1 })
 	e.srv.mu.Lock()
 	rounds, line := e.srv.waitRounds-before, len(e.srv.line)
 	e.srv.mu.Unlock()
@@ -171,6 +170,7 @@ func TestATaskTakenBeforeTheWokenClaimSelectsCostsOneSelection(t *testing.T) {
 // makes no task claimable for another. A task submitted after it costs
 // the one selection of the claim that takes it.
 func TestANewAgentsFirstHeartbeatWakesNoWaitingClaim(t *testing.T) {
+	t.Parallel()
 	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{claimPoll: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -197,6 +197,7 @@ func TestANewAgentsFirstHeartbeatWakesNoWaitingClaim(t *testing.T) {
 // theirs, and not the available ones', whose chances did not change. One
 // that stays available wakes none.
 func TestAnAvailableAgentGoneWakesOnlyDegradedClaims(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		req   api.HeartbeatRequest
@@ -240,6 +241,7 @@ func TestAnAvailableAgentGoneWakesOnlyDegradedClaims(t *testing.T) {
 // claim. (The ticks are counted from the time passed, an upper bound; no
 // time limit is asserted.)
 func TestWaitingClaimsLookOncePerPoll(t *testing.T) {
+	t.Parallel()
 	const every = 20 * time.Millisecond
 	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{claimPoll: every})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -261,6 +263,7 @@ func TestWaitingClaimsLookOncePerPoll(t *testing.T) {
 // does at each tick): the claim it wakes takes one and has the next in
 // line look again, and so on, so that one look grants them all.
 func TestALookFindsTasksQueuedElsewhereUnheard(t *testing.T) {
+	t.Parallel()
 	if !onPostgres() {
 		t.Skip("replicas share a PostgreSQL store")
 	}
@@ -299,6 +302,7 @@ func TestALookFindsTasksQueuedElsewhereUnheard(t *testing.T) {
 // claim, a look later (50 ms here, claimLook in service), not at the end
 // of its wait. With the looks an hour apart the test fails.
 func TestATaskAnotherSelectionHeldStillReachesTheClaimThatCanTakeIt(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	gs := &gatedStore{Store: ownStore(t, dir, clk)}
 	// The look now and then finds it (the wait outlasts many looks).
@@ -337,6 +341,7 @@ func TestATaskAnotherSelectionHeldStillReachesTheClaimThatCanTakeIt(t *testing.T
 // waiter's wake; handOn spends one of it per claim, as
 // TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine shows.)
 func TestALookIsHandedOnToAFewClaimsOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{claimPoll: time.Hour})
 	for _, n := range []int{1, pollReach, 3 * pollReach} {
 		waiters := make([]*waiter, n)

@@ -56,6 +56,7 @@ func (e *env) runAndEnd(agent string, end state.Phase, session bool) (string, ap
 // timed_out or cancelled with a session to resume; anything else is a 409
 // that says why, in one line.
 func TestContinueOfEachPhase(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		end     state.Phase
 		session bool
@@ -109,6 +110,7 @@ func TestContinueOfEachPhase(t *testing.T) {
 // attempt before the continue is refused as from a terminal task. The
 // continue is kept across a restart.
 func TestOnlyTheKeepingAgentClaimsAContinuedTask(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()
@@ -147,6 +149,7 @@ func TestOnlyTheKeepingAgentClaimsAContinuedTask(t *testing.T) {
 // any other, and the queued limit, counted from the person's continue,
 // expires it; an expired task cannot be continued again.
 func TestAContinuedTaskWhoseAgentIsGoneExpires(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()
@@ -175,6 +178,7 @@ func TestAContinuedTaskWhoseAgentIsGoneExpires(t *testing.T) {
 // A continued task cancelled before its agent took it up can be continued
 // again, for the same agent.
 func TestContinueAfterACancelledContinue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	id, _ := e.runAndEnd("agent-1", state.PhaseFailed, true)
@@ -194,6 +198,7 @@ func TestContinueAfterACancelledContinue(t *testing.T) {
 // had; without one, or for a session from before a person's replay (which
 // another agent may have run), none is known.
 func TestSessionKeeper(t *testing.T) {
+	t.Parallel()
 	session := func(n int) state.Attempt { return state.Attempt{Number: n, SessionID: "s", SessionPath: "/p"} }
 	for _, c := range []struct {
 		name string

@@ -16,6 +16,7 @@ import (
 // several, after a restart too; the task shows its stat; a patch over the
 // cap is refused, and a task without a diff says so (404).
 func TestTaskDiff(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newEnv(t, dir, clk)
 	e.submit("fix it", "")

@@ -15,6 +15,7 @@ import (
 // takes its parent's list, or narrows it, never widens it, and an empty
 // narrowing stays empty (it allows nothing more, not everything).
 func TestATasksEgressListNarrowsDownItsTree(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	for _, list := range [][]string{{"https://pypi.org/simple"}, {"pypi.org:0"}, make([]string, api.MaxEgressAllow+1)} {

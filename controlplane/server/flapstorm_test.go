@@ -15,6 +15,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/notify"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // inbox is a loopback receiver of notifications: what it got, in order.
@@ -60,18 +61,6 @@ func (e *env) deliver(targets []notify.Target) (stop func()) {
 	return stop
 }
 
-// waitUntil polls cond until it holds, failing the test after a minute.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // hostileReason is what a hostile agent says of its health: a phone
 // number to call, a terminal's hyperlink and color, a bidirectional
 // override, a quote that would end the control plane's, a newline, and
@@ -86,6 +75,7 @@ const hostileReason = "call +1-555-0100 now\x1b]8;;https://evil.example/\x07clic
 // restarted in between (the limits are the store's). The agent's words
 // are quoted and said to be its, bounded and inert, on both.
 func TestAHealthFlapStormIsFoldedIntoOne(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	hook, phone := newInbox(t), newInbox(t)
 	secret := []byte("0123456789abcdef0123456789abcdef-storm")
@@ -107,7 +97,7 @@ func TestAHealthFlapStormIsFoldedIntoOne(t *testing.T) {
 		beat(health.Unavailable)
 		flips++
 	}
-	waitUntil(t, "the first notification to each", func() bool { return hook.count() == 1 && phone.count() == 1 })
+	testkit.WaitFor(t, "the first notification to each", func() bool { return hook.count() == 1 && phone.count() == 1 })
 	// A restart: the rest of the storm meets the same limits.
 	stop()
 	e = e.restart(clk)
@@ -117,7 +107,7 @@ func TestAHealthFlapStormIsFoldedIntoOne(t *testing.T) {
 		beat(health.Unavailable)
 		flips++
 	}
-	waitUntil(t, "the repeats to be folded", func() bool {
+	testkit.WaitFor(t, "the repeats to be folded", func() bool {
 		due, err := e.srv.Store().DueNotifications(ctx, clk.Now().Add(time.Hour), 100)
 		must(t, err)
 		return len(due) == 2 // one fold per target
@@ -126,7 +116,7 @@ func TestAHealthFlapStormIsFoldedIntoOne(t *testing.T) {
 		t.Fatalf("within the window: %d deliveries to the webhook, %d to ntfy; want 1 each", hook.count(), phone.count())
 	}
 	clk.advance(notify.DefaultWindow)
-	waitUntil(t, "the fold to each", func() bool { return hook.count() == 2 && phone.count() == 2 })
+	testkit.WaitFor(t, "the fold to each", func() bool { return hook.count() == 2 && phone.count() == 2 })
 	stop()
 
 	bodies, _ := hook.got()

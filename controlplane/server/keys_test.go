@@ -26,6 +26,7 @@ func (e *env) keysHeld(id string) (int, bool) {
 // restart too, and nothing is applied twice. Another agent's late event is
 // rejected without the keys being read. A person's retry brings them back.
 func TestKeysOfEndedTasksLeaveMemoryWithoutLosingExactlyOnce(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	dir := t.TempDir()
 	e := newEnv(t, dir, clk)
@@ -84,6 +85,7 @@ func TestKeysOfEndedTasksLeaveMemoryWithoutLosingExactlyOnce(t *testing.T) {
 // memory: what its first agent sends again of attempt 1 is a duplicate,
 // though its lease is gone.
 func TestRetryReadsTheKeysBack(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()
@@ -121,6 +123,7 @@ func TestRetryReadsTheKeysBack(t *testing.T) {
 // quotes, backslashes, HTML characters, control characters or other
 // scripts is still known after a restart.
 func TestOddKeysAreReadBackExactly(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	e.submit("x", "")

@@ -20,6 +20,7 @@ import (
 // rogue is granted nothing, the agent an operator labelled is, and each
 // is listed with what it says of itself apart from what it was granted.
 func TestAttackRogueAgentAdvertisesALabelItWasNotGranted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	secure := offering{api.Capabilities{Executor: "codex", Models: []string{"gpt-5"}, OS: "linux", Arch: "amd64"}, map[string]string{"tier": "secure"}}
@@ -72,6 +73,7 @@ func TestAttackRogueAgentAdvertisesALabelItWasNotGranted(t *testing.T) {
 // an id nobody enrolled is 404, and a revoke forgets the labels with the
 // token, so that whoever registers the id next holds none.
 func TestOperatorGrantsAndRemovesLabels(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	e.heartbeatOffering("gpu", codexGPU) // granted gpu=a100
@@ -123,6 +125,7 @@ func TestOperatorGrantsAndRemovesLabels(t *testing.T) {
 // advertises, once, at its first heartbeat; what it advertises later is
 // self-described, and an agent enrolled since adopts nothing.
 func TestAgentsFromBeforeGrantedLabelsAdoptTheirOwnOnce(t *testing.T) {
+	t.Parallel()
 	fileStoreOnly(t) // pgstore's migration test covers PostgreSQL's
 	dir := t.TempDir()
 	const tok = "agt_0123456789abcdef0123456789abcdef0123456789abcdef"

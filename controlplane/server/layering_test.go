@@ -10,6 +10,7 @@ import (
 // server: only the command line does. (The agent runs on workstations;
 // the server, its store and its crash points have no business there.)
 func TestOnlyTheCommandLineLinksTheServer(t *testing.T) {
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go tool on PATH")

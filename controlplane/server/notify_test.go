@@ -120,6 +120,7 @@ func (e *env) endAttempt(agent string, c api.Claimed, end state.Phase, code stat
 // wants it, all with the same ID, written with the change; a task that
 // does not change phase makes none.
 func TestTaskEventsAreNotified(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
 
@@ -285,6 +286,7 @@ func TestTaskEventsAreNotified(t *testing.T) {
 
 // A task the watchdog ends (expired in the queue) makes a notification.
 func TestWatchdogEndsAreNotified(t *testing.T) {
+	t.Parallel()
 	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
 	v := e.submit("nobody claims me", "any")
 	e.clk.advance(61 * time.Minute)
@@ -297,6 +299,7 @@ func TestWatchdogEndsAreNotified(t *testing.T) {
 
 // Nothing is written when no target is configured.
 func TestNoTargetsNoNotifications(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("fix it", "any")
 	c := e.claim("ws-1", "available", 1)[0]
@@ -307,6 +310,7 @@ func TestNoTargetsNoNotifications(t *testing.T) {
 
 // A transaction whose function fails writes no notification.
 func TestFailedTransactionNotifiesNothing(t *testing.T) {
+	t.Parallel()
 	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
 	v := e.submit("fix it", "any")
 	errBoom := errors.New("boom")
@@ -334,6 +338,7 @@ func TestFailedTransactionNotifiesNothing(t *testing.T) {
 // An agent that says it goes offline, that falls silent, or whose grade
 // becomes unavailable makes a notification each, once.
 func TestAgentEventsAreNotified(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
 	beat := func(id string, st api.AgentState, grade health.Grade) {
@@ -386,6 +391,7 @@ func TestAgentEventsAreNotified(t *testing.T) {
 // agent that falls silent is agent.offline to every target that wants
 // it, dated at its last heartbeat.
 func TestAPlannedStopIsAgentStopped(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{Notify: []NotifyTarget{
 		{Name: "all"}, {Name: "stops", Events: []api.NotifyEvent{api.NotifyAgentStopped, api.NotifyAgentOffline}}}})
@@ -443,6 +449,7 @@ func TestAPlannedStopIsAgentStopped(t *testing.T) {
 
 // The records outlive a restart of the control plane.
 func TestNotificationsOutliveARestart(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newNotifyEnv(t, dir, clk)
 	e.submit("fix it", "any")
@@ -465,6 +472,7 @@ func TestNotificationsOutliveARestart(t *testing.T) {
 // notifications are: the next start applies the events again, and writes
 // the notification then, under the ID it would have had.
 func TestReplayAfterACrashWritesTheNotification(t *testing.T) {
+	t.Parallel()
 	fileStoreOnly(t) // it reads the files
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newNotifyEnv(t, dir, clk)
@@ -510,6 +518,7 @@ func noControl(s string) bool {
 // the text and said to be theirs (Said), inert and bounded; an agent id
 // that is not a plain name is quoted too.
 func TestWhatTasksAndAgentsSayIsQuotedAndTheirs(t *testing.T) {
+	t.Parallel()
 	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
 	const agent = "ws 1\x1b[8m"
 	task := e.submit("deploy", "any")
@@ -558,6 +567,7 @@ func TestWhatTasksAndAgentsSayIsQuotedAndTheirs(t *testing.T) {
 // attempt, to the targets that want it; what the failure said is the
 // agent's, quoted; a person's cancel of the task reminds nobody.
 func TestRetriesAreNotified(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
 	_, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "summarize", Title: "summarize the issues"})

@@ -32,6 +32,7 @@ func ordersClaim(agent string, running ...string) api.ClaimRequest {
 // the task ends in and who ended it. A task no order concerns keeps it
 // waiting.
 func TestOrdersComeOnTheClaimHeldOpen(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()
@@ -97,6 +98,7 @@ func TestOrdersComeOnTheClaimHeldOpen(t *testing.T) {
 // timeline says it came after), and the answer to the reports tells the
 // agent, which notes it alike.
 func TestACompletionThatCrossesACancelStands(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()

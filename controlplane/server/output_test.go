@@ -103,6 +103,7 @@ func outputFor(t *testing.T, v api.TaskView, attempt int) state.AttemptOutput {
 // nothing; the next attempt has a cap of its own, an attempt the task
 // cannot have none; the counts survive a restart.
 func TestLogOutputIsCappedPerAttempt(t *testing.T) {
+	t.Parallel()
 	fileStoreOnly(t) // it reads the files
 	const limit = 64 << 10
 	dir, clk := t.TempDir(), &clock{now: t0}
@@ -224,6 +225,7 @@ func TestLogOutputIsCappedPerAttempt(t *testing.T) {
 // counted on the task. Counts below 0 are refused; huge ones cannot wrap
 // the task's totals.
 func TestWhatTheAgentWithheldIsCountedAsCut(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	dir := t.TempDir()
 	e := newEnvOpts(t, dir, &clock{now: t0}, Options{MaxAttemptOutput: limit})
@@ -322,6 +324,7 @@ func listedLog(t *testing.T, e *env, taskID string, attempt int) storedLog {
 // The event that passes the cap keeps the lines that fit; the mark says
 // what it cut of them.
 func TestTheEventThatPassesTheCapKeepsWhatFits(t *testing.T) {
+	t.Parallel()
 	fileStoreOnly(t) // it reads the files
 	const limit = 16 << 10
 	dir := t.TempDir()
@@ -351,6 +354,7 @@ func TestTheEventThatPassesTheCapKeepsWhatFits(t *testing.T) {
 // the lines cut after the mark were never answered for, and are counted
 // when the agent sends them again. The counts end as without the crash.
 func TestCutCountsSurviveACrashBeforeTheTaskFile(t *testing.T) {
+	t.Parallel()
 	fileStoreOnly(t) // it reads the files
 	const limit = 32 << 10
 	dir, clk := t.TempDir(), &clock{now: t0}
@@ -385,6 +389,7 @@ func TestCutCountsSurviveACrashBeforeTheTaskFile(t *testing.T) {
 // Titles are cut to MaxTitleRunes characters at a character's boundary,
 // the last one an ellipsis; prompts over MaxPromptBytes are refused.
 func TestTitlesAreCappedAndPromptsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -37,6 +37,7 @@ func (e *env) get(path string) (int, string, []byte) {
 // array, so a client from before pages reads the first page, and the
 // cursor of the next is in a header. The client follows the pages.
 func TestTaskListComesInPages(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()
@@ -112,6 +113,7 @@ func TestTaskListComesInPages(t *testing.T) {
 // name; ?order=newest lists the newest first, ?order=oldest as the
 // default does; a filter or an order that is not one is 400.
 func TestTaskListFilters(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	var ids []string
@@ -168,6 +170,7 @@ func TestTaskListFilters(t *testing.T) {
 // most a limit of them and MaxEventsPageBytes; a client from before pages
 // gets the first, the client follows them all.
 func TestEventsComeInPages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	e.submit("fix it", "")
@@ -252,6 +255,7 @@ func TestEventsComeInPages(t *testing.T) {
 // control plane stored for good end (an append not yet synced and
 // answered, or one it undoes), and a torn line is never half shown.
 func TestEventsPageStopsAtWhatIsStored(t *testing.T) {
+	t.Parallel()
 	fileStoreOnly(t) // it reads the files
 	dir := t.TempDir()
 	e := newEnv(t, dir, &clock{now: t0})
@@ -278,6 +282,7 @@ func appendRaw(t *testing.T, dir, taskID, text string) {
 
 // The agents come in pages by id; Client.Agents follows them to the end.
 func TestAgentListComesInPages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	var ids []string

@@ -44,6 +44,7 @@ func (e *env) tokenOfAgent(id string) string {
 // tasks, reads no other agent's task, prompt or events, submits nothing,
 // retries, continues and cancels nothing, lists no agents.
 func TestAttackAgentTokenActsAsAPerson(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	victim := e.submit("the victim's secret prompt", "any")
@@ -93,6 +94,7 @@ func TestAttackAgentTokenActsAsAPerson(t *testing.T) {
 // Only a person answers an approval request: neither the agent that asks
 // nor any other may answer it.
 func TestAttackAgentAnswersAnApproval(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	task := e.submit("escalate", "any")
@@ -127,6 +129,7 @@ func TestAttackAgentAnswersAnApproval(t *testing.T) {
 // over a registered agent id: the owner keeps its token, and no one else
 // gets one to forge the owner's completion with.
 func TestAttackRegistrationSecretTakesOverAnAgent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	task := e.submit("important", "any")
@@ -161,6 +164,7 @@ func TestAttackRegistrationSecretTakesOverAnAgent(t *testing.T) {
 // id, nor with the real one; the agent that held it takes it back, also
 // after a restart of the control plane.
 func TestAttackLapsedLeaseIsCompletedByAnother(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newEnv(t, dir, clk)
 	ctx := context.Background()
@@ -206,6 +210,7 @@ func TestAttackLapsedLeaseIsCompletedByAnother(t *testing.T) {
 // still works, another address is not throttled, and the log names the
 // address and path, never the token.
 func TestAttackGuessTokensFast(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	var mu sync.Mutex
@@ -276,6 +281,7 @@ func tail(s string, n int) string {
 // agent's completion still on the way) takes one late completion: its
 // agent's, under its lease. Another agent cannot write its result.
 func TestAttackAnotherAgentWritesATerminalTasksResult(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newEnv(t, dir, clk)
 	ctx := context.Background()

@@ -19,6 +19,7 @@ import (
 // repository or that has not completed, one whose pull request is no
 // http(s) address, are refused; one sent again is a duplicate.
 func TestALatePushEventChangesThePushFieldsAlone(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newEnv(t, dir, clk)
 	e.submit("fix it", "")
@@ -91,6 +92,7 @@ func TestALatePushEventChangesThePushFieldsAlone(t *testing.T) {
 // its pull request; its summary and its commits' subjects are the task's
 // words, quoted and said to be its, made inert, the commits bounded.
 func TestTheCompletionNotificationNamesThePullRequest(t *testing.T) {
+	t.Parallel()
 	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
 	if _, err := e.client.CreateTask(context.Background(), api.CreateTaskRequest{Prompt: "fix the footer", Title: "fix the footer"}); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // agent's token cannot heartbeat as it, and cannot post events on its
 // lease.
 func TestAgentsActOnlyForThemselves(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	e := newEnv(t, dir, &clock{now: t0})
 	ctx := context.Background()

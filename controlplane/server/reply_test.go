@@ -14,6 +14,7 @@ import (
 // A person's answer to an approval request reaches the agent holding the
 // task in every heartbeat answer until the task leaves awaiting_reply.
 func TestReplyToAnApprovalRequest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	task := e.submit("escalate", "any")

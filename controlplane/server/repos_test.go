@@ -33,6 +33,7 @@ func (e *env) claimWith(agent string, repos ...string) []api.Claimed {
 // it: agent B, which does not serve it, never gets it, even before a task
 // that names none; agent A, which does, gets it with its base.
 func TestTasksGoOnlyToAnAgentThatServesTheirRepository(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	e.heartbeatWith("agent-a", "site", "infra")
@@ -66,6 +67,7 @@ func TestTasksGoOnlyToAnAgentThatServesTheirRepository(t *testing.T) {
 // is refused (422) with the repositories that are served; a malformed
 // repository or base, or a base without a repository, is a 400.
 func TestSubmitRefusesAnUnservedOrMalformedRepository(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	submit := func(repo, base string) error {
@@ -110,6 +112,7 @@ func TestSubmitRefusesAnUnservedOrMalformedRepository(t *testing.T) {
 // What a task changed in its repository travels in its completion and
 // shows in the task's result, within the control plane's caps.
 func TestChangesShowInTheTaskView(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	e.heartbeatWith("agent-a", "site")

@@ -19,6 +19,7 @@ import (
 // report of attempt 1 is refused as from a terminal task. Any other phase
 // is a 409 saying why, in one line.
 func TestRetryRequeuesARecoverableFailedTask(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()

@@ -72,6 +72,7 @@ func (e *env) submitRequiring(prompt string, rs ...state.Requirement) api.TaskVi
 // before routing (it advertises nothing) takes only tasks without
 // requirements.
 func TestClaimGrantsATaskOnlyToAnAgentWithEveryRequirement(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	for _, a := range []struct {
@@ -116,6 +117,7 @@ func TestClaimGrantsATaskOnlyToAnAgentWithEveryRequirement(t *testing.T) {
 // can take is handed past the first, which goes on waiting, and a plain
 // task submitted next goes to the first.
 func TestAWaitingClaimThatCannotTakeATaskPassesItOn(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -149,6 +151,7 @@ func TestAWaitingClaimThatCannotTakeATaskPassesItOn(t *testing.T) {
 // one; the watchdog sets and clears it as agents come and go; it never
 // ends the task, and the queued limit's reason repeats it.
 func TestUnroutableIsSetAndClearedAsAgentsComeAndGo(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()
@@ -209,6 +212,7 @@ func TestUnroutableIsSetAndClearedAsAgentsComeAndGo(t *testing.T) {
 // Malformed requirements are refused at submit, and malformed
 // capabilities in a heartbeat or a claim, each in one line.
 func TestMalformedRequirementsAndCapabilitiesAreRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	for _, c := range []struct {

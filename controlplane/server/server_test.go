@@ -267,6 +267,7 @@ func statuses(res []api.EventResult) string {
 }
 
 func TestEventsAreIdempotentAcrossARestart(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	e := newEnv(t, dir, clk)
 	e.submit("fix it", "")
@@ -296,6 +297,7 @@ func TestEventsAreIdempotentAcrossARestart(t *testing.T) {
 }
 
 func TestLateCompletionForATerminalTaskIsRejected(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("fix it", "")
 	c := e.claim("ag-1", "available", 1)[0]
@@ -320,6 +322,7 @@ func TestLateCompletionForATerminalTaskIsRejected(t *testing.T) {
 }
 
 func TestWrongTokenIs401(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	bad, _ := controlplane.NewClient(e.http.URL, "tok-zz9-bogus", controlplane.ClientOptions{Tries: 3})
 	_, err := bad.Tasks(context.Background())
@@ -334,6 +337,7 @@ func TestWrongTokenIs401(t *testing.T) {
 }
 
 func TestClaimsAreHealthAware(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	gui := e.submit("needs the app server", "gui")
 	e.submit("anything", "any")
@@ -352,6 +356,7 @@ func TestClaimsAreHealthAware(t *testing.T) {
 }
 
 func TestDegradedAgentGetsGuiTaskWhenNoBetterOneIsOnline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("needs the app server", "gui")
 	if got := e.claim("ag-meh", "degraded", 5); len(got) != 1 {
@@ -360,6 +365,7 @@ func TestDegradedAgentGetsGuiTaskWhenNoBetterOneIsOnline(t *testing.T) {
 }
 
 func TestLeaseLapsesWhenTheAgentGoesOffline(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	e.submit("fix it", "")
 	e.agent("ag-1").Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "ag-1"})
@@ -384,6 +390,7 @@ func TestLeaseLapsesWhenTheAgentGoesOffline(t *testing.T) {
 }
 
 func TestCancelReachesTheAgentInItsHeartbeat(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	running := e.submit("running", "")
 	c := e.claim("ag-1", "available", 1)[0]
@@ -408,6 +415,7 @@ func TestCancelReachesTheAgentInItsHeartbeat(t *testing.T) {
 }
 
 func TestQueuedTaskExpires(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	v := e.submit("nobody claims me", "")
 	e.clk.advance(61 * time.Minute)
@@ -421,6 +429,7 @@ func TestQueuedTaskExpires(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	for _, req := range []api.CreateTaskRequest{{Prompt: " "}, {Prompt: "x", Prefer: "tty"}, {Prompt: "x", MaxAttempts: 99}} {
 		_, err := e.client.CreateTask(context.Background(), req)

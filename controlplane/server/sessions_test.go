@@ -104,6 +104,7 @@ func (e *env) opens(s *consoleSession, want bool, what string) {
 // the same files or database) the signed-out cookie is refused, for
 // reads and changes, while a session not signed out still works.
 func TestASignOutOutlivesARestart(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	out, kept := e.signIn(), e.signIn()
@@ -129,6 +130,7 @@ func TestASignOutOutlivesARestart(t *testing.T) {
 // Over PostgreSQL, a sign-out on one replica holds on every other the
 // moment it is answered, whichever replica signed the session in.
 func TestASignOutHoldsOnEveryReplica(t *testing.T) {
+	t.Parallel()
 	if !onPostgres() {
 		t.Skip("replicas share a PostgreSQL store")
 	}
@@ -190,6 +192,7 @@ func (s *sessionsDown) RevokeSession(ctx context.Context, nonce string, expires,
 // in; a sign-out the store did not keep says so and keeps the cookie, to
 // be tried again.
 func TestASessionTheStoreCannotCheckIsRefused(t *testing.T) {
+	t.Parallel()
 	dir, clk := t.TempDir(), &clock{now: t0}
 	st := &sessionsDown{Store: ownStore(t, dir, clk)}
 	e := newEnvOpts(t, dir, clk, Options{Store: st})

@@ -14,6 +14,7 @@ import (
 // start cuts it, so the next event stored is a line of its own, not glued
 // to the torn one and lost.
 func TestTornEventsLineIsCutAtStart(t *testing.T) {
+	t.Parallel()
 	fileStoreOnly(t) // it reads the files
 	dir := t.TempDir()
 	e := newEnv(t, dir, &clock{now: t0})
@@ -49,6 +50,7 @@ func TestTornEventsLineIsCutAtStart(t *testing.T) {
 // batch sent again is duplicate, never rejected for what the store
 // half-applied (a completion after the phase it ends in, say).
 func TestTaskFileBehindItsEventsIsBroughtUpToDate(t *testing.T) {
+	t.Parallel()
 	fileStoreOnly(t) // it reads the files
 	dir := t.TempDir()
 	e := newEnv(t, dir, &clock{now: t0})

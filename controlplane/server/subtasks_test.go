@@ -44,6 +44,7 @@ func (e *env) subtask(tok, parent, prompt string, labels map[string]string) api.
 // A task token submits, lists, reads and cancels its own task's subtasks;
 // everything else is 403, with a reason naming what it may do.
 func TestTaskTokenActsOnItsOwnSubtasksOnly(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	e.submit("the parent", "any")
@@ -138,6 +139,7 @@ func TestTaskTokenActsOnItsOwnSubtasksOnly(t *testing.T) {
 // with and has not ended: a forged one, one whose task was released and
 // granted again, and one whose task ended are 401.
 func TestTaskTokenDiesWithItsTaskOrLease(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	e.submit("the parent", "any")
@@ -179,6 +181,7 @@ func TestTaskTokenDiesWithItsTaskOrLease(t *testing.T) {
 // The delegation rules: the default's depth and children limits, and
 // rules that match on the parent's and the child's labels.
 func TestDelegationRules(t *testing.T) {
+	t.Parallel()
 	t.Run("default depth", func(t *testing.T) {
 		e := newEnv(t, t.TempDir(), &clock{now: t0})
 		e.submit("depth 0", "any")
@@ -320,6 +323,7 @@ func (e *env) claimedID(tok string) string {
 // the same request: queued ones at once, running ones marked for their
 // agents. A parent being cancelled submits no more.
 func TestCancelCascadesToSubtasks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	e.submit("the parent", "any")
@@ -363,6 +367,7 @@ func TestCancelCascadesToSubtasks(t *testing.T) {
 // (fire and forget leaves no one else to); with none left running, the
 // cancel is 409 as for any ended task.
 func TestCancelAnEndedParentCancelsItsRunningSubtasks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	e.submit("the parent", "any")
@@ -388,6 +393,7 @@ func TestCancelAnEndedParentCancelsItsRunningSubtasks(t *testing.T) {
 // parent's repository (another, or a repo= requirement naming another, is
 // refused), and takes at most the parent's attempts and budgets.
 func TestSubtasksStayWithinTheirParent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	e.heartbeatWith("ag", "site", "secrets")

@@ -23,6 +23,7 @@ import (
 // asks nothing goes only where its parent could, and one that narrows
 // keeps both.
 func TestAttackSubtaskRoutedWiderThanItsParent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	sandbox := offering{api.Capabilities{Executor: "codex"}, map[string]string{"tier": "sandbox", "gpu": "a100"}}
@@ -105,6 +106,7 @@ func sorted(ids ...string) []string { return slices.Sorted(slices.Values(ids)) }
 // and in every heartbeat answer), as it is told of a cancel by an agent
 // from before tree budgets.
 func TestSubtaskTreeSharesItsRootsTokenBudget(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, t.TempDir(), &clock{now: t0})
 	ctx := context.Background()
 	root, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "plan", MaxTokens: 1000})
@@ -169,6 +171,7 @@ func TestSubtaskTreeSharesItsRootsTokenBudget(t *testing.T) {
 // when the time runs out the watchdog stops the tree's subtasks, a
 // queued one at once, a running one through its agent.
 func TestSubtaskTreeSharesItsRootsTimeBudget(t *testing.T) {
+	t.Parallel()
 	clk := &clock{now: t0}
 	e := newEnv(t, t.TempDir(), clk)
 	ctx := context.Background()

@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -224,24 +226,12 @@ func TestTheAttemptIsConfined(t *testing.T) {
 
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	for i := 0; i < 2000; i++ {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s never came", path)
+	testkit.WaitFor(t, path, func() bool { b, err := os.ReadFile(path); return err == nil && len(b) > 0 })
 }
 
 func waitFor(t *testing.T, path, text string) {
 	t.Helper()
-	for i := 0; i < 2000; i++ {
-		if b, _ := os.ReadFile(path); strings.Contains(string(b), text) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s never said %q", path, text)
+	testkit.WaitFor(t, fmt.Sprintf("%s to say %q", path, text), func() bool { b, _ := os.ReadFile(path); return strings.Contains(string(b), text) })
 }
 
 // A variable set twice keeps its last value, as os/exec has it.

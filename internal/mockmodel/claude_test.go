@@ -15,7 +15,7 @@ func claudeP(t *testing.T, mock *mockmodel.Server, apiTimeout, limit time.Durati
 	t.Helper()
 	env := clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{MaxRetries: 1, APITimeout: apiTimeout})
 	args = append([]string{"-p", prompt, "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--model", model}, args...)
-	return runCLI(t, limit, clitest.ClaudeBin(t), env, args...)
+	return runCLI(t, mock, limit, clitest.ClaudeBin(t), env, args...)
 }
 
 // Each scenario through claude -p, ending as EXECUTORS.md describes for

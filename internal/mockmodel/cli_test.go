@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // These tests run the real, pinned Codex and Claude Code binaries against
@@ -34,11 +35,27 @@ type run struct {
 }
 
 // runCLI runs bin in a fresh directory with stdin /dev/null and exactly
-// env, until it exits or limit passes (then its process group is killed).
-func runCLI(t *testing.T, limit time.Duration, bin string, env []string, args ...string) run {
+// env, until it exits or limit has passed since mock was first asked
+// (then its process group is killed). The limit counts from the request,
+// not from the start: what a case killed at its limit shows is how long
+// the CLI waits on a silent model, and a loaded machine may take seconds
+// to start the CLI. A CLI that never asks is killed after hangGuard.
+func runCLI(t *testing.T, mock *mockmodel.Server, limit time.Duration, bin string, env []string, args ...string) run {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard+limit)
 	defer cancel()
+	timer := make(chan struct{})
+	go func() {
+		defer close(timer)
+		if testkit.Until(hangGuard, func() bool { return len(mock.Requests()) > 0 || ctx.Err() != nil }) {
+			select {
+			case <-time.After(limit):
+				cancel()
+			case <-ctx.Done():
+			}
+		}
+	}()
+	defer func() { <-timer }()
 	r := run{dir: t.TempDir()}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir, cmd.Env = r.dir, env
@@ -49,6 +66,7 @@ func runCLI(t *testing.T, limit time.Duration, bin string, env []string, args ..
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	r.killed = ctx.Err() != nil
+	cancel() // the timer's goroutine ends with the run
 	r.exit = cmd.ProcessState.ExitCode()
 	if err != nil && cmd.ProcessState == nil {
 		t.Fatalf("%s: %v", bin, err)

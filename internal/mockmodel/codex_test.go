@@ -14,7 +14,7 @@ import (
 func codexExec(t *testing.T, mock *mockmodel.Server, opts clitest.CodexOptions, limit time.Duration, prompt string, args ...string) run {
 	t.Helper()
 	args = append([]string{"exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"}, args...)
-	return runCLI(t, limit, clitest.CodexBin(t), clitest.CodexEnv(t, mock, opts), append(args, prompt)...)
+	return runCLI(t, mock, limit, clitest.CodexBin(t), clitest.CodexEnv(t, mock, opts), append(args, prompt)...)
 }
 
 // Each scenario through codex exec, ending as EXECUTORS.md describes:

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 func startTestMock(t *testing.T) *Server {
@@ -201,9 +203,7 @@ func TestCloseEndsHangingRequests(t *testing.T) {
 				}
 				done <- err
 			}()
-			for len(m.Requests()) == 0 {
-				time.Sleep(10 * time.Millisecond)
-			}
+			testkit.WaitFor(t, "the request", func() bool { return len(m.Requests()) > 0 })
 			closed := make(chan struct{})
 			go func() { m.Close(); close(closed) }()
 			select {
@@ -227,9 +227,7 @@ func TestClientGoingAwayEndsAHang(t *testing.T) {
 		_, err := post(t, ctx, m.URL()+"/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":"mock: hang_headers"}]}`)
 		done <- err
 	}()
-	for len(m.Requests()) == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the request", func() bool { return len(m.Requests()) > 0 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("err %v, want context.Canceled", err)

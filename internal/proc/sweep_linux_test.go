@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // The mark reaches the executor, and a sweep by owner ends what a crashed
@@ -48,13 +51,10 @@ func TestSweepLeavesAProcessWithNoEnvironment(t *testing.T) {
 	}
 	defer func() { _ = bare.Process.Kill(); _ = bare.Wait() }()
 	// Wait for its exec to be done: its command line is sleep's.
-	for {
+	testkit.WaitFor(t, "its exec of sleep", func() bool {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(bare.Process.Pid) + "/cmdline")
-		if strings.HasPrefix(string(b), "sleep\x00") {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return strings.HasPrefix(string(b), "sleep\x00")
+	})
 	if n := SweepOwner("owner-z"); n != 0 {
 		t.Fatalf("SweepOwner killed %d processes, want 0", n)
 	}
@@ -76,12 +76,7 @@ func TestSweepOwnerEndsAKeepersAttemptWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Drain(time.Second)
-	for i := 0; i < 2000; i++ {
-		if b, _ := os.ReadFile(pidFile); len(b) > 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the escaped process's pid", func() bool { b, _ := os.ReadFile(pidFile); return len(b) > 0 })
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatal(err)
@@ -137,14 +132,11 @@ func spareAsSubreaper(t *testing.T) {
 	defer func() { _ = syscall.Kill(own, syscall.SIGKILL); waitGone(own) }()
 	defer func() { _ = syscall.Kill(orphan, syscall.SIGKILL); waitGone(orphan) }()
 	Spare(own)
-	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		for ppid, _, _ := procStat(pid); ppid != os.Getpid(); ppid, _, _ = procStat(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d did not come to the subreaper", pid)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testkit.WaitFor(t, fmt.Sprintf("process %d to come to the subreaper", pid), func() bool {
+			ppid, _, _ := procStat(pid)
+			return ppid == os.Getpid()
+		})
 	}
 	if n := killOrphans(); n != 1 {
 		t.Errorf("killOrphans killed %d processes, want 1", n)

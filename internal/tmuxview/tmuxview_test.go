@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/testkit"
 	"go.uber.org/goleak"
 )
 
@@ -75,23 +76,12 @@ func (s *server) windowNamed(session, name string) string {
 // is killed.
 func (s *server) waitGone() {
 	s.t.Helper()
-	waitFor(s.t, "the tmux server to exit", func() bool { _, err := s.run("list-sessions"); return err != nil })
+	testkit.WaitFor(s.t, "the tmux server to exit", func() bool { _, err := s.run("list-sessions"); return err != nil })
 }
 
 func (s *server) capture(window string) string {
 	out, _ := s.run("capture-pane", "-p", "-t", window)
 	return out
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // logBuf is a log that tests read.
@@ -138,25 +128,25 @@ func TestAttemptWindowsShowTheOutputAndCloseAfterTheAttempt(t *testing.T) {
 	v.Open("t-1", "fix flaky test", 1)
 	v.Open("t-1", "fix flaky test", 1) // said again: one window
 	var w1 string
-	waitFor(t, "the first attempt's window", func() bool { w1 = s.windowNamed("agent", "fix flaky test #1"); return w1 != "" })
-	waitFor(t, "the attempt's output in its window", func() bool { return strings.Contains(s.capture(w1), "output of t-1, attempt 1") })
+	testkit.WaitFor(t, "the first attempt's window", func() bool { w1 = s.windowNamed("agent", "fix flaky test #1"); return w1 != "" })
+	testkit.WaitFor(t, "the attempt's output in its window", func() bool { return strings.Contains(s.capture(w1), "output of t-1, attempt 1") })
 	if n := len(s.windows("agent")); n != 2 {
 		t.Errorf("windows = %v, want the home window and one attempt's", s.windows("agent"))
 	}
 
 	// The attempt ends: its window says so, then goes.
 	touch(t, release+"-1")
-	waitFor(t, "the window to say it closes", func() bool { return strings.Contains(s.capture(w1), "this window closes in 1s") })
-	waitFor(t, "the window to close", func() bool { _, ok := s.windows("agent")[w1]; return !ok })
+	testkit.WaitFor(t, "the window to say it closes", func() bool { return strings.Contains(s.capture(w1), "this window closes in 1s") })
+	testkit.WaitFor(t, "the window to close", func() bool { _, ok := s.windows("agent")[w1]; return !ok })
 
 	// The next attempt gets a window of its own.
 	v.Open("t-1", "fix flaky test", 2)
 	var w2 string
-	waitFor(t, "the second attempt's window", func() bool { w2 = s.windowNamed("agent", "fix flaky test #2"); return w2 != "" })
+	testkit.WaitFor(t, "the second attempt's window", func() bool { w2 = s.windowNamed("agent", "fix flaky test #2"); return w2 != "" })
 	if w2 == w1 {
 		t.Errorf("attempt 2 reused window %s", w1)
 	}
-	waitFor(t, "attempt 2's output", func() bool { return strings.Contains(s.capture(w2), "output of t-1, attempt 2") })
+	testkit.WaitFor(t, "attempt 2's output", func() bool { return strings.Contains(s.capture(w2), "output of t-1, attempt 2") })
 
 	// Close kills the session it made, and with it the server.
 	v.Close()
@@ -177,8 +167,8 @@ func TestHostileTitlesAndIdsStayArguments(t *testing.T) {
 	v.Open(id, "rm #{host} #(id) $(id)\x1b[31m\nnext\u202eline", 1)
 	var w string
 	want := "rm #{host} #(id) $(id) [31m next line #1"
-	waitFor(t, "the window named "+want, func() bool { w = s.windowNamed("agent", want); return w != "" })
-	waitFor(t, "the id, as it is, in the window's output", func() bool { return strings.Contains(s.capture(w), "output of "+id+", attempt 1") })
+	testkit.WaitFor(t, "the window named "+want, func() bool { w = s.windowNamed("agent", want); return w != "" })
+	testkit.WaitFor(t, "the id, as it is, in the window's output", func() bool { return strings.Contains(s.capture(w), "output of "+id+", attempt 1") })
 }
 
 func TestWindowName(t *testing.T) {
@@ -222,12 +212,12 @@ func TestAKilledSessionIsMadeAgain(t *testing.T) {
 	release := t.TempDir() + "/done"
 	v := Start(s.options(log.logger(), release))
 	defer v.Close()
-	waitFor(t, "the session", func() bool { return len(s.windows("agent")) == 1 })
+	testkit.WaitFor(t, "the session", func() bool { return len(s.windows("agent")) == 1 })
 	if _, err := s.run("kill-session", "-t", "=agent"); err != nil {
 		t.Fatal(err)
 	}
 	v.Open("t-1", "after the kill", 1)
-	waitFor(t, "the window in a session made again", func() bool { return s.windowNamed("agent", "after the kill #1") != "" })
+	testkit.WaitFor(t, "the window in a session made again", func() bool { return s.windowNamed("agent", "after the kill #1") != "" })
 	if _, ok := nameSet(s.windows("agent"))["tasks"]; !ok {
 		t.Errorf("windows = %v, want the home window back", s.windows("agent"))
 	}
@@ -242,7 +232,7 @@ func TestAPersonsSessionKeepsItsWindows(t *testing.T) {
 	release := t.TempDir() + "/done"
 	v := Start(s.options(log.logger(), release))
 	v.Open("t-1", "into a person's session", 1)
-	waitFor(t, "the attempt's window", func() bool { return s.windowNamed("agent", "into a person's session #1") != "" })
+	testkit.WaitFor(t, "the attempt's window", func() bool { return s.windowNamed("agent", "into a person's session #1") != "" })
 	v.Close()
 	got := nameSet(s.windows("agent"))
 	if len(got) != 1 || !got["mine"] {
@@ -265,7 +255,7 @@ func TestASessionAnEarlierRunLeftIsMadeAfresh(t *testing.T) {
 		}
 	}
 	second := Start(s.options(log.logger(), release))
-	waitFor(t, "the session made afresh", func() bool { return s.windowNamed("agent", "left running #1") == "" && len(s.windows("agent")) == 1 })
+	testkit.WaitFor(t, "the session made afresh", func() bool { return s.windowNamed("agent", "left running #1") == "" && len(s.windows("agent")) == 1 })
 	second.Close()
 	s.waitGone()
 }
@@ -295,7 +285,7 @@ func TestCloseEndsTheServerItStartedWithWhatWasPlanted(t *testing.T) {
 	if v == nil {
 		t.Fatalf("no view: %s", log.String())
 	}
-	waitFor(t, "the view's session", func() bool { _, err := s.run("has-session", "-t", "agent"); return err == nil })
+	testkit.WaitFor(t, "the view's session", func() bool { _, err := s.run("has-session", "-t", "agent"); return err == nil })
 	if out, err := s.run("new-session", "-d", "-s", "planted", "--", "sleep", "600"); err != nil {
 		t.Fatalf("plant a session: %v %s", err, out)
 	}

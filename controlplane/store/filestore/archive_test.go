@@ -150,6 +150,7 @@ func checkAll(t *testing.T, s *Store, dir string, want []*state.Task) {
 // opens: its first start moves the ended tasks to ended/ and says so
 // once; what it holds is the same.
 func TestAnOldLayoutOpensAndMovesItsEndedTasks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	want := fleetOf(t, s, 30)
@@ -196,6 +197,7 @@ func TestAnOldLayoutOpensAndMovesItsEndedTasks(t *testing.T) {
 // keeps the newer by UpdatedAt, the archived one when they are equal,
 // and removes the other.
 func TestACrashInAMoveLeavesTwoCopiesTheStartKeepsOne(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	ctx := t.Context()
@@ -264,6 +266,7 @@ func trimIndex(t *testing.T, dir string, drop func(string) bool) {
 // A torn last line of the index (a crash in the middle of an append) is
 // cut off: the task it was for is read from its file once and indexed.
 func TestATornIndexLineIsCutOff(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	want := fleetOf(t, s, 9)
@@ -291,6 +294,7 @@ func TestATornIndexLineIsCutOff(t *testing.T) {
 // A person's retry brings an ended task back: in memory, in tasks/, in
 // the live lists; a restart agrees; ending again archives it again.
 func TestARetriedTaskComesBackLive(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	ctx := t.Context()
@@ -353,6 +357,7 @@ func TestARetriedTaskComesBackLive(t *testing.T) {
 // completion) and its file: the index line that says check makes the
 // start read that task and bring it up to date.
 func TestALateEventOfAnEndedTaskIsRecovered(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	ctx := t.Context()
@@ -408,6 +413,7 @@ func TestALateEventOfAnEndedTaskIsRecovered(t *testing.T) {
 // A start reads no ended task's file: with them unreadable it opens,
 // counts and lists the live ones; reading one fails, saying which.
 func TestAStartReadsNoEndedTaskFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	ctx := t.Context()
@@ -461,6 +467,7 @@ func TestAStartReadsNoEndedTaskFile(t *testing.T) {
 // The index's dead lines (of pruned tasks) go at the start that finds
 // most of its lines dead: it is written anew with the live ones.
 func TestTheIndexIsCompactedAtAStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	ctx := t.Context()

@@ -24,12 +24,14 @@ func open(t *testing.T, dir string) *Store {
 
 // The file store keeps the contract of package store.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, t.TempDir()) })
 }
 
 // What the file store committed is there after it is closed and opened
 // again on its directory.
 func TestConformanceAcrossReopen(t *testing.T) {
+	t.Parallel()
 	dirs := map[store.Store]string{}
 	storetest.RunReopen(t, func(t *testing.T) store.Store {
 		dir := t.TempDir()

@@ -16,6 +16,7 @@ func must(t *testing.T, err error) {
 // repair reads only the tail it needs: whatever the torn part's length,
 // it cuts back to the last whole line, and leaves a whole file alone.
 func TestRepairCutsATornTailOfAnyLength(t *testing.T) {
+	t.Parallel()
 	whole := strings.Repeat(`{"key":"k"}`+"\n", 10000) // 120 KB of lines
 	for _, tc := range []struct {
 		name, text, want string

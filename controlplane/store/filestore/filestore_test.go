@@ -19,6 +19,7 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 // file, where a start reads it, but never in a task handed out; a Save of
 // a task without it keeps it.
 func TestEventsBytesIsTheStoresOwn(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	ctx := t.Context()
@@ -67,6 +68,7 @@ func TestEventsBytesIsTheStoresOwn(t *testing.T) {
 // go with it: sent again, those events are counted again. Those of the
 // commits before stay.
 func TestCutKeysOfAnUnsavedCommitGo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	ctx := t.Context()
@@ -103,6 +105,7 @@ func TestCutKeysOfAnUnsavedCommitGo(t *testing.T) {
 // Transactions on different tasks do not wait for each other: an Update
 // of b runs to its end while an Update of a is in its function.
 func TestUpdatesOfDifferentTasksRunSideBySide(t *testing.T) {
+	t.Parallel()
 	s := open(t, t.TempDir())
 	defer s.Close()
 	ctx := t.Context()
@@ -132,6 +135,7 @@ func TestUpdatesOfDifferentTasksRunSideBySide(t *testing.T) {
 // together, at most every agentsEvery and at Close. A crash (no Close)
 // loses at most the records of the last agentsEvery.
 func TestAgentsRecordsAreWrittenTogetherNowAndThen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	now := t0
 	s, err := Open(dir, Options{Now: func() time.Time { return now }})

@@ -13,6 +13,7 @@ import (
 // outlives a restart; an agent registered after adopts nothing. The file
 // of granted labels is the store's alone (0600).
 func TestEarlierAgentsAdoptTheirLabelsOnce(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	r := openReg(t, dir) // as a control plane from before wrote it

@@ -34,6 +34,7 @@ func dueIDs(t *testing.T, s *Store) []string {
 
 // The queue is notify/log.jsonl, in a directory of 0700, the file 0600.
 func TestNotifyLogIsPrivate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	must(t, s.Notify(t.Context(), testNote("n1")))
@@ -53,6 +54,7 @@ func TestNotifyLogIsPrivate(t *testing.T) {
 // line are skipped, each with a warning, never a failed start; the log is
 // written anew without them, and appends after it are read back.
 func TestNotifyLogSkipsTornAndDamagedLines(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	must(t, s.Notify(t.Context(), testNote("n1"), testNote("n2")))
@@ -95,6 +97,7 @@ func TestNotifyLogSkipsTornAndDamagedLines(t *testing.T) {
 // The log does not grow with the records done: it is written anew when
 // dead lines outnumber the live records by far, and at the start.
 func TestNotifyLogCompacts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	must(t, s.Notify(t.Context(), testNote("kept")))
@@ -122,6 +125,7 @@ func TestNotifyLogCompacts(t *testing.T) {
 // The gates and the fold records outlive the log's compactions, while
 // running and at a start: the log written anew holds one gates line.
 func TestNotifyLogCompactionKeepsTheGates(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := open(t, dir)
 	must(t, s.Notify(t.Context(), testNote("held")))

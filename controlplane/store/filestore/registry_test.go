@@ -47,6 +47,7 @@ func lines(t *testing.T, path string) int {
 // killed without a word, and a clean close; each adds one line to the
 // log, whatever the number of agents.
 func TestRegistrySurvivesAReopen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := openReg(t, dir)
 	must(t, r.register("a", "h-a", false))
@@ -94,6 +95,7 @@ func TestRegistrySurvivesAReopen(t *testing.T) {
 // A crash in the middle of an append leaves a torn last line: it is
 // ignored, cut off, and the next register starts a line of its own.
 func TestRegistryIgnoresATornLastLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := openReg(t, dir)
 	must(t, r.register("a", "h-a", false))
@@ -117,6 +119,7 @@ func TestRegistryIgnoresATornLastLine(t *testing.T) {
 // A control plane from before the log kept agents.json alone: it is read,
 // and registrations go on over it.
 func TestRegistryReadsTheOldAgentsFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "agents.json"), []byte("{\n  \"a\": \"h-a\",\n  \"b\": \"h-b\"\n}"), 0o600))
 	r := openReg(t, dir)
@@ -137,6 +140,7 @@ func TestRegistryReadsTheOldAgentsFile(t *testing.T) {
 // Open compacts a log grown past twice the live entries into agents.json
 // and empties the log.
 func TestRegistryCompactsAtOpen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := openReg(t, dir)
 	must(t, r.register("a", "h-a", false))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/internal/pgtest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -42,7 +43,7 @@ func TestAnEmptyQueueIsKnownUntilATaskIsQueuedAnywhere(t *testing.T) {
 
 	// Queued on another replica: heard of, then claimed here.
 	create(t, b, task("t1", 1))
-	until(t, "a hears of the task b queued", func() bool { empty, _ := a.queue.known(); return !empty })
+	testkit.WaitFor(t, "a hears of the task b queued", func() bool { empty, _ := a.queue.known(); return !empty })
 	if id, err := claimOne(ctx, a, "ag1"); err != nil || id != "t1" {
 		t.Fatalf("the claim after b queued t1: %q %v", id, err)
 	}
@@ -88,7 +89,7 @@ func TestAnEmptyQueueSeenIsTrustedForAWhileOnly(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO tasks (id, created_ns, phase, doc) VALUES ('by-hand', 1, 'queued', $1)`, []byte(`{"id":"by-hand","phase":"queued"}`)); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "the empty queue seen is no longer trusted", func() bool { empty, _ := s.queue.known(); return !empty })
+	testkit.WaitFor(t, "the empty queue seen is no longer trusted", func() bool { empty, _ := s.queue.known(); return !empty })
 	if id, err := claimOne(ctx, s, "ag1"); err != nil || id != "by-hand" {
 		t.Fatalf("the claim once the empty queue went stale: %q %v, want by-hand", id, err)
 	}
@@ -112,5 +113,5 @@ func TestASilentListeningSessionIsCheckedAndGoesOn(t *testing.T) {
 		t.Fatalf("a claim of an empty queue: %q %v", id, err)
 	}
 	create(t, b, task("t1", 1))
-	until(t, "a hears of the task b queued", func() bool { empty, _ := a.queue.known(); return !empty })
+	testkit.WaitFor(t, "a hears of the task b queued", func() bool { empty, _ := a.queue.known(); return !empty })
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/internal/pgtest"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -210,13 +211,7 @@ func TestLeadIsOneReplicasAndMoves(t *testing.T) {
 	if _, err := b.Lead(context.Background()); err == nil {
 		t.Fatal("a closed store leads")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !leads(t, a) {
-		if time.Now().After(deadline) {
-			t.Fatal("the lead did not move when its holder closed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the lead to move when its holder closed", func() bool { return leads(t, a) })
 }
 
 func dbName(dsn string) string {
@@ -378,7 +373,7 @@ func TestClaimsWhileAReplicasSessionsAreKilled(t *testing.T) {
 						return
 					}
 					failed.Add(1)
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // a client's pause before it asks again, not a wait
 					continue
 				}
 				if id == "" {
@@ -402,14 +397,12 @@ func TestClaimsWhileAReplicasSessionsAreKilled(t *testing.T) {
 			}
 		})
 	}
-	for claims.Load() < tasks/4 {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "a quarter of the tasks claimed", func() bool { return claims.Load() >= tasks/4 })
 	for range 3 {
 		if err := c.Exec(ctx, "postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'replica0'"); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the scenario: three kills spread over the claims
 	}
 	wg.Wait()
 	t.Logf("%d claims answered done, %d failed in the killed replica", len(granted), failed.Load())

@@ -4,9 +4,9 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/edgeagent/agent/internal/pgtest"
+	"github.com/edgeagent/agent/internal/testkit"
 )
 
 // listening starts s listening (ListenQueued) until the test ends, and
@@ -23,7 +23,7 @@ func listen(t *testing.T, s *Store) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { s.ListenQueued(ctx, func(int) {}) })
-	until(t, "the store listens", func() bool { return isListening(s) })
+	testkit.WaitFor(t, "the store listens", func() bool { return isListening(s) })
 	return func() { cancel(); wg.Wait() }
 }
 
@@ -33,16 +33,6 @@ func isListening(s *Store) bool {
 	s.tokens.mu.Lock()
 	defer s.tokens.mu.Unlock()
 	return s.tokens.listening
-}
-
-// until polls cond every 10 ms for up to 10 s.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-	}
 }
 
 // agentOf is AgentByToken, failing the test on an error.
@@ -80,7 +70,7 @@ func TestAReplicaHearsOfATokenRevokedOnAnother(t *testing.T) {
 	if ok, err := a.Revoke(ctx, "ag1"); err != nil || !ok {
 		t.Fatalf("revoke: %v %v", ok, err)
 	}
-	until(t, "b refuses the revoked token", func() bool { return agentOf(t, b, "hash-1") == "" })
+	testkit.WaitFor(t, "b refuses the revoked token", func() bool { return agentOf(t, b, "hash-1") == "" })
 
 	// Registered again with a new token (replace, as an agent's own token
 	// renewing it does): the old one is refused everywhere.
@@ -93,7 +83,7 @@ func TestAReplicaHearsOfATokenRevokedOnAnother(t *testing.T) {
 	if err := a.Register(ctx, "ag1", "hash-3", true); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "b refuses the replaced token", func() bool { return agentOf(t, b, "hash-2") == "" })
+	testkit.WaitFor(t, "b refuses the replaced token", func() bool { return agentOf(t, b, "hash-2") == "" })
 	if got := agentOf(t, b, "hash-3"); got != "ag1" {
 		t.Fatalf("hash-3 on b: %q, want ag1", got)
 	}
@@ -155,7 +145,7 @@ func TestATokenRevokedByHandIsRefusedByAListeningReplica(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, `UPDATE agents SET token_hash = NULL WHERE id = 'ag1'`); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "the token revoked by hand is refused", func() bool { return agentOf(t, s, "hash-1") == "" })
+	testkit.WaitFor(t, "the token revoked by hand is refused", func() bool { return agentOf(t, s, "hash-1") == "" })
 	if err := s.Register(ctx, "ag2", "hash-2", false); err != nil {
 		t.Fatal(err)
 	}
@@ -163,5 +153,5 @@ func TestATokenRevokedByHandIsRefusedByAListeningReplica(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, `DELETE FROM agents WHERE id = 'ag2'`); err != nil {
 		t.Fatal(err)
 	}
-	until(t, "the token of an agent deleted by hand is refused", func() bool { return agentOf(t, s, "hash-2") == "" })
+	testkit.WaitFor(t, "the token of an agent deleted by hand is refused", func() bool { return agentOf(t, s, "hash-2") == "" })
 }

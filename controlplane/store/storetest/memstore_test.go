@@ -215,7 +215,7 @@ func (m *memStore) Update(_ context.Context, ids []string, fn func(store.Tx) err
 	}
 	m.mu.Unlock()
 	if m.broken == "no locks" {
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // widens the race the broken store has, for the suite to catch
 	}
 	err := fn(tx)
 	m.end(tx, err)
@@ -242,7 +242,7 @@ func (m *memStore) Claim(ctx context.Context, fn func(store.Tx, *state.Task) (bo
 			continue
 		}
 		if m.broken == "claims held tasks" {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // widens the race the broken store has, for the suite to catch
 		}
 		var stop bool
 		if stop, err = fn(tx, tx.locked[c.ID]); err != nil || stop {

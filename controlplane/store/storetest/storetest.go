@@ -70,10 +70,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 }
 
 // run runs f as subtest name on a fresh store, closed when the subtest
-// ends.
+// ends. Each store is its own, so the subtests run in parallel.
 func (s suite) run(t *testing.T, name string, f func(t *testing.T, st store.Store)) {
 	t.Helper()
 	t.Run(name, func(t *testing.T) {
+		t.Parallel()
 		st := s.open(t)
 		t.Cleanup(func() {
 			if err := st.Close(); err != nil {
