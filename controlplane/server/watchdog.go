@@ -41,6 +41,8 @@ func tick(ctx context.Context, period time.Duration, fn func()) {
 // it does is idempotent, whichever replica does it. A failure is logged:
 // the next pass tries again.
 func (s *Server) watchdog(ctx context.Context) {
+	// Run on a heartbeat, it is not one: its store calls wait their turn.
+	ctx = store.WithPriority(ctx, false)
 	now := s.opts.Now()
 	s.mu.Lock()
 	due := s.lastWatch.IsZero() || now.Sub(s.lastWatch) >= watchEvery || now.Before(s.lastWatch)

@@ -26,6 +26,9 @@
 //     on; Open turns it on for its sessions where the server has it off),
 //     but PutAgent's: an agent's record is a heartbeat's, sent again at
 //     the next, and is not waited for (the store contract allows it).
+//   - A heartbeat (Beat, store.Beater) is one transaction on one
+//     connection, and a quarter of the pool is kept for heartbeats: other
+//     work waits within the rest (pool.go).
 //   - While the store listens (ListenQueued), it caches which agent a
 //     token is (tokens.go) and knows when nothing is queued (queueView):
 //     every change of a token hash and every task queued sends a NOTIFY
@@ -104,6 +107,8 @@ type Store struct {
 	tokens tokenCache
 	// queue knows, while the store listens, that nothing is queued.
 	queue queueView
+	// gate keeps connections for heartbeats, and counts waits (pool.go).
+	gate *poolGate
 	// listenCheck, when set, replaces the constant (tests).
 	listenCheck time.Duration
 
@@ -146,7 +151,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
-	s := &Store{pool: pool, log: log, id: newStoreID()}
+	s := &Store{pool: pool, log: log, id: newStoreID(), gate: newPoolGate(cfg.MaxConns)}
 	s.lead.cfg = leadConfig(cfg.ConnConfig)
 	s.lead.log = log
 	return s, nil
@@ -247,13 +252,13 @@ func conflict(err error) bool {
 // reads), f then runs once more, on a new connection.
 func (s *Store) withConn(ctx context.Context, retry bool, f func(*pgxpool.Conn) error) error {
 	for try := 1; ; try++ {
-		c, err := s.pool.Acquire(ctx)
+		c, release, err := s.acquire(ctx)
 		if err != nil {
 			return err
 		}
 		err = f(c)
 		broken := err != nil && c.Conn().IsClosed() && ctx.Err() == nil
-		c.Release()
+		release()
 		if !broken {
 			return err
 		}
