@@ -173,6 +173,7 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 		}
 		selects = true
 		if timer == nil {
+			idle(ctx) // waiting holds nothing: it does not count in flight
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
 			s.mu.Lock()

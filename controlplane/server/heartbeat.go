@@ -155,6 +155,9 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 		s.wakeDegraded()
 	}
 	s.wakeClaims(requeued)
+	if s.opts.Now().Sub(now) > slowHeartbeat {
+		s.strained() // the agent is on time; the control plane is not
+	}
 	s.watchdog(ctx)
 	return resp, nil
 }

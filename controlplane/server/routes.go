@@ -20,7 +20,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	api := http.NewServeMux()
 	for _, rt := range s.routes() {
-		api.Handle(rt.pattern, guard(rt))
+		api.Handle(rt.pattern, s.admit(kindOf(rt.pattern), guard(rt)))
 	}
 	mux.Handle("/v1/", heartbeatsFirst(s.authorize(notePattern(api))))
 	mux.Handle("/", s.console())

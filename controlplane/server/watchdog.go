@@ -106,8 +106,10 @@ func (s *Server) prune(ctx context.Context, now time.Time) error {
 
 func (s *Server) watch(ctx context.Context, now time.Time) error {
 	// Just started, the server knows no agent yet: give them three
-	// heartbeat intervals to report before any lease lapses.
-	settled := now.Sub(s.started) > 3*s.opts.HeartbeatInterval
+	// heartbeat intervals to report before any lease lapses. So too
+	// after it was strained (admission.go): agents late then may have
+	// been late here.
+	settled := now.Sub(s.calmSince()) > 3*s.opts.HeartbeatInterval
 	online := map[string]bool{}         // the lease holders asked, by id
 	records := map[string]store.Agent{} // their records
 	isOnline := func(id string) (bool, error) {
