@@ -250,8 +250,11 @@ func New(opts Options) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopListen = cancel
 	every := claimLook
-	if _, ok := s.store.(store.QueueListener); s.store.Shared() && !ok {
+	if _, ok := s.store.(store.QueueListener); s.store.Shared() {
 		every = sharedClaimPoll
+		if ok {
+			every = listenedClaimPoll
+		}
 	}
 	if opts.claimPoll > 0 {
 		every = opts.claimPoll

@@ -31,8 +31,10 @@
 //     work waits within the rest (pool.go).
 //   - While the store listens (ListenQueued), it caches which agent a
 //     token is (tokens.go) and knows when nothing is queued (queueView):
-//     every change of a token hash and every task queued sends a NOTIFY
-//     with its commit, which empties what every listening replica knew.
+//     every change of a token hash sends a NOTIFY with its commit, and
+//     every task queued one a moment after (one notifier per store, no
+//     NOTIFY in the committing transaction: queued.go), which empties
+//     what every listening replica knew.
 //   - Lead holds a session-level advisory lock on a connection of its own:
 //     PostgreSQL frees it when that session ends (the replica died, closed
 //     or lost its connection), and another replica's next Lead takes it.
@@ -109,6 +111,9 @@ type Store struct {
 	queue queueView
 	// gate keeps connections for heartbeats, and counts waits (pool.go).
 	gate *poolGate
+	// notifier tells other replicas of tasks queued, after the commits
+	// (queued.go).
+	notifier notifier
 	// listenCheck, when set, replaces the constant (tests).
 	listenCheck time.Duration
 
@@ -154,6 +159,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	s := &Store{pool: pool, log: log, id: newStoreID(), gate: newPoolGate(cfg.MaxConns)}
 	s.lead.cfg = leadConfig(cfg.ConnConfig)
 	s.lead.log = log
+	s.startNotifier()
 	return s, nil
 }
 
@@ -224,6 +230,7 @@ func checkDurable(ctx context.Context, cfg *pgxpool.Config, log *slog.Logger) er
 // connection. Calls after it fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopNotifier() // what it counted told first, while the pool is open
 		s.lead.close()
 		s.pool.Close()
 	})

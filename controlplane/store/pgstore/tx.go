@@ -196,14 +196,14 @@ func (t *tx) commit() error {
 			b.Queue(`INSERT INTO agents (id, record, repos) VALUES ($1, $2, $3)
 				ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, repos = EXCLUDED.repos`, t.agent.id, t.agent.record, t.agent.repos)
 		}
-		if queued > 0 {
-			// Other replicas' claims waiting for work hear of it.
-			b.Queue(`SELECT pg_notify($1, $2)`, queuedChannel, t.store.queuedNote(queued))
-		}
 		b.Queue("COMMIT")
 	})
 	if queued > 0 {
-		t.store.queue.queued() // committed or not: it may have been
+		// Committed or not: it may have been. Other replicas' claims
+		// waiting for work hear of it from the notifier, after the
+		// commit (queued.go).
+		t.store.queue.queued()
+		t.store.announce(queued)
 	}
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
