@@ -19,6 +19,7 @@ import (
 func TestABeatTakesOneConnectionOnce(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
+	s.stopNotifier() // its NOTIFY of the task queued below would count
 	ctx := context.Background()
 	create(t, s, leased("run", 1, state.PhaseTurnStarted, "a1"), leased("lost", 2, state.PhaseClaimed, "a1"),
 		leased("theirs", 3, state.PhaseTurnStarted, "a2"), task("queued", 4))
