@@ -122,7 +122,7 @@ func (m *ControlPlane) Overload(src OverloadSource) {
 		if src.LapsesHeld() {
 			held = 1
 		}
-		s.family("agent_controlplane_lapses_held", "gauge", "1 while no lease lapses: the control plane shed requests or answered a heartbeat slowly within three heartbeat intervals.")
+		s.family("agent_controlplane_lapses_held", "gauge", "1 while no lease lapses: the control plane shed agents' requests or answered a heartbeat slowly within three heartbeat intervals.")
 		s.sample("", held)
 		p, ok := src.Pool()
 		if !ok {

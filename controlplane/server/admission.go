@@ -124,11 +124,17 @@ type idleKey struct{}
 // else it sheds it: 503 with Retry-After, at once.
 func (s *Server) admit(kind RequestKind, next http.Handler) http.Handler {
 	n, bound, shed := s.admission.inFlight[kind], s.admission.bound[kind], s.admission.shed[kind]
+	// Agents' requests shed may make an agent late; people's (reads,
+	// submits) do not, and a script polling the API must not hold every
+	// lease from lapsing.
+	agents := kind == KindHeartbeat || kind == KindClaim || kind == KindEvents
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) > bound {
 			n.Add(-1)
 			shed.Add(1)
-			s.strained()
+			if agents {
+				s.strained()
+			}
 			w.Header().Set("Retry-After", strconv.Itoa(int(ShedRetryAfter/time.Second)))
 			writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: fmt.Sprintf(
 				"the control plane is busy: %d %s requests in flight, its bound; nothing was done, send it again in %s", bound, kind, ShedRetryAfter)})
@@ -175,7 +181,8 @@ func (s *Server) Pool() (store.PoolFigures, bool) {
 }
 
 // The control plane itself may be what makes agents late: while it sheds
-// requests, or answers heartbeats slowly, an agent whose heartbeat did
+// agents' requests (heartbeats, claims, event batches), or answers
+// heartbeats slowly, an agent whose heartbeat did
 // not come may be one whose heartbeat waited here. Then no lease lapses:
 // not while it is strained, nor for three heartbeat intervals after, so
 // that every agent had its chance to be heard again (as at the start).

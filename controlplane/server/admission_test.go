@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -156,6 +157,53 @@ func TestNoLeaseLapsesWhileTheControlPlaneWasStrained(t *testing.T) {
 	}
 	if v, _ := e.client.Task(ctx, c.Task.ID); v.Phase != state.PhaseQueued {
 		t.Fatalf("three intervals after the strain: %s, want the lapsed claim queued again", v.Phase)
+	}
+}
+
+// A kind's requests past its bound are shed at once; agents' requests
+// shed hold the leases from lapsing, people's do not (a script polling
+// the API past its bound makes no agent late).
+func TestOnlyAgentsRequestsShedHoldLeases(t *testing.T) {
+	for _, tc := range []struct {
+		kind RequestKind
+		held bool
+	}{{KindRead, false}, {KindSubmit, false}, {KindEvents, true}, {KindClaim, true}} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{MaxInFlight: map[RequestKind]int{tc.kind: 1}})
+			in, out := make(chan struct{}), make(chan struct{})
+			hs := httptest.NewServer(e.srv.admit(tc.kind, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				in <- struct{}{}
+				<-out
+			})))
+			defer hs.Close()
+			first := make(chan error, 1)
+			go func() {
+				resp, err := http.Get(hs.URL)
+				if err == nil {
+					resp.Body.Close()
+				}
+				first <- err
+			}()
+			<-in // the one the bound allows is in flight
+			resp, err := http.Get(hs.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+				t.Errorf("past the bound: %d, Retry-After %q; want 503, 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+			close(out)
+			if err := <-first; err != nil {
+				t.Fatal(err)
+			}
+			if got := e.srv.LapsesHeld(); got != tc.held {
+				t.Errorf("a %s request shed: lapses held %v, want %v", tc.kind, got, tc.held)
+			}
+			if n := e.srv.ShedByKind()[string(tc.kind)]; n != 1 {
+				t.Errorf("%d %s requests counted shed, want 1", n, tc.kind)
+			}
+		})
 	}
 }
 
