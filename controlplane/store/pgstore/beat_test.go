@@ -103,7 +103,10 @@ func TestABeatGoesAheadOfWorkWaitingForTheConnections(t *testing.T) {
 	}
 	defer s.Close()
 	create(t, s, leased("run", 1, state.PhaseTurnStarted, "a1"))
-	others := 4 - int(reserveOf(4)) + 1 // all they may hold, and one waiting
+	if f := s.Pool(); f.Max != 4+int(reserveOf(4)) || f.Reserved != int(reserveOf(4)) {
+		t.Fatalf("a pool of 4: %+v, want the heartbeats' reserve on top", f)
+	}
+	others := 4 + 1 // all they may hold, and one waiting
 	hold := make(chan struct{})
 	var wg sync.WaitGroup
 	var once sync.Once

@@ -27,8 +27,9 @@
 //     but PutAgent's: an agent's record is a heartbeat's, sent again at
 //     the next, and is not waited for (the store contract allows it).
 //   - A heartbeat (Beat, store.Beater) is one transaction on one
-//     connection, and a quarter of the pool is kept for heartbeats: other
-//     work waits within the rest (pool.go).
+//     connection, of a quarter as many again as the pool's size kept for
+//     heartbeats: other work waits for its turn within the pool's size
+//     (pool.go).
 //   - While the store listens (ListenQueued), it caches which agent a
 //     token is (tokens.go) and knows when nothing is queued (queueView):
 //     every change of a token hash sends a NOTIFY with its commit, and
@@ -74,8 +75,10 @@ var migrations embed.FS
 // Options configure a Store. Zero fields take the defaults their comments
 // give.
 type Options struct {
-	// MaxConns caps the connections of the store's pool (the lead's
-	// and the listener's sessions are two more). Default: the DSN's
+	// MaxConns caps the connections of the store's pool that work other
+	// than heartbeats shares; heartbeats have a quarter as many more of
+	// their own (pool.go), and the lead's and the listener's sessions
+	// are two more. Default: the DSN's
 	// pool_max_conns, else 4*GOMAXPROCS+8. A request holds a connection
 	// while it waits for PostgreSQL (a commit waits for its disk), so the
 	// pool is several times the CPUs: with 2*GOMAXPROCS+2 (6 on 2 CPUs)
@@ -141,6 +144,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	} else if !hasSetting(dsn, "pool_max_conns") {
 		cfg.MaxConns = int32(4*runtime.GOMAXPROCS(0) + 8)
 	}
+	// Heartbeats' connections come on top of the pool other work shares
+	// (pool.go): kept from it, they would cut what a replica commits at
+	// once by a quarter.
+	gate := newPoolGate(cfg.MaxConns)
+	cfg.MaxConns += gate.reserve
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = appName
 	}
@@ -156,7 +164,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
-	s := &Store{pool: pool, log: log, id: newStoreID(), gate: newPoolGate(cfg.MaxConns)}
+	s := &Store{pool: pool, log: log, id: newStoreID(), gate: gate}
 	s.lead.cfg = leadConfig(cfg.ConnConfig)
 	s.lead.log = log
 	s.startNotifier()

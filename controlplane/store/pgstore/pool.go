@@ -11,14 +11,15 @@ import (
 )
 
 // The pool's connections serve two kinds of work. Heartbeats (Beat, and
-// calls marked store.WithPriority) take one as they come; all other work takes one only within the pool less
-// the heartbeats' reserve, waiting for a turn (ordinary) before it asks
-// the pool. So when requests queue for connections, heartbeats do not
-// queue behind them: agents still report, and their leases are renewed,
-// while event batches and submits wait.
+// calls marked store.WithPriority) take one as they come; all other work
+// takes one only within the pool's configured size, waiting for a turn
+// (ordinary) before it asks the pool, which holds the heartbeats'
+// reserve on top. So when requests queue for connections, heartbeats do
+// not queue behind them: agents still report, and their leases are
+// renewed, while event batches and submits wait.
 //
-// reserveOf is that reserve: a quarter of the pool (4 of 16), none when
-// the pool is under 2.
+// reserveOf is that reserve: a quarter of the configured size (4 on top
+// of 16), none when it is under 2.
 func reserveOf(maxConns int32) int32 {
 	if maxConns < 2 {
 		return 0
@@ -36,9 +37,10 @@ type poolGate struct {
 	waitNS   [2]atomic.Int64
 }
 
+// newPoolGate makes the gate of a pool of maxConns for other work; the
+// pool is to hold its reserve on top.
 func newPoolGate(maxConns int32) *poolGate {
-	r := reserveOf(maxConns)
-	return &poolGate{ordinary: make(chan struct{}, maxConns-r), reserve: r}
+	return &poolGate{ordinary: make(chan struct{}, maxConns), reserve: reserveOf(maxConns)}
 }
 
 // acquire takes a connection of the pool: a heartbeat's at once, other
