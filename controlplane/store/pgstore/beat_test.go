@@ -3,9 +3,13 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
@@ -150,3 +154,43 @@ func putAgentRecord(t *testing.T, s *Store, a store.Agent) {
 
 // errTest is a function's own error.
 var errTest = errors.New("the function failed")
+
+// A heartbeat's lock of its agent's tasks, planned for any agent and any
+// tasks named (the generic plan a prepared statement settles on), reads
+// the indexes of ids and of holders: it never scans the table, which at a
+// million stored tasks would be every heartbeat's cost.
+func TestABeatsGenericPlanReadsTheIndexes(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Start(t)
+	s := open(t, dsn)
+	ctx := context.Background()
+	var tasks []*state.Task
+	for i := range 5000 {
+		tasks = append(tasks, leased(fmt.Sprintf("done%05d", i), i, state.PhaseCompleted, fmt.Sprintf("a%02d", i%20)))
+	}
+	for i := range 5 {
+		tasks = append(tasks, leased(fmt.Sprintf("run%d", i), 20_000+i, state.PhaseTurnStarted, fmt.Sprintf("a%02d", i)))
+	}
+	copyTasks(t, s, tasks)
+	if _, err := s.pool.Exec(ctx, "ANALYZE tasks"); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, dsn)
+	for _, sql := range []string{"SET plan_cache_mode = force_generic_plan", "PREPARE beat AS " + beatLockSQL} {
+		if _, err := c.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := c.Query(ctx, "EXPLAIN EXECUTE beat('{run1}', 'a01')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "tasks_holder") {
+		t.Errorf("a heartbeat's generic plan scans the table, or not the holders' index:\n%s", plan)
+	}
+}
