@@ -137,12 +137,17 @@ func (c *claimer) Run(ctx context.Context) error {
 			if controlplane.Refused(err) {
 				return err
 			}
-			if ctx.Err() == nil {
-				c.log.Warn("claim failed; it is asked again with the same id", "claim", claimID, "err", err, "retry_in", claimRetry)
-			}
 			// The control plane may have granted it: ask again soon, not
-			// only at the next heartbeat.
-			retry.Reset(claimRetry)
+			// only at the next heartbeat; a control plane that shed it
+			// (busy) said when.
+			wait := claimRetry
+			if shed, ok := controlplane.Shed(err); ok {
+				wait = max(wait, shed)
+			}
+			if ctx.Err() == nil {
+				c.log.Warn("claim failed; it is asked again with the same id", "claim", claimID, "err", err, "retry_in", wait.Round(time.Millisecond))
+			}
+			retry.Reset(wait)
 			continue
 		}
 		c.log.Debug("claim answered", "claim", claimID, "asked", free, "granted", len(resp.Tasks), "orders", len(resp.CancelOrders)+len(resp.Stop), "health", grade, "waited", time.Since(asked).Round(time.Millisecond))

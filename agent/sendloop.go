@@ -24,7 +24,9 @@ const (
 // every heartbeat that gets through (a replay, which also ends a backoff),
 // and on its own backoff after a failure. It retries forever: the records
 // are on disk, and the wait grows from 500 ms to backoffMax, with jitter,
-// while the control plane is unreachable. It fails only when the control
+// while the control plane is unreachable; a control plane that shed a
+// delivery (503 with Retry-After) is not asked again before the wait it
+// said, with jitter. It fails only when the control
 // plane refuses the agent.
 type sendLoop struct {
 	sender     *sender
@@ -72,6 +74,9 @@ func (l *sendLoop) Run(ctx context.Context) error {
 				return nil // stopping: not a failure worth a warning
 			}
 			d := b.NextBackOff()
+			if shed, ok := controlplane.Shed(err); ok {
+				d = max(d, shed) // the control plane is busy: it said when
+			}
 			l.log.Warn("delivery failed; records stay pending", "err", err, "retry_in", d.Round(time.Millisecond))
 			retry.Reset(d)
 			waiting = true

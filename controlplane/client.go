@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -85,6 +86,40 @@ func Refused(err error) bool {
 type APIError struct {
 	Status  int
 	Message string
+	// RetryAfter is the wait a 429 or 503 answer asked for (its
+	// Retry-After), 0 when none: the control plane shed the request
+	// and did nothing of it.
+	RetryAfter time.Duration
+}
+
+// maxRetryAfter bounds the wait a Retry-After may ask of the client.
+const maxRetryAfter = time.Minute
+
+// retryAfterOf reads a Retry-After header: seconds, or an HTTP date.
+func retryAfterOf(h string, now time.Time) time.Duration {
+	if h == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.Atoi(strings.TrimSpace(h)); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(h); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
+}
+
+// Shed reports whether err is the control plane shedding the request
+// (429 or 503 with Retry-After: it did nothing of it), and how long to
+// wait before sending it again: what it asked, plus up to half as much
+// again at random, so that the agents it shed do not all come back at
+// the same moment.
+func Shed(err error) (time.Duration, bool) {
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.RetryAfter <= 0 || (ae.Status != http.StatusTooManyRequests && ae.Status != http.StatusServiceUnavailable) {
+		return 0, false
+	}
+	return ae.RetryAfter + rand.N(ae.RetryAfter/2+1), true
 }
 
 func (e *APIError) Error() string {
@@ -572,16 +607,31 @@ func (c *Client) callWith(ctx context.Context, token, method, path string, in, o
 	if repeatable {
 		tries = c.opts.Tries
 	}
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval = 200*time.Millisecond, 5*time.Second
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		err := c.once(ctx, token, method, path, body, out)
-		if err != nil && !Transient(err) {
-			return struct{}{}, backoff.Permanent(err)
+	// A request the control plane shed (nothing of it done) is sent
+	// again after the wait it asked, repeatable or not, as often as a
+	// repeatable one is tried.
+	for shed := uint(1); ; shed++ {
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval, b.MaxInterval = 200*time.Millisecond, 5*time.Second
+		_, err := backoff.Retry(ctx, func() (struct{}, error) {
+			err := c.once(ctx, token, method, path, body, out)
+			if _, ok := Shed(err); ok || err != nil && !Transient(err) {
+				return struct{}{}, backoff.Permanent(err)
+			}
+			return struct{}{}, err
+		}, backoff.WithBackOff(b), backoff.WithMaxTries(tries), backoff.WithMaxElapsedTime(0))
+		wait, ok := Shed(err)
+		if !ok || shed >= c.opts.Tries {
+			return err
 		}
-		return struct{}{}, err
-	}, backoff.WithBackOff(b), backoff.WithMaxTries(tries), backoff.WithMaxElapsedTime(0))
-	return err
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 func (c *Client) once(ctx context.Context, token, method, path string, body []byte, out any) error {
@@ -612,7 +662,11 @@ func (c *Client) once(ctx context.Context, token, method, path string, body []by
 		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
 			eb.Error = strings.TrimSpace(string(data))
 		}
-		return &APIError{Status: resp.StatusCode, Message: state.Ellipsize(eb.Error, 300)}
+		ae := &APIError{Status: resp.StatusCode, Message: state.Ellipsize(eb.Error, 300)}
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			ae.RetryAfter = retryAfterOf(resp.Header.Get("Retry-After"), time.Now())
+		}
+		return ae
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -77,6 +78,71 @@ func (m *ControlPlane) Notifications(src NotificationSource) {
 			for _, r := range results {
 				s.sample("", float64(counts[t][r]), "target", t, "result", r)
 			}
+		}
+	})
+}
+
+// OverloadSource is a control plane that bounds its requests in flight
+// (controlplane/server.Server is one): how busy it is, read at scrape
+// time.
+type OverloadSource interface {
+	// InFlightByKind counts the requests in flight now, by kind
+	// (heartbeat, claim, events, submit, read, other).
+	InFlightByKind() map[string]int
+	// ShedByKind counts the requests answered 503 with Retry-After since
+	// the start, by kind.
+	ShedByKind() map[string]uint64
+	// LapsesHeld reports whether leases are kept from lapsing now, the
+	// control plane having been the bottleneck lately.
+	LapsesHeld() bool
+	// Pool reports the store's pool of connections, ok false when the
+	// store has none (the file store).
+	Pool() (store.PoolFigures, bool)
+}
+
+// Overload adds the figures of admission control and of the store's
+// pool, read from src at scrape time.
+func (m *ControlPlane) Overload(src OverloadSource) {
+	m.reg.add(func(s *scrape) {
+		inFlight, shed := src.InFlightByKind(), src.ShedByKind()
+		kinds := make([]string, 0, len(inFlight))
+		for k := range inFlight {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		s.family("agent_controlplane_requests_in_flight", "gauge", "API requests being served now, by kind (heartbeat, claim, events, submit, read, other); a claim waiting for work is not counted.")
+		for _, k := range kinds {
+			s.sample("", float64(inFlight[k]), "kind", k)
+		}
+		s.family("agent_controlplane_requests_shed_total", "counter", "API requests answered 503 with Retry-After since the start, their kind's bound in flight reached, by kind.")
+		for _, k := range kinds {
+			s.sample("", float64(shed[k]), "kind", k)
+		}
+		held := 0.0
+		if src.LapsesHeld() {
+			held = 1
+		}
+		s.family("agent_controlplane_lapses_held", "gauge", "1 while no lease lapses: the control plane shed agents' requests or answered a heartbeat slowly within three heartbeat intervals.")
+		s.sample("", held)
+		p, ok := src.Pool()
+		if !ok {
+			return
+		}
+		s.family("agent_controlplane_store_connections", "gauge", "The store's pool of database connections: max, in_use, reserved (kept for heartbeats).")
+		s.sample("", float64(p.Max), "state", "max")
+		s.sample("", float64(p.InUse), "state", "in_use")
+		s.sample("", float64(p.Reserved), "state", "reserved")
+		s.family("agent_controlplane_store_waiting", "gauge", "Store calls waiting for a connection of the pool now, by kind of work (heartbeat, other): the queue in front of the database.")
+		for _, w := range p.Waiting {
+			s.sample("", float64(w.Now), "kind", w.Kind)
+		}
+		s.family("agent_controlplane_store_wait_seconds_total", "counter", "Time store calls spent waiting for a connection of the pool since the start, by kind of work.")
+		for _, w := range p.Waiting {
+			s.sample("", w.Seconds, "kind", w.Kind)
+		}
+		s.family("agent_controlplane_store_acquires_total", "counter", "Connections of the pool taken since the start, by kind of work.")
+		for _, w := range p.Waiting {
+			s.sample("", float64(w.Count), "kind", w.Kind)
 		}
 	})
 }

@@ -129,6 +129,7 @@ func newSystem(t *testing.T) *system {
 	cp := servertest.Start(t, servertest.Options{Server: server.Options{HeartbeatInterval: 100 * time.Millisecond},
 		Wrap: func(srv *server.Server, h http.Handler) http.Handler {
 			cpm = metrics.NewControlPlane(srv)
+			cpm.Overload(srv)
 			return cpm.Instrument(h)
 		}})
 	ms, err := metrics.Listen("0", cpm.Registry()) // a free port on loopback
@@ -205,6 +206,11 @@ func TestMetricsOfATaskRunToCompletion(t *testing.T) {
 		{"agent_controlplane_request_duration_seconds", []string{"route", "POST /v1/events", "code", "200"}, gt(0), "observations > 0"},
 		{"agent_controlplane_request_duration_seconds", []string{"route", "POST /v1/agents/heartbeat", "code", "200"}, gt(0), "observations > 0"},
 		{"agent_controlplane_request_duration_seconds", []string{"route", "POST /v1/tasks/claim"}, gt(0), "observations > 0"},
+		{"agent_controlplane_requests_shed_total", []string{"kind", "events"}, eq(0), "0"},
+		{"agent_controlplane_requests_shed_total", []string{"kind", "heartbeat"}, eq(0), "0 (every kind is exported)"},
+		{"agent_controlplane_requests_in_flight", []string{"kind", "submit"}, eq(0), "0"},
+		{"agent_controlplane_lapses_held", nil, eq(0), "0"},
+		{"agent_controlplane_store_waiting", []string{"kind", "other"}, eq(-1), "no series (the file store has no pool)"},
 	})
 	// The agent's sends and the control plane's accepted events agree: no
 	// record went twice.

@@ -144,6 +144,7 @@ the environment, which wins over the file.`,
 			handler := srv.Handler()
 			if metricsAddr != "" {
 				m := metrics.NewControlPlane(srv)
+				m.Overload(srv)
 				if len(targets) > 0 {
 					m.Notifications(counts)
 				}

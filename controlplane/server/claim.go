@@ -173,6 +173,7 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 		}
 		selects = true
 		if timer == nil {
+			idle(ctx) // waiting holds nothing: it does not count in flight
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
 			s.mu.Lock()
@@ -409,13 +410,16 @@ func (s *Server) ClaimWaitEnds() map[ClaimWaitEnd]uint64 {
 
 // How often the claims waiting for work look again (watchClaims): often
 // when other replicas share the store and it cannot say when they queue a
-// task; otherwise now and then, in case a word was lost (a replica's
-// notification), or a woken claim found its task held by another
-// selection that then passed it over: it saw nothing queued, and handed
-// no chance on.
+// task; every second when it says so (a word sent after the commit may be
+// lost with its replica: the look is what keeps a task queued elsewhere
+// seen within a second or so; a look at a queue the store knows empty
+// costs nothing); otherwise now and then, in case a woken claim found its
+// task held by another selection that then passed it over: it saw
+// nothing queued, and handed no chance on.
 const (
-	sharedClaimPoll = 500 * time.Millisecond
-	claimLook       = 5 * time.Second
+	sharedClaimPoll   = 500 * time.Millisecond
+	listenedClaimPoll = time.Second
+	claimLook         = 5 * time.Second
 )
 
 // claimNow grants what req may take now. queued counts the queued tasks

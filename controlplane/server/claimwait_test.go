@@ -335,16 +335,16 @@ func TestATaskWakesOneWaitingClaimAndIsHandedDownTheLine(t *testing.T) {
 }
 
 // Over PostgreSQL, a claim waiting on one replica hears of a task queued
-// through another (NOTIFY with the commit) and takes it, long before it
-// would have looked again on its own (every 5 s): with the wait capped
-// under that, a lost word would end the claim empty.
+// through another (the NOTIFY its notifier sends after the commit) and
+// takes it: with the looks now and then an hour apart, a lost word would
+// end the claim empty.
 func TestAClaimWaitingOnOneReplicaHearsOfATaskQueuedOnAnother(t *testing.T) {
 	t.Parallel()
 	if !onPostgres() {
 		t.Skip("replicas share a PostgreSQL store")
 	}
 	dir, clk := t.TempDir(), &clock{now: t0}
-	one := newEnvOpts(t, dir, clk, Options{MaxClaimWait: 3 * time.Second})
+	one := newEnvOpts(t, dir, clk, Options{MaxClaimWait: 3 * time.Second, claimPoll: time.Hour})
 	other := newEnvOpts(t, dir, clk, Options{})
 	got := one.claimAsync(context.Background(), one.agent("a"), waitReq("a", health.Available, time.Hour))
 	one.untilWaiting(1)

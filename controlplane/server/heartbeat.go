@@ -64,91 +64,139 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 		return api.HeartbeatResponse{}, badRequest("%d running tasks in one heartbeat; the limit is %d", len(req.Running), api.MaxEventsPerBatch)
 	}
 	now := s.opts.Now()
-	a, known, leased, err := s.store.AgentAndLeased(ctx, req.AgentID)
-	if err != nil {
-		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
+	resp := api.HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: s.opts.HeartbeatInterval.Seconds(), Cancel: []string{},
+		MaxAttemptOutputBytes: s.opts.MaxAttemptOutput, PublicURL: s.opts.PublicURL}
+	var (
+		a, was   store.Agent
+		wake     bool
+		requeued int
+	)
+	// beat is the heartbeat's part under the agent's tasks' locks: the
+	// leases renewed, the orders for the tasks it runs, the tasks it was
+	// granted and does not run put back; and its record.
+	beat := func(tx store.Tx, rec *store.Agent, known bool, leased []*state.Task) error {
+		// An agent's grade and presence weigh in where GUI tasks go: an
+		// available agent that is no more may make one claimable for a
+		// degraded agent that waits.
+		wasAvailable := known && rec.View.Health.Grade == health.Available && rec.View.State != api.AgentOffline
+		wake = wasAvailable && (req.Health.Grade != health.Available || req.State == api.AgentOffline)
+		was = *rec
+		rec.View = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
+			LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
+			Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels), Capabilities: req.Capabilities}
+		rec.View.Models = slices.Clone(req.Models)
+		resp.Cancel, resp.Replies, resp.Stop, resp.CancelOrders = resp.Cancel[:0], nil, nil, nil
+		running := map[string]bool{}
+		for _, r := range req.Running {
+			if len(r.TaskID) <= api.MaxIDBytes {
+				running[r.TaskID] = true
+			}
+		}
+		s.renew(tx, req, &resp, now)
+		requeued = s.reconcile(tx, rec, leased, running, now)
+		a = *rec
+		return nil
 	}
-	if err := s.adoptLabels(ctx, &a, req.AgentID, req.Labels); err != nil {
-		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
+	if b, ok := s.store.(store.Beater); ok {
+		// One transaction, ahead of other work where the store keeps
+		// connections for heartbeats.
+		ids := make([]string, 0, len(req.Running))
+		for _, r := range req.Running {
+			if len(r.TaskID) <= api.MaxIDBytes {
+				ids = append(ids, r.TaskID)
+			}
+		}
+		err := b.Beat(ctx, req.AgentID, ids, func(tx store.Tx, rec *store.Agent, known bool, leased []*state.Task) error {
+			return s.watched(func(tx store.Tx) error { return beat(tx, rec, known, leased) })(tx)
+		})
+		if err != nil {
+			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
+		}
+		if err := s.adoptLabels(ctx, &a, req.AgentID, req.Labels); err != nil {
+			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
+		}
+	} else {
+		rec, known, leased, err := s.store.AgentAndLeased(ctx, req.AgentID)
+		if err != nil {
+			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
+		}
+		if err := s.adoptLabels(ctx, &rec, req.AgentID, req.Labels); err != nil {
+			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
+		}
+		ids := make([]string, 0, len(req.Running)+len(leased))
+		seen := map[string]bool{}
+		for _, r := range req.Running {
+			if !seen[r.TaskID] && len(r.TaskID) <= api.MaxIDBytes {
+				seen[r.TaskID] = true
+				ids = append(ids, r.TaskID)
+			}
+		}
+		for _, t := range leased {
+			if !seen[t.ID] {
+				ids = append(ids, t.ID)
+			}
+		}
+		err = s.update(ctx, ids, func(tx store.Tx) error {
+			r := rec // each run of the transaction from the record read
+			return beat(tx, &r, known, leased)
+		})
+		if err != nil {
+			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
+		}
+		if err := s.store.PutAgent(ctx, a); err != nil {
+			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
+		}
 	}
-	// An agent's grade and presence weigh in where GUI tasks go: an
-	// available agent that is no more may make one claimable for a
-	// degraded agent that waits.
-	wasAvailable := known && a.View.Health.Grade == health.Available && a.View.State != api.AgentOffline
-	wake := wasAvailable && (req.Health.Grade != health.Available || req.State == api.AgentOffline)
-	was := a.View
-	a.View = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
-		LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
-		Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels), Capabilities: req.Capabilities}
-	a.View.Models = slices.Clone(req.Models)
 	if req.State == api.AgentOffline {
 		s.log.Info("agent went offline", "agent", req.AgentID)
 	}
-	resp := api.HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: s.opts.HeartbeatInterval.Seconds(), Cancel: []string{},
-		MaxAttemptOutputBytes: s.opts.MaxAttemptOutput, PublicURL: s.opts.PublicURL}
-	running := map[string]bool{}
-	ids := make([]string, 0, len(req.Running)+len(leased))
-	for _, r := range req.Running {
-		if !running[r.TaskID] && len(r.TaskID) <= api.MaxIDBytes {
-			running[r.TaskID] = true
-			ids = append(ids, r.TaskID)
-		}
-	}
-	for _, t := range leased {
-		if !running[t.ID] {
-			ids = append(ids, t.ID)
-		}
-	}
-	requeued := 0
-	err = s.update(ctx, ids, func(tx store.Tx) error {
-		resp.Cancel, resp.Replies, resp.Stop, resp.CancelOrders = resp.Cancel[:0], nil, nil, nil
-		for _, r := range req.Running {
-			t := tx.Task(r.TaskID)
-			switch {
-			case t == nil, t.Phase.Terminal(), t.Phase == state.PhaseQueued, t.Lease != nil && t.Lease.AgentID != req.AgentID:
-				// Unknown here, over, back in the queue, or someone else's: the
-				// agent must not go on with it.
-				o, _ := cancelOrderOf(t, r.TaskID, req.AgentID)
-				resp.Cancel, resp.CancelOrders = append(resp.Cancel, r.TaskID), append(resp.CancelOrders, o)
-				continue
-			case t.Lease == nil || t.Lease.Lapsed:
-				// The lease lapsed while the agent was away and nobody took the
-				// task: its next event, under its lease id, takes it back.
-				continue
-			}
-			t.Lease.ExpiresAt = now.Add(s.opts.Lease)
-			tx.Save(t)
-			o, stop := stopOrder(t)
-			if stop {
-				// Cancel too: an agent from before tree budgets stops it so.
-				resp.Stop = append(resp.Stop, o)
-			}
-			if t.CancelRequested || stop {
-				resp.Cancel = append(resp.Cancel, t.ID)
-			}
-			if o, ok := cancelOrderOf(t, t.ID, req.AgentID); ok && !stop {
-				resp.CancelOrders = append(resp.CancelOrders, o)
-			}
-			if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {
-				resp.Replies = append(resp.Replies, api.ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: t.Reply.Decision})
-			}
-		}
-		requeued = s.reconcile(tx, &a, leased, running, now)
-		return nil
-	})
-	if err != nil {
-		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
-	}
-	s.notifyHeartbeat(ctx, was, a.View)
-	if err := s.store.PutAgent(ctx, a); err != nil {
-		return api.HeartbeatResponse{}, storeErr("heartbeat", err)
-	}
+	s.notifyHeartbeat(ctx, was.View, a.View)
 	if wake {
 		s.wakeDegraded()
 	}
 	s.wakeClaims(requeued)
+	if s.opts.Now().Sub(now) > slowHeartbeat {
+		s.strained() // the agent is on time; the control plane is not
+	}
 	s.watchdog(ctx)
 	return resp, nil
+}
+
+// renew renews the leases of the tasks an agent runs, and puts in resp
+// the orders for them: cancel those that are not its own any more, stop
+// those past their tree's budget, and the replies to its questions.
+func (s *Server) renew(tx store.Tx, req api.HeartbeatRequest, resp *api.HeartbeatResponse, now time.Time) {
+	for _, r := range req.Running {
+		t := tx.Task(r.TaskID)
+		switch {
+		case t == nil, t.Phase.Terminal(), t.Phase == state.PhaseQueued, t.Lease != nil && t.Lease.AgentID != req.AgentID:
+			// Unknown here, over, back in the queue, or someone else's: the
+			// agent must not go on with it.
+			o, _ := cancelOrderOf(t, r.TaskID, req.AgentID)
+			resp.Cancel, resp.CancelOrders = append(resp.Cancel, r.TaskID), append(resp.CancelOrders, o)
+			continue
+		case t.Lease == nil || t.Lease.Lapsed:
+			// The lease lapsed while the agent was away and nobody took the
+			// task: its next event, under its lease id, takes it back.
+			continue
+		}
+		t.Lease.ExpiresAt = now.Add(s.opts.Lease)
+		tx.Save(t)
+		o, stop := stopOrder(t)
+		if stop {
+			// Cancel too: an agent from before tree budgets stops it so.
+			resp.Stop = append(resp.Stop, o)
+		}
+		if t.CancelRequested || stop {
+			resp.Cancel = append(resp.Cancel, t.ID)
+		}
+		if o, ok := cancelOrderOf(t, t.ID, req.AgentID); ok && !stop {
+			resp.CancelOrders = append(resp.CancelOrders, o)
+		}
+		if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {
+			resp.Replies = append(resp.Replies, api.ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: t.Reply.Decision})
+		}
+	}
 }
 
 // reconcile compares what an agent says it runs with the tasks leased to

@@ -36,17 +36,23 @@ import (
 // update is store.Update, with the notifications of the phases fn
 // changes.
 func (s *Server) update(ctx context.Context, ids []string, fn func(store.Tx) error) error {
+	return s.store.Update(ctx, ids, s.watched(fn))
+}
+
+// watched is fn writing, with the notification targets set, the
+// notifications of the phases it changes.
+func (s *Server) watched(fn func(store.Tx) error) func(store.Tx) error {
 	if len(s.opts.Notify) == 0 {
-		return s.store.Update(ctx, ids, fn)
+		return fn
 	}
-	return s.store.Update(ctx, ids, func(tx store.Tx) error {
+	return func(tx store.Tx) error {
 		w := &watchedTx{Tx: tx, before: map[string]taskMark{}}
 		if err := fn(w); err != nil {
 			return err
 		}
 		s.notifyPhases(w)
 		return nil
-	})
+	}
 }
 
 // claimTasks is store.Claim, with the notifications of the phases fn

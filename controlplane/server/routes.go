@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/store"
 )
 
 // Handler is the HTTP API, and the web console (package console) on
@@ -19,11 +20,23 @@ func (s *Server) Handler() http.Handler {
 	})
 	api := http.NewServeMux()
 	for _, rt := range s.routes() {
-		api.Handle(rt.pattern, guard(rt))
+		api.Handle(rt.pattern, s.admit(kindOf(rt.pattern), guard(rt)))
 	}
-	mux.Handle("/v1/", s.authorize(notePattern(api)))
+	mux.Handle("/v1/", heartbeatsFirst(s.authorize(notePattern(api))))
 	mux.Handle("/", s.console())
 	return mux
+}
+
+// heartbeatsFirst marks a heartbeat's store calls, its caller's
+// authentication first, to go ahead of other work (store.WithPriority):
+// a control plane short of connections still hears its agents.
+func heartbeatsFirst(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/agents/heartbeat" {
+			r = r.WithContext(store.WithPriority(r.Context(), true))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // routes are the API's endpoints, each with the principals it serves (see

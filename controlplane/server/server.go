@@ -75,8 +75,13 @@ type Options struct {
 	// (see DelegateRule); empty: the default rules by agent type (see
 	// DefaultDelegation).
 	Delegate []DelegateRule
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// MaxInFlight bounds the requests of each kind in flight at once
+	// (admission.go); past it a request is answered 503 with
+	// Retry-After at once. A kind left out, or 0, takes
+	// DefaultMaxInFlight's.
+	MaxInFlight map[RequestKind]int
+	Logger      *slog.Logger
+	Now         func() time.Time
 
 	// claimPoll, when set, is how often the claims waiting look for work
 	// (watchClaims), in place of claimLook and sharedClaimPoll: for the
@@ -104,6 +109,9 @@ type Server struct {
 
 	started time.Time // leases do not lapse until agents had time to report
 
+	// admission bounds the requests in flight (admission.go).
+	admission *admission
+
 	// operators are the SHA-256 of the operator tokens; throttle counts
 	// failed authentications per address.
 	operators map[[sha256.Size]byte]bool
@@ -123,6 +131,9 @@ type Server struct {
 	lastWatch time.Time
 	lastPrune time.Time
 	wasOnline map[string]bool
+	// strainedAt is when the control plane last shed a request or
+	// answered a heartbeat slowly: no lease lapses for a while after.
+	strainedAt time.Time
 
 	// line is the claims waiting for work, first come first served
 	// (claim.go). waiting counts those claims, waitEnds how their waits
@@ -165,6 +176,9 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMaxInFlight(opts.MaxInFlight); err != nil {
+		return nil, err
+	}
 	if err := CheckDelegateRules(opts.Delegate); err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
@@ -192,7 +206,7 @@ func New(opts Options) (*Server, error) {
 		sessionKeys[console.OperatorID(tok)] = console.SessionKey(tok)
 	}
 	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: opts.Store, operators: operators, sessionKeys: sessionKeys,
-		wasOnline: map[string]bool{}, stopWaits: make(chan struct{})}
+		wasOnline: map[string]bool{}, stopWaits: make(chan struct{}), admission: newAdmission(opts.MaxInFlight)}
 	if r, ok := s.store.(store.Recoverer); ok {
 		// The notifications of the changes replayed are stored before the
 		// task that shows the change: a crash may have come before the
@@ -220,8 +234,11 @@ func New(opts Options) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopListen = cancel
 	every := claimLook
-	if _, ok := s.store.(store.QueueListener); s.store.Shared() && !ok {
+	if _, ok := s.store.(store.QueueListener); s.store.Shared() {
 		every = sharedClaimPoll
+		if ok {
+			every = listenedClaimPoll
+		}
 	}
 	if opts.claimPoll > 0 {
 		every = opts.claimPoll

@@ -41,6 +41,8 @@ func tick(ctx context.Context, period time.Duration, fn func()) {
 // it does is idempotent, whichever replica does it. A failure is logged:
 // the next pass tries again.
 func (s *Server) watchdog(ctx context.Context) {
+	// Run on a heartbeat, it is not one: its store calls wait their turn.
+	ctx = store.WithPriority(ctx, false)
 	now := s.opts.Now()
 	s.mu.Lock()
 	due := s.lastWatch.IsZero() || now.Sub(s.lastWatch) >= watchEvery || now.Before(s.lastWatch)
@@ -104,8 +106,10 @@ func (s *Server) prune(ctx context.Context, now time.Time) error {
 
 func (s *Server) watch(ctx context.Context, now time.Time) error {
 	// Just started, the server knows no agent yet: give them three
-	// heartbeat intervals to report before any lease lapses.
-	settled := now.Sub(s.started) > 3*s.opts.HeartbeatInterval
+	// heartbeat intervals to report before any lease lapses. So too
+	// after it was strained (admission.go): agents late then may have
+	// been late here.
+	settled := now.Sub(s.calmSince()) > 3*s.opts.HeartbeatInterval
 	online := map[string]bool{}         // the lease holders asked, by id
 	records := map[string]store.Agent{} // their records
 	isOnline := func(id string) (bool, error) {

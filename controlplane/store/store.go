@@ -184,6 +184,64 @@ type Tx interface {
 	Notify(ns ...Notification)
 }
 
+// Beater is a store that takes an agent's heartbeat in one transaction:
+// a heartbeat then holds one connection of a database's pool, once, and
+// the store may let it ahead of other work (pgstore keeps connections for
+// it), so that a control plane short of connections still hears its
+// agents. A store without it takes a heartbeat as AgentAndLeased, Update
+// and PutAgent.
+type Beater interface {
+	// Beat runs fn with agent id's record (a; known is false when it has
+	// none) and, locked as Update locks them, the tasks named by running
+	// and those whose lease id holds and that have not ended (leased, by
+	// id; Tx.Task gives each). When fn returns nil, what it saved and the
+	// record it left in a are stored together (the record as PutAgent
+	// stores it); when it returns an error, nothing is, and Beat returns
+	// that error. fn may run more than once, as Update's.
+	Beat(ctx context.Context, id string, running []string, fn func(tx Tx, a *Agent, known bool, leased []*state.Task) error) error
+}
+
+// priorityKey marks a context whose store calls go ahead of other work.
+type priorityKey struct{}
+
+// WithPriority marks ctx's store calls as a heartbeat's (on) or not: a
+// store with a pool of connections (pgstore) takes one for them ahead of
+// other work. Beat's calls are marked already.
+func WithPriority(ctx context.Context, on bool) context.Context {
+	return context.WithValue(ctx, priorityKey{}, on)
+}
+
+// Priority reports whether ctx's store calls go ahead of other work.
+func Priority(ctx context.Context) bool {
+	on, _ := ctx.Value(priorityKey{}).(bool)
+	return on
+}
+
+// PoolReporter is a store with a pool of connections to a database: it
+// says how busy the pool is, for metrics.
+type PoolReporter interface {
+	Pool() PoolFigures
+}
+
+// PoolFigures are a pool's connections and the waits for them.
+type PoolFigures struct {
+	// Max is the pool's size, InUse the connections held now, and
+	// Reserved those kept for heartbeats.
+	Max, InUse, Reserved int
+	// Waiting are the waits for a connection, by kind of work.
+	Waiting []PoolWait
+}
+
+// PoolWait counts the waits of a kind of work for a connection.
+type PoolWait struct {
+	Kind string // "heartbeat" or "other"
+	// Now is how many wait at this moment; Count and Seconds, how many
+	// waited since the start and for how long in all.
+	Now     int
+	Count   uint64
+	Seconds float64
+}
+
 // Query selects a page of tasks. Empty fields select all.
 type Query struct {
 	Phase state.Phase

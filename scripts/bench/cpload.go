@@ -56,6 +56,36 @@ type cpConfig struct {
 	// fill: "direct" (the API completes a few tasks, the store gets
 	// copies of them straight) or "api" (every task through the API).
 	fill string
+	// mix: "captured" (shapes: a real agent's batches, cpload_mix.go) or
+	// "synthetic" (shapes nil: taskEvents).
+	mix    string
+	shapes [][]string
+}
+
+// setMix sets the mix the agents send, and the claims' wait: wait, or
+// when it is negative the mix's (the capture's long poll; none for the
+// synthetic mix).
+func (c *cpConfig) setMix(mix string, wait time.Duration) error {
+	c.mix, c.shapes = mix, nil
+	switch mix {
+	case "captured":
+		shapes, err := capturedBatches(agentCapture)
+		if err != nil {
+			return fmt.Errorf("-cp-mix captured: %w", err)
+		}
+		c.shapes = shapes
+		if wait < 0 {
+			wait = capturedClaimWait(agentCapture)
+		}
+	case "synthetic":
+		if wait < 0 {
+			wait = 0
+		}
+	default:
+		return fmt.Errorf("-cp-mix %q: want captured or synthetic", mix)
+	}
+	c.claimWait = wait
+	return nil
 }
 
 func fullCP() cpConfig {
@@ -137,9 +167,12 @@ type cpKindRow struct {
 	P99MS float64 `json:"p99_ms"`
 	MaxMS float64 `json:"max_ms"`
 	// Errors: answers other than 2xx and 429, and transport errors;
-	// TooMany: 429 answers.
+	// TooMany: 429 answers; Shed: 503 answers with Retry-After (the
+	// control plane's admission control: answered at once, sent again
+	// after the wait), which are not errors.
 	Errors    int    `json:"errors"`
 	TooMany   int    `json:"too_many"`
+	Shed      int    `json:"shed,omitempty"`
 	LastError string `json:"last_error,omitempty"`
 }
 
@@ -152,6 +185,8 @@ type cploadResult struct {
 	ClaimWaitS float64 `json:"claim_wait_s"`
 	TaskTimeS  float64 `json:"task_time_s"`
 	ReadRate   float64 `json:"read_rate_per_s"`
+	// Mix is what the agents sent for a task: captured or synthetic.
+	Mix string `json:"mix,omitempty"`
 	// Target is "spawned" (this run started the control plane) or the
 	// URL of one already running; Store the --store it was given.
 	Target string `json:"target"`
@@ -313,7 +348,7 @@ func cploadRun(cfg config, p cpRunPair, replicas int, env *cpEnv, runN int, dir 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	res := &cploadResult{Agents: p.agents, Stored: p.stored, Rate: cp.rate, HeartbeatS: cp.heartbeat.Seconds(), ClaimWaitS: cp.claimWait.Seconds(),
+	res := &cploadResult{Agents: p.agents, Stored: p.stored, Rate: cp.rate, HeartbeatS: cp.heartbeat.Seconds(), ClaimWaitS: cp.claimWait.Seconds(), Mix: cp.mix,
 		TaskTimeS: cp.taskTime.Seconds(), ReadRate: cp.readRate, Target: "spawned", Store: cp.store, Replicas: replicas, PG: env.pg != nil}
 	pin := cp.pin && runtime.NumCPU() >= 2 && cp.url == ""
 	res.Pinned = pin
@@ -433,7 +468,7 @@ func cploadRun(cfg config, p cpRunPair, replicas int, env *cpEnv, runN int, dir 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c.ctx = ctx
-	shape := loadShape{agents: p.agents, heartbeat: cp.heartbeat, claimWait: cp.claimWait, taskTime: cp.taskTime, rate: cp.rate, readRate: cp.readRate}
+	shape := loadShape{agents: p.agents, heartbeat: cp.heartbeat, claimWait: cp.claimWait, taskTime: cp.taskTime, rate: cp.rate, readRate: cp.readRate, shapes: cp.shapes}
 	ran := make(chan struct{})
 	c.rec.on.Store(true)
 	if cp.warmup > 0 {
@@ -650,16 +685,20 @@ func printCPLoad(w io.Writer, r *report) {
 			reps = fmt.Sprintf(", %d replicas", c.Replicas)
 		}
 		fmt.Fprintf(w, "\n### Control plane under load: %s, %s agents, %g tasks/s, %s stored tasks%s\n\n", store, count(c.Agents), c.Rate, count(c.Stored), reps)
-		fmt.Fprintf(w, "%s%s; %.0f s window, heartbeat every %.0f s, %s, tasks take %.0f s, %g list pages and %g event pages a second",
-			target, pinned, c.WindowS, c.HeartbeatS, wait, c.TaskTimeS, c.ReadRate, c.ReadRate)
+		mix := "three batches of eight events a task (synthetic)"
+		if c.Mix == "captured" {
+			mix = "a task's events in the batches a real agent sent them (captured)"
+		}
+		fmt.Fprintf(w, "%s%s; %.0f s window, heartbeat every %.0f s, %s, %s, tasks take %.0f s, %g list pages and %g event pages a second",
+			target, pinned, c.WindowS, c.HeartbeatS, wait, mix, c.TaskTimeS, c.ReadRate, c.ReadRate)
 		if c.LoadAvg != "" {
 			fmt.Fprintf(w, "; 1-minute load average %s the window", c.LoadAvg)
 		}
 		fmt.Fprint(w, ".\n\n")
-		fmt.Fprintln(w, "| request | count | p50 ms | p99 ms | max ms | errors | 429 |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| request | count | p50 ms | p99 ms | max ms | errors | 429 | shed (503, Retry-After) |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 		for _, k := range c.Kinds {
-			fmt.Fprintf(w, "| %s | %d | %.1f | %.1f | %.1f | %d | %d |\n", k.Kind, k.Count, k.P50MS, k.P99MS, k.MaxMS, k.Errors, k.TooMany)
+			fmt.Fprintf(w, "| %s | %d | %.1f | %.1f | %.1f | %d | %d | %d |\n", k.Kind, k.Count, k.P50MS, k.P99MS, k.MaxMS, k.Errors, k.TooMany, k.Shed)
 		}
 		if e := c.Enrolment; e != nil {
 			fmt.Fprintf(w, "\nBefore the window, %.0f s of warm-up: the agents registered (%d requests, p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d errors, %d 429) and settled into their rounds.\n",

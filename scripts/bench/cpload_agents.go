@@ -81,7 +81,9 @@ func (l *cpLoad) sendEvents(k cpKind, agentID, token string, evs []api.Event) (c
 		return 0, err
 	}
 	for i, r := range ans.Results {
-		if r.Status != api.StatusAccepted {
+		if r.Status == api.StatusDuplicate && i < len(evs) && evs[i].Kind == state.EventComplete {
+			completed++ // a batch sent again whose first try was taken
+		} else if r.Status != api.StatusAccepted && r.Status != api.StatusDuplicate {
 			l.rejected.Add(1)
 			s := fmt.Sprintf("event %s: %s %s", r.Key, r.Status, r.Reason)
 			l.lastReject.Store(&s)
@@ -246,8 +248,9 @@ type loadShape struct {
 	heartbeat time.Duration
 	claimWait time.Duration
 	taskTime  time.Duration
-	rate      float64 // tasks submitted per second
-	readRate  float64 // list pages and events pages per second, each
+	rate      float64    // tasks submitted per second
+	readRate  float64    // list pages and events pages per second, each
+	shapes    [][]string // a task's batches, captured; nil: taskEvents
 }
 
 // run runs the simulated agents, submitters and readers until stop is
@@ -407,7 +410,13 @@ func (l *cpLoad) work(id, tok string, sh loadShape, stop, wake chan struct{}, ru
 			n++
 			asked := time.Now()
 			if _, err := l.c.call(kClaim, "POST", "/v1/tasks/claim", tok, req, &ans); err != nil || len(ans.Tasks) == 0 {
-				if err != nil && !sleep(time.Second, stop) {
+				// As the agent does: a failed claim is asked again a
+				// second later, or after the wait a shed one was told.
+				wait := time.Second
+				if d, ok := shedWait(err); ok {
+					wait = max(wait, d)
+				}
+				if err != nil && !sleep(wait, stop) {
 					return
 				}
 				// As the agent does: a long poll is asked again at once
@@ -420,14 +429,30 @@ func (l *cpLoad) work(id, tok string, sh loadShape, stop, wake chan struct{}, ru
 			}
 			c := ans.Tasks[0]
 			running.Store(&c)
-			batches := taskEvents(c, &seq, time.Now().UTC())
+			var batches [][]api.Event
+			if sh.shapes != nil {
+				batches = shapedEvents(c, &seq, time.Now().UTC(), sh.shapes)
+			} else {
+				b := taskEvents(c, &seq, time.Now().UTC())
+				batches = b[:]
+			}
 			for i, b := range batches {
 				if i > 0 && !sleep(sh.taskTime/time.Duration(len(batches)-1), stop) {
 					return
 				}
+				// As the outbox does: a batch that failed is sent again
+				// (the same keys), after the wait a shed one was told, or
+				// a second.
 				got, err := l.sendEvents(kEvents, id, tok, b)
-				if err != nil {
-					break
+				for err != nil {
+					wait := time.Second
+					if d, ok := shedWait(err); ok {
+						wait = d
+					}
+					if !sleep(wait, stop) {
+						return
+					}
+					got, err = l.sendEvents(kEvents, id, tok, b)
 				}
 				if got > 0 && l.c.rec.on.Load() {
 					l.completed.Add(int64(got))

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,17 +45,22 @@ type recorder struct {
 	lat     [nKinds][]time.Duration
 	errs    [nKinds]atomic.Int64
 	tooMany [nKinds]atomic.Int64
+	// shed: 503 answers with Retry-After (the control plane's admission
+	// control: answered at once, nothing done), apart from errors.
+	shed [nKinds]atomic.Int64
 	// lastErr keeps one error of each kind, to say what went wrong.
 	lastErr [nKinds]atomic.Pointer[string]
 }
 
-func (r *recorder) add(k cpKind, d time.Duration, status int, err error) {
+func (r *recorder) add(k cpKind, d time.Duration, status int, retryAfter bool, err error) {
 	if r == nil || k >= nKinds || !r.on.Load() {
 		return
 	}
 	switch {
 	case status == http.StatusTooManyRequests:
 		r.tooMany[k].Add(1)
+	case status == http.StatusServiceUnavailable && retryAfter:
+		r.shed[k].Add(1)
 	case err != nil:
 		r.errs[k].Add(1)
 		s := err.Error()
@@ -71,6 +79,7 @@ func (r *recorder) reset() []cpKindRow {
 		r.lat[k] = nil
 		r.errs[k].Store(0)
 		r.tooMany[k].Store(0)
+		r.shed[k].Store(0)
 		r.lastErr[k].Store(nil)
 		r.mu[k].Unlock()
 	}
@@ -95,7 +104,7 @@ func (r *recorder) rows() []cpKindRow {
 		r.mu[k].Lock()
 		lat := slices.Clone(r.lat[k])
 		r.mu[k].Unlock()
-		row := cpKindRow{Kind: k.String(), Count: len(lat), Errors: int(r.errs[k].Load()), TooMany: int(r.tooMany[k].Load())}
+		row := cpKindRow{Kind: k.String(), Count: len(lat), Errors: int(r.errs[k].Load()), TooMany: int(r.tooMany[k].Load()), Shed: int(r.shed[k].Load())}
 		if p := r.lastErr[k].Load(); p != nil {
 			row.LastError = firstLine(*p)
 		}
@@ -156,15 +165,30 @@ func newCPClient(base string, conns int) *cpClient {
 		IdleConnTimeout:    90 * time.Second,
 		DisableCompression: true,
 	}
-	return &cpClient{base: base, hc: &http.Client{Transport: tr, Timeout: time.Minute}, ctx: context.Background()}
+	// A request's timeout is the agent's own (its client's default, 30 s):
+	// a request the control plane holds longer ends as the agent's would.
+	return &cpClient{base: base, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, ctx: context.Background()}
 }
 
 func (c *cpClient) close() { c.hc.CloseIdleConnections() }
 
-// errStatus is an answer other than 2xx.
+// errStatus is an answer other than 2xx; retryAfter its Retry-After
+// (seconds), 0 when none.
 type errStatus struct {
-	status int
-	body   string
+	status     int
+	body       string
+	retryAfter time.Duration
+}
+
+// shedWait is how long a request the control plane shed waits before it
+// is sent again, as the agent waits: its Retry-After and up to half as
+// much again at random; ok is false when err is not a shed.
+func shedWait(err error) (time.Duration, bool) {
+	var es *errStatus
+	if !errors.As(err, &es) || es.retryAfter <= 0 || (es.status != http.StatusServiceUnavailable && es.status != http.StatusTooManyRequests) {
+		return 0, false
+	}
+	return es.retryAfter + rand.N(es.retryAfter/2+1), true
 }
 
 func (e *errStatus) Error() string { return fmt.Sprintf("answered %d: %s", e.status, e.body) }
@@ -211,11 +235,16 @@ func (c *cpClient) call(k cpKind, method, path, token string, in, out any) (next
 		resp.Body.Close()
 		next = resp.Header.Get("Next-After")
 		if err == nil && status/100 != 2 {
-			err = &errStatus{status, firstLine(string(bytes.TrimSpace(ans.Bytes())))}
+			es := &errStatus{status: status, body: firstLine(string(bytes.TrimSpace(ans.Bytes())))}
+			if n, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && n > 0 {
+				es.retryAfter = time.Duration(n) * time.Second
+			}
+			err = es
 		}
 	}
 	if err == nil || c.ctx.Err() == nil {
-		c.rec.add(k, time.Since(start), status, err)
+		_, shed := shedWait(err)
+		c.rec.add(k, time.Since(start), status, shed, err)
 	}
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", method, path, err)

@@ -22,6 +22,11 @@ func TestCPLoad(t *testing.T) {
 	cfg.repo, cfg.dataDir = "../..", t.TempDir()
 	cfg.only = map[string]bool{"cpload": true}
 	cfg.cp = quickCP()
+	// What a real agent sends (the capture's batches), claims answered at
+	// once to keep the run short: every event accepted.
+	if err := cfg.cp.setMix("captured", 0); err != nil {
+		t.Fatal(err)
+	}
 	cfg.cp.agents, cfg.cp.stored = []int{8}, []int{60}
 	cfg.cp.rate, cfg.cp.duration, cfg.cp.heartbeat, cfg.cp.taskTime, cfg.cp.readRate = 20, 3*time.Second, 500*time.Millisecond, 200*time.Millisecond, 5
 	cfg.cp.fillWorkers = 4
@@ -182,5 +187,49 @@ func TestCPPairs(t *testing.T) {
 	}
 	if _, err := parseCounts("ten"); err == nil {
 		t.Error("parseCounts(ten) took it")
+	}
+}
+
+// The capture kept as data holds a task from its grant to its completion,
+// each batch's events with what the rules read of them; the load's mix
+// is made of it, and claims wait as the capture's did.
+func TestCapturedMix(t *testing.T) {
+	shapes, err := capturedBatches(agentCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	for _, b := range shapes {
+		events += len(b)
+		for _, e := range b {
+			if kind, detail, _ := strings.Cut(e, ":"); (kind == "phase" || kind == "attempt") && detail == "" {
+				t.Errorf("event %q: its phase or status is not in the capture", e)
+			}
+		}
+	}
+	if len(shapes) < 3 || events < 8 {
+		t.Fatalf("%d batches, %d events: not a task's", len(shapes), events)
+	}
+	last := shapes[len(shapes)-1]
+	if last[len(last)-1] != "complete" {
+		t.Errorf("the last batch %v does not end with the completion", last)
+	}
+	var c cpConfig
+	if err := c.setMix("captured", -1); err != nil || c.claimWait != 20*time.Second {
+		t.Errorf("captured mix: claims wait %v (%v), want the capture's 20s", c.claimWait, err)
+	}
+	if err := c.setMix("synthetic", -1); err != nil || c.claimWait != 0 || c.shapes != nil {
+		t.Errorf("synthetic mix: wait %v, shapes %v (%v)", c.claimWait, c.shapes, err)
+	}
+	if err := c.setMix("bogus", -1); err == nil {
+		t.Error("a mix of no name was taken")
+	}
+	got := shapedEvents(claimed{}, new(uint64), time.Now(), shapes)
+	n := 0
+	for _, b := range got {
+		n += len(b)
+	}
+	if n != events {
+		t.Errorf("%d events made of %d shapes", n, events)
 	}
 }

@@ -24,8 +24,9 @@ import (
 )
 
 // The sections, in the order they run.
-// cpload, the control plane under load, runs only when -only names it.
-var sections = []string{"appends", "open", "drain", "compaction", "idle", "cpload"}
+// cpload, the control plane under load, and capture, a real agent's
+// requests recorded, run only when -only names them.
+var sections = []string{"appends", "open", "drain", "compaction", "idle", "cpload", "capture"}
 
 // fsDir is a file system the appends run on.
 type fsDir struct{ name, dir string }
@@ -50,10 +51,15 @@ type config struct {
 	compactions  int
 	idleWindow   time.Duration
 	only         map[string]bool
-	dataDir      string // on the repo's disk
-	tmpfsDir     string // "" when there is no writable tmpfs
-	repo         string
-	cp           cpConfig
+	// capture: where it writes, how long the agent idles between its
+	// tasks, the control plane's heartbeat interval.
+	captureOut       string
+	captureIdle      time.Duration
+	captureHeartbeat time.Duration
+	dataDir          string // on the repo's disk
+	tmpfsDir         string // "" when there is no writable tmpfs
+	repo             string
+	cp               cpConfig
 }
 
 func fullConfig() config {
@@ -77,7 +83,7 @@ func (c config) filesystems() []fsDir {
 }
 
 func (c config) runs(section string) bool {
-	if section == "cpload" {
+	if section == "cpload" || section == "capture" {
 		return c.only[section]
 	}
 	return len(c.only) == 0 || c.only[section]
@@ -96,6 +102,7 @@ type report struct {
 	Compaction *compactionResult `json:"compaction,omitempty"`
 	Idle       *idleResult       `json:"idle,omitempty"`
 	CPLoad     []*cploadResult   `json:"cpload,omitempty"`
+	Capture    *captureReport    `json:"capture,omitempty"`
 	Notes      []string          `json:"notes,omitempty"`
 }
 
@@ -115,7 +122,8 @@ func main() {
 	cpRate := flag.Float64("cp-rate", 0, "cpload: tasks submitted per second (default 10, 5 with -quick)")
 	cpDuration := flag.Duration("cp-duration", 0, "cpload: the measured window (default 60s, 10s with -quick)")
 	cpHeartbeat := flag.Duration("cp-heartbeat", 0, "cpload: each agent's heartbeat interval, spread evenly over the agents (default 10s)")
-	cpClaimWait := flag.Duration("cp-claim-wait", 0, "cpload: claims as long polls of this wait (default 0: claims answer at once, after each heartbeat and task)")
+	cpClaimWait := flag.Duration("cp-claim-wait", -1, "cpload: claims as long polls of this wait; 0: claims answer at once, after each heartbeat and task (default: as the mix says: the capture's wait, 20s, with -cp-mix captured; 0 with synthetic)")
+	cpMix := flag.String("cp-mix", "captured", "cpload: what the agents send for a task: captured (the batches a real agent sent, scripts/bench/capture/agent-sample.jsonl) or synthetic (three batches of eight events, the mix before the capture)")
 	cpTaskTime := flag.Duration("cp-task-time", 0, "cpload: from a task's first events to its completion (default 2s)")
 	cpReadRate := flag.Float64("cp-read-rate", 0, "cpload: GET /v1/tasks pages and GET /v1/tasks/{id}/events pages per second, each (default 2)")
 	cpStore := flag.String("cp-store", "", "cpload: passed to the control plane as --store URL (none when empty)")
@@ -130,6 +138,8 @@ func main() {
 	cpWarmup := flag.Duration("cp-warmup", 0, "cpload: run the load this long before the window opens: the agents register and settle into their rounds first (registrations are then reported as the enrolment, apart from the window)")
 	cpStatements := flag.Int("cp-pg-statements", 0, "cpload, with -cp-pg: print the N statements PostgreSQL spent most time in over each window (pg_stat_statements) on stderr")
 	cpPin := flag.Bool("cp-pin", true, "cpload: with 2 or more CPUs, pin the control plane to CPU 0 and the load to CPU 1")
+	captureOut := flag.String("capture-out", "scripts/bench/capture/agent-sample.jsonl", "capture: where the agent's requests are written, one JSON line each (relative to -repo)")
+	captureIdle := flag.Duration("capture-idle", 35*time.Second, "capture: how long the agent idles before, between and after its tasks")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (this process: the product's outbox, delivery and the control plane run in it) to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -167,6 +177,7 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.repo = *repo
+	cfg.captureOut, cfg.captureIdle, cfg.captureHeartbeat = *captureOut, *captureIdle, 10*time.Second
 	cfg.cp = fullCP()
 	if *quick {
 		cfg.cp = quickCP()
@@ -200,7 +211,11 @@ func main() {
 	if *cpReadRate > 0 {
 		cfg.cp.readRate = *cpReadRate
 	}
-	cfg.cp.claimWait, cfg.cp.store, cfg.cp.url, cfg.cp.agentBin, cfg.cp.pin = *cpClaimWait, *cpStore, *cpURL, *cpAgentBin, *cpPin
+	cfg.cp.store, cfg.cp.url, cfg.cp.agentBin, cfg.cp.pin = *cpStore, *cpURL, *cpAgentBin, *cpPin
+	if err := cfg.cp.setMix(*cpMix, *cpClaimWait); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	cfg.cp.statements = *cpStatements
 	cfg.cp.warmup = *cpWarmup
 	cfg.cp.balance = *cpBalance
@@ -318,6 +333,7 @@ func run(cfg config, log *log.Logger) (*report, error) {
 	section("compaction", func() (err error) { rep.Compaction, err = compactionSection(cfg, log); return err })
 	section("idle", func() (err error) { rep.Idle, err = idleSection(cfg, fx, log); return err })
 	section("cpload", func() (err error) { rep.CPLoad, err = cploadSection(cfg, log); return err })
+	section("capture", func() (err error) { rep.Capture, err = captureSection(cfg, log); return err })
 	rep.Took = time.Since(start).Seconds()
 	rep.Machine.Load += " at the start, " + loadAvg() + " at the end"
 	return rep, errors.Join(errs...)

@@ -30,6 +30,7 @@ func printReport(w io.Writer, r *report) {
 			fmt.Fprintf(w, "| %s | %s | %.2fx | %s | %.0f | %s | %.1f |\n", a.Case, name, a.Ratio, ratios(a.Ratios), a.RecordsPerSec, syncs, a.CPUPerRec)
 		}
 	}
+	defer printCapture(w, r)
 	defer printCPLoad(w, r) // after the targets
 	defer printTargets(w, r)
 	if r.Open == nil && r.Drain == nil && r.Compaction == nil && r.Idle == nil {

@@ -26,10 +26,16 @@
 //     on; Open turns it on for its sessions where the server has it off),
 //     but PutAgent's: an agent's record is a heartbeat's, sent again at
 //     the next, and is not waited for (the store contract allows it).
+//   - A heartbeat (Beat, store.Beater) is one transaction on one
+//     connection, of a quarter as many again as the pool's size kept for
+//     heartbeats: other work waits for its turn within the pool's size
+//     (pool.go).
 //   - While the store listens (ListenQueued), it caches which agent a
 //     token is (tokens.go) and knows when nothing is queued (queueView):
-//     every change of a token hash and every task queued sends a NOTIFY
-//     with its commit, which empties what every listening replica knew.
+//     every change of a token hash sends a NOTIFY with its commit, and
+//     every task queued one a moment after (one notifier per store, no
+//     NOTIFY in the committing transaction: queued.go), which empties
+//     what every listening replica knew.
 //   - Lead holds a session-level advisory lock on a connection of its own:
 //     PostgreSQL frees it when that session ends (the replica died, closed
 //     or lost its connection), and another replica's next Lead takes it.
@@ -69,8 +75,10 @@ var migrations embed.FS
 // Options configure a Store. Zero fields take the defaults their comments
 // give.
 type Options struct {
-	// MaxConns caps the connections of the store's pool (the lead's
-	// and the listener's sessions are two more). Default: the DSN's
+	// MaxConns caps the connections of the store's pool that work other
+	// than heartbeats shares; heartbeats have a quarter as many more of
+	// their own (pool.go), and the lead's and the listener's sessions
+	// are two more. Default: the DSN's
 	// pool_max_conns, else 4*GOMAXPROCS+8. A request holds a connection
 	// while it waits for PostgreSQL (a commit waits for its disk), so the
 	// pool is several times the CPUs: with 2*GOMAXPROCS+2 (6 on 2 CPUs)
@@ -104,6 +112,11 @@ type Store struct {
 	tokens tokenCache
 	// queue knows, while the store listens, that nothing is queued.
 	queue queueView
+	// gate keeps connections for heartbeats, and counts waits (pool.go).
+	gate *poolGate
+	// notifier tells other replicas of tasks queued, after the commits
+	// (queued.go).
+	notifier notifier
 	// listenCheck, when set, replaces the constant (tests).
 	listenCheck time.Duration
 
@@ -131,6 +144,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	} else if !hasSetting(dsn, "pool_max_conns") {
 		cfg.MaxConns = int32(4*runtime.GOMAXPROCS(0) + 8)
 	}
+	// Heartbeats' connections come on top of the pool other work shares
+	// (pool.go): kept from it, they would cut what a replica commits at
+	// once by a quarter.
+	gate := newPoolGate(cfg.MaxConns)
+	cfg.MaxConns += gate.reserve
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = appName
 	}
@@ -146,9 +164,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
-	s := &Store{pool: pool, log: log, id: newStoreID()}
+	s := &Store{pool: pool, log: log, id: newStoreID(), gate: gate}
 	s.lead.cfg = leadConfig(cfg.ConnConfig)
 	s.lead.log = log
+	s.startNotifier()
 	return s, nil
 }
 
@@ -219,6 +238,7 @@ func checkDurable(ctx context.Context, cfg *pgxpool.Config, log *slog.Logger) er
 // connection. Calls after it fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopNotifier() // what it counted told first, while the pool is open
 		s.lead.close()
 		s.pool.Close()
 	})
@@ -247,13 +267,13 @@ func conflict(err error) bool {
 // reads), f then runs once more, on a new connection.
 func (s *Store) withConn(ctx context.Context, retry bool, f func(*pgxpool.Conn) error) error {
 	for try := 1; ; try++ {
-		c, err := s.pool.Acquire(ctx)
+		c, release, err := s.acquire(ctx)
 		if err != nil {
 			return err
 		}
 		err = f(c)
 		broken := err != nil && c.Conn().IsClosed() && ctx.Err() == nil
-		c.Release()
+		release()
 		if !broken {
 			return err
 		}

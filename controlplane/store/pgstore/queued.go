@@ -12,13 +12,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/state"
 )
 
 // queuedChannel is the channel of PostgreSQL's NOTIFY on which a store
-// says it queued tasks: "STORE-ID:N", sent with the commit that queued
-// them (a notification is delivered only if its transaction commits).
+// says it queued tasks: "STORE-ID:N", sent by its notifier after the
+// commits that queued them.
 const queuedChannel = "edgeagent_queued"
 
 // newStoreID names a store in its notifications, so that it does not
@@ -113,8 +115,10 @@ func (s *Store) listen(ctx context.Context, fn func(n int)) error {
 // commit) or another (its notification), makes it unknown again
 // (queued). gen counts those, so that an empty queue seen by a look that
 // raced a task queued is not kept. Tasks are queued only by commits
-// that notify (Create, and a transaction's commit: newlyQueued), so a
-// task queued anywhere reaches the view a moment after its commit.
+// that announce them (Create, and a transaction's commit: newlyQueued),
+// so a task queued anywhere reaches the view a moment after its commit,
+// unless its replica died before its notifier told it: then within
+// emptyMaxAge.
 //
 // An empty queue seen is trusted for emptyMaxAge: the bound on a word
 // missed by a listening session that died silently, or a task queued by
@@ -198,4 +202,116 @@ func waitForNotification(ctx context.Context, conn *pgx.Conn, check time.Duratio
 			return nil, fmt.Errorf("the listening session did not answer: %w", err)
 		}
 	}
+}
+
+// The word that tasks were queued goes out after their commit, not with
+// it: PostgreSQL takes one cluster-wide lock for every committing
+// transaction that sent a NOTIFY and holds it through the commit's flush
+// to disk, so a NOTIFY in every transaction that queues a task (each
+// submit, release, lapse) made those commits one at a time, whichever
+// replica sent them. Instead each store has one notifier: a commit that
+// queued tasks adds them to its count (announce), and the notifier sends
+// one NOTIFY, outside any other transaction, for all those counted since
+// its last: at most one such commit at a time per replica, however many
+// tasks are queued.
+//
+// A word can now be lost (the replica dies between the commit and its
+// NOTIFY, or the NOTIFY fails): the other replicas trust an empty queue
+// they saw for a second only (queueView), and their claims waiting for
+// work look again every second (the server's poll for a listening
+// store), so a task queued elsewhere is still seen within a second or so.
+
+// notifier is a store's count of tasks queued and not yet told.
+type notifier struct {
+	mu      sync.Mutex
+	pending int
+	wake    chan struct{} // a count is pending
+	stop    context.CancelFunc
+	done    sync.WaitGroup
+}
+
+// announce counts n tasks queued by a commit of this store, told the
+// other replicas by the notifier a moment later.
+func (s *Store) announce(n int) {
+	if n <= 0 {
+		return
+	}
+	s.notifier.mu.Lock()
+	s.notifier.pending += n
+	s.notifier.mu.Unlock()
+	select {
+	case s.notifier.wake <- struct{}{}:
+	default:
+	}
+}
+
+// startNotifier starts the store's notifier; Close stops it.
+func (s *Store) startNotifier() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.notifier.wake, s.notifier.stop = make(chan struct{}, 1), cancel
+	s.notifier.wake <- struct{}{} // what was counted before it started
+	s.notifier.done.Go(func() { s.runNotifier(ctx) })
+}
+
+// stopNotifier stops the notifier, once it told what was pending (within
+// a few seconds).
+func (s *Store) stopNotifier() {
+	if s.notifier.stop == nil {
+		return
+	}
+	s.notifier.stop()
+	s.notifier.done.Wait()
+}
+
+// runNotifier sends what is counted, a NOTIFY at a time, until ctx ends;
+// a NOTIFY that failed is sent again a moment later, with what was
+// counted meanwhile.
+func (s *Store) runNotifier(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			// What was counted last still goes, if it can go quickly.
+			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			s.tell(fctx)
+			cancel()
+			return
+		case <-s.notifier.wake:
+		}
+		if !s.tell(ctx) && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+				s.notifier.wake <- struct{}{} // the notifier alone receives: room is there
+			}
+		}
+	}
+}
+
+// tell sends one NOTIFY of every task counted since the last; on a
+// failure the count is kept for the next. It reports whether it sent or
+// had nothing to send.
+func (s *Store) tell(ctx context.Context) bool {
+	s.notifier.mu.Lock()
+	n := s.notifier.pending
+	s.notifier.pending = 0
+	s.notifier.mu.Unlock()
+	if n == 0 {
+		return true
+	}
+	// Ahead of other work: one at a time, and what claims elsewhere wait
+	// for.
+	err := s.write(store.WithPriority(ctx, true), func(c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, `SELECT pg_notify($1, $2)`, queuedChannel, s.queuedNote(n))
+		return err
+	})
+	if err != nil {
+		s.notifier.mu.Lock()
+		s.notifier.pending += n
+		s.notifier.mu.Unlock()
+		if ctx.Err() == nil {
+			s.log.Warn("pgstore: telling other replicas of tasks queued failed; again in a moment", "tasks", n, "err", err)
+		}
+		return false
+	}
+	return true
 }

@@ -35,16 +35,15 @@ func (s *Store) Create(ctx context.Context, t *state.Task) error {
 	}
 	c := columnsOf(t)
 	err = s.write(ctx, func(conn *pgxpool.Conn) error {
-		var b pgx.Batch // one implicit transaction: the notification goes with the insert
-		b.Queue(`INSERT INTO tasks (id, created_ns, phase, repo, lease_agent, ended_at, doc)
+		_, err := conn.Exec(ctx, `INSERT INTO tasks (id, created_ns, phase, repo, lease_agent, ended_at, doc)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`, t.ID, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, doc)
-		if t.Phase == state.PhaseQueued {
-			b.Queue(`SELECT pg_notify($1, $2)`, queuedChannel, s.queuedNote(1))
-		}
-		return conn.SendBatch(ctx, &b).Close()
+		return err
 	})
 	if t.Phase == state.PhaseQueued {
 		s.queue.queued()
+		if err == nil {
+			s.announce(1) // after the commit (queued.go)
+		}
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {

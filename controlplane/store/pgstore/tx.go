@@ -31,6 +31,7 @@ type tx struct {
 	events []appended
 	keys   map[eventKey]bool // appended in this transaction
 	notes  []store.Notification
+	agent  *agentWrite // an agent's record written with the commit (Beat)
 
 	begun      bool // BEGIN was sent
 	commitSent bool // COMMIT was sent: whether it took is not known until its answer
@@ -140,7 +141,7 @@ func (t *tx) lock(sql string, args ...any) ([]*state.Task, error) {
 // and COMMIT in one batch. Saved tasks that are not locked are locked first (a round trip
 // more); one that does not exist is an error, and nothing is stored.
 func (t *tx) commit() error {
-	if !t.begun && len(t.events) == 0 && len(t.saved) == 0 && len(t.notes) == 0 {
+	if !t.begun && len(t.events) == 0 && len(t.saved) == 0 && len(t.notes) == 0 && t.agent == nil {
 		return nil // nothing read, nothing to write
 	}
 	ids := make([]string, 0, len(t.saved))
@@ -187,14 +188,22 @@ func (t *tx) commit() error {
 				id, c.created, c.phase, c.repo, c.leaseAgent, c.endedAt, docs[i])
 		}
 		queueNotifications(b, t.notes)
-		if queued > 0 {
-			// Other replicas' claims waiting for work hear of it.
-			b.Queue(`SELECT pg_notify($1, $2)`, queuedChannel, t.store.queuedNote(queued))
+		if t.agent != nil {
+			if !t.durable() {
+				// A heartbeat's alone: not waited for (Beat).
+				b.Queue("SET LOCAL synchronous_commit TO off")
+			}
+			b.Queue(`INSERT INTO agents (id, record, repos) VALUES ($1, $2, $3)
+				ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, repos = EXCLUDED.repos`, t.agent.id, t.agent.record, t.agent.repos)
 		}
 		b.Queue("COMMIT")
 	})
 	if queued > 0 {
-		t.store.queue.queued() // committed or not: it may have been
+		// Committed or not: it may have been. Other replicas' claims
+		// waiting for work hear of it from the notifier, after the
+		// commit (queued.go).
+		t.store.queue.queued()
+		t.store.announce(queued)
 	}
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)

@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"context"
+	"github.com/edgeagent/agent/internal/testkit"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/controlplane/server/servertest"
+	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/runner/exec"
+	"github.com/edgeagent/agent/state"
+)
+
+// statusLog counts the answers a control plane gave, by path and status.
+type statusLog struct {
+	mu sync.Mutex
+	n  map[string]map[int]int
+}
+
+func (l *statusLog) wrap(_ *server.Server, real http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusOf{ResponseWriter: w, status: http.StatusOK}
+		real.ServeHTTP(sw, r)
+		l.mu.Lock()
+		if l.n == nil {
+			l.n = map[string]map[int]int{}
+		}
+		if l.n[r.URL.Path] == nil {
+			l.n[r.URL.Path] = map[int]int{}
+		}
+		l.n[r.URL.Path][sw.status]++
+		l.mu.Unlock()
+	})
+}
+
+func (l *statusLog) count(path string, status int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[path][status]
+}
+
+type statusOf struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusOf) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
+
+// until polls cond until it holds, failing the test after a minute.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+	}
+}
+
+// The order under overload, with a real agent: while the control plane's
+// event batches are at their bound (one waits for a task a long
+// transaction holds), the agent's heartbeats are answered and its event
+// batches are shed with Retry-After; once the control plane is free, its
+// outbox delivers everything, and the task it ran completes.
+func TestAnOverloadedControlPlaneHearsHeartbeatsAndTheOutboxDeliversAfterwards(t *testing.T) {
+	log := &statusLog{}
+	cp := servertest.Start(t, servertest.Options{Server: server.Options{HeartbeatInterval: 100 * time.Millisecond,
+		MaxInFlight: map[server.RequestKind]int{server.KindEvents: 1}}, Wrap: log.wrap})
+	ctx := context.Background()
+
+	// Another agent's task, held by a transaction that waits, and that
+	// agent's batch waiting for it: the one batch in flight the bound
+	// allows.
+	busyTask, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := cp.Agent(t, "busy")
+	if _, err := busy.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "busy"}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := busy.Claim(ctx, api.ClaimRequest{AgentID: "busy", Max: 1, HealthGrade: health.Available})
+	if err != nil || len(claimed.Tasks) != 1 || claimed.Tasks[0].Task.ID != busyTask.ID {
+		t.Fatalf("the busy agent's claim: %+v %v", claimed, err)
+	}
+	hold, held := make(chan struct{}), make(chan struct{})
+	holding := make(chan error, 1)
+	go func() {
+		holding <- cp.Server.Store().Update(ctx, []string{busyTask.ID}, func(store.Tx) error { close(held); <-hold; return nil })
+	}()
+	<-held
+	var released atomic.Bool
+	release := func() {
+		if released.CompareAndSwap(false, true) {
+			close(hold)
+		}
+	}
+	t.Cleanup(release)
+	waited := make(chan error, 1)
+	go func() {
+		c := claimed.Tasks[0]
+		_, err := busy.SendEvents(ctx, "busy", []api.Event{{Key: "busy:1", Kind: state.EventProgress, TaskID: c.Task.ID, Attempt: 1, LeaseID: c.Lease.ID,
+			CreatedAt: time.Now(), Payload: []byte(`{"message":"working"}`)}})
+		waited <- err
+	}()
+	testkit.WaitFor(t, "the busy agent's batch in flight", func() bool { return cp.Server.InFlightByKind()["events"] == 1 })
+
+	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, MaxConcurrent: 1, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-errc })
+
+	task, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "@output hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the agent's batches shed", func() bool { return cp.Server.ShedByKind()["events"] >= 2 })
+	answered := log.count("/v1/agents/heartbeat", http.StatusOK)
+	testkit.WaitFor(t, "heartbeats answered while batches are shed", func() bool {
+		return log.count("/v1/agents/heartbeat", http.StatusOK) >= answered+5
+	})
+	if n := log.count("/v1/events", http.StatusServiceUnavailable); n < 2 {
+		t.Errorf("%d batches answered 503", n)
+	}
+	if n := log.count("/v1/agents/heartbeat", http.StatusServiceUnavailable); n != 0 {
+		t.Errorf("%d heartbeats shed", n)
+	}
+	if v, _ := cp.Operator.Task(ctx, task.ID); v.Phase.Terminal() {
+		t.Fatalf("the task ended (%s) while its events were shed", v.Phase)
+	}
+
+	release()
+	if err := <-holding; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the busy agent's batch: %v", err)
+	}
+	if v := waitTerminal(t, cp.Operator, task.ID); v.Phase != state.PhaseCompleted {
+		t.Fatalf("the agent's task: %s, want completed", v.Phase)
+	}
+	testkit.WaitFor(t, "the outbox delivered everything", func() bool { return a.outbox.Stats().Pending == 0 })
+}
