@@ -99,7 +99,7 @@ func New(cfg Config) (*Agent, error) {
 		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		aborted: make(chan struct{}), output: newOutputBounds(cfg.MaxAttemptOutput, cfg.DataDir, cfg.Logger),
-		running: newRunningTasks(), link: &link{interval: cfg.HeartbeatInterval}, starts: runner.NewStarts(cfg.MaxStarts),
+		running: newRunningTasks(cfg.ParkKeepsSlot), link: &link{interval: cfg.HeartbeatInterval}, starts: runner.NewStarts(cfg.MaxStarts),
 	}
 	if a.workspaces, err = workspace.New(a.workDir(), cfg.Repos); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -389,7 +389,7 @@ func (a *Agent) sendLoop() *sendLoop {
 func (a *Agent) heartbeat() *heartbeat {
 	return &heartbeat{client: a.client, outbox: a.outbox, store: a.store, held: a.held, health: a.health, live: &a.live,
 		replies: a.replies, link: a.link, obs: a.obs, log: a.log, notify: a.cfg.Notify, base: a.cfg.HeartbeatInterval, outputCap: &a.output.told,
-		request: a.heartbeatRequest, cancel: a.cancelTask, stop: a.stopTask, record: a.writeHealth,
+		request: a.heartbeatRequest, cancel: a.cancelTask, stop: a.stopTask, wake: a.wakeTask, record: a.writeHealth,
 		sendNow: a.kickSend, replay: a.replay, claimNow: a.kickClaim}
 }
 
@@ -574,7 +574,7 @@ func policyFor(p runner.Policy, t *state.Task) runner.Policy {
 // supervise runs a task in its own goroutine until it ends.
 func (a *Agent) supervise(parent context.Context, t *state.Task) {
 	ctx, cancel := context.WithCancelCause(parent)
-	sup := &supervised{cancel: cancel, phase: t.Phase, lastProgress: t.LastProgressAt}
+	sup := &supervised{cancel: cancel, phase: t.Phase, lastProgress: t.LastProgressAt, wake: make(chan struct{}, 1)}
 	if t.Lease != nil {
 		sup.leaseID = t.Lease.ID
 	}
@@ -602,7 +602,12 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 			a.taskTokens.Delete(t.ID)
 			kick(a.kickClaim)
 		}()
-		if err := a.newRunner(t).Run(ctx, t); err != nil {
+		r := a.newRunner(t)
+		r.Wake = sup.wake
+		r.Unpark = func(ctx context.Context) error {
+			return a.running.unpark(ctx, t.ID, func() int { return a.live.Load().MaxConcurrent })
+		}
+		if err := r.Run(ctx, t); err != nil {
 			a.log.Error("task cannot run", "task", t.ID, "err", err)
 			return
 		}
@@ -615,6 +620,14 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 			}
 		}
 	}()
+}
+
+// wakeTask ends parked task id's wait at the control plane's word: a
+// person continued it early.
+func (a *Agent) wakeTask(id string) {
+	if a.running.wake(id) {
+		a.log.Info("continuing a parked task early, a person having asked", "task", id)
+	}
 }
 
 // cancelTask stops a running task at the control plane's order: it ends

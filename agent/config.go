@@ -91,6 +91,10 @@ type Config struct {
 	// MaxConcurrent is how many tasks run at once. Default
 	// DefaultMaxConcurrent.
 	MaxConcurrent int
+	// ParkKeepsSlot: a parked task (phase parked: waiting for a usage
+	// limit to reset) keeps its slot of MaxConcurrent. Default: it gives
+	// the slot up while it waits, and waits for one to resume.
+	ParkKeepsSlot bool
 	// MaxStarts is how many attempts start at once, apart from how many
 	// run (see runner.Starts). Default runner.DefaultMaxStarts.
 	MaxStarts int

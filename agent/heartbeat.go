@@ -38,6 +38,7 @@ type heartbeat struct {
 	request func() api.HeartbeatRequest // what the agent is, now
 	cancel  func(api.CancelOrder)
 	stop    func(api.StopOrder) // a task over its tree's budget
+	wake    func(id string)     // a parked task a person continued early
 	record  func(reached bool)  // writes the health file
 	// outputCap keeps the output cap the control plane says it keeps
 	// (see outputBounds).
@@ -100,6 +101,11 @@ func (h *heartbeat) Run(ctx context.Context) error {
 				h.outputCap.Store(resp.MaxAttemptOutputBytes)
 			}
 			obey(resp.CancelOrders, resp.Stop, resp.Cancel, h.cancel, h.stop)
+			if h.wake != nil {
+				for _, id := range resp.Resume {
+					h.wake(id)
+				}
+			}
 			h.replies.deliver(resp.Replies)
 			h.link.setPublicURL(publicURL(resp.PublicURL))
 		}

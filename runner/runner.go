@@ -146,7 +146,19 @@ type Runner struct {
 	// Starts, if set, bounds how many attempts start at once, across
 	// every runner that shares it (see Starts).
 	Starts *Starts
+	// Unpark, if set, is called when a parked task's wait ends, before
+	// it resumes: the agent waits there for a slot (a parked task gives
+	// its slot up, unless told to keep it). It returns an error only when
+	// ctx ends first.
+	Unpark func(ctx context.Context) error
+	// Wake, if set, ends a parked task's wait at once when it receives: a
+	// person continued the task early.
+	Wake <-chan struct{}
 }
+
+// MaxParkWait bounds how long a task parks: a limit said to reset later
+// is waited for this long.
+const MaxParkWait = 8 * 24 * time.Hour
 
 // Workspaces gives a task that names a repository a workspace of its own
 // (see package workspace).
@@ -285,7 +297,7 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 	}
 	for {
 		if a.Status == state.AttemptPending {
-			if !r.wait(ctx, a.NotBefore) {
+			if !r.waitParked(ctx, task, a) {
 				if !errors.Is(context.Cause(ctx), ErrCancelled) && budgetStopOf(ctx) == nil {
 					// The agent is stopping: the attempt waits, recorded,
 					// for its next run (see Recover).
@@ -313,8 +325,41 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 	}
 }
 
-// wait sleeps until t, or until ctx is done (false).
-func (r *Runner) wait(ctx context.Context, t time.Time) bool {
+// waitParked waits for pending attempt a's start (its NotBefore), or
+// until ctx is done (false). A parked task's wait also ends when a person
+// wakes it (Wake); it then waits for a slot (Unpark) and moves on to
+// executor_starting, saying that it resumed.
+func (r *Runner) waitParked(ctx context.Context, task *state.Task, a *state.Attempt) bool {
+	parked := task.Phase == state.PhaseParked
+	var wake <-chan struct{}
+	if parked {
+		wake = r.Wake
+	}
+	how := "the limit reset"
+	if !r.wait(ctx, a.NotBefore, wake) {
+		if ctx.Err() != nil {
+			return false
+		}
+		how = "a person continued it early"
+	}
+	if !parked {
+		return true
+	}
+	if r.Unpark != nil {
+		if err := r.Unpark(ctx); err != nil {
+			return false
+		}
+	}
+	if err := task.Transition(state.PhaseExecutorStarting, fmt.Sprintf("resumed: %s; attempt %s continues", how, a.NumberText()), r.now()); err != nil {
+		r.logger().Error("resume a parked task", "task", task.ID, "err", err)
+		return false
+	}
+	r.reportPhase(task)
+	return true
+}
+
+// wait sleeps until t, or until ctx is done or wake receives (false).
+func (r *Runner) wait(ctx context.Context, t time.Time, wake <-chan struct{}) bool {
 	d := t.Sub(r.now())
 	if d <= 0 {
 		return ctx.Err() == nil
@@ -323,6 +368,8 @@ func (r *Runner) wait(ctx context.Context, t time.Time) bool {
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
+		return false
+	case <-wake:
 		return false
 	case <-timer.C:
 		return true
@@ -835,7 +882,7 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	if res != nil {
 		f.Timeout, timeouts, f.Budget = res.timeout, res.timeouts, res.over
 		if res.lastErr != nil {
-			f.Code, f.Message, f.RetryAfter = res.lastErr.Code, res.lastErr.Message, time.Duration(res.lastErr.RetryAfterMS)*time.Millisecond
+			f.Code, f.Message, f.RetryAfter = res.lastErr.Code, res.lastErr.Message, res.lastErr.ResetIn(r.now())
 		}
 		if res.timeout != timeoutNone {
 			timeouts += " fired=" + res.timeout.String()
@@ -878,6 +925,9 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		out.ExitCode = &code
 	}
 	phase, reason := state.PhaseFailed, v.Error()
+	if park := parkOf(v, d, r.now()); park != nil {
+		return r.conclude(task, a, out, "", "", park)
+	}
 	switch {
 	case v.Class == classStop && f.CancelPhase.Terminal() && f.CancelPhase != state.PhaseCancelled:
 		// The control plane ended the task (its watchdog): it ends here
@@ -898,14 +948,24 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		// "timeout" is the model's, a transient failure like another.
 		phase = state.PhaseTimedOut
 	}
-	return r.conclude(task, a, out, phase, reason)
+	return r.conclude(task, a, out, phase, reason, nil)
+}
+
+// parkOf is the park of an attempt that stopped at a usage limit said to
+// reset (v's RetryAfter) and is followed by another: nil for any other.
+func parkOf(v verdict, d state.RetryDecision, now time.Time) *state.Park {
+	if v.Code != state.CodeUsageLimit || v.RetryAfter <= 0 || !d.Decision.Next() {
+		return nil
+	}
+	return &state.Park{Reason: state.ParkUsageLimit, ResumesAt: now.Add(v.RetryAfter), Since: now}
 }
 
 // conclude applies the decision recorded in out.Retry to a failed attempt:
-// with a retry, it opens the next attempt, reports both and returns the
-// new one; otherwise it finalizes the attempt, ends the task in phase with
-// reason, and returns nil.
-func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome, phase state.Phase, reason string) *state.Attempt {
+// with a retry, it opens the next attempt, parks the task when park is
+// set (else it waits in executor_starting), reports both and returns the
+// new one; otherwise it finalizes the attempt, ends the task in phase
+// with reason, and returns nil.
+func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome, phase state.Phase, reason string, park *state.Park) *state.Attempt {
 	now := r.now()
 	if out.Retry != nil {
 		// Why the attempt ended as it did, for --log-level debug.
@@ -920,6 +980,12 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 			return nil
 		}
 		next.MaxAttempts = r.limitOf(task, next)
+		if park != nil {
+			if err := task.Park(*park, parkText(*park, out, next), now); err != nil {
+				r.logger().Error("park", "task", task.ID, "err", err)
+			}
+			r.logger().Info("task parked at a usage limit", "attempt", a.Number, "resumes_at", park.ResumesAt, "continues_at", next.NotBefore)
+		}
 		r.reportAttempt(task, &task.Attempts[len(task.Attempts)-2])
 		r.reportPhase(task)
 		r.reportAttempt(task, next)
@@ -931,6 +997,16 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 	r.reportAttempt(task, a)
 	r.end(task, phase, reason)
 	return nil
+}
+
+// parkText is the reason of a task parked after out until its next
+// attempt starts.
+func parkText(park state.Park, out state.Outcome, next *state.Attempt) string {
+	what := "attempt " + next.NumberText() + " replays the prompt"
+	if next.Continues > 0 {
+		what = fmt.Sprintf("attempt %s continues attempt %d's session", next.NumberText(), next.Continues)
+	}
+	return fmt.Sprintf("%s; parked until the limit resets at %s, then %s", out.Error.Error(), park.ResumesAt.UTC().Format(time.RFC3339), what)
 }
 
 // phaseOrRetry says what follows a judged attempt: another attempt, or
@@ -980,8 +1056,11 @@ func FollowUp(task *state.Task, a *state.Attempt) string {
 		why = fmt.Sprintf("attempt %d ended: %s", p.Number, p.Error.Error())
 	}
 	who := ""
-	if a.RetriedByPerson {
+	switch p := &task.Attempts[a.Number-2]; {
+	case a.RetriedByPerson:
 		who = " A person has asked you to continue."
+	case p.Error != nil && p.Error.Code == state.CodeUsageLimit:
+		who = " The usage limit has reset."
 	}
 	return fmt.Sprintf("Your previous turn on this task was cut off before it finished (%s).%s "+
 		"The conversation so far is intact, and the work directory is as that turn left it. "+
@@ -1046,14 +1125,15 @@ func (r *Runner) note(task *state.Task, line string) {
 }
 
 // stoppedBefore counts the attempts before a that the agent's own stop
-// cut short (agent_shutdown): they do not count against MaxAttempts, for
-// an operator's stop or upgrade is not the task's doing, and a task
-// cannot stop the agent. (A crash, agent_restart, counts: a task that
+// cut short (agent_shutdown), or the account's usage limit
+// (usage_limit): they do not count against MaxAttempts, for an
+// operator's stop or upgrade, or a limit of the plan, is not the task's
+// doing, and a task cannot stop the agent. (A crash, agent_restart, counts: a task that
 // crashes the agent must not loop.)
 func stoppedBefore(task *state.Task, a *state.Attempt) int {
 	n := 0
 	for _, p := range task.Attempts[:a.Number-1] {
-		if p.Error != nil && p.Error.Code == state.CodeAgentShutdown {
+		if p.Error != nil && (p.Error.Code == state.CodeAgentShutdown || p.Error.Code == state.CodeUsageLimit) {
 			n++
 		}
 	}
@@ -1237,7 +1317,12 @@ func (r *Runner) changes(task *state.Task) *state.Changes {
 }
 
 func (r *Runner) reportPhase(task *state.Task) {
-	r.report(task, state.PhaseEvent{Phase: task.Phase, Reason: task.PhaseReason})
+	ev := state.PhaseEvent{Phase: task.Phase, Reason: task.PhaseReason}
+	if task.Parked != nil {
+		p := *task.Parked
+		ev.Parked = &p
+	}
+	r.report(task, ev)
 }
 
 func (r *Runner) reportAttempt(task *state.Task, a *state.Attempt) {

@@ -79,6 +79,9 @@ type Task struct {
 	// card never shows a step as done that did not happen (a task that
 	// never waited for a reply). Nil in files written before it was kept.
 	PhasesSeen []Phase `json:"phases_seen,omitempty"`
+	// Parked, while the task is in phase parked, says why it waits and
+	// until when; nil in every other phase.
+	Parked *Park `json:"parked,omitempty"`
 
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
@@ -207,6 +210,33 @@ type Lease struct {
 	// dropped a lapsed lease, load without it.)
 	Lapsed bool `json:"lapsed,omitempty"`
 }
+
+// ParkReason says why a task parked.
+type ParkReason string
+
+// The reasons a task parks.
+const (
+	// ParkUsageLimit: its model's usage limit was reached; it continues
+	// its session when the limit resets (ResumesAt).
+	ParkUsageLimit ParkReason = "usage_limit"
+)
+
+// Park is why a parked task waits and until when.
+type Park struct {
+	Reason ParkReason `json:"reason"`
+	// ResumesAt is when the limit resets: the task continues its session
+	// then (its pending attempt's NotBefore adds a little jitter). Zero
+	// when a person's word is what it waits for.
+	ResumesAt time.Time `json:"resumes_at,omitzero"`
+	// Since is when it parked.
+	Since time.Time `json:"since"`
+	// ContinueAsked is when a person asked to continue it now (agent
+	// tasks continue): its agent hears so and resumes it early.
+	ContinueAsked time.Time `json:"continue_asked,omitzero"`
+}
+
+// Known reports whether r is one of the reasons above.
+func (r ParkReason) Known() bool { return r == ParkUsageLimit }
 
 // Progress is the latest progress an executor reported.
 type Progress struct {
@@ -466,12 +496,29 @@ func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 	if t.Phase == PhaseAwaitingReply {
 		t.AwaitingReply, t.Reply = nil, nil
 	}
+	if t.Phase == PhaseParked {
+		t.Parked = nil
+	}
 	t.see(to)
 	t.Phase, t.PhaseReason, t.UpdatedAt = to, reason, now
 	if to.Running() && t.LastProgressAt.IsZero() {
 		t.LastProgressAt = now
 	}
 	t.project()
+	return nil
+}
+
+// Park moves the running task to phase parked, with why and until when,
+// reason the phase's reason. Its agent holds it meanwhile, a pending
+// attempt waiting to continue its session.
+func (t *Task) Park(p Park, reason string, now time.Time) error {
+	if !t.Phase.Running() {
+		return fmt.Errorf("task %s: %w: only a running task parks, not a %s one", t.ID, ErrTransition, t.Phase)
+	}
+	if err := t.Transition(PhaseParked, reason, now); err != nil {
+		return err
+	}
+	t.Parked = &p
 	return nil
 }
 
@@ -520,6 +567,10 @@ func (t *Task) Clone() *Task {
 	if t.Reply != nil {
 		r := *t.Reply
 		c.Reply = &r
+	}
+	if t.Parked != nil {
+		p := *t.Parked
+		c.Parked = &p
 	}
 	if t.EventsApplied != nil {
 		n := *t.EventsApplied

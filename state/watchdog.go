@@ -44,7 +44,8 @@ type Ending struct {
 //     safely run it again), else timed_out. A task awaiting a person's
 //     reply is not stalled: it waits for the person, and its agent
 //     declines the question when its own approval timeout passes (a
-//     silent agent loses its lease as any other).
+//     silent agent loses its lease as any other); nor is a parked one,
+//     which waits for its limit to reset.
 //
 // A terminal task is left alone: nothing overwrites a terminal phase.
 func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
@@ -66,7 +67,9 @@ func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
 		if c := t.Current(); c != nil && c.Status == AttemptPending && now.Before(c.NotBefore) {
 			return Ending{}, false // waiting out a retry's backoff is not a stall
 		}
-		if t.Phase == PhaseAwaitingReply {
+		if t.Phase == PhaseAwaitingReply || t.Phase == PhaseParked {
+			// A parked task waits for its limit to reset, and then for
+			// a slot of its agent's: no process of it runs to stall.
 			return Ending{}, false
 		}
 		if quiet := now.Sub(last); quiet > lim.Stall {

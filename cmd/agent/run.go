@@ -36,6 +36,7 @@ type runFlags struct {
 	models                                    []string
 	maxConcurrent, maxStarts, maxRetries      int
 	noRetry, insecure                         bool
+	parkKeepsSlot                             bool
 	onSideEffect                              string
 	heartbeat, drainTimeout, retention        time.Duration
 	retentionMaxSize, taskLogMaxSize          byteSize
@@ -81,6 +82,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "models", &f.models)
 	t.bind(fs, "max-concurrent", &f.maxConcurrent)
 	t.bind(fs, "max-starts", &f.maxStarts)
+	t.bind(fs, "park-keeps-slot", &f.parkKeepsSlot)
 	t.bind(fs, "max-retries", &f.maxRetries)
 	t.bind(fs, "no-retry", &f.noRetry)
 	t.bind(fs, "on-side-effect", &f.onSideEffect)
@@ -334,7 +336,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
 		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.runnerApprovalTimeout(),
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
-		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
+		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, ParkKeepsSlot: f.parkKeepsSlot, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
 		Isolation: f.isolationOf(configFileOf(cmd)), Repos: repos, PullRequests: pulls, CommitAuthor: author, Labels: labels, Budget: f.budget(),
 		ExecutorKind: f.executor.kind, MaxAttemptOutput: int64(f.maxAttemptOutput)} // routing by capability

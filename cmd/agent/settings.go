@@ -360,6 +360,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "max-concurrent", def: agent.DefaultMaxConcurrent, live: true, min: atLeast(1), help: "tasks run at once"},
 	{name: "max-starts", def: runner.DefaultMaxStarts, live: true, min: atLeast(1),
 		help: "attempts starting at once (their workspace and executor, until its first event), apart from --max-concurrent; the others wait in a start queue, their limits not running (agent health shows it)"},
+	{name: "park-keeps-slot", def: false,
+		help: "a task parked at a usage limit (phase parked, until the limit resets) keeps its slot of --max-concurrent; by default it gives the slot up while it waits, and waits for one to resume"},
 	{name: "max-retries", def: runner.DefaultMaxAttempts - 1, live: true, min: atLeast(0), help: "automatic retries after the first attempt"},
 	{name: "no-retry", def: false, live: true, help: "never retry automatically (same as --max-retries 0)"},
 	{name: "on-side-effect", def: string(state.OnSideEffectContinue), live: true, oneOf: []string{string(state.OnSideEffectContinue), string(state.OnSideEffectAsk)},

@@ -44,7 +44,7 @@ A task in any other phase is refused (exit 1).`,
 func newTasksContinueCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
 		use:       "continue ID",
-		completes: continuable,
+		completes: func(t *state.Task) bool { return continuable(t) || t.Phase == state.PhaseParked },
 		short:     "Continue a task's session on the agent that keeps it, a person having decided (through the control plane)",
 		long: `continue resumes the session of a task that ended failed,
 recoverable_failed, timed_out or cancelled: the agent that keeps the CLI's
@@ -65,6 +65,10 @@ plane, 1 h) expires it. A task that completed, has not ended, or has no
 attempt whose session the executor can resume is refused (exit 1), as is
 one whose session no agent is known to keep.
 
+A parked task (waiting for a usage limit to reset) is continued now
+rather than at its resumes_at: its agent, which holds it, hears so at its
+next heartbeat and resumes its session at once.
+
 It always goes through the control plane (--control-plane, --token-file),
 which owns the assignment of tasks; --remote is accepted and changes nothing.`,
 		example: `  agent tasks continue t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
@@ -76,6 +80,9 @@ which owns the assignment of tasks; --remote is accepted and changes nothing.`,
 // continuedLine says what a continue queued: the next attempt, whose
 // session it resumes and where.
 func continuedLine(v api.TaskView) string {
+	if v.Phase == state.PhaseParked {
+		return "parked: its agent resumes it at its next heartbeat"
+	}
 	line := fmt.Sprintf("queued again for attempt %d", len(v.Attempts)+1)
 	if s := v.SessionAttempt(); s != nil {
 		line += fmt.Sprintf(", continuing attempt %d's session", s.Number)

@@ -72,7 +72,12 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 	if t.Progress.Message != "" {
 		fmt.Fprintf(w, "progress: %d%% %s\n", t.Progress.Percent, visible(t.Progress.Message))
 	}
-	if !t.NextRetryAt.IsZero() {
+	switch {
+	case t.Phase == state.PhaseParked:
+		fmt.Fprintf(w, "parked:   %s\n", visible(state.ParkedText(t)))
+		fmt.Fprintf(w, "  continue it now, or cancel it: %s, %s\n", h.tasks("continue", t.ID, ""), h.tasks("cancel", t.ID, ""))
+		hinted = true
+	case !t.NextRetryAt.IsZero():
 		fmt.Fprintf(w, "retry:    at %s\n", t.NextRetryAt.Local().Format(time.TimeOnly))
 	}
 	if r := t.AwaitingReply; r != nil {

@@ -88,6 +88,9 @@ type HeartbeatResponse struct {
 	HeartbeatIntervalS float64   `json:"heartbeat_interval_s"`
 	// Cancel lists tasks the agent must cancel.
 	Cancel []string `json:"cancel"`
+	// Resume lists the agent's parked tasks a person continued early:
+	// each resumes now rather than at its resumes_at.
+	Resume []string `json:"resume,omitempty"`
 	// Replies are people's answers to the agent's approval requests, sent
 	// again in every answer until the task leaves awaiting_reply (the agent
 	// ignores a reply it already took).

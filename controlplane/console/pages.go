@@ -230,6 +230,8 @@ func actionsOf(t *state.Task, csrf string) actions {
 	switch t.Phase {
 	case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
 		a.Continue = t.SessionAttempt() != nil
+	case state.PhaseParked:
+		a.Continue = true // now, not at its resumes_at
 	}
 	return a
 }

@@ -101,7 +101,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	}
 	requeued := 0
 	err = s.update(ctx, ids, func(tx store.Tx) error {
-		resp.Cancel, resp.Replies, resp.Stop, resp.CancelOrders = resp.Cancel[:0], nil, nil, nil
+		resp.Cancel, resp.Replies, resp.Stop, resp.CancelOrders, resp.Resume = resp.Cancel[:0], nil, nil, nil, nil
 		for _, r := range req.Running {
 			t := tx.Task(r.TaskID)
 			switch {
@@ -128,6 +128,9 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 			}
 			if o, ok := cancelOrderOf(t, t.ID, req.AgentID); ok && !stop {
 				resp.CancelOrders = append(resp.CancelOrders, o)
+			}
+			if t.Phase == state.PhaseParked && t.Parked != nil && !t.Parked.ContinueAsked.IsZero() {
+				resp.Resume = append(resp.Resume, t.ID)
 			}
 			if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {
 				resp.Replies = append(resp.Replies, api.ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: t.Reply.Decision})

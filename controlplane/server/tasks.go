@@ -240,8 +240,10 @@ func (s *Server) retryTask(ctx context.Context, id string) (api.TaskView, error)
 // request: that agent alone may claim it (state.Task.MayClaim), and its
 // next attempt resumes the session rather than replaying the prompt. Until
 // that agent claims it, the task waits like any queued task, and the
-// queued limit, counted from the person's request, expires it. Any other
-// case is a conflict, said in one line.
+// queued limit, counted from the person's request, expires it. A parked
+// task is continued early instead: its agent, which holds it, hears so
+// in its next heartbeat and resumes it now. Any other case is a
+// conflict, said in one line.
 func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, error) {
 	var session *state.Attempt
 	var keeper string
@@ -250,6 +252,14 @@ func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, err
 			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: ", id, t.Phase) + fmt.Sprintf(why, args...)}
 		}
 		switch t.Phase {
+		case state.PhaseParked:
+			// Its agent holds it, waiting to continue its session: it
+			// hears in its next heartbeat to go on now.
+			if t.Parked == nil {
+				return conflict("it says nothing of its park")
+			}
+			t.Parked.ContinueAsked, t.UpdatedAt = s.opts.Now(), s.opts.Now()
+			return nil
 		case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
 		case state.PhaseCompleted:
 			return conflict("it completed; there is nothing to continue (submit a new task for more work)")
@@ -272,7 +282,10 @@ func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, err
 		}
 		return nil
 	})
-	if err == nil {
+	switch {
+	case err == nil && session == nil:
+		s.log.Info("parked task continued early by a person", "task", id)
+	case err == nil:
 		s.log.Info("task continued by a person", "task", id, "session_attempt", session.Number, "agent", keeper, "attempts", len(v.Attempts))
 	}
 	return v, err

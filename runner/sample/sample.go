@@ -28,6 +28,9 @@
 //	                   wait`): their results and timelines are visible
 //	                   output and the result's data; one that failed
 //	                   fails the attempt
+//	@limit DURATION    stop at a usage limit that resets after DURATION:
+//	                   an error of code usage_limit with its resets_at
+//	                   (a continue goes on past it)
 //	@usage N           N more tokens used (four fifths input, one fifth
 //	                   output): a usage event with the attempt's total
 //	@ask COMMAND       ask before running COMMAND (an approval line,
@@ -232,7 +235,7 @@ func (s *session) run() int {
 
 // recordedFirst are the directives the session records as done before
 // they act: what they do is work a continue must not do again.
-var recordedFirst = map[string]bool{"@output": true, "@tool": true, "@side-effect": true, "@sh": true, "@subtask": true, "@ask": true}
+var recordedFirst = map[string]bool{"@limit": true, "@output": true, "@tool": true, "@side-effect": true, "@sh": true, "@subtask": true, "@ask": true}
 
 // directive runs one directive; done says the session ends with code.
 func (s *session) directive(name string, args []string, arg string) (code int, done bool) {
@@ -291,6 +294,16 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 			s.emit(ev)
 			return 1, true
 		}
+	case "@limit":
+		d, err := time.ParseDuration(arg)
+		if err != nil || d < 0 {
+			fmt.Fprintf(s.stderr, "sample-executor: @limit %q: want a duration, as 5s\n", arg)
+			return 2, true
+		}
+		resets := time.Now().Add(d).UTC()
+		s.emit(map[string]any{"type": "error", "code": "usage_limit", "resets_at": resets.Format(time.RFC3339Nano),
+			"message": "You've hit your usage limit. It resets at " + resets.Format(time.RFC3339) + "."})
+		return 1, true
 	case "@exit":
 		return n(1), true
 	case "@hang":
