@@ -449,7 +449,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ApprovalTimeout: l.ApprovalTimeout, Isolation: a.conf.Runner,
 		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget,
 		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser,
-		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests), Starts: a.starts}
+		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests), Starts: a.starts, OnBudget: a.cfg.OnBudget}
 }
 
 // egressFor is where task id's attempts may connect: the agent's allow
@@ -574,7 +574,7 @@ func policyFor(p runner.Policy, t *state.Task) runner.Policy {
 // supervise runs a task in its own goroutine until it ends.
 func (a *Agent) supervise(parent context.Context, t *state.Task) {
 	ctx, cancel := context.WithCancelCause(parent)
-	sup := &supervised{cancel: cancel, phase: t.Phase, lastProgress: t.LastProgressAt, wake: make(chan struct{}, 1)}
+	sup := &supervised{cancel: cancel, phase: t.Phase, lastProgress: t.LastProgressAt, wake: make(chan runner.WakeOrder, 1)}
 	if t.Lease != nil {
 		sup.leaseID = t.Lease.ID
 	}
@@ -622,11 +622,11 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 	}()
 }
 
-// wakeTask ends parked task id's wait at the control plane's word: a
-// person continued it early.
-func (a *Agent) wakeTask(id string) {
-	if a.running.wake(id) {
-		a.log.Info("continuing a parked task early, a person having asked", "task", id)
+// wakeTask ends a parked task's wait at the control plane's word: a
+// person continued it early, or raised its budget.
+func (a *Agent) wakeTask(o api.ResumeOrder) {
+	if a.running.wake(o.TaskID, runner.WakeOrder{MaxTokens: o.MaxTokens, MaxTime: o.MaxTime.D()}) {
+		a.log.Info("continuing a parked task, a person having asked", "task", o.TaskID, "max_tokens", o.MaxTokens, "max_time", o.MaxTime.D())
 	}
 }
 

@@ -95,6 +95,9 @@ type Config struct {
 	// limit to reset) keeps its slot of MaxConcurrent. Default: it gives
 	// the slot up while it waits, and waits for one to resume.
 	ParkKeepsSlot bool
+	// OnBudget is what follows an attempt that reached its task's budget:
+	// park (the default; a person raises it) or fail.
+	OnBudget state.OnBudget
 	// MaxStarts is how many attempts start at once, apart from how many
 	// run (see runner.Starts). Default runner.DefaultMaxStarts.
 	MaxStarts int

@@ -37,9 +37,9 @@ type heartbeat struct {
 	base    time.Duration               // Config.HeartbeatInterval
 	request func() api.HeartbeatRequest // what the agent is, now
 	cancel  func(api.CancelOrder)
-	stop    func(api.StopOrder) // a task over its tree's budget
-	wake    func(id string)     // a parked task a person continued early
-	record  func(reached bool)  // writes the health file
+	stop    func(api.StopOrder)   // a task over its tree's budget
+	wake    func(api.ResumeOrder) // a parked task a person continued, or whose budget they raised
+	record  func(reached bool)    // writes the health file
 	// outputCap keeps the output cap the control plane says it keeps
 	// (see outputBounds).
 	outputCap *atomic.Int64
@@ -102,8 +102,8 @@ func (h *heartbeat) Run(ctx context.Context) error {
 			}
 			obey(resp.CancelOrders, resp.Stop, resp.Cancel, h.cancel, h.stop)
 			if h.wake != nil {
-				for _, id := range resp.Resume {
-					h.wake(id)
+				for _, o := range resp.Resume {
+					h.wake(o)
 				}
 			}
 			h.replies.deliver(resp.Replies)

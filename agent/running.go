@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -21,8 +22,8 @@ type supervised struct {
 	lastProgress time.Time
 	leaseID      string
 	// wake ends the task's wait while it is parked: a person continued
-	// it early.
-	wake chan struct{}
+	// it early, or raised its budget.
+	wake chan runner.WakeOrder
 }
 
 // runningTasks is the set of tasks the agent runs, and whether it is
@@ -89,8 +90,9 @@ func (r *runningTasks) unpark(ctx context.Context, id string, limit func() int) 
 	}
 }
 
-// wake ends parked task id's wait, if it is parked; false when it is not.
-func (r *runningTasks) wake(id string) bool {
+// wake ends parked task id's wait with o, if it is parked; false when it
+// is not.
+func (r *runningTasks) wake(id string, o runner.WakeOrder) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.tasks[id]
@@ -98,8 +100,8 @@ func (r *runningTasks) wake(id string) bool {
 		return false
 	}
 	select {
-	case s.wake <- struct{}{}:
-	default: // one is waiting already
+	case s.wake <- o:
+	default: // one waits already; the control plane says it again until the task resumes
 	}
 	return true
 }

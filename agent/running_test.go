@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestAParkedTaskGivesItsSlotUp(t *testing.T) {
 	r := newRunningTasks(false)
 	limit := func() int { return 1 }
-	r.start("a", &supervised{phase: state.PhaseTurnStarted, wake: make(chan struct{}, 1)}, func() {})
+	r.start("a", &supervised{phase: state.PhaseTurnStarted, wake: make(chan runner.WakeOrder, 1)}, func() {})
 	if n, _ := r.room(1); n != 0 {
 		t.Fatalf("room %d with one task running, limit 1", n)
 	}
@@ -42,17 +43,19 @@ func TestAParkedTaskGivesItsSlotUp(t *testing.T) {
 	if n, _ := r.room(1); n != 0 {
 		t.Errorf("room %d once the parked task resumed", n)
 	}
-	if r.wake("a") {
+	if r.wake("a", runner.WakeOrder{}) {
 		t.Error("a task no longer parked was woken")
 	}
 
 	keep := newRunningTasks(true)
-	keep.start("a", &supervised{phase: state.PhaseParked, wake: make(chan struct{}, 1)}, func() {})
+	keep.start("a", &supervised{phase: state.PhaseParked, wake: make(chan runner.WakeOrder, 1)}, func() {})
 	if n, _ := keep.room(1); n != 0 {
 		t.Errorf("room %d with park_keeps_slot", n)
 	}
-	if !keep.wake("a") || !keep.wake("a") {
-		t.Error("a parked task was not woken (twice: the second is already waiting)")
+	for i := range 2 { // the second finds the first waiting: still woken
+		if !keep.wake("a", runner.WakeOrder{MaxTokens: int64(i)}) {
+			t.Errorf("wake %d: a parked task was not woken", i+1)
+		}
 	}
 	if err := keep.unpark(context.Background(), "a", limit); err != nil {
 		t.Error(err)

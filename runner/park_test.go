@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/exec"
@@ -147,11 +148,11 @@ func TestAParkedTaskIsCancelledOrWokenEarly(t *testing.T) {
 	t.Run("woken", func(t *testing.T) {
 		f := runnertest.NewFixture(t, sampleExec(t, exec.Config{}), "@side-effect rotated the key\n@limit 1h\n@output after the reset")
 		f.Runner.WorkRoot = t.TempDir()
-		wake := make(chan struct{}, 1)
+		wake := make(chan runner.WakeOrder, 1)
 		f.Runner.Wake = wake
 		f.Rec.OnReport = func(r runner.Report) {
 			if p, ok := r.Payload.(state.PhaseEvent); ok && p.Phase == state.PhaseParked {
-				wake <- struct{}{}
+				wake <- runner.WakeOrder{}
 			}
 		}
 		f.Run(t, context.Background())
@@ -178,5 +179,81 @@ func TestUsageLimitWithoutAResetTimeBacksOff(t *testing.T) {
 	}
 	if f.Task.Attempts[0].Retry.Decision != state.DecisionRetried {
 		t.Errorf("attempt 1: %s", runnertest.AttemptsText(f.Task))
+	}
+}
+
+// A task that reaches its token budget parks (reason budget, saying the
+// budget it reached) instead of failing; a raise that leaves it spent
+// keeps it parked, said in its log; a raise past what it spent continues
+// the session, once, and spends no attempt. Also when the agent stops
+// while it is parked, and takes it up again.
+func TestABudgetReachedParksUntilAPersonRaisesIt(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "parked", true: "restarted while parked"}[restart], func(t *testing.T) {
+			f := runnertest.NewFixture(t, sampleExec(t, exec.Config{Grace: 100 * time.Millisecond}), "@side-effect rotated the key\n@usage 600\n@sleep 1s\n@output after the raise")
+			f.Runner.WorkRoot = t.TempDir()
+			f.Runner.Policy.MaxAttempts = 1
+			f.Task.MaxTokens = 500
+			wake := make(chan runner.WakeOrder)
+			f.Runner.Wake = wake
+			ctx, stop := context.WithCancelCause(context.Background())
+			defer stop(nil)
+			raise := func() {
+				go func() {
+					wake <- runner.WakeOrder{MaxTokens: 550} // still under the 600 spent
+					wake <- runner.WakeOrder{MaxTokens: 1000}
+				}()
+			}
+			f.Rec.OnReport = func(r runner.Report) {
+				if p, ok := r.Payload.(state.PhaseEvent); ok && p.Phase == state.PhaseParked {
+					if restart {
+						stop(runner.ErrShutdown)
+					} else {
+						raise()
+					}
+				}
+			}
+			if err := f.Runner.Run(ctx, f.Task); err != nil {
+				t.Fatal(err)
+			}
+			p := parkedPhase(f.Rec)
+			if p == nil || p.Parked.Reason != state.ParkBudget || p.Parked.MaxTokens != 500 || !p.Parked.ResumesAt.IsZero() ||
+				!strings.Contains(p.Reason, "parked until a person raises the budget (agent tasks budget)") {
+				t.Fatalf("parked: %+v", p)
+			}
+			if restart {
+				if f.Task.Phase != state.PhaseParked {
+					t.Fatalf("stopped while parked: %s", f.Task.Phase)
+				}
+				saved, err := json.Marshal(f.Task)
+				must(t, err)
+				f.Task = new(state.Task)
+				must(t, json.Unmarshal(saved, f.Task))
+				f.Rec.OnReport = nil
+				if !f.Runner.Recover(f.Task) {
+					t.Fatal("Recover would not take the parked task up")
+				}
+				raise()
+				f.Run(t, context.Background())
+			}
+			if f.Task.Phase != state.PhaseCompleted || len(f.Task.Attempts) != 2 || f.Task.MaxTokens != 1000 {
+				t.Fatalf("task %s, max tokens %d, attempts %s", f.Task.Phase, f.Task.MaxTokens, runnertest.AttemptsText(f.Task))
+			}
+			a1, a2 := f.Task.Attempts[0], f.Task.Attempts[1]
+			if a1.Error.Code != state.CodeBudgetExceeded || a1.Retry.Decision != state.DecisionContinued || a2.Continues != 1 || a2.MaxAttempts != 2 {
+				t.Fatalf("attempts %s; attempt 2 runs under %d", runnertest.AttemptsText(f.Task), a2.MaxAttempts)
+			}
+			logs := strings.Join(f.Rec.Logs(), "\n")
+			if !strings.Contains(logs, "the budget raised to 550 tokens is still spent") || strings.Count(logs, "rotated the key") != 1 || !strings.Contains(logs, "after the raise") {
+				t.Errorf("logs:\n%s", logs)
+			}
+			resumed := false
+			for _, ph := range f.Rec.Phases() {
+				resumed = resumed || strings.HasPrefix(ph.Reason, "resumed: a person raised its budget to 1k tokens")
+			}
+			if !resumed {
+				t.Errorf("phases %+v", f.Rec.Phases())
+			}
+		})
 	}
 }

@@ -152,8 +152,20 @@ type Runner struct {
 	// ctx ends first.
 	Unpark func(ctx context.Context) error
 	// Wake, if set, ends a parked task's wait at once when it receives: a
-	// person continued the task early.
-	Wake <-chan struct{}
+	// person continued the task early, or raised its budget (the order
+	// says its new bounds).
+	Wake <-chan WakeOrder
+	// OnBudget is what follows an attempt that reached its task's budget:
+	// park (the default: a person raises it and the session continues)
+	// or fail (budget_exceeded, for good).
+	OnBudget state.OnBudget
+}
+
+// WakeOrder ends a parked task's wait: a person continued it, or raised
+// its budget to MaxTokens and MaxTime (zero: that bound unchanged).
+type WakeOrder struct {
+	MaxTokens int64
+	MaxTime   time.Duration
 }
 
 // MaxParkWait bounds how long a task parks: a limit said to reset later
@@ -331,19 +343,21 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 // executor_starting, saying that it resumed.
 func (r *Runner) waitParked(ctx context.Context, task *state.Task, a *state.Attempt) bool {
 	parked := task.Phase == state.PhaseParked
-	var wake <-chan struct{}
-	if parked {
-		wake = r.Wake
+	if !parked {
+		return r.wait(ctx, a.NotBefore, nil)
 	}
 	how := "the limit reset"
-	if !r.wait(ctx, a.NotBefore, wake) {
+	if task.Parked != nil && task.Parked.Reason == state.ParkBudget {
+		// Nothing but a person's raise ends this wait.
+		if !r.waitBudget(ctx, task, a) {
+			return false
+		}
+		how = "a person raised its budget to " + state.BudgetText(BudgetOf(task, r.Budget).MaxTokens, BudgetOf(task, r.Budget).MaxTime)
+	} else if !r.waitOrWake(ctx, a.NotBefore) {
 		if ctx.Err() != nil {
 			return false
 		}
 		how = "a person continued it early"
-	}
-	if !parked {
-		return true
 	}
 	if r.Unpark != nil {
 		if err := r.Unpark(ctx); err != nil {
@@ -358,7 +372,48 @@ func (r *Runner) waitParked(ctx context.Context, task *state.Task, a *state.Atte
 	return true
 }
 
-// wait sleeps until t, or until ctx is done or wake receives (false).
+// waitOrWake waits until t (true), a person's wake, or the end of ctx.
+func (r *Runner) waitOrWake(ctx context.Context, t time.Time) bool {
+	wake := make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-r.Wake:
+			close(wake)
+		case <-stop:
+		}
+	}()
+	return r.wait(ctx, t, wake)
+}
+
+// waitBudget waits for a person to raise the budget of task, parked at
+// it, so that attempt a has some left: each raise is applied to the task
+// (its own bounds, which win over the agent's default); false when ctx
+// ends first.
+func (r *Runner) waitBudget(ctx context.Context, task *state.Task, a *state.Attempt) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case o := <-r.Wake:
+			if o.MaxTokens > 0 {
+				task.MaxTokens = o.MaxTokens
+			}
+			if o.MaxTime > 0 {
+				task.MaxTime = state.Duration(o.MaxTime)
+			}
+			b := BudgetOf(task, r.Budget)
+			if why := b.left(spentBefore(task, a)); why != "" {
+				r.note(task, "the budget raised to "+state.BudgetText(b.MaxTokens, b.MaxTime)+" is still spent: "+why+"; the task stays parked")
+				continue
+			}
+			return true
+		}
+	}
+}
+
+// wait sleeps until t, or until ctx is done or wake is closed (false).
 func (r *Runner) wait(ctx context.Context, t time.Time, wake <-chan struct{}) bool {
 	d := t.Sub(r.now())
 	if d <= 0 {
@@ -928,6 +983,14 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	if park := parkOf(v, d, r.now()); park != nil {
 		return r.conclude(task, a, out, "", "", park)
 	}
+	if res != nil && res.over != "" && r.OnBudget != state.OnBudgetFail {
+		// The task's own budget, reached: a person decides whether it
+		// is worth more (a tree's, which the control plane stops, is
+		// not this one's to raise).
+		if next := r.parkAtBudget(task, a, v, out, res); next != nil {
+			return next
+		}
+	}
 	switch {
 	case v.Class == classStop && f.CancelPhase.Terminal() && f.CancelPhase != state.PhaseCancelled:
 		// The control plane ended the task (its watchdog): it ends here
@@ -949,6 +1012,25 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		phase = state.PhaseTimedOut
 	}
 	return r.conclude(task, a, out, phase, reason, nil)
+}
+
+// parkAtBudget parks task, whose attempt a reached its budget, for a
+// person to raise it: the next attempt continues a's session (or, with
+// none, replays the prompt when the gate allows), once the budget is
+// raised. Nil when nothing could follow (no session, and the gate
+// blocks a replay): the task then ends as before.
+func (r *Runner) parkAtBudget(task *state.Task, a *state.Attempt, v verdict, out state.Outcome, res *result) *state.Attempt {
+	facts := task.SessionFacts(a)
+	d := state.RetryDecision{TechnicallyRetryable: true, Gate: gateOf(facts), Decision: state.DecisionRetried}
+	switch {
+	case r.canContinue(task, a):
+		d.Decision = state.DecisionContinued
+	case d.Gate != state.GateAllowed:
+		return nil
+	}
+	out.Retry = &d
+	park := &state.Park{Reason: state.ParkBudget, Since: r.now(), MaxTokens: res.budget.MaxTokens, MaxTime: state.Duration(res.budget.MaxTime)}
+	return r.conclude(task, a, out, "", "", park)
 }
 
 // parkOf is the park of an attempt that stopped at a usage limit said to
@@ -984,7 +1066,11 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 			if err := task.Park(*park, parkText(*park, out, next), now); err != nil {
 				r.logger().Error("park", "task", task.ID, "err", err)
 			}
-			r.logger().Info("task parked at a usage limit", "attempt", a.Number, "resumes_at", park.ResumesAt, "continues_at", next.NotBefore)
+			if park.Reason == state.ParkBudget {
+				r.logger().Info("task parked at its budget: a person may raise it", "attempt", a.Number, "max_tokens", park.MaxTokens, "max_time", park.MaxTime.D())
+			} else {
+				r.logger().Info("task parked at a usage limit", "attempt", a.Number, "resumes_at", park.ResumesAt, "continues_at", next.NotBefore)
+			}
 		}
 		r.reportAttempt(task, &task.Attempts[len(task.Attempts)-2])
 		r.reportPhase(task)
@@ -1005,6 +1091,9 @@ func parkText(park state.Park, out state.Outcome, next *state.Attempt) string {
 	what := "attempt " + next.NumberText() + " replays the prompt"
 	if next.Continues > 0 {
 		what = fmt.Sprintf("attempt %s continues attempt %d's session", next.NumberText(), next.Continues)
+	}
+	if park.Reason == state.ParkBudget {
+		return fmt.Sprintf("%s; parked until a person raises the budget (agent tasks budget), then %s", out.Error.Error(), what)
 	}
 	return fmt.Sprintf("%s; parked until the limit resets at %s, then %s", out.Error.Error(), park.ResumesAt.UTC().Format(time.RFC3339), what)
 }
@@ -1061,6 +1150,8 @@ func FollowUp(task *state.Task, a *state.Attempt) string {
 		who = " A person has asked you to continue."
 	case p.Error != nil && p.Error.Code == state.CodeUsageLimit:
 		who = " The usage limit has reset."
+	case p.Error != nil && p.Error.Code == state.CodeBudgetExceeded:
+		who = " A person has raised the task's budget: spend it with care."
 	}
 	return fmt.Sprintf("Your previous turn on this task was cut off before it finished (%s).%s "+
 		"The conversation so far is intact, and the work directory is as that turn left it. "+
@@ -1126,14 +1217,16 @@ func (r *Runner) note(task *state.Task, line string) {
 
 // stoppedBefore counts the attempts before a that the agent's own stop
 // cut short (agent_shutdown), or the account's usage limit
-// (usage_limit): they do not count against MaxAttempts, for an
-// operator's stop or upgrade, or a limit of the plan, is not the task's
-// doing, and a task cannot stop the agent. (A crash, agent_restart, counts: a task that
+// (usage_limit), or its budget when a person raised it (budget_exceeded,
+// parked): they do not count against MaxAttempts, for an operator's stop
+// or upgrade, a limit of the plan, or a budget a person chose to raise,
+// is not the task's doing, and a task cannot stop the agent. (A crash, agent_restart, counts: a task that
 // crashes the agent must not loop.)
 func stoppedBefore(task *state.Task, a *state.Attempt) int {
 	n := 0
 	for _, p := range task.Attempts[:a.Number-1] {
-		if p.Error != nil && (p.Error.Code == state.CodeAgentShutdown || p.Error.Code == state.CodeUsageLimit) {
+		if p.Error != nil && (p.Error.Code == state.CodeAgentShutdown || p.Error.Code == state.CodeUsageLimit ||
+			p.Error.Code == state.CodeBudgetExceeded && p.Retry != nil && p.Retry.Decision.Next()) {
 			n++
 		}
 	}

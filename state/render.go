@@ -44,10 +44,21 @@ var cardSteps = []struct {
 // task is parked.
 const ParkedStep = "Waiting for the limit to reset"
 
+// BudgetParkedStep is what it calls the step while the task is parked at
+// its budget.
+const BudgetParkedStep = "Waiting for more budget"
+
 // ParkedText says what a parked task waits for, in a line: "waiting for
 // the limit to reset (usage_limit); resumes at 2026-11-27T22:00:05Z".
 func ParkedText(t *Task) string {
 	line := strings.ToLower(ParkedStep)
+	if p := t.Parked; p != nil && p.Reason == ParkBudget {
+		line = "waiting for a person to raise its budget (" + BudgetText(p.MaxTokens, p.MaxTime.D()) + " reached)"
+		if !p.ContinueAsked.IsZero() {
+			line += "; a person raised it"
+		}
+		return line
+	}
 	if p := t.Parked; p != nil {
 		line += " (" + PlainText(string(p.Reason)) + ")"
 		if !p.ResumesAt.IsZero() {
@@ -58,6 +69,22 @@ func ParkedText(t *Task) string {
 		}
 	}
 	return line
+}
+
+// BudgetText says a budget: "1k tokens, 20m0s"; "no bound" when it has
+// none.
+func BudgetText(tokens int64, wall time.Duration) string {
+	var parts []string
+	if tokens > 0 {
+		parts = append(parts, Tokens(tokens)+" tokens")
+	}
+	if wall > 0 {
+		parts = append(parts, wall.String())
+	}
+	if len(parts) == 0 {
+		return "no bound"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ProgressCard derives the card from the task's phase: steps before the
@@ -80,6 +107,9 @@ func ProgressCard(t *Task) []Step {
 		// Its work waits at a limit: the Working step, named for what
 		// it waits for.
 		phase, parked = PhaseTurnStarted, ParkedStep
+		if t.Parked != nil && t.Parked.Reason == ParkBudget {
+			parked = BudgetParkedStep
+		}
 	}
 	for i, s := range cardSteps {
 		if s.phase == phase {

@@ -219,6 +219,23 @@ const (
 	// ParkUsageLimit: its model's usage limit was reached; it continues
 	// its session when the limit resets (ResumesAt).
 	ParkUsageLimit ParkReason = "usage_limit"
+	// ParkBudget: it reached its token or time budget; it waits for a
+	// person to raise the budget (agent tasks budget), then continues its
+	// session.
+	ParkBudget ParkReason = "budget"
+)
+
+// OnBudget is what follows an attempt that reached its task's budget.
+type OnBudget string
+
+// The choices; empty is OnBudgetPark.
+const (
+	// OnBudgetPark: the task parks (reason budget) and a person is told;
+	// raising the budget continues it.
+	OnBudgetPark OnBudget = "park"
+	// OnBudgetFail: the task ends failed, budget_exceeded, as it did
+	// before budgets asked.
+	OnBudgetFail OnBudget = "fail"
 )
 
 // Park is why a parked task waits and until when.
@@ -231,12 +248,18 @@ type Park struct {
 	// Since is when it parked.
 	Since time.Time `json:"since"`
 	// ContinueAsked is when a person asked to continue it now (agent
-	// tasks continue): its agent hears so and resumes it early.
+	// tasks continue, or agent tasks budget): its agent hears so and
+	// resumes it early.
 	ContinueAsked time.Time `json:"continue_asked,omitzero"`
+	// MaxTokens and MaxTime, for a budget park, are the budget it reached
+	// (the task's own, or its agent's default): what a person's raise adds
+	// to. Zero: no bound of that kind.
+	MaxTokens int64    `json:"max_tokens,omitempty"`
+	MaxTime   Duration `json:"max_time,omitempty"`
 }
 
 // Known reports whether r is one of the reasons above.
-func (r ParkReason) Known() bool { return r == ParkUsageLimit }
+func (r ParkReason) Known() bool { return r == ParkUsageLimit || r == ParkBudget }
 
 // Progress is the latest progress an executor reported.
 type Progress struct {

@@ -158,3 +158,52 @@ func TestAParkedTaskIsContinuedEarlyOrCancelled(t *testing.T) {
 	remote := c.waitDone(t, cancelled)
 	sameEnding(t, local, &remote.Task, "cancelled: cancelled by a person")
 }
+
+// A task that reaches its token budget parks (the agent's default,
+// --on-budget park) and a person is told; agent tasks budget --add-tokens
+// raises it, and the session continues once. A raise of a task not parked
+// at its budget, or of a budget it has not, is one line and exit 1; a
+// raise of nothing is a usage error.
+func TestABudgetReachedParksAndARaiseContinues(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	dataDir := t.TempDir()
+	startAgentProc(t, c, dataDir)
+	cpArgs := []string{"--control-plane", c.url(), "--token-file", c.operatorFile}
+	id := submitArgs(t, c, "Count the words\n@side-effect rotated the key\n@usage 600\n@sleep 1s\n@output counted", "--max-tokens", "500")
+	v := c.waitPhase(t, id, "parked", func(p state.Phase) bool { return p == state.PhaseParked })
+	if v.Parked == nil || v.Parked.Reason != state.ParkBudget || v.Parked.MaxTokens != 500 {
+		t.Fatalf("parked: %+v", v.Parked)
+	}
+	show := runAgent(t, append([]string{"tasks", "show", id, "--remote"}, cpArgs...)...)
+	if !strings.Contains(show.stdout, "parked:   waiting for a person to raise its budget (500 tokens reached)") ||
+		!strings.Contains(show.stdout, " tasks budget "+id+" --add-tokens N|--add-time D") || !strings.Contains(show.stdout, state.BudgetParkedStep) {
+		t.Errorf("tasks show of a task parked at its budget:\n%s%s", show.stdout, show.stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--add-time", "5m"}, 1, "has no time budget to raise; it reached its token budget (add_tokens)"},
+		{[]string{}, 2, "say how much to add: --add-tokens N, --add-time D or both"},
+		{[]string{"--add-tokens", "-5"}, 2, "--add-tokens and --add-time cannot be below zero"},
+	} {
+		if r := runAgent(t, append(append([]string{"tasks", "budget", id}, c.args...), cpArgs...)...); r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("tasks budget %v: exit %d, %q; want %d, %q", c.args, r.code, r.stderr, c.code, c.want)
+		}
+	}
+	r := runAgent(t, append([]string{"tasks", "budget", id, "--add-tokens", "1000"}, cpArgs...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "budget raised to 1.5k tokens; its agent continues it at its next heartbeat") {
+		t.Fatalf("tasks budget: %+v", r)
+	}
+	v = c.waitDone(t, id)
+	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 || v.Attempts[1].Continues != 1 || v.MaxTokens != 1500 {
+		t.Fatalf("after the raise: %s, %d attempts, budget %d", v.Phase, len(v.Attempts), v.MaxTokens)
+	}
+	if turns := sessionTurns(t, dataDir, id); len(turns) != 2 || !strings.Contains(turns[1], "raised the task's budget") {
+		t.Errorf("the session's turns: %q", turns)
+	}
+	if r := runAgent(t, append([]string{"tasks", "budget", id, "--add-tokens", "1"}, cpArgs...)...); r.code != 1 || !strings.Contains(r.stderr, "only a task parked at its budget can have it raised") {
+		t.Errorf("tasks budget of a completed task: %+v", r)
+	}
+}

@@ -360,6 +360,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "max-concurrent", def: agent.DefaultMaxConcurrent, live: true, min: atLeast(1), help: "tasks run at once"},
 	{name: "max-starts", def: runner.DefaultMaxStarts, live: true, min: atLeast(1),
 		help: "attempts starting at once (their workspace and executor, until its first event), apart from --max-concurrent; the others wait in a start queue, their limits not running (agent health shows it)"},
+	{name: "on-budget", def: string(state.OnBudgetPark), oneOf: []string{string(state.OnBudgetPark), string(state.OnBudgetFail)},
+		help: "when a task reaches its token or time budget: park (the attempt is stopped, the task parks and a person is told; agent tasks budget ID --add-tokens N or --add-time D raises it and the session continues) or fail (budget_exceeded, for good)"},
 	{name: "park-keeps-slot", def: false,
 		help: "a task parked at a usage limit (phase parked, until the limit resets) keeps its slot of --max-concurrent; by default it gives the slot up while it waits, and waits for one to resume"},
 	{name: "max-retries", def: runner.DefaultMaxAttempts - 1, live: true, min: atLeast(0), help: "automatic retries after the first attempt"},

@@ -75,7 +75,11 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 	switch {
 	case t.Phase == state.PhaseParked:
 		fmt.Fprintf(w, "parked:   %s\n", visible(state.ParkedText(t)))
-		fmt.Fprintf(w, "  continue it now, or cancel it: %s, %s\n", h.tasks("continue", t.ID, ""), h.tasks("cancel", t.ID, ""))
+		if t.Parked != nil && t.Parked.Reason == state.ParkBudget {
+			fmt.Fprintf(w, "  raise it and continue, or cancel it: %s, %s\n", h.tasks("budget", t.ID, "--add-tokens N|--add-time D"), h.tasks("cancel", t.ID, ""))
+		} else {
+			fmt.Fprintf(w, "  continue it now, or cancel it: %s, %s\n", h.tasks("continue", t.ID, ""), h.tasks("cancel", t.ID, ""))
+		}
 		hinted = true
 	case !t.NextRetryAt.IsZero():
 		fmt.Fprintf(w, "retry:    at %s\n", t.NextRetryAt.Local().Format(time.TimeOnly))

@@ -130,7 +130,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 				resp.CancelOrders = append(resp.CancelOrders, o)
 			}
 			if t.Phase == state.PhaseParked && t.Parked != nil && !t.Parked.ContinueAsked.IsZero() {
-				resp.Resume = append(resp.Resume, t.ID)
+				resp.Resume = append(resp.Resume, api.ResumeOrder{TaskID: t.ID, MaxTokens: t.MaxTokens, MaxTime: t.MaxTime})
 			}
 			if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {
 				resp.Replies = append(resp.Replies, api.ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: t.Reply.Decision})

@@ -409,6 +409,10 @@ func parkedText(name, agent string, t *state.Task) string {
 			line += "; it continues on its own when the limit resets, at " + p.ResumesAt.UTC().Format(time.RFC3339)
 		}
 	}
+	if p := t.Parked; p != nil && p.Reason == state.ParkBudget {
+		return line + " (" + state.BudgetText(p.MaxTokens, p.MaxTime.D()) + " reached); a person decides: agent tasks budget " + t.ID +
+			" --add-tokens N or --add-time D continues it, agent tasks cancel ends it"
+	}
 	return line + " (agent tasks continue resumes it now, agent tasks cancel ends it)"
 }
 

@@ -73,7 +73,7 @@ func TestAParkedTaskIsNotifiedContinuedAndLeftAlone(t *testing.T) {
 		t.Fatalf("continued: %s, %+v", v.Phase, v.Parked)
 	}
 	for range 2 {
-		if hb := e.heartbeat("ws-1", api.RunningTask{TaskID: id, Attempt: 2, Phase: state.PhaseParked}); len(hb.Resume) != 1 || hb.Resume[0] != id {
+		if hb := e.heartbeat("ws-1", api.RunningTask{TaskID: id, Attempt: 2, Phase: state.PhaseParked}); len(hb.Resume) != 1 || hb.Resume[0].TaskID != id {
 			t.Fatalf("a heartbeat after the continue: resume %v", hb.Resume)
 		}
 	}
@@ -96,4 +96,61 @@ func (e *env) heartbeat(agent string, running ...api.RunningTask) api.HeartbeatR
 		e.t.Fatal(err)
 	}
 	return resp
+}
+
+// A task parked at its budget is task.parked, saying the budget it
+// reached and how to raise it; a person's raise adds to that budget (its
+// agent's default here, the task having none of its own), and its agent
+// hears the new bounds in its heartbeats until it resumes. A raise of a
+// budget it has not, of nothing, or below zero is refused, as is one of a
+// task not parked at its budget.
+func TestABudgetRaiseReachesTheAgent(t *testing.T) {
+	ctx := context.Background()
+	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
+	_, err := e.client.CreateTask(ctx, api.CreateTaskRequest{Prompt: "count", Title: "count the words"})
+	must(t, err)
+	c := e.claim("ws-1", "available", 1)[0]
+	id := c.Task.ID
+	if _, err := e.client.BudgetTask(ctx, id, api.BudgetRequest{AddTokens: 10}); err == nil || !strings.Contains(err.Error(), "only a task parked at its budget can have it raised") {
+		t.Errorf("a raise of a claimed task: %v", err)
+	}
+	a1 := state.Attempt{AttemptID: "a1", Number: 1, Status: state.AttemptRunning, StartedAt: t0}
+	failed := a1
+	failed.Status, failed.CompletedAt = state.AttemptFailed, t0.Add(time.Second)
+	failed.Error = &state.Error{Code: state.CodeBudgetExceeded, Message: "600 tokens used, over the budget of 500"}
+	failed.Retry = &state.RetryDecision{TechnicallyRetryable: true, Gate: state.GateAllowed, Decision: state.DecisionRetried}
+	e.send("ws-1",
+		ev(id+":p1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
+		ev(id+":a1", state.EventAttempt, c, a1),
+		ev(id+":a1f", state.EventAttempt, c, failed),
+		ev(id+":p2", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseParked, Reason: "budget_exceeded: …",
+			Parked: &state.Park{Reason: state.ParkBudget, Since: t0, MaxTokens: 500}}),
+		ev(id+":a2", state.EventAttempt, c, state.Attempt{AttemptID: "a2", Number: 2, Status: state.AttemptPending, NotBefore: t0.Add(time.Second)}))
+	n := e.oneNote(api.NotifyParked, "all")
+	if want := `Task "count the words" parked (agent ws-1) at its budget (500 tokens reached); a person decides: agent tasks budget ` + id + ` --add-tokens N or --add-time D continues it`; !strings.HasPrefix(n.Text, want) {
+		t.Errorf("text %q, want it to begin %q", n.Text, want)
+	}
+	for _, c := range []struct {
+		req  api.BudgetRequest
+		want string
+	}{
+		{api.BudgetRequest{AddTime: state.Duration(time.Minute)}, "has no time budget to raise"},
+		{api.BudgetRequest{}, "say how much to add"},
+		{api.BudgetRequest{AddTokens: -1}, "cannot be below zero"},
+	} {
+		if _, err := e.client.BudgetTask(ctx, id, c.req); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("raise %+v: %v, want %q", c.req, err, c.want)
+		}
+	}
+	if hb := e.heartbeat("ws-1", api.RunningTask{TaskID: id, Attempt: 2, Phase: state.PhaseParked}); len(hb.Resume) != 0 {
+		t.Errorf("a heartbeat before the raise: %+v", hb.Resume)
+	}
+	v, err := e.client.BudgetTask(ctx, id, api.BudgetRequest{AddTokens: 1000})
+	must(t, err)
+	if v.MaxTokens != 1500 || v.Parked == nil || v.Parked.MaxTokens != 1500 || v.Parked.ContinueAsked.IsZero() {
+		t.Fatalf("raised: %d, %+v", v.MaxTokens, v.Parked)
+	}
+	if hb := e.heartbeat("ws-1", api.RunningTask{TaskID: id, Attempt: 2, Phase: state.PhaseParked}); len(hb.Resume) != 1 || hb.Resume[0] != (api.ResumeOrder{TaskID: id, MaxTokens: 1500}) {
+		t.Errorf("a heartbeat after the raise: %+v", hb.Resume)
+	}
 }

@@ -291,6 +291,47 @@ func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, err
 	return v, err
 }
 
+// budgetTask raises the budget of a task parked at it, at a person's
+// request: its token bound by req.AddTokens, its wall-time bound by
+// req.AddTime, each from the budget it reached (its own, or its agent's
+// default, as the park says). Its agent hears so in its next heartbeat,
+// with the new bounds, and continues its session. Any other case is a
+// conflict, said in one line; a bad request a 400.
+func (s *Server) budgetTask(ctx context.Context, id string, req api.BudgetRequest) (api.TaskView, error) {
+	switch {
+	case req.AddTokens < 0 || req.AddTime < 0:
+		return api.TaskView{}, &httpError{http.StatusBadRequest, "add_tokens and add_time cannot be below zero"}
+	case req.AddTokens == 0 && req.AddTime == 0:
+		return api.TaskView{}, &httpError{http.StatusBadRequest, "say how much to add: add_tokens, add_time or both"}
+	}
+	v, err := s.change(ctx, id, func(t *state.Task) error {
+		p := t.Parked
+		if t.Phase != state.PhaseParked || p == nil || p.Reason != state.ParkBudget {
+			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: only a task parked at its budget can have it raised", id, t.Phase)}
+		}
+		if req.AddTokens > 0 {
+			if p.MaxTokens <= 0 {
+				return &httpError{http.StatusConflict, fmt.Sprintf("task %s has no token budget to raise; it reached its time budget (add_time)", id)}
+			}
+			p.MaxTokens += req.AddTokens
+			t.MaxTokens = p.MaxTokens
+		}
+		if req.AddTime > 0 {
+			if p.MaxTime <= 0 {
+				return &httpError{http.StatusConflict, fmt.Sprintf("task %s has no time budget to raise; it reached its token budget (add_tokens)", id)}
+			}
+			p.MaxTime += req.AddTime
+			t.MaxTime = p.MaxTime
+		}
+		p.ContinueAsked, t.UpdatedAt = s.opts.Now(), s.opts.Now()
+		return nil
+	})
+	if err == nil {
+		s.log.Info("task's budget raised by a person", "task", id, "max_tokens", v.MaxTokens, "max_time", v.MaxTime.D())
+	}
+	return v, err
+}
+
 // sessionKeeper is the agent that keeps the session of attempt a: the
 // agent whose lease the task last had, or, for a task continued and then
 // cancelled before anyone claimed it, the agent that continue was for. An

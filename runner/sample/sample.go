@@ -235,7 +235,7 @@ func (s *session) run() int {
 
 // recordedFirst are the directives the session records as done before
 // they act: what they do is work a continue must not do again.
-var recordedFirst = map[string]bool{"@limit": true, "@output": true, "@tool": true, "@side-effect": true, "@sh": true, "@subtask": true, "@ask": true}
+var recordedFirst = map[string]bool{"@limit": true, "@usage": true, "@output": true, "@tool": true, "@side-effect": true, "@sh": true, "@subtask": true, "@ask": true}
 
 // directive runs one directive; done says the session ends with code.
 func (s *session) directive(name string, args []string, arg string) (code int, done bool) {
