@@ -449,7 +449,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ApprovalTimeout: l.ApprovalTimeout, Isolation: a.conf.Runner,
 		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget,
 		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser,
-		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests), Starts: a.starts, OnBudget: a.cfg.OnBudget}
+		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests), Starts: a.starts, OnBudget: a.cfg.OnBudget, Liveness: a.cfg.LivenessInterval}
 }
 
 // egressFor is where task id's attempts may connect: the agent's allow
@@ -604,6 +604,7 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 		}()
 		r := a.newRunner(t)
 		r.Wake = sup.wake
+		r.OnActivity = func(at time.Time, liveness string) { a.running.activity(t.ID, at, liveness) }
 		r.Unpark = func(ctx context.Context) error {
 			return a.running.unpark(ctx, t.ID, func() int { return a.live.Load().MaxConcurrent })
 		}

@@ -98,6 +98,10 @@ type Config struct {
 	// OnBudget is what follows an attempt that reached its task's budget:
 	// park (the default; a person raises it) or fail.
 	OnBudget state.OnBudget
+	// LivenessInterval is how often a running attempt's processes are
+	// looked at, to tell one at work in silence from a hung one. Default
+	// runner.DefaultLiveness.
+	LivenessInterval time.Duration
 	// MaxStarts is how many attempts start at once, apart from how many
 	// run (see runner.Starts). Default runner.DefaultMaxStarts.
 	MaxStarts int

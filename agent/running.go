@@ -20,6 +20,8 @@ type supervised struct {
 	phase        state.Phase
 	attempt      int
 	lastProgress time.Time
+	lastActivity time.Time
+	liveness     string
 	leaseID      string
 	// wake ends the task's wait while it is parked: a person continued
 	// it early, or raised its budget.
@@ -170,6 +172,16 @@ func (r *runningTasks) update(id string, phase state.Phase, attempt int, lastPro
 	r.mu.Unlock()
 }
 
+// activity notes that task id's processes were seen at work in silence
+// at at (liveness), or that they no longer are ("").
+func (r *runningTasks) activity(id string, at time.Time, liveness string) {
+	r.mu.Lock()
+	if s := r.tasks[id]; s != nil {
+		s.lastActivity, s.liveness = at, liveness
+	}
+	r.mu.Unlock()
+}
+
 // count is how many tasks run.
 func (r *runningTasks) count() int {
 	r.mu.Lock()
@@ -244,7 +256,8 @@ func (r *runningTasks) report() ([]api.RunningTask, api.AgentState) {
 	defer r.mu.Unlock()
 	out := []api.RunningTask{}
 	for id, s := range r.tasks {
-		out = append(out, api.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress})
+		out = append(out, api.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress,
+			LastActivityAt: s.lastActivity, Liveness: s.liveness})
 	}
 	if r.stopping {
 		return out, api.AgentDraining // claims nothing, finishes what it runs

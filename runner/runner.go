@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -155,6 +156,14 @@ type Runner struct {
 	// person continued the task early, or raised its budget (the order
 	// says its new bounds).
 	Wake <-chan WakeOrder
+	// Liveness is how often an attempt's processes are looked at (their
+	// CPU time and I/O: proc.MarkActivity) to tell one at work in silence
+	// from a hung one. Zero is DefaultLiveness; negative never looks.
+	Liveness time.Duration
+	// OnActivity, if set, is told, from the runner's goroutine, each time
+	// the task's liveness changes or its processes are seen at work in
+	// silence: the agent's heartbeat says it to the control plane.
+	OnActivity func(at time.Time, liveness string)
 	// OnBudget is what follows an attempt that reached its task's budget:
 	// park (the default: a person raises it and the session continues)
 	// or fail (budget_exceeded, for good).
@@ -167,6 +176,10 @@ type WakeOrder struct {
 	MaxTokens int64
 	MaxTime   time.Duration
 }
+
+// DefaultLiveness is how often an attempt's processes are looked at by
+// default.
+const DefaultLiveness = 10 * time.Second
 
 // MaxParkWait bounds how long a task parks: a limit said to reset later
 // is waited for this long.
@@ -587,9 +600,14 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	tick := time.NewTicker(flushEvery)
 	defer tick.Stop()
 	logs := &logBatch{r: r, task: task}
+	live := r.liveness(task, spec.ProcessMark())
+	defer live.stop()
 	for {
 		select {
+		case <-live.tick:
+			live.look(r.now())
 		case ev := <-events:
+			live.heard(r.now())
 			if countsAsFirstEvent(ev) {
 				firstTimer.Stop()
 				started() // the executor is at work: the next may start
@@ -639,6 +657,76 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			}
 			return res
 		}
+	}
+}
+
+// liveness tells an attempt at work in silence from a hung one: at each
+// tick it reads the CPU time and I/O of the attempt's processes; grown,
+// with no event for a tick or more, the task is LivenessSilent and its
+// LastActivityAt moves on (the stall limit counts from it); an event, or
+// a look that finds them idle, ends that.
+type liveness struct {
+	r       *Runner
+	task    *state.Task
+	mark    string
+	every   time.Duration
+	tick    <-chan time.Time // nil when it never looks
+	timer   *time.Ticker
+	last    proc.Activity
+	heardAt time.Time // the last event
+}
+
+func (r *Runner) liveness(task *state.Task, mark string) *liveness {
+	l := &liveness{r: r, task: task, mark: mark, every: cmp.Or(r.Liveness, DefaultLiveness), heardAt: r.now()}
+	if l.every > 0 {
+		l.timer = time.NewTicker(l.every)
+		l.tick = l.timer.C
+		l.last = proc.MarkActivity(mark)
+	}
+	return l
+}
+
+func (l *liveness) stop() {
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.set(l.r.now(), "") // the attempt is over: nothing of it runs
+}
+
+// heard notes an event: the attempt is not silent.
+func (l *liveness) heard(now time.Time) {
+	l.heardAt = now
+	l.set(now, "")
+}
+
+// look reads the attempt's processes' activity.
+func (l *liveness) look(now time.Time) {
+	a := proc.MarkActivity(l.mark)
+	busy := a.Busier(l.last)
+	l.last = a
+	switch {
+	case busy && now.Sub(l.heardAt) >= l.every:
+		l.task.LastActivityAt = now
+		if l.task.Liveness == state.LivenessSilent && l.r.OnActivity != nil {
+			l.r.OnActivity(now, state.LivenessSilent) // LastActivityAt moved on
+		}
+		l.set(now, state.LivenessSilent)
+	case !busy:
+		l.set(now, "")
+	}
+}
+
+// set changes the task's liveness, telling OnActivity when it changes.
+func (l *liveness) set(_ time.Time, what string) {
+	if l.task.Liveness == what {
+		return
+	}
+	l.task.Liveness = what
+	if what == state.LivenessSilent {
+		l.r.logger().Info("the attempt works in silence: its processes use CPU or I/O, no event", "task", l.task.ID)
+	}
+	if l.r.OnActivity != nil {
+		l.r.OnActivity(l.task.LastActivityAt, what)
 	}
 }
 

@@ -86,6 +86,13 @@ type Task struct {
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
 	LastProgressAt time.Time `json:"last_progress_at,omitzero"`
+	// LastActivityAt is when its attempt's processes were last seen at
+	// work (CPU time or I/O growing) while it reported nothing, and
+	// Liveness, while that is so, says it: LivenessSilent. The stall
+	// limit counts from the later of it and LastProgressAt. Cleared by the
+	// next event.
+	LastActivityAt time.Time `json:"last_activity_at,omitzero"`
+	Liveness       string    `json:"liveness,omitempty"`
 	Progress       Progress  `json:"progress,omitzero"`
 	Result         *Result   `json:"result,omitempty"`
 

@@ -5,6 +5,12 @@ import (
 	"time"
 )
 
+// LivenessSilent is a running task's liveness while its attempt reports
+// nothing but its processes work (CPU time or I/O growing): a long test
+// run, a build. The stall limit counts from the last time they were seen
+// at work, so that it is not ended as hung.
+const LivenessSilent = "working (silent)"
+
 // Limits are the watchdog's limits. The zero value uses the defaults.
 type Limits struct {
 	// Queued is how long a task may wait to be claimed. Default 1 h.
@@ -39,7 +45,8 @@ type Ending struct {
 // phase t must move to, if any:
 //
 //   - queued longer than the queued limit: expired;
-//   - running with no progress for the stall limit: recoverable_failed if
+//   - running with no progress, and its processes not seen at work
+//     (LastActivityAt), for the stall limit: recoverable_failed if
 //     its turn had not started (nothing was done, a person or a retry can
 //     safely run it again), else timed_out. A task awaiting a person's
 //     reply is not stalled: it waits for the person, and its agent
@@ -63,6 +70,10 @@ func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
 		last := t.LastProgressAt
 		if last.IsZero() {
 			last = t.UpdatedAt
+		}
+		if t.LastActivityAt.After(last) {
+			// Its processes were at work, silent: not stalled yet.
+			last = t.LastActivityAt
 		}
 		if c := t.Current(); c != nil && c.Status == AttemptPending && now.Before(c.NotBefore) {
 			return Ending{}, false // waiting out a retry's backoff is not a stall

@@ -39,6 +39,7 @@ type runFlags struct {
 	parkKeepsSlot                             bool
 	onSideEffect, onBudget                    string
 	heartbeat, drainTimeout, retention        time.Duration
+	livenessInterval                          time.Duration
 	retentionMaxSize, taskLogMaxSize          byteSize
 	maxAttemptOutput                          byteSize
 	attemptTimeouts, firstEventTimeouts       []time.Duration
@@ -87,6 +88,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "no-retry", &f.noRetry)
 	t.bind(fs, "on-side-effect", &f.onSideEffect)
 	t.bind(fs, "on-budget", &f.onBudget)
+	t.bind(fs, "liveness-interval", &f.livenessInterval)
 	t.bind(fs, "attempt-timeout", &f.attemptTimeouts)
 	t.bind(fs, "first-event-timeout", &f.firstEventTimeouts)
 	// Budgets (issue 27).
@@ -337,7 +339,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
 		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.runnerApprovalTimeout(),
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
-		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, ParkKeepsSlot: f.parkKeepsSlot, OnBudget: state.OnBudget(f.onBudget), HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
+		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, ParkKeepsSlot: f.parkKeepsSlot, OnBudget: state.OnBudget(f.onBudget), LivenessInterval: f.livenessInterval, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
 		Isolation: f.isolationOf(configFileOf(cmd)), Repos: repos, PullRequests: pulls, CommitAuthor: author, Labels: labels, Budget: f.budget(),
 		ExecutorKind: f.executor.kind, MaxAttemptOutput: int64(f.maxAttemptOutput)} // routing by capability

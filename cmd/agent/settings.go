@@ -362,6 +362,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "attempts starting at once (their workspace and executor, until its first event), apart from --max-concurrent; the others wait in a start queue, their limits not running (agent health shows it)"},
 	{name: "on-budget", def: string(state.OnBudgetPark), oneOf: []string{string(state.OnBudgetPark), string(state.OnBudgetFail)},
 		help: "when a task reaches its token or time budget: park (the attempt is stopped, the task parks and a person is told; agent tasks budget ID --add-tokens N or --add-time D raises it and the session continues) or fail (budget_exceeded, for good)"},
+	{name: "liveness-interval", def: runner.DefaultLiveness, min: atLeast(int64(100 * time.Millisecond)),
+		help: "how often a running attempt's processes are looked at (their CPU time and I/O, the whole tree): one at work with no event is working (silent), and the control plane's stall limit counts from the last time it was seen at work, so a long silent test run is not ended as hung, while a stopped or idle one is"},
 	{name: "park-keeps-slot", def: false,
 		help: "a task parked at a usage limit (phase parked, until the limit resets) keeps its slot of --max-concurrent; by default it gives the slot up while it waits, and waits for one to resume"},
 	{name: "max-retries", def: runner.DefaultMaxAttempts - 1, live: true, min: atLeast(0), help: "automatic retries after the first attempt"},

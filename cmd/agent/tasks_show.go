@@ -72,6 +72,9 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 	if t.Progress.Message != "" {
 		fmt.Fprintf(w, "progress: %d%% %s\n", t.Progress.Percent, visible(t.Progress.Message))
 	}
+	if t.Liveness != "" && t.Phase.Running() {
+		fmt.Fprintf(w, "liveness: %s, its processes at work %s, no event since %s\n", visible(t.Liveness), ago(now, t.LastActivityAt), ago(now, t.LastProgressAt))
+	}
 	switch {
 	case t.Phase == state.PhaseParked:
 		fmt.Fprintf(w, "parked:   %s\n", visible(state.ParkedText(t)))

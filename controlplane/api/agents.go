@@ -68,6 +68,11 @@ type RunningTask struct {
 	Attempt        int         `json:"attempt"`
 	Phase          state.Phase `json:"phase"`
 	LastProgressAt time.Time   `json:"last_progress_at"`
+	// LastActivityAt is when its attempt's processes were last seen at
+	// work in silence, and Liveness says so while they are
+	// (state.LivenessSilent): the stall limit counts from it.
+	LastActivityAt time.Time `json:"last_activity_at,omitzero"`
+	Liveness       string    `json:"liveness,omitempty"`
 }
 
 // OutboxStats summarize the agent's outbox.

@@ -108,6 +108,8 @@ func cardOf(v *api.TaskView, now time.Time) card {
 		c.Progress = "waiting for a person: " + approvalWhat(t.AwaitingReply)
 	case t.Phase == state.PhaseParked:
 		c.Progress = state.ParkedText(t)
+	case t.Liveness != "" && t.Phase.Running():
+		c.Progress = t.Liveness + ": its processes use CPU or I/O, no event since " + t.LastProgressAt.UTC().Format(time.RFC3339)
 	case p.Message != "" || p.Percent > 0:
 		c.Progress, c.Percent = p.Message, p.Percent
 		if p.Percent > 0 {

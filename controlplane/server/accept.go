@@ -285,7 +285,7 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 	default:
 		return api.Invalid("unknown kind " + string(ev.Kind))
 	}
-	t.LastProgressAt, t.UpdatedAt = now, now
+	t.LastProgressAt, t.UpdatedAt, t.Liveness = now, now, ""
 	t.Lease.ExpiresAt = now.Add(s.opts.Lease)
 	return ""
 }

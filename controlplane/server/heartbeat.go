@@ -117,6 +117,18 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 				continue
 			}
 			t.Lease.ExpiresAt = now.Add(s.opts.Lease)
+			if r.LastActivityAt.After(t.LastActivityAt) {
+				// Its processes at work in silence: the stall limit
+				// counts from then (never from later than now).
+				t.LastActivityAt = r.LastActivityAt
+				if t.LastActivityAt.After(now) {
+					t.LastActivityAt = now
+				}
+			}
+			t.Liveness = state.PlainText(r.Liveness)
+			if t.Liveness != "" && t.Liveness != state.LivenessSilent {
+				t.Liveness = "" // only what the agent may say
+			}
 			tx.Save(t)
 			o, stop := stopOrder(t)
 			if stop {

@@ -154,3 +154,35 @@ func TestABudgetRaiseReachesTheAgent(t *testing.T) {
 		t.Errorf("a heartbeat after the raise: %+v", hb.Resume)
 	}
 }
+
+// A parked task outlives the control plane's restart: parked still, with
+// its park, left alone by the watchdog, and continued early through the
+// new one.
+func TestAParkedTaskOutlivesAControlPlaneRestart(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{now: t0}
+	e := newEnv(t, t.TempDir(), clk)
+	task := e.submit("rotate", "any")
+	c := e.claim("ws-1", "available", 1)[0]
+	resets := t0.Add(time.Hour)
+	e.send("ws-1",
+		ev(task.ID+":p1", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}),
+		ev(task.ID+":p2", state.EventPhase, c, state.PhaseEvent{Phase: state.PhaseParked, Reason: "usage_limit",
+			Parked: &state.Park{Reason: state.ParkUsageLimit, ResumesAt: resets, Since: t0}}))
+	e = e.restart(clk)
+	clk.advance(4 * time.Second) // past three heartbeat intervals: leases may lapse again
+	e.heartbeat("ws-1", api.RunningTask{TaskID: task.ID, Phase: state.PhaseParked})
+	clk.advance(30 * time.Minute)
+	e.heartbeat("ws-1", api.RunningTask{TaskID: task.ID, Phase: state.PhaseParked})
+	e.srv.watchdog(ctx)
+	v, err := e.client.Task(ctx, task.ID)
+	must(t, err)
+	if v.Phase != state.PhaseParked || v.Parked == nil || !v.Parked.ResumesAt.Equal(resets) {
+		t.Fatalf("after the restart: %s, %+v", v.Phase, v.Parked)
+	}
+	_, err = e.client.ContinueTask(ctx, task.ID)
+	must(t, err)
+	if hb := e.heartbeat("ws-1", api.RunningTask{TaskID: task.ID, Phase: state.PhaseParked}); len(hb.Resume) != 1 {
+		t.Errorf("resume orders after the restart: %+v", hb.Resume)
+	}
+}

@@ -10,6 +10,10 @@
 //	@tool NAME         a tool call: input, call, result
 //	@side-effect TEXT  a side effect
 //	@fail CODE [TIMES] fail with CODE on the first TIMES attempts (default 1)
+//	@busy DURATION     spin the CPU for DURATION, saying nothing (a long
+//	                   silent build or test run)
+//	@sigstop           stop itself (SIGSTOP): a hung attempt whose
+//	                   process is there but does nothing
 //	@exit N            exit with code N and no result
 //	@hang              never answer
 //	@close-stdout      close stdout and go on running for a while
@@ -61,6 +65,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -304,6 +309,26 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 		s.emit(map[string]any{"type": "error", "code": "usage_limit", "resets_at": resets.Format(time.RFC3339Nano),
 			"message": "You've hit your usage limit. It resets at " + resets.Format(time.RFC3339) + "."})
 		return 1, true
+	case "@busy":
+		d, err := time.ParseDuration(arg)
+		if err != nil || d < 0 {
+			fmt.Fprintf(s.stderr, "sample-executor: @busy %q: want a duration, as 5s\n", arg)
+			return 2, true
+		}
+		s.out.Flush()
+		x := uint64(1)
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			for range 1_000_000 {
+				x = x*6364136223846793005 + 1442695040888963407
+			}
+		}
+		runtime.KeepAlive(x) // the loop is the work: not optimized away
+	case "@sigstop":
+		s.out.Flush()
+		if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
+			fmt.Fprintln(s.stderr, "sample-executor: @sigstop:", err)
+			return 2, true
+		}
 	case "@exit":
 		return n(1), true
 	case "@hang":
