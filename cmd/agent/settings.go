@@ -14,6 +14,7 @@ import (
 	"github.com/edgeagent/agent/internal/tmuxview"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -339,6 +340,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "a model provider defined in your Codex config whose own retries are capped at one, so the agent owns retrying (not for the built-in openai)"},
 	{name: "claude-allowed-tools", key: "executor.claude.allowed-tools", def: []string(nil),
 		help: "tools Claude Code may use without asking (--allowedTools), e.g. Bash,Write,Edit"},
+	{name: "claude-limit-wait", key: "executor.claude.limit-wait", def: claude.DefaultLimitWait, min: atLeast(int64(time.Second)),
+		help: "a retry Claude Code would wait longer than this for after a 429 (its retry-after: a usage limit's reset) stops the attempt, usage_limit: the task parks until then rather than the CLI sleeping through it; a shorter wait is left to Claude Code"},
 	{name: "claude-permission-mode", key: "executor.claude.permission-mode",
 		oneOf: []string{"", "default", "acceptEdits", "dontAsk", "plan", "bypassPermissions"}, help: "Claude Code --permission-mode"},
 
