@@ -99,7 +99,7 @@ func New(cfg Config) (*Agent, error) {
 		health: health.NewTracker(cfg.Executor.Name(), health.Options{}), replies: newReplies(), held: newHoldback(), logs: newTaskLogs(cfg.TaskLogMaxBytes),
 		kickSend: make(chan struct{}, 1), replay: make(chan struct{}, 1), kickClaim: make(chan struct{}, 1),
 		aborted: make(chan struct{}), output: newOutputBounds(cfg.MaxAttemptOutput, cfg.DataDir, cfg.Logger),
-		running: newRunningTasks(), link: &link{interval: cfg.HeartbeatInterval}, starts: runner.NewStarts(cfg.MaxStarts),
+		running: newRunningTasks(cfg.ParkKeepsSlot), link: &link{interval: cfg.HeartbeatInterval}, starts: runner.NewStarts(cfg.MaxStarts),
 	}
 	if a.workspaces, err = workspace.New(a.workDir(), cfg.Repos); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -389,7 +389,7 @@ func (a *Agent) sendLoop() *sendLoop {
 func (a *Agent) heartbeat() *heartbeat {
 	return &heartbeat{client: a.client, outbox: a.outbox, store: a.store, held: a.held, health: a.health, live: &a.live,
 		replies: a.replies, link: a.link, obs: a.obs, log: a.log, notify: a.cfg.Notify, base: a.cfg.HeartbeatInterval, outputCap: &a.output.told,
-		request: a.heartbeatRequest, cancel: a.cancelTask, stop: a.stopTask, record: a.writeHealth,
+		request: a.heartbeatRequest, cancel: a.cancelTask, stop: a.stopTask, wake: a.wakeTask, record: a.writeHealth,
 		sendNow: a.kickSend, replay: a.replay, claimNow: a.kickClaim}
 }
 
@@ -449,7 +449,7 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ApprovalTimeout: l.ApprovalTimeout, Isolation: a.conf.Runner,
 		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget,
 		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser,
-		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests), Starts: a.starts}
+		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests), Starts: a.starts, OnBudget: a.cfg.OnBudget, Liveness: a.cfg.LivenessInterval}
 }
 
 // egressFor is where task id's attempts may connect: the agent's allow
@@ -574,7 +574,7 @@ func policyFor(p runner.Policy, t *state.Task) runner.Policy {
 // supervise runs a task in its own goroutine until it ends.
 func (a *Agent) supervise(parent context.Context, t *state.Task) {
 	ctx, cancel := context.WithCancelCause(parent)
-	sup := &supervised{cancel: cancel, phase: t.Phase, lastProgress: t.LastProgressAt}
+	sup := &supervised{cancel: cancel, phase: t.Phase, lastProgress: t.LastProgressAt, wake: make(chan runner.WakeOrder, 1)}
 	if t.Lease != nil {
 		sup.leaseID = t.Lease.ID
 	}
@@ -602,7 +602,13 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 			a.taskTokens.Delete(t.ID)
 			kick(a.kickClaim)
 		}()
-		if err := a.newRunner(t).Run(ctx, t); err != nil {
+		r := a.newRunner(t)
+		r.Wake = sup.wake
+		r.OnActivity = func(at time.Time, liveness string) { a.running.activity(t.ID, at, liveness) }
+		r.Unpark = func(ctx context.Context) error {
+			return a.running.unpark(ctx, t.ID, func() int { return a.live.Load().MaxConcurrent })
+		}
+		if err := r.Run(ctx, t); err != nil {
 			a.log.Error("task cannot run", "task", t.ID, "err", err)
 			return
 		}
@@ -615,6 +621,14 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 			}
 		}
 	}()
+}
+
+// wakeTask ends a parked task's wait at the control plane's word: a
+// person continued it early, or raised its budget.
+func (a *Agent) wakeTask(o api.ResumeOrder) {
+	if a.running.wake(o.TaskID, runner.WakeOrder{MaxTokens: o.MaxTokens, MaxTime: o.MaxTime.D()}) {
+		a.log.Info("continuing a parked task, a person having asked", "task", o.TaskID, "max_tokens", o.MaxTokens, "max_time", o.MaxTime.D())
+	}
 }
 
 // cancelTask stops a running task at the control plane's order: it ends

@@ -91,6 +91,17 @@ type Config struct {
 	// MaxConcurrent is how many tasks run at once. Default
 	// DefaultMaxConcurrent.
 	MaxConcurrent int
+	// ParkKeepsSlot: a parked task (phase parked: waiting for a usage
+	// limit to reset) keeps its slot of MaxConcurrent. Default: it gives
+	// the slot up while it waits, and waits for one to resume.
+	ParkKeepsSlot bool
+	// OnBudget is what follows an attempt that reached its task's budget:
+	// park (the default; a person raises it) or fail.
+	OnBudget state.OnBudget
+	// LivenessInterval is how often a running attempt's processes are
+	// looked at, to tell one at work in silence from a hung one. Default
+	// runner.DefaultLiveness.
+	LivenessInterval time.Duration
 	// MaxStarts is how many attempts start at once, apart from how many
 	// run (see runner.Starts). Default runner.DefaultMaxStarts.
 	MaxStarts int

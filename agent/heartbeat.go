@@ -37,8 +37,9 @@ type heartbeat struct {
 	base    time.Duration               // Config.HeartbeatInterval
 	request func() api.HeartbeatRequest // what the agent is, now
 	cancel  func(api.CancelOrder)
-	stop    func(api.StopOrder) // a task over its tree's budget
-	record  func(reached bool)  // writes the health file
+	stop    func(api.StopOrder)   // a task over its tree's budget
+	wake    func(api.ResumeOrder) // a parked task a person continued, or whose budget they raised
+	record  func(reached bool)    // writes the health file
 	// outputCap keeps the output cap the control plane says it keeps
 	// (see outputBounds).
 	outputCap *atomic.Int64
@@ -100,6 +101,11 @@ func (h *heartbeat) Run(ctx context.Context) error {
 				h.outputCap.Store(resp.MaxAttemptOutputBytes)
 			}
 			obey(resp.CancelOrders, resp.Stop, resp.Cancel, h.cancel, h.stop)
+			if h.wake != nil {
+				for _, o := range resp.Resume {
+					h.wake(o)
+				}
+			}
 			h.replies.deliver(resp.Replies)
 			h.link.setPublicURL(publicURL(resp.PublicURL))
 		}

@@ -42,7 +42,7 @@ func newPruneBed(t *testing.T, rules state.Retention) *pruneBed {
 	}
 	t.Cleanup(func() { o.Close() })
 	b.r = &retention{layout: l, workRoot: filepath.Join(l.Dir, "work"), store: store, outbox: o, rules: rules,
-		now: func() time.Time { return b.now }, log: quiet(), running: newRunningTasks(), held: func(id string) bool { return b.busy[id] }}
+		now: func() time.Time { return b.now }, log: quiet(), running: newRunningTasks(false), held: func(id string) bool { return b.busy[id] }}
 	return b
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -19,7 +20,12 @@ type supervised struct {
 	phase        state.Phase
 	attempt      int
 	lastProgress time.Time
+	lastActivity time.Time
+	liveness     string
 	leaseID      string
+	// wake ends the task's wait while it is parked: a person continued
+	// it early, or raised its budget.
+	wake chan runner.WakeOrder
 }
 
 // runningTasks is the set of tasks the agent runs, and whether it is
@@ -30,9 +36,77 @@ type runningTasks struct {
 	mu       sync.Mutex
 	tasks    map[string]*supervised
 	stopping bool
+	// parkedKeepSlots: a parked task keeps its slot (the agent's
+	// park_keeps_slot); otherwise it gives it up while it waits.
+	parkedKeepSlots bool
+	// changed is closed, and replaced, when a task ends or changes
+	// phase: what a parked task waiting for a slot waits on.
+	changed chan struct{}
 }
 
-func newRunningTasks() *runningTasks { return &runningTasks{tasks: map[string]*supervised{}} }
+func newRunningTasks(parkedKeepSlots bool) *runningTasks {
+	return &runningTasks{tasks: map[string]*supervised{}, changed: make(chan struct{}), parkedKeepSlots: parkedKeepSlots}
+}
+
+// signal wakes those waiting for a change. Under the lock.
+func (r *runningTasks) signal() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// holding is how many tasks hold a slot: those that run, and those
+// parked when parked tasks keep theirs. Under the lock.
+func (r *runningTasks) holding() int {
+	n := 0
+	for _, s := range r.tasks {
+		if r.parkedKeepSlots || s.phase != state.PhaseParked {
+			n++
+		}
+	}
+	return n
+}
+
+// unpark waits until parked task id may take a slot again under limit
+// (at once when parked tasks keep theirs), and counts it as holding one
+// from then; an error when ctx ends first.
+func (r *runningTasks) unpark(ctx context.Context, id string, limit func() int) error {
+	for {
+		r.mu.Lock()
+		s := r.tasks[id]
+		if s == nil || s.phase != state.PhaseParked || r.parkedKeepSlots || r.holding() < limit() {
+			if s != nil && s.phase == state.PhaseParked {
+				// Holding a slot from now: no claim, nor another parked
+				// task, takes it meanwhile.
+				s.phase = state.PhaseExecutorStarting
+			}
+			r.mu.Unlock()
+			return nil
+		}
+		changed := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-changed:
+		}
+	}
+}
+
+// wake ends parked task id's wait with o, if it is parked; false when it
+// is not.
+func (r *runningTasks) wake(id string, o runner.WakeOrder) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.tasks[id]
+	if s == nil || s.phase != state.PhaseParked || s.wake == nil {
+		return false
+	}
+	select {
+	case s.wake <- o:
+	default: // one waits already; the control plane says it again until the task resumes
+	}
+	return true
+}
 
 // start records task id as running, unless the agent is stopping (false).
 // onStart runs under the lock when it does (the agent counts the task in
@@ -52,6 +126,7 @@ func (r *runningTasks) start(id string, s *supervised, onStart func()) bool {
 func (r *runningTasks) end(id string) {
 	r.mu.Lock()
 	delete(r.tasks, id)
+	r.signal()
 	r.mu.Unlock()
 }
 
@@ -88,7 +163,21 @@ func (r *runningTasks) has(id string) bool { return r.get(id) != nil }
 func (r *runningTasks) update(id string, phase state.Phase, attempt int, lastProgress time.Time) {
 	r.mu.Lock()
 	if s := r.tasks[id]; s != nil {
+		moved := s.phase != phase
 		s.phase, s.attempt, s.lastProgress = phase, attempt, lastProgress
+		if moved {
+			r.signal()
+		}
+	}
+	r.mu.Unlock()
+}
+
+// activity notes that task id's processes were seen at work in silence
+// at at (liveness), or that they no longer are ("").
+func (r *runningTasks) activity(id string, at time.Time, liveness string) {
+	r.mu.Lock()
+	if s := r.tasks[id]; s != nil {
+		s.lastActivity, s.liveness = at, liveness
 	}
 	r.mu.Unlock()
 }
@@ -101,11 +190,12 @@ func (r *runningTasks) count() int {
 }
 
 // room is how many more tasks may start under limit, and whether the
-// agent is stopping.
+// agent is stopping. A parked task holds no slot, unless parked tasks
+// keep theirs.
 func (r *runningTasks) room(limit int) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return limit - len(r.tasks), r.stopping
+	return limit - r.holding(), r.stopping
 }
 
 // order records that task id was ordered to stop with o, and returns its
@@ -166,7 +256,8 @@ func (r *runningTasks) report() ([]api.RunningTask, api.AgentState) {
 	defer r.mu.Unlock()
 	out := []api.RunningTask{}
 	for id, s := range r.tasks {
-		out = append(out, api.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress})
+		out = append(out, api.RunningTask{TaskID: id, Attempt: s.attempt, Phase: s.phase, LastProgressAt: s.lastProgress,
+			LastActivityAt: s.lastActivity, Liveness: s.liveness})
 	}
 	if r.stopping {
 		return out, api.AgentDraining // claims nothing, finishes what it runs

@@ -492,6 +492,13 @@ func (c *Client) ContinueTask(ctx context.Context, id string) (api.TaskView, err
 	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/continue", nil, &out, false)
 }
 
+// BudgetTask raises the budget of a task parked at it (a person
+// decided); its session continues. It is tried once, like RetryTask.
+func (c *Client) BudgetTask(ctx context.Context, id string, req api.BudgetRequest) (api.TaskView, error) {
+	var out api.TaskView
+	return out, c.call(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/budget", req, &out, false)
+}
+
 // Reply answers a task's approval request; requestID may be empty for
 // the request the task awaits now.
 func (c *Client) Reply(ctx context.Context, taskID, requestID string, decision api.Decision) (api.TaskView, error) {

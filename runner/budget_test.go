@@ -14,12 +14,14 @@ import (
 )
 
 // budgetFixture runs prompt through the sample under a budget, keeping
-// the usage of every attempt report.
+// the usage of every attempt report, with on_budget fail (a budget
+// reached ends the task; park_test.go has the default, which asks).
 func budgetFixture(t *testing.T, prompt string, task, def runner.Budget) (*runnertest.Fixture, func() []int64) {
 	t.Helper()
 	f := runnertest.NewFixture(t, sampleExec(t, exec.Config{}), prompt)
 	f.Task.MaxTokens, f.Task.MaxTime = task.MaxTokens, state.Duration(task.MaxTime)
 	f.Runner.Budget = def
+	f.Runner.OnBudget = state.OnBudgetFail
 	f.Runner.Policy.Rand = func() float64 { return 0 }
 	var mu sync.Mutex
 	var reported []int64

@@ -259,9 +259,14 @@ type Event struct {
 	Data         json.RawMessage `json:"data,omitempty"`           // result
 	Code         state.ErrorCode `json:"code,omitempty"`           // error
 	RetryAfterMS int64           `json:"retry_after_ms,omitempty"` // error
-	InputTokens  int64           `json:"input_tokens,omitempty"`   // usage
-	OutputTokens int64           `json:"output_tokens,omitempty"`  // usage
-	TotalTokens  int64           `json:"total_tokens,omitempty"`   // usage
+	// ResetsAt and RetryAfterS, on an error of code usage_limit, say when
+	// the limit resets: the task parks until then and continues its
+	// session (RetryAfterMS says it too).
+	ResetsAt     time.Time `json:"resets_at,omitzero"`      // error
+	RetryAfterS  float64   `json:"retry_after_s,omitempty"` // error
+	InputTokens  int64     `json:"input_tokens,omitempty"`  // usage
+	OutputTokens int64     `json:"output_tokens,omitempty"` // usage
+	TotalTokens  int64     `json:"total_tokens,omitempty"`  // usage
 
 	Stream Stream   `json:"-"` // lines
 	Lines  []string `json:"-"` // lines
@@ -306,6 +311,19 @@ const (
 	StderrTailLines = 8
 	StderrTailBytes = 4 << 10
 )
+
+// ResetIn is how long after now the limit an error event reports
+// resets: its resets_at, else its retry_after_s, else its retry_after_ms;
+// zero when it says none (or a time past).
+func (ev Event) ResetIn(now time.Time) time.Duration {
+	switch {
+	case !ev.ResetsAt.IsZero():
+		return max(ev.ResetsAt.Sub(now), 0)
+	case ev.RetryAfterS > 0:
+		return time.Duration(min(ev.RetryAfterS, MaxParkWait.Seconds()) * float64(time.Second))
+	}
+	return max(time.Duration(ev.RetryAfterMS)*time.Millisecond, 0)
+}
 
 // UsageEvent is a usage event reporting u, the tokens an attempt used so
 // far.

@@ -88,6 +88,18 @@ func (p Policy) Delay(n int, retryAfter time.Duration) time.Duration {
 	return time.Duration(d)
 }
 
+// parkDelay is how long a task parks for a limit that resets in wait
+// (at most MaxParkWait): that, and a little jitter, up to a tenth of it
+// and at most parkJitterMax, so that the tasks parked at one limit do not
+// all resume at the same instant.
+func (p Policy) parkDelay(wait time.Duration) time.Duration {
+	wait = min(wait, MaxParkWait)
+	return wait + time.Duration(p.Rand()*float64(min(wait/10, parkJitterMax)))
+}
+
+// parkJitterMax bounds the jitter of a park.
+const parkJitterMax = 30 * time.Second
+
 // gateOf is the safety gate: an automatic retry is allowed only when the
 // failed attempt produced no visible output, used no tool, and had no side
 // effect, so that running it again cannot repeat work. It returns
@@ -124,6 +136,11 @@ func gateOf(f state.Facts) state.GateReason {
 //   - otherwise, nothing having been done: retried, a replay of the
 //     prompt.
 //
+// A usage limit said to reset (usage_limit with a retry-after) comes
+// first: continued when a session can be, else retried when the gate
+// allows it, after the wait and a little jitter (parkDelay), whatever
+// the attempts used (the runner parks the task meanwhile).
+//
 // A transient failure waits the backoff; an interrupted attempt goes on
 // as soon as the agent runs again. firstEventRetried reports whether an
 // earlier attempt was already retried after a first-event timeout.
@@ -137,6 +154,21 @@ func (p Policy) decide(v verdict, a *state.Attempt, firstEventRetried, canContin
 		return state.RetryDecision{Gate: state.GateBudget, Decision: state.DecisionStopped}
 	}
 	blocked := d.Gate != state.GateAllowed
+	if v.Code == state.CodeUsageLimit && v.RetryAfter > 0 {
+		// The account's limit, said to reset: not the task's doing, so
+		// no attempt is spent (see stoppedBefore), and the conversation
+		// goes on once it resets, as the person would have it go on.
+		switch {
+		case canContinue:
+			d.Decision = state.DecisionContinued
+		case blocked:
+			return d
+		default:
+			d.Decision = state.DecisionRetried
+		}
+		d.Delay = state.Duration(p.parkDelay(v.RetryAfter))
+		return d
+	}
 	switch {
 	case !d.TechnicallyRetryable, blocked && (!canContinue || a.Number >= p.MaxAttempts):
 		return d

@@ -375,6 +375,7 @@ func TestRealCLIOverItsTokenBudgetIsStopped(t *testing.T) {
 			marker := "sleep-" + strconv.Itoa(os.Getpid()) + "-budget-" + cli
 			f := runnertest.NewCLIFixture(t, exe, "Sleep\nmock: shell\nmock-cmd: bash -c 'exec -a "+marker+" sleep 300'", []string{"m"})
 			f.Task.MaxTokens = 10 // the mock's every answer uses more
+			f.Runner.OnBudget = state.OnBudgetFail
 			f.Run(t, context.Background())
 			if f.Task.Phase != state.PhaseFailed || len(f.Task.Attempts) != 1 {
 				t.Fatalf("task %s, want failed after 1 attempt; %s; logs:\n%s", f.Task.Phase, runnertest.AttemptsText(f.Task), strings.Join(f.Rec.Logs(), "\n"))

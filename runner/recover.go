@@ -33,5 +33,5 @@ func (r *Runner) Recover(task *state.Task) (resume bool) {
 	judged.Number -= stoppedBefore(task, c)
 	d := r.Policy.decide(v, &judged, r.firstEventRetried(task, c), r.canContinue(task, c))
 	out := state.Outcome{Status: state.AttemptFailed, Error: &state.Error{Code: v.Code, Message: v.Message}, Retry: &d}
-	return r.conclude(task, c, out, state.PhaseRecoverableFailed, notRetried(v, d)) != nil
+	return r.conclude(task, c, out, state.PhaseRecoverableFailed, notRetried(v, d), nil) != nil
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -146,7 +147,43 @@ type Runner struct {
 	// Starts, if set, bounds how many attempts start at once, across
 	// every runner that shares it (see Starts).
 	Starts *Starts
+	// Unpark, if set, is called when a parked task's wait ends, before
+	// it resumes: the agent waits there for a slot (a parked task gives
+	// its slot up, unless told to keep it). It returns an error only when
+	// ctx ends first.
+	Unpark func(ctx context.Context) error
+	// Wake, if set, ends a parked task's wait at once when it receives: a
+	// person continued the task early, or raised its budget (the order
+	// says its new bounds).
+	Wake <-chan WakeOrder
+	// Liveness is how often an attempt's processes are looked at (their
+	// CPU time and I/O: proc.MarkActivity) to tell one at work in silence
+	// from a hung one. Zero is DefaultLiveness; negative never looks.
+	Liveness time.Duration
+	// OnActivity, if set, is told, from the runner's goroutine, each time
+	// the task's liveness changes or its processes are seen at work in
+	// silence: the agent's heartbeat says it to the control plane.
+	OnActivity func(at time.Time, liveness string)
+	// OnBudget is what follows an attempt that reached its task's budget:
+	// park (the default: a person raises it and the session continues)
+	// or fail (budget_exceeded, for good).
+	OnBudget state.OnBudget
 }
+
+// WakeOrder ends a parked task's wait: a person continued it, or raised
+// its budget to MaxTokens and MaxTime (zero: that bound unchanged).
+type WakeOrder struct {
+	MaxTokens int64
+	MaxTime   time.Duration
+}
+
+// DefaultLiveness is how often an attempt's processes are looked at by
+// default.
+const DefaultLiveness = 10 * time.Second
+
+// MaxParkWait bounds how long a task parks: a limit said to reset later
+// is waited for this long.
+const MaxParkWait = 8 * 24 * time.Hour
 
 // Workspaces gives a task that names a repository a workspace of its own
 // (see package workspace).
@@ -285,7 +322,7 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 	}
 	for {
 		if a.Status == state.AttemptPending {
-			if !r.wait(ctx, a.NotBefore) {
+			if !r.waitParked(ctx, task, a) {
 				if !errors.Is(context.Cause(ctx), ErrCancelled) && budgetStopOf(ctx) == nil {
 					// The agent is stopping: the attempt waits, recorded,
 					// for its next run (see Recover).
@@ -313,8 +350,84 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 	}
 }
 
-// wait sleeps until t, or until ctx is done (false).
-func (r *Runner) wait(ctx context.Context, t time.Time) bool {
+// waitParked waits for pending attempt a's start (its NotBefore), or
+// until ctx is done (false). A parked task's wait also ends when a person
+// wakes it (Wake); it then waits for a slot (Unpark) and moves on to
+// executor_starting, saying that it resumed.
+func (r *Runner) waitParked(ctx context.Context, task *state.Task, a *state.Attempt) bool {
+	parked := task.Phase == state.PhaseParked
+	if !parked {
+		return r.wait(ctx, a.NotBefore, nil)
+	}
+	how := "the limit reset"
+	if task.Parked != nil && task.Parked.Reason == state.ParkBudget {
+		// Nothing but a person's raise ends this wait.
+		if !r.waitBudget(ctx, task, a) {
+			return false
+		}
+		how = "a person raised its budget to " + state.BudgetText(BudgetOf(task, r.Budget).MaxTokens, BudgetOf(task, r.Budget).MaxTime)
+	} else if !r.waitOrWake(ctx, a.NotBefore) {
+		if ctx.Err() != nil {
+			return false
+		}
+		how = "a person continued it early"
+	}
+	if r.Unpark != nil {
+		if err := r.Unpark(ctx); err != nil {
+			return false
+		}
+	}
+	if err := task.Transition(state.PhaseExecutorStarting, fmt.Sprintf("resumed: %s; attempt %s continues", how, a.NumberText()), r.now()); err != nil {
+		r.logger().Error("resume a parked task", "task", task.ID, "err", err)
+		return false
+	}
+	r.reportPhase(task)
+	return true
+}
+
+// waitOrWake waits until t (true), a person's wake, or the end of ctx.
+func (r *Runner) waitOrWake(ctx context.Context, t time.Time) bool {
+	wake := make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-r.Wake:
+			close(wake)
+		case <-stop:
+		}
+	}()
+	return r.wait(ctx, t, wake)
+}
+
+// waitBudget waits for a person to raise the budget of task, parked at
+// it, so that attempt a has some left: each raise is applied to the task
+// (its own bounds, which win over the agent's default); false when ctx
+// ends first.
+func (r *Runner) waitBudget(ctx context.Context, task *state.Task, a *state.Attempt) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case o := <-r.Wake:
+			if o.MaxTokens > 0 {
+				task.MaxTokens = o.MaxTokens
+			}
+			if o.MaxTime > 0 {
+				task.MaxTime = state.Duration(o.MaxTime)
+			}
+			b := BudgetOf(task, r.Budget)
+			if why := b.left(spentBefore(task, a)); why != "" {
+				r.note(task, "the budget raised to "+state.BudgetText(b.MaxTokens, b.MaxTime)+" is still spent: "+why+"; the task stays parked")
+				continue
+			}
+			return true
+		}
+	}
+}
+
+// wait sleeps until t, or until ctx is done or wake is closed (false).
+func (r *Runner) wait(ctx context.Context, t time.Time, wake <-chan struct{}) bool {
 	d := t.Sub(r.now())
 	if d <= 0 {
 		return ctx.Err() == nil
@@ -323,6 +436,8 @@ func (r *Runner) wait(ctx context.Context, t time.Time) bool {
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
+		return false
+	case <-wake:
 		return false
 	case <-timer.C:
 		return true
@@ -485,9 +600,14 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	tick := time.NewTicker(flushEvery)
 	defer tick.Stop()
 	logs := &logBatch{r: r, task: task}
+	live := r.liveness(task, spec.ProcessMark())
+	defer live.stop()
 	for {
 		select {
+		case <-live.tick:
+			live.look(r.now())
 		case ev := <-events:
+			live.heard(r.now())
 			if countsAsFirstEvent(ev) {
 				firstTimer.Stop()
 				started() // the executor is at work: the next may start
@@ -537,6 +657,76 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			}
 			return res
 		}
+	}
+}
+
+// liveness tells an attempt at work in silence from a hung one: at each
+// tick it reads the CPU time and I/O of the attempt's processes; grown,
+// with no event for a tick or more, the task is LivenessSilent and its
+// LastActivityAt moves on (the stall limit counts from it); an event, or
+// a look that finds them idle, ends that.
+type liveness struct {
+	r       *Runner
+	task    *state.Task
+	mark    string
+	every   time.Duration
+	tick    <-chan time.Time // nil when it never looks
+	timer   *time.Ticker
+	last    proc.Activity
+	heardAt time.Time // the last event
+}
+
+func (r *Runner) liveness(task *state.Task, mark string) *liveness {
+	l := &liveness{r: r, task: task, mark: mark, every: cmp.Or(r.Liveness, DefaultLiveness), heardAt: r.now()}
+	if l.every > 0 {
+		l.timer = time.NewTicker(l.every)
+		l.tick = l.timer.C
+		l.last = proc.MarkActivity(mark)
+	}
+	return l
+}
+
+func (l *liveness) stop() {
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.set(l.r.now(), "") // the attempt is over: nothing of it runs
+}
+
+// heard notes an event: the attempt is not silent.
+func (l *liveness) heard(now time.Time) {
+	l.heardAt = now
+	l.set(now, "")
+}
+
+// look reads the attempt's processes' activity.
+func (l *liveness) look(now time.Time) {
+	a := proc.MarkActivity(l.mark)
+	busy := a.Busier(l.last)
+	l.last = a
+	switch {
+	case busy && now.Sub(l.heardAt) >= l.every:
+		l.task.LastActivityAt = now
+		if l.task.Liveness == state.LivenessSilent && l.r.OnActivity != nil {
+			l.r.OnActivity(now, state.LivenessSilent) // LastActivityAt moved on
+		}
+		l.set(now, state.LivenessSilent)
+	case !busy:
+		l.set(now, "")
+	}
+}
+
+// set changes the task's liveness, telling OnActivity when it changes.
+func (l *liveness) set(_ time.Time, what string) {
+	if l.task.Liveness == what {
+		return
+	}
+	l.task.Liveness = what
+	if what == state.LivenessSilent {
+		l.r.logger().Info("the attempt works in silence: its processes use CPU or I/O, no event", "task", l.task.ID)
+	}
+	if l.r.OnActivity != nil {
+		l.r.OnActivity(l.task.LastActivityAt, what)
 	}
 }
 
@@ -835,7 +1025,7 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 	if res != nil {
 		f.Timeout, timeouts, f.Budget = res.timeout, res.timeouts, res.over
 		if res.lastErr != nil {
-			f.Code, f.Message, f.RetryAfter = res.lastErr.Code, res.lastErr.Message, time.Duration(res.lastErr.RetryAfterMS)*time.Millisecond
+			f.Code, f.Message, f.RetryAfter = res.lastErr.Code, res.lastErr.Message, res.lastErr.ResetIn(r.now())
 		}
 		if res.timeout != timeoutNone {
 			timeouts += " fired=" + res.timeout.String()
@@ -878,6 +1068,17 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		out.ExitCode = &code
 	}
 	phase, reason := state.PhaseFailed, v.Error()
+	if park := parkOf(v, d, r.now()); park != nil {
+		return r.conclude(task, a, out, "", "", park)
+	}
+	if res != nil && res.over != "" && r.OnBudget != state.OnBudgetFail {
+		// The task's own budget, reached: a person decides whether it
+		// is worth more (a tree's, which the control plane stops, is
+		// not this one's to raise).
+		if next := r.parkAtBudget(task, a, v, out, res); next != nil {
+			return next
+		}
+	}
 	switch {
 	case v.Class == classStop && f.CancelPhase.Terminal() && f.CancelPhase != state.PhaseCancelled:
 		// The control plane ended the task (its watchdog): it ends here
@@ -898,14 +1099,43 @@ func (r *Runner) stop(ctx context.Context, task *state.Task, a *state.Attempt, e
 		// "timeout" is the model's, a transient failure like another.
 		phase = state.PhaseTimedOut
 	}
-	return r.conclude(task, a, out, phase, reason)
+	return r.conclude(task, a, out, phase, reason, nil)
+}
+
+// parkAtBudget parks task, whose attempt a reached its budget, for a
+// person to raise it: the next attempt continues a's session (or, with
+// none, replays the prompt when the gate allows), once the budget is
+// raised. Nil when nothing could follow (no session, and the gate
+// blocks a replay): the task then ends as before.
+func (r *Runner) parkAtBudget(task *state.Task, a *state.Attempt, v verdict, out state.Outcome, res *result) *state.Attempt {
+	facts := task.SessionFacts(a)
+	d := state.RetryDecision{TechnicallyRetryable: true, Gate: gateOf(facts), Decision: state.DecisionRetried}
+	switch {
+	case r.canContinue(task, a):
+		d.Decision = state.DecisionContinued
+	case d.Gate != state.GateAllowed:
+		return nil
+	}
+	out.Retry = &d
+	park := &state.Park{Reason: state.ParkBudget, Since: r.now(), MaxTokens: res.budget.MaxTokens, MaxTime: state.Duration(res.budget.MaxTime)}
+	return r.conclude(task, a, out, "", "", park)
+}
+
+// parkOf is the park of an attempt that stopped at a usage limit said to
+// reset (v's RetryAfter) and is followed by another: nil for any other.
+func parkOf(v verdict, d state.RetryDecision, now time.Time) *state.Park {
+	if v.Code != state.CodeUsageLimit || v.RetryAfter <= 0 || !d.Decision.Next() {
+		return nil
+	}
+	return &state.Park{Reason: state.ParkUsageLimit, ResumesAt: now.Add(v.RetryAfter), Since: now}
 }
 
 // conclude applies the decision recorded in out.Retry to a failed attempt:
-// with a retry, it opens the next attempt, reports both and returns the
-// new one; otherwise it finalizes the attempt, ends the task in phase with
-// reason, and returns nil.
-func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome, phase state.Phase, reason string) *state.Attempt {
+// with a retry, it opens the next attempt, parks the task when park is
+// set (else it waits in executor_starting), reports both and returns the
+// new one; otherwise it finalizes the attempt, ends the task in phase
+// with reason, and returns nil.
+func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome, phase state.Phase, reason string, park *state.Park) *state.Attempt {
 	now := r.now()
 	if out.Retry != nil {
 		// Why the attempt ended as it did, for --log-level debug.
@@ -920,6 +1150,16 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 			return nil
 		}
 		next.MaxAttempts = r.limitOf(task, next)
+		if park != nil {
+			if err := task.Park(*park, parkText(*park, out, next), now); err != nil {
+				r.logger().Error("park", "task", task.ID, "err", err)
+			}
+			if park.Reason == state.ParkBudget {
+				r.logger().Info("task parked at its budget: a person may raise it", "attempt", a.Number, "max_tokens", park.MaxTokens, "max_time", park.MaxTime.D())
+			} else {
+				r.logger().Info("task parked at a usage limit", "attempt", a.Number, "resumes_at", park.ResumesAt, "continues_at", next.NotBefore)
+			}
+		}
 		r.reportAttempt(task, &task.Attempts[len(task.Attempts)-2])
 		r.reportPhase(task)
 		r.reportAttempt(task, next)
@@ -931,6 +1171,19 @@ func (r *Runner) conclude(task *state.Task, a *state.Attempt, out state.Outcome,
 	r.reportAttempt(task, a)
 	r.end(task, phase, reason)
 	return nil
+}
+
+// parkText is the reason of a task parked after out until its next
+// attempt starts.
+func parkText(park state.Park, out state.Outcome, next *state.Attempt) string {
+	what := "attempt " + next.NumberText() + " replays the prompt"
+	if next.Continues > 0 {
+		what = fmt.Sprintf("attempt %s continues attempt %d's session", next.NumberText(), next.Continues)
+	}
+	if park.Reason == state.ParkBudget {
+		return fmt.Sprintf("%s; parked until a person raises the budget (agent tasks budget), then %s", out.Error.Error(), what)
+	}
+	return fmt.Sprintf("%s; parked until the limit resets at %s, then %s", out.Error.Error(), park.ResumesAt.UTC().Format(time.RFC3339), what)
 }
 
 // phaseOrRetry says what follows a judged attempt: another attempt, or
@@ -980,8 +1233,13 @@ func FollowUp(task *state.Task, a *state.Attempt) string {
 		why = fmt.Sprintf("attempt %d ended: %s", p.Number, p.Error.Error())
 	}
 	who := ""
-	if a.RetriedByPerson {
+	switch p := &task.Attempts[a.Number-2]; {
+	case a.RetriedByPerson:
 		who = " A person has asked you to continue."
+	case p.Error != nil && p.Error.Code == state.CodeUsageLimit:
+		who = " The usage limit has reset."
+	case p.Error != nil && p.Error.Code == state.CodeBudgetExceeded:
+		who = " A person has raised the task's budget: spend it with care."
 	}
 	return fmt.Sprintf("Your previous turn on this task was cut off before it finished (%s).%s "+
 		"The conversation so far is intact, and the work directory is as that turn left it. "+
@@ -1046,14 +1304,17 @@ func (r *Runner) note(task *state.Task, line string) {
 }
 
 // stoppedBefore counts the attempts before a that the agent's own stop
-// cut short (agent_shutdown): they do not count against MaxAttempts, for
-// an operator's stop or upgrade is not the task's doing, and a task
-// cannot stop the agent. (A crash, agent_restart, counts: a task that
+// cut short (agent_shutdown), or the account's usage limit
+// (usage_limit), or its budget when a person raised it (budget_exceeded,
+// parked): they do not count against MaxAttempts, for an operator's stop
+// or upgrade, a limit of the plan, or a budget a person chose to raise,
+// is not the task's doing, and a task cannot stop the agent. (A crash, agent_restart, counts: a task that
 // crashes the agent must not loop.)
 func stoppedBefore(task *state.Task, a *state.Attempt) int {
 	n := 0
 	for _, p := range task.Attempts[:a.Number-1] {
-		if p.Error != nil && p.Error.Code == state.CodeAgentShutdown {
+		if p.Error != nil && (p.Error.Code == state.CodeAgentShutdown || p.Error.Code == state.CodeUsageLimit ||
+			p.Error.Code == state.CodeBudgetExceeded && p.Retry != nil && p.Retry.Decision.Next()) {
 			n++
 		}
 	}
@@ -1237,7 +1498,12 @@ func (r *Runner) changes(task *state.Task) *state.Changes {
 }
 
 func (r *Runner) reportPhase(task *state.Task) {
-	r.report(task, state.PhaseEvent{Phase: task.Phase, Reason: task.PhaseReason})
+	ev := state.PhaseEvent{Phase: task.Phase, Reason: task.PhaseReason}
+	if task.Parked != nil {
+		p := *task.Parked
+		ev.Parked = &p
+	}
+	r.report(task, ev)
 }
 
 func (r *Runner) reportAttempt(task *state.Task, a *state.Attempt) {

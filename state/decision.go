@@ -11,15 +11,21 @@ import "fmt"
 type ErrorCode string
 
 // Codes an executor gives (an exec child's error event, or mapped from a
-// CLI's own errors). The first six are transient, the rest permanent (see
+// CLI's own errors). The first seven are transient, the rest permanent (see
 // ErrorCode.Retry).
 const (
-	CodeRateLimit       ErrorCode = "rate_limit"
-	CodeOverloaded      ErrorCode = "overloaded"
-	CodeUnavailable     ErrorCode = "unavailable"
-	CodeTimeout         ErrorCode = "timeout"         // the model or its gateway timed out; not the agent's limit
-	CodeGatewayTimeout  ErrorCode = "gateway_timeout" // likewise
-	CodeNetwork         ErrorCode = "network"
+	CodeRateLimit      ErrorCode = "rate_limit"
+	CodeOverloaded     ErrorCode = "overloaded"
+	CodeUnavailable    ErrorCode = "unavailable"
+	CodeTimeout        ErrorCode = "timeout"         // the model or its gateway timed out; not the agent's limit
+	CodeGatewayTimeout ErrorCode = "gateway_timeout" // likewise
+	CodeNetwork        ErrorCode = "network"
+	// CodeUsageLimit: the account's usage limit (a plan's window of use,
+	// a rate or quota limit with a reset time) is reached. Transient: with
+	// the time it resets (an error's resets_at or retry_after_s) the task
+	// parks until then and continues its session; without, the backoff
+	// applies.
+	CodeUsageLimit      ErrorCode = "usage_limit"
 	CodeQuota           ErrorCode = "quota"
 	CodeAuth            ErrorCode = "auth"
 	CodeInvalidRequest  ErrorCode = "invalid_request"
@@ -82,7 +88,7 @@ const (
 // derive from it.
 var errorCodes = map[ErrorCode]Retry{
 	CodeRateLimit: RetryTransient, CodeOverloaded: RetryTransient, CodeUnavailable: RetryTransient,
-	CodeTimeout: RetryTransient, CodeGatewayTimeout: RetryTransient, CodeNetwork: RetryTransient,
+	CodeTimeout: RetryTransient, CodeGatewayTimeout: RetryTransient, CodeNetwork: RetryTransient, CodeUsageLimit: RetryTransient,
 	CodeQuota: RetryPermanent, CodeAuth: RetryPermanent, CodeInvalidRequest: RetryPermanent,
 	CodeContextOverflow: RetryPermanent, CodePermission: RetryPermanent,
 

@@ -71,6 +71,8 @@ type PhaseEvent struct {
 	// answer: nobody answered it within the agent's approval timeout, and
 	// it was declined.
 	Expired *ApprovalRequest `json:"expired,omitempty"`
+	// Parked, with phase parked, says why the task waits and until when.
+	Parked *Park `json:"parked,omitempty"`
 }
 
 // ApprovalRequest is an executor's question for a person: may it run this

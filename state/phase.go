@@ -17,6 +17,12 @@ const (
 	PhaseTurnStarted      Phase = "turn_started"
 	PhaseAwaitingReply    Phase = "awaiting_reply"
 	PhaseCompleting       Phase = "completing"
+	// PhaseParked: the task's attempt stopped at a limit (a usage limit
+	// of the model's provider, with the time it resets) and the task
+	// waits, held by its agent, to continue its session at
+	// Task.ResumesAt. It is running (its agent holds it), but no process
+	// of it runs.
+	PhaseParked Phase = "parked"
 
 	PhaseCompleted         Phase = "completed"
 	PhaseFailed            Phase = "failed"
@@ -28,7 +34,7 @@ const (
 
 // Phases lists every phase, running ones first in order.
 var Phases = []Phase{
-	PhaseQueued, PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseAwaitingReply, PhaseCompleting,
+	PhaseQueued, PhaseClaimed, PhaseExecutorStarting, PhaseTurnStarted, PhaseAwaitingReply, PhaseCompleting, PhaseParked,
 	PhaseCompleted, PhaseFailed, PhaseRecoverableFailed, PhaseTimedOut, PhaseCancelled, PhaseExpired,
 }
 
@@ -43,8 +49,11 @@ func PhaseNames() string {
 }
 
 // rank orders the non-terminal phases; terminal phases have none.
+// Parked ranks last: any running phase may park, and a parked task leaves
+// only for executor_starting (it resumes) or a terminal phase.
 var rank = map[Phase]int{
 	PhaseQueued: 0, PhaseClaimed: 1, PhaseExecutorStarting: 2, PhaseTurnStarted: 3, PhaseAwaitingReply: 4, PhaseCompleting: 5,
+	PhaseParked: 6,
 }
 
 // Valid reports whether p is a known phase.
@@ -92,6 +101,8 @@ var (
 //     started, so nothing was done).
 //   - Among running phases: forward; back to executor_starting for a new
 //     attempt; awaiting_reply back to turn_started for the next turn.
+//     Parked is last: every running phase may park, and a parked task
+//     goes on only to executor_starting, as its session resumes.
 //   - From a running phase: every terminal phase but expired, which is for
 //     tasks never claimed.
 func checkTransition(from, to Phase) error {

@@ -40,21 +40,76 @@ var cardSteps = []struct {
 	{"Done", PhaseCompleted},
 }
 
+// ParkedStep is what the progress card calls the Working step while the
+// task is parked.
+const ParkedStep = "Waiting for the limit to reset"
+
+// BudgetParkedStep is what it calls the step while the task is parked at
+// its budget.
+const BudgetParkedStep = "Waiting for more budget"
+
+// ParkedText says what a parked task waits for, in a line: "waiting for
+// the limit to reset (usage_limit); resumes at 2026-11-27T22:00:05Z".
+func ParkedText(t *Task) string {
+	line := strings.ToLower(ParkedStep)
+	if p := t.Parked; p != nil && p.Reason == ParkBudget {
+		line = "waiting for a person to raise its budget (" + BudgetText(p.MaxTokens, p.MaxTime.D()) + " reached)"
+		if !p.ContinueAsked.IsZero() {
+			line += "; a person raised it"
+		}
+		return line
+	}
+	if p := t.Parked; p != nil {
+		line += " (" + PlainText(string(p.Reason)) + ")"
+		if !p.ResumesAt.IsZero() {
+			line += "; resumes at " + p.ResumesAt.UTC().Format(time.RFC3339)
+		}
+		if !p.ContinueAsked.IsZero() {
+			line += "; a person asked to continue it now"
+		}
+	}
+	return line
+}
+
+// BudgetText says a budget: "1k tokens, 20m0s"; "no bound" when it has
+// none.
+func BudgetText(tokens int64, wall time.Duration) string {
+	var parts []string
+	if tokens > 0 {
+		parts = append(parts, Tokens(tokens)+" tokens")
+	}
+	if wall > 0 {
+		parts = append(parts, wall.String())
+	}
+	if len(parts) == 0 {
+		return "no bound"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // ProgressCard derives the card from the task's phase: steps before the
 // phase's step are done if the task went through them (PhasesSeen) and
 // skipped if not, its step is active, later ones pending. A completed task
 // has every step it went through done. A task that ended otherwise shows
 // the step it was at as failed; a task that expired in the queue fails at
 // Claimed. A task stored before PhasesSeen was kept counts every step but
-// Waiting for reply as gone through.
+// Waiting for reply as gone through. A parked task shows the Working
+// step active, as ParkedStep.
 func ProgressCard(t *Task) []Step {
 	at, status := -1, StepActive
-	phase := t.Phase
+	phase, parked := t.Phase, ""
 	switch {
 	case phase == PhaseCompleted:
 		at, status = len(cardSteps)-1, StepDone
 	case phase.Terminal():
 		phase, status = t.PhaseBefore, StepFailed
+	case phase == PhaseParked:
+		// Its work waits at a limit: the Working step, named for what
+		// it waits for.
+		phase, parked = PhaseTurnStarted, ParkedStep
+		if t.Parked != nil && t.Parked.Reason == ParkBudget {
+			parked = BudgetParkedStep
+		}
 	}
 	for i, s := range cardSteps {
 		if s.phase == phase {
@@ -74,6 +129,9 @@ func ProgressCard(t *Task) []Step {
 			steps[i].Status = StepSkipped
 		case i == at:
 			steps[i].Status = status
+			if parked != "" {
+				steps[i].Name = parked
+			}
 		}
 	}
 	return steps

@@ -21,6 +21,7 @@ func TestProgressCardForEveryPhase(t *testing.T) {
 		{PhaseTurnStarted, "", "ddappp"},
 		{PhaseAwaitingReply, "", "dddapp"},
 		{PhaseCompleting, "", "dddsap"},
+		{PhaseParked, "", "ddappp"},
 		{PhaseCompleted, PhaseCompleting, "dddsdd"},
 		{PhaseFailed, PhaseTurnStarted, "ddfppp"},
 		{PhaseRecoverableFailed, PhaseExecutorStarting, "dfpppp"},

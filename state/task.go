@@ -79,10 +79,20 @@ type Task struct {
 	// card never shows a step as done that did not happen (a task that
 	// never waited for a reply). Nil in files written before it was kept.
 	PhasesSeen []Phase `json:"phases_seen,omitempty"`
+	// Parked, while the task is in phase parked, says why it waits and
+	// until when; nil in every other phase.
+	Parked *Park `json:"parked,omitempty"`
 
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
 	LastProgressAt time.Time `json:"last_progress_at,omitzero"`
+	// LastActivityAt is when its attempt's processes were last seen at
+	// work (CPU time or I/O growing) while it reported nothing, and
+	// Liveness, while that is so, says it: LivenessSilent. The stall
+	// limit counts from the later of it and LastProgressAt. Cleared by the
+	// next event.
+	LastActivityAt time.Time `json:"last_activity_at,omitzero"`
+	Liveness       string    `json:"liveness,omitempty"`
 	Progress       Progress  `json:"progress,omitzero"`
 	Result         *Result   `json:"result,omitempty"`
 
@@ -207,6 +217,56 @@ type Lease struct {
 	// dropped a lapsed lease, load without it.)
 	Lapsed bool `json:"lapsed,omitempty"`
 }
+
+// ParkReason says why a task parked.
+type ParkReason string
+
+// The reasons a task parks.
+const (
+	// ParkUsageLimit: its model's usage limit was reached; it continues
+	// its session when the limit resets (ResumesAt).
+	ParkUsageLimit ParkReason = "usage_limit"
+	// ParkBudget: it reached its token or time budget; it waits for a
+	// person to raise the budget (agent tasks budget), then continues its
+	// session.
+	ParkBudget ParkReason = "budget"
+)
+
+// OnBudget is what follows an attempt that reached its task's budget.
+type OnBudget string
+
+// The choices; empty is OnBudgetPark.
+const (
+	// OnBudgetPark: the task parks (reason budget) and a person is told;
+	// raising the budget continues it.
+	OnBudgetPark OnBudget = "park"
+	// OnBudgetFail: the task ends failed, budget_exceeded, as it did
+	// before budgets asked.
+	OnBudgetFail OnBudget = "fail"
+)
+
+// Park is why a parked task waits and until when.
+type Park struct {
+	Reason ParkReason `json:"reason"`
+	// ResumesAt is when the limit resets: the task continues its session
+	// then (its pending attempt's NotBefore adds a little jitter). Zero
+	// when a person's word is what it waits for.
+	ResumesAt time.Time `json:"resumes_at,omitzero"`
+	// Since is when it parked.
+	Since time.Time `json:"since"`
+	// ContinueAsked is when a person asked to continue it now (agent
+	// tasks continue, or agent tasks budget): its agent hears so and
+	// resumes it early.
+	ContinueAsked time.Time `json:"continue_asked,omitzero"`
+	// MaxTokens and MaxTime, for a budget park, are the budget it reached
+	// (the task's own, or its agent's default): what a person's raise adds
+	// to. Zero: no bound of that kind.
+	MaxTokens int64    `json:"max_tokens,omitempty"`
+	MaxTime   Duration `json:"max_time,omitempty"`
+}
+
+// Known reports whether r is one of the reasons above.
+func (r ParkReason) Known() bool { return r == ParkUsageLimit || r == ParkBudget }
 
 // Progress is the latest progress an executor reported.
 type Progress struct {
@@ -466,12 +526,29 @@ func (t *Task) Transition(to Phase, reason string, now time.Time) error {
 	if t.Phase == PhaseAwaitingReply {
 		t.AwaitingReply, t.Reply = nil, nil
 	}
+	if t.Phase == PhaseParked {
+		t.Parked = nil
+	}
 	t.see(to)
 	t.Phase, t.PhaseReason, t.UpdatedAt = to, reason, now
 	if to.Running() && t.LastProgressAt.IsZero() {
 		t.LastProgressAt = now
 	}
 	t.project()
+	return nil
+}
+
+// Park moves the running task to phase parked, with why and until when,
+// reason the phase's reason. Its agent holds it meanwhile, a pending
+// attempt waiting to continue its session.
+func (t *Task) Park(p Park, reason string, now time.Time) error {
+	if !t.Phase.Running() {
+		return fmt.Errorf("task %s: %w: only a running task parks, not a %s one", t.ID, ErrTransition, t.Phase)
+	}
+	if err := t.Transition(PhaseParked, reason, now); err != nil {
+		return err
+	}
+	t.Parked = &p
 	return nil
 }
 
@@ -520,6 +597,10 @@ func (t *Task) Clone() *Task {
 	if t.Reply != nil {
 		r := *t.Reply
 		c.Reply = &r
+	}
+	if t.Parked != nil {
+		p := *t.Parked
+		c.Parked = &p
 	}
 	if t.EventsApplied != nil {
 		n := *t.EventsApplied

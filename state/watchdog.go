@@ -5,6 +5,12 @@ import (
 	"time"
 )
 
+// LivenessSilent is a running task's liveness while its attempt reports
+// nothing but its processes work (CPU time or I/O growing): a long test
+// run, a build. The stall limit counts from the last time they were seen
+// at work, so that it is not ended as hung.
+const LivenessSilent = "working (silent)"
+
 // Limits are the watchdog's limits. The zero value uses the defaults.
 type Limits struct {
 	// Queued is how long a task may wait to be claimed. Default 1 h.
@@ -39,12 +45,14 @@ type Ending struct {
 // phase t must move to, if any:
 //
 //   - queued longer than the queued limit: expired;
-//   - running with no progress for the stall limit: recoverable_failed if
+//   - running with no progress, and its processes not seen at work
+//     (LastActivityAt), for the stall limit: recoverable_failed if
 //     its turn had not started (nothing was done, a person or a retry can
 //     safely run it again), else timed_out. A task awaiting a person's
 //     reply is not stalled: it waits for the person, and its agent
 //     declines the question when its own approval timeout passes (a
-//     silent agent loses its lease as any other).
+//     silent agent loses its lease as any other); nor is a parked one,
+//     which waits for its limit to reset.
 //
 // A terminal task is left alone: nothing overwrites a terminal phase.
 func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
@@ -63,10 +71,16 @@ func Watch(t *Task, now time.Time, lim Limits) (Ending, bool) {
 		if last.IsZero() {
 			last = t.UpdatedAt
 		}
+		if t.LastActivityAt.After(last) {
+			// Its processes were at work, silent: not stalled yet.
+			last = t.LastActivityAt
+		}
 		if c := t.Current(); c != nil && c.Status == AttemptPending && now.Before(c.NotBefore) {
 			return Ending{}, false // waiting out a retry's backoff is not a stall
 		}
-		if t.Phase == PhaseAwaitingReply {
+		if t.Phase == PhaseAwaitingReply || t.Phase == PhaseParked {
+			// A parked task waits for its limit to reset, and then for
+			// a slot of its agent's: no process of it runs to stall.
 			return Ending{}, false
 		}
 		if quiet := now.Sub(last); quiet > lim.Stall {

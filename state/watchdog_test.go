@@ -74,3 +74,25 @@ func TestLateCompletionCannotOverwriteTerminal(t *testing.T) {
 		t.Errorf("a late completion overwrote %s: %v", task.Phase, err)
 	}
 }
+
+// A running task whose processes were seen at work in silence is not
+// stalled until the stall limit has passed since then; a parked one never
+// is.
+func TestSilentWorkAndParkedTasksAreNotStalled(t *testing.T) {
+	lim := Limits{Stall: time.Minute}
+	task := claimed(t)
+	must(t, task.Transition(PhaseExecutorStarting, "", t0))
+	must(t, task.Transition(PhaseTurnStarted, "", t0))
+	task.LastProgressAt = t0
+	task.LastActivityAt, task.Liveness = t0.Add(50*time.Second), LivenessSilent
+	if e, ok := Watch(task, t0.Add(90*time.Second), lim); ok {
+		t.Errorf("working in silence 40s ago: ended %+v", e)
+	}
+	if e, ok := Watch(task, t0.Add(111*time.Second), lim); !ok || e.Phase != PhaseTimedOut {
+		t.Errorf("no work seen for 61s: %+v %v, want timed_out", e, ok)
+	}
+	must(t, task.Park(Park{Reason: ParkBudget, Since: t0}, "budget", t0))
+	if e, ok := Watch(task, t0.Add(24*time.Hour), lim); ok {
+		t.Errorf("parked a day: ended %+v", e)
+	}
+}

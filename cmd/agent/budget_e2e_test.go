@@ -43,12 +43,13 @@ func checkOverBudget(t *testing.T, v api.TaskView, why string) {
 // over its token budget, one over its time budget, one over the agent's
 // default; the task's own budget wins over the default. The usage shows in
 // the control plane's view, in tasks show (local and remote) and in the
-// agent's metrics.
+// agent's metrics. With --on-budget fail, as budgets were before they
+// asked: each ends failed (park_e2e_test.go has the default, park).
 func TestE2EBudgets(t *testing.T) {
 	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir, metricsAddr := filepath.Join(t.TempDir(), "agent"), freeAddr(t)
-	ag := startAgentProc(t, c, dataDir, "--default-max-tokens", "500", "--metrics-addr", metricsAddr)
+	ag := startAgentProc(t, c, dataDir, "--default-max-tokens", "500", "--metrics-addr", metricsAddr, "--on-budget", "fail")
 	defer ag.stop()
 
 	// Its own 1000 wins over the agent's 500: the first 600 go by, the
@@ -118,7 +119,7 @@ func TestE2EBudgetWithClaude(t *testing.T) {
 	env := clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})
 	ag := startProc(t, "agent", env, "run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", t.TempDir(),
 		"--executor", "claude", "--executor-bin", clitest.ClaudeBin(t), "--models", "claude-a",
-		"--heartbeat-interval", "300ms", "--shutdown-grace", "2s")
+		"--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--on-budget", "fail")
 	defer ag.stop()
 	id := submitArgs(t, c, "Summarize\nmock: text", "--max-tokens", "10")
 	v := c.waitDone(t, id)
@@ -176,7 +177,7 @@ func TestE2ESubtaskTreeStaysWithinItsRootsTokenBudget(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			cpl := startCP(t, freeAddr(t), t.TempDir())
-			ag := startAgentProc(t, cpl, t.TempDir(), "--max-concurrent", c.slots, "--kill-grace", "1s")
+			ag := startAgentProc(t, cpl, t.TempDir(), "--max-concurrent", c.slots, "--kill-grace", "1s", "--on-budget", "fail")
 			defer ag.stop()
 			// The subtasks spend once the root has submitted all three.
 			start := filepath.Join(t.TempDir(), "go")

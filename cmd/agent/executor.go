@@ -25,6 +25,7 @@ type executorFlags struct {
 	codexProvider      string
 	claudeTools        []string
 	claudePermission   string
+	claudeLimitWait    time.Duration
 	killGrace          time.Duration
 }
 
@@ -42,6 +43,7 @@ func (f *executorFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "codex-provider", &f.codexProvider)
 	t.bind(fs, "claude-allowed-tools", &f.claudeTools)
 	t.bind(fs, "claude-permission-mode", &f.claudePermission)
+	t.bind(fs, "claude-limit-wait", &f.claudeLimitWait)
 	t.bind(fs, "kill-grace", &f.killGrace)
 }
 
@@ -78,7 +80,8 @@ func (f *executorFlags) build() (runner.Executor, error) {
 		return exe, nil
 	case "claude":
 		cfg := claude.Config{Base: cli.Base{Bin: f.bin, Args: f.args, EnvPass: f.env, Grace: f.killGrace},
-			AllowedTools: f.claudeTools, PermissionMode: f.claudePermission, Approval: runner.ApprovalPolicy(f.approval)}
+			AllowedTools: f.claudeTools, PermissionMode: f.claudePermission, Approval: runner.ApprovalPolicy(f.approval),
+			LimitWait: f.claudeLimitWait}
 		if cfg.Approval != runner.ApprovalNever && cfg.Approval != "" {
 			if err := claude.CanAsk(f.claudePermission); err != nil {
 				return nil, usagef("--approval %s with --executor claude: %v", f.approval, err)

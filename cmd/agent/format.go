@@ -139,15 +139,16 @@ func (p palette) paint(c, s string) string {
 }
 
 // phaseColour: completed green; failed, timed out and expired red; the
-// ends a person decides on (recoverable_failed, cancelled) and a task
-// waiting for a person yellow; the other running phases cyan.
+// ends a person decides on (recoverable_failed, cancelled), a task
+// waiting for a person and a parked one yellow; the other running phases
+// cyan.
 func phaseColour(ph state.Phase) string {
 	switch {
 	case ph == state.PhaseCompleted:
 		return colourGreen
 	case ph == state.PhaseFailed || ph == state.PhaseTimedOut || ph == state.PhaseExpired:
 		return colourRed
-	case ph == state.PhaseRecoverableFailed || ph == state.PhaseCancelled || ph == state.PhaseAwaitingReply:
+	case ph == state.PhaseRecoverableFailed || ph == state.PhaseCancelled || ph == state.PhaseAwaitingReply || ph == state.PhaseParked:
 		return colourYellow
 	case ph.Running():
 		return colourCyan

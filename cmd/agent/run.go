@@ -36,8 +36,10 @@ type runFlags struct {
 	models                                    []string
 	maxConcurrent, maxStarts, maxRetries      int
 	noRetry, insecure                         bool
-	onSideEffect                              string
+	parkKeepsSlot                             bool
+	onSideEffect, onBudget                    string
 	heartbeat, drainTimeout, retention        time.Duration
+	livenessInterval                          time.Duration
 	retentionMaxSize, taskLogMaxSize          byteSize
 	maxAttemptOutput                          byteSize
 	attemptTimeouts, firstEventTimeouts       []time.Duration
@@ -81,9 +83,12 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "models", &f.models)
 	t.bind(fs, "max-concurrent", &f.maxConcurrent)
 	t.bind(fs, "max-starts", &f.maxStarts)
+	t.bind(fs, "park-keeps-slot", &f.parkKeepsSlot)
 	t.bind(fs, "max-retries", &f.maxRetries)
 	t.bind(fs, "no-retry", &f.noRetry)
 	t.bind(fs, "on-side-effect", &f.onSideEffect)
+	t.bind(fs, "on-budget", &f.onBudget)
+	t.bind(fs, "liveness-interval", &f.livenessInterval)
 	t.bind(fs, "attempt-timeout", &f.attemptTimeouts)
 	t.bind(fs, "first-event-timeout", &f.firstEventTimeouts)
 	// Budgets (issue 27).
@@ -334,7 +339,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
 		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.runnerApprovalTimeout(),
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
-		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
+		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, ParkKeepsSlot: f.parkKeepsSlot, OnBudget: state.OnBudget(f.onBudget), LivenessInterval: f.livenessInterval, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
 		Isolation: f.isolationOf(configFileOf(cmd)), Repos: repos, PullRequests: pulls, CommitAuthor: author, Labels: labels, Budget: f.budget(),
 		ExecutorKind: f.executor.kind, MaxAttemptOutput: int64(f.maxAttemptOutput)} // routing by capability

@@ -33,6 +33,12 @@ follows directives in the task's prompt, one per line:
   @wait-subtasks     wait for them with agent subtask wait: their results
                      and timelines become output and the result's data
   @usage N           N more tokens used: a usage event with the attempt's total
+  @busy DURATION     spin the CPU for DURATION, saying nothing (a long
+                     silent build: working (silent), not hung)
+  @sigstop           stop itself (SIGSTOP): hung, its process idle
+  @limit DURATION    stop at a usage limit that resets after DURATION (an
+                     error usage_limit with resets_at): the task parks,
+                     then continues its session past it
   @ask COMMAND       ask before running COMMAND (an approval line; the
                      reply comes on stdin, with --approval other than
                      never) and run it with sh -c if it was accepted

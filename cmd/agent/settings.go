@@ -14,6 +14,7 @@ import (
 	"github.com/edgeagent/agent/internal/tmuxview"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -339,6 +340,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "a model provider defined in your Codex config whose own retries are capped at one, so the agent owns retrying (not for the built-in openai)"},
 	{name: "claude-allowed-tools", key: "executor.claude.allowed-tools", def: []string(nil),
 		help: "tools Claude Code may use without asking (--allowedTools), e.g. Bash,Write,Edit"},
+	{name: "claude-limit-wait", key: "executor.claude.limit-wait", def: claude.DefaultLimitWait, min: atLeast(int64(time.Second)),
+		help: "a retry Claude Code would wait longer than this for after a 429 (its retry-after: a usage limit's reset) stops the attempt, usage_limit: the task parks until then rather than the CLI sleeping through it; a shorter wait is left to Claude Code"},
 	{name: "claude-permission-mode", key: "executor.claude.permission-mode",
 		oneOf: []string{"", "default", "acceptEdits", "dontAsk", "plan", "bypassPermissions"}, help: "Claude Code --permission-mode"},
 
@@ -360,6 +363,12 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 	{name: "max-concurrent", def: agent.DefaultMaxConcurrent, live: true, min: atLeast(1), help: "tasks run at once"},
 	{name: "max-starts", def: runner.DefaultMaxStarts, live: true, min: atLeast(1),
 		help: "attempts starting at once (their workspace and executor, until its first event), apart from --max-concurrent; the others wait in a start queue, their limits not running (agent health shows it)"},
+	{name: "on-budget", def: string(state.OnBudgetPark), oneOf: []string{string(state.OnBudgetPark), string(state.OnBudgetFail)},
+		help: "when a task reaches its token or time budget: park (the attempt is stopped, the task parks and a person is told; agent tasks budget ID --add-tokens N or --add-time D raises it and the session continues) or fail (budget_exceeded, for good)"},
+	{name: "liveness-interval", def: runner.DefaultLiveness, min: atLeast(int64(100 * time.Millisecond)),
+		help: "how often a running attempt's processes are looked at (their CPU time and I/O, the whole tree): one at work with no event is working (silent), and the control plane's stall limit counts from the last time it was seen at work, so a long silent test run is not ended as hung, while a stopped or idle one is"},
+	{name: "park-keeps-slot", def: false,
+		help: "a task parked at a usage limit (phase parked, until the limit resets) keeps its slot of --max-concurrent; by default it gives the slot up while it waits, and waits for one to resume"},
 	{name: "max-retries", def: runner.DefaultMaxAttempts - 1, live: true, min: atLeast(0), help: "automatic retries after the first attempt"},
 	{name: "no-retry", def: false, live: true, help: "never retry automatically (same as --max-retries 0)"},
 	{name: "on-side-effect", def: string(state.OnSideEffectContinue), live: true, oneOf: []string{string(state.OnSideEffectContinue), string(state.OnSideEffectAsk)},

@@ -13,6 +13,6 @@ watch, logs and diff read the control plane instead (--control-plane,
 the control plane, which owns the assignment of tasks; push runs on the
 agent's machine and tells the control plane.`,
 	}
-	cmd.AddCommand(newTasksLsCmd(), newTasksShowCmd(), newTasksWatchCmd(), newTasksLogsCmd(), newTasksDiffCmd(), newTasksPushCmd(), newTasksCancelCmd(), newTasksRetryCmd(), newTasksContinueCmd(), newTasksReplyCmd(), newTasksInboxCmd())
+	cmd.AddCommand(newTasksLsCmd(), newTasksShowCmd(), newTasksWatchCmd(), newTasksLogsCmd(), newTasksDiffCmd(), newTasksPushCmd(), newTasksCancelCmd(), newTasksRetryCmd(), newTasksContinueCmd(), newTasksBudgetCmd(), newTasksReplyCmd(), newTasksInboxCmd())
 	return cmd
 }

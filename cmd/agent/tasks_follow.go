@@ -160,6 +160,8 @@ func taskLine(t *state.Task) string {
 	switch {
 	case t.Phase.Terminal() && t.PhaseReason != "":
 		s += "  " + t.PhaseReason
+	case t.Phase == state.PhaseParked:
+		s += "  " + state.ParkedText(t)
 	case c != nil && c.Status == state.AttemptPending:
 		s += fmt.Sprintf("  attempt %s with %s after %s, at %s", c.NumberText(), dash(c.Model), t.LastErrorCode, c.NotBefore.Local().Format(time.TimeOnly))
 	case t.AwaitingReply != nil:

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -44,7 +46,7 @@ A task in any other phase is refused (exit 1).`,
 func newTasksContinueCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
 		use:       "continue ID",
-		completes: continuable,
+		completes: func(t *state.Task) bool { return continuable(t) || t.Phase == state.PhaseParked },
 		short:     "Continue a task's session on the agent that keeps it, a person having decided (through the control plane)",
 		long: `continue resumes the session of a task that ended failed,
 recoverable_failed, timed_out or cancelled: the agent that keeps the CLI's
@@ -65,6 +67,10 @@ plane, 1 h) expires it. A task that completed, has not ended, or has no
 attempt whose session the executor can resume is refused (exit 1), as is
 one whose session no agent is known to keep.
 
+A parked task (waiting for a usage limit to reset) is continued now
+rather than at its resumes_at: its agent, which holds it, hears so at its
+next heartbeat and resumes its session at once.
+
 It always goes through the control plane (--control-plane, --token-file),
 which owns the assignment of tasks; --remote is accepted and changes nothing.`,
 		example: `  agent tasks continue t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
@@ -76,6 +82,9 @@ which owns the assignment of tasks; --remote is accepted and changes nothing.`,
 // continuedLine says what a continue queued: the next attempt, whose
 // session it resumes and where.
 func continuedLine(v api.TaskView) string {
+	if v.Phase == state.PhaseParked {
+		return "parked: its agent resumes it at its next heartbeat"
+	}
 	line := fmt.Sprintf("queued again for attempt %d", len(v.Attempts)+1)
 	if s := v.SessionAttempt(); s != nil {
 		line += fmt.Sprintf(", continuing attempt %d's session", s.Number)
@@ -115,6 +124,57 @@ type taskAction struct {
 	call                      func(c *controlplane.Client, ctx context.Context, id string) (api.TaskView, error)
 	done                      func(api.TaskView) string // the success line, after the task's id
 	completes                 func(*state.Task) bool    // the tasks of the data directory its id completes from
+	// flags, if set, adds the command's own flags; check, if set, says
+	// what is wrong with them (before the control plane is asked).
+	flags func(*cobra.Command)
+	check func() error
+}
+
+func newTasksBudgetCmd() *cobra.Command {
+	var req api.BudgetRequest
+	var addTime time.Duration
+	return taskActionCmd(taskAction{
+		use: "budget ID",
+		completes: func(t *state.Task) bool {
+			return t.Phase == state.PhaseParked && t.Parked != nil && t.Parked.Reason == state.ParkBudget
+		},
+		short: "Raise the budget of a task parked at it, and continue its session (through the control plane)",
+		long: `budget raises the token or time budget of a task that reached it and
+parked (phase parked, reason budget; agent run --on-budget park, the
+default): --add-tokens N adds N tokens to the token budget it reached,
+--add-time D adds D to its time budget (the task's own, or its agent's
+--default-max-tokens and --default-max-time). Its agent, which holds it,
+hears so at its next heartbeat and continues the session with one
+follow-up turn; a raise that leaves it with nothing to spend keeps it
+parked, and its log says so.
+
+A task that did not park at its budget is refused (exit 1), as is a raise
+of a budget it has not (--add-tokens for a task that reached its time
+budget). agent tasks cancel ends a parked task instead. It always goes
+through the control plane (--control-plane, --token-file).`,
+		example: `  agent tasks budget t-0123456789 --add-tokens 200000 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
+  agent tasks budget t-0123456789 --add-time 20m --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
+		flags: func(cmd *cobra.Command) {
+			cmd.Flags().Int64Var(&req.AddTokens, "add-tokens", 0, "tokens to add to the token budget the task reached")
+			cmd.Flags().DurationVar(&addTime, "add-time", 0, "wall time to add to the time budget the task reached (e.g. 20m)")
+		},
+		check: func() error {
+			switch {
+			case req.AddTokens < 0 || addTime < 0:
+				return errors.New("--add-tokens and --add-time cannot be below zero")
+			case req.AddTokens == 0 && addTime == 0:
+				return errors.New("say how much to add: --add-tokens N, --add-time D or both")
+			}
+			return nil
+		},
+		call: func(c *controlplane.Client, ctx context.Context, id string) (api.TaskView, error) {
+			req.AddTime = state.Duration(addTime)
+			return c.BudgetTask(ctx, id, req)
+		},
+		done: func(v api.TaskView) string {
+			return "budget raised to " + state.BudgetText(v.MaxTokens, v.MaxTime.D()) + "; its agent continues it at its next heartbeat"
+		},
+	})
 }
 
 func taskActionCmd(a taskAction) *cobra.Command {
@@ -131,6 +191,11 @@ func taskActionCmd(a taskAction) *cobra.Command {
 
 		ValidArgsFunction: completeTaskIDs(a.completes),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if a.check != nil {
+				if err := a.check(); err != nil {
+					return usageError{err}
+				}
+			}
 			c, err := cp.client()
 			if err != nil {
 				return err
@@ -154,5 +219,8 @@ func taskActionCmd(a taskAction) *cobra.Command {
 	cp.add(cmd)
 	cmd.Flags().BoolVar(&remote, "remote", false, "accepted, as with ls and show: "+cmd.Name()+" always goes through the control plane")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the task as the control plane answered, as JSON")
+	if a.flags != nil {
+		a.flags(cmd)
+	}
 	return cmd
 }

@@ -72,7 +72,19 @@ func printTask(w io.Writer, p palette, h hint, t *state.Task, now time.Time) {
 	if t.Progress.Message != "" {
 		fmt.Fprintf(w, "progress: %d%% %s\n", t.Progress.Percent, visible(t.Progress.Message))
 	}
-	if !t.NextRetryAt.IsZero() {
+	if t.Liveness != "" && t.Phase.Running() {
+		fmt.Fprintf(w, "liveness: %s, its processes at work %s, no event since %s\n", visible(t.Liveness), ago(now, t.LastActivityAt), ago(now, t.LastProgressAt))
+	}
+	switch {
+	case t.Phase == state.PhaseParked:
+		fmt.Fprintf(w, "parked:   %s\n", visible(state.ParkedText(t)))
+		if t.Parked != nil && t.Parked.Reason == state.ParkBudget {
+			fmt.Fprintf(w, "  raise it and continue, or cancel it: %s, %s\n", h.tasks("budget", t.ID, "--add-tokens N|--add-time D"), h.tasks("cancel", t.ID, ""))
+		} else {
+			fmt.Fprintf(w, "  continue it now, or cancel it: %s, %s\n", h.tasks("continue", t.ID, ""), h.tasks("cancel", t.ID, ""))
+		}
+		hinted = true
+	case !t.NextRetryAt.IsZero():
 		fmt.Fprintf(w, "retry:    at %s\n", t.NextRetryAt.Local().Format(time.TimeOnly))
 	}
 	if r := t.AwaitingReply; r != nil {

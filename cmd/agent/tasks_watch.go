@@ -334,6 +334,12 @@ func renderBoard(b board, where, problem string, p palette, h hint, now time.Tim
 			case t.AwaitingReply != nil:
 				add("    waiting for a person: %s", visible(t.AwaitingReply.What()))
 				addCommand("    answer with one of --accept, --decline:", h.tasks("reply", t.ID, "--accept|--decline"))
+			case t.Phase == state.PhaseParked && t.Parked != nil && t.Parked.Reason == state.ParkBudget:
+				add("    %s", visible(state.ParkedText(t)))
+				addCommand("    raise it and continue:", h.tasks("budget", t.ID, "--add-tokens N|--add-time D"))
+			case t.Phase == state.PhaseParked:
+				add("    %s", visible(state.ParkedText(t)))
+				addCommand("    continue it now:", h.tasks("continue", t.ID, ""))
 			case t.Progress.Message != "" || t.Progress.Percent > 0:
 				add("    %3d%%  %s", t.Progress.Percent, visible(t.Progress.Message))
 			}

@@ -68,6 +68,11 @@ type RunningTask struct {
 	Attempt        int         `json:"attempt"`
 	Phase          state.Phase `json:"phase"`
 	LastProgressAt time.Time   `json:"last_progress_at"`
+	// LastActivityAt is when its attempt's processes were last seen at
+	// work in silence, and Liveness says so while they are
+	// (state.LivenessSilent): the stall limit counts from it.
+	LastActivityAt time.Time `json:"last_activity_at,omitzero"`
+	Liveness       string    `json:"liveness,omitempty"`
 }
 
 // OutboxStats summarize the agent's outbox.
@@ -88,6 +93,10 @@ type HeartbeatResponse struct {
 	HeartbeatIntervalS float64   `json:"heartbeat_interval_s"`
 	// Cancel lists tasks the agent must cancel.
 	Cancel []string `json:"cancel"`
+	// Resume lists the agent's parked tasks a person continued early, or
+	// whose budget they raised: each resumes now, under the budget its
+	// order says. Said again in every answer until the task resumes.
+	Resume []ResumeOrder `json:"resume,omitempty"`
 	// Replies are people's answers to the agent's approval requests, sent
 	// again in every answer until the task leaves awaiting_reply (the agent
 	// ignores a reply it already took).
@@ -127,6 +136,15 @@ type CancelOrder struct {
 	// At is when the cancel was asked, for a person's (or a parent
 	// task's) cancel: the agent keeps it as the task's CancelAt.
 	At time.Time `json:"at,omitzero"`
+}
+
+// ResumeOrder tells an agent to resume a parked task now: a person
+// continued it, or raised its budget to MaxTokens and MaxTime (zero:
+// that bound as it was).
+type ResumeOrder struct {
+	TaskID    string         `json:"task_id"`
+	MaxTokens int64          `json:"max_tokens,omitempty"`
+	MaxTime   state.Duration `json:"max_time,omitempty"`
 }
 
 // StopOrder tells an agent to stop a task it runs as over its budget,

@@ -103,6 +103,12 @@ const (
 	// next (a replay or a continue) after a backoff: the retry reminder.
 	// Repeats for one task fold into one per window (the repeat gate).
 	NotifyRetrying NotifyEvent = "task.retrying"
+	// NotifyParked: a task parked at a usage limit: it continues its
+	// session on its own when the limit resets (resumes_at).
+	NotifyParked NotifyEvent = "task.parked"
+	// NotifyResumed: a parked task resumed, its limit reset (or a person
+	// continued it early).
+	NotifyResumed NotifyEvent = "task.resumed"
 	// NotifyAgentOffline: an agent fell silent for three heartbeat
 	// intervals without saying it stops: a crash, a lost network, a
 	// machine gone.
@@ -124,6 +130,7 @@ const (
 
 // NotifyEvents lists every notification event.
 var NotifyEvents = []NotifyEvent{NotifyAwaitingReply, NotifyApprovalExpired, NotifyCompleted, NotifyFailed, NotifyBlocked, NotifyRetrying,
+	NotifyParked, NotifyResumed,
 	NotifyAgentOffline, NotifyAgentStopped, NotifyAgentUnhealthy, NotifyTest}
 
 // ByDefault reports whether a target that names no events gets e: every

@@ -186,6 +186,14 @@ type ReleaseRequest struct {
 	TaskIDs []string `json:"task_ids"`
 }
 
+// BudgetRequest is POST /v1/tasks/{id}/budget: a person raises the budget
+// of a task parked at it, by AddTokens tokens and AddTime of wall time
+// (each zero or more, one of them more), and its session continues.
+type BudgetRequest struct {
+	AddTokens int64          `json:"add_tokens,omitempty"`
+	AddTime   state.Duration `json:"add_time,omitempty"`
+}
+
 // ReplyRequest is POST /v1/tasks/{id}/reply: a person's answer to the
 // task's approval request.
 type ReplyRequest struct {

@@ -50,6 +50,9 @@ type Backend interface {
 	CancelTask(ctx context.Context, id string) (api.TaskView, error)
 	RetryTask(ctx context.Context, id string) (api.TaskView, error)
 	ContinueTask(ctx context.Context, id string) (api.TaskView, error)
+	// BudgetTask raises the budget of a task parked at it, as POST
+	// /v1/tasks/{id}/budget.
+	BudgetTask(ctx context.Context, id string, req api.BudgetRequest) (api.TaskView, error)
 	ReplyTask(ctx context.Context, id string, req api.ReplyRequest) (api.TaskView, error)
 	// ApprovalLink reads a notification's approval link, and
 	// UseApprovalLink answers with it, once; an expired, used, altered or

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
@@ -223,6 +225,8 @@ type actions struct {
 	ID                      string
 	CSRF                    string
 	Cancel, Retry, Continue bool
+	// Budget: the task is parked at its budget, which a person may raise.
+	Budget bool
 }
 
 func actionsOf(t *state.Task, csrf string) actions {
@@ -230,6 +234,11 @@ func actionsOf(t *state.Task, csrf string) actions {
 	switch t.Phase {
 	case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
 		a.Continue = t.SessionAttempt() != nil
+	case state.PhaseParked:
+		a.Continue = true // now, not at its resumes_at
+		if t.Parked != nil && t.Parked.Reason == state.ParkBudget {
+			a.Continue, a.Budget = false, true // only more budget lets it go on
+		}
 	}
 	return a
 }
@@ -346,6 +355,27 @@ func (c *Console) tail(ctx context.Context, id string, after, most int) ([]event
 	return rows, lines, after, nil
 }
 
+// budgetForm reads the budget form: tokens and a duration to add, either
+// empty.
+func budgetForm(r *http.Request) (api.BudgetRequest, error) {
+	var req api.BudgetRequest
+	if v := strings.TrimSpace(r.PostFormValue("add_tokens")); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return req, &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("tokens to add %q: want a whole number, 0 or more", v)}
+		}
+		req.AddTokens = n
+	}
+	if v := strings.TrimSpace(r.PostFormValue("add_time")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return req, &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf("time to add %q: want a duration, as 20m", v)}
+		}
+		req.AddTime = state.Duration(d)
+	}
+	return req, nil
+}
+
 // act runs a person's action on a task: cancel, retry, continue or
 // reply. Done, it goes back to the task's page (or, for a reply, to the
 // page the form names); refused, the task's page says why, with the
@@ -362,6 +392,12 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, s session) {
 		_, err = c.backend.RetryTask(ctx, id)
 	case "continue":
 		_, err = c.backend.ContinueTask(ctx, id)
+	case "budget":
+		var req api.BudgetRequest
+		req, err = budgetForm(r)
+		if err == nil {
+			_, err = c.backend.BudgetTask(ctx, id, req)
+		}
 	case "reply":
 		req := api.ReplyRequest{RequestID: r.PostFormValue("request_id"), Decision: api.Decision(r.PostFormValue("decision"))}
 		_, err = c.backend.ReplyTask(ctx, id, req)

@@ -51,6 +51,8 @@ func outcome(p state.Phase) string {
 		return "queued"
 	case p == state.PhaseAwaitingReply:
 		return "waiting"
+	case p == state.PhaseParked:
+		return "parked"
 	case p.Running():
 		return "running"
 	case p == state.PhaseCompleted:
@@ -84,6 +86,9 @@ func cardOf(v *api.TaskView, now time.Time) card {
 		}
 		if a.Status == state.AttemptPending && !t.Phase.Terminal() && a.NotBefore.After(now) {
 			c.Countdown = "retry in " + state.Compact(a.NotBefore.Sub(now).Round(time.Second))
+			if t.Phase == state.PhaseParked {
+				c.Countdown = "resumes in " + state.Compact(a.NotBefore.Sub(now).Round(time.Second))
+			}
 			c.NotBefore = a.NotBefore.Format(rfc3339)
 		}
 	} else {
@@ -101,6 +106,10 @@ func cardOf(v *api.TaskView, now time.Time) card {
 		// An ended task says what it came to; its last progress is stale.
 	case t.AwaitingReply != nil:
 		c.Progress = "waiting for a person: " + approvalWhat(t.AwaitingReply)
+	case t.Phase == state.PhaseParked:
+		c.Progress = state.ParkedText(t)
+	case t.Liveness != "" && t.Phase.Running():
+		c.Progress = t.Liveness + ": its processes use CPU or I/O, no event since " + t.LastProgressAt.UTC().Format(time.RFC3339)
 	case p.Message != "" || p.Percent > 0:
 		c.Progress, c.Percent = p.Message, p.Percent
 		if p.Percent > 0 {

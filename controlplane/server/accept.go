@@ -222,8 +222,16 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 		if err := json.Unmarshal(ev.Payload, &p); err != nil {
 			return bad(err)
 		}
+		if p.Phase == state.PhaseParked && (p.Parked == nil || !p.Parked.Reason.Known()) {
+			return api.Invalid("a parked phase says why it parked: parked.reason usage_limit")
+		}
 		if err := t.Transition(p.Phase, p.Reason, now); err != nil {
 			return bad(err)
+		}
+		if p.Phase == state.PhaseParked {
+			park := *p.Parked
+			park.ContinueAsked = time.Time{} // a person's, never the agent's
+			t.Parked = &park
 		}
 		if p.Phase == state.PhaseAwaitingReply && p.Request != nil {
 			r := *p.Request
@@ -277,7 +285,7 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 	default:
 		return api.Invalid("unknown kind " + string(ev.Kind))
 	}
-	t.LastProgressAt, t.UpdatedAt = now, now
+	t.LastProgressAt, t.UpdatedAt, t.Liveness = now, now, ""
 	t.Lease.ExpiresAt = now.Add(s.opts.Lease)
 	return ""
 }

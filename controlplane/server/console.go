@@ -142,6 +142,12 @@ func (s *Server) ContinueTask(ctx context.Context, id string) (api.TaskView, err
 	return v, consoleErr(err)
 }
 
+// BudgetTask is POST /v1/tasks/{id}/budget.
+func (s *Server) BudgetTask(ctx context.Context, id string, req api.BudgetRequest) (api.TaskView, error) {
+	v, err := s.budgetTask(ctx, id, req)
+	return v, consoleErr(err)
+}
+
 // CreateTask is POST /v1/tasks: the console's new-task form.
 func (s *Server) CreateTask(ctx context.Context, req api.CreateTaskRequest) (api.TaskView, error) {
 	v, err := s.createTask(ctx, req)

@@ -85,7 +85,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 			LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
 			Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels), Capabilities: req.Capabilities}
 		rec.View.Models = slices.Clone(req.Models)
-		resp.Cancel, resp.Replies, resp.Stop, resp.CancelOrders = resp.Cancel[:0], nil, nil, nil
+		resp.Cancel, resp.Replies, resp.Stop, resp.CancelOrders, resp.Resume = resp.Cancel[:0], nil, nil, nil, nil
 		running := map[string]bool{}
 		for _, r := range req.Running {
 			if len(r.TaskID) <= api.MaxIDBytes {
@@ -181,6 +181,18 @@ func (s *Server) renew(tx store.Tx, req api.HeartbeatRequest, resp *api.Heartbea
 			continue
 		}
 		t.Lease.ExpiresAt = now.Add(s.opts.Lease)
+		if r.LastActivityAt.After(t.LastActivityAt) {
+			// Its processes at work in silence: the stall limit
+			// counts from then (never from later than now).
+			t.LastActivityAt = r.LastActivityAt
+			if t.LastActivityAt.After(now) {
+				t.LastActivityAt = now
+			}
+		}
+		t.Liveness = state.PlainText(r.Liveness)
+		if t.Liveness != "" && t.Liveness != state.LivenessSilent {
+			t.Liveness = "" // only what the agent may say
+		}
 		tx.Save(t)
 		o, stop := stopOrder(t)
 		if stop {
@@ -192,6 +204,9 @@ func (s *Server) renew(tx store.Tx, req api.HeartbeatRequest, resp *api.Heartbea
 		}
 		if o, ok := cancelOrderOf(t, t.ID, req.AgentID); ok && !stop {
 			resp.CancelOrders = append(resp.CancelOrders, o)
+		}
+		if t.Phase == state.PhaseParked && t.Parked != nil && !t.Parked.ContinueAsked.IsZero() {
+			resp.Resume = append(resp.Resume, api.ResumeOrder{TaskID: t.ID, MaxTokens: t.MaxTokens, MaxTime: t.MaxTime})
 		}
 		if t.Phase == state.PhaseAwaitingReply && t.Reply != nil {
 			resp.Replies = append(resp.Replies, api.ReplyDelivery{TaskID: t.ID, RequestID: t.Reply.RequestID, Decision: t.Reply.Decision})

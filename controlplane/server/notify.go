@@ -143,7 +143,12 @@ func (s *Server) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *s
 	if n := len(t.Attempts); n > 0 {
 		last = &t.Attempts[n-1]
 	}
+	if before.phase == state.PhaseParked && t.Phase == state.PhaseExecutorStarting {
+		return api.NotifyResumed, last
+	}
 	switch t.Phase {
+	case state.PhaseParked:
+		return api.NotifyParked, last
 	case state.PhaseAwaitingReply:
 		return api.NotifyAwaitingReply, last
 	case state.PhaseCompleted:
@@ -375,6 +380,10 @@ func taskText(ev api.NotifyEvent, t *state.Task, nt *api.NotifiedTask, code stat
 		return name + " completed" + denied + attempts + agent + what, said
 	case api.NotifyBlocked:
 		return fmt.Sprintf("%s is blocked: the safety gate did not run it again (%s)%s%s; a person may continue or retry it", name, nt.Gate, attempts, agent), nil
+	case api.NotifyParked:
+		return parkedText(name, agent, t), nil
+	case api.NotifyResumed:
+		return name + " resumed: attempt " + fmt.Sprint(nt.Attempt) + " continues" + agent, nil
 	}
 	what := string(nt.Phase)
 	if code.Known() {
@@ -395,6 +404,22 @@ func taskText(ev api.NotifyEvent, t *state.Task, nt *api.NotifiedTask, code stat
 		}
 	}
 	return line, nil
+}
+
+// parkedText says why task t parked and when it resumes.
+func parkedText(name, agent string, t *state.Task) string {
+	line := name + " parked" + agent
+	if p := t.Parked; p != nil {
+		line += " at its " + strings.ReplaceAll(api.Inert(string(p.Reason), 32), "_", " ")
+		if !p.ResumesAt.IsZero() {
+			line += "; it continues on its own when the limit resets, at " + p.ResumesAt.UTC().Format(time.RFC3339)
+		}
+	}
+	if p := t.Parked; p != nil && p.Reason == state.ParkBudget {
+		return line + " (" + state.BudgetText(p.MaxTokens, p.MaxTime.D()) + " reached); a person decides: agent tasks budget " + t.ID +
+			" --add-tokens N or --add-time D continues it, agent tasks cancel ends it"
+	}
+	return line + " (agent tasks continue resumes it now, agent tasks cancel ends it)"
 }
 
 // askText is what a question asks, quoted as the task's words after

@@ -32,7 +32,8 @@ func scheduledRetry(t *state.Task) int {
 func (s *Server) retryingNotes(before taskMark, t *state.Task) []store.Notification {
 	ev := api.NotifyRetrying
 	n := scheduledRetry(t)
-	if n == 0 || n == before.retry || t.CancelRequested || !s.wanted(ev) {
+	if n == 0 || n == before.retry || t.CancelRequested || !s.wanted(ev) || t.Phase == state.PhaseParked || before.phase == state.PhaseParked {
+		// A park says its own (task.parked, task.resumed).
 		return nil
 	}
 	next, failed := &t.Attempts[n-1], &t.Attempts[n-2]

@@ -103,6 +103,11 @@ func (s *Server) routes() []route {
 			v, err := s.continueTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
+		{"POST /v1/tasks/{id}/budget", operator, func(w http.ResponseWriter, r *http.Request) {
+			handle(func(req api.BudgetRequest) (api.TaskView, error) {
+				return s.budgetTask(r.Context(), r.PathValue("id"), req)
+			})(w, r)
+		}},
 		{"POST /v1/tasks/{id}/reply", operator, func(w http.ResponseWriter, r *http.Request) {
 			handle(func(req api.ReplyRequest) (api.TaskView, error) {
 				return s.replyTask(r.Context(), r.PathValue("id"), req)

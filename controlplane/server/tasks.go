@@ -240,8 +240,10 @@ func (s *Server) retryTask(ctx context.Context, id string) (api.TaskView, error)
 // request: that agent alone may claim it (state.Task.MayClaim), and its
 // next attempt resumes the session rather than replaying the prompt. Until
 // that agent claims it, the task waits like any queued task, and the
-// queued limit, counted from the person's request, expires it. Any other
-// case is a conflict, said in one line.
+// queued limit, counted from the person's request, expires it. A parked
+// task is continued early instead: its agent, which holds it, hears so
+// in its next heartbeat and resumes it now. Any other case is a
+// conflict, said in one line.
 func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, error) {
 	var session *state.Attempt
 	var keeper string
@@ -250,6 +252,14 @@ func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, err
 			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: ", id, t.Phase) + fmt.Sprintf(why, args...)}
 		}
 		switch t.Phase {
+		case state.PhaseParked:
+			// Its agent holds it, waiting to continue its session: it
+			// hears in its next heartbeat to go on now.
+			if t.Parked == nil {
+				return conflict("it says nothing of its park")
+			}
+			t.Parked.ContinueAsked, t.UpdatedAt = s.opts.Now(), s.opts.Now()
+			return nil
 		case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
 		case state.PhaseCompleted:
 			return conflict("it completed; there is nothing to continue (submit a new task for more work)")
@@ -272,8 +282,52 @@ func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, err
 		}
 		return nil
 	})
-	if err == nil {
+	switch {
+	case err == nil && session == nil:
+		s.log.Info("parked task continued early by a person", "task", id)
+	case err == nil:
 		s.log.Info("task continued by a person", "task", id, "session_attempt", session.Number, "agent", keeper, "attempts", len(v.Attempts))
+	}
+	return v, err
+}
+
+// budgetTask raises the budget of a task parked at it, at a person's
+// request: its token bound by req.AddTokens, its wall-time bound by
+// req.AddTime, each from the budget it reached (its own, or its agent's
+// default, as the park says). Its agent hears so in its next heartbeat,
+// with the new bounds, and continues its session. Any other case is a
+// conflict, said in one line; a bad request a 400.
+func (s *Server) budgetTask(ctx context.Context, id string, req api.BudgetRequest) (api.TaskView, error) {
+	switch {
+	case req.AddTokens < 0 || req.AddTime < 0:
+		return api.TaskView{}, &httpError{http.StatusBadRequest, "add_tokens and add_time cannot be below zero"}
+	case req.AddTokens == 0 && req.AddTime == 0:
+		return api.TaskView{}, &httpError{http.StatusBadRequest, "say how much to add: add_tokens, add_time or both"}
+	}
+	v, err := s.change(ctx, id, func(t *state.Task) error {
+		p := t.Parked
+		if t.Phase != state.PhaseParked || p == nil || p.Reason != state.ParkBudget {
+			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: only a task parked at its budget can have it raised", id, t.Phase)}
+		}
+		if req.AddTokens > 0 {
+			if p.MaxTokens <= 0 {
+				return &httpError{http.StatusConflict, fmt.Sprintf("task %s has no token budget to raise; it reached its time budget (add_time)", id)}
+			}
+			p.MaxTokens += req.AddTokens
+			t.MaxTokens = p.MaxTokens
+		}
+		if req.AddTime > 0 {
+			if p.MaxTime <= 0 {
+				return &httpError{http.StatusConflict, fmt.Sprintf("task %s has no time budget to raise; it reached its token budget (add_tokens)", id)}
+			}
+			p.MaxTime += req.AddTime
+			t.MaxTime = p.MaxTime
+		}
+		p.ContinueAsked, t.UpdatedAt = s.opts.Now(), s.opts.Now()
+		return nil
+	})
+	if err == nil {
+		s.log.Info("task's budget raised by a person", "task", id, "max_tokens", v.MaxTokens, "max_time", v.MaxTime.D())
 	}
 	return v, err
 }

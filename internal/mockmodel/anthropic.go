@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // antRequest is what the mock reads of a Messages API request.
@@ -109,6 +110,13 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	msgs, toolResult := q.conversation()
 	d := parseDirectives(msgs)
 	sc, err := d.scenario(q.Model, toolResult)
+	var resets time.Time
+	if sc == ScenarioUsageLimit {
+		var reached bool
+		if resets, reached = s.usageLimit(); !reached {
+			sc = ScenarioText // the limit reset
+		}
+	}
 	n := s.record(Request{API: APIAnthropic, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream, Conversation: msgs})
 	w.Header().Set("Request-Id", "req_mock_"+strconv.Itoa(n))
 	if err != nil {
@@ -119,6 +127,19 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	case ScenarioRateLimit:
 		antFail(w, http.StatusTooManyRequests, "1", "rate_limit_error",
 			"This request would exceed the rate limit for your organization of 50 requests per minute. Please try again later.")
+		return
+	case ScenarioUsageLimit:
+		// As Anthropic answers a subscription over its limit: 429 with the
+		// unified rate-limit headers saying it is rejected until when.
+		in := int64(max(time.Until(resets).Round(time.Second), time.Second) / time.Second)
+		h := w.Header()
+		h.Set("Anthropic-Ratelimit-Unified-Status", "rejected")
+		h.Set("Anthropic-Ratelimit-Unified-Reset", strconv.FormatInt(resets.Unix(), 10))
+		h.Set("Anthropic-Ratelimit-Unified-5h-Status", "rejected")
+		h.Set("Anthropic-Ratelimit-Unified-5h-Reset", strconv.FormatInt(resets.Unix(), 10))
+		h.Set("Anthropic-Ratelimit-Unified-Representative-Claim", "five_hour")
+		antFail(w, http.StatusTooManyRequests, strconv.FormatInt(in, 10), "rate_limit_error",
+			"This request would exceed your account's rate limit. Please try again later.")
 		return
 	case ScenarioQuota:
 		antFail(w, http.StatusBadRequest, "", "invalid_request_error",

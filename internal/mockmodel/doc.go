@@ -53,6 +53,12 @@
 //	              approval policy on-request; Claude Code: the same as shell
 //	r429          429 with Retry-After: 1 (OpenAI rate_limit_exceeded,
 //	              Anthropic rate_limit_error)
+//	usage_limit   the account's usage limit, reached from the first such
+//	              request until Server.UsageLimitReset (3 s) after it, then
+//	              answered as text: OpenAI 429 usage_limit_reached with
+//	              resets_at and the x-codex-primary-* headers, as ChatGPT's
+//	              backend answers Codex; Anthropic 429 rate_limit_error with
+//	              retry-after and the anthropic-ratelimit-unified-* headers
 //	quota         OpenAI 429 insufficient_quota; Anthropic 400 "Your credit
 //	              balance is too low" (what Claude Code calls billing_error)
 //	r401, r403    authentication and permission errors

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -71,6 +72,13 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 	msgs, toolResult := q.conversation()
 	d := parseDirectives(msgs)
 	sc, err := d.scenario(q.Model, toolResult)
+	var resets time.Time
+	if sc == ScenarioUsageLimit {
+		var reached bool
+		if resets, reached = s.usageLimit(); !reached {
+			sc = ScenarioText // the limit reset
+		}
+	}
 	n := s.record(Request{API: APIOpenAI, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream, Conversation: msgs})
 	if err != nil {
 		jsonError(w, http.StatusBadRequest, "", oaiError("invalid_request_error", "mock_scenario", err.Error()))
@@ -80,6 +88,19 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 	case ScenarioRateLimit:
 		jsonError(w, http.StatusTooManyRequests, "1", oaiError("requests", "rate_limit_exceeded",
 			"Rate limit reached for gpt-5.5 in organization org-mock on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 1s."))
+		return
+	case ScenarioUsageLimit:
+		// As ChatGPT's backend answers Codex: 429 usage_limit_reached
+		// with when it resets, and the rate-limit headers.
+		in := int64(max(time.Until(resets).Round(time.Second), time.Second) / time.Second)
+		h := w.Header()
+		h.Set("X-Codex-Primary-Used-Percent", "100.0")
+		h.Set("X-Codex-Primary-Window-Minutes", "300")
+		h.Set("X-Codex-Primary-Reset-At", strconv.FormatInt(resets.Unix(), 10))
+		h.Set("X-Codex-Primary-Reset-After-Seconds", strconv.FormatInt(in, 10))
+		jsonError(w, http.StatusTooManyRequests, "", map[string]any{"error": map[string]any{
+			"type": "usage_limit_reached", "message": "The usage limit has been reached", "plan_type": "plus",
+			"resets_at": resets.Unix(), "resets_in_seconds": in}})
 		return
 	case ScenarioQuota:
 		jsonError(w, http.StatusTooManyRequests, "", oaiError("insufficient_quota", "insufficient_quota",

@@ -11,13 +11,17 @@ type Scenario string
 
 // The scenarios. See the package documentation for what each sends.
 const (
-	ScenarioText         Scenario = "text"
-	ScenarioShell        Scenario = "shell"
-	ScenarioWrite        Scenario = "write"
-	ScenarioEdit         Scenario = "edit"
-	ScenarioEscalate     Scenario = "escalate"
-	ScenarioRateLimit    Scenario = "r429"
-	ScenarioQuota        Scenario = "quota"
+	ScenarioText      Scenario = "text"
+	ScenarioShell     Scenario = "shell"
+	ScenarioWrite     Scenario = "write"
+	ScenarioEdit      Scenario = "edit"
+	ScenarioEscalate  Scenario = "escalate"
+	ScenarioRateLimit Scenario = "r429"
+	ScenarioQuota     Scenario = "quota"
+	// ScenarioUsageLimit: the account's usage limit, reached until it
+	// resets (Server.UsageLimitReset after the first such answer); past
+	// the reset, the request is answered as text.
+	ScenarioUsageLimit   Scenario = "usage_limit"
 	ScenarioUnauthorized Scenario = "r401"
 	ScenarioForbidden    Scenario = "r403"
 	ScenarioServerError  Scenario = "r500"
@@ -33,7 +37,7 @@ const (
 
 var scenarios = map[Scenario]bool{
 	ScenarioText: true, ScenarioShell: true, ScenarioWrite: true, ScenarioEdit: true, ScenarioEscalate: true,
-	ScenarioRateLimit: true, ScenarioQuota: true, ScenarioUnauthorized: true, ScenarioForbidden: true,
+	ScenarioRateLimit: true, ScenarioQuota: true, ScenarioUsageLimit: true, ScenarioUnauthorized: true, ScenarioForbidden: true,
 	ScenarioServerError: true, ScenarioOverloaded: true, ScenarioContext: true, ScenarioCut: true,
 	ScenarioHang: true, ScenarioHangHeaders: true, ScenarioFinal: true,
 }

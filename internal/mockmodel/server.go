@@ -1,6 +1,7 @@
 package mockmodel
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,6 +85,39 @@ type Server struct {
 	closed   bool
 	handlers sync.WaitGroup // handlers running; Add only under mu while !closed
 	requests []Request
+	// limitResets is when the usage limit the usage_limit scenario
+	// reached resets; zero before it was reached.
+	limitResets time.Time
+
+	// UsageLimitReset is how long after the first usage_limit answer the
+	// limit resets. Default DefaultUsageLimitReset. Set it before the
+	// first request.
+	UsageLimitReset time.Duration
+}
+
+// DefaultUsageLimitReset is how long the usage_limit scenario's limit
+// lasts by default: a few seconds, as a test can wait.
+const DefaultUsageLimitReset = 3 * time.Second
+
+// usageLimit reports when the usage limit resets and whether it is
+// reached now: from the first usage_limit request on, until
+// UsageLimitReset after it.
+func (s *Server) usageLimit() (resets time.Time, reached bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.limitResets.IsZero() {
+		s.limitResets = now.Add(cmp.Or(s.UsageLimitReset, DefaultUsageLimitReset))
+	}
+	return s.limitResets, now.Before(s.limitResets)
+}
+
+// LimitResets is when the usage limit the usage_limit scenario reached
+// resets; zero before it was reached.
+func (s *Server) LimitResets() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limitResets
 }
 
 // Start starts a mock on 127.0.0.1 on a free port.

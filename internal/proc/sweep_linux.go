@@ -320,3 +320,38 @@ func readStat(pid int) (stat, bool) {
 	envEnd, _ := f.Uint(51)
 	return stat{state: f.Field(3)[0], ppid: int(ppid), flags: flags, envEnd: envEnd}, true
 }
+
+// cpuOf reads a process's CPU time from /proc/PID/stat: fields 14 to 17
+// (utime, stime, and its reaped children's cutime, cstime), in clock
+// ticks; and whether it is stopped (state T, or t under a tracer).
+func cpuOf(pid int) (ticks uint64, stopped bool, ok bool) {
+	f, err := procstat.Read(strconv.Itoa(pid))
+	if err != nil || len(f.Field(3)) == 0 {
+		return 0, false, false
+	}
+	for n := 14; n <= 17; n++ {
+		v, _ := f.Uint(n)
+		ticks += v
+	}
+	st := f.Field(3)[0]
+	return ticks, st == 'T' || st == 't', true
+}
+
+// ioOf reads the bytes a process read and wrote, from /proc/PID/io (rchar
+// and wchar: every read and write, pipes and sockets included); 0 when it
+// cannot be read.
+func ioOf(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		k, v, ok := bytes.Cut(line, []byte(": "))
+		if ok && (string(k) == "rchar" || string(k) == "wchar") {
+			x, _ := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+			n += x
+		}
+	}
+	return n
+}

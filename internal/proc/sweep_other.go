@@ -17,3 +17,9 @@ func killOrphans() int { return 0 }
 
 // markedProcesses cannot list processes by their environment here.
 func markedProcesses(func(mark string) bool) []int { return nil }
+
+// cpuOf cannot read a process's CPU time here.
+func cpuOf(int) (uint64, bool, bool) { return 0, false, false }
+
+// ioOf cannot read a process's I/O here.
+func ioOf(int) uint64 { return 0 }

@@ -58,7 +58,17 @@ type Config struct {
 	// (API_TIMEOUT_MS). Default: the attempt's first-event limit, so a
 	// model that never answers fails inside the CLI first.
 	APITimeout time.Duration
+	// LimitWait: a retry Claude Code would wait longer than this for, after
+	// a 429 (its retry-after: a usage limit's reset), is a usage limit:
+	// the attempt is stopped, usage_limit with the wait, and the task
+	// parks until then rather than the CLI sleeping through it holding a
+	// slot. Default DefaultLimitWait.
+	LimitWait time.Duration
 }
+
+// DefaultLimitWait is the longest retry wait after a 429 that is left to
+// Claude Code itself.
+const DefaultLimitWait = time.Minute
 
 // Claude drives Claude Code in print mode with stream-json output: one
 // process per attempt; its result line decides the outcome.
@@ -90,6 +100,9 @@ func New(cfg Config) (*Claude, error) {
 		cfg.MaxRetries = 1
 	case cfg.MaxRetries < 0:
 		cfg.MaxRetries = 0
+	}
+	if cfg.LimitWait <= 0 {
+		cfg.LimitWait = DefaultLimitWait
 	}
 	if err := cfg.Defaults("claude"); err != nil {
 		return nil, err
@@ -227,7 +240,7 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 	if ask != nil {
 		ask.start(out.Send) // its events wait for the session as the CLI's do
 	}
-	s := &claudeSession{tools: map[string]claudeTool{}, out: out, configDir: configDir, resume: spec.Resume, ask: ask}
+	s := &claudeSession{tools: map[string]claudeTool{}, out: out, configDir: configDir, resume: spec.Resume, ask: ask, limitWait: c.cfg.LimitWait}
 	lines := make(chan string, 64)
 	stderrDone := make(chan struct{})
 	go func() {
@@ -280,6 +293,9 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 				stop() // a broken stream cannot be trusted to say how the turn ended
 			}
 		}
+		if s.limit != nil && stopStage == 0 {
+			stop() // a usage limit: the task parks, the session kept
+		}
 	}
 	for running := true; running; {
 		select {
@@ -307,9 +323,16 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 		ask.close() // before the emitter: it may still say something
 	}
 	s.checkTranscript()
+	if s.limit != nil {
+		// Last: why the attempt ended, whatever Claude said as it was
+		// stopped.
+		s.out.Send(*s.limit)
+	}
 	s.out.Close()
 	exit.SetStatus(p)
 	switch {
+	case s.limit != nil:
+		exit.Turn, exit.ProtocolErr = runner.TurnFailed, nil
 	case s.turn == runner.TurnCompleted:
 		exit.Turn, exit.ProtocolErr = runner.TurnCompleted, nil
 	case s.turn == runner.TurnFailed:
@@ -331,15 +354,19 @@ type claudeTool struct {
 
 // claudeSession maps one attempt's stream-json lines to events.
 type claudeSession struct {
-	out         *cli.SessionEmitter
-	configDir   string         // where Claude Code keeps its state
-	resume      *runner.Resume // the session continued, if one is
-	ask         *askServer     // the permission prompt tool's, if Claude Code asks
-	started     bool           // system/init seen: the session is on
-	tools       map[string]claudeTool
-	streaming   bool // a progress event went out for the message being streamed
-	synthetic   string
-	retryDelay  time.Duration
+	out        *cli.SessionEmitter
+	configDir  string         // where Claude Code keeps its state
+	resume     *runner.Resume // the session continued, if one is
+	ask        *askServer     // the permission prompt tool's, if Claude Code asks
+	started    bool           // system/init seen: the session is on
+	tools      map[string]claudeTool
+	streaming  bool // a progress event went out for the message being streamed
+	synthetic  string
+	retryDelay time.Duration
+	// limitWait is Config.LimitWait; limit, once an api_retry after a 429
+	// would wait longer, is the usage limit the attempt stops at.
+	limitWait   time.Duration
+	limit       *runner.Event
 	interrupted bool
 	turn        runner.TurnEnd
 	// messages are the tokens of each model message of the attempt, by
@@ -428,6 +455,10 @@ func (s *claudeSession) line(line string) error {
 			}
 			ev(runner.Event{Type: runner.EventProgress, Step: "retry", Notice: true, Message: fmt.Sprintf("Claude retries %d/%d in %s: %s",
 				l.Attempt, l.MaxRetries, s.retryDelay.Round(time.Millisecond), why)})
+			if string(l.Status) == "429" && s.retryDelay > s.limitWait && s.limit == nil {
+				s.limit = &runner.Event{Type: runner.EventError, Code: state.CodeUsageLimit, RetryAfterMS: s.retryDelay.Milliseconds(),
+					Message: fmt.Sprintf("429 %s: Claude would wait %s for the limit to reset", why, s.retryDelay.Round(time.Second))}
+			}
 		}
 	case "stream_event":
 		var e struct {

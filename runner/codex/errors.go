@@ -48,7 +48,17 @@ func (e codexError) classify() (code state.ErrorCode, retryAfter time.Duration) 
 		return state.CodeOverloaded, retryAfter
 	case "internalServerError":
 		return state.CodeUnavailable, retryAfter
-	case "usageLimitExceeded", "sessionBudgetExceeded":
+	case "usageLimitExceeded":
+		// Codex says so of two things: a plan's usage window used up
+		// ("You've hit your usage limit … try again at 10:15 PM"), which
+		// resets (the rate-limit snapshot says when; see
+		// codexRateLimits), and an API key's quota ("Quota exceeded.
+		// Check your plan and billing details."), which does not.
+		if strings.Contains(strings.ToLower(e.Message), "usage limit") {
+			return state.CodeUsageLimit, retryAfter
+		}
+		return state.CodeQuota, retryAfter
+	case "sessionBudgetExceeded":
 		return state.CodeQuota, retryAfter
 	case "unauthorized":
 		return state.CodeAuth, retryAfter
@@ -100,4 +110,31 @@ func retryHint(msg string) time.Duration {
 		}
 	}
 	return time.Duration(n * float64(time.Second))
+}
+
+// codexRateLimits is the account's rate-limit snapshot, as
+// account/rateLimits/updated sends it: each window's use and when it
+// resets (Unix seconds).
+type codexRateLimits struct {
+	Primary   *codexRateWindow `json:"primary"`
+	Secondary *codexRateWindow `json:"secondary"`
+}
+
+type codexRateWindow struct {
+	UsedPercent float64 `json:"usedPercent"`
+	ResetsAt    int64   `json:"resetsAt"`
+}
+
+// resetsAt is when the latest of the windows used up resets: zero when
+// none is.
+func (l codexRateLimits) resetsAt() time.Time {
+	var at time.Time
+	for _, w := range []*codexRateWindow{l.Primary, l.Secondary} {
+		if w != nil && w.UsedPercent >= 100 && w.ResetsAt > 0 {
+			if t := time.Unix(w.ResetsAt, 0).UTC(); t.After(at) {
+				at = t
+			}
+		}
+	}
+	return at
 }

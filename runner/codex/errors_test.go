@@ -16,6 +16,7 @@ func TestCodexErrorClassification(t *testing.T) {
 		{"429 after codex's retries", `{"responseTooManyFailedAttempts":{"httpStatusCode":429}}`, "exceeded retry limit, last status: 429 Too Many Requests", "rate_limit", 0},
 		{"rate limit with a hint", `"rateLimitExceeded"`, "rate limit exceeded: Rate limit reached. Please try again in 1.5s.", "rate_limit", 1500 * time.Millisecond},
 		{"quota", `"usageLimitExceeded"`, "Quota exceeded. Check your plan and billing details.", "quota", 0},
+		{"usage limit", `"usageLimitExceeded"`, "You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at 10:15 PM.", "usage_limit", 0},
 		{"401", `{"httpConnectionFailed":{"httpStatusCode":401}}`, "unexpected status 401 Unauthorized", "auth", 0},
 		{"403", `{"httpConnectionFailed":{"httpStatusCode":403}}`, "unexpected status 403 Forbidden", "permission", 0},
 		{"connection refused", `{"httpConnectionFailed":{"httpStatusCode":null}}`, "Connection failed: error sending request", "network", 0},
@@ -51,5 +52,29 @@ func TestRetryHint(t *testing.T) {
 				t.Errorf("retryHint(%q) = %v, want %v", msg, got, want)
 			}
 		})
+	}
+}
+
+// The rate-limit snapshot says when a used-up window resets: the latest
+// of those at 100%; none when none is.
+func TestRateLimitsReset(t *testing.T) {
+	w := func(used float64, at int64) *codexRateWindow {
+		return &codexRateWindow{UsedPercent: used, ResetsAt: at}
+	}
+	for _, c := range []struct {
+		name string
+		l    codexRateLimits
+		want int64
+	}{
+		{"none", codexRateLimits{}, 0},
+		{"not reached", codexRateLimits{Primary: w(80, 1795817737)}, 0},
+		{"primary", codexRateLimits{Primary: w(100, 1795817737)}, 1795817737},
+		{"the later of two", codexRateLimits{Primary: w(100, 1795817737), Secondary: w(100, 1796000000)}, 1796000000},
+		{"the one reached", codexRateLimits{Primary: w(100, 1795817737), Secondary: w(50, 1796000000)}, 1795817737},
+	} {
+		got := c.l.resetsAt()
+		if (c.want == 0) != got.IsZero() || c.want != 0 && got.Unix() != c.want {
+			t.Errorf("%s: %v, want %d", c.name, got, c.want)
+		}
 	}
 }

@@ -59,6 +59,10 @@ type codexSession struct {
 	streamed     map[string]int // agent message item → bytes already sent as output
 	partial      map[string]string
 	usage        json.RawMessage
+	// limitResets is when the account's reached rate-limit window resets,
+	// as the last account/rateLimits/updated said (zero when none is
+	// reached): what a usageLimitExceeded turn waits for.
+	limitResets time.Time
 	// base is the thread's token count before this attempt's first turn
 	// (a continued thread's earlier turns), known from its first usage
 	// report.
@@ -519,6 +523,13 @@ func (s *codexSession) notification(method string, params json.RawMessage) error
 				ev(runner.UsageEvent(u))
 			}
 		}
+	case "account/rateLimits/updated":
+		var p struct {
+			RateLimits codexRateLimits `json:"rateLimits"`
+		}
+		if json.Unmarshal(params, &p) == nil {
+			s.limitResets = p.RateLimits.resetsAt()
+		}
 	case "turn/completed":
 		return s.turnCompleted(params, ev)
 	}
@@ -646,7 +657,11 @@ func (s *codexSession) turnCompleted(params json.RawMessage, ev func(runner.Even
 			e = *p.Turn.Error
 		}
 		code, retryAfter := e.classify()
-		ev(runner.Event{Type: runner.EventError, Code: code, Message: e.text(), RetryAfterMS: retryAfter.Milliseconds()})
+		out := runner.Event{Type: runner.EventError, Code: code, Message: e.text(), RetryAfterMS: retryAfter.Milliseconds()}
+		if code == state.CodeUsageLimit && !s.limitResets.IsZero() {
+			out.ResetsAt = s.limitResets // the task parks until then
+		}
+		ev(out)
 	}
 	return nil
 }

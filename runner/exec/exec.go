@@ -313,9 +313,21 @@ func parseEvent(line string) (runner.Event, bool) {
 	var ev struct {
 		runner.Event
 		Path string `json:"path"`
+		// Read here, so that a time that is not RFC 3339 does not make
+		// the error a mere line of output.
+		ResetsAt string `json:"resets_at"`
 	}
 	if err := json.Unmarshal([]byte(line), &ev); err != nil {
 		return runner.Event{}, false
+	}
+	if ev.ResetsAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, ev.ResetsAt)
+		if err != nil {
+			// The limit's reset is not known: the backoff applies, and
+			// the error says why.
+			ev.Message = strings.TrimSpace(ev.Message + fmt.Sprintf(" (resets_at %q is not an RFC 3339 time)", runner.Clip(ev.ResetsAt, 64)))
+		}
+		ev.Event.ResetsAt = t
 	}
 	switch ev.Type {
 	case runner.EventPhase, runner.EventProgress, runner.EventOutput, runner.EventTool, runner.EventSideEffect, runner.EventLog, runner.EventResult, runner.EventError, runner.EventUsage, runner.EventDenied:

@@ -10,6 +10,10 @@
 //	@tool NAME         a tool call: input, call, result
 //	@side-effect TEXT  a side effect
 //	@fail CODE [TIMES] fail with CODE on the first TIMES attempts (default 1)
+//	@busy DURATION     spin the CPU for DURATION, saying nothing (a long
+//	                   silent build or test run)
+//	@sigstop           stop itself (SIGSTOP): a hung attempt whose
+//	                   process is there but does nothing
 //	@exit N            exit with code N and no result
 //	@hang              never answer
 //	@close-stdout      close stdout and go on running for a while
@@ -28,6 +32,9 @@
 //	                   wait`): their results and timelines are visible
 //	                   output and the result's data; one that failed
 //	                   fails the attempt
+//	@limit DURATION    stop at a usage limit that resets after DURATION:
+//	                   an error of code usage_limit with its resets_at
+//	                   (a continue goes on past it)
 //	@usage N           N more tokens used (four fifths input, one fifth
 //	                   output): a usage event with the attempt's total
 //	@ask COMMAND       ask before running COMMAND (an approval line,
@@ -58,6 +65,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -232,7 +240,7 @@ func (s *session) run() int {
 
 // recordedFirst are the directives the session records as done before
 // they act: what they do is work a continue must not do again.
-var recordedFirst = map[string]bool{"@output": true, "@tool": true, "@side-effect": true, "@sh": true, "@subtask": true, "@ask": true}
+var recordedFirst = map[string]bool{"@limit": true, "@usage": true, "@output": true, "@tool": true, "@side-effect": true, "@sh": true, "@subtask": true, "@ask": true}
 
 // directive runs one directive; done says the session ends with code.
 func (s *session) directive(name string, args []string, arg string) (code int, done bool) {
@@ -290,6 +298,36 @@ func (s *session) directive(name string, args []string, arg string) (code int, d
 			}
 			s.emit(ev)
 			return 1, true
+		}
+	case "@limit":
+		d, err := time.ParseDuration(arg)
+		if err != nil || d < 0 {
+			fmt.Fprintf(s.stderr, "sample-executor: @limit %q: want a duration, as 5s\n", arg)
+			return 2, true
+		}
+		resets := time.Now().Add(d).UTC()
+		s.emit(map[string]any{"type": "error", "code": "usage_limit", "resets_at": resets.Format(time.RFC3339Nano),
+			"message": "You've hit your usage limit. It resets at " + resets.Format(time.RFC3339) + "."})
+		return 1, true
+	case "@busy":
+		d, err := time.ParseDuration(arg)
+		if err != nil || d < 0 {
+			fmt.Fprintf(s.stderr, "sample-executor: @busy %q: want a duration, as 5s\n", arg)
+			return 2, true
+		}
+		s.out.Flush()
+		x := uint64(1)
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			for range 1_000_000 {
+				x = x*6364136223846793005 + 1442695040888963407
+			}
+		}
+		runtime.KeepAlive(x) // the loop is the work: not optimized away
+	case "@sigstop":
+		s.out.Flush()
+		if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
+			fmt.Fprintln(s.stderr, "sample-executor: @sigstop:", err)
+			return 2, true
 		}
 	case "@exit":
 		return n(1), true
