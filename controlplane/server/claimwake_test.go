@@ -41,9 +41,12 @@ func (e *env) waitAll(ctx context.Context, grade health.Grade, ids ...string) <-
 	e.t.Helper()
 	answers := make(chan answer, len(ids))
 	for _, id := range ids {
+		// Counted before the claim is sent: one already waiting when
+		// counted after would be waited for again, for ever.
+		want := e.srv.ClaimsWaiting() + 1
 		got := e.claimAsync(ctx, e.agent(id), waitReq(id, grade, time.Hour))
 		go func() { answers <- <-got }()
-		e.untilWaiting(e.srv.ClaimsWaiting() + 1)
+		e.untilWaiting(want)
 	}
 	return answers
 }
