@@ -209,7 +209,7 @@ func TestZeroedStretchOnADiskThatFills(t *testing.T) {
 // stretch; the next stretch must start after the lines, never over them
 // (found in review: it zeroed, or cut, acknowledged records).
 func TestStretchNeverStartsOverLines(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: the file size limit it sets is the whole process's.
 	dir := t.TempDir()
 	o := openT(t, dir, Options{})
 	mustAppend(t, o, rec("t", KindProgress, 0))

@@ -289,7 +289,10 @@ func TestE2EStopSaysWhichTasksWillContinue(t *testing.T) {
 // in the outbox.
 func TestE2ELateCompletionIsRejectedAndDead(t *testing.T) {
 	t.Parallel()
-	c := startCP(t, freeAddr(t), t.TempDir(), "--stall-limit", "1s")
+	// A stall limit of seconds: the watchdog must time the task out only
+	// once the agent is cut off, not while a loaded machine starts its
+	// turn (with 1 s it fired before the turn started).
+	c := startCP(t, freeAddr(t), t.TempDir(), "--stall-limit", "5s")
 	target, err := url.Parse(c.url())
 	must(t, err)
 	p := newHoldProxy(target, func(path string) bool { return strings.HasPrefix(path, "/v1/") })
