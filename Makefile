@@ -33,11 +33,16 @@ tools:
 # and loopback rather than compute, and cmd/agent's end-to-end tests ran
 # near go test's 10-minute limit two at a time on a loaded machine.
 TEST_PARALLEL ?= 4
+# A package's whole run, not a test's: a test that hangs fails on its own
+# wait's limit (testkit.WaitFor, 3 minutes) long before this; cmd/agent's
+# end-to-end suite alone takes 6 to 10 minutes under the race detector on
+# a loaded 2-core machine, go test's default limit for a package.
+TEST_TIMEOUT ?= 30m
 
 ## test: the whole suite under the race detector (fuzz seeds and 50 crash kills included); the control plane's tests once more over PostgreSQL (a throwaway cluster; skipped in one line where none is installed).
 test: tools
-	$(GO) test -race -count=1 -parallel $(TEST_PARALLEL) ./...
-	AGENT_TEST_CP_STORE=postgres $(GO) test -race -count=1 -parallel $(TEST_PARALLEL) ./controlplane/server/
+	$(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+	AGENT_TEST_CP_STORE=postgres $(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./controlplane/server/
 
 ## faults: the fault suite (needs root: it mounts tmpfs); prints a table.
 faults: tools
