@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/egress"
+	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/internal/tmuxview"
 	"github.com/edgeagent/agent/isolation"
@@ -217,12 +218,21 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		a.view = tmuxview.Start(o)
 		defer a.view.Close()
 	}
-	// A crash of the agent leaves what its attempts started running: end
-	// it before anything runs again.
-	if n := proc.SweepOwner(a.id); n > 0 {
+	// The attempts a previous life left running under their keepers are
+	// taken up where they are; whatever else it left running is ended
+	// before anything runs again.
+	kept := a.attachKeepers()
+	resume := a.reconcile(kept)
+	var spared []string
+	for _, t := range resume {
+		if t.attached != nil {
+			spared = append(spared, t.attached.Mark())
+		}
+	}
+	a.endUnclaimed(kept)
+	if n := proc.SweepOwner(a.id, spared...); n > 0 {
 		a.log.Warn("ended processes a previous run of the agent left behind", "processes", n)
 	}
-	resume := a.reconcile()
 
 	tasksCtx, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
 	loopsCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
@@ -238,7 +248,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			alive: []*atomic.Int64{&send.alive, &beat.alive, &claim.alive}})
 	}
 	for _, t := range resume {
-		a.supervise(tasksCtx, t)
+		a.supervise(tasksCtx, t.task, t.attached)
 	}
 	kick(a.kickSend)
 	a.cfg.Notify("READY=1")
@@ -289,6 +299,10 @@ const drainTick = time.Second
 func (a *Agent) shutdownTasks(stop context.CancelCauseFunc) {
 	done := make(chan struct{})
 	go func() { a.tasks.Wait(); close(done) }()
+	if a.reattaches() {
+		a.detachTasks(stop, done)
+		return
+	}
 	if a.runningCount() > 0 {
 		deadline := time.Now().Add(a.cfg.ShutdownGrace)
 		a.log.Info("draining: running tasks may finish before they are cancelled", "running", a.runningIDs(), "drain_timeout", a.cfg.ShutdownGrace)
@@ -308,6 +322,37 @@ func (a *Agent) shutdownTasks(stop context.CancelCauseFunc) {
 			continue
 		}
 		switch c := t.Current(); {
+		case c != nil && c.Status == state.AttemptPending && c.Continues > 0:
+			a.log.Info("task will continue its session when the agent starts again", "task", id, "attempt", c.Number, "continues", c.Continues)
+		case c != nil && c.Status == state.AttemptPending:
+			a.log.Info("task will run again from the start when the agent starts again", "task", id, "attempt", c.Number)
+		default:
+			a.log.Info("task stopped", "task", id, "phase", t.Phase, "reason", t.PhaseReason)
+		}
+	}
+}
+
+// detachTasks stops the running tasks leaving their attempts running,
+// for the next start to take up: no drain, nothing cut. An attempt that
+// cannot be left (it has not started, its executor keeps none) is
+// stopped as a drain's end stops it, and taken up as the gate says.
+func (a *Agent) detachTasks(stop context.CancelCauseFunc, done <-chan struct{}) {
+	ids := a.runningIDs()
+	if len(ids) > 0 {
+		a.log.Info("stopping: running attempts go on without the agent; the next start takes them up where they are",
+			"running", ids, "reattach_grace", a.cfg.ReattachGrace)
+	}
+	stop(runner.ErrDetach)
+	a.waitSaying(done, nil, "waiting for running tasks to leave their attempts", func() []any { return []any{"running", a.runningIDs()} })
+	for _, id := range ids {
+		t, err := a.store.Load(id)
+		if err != nil {
+			continue
+		}
+		switch c := t.Current(); {
+		case c != nil && c.Status == state.AttemptRunning && keeper.Alive(filepath.Join(a.layout.Spool(), c.AttemptID)):
+			a.log.Info("task will be re-attached when the agent starts again: its attempt goes on", "task", id, "attempt", c.Number,
+				"for", a.cfg.ReattachGrace)
 		case c != nil && c.Status == state.AttemptPending && c.Continues > 0:
 			a.log.Info("task will continue its session when the agent starts again", "task", id, "attempt", c.Number, "continues", c.Continues)
 		case c != nil && c.Status == state.AttemptPending:
@@ -400,20 +445,44 @@ func (a *Agent) claimer(tasksCtx context.Context) *claimer {
 			if token != "" {
 				a.taskTokens.Store(t.ID, token)
 			}
-			a.supervise(tasksCtx, t)
+			a.supervise(tasksCtx, t, nil)
 		}, kick: a.kickClaim, repos: repoNames(a.cfg.Repos),
 		offer: a.capabilities, labels: a.cfg.Labels}
 }
 
-// reconcile loads task state and takes up the tasks a crash left in a
-// running phase. It returns those to run again.
-func (a *Agent) reconcile() []*state.Task {
+// resumed is a task the agent takes up as it starts: with the keeper of
+// an attempt a previous life left running, or without.
+type resumed struct {
+	task     *state.Task
+	attached *proc.Process
+}
+
+// reconcile loads task state and takes up the tasks a crash or a stop
+// left in a running phase: those with an attempt kept running (kept, by
+// attempt id) where it is, the others as the gate says. It returns those
+// to run again.
+func (a *Agent) reconcile(kept map[string]*proc.Process) []resumed {
 	tasks, err := a.store.LoadAll()
 	if err != nil {
 		a.log.Error("some task files could not be read; those tasks are left alone", "err", err)
 	}
-	var resume []*state.Task
+	var resume []resumed
 	for _, t := range tasks {
+		// An attempt of the task may be kept, even one whose end the task
+		// file already shows: its last commit may hold reports the
+		// outbox does not have.
+		var p *proc.Process
+		for i := len(t.Attempts) - 1; i >= 0 && p == nil; i-- {
+			if p = kept[t.Attempts[i].AttemptID]; p != nil {
+				delete(kept, t.Attempts[i].AttemptID)
+			}
+		}
+		if p != nil {
+			a.log.Info("taking up an attempt left running, where it is", "task", t.ID, "attempt", t.Attempts[len(t.Attempts)-1].Number,
+				"executor_pid", p.Pid(), "keeper_pid", p.Pgid)
+			resume = append(resume, resumed{task: t, attached: p})
+			continue
+		}
 		if !t.Phase.Running() {
 			continue
 		}
@@ -430,7 +499,7 @@ func (a *Agent) reconcile() []*state.Task {
 				how = "replay"
 			}
 			a.log.Info("taking up a task left running", "task", t.ID, "attempt", attempt, "as", how)
-			resume = append(resume, t)
+			resume = append(resume, resumed{task: t})
 		} else {
 			a.log.Info("task left running was ended", "task", t.ID, "phase", t.Phase, "reason", t.PhaseReason)
 		}
@@ -446,7 +515,8 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ApprovalTimeout: l.ApprovalTimeout, Isolation: a.conf.Runner,
 		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget,
 		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser,
-		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests)}
+		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests),
+		SpoolDir: a.layout.Spool(), ReattachGrace: a.cfg.ReattachGrace}
 }
 
 // egressFor is where task id's attempts may connect: the agent's allow
@@ -564,8 +634,9 @@ func policyFor(p runner.Policy, t *state.Task) runner.Policy {
 	return p
 }
 
-// supervise runs a task in its own goroutine until it ends.
-func (a *Agent) supervise(parent context.Context, t *state.Task) {
+// supervise runs a task in its own goroutine until it ends; attached is
+// the keeper of its attempt a previous life left running, if one did.
+func (a *Agent) supervise(parent context.Context, t *state.Task, attached *proc.Process) {
 	ctx, cancel := context.WithCancelCause(parent)
 	sup := &supervised{cancel: cancel, phase: t.Phase, lastProgress: t.LastProgressAt}
 	if t.Lease != nil {
@@ -580,6 +651,9 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 		// A claim that raced the stop: the task is still only claimed, so
 		// its lease lapses and the control plane queues it again.
 		cancel(nil)
+		if attached != nil {
+			attached.Leave() // for the next start
+		}
 		a.log.Info("not starting a task claimed while stopping", "task", t.ID)
 		return
 	}
@@ -595,9 +669,17 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 			a.taskTokens.Delete(t.ID)
 			kick(a.kickClaim)
 		}()
-		if err := a.newRunner(t).Run(ctx, t); err != nil {
+		r := a.newRunner(t)
+		r.Attached = attached
+		if err := r.Run(ctx, t); err != nil {
 			a.log.Error("task cannot run", "task", t.ID, "err", err)
 			return
+		}
+		if errors.Is(context.Cause(ctx), runner.ErrDetach) && !t.Phase.Terminal() {
+			if c := t.Current(); c != nil && c.Status == state.AttemptRunning {
+				a.log.Info("task left running: its attempt goes on, and the next start takes it up", "task", t.ID, "attempt", c.Number)
+				return
+			}
 		}
 		a.log.Info("task ended", "task", t.ID, "phase", t.Phase, "attempts", len(t.Attempts))
 	}()

@@ -97,6 +97,12 @@ type Config struct {
 	// ShutdownGrace is how long running tasks may finish on stop before
 	// they are cancelled. Default DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// ReattachGrace, if set, has running attempts outlive the agent: on
+	// stop (or a crash) they go on, for this long, and the agent's next
+	// start takes them up where they are (see runner.Spool), where the
+	// executor can and attempts run under a keeper. Zero: a stop stops
+	// them (ShutdownGrace) and the next start continues or replays them.
+	ReattachGrace time.Duration
 	// FlushTimeout bounds the last delivery of pending records on stop.
 	// Default 5 s.
 	FlushTimeout time.Duration
@@ -148,6 +154,7 @@ const (
 	DefaultMaxConcurrent     = 2
 	DefaultHeartbeatInterval = 10 * time.Second
 	DefaultShutdownGrace     = 10 * time.Second
+	DefaultReattachGrace     = 5 * time.Minute
 )
 
 // ErrConfig marks a configuration error.

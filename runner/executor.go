@@ -116,6 +116,10 @@ type AttemptSpec struct {
 	// never gets, whatever else says to pass them (Runner.Withhold): the
 	// tokens of the forges the agent opens pull requests on.
 	Withhold []string
+	// Spool, if set, has the attempt outlive the agent (see Reattacher);
+	// Reattach, if set, takes up one a previous life of the agent left.
+	Spool    *Spool
+	Reattach *Reattach
 }
 
 // Approval is the answer to an approval request.
@@ -270,6 +274,9 @@ type Event struct {
 	// model answering (a CLI's own retry notice, a status line): it does
 	// not satisfy the first-event limit.
 	Notice bool `json:"-"`
+
+	// State is a checkpoint's (EventCheckpoint): the executor's own.
+	State json.RawMessage `json:"-"`
 }
 
 // Exit is how an attempt's run ended.
@@ -294,6 +301,9 @@ type Exit struct {
 	// executors whose exit code does not tell (an app server exits 0
 	// whatever its turn did). Zero: judge by the exit code.
 	Turn TurnEnd
+	// Detached: the agent left the attempt running, for its next life
+	// (ErrDetach); nothing else of the Exit holds.
+	Detached bool
 }
 
 // UsageEvent is a usage event reporting u, the tokens an attempt used so

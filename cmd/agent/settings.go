@@ -373,6 +373,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "time between heartbeats (the control plane may change it)"},
 	{name: "drain-timeout", def: agent.DefaultShutdownGrace, min: atLeast(0),
 		help: "on stop, how long running tasks may finish before they are cancelled"},
+	{name: "reattach-grace", def: agent.DefaultReattachGrace, min: atLeast(0),
+		help: "on stop or a crash, how long running attempts go on without the agent: the next start within it takes them up where they are (no continue, no replay); past it they end and are continued as after a crash; 0 stops them with the agent (docs/operating.md)"},
 
 	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
 	{name: "retention", def: state.DefaultRetention, min: atLeast(int64(time.Hour)),

@@ -139,6 +139,14 @@ type message struct {
 	Release    bool            `json:"release,omitempty"`
 }
 
+// SocketName is the keeper's socket in the spool directory; StdoutName and
+// StderrName are the spool files.
+const (
+	SocketName = "keeper.sock"
+	StdoutName = "stdout"
+	StderrName = "stderr"
+)
+
 // Spooled says how much of each of the executor's output streams its
 // spool holds, and whether the stream has ended.
 type Spooled struct {

@@ -50,14 +50,6 @@ import (
 // A reboot ends the executor too, and the attempt is then taken up as
 // any attempt a crash cut.
 
-// SocketName is the keeper's socket in the spool directory; StdoutName and
-// StderrName are the spool files.
-const (
-	SocketName = "keeper.sock"
-	StdoutName = "stdout"
-	StderrName = "stderr"
-)
-
 // dirCheckEvery is how often a spooling keeper looks whether its spool
 // directory is still there; drainAfterExit bounds its wait for the end of
 // the executor's output once every process of the attempt is gone.

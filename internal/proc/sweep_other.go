@@ -17,3 +17,12 @@ func killOrphans() int { return 0 }
 
 // markedProcesses cannot list processes by their environment here.
 func markedProcesses(func(mark string) bool) []int { return nil }
+
+// isKeeperProcess is false: there are no keepers here.
+func isKeeperProcess(int) bool { return false }
+
+// processMark cannot read another process's environment here.
+func processMark(int) string { return "" }
+
+// sweepMarkBut cannot list processes by their environment here.
+func sweepMarkBut(func(mark string) bool, int) int { return 0 }
