@@ -97,7 +97,8 @@ func TestE2ERunWithClaude(t *testing.T) {
 // The approval policy ask, round trip: Codex asks, the task waits in
 // awaiting_reply at the control plane with the request, a person answers
 // with agent tasks reply, the agent takes the answer at its next heartbeat.
-// A restart mid-wait ends the attempt as agent_restart and the gate
+// With attempts that do not outlive the agent (--reattach-grace 0), a
+// restart mid-wait ends the attempt as agent_restart and the gate
 // decides: the model had asked, so the next start continues its session
 // (the follow-up is a new turn, which the mock answers with text); the
 // control plane's pending request is cleared.
@@ -128,7 +129,7 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 			args := []string{"run", "--control-plane", cp.url(), "--token-file", cp.tokenFile, "--data-dir", dataDir,
 				"--executor", "codex", "--executor-bin", clitest.CodexBin(t), "--executor-env", "MOCK_API_KEY",
 				"--codex-sandbox", "read-only", "--approval", "ask", "--reply-timeout", "2m",
-				"--heartbeat-interval", "5s", "--shutdown-grace", "2s", "--kill-grace", "1s"}
+				"--heartbeat-interval", "5s", "--shutdown-grace", "2s", "--kill-grace", "1s", "--reattach-grace", "0"}
 			ag := startProc(t, "agent", env, args...)
 			id := submit(t, cp, "Escalate\nmock: escalate\nmock-cmd: echo approved > approved.txt")
 			v := cp.waitPhase(t, id, "awaiting_reply", func(p state.Phase) bool { return p == state.PhaseAwaitingReply })
@@ -174,7 +175,8 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 	}
 }
 
-// An agent SIGKILLed mid-turn, through the real CLIs: the attempt had run
+// An agent SIGKILLed mid-turn, through the real CLIs, its attempts not
+// outliving it (--reattach-grace 0): the attempt had run
 // a command (a side effect), so the next start continues the CLI's
 // session instead of replaying the prompt. The model is asked with the
 // earlier conversation and the follow-up, and the command is not run
@@ -198,7 +200,7 @@ func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 				args = []string{"--executor", "claude", "--executor-bin", clitest.ClaudeBin(t), "--claude-allowed-tools", "Bash"}
 			}
 			args = append([]string{"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir,
-				"--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--kill-grace", "1s"}, args...)
+				"--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--kill-grace", "1s", "--reattach-grace", "0"}, args...)
 			ag := startProc(t, "agent", env, args...)
 			id := submit(t, c, "Rotate the logs\nmock: shell after=hang\nmock-cmd: echo rotated >> rotated.txt")
 			// The command ran and the model hangs on its result: mid-turn.
