@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,7 +169,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.store, err = state.OpenStore(a.layout.Tasks()); err != nil {
 		return err
 	}
-	if a.client, err = agentClient(a.layout, a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id); err != nil {
+	if a.client, err = agentClient(a.layout, a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id, a.log); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log, obs: a.obs, stop: a.stopTask}
@@ -528,11 +529,14 @@ func (a *Agent) egressFor(id string) *runner.Egress {
 		return nil
 	}
 	if _, ok := a.taskTokens.Load(id); ok {
-		if r, ok := egress.Endpoint(a.cfg.ControlPlane); ok {
-			withCP := *e
-			withCP.Always = append(append([]egress.Rule(nil), e.Always...), r)
-			return &withCP
+		withCP := *e
+		withCP.Always = append([]egress.Rule(nil), e.Always...)
+		for _, u := range strings.Split(a.cfg.ControlPlane, ",") { // each replica's
+			if r, ok := egress.Endpoint(strings.TrimSpace(u)); ok {
+				withCP.Always = append(withCP.Always, r)
+			}
 		}
+		return &withCP
 	}
 	return e
 }

@@ -169,7 +169,7 @@ func (c Config) withDefaults() (Config, error) {
 	case c.Executor == nil:
 		return c, fmt.Errorf("%w: no executor", ErrConfig)
 	}
-	if _, err := controlplane.CheckURL(c.ControlPlane, c.Insecure); err != nil {
+	if _, err := controlplane.CheckURLs(c.ControlPlane, c.Insecure); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.MaxConcurrent <= 0 {
