@@ -10,7 +10,6 @@ import (
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
-	"github.com/edgeagent/agent/state"
 )
 
 // reattaches reports whether the agent's attempts outlive it: a grace is
@@ -49,18 +48,6 @@ func (a *Agent) attachKeepers() map[string]*proc.Process {
 		kept[e.Name()] = p
 	}
 	return kept
-}
-
-// keptAttempt is the keeper of task t's current attempt, if a previous
-// life left one running, taken out of kept.
-func keptAttempt(t *state.Task, kept map[string]*proc.Process) *proc.Process {
-	c := t.Current()
-	if c == nil {
-		return nil
-	}
-	p := kept[c.AttemptID]
-	delete(kept, c.AttemptID)
-	return p
 }
 
 // endUnclaimed ends the kept attempts no task takes up (its task ended
