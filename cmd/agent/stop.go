@@ -36,8 +36,9 @@ is re-attached; a task stopped before it had done anything runs its attempt
 again from the start; one that had (a side effect, a tool call, output)
 continues its CLI session, when its executor keeps one, and is otherwise
 left recoverable_failed for a person (agent tasks continue, agent tasks
-retry). --now sends SIGQUIT instead: running tasks are cancelled at once
-and pending records stay on disk.
+retry). --now sends SIGQUIT instead: it stops at once, pending records
+staying on disk; running attempts go on and are re-attached as at a stop,
+or, with --reattach-grace 0, are cancelled at once.
 
 The process signalled is the one the kernel names as the holder of the data
 directory's lock (/proc/locks), never merely the one DATA_DIR/agent.pid
@@ -105,7 +106,7 @@ same signal and the unit's stop timeout covers the drain.`,
 	}
 	dataDirFlag(cmd, &dataDir)
 	fl := cmd.Flags()
-	fl.BoolVar(&now, "now", false, "stop at once (SIGQUIT): cancel running tasks without the drain")
+	fl.BoolVar(&now, "now", false, "stop at once (SIGQUIT): no drain; running attempts are re-attached at the next start, or cancelled with --reattach-grace 0")
 	fl.BoolVar(&noWait, "no-wait", false, "send the signal and return")
 	fl.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the agent to exit")
 	return cmd
