@@ -54,7 +54,11 @@ const EventCheckpoint EventType = "checkpoint"
 // A checkpoint's state holds where the executor had read the process's
 // output to and what it needs to read on from there (its protocol's
 // state); after it, the executor emits only what it reads after that
-// point. What it writes to the process's stdin it writes with ids that
+// point. It is a JSON object whose fields stdout and stderr are those
+// offsets in the spool: once it is committed, the keeper drops what is
+// before them from the spool files. The runner asks for one whenever it
+// holds reports, and at its log flushes while the spool grows, so that
+// the spool keeps on disk what is not committed, not the whole output. What it writes to the process's stdin it writes with ids that
 // name what caused the write (proc.Process.Input), so that a write
 // re-made after a re-attach is dropped.
 type Reattacher interface {
@@ -211,12 +215,33 @@ type journal struct {
 	keys      int
 	pending   []Report
 	last      json.RawMessage // the executor's last checkpoint
+	sizeAsked int64           // the spool's size when growing last asked
 	mu        sync.Mutex      // answered is read by the asker
 	answered  map[string]Approval
 }
 
 func newJournal(sp *Spool, taskID, attemptID string) *journal {
 	return &journal{spool: sp, taskID: taskID, attemptID: attemptID, answered: map[string]Approval{}}
+}
+
+// spoolCommitEvery is how often the runner looks whether a spooled
+// attempt's output has grown, and asks for a checkpoint when it has: its
+// keeper holds a window of output past the last commit (2 MiB a stream),
+// so a flood goes through at a window per look at most.
+const spoolCommitEvery = 50 * time.Millisecond
+
+// growing asks for a checkpoint when the spool has grown since the last
+// time it asked: output the executor reads and reports nothing of (past
+// the output cap, say) is committed too, and dropped from the spool.
+func (j *journal) growing() {
+	p := j.spool.process()
+	if p == nil {
+		return
+	}
+	if size := p.SpoolSize(); size != j.sizeAsked {
+		j.sizeAsked = size
+		j.spool.ask()
+	}
 }
 
 // hold keeps rep, keyed, for the next commit, and asks for one.
@@ -271,10 +296,12 @@ func (r *Runner) commit(task *state.Task, checkpoint json.RawMessage, rs runnerS
 	if err == nil {
 		var raw []byte
 		if raw, err = json.Marshal(blob); err == nil {
-			if p := j.spool.process(); p != nil {
-				err = p.Commit(raw)
-			} else {
+			if p := j.spool.process(); p == nil {
 				err = errors.New("no process")
+			} else if read, ok := checkpointRead(j.last); ok {
+				err = p.CommitRead(raw, read.Stdout, read.Stderr)
+			} else {
+				err = p.Commit(raw)
 			}
 		}
 	}
@@ -288,6 +315,21 @@ func (r *Runner) commit(task *state.Task, checkpoint json.RawMessage, rs runnerS
 		r.Sink.Report(rep)
 	}
 	j.pending = nil
+}
+
+// checkpointRead is how far a checkpoint says its executor had read the
+// spool: its stdout and stderr fields (see Reattacher); false when it
+// does not say.
+func checkpointRead(checkpoint json.RawMessage) (read struct{ Stdout, Stderr int64 }, ok bool) {
+	var at struct {
+		Stdout *int64 `json:"stdout"`
+		Stderr *int64 `json:"stderr"`
+	}
+	if checkpoint == nil || json.Unmarshal(checkpoint, &at) != nil || at.Stdout == nil || at.Stderr == nil {
+		return read, false
+	}
+	read.Stdout, read.Stderr = *at.Stdout, *at.Stderr
+	return read, true
 }
 
 // restore takes up task's attempt from the last commit its keeper holds

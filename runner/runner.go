@@ -533,6 +533,14 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	}
 	tick := time.NewTicker(flushEvery)
 	defer tick.Stop()
+	// A spooled attempt's output is committed as it grows, so that its
+	// keeper drops it from the spool and reads on (see Reattacher).
+	var spoolTick <-chan time.Time
+	if r.journal != nil {
+		t := time.NewTicker(spoolCommitEvery)
+		defer t.Stop()
+		spoolTick = t.C
+	}
 	logs := &logBatch{r: r, task: task}
 	for {
 		select {
@@ -572,6 +580,8 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			n.done <- n.req
 		case <-tick.C:
 			logs.flush()
+		case <-spoolTick:
+			r.journal.growing()
 		case res.exit = <-done:
 			if res.exit.Detached {
 				return res // its last checkpoint is committed

@@ -178,6 +178,21 @@ func (p *Process) Commit(raw json.RawMessage) error {
 	return p.send(message{Commit: raw})
 }
 
+// CommitRead is Commit of a commit that has read the spool to read: the
+// keeper no longer keeps what is before (it punches it out of the spool
+// files, which keep their sizes and offsets), so that a spool takes the
+// disk what its agent has not read and committed, not the attempt's whole
+// output.
+func (p *Process) CommitRead(raw json.RawMessage, read Spooled) error {
+	if p.spool == nil {
+		return ErrNoSpool
+	}
+	if len(raw) == 0 || !json.Valid(raw) {
+		return errorf("a commit is a JSON value")
+	}
+	return p.send(message{Commit: raw, Read: &read})
+}
+
 // Release tells the keeper the agent has recorded the executor's end:
 // the keeper exits. Call it once Exited is closed.
 func (p *Process) Release() {

@@ -136,6 +136,7 @@ type message struct {
 	Input      *input          `json:"stdin,omitempty"`
 	CloseInput bool            `json:"close_stdin,omitempty"`
 	Commit     json.RawMessage `json:"commit,omitempty"`
+	Read       *Spooled        `json:"read,omitempty"` // with a commit: how far it has read each stream
 	Release    bool            `json:"release,omitempty"`
 }
 

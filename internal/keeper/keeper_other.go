@@ -84,6 +84,9 @@ func (p *Process) CloseInput() error { return ErrNoSpool }
 // Commit fails: there is no spool.
 func (p *Process) Commit(json.RawMessage) error { return ErrNoSpool }
 
+// CommitRead fails: there is no spool.
+func (p *Process) CommitRead(json.RawMessage, Spooled) error { return ErrNoSpool }
+
 // Release does nothing.
 func (p *Process) Release() {}
 

@@ -216,6 +216,9 @@ func (k *keeperProc) keepSpooled(in *bufio.Reader, spec *attempt, sigs <-chan os
 				stdin.close()
 			case m.Commit != nil:
 				commit = m.Commit
+				if m.Read != nil {
+					sp.drop(*m.Read)
+				}
 			case m.Release && exit != nil:
 				return 0
 			}
@@ -355,6 +358,9 @@ type spool struct {
 	out, err *os.File
 	mu       sync.Mutex
 	s        Spooled
+	dropped  Spooled    // how much of each file is punched out (drop)
+	read     Spooled    // how far the last commit read each stream
+	room     *sync.Cond // on mu: a commit read more (read), or the spool stops
 	kick     chan struct{}
 	stopping chan struct{} // closed when a write that fails is to be given up
 	stopOnce sync.Once
@@ -362,6 +368,7 @@ type spool struct {
 
 func openSpool(dir string) (*spool, error) {
 	sp := &spool{kick: make(chan struct{}, 1), stopping: make(chan struct{})}
+	sp.room = sync.NewCond(&sp.mu)
 	var err error
 	if sp.out, err = os.OpenFile(filepath.Join(dir, StdoutName), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600); err != nil {
 		return nil, err
@@ -378,6 +385,39 @@ func (sp *spool) close() {
 	sp.err.Close()
 }
 
+// dropBlock is what drop punches out in: the file system's block.
+const dropBlock = 4096
+
+// spoolWindow is how much of a stream the spool holds past what the last
+// commit read: past it, the keeper reads no more from the executor, which
+// waits on its pipe as it would for a slow reader. A flood of output thus
+// takes the disk a window's worth, not its size; and an attempt whose
+// agent is away (a restart) holds at most a window per stream.
+const spoolWindow = 2 << 20
+
+// drop punches out of the spool files what an agent's commit has read
+// (FALLOC_FL_PUNCH_HOLE, the files keeping their sizes, so that offsets
+// hold): no agent reads there again. A file system that cannot punch
+// keeps it all, as before.
+func (sp *spool) drop(read Spooled) {
+	sp.mu.Lock()
+	sp.read.Stdout, sp.read.Stderr = max(sp.read.Stdout, read.Stdout), max(sp.read.Stderr, read.Stderr)
+	sp.room.Broadcast()
+	sp.mu.Unlock()
+	for _, f := range []struct {
+		file          *os.File
+		read, dropped *int64
+	}{{sp.out, &read.Stdout, &sp.dropped.Stdout}, {sp.err, &read.Stderr, &sp.dropped.Stderr}} {
+		end := *f.read / dropBlock * dropBlock
+		if end <= *f.dropped {
+			continue
+		}
+		if err := unix.Fallocate(int(f.file.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, *f.dropped, end-*f.dropped); err == nil {
+			*f.dropped = end
+		}
+	}
+}
+
 func (sp *spool) sizes() Spooled {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -391,6 +431,9 @@ func (sp *spool) pump(r, f *os.File, stdout bool, done chan<- struct{}) {
 	defer close(done)
 	buf := make([]byte, 64<<10)
 	for {
+		if !sp.waitRoom(stdout) {
+			return
+		}
 		n, err := r.Read(buf)
 		if n > 0 && !sp.write(f, buf[:n]) {
 			err = io.ErrClosedPipe
@@ -412,6 +455,38 @@ func (sp *spool) pump(r, f *os.File, stdout bool, done chan<- struct{}) {
 			return
 		}
 	}
+}
+
+// waitRoom waits until the stream's spool holds less than a window past
+// what the last commit read; false when the spool stops meanwhile.
+func (sp *spool) waitRoom(stdout bool) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for {
+		held := sp.s.Stderr - sp.read.Stderr
+		if stdout {
+			held = sp.s.Stdout - sp.read.Stdout
+		}
+		if held < spoolWindow {
+			return true
+		}
+		select {
+		case <-sp.stopping:
+			return false
+		default:
+		}
+		sp.room.Wait()
+	}
+}
+
+// stop gives up the spool's writes and waits: the pumps end.
+func (sp *spool) stop() {
+	sp.stopOnce.Do(func() {
+		close(sp.stopping)
+		sp.mu.Lock()
+		sp.room.Broadcast()
+		sp.mu.Unlock()
+	})
 }
 
 // write writes b whole, trying again while it fails, until the spool
@@ -442,7 +517,7 @@ func (sp *spool) drain(timeout time.Duration, out, err *os.File, outDone, errDon
 		select {
 		case <-d:
 		case <-t.C:
-			sp.stopOnce.Do(func() { close(sp.stopping) })
+			sp.stop()
 			out.Close()
 			err.Close()
 			<-d

@@ -148,6 +148,26 @@ func (p *Process) Commit(raw json.RawMessage) error {
 	return p.keeper.Commit(raw)
 }
 
+// CommitRead is Commit of a commit that has read the attempt's stdout and
+// stderr to these offsets: the keeper drops what is before from the
+// spool, so that it holds on disk only what is not committed.
+func (p *Process) CommitRead(raw json.RawMessage, stdout, stderr int64) error {
+	if !p.Spooled() {
+		return keeper.ErrNoSpool
+	}
+	return p.keeper.CommitRead(raw, keeper.Spooled{Stdout: stdout, Stderr: stderr})
+}
+
+// SpoolSize is how much output the attempt's spool holds: what the
+// executor has printed, both streams.
+func (p *Process) SpoolSize() int64 {
+	if !p.Spooled() {
+		return 0
+	}
+	s, _ := p.keeper.Spooled()
+	return s.Stdout + s.Stderr
+}
+
 // Detach stops this process's readers of the attempt's output: they
 // return ErrDetached. Exited is never closed after it. Leave then leaves
 // the keeper.

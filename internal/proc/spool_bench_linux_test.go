@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,7 +27,8 @@ func cpuTime() time.Duration {
 // the executor's write to the agent's line reader: today's path (the
 // executor's stdout a pipe to the agent, its keeper aside) and the spool
 // (the keeper reads the pipe, appends to the spool file, tells the agent
-// the new size over its socket, and the agent reads the file). Each
+// the new size over its socket, and the agent reads the file and commits
+// what it read every 256 KiB, which the keeper drops from the file). Each
 // iteration runs an executor printing n events and one printing none
 // through each path, so that what a process's start and end cost is taken
 // off: ns/event is (t(n) - t(0)) / n, in wall time and in processor time
@@ -51,7 +53,13 @@ func BenchmarkSpoolPerEvent(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		lr := NewLineReader(p.Stdout, 64<<10)
+		var out io.Reader = p.Stdout
+		if spooled {
+			// As the agent does: what it read committed as it goes, so
+			// that the keeper drops it and reads on.
+			out = &committingReader{p: p, every: 256 << 10}
+		}
+		lr := NewLineReader(out, 64<<10)
 		got := 0
 		for {
 			if _, err := lr.Next(); err != nil {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -107,5 +109,83 @@ func TestSweepOwnerSparesTheAttemptsTakenUp(t *testing.T) {
 	p.Stderr.Close()
 	for len(OwnerProcesses("spare-owner")) > 0 {
 		time.Sleep(5 * time.Millisecond) // the keeper's exit, reaped
+	}
+}
+
+// committingReader reads a spooled attempt's stdout as an agent does:
+// committing, every so often, what it has read, so that the keeper drops
+// it and reads on.
+type committingReader struct {
+	p       *Process
+	pos, at int64
+	every   int64
+}
+
+func (r *committingReader) Read(b []byte) (int, error) {
+	n, err := r.p.Stdout.Read(b)
+	r.pos += int64(n)
+	if r.pos-r.at >= r.every {
+		r.at = r.pos
+		if cerr := r.p.CommitRead([]byte(`{}`), r.pos, 0); cerr != nil {
+			return n, cerr
+		}
+	}
+	return n, err
+}
+
+// A spool holds a window of output past what the last commit read: a
+// flood the agent has not read waits in the executor's pipe, not on the
+// disk. What a commit has read is dropped from the spool files, which
+// keep their sizes (offsets hold) and take on disk only what is after it.
+func TestASpoolHoldsAWindowAndDropsWhatACommitRead(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1 << 20 // lines of 8 bytes: 8 MiB
+	p, err := Start(Spec{Name: "sh", Path: "/bin/sh", Args: []string{"-c", "yes 1234567 | head -n " + strconv.Itoa(n)}, Env: []string{"PATH=/usr/bin:/bin"},
+		Mark: NewMark("drop-owner", "att-1"), Grace: time.Second, Spool: &Spool{Dir: dir, Reattach: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk := func() (size, used int64) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(dir, "stdout"), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Size, st.Blocks * 512
+	}
+	const window, chunk = 2 << 20, 64 << 10
+	for p.SpoolSize() < window {
+		time.Sleep(time.Millisecond) // the flood coming in
+	}
+	if size, _ := onDisk(); size > window+chunk {
+		t.Fatalf("the spool took %d bytes with nothing read, want a window (%d)", size, window)
+	}
+
+	r := &committingReader{p: p, every: 256 << 10}
+	out, err := io.ReadAll(r)
+	if err != nil || len(out) != 8*n {
+		t.Fatalf("read %d bytes (%v), want %d", len(out), err, 8*n)
+	}
+	<-p.Exited()
+	if err := p.CommitRead([]byte(`{}`), 8*n-100, 0); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		size, used := onDisk()
+		if size != 8*n {
+			t.Fatalf("the spool's size is %d, want %d", size, 8*n)
+		}
+		if used <= chunk {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // the keeper takes the commit in its own time
+	}
+	p.Release()
+	p.Stdout.Close()
+	p.Stderr.Close()
+	for OwnerProcesses("drop-owner") != nil {
+		time.Sleep(5 * time.Millisecond)
 	}
 }
