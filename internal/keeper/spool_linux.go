@@ -166,6 +166,10 @@ func (k *keeperProc) keepSpooled(in *bufio.Reader, spec *attempt, sigs <-chan os
 		select {
 		case st := <-exited:
 			st.Swept = k.sweep(allGone)
+			// What is left in the pipes is all there will be (a pipe's
+			// worth): it is spooled whatever the window, while this loop
+			// takes no commit.
+			sp.unbound()
 			sp.drain(drainAfterExit, pipes[2], pipes[4], outDone, errDone)
 			stdin.abort()
 			if k.proxy != nil {
@@ -361,6 +365,7 @@ type spool struct {
 	dropped  Spooled    // how much of each file is punched out (drop)
 	read     Spooled    // how far the last commit read each stream
 	room     *sync.Cond // on mu: a commit read more (read), or the spool stops
+	ended    bool       // the executor's processes are gone: no window holds
 	kick     chan struct{}
 	stopping chan struct{} // closed when a write that fails is to be given up
 	stopOnce sync.Once
@@ -431,10 +436,11 @@ func (sp *spool) pump(r, f *os.File, stdout bool, done chan<- struct{}) {
 	defer close(done)
 	buf := make([]byte, 64<<10)
 	for {
-		if !sp.waitRoom(stdout) {
-			return
+		var n int
+		err := io.ErrClosedPipe // given up: the stream ends here
+		if sp.waitRoom(stdout) {
+			n, err = r.Read(buf)
 		}
-		n, err := r.Read(buf)
 		if n > 0 && !sp.write(f, buf[:n]) {
 			err = io.ErrClosedPipe
 		}
@@ -467,7 +473,7 @@ func (sp *spool) waitRoom(stdout bool) bool {
 		if stdout {
 			held = sp.s.Stdout - sp.read.Stdout
 		}
-		if held < spoolWindow {
+		if held < spoolWindow || sp.ended {
 			return true
 		}
 		select {
@@ -477,6 +483,15 @@ func (sp *spool) waitRoom(stdout bool) bool {
 		}
 		sp.room.Wait()
 	}
+}
+
+// unbound lifts the window: the attempt's processes are gone, and what is
+// left in its pipes is spooled whole.
+func (sp *spool) unbound() {
+	sp.mu.Lock()
+	sp.ended = true
+	sp.room.Broadcast()
+	sp.mu.Unlock()
 }
 
 // stop gives up the spool's writes and waits: the pumps end.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -186,6 +187,33 @@ func TestASpoolHoldsAWindowAndDropsWhatACommitRead(t *testing.T) {
 	p.Stdout.Close()
 	p.Stderr.Close()
 	for OwnerProcesses("drop-owner") != nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// An executor that ended with its last output in its pipe, the spool's
+// window full (nothing committed): that output is spooled all the same,
+// for the agent to read, once the executor's processes are gone.
+func TestTheLastOutputIsSpooledPastAFullWindow(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const n = (2<<20 + 32<<10) / 8 // a window and half a pipe, in lines of 8 bytes
+	p, err := Start(Spec{Name: "sh", Path: "/bin/sh", Args: []string{"-c", "yes 1234567 | head -n " + strconv.Itoa(n) + "; echo the-end"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Mark: NewMark("last-owner", "att-1"), Grace: time.Second, Spool: &Spool{Dir: dir, Reattach: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Exited() // nothing read, nothing committed meanwhile
+	out, err := io.ReadAll(p.Stdout)
+	if err != nil || len(out) != 8*n+len("the-end\n") || !strings.HasSuffix(string(out), "\nthe-end\n") {
+		t.Fatalf("read %d bytes (%v), want %d ending the-end", len(out), err, 8*n+len("the-end\n"))
+	}
+	p.Release()
+	p.Stdout.Close()
+	p.Stderr.Close()
+	for OwnerProcesses("last-owner") != nil {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
