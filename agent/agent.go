@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/egress"
+	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/internal/tmuxview"
 	"github.com/edgeagent/agent/isolation"
@@ -169,7 +171,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.store, err = state.OpenStore(a.layout.Tasks()); err != nil {
 		return err
 	}
-	if a.client, err = agentClient(a.layout, a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id); err != nil {
+	if a.client, err = agentClient(a.layout, a.cfg.ControlPlane, a.cfg.Token, a.cfg.Insecure, a.cfg.Version, a.id, a.log); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	a.sender = &sender{outbox: a.outbox, client: a.client, agentID: a.id, leaseOf: a.leaseOf, log: a.log, obs: a.obs, stop: a.stopTask, cancel: a.cancelTask}
@@ -219,12 +221,21 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		a.view = tmuxview.Start(o)
 		defer a.view.Close()
 	}
-	// A crash of the agent leaves what its attempts started running: end
-	// it before anything runs again.
-	if n := proc.SweepOwner(a.id); n > 0 {
+	// The attempts a previous life left running under their keepers are
+	// taken up where they are; whatever else it left running is ended
+	// before anything runs again.
+	kept := a.attachKeepers()
+	resume := a.reconcile(kept)
+	var spared []string
+	for _, t := range resume {
+		if t.attached != nil {
+			spared = append(spared, t.attached.Mark())
+		}
+	}
+	a.endUnclaimed(kept)
+	if n := proc.SweepOwner(a.id, spared...); n > 0 {
 		a.log.Warn("ended processes a previous run of the agent left behind", "processes", n)
 	}
-	resume := a.reconcile()
 
 	tasksCtx, stopTasks := context.WithCancelCause(context.WithoutCancel(ctx))
 	loopsCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
@@ -240,7 +251,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 			alive: []*atomic.Int64{&send.alive, &beat.alive, &claim.alive}})
 	}
 	for _, t := range resume {
-		a.supervise(tasksCtx, t)
+		a.supervise(tasksCtx, t.task, t.attached)
 	}
 	kick(a.kickSend)
 	a.cfg.Notify("READY=1")
@@ -291,6 +302,10 @@ const drainTick = time.Second
 func (a *Agent) shutdownTasks(stop context.CancelCauseFunc) {
 	done := make(chan struct{})
 	go func() { a.tasks.Wait(); close(done) }()
+	if a.reattaches() {
+		a.detachTasks(stop, done)
+		return
+	}
 	if a.runningCount() > 0 {
 		deadline := time.Now().Add(a.cfg.ShutdownGrace)
 		a.log.Info("draining: running tasks may finish before they are cancelled", "running", a.runningIDs(), "drain_timeout", a.cfg.ShutdownGrace)
@@ -310,6 +325,37 @@ func (a *Agent) shutdownTasks(stop context.CancelCauseFunc) {
 			continue
 		}
 		switch c := t.Current(); {
+		case c != nil && c.Status == state.AttemptPending && c.Continues > 0:
+			a.log.Info("task will continue its session when the agent starts again", "task", id, "attempt", c.Number, "continues", c.Continues)
+		case c != nil && c.Status == state.AttemptPending:
+			a.log.Info("task will run again from the start when the agent starts again", "task", id, "attempt", c.Number)
+		default:
+			a.log.Info("task stopped", "task", id, "phase", t.Phase, "reason", t.PhaseReason)
+		}
+	}
+}
+
+// detachTasks stops the running tasks leaving their attempts running,
+// for the next start to take up: no drain, nothing cut. An attempt that
+// cannot be left (it has not started, its executor keeps none) is
+// stopped as a drain's end stops it, and taken up as the gate says.
+func (a *Agent) detachTasks(stop context.CancelCauseFunc, done <-chan struct{}) {
+	ids := a.runningIDs()
+	if len(ids) > 0 {
+		a.log.Info("stopping: running attempts go on without the agent; the next start takes them up where they are",
+			"running", ids, "reattach_grace", a.cfg.ReattachGrace)
+	}
+	stop(runner.ErrDetach)
+	a.waitSaying(done, nil, "waiting for running tasks to leave their attempts", func() []any { return []any{"running", a.runningIDs()} })
+	for _, id := range ids {
+		t, err := a.store.Load(id)
+		if err != nil {
+			continue
+		}
+		switch c := t.Current(); {
+		case c != nil && c.Status == state.AttemptRunning && keeper.Alive(filepath.Join(a.layout.Spool(), c.AttemptID)):
+			a.log.Info("task will be re-attached when the agent starts again: its attempt goes on", "task", id, "attempt", c.Number,
+				"for", a.cfg.ReattachGrace)
 		case c != nil && c.Status == state.AttemptPending && c.Continues > 0:
 			a.log.Info("task will continue its session when the agent starts again", "task", id, "attempt", c.Number, "continues", c.Continues)
 		case c != nil && c.Status == state.AttemptPending:
@@ -402,21 +448,45 @@ func (a *Agent) claimer(tasksCtx context.Context) *claimer {
 			if token != "" {
 				a.taskTokens.Store(t.ID, token)
 			}
-			a.supervise(tasksCtx, t)
+			a.supervise(tasksCtx, t, nil)
 		}, kick: a.kickClaim, repos: repoNames(a.cfg.Repos),
 		offer: a.capabilities, labels: a.cfg.Labels,
 		watched: a.running.unordered, obey: func(r api.ClaimResponse) { obey(r.CancelOrders, r.Stop, nil, a.cancelTask, a.stopTask) }}
 }
 
-// reconcile loads task state and takes up the tasks a crash left in a
-// running phase. It returns those to run again.
-func (a *Agent) reconcile() []*state.Task {
+// resumed is a task the agent takes up as it starts: with the keeper of
+// an attempt a previous life left running, or without.
+type resumed struct {
+	task     *state.Task
+	attached *proc.Process
+}
+
+// reconcile loads task state and takes up the tasks a crash or a stop
+// left in a running phase: those with an attempt kept running (kept, by
+// attempt id) where it is, the others as the gate says. It returns those
+// to run again.
+func (a *Agent) reconcile(kept map[string]*proc.Process) []resumed {
 	tasks, err := a.store.LoadAll()
 	if err != nil {
 		a.log.Error("some task files could not be read; those tasks are left alone", "err", err)
 	}
-	var resume []*state.Task
+	var resume []resumed
 	for _, t := range tasks {
+		// An attempt of the task may be kept, even one whose end the task
+		// file already shows: its last commit may hold reports the
+		// outbox does not have.
+		var p *proc.Process
+		for i := len(t.Attempts) - 1; i >= 0 && p == nil; i-- {
+			if p = kept[t.Attempts[i].AttemptID]; p != nil {
+				delete(kept, t.Attempts[i].AttemptID)
+			}
+		}
+		if p != nil {
+			a.log.Info("taking up an attempt left running, where it is", "task", t.ID, "attempt", t.Attempts[len(t.Attempts)-1].Number,
+				"executor_pid", p.Pid(), "keeper_pid", p.Pgid)
+			resume = append(resume, resumed{task: t, attached: p})
+			continue
+		}
 		if !t.Phase.Running() {
 			continue
 		}
@@ -433,7 +503,7 @@ func (a *Agent) reconcile() []*state.Task {
 				how = "replay"
 			}
 			a.log.Info("taking up a task left running", "task", t.ID, "attempt", attempt, "as", how)
-			resume = append(resume, t)
+			resume = append(resume, resumed{task: t})
 		} else {
 			a.log.Info("task left running was ended", "task", t.ID, "phase", t.Phase, "reason", t.PhaseReason)
 		}
@@ -449,7 +519,8 @@ func (a *Agent) newRunner(t *state.Task) *runner.Runner {
 		Owner: a.id, WorkRoot: a.workDir(), Replies: a.replies, ApprovalTimeout: l.ApprovalTimeout, Isolation: a.conf.Runner,
 		Workspaces: taskWorkspaces{a.workspaces}, Env: a.taskEnv(t.ID), Budget: l.Budget,
 		Egress: a.egressFor(t.ID), TaskUser: a.conf.TaskUser,
-		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests), Starts: a.starts, OnBudget: a.cfg.OnBudget, Liveness: a.cfg.LivenessInterval}
+		Deliver: a.delivery.deliver, Withhold: TokenEnvs(a.cfg.PullRequests), Starts: a.starts, OnBudget: a.cfg.OnBudget, Liveness: a.cfg.LivenessInterval,
+		SpoolDir: a.layout.Spool(), ReattachGrace: a.cfg.ReattachGrace}
 }
 
 // egressFor is where task id's attempts may connect: the agent's allow
@@ -461,11 +532,14 @@ func (a *Agent) egressFor(id string) *runner.Egress {
 		return nil
 	}
 	if _, ok := a.taskTokens.Load(id); ok {
-		if r, ok := egress.Endpoint(a.cfg.ControlPlane); ok {
-			withCP := *e
-			withCP.Always = append(append([]egress.Rule(nil), e.Always...), r)
-			return &withCP
+		withCP := *e
+		withCP.Always = append([]egress.Rule(nil), e.Always...)
+		for _, u := range strings.Split(a.cfg.ControlPlane, ",") { // each replica's
+			if r, ok := egress.Endpoint(strings.TrimSpace(u)); ok {
+				withCP.Always = append(withCP.Always, r)
+			}
 		}
+		return &withCP
 	}
 	return e
 }
@@ -571,8 +645,9 @@ func policyFor(p runner.Policy, t *state.Task) runner.Policy {
 	return p
 }
 
-// supervise runs a task in its own goroutine until it ends.
-func (a *Agent) supervise(parent context.Context, t *state.Task) {
+// supervise runs a task in its own goroutine until it ends; attached is
+// the keeper of its attempt a previous life left running, if one did.
+func (a *Agent) supervise(parent context.Context, t *state.Task, attached *proc.Process) {
 	ctx, cancel := context.WithCancelCause(parent)
 	sup := &supervised{cancel: cancel, phase: t.Phase, lastProgress: t.LastProgressAt, wake: make(chan runner.WakeOrder, 1)}
 	if t.Lease != nil {
@@ -587,6 +662,9 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 		// A claim that raced the stop: the task is still only claimed, so
 		// its lease lapses and the control plane queues it again.
 		cancel(nil)
+		if attached != nil {
+			attached.Leave() // for the next start
+		}
 		a.log.Info("not starting a task claimed while stopping", "task", t.ID)
 		return
 	}
@@ -608,9 +686,16 @@ func (a *Agent) supervise(parent context.Context, t *state.Task) {
 		r.Unpark = func(ctx context.Context) error {
 			return a.running.unpark(ctx, t.ID, func() int { return a.live.Load().MaxConcurrent })
 		}
+		r.Attached = attached
 		if err := r.Run(ctx, t); err != nil {
 			a.log.Error("task cannot run", "task", t.ID, "err", err)
 			return
+		}
+		if errors.Is(context.Cause(ctx), runner.ErrDetach) && !t.Phase.Terminal() {
+			if c := t.Current(); c != nil && c.Status == state.AttemptRunning {
+				a.log.Info("task left running: its attempt goes on, and the next start takes it up", "task", t.ID, "attempt", c.Number)
+				return
+			}
 		}
 		a.log.Info("task ended", "task", t.ID, "phase", t.Phase, "attempts", len(t.Attempts))
 		if o := a.running.orderOf(t.ID); o != nil && t.Phase.Terminal() && t.Phase != state.PhaseCancelled && !o.At.IsZero() && !t.CancelRequested {

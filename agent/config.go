@@ -111,6 +111,12 @@ type Config struct {
 	// ShutdownGrace is how long running tasks may finish on stop before
 	// they are cancelled. Default DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// ReattachGrace, if set, has running attempts outlive the agent: on
+	// stop (or a crash) they go on, for this long, and the agent's next
+	// start takes them up where they are (see runner.Spool), where the
+	// executor can and attempts run under a keeper. Zero: a stop stops
+	// them (ShutdownGrace) and the next start continues or replays them.
+	ReattachGrace time.Duration
 	// FlushTimeout bounds the last delivery of pending records on stop.
 	// Default 5 s.
 	FlushTimeout time.Duration
@@ -162,6 +168,7 @@ const (
 	DefaultMaxConcurrent     = 2
 	DefaultHeartbeatInterval = 10 * time.Second
 	DefaultShutdownGrace     = 10 * time.Second
+	DefaultReattachGrace     = 5 * time.Minute
 )
 
 // ErrConfig marks a configuration error.
@@ -176,7 +183,7 @@ func (c Config) withDefaults() (Config, error) {
 	case c.Executor == nil:
 		return c, fmt.Errorf("%w: no executor", ErrConfig)
 	}
-	if _, err := controlplane.CheckURL(c.ControlPlane, c.Insecure); err != nil {
+	if _, err := controlplane.CheckURLs(c.ControlPlane, c.Insecure); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.MaxConcurrent <= 0 {

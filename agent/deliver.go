@@ -272,7 +272,7 @@ func tellPush(ctx context.Context, o PushOptions, layout datadir.Layout, t *stat
 	if err != nil {
 		return err
 	}
-	client, err := agentClient(layout, o.ControlPlane, o.Token, o.Insecure, orDefault(o.Version, "dev"), agentID)
+	client, err := agentClient(layout, o.ControlPlane, o.Token, o.Insecure, orDefault(o.Version, "dev"), agentID, nil)
 	if err != nil {
 		return err
 	}

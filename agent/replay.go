@@ -53,7 +53,7 @@ func Replay(ctx context.Context, opts ReplayOptions) (ReplayResult, error) {
 	if err != nil {
 		return ReplayResult{}, err
 	}
-	client, err := agentClient(layout, opts.ControlPlane, opts.Token, opts.Insecure, "replay", id)
+	client, err := agentClient(layout, opts.ControlPlane, opts.Token, opts.Insecure, "replay", id, nil)
 	if err != nil {
 		return ReplayResult{}, err
 	}

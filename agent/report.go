@@ -49,6 +49,9 @@ func (a *Agent) writeHealth(reached bool) {
 	if !reached {
 		cp = "unreachable"
 	}
+	if len(a.client.URLs()) > 1 {
+		cp += " at " + a.client.URL() // which replica, of several
+	}
 	h := datadir.HealthFile{Snapshot: a.health.Snapshot(), AgentID: a.id, UpdatedAt: utc.Now(), ControlPlane: cp, Storage: a.held.status(),
 		Workspaces: a.usage.Load(), PublicURL: a.link.PublicURL(), Starts: datadir.StartQueue(a.starts.Figures())}
 	if err := a.layout.WriteHealth(h); err != nil {

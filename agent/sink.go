@@ -40,6 +40,12 @@ func (s *sink) Report(r runner.Report) {
 	}
 	switch p := r.Payload.(type) {
 	case state.LogEvent:
+		if r.Restored {
+			// Sent again from an attempt's commit: the task's log had
+			// it, or lost it to the crash; written twice it would show
+			// twice.
+			break
+		}
 		if err := a.logs.append(a.layout, s.taskID, max(r.Attempt, 1), r.At, p.Stream, p.Lines); err != nil {
 			a.log.Warn("local task log", "task", s.taskID, "err", err)
 		}
@@ -118,11 +124,15 @@ func (a *Agent) recordLimit() int {
 	return limit - recordRoom
 }
 
-// recordKey is the idempotency key of a report: taskID:kind:phase:createdAt
-// for phase and completion reports, so that the same change made twice
-// (after a restart) is one event at the control plane; empty (the outbox
-// makes a unique one) for the others.
+// recordKey is the idempotency key of a report: the runner's, when it
+// keys it (an attempt that outlives the agent may send it again);
+// taskID:kind:phase:createdAt for phase and completion reports, so that
+// the same change made twice (after a restart) is one event at the
+// control plane; empty (the outbox makes a unique one) for the others.
 func recordKey(taskID string, r runner.Report) string {
+	if r.Key != "" {
+		return r.Key
+	}
 	var phase state.Phase
 	switch p := r.Payload.(type) {
 	case state.PhaseEvent:

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -49,12 +50,18 @@ type ClientOptions struct {
 	AgentID        string
 	AgentToken     string
 	SaveAgentToken func(token string) error
+	// Moved, if set, is told when the client moves from one control plane
+	// replica to the next (see NewClient): the addresses, no secret.
+	Moved func(from, to string, why error)
 }
 
 // Client talks to a control plane. It never puts its token in an error or
 // a log.
 type Client struct {
-	base  *url.URL
+	// bases are the replicas' addresses; cur is the one the client talks
+	// to, until it fails (see NewClient).
+	bases []*url.URL
+	cur   atomic.Int32
 	token string // a person's token, or an agent's registration secret
 	http  *http.Client
 	opts  ClientOptions
@@ -201,9 +208,17 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// NewClient returns a client for the control plane at rawURL.
+// NewClient returns a client for the control plane at rawURL: one URL,
+// or several replicas' separated by commas (URL1,URL2). With several, the
+// client talks to the first until it fails to answer (a connection
+// error, a timeout, a 5xx), then moves to the next and stays there while
+// it answers: sticky, so that an agent's heartbeats, claims and events go
+// to one replica at a time. A request safe to repeat is tried at the next
+// replicas at once; one that is not (a claim, a task's creation) fails,
+// and the caller's next request goes to the next replica (an agent asks
+// for its claim again under the same request id).
 func NewClient(rawURL, token string, opts ClientOptions) (*Client, error) {
-	u, err := CheckURL(rawURL, opts.Insecure)
+	bases, err := CheckURLs(rawURL, opts.Insecure)
 	if err != nil {
 		return nil, err
 	}
@@ -216,12 +231,87 @@ func NewClient(rawURL, token string, opts ClientOptions) (*Client, error) {
 	if opts.Tries == 0 {
 		opts.Tries = 3
 	}
-	return &Client{base: u, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout, CheckRedirect: refuseRedirect}, opts: opts,
+	return &Client{bases: bases, token: strings.TrimSpace(token), http: &http.Client{Timeout: opts.Timeout, CheckRedirect: refuseRedirect}, opts: opts,
 		agentTok: strings.TrimSpace(opts.AgentToken)}, nil
 }
 
-// URL is the control plane's address (it holds no secret).
-func (c *Client) URL() string { return c.base.Redacted() }
+// CheckURLs is CheckURL of each of a comma-separated list of control
+// plane URLs (the replicas'), which must not repeat one.
+func CheckURLs(raw string, insecure bool) ([]*url.URL, error) {
+	var bases []*url.URL
+	seen := map[string]bool{}
+	for _, one := range strings.Split(raw, ",") {
+		one = strings.TrimSpace(one)
+		if one == "" && strings.Contains(raw, ",") {
+			return nil, fmt.Errorf("control plane URLs %q: an empty one between commas", redactRaw(raw))
+		}
+		u, err := CheckURL(one, insecure)
+		if err != nil {
+			return nil, err
+		}
+		if seen[u.String()] {
+			return nil, fmt.Errorf("control plane URL %s is given twice", u.Redacted())
+		}
+		seen[u.String()] = true
+		bases = append(bases, u)
+	}
+	return bases, nil
+}
+
+// URL is the address of the control plane replica the client talks to
+// now (it holds no secret).
+func (c *Client) URL() string { return c.bases[c.cur.Load()].Redacted() }
+
+// URLs are the addresses of every replica the client may talk to, in the
+// order it tries them.
+func (c *Client) URLs() []string {
+	out := make([]string, len(c.bases))
+	for i, b := range c.bases {
+		out[i] = b.Redacted()
+	}
+	return out
+}
+
+// failsOver reports whether a request that failed with err is to be
+// taken to another replica: the replica did not answer, or answered 5xx.
+// A 429 is an answer (the replica is busy, and says when to come back),
+// and a 4xx is the request's fault, wherever it goes.
+func failsOver(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil || errors.Is(err, errRedirect) {
+		return false
+	}
+	if _, shed := Shed(err); shed {
+		// The replica answered: it asks for a wait (admission
+		// control), which the caller keeps, at the same replica.
+		return false
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status >= 500
+	}
+	return true
+}
+
+// atReplicas does one request at the replica the client talks to; when
+// that one fails over (failsOver), the client moves to the next, and a
+// request safe to repeat is tried there at once, and so on round the
+// replicas once.
+func (c *Client) atReplicas(ctx context.Context, token, method, path string, body []byte, out any, repeatable bool) error {
+	i := c.cur.Load()
+	err := c.once(ctx, c.bases[i], token, method, path, body, out)
+	for tried := 1; tried < len(c.bases) && failsOver(ctx, err); tried++ {
+		next := (i + 1) % int32(len(c.bases))
+		if c.cur.CompareAndSwap(i, next) && c.opts.Moved != nil {
+			c.opts.Moved(c.bases[i].Redacted(), c.bases[next].Redacted(), err)
+		}
+		if !repeatable {
+			return err
+		}
+		i = c.cur.Load()
+		err = c.once(ctx, c.bases[i], token, method, path, body, out)
+	}
+	return err
+}
 
 // Heartbeat reports the agent and learns what to cancel.
 func (c *Client) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
@@ -621,7 +711,7 @@ func (c *Client) callWith(ctx context.Context, token, method, path string, in, o
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval, b.MaxInterval = 200*time.Millisecond, 5*time.Second
 		_, err := backoff.Retry(ctx, func() (struct{}, error) {
-			err := c.once(ctx, token, method, path, body, out)
+			err := c.atReplicas(ctx, token, method, path, body, out, repeatable)
 			if _, ok := Shed(err); ok || err != nil && !Transient(err) {
 				return struct{}{}, backoff.Permanent(err)
 			}
@@ -641,12 +731,12 @@ func (c *Client) callWith(ctx context.Context, token, method, path string, in, o
 	}
 }
 
-func (c *Client) once(ctx context.Context, token, method, path string, body []byte, out any) error {
+func (c *Client) once(ctx context.Context, base *url.URL, token, method, path string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base.String()+path, rd)
 	if err != nil {
 		return err
 	}

@@ -116,6 +116,10 @@ type AttemptSpec struct {
 	// never gets, whatever else says to pass them (Runner.Withhold): the
 	// tokens of the forges the agent opens pull requests on.
 	Withhold []string
+	// Spool, if set, has the attempt outlive the agent (see Reattacher);
+	// Reattach, if set, takes up one a previous life of the agent left.
+	Spool    *Spool
+	Reattach *Reattach
 }
 
 // Approval is the answer to an approval request.
@@ -275,6 +279,9 @@ type Event struct {
 	// model answering (a CLI's own retry notice, a status line): it does
 	// not satisfy the first-event limit.
 	Notice bool `json:"-"`
+
+	// State is a checkpoint's (EventCheckpoint): the executor's own.
+	State json.RawMessage `json:"-"`
 }
 
 // Exit is how an attempt's run ended.
@@ -304,6 +311,9 @@ type Exit struct {
 	// that keep it (exec): a plain command that fails says why there,
 	// and the runner classifies it as it does an error event's message.
 	Stderr string
+	// Detached: the agent left the attempt running, for its next life
+	// (ErrDetach); nothing else of the Exit holds.
+	Detached bool
 }
 
 // How much of a failing executor's stderr Exit.Stderr keeps.

@@ -77,6 +77,13 @@ type Report struct {
 	// Task is the task after the change. It is valid only during the call:
 	// the runner goes on changing it afterwards.
 	Task *state.Task
+	// Key, when set, is the idempotency key the report goes out under:
+	// the reports of an attempt that outlives the agent (see Spool),
+	// which a later life of the agent may send again.
+	Key string
+	// Restored: the report is sent again by a later life of the agent,
+	// from its commit (see Spool); it was made before.
+	Restored bool
 }
 
 // Kind is the kind of event the report carries.
@@ -168,6 +175,17 @@ type Runner struct {
 	// park (the default: a person raises it and the session continues)
 	// or fail (budget_exceeded, for good).
 	OnBudget state.OnBudget
+	// SpoolDir, if set, has the attempts of an executor that can
+	// (Reattacher) outlive the agent, for ReattachGrace once it has gone:
+	// each spooled in SpoolDir/ATTEMPT_ID (see Spool).
+	SpoolDir      string
+	ReattachGrace time.Duration
+	// Attached, if set, is the keeper of the task's current attempt that
+	// a previous life of the agent left running: Run takes the attempt up
+	// from the last commit it holds, rather than anything else.
+	Attached *proc.Process
+
+	journal *journal // the running attempt's, when it is spooled
 }
 
 // WakeOrder ends a parked task's wait: a person continued it, or raised
@@ -295,8 +313,30 @@ func (r *Runner) logger() *slog.Logger {
 // the task. It returns an error only when the task is not in a state it can
 // run.
 func (r *Runner) Run(ctx context.Context, task *state.Task) error {
-	var a *state.Attempt
+	var (
+		a        *state.Attempt
+		attached *runnerState
+	)
+	if p := r.Attached; p != nil {
+		var (
+			done bool
+			err  error
+		)
+		if a, attached, done, err = r.restore(task); done {
+			return nil
+		}
+		if err != nil {
+			r.logger().Error("the attempt left running cannot be taken up: it is ended, and the task taken up as after a crash", "err", err)
+			r.Attached, r.journal = nil, nil
+			p.Leave()
+			_ = os.RemoveAll(p.SpoolDir())
+			if !r.Recover(task) {
+				return nil
+			}
+		}
+	}
 	switch c := task.Current(); {
+	case a != nil:
 	case c == nil:
 		var err error
 		if a, err = task.StartFirstAttempt(r.newID(), r.Models, r.now()); err != nil {
@@ -336,13 +376,21 @@ func (r *Runner) Run(ctx context.Context, task *state.Task) error {
 			}
 			r.reportAttempt(task, a)
 		}
-		res := r.execute(ctx, task, a)
+		res := r.execute(ctx, task, a, attached)
+		attached = nil
+		if res.exit.Detached {
+			// The attempt goes on without this life of the agent.
+			r.leave()
+			return nil
+		}
 		r.settle(task, a, &res)
 		if res.ok() {
 			r.complete(task, a, res)
+			r.endJournal(task)
 			return nil
 		}
 		next := r.stop(ctx, task, a, res.exit, &res)
+		r.endJournal(task)
 		if next == nil {
 			return nil
 		}
@@ -473,7 +521,11 @@ func (res *result) ok() bool {
 }
 
 // execute runs attempt a through the executor, applying its events.
-func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt) result {
+func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt, attached *runnerState) result {
+	// An attempt taken up again (Attached) starts nothing: its executor
+	// goes on from its last checkpoint.
+	reattached := r.Attached
+	r.Attached = nil
 	firstEvent, limit := r.Timeouts.For(a.Number)
 	res := result{timeouts: fmt.Sprintf("first_event=%s attempt=%s", firstEvent, limit), budget: BudgetOf(task, r.Budget), spent: spentBefore(task, a)}
 	// A start first (--max-starts): the attempt's limits, and its
@@ -501,9 +553,16 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			limit, limitCause = left, errBudget
 		}
 	}
+	if reattached != nil && !a.StartedAt.IsZero() {
+		// Its limit counts from its start, in the agent's last life.
+		limit = max(limit-r.now().Sub(a.StartedAt), 0)
+	}
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	firstTimer := time.AfterFunc(firstEvent, func() { cancel(errFirstEventTimeout) })
+	if reattached != nil && !a.Facts.FirstEventAt.IsZero() {
+		firstTimer.Stop()
+	}
 	defer firstTimer.Stop()
 	limitTimer := time.AfterFunc(limit, func() { cancel(limitCause) })
 	defer limitTimer.Stop()
@@ -515,8 +574,14 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	defer close(loopDone)
 	spec := AttemptSpec{AttemptID: a.AttemptID, Task: TaskInput{ID: task.ID, Title: task.Title, Prompt: task.Prompt,
 		Attempt: a.Number, AttemptID: a.AttemptID, Model: a.Model},
-		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, Ask: r.asker(task.ID, asks, loopDone), TaskEnv: r.Env, Withhold: r.Withhold,
+		Mark: proc.NewMark(r.Owner, a.AttemptID), FirstEventLimit: firstEvent, TaskEnv: r.Env, Withhold: r.Withhold,
 		ApprovalTimeout: r.approvalTimeout()}
+	if reattached != nil {
+		spec.Mark = reattached.Mark()
+		if attached != nil {
+			res.result, res.lastErr, res.over = attached.Result, attached.LastErr, attached.Over
+		}
+	}
 	// refuse ends the attempt before its executor starts, with an error
 	// of code c.
 	refuse := func(c state.ErrorCode, err error) result {
@@ -527,10 +592,10 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		}
 		return res
 	}
-	if why := res.budget.left(res.spent); why != "" {
+	if why := res.budget.left(res.spent); why != "" && reattached == nil {
 		return refuse(state.CodeBudgetExceeded, errors.New(why))
 	}
-	if a.Continues > 0 {
+	if a.Continues > 0 && reattached == nil {
 		resume, err := r.resumeOf(task, a)
 		if err != nil {
 			return refuse(state.CodeSessionLost, err)
@@ -540,7 +605,7 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	var writable []string
 	switch {
 	case task.Repo != "":
-		dir, w, err := r.workspace(ctx, task, a)
+		dir, w, err := r.workspace(ctx, task, a, reattached == nil)
 		if err != nil {
 			return refuse(state.CodeWorkspace, err)
 		}
@@ -573,8 +638,13 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			return res
 		}
 		// Every process of the attempt is gone when Run returns (its
-		// keeper saw to it): nothing writes here any more.
-		defer os.RemoveAll(tmp)
+		// keeper saw to it): nothing writes here any more. But for an
+		// attempt that goes on without this life of the agent.
+		defer func() {
+			if !res.exit.Detached {
+				os.RemoveAll(tmp)
+			}
+		}()
 		spec.TempDir = tmp
 		r.Isolation.confine(&spec, r.WorkRoot, spec.WorkDir, tmp, spec.SessionDir)
 		spec.Confine.Write = append(spec.Confine.Write, writable...)
@@ -589,6 +659,21 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 		}
 		spec.TaskUser = r.TaskUser
 	}
+	switch {
+	case reattached != nil:
+		spec.Spool, spec.Reattach = r.journal.spool, &Reattach{Process: reattached, State: r.journal.last}
+	case r.SpoolDir != "" && r.ReattachGrace > 0 && CanReattach(r.Executor):
+		dir := filepath.Join(r.SpoolDir, a.AttemptID)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			res.exit = Exit{StartErr: fmt.Errorf("spool directory: %w", err), ExitCode: -1}
+			return res
+		}
+		// From here on every report waits for a commit.
+		spec.Spool = newSpool(dir, r.ReattachGrace)
+		r.journal = newJournal(spec.Spool, task.ID, a.AttemptID)
+		spec.Spool.ask() // the first, as soon as the executor runs
+	}
+	spec.Ask = r.asker(task.ID, asks, loopDone, r.journal)
 	events := make(chan Event)
 	done := make(chan Exit, 1)
 	go func() { done <- r.Executor.Run(actx, spec, func(ev Event) { events <- ev }) }()
@@ -599,6 +684,14 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 	}
 	tick := time.NewTicker(flushEvery)
 	defer tick.Stop()
+	// A spooled attempt's output is committed as it grows, so that its
+	// keeper drops it from the spool and reads on (see Reattacher).
+	var spoolTick <-chan time.Time
+	if r.journal != nil {
+		t := time.NewTicker(spoolCommitEvery)
+		defer t.Stop()
+		spoolTick = t.C
+	}
 	logs := &logBatch{r: r, task: task}
 	live := r.liveness(task, spec.ProcessMark())
 	defer live.stop()
@@ -608,6 +701,13 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			live.look(r.now())
 		case ev := <-events:
 			live.heard(r.now())
+			if ev.Type == EventCheckpoint {
+				if r.journal != nil {
+					logs.flush()
+					r.commit(task, ev.State, runnerState{Result: res.result, LastErr: res.lastErr, Over: res.over}, false)
+				}
+				continue
+			}
 			if countsAsFirstEvent(ev) {
 				firstTimer.Stop()
 				started() // the executor is at work: the next may start
@@ -638,7 +738,12 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 			n.done <- n.req
 		case <-tick.C:
 			logs.flush()
+		case <-spoolTick:
+			r.journal.growing()
 		case res.exit = <-done:
+			if res.exit.Detached {
+				return res // its last checkpoint is committed
+			}
 			if d := deniedRecord(res.exit.Egress); d != nil && d.Denied > 0 {
 				logs.add(state.LogAgent, "egress: "+deniedText(d))
 			}
@@ -761,7 +866,7 @@ type answer struct {
 // or nil when nobody can be asked. The attempt's loop (asks) moves the
 // task to awaiting_reply with the question, and back when it is
 // answered; loopDone ends a question the loop can no longer take.
-func (r *Runner) asker(taskID string, asks chan<- askNote, loopDone <-chan struct{}) func(context.Context, state.ApprovalRequest) Approval {
+func (r *Runner) asker(taskID string, asks chan<- askNote, loopDone <-chan struct{}, j *journal) func(context.Context, state.ApprovalRequest) Approval {
 	if r.Replies == nil {
 		return nil
 	}
@@ -778,6 +883,13 @@ func (r *Runner) asker(taskID string, asks chan<- askNote, loopDone <-chan struc
 		return <-n.done, true
 	}
 	return func(ctx context.Context, req state.ApprovalRequest) Approval {
+		if j != nil {
+			// Asked again by an executor taken up from before it had
+			// the answer: it is the one given.
+			if a, ok := j.answer(req.ID); ok {
+				return a
+			}
+		}
 		req, ok := tell(ctx, askNote{req: req})
 		if !ok {
 			return ApprovalDecline
@@ -804,6 +916,11 @@ func (r *Runner) asker(taskID string, asks chan<- askNote, loopDone <-chan struc
 // asked puts the task in awaiting_reply with req, bounded and given its
 // deadline, and returns it as reported.
 func (r *Runner) asked(task *state.Task, req state.ApprovalRequest, logs *logBatch) state.ApprovalRequest {
+	if w := task.AwaitingReply; task.Phase == state.PhaseAwaitingReply && w != nil && w.ID == req.ID {
+		// Asked already (an executor taken up again asks what it had
+		// asked): it waits as it was asked, told once.
+		return *w
+	}
 	req.Bound()
 	req.Asked, req.Deadline = r.now(), time.Time{}
 	if timeout := r.approvalTimeout(); timeout > 0 {
@@ -827,6 +944,9 @@ func (r *Runner) answered(task *state.Task, a *state.Attempt, req state.Approval
 		why = "no answer within " + r.approvalTimeout().String()
 	case ans.approval == ApprovalAccept:
 		why = "accepted by a person"
+	}
+	if r.journal != nil {
+		r.journal.setAnswer(req.ID, ans.approval)
 	}
 	logs.add(state.LogExecutor, "approval "+req.ID+" "+why+": "+req.What())
 	if ans.approval != ApprovalAccept {
@@ -1251,7 +1371,7 @@ func FollowUp(task *state.Task, a *state.Attempt) string {
 // repository, and resets it to its base for a replay (an attempt after
 // the first that continues no session). It returns the directory and
 // what a confined attempt must also write.
-func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attempt) (string, []string, error) {
+func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attempt, fresh bool) (string, []string, error) {
 	if r.Workspaces == nil {
 		return "", nil, fmt.Errorf("repository %q: this agent serves no repositories", task.Repo)
 	}
@@ -1271,7 +1391,7 @@ func (r *Runner) workspace(ctx context.Context, task *state.Task, a *state.Attem
 		r.reportAttempt(task, a)
 		r.note(task, state.CheckoutText(ws.Checkout))
 	}
-	if a.Number > 1 && a.Continues == 0 {
+	if fresh && a.Number > 1 && a.Continues == 0 {
 		left := lastRan(task, a)
 		kept, err := r.Workspaces.Reset(ctx, task.ID, left)
 		if err != nil {
@@ -1515,7 +1635,12 @@ func (r *Runner) report(task *state.Task, payload state.Payload) {
 	if c := task.Current(); c != nil {
 		n = c.Number
 	}
-	r.Sink.Report(Report{Attempt: n, At: r.now(), Payload: payload, Task: task})
+	rep := Report{Attempt: n, At: r.now(), Payload: payload, Task: task}
+	if r.journal != nil {
+		r.journal.hold(rep)
+		return
+	}
+	r.Sink.Report(rep)
 }
 
 // logBatch gathers log lines into few reports: lines of one stream in a

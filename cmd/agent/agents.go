@@ -48,7 +48,9 @@ repositories it serves ([[repo]] of its config). LABELS are the labels a
 person granted it (agent agents label), the only ones a task's
 --require label=... is matched against; SELF-DESCRIBED the labels it says
 of itself (agent run --label), which route nothing; PLATFORM its OS and
-architecture. --json prints
+architecture; REPLICA the control plane replica its last heartbeat
+reached (agent controlplane serve --replica-name; an agent given several
+replicas' URLs talks to one at a time). --json prints
 everything the control plane knows of each agent (its health's reason
 and recent problems, its outbox, its version and host).`,
 		Example: `  agent agents ls --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
@@ -85,7 +87,7 @@ and recent problems, its outbox, its version and host).`,
 // writeAgents prints agents as a table, a line each.
 func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tEXECUTOR\tMODELS\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS\tSELF-DESCRIBED\tPLATFORM")
+	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tEXECUTOR\tMODELS\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS\tSELF-DESCRIBED\tPLATFORM\tREPLICA")
 	for _, a := range agents {
 		tasks := make([]string, len(a.Running))
 		for i, r := range a.Running {
@@ -97,10 +99,10 @@ func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
 		if a.OS != "" || a.Arch != "" {
 			platform = a.OS + "/" + a.Arch
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
 			dash(visible(a.Executor)), dash(visible(strings.Join(a.Models, ","))),
 			ago(now, a.LastHeartbeat), a.Capacity.Running, a.Capacity.Max, dash(visible(strings.Join(tasks, ", "))), dash(visible(strings.Join(a.Repos, ","))),
-			dash(visible(labelsText(a.GrantedLabels))), dash(visible(labelsText(a.Labels))), dash(visible(platform)))
+			dash(visible(labelsText(a.GrantedLabels))), dash(visible(labelsText(a.Labels))), dash(visible(platform)), dash(visible(a.Replica)))
 	}
 	tw.Flush()
 }

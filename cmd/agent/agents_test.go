@@ -16,7 +16,8 @@ import (
 // agent agents ls shows each agent's state, health, the CLI it runs and
 // its models (beside its health, where a narrow terminal still shows
 // them), last heartbeat, the tasks it runs and the repositories it
-// serves, a line each under a header; --json the control plane's whole
+// serves, and the replica its last heartbeat reached, a line each under
+// a header; --json the control plane's whole
 // view; with no agent it says so.
 func TestAgentsLs(t *testing.T) {
 	t.Parallel()
@@ -63,8 +64,8 @@ func TestAgentsLs(t *testing.T) {
 
 	rows := agentRows(t, ls().stdout)
 	want := map[string][]string{
-		"vm-1": {"vm-1", "running", "available", "codex", "gpt-5,gpt-5-mini", "*", "1 of 2", "t-0123456789 (attempt 2)", "app,site", "-", "gpu=yes,team=infra", "linux/arm64"},
-		"vm-2": {"vm-2", "draining", "degraded", "-", "-", "*", "0 of 4", "-", "-", "-", "-", "-"},
+		"vm-1": {"vm-1", "running", "available", "codex", "gpt-5,gpt-5-mini", "*", "1 of 2", "t-0123456789 (attempt 2)", "app,site", "-", "gpu=yes,team=infra", "linux/arm64", c.addr},
+		"vm-2": {"vm-2", "draining", "degraded", "-", "-", "*", "0 of 4", "-", "-", "-", "-", "-", c.addr},
 	}
 	for id, w := range want {
 		if got := rows[id]; !sameCells(got, w) {
@@ -98,7 +99,7 @@ func TestAgentsLs(t *testing.T) {
 func agentRows(t *testing.T, out string) map[string][]string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	header := []string{"AGENT", "STATE", "HEALTH", "EXECUTOR", "MODELS", "HEARTBEAT", "RUNNING", "TASKS", "REPOS", "LABELS", "SELF-DESCRIBED", "PLATFORM"}
+	header := []string{"AGENT", "STATE", "HEALTH", "EXECUTOR", "MODELS", "HEARTBEAT", "RUNNING", "TASKS", "REPOS", "LABELS", "SELF-DESCRIBED", "PLATFORM", "REPLICA"}
 	if got := strings.Fields(lines[0]); !sameCells(got, header) {
 		t.Fatalf("agents ls header %q, want %q", got, header)
 	}

@@ -218,8 +218,16 @@ func tomlString(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// redactURL hides a password written into a URL.
+// redactURL hides a password written into a URL, or into each of a
+// comma-separated list of them (control plane replicas).
 func redactURL(raw string) string {
+	if strings.Contains(raw, ",") {
+		parts := strings.Split(raw, ",")
+		for i, p := range parts {
+			parts[i] = redactURL(p)
+		}
+		return strings.Join(parts, ",")
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(a URL that does not parse)" // which may hold a password

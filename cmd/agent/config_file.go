@@ -565,6 +565,20 @@ func fromTOML(s *setting, v any) (any, error) {
 		if str, ok := v.(string); ok {
 			return str, nil
 		}
+		if list, ok := v.([]any); ok && s.commaList && len(list) > 0 {
+			strs := make([]string, len(list))
+			for i, e := range list {
+				str, ok := e.(string)
+				if !ok || str == "" || strings.Contains(str, ",") {
+					return nil, fmt.Errorf("want an array of strings without commas, got %s at %d", tomlType(e), i)
+				}
+				strs[i] = str
+			}
+			return strings.Join(strs, ","), nil
+		}
+		if s.commaList {
+			return nil, fmt.Errorf("want a string or an array of strings, got %s", tomlType(v))
+		}
 		return nil, fmt.Errorf("want a string, got %s", tomlType(v))
 	case int:
 		if n, ok := v.(int64); ok {

@@ -481,3 +481,27 @@ func TestConfigReloadFollowsSymlinks(t *testing.T) {
 		t.Fatalf("agent exit code %d:\n%s", code, tail(a.output(), 3000))
 	}
 }
+
+// Several control plane replicas: comma-separated on the command line and
+// in the environment, an array in the config file; a password in any is
+// not printed, and a bad one is refused.
+func TestConfigControlPlaneReplicas(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "agent.toml")
+	writeFile(t, file, "control-plane = [\"https://ops:hunter2@cp-a.example.com\", \"https://cp-b.example.com\"]\n")
+	r := runAgentEnv(t, []string{"AGENT_CONFIG=" + file}, "config", "print")
+	if r.code != 0 || strings.Contains(r.stdout, "hunter2") {
+		t.Fatalf("config print: %+v", r)
+	}
+	if v, o := printed(t, r.stdout, "control-plane"); v != `"https://ops:REDACTED@cp-a.example.com,https://cp-b.example.com"` || !strings.HasPrefix(o, "file "+file+":") {
+		t.Errorf("control-plane printed %s from %q", v, o)
+	}
+	writeFile(t, file, "control-plane = [\"https://cp-a.example.com\", 7]\n")
+	wantOneLineError(t, runAgentEnv(t, nil, "config", "check", file), 2, "control-plane: want an array of strings without commas")
+	tok := filepath.Join(dir, "token")
+	writeFile(t, tok, "a-token-of-at-least-32-characters-0123456789\n")
+	must(t, os.Chmod(tok, 0o600))
+	r = runAgentEnv(t, nil, "run", "--control-plane", "https://cp-a.example.com,http://cp-b.example.com", "--data-dir", filepath.Join(dir, "data"),
+		"--token-file", tok, "--executor", "sample")
+	wantOneLineError(t, r, 1, "control plane URL http://cp-b.example.com is not https")
+}

@@ -33,6 +33,7 @@ func newControlPlaneCmd() *cobra.Command {
 func newControlPlaneServeCmd() *cobra.Command {
 	var (
 		addr, dir, storeURL, tokenFile, operatorFile, level, format, metricsAddr string
+		replicaName                                                              string
 		lease, heartbeat, stall, queue, retention                                time.Duration
 		maxOutput                                                                byteSize
 		notifications                                                            notifySettings
@@ -124,7 +125,7 @@ the environment, which wins over the file.`,
 			defer st.Close()
 			srv, err := server.New(server.Options{Store: st, Token: token, OperatorTokens: operators, Lease: lease, HeartbeatInterval: heartbeat,
 				Limits: state.Limits{Stall: stall, Queued: queue}, MaxAttemptOutput: int64(maxOutput), Retention: retention, Logger: log,
-				PublicURL: notifications.publicURL, Notify: serverTargets(targets), Delegate: rules})
+				PublicURL: notifications.publicURL, Notify: serverTargets(targets), Delegate: rules, Replica: replicaNameOf(replicaName, addr)})
 			if err != nil {
 				return err
 			}
@@ -185,6 +186,7 @@ the environment, which wins over the file.`,
 	}
 	fs, t := useSettings(cmd, controlPlaneSettings), controlPlaneSettings
 	t.bind(fs, "addr", &addr)
+	t.bind(fs, "replica-name", &replicaName)
 	t.bind(fs, "tls-cert", &tlsCert)
 	t.bind(fs, "tls-key", &tlsKey)
 	t.bind(fs, "data-dir", &dir)
@@ -249,4 +251,20 @@ func openStore(ctx context.Context, url, dir string, log *slog.Logger) (store.St
 	default:
 		return nil, "", fmt.Errorf("--store %q: want empty (files in the data directory) or a postgres:// URL", redactURL(url))
 	}
+}
+
+// replicaNameOf is the replica's name: name, or this host's name and the
+// port of the address it listens on (its host when it names one).
+func replicaNameOf(name, addr string) string {
+	if name != "" {
+		return name
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host, _ = os.Hostname()
+	}
+	return net.JoinHostPort(host, port)
 }

@@ -180,20 +180,20 @@ func TestE2EControlPlaneDownAndBack(t *testing.T) {
 }
 
 // TestE2EAgentKilledMidTaskAndRestarted SIGKILLs the agent during an
-// attempt. At the next start the orphaned attempt is finalized as
+// attempt, with attempts that do not outlive it (--reattach-grace 0). At the next start the orphaned attempt is finalized as
 // agent_restart, the gate allows a new attempt (nothing was done), and the
 // task completes; nothing stays in a running phase.
 func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
 	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
-	ag := startAgentProc(t, c, dataDir)
+	ag := startAgentProc(t, c, dataDir, "--reattach-grace", "0")
 	gate := filepath.Join(t.TempDir(), "go-on")
 	id := submit(t, c, "@wait-file "+gate+"\n@output done")
 	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 	ag.kill()
 
-	startAgentProc(t, c, dataDir)
+	startAgentProc(t, c, dataDir, "--reattach-grace", "0")
 	must(t, os.WriteFile(gate, nil, 0o600)) // the second attempt may finish
 	v := c.waitDone(t, id)
 	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 {
@@ -216,7 +216,7 @@ func TestE2EAgentKilledMidTaskAndRestarted(t *testing.T) {
 }
 
 // TestE2EAgentKilledAfterASideEffectContinuesTheSession SIGKILLs the agent
-// after its attempt had a side effect: a replay would do it again, so the
+// (--reattach-grace 0) after its attempt had a side effect: a replay would do it again, so the
 // next start continues the attempt's session instead (the sample keeps
 // one), which skips what was done, and the task completes. stop, on a
 // second such task, says which task will continue.
@@ -224,7 +224,7 @@ func TestE2EAgentKilledAfterASideEffectContinuesTheSession(t *testing.T) {
 	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
-	ag := startAgentProc(t, c, dataDir)
+	ag := startAgentProc(t, c, dataDir, "--reattach-grace", "0")
 	gate := filepath.Join(t.TempDir(), "go-on")
 	id := submit(t, c, "release\n@side-effect tagged v1.2.3\n@wait-file "+gate+"\n@output released")
 	testkit.WaitFor(t, "the side effect to be recorded", func() bool {
@@ -233,7 +233,7 @@ func TestE2EAgentKilledAfterASideEffectContinuesTheSession(t *testing.T) {
 	})
 	ag.kill()
 
-	startAgentProc(t, c, dataDir)
+	startAgentProc(t, c, dataDir, "--reattach-grace", "0")
 	must(t, os.WriteFile(gate, nil, 0o600))
 	v := c.waitDone(t, id)
 	if v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 {
@@ -257,14 +257,14 @@ func TestE2EAgentKilledAfterASideEffectContinuesTheSession(t *testing.T) {
 	}
 }
 
-// TestE2EStopSaysWhichTasksWillContinue stops the agent (agent stop) under
-// a task that had a side effect: stop says the task will continue its
+// TestE2EStopSaysWhichTasksWillContinue stops the agent (agent stop,
+// --reattach-grace 0) under a task that had a side effect: stop says the task will continue its
 // session, and the next start does.
 func TestE2EStopSaysWhichTasksWillContinue(t *testing.T) {
 	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
-	startAgentProc(t, c, dataDir)
+	startAgentProc(t, c, dataDir, "--reattach-grace", "0")
 	gate := filepath.Join(t.TempDir(), "go-on")
 	id := submit(t, c, "@side-effect opened a pull request\n@wait-file "+gate)
 	testkit.WaitFor(t, "the side effect to be recorded", func() bool {
@@ -276,7 +276,7 @@ func TestE2EStopSaysWhichTasksWillContinue(t *testing.T) {
 		t.Fatalf("stop: %+v", r)
 	}
 	must(t, os.WriteFile(gate, nil, 0o600))
-	startAgentProc(t, c, dataDir)
+	startAgentProc(t, c, dataDir, "--reattach-grace", "0")
 	if v := c.waitDone(t, id); v.Phase != state.PhaseCompleted || len(v.Attempts) != 2 || v.Attempts[1].Continues != 1 {
 		t.Fatalf("after the restart: %s, attempts %+v", v.Phase, v.Attempts)
 	}

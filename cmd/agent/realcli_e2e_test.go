@@ -100,7 +100,11 @@ func TestE2ERunWithClaude(t *testing.T) {
 // The approval policy ask, round trip: Codex asks, the task waits in
 // awaiting_reply at the control plane with the request, a person answers
 // with agent tasks reply, the agent takes the answer at its next heartbeat.
-// A restart mid-wait ends the attempt as agent_restart and the gate
+// With attempts that outlive the agent, a restart (SIGKILL) mid-wait
+// leaves the request pending: the next start re-attaches to Codex, still
+// waiting, and the person's answer reaches it, in the one attempt. With
+// attempts that do not (--reattach-grace 0), a
+// restart mid-wait ends the attempt as agent_restart and the gate
 // decides: the model had asked, so the next start continues its session
 // (the follow-up is a new turn, which the mock answers with text); the
 // control plane's pending request is cleared.
@@ -114,10 +118,13 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 		errCode state.ErrorCode
 		// continued: attempt 2 continued attempt 1's session
 		continued bool
+		// reattach: the restart re-attaches (the answer is then --accept)
+		reattach bool
 	}{
 		{name: "accepted", answer: "--accept", ran: true, phase: state.PhaseCompleted},
 		{name: "declined", answer: "--decline", ran: false, phase: state.PhaseCompleted},
 		{name: "agent restarted while waiting", answer: "restart", ran: false, phase: state.PhaseCompleted, errCode: state.CodeAgentRestart, continued: true},
+		{name: "agent restarted while waiting, re-attached", answer: "restart", ran: true, phase: state.PhaseCompleted, reattach: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -134,16 +141,31 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 				"--executor", "codex", "--executor-bin", clitest.CodexBin(t), "--executor-env", "MOCK_API_KEY",
 				"--codex-sandbox", "read-only", "--approval", "ask", "--reply-timeout", "2m",
 				"--heartbeat-interval", "5s", "--shutdown-grace", "2s", "--kill-grace", "1s"}
+			if !c.reattach {
+				args = append(args, "--reattach-grace", "0")
+			}
 			ag := startProc(t, "agent", env, args...)
 			id := submit(t, cp, "Escalate\nmock: escalate\nmock-cmd: echo approved > approved.txt")
 			v := cp.waitPhase(t, id, "awaiting_reply", func(p state.Phase) bool { return p == state.PhaseAwaitingReply })
 			if v.AwaitingReply == nil || !strings.Contains(v.AwaitingReply.Command, "approved.txt") || v.AwaitingReply.Reason == "" {
 				t.Fatalf("the control plane does not show the request: %+v", v.AwaitingReply)
 			}
+			asked := v.AwaitingReply.ID
 			if c.answer == "restart" {
 				ag.kill()
 				ag = startProc(t, "agent", env, args...)
-			} else {
+			}
+			if c.reattach {
+				testkit.WaitFor(t, "the agent to take the attempt up", func() bool {
+					return strings.Contains(ag.output(), "taking up an attempt left running, where it is")
+				})
+				if v := cp.task(t, id); v.Phase != state.PhaseAwaitingReply || v.AwaitingReply == nil || v.AwaitingReply.ID != asked {
+					t.Fatalf("after the restart the task is %s awaiting %+v, want the same request pending", v.Phase, v.AwaitingReply)
+				}
+				if r := runAgent(t, "tasks", "reply", id, "--accept", "--control-plane", cp.url(), "--token-file", cp.operatorFile); r.code != 0 {
+					t.Fatalf("tasks reply: %+v", r)
+				}
+			} else if c.answer != "restart" {
 				r := runAgent(t, "tasks", "reply", id, c.answer, "--control-plane", cp.url(), "--token-file", cp.operatorFile)
 				if r.code != 0 {
 					t.Fatalf("tasks reply: %+v", r)
@@ -173,6 +195,9 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 			if c.continued && (len(v.Attempts) != 2 || v.Attempts[1].Continues != 1 || v.Attempts[1].SessionID != v.Attempts[0].SessionID) {
 				t.Errorf("attempts %+v, want attempt 2 to continue attempt 1's session", v.Attempts)
 			}
+			if c.reattach && len(v.Attempts) != 1 {
+				t.Errorf("%d attempts, want the one re-attached to", len(v.Attempts))
+			}
 			if v.AwaitingReply != nil || v.Reply != nil {
 				t.Errorf("the request is still pending at the control plane after the task moved on: %+v %+v", v.AwaitingReply, v.Reply)
 			}
@@ -187,7 +212,8 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 	}
 }
 
-// An agent SIGKILLed mid-turn, through the real CLIs: the attempt had run
+// An agent SIGKILLed mid-turn, through the real CLIs, its attempts not
+// outliving it (--reattach-grace 0): the attempt had run
 // a command (a side effect), so the next start continues the CLI's
 // session instead of replaying the prompt. The model is asked with the
 // earlier conversation and the follow-up, and the command is not run
@@ -213,7 +239,7 @@ func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 				args = []string{"--executor", "claude", "--executor-bin", clitest.ClaudeBin(t), "--claude-allowed-tools", "Bash"}
 			}
 			args = append([]string{"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir,
-				"--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--kill-grace", "1s"}, args...)
+				"--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--kill-grace", "1s", "--reattach-grace", "0"}, args...)
 			ag := startProc(t, "agent", env, args...)
 			id := submit(t, c, "Rotate the logs\nmock: shell after=hang\nmock-cmd: echo rotated >> rotated.txt")
 			// The command ran and the model hangs on its result: mid-turn.

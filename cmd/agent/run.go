@@ -40,6 +40,7 @@ type runFlags struct {
 	onSideEffect, onBudget                    string
 	heartbeat, drainTimeout, retention        time.Duration
 	livenessInterval                          time.Duration
+	reattachGrace                             time.Duration
 	retentionMaxSize, taskLogMaxSize          byteSize
 	maxAttemptOutput                          byteSize
 	attemptTimeouts, firstEventTimeouts       []time.Duration
@@ -96,6 +97,7 @@ func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t.bind(fs, "default-max-time", &f.defaultMaxTime)
 	t.bind(fs, "heartbeat-interval", &f.heartbeat)
 	t.bind(fs, "drain-timeout", &f.drainTimeout)
+	t.bind(fs, "reattach-grace", &f.reattachGrace)
 	t.bind(fs, "metrics-addr", &f.metricsAddr)
 	t.bind(fs, "retention", &f.retention)
 	t.bind(fs, "retention-max-size", &f.retentionMaxSize)
@@ -155,12 +157,16 @@ in one of its own and reaches only its executor's model API and the hosts
 loopback (--egress). An agent running as root runs its tasks without
 capabilities, as --task-user when it names one.
 
-SIGTERM or SIGINT drains: no new claims, running tasks get --drain-timeout,
-then are stopped; pending records are flushed for a few seconds and
-the rest stay on disk for the next start. The next start takes the stopped
-tasks up: one that had done nothing runs its attempt again, one that had
-continues its CLI session where its executor keeps one. A second signal,
-or SIGQUIT, stops at once.
+SIGTERM or SIGINT stops it: no new claims; running attempts go on without
+the agent for --reattach-grace (5m), their keepers spooling what they say,
+and the next start within it takes them up where they are, the same
+process, nothing cut, nothing said twice. Pending records are flushed for a
+few seconds and the rest stay on disk for the next start. With
+--reattach-grace 0 (or an executor that cannot), running tasks get
+--drain-timeout, then are stopped, and the next start takes them up: one
+that had done nothing runs its attempt again, one that had continues its
+CLI session where its executor keeps one. A second signal, or SIGQUIT,
+stops at once.
 
 A task naming a repository the agent serves (--repo NAME=PATH, [[repo]]
 tables in the config file) runs in a clone of its own, on the branch
@@ -339,7 +345,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
 		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.runnerApprovalTimeout(),
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
-		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, ParkKeepsSlot: f.parkKeepsSlot, OnBudget: state.OnBudget(f.onBudget), LivenessInterval: f.livenessInterval, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, Logger: log,
+		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, ParkKeepsSlot: f.parkKeepsSlot, OnBudget: state.OnBudget(f.onBudget), LivenessInterval: f.livenessInterval, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, ReattachGrace: f.reattachGrace, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
 		Isolation: f.isolationOf(configFileOf(cmd)), Repos: repos, PullRequests: pulls, CommitAuthor: author, Labels: labels, Budget: f.budget(),
 		ExecutorKind: f.executor.kind, MaxAttemptOutput: int64(f.maxAttemptOutput)} // routing by capability

@@ -19,7 +19,7 @@ import (
 func newServiceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "service",
-		Short: "Run `agent run` as a systemd service (a launchd job on macOS): install, uninstall, status, start, stop, restart, logs, print",
+		Short: "Run `agent run` as a systemd service (a launchd job on macOS): install, uninstall, status, start, stop, restart, upgrade, logs, print",
 		Long: `service install writes a systemd unit (a launchd plist on macOS) that runs
 agent run with the flags given after --, made absolute, and starts it;
 service uninstall stops and removes it, keeping the data directory. The
@@ -32,7 +32,7 @@ unit (/etc/systemd/system, needs root), which runs as --run-as USER, or as
 the user sudo was run by: never as root unless --run-as root says so.`,
 	}
 	cmd.AddCommand(newServicePrintCmd(), newServiceInstallCmd(), newServiceUninstallCmd(),
-		newServiceStatusCmd(), newServiceStartCmd(), newServiceStopCmd(), newServiceRestartCmd(), newServiceLogsCmd())
+		newServiceStatusCmd(), newServiceStartCmd(), newServiceStopCmd(), newServiceRestartCmd(), newServiceUpgradeCmd(), newServiceLogsCmd())
 	return cmd
 }
 

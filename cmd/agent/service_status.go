@@ -16,6 +16,7 @@ import (
 
 // installed is what an installed unit or plist says.
 type installed struct {
+	binary  string   // the agent binary it runs
 	args    []string // agent run's flags
 	dataDir string   // its --data-dir, "" if it names none
 	// user is the account a system unit runs as (User=; launchd's
@@ -50,6 +51,9 @@ func readServiceFile(m serviceManager, path string) (installed, error) {
 				inst.user = strings.Trim(v, `"`)
 			}
 		}
+	}
+	if len(words) > 0 {
+		inst.binary = words[0]
 	}
 	if len(words) > 2 {
 		inst.args = words[2:] // after the binary and "run"

@@ -51,9 +51,19 @@ func (s serviceSpec) systemdUnit() string {
 	line("# steps (%d x --kill-grace), the outbox flush (%s), the offline heartbeat", stopSteps, stopFlush)
 	line("# (%s) and a margin of %s.", stopLastBeat, stopMargin)
 	line("TimeoutStopSec=%s", systemdSeconds(s.stop))
-	line("# SIGTERM to the agent alone: it stops its executors' process groups")
-	line("# itself, gracefully; whatever is left at the timeout gets SIGKILL.")
-	line("KillMode=mixed")
+	if reattachOff(s.args) {
+		line("# SIGTERM to the agent alone: it stops its executors' process groups")
+		line("# itself, gracefully; whatever is left at the timeout gets SIGKILL.")
+		line("KillMode=mixed")
+	} else {
+		// mixed would SIGKILL the keepers once the agent is gone, cutting
+		// every turn at each restart and upgrade.
+		line("# SIGTERM to the agent alone, and no other process killed: running")
+		line("# attempts go on under their keepers for --reattach-grace, and the next")
+		line("# start (a restart, an upgrade, a crash's) re-attaches to them; a keeper")
+		line("# whose agent does not come back ends its attempt itself at the grace.")
+		line("KillMode=process")
+	}
 	// Checked when the flags were read; the zero value is the defaults.
 	tasks, _ := s.limits.tasks()
 	memory, _ := s.limits.memory()

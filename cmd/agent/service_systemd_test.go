@@ -87,7 +87,7 @@ func TestSystemdUnit(t *testing.T) {
 			v := unitValues(unit)
 			want := map[string]string{
 				"Type": "notify", "WatchdogSec": "60s", "Restart": "on-failure", "RestartPreventExitStatus": "2",
-				"KillMode": "mixed", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
+				"KillMode": "process", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
 				// 20s drain + 3 x 2s kill grace + 5s flush + 2s offline + 5s margin
 				"TimeoutStopSec": "38s",
 				"Environment":    "PATH=" + servicePath(os.Getenv("PATH")),
@@ -242,5 +242,30 @@ func TestSystemdAnalyze(t *testing.T) {
 				t.Errorf("exposure %.1f, want below 5.0:\n%s", n, out)
 			}
 		})
+	}
+}
+
+// A unit whose agent re-attaches to running attempts (the default) kills
+// only the agent on stop: systemd's mixed mode would SIGKILL the keepers
+// left in the unit's cgroup, cutting every turn at a restart or an
+// upgrade. With --reattach-grace 0 the agent stops its attempts itself,
+// and what is left at the timeout is killed.
+func TestSystemdUnitKillModeFollowsReattach(t *testing.T) {
+	serviceEnv(t)
+	tok := tokenFile(t)
+	for _, c := range []struct {
+		grace []string
+		want  string
+	}{
+		{nil, "process"},
+		{[]string{"--reattach-grace", "2m"}, "process"},
+		{[]string{"--reattach-grace", "0"}, "mixed"},
+		{[]string{"--reattach-grace=0s"}, "mixed"},
+	} {
+		args := append([]string{"--control-plane", "https://cp.example.com", "--token-file", tok}, c.grace...)
+		v := unitValues(testSpec(t, false, systemd, nil, args...).systemdUnit())
+		if got := v["KillMode"]; len(got) != 1 || got[0] != c.want {
+			t.Errorf("%v: KillMode=%q, want %q", c.grace, got, c.want)
+		}
 	}
 }

@@ -39,6 +39,9 @@ type setting struct {
 	// repeat: a []string flag given once per value (--executor-arg) rather
 	// than split at commas.
 	repeat bool
+	// commaList: a string setting that holds a comma-separated list, which
+	// the config file may give as an array of strings.
+	commaList bool
 	// path: a file or directory. In the config file, ~/ is the home
 	// directory and a relative path is relative to the file's directory.
 	path bool
@@ -305,7 +308,7 @@ func bound(fs *pflag.FlagSet, s *setting) *pflag.Flag {
 // (--config, AGENT_CONFIG, else ~/.config/agent/agent.toml if it exists)
 // holds any of them.
 var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConfigFile, list: []*setting{
-	{name: "control-plane", help: "the control plane's URL (https, or http on loopback)"},
+	{name: "control-plane", commaList: true, help: "the control plane's URL (https, or http on loopback); several replicas' comma-separated (a list in the config file): the agent talks to one at a time and moves to the next when it does not answer"},
 	{name: "token-file", path: true, help: "file holding the token (else AGENT_TOKEN): for agent run, the control plane's registration secret; for submit, tasks and agents, a person's operator token, unless operator-token-file names it; 0600, 32 characters or more"},
 	{name: "operator-token-file", path: true, help: "for submit, tasks and agents: file holding a person's operator token, over token-file (which agent run reads for the registration secret), so that one config file serves both; --token-file on the command line wins"},
 	{name: "insecure", def: false, help: "allow http:// to a control plane that is not on loopback"},
@@ -386,6 +389,8 @@ var agentSettings = &settingsTable{envPrefix: "AGENT_", defaultFile: defaultConf
 		help: "time between heartbeats (the control plane may change it)"},
 	{name: "drain-timeout", def: agent.DefaultShutdownGrace, min: atLeast(0),
 		help: "on stop, how long running tasks may finish before they are cancelled"},
+	{name: "reattach-grace", def: agent.DefaultReattachGrace, min: atLeast(0),
+		help: "on stop or a crash, how long running attempts go on without the agent: the next start within it takes them up where they are (no continue, no replay); past it they end and are continued as after a crash; 0 stops them with the agent (docs/operating.md)"},
 
 	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
 	{name: "retention", def: state.DefaultRetention, min: atLeast(int64(time.Hour)),
@@ -457,6 +462,7 @@ var controlPlaneSettings = &settingsTable{envPrefix: "AGENT_CP_", list: []*setti
 	{name: "max-attempt-output", def: byteSize(server.DefaultMaxAttemptOutput), min: atLeast(64 << 10),
 		help: "cap of the log output stored per attempt; past it lines are counted, not stored, and one event marks the cut (e.g. 8MiB)"},
 	{name: "metrics-addr", help: "serve Prometheus metrics at /metrics on this address (a port alone listens on 127.0.0.1); off when empty"},
+	{name: "replica-name", help: "this replica's name, where several serve one store: agent agents ls shows which replica each agent talks to (default: this host's name and --addr's port)"},
 	{name: "public-url", help: "the address people reach this control plane at, such as https://cp.example.com: notifications, and the pull requests agents open, link to its console (none when empty)"},
 	{name: "notify-webhook", def: []string(nil), repeat: true,
 		help: "a generic webhook's URL that gets every notification, signed with --notify-secret-file, repeatable: targets webhook-1, webhook-2, … (docs/notifications.md)"},

@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/internal/shellword"
 	"github.com/edgeagent/agent/state"
 )
@@ -22,15 +24,21 @@ func newStopCmd() *cobra.Command {
 		Use:   "stop",
 		Short: "Ask the agent running on a data directory to drain and stop",
 		Long: `stop sends SIGTERM to the agent running on the data directory: it claims
-nothing more, lets running tasks finish for its --drain-timeout, cancels
-what still runs, flushes the outbox, tells the control plane it is offline
-and exits. stop waits for that, saying each second what is still running,
-unless --no-wait, then which tasks the agent takes up when it starts again:
-a task stopped before it had done anything runs its attempt again from the
-start; one that had (a side effect, a tool call, output) continues its
-CLI session, when its executor keeps one, and is otherwise left
-recoverable_failed for a person (agent tasks continue, agent tasks retry). --now sends SIGQUIT instead: running tasks are cancelled
-at once and pending records stay on disk.
+nothing more, leaves running attempts to their keepers (--reattach-grace,
+default 5m: they go on without the agent, and its next start within that
+time re-attaches to them, nothing cut), flushes the outbox, tells the
+control plane it is offline and exits. With --reattach-grace 0, or an
+attempt that cannot outlive the agent, running tasks finish for its
+--drain-timeout and what still runs is cancelled. stop waits for that,
+saying each second what is still running, unless --no-wait, then which
+tasks the agent takes up when it starts again: a task whose attempt goes on
+is re-attached; a task stopped before it had done anything runs its attempt
+again from the start; one that had (a side effect, a tool call, output)
+continues its CLI session, when its executor keeps one, and is otherwise
+left recoverable_failed for a person (agent tasks continue, agent tasks
+retry). --now sends SIGQUIT instead: it stops at once, pending records
+staying on disk; running attempts go on and are re-attached as at a stop,
+or, with --reattach-grace 0, are cancelled at once.
 
 The process signalled is the one the kernel names as the holder of the data
 directory's lock (/proc/locks), never merely the one DATA_DIR/agent.pid
@@ -98,7 +106,7 @@ same signal and the unit's stop timeout covers the drain.`,
 	}
 	dataDirFlag(cmd, &dataDir)
 	fl := cmd.Flags()
-	fl.BoolVar(&now, "now", false, "stop at once (SIGQUIT): cancel running tasks without the drain")
+	fl.BoolVar(&now, "now", false, "stop at once (SIGQUIT): no drain; running attempts are re-attached at the next start, or cancelled with --reattach-grace 0")
 	fl.BoolVar(&noWait, "no-wait", false, "send the signal and return")
 	fl.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the agent to exit")
 	return cmd
@@ -118,14 +126,24 @@ func runningTasks(dataDir string) []string {
 }
 
 // nextRun says, a line per task, what the agent does with the tasks a
-// stop left waiting for its next run: continue a session, or run an
-// attempt again from the start.
+// stop left waiting for its next run: re-attach to an attempt that goes
+// on, continue a session, or run an attempt again from the start.
 func nextRun(dataDir string) []string {
 	tasks, _ := datadir.LoadTasks(dataDir)
 	var lines []string
+	spool := datadir.Layout{Dir: dataDir}.Spool()
 	for _, t := range tasks {
 		c := t.Current()
-		if !t.Phase.Running() || c == nil || c.Status != state.AttemptPending {
+		if !t.Phase.Running() || c == nil {
+			continue
+		}
+		if c.Status == state.AttemptRunning && keeper.Alive(filepath.Join(spool, c.AttemptID)) {
+			// Its keeper runs it on and waits for the agent's next start
+			// (--reattach-grace).
+			lines = append(lines, fmt.Sprintf("task %s will be re-attached when the agent starts again: attempt %d goes on meanwhile", visible(t.ID), c.Number))
+			continue
+		}
+		if c.Status != state.AttemptPending {
 			continue
 		}
 		if c.Continues > 0 {

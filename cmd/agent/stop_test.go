@@ -37,14 +37,15 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// agent stop drains: the running task may finish while the agent claims
+// agent stop drains (attempts that do not outlive the agent,
+// --reattach-grace 0): the running task may finish while the agent claims
 // nothing, says each second what it waits for, and tells the control plane
 // it is draining, then offline; both commands exit 0 and nothing warns.
 func TestStopDrainsARunningTask(t *testing.T) {
 	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
-	ag := startAgentProc(t, c, dataDir, "--drain-timeout", "10m")
+	ag := startAgentProc(t, c, dataDir, "--drain-timeout", "10m", "--reattach-grace", "0")
 	gate := filepath.Join(t.TempDir(), "go-on")
 	id := submit(t, c, "@wait-file "+gate+"\n@output done")
 	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
@@ -102,7 +103,7 @@ func TestStopDrainsARunningTask(t *testing.T) {
 	}
 }
 
-// Past the drain timeout the running task is stopped, and its next
+// With --reattach-grace 0, past the drain timeout the running task is stopped, and its next
 // attempt waits for the agent's next run (it had done nothing: a replay),
 // which stop says; --now (SIGQUIT) skips the drain.
 func TestStopDrainTimeoutAndNow(t *testing.T) {
@@ -113,8 +114,8 @@ func TestStopDrainTimeoutAndNow(t *testing.T) {
 		stopArgs  []string
 		wantLog   string
 	}{
-		{"drain timeout", []string{"--drain-timeout", "1s"}, nil, "stopping the tasks still running"},
-		{"now", []string{"--drain-timeout", "10m"}, []string{"--now"}, "stopping at once"},
+		{"drain timeout", []string{"--drain-timeout", "1s", "--reattach-grace", "0"}, nil, "stopping the tasks still running"},
+		{"now", []string{"--drain-timeout", "10m", "--reattach-grace", "0"}, []string{"--now"}, "stopping at once"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := startCP(t, freeAddr(t), t.TempDir())
@@ -217,13 +218,13 @@ func TestStopSignalsOnlyTheLockHolder(t *testing.T) {
 	}
 }
 
-// A stop that outlasts its --timeout says how to stop at once, and that
-// line works when pasted as printed.
+// A stop that outlasts its --timeout (a drain: --reattach-grace 0) says
+// how to stop at once, and that line works when pasted as printed.
 func TestStopTimeoutHintWorksAsPrinted(t *testing.T) {
 	t.Parallel()
 	c := startCP(t, freeAddr(t), t.TempDir())
 	dataDir := t.TempDir()
-	ag := startAgentProc(t, c, dataDir, "--drain-timeout", "10m")
+	ag := startAgentProc(t, c, dataDir, "--drain-timeout", "10m", "--reattach-grace", "0")
 	id := submit(t, c, "@wait-file "+filepath.Join(t.TempDir(), "never"))
 	c.waitPhase(t, id, "running", func(p state.Phase) bool { return p == state.PhaseTurnStarted })
 	r := runAgent(t, "stop", "--data-dir", dataDir, "--timeout", "1s")

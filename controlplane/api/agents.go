@@ -187,6 +187,9 @@ type AgentView struct {
 	GrantedLabels map[string]string `json:"granted_labels,omitempty"`
 	// Routing by capability: what its last heartbeat or claim advertised.
 	Capabilities
+	// Replica is the control plane replica its last heartbeat reached
+	// (agent controlplane serve --replica-name), where there are several.
+	Replica string `json:"replica,omitempty"`
 }
 
 // LabelsRequest is POST /v1/agents/{id}/labels: an operator grants an

@@ -83,7 +83,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 		was = *rec
 		rec.View = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
 			LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
-			Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels), Capabilities: req.Capabilities}
+			Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels), Capabilities: req.Capabilities, Replica: s.opts.Replica}
 		rec.View.Models = slices.Clone(req.Models)
 		resp.Cancel, resp.Replies, resp.Stop, resp.CancelOrders, resp.Resume = resp.Cancel[:0], nil, nil, nil, nil
 		running := map[string]bool{}

@@ -67,6 +67,10 @@ type Options struct {
 	// console serves plain HTTP on its listening address, and
 	// notifications carry no link.
 	PublicURL string
+	// Replica names this replica of the control plane: each agent's
+	// record says which replica its last heartbeat reached
+	// (api.AgentView.Replica). Empty: none is said.
+	Replica string
 	// Notify are the notification targets: every notification is
 	// written once per target that wants its event, in the transaction
 	// of the change that causes it. Empty: no notifications.

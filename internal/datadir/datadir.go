@@ -44,6 +44,7 @@ import (
 //	agent-id          the agent's stable id
 //	agent-token       the agent's own control plane token (0600)
 //	agent.pid         the running agent's process id
+//	spool/ATTEMPT/    an attempt's spool, while it may outlive the agent
 type Layout struct{ Dir string }
 
 // Paths in a data directory.
@@ -53,6 +54,7 @@ func (l Layout) Logs(taskID string) string { return filepath.Join(l.Dir, "logs",
 func (l Layout) Health() string            { return filepath.Join(l.Dir, "health.json") }
 func (l Layout) AgentID() string           { return filepath.Join(l.Dir, "agent-id") }
 func (l Layout) AgentToken() string        { return filepath.Join(l.Dir, "agent-token") }
+func (l Layout) Spool() string             { return filepath.Join(l.Dir, "spool") }
 func (l Layout) Log(taskID string, n int) string {
 	return filepath.Join(l.Logs(taskID), strconv.Itoa(n)+".log")
 }

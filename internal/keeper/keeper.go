@@ -41,6 +41,7 @@
 package keeper
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"syscall"
@@ -72,6 +73,14 @@ type attempt struct {
 	// Grace is how long the executor has between SIGTERM and SIGKILL when
 	// the agent goes away.
 	Grace time.Duration `json:"grace"`
+	// Spool, if set, is the attempt's spool directory: the keeper owns the
+	// executor's standard streams and the attempt outlives its agent for
+	// Reattach (see spool_linux.go). Stdin is written to the executor's
+	// stdin first; KeepStdin leaves it open for the agent's writes.
+	Spool     string        `json:"spool,omitempty"`
+	Reattach  time.Duration `json:"reattach,omitempty"`
+	Stdin     []byte        `json:"stdin,omitempty"`
+	KeepStdin bool          `json:"keep_stdin,omitempty"`
 }
 
 // Status is how the executor ended, and how many processes the keeper had
@@ -120,6 +129,54 @@ type message struct {
 	Group  bool `json:"group,omitempty"`
 
 	Exit *Status `json:"exit,omitempty"`
+
+	// Spool mode (see spool_linux.go).
+	Spooled    *Spooled        `json:"spooled,omitempty"`
+	Hello      *Hello          `json:"hello,omitempty"`
+	Input      *input          `json:"stdin,omitempty"`
+	CloseInput bool            `json:"close_stdin,omitempty"`
+	Commit     json.RawMessage `json:"commit,omitempty"`
+	Read       *Spooled        `json:"read,omitempty"` // with a commit: how far it has read each stream
+	Release    bool            `json:"release,omitempty"`
+}
+
+// SocketName is the keeper's socket in the spool directory; StdoutName and
+// StderrName are the spool files.
+const (
+	SocketName = "keeper.sock"
+	StdoutName = "stdout"
+	StderrName = "stderr"
+)
+
+// Spooled says how much of each of the executor's output streams its
+// spool holds, and whether the stream has ended.
+type Spooled struct {
+	Stdout    int64 `json:"stdout"`
+	Stderr    int64 `json:"stderr"`
+	StdoutEOF bool  `json:"stdout_eof,omitempty"`
+	StderrEOF bool  `json:"stderr_eof,omitempty"`
+}
+
+// Hello is what a keeper tells an agent that attaches to it: the
+// executor it keeps, the last commit an agent left with it, and the
+// executor's end once it has ended.
+type Hello struct {
+	// Pid is the executor's; Keeper the keeper's own.
+	Pid    int `json:"pid"`
+	Keeper int `json:"keeper"`
+	ABI    int `json:"abi,omitempty"`
+	// Commit is the last commit an agent sent, as it sent it.
+	Commit  json.RawMessage `json:"commit,omitempty"`
+	Spooled Spooled         `json:"spooled"`
+	Exit    *Status         `json:"exit,omitempty"`
+}
+
+// input is data for the executor's stdin. A keeper writes each ID once:
+// an agent that re-attaches and sends again what its previous life
+// already sent has it dropped.
+type input struct {
+	ID   string `json:"id,omitempty"`
+	Data []byte `json:"data"`
 }
 
 // StartError is an executor the keeper could not start. It wraps the

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -72,27 +73,19 @@ func keep() int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 
+	abi := 0
+	if spec.Policy != nil {
+		abi = landlock.ABI()
+	}
+	if spec.Spool != "" {
+		return k.keepSpooled(in, spec, sigs, abi)
+	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		k.send(message{Error: "keeper: " + err.Error()})
 		return 1
 	}
-	abi := 0
-	if spec.Policy != nil {
-		abi = landlock.ABI()
-	}
-	if spec.staged() {
-		k.pid, k.proxy, err = startStaged(spec)
-	} else {
-		k.pid, err = startConfined(spec)
-	}
-	if err != nil {
-		msg := message{Error: err.Error()}
-		var errno syscall.Errno
-		if errors.As(err, &errno) {
-			msg.Errno = int(errno)
-		}
-		k.send(msg)
+	if err := k.start(spec, []*os.File{os.Stdin, os.Stdout, os.Stderr}); err != nil {
 		return 1
 	}
 	// The executor has its own copies of the standard streams: the agent
@@ -139,10 +132,30 @@ func keep() int {
 	return 0
 }
 
+// start starts the executor with stdio for its standard streams, through
+// a stage when the attempt needs one; a failure is told to the agent.
+func (k *keeperProc) start(spec *attempt, stdio []*os.File) error {
+	var err error
+	if spec.staged() {
+		k.pid, k.proxy, err = startStaged(spec, stdio)
+	} else {
+		k.pid, err = startConfined(spec, stdio)
+	}
+	if err != nil {
+		msg := message{Error: err.Error()}
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			msg.Errno = int(errno)
+		}
+		k.send(msg)
+	}
+	return err
+}
+
 // startConfined starts the executor from a thread confined by the
 // attempt's policy, if it has one, which the executor inherits; the
 // thread is never used for anything else.
-func startConfined(spec *attempt) (int, error) {
+func startConfined(spec *attempt, stdio []*os.File) (int, error) {
 	runtime.LockOSThread()
 	if spec.Policy != nil {
 		if _, err := landlock.RestrictThread(*spec.Policy); err != nil {
@@ -150,7 +163,7 @@ func startConfined(spec *attempt) (int, error) {
 		}
 	}
 	proc, err := os.StartProcess(spec.Path, spec.Args, &os.ProcAttr{Dir: spec.Dir, Env: spec.Env,
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Files: stdio,
 		Sys:   &syscall.SysProcAttr{Setpgid: true}})
 	if err != nil {
 		return 0, err
@@ -160,7 +173,7 @@ func startConfined(spec *attempt) (int, error) {
 
 // keeperProc is the keeper's state.
 type keeperProc struct {
-	ctl   *os.File
+	ctl   io.Writer // the agent's end; nil while none is attached (spool mode)
 	sendM sync.Mutex
 	pid   int           // the executor's, also its process group's
 	proxy *egress.Proxy // the attempt's, when its network is confined
@@ -171,7 +184,9 @@ func (k *keeperProc) send(m message) {
 	b, _ := json.Marshal(m)
 	k.sendM.Lock()
 	defer k.sendM.Unlock()
-	_, _ = k.ctl.Write(append(b, '\n'))
+	if k.ctl != nil {
+		_, _ = k.ctl.Write(append(b, '\n'))
+	}
 }
 
 // commands carries out the agent's signals until the agent closes its end.

@@ -99,7 +99,7 @@ func netnsAttr(sys *syscall.SysProcAttr) {
 
 // startStaged starts the attempt's executor through a stage. It returns
 // the executor's pid and, with a network namespace, the proxy serving it.
-func startStaged(spec *attempt) (int, *egress.Proxy, error) {
+func startStaged(spec *attempt, stdio []*os.File) (int, *egress.Proxy, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("keeper: socket: %w", err)
@@ -117,7 +117,7 @@ func startStaged(spec *attempt) (int, *egress.Proxy, error) {
 		}
 	}
 	proc, err := os.StartProcess("/proc/self/exe", append([]string{stageArg0}, spec.Args...), &os.ProcAttr{
-		Env: []string{}, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, theirs}, Sys: sys})
+		Env: []string{}, Files: append(stdio[:3:3], theirs), Sys: sys})
 	theirs.Close()
 	if err != nil {
 		return 0, nil, fmt.Errorf("keeper: start the attempt's stage: %w", err)

@@ -3,6 +3,7 @@ package keeper
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,7 +21,8 @@ func Supported() bool { return canKeep }
 // Process is an executor running under its keeper.
 type Process struct {
 	// Keeper is the keeper's command; wait for it with Keeper.Wait, then
-	// read Status.
+	// read Status. Nil for a keeper attached to (Attach): it is not this
+	// process's child.
 	Keeper *exec.Cmd
 	// Pid is the executor's; its process group is its own.
 	Pid int
@@ -28,10 +30,26 @@ type Process struct {
 	// not.
 	ABI int
 
-	ctl  *os.File
+	ctl  io.ReadWriteCloser
 	in   *bufio.Reader
 	mu   sync.Mutex
 	done bool
+
+	spool *spooled // nil without a spool
+}
+
+// Spool makes an attempt outlive its agent (see spool_linux.go).
+type Spool struct {
+	// Dir is the attempt's spool directory, made by the caller, private
+	// to it (0700, in the agent's data directory).
+	Dir string
+	// Reattach is how long the attempt goes on once its agent has gone
+	// without releasing it.
+	Reattach time.Duration
+	// Stdin is written to the executor's stdin first; KeepStdin leaves
+	// it open for Input, else it is closed after.
+	Stdin     []byte
+	KeepStdin bool
 }
 
 // Start runs cmd's program (Path, Args, Dir, Env and the standard streams
@@ -42,6 +60,22 @@ type Process struct {
 // returns once the executor runs, or with a *StartError when the keeper
 // could not start it.
 func Start(cmd *exec.Cmd, sb Sandbox, grace time.Duration, start func(*exec.Cmd) error) (*Process, error) {
+	return startKeeper(cmd, sb, grace, nil, start)
+}
+
+// StartSpooled is Start with a spool: the keeper owns the executor's
+// standard streams (cmd's are not used) and the attempt outlives the
+// agent for sp.Reattach. Read the output with Spooled and the spool
+// files, write to stdin with Input.
+func StartSpooled(cmd *exec.Cmd, sb Sandbox, grace time.Duration, sp Spool, start func(*exec.Cmd) error) (*Process, error) {
+	if sp.Dir == "" || sp.Reattach <= 0 {
+		return nil, errorf("a spool needs a directory and a time to outlive its agent")
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
+	return startKeeper(cmd, sb, grace, &sp, start)
+}
+
+func startKeeper(cmd *exec.Cmd, sb Sandbox, grace time.Duration, sp *Spool, start func(*exec.Cmd) error) (*Process, error) {
 	if !canKeep {
 		return nil, ErrNotKeeper
 	}
@@ -55,12 +89,21 @@ func Start(cmd *exec.Cmd, sb Sandbox, grace time.Duration, start func(*exec.Cmd)
 	if err != nil {
 		return nil, errorf("socket: %w", err)
 	}
+	// Ours non-blocking, so that closing it ends a read under way.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, errorf("socket: %w", err)
+	}
 	ctl, theirs := os.NewFile(uintptr(fds[0]), "keeper socket"), os.NewFile(uintptr(fds[1]), "keeper socket")
 	env := cmd.Env
 	if env == nil {
 		env = os.Environ()
 	}
 	spec := attempt{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: dedupEnv(env), Policy: sb.Files, Egress: sb.Egress, User: sb.User, Grace: grace}
+	if sp != nil {
+		spec.Spool, spec.Reattach, spec.Stdin, spec.KeepStdin = sp.Dir, sp.Reattach, sp.Stdin, sp.KeepStdin
+	}
 	// The keeper is this very binary, the one running now even if its file
 	// was replaced since.
 	cmd.Path = "/proc/self/exe"
@@ -86,6 +129,10 @@ func Start(cmd *exec.Cmd, sb Sandbox, grace time.Duration, start func(*exec.Cmd)
 		return p.failed(&StartError{Msg: m.Error, Errno: syscall.Errno(m.Errno)})
 	}
 	p.Pid, p.ABI = m.Started, m.ABI
+	if sp != nil {
+		p.spool = newSpooled(sp.Dir, cmd.Process.Pid, nil, Spooled{}, nil)
+		go p.pump()
+	}
 	return p, nil
 }
 
@@ -134,9 +181,13 @@ func (p *Process) send(m message) error {
 }
 
 // Status is how the executor ended, read once the keeper has exited
-// (Keeper.Wait returned). A keeper that died before it could say (killed)
-// gives its own end instead, with Swept -1.
+// (Keeper.Wait returned), or, with a spool, once Exited is closed. A
+// keeper that died before it could say (killed) gives its own end
+// instead, with Swept -1.
 func (p *Process) Status() Status {
+	if p.spool != nil {
+		return p.spool.status()
+	}
 	p.mu.Lock()
 	p.done = true
 	p.mu.Unlock()

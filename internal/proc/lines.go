@@ -15,6 +15,7 @@ type LineReader struct {
 	br  *bufio.Reader
 	max int
 	buf []byte
+	off int64 // where the next line starts in what r gives
 }
 
 // NewLineReader returns a LineReader of r that keeps lines of at most max
@@ -23,6 +24,20 @@ func NewLineReader(r io.Reader, max int) *LineReader {
 	return &LineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
+// NewLineReaderAt is NewLineReader of r that starts at offset of its
+// stream (a spool read from where an agent had read to): Offset counts
+// from there.
+func NewLineReaderAt(r io.Reader, max int, offset int64) *LineReader {
+	lr := NewLineReader(r, max)
+	lr.off = offset
+	return lr
+}
+
+// Offset is where the line after the last one Next returned starts: how
+// much of the stream the lines returned so far took, their newlines and
+// what a cut dropped included.
+func (lr *LineReader) Offset() int64 { return lr.off }
+
 // Next returns the next line without its newline. At the end it returns
 // io.EOF, after a last unterminated line if there is one.
 func (lr *LineReader) Next() (string, error) {
@@ -30,6 +45,7 @@ func (lr *LineReader) Next() (string, error) {
 	dropped := 0
 	for {
 		chunk, err := lr.br.ReadSlice('\n')
+		lr.off += int64(len(chunk))
 		terminated := err == nil
 		if terminated {
 			chunk = chunk[:len(chunk)-1]

@@ -22,3 +22,21 @@ func TestLineReader(t *testing.T) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 }
+
+// Offset says where the next line starts, a cut line's dropped bytes
+// counted, from where the reader began: where an agent takes up a spool.
+func TestLineReaderOffset(t *testing.T) {
+	in := "short\r\n" + strings.Repeat("y", 25) + "\nlast"
+	lr := NewLineReaderAt(strings.NewReader(in), 10, 100)
+	var offs []int64
+	for {
+		if _, err := lr.Next(); err == io.EOF {
+			break
+		}
+		offs = append(offs, lr.Offset())
+	}
+	want := []int64{107, 133, 137}
+	if len(offs) != 3 || offs[0] != want[0] || offs[1] != want[1] || offs[2] != want[2] {
+		t.Errorf("offsets %v, want %v", offs, want)
+	}
+}

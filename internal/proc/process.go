@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,13 +35,16 @@ const MarkEnv = "AGENT_ATTEMPT_MARK"
 // keeper (internal/keeper), which confines it and ends every process it
 // starts; cmd is then the keeper's.
 type Process struct {
-	// Pgid is the executor's process group (its pid).
+	// Pgid is the process group signals go to: the executor's, or its
+	// keeper's when it runs under one.
 	Pgid int
 	// Stdin is the child's stdin, nil unless Spec.StdinPipe asked for it.
 	Stdin io.WriteCloser
-	// Stdout and Stderr are the read ends of the child's output; the
-	// reader closes them (Drain does).
-	Stdout, Stderr *os.File
+	// Stdout and Stderr are the child's output: the read ends of its
+	// pipes, or, with a spool, readers of the spool files that wait for
+	// more until the keeper says the stream ended. The reader closes
+	// them (Drain does).
+	Stdout, Stderr io.ReadCloser
 
 	cmd    *exec.Cmd
 	keeper *keeper.Process // nil where attempts run without one
@@ -48,6 +52,9 @@ type Process struct {
 	exited chan struct{} // closed once Wait has returned
 	err    error         // Wait's error, valid after exited
 	status keeper.Status // the keeper's report, valid after exited
+
+	detached chan struct{} // closed by Detach (a spool only)
+	detach   sync.Once
 }
 
 // Spec is what Start needs.
@@ -59,7 +66,8 @@ type Spec struct {
 	Env   []string
 	Mark  string    // the attempt's mark (MarkEnv); required
 	Stdin io.Reader // fixed input; nil with StdinPipe means /dev/null
-	// StdinPipe gives the caller the child's stdin as a pipe.
+	// StdinPipe gives the caller the child's stdin as a pipe. With a
+	// spool, Stdin is written first, then the pipe is the caller's.
 	StdinPipe bool
 	// Confine, if set, is what the attempt's processes may reach.
 	Confine *landlock.Policy
@@ -71,12 +79,29 @@ type Spec struct {
 	// Grace is how long the executor gets between SIGTERM and SIGKILL
 	// should the agent go away while it runs.
 	Grace time.Duration
+	// Spool, if set, makes the attempt outlive the agent (see Spool).
+	Spool *Spool
+}
+
+// Spool makes an attempt outlive the agent that starts it, on Linux: its
+// keeper owns its standard streams and spools its output to Dir, where an
+// agent that starts later attaches to it again (Attach), for Reattach
+// after the agent went away. See internal/keeper.
+type Spool struct {
+	// Dir is the attempt's spool directory, made private (0700) by the
+	// caller, out of every task's reach.
+	Dir string
+	// Reattach is how long the attempt goes on once its agent has gone.
+	Reattach time.Duration
 }
 
 // Start starts a process in its own group, with stdout and stderr on
 // pipes of its own (os.Pipe, so a grandchild holding them cannot hold up
 // Wait), and waits for it in the background.
 func Start(ps Spec) (*Process, error) {
+	if ps.Spool != nil {
+		return startSpooled(ps)
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -144,8 +169,13 @@ func (p *Process) Signal(sig syscall.Signal) {
 		time.AfterFunc(keeperKillAfter, func() {
 			select {
 			case <-p.exited:
+			case <-p.detached:
 			default:
-				_ = syscall.Kill(p.Pgid, syscall.SIGKILL)
+				if p.cmd == nil {
+					signalKeeper(p.Pgid)
+				} else {
+					_ = syscall.Kill(p.Pgid, syscall.SIGKILL)
+				}
 			}
 		})
 	}
@@ -173,7 +203,16 @@ func (p *Process) Sweep() int {
 	if p.keeper == nil {
 		_ = syscall.Kill(-p.Pgid, syscall.SIGKILL)
 	}
-	n := sweepMark(func(m string) bool { return m == p.mark })
+	match := func(m string) bool { return m == p.mark }
+	if p.Spooled() {
+		// The keeper carries the mark and is waiting to be released.
+		n := sweepMarkBut(match, p.Pgid)
+		if p.status.Swept < 0 {
+			n += killOrphans()
+		}
+		return n
+	}
+	n := sweepMark(match)
 	if p.keeper != nil && p.status.Swept < 0 {
 		n += killOrphans()
 	}
@@ -232,11 +271,13 @@ func (p *Process) Drain(timeout time.Duration, done ...chan struct{}) {
 
 // SweepOwner kills every process marked as started by owner's attempts, as
 // an agent that restarts after a crash does before it runs anything: a
-// SIGKILLed agent cannot end what its executors left running. It returns
-// how many it killed. Where processes cannot be listed it does nothing.
-func SweepOwner(owner string) int {
+// SIGKILLed agent cannot end what its executors left running. The
+// attempts whose marks are spared are left alone: those the agent has
+// attached to again (Attach). It returns how many it killed. Where
+// processes cannot be listed it does nothing.
+func SweepOwner(owner string, spared ...string) int {
 	prefix := owner + "/"
-	match := func(m string) bool { return strings.HasPrefix(m, prefix) }
+	match := func(m string) bool { return strings.HasPrefix(m, prefix) && !slices.Contains(spared, m) }
 	// Keepers first, and gently: a keeper told SIGTERM kills every process
 	// of its attempt, marked or not, before it exits. Killed outright, it
 	// would leave those that dropped the mark to init.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -39,7 +40,7 @@ const keeperGrace = 5 * time.Second
 func endKeepers(match func(mark string) bool) {
 	var keepers []int
 	for _, pid := range markedProcesses(match) {
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && bytes.HasPrefix(b, []byte(keeper.Arg0+"\x00")) {
+		if isKeeperProcess(pid) {
 			if syscall.Kill(pid, syscall.SIGTERM) == nil {
 				keepers = append(keepers, pid)
 			}
@@ -88,10 +89,14 @@ const sweepRounds = 20
 
 // sweepMark SIGKILLs every process whose mark matches, until none is left,
 // and reaps those that were reparented to the agent.
-func sweepMark(match func(mark string) bool) int {
+func sweepMark(match func(mark string) bool) int { return sweepMarkBut(match, 0) }
+
+// sweepMarkBut is sweepMark sparing the process spared: a spooling
+// keeper, which carries its attempt's mark until it is released.
+func sweepMarkBut(match func(mark string) bool, spared int) int {
 	killed := 0
 	for range sweepRounds {
-		pids := markedProcesses(match)
+		pids := slices.DeleteFunc(markedProcesses(match), func(pid int) bool { return pid == spared })
 		if len(pids) == 0 {
 			break
 		}
@@ -354,4 +359,26 @@ func ioOf(pid int) uint64 {
 		}
 	}
 	return n
+}
+
+// isKeeperProcess reports whether pid runs as a keeper.
+func isKeeperProcess(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.HasPrefix(b, []byte(keeper.Arg0+"\x00"))
+}
+
+// processMark is the attempt mark pid carries, "" for none.
+func processMark(pid int) string {
+	var r environReader
+	env, err := r.read(pid)
+	if err != nil {
+		return ""
+	}
+	key := []byte(MarkEnv + "=")
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, key); ok {
+			return string(v)
+		}
+	}
+	return ""
 }

@@ -23,3 +23,12 @@ func cpuOf(int) (uint64, bool, bool) { return 0, false, false }
 
 // ioOf cannot read a process's I/O here.
 func ioOf(int) uint64 { return 0 }
+
+// isKeeperProcess is false: there are no keepers here.
+func isKeeperProcess(int) bool { return false }
+
+// processMark cannot read another process's environment here.
+func processMark(int) string { return "" }
+
+// sweepMarkBut cannot list processes by their environment here.
+func sweepMarkBut(func(mark string) bool, int) int { return 0 }

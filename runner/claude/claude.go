@@ -14,10 +14,12 @@ package claude
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -202,67 +204,171 @@ func endpoints(env []string) []egress.Rule {
 	return out
 }
 
+// Reattaches implements runner.Reattacher: an attempt outlives the agent
+// when Claude Code asks nobody (approval never). Its prompt is all it
+// reads, written by the keeper; its stream-json output is spooled and
+// read again from the last checkpoint. The permission prompt tool is
+// served by the agent itself, so an attempt that may ask stays with the
+// agent that started it.
+func (c *Claude) Reattaches() bool { return c.cfg.Approval == runner.ApprovalNever }
+
+// claudeState is where a spooled attempt is, as its checkpoints say: how
+// far its stdout and stderr are reported (offsets in the spool), and what
+// the session had read up to there.
+type claudeState struct {
+	Stdout      int64                  `json:"stdout"`
+	Stderr      int64                  `json:"stderr"`
+	Session     string                 `json:"session,omitempty"`
+	SessionPath string                 `json:"session_path,omitempty"`
+	Started     bool                   `json:"started,omitempty"`
+	Tools       map[string]savedTool   `json:"tools,omitempty"`
+	Streaming   bool                   `json:"streaming,omitempty"`
+	Synthetic   string                 `json:"synthetic,omitempty"`
+	RetryDelay  time.Duration          `json:"retry_delay,omitempty"`
+	Messages    map[string]state.Usage `json:"messages,omitempty"`
+	Tokens      state.Usage            `json:"tokens"`
+	Turn        runner.TurnEnd         `json:"turn,omitempty"`
+}
+
+// savedTool is a claudeTool as a checkpoint holds it.
+type savedTool struct {
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// save is the session's state at stdout and stderr.
+func (s *claudeSession) save(stdout, stderr int64) claudeState {
+	id, path := s.out.Session()
+	st := claudeState{Stdout: stdout, Stderr: stderr, Session: id, SessionPath: path, Started: s.started, Streaming: s.streaming,
+		Synthetic: s.synthetic, RetryDelay: s.retryDelay, Messages: s.messages, Tokens: s.tokens, Turn: s.turn}
+	if len(s.tools) > 0 {
+		st.Tools = make(map[string]savedTool, len(s.tools))
+		for id, t := range s.tools {
+			st.Tools[id] = savedTool{Name: t.name, Input: t.input}
+		}
+	}
+	return st
+}
+
+// restore takes the session up from st.
+func (s *claudeSession) restore(st claudeState) {
+	s.out.Restore(st.Session, st.SessionPath)
+	s.started, s.streaming, s.synthetic, s.retryDelay, s.tokens, s.turn = st.Started, st.Streaming, st.Synthetic, st.RetryDelay, st.Tokens, st.Turn
+	s.messages = st.Messages
+	for id, t := range st.Tools {
+		s.tools[id] = claudeTool{name: t.Name, input: t.Input}
+	}
+}
+
+// spooledLine is a line of stdout and the spool offset it ends at.
+type spooledLine struct {
+	text string
+	end  int64
+}
+
 // Run implements runner.Executor.
 func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runner.Event)) runner.Exit {
-	path, err := proc.Resolve(c.cfg.Bin)
-	if err != nil {
-		return runner.Exit{StartErr: err, ExitCode: -1}
-	}
 	dir := spec.WorkDir
 	if dir == "" {
 		dir = c.cfg.Dir
 	}
 	env := c.env(spec)
-	prompt := spec.Task.Prompt
-	if spec.Resume != nil {
-		prompt = spec.Resume.Prompt
-	}
 	configDir := claudeConfigDir(env)
-	var ask *askServer
-	if c.cfg.Approval != runner.ApprovalNever {
-		workDir := dir
-		if workDir == "" {
-			workDir, _ = os.Getwd()
+	var (
+		p   *proc.Process
+		ask *askServer
+		st  claudeState // where reading starts: the last checkpoint's, or the start
+	)
+	if re := spec.Reattach; re != nil {
+		p = re.Process
+		if re.State != nil {
+			if err := json.Unmarshal(re.State, &st); err != nil {
+				return runner.Exit{StartErr: fmt.Errorf("the attempt's checkpoint: %w", err), ExitCode: -1}
+			}
 		}
-		ask, err = newAskServer(ctx, spec, c.cfg.Approval, c.cfg.PromptTool, c.cfg.PromptEnv, workDir)
+		p.ReadFrom(st.Stdout, st.Stderr)
+	} else {
+		path, err := proc.Resolve(c.cfg.Bin)
 		if err != nil {
 			return runner.Exit{StartErr: err, ExitCode: -1}
 		}
-		defer ask.close()
+		prompt := spec.Task.Prompt
+		if spec.Resume != nil {
+			prompt = spec.Resume.Prompt
+		}
+		if c.cfg.Approval != runner.ApprovalNever {
+			workDir := dir
+			if workDir == "" {
+				workDir, _ = os.Getwd()
+			}
+			ask, err = newAskServer(ctx, spec, c.cfg.Approval, c.cfg.PromptTool, c.cfg.PromptEnv, workDir)
+			if err != nil {
+				return runner.Exit{StartErr: err, ExitCode: -1}
+			}
+			defer ask.close()
+		}
+		ps := proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(spec, ask), Dir: dir,
+			Env: env, Mark: spec.ProcessMark(), Stdin: strings.NewReader(prompt), Grace: c.cfg.Grace,
+			Confine: spec.Confinement(configDir), Egress: spec.EgressPolicy(endpoints(env)...), User: spec.ProcUser()}
+		if spec.Spool != nil {
+			ps.Spool = spec.Spool.Proc() // the keeper writes the prompt, then closes stdin
+		}
+		if p, err = proc.Start(ps); err != nil {
+			return runner.Exit{StartErr: err, ExitCode: -1}
+		}
 	}
-	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(spec, ask), Dir: dir,
-		Env: env, Mark: spec.ProcessMark(), Stdin: strings.NewReader(prompt), Grace: c.cfg.Grace,
-		Confine: spec.Confinement(configDir), Egress: spec.EgressPolicy(endpoints(env)...), User: spec.ProcUser()})
-	if err != nil {
-		return runner.Exit{StartErr: err, ExitCode: -1}
+	var wanted <-chan struct{}
+	if spec.Spool != nil {
+		spec.Spool.Started(p)
+		wanted = spec.Spool.Wanted()
 	}
-	out := cli.NewSessionEmitter(emit, "claude", p.Pgid)
+	out := cli.NewSessionEmitter(emit, "claude", p.Pid())
 	if ask != nil {
 		ask.start(out.Send) // its events wait for the session as the CLI's do
 	}
 	s := &claudeSession{tools: map[string]claudeTool{}, out: out, configDir: configDir, resume: spec.Resume, ask: ask, limitWait: c.cfg.LimitWait}
-	lines := make(chan string, 64)
+	s.restore(st)
+	// What is reported of the output moves with what is emitted, under
+	// emitMu: a checkpoint taken under it says exactly what was reported.
+	// Before the session is named nothing is (it is held), and a
+	// checkpoint says where reading started.
+	var emitMu sync.Mutex
+	initial, stdoutAt, stderrAt := st, st.Stdout, st.Stderr
+	checkpoint := func() {
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		at := initial
+		if s.out.Bound() {
+			at = s.save(stdoutAt, stderrAt)
+		}
+		b, _ := json.Marshal(at)
+		emit(runner.Event{Type: runner.EventCheckpoint, State: b})
+	}
+	lines := make(chan spooledLine, 64)
 	stderrDone := make(chan struct{})
 	go func() {
 		defer close(lines)
-		lr := proc.NewLineReader(p.Stdout, c.cfg.MaxLine)
+		lr := proc.NewLineReaderAt(p.Stdout, c.cfg.MaxLine, st.Stdout)
 		for {
 			line, err := lr.Next()
 			if err != nil {
 				return
 			}
-			lines <- line
+			lines <- spooledLine{line, lr.Offset()}
 		}
 	}()
 	go func() {
 		defer close(stderrDone)
-		lr := proc.NewLineReader(p.Stderr, 64<<10)
+		lr := proc.NewLineReaderAt(p.Stderr, 64<<10, st.Stderr)
 		for {
 			line, err := lr.Next()
 			if err != nil {
 				return
 			}
+			emitMu.Lock()
 			s.out.Send(runner.Event{Type: runner.EventLines, Stream: runner.StreamStderr, Lines: []string{line}, Notice: true})
+			stderrAt = lr.Offset()
+			emitMu.Unlock()
 		}
 	}()
 
@@ -286,13 +392,16 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 		stopStage++
 		stopStep = time.After(c.cfg.Grace)
 	}
-	take := func(line string) {
-		if err := s.line(line); err != nil && exit.ProtocolErr == nil {
+	take := func(l spooledLine) {
+		if err := s.line(l.text); err != nil && exit.ProtocolErr == nil {
 			exit.ProtocolErr = err
 			if stopStage == 0 {
 				stop() // a broken stream cannot be trusted to say how the turn ended
 			}
 		}
+		emitMu.Lock()
+		stdoutAt = l.end
+		emitMu.Unlock()
 		if s.limit != nil && stopStage == 0 {
 			stop() // a usage limit: the task parks, the session kept
 		}
@@ -301,17 +410,29 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 		select {
 		case <-ctxDone:
 			ctxDone = nil
+			if p.Spooled() && errors.Is(context.Cause(ctx), runner.ErrDetach) {
+				// The agent stops; the attempt goes on. What was read and
+				// not taken is read again by its next life.
+				p.Detach()
+				for range lines {
+				}
+				<-stderrDone
+				checkpoint()
+				return runner.Exit{Detached: true}
+			}
 			exit.Killed = true
 			s.interrupted = true
 			stop()
+		case <-wanted:
+			checkpoint()
 		case <-stopStep:
 			stop()
-		case line, ok := <-lines:
+		case l, ok := <-lines:
 			if !ok {
 				lines = nil
 				continue
 			}
-			take(line)
+			take(l)
 		case <-p.Exited():
 			running = false
 		}
@@ -329,6 +450,9 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 		s.out.Send(*s.limit)
 	}
 	s.out.Close()
+	if p.Spooled() {
+		checkpoint() // the output's end, read
+	}
 	exit.SetStatus(p)
 	switch {
 	case s.limit != nil:

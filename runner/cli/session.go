@@ -93,3 +93,22 @@ func (s *SessionEmitter) Close() {
 		s.Bind(s.fallback)
 	}
 }
+
+// Restore names the session an attempt taken up again (runner.Reattach)
+// had bound in the agent's previous life, without telling it again: the
+// runner had it.
+func (s *SessionEmitter) Restore(id, path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id != "" && s.session == "" {
+		s.session, s.path = id, path
+	}
+}
+
+// Bound reports whether the session is named: before it is, what the CLI
+// said is held, not passed on.
+func (s *SessionEmitter) Bound() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.session != ""
+}

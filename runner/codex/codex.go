@@ -11,6 +11,7 @@ package codex
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -110,29 +111,55 @@ func (c *Codex) env(spec runner.AttemptSpec) []string {
 	return spec.Environ(append([]string{"CODEX_HOME", "OPENAI_*"}, c.cfg.EnvPass...), c.cfg.Env)
 }
 
+// Reattaches implements runner.Reattacher: an attempt outlives the
+// agent, its keeper spooling the app server's output and relaying what
+// the agent writes to its stdin, each request and answer once by its id.
+func (c *Codex) Reattaches() bool { return true }
+
 // Run implements runner.Executor.
 func (c *Codex) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runner.Event)) runner.Exit {
-	path, err := proc.Resolve(c.cfg.Bin)
-	if err != nil {
-		return runner.Exit{StartErr: err, ExitCode: -1}
-	}
 	dir := spec.WorkDir
 	if dir == "" {
 		dir = c.cfg.Dir
 	}
 	env := c.env(spec)
-	p, err := proc.Start(proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
-		Env: env, Mark: spec.ProcessMark(), StdinPipe: true, Grace: c.cfg.Grace,
-		Confine: spec.Confinement(codexHome(env)), Egress: spec.EgressPolicy(c.endpoints(env)...), User: spec.ProcUser()})
-	if err != nil {
-		return runner.Exit{StartErr: err, ExitCode: -1}
+	var (
+		p  *proc.Process
+		st codexState
+	)
+	if re := spec.Reattach; re != nil {
+		p = re.Process
+		if re.State != nil {
+			if err := json.Unmarshal(re.State, &st); err != nil {
+				return runner.Exit{StartErr: fmt.Errorf("the attempt's checkpoint: %w", err), ExitCode: -1}
+			}
+		}
+		p.ReadFrom(st.Stdout, st.Stderr)
+	} else {
+		path, err := proc.Resolve(c.cfg.Bin)
+		if err != nil {
+			return runner.Exit{StartErr: err, ExitCode: -1}
+		}
+		ps := proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(), Dir: dir,
+			Env: env, Mark: spec.ProcessMark(), StdinPipe: true, Grace: c.cfg.Grace,
+			Confine: spec.Confinement(codexHome(env)), Egress: spec.EgressPolicy(c.endpoints(env)...), User: spec.ProcUser()}
+		if spec.Spool != nil {
+			ps.Spool = spec.Spool.Proc()
+		}
+		if p, err = proc.Start(ps); err != nil {
+			return runner.Exit{StartErr: err, ExitCode: -1}
+		}
+	}
+	if spec.Spool != nil {
+		spec.Spool.Started(p)
 	}
 	if dir == "" {
 		dir, _ = os.Getwd()
 	}
-	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: cli.NewSessionEmitter(emit, "codex", p.Pgid), pending: map[int64]string{},
+	s := &codexSession{cfg: c.cfg, spec: spec, dir: dir, p: p, out: cli.NewSessionEmitter(emit, "codex", p.Pid()), pending: map[int64]string{},
 		streamed: map[string]int{}, partial: map[string]string{}, msgs: make(chan codexMsg, 64), approvals: make(chan codexApproval),
-		changes: map[string][]codexChange{}, asked: map[string]bool{}}
+		changes: map[string][]codexChange{}, asked: map[string]bool{}, waiting: map[string]codexMsg{}, emit: emit}
+	s.restore(st)
 	return s.run(ctx)
 }
 

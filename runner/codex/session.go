@@ -3,8 +3,10 @@ package codex
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +32,7 @@ type codexMsg struct {
 	} `json:"error"`
 
 	bad error // the line was not a message
+	end int64 // where its line ends in the app server's stdout
 }
 
 // codexApproval is a person's answer, coming back from Ask.
@@ -51,6 +54,8 @@ type codexSession struct {
 	pending map[int64]string // request id → method
 	stdinMu sync.Mutex
 	stdin   io.WriteCloser
+	// stdinClosed: a spooled attempt's stdin (its keeper's) is closed.
+	stdinClosed bool
 
 	thread, turn string
 	done         bool // turn/completed seen
@@ -80,6 +85,91 @@ type codexSession struct {
 	// asked are the items a person was asked about: their decline is
 	// recorded with the answer, not again when the item completes.
 	asked map[string]bool
+	// waiting are the app server's requests a person is asked about and
+	// has not answered, by request id: an agent that takes the attempt
+	// up again asks again (the runner knows what was answered).
+	waiting map[string]codexMsg
+
+	// A spooled attempt's (runner.Reattacher): what is reported of the
+	// output moves with what is emitted, under emitMu, so that a
+	// checkpoint taken under it says exactly what was reported. Before
+	// the session is named nothing is (it is held), and a checkpoint says
+	// where reading started (initial).
+	emit               func(runner.Event)
+	emitMu             sync.Mutex
+	stdoutAt, stderrAt int64
+	initial            codexState
+}
+
+// codexState is where a spooled attempt is, as its checkpoints say: how
+// far the app server's stdout and stderr are reported (offsets in the
+// spool), and the conversation's state up to there.
+type codexState struct {
+	Stdout      int64                    `json:"stdout"`
+	Stderr      int64                    `json:"stderr"`
+	Session     string                   `json:"session,omitempty"`
+	SessionPath string                   `json:"session_path,omitempty"`
+	NextID      int64                    `json:"next_id"`
+	Pending     map[int64]string         `json:"pending,omitempty"`
+	Thread      string                   `json:"thread,omitempty"`
+	Turn        string                   `json:"turn,omitempty"`
+	Done        bool                     `json:"done,omitempty"`
+	TurnEnd     runner.TurnEnd           `json:"turn_end,omitempty"`
+	LastMessage string                   `json:"last_message,omitempty"`
+	Streamed    map[string]int           `json:"streamed,omitempty"`
+	Partial     map[string]string        `json:"partial,omitempty"`
+	Usage       json.RawMessage          `json:"usage,omitempty"`
+	Base        *state.Usage             `json:"base,omitempty"`
+	Tokens      state.Usage              `json:"tokens"`
+	Changes     map[string][]codexChange `json:"changes,omitempty"`
+	Asked       map[string]bool          `json:"asked,omitempty"`
+	Waiting     map[string]codexMsg      `json:"waiting,omitempty"`
+}
+
+// save is the session's state with its output read to stdoutAt and
+// stderrAt. Maps are shared, not copied: it is marshalled at once.
+func (s *codexSession) save() codexState {
+	if !s.out.Bound() {
+		return s.initial
+	}
+	id, path := s.out.Session()
+	return codexState{Stdout: s.stdoutAt, Stderr: s.stderrAt, Session: id, SessionPath: path, NextID: s.nextID, Pending: s.pending,
+		Thread: s.thread, Turn: s.turn, Done: s.done, TurnEnd: s.exit.Turn, LastMessage: s.lastMessage, Streamed: s.streamed,
+		Partial: s.partial, Usage: s.usage, Base: s.base, Tokens: s.tokens, Changes: s.changes, Asked: s.asked, Waiting: s.waiting}
+}
+
+// restore takes the session up from st: a checkpoint, or the start.
+func (s *codexSession) restore(st codexState) {
+	s.initial, s.stdoutAt, s.stderrAt = st, st.Stdout, st.Stderr
+	s.out.Restore(st.Session, st.SessionPath)
+	s.nextID, s.thread, s.turn, s.done, s.exit.Turn, s.lastMessage = st.NextID, st.Thread, st.Turn, st.Done, st.TurnEnd, st.LastMessage
+	s.usage, s.base, s.tokens = st.Usage, st.Base, st.Tokens
+	for k, v := range st.Pending {
+		s.pending[k] = v
+	}
+	for k, v := range st.Streamed {
+		s.streamed[k] = v
+	}
+	for k, v := range st.Partial {
+		s.partial[k] = v
+	}
+	for k, v := range st.Changes {
+		s.changes[k] = v
+	}
+	for k, v := range st.Asked {
+		s.asked[k] = v
+	}
+	for k, v := range st.Waiting {
+		s.waiting[k] = v
+	}
+}
+
+// checkpoint emits the session's checkpoint.
+func (s *codexSession) checkpoint() {
+	s.emitMu.Lock()
+	defer s.emitMu.Unlock()
+	b, _ := json.Marshal(s.save())
+	s.emit(runner.Event{Type: runner.EventCheckpoint, State: b})
 }
 
 func (s *codexSession) run(ctx context.Context) runner.Exit {
@@ -93,7 +183,20 @@ func (s *codexSession) run(ctx context.Context) runner.Exit {
 	askCtx, cancelAsks := context.WithCancel(context.Background())
 	defer cancelAsks()
 
-	s.request("initialize", map[string]any{"clientInfo": map[string]string{"name": "edge-agent", "title": "Edge agent", "version": "1"}})
+	if s.nextID == 0 {
+		// A new app server (or one taken up again before any checkpoint:
+		// the keeper drops what it had written already).
+		s.request("initialize", map[string]any{"clientInfo": map[string]string{"name": "edge-agent", "title": "Edge agent", "version": "1"}})
+	}
+	var wanted <-chan struct{}
+	if s.spec.Spool != nil {
+		wanted = s.spec.Spool.Wanted()
+	}
+	// Taken up again: the questions a person had not answered are asked
+	// again (the runner gives the answer if one came meanwhile).
+	for _, id := range sortedKeys(s.waiting) {
+		s.take(askCtx, s.waiting[id])
+	}
 
 	var (
 		stopStep  <-chan time.Time // the next step of a stop
@@ -126,12 +229,28 @@ func (s *codexSession) run(ctx context.Context) runner.Exit {
 			stopStep = nil
 		}
 	}
+	if s.done {
+		// Taken up again after the turn ended: the app server ends.
+		stopStage = 1
+		stop()
+	}
 	msgs := s.msgs
 	for running := true; running; {
 		select {
 		case <-ctxDone:
 			ctxDone = nil
 			cancelAsks()
+			if s.p.Spooled() && errors.Is(context.Cause(ctx), runner.ErrDetach) {
+				// The agent stops; the attempt goes on. What was read and
+				// not taken is read again by its next life.
+				s.p.Detach()
+				for range msgs {
+				}
+				<-stderrDone
+				s.asking.Wait()
+				s.checkpoint()
+				return runner.Exit{Detached: true}
+			}
 			s.exit.Killed = true
 			if stopStage == 0 {
 				stop()
@@ -144,6 +263,9 @@ func (s *codexSession) run(ctx context.Context) runner.Exit {
 				continue
 			}
 			s.take(askCtx, m)
+			s.emitMu.Lock()
+			s.stdoutAt = m.end
+			s.emitMu.Unlock()
 			switch {
 			case s.exit.ProtocolErr != nil && stopStage < 2:
 				stopStage = 1 // no interrupt: the protocol is broken
@@ -156,7 +278,10 @@ func (s *codexSession) run(ctx context.Context) runner.Exit {
 			case s.done && stopStage == 1:
 				stop() // the interrupt was answered: close stdin
 			}
+		case <-wanted:
+			s.checkpoint()
 		case a := <-s.approvals:
+			delete(s.waiting, string(a.id))
 			s.respond(a.id, map[string]any{"decision": string(a.decision)})
 		case <-s.p.Exited():
 			running = false
@@ -169,6 +294,9 @@ func (s *codexSession) run(ctx context.Context) runner.Exit {
 	cli.DrainAfterExit(msgs, s.cfg.Grace, s.p.Stdout, func(m codexMsg) { s.take(askCtx, m) })
 	s.p.Drain(s.cfg.Grace, stderrDone)
 	s.out.Close()
+	if s.p.Spooled() {
+		s.checkpoint() // the output's end, read
+	}
 	s.exit.SetStatus(s.p)
 	switch {
 	case s.done && s.exit.Turn == runner.TurnCompleted:
@@ -192,7 +320,7 @@ func (s *codexSession) take(askCtx context.Context, m codexMsg) {
 // readStdout turns the app server's stdout into messages.
 func (s *codexSession) readStdout() {
 	defer close(s.msgs)
-	lr := proc.NewLineReader(s.p.Stdout, s.cfg.MaxLine)
+	lr := proc.NewLineReaderAt(s.p.Stdout, s.cfg.MaxLine, s.stdoutAt)
 	for {
 		line, err := lr.Next()
 		if err != nil {
@@ -205,13 +333,14 @@ func (s *codexSession) readStdout() {
 		if err := json.Unmarshal([]byte(line), &m); err != nil || (m.ID == nil && m.Method == "") {
 			m = codexMsg{bad: fmt.Errorf("codex app-server wrote a line that is not a protocol message: %s", runner.Clip(line, 200))}
 		}
+		m.end = lr.Offset()
 		s.msgs <- m
 	}
 }
 
 // readStderr passes the app server's stderr on as log lines.
 func (s *codexSession) readStderr() {
-	lr := proc.NewLineReader(s.p.Stderr, 64<<10)
+	lr := proc.NewLineReaderAt(s.p.Stderr, 64<<10, s.stderrAt)
 	for {
 		line, err := lr.Next()
 		if err != nil {
@@ -223,7 +352,10 @@ func (s *codexSession) readStderr() {
 			// confinement (see Sandbox): its complaint is noise, said so.
 			stream, line = state.LogExecutor, "(not a problem: the agent confines this attempt itself; Codex's own sandbox is not used) "+state.PlainText(line)
 		}
+		s.emitMu.Lock()
 		s.out.Send(runner.Event{Type: runner.EventLines, Stream: stream, Lines: []string{line}, Notice: true})
+		s.stderrAt = lr.Offset()
+		s.emitMu.Unlock()
 	}
 }
 
@@ -239,22 +371,35 @@ func sandboxIrrelevant(line string) bool {
 func (s *codexSession) request(method string, params any) {
 	s.nextID++
 	s.pending[s.nextID] = method
-	s.write(map[string]any{"id": s.nextID, "method": method, "params": params})
+	s.write("request:"+strconv.FormatInt(s.nextID, 10), map[string]any{"id": s.nextID, "method": method, "params": params})
 }
 
-func (s *codexSession) notify(method string) { s.write(map[string]any{"method": method}) }
+func (s *codexSession) notify(method string) {
+	s.write("notify:"+method, map[string]any{"method": method})
+}
 
 func (s *codexSession) respond(id json.RawMessage, result any) {
-	s.write(map[string]any{"id": id, "result": result})
+	s.write("response:"+string(id), map[string]any{"id": id, "result": result})
 }
 
-func (s *codexSession) write(msg any) {
+// write writes msg to the app server's stdin. The id names what the
+// message is (its request's id, the request it answers): a spooled
+// attempt's keeper writes each id once, so that what an agent taken up
+// again re-makes, re-reading the output after its last checkpoint, is
+// not sent twice.
+func (s *codexSession) write(id string, msg any) {
 	b, err := json.Marshal(msg)
 	if err != nil {
 		return
 	}
 	s.stdinMu.Lock()
 	defer s.stdinMu.Unlock()
+	if s.spooled() {
+		if !s.stdinClosed {
+			_ = s.p.Input(id, append(b, '\n'))
+		}
+		return
+	}
 	if s.stdin != nil {
 		_, _ = s.stdin.Write(append(b, '\n')) // a closed pipe shows as the process's end
 	}
@@ -263,10 +408,33 @@ func (s *codexSession) write(msg any) {
 func (s *codexSession) closeStdin() {
 	s.stdinMu.Lock()
 	defer s.stdinMu.Unlock()
+	if s.spooled() {
+		// The keeper closes it once what was sent is written; again is
+		// nothing.
+		if !s.stdinClosed {
+			_ = s.p.CloseInput()
+			s.stdinClosed = true
+		}
+		return
+	}
 	if s.stdin != nil {
 		s.stdin.Close()
 		s.stdin = nil
 	}
+}
+
+// spooled reports whether the app server runs under a spooling keeper,
+// its stdin the keeper's.
+func (s *codexSession) spooled() bool { return s.p != nil && s.p.Spooled() }
+
+// sortedKeys is m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // handle applies one message from the app server. An error is a protocol
@@ -702,7 +870,7 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 			req.Paths = append(req.Paths, c.Path)
 		}
 	default:
-		s.write(map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "the agent does not handle " + m.Method}})
+		s.write("response:"+string(*m.ID), map[string]any{"id": m.ID, "error": map[string]any{"code": -32601, "message": "the agent does not handle " + m.Method}})
 		s.out.Send(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Message: "declined an unknown request from codex: " + m.Method})
 		return nil
 	}
@@ -722,6 +890,7 @@ func (s *codexSession) serverRequest(askCtx context.Context, m codexMsg) error {
 			break
 		}
 		s.asked[p.ItemID] = true
+		s.waiting[string(id)] = m
 		s.asking.Add(1)
 		go func() {
 			defer s.asking.Done()

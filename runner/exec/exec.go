@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -118,67 +117,128 @@ const (
 
 // Run implements runner.Executor.
 func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runner.Event)) runner.Exit {
-	path, err := e.resolve()
-	if err != nil {
-		return runner.Exit{StartErr: err, ExitCode: -1}
-	}
 	in := spec.Task
 	in.Resume = spec.Resume
 	input, err := json.Marshal(in)
 	if err != nil {
 		return runner.Exit{StartErr: fmt.Errorf("encode task: %w", err), ExitCode: -1}
 	}
-	dir := spec.WorkDir
-	if dir == "" {
-		dir = e.cfg.Dir
+	var (
+		p  *proc.Process
+		st execState
+	)
+	if re := spec.Reattach; re != nil {
+		// Taken up again: from where the last checkpoint says, or from
+		// the start when there was none (nothing was reported).
+		p = re.Process
+		if re.State != nil {
+			if err := json.Unmarshal(re.State, &st); err != nil {
+				return runner.Exit{StartErr: fmt.Errorf("the attempt's checkpoint: %w", err), ExitCode: -1}
+			}
+		}
+		p.ReadFrom(st.Stdout, st.Stderr)
+	} else {
+		path, err := e.resolve()
+		if err != nil {
+			return runner.Exit{StartErr: err, ExitCode: -1}
+		}
+		dir := spec.WorkDir
+		if dir == "" {
+			dir = e.cfg.Dir
+		}
+		ps := proc.Spec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
+			Env: spec.Environ(e.cfg.EnvPass, e.cfg.Env), Mark: spec.ProcessMark(),
+			Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.Confinement(),
+			Egress: spec.EgressPolicy(), User: spec.ProcUser()}
+		if spec.Spool != nil {
+			// The keeper writes the task first, and keeps stdin open for
+			// the answers when there may be questions.
+			ps.Spool, ps.StdinPipe = spec.Spool.Proc(), e.cfg.Approval != runner.ApprovalNever
+		} else if e.cfg.Approval != runner.ApprovalNever {
+			ps.Stdin, ps.StdinPipe = nil, true // kept open for the answers
+		}
+		if p, err = proc.Start(ps); err != nil {
+			return runner.Exit{StartErr: err, ExitCode: -1}
+		}
 	}
-	ps := proc.Spec{Name: e.cfg.Argv[0], Path: path, Args: e.cfg.Argv[1:], Dir: dir,
-		Env: spec.Environ(e.cfg.EnvPass, e.cfg.Env), Mark: spec.ProcessMark(),
-		Stdin: bytes.NewReader(append(input, '\n')), Grace: e.cfg.Grace, Confine: spec.Confinement(),
-		Egress: spec.EgressPolicy(), User: spec.ProcUser()}
-	if e.cfg.Approval != runner.ApprovalNever {
-		ps.Stdin, ps.StdinPipe = nil, true // kept open for the answers
-	}
-	p, err := proc.Start(ps)
-	if err != nil {
-		return runner.Exit{StartErr: err, ExitCode: -1}
+	if spec.Spool != nil {
+		spec.Spool.Started(p)
 	}
 	replies := &replyPipe{w: p.Stdin}
-	defer replies.close()
-	if p.Stdin != nil {
-		replies.write(append(input, '\n'))
+	if p.Spooled() {
+		replies = &replyPipe{p: p, open: e.cfg.Approval != runner.ApprovalNever}
+	} else if p.Stdin != nil {
+		replies.write("", append(input, '\n'))
 	}
+	detached := false
+	defer func() {
+		if !detached {
+			replies.close()
+		}
+	}()
 	askCtx, cancelAsks := context.WithCancel(ctx)
 	defer cancelAsks()
 
+	// What the attempt has reported of its output, and of the attempt,
+	// changes under emitMu, with what it emits: a checkpoint taken under
+	// it says exactly what was reported.
 	var emitMu sync.Mutex
+	sendAt := func(stream int, end int64, evs ...runner.Event) {
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		for _, ev := range evs {
+			if ev.Type == runner.EventResult {
+				st.Result = true
+			}
+			emit(ev)
+		}
+		if stream == 0 {
+			st.Stdout = end
+		} else {
+			st.Stderr = end
+		}
+	}
 	send := func(ev runner.Event) {
 		emitMu.Lock()
 		defer emitMu.Unlock()
 		emit(ev)
 	}
-	sid := make([]byte, 4)
-	rand.Read(sid)
-	session := fmt.Sprintf("%x-%d", sid, p.Pgid) // short form (first 4) tells attempts apart
-	if spec.Resume != nil {
-		session = spec.Resume.SessionID // a continue goes on in the session it continues
+	checkpoint := func() {
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		b, _ := json.Marshal(st)
+		emit(runner.Event{Type: runner.EventCheckpoint, State: b})
 	}
-	send(runner.Event{Type: runner.EventSession, SessionID: session})
+	if st.Session == "" {
+		sid := make([]byte, 4)
+		rand.Read(sid)
+		st.Session = fmt.Sprintf("%x-%d", sid, p.Pid()) // short form (first 4) tells attempts apart
+		if spec.Resume != nil {
+			st.Session = spec.Resume.SessionID // a continue goes on in the session it continues
+		}
+		send(runner.Event{Type: runner.EventSession, SessionID: st.Session})
+	}
+	session := st.Session
 
 	var sawResult sync.Once
 	resultSeen := make(chan struct{})
+	if st.Result {
+		sawResult.Do(func() { close(resultSeen) })
+	}
 	stdoutDone, stderrDone := make(chan struct{}), make(chan struct{})
-	ask := func(req state.ApprovalRequest) { e.answer(askCtx, spec, req, session, send, replies) }
+	ask := func(req state.ApprovalRequest, end int64) bool {
+		return e.answer(askCtx, ctx, spec, req, session, sendAt, replies, end)
+	}
 	// The end of stderr says why a plain command failed, when it gave
 	// no error event: the runner classifies it (runner.Exit.Stderr).
 	stderrTail := &tail{}
 	go func() {
 		defer close(stdoutDone)
-		e.read(p.Stdout, runner.StreamStdout, session, true, send, func() { sawResult.Do(func() { close(resultSeen) }) }, ask, nil)
+		e.read(p.Stdout, st.Stdout, 0, session, true, sendAt, func() { sawResult.Do(func() { close(resultSeen) }) }, ask, nil)
 	}()
 	go func() {
 		defer close(stderrDone)
-		e.read(p.Stderr, runner.StreamStderr, session, false, send, nil, nil, stderrTail)
+		e.read(p.Stderr, st.Stderr, 1, session, false, sendAt, nil, nil, stderrTail)
 	}()
 
 	var (
@@ -187,7 +247,11 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 		killTimer  <-chan time.Time
 		closeTimer <-chan time.Time
 		stdoutEOF  = stdoutDone
+		wanted     <-chan struct{}
 	)
+	if spec.Spool != nil {
+		wanted = spec.Spool.Wanted()
+	}
 	stop := func() {
 		if !stopping {
 			stopping = true
@@ -203,7 +267,20 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 		select {
 		case <-ctxDone:
 			ctxDone = nil
+			if p.Spooled() && errors.Is(context.Cause(ctx), runner.ErrDetach) {
+				// The agent stops; the attempt goes on. What was read
+				// and not reported is read again by its next life.
+				detached = true
+				cancelAsks()
+				p.Detach()
+				<-stdoutDone
+				<-stderrDone
+				checkpoint()
+				return runner.Exit{Detached: true}
+			}
 			stop()
+		case <-wanted:
+			checkpoint()
 		case <-killTimer:
 			p.Signal(syscall.SIGKILL)
 		case <-stdoutEOF:
@@ -226,6 +303,9 @@ func (e *Exec) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runne
 	replies.close()
 	p.Sweep()
 	p.Drain(e.cfg.DrainTimeout, stdoutDone, stderrDone)
+	if p.Spooled() {
+		checkpoint() // the output's end, read
+	}
 	exit.SetStatus(p)
 	exit.Stderr = stderrTail.String() // the reader is done: Drain waited for it
 	return exit
@@ -255,34 +335,56 @@ func (t *tail) add(line string) {
 
 func (t *tail) String() string { return strings.Join(t.lines, "\n") }
 
-// read turns one pipe into events: JSON object lines on stdout are events,
-// every other line a raw line. Raw lines are batched while more input is
-// already buffered, so a burst costs few events and bounded memory. An
-// approval line is handed to ask, which returns once it is answered: the
-// child waits for its answer, and one question is asked at a time. Raw
+// execState is where an attempt is, as its checkpoints say: its session,
+// how far its stdout and stderr are reported (offsets in the spool), and
+// whether it gave its result.
+type execState struct {
+	Session string `json:"session,omitempty"`
+	Stdout  int64  `json:"stdout"`
+	Stderr  int64  `json:"stderr"`
+	Result  bool   `json:"result,omitempty"`
+}
+
+// read turns one stream into events, from offset: JSON object lines on
+// stdout are events, every other line a raw line. Raw lines are batched
+// while more input is already buffered, so a burst costs few events and
+// bounded memory. An approval line is handed to ask, which returns once
+// it is answered: the child waits for its answer, and one question is
+// asked at a time; false: the agent detaches, the line is read again by
+// its next life. Each line is reported with the offset it ends at. Raw
 // lines are kept in last too, when it is set.
-func (e *Exec) read(f *os.File, stream runner.Stream, session string, events bool, send func(runner.Event), onResult func(), ask func(state.ApprovalRequest), last *tail) {
-	lr := proc.NewLineReader(f, e.cfg.MaxLine)
+func (e *Exec) read(f io.Reader, offset int64, stream int, session string, events bool, sendAt func(int, int64, ...runner.Event), onResult func(), ask func(state.ApprovalRequest, int64) bool, last *tail) {
+	lr := proc.NewLineReaderAt(f, e.cfg.MaxLine, offset)
+	rs := runner.StreamStdout
+	if stream == 1 {
+		rs = runner.StreamStderr
+	}
 	var (
-		batch []string
-		size  int
+		batch    []string
+		size     int
+		batchEnd int64
 	)
 	flush := func() {
 		if len(batch) > 0 {
-			send(runner.Event{Type: runner.EventLines, SessionID: session, Stream: stream, Lines: batch})
+			sendAt(stream, batchEnd, runner.Event{Type: runner.EventLines, SessionID: session, Stream: rs, Lines: batch})
 			batch, size = nil, 0
 		}
 	}
 	for {
 		line, err := lr.Next()
 		if err != nil {
-			flush()
+			if !errors.Is(err, proc.ErrDetached) {
+				flush()
+			}
 			return
 		}
+		end := lr.Offset()
 		if events && len(line) > 0 && line[0] == '{' {
 			if req, ok := parseApproval(line); ok && ask != nil {
 				flush()
-				ask(req)
+				if !ask(req, end) {
+					return
+				}
 				continue
 			}
 			if ev, ok := parseEvent(line); ok {
@@ -291,7 +393,7 @@ func (e *Exec) read(f *os.File, stream runner.Stream, session string, events boo
 				if ev.Type == runner.EventResult && onResult != nil {
 					onResult()
 				}
-				send(ev)
+				sendAt(stream, end, ev)
 				continue
 			}
 		}
@@ -300,6 +402,7 @@ func (e *Exec) read(f *os.File, stream runner.Stream, session string, events boo
 		}
 		batch = append(batch, line)
 		size += len(line)
+		batchEnd = end
 		if len(batch) >= batchLines || size >= batchBytes || !lr.Buffered() {
 			flush()
 		}
@@ -372,8 +475,10 @@ func parseApproval(line string) (state.ApprovalRequest, bool) {
 
 // answer answers a child's question by the approval policy, asking a
 // person when it says so, and writes the answer to the child's stdin.
-// A decline that no person gave is a denied call.
-func (e *Exec) answer(ctx context.Context, spec runner.AttemptSpec, req state.ApprovalRequest, session string, send func(runner.Event), replies *replyPipe) {
+// A decline that no person gave is a denied call. The question's line,
+// ending at end, is reported done with what the answer said. False: the
+// agent is detaching, and the question is left for its next life.
+func (e *Exec) answer(askCtx, ctx context.Context, spec runner.AttemptSpec, req state.ApprovalRequest, session string, sendAt func(int, int64, ...runner.Event), replies *replyPipe, end int64) bool {
 	answer, why := runner.ApprovalDecline, "declined by the approval policy"
 	switch e.cfg.Approval {
 	case runner.ApprovalNever:
@@ -385,52 +490,73 @@ func (e *Exec) answer(ctx context.Context, spec runner.AttemptSpec, req state.Ap
 			why = "nobody can be asked"
 			break
 		}
-		answer, why = spec.Ask(ctx, req), "" // the runner records a person's decline
+		answer, why = spec.Ask(askCtx, req), "" // the runner records a person's decline
+		if errors.Is(context.Cause(ctx), runner.ErrDetach) {
+			return false
+		}
 	}
+	var evs []runner.Event
 	if why != "" {
 		tool := req.Tool
 		if tool == "" {
 			tool = string(req.Kind)
 		}
-		send(runner.Event{Type: runner.EventLog, SessionID: session, Level: runner.LevelInfo,
+		evs = append(evs, runner.Event{Type: runner.EventLog, SessionID: session, Level: runner.LevelInfo,
 			Message: fmt.Sprintf("approval %s %s by policy %s: %s", req.ID, answer, e.cfg.Approval, req.What())})
 		if answer != runner.ApprovalAccept {
-			send(runner.Event{Type: runner.EventDenied, SessionID: session, Name: tool, Description: req.What(), Message: why})
+			evs = append(evs, runner.Event{Type: runner.EventDenied, SessionID: session, Name: tool, Description: req.What(), Message: why})
 		}
 	}
 	b, _ := json.Marshal(map[string]string{"type": "reply", "id": req.ID, "decision": string(answer)})
-	replies.write(append(b, '\n'))
+	replies.write("reply:"+req.ID, append(b, '\n'))
+	sendAt(0, end, evs...)
+	return true
 }
 
-// replyPipe is the child's stdin, when it stays open for answers. Writes
-// are safe from any goroutine; close never waits for one (closing the
-// pipe ends a write the child does not read), and a write after it is
-// dropped.
+// replyPipe is the child's stdin, when it stays open for answers: a pipe,
+// or its keeper's stdin (p, a spooled attempt; its answers written once
+// each, by id, whichever life of the agent gave them). Writes are safe
+// from any goroutine; close never waits for one (closing the pipe ends a
+// write the child does not read), and a write after it is dropped.
 type replyPipe struct {
 	mu     sync.Mutex // one write at a time
 	w      io.WriteCloser
+	p      *proc.Process
+	open   bool // p's stdin was kept open
 	closed atomic.Bool
 	once   sync.Once
 }
 
-func (r *replyPipe) write(b []byte) {
-	if r.w == nil || r.closed.Load() {
+func (r *replyPipe) write(id string, b []byte) {
+	if r.w == nil && (r.p == nil || !r.open) || r.closed.Load() {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.p != nil {
+		_ = r.p.Input(id, b)
+		return
+	}
 	_, _ = r.w.Write(b) // a child that stopped reading shows in its exit
 }
 
 func (r *replyPipe) close() {
-	if r.w == nil {
+	if r.w == nil && (r.p == nil || !r.open) {
 		return
 	}
 	r.once.Do(func() {
 		r.closed.Store(true)
+		if r.p != nil {
+			_ = r.p.CloseInput()
+			return
+		}
 		r.w.Close()
 	})
 }
+
+// Reattaches implements runner.Reattacher: an attempt can outlive the
+// agent, its keeper spooling the child's output.
+func (e *Exec) Reattaches() bool { return true }
 
 // Resumes implements runner.Resumer: a child that names its session
 // file (a session line) is continued with the task's resume field set.
