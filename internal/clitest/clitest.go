@@ -184,3 +184,54 @@ func Env(base []string, overrides ...string) []string {
 	}
 	return append(out, overrides...)
 }
+
+// OpenCodeBin is the pinned OpenCode binary.
+func OpenCodeBin(t testing.TB) string { return bin(t, "opencode") }
+
+// GeminiBin is the pinned Gemini CLI (a Node.js script).
+func GeminiBin(t testing.TB) string { return bin(t, "gemini") }
+
+// CodexACPBin is the pinned codex-acp binary.
+func CodexACPBin(t testing.TB) string { return bin(t, "codex-acp") }
+
+// OpenCodeModels are the models OpenCodeEnv's configuration gives its
+// anthropic provider besides its catalog's, as --models names them: the
+// mock answers any model by the prompt's scenario.
+var OpenCodeModels = []string{"anthropic/claude-a", "anthropic/claude-b"}
+
+// OpenCodeEnv makes a fresh HOME whose OpenCode configuration
+// (~/.config/opencode/opencode.json) points its anthropic provider at
+// the mock, with a dummy key and the models claude-a and claude-b, and
+// makes anthropic/claude-a its model; it returns the environment: HOME and
+// PATH. The configuration directory is as OpenCode leaves it after its
+// first run online (its plugin package installed, as package.json and
+// package-lock.json name it): on one it never installed into, OpenCode
+// tries the npm registry at every start.
+func OpenCodeEnv(t testing.TB, mock *mockmodel.Server) []string {
+	t.Helper()
+	home := t.TempDir()
+	dir := filepath.Join(home, ".config", "opencode")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`{
+  "provider": {"anthropic": {"options": {"baseURL": %q, "apiKey": "dummy"},
+    "models": {"claude-a": {"name": "Claude A (mock)"}, "claude-b": {"name": "Claude B (mock)"}}}},
+  "model": "anthropic/claude-a"
+}
+`, mock.URL()+"/v1")
+	installed := map[string]string{
+		"opencode.json":     cfg,
+		"package.json":      `{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}` + "\n",
+		"package-lock.json": `{"lockfileVersion":3,"packages":{"":{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}}}` + "\n",
+	}
+	for name, content := range installed {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "node_modules"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+}

@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/clitest"
+	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/codex"
+	"github.com/edgeagent/agent/runner/opencode"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -33,6 +36,13 @@ type CLICase struct {
 	// session, and the model was asked with the first prompt in the
 	// conversation and the follow-up after it.
 	Continued bool
+	// Confined runs the case as agent run confines attempts: Landlock,
+	// and a network namespace that reaches the executor's model API
+	// alone (skipped where the kernel has neither).
+	Confined bool
+	// SideEffect: the first attempt had a side effect (a command ran, a
+	// file changed).
+	SideEffect bool
 }
 
 // Check asserts the task's end against the case.
@@ -70,6 +80,16 @@ func (c CLICase) Check(t testing.TB, f *Fixture, mock *mockmodel.Server) {
 		reqs := mock.Requests()
 		if last := reqs[len(reqs)-1]; !last.Said(mockmodel.RoleUser, "cut off before it finished") || !last.Said(mockmodel.RoleUser, firstLine(c.Prompt)) {
 			t.Errorf("the last request does not carry the first prompt and the follow-up: %+v", last.Conversation)
+		}
+	}
+	if c.SideEffect && !task.Attempts[0].Facts.SideEffect {
+		t.Errorf("attempt 1 records no side effect: %+v", task.Attempts[0].Facts)
+	}
+	if c.Confined {
+		for _, a := range task.Attempts {
+			if a.Egress != nil && a.Egress.Denied > 0 {
+				t.Errorf("attempt %d: its proxy refused %d connection(s) (%v): the executor does not allow what its CLI reaches", a.Number, a.Egress.Denied, a.Egress.Last)
+			}
 		}
 	}
 	if c.Summary != "" && (task.Result == nil || task.Result.Summary != c.Summary) {
@@ -122,9 +142,28 @@ func RunCLICase(t *testing.T, c CLICase, exe func(*mockmodel.Server) runner.Exec
 	LimitCLIs(t)
 	mock := StartMock(t)
 	f := NewCLIFixture(t, exe(mock), c.Prompt, c.Models)
+	if c.Confined {
+		Confine(t, f)
+	}
 	f.Run(t, context.Background())
 	c.Check(t, f, mock)
 	AssertNoMarkedProcess(t, f.Runner.Owner)
+}
+
+// Confine makes the fixture's runner confine its attempts as agent run
+// does: Landlock (its work root denied but to each task) and a network
+// namespace of their own with nothing allowed but what the executor adds
+// (its model API). It skips the test where the kernel allows neither.
+func Confine(t testing.TB, f *Fixture) {
+	t.Helper()
+	if landlock.ABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	if err := keeper.ProbeEgress(); err != nil {
+		t.Skipf("no network namespaces here: %v", err)
+	}
+	f.Runner.Isolation = &runner.Isolation{}
+	f.Runner.Egress = &runner.Egress{}
 }
 
 // AssertNoMarkedProcess fails when a process of the owner's attempts is
@@ -202,6 +241,23 @@ func ClaudeExec(t testing.TB, mock *mockmodel.Server, cfg claude.Config) *claude
 		cfg.APITimeout = 3 * time.Second
 	}
 	exe, err := claude.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// OpenCodeExec returns an OpenCode executor running the pinned CLI
+// against mock (clitest.OpenCodeEnv), with a 2 s grace unless cfg says
+// another.
+func OpenCodeExec(t testing.TB, mock *mockmodel.Server, cfg opencode.Config) *opencode.OpenCode {
+	t.Helper()
+	cfg.Bin = clitest.OpenCodeBin(t)
+	cfg.Env = append(cfg.Env, clitest.OpenCodeEnv(t, mock)...)
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	exe, err := opencode.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
