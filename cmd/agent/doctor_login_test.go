@@ -221,3 +221,57 @@ func readOnly(t *testing.T, dir string) {
 	}
 	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
 }
+
+// OpenCode's login and models, as agent doctor checks them on the real
+// pinned binary (opencode models: no request): no provider with a key
+// fails with what gives it one; a key in the environment passes, naming
+// the provider and never the key; --models are checked against what it
+// lists.
+func TestDoctorOpenCode(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	const secret = "dummy-key-9d2e41b7c3"
+	for _, tc := range []struct {
+		name, models    string
+		key             bool
+		login, modelsIs doctor.CheckResult
+		detail          string // the login's, or the models'
+	}{
+		{name: "no provider logged in", login: doctor.CheckFail, detail: "no provider has a credential OpenCode can use"},
+		{name: "a key in the environment", key: true, login: doctor.CheckPass, detail: "providers with a credential: anthropic (opencode models; keys not shown)"},
+		{name: "a model it lists", key: true, models: "anthropic/claude-sonnet-4-5", login: doctor.CheckPass, modelsIs: doctor.CheckPass,
+			detail: "anthropic/claude-sonnet-4-5 in opencode's model catalog"},
+		{name: "a model it does not list", key: true, models: "anthropic/no-such-model", login: doctor.CheckPass, modelsIs: doctor.CheckWarn,
+			detail: "anthropic/no-such-model is not in opencode's model catalog"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _, _ := freshCLIHome(t)
+			env = append(env, "HOME="+clitest.OpenCodeHome(t, "{}\n"), "OPENROUTER_API_KEY=", "GEMINI_API_KEY=", "GOOGLE_GENERATIVE_AI_API_KEY=", "OPENCODE_API_KEY=")
+			if tc.key {
+				env = append(env, "ANTHROPIC_API_KEY="+secret)
+			}
+			args := []string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", privateDir(t),
+				"--executor", "opencode", "--executor-bin", clitest.OpenCodeBin(t)}
+			if tc.models != "" {
+				args = append(args, "--models", tc.models)
+			}
+			code, checks := doctorChecks(t, env, args...)
+			login, models := findCheck(checks, doctor.CheckLogin), findCheck(checks, doctor.CheckModels)
+			if login.Result != tc.login || models.Result != tc.modelsIs {
+				t.Errorf("exit %d; login %s %q, models %s %q; want %s and %q", code, login.Result, login.Detail, models.Result, models.Detail, tc.login, tc.modelsIs)
+			}
+			if said := login.Detail + " " + models.Detail; !strings.Contains(said, tc.detail) {
+				t.Errorf("doctor says %q, want %q", said, tc.detail)
+			}
+			if tc.login == doctor.CheckFail && !strings.Contains(login.Fix, "opencode auth login") {
+				t.Errorf("the login's fix %q does not say how to log in", login.Fix)
+			}
+			if exe := findCheck(checks, doctor.CheckExecutor); exe.Result != doctor.CheckPass || !strings.Contains(exe.Detail, "opencode 1.18.33") {
+				t.Errorf("executor: %s %q", exe.Result, exe.Detail)
+			}
+			r := runAgentEnv(t, env, append([]string{"doctor", "--timeout", "5m"}, args...)...)
+			if strings.Contains(r.stdout+r.stderr, secret) {
+				t.Errorf("doctor printed the key:\n%s%s", r.stdout, r.stderr)
+			}
+		})
+	}
+}

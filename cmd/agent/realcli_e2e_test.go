@@ -15,12 +15,10 @@ import (
 
 // The demo through the real CLIs, against the mock model it embeds.
 func TestE2EDemoThroughTheRealCLIs(t *testing.T) {
-	for _, cli := range []string{"codex", "claude"} {
+	for _, cli := range []string{"codex", "claude", "opencode"} {
 		t.Run(cli, func(t *testing.T) {
-			bin := clitest.CodexBin(t)
-			if cli == "claude" {
-				bin = clitest.ClaudeBin(t)
-			}
+			bins := map[string]func(testing.TB) string{"codex": clitest.CodexBin, "claude": clitest.ClaudeBin, "opencode": clitest.OpenCodeBin}
+			bin := bins[cli](t)
 			dir := t.TempDir()
 			r := runAgent(t, "demo", "--executor", cli, "--executor-bin", bin, "--data-dir", dir)
 			if r.code != 0 {
@@ -180,7 +178,7 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 // earlier conversation and the follow-up, and the command is not run
 // again.
 func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
-	for _, cli := range []string{"codex", "claude"} {
+	for _, cli := range []string{"codex", "claude", "opencode"} {
 		t.Run(cli, func(t *testing.T) {
 			mock, err := mockmodel.Start()
 			if err != nil {
@@ -190,12 +188,16 @@ func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 			c := startCP(t, freeAddr(t), t.TempDir())
 			dataDir := t.TempDir()
 			var env, args []string
-			if cli == "codex" {
+			switch cli {
+			case "codex":
 				env = clitest.CodexEnv(t, mock, clitest.CodexOptions{})
 				args = []string{"--executor", "codex", "--executor-bin", clitest.CodexBin(t), "--executor-env", "MOCK_API_KEY"}
-			} else {
+			case "claude":
 				env = clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})
 				args = []string{"--executor", "claude", "--executor-bin", clitest.ClaudeBin(t), "--claude-allowed-tools", "Bash"}
+			default:
+				env = clitest.OpenCodeEnv(t, mock)
+				args = []string{"--executor", "opencode", "--executor-bin", clitest.OpenCodeBin(t), "--models", clitest.OpenCodeModels[0]}
 			}
 			args = append([]string{"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir,
 				"--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--kill-grace", "1s"}, args...)

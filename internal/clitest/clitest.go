@@ -203,25 +203,33 @@ var OpenCodeModels = []string{"anthropic/claude-a", "anthropic/claude-b"}
 // (~/.config/opencode/opencode.json) points its anthropic provider at
 // the mock, with a dummy key and the models claude-a and claude-b, and
 // makes anthropic/claude-a its model; it returns the environment: HOME and
-// PATH. The configuration directory is as OpenCode leaves it after its
-// first run online (its plugin package installed, as package.json and
-// package-lock.json name it): on one it never installed into, OpenCode
-// tries the npm registry at every start.
+// PATH.
 func OpenCodeEnv(t testing.TB, mock *mockmodel.Server) []string {
 	t.Helper()
-	home := t.TempDir()
-	dir := filepath.Join(home, ".config", "opencode")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := fmt.Sprintf(`{
+	home := OpenCodeHome(t, fmt.Sprintf(`{
   "provider": {"anthropic": {"options": {"baseURL": %q, "apiKey": "dummy"},
     "models": {"claude-a": {"name": "Claude A (mock)"}, "claude-b": {"name": "Claude B (mock)"}}}},
   "model": "anthropic/claude-a"
 }
-`, mock.URL()+"/v1")
+`, mock.URL()+"/v1"))
+	return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+}
+
+// OpenCodeHome makes a fresh home whose OpenCode configuration file
+// (~/.config/opencode/opencode.json) holds config, and returns it. The
+// configuration directory is as OpenCode leaves it after its first run
+// online (its plugin package installed, as package.json and
+// package-lock.json name it): on one it never installed into, OpenCode
+// tries the npm registry at every start, even where it cannot write.
+func OpenCodeHome(t testing.TB, config string) string {
+	t.Helper()
+	home := t.TempDir()
+	dir := filepath.Join(home, ".config", "opencode")
+	if err := os.MkdirAll(filepath.Join(dir, "node_modules"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	installed := map[string]string{
-		"opencode.json":     cfg,
+		"opencode.json":     config,
 		"package.json":      `{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}` + "\n",
 		"package-lock.json": `{"lockfileVersion":3,"packages":{"":{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}}}` + "\n",
 	}
@@ -230,8 +238,5 @@ func OpenCodeEnv(t testing.TB, mock *mockmodel.Server) []string {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Mkdir(filepath.Join(dir, "node_modules"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	return home
 }
