@@ -240,3 +240,41 @@ func OpenCodeHome(t testing.TB, config string) string {
 	}
 	return home
 }
+
+// GeminiEnv makes a fresh HOME for Gemini CLI and returns the environment
+// that points it at the mock (GOOGLE_GEMINI_BASE_URL) with a dummy key
+// (GEMINI_API_KEY): HOME, the two and PATH (its node among it).
+func GeminiEnv(t testing.TB, mock *mockmodel.Server) []string {
+	t.Helper()
+	return []string{"HOME=" + t.TempDir(), "GEMINI_API_KEY=dummy", "GOOGLE_GEMINI_BASE_URL=" + mock.URL(), "PATH=" + os.Getenv("PATH")}
+}
+
+// PrivateTempDir points the process's temporary directory (TMPDIR, so
+// t.TempDir) at a directory no other user may write, under the user's
+// cache directory, for the tests of a CLI that refuses files under a
+// directory others may write (Gemini CLI its settings, under /tmp). It
+// returns a function that removes it and restores TMPDIR; call it from
+// TestMain.
+func PrivateTempDir() (restore func(), err error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(base, "agent-tests-")
+	if err != nil {
+		return nil, err
+	}
+	old, had := os.LookupEnv("TMPDIR")
+	os.Setenv("TMPDIR", dir)
+	return func() {
+		if had {
+			os.Setenv("TMPDIR", old)
+		} else {
+			os.Unsetenv("TMPDIR")
+		}
+		os.RemoveAll(dir)
+	}, nil
+}

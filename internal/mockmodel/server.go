@@ -20,6 +20,7 @@ type API string
 const (
 	APIOpenAI    API = "openai"    // POST /v1/responses
 	APIAnthropic API = "anthropic" // POST /v1/messages
+	APIGemini    API = "gemini"    // POST /v1beta/models/MODEL:streamGenerateContent
 )
 
 // Request is what the mock recorded of one model request.
@@ -96,6 +97,7 @@ func Start() (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/responses", s.track(s.openai))
 	mux.HandleFunc("POST /v1/messages", s.track(s.anthropic))
+	mux.HandleFunc("POST /v1beta/models/{call}", s.track(s.gemini))
 	// Claude Code checks that its base URL answers: 2.1.197 with HEAD /,
 	// 2.1.330 with HEAD /api/hello.
 	mux.HandleFunc("HEAD /{$}", func(http.ResponseWriter, *http.Request) {})
@@ -110,7 +112,7 @@ func Start() (*Server, error) {
 }
 
 // URL is the mock's base URL, http://127.0.0.1:PORT: Anthropic's base
-// (ANTHROPIC_BASE_URL).
+// (ANTHROPIC_BASE_URL) and Gemini's (GOOGLE_GEMINI_BASE_URL).
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 
 // OpenAIBaseURL is the base URL an OpenAI client takes: URL + "/v1".

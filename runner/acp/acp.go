@@ -63,14 +63,22 @@ type Agent struct {
 	// KeepsRunning: it does not exit when its stdin closes (codex-acp
 	// 0.16.0): SIGTERM follows at once.
 	KeepsRunning bool
+	// CannotLoad, if set, says why its sessions cannot be continued
+	// although it says it loads them: they are taken as if it did not.
+	CannotLoad string
 	// Settle, if set, reads the agent's own record of the session once
 	// the agent has exited: what the protocol did not say of the turn.
 	// run runs the agent's binary with args under the attempt's
 	// confinement and returns its standard output.
 	Settle func(ctx context.Context, run RunFunc, session string, since time.Time) (Settlement, error)
-	// Classify maps a failed prompt's error to a code, "" to leave it to
-	// the executor's own rules (Classify in this package).
-	Classify func(msg string, data map[string]any) state.ErrorCode
+	// Classify maps a failed prompt's error (its JSON-RPC code, message
+	// and data) to a code, "" to leave it to the executor's own rules
+	// (Classify in this package).
+	Classify func(code int, msg string, data map[string]any) state.ErrorCode
+	// Prepare, if set, readies an attempt's agent: dir is a directory of
+	// the attempt's own, private to it; it returns NAME=VALUE variables
+	// to set (a settings file written there, say).
+	Prepare func(dir string) ([]string, error)
 	// Noise reports whether a line of its stderr is noise the agent
 	// prints at every start, said as the executor's log, not as an error.
 	Noise func(line string) bool
@@ -144,7 +152,11 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Agent != nil {
 		agent = *cfg.Agent
 	}
-	return &Executor{cfg: cfg, agent: agent}, nil
+	x := &Executor{cfg: cfg, agent: agent}
+	if agent.CannotLoad != "" {
+		x.noLoad.Store(true)
+	}
+	return x, nil
 }
 
 // Name implements runner.Executor.

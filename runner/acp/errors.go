@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/state"
@@ -61,4 +62,28 @@ func containsAny(s string, subs ...string) bool {
 		}
 	}
 	return false
+}
+
+// retryHint finds the wait an agent's message asks for: "retry after 1s"
+// (Gemini CLI), "try again in 1.5s", "in 20 seconds", "in 300ms".
+var retryHint = regexp.MustCompile(`(?i)(?:retry after|try again in)\s+(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|seconds?|m|min|minutes?)?\b`)
+
+// RetryHint is the wait msg asks for before a retry, 0 when it says none.
+func RetryHint(msg string) time.Duration {
+	m := retryHint.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.ParseFloat(m[1], 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	unit := time.Second
+	switch u := strings.ToLower(m[2]); {
+	case strings.HasPrefix(u, "ms"), strings.HasPrefix(u, "milli"):
+		unit = time.Millisecond
+	case u == "m", strings.HasPrefix(u, "min"):
+		unit = time.Minute
+	}
+	return time.Duration(n * float64(unit))
 }

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"github.com/edgeagent/agent/internal/egress"
 	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/codex"
+	"github.com/edgeagent/agent/state"
 )
 
 // Known is what the executor knows of the agent a command runs, by the
@@ -30,15 +32,46 @@ func Known(bin string, args []string) Agent {
 // (a key), Code Assist (a Google login) and the login's token refresh.
 var geminiEndpoints = []string{"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com"}
 
+// geminiDefaults are the settings an attempt's Gemini CLI gets as its
+// system defaults (the lowest of its settings: the user's own win): one
+// try per model request (its default is 10, about four minutes of its own
+// backoff on a 429 or a 5xx, during which it says nothing over ACP), so
+// that the agent owns retrying; and no usage statistics or telemetry
+// (they reach Google besides the model: play.googleapis.com).
+const geminiDefaults = `{"general": {"maxAttempts": 1}, "privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false}}` + "\n"
+
 // Gemini is Gemini CLI (@google/gemini-cli) in ACP mode: --acp is added
 // unless its arguments ask for ACP already. Its state is GEMINI_CLI_HOME
 // (else HOME)/.gemini; its keys GEMINI_API_KEY or GOOGLE_API_KEY, or a
 // Google login kept in that state; GOOGLE_GEMINI_BASE_URL moves its API.
-// Its usage statistics and telemetry are turned off (they reach Google
-// besides the model), as is its update check.
+// Each attempt's settings defaults (geminiDefaults) are a file of its
+// own (GEMINI_CLI_SYSTEM_DEFAULTS_PATH), which Gemini CLI 0.61.0 reads
+// only where no directory above it is writable by others (not under
+// /tmp): it says so on stderr when it skips it.
 func Gemini(args []string) Agent {
 	a := Agent{Name: "Gemini CLI", Pass: []string{"GEMINI_*", "GOOGLE_*"},
 		Set: []string{"GEMINI_TELEMETRY_ENABLED=false", "GEMINI_CLI_NO_RELAUNCH=true"},
+		Prepare: func(dir string) ([]string, error) {
+			path := filepath.Join(dir, "gemini-system-defaults.json")
+			// Readable by the attempt's user, who may not be the agent's.
+			if err := os.WriteFile(path, []byte(geminiDefaults), 0o644); err != nil {
+				return nil, err
+			}
+			return []string{"GEMINI_CLI_SYSTEM_DEFAULTS_PATH=" + path}, nil
+		},
+		Classify: classifyGemini,
+		// Seen on 0.61.0: a new process's session/load writes the
+		// session's record afresh before it reads it, and then finds
+		// nothing to load.
+		CannotLoad: "Gemini CLI 0.61.0 says it loads sessions, but its session/load answers \"No previous sessions found for this project.\" (it starts the session's record anew before reading it)",
+		Noise: func(line string) bool {
+			for _, n := range []string{"Ripgrep is not available", "due to untrusted folder", "disabled because the folder is not trusted", "[STARTUP] Phase"} {
+				if strings.Contains(line, n) {
+					return true
+				}
+			}
+			return false
+		},
 		State: func(env []string) []string {
 			if h := cli.EnvValue(env, "GEMINI_CLI_HOME"); h != "" {
 				return []string{filepath.Join(h, ".gemini")}
@@ -66,9 +99,46 @@ func CodexACP() Agent {
 		args = append(args, "-c", o)
 	}
 	return Agent{Name: "codex-acp", Pass: []string{"CODEX_HOME", "CODEX_*", "OPENAI_*"}, Args: args, KeepsRunning: true,
+		Classify:  classifyCodex,
 		State:     func(env []string) []string { return []string{codex.Home(env)} },
 		Endpoints: func(env, args []string) []egress.Rule { return codex.Endpoints(env, args) },
 		Noise: func(line string) bool {
 			return strings.Contains(line, "could not find bubblewrap") || strings.Contains(line, "Refusing to create helper binaries under temporary dir")
 		}}
+}
+
+// classifyCodex reads Codex's own words for the errors whose class its
+// message does not name (seen with codex 0.169.0's, which codex-acp
+// 0.16.0 passes on as the prompt's error message).
+func classifyCodex(_ int, msg string, _ map[string]any) state.ErrorCode {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "at capacity"):
+		return state.CodeOverloaded
+	case strings.Contains(m, "experiencing high demand"):
+		return state.CodeUnavailable
+	case strings.Contains(m, "idle timeout"):
+		return state.CodeTimeout
+	case strings.Contains(m, "stream disconnected"), strings.Contains(m, "stream closed"), strings.Contains(m, "connection failed"):
+		return state.CodeNetwork
+	case strings.Contains(m, "ran out of room in the model's context window"):
+		return state.CodeContextOverflow
+	}
+	return ""
+}
+
+// classifyGemini tells Gemini CLI's two 429s apart: a daily quota spent
+// ("You have exhausted your daily quota on this model.", a
+// TerminalQuotaError) from a rate limit ("Resource has been exhausted
+// (e.g. check quota).", retryable). Gemini CLI 0.61.0 answers a failed
+// prompt with the API's HTTP status as the error's code.
+func classifyGemini(code int, msg string, _ map[string]any) state.ErrorCode {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "daily quota"), strings.Contains(m, "exceeded your current quota"):
+		return state.CodeQuota
+	case code == 429:
+		return state.CodeRateLimit
+	}
+	return ""
 }

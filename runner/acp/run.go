@@ -32,6 +32,22 @@ func (x *Executor) Run(ctx context.Context, spec runner.AttemptSpec, emit func(r
 		dir = x.cfg.Dir
 	}
 	env := x.Env(spec)
+	if x.agent.Prepare != nil {
+		dir := spec.TempDir
+		if dir == "" {
+			d, err := os.MkdirTemp("", "agent-"+x.cfg.Kind+"-")
+			if err != nil {
+				return runner.Exit{StartErr: fmt.Errorf("the agent's own directory: %w", err), ExitCode: -1}
+			}
+			defer os.RemoveAll(d)
+			dir = d
+		}
+		more, err := x.agent.Prepare(dir)
+		if err != nil {
+			return runner.Exit{StartErr: fmt.Errorf("ready %s: %w", x.cfg.Kind, err), ExitCode: -1}
+		}
+		env = append(env, more...)
+	}
 	procSpec := func(args []string, stdinPipe bool) proc.Spec {
 		return proc.Spec{Name: x.cfg.Bin, Path: path, Args: args, Dir: dir, Env: env, Mark: spec.ProcessMark(), StdinPipe: stdinPipe,
 			Grace: x.cfg.Grace, Confine: spec.Confinement(x.stateDirs(env)...), Egress: spec.EgressPolicy(x.endpoints(env)...), User: spec.ProcUser()}

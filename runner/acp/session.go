@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -47,10 +48,13 @@ type session struct {
 	asked     map[string]bool // … of which a person was asked: the runner records those
 	text      map[string]*message
 	lastMsg   string // the id of the agent message last written
-	thinking  map[string]bool
-	tokens    state.Usage
-	cost      *sdk.Cost
-	failure   *runner.Event // the error that failed the turn, sent last
+	// msgSeq numbers the messages of an agent that gives them no id
+	// (codex-acp): a tool call between two chunks ends a message.
+	msgSeq   int
+	thinking map[string]bool
+	tokens   state.Usage
+	cost     *sdk.Cost
+	failure  *runner.Event // the error that failed the turn, sent last
 }
 
 // message is an agent message being streamed: its text, and how much of
@@ -166,13 +170,14 @@ func (s *session) converse(ctx context.Context, conn *sdk.ClientSideConnection) 
 	if err != nil {
 		return turnResult{err: err}
 	}
+	loads := init.AgentCapabilities.LoadSession && s.x.agent.CannotLoad == ""
 	s.mu.Lock()
 	if init.AgentInfo != nil {
 		s.name = init.AgentInfo.Name
 	}
-	s.loads = init.AgentCapabilities.LoadSession
+	s.loads = loads
 	s.mu.Unlock()
-	if !init.AgentCapabilities.LoadSession {
+	if !loads {
 		s.x.noLoad.Store(true)
 	}
 	if int(init.ProtocolVersion) != sdk.ProtocolVersionNumber {
@@ -185,7 +190,7 @@ func (s *session) converse(ctx context.Context, conn *sdk.ClientSideConnection) 
 		prompt  = s.spec.Task.Prompt
 	)
 	if r := s.spec.Resume; r != nil {
-		if err := s.load(ctx, conn, r, init.AgentCapabilities.LoadSession, &options, &models); err != nil {
+		if err := s.load(ctx, conn, r, loads, &options, &models); err != nil {
 			return turnResult{err: err}
 		}
 		prompt = r.Prompt
@@ -229,7 +234,10 @@ func (s *session) load(ctx context.Context, conn *sdk.ClientSideConnection, r *r
 	lost := func(why string) error {
 		return &setupError{code: state.CodeSessionLost, msg: s.agentName() + " could not continue session " + r.SessionID + ": " + why}
 	}
-	if !loads {
+	switch {
+	case s.x.agent.CannotLoad != "":
+		return lost(s.x.agent.CannotLoad)
+	case !loads:
 		return lost("it does not load sessions (no loadSession in its capabilities)")
 	}
 	if r.Path != "" {
@@ -329,22 +337,33 @@ func errorText(err error) string {
 	if !errors.As(err, &re) {
 		return err.Error()
 	}
-	msg := re.Message
-	for _, generic := range []string{"Internal error: ", "Internal error"} {
-		if rest, ok := strings.CutPrefix(msg, generic); ok && strings.TrimSpace(rest) != "" {
-			msg = rest
+	msg := strings.TrimSpace(re.Message)
+	generic := false
+	for _, g := range []string{"Internal error", "Invalid params", "Invalid request"} {
+		if rest, ok := strings.CutPrefix(msg, g); ok {
+			rest = strings.TrimSpace(strings.TrimPrefix(rest, ":"))
+			msg, generic = rest, true
+			if rest == "" {
+				msg = g
+			}
 			break
 		}
 	}
 	if d, ok := re.Data.(map[string]any); ok {
 		for _, k := range []string{"details", "message", "error"} {
-			if v, ok := d[k].(string); ok && v != "" && !strings.Contains(msg, v) {
+			v, ok := d[k].(string)
+			switch {
+			case !ok || v == "" || strings.Contains(msg, v):
+				continue
+			case generic && (msg == "Internal error" || msg == "Invalid params" || msg == "Invalid request"):
+				msg = v
+			default:
 				msg += ": " + v
-				break
 			}
+			break
 		}
 	}
-	return strings.TrimSpace(msg)
+	return msg
 }
 
 // conclude makes the turn's outcome: the result of a turn that ended,
@@ -383,19 +402,24 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 			var re *sdk.RequestError
 			_ = errors.As(r.err, &re)
 			msg := errorText(r.err)
-			s.failure = &runner.Event{Type: runner.EventError, Code: s.classifyLocked(re, msg), Message: msg}
+			s.failure = &runner.Event{Type: runner.EventError, Code: s.classifyLocked(re, msg), Message: msg,
+				RetryAfterMS: RetryHint(msg).Milliseconds()}
 		}
 		return
 	}
-	if u := r.resp.Usage; u != nil {
-		got := state.Usage{InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens), TotalTokens: int64(u.TotalTokens)}
-		if got.TotalTokens == 0 {
-			got.TotalTokens = got.InputTokens + got.OutputTokens
+	if got, ok := promptUsage(r.resp); ok && got.TotalTokens > s.tokens.TotalTokens {
+		s.tokens = got
+		s.sendLocked(runner.UsageEvent(got))
+	}
+	complete := func() {
+		exit.Turn, exit.ProtocolErr = runner.TurnCompleted, nil
+		s.sendLocked(runner.Event{Type: runner.EventPhase, Phase: state.PhaseCompleting})
+		data, _ := json.Marshal(map[string]any{"stop_reason": r.resp.StopReason, "usage": r.resp.Usage, "cost": s.cost, "agent": s.nameLocked()})
+		summary := ""
+		if m := s.text[s.lastMsg]; m != nil {
+			summary = strings.TrimSpace(m.text)
 		}
-		if got.TotalTokens > s.tokens.TotalTokens {
-			s.tokens = got
-			s.sendLocked(runner.UsageEvent(got))
-		}
+		s.sendLocked(runner.Event{Type: runner.EventResult, Summary: summary, Data: data})
 	}
 	switch r.resp.StopReason {
 	case sdk.StopReasonEndTurn:
@@ -405,16 +429,16 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 			// nothing came of it.
 			return
 		}
-		exit.Turn, exit.ProtocolErr = runner.TurnCompleted, nil
-		s.sendLocked(runner.Event{Type: runner.EventPhase, Phase: state.PhaseCompleting})
-		data, _ := json.Marshal(map[string]any{"stop_reason": r.resp.StopReason, "usage": r.resp.Usage, "cost": s.cost, "agent": s.nameLocked()})
-		summary := ""
-		if m := s.text[s.lastMsg]; m != nil {
-			summary = strings.TrimSpace(m.text)
-		}
-		s.sendLocked(runner.Event{Type: runner.EventResult, Summary: summary, Data: data})
+		complete()
 	case sdk.StopReasonCancelled:
-		if !s.cancelled {
+		switch {
+		case s.cancelled:
+		case len(s.declined) > 0:
+			// The agent ends its turn when a call is declined (codex-acp
+			// 0.16.0 offers Codex's abort as its only way to decline):
+			// the turn is over by the answer, not failed.
+			complete()
+		default:
 			s.failure = &runner.Event{Type: runner.EventError, Message: s.nameLocked() + " cancelled the turn itself"}
 		}
 	case sdk.StopReasonMaxTokens:
@@ -439,19 +463,29 @@ func (s *session) nameLocked() string {
 }
 
 func (s *session) classifyLocked(re *sdk.RequestError, msg string) state.ErrorCode {
-	var data map[string]any
+	var (
+		data map[string]any
+		code int
+	)
 	if re != nil {
 		data, _ = re.Data.(map[string]any)
-		if re.Code == -32000 { // the protocol's auth_required
+		code = re.Code
+		if code == -32000 { // the protocol's auth_required
 			return state.CodeAuth
 		}
 	}
 	if s.x.agent.Classify != nil {
-		if c := s.x.agent.Classify(msg, data); c != "" {
+		if c := s.x.agent.Classify(code, msg, data); c != "" {
 			return c
 		}
 	}
-	return Classify(msg)
+	c := Classify(msg)
+	if code >= 400 && code < 600 && c != state.CodeQuota && c != state.CodeContextOverflow && c != state.CodeOverloaded {
+		// An agent that answers with the API's HTTP status as the
+		// error's code (Gemini CLI): the status says the class.
+		return cli.HTTPStatusCode(code)
+	}
+	return c
 }
 
 // SessionUpdate implements acp.Client: what the agent reports of the
@@ -473,6 +507,7 @@ func (s *session) SessionUpdate(_ context.Context, n sdk.SessionNotification) er
 			s.sendLocked(runner.Event{Type: runner.EventProgress, Message: "thinking", Step: "thought"})
 		}
 	case u.ToolCall != nil:
+		s.msgSeq++
 		t := u.ToolCall
 		call := &toolCall{kind: t.Kind, title: t.Title, input: t.RawInput}
 		s.tools[string(t.ToolCallId)] = call
@@ -524,18 +559,22 @@ func (s *session) agentText(id string, c sdk.ContentBlock) {
 	if c.Text == nil || c.Text.Text == "" {
 		return
 	}
+	if id == "" {
+		id = "#" + strconv.Itoa(s.msgSeq)
+	}
 	if id != s.lastMsg {
 		s.flushLocked(s.lastMsg)
 		if len(s.text) >= maxTools {
 			delete(s.text, s.lastMsg)
 		}
 		s.lastMsg = id
-		if s.text[id] == nil {
-			s.text[id] = &message{}
-			s.sendLocked(runner.Event{Type: runner.EventProgress, Message: "the model is answering", Step: "message"})
-		}
 	}
 	m := s.text[id]
+	if m == nil {
+		m = &message{}
+		s.text[id] = m
+		s.sendLocked(runner.Event{Type: runner.EventProgress, Message: "the model is answering", Step: "message"})
+	}
 	if len(m.text) < maxMessage {
 		m.text += c.Text.Text
 	}
@@ -720,4 +759,22 @@ func (t *toolCall) what() string {
 		}
 	}
 	return t.title
+}
+
+// promptUsage is the tokens a prompt's answer says the turn used: its
+// usage, else Gemini CLI's _meta.quota.token_count.
+func promptUsage(resp *sdk.PromptResponse) (state.Usage, bool) {
+	var u state.Usage
+	if pu := resp.Usage; pu != nil {
+		u = state.Usage{InputTokens: int64(pu.InputTokens), OutputTokens: int64(pu.OutputTokens), TotalTokens: int64(pu.TotalTokens)}
+	} else if q, ok := resp.Meta["quota"].(map[string]any); ok {
+		tc, _ := q["token_count"].(map[string]any)
+		in, _ := tc["input_tokens"].(float64)
+		out, _ := tc["output_tokens"].(float64)
+		u = state.Usage{InputTokens: int64(max(in, 0)), OutputTokens: int64(max(out, 0))}
+	}
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.InputTokens + u.OutputTokens
+	}
+	return u, u.TotalTokens > 0
 }

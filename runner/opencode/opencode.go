@@ -368,7 +368,7 @@ func retryAfter(h map[string]string) time.Duration {
 // classify maps what OpenCode's ACP mode says of a failed prompt (its
 // error's name in data.errorName, the API's message) to a code, when the
 // export cannot be read.
-func classify(msg string, data map[string]any) state.ErrorCode {
+func classify(_ int, _ string, data map[string]any) state.ErrorCode {
 	switch data["errorName"] {
 	case "ContextOverflowError":
 		return state.CodeContextOverflow

@@ -2,10 +2,18 @@ package opencode_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/edgeagent/agent/internal/clitest"
 
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/acp"
+	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/opencode"
 	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
@@ -69,5 +77,36 @@ func TestOpenCodeOverItsTokenBudget(t *testing.T) {
 	// Two requests of the mock's: 20 input and 7 output tokens each.
 	if a.Usage.InputTokens != 40 || a.Usage.OutputTokens != 14 || a.Usage.TotalTokens != 54 {
 		t.Errorf("usage %+v, want both model requests' tokens (40 in, 14 out)", a.Usage)
+	}
+}
+
+// OpenCode is an ACP agent like any other: --executor acp --executor-bin
+// opencode runs it with its profile (opencode.Agent), and a question it
+// asks reaches a person the same way.
+func TestOpenCodeThroughTheACPExecutor(t *testing.T) {
+	runnertest.LimitCLIs(t)
+	mock := runnertest.StartMock(t)
+	agent, err := opencode.Agent(runner.ApprovalAsk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := acp.New(acp.Config{Agent: &agent, Approval: runner.ApprovalAsk,
+		Base: cli.Base{Bin: clitest.OpenCodeBin(t), Env: clitest.OpenCodeEnv(t, mock), Grace: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exe.Name() != "acp" || !strings.Contains(exe.Describe(), "OpenCode over ACP") {
+		t.Errorf("executor %s, %s", exe.Name(), exe.Describe())
+	}
+	f := runnertest.NewCLIFixture(t, exe, "Run it\nmock: shell\nmock-cmd: echo ran > ran.txt", models)
+	runnertest.Confine(t, f)
+	rep := &replies{answer: runner.ApprovalAccept}
+	f.Runner.Replies = rep
+	f.Run(t, context.Background())
+	if f.Task.Phase != state.PhaseCompleted || len(rep.requests) != 1 || rep.requests[0].Kind != state.ApprovalCommand {
+		t.Fatalf("task %s (%s), questions %+v; logs:\n%s", f.Task.Phase, runnertest.AttemptsText(f.Task), rep.requests, strings.Join(f.Rec.Logs(), "\n"))
+	}
+	if b, err := os.ReadFile(filepath.Join(f.Runner.WorkRoot, f.Task.ID, "ran.txt")); err != nil || string(b) != "ran\n" {
+		t.Errorf("the accepted command's file: %q %v", b, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/acp"
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/opencode"
@@ -258,6 +259,41 @@ func OpenCodeExec(t testing.TB, mock *mockmodel.Server, cfg opencode.Config) *op
 		cfg.Grace = 2 * time.Second
 	}
 	exe, err := opencode.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// CodexACPExec returns the acp executor running the pinned codex-acp
+// against mock (clitest.CodexEnv: Codex's configuration, which codex-acp
+// reads), with a 2 s grace unless cfg says another.
+func CodexACPExec(t testing.TB, mock *mockmodel.Server, cfg acp.Config) *acp.Executor {
+	t.Helper()
+	cfg.Bin = clitest.CodexACPBin(t)
+	cfg.Env = append(cfg.Env, clitest.CodexEnv(t, mock, clitest.CodexOptions{StreamIdleMS: 1500})...)
+	cfg.EnvPass = append(cfg.EnvPass, "MOCK_API_KEY")
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	exe, err := acp.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// GeminiExec returns the acp executor running the pinned Gemini CLI in
+// ACP mode against mock (clitest.GeminiEnv), with a 2 s grace unless cfg
+// says another.
+func GeminiExec(t testing.TB, mock *mockmodel.Server, cfg acp.Config) *acp.Executor {
+	t.Helper()
+	cfg.Bin = clitest.GeminiBin(t)
+	cfg.Env = append(cfg.Env, clitest.GeminiEnv(t, mock)...)
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	exe, err := acp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
