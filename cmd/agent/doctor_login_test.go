@@ -275,3 +275,43 @@ func TestDoctorOpenCode(t *testing.T) {
 		})
 	}
 }
+
+// agent doctor initializes an ACP agent (no prompt, no request) and says
+// who it is and what it does not support: Gemini CLI 0.61.0's sessions
+// cannot be continued; an agent it knows nothing of reaches no model host
+// of its own when confined; a command that does not speak ACP fails.
+func TestDoctorACPAgents(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	renamed := filepath.Join(t.TempDir(), "some-agent")
+	must(t, os.Symlink(clitest.CodexACPBin(t), renamed))
+	for _, tc := range []struct {
+		name, executor, bin string
+		args                []string
+		result              doctor.CheckResult
+		detail              []string
+	}{
+		{"opencode", "opencode", clitest.OpenCodeBin(t), nil, doctor.CheckPass, []string{"OpenCode 1.18.33 (", ") speaks ACP; continues its sessions"}},
+		{"opencode through acp", "acp", clitest.OpenCodeBin(t), []string{"--executor-arg", "acp"}, doctor.CheckPass, []string{"OpenCode 1.18.33", "continues its sessions"}},
+		{"codex-acp", "acp", clitest.CodexACPBin(t), nil, doctor.CheckPass, []string{"codex-acp 0.16.0", "continues its sessions"}},
+		{"gemini", "acp", clitest.GeminiBin(t), nil, doctor.CheckWarn, []string{"gemini-cli 0.61.0", "no continue: Gemini CLI 0.61.0 says it loads sessions"}},
+		{"an agent it knows nothing of", "acp", renamed, nil, doctor.CheckWarn, []string{"codex-acp 0.16.0", "its model's hosts are not known to the agent"}},
+		{"not an ACP agent", "acp", "/bin/cat", []string{"--executor-arg", "/dev/null"}, doctor.CheckFail, []string{"does not start as an ACP agent"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _, _ := freshCLIHome(t)
+			env = append(env, "HOME="+clitest.OpenCodeHome(t, "{}\n"))
+			args := append([]string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", privateDir(t),
+				"--executor", tc.executor, "--executor-bin", tc.bin}, tc.args...)
+			_, checks := doctorChecks(t, env, args...)
+			got := findCheck(checks, doctor.CheckAgent)
+			if got.Result != tc.result {
+				t.Errorf("agent: %s %q, want %s", got.Result, got.Detail, tc.result)
+			}
+			for _, d := range tc.detail {
+				if !strings.Contains(got.Detail, d) {
+					t.Errorf("agent: %q, want it to say %q", got.Detail, d)
+				}
+			}
+		})
+	}
+}
