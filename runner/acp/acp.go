@@ -66,6 +66,9 @@ type Agent struct {
 	// CannotLoad, if set, says why its sessions cannot be continued
 	// although it says it loads them: they are taken as if it did not.
 	CannotLoad string
+	// Tested is the release the executor is tested against, if any:
+	// agent doctor says when another runs.
+	Tested cli.TestedCLI
 	// Settle, if set, reads the agent's own record of the session once
 	// the agent has exited: what the protocol did not say of the turn.
 	// run runs the agent's binary with args under the attempt's

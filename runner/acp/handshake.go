@@ -101,6 +101,9 @@ func (x *Executor) Handshake(ctx context.Context) (Handshake, error) {
 	if int(init.ProtocolVersion) != sdk.ProtocolVersionNumber {
 		return h, fmt.Errorf("%s speaks ACP version %d; the agent speaks version %d", path, init.ProtocolVersion, sdk.ProtocolVersionNumber)
 	}
+	if t := x.agent.Tested; t.Version != "" && h.Version != t.Version {
+		h.Lacks = append(h.Lacks, fmt.Sprintf("version %s: the agent is tested against %s (npm install -g %s@%s)", h.Version, t.Version, t.Package, t.Version))
+	}
 	switch {
 	case x.agent.CannotLoad != "":
 		h.Lacks = append(h.Lacks, "no continue: "+x.agent.CannotLoad+"; a cut turn is replayed when nothing happened in it, else left to a person")

@@ -12,6 +12,14 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
+// Tested are the ACP agents the acp executor is tested against, by the
+// name of their binary: the npm package and version scripts/tools.sh
+// installs for the tests. agent doctor says when another version runs.
+var Tested = map[string]cli.TestedCLI{
+	"gemini":    {Package: "@google/gemini-cli", Version: "0.61.0"},
+	"codex-acp": {Package: "@zed-industries/codex-acp", Version: "0.16.0"},
+}
+
 // Known is what the executor knows of the agent a command runs, by the
 // binary's name: Gemini CLI (gemini, in ACP mode) and codex-acp (Codex
 // over ACP) are known; any other agent is run knowing nothing of it (the
@@ -19,13 +27,16 @@ import (
 // only what --egress-allow names. OpenCode's profile is its own
 // executor's (runner/opencode).
 func Known(bin string, args []string) Agent {
-	switch name := strings.TrimSuffix(filepath.Base(bin), ".js"); name {
+	var a Agent
+	name := strings.TrimSuffix(filepath.Base(bin), ".js")
+	switch name {
 	case "gemini":
-		return Gemini(args)
+		a = Gemini(args)
 	case "codex-acp":
-		return CodexACP()
+		a = CodexACP()
 	}
-	return Agent{}
+	a.Tested = Tested[name]
+	return a
 }
 
 // geminiEndpoints are where Gemini CLI reaches its model: the Gemini API
