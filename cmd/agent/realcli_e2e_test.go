@@ -233,3 +233,67 @@ func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 		})
 	}
 }
+
+// agent run --executor acp with real ACP agents against the control
+// plane: the profile comes with the binary's name (codex-acp: Codex's
+// configuration and hosts; gemini: --acp added), the attempts run
+// confined as always, and the fallback chain is on the wire.
+func TestE2ERunWithACPAgents(t *testing.T) {
+	for _, tc := range []struct {
+		name, bin, prompt string
+		models            []string
+		codes             []state.ErrorCode
+		env               func(testing.TB, *mockmodel.Server) []string
+		more              []string
+	}{
+		{name: "codex-acp", bin: clitest.CodexACPBin(t), prompt: "Summarize\nmock: gpt-5.4=r429 gpt-5.5=text", models: []string{"gpt-5.4", "gpt-5.5"},
+			codes: []state.ErrorCode{state.CodeRateLimit, ""},
+			env: func(t testing.TB, m *mockmodel.Server) []string {
+				return clitest.CodexEnv(t, m, clitest.CodexOptions{})
+			}, more: []string{"--executor-env", "MOCK_API_KEY"}},
+		{name: "gemini", bin: clitest.GeminiBin(t), prompt: "Summarize", models: []string{"gemini-2.5-pro"}, codes: []state.ErrorCode{""},
+			env: clitest.GeminiEnv},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mock, err := mockmodel.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mock.Close()
+			c := startCP(t, freeAddr(t), t.TempDir())
+			args := append([]string{"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", t.TempDir(),
+				"--executor", "acp", "--executor-bin", tc.bin, "--models", strings.Join(tc.models, ","),
+				"--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--kill-grace", "1s"}, tc.more...)
+			ag := startProc(t, "agent", tc.env(t, mock), args...)
+			id := submit(t, c, tc.prompt)
+			v := c.waitDone(t, id)
+			if v.Phase != state.PhaseCompleted || len(v.Attempts) != len(tc.codes) {
+				t.Fatalf("task %s with attempts %+v; agent:\n%s", v.Phase, v.Attempts, tail(ag.output(), 30))
+			}
+			for i, a := range v.Attempts {
+				var code state.ErrorCode
+				if a.Error != nil {
+					code = a.Error.Code
+				}
+				if code != tc.codes[i] {
+					t.Errorf("attempt %d: %+v, want code %q", i+1, a.Error, tc.codes[i])
+				}
+			}
+			if v.Result == nil || v.Result.Summary != mockmodel.HelloText {
+				t.Errorf("result %+v", v.Result)
+			}
+			var asked []string
+			for _, r := range mock.Requests() {
+				if len(asked) == 0 || asked[len(asked)-1] != r.Model {
+					asked = append(asked, r.Model)
+				}
+			}
+			if strings.Join(asked, ",") != strings.Join(tc.models, ",") {
+				t.Errorf("models on the wire %v, want %v", asked, tc.models)
+			}
+			if code := ag.stop(); code != 0 {
+				t.Errorf("agent exit %d:\n%s", code, tail(ag.output(), 20))
+			}
+		})
+	}
+}
