@@ -47,8 +47,13 @@ func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
 			f := runnertest.NewCLIFixture(t, exe, "x\nmock: hang_headers", []string{modelOf(cli)})
 			f.Runner.Policy.MaxAttempts = 1
 			// Long enough for the CLI to start and say turn_started on a
-			// loaded machine; the model never answers, so it fires anyway.
-			f.Runner.Timeouts.FirstEvent = []time.Duration{10 * time.Second}
+			// loaded machine (OpenCode takes seconds to initialize); the
+			// model never answers, so it fires anyway.
+			first := 10 * time.Second
+			if cli == "opencode" {
+				first = 40 * time.Second
+			}
+			f.Runner.Timeouts.FirstEvent = []time.Duration{first}
 			f.Run(t, context.Background())
 			a := f.Task.Attempts[0]
 			if a.Error == nil || a.Error.Code != "first_event_timeout" {

@@ -47,7 +47,9 @@ func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
 			f := runnertest.NewCLIFixture(t, a.exe(t, mock), "x\nmock: hang_headers", []string{a.model})
 			runnertest.Confine(t, f)
 			f.Runner.Policy.MaxAttempts = 1
-			f.Runner.Timeouts.FirstEvent = []time.Duration{10 * time.Second}
+			// Long enough for the agent to start on a loaded machine; the
+			// model never answers, so it fires anyway.
+			f.Runner.Timeouts.FirstEvent = []time.Duration{30 * time.Second}
 			f.Run(t, context.Background())
 			at := f.Task.Attempts[0]
 			if at.Error == nil || at.Error.Code != "first_event_timeout" {
