@@ -18,12 +18,11 @@ import (
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/codex"
-	"github.com/edgeagent/agent/runner/opencode"
 	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
 )
 
-// These tests drive the real Codex, Claude Code and OpenCode binaries (pinned, from
+// These tests drive the real Codex and Claude Code binaries (pinned, from
 // make tools) against the mock model on loopback, through the runner: what
 // they check is what an operator sees, phases, attempts with their codes
 // and retry decisions, results, and no process left behind.
@@ -32,28 +31,20 @@ import (
 // agent's own first-event limit: turn/started and system/init do not
 // count as an answer.
 func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
-	for _, cli := range []string{"codex", "claude", "opencode"} {
+	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
 			mock := runnertest.StartMock(t)
 			var exe runner.Executor
-			switch cli {
-			case "codex":
+			if cli == "codex" {
 				exe = runnertest.CodexExec(t, mock, codex.Config{})
-			case "claude":
+			} else {
 				exe = runnertest.ClaudeExec(t, mock, claude.Config{APITimeout: 10 * time.Minute})
-			default:
-				exe = runnertest.OpenCodeExec(t, mock, opencode.Config{})
 			}
-			f := runnertest.NewCLIFixture(t, exe, "x\nmock: hang_headers", []string{modelOf(cli)})
+			f := runnertest.NewCLIFixture(t, exe, "x\nmock: hang_headers", []string{"m"})
 			f.Runner.Policy.MaxAttempts = 1
 			// Long enough for the CLI to start and say turn_started on a
-			// loaded machine (OpenCode takes seconds to initialize); the
-			// model never answers, so it fires anyway.
-			first := 10 * time.Second
-			if cli == "opencode" {
-				first = 40 * time.Second
-			}
-			f.Runner.Timeouts.FirstEvent = []time.Duration{first}
+			// loaded machine; the model never answers, so it fires anyway.
+			f.Runner.Timeouts.FirstEvent = []time.Duration{10 * time.Second}
 			f.Run(t, context.Background())
 			a := f.Task.Attempts[0]
 			if a.Error == nil || a.Error.Code != "first_event_timeout" {
@@ -71,20 +62,17 @@ func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
 // task ends cancelled, and no process of the attempt is left, although
 // both CLIs start tool commands in sessions of their own.
 func TestCancelDuringAToolCommandLeavesNoProcess(t *testing.T) {
-	for _, cli := range []string{"codex", "claude", "opencode"} {
+	for _, cli := range []string{"codex", "claude"} {
 		t.Run(cli, func(t *testing.T) {
 			mock := runnertest.StartMock(t)
 			var exe runner.Executor
-			switch cli {
-			case "codex":
+			if cli == "codex" {
 				exe = runnertest.CodexExec(t, mock, codex.Config{})
-			case "claude":
+			} else {
 				exe = runnertest.ClaudeExec(t, mock, claude.Config{AllowedTools: []string{"Bash"}})
-			default:
-				exe = runnertest.OpenCodeExec(t, mock, opencode.Config{})
 			}
 			marker := "sleep-" + strconv.Itoa(os.Getpid()) + "-" + cli
-			f := runnertest.NewCLIFixture(t, exe, "Sleep\nmock: shell\nmock-cmd: bash -c 'exec -a "+marker+" sleep 300'", []string{modelOf(cli)})
+			f := runnertest.NewCLIFixture(t, exe, "Sleep\nmock: shell\nmock-cmd: bash -c 'exec -a "+marker+" sleep 300'", []string{"m"})
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
 			var once sync.Once
@@ -118,16 +106,6 @@ func TestCancelDuringAToolCommandLeavesNoProcess(t *testing.T) {
 			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
 		})
 	}
-}
-
-// modelOf is a model the CLI takes: any for Codex and Claude Code (the
-// mock answers every name), one its configuration defines for OpenCode
-// (which refuses a model it does not know).
-func modelOf(cli string) string {
-	if cli == "opencode" {
-		return clitest.OpenCodeModels[0]
-	}
-	return "m"
 }
 
 // pidsNamed lists live processes whose argv[0] is name.

@@ -12,21 +12,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/acp"
+	"github.com/edgeagent/agent/runner/opencode"
 	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
 )
 
 // agents are the real ACP agents tested, each with the executor that
-// runs it against the mock and a model it takes. Gemini CLI asks before
+// runs it against the mock and a model it takes: OpenCode (its own
+// executor, over ACP), codex-acp and Gemini CLI. Gemini CLI asks before
 // a command: the policy accepts.
 var agents = []struct {
 	name  string
 	model string
 	exe   func(*testing.T, *mockmodel.Server) runner.Executor
 }{
+	{"opencode", clitest.OpenCodeModels[0], func(t *testing.T, m *mockmodel.Server) runner.Executor {
+		return runnertest.OpenCodeExec(t, m, opencode.Config{})
+	}},
 	{"codex-acp", "gpt-5.5", func(t *testing.T, m *mockmodel.Server) runner.Executor {
 		return runnertest.CodexACPExec(t, m, acp.Config{})
 	}},
@@ -49,7 +55,7 @@ func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
 			f.Runner.Policy.MaxAttempts = 1
 			// Long enough for the agent to start on a loaded machine; the
 			// model never answers, so it fires anyway.
-			f.Runner.Timeouts.FirstEvent = []time.Duration{30 * time.Second}
+			f.Runner.Timeouts.FirstEvent = []time.Duration{40 * time.Second}
 			f.Run(t, context.Background())
 			at := f.Task.Attempts[0]
 			if at.Error == nil || at.Error.Code != "first_event_timeout" {
