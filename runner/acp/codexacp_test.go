@@ -54,23 +54,35 @@ func TestCodexACPAgainstTheRealCLI(t *testing.T) {
 }
 
 // codex-acp asks when Codex would (its approval policy on-request, its
-// sandbox read-only, not confined by the agent: Codex's own sandbox is
-// bubblewrap, which cannot run under Landlock): a command the model wants
-// run outside the sandbox. The executor answers by the policy, or asks a
-// person with the command, and Codex runs it only if accepted.
+// sandbox read-only), confined as agent run confines attempts: a command
+// the model wants run outside Codex's sandbox, and a patch (read-only
+// allows no write). Codex's sandbox (bubblewrap) cannot run under the
+// agent's Landlock, but neither needs it: what is accepted runs outside
+// it, inside the agent's confinement. The executor answers by the
+// policy, or asks a person with what the call would do, and Codex runs
+// or writes only what is accepted.
 func TestCodexACPAsks(t *testing.T) {
+	const escalate = "Escalate\nmock: escalate\nmock-cmd: echo approved > approved.txt"
 	for _, c := range []struct {
 		name   string
 		policy runner.ApprovalPolicy
+		prompt string
 		answer runner.Approval
-		ran    bool
-		asked  bool
+		file   string // what the call makes
+		made   bool
+		kind   state.ApprovalKind // what a person is asked, "" for nobody
 		why    string
 	}{
-		{name: "accept by policy", policy: runner.ApprovalAcceptAll, ran: true},
-		{name: "decline by policy", policy: runner.ApprovalDeclineAll, why: "declined by the approval policy"},
-		{name: "a person accepts", policy: runner.ApprovalAsk, answer: runner.ApprovalAccept, ran: true, asked: true},
-		{name: "a person declines", policy: runner.ApprovalAsk, answer: runner.ApprovalDecline, asked: true, why: "declined by a person"},
+		{name: "accept by policy", policy: runner.ApprovalAcceptAll, prompt: escalate, file: "approved.txt", made: true},
+		{name: "decline by policy", policy: runner.ApprovalDeclineAll, prompt: escalate, file: "approved.txt", why: "declined by the approval policy"},
+		{name: "a person accepts", policy: runner.ApprovalAsk, prompt: escalate, answer: runner.ApprovalAccept, file: "approved.txt", made: true,
+			kind: state.ApprovalCommand},
+		{name: "a person declines", policy: runner.ApprovalAsk, prompt: escalate, answer: runner.ApprovalDecline, file: "approved.txt",
+			kind: state.ApprovalCommand, why: "declined by a person"},
+		{name: "a patch a person accepts is written", policy: runner.ApprovalAsk, prompt: "Write it\nmock: write", answer: runner.ApprovalAccept,
+			file: mockmodel.PatchFile, made: true, kind: state.ApprovalFileChange},
+		{name: "a patch a person declines is not written", policy: runner.ApprovalAsk, prompt: "Write it\nmock: write", answer: runner.ApprovalDecline,
+			file: mockmodel.PatchFile, kind: state.ApprovalFileChange, why: "declined by a person"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -78,28 +90,36 @@ func TestCodexACPAsks(t *testing.T) {
 			mock := runnertest.StartMock(t)
 			exe := runnertest.CodexACPExec(t, mock, acp.Config{Approval: c.policy, Base: cli.Base{
 				Args: []string{"-c", `approval_policy="on-request"`, "-c", `sandbox_mode="read-only"`}}})
-			f := runnertest.NewCLIFixture(t, exe, "Escalate\nmock: escalate\nmock-cmd: echo approved > approved.txt", []string{"gpt-5.5"})
+			f := runnertest.NewCLIFixture(t, exe, c.prompt, []string{"gpt-5.5"})
+			runnertest.Confine(t, f)
 			rep := &replies{answer: c.answer}
 			f.Runner.Replies = rep
+			work := filepath.Join(f.Runner.WorkRoot, f.Task.ID)
 			f.Run(t, context.Background())
 			logs := strings.Join(f.Rec.Logs(), "\n")
 			if f.Task.Phase != state.PhaseCompleted {
 				t.Fatalf("task %s (%s); attempts %s; logs:\n%s", f.Task.Phase, f.Task.PhaseReason, runnertest.AttemptsText(f.Task), logs)
 			}
-			_, err := os.Stat(filepath.Join(f.Runner.WorkRoot, f.Task.ID, "approved.txt"))
-			if ran := err == nil; ran != c.ran {
-				t.Errorf("the command ran: %v, want %v; logs:\n%s", ran, c.ran, logs)
+			_, err := os.Stat(filepath.Join(work, c.file))
+			if made := err == nil; made != c.made {
+				t.Errorf("%s was made: %v, want %v; logs:\n%s", c.file, made, c.made, logs)
 			}
-			if asked := len(rep.requests) > 0; asked != c.asked {
-				t.Fatalf("a person was asked: %v, want %v; logs:\n%s", asked, c.asked, logs)
+			if asked := len(rep.requests) > 0; asked != (c.kind != "") {
+				t.Fatalf("a person was asked: %v, want %v; logs:\n%s", asked, c.kind != "", logs)
 			}
-			if c.asked {
+			if c.kind != "" {
 				req := rep.requests[0]
-				if req.Kind != state.ApprovalCommand || !strings.Contains(req.Command, "approved.txt") {
-					t.Errorf("the request does not say what it asks: %+v", req)
+				switch {
+				case req.Kind != c.kind:
+					t.Errorf("asked %s, want %s: %+v", req.Kind, c.kind, req)
+				case c.kind == state.ApprovalCommand && !strings.Contains(req.Command, "approved.txt"):
+					t.Errorf("the question does not say the command: %+v", req)
+				case c.kind == state.ApprovalFileChange && (len(req.Paths) != 1 || req.Paths[0] != filepath.Join(work, c.file) || !strings.Contains(req.Diff, "written by the mock model")):
+					t.Errorf("the question's paths %q and diff:\n%s\nwant %s and the new text", req.Paths, req.Diff, filepath.Join(work, c.file))
 				}
 			}
 			checkDenied(t, f.Task, c.why)
+			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
 		})
 	}
 }
