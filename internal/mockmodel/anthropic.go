@@ -109,7 +109,7 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	msgs, toolResult := q.conversation()
 	d := parseDirectives(msgs)
 	sc, err := d.scenario(q.Model, toolResult)
-	n := s.record(Request{API: APIAnthropic, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream, Conversation: msgs})
+	n := s.record(Request{API: APIAnthropic, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream, Conversation: msgs, Key: requestKey(r)})
 	w.Header().Set("Request-Id", "req_mock_"+strconv.Itoa(n))
 	if err != nil {
 		antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())

@@ -104,7 +104,7 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
 	msgs, toolResult := q.conversation()
 	d := parseDirectives(msgs)
 	sc, err := d.scenario(model, toolResult)
-	n := s.record(Request{API: APIGemini, Model: model, Scenario: sc, ToolResult: toolResult, Stream: stream, Conversation: msgs})
+	n := s.record(Request{API: APIGemini, Model: model, Scenario: sc, ToolResult: toolResult, Stream: stream, Conversation: msgs, Key: requestKey(r)})
 	if err != nil {
 		gemFail(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error())
 		return

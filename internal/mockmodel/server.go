@@ -36,6 +36,22 @@ type Request struct {
 	// and what the model answered before, so that a test sees whether a
 	// continued session carried its earlier turns.
 	Conversation []Message
+	// Key is the API key the request carried (Authorization's bearer,
+	// x-api-key or x-goog-api-key), so that a test sees which credential
+	// a CLI used.
+	Key string
+}
+
+// requestKey is the API key an HTTP request carries, in the header each
+// API takes it in.
+func requestKey(r *http.Request) string {
+	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return k
+	}
+	if k := r.Header.Get("x-api-key"); k != "" {
+		return k
+	}
+	return r.Header.Get("x-goog-api-key")
 }
 
 // Role says who said a message of a conversation.

@@ -2,11 +2,14 @@ package acp_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/acp"
@@ -120,6 +123,68 @@ func TestCodexACPAsks(t *testing.T) {
 			}
 			checkDenied(t, f.Task, c.why)
 			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
+		})
+	}
+}
+
+// codex-acp refuses a session until it is asked to sign in, though its
+// key is set (OPENAI_API_KEY), when Codex's provider needs an OpenAI
+// login: the executor signs it in with the key of the attempt's
+// environment (authenticate openai-api-key), confined, and the model is
+// asked with that key. Without a key the attempt ends auth, and the
+// model is asked nothing.
+func TestCodexACPSignsInWithTheKeyInItsEnvironment(t *testing.T) {
+	const key = "sk-test-4f1c9e"
+	for _, c := range []runnertest.CLICase{
+		// Codex's openai provider tries WebSockets first, and says its
+		// fall back to HTTP in the answer's text: no Summary to compare.
+		{Name: "a key in the environment", Prompt: "Say hello", Models: []string{"gpt-5.5"}, Phase: state.PhaseCompleted, Codes: []state.ErrorCode{""}},
+		{Name: "no key", Prompt: "Say hello", Models: []string{"gpt-5.5"}, Phase: state.PhaseFailed, Codes: []state.ErrorCode{"auth"}},
+	} {
+		c.Confined = true
+		t.Run(c.Name, func(t *testing.T) {
+			var mock *mockmodel.Server
+			var codexHome string
+			withKey := c.Phase == state.PhaseCompleted
+			runnertest.RunCLICase(t, c, func(m *mockmodel.Server) runner.Executor {
+				mock = m
+				env := clitest.CodexEnv(t, m, clitest.CodexOptions{StreamIdleMS: 1500})
+				codexHome = cli.EnvValue(env, "CODEX_HOME")
+				// Codex's own OpenAI provider, moved to the mock: it takes
+				// its key from an OpenAI login, not from a variable.
+				cfg := fmt.Sprintf("model = \"gpt-5.5\"\napproval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\nopenai_base_url = %q\n", m.OpenAIBaseURL())
+				if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				k := ""
+				if withKey {
+					k = key
+				}
+				env = append(env, "OPENAI_API_KEY="+k, "CODEX_API_KEY=")
+				exe, err := acp.New(acp.Config{Base: cli.Base{Bin: clitest.CodexACPBin(t), Env: env, Grace: 2 * time.Second}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return exe
+			})
+			reqs := mock.Requests()
+			if !withKey {
+				if len(reqs) != 0 {
+					t.Errorf("the model was asked %d times without a key", len(reqs))
+				}
+				return
+			}
+			if len(reqs) == 0 {
+				t.Fatal("the model was not asked")
+			}
+			for _, r := range reqs {
+				if r.Key != key {
+					t.Errorf("a model request carried key %q, want the environment's", r.Key)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(codexHome, "auth.json")); err != nil {
+				t.Errorf("codex-acp kept no login after signing in: %v", err)
+			}
 		})
 	}
 }

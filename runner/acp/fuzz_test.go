@@ -49,7 +49,7 @@ func FuzzSessionUpdate(f *testing.F) {
 
 func fuzzSession() *session {
 	x := &Executor{cfg: Config{Kind: "acp", Approval: runner.ApprovalAcceptAll}}
-	s := newSession(x, runner.AttemptSpec{}, "/w", cli.NewSessionEmitter(func(runner.Event) {}, "acp", 1))
+	s := newSession(x, runner.AttemptSpec{}, "/w", nil, cli.NewSessionEmitter(func(runner.Event) {}, "acp", 1))
 	s.id = "s"
 	s.askCtx = context.Background()
 	return s

@@ -60,7 +60,7 @@ func (x *Executor) Run(ctx context.Context, spec runner.AttemptSpec, emit func(r
 	if dir == "" {
 		dir, _ = os.Getwd() // ACP wants the session's directory absolute
 	}
-	s := newSession(x, spec, dir, cli.NewSessionEmitter(emit, x.cfg.Kind, p.Pgid))
+	s := newSession(x, spec, dir, env, cli.NewSessionEmitter(emit, x.cfg.Kind, p.Pgid))
 	exit := s.run(ctx, p)
 	if x.agent.Settle != nil && !exit.Killed && s.sessionID() != "" {
 		s.settle(func(rctx context.Context, args ...string) ([]byte, error) {

@@ -27,6 +27,7 @@ type session struct {
 	x    *Executor
 	spec runner.AttemptSpec
 	dir  string
+	env  []string // the agent's environment
 	out  *cli.SessionEmitter
 	// askCtx ends the questions put to a person when the attempt stops.
 	askCtx context.Context
@@ -41,6 +42,7 @@ type session struct {
 	replaying bool   // session/load replays the history: not this attempt's
 	inPrompt  bool   // session/prompt sent and not answered
 	cancelled bool   // the executor cancelled the turn
+	signedIn  bool   // the agent was asked to sign in (auth.go)
 	protoErr  error
 	broken    chan struct{} // closed at the first protocol error
 	tools     map[string]*toolCall
@@ -75,8 +77,8 @@ type toolCall struct {
 	done      bool // its result reported
 }
 
-func newSession(x *Executor, spec runner.AttemptSpec, dir string, out *cli.SessionEmitter) *session {
-	return &session{x: x, spec: spec, dir: dir, out: out, broken: make(chan struct{}), tools: map[string]*toolCall{},
+func newSession(x *Executor, spec runner.AttemptSpec, dir string, env []string, out *cli.SessionEmitter) *session {
+	return &session{x: x, spec: spec, dir: dir, env: env, out: out, broken: make(chan struct{}), tools: map[string]*toolCall{},
 		declined: map[string]bool{}, asked: map[string]bool{}, text: map[string]*message{}, thinking: map[string]bool{}}
 }
 
@@ -190,12 +192,15 @@ func (s *session) converse(ctx context.Context, conn *sdk.ClientSideConnection) 
 		prompt  = s.spec.Task.Prompt
 	)
 	if r := s.spec.Resume; r != nil {
-		if err := s.load(ctx, conn, r, loads, &options, &models); err != nil {
+		if err := s.load(ctx, conn, r, loads, init.AuthMethods, &options, &models); err != nil {
 			return turnResult{err: err}
 		}
 		prompt = r.Prompt
 	} else {
 		resp, err := conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: s.dir, McpServers: []sdk.McpServer{}})
+		if s.signIn(ctx, conn, init.AuthMethods, err) {
+			resp, err = conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: s.dir, McpServers: []sdk.McpServer{}})
+		}
 		if err != nil {
 			return turnResult{err: err}
 		}
@@ -230,7 +235,7 @@ func (s *session) converse(ctx context.Context, conn *sdk.ClientSideConnection) 
 // history the agent replays while it loads is not this attempt's: it is
 // not reported. A session the agent cannot load ends the attempt as
 // session_lost; none is made in its place.
-func (s *session) load(ctx context.Context, conn *sdk.ClientSideConnection, r *runner.Resume, loads bool, options *[]sdk.SessionConfigOption, models **sdk.SessionModelState) error {
+func (s *session) load(ctx context.Context, conn *sdk.ClientSideConnection, r *runner.Resume, loads bool, methods []sdk.AuthMethod, options *[]sdk.SessionConfigOption, models **sdk.SessionModelState) error {
 	lost := func(why string) error {
 		return &setupError{code: state.CodeSessionLost, msg: s.agentName() + " could not continue session " + r.SessionID + ": " + why}
 	}
@@ -248,7 +253,11 @@ func (s *session) load(ctx context.Context, conn *sdk.ClientSideConnection, r *r
 	s.mu.Lock()
 	s.replaying = true
 	s.mu.Unlock()
-	resp, err := conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: sdk.SessionId(r.SessionID), Cwd: s.dir, McpServers: []sdk.McpServer{}})
+	req := sdk.LoadSessionRequest{SessionId: sdk.SessionId(r.SessionID), Cwd: s.dir, McpServers: []sdk.McpServer{}}
+	resp, err := conn.LoadSession(ctx, req)
+	if s.signIn(ctx, conn, methods, err) {
+		resp, err = conn.LoadSession(ctx, req)
+	}
 	s.mu.Lock()
 	s.replaying = false
 	s.mu.Unlock()

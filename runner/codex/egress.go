@@ -23,7 +23,8 @@ var localProviders = map[string]string{"ollama": "http://localhost:11434/v1", "o
 func (c *Codex) endpoints(env []string) []egress.Rule { return Endpoints(env, c.args()) }
 
 // Endpoints are the hosts Codex reaches, in env, with args its command
-// line (-c overrides): its own, OPENAI_BASE_URL, and the base URL of every
+// line (-c overrides): its own, OPENAI_BASE_URL, openai_base_url (which
+// moves its openai provider), and the base URL of every
 // provider its config.toml and the overrides define (the one it uses
 // among them). codex-acp, which embeds Codex, reaches the same.
 func Endpoints(env, args []string) []egress.Rule {
@@ -33,7 +34,7 @@ func Endpoints(env, args []string) []egress.Rule {
 		for _, p := range cfg.Providers {
 			urls = append(urls, p.BaseURL)
 		}
-		urls = append(urls, cfg.ChatGPTBaseURL, localProviders[cfg.ModelProvider])
+		urls = append(urls, cfg.ChatGPTBaseURL, cfg.OpenAIBaseURL, localProviders[cfg.ModelProvider])
 	}
 	for i := 0; i+1 < len(args); i++ {
 		if args[i] != "-c" && args[i] != "--config" {

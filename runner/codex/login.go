@@ -26,6 +26,8 @@ type codexConfig struct {
 		BaseURL            string `toml:"base_url"`
 	} `toml:"model_providers"`
 	ChatGPTBaseURL string `toml:"chatgpt_base_url"`
+	// OpenAIBaseURL moves Codex's own openai provider.
+	OpenAIBaseURL string `toml:"openai_base_url"`
 }
 
 // keylessProviders are Codex's built-in providers besides openai: local
