@@ -54,7 +54,7 @@ const (
 	CheckExecutor     CheckName = "executor"      // found, executable, the tested version
 	CheckAgent        CheckName = "agent"         // an ACP agent initialized: who it is, what it does not support
 	CheckLogin        CheckName = "login"         // the executor's CLI has a credential: logged in, or its key set
-	CheckModels       CheckName = "models"        // --models known to the CLI; only where it can tell offline (codex)
+	CheckModels       CheckName = "models"        // --models known to the CLI; only where it can tell offline (codex, opencode, an ACP agent's session)
 	CheckIsolation    CheckName = "isolation"     // attempts confined (Landlock), or said why not
 	CheckDenied       CheckName = "denied"        // what tasks cannot read: the agent's files, credentials present and absent
 	CheckEgress       CheckName = "egress"        // attempts' network confined to their allow list, or said why not

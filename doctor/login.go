@@ -38,6 +38,7 @@ func checkLogin(ctx context.Context, o Options, exe Check) Check {
 var loginFix = map[string]string{
 	"codex":  "run codex login status as the agent's user to see why; codex login logs in",
 	"claude": "run claude auth status as the agent's user to see why; claude auth login logs in",
+	"acp":    "run the agent by hand as the agent's user to see why it does not open a session",
 }
 
 // checkModels checks --models against the models the CLI knows, where it

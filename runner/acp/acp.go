@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -85,6 +86,9 @@ type Agent struct {
 	// Noise reports whether a line of its stderr is noise the agent
 	// prints at every start, said as the executor's log, not as an error.
 	Noise func(line string) bool
+	// LoginFix says how to give it a credential, for agent doctor when
+	// it refuses a session for want of one.
+	LoginFix string
 }
 
 // RunFunc runs the agent's binary with args, as an attempt's process
@@ -131,6 +135,13 @@ type Executor struct {
 	// noLoad is set once an agent has said it cannot load sessions: its
 	// sessions are then never given a path, so never continued.
 	noLoad atomic.Bool
+	// probe is agent doctor's session probe, made once (probe.go).
+	probe struct {
+		sync.Mutex
+		done   bool
+		result sessionProbe
+		err    error
+	}
 }
 
 // New returns an ACP executor.

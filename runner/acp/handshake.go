@@ -37,55 +37,11 @@ type Handshake struct {
 // agent doctor reports. It sends no prompt: the model is asked nothing.
 // ctx bounds it.
 func (x *Executor) Handshake(ctx context.Context) (Handshake, error) {
-	path, err := proc.Resolve(x.cfg.Bin)
+	conn, path, stop, err := x.startIdle()
 	if err != nil {
 		return Handshake{}, err
 	}
-	env := x.Env(runner.AttemptSpec{})
-	if x.agent.Prepare != nil {
-		dir, err := os.MkdirTemp("", "agent-"+x.cfg.Kind+"-")
-		if err != nil {
-			return Handshake{}, err
-		}
-		defer os.RemoveAll(dir)
-		more, err := x.agent.Prepare(dir)
-		if err != nil {
-			return Handshake{}, err
-		}
-		env = append(env, more...)
-	}
-	cmd := exec.Command(path, x.args()...)
-	cmd.Env, cmd.Dir = env, x.cfg.Dir
-	cmd.SysProcAttr = proc.SysProcAttr()
-	cmd.Stderr = io.Discard
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return Handshake{}, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return Handshake{}, err
-	}
-	if err := cmd.Start(); err != nil {
-		return Handshake{}, fmt.Errorf("%s: %w", path, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	defer func() {
-		stdin.Close()
-		select {
-		case <-exited:
-		case <-time.After(x.cfg.Grace):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left
-	}()
-	conn := sdk.NewClientSideConnection(handshakeClient{}, stdin, stdout)
-	conn.SetLogger(slog.New(slog.DiscardHandler))
+	defer stop()
 	init, err := conn.Initialize(ctx, sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber,
 		ClientInfo: &sdk.Implementation{Name: "edge-agent", Version: "1"}})
 	switch {
@@ -117,6 +73,74 @@ func (x *Executor) Handshake(ctx context.Context) (Handshake, error) {
 		h.Lacks = append(h.Lacks, "where it keeps its state is not known to the agent: a confined attempt writes only its work and temporary directories (--isolation-write for more)")
 	}
 	return h, nil
+}
+
+// startIdle starts the agent as an attempt's would be (its environment
+// and command line, not confined) for a short exchange of the doctor's:
+// it returns the connection to it, the binary run, and stop, which ends
+// it (stdin closed, then SIGKILL after the grace) and what it left.
+func (x *Executor) startIdle() (conn *sdk.ClientSideConnection, path string, stop func(), err error) {
+	path, err = proc.Resolve(x.cfg.Bin)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	env := x.Env(runner.AttemptSpec{})
+	var cleanup []func()
+	undo := func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}
+	if x.agent.Prepare != nil {
+		dir, err := os.MkdirTemp("", "agent-"+x.cfg.Kind+"-")
+		if err != nil {
+			return nil, "", nil, err
+		}
+		cleanup = append(cleanup, func() { os.RemoveAll(dir) })
+		more, err := x.agent.Prepare(dir)
+		if err != nil {
+			undo()
+			return nil, "", nil, err
+		}
+		env = append(env, more...)
+	}
+	cmd := exec.Command(path, x.args()...)
+	cmd.Env, cmd.Dir = env, x.cfg.Dir
+	cmd.SysProcAttr = proc.SysProcAttr()
+	cmd.Stderr = io.Discard
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		undo()
+		return nil, "", nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		undo()
+		return nil, "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		undo()
+		return nil, "", nil, fmt.Errorf("%s: %w", path, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	stop = func() {
+		stdin.Close()
+		select {
+		case <-exited:
+		case <-time.After(x.cfg.Grace):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left
+		undo()
+	}
+	conn = sdk.NewClientSideConnection(handshakeClient{}, stdin, stdout)
+	conn.SetLogger(slog.New(slog.DiscardHandler))
+	return conn, path, stop, nil
 }
 
 // handshakeClient answers nothing: an agent being initialized asks

@@ -71,6 +71,7 @@ func Gemini(args []string) Agent {
 			return []string{"GEMINI_CLI_SYSTEM_DEFAULTS_PATH=" + path}, nil
 		},
 		Classify: classifyGemini,
+		LoginFix: "set GEMINI_API_KEY (or GOOGLE_API_KEY) in agent run's environment, or run gemini as the user agent run runs as and log in with Google (its state is GEMINI_CLI_HOME, else ~/.gemini)",
 		// Seen on 0.61.0: a new process's session/load writes the
 		// session's record afresh before it reads it, and then finds
 		// nothing to load.
@@ -111,6 +112,7 @@ func CodexACP() Agent {
 	}
 	return Agent{Name: "codex-acp", Pass: []string{"CODEX_HOME", "CODEX_*", "OPENAI_*"}, Args: args, KeepsRunning: true,
 		Classify:  classifyCodex,
+		LoginFix:  "codex login as the user agent run runs as (its state is CODEX_HOME, else ~/.codex), or set OPENAI_API_KEY or CODEX_API_KEY in agent run's environment",
 		State:     func(env []string) []string { return []string{codex.Home(env)} },
 		Endpoints: func(env, args []string) []egress.Rule { return codex.Endpoints(env, args) },
 		Noise: func(line string) bool {
