@@ -52,7 +52,7 @@ func TestGeminiAgainstTheRealCLI(t *testing.T) {
 		{CLICase: runnertest.CLICase{Name: "a cut stream is taken for the answer", Prompt: "x\nmock: gemini-2.5-pro=cut gemini-3.8-flash=text", Models: two,
 			Phase: state.PhaseCompleted, Codes: []state.ErrorCode{""}, Summary: "Partial"}},
 	} {
-		c.Confined = true
+		c.Confined, c.SlowStart = true, true
 		t.Run(c.Name, func(t *testing.T) {
 			runnertest.RunCLICase(t, c.CLICase, func(m *mockmodel.Server) runner.Executor {
 				return runnertest.GeminiExec(t, m, acp.Config{Approval: c.approval})
@@ -102,6 +102,7 @@ func TestGeminiAsks(t *testing.T) {
 			mock := runnertest.StartMock(t)
 			f := runnertest.NewCLIFixture(t, runnertest.GeminiExec(t, mock, acp.Config{Approval: c.policy}), c.prompt, []string{"gemini-2.5-pro"})
 			runnertest.Confine(t, f)
+			runnertest.SlowStart(f)
 			rep := &replies{answer: c.answer}
 			f.Runner.Replies = rep
 			f.Runner.ApprovalTimeout = time.Second

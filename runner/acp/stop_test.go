@@ -29,16 +29,21 @@ var agents = []struct {
 	name  string
 	model string
 	exe   func(*testing.T, *mockmodel.Server) runner.Executor
+	// silent is the first-event limit of the silent-model test: long
+	// enough for the agent to start on a loaded machine, shorter than
+	// its own limit on a silent request (Gemini CLI's fetch fails in
+	// about a minute), and than the fixture's attempt limit (2 min).
+	silent time.Duration
 }{
 	{"opencode", clitest.OpenCodeModels[0], func(t *testing.T, m *mockmodel.Server) runner.Executor {
 		return runnertest.OpenCodeExec(t, m, opencode.Config{})
-	}},
+	}, 90 * time.Second},
 	{"codex-acp", "gpt-5.5", func(t *testing.T, m *mockmodel.Server) runner.Executor {
 		return runnertest.CodexACPExec(t, m, acp.Config{})
-	}},
+	}, 90 * time.Second},
 	{"gemini", "gemini-2.5-pro", func(t *testing.T, m *mockmodel.Server) runner.Executor {
 		return runnertest.GeminiExec(t, m, acp.Config{Approval: runner.ApprovalAcceptAll})
-	}},
+	}, 50 * time.Second},
 }
 
 // A model that accepts the request and never answers (nor sends a
@@ -53,9 +58,8 @@ func TestSilentModelHitsTheFirstEventLimit(t *testing.T) {
 			f := runnertest.NewCLIFixture(t, a.exe(t, mock), "x\nmock: hang_headers", []string{a.model})
 			runnertest.Confine(t, f)
 			f.Runner.Policy.MaxAttempts = 1
-			// Long enough for the agent to start on a loaded machine; the
-			// model never answers, so it fires anyway.
-			f.Runner.Timeouts.FirstEvent = []time.Duration{40 * time.Second}
+			// The model never answers, so the limit fires anyway.
+			f.Runner.Timeouts.FirstEvent = []time.Duration{a.silent}
 			f.Run(t, context.Background())
 			at := f.Task.Attempts[0]
 			if at.Error == nil || at.Error.Code != "first_event_timeout" {
@@ -81,6 +85,7 @@ func TestCancelDuringAToolCommandLeavesNoProcess(t *testing.T) {
 			marker := "sleep-" + strconv.Itoa(os.Getpid()) + "-" + a.name
 			f := runnertest.NewCLIFixture(t, a.exe(t, mock), "Sleep\nmock: shell\nmock-cmd: bash -c 'exec -a "+marker+" sleep 300'", []string{a.model})
 			runnertest.Confine(t, f)
+			runnertest.SlowStart(f)
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
 			var once sync.Once

@@ -79,6 +79,7 @@ func TestOpenCodeAsks(t *testing.T) {
 			mock := runnertest.StartMock(t)
 			f := runnertest.NewCLIFixture(t, runnertest.OpenCodeExec(t, mock, opencode.Config{Approval: c.policy}), c.prompt, models)
 			runnertest.Confine(t, f)
+			runnertest.SlowStart(f)
 			rep := &replies{answer: c.answer}
 			f.Runner.Replies = rep
 			f.Runner.ApprovalTimeout = time.Second
@@ -120,6 +121,7 @@ func TestATasksOpenCodeConfigDoesNotSilenceTheQuestion(t *testing.T) {
 	mock := runnertest.StartMock(t)
 	f := runnertest.NewCLIFixture(t, runnertest.OpenCodeExec(t, mock, opencode.Config{Approval: runner.ApprovalAsk}), "Run it\nmock: shell\nmock-cmd: echo ran > ran.txt", models)
 	runnertest.Confine(t, f)
+	runnertest.SlowStart(f)
 	rep := &replies{answer: runner.ApprovalDecline}
 	f.Runner.Replies = rep
 	work := filepath.Join(f.Runner.WorkRoot, f.Task.ID)

@@ -48,7 +48,7 @@ func TestOpenCodeAgainstTheRealCLI(t *testing.T) {
 		{Name: "a cut stream is taken up by OpenCode", Prompt: "x\nmock: cut", Models: models, Phase: state.PhaseCompleted, Codes: []state.ErrorCode{""},
 			Summary: mockmodel.HelloText},
 	} {
-		c.Confined = true
+		c.Confined, c.SlowStart = true, true
 		t.Run(c.Name, func(t *testing.T) {
 			runnertest.RunCLICase(t, c, func(m *mockmodel.Server) runner.Executor { return runnertest.OpenCodeExec(t, m, opencode.Config{}) })
 		})
@@ -65,6 +65,7 @@ func TestOpenCodeOverItsTokenBudget(t *testing.T) {
 	mock := runnertest.StartMock(t)
 	f := runnertest.NewCLIFixture(t, runnertest.OpenCodeExec(t, mock, opencode.Config{}), "Run it\nmock: shell", models)
 	runnertest.Confine(t, f)
+	runnertest.SlowStart(f)
 	f.Task.MaxTokens = 10 // the mock's every answer uses more
 	f.Run(t, context.Background())
 	if f.Task.Phase != state.PhaseFailed || len(f.Task.Attempts) != 1 {
@@ -100,6 +101,7 @@ func TestOpenCodeThroughTheACPExecutor(t *testing.T) {
 	}
 	f := runnertest.NewCLIFixture(t, exe, "Run it\nmock: shell\nmock-cmd: echo ran > ran.txt", models)
 	runnertest.Confine(t, f)
+	runnertest.SlowStart(f)
 	rep := &replies{answer: runner.ApprovalAccept}
 	f.Runner.Replies = rep
 	f.Run(t, context.Background())

@@ -44,6 +44,21 @@ type CLICase struct {
 	// SideEffect: the first attempt had a side effect (a command ran, a
 	// file changed).
 	SideEffect bool
+	// SlowStart: the CLI takes seconds to start (SlowStart).
+	SlowStart bool
+}
+
+// SlowStartFirstEvent is the first-event limit of a fixture whose CLI
+// takes seconds to start before it asks the model (OpenCode, Gemini CLI:
+// 2 to 5 s alone, and over 40 s seen with three at once on two busy
+// cores): the limit counts from the attempt's start.
+const SlowStartFirstEvent = 2 * time.Minute
+
+// SlowStart gives the fixture's attempts a first-event limit its slow
+// CLI meets on a loaded machine (SlowStartFirstEvent), and an attempt
+// limit to match, for the tests that do not test the limit.
+func SlowStart(f *Fixture) {
+	f.Runner.Timeouts = runner.Timeouts{FirstEvent: []time.Duration{SlowStartFirstEvent}, Attempt: []time.Duration{5 * time.Minute}}
 }
 
 // Check asserts the task's end against the case.
@@ -145,6 +160,9 @@ func RunCLICase(t *testing.T, c CLICase, exe func(*mockmodel.Server) runner.Exec
 	f := NewCLIFixture(t, exe(mock), c.Prompt, c.Models)
 	if c.Confined {
 		Confine(t, f)
+	}
+	if c.SlowStart {
+		SlowStart(f)
 	}
 	f.Run(t, context.Background())
 	c.Check(t, f, mock)
