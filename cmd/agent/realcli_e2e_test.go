@@ -20,7 +20,9 @@ func TestE2EDemoThroughTheRealCLIs(t *testing.T) {
 			bins := map[string]func(testing.TB) string{"codex": clitest.CodexBin, "claude": clitest.ClaudeBin, "opencode": clitest.OpenCodeBin}
 			bin := bins[cli](t)
 			dir := t.TempDir()
-			r := runAgent(t, "demo", "--executor", cli, "--executor-bin", bin, "--data-dir", dir)
+			// Through OpenCode, whose every attempt takes seconds to
+			// start (tens on a loaded machine), the demo took over 3 min.
+			r := runAgentWithin(t, 10*time.Minute, nil, "demo", "--executor", cli, "--executor-bin", bin, "--data-dir", dir)
 			if r.code != 0 {
 				t.Fatalf("demo: %+v", r)
 			}
