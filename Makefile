@@ -57,7 +57,7 @@ bench:
 	./scripts/bench.sh $(BENCH_FLAGS)
 
 ## fuzz: fuzz every parser of outside input for $(FUZZTIME) each: outbox recovery, task files, API bodies, the executors' protocol decoders.
-FUZZ_TARGETS := ./outbox:FuzzOpen ./outbox:FuzzDecodeRecordFast ./outbox:FuzzValidJSON ./state:FuzzLoadTaskFile ./controlplane/server:FuzzAPIBodies ./runner/codex:FuzzCodexMessage ./runner/claude:FuzzClaudeLine ./runner/exec:FuzzExecEvent
+FUZZ_TARGETS := ./outbox:FuzzOpen ./outbox:FuzzDecodeRecordFast ./outbox:FuzzValidJSON ./state:FuzzLoadTaskFile ./controlplane/server:FuzzAPIBodies ./runner/codex:FuzzCodexMessage ./runner/claude:FuzzClaudeLine ./runner/acp:FuzzSessionUpdate ./runner/exec:FuzzExecEvent
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 		TMPDIR=$(FUZZ_TMPDIR) $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg || exit 1; done

@@ -42,7 +42,8 @@ type CheckName string
 
 // The checks, in the order Run runs them. CheckModels is there only when
 // there is something to check: --models given, and a CLI that can list
-// the models it knows without a request.
+// the models it knows without a request; CheckAgent only for an agent
+// that says what it supports (ACP: opencode, acp).
 const (
 	CheckConfig       CheckName = "config"        // the settings resolved; the config file read
 	CheckToken        CheckName = "token"         // a token given, its file private
@@ -51,8 +52,9 @@ const (
 	CheckOutbox       CheckName = "outbox"        // readable, nothing corrupt, torn, dead or stale
 	CheckDisk         CheckName = "disk"          // free space on the data directory's file system
 	CheckExecutor     CheckName = "executor"      // found, executable, the tested version
+	CheckAgent        CheckName = "agent"         // an ACP agent initialized: who it is, what it does not support
 	CheckLogin        CheckName = "login"         // the executor's CLI has a credential: logged in, or its key set
-	CheckModels       CheckName = "models"        // --models known to the CLI; only where it can tell offline (codex)
+	CheckModels       CheckName = "models"        // --models known to the CLI; only where it can tell offline (codex, opencode, an ACP agent's session)
 	CheckIsolation    CheckName = "isolation"     // attempts confined (Landlock), or said why not
 	CheckDenied       CheckName = "denied"        // what tasks cannot read: the agent's files, credentials present and absent
 	CheckEgress       CheckName = "egress"        // attempts' network confined to their allow list, or said why not
@@ -177,7 +179,11 @@ func Run(ctx context.Context, o Options) []Check {
 	checks := []Check{checkConfig(o), checkToken(o)}
 	checks = append(checks, checkDataDir(o)...)
 	exe := checkExecutor(ctx, o)
-	checks = append(checks, exe, checkLogin(ctx, o, exe))
+	checks = append(checks, exe)
+	if c, ok := checkAgent(ctx, o, exe); ok {
+		checks = append(checks, c)
+	}
+	checks = append(checks, checkLogin(ctx, o, exe))
 	if c, ok := checkModels(ctx, o, exe); ok {
 		checks = append(checks, c)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/edgeagent/agent/internal/gittest"
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/outbox"
+	"github.com/edgeagent/agent/runner/acp"
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/codex"
@@ -396,19 +397,40 @@ func TestToolsLockPinsTestedCLIs(t *testing.T) {
 	if lock.LockfileVersion < 2 || len(lock.Packages) < 2 {
 		t.Fatalf("package-lock.json: lockfileVersion %d with %d packages: not a lock npm ci can install", lock.LockfileVersion, len(lock.Packages))
 	}
-	if len(pkg.Dependencies) != len(cli.Tested) {
-		t.Errorf("package.json installs %v, want exactly %v", pkg.Dependencies, cli.Tested)
+	// What the tests install of each tested CLI: its package, or (OpenCode,
+	// whose other platforms' packages the registry does not all hold) the
+	// package of its Linux x64 binary; and the optional package that
+	// carries the binary, for those that have one. The ACP agents
+	// (acp.Tested) are pinned beside them.
+	tested := map[string]cli.TestedCLI{}
+	for kind, tc := range cli.Tested {
+		tested[kind] = tc
 	}
-	platform := map[string]string{"codex": "@openai/codex-linux-x64", "claude": "@anthropic-ai/claude-code-linux-x64"}
-	for kind, tested := range cli.Tested {
-		if got := pkg.Dependencies[tested.Package]; got != tested.Version {
-			t.Errorf("package.json pins %s at %q, want exactly %s (cli.Tested[%s])", tested.Package, got, tested.Version, kind)
+	for name, tc := range acp.Tested {
+		tested[name] = tc
+	}
+	installs := map[string]string{"opencode": "opencode-linux-x64"}
+	platform := map[string]string{"codex": "@openai/codex-linux-x64", "claude": "@anthropic-ai/claude-code-linux-x64",
+		"codex-acp": "@zed-industries/codex-acp-linux-x64"}
+	if len(pkg.Dependencies) != len(tested) {
+		t.Errorf("package.json installs %v, want exactly %v", pkg.Dependencies, tested)
+	}
+	for kind, tc := range tested {
+		name := tc.Package
+		if n, ok := installs[kind]; ok {
+			name = n
 		}
-		if got := lock.Packages["node_modules/"+tested.Package].Version; got != tested.Version {
-			t.Errorf("package-lock.json has %s %q, want %s", tested.Package, got, tested.Version)
+		if got := pkg.Dependencies[name]; got != tc.Version {
+			t.Errorf("package.json pins %s at %q, want exactly %s (%s)", name, got, tc.Version, kind)
 		}
-		if p, ok := lock.Packages["node_modules/"+platform[kind]]; !ok || !p.Optional || !strings.HasPrefix(p.Version, tested.Version) {
-			t.Errorf("package-lock.json lacks %s's optional linux-x64 package %s (got %+v)", tested.Package, platform[kind], p)
+		if got := lock.Packages["node_modules/"+name].Version; got != tc.Version {
+			t.Errorf("package-lock.json has %s %q, want %s", name, got, tc.Version)
+		}
+		if platform[kind] == "" {
+			continue
+		}
+		if p, ok := lock.Packages["node_modules/"+platform[kind]]; !ok || !p.Optional || !strings.HasPrefix(p.Version, tc.Version) {
+			t.Errorf("package-lock.json lacks %s's optional linux-x64 package %s (got %+v)", name, platform[kind], p)
 		}
 	}
 	sha512 := regexp.MustCompile(`^sha512-[A-Za-z0-9+/]{86}==$`)

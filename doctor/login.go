@@ -38,6 +38,7 @@ func checkLogin(ctx context.Context, o Options, exe Check) Check {
 var loginFix = map[string]string{
 	"codex":  "run codex login status as the agent's user to see why; codex login logs in",
 	"claude": "run claude auth status as the agent's user to see why; claude auth login logs in",
+	"acp":    "run the agent by hand as the agent's user to see why it does not open a session",
 }
 
 // checkModels checks --models against the models the CLI knows, where it
@@ -72,4 +73,27 @@ func checkModels(ctx context.Context, o Options, exe Check) (c Check, ok bool) {
 			Fix:    "correct --models (models in the config) to models of the catalog"}, true
 	}
 	return pass(CheckModels, "%s in %s's model catalog", strings.Join(o.Models, ", "), o.ExecutorKind), true
+}
+
+// checkAgent starts an agent that says what it supports (an ACP agent)
+// and initializes it, without a prompt: who it is, and a warning for what
+// it does not support (no session load means no continue). ok is false
+// for an executor whose agent does not say.
+func checkAgent(ctx context.Context, o Options, exe Check) (c Check, ok bool) {
+	h, isAgent := o.Executor.(cli.Handshaker)
+	if !isAgent || exe.Result == CheckFail {
+		return Check{}, false
+	}
+	hctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	line, lacks, err := h.AgentHandshake(hctx)
+	switch {
+	case err != nil:
+		return failed(CheckAgent, fmt.Sprintf("the %s agent does not start as an ACP agent: %v", o.ExecutorKind, err),
+			"check --executor-bin and --executor-arg: the command must speak ACP on stdin and stdout (e.g. gemini --acp, opencode acp, codex-acp)"), true
+	case lacks:
+		return Check{Name: CheckAgent, Result: CheckWarn, Detail: line,
+			Fix: "tasks run, without what it lacks; an agent release that supports it lifts this"}, true
+	}
+	return pass(CheckAgent, "%s", line), true
 }

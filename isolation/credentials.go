@@ -73,6 +73,8 @@ var DefaultDeny = []Credential{
 	// AI CLIs' logins: an attempt of that CLI reads its own (see above).
 	{".codex/auth.json", "Codex's login"},
 	{".claude/.credentials.json", "Claude Code's login"},
+	{".local/share/opencode/auth.json", "OpenCode's provider logins and keys"},
+	{".gemini/oauth_creds.json", "Gemini CLI's Google login"},
 	// What people type: tokens in commands.
 	{".bash_history", "shell history: tokens typed in commands"},
 	{".zsh_history", "shell history: tokens typed in commands"},

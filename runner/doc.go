@@ -4,7 +4,9 @@
 // with an Exit. The executors live in packages of their own: runner/exec
 // runs an argv (never a shell) in its own process group; runner/codex
 // drives Codex's app server over JSON-RPC; runner/claude drives Claude Code
-// in print mode; runner/cli holds what the two CLI executors share.
+// in print mode; runner/acp drives any agent that speaks the Agent Client
+// Protocol, and runner/opencode is it with OpenCode's profile; runner/cli
+// holds what the CLI executors share.
 //
 // Runner.Run is the attempt loop. It starts the first attempt, applies every
 // event to the task through the state helpers, enforces the first-event and

@@ -40,7 +40,11 @@ stamp="$dir/.installed-lock-$sum"
 # bin/claude.exe, so the link goes to the platform package's own.
 codex="$dir/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
 claude="$dir/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
-if [ -f "$stamp" ] && [ -x .tools/codex ] && [ -x .tools/claude ]; then
+opencode="$dir/node_modules/opencode-linux-x64/bin/opencode"
+codex_acp="$dir/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
+# Gemini CLI is a Node.js script (its bundle, run by the node on PATH).
+gemini="$dir/node_modules/@google/gemini-cli/bundle/gemini.js"
+if [ -f "$stamp" ] && [ -x .tools/codex ] && [ -x .tools/claude ] && [ -x .tools/opencode ] && [ -x .tools/codex-acp ] && [ -x .tools/gemini ]; then
 	exit 0
 fi
 if ! command -v npm >/dev/null 2>&1; then
@@ -55,6 +59,12 @@ cp "$src/package.json" "$src/package-lock.json" "$src/.npmrc" "$dir/"
 (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >&2
 "$codex" --version >&2
 "$claude" --version >&2
+"$opencode" --version >&2
+node "$gemini" --version >&2
+test -x "$codex_acp" # it has no --version: it speaks ACP on stdin at once
 ln -sf "$(pwd)/$codex" .tools/codex
 ln -sf "$(pwd)/$claude" .tools/claude
+ln -sf "$(pwd)/$opencode" .tools/opencode
+ln -sf "$(pwd)/$codex_acp" .tools/codex-acp
+ln -sf "$(pwd)/$gemini" .tools/gemini
 touch "$stamp"

@@ -22,6 +22,7 @@ import (
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/codex"
+	"github.com/edgeagent/agent/runner/opencode"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -37,16 +38,18 @@ effect before a network error, so the safety gate stops it for a person to
 decide. It shows live progress, then each task's attempt timeline and the
 outbox's figures, and exits 0 once every task has ended.
 
-With --executor codex or claude it runs the same story through the real CLI
-(Codex app server, or Claude Code), pointed at a mock model server the demo
-embeds on loopback: no account, no network. The CLI must be installed:
-npm install -g @openai/codex@0.169.0 or @anthropic-ai/claude-code@2.1.330,
-or make tools in the repository, or give --executor-bin.
+With --executor codex, claude or opencode it runs the same story through the
+real CLI (Codex app server, Claude Code, or OpenCode in its ACP mode),
+pointed at a mock model server the demo embeds on loopback: no account, no
+network. The CLI must be installed: npm install -g @openai/codex@0.169.0,
+@anthropic-ai/claude-code@2.1.330 or opencode-ai@1.18.33, or make tools in
+the repository, or give --executor-bin.
 
 With --data-dir the files stay there for inspection with agent tasks and
 agent outbox; without it they go in a temporary directory, removed at the end.`,
 		Example: `  agent demo
   agent demo --executor codex
+  agent demo --executor opencode
   agent demo --executor claude --data-dir ./demo-data`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -64,7 +67,7 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
 					opts.SelfBin = self
 				}
 				return demo.Run(cmd.Context(), opts)
-			case "codex", "claude":
+			case "codex", "claude", "opencode":
 				path, err := demoBinary(kind, bin)
 				if err != nil {
 					return err
@@ -90,12 +93,12 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "Running %s (%s) against a mock model on %s\n", kind, path, mock.URL())
 				return demo.Run(cmd.Context(), opts)
 			}
-			return usagef("--executor %q: want sample, codex or claude", kind)
+			return usagef("--executor %q: want sample, codex, claude or opencode", kind)
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the demo's files here (default: a temporary directory)")
-	cmd.Flags().StringVar(&kind, "executor", "sample", "sample (built in), codex or claude (the real CLI against an embedded mock model)")
-	cmd.Flags().StringVar(&bin, "executor-bin", "", "the codex or claude binary (default: on PATH, else .tools/ after make tools)")
+	cmd.Flags().StringVar(&kind, "executor", "sample", "sample (built in), codex, claude or opencode (the real CLI against an embedded mock model)")
+	cmd.Flags().StringVar(&bin, "executor-bin", "", "the codex, claude or opencode binary (default: on PATH, else .tools/ after make tools)")
 	return cmd
 }
 
@@ -149,6 +152,9 @@ func installHint(kind string) string {
 // demoExecutor builds the CLI's executor with a home of its own in home,
 // pointed at the mock model and nowhere else.
 func demoExecutor(kind, path, home string, mock *mockmodel.Server) (runner.Executor, error) {
+	if kind == "opencode" {
+		return demoOpenCode(path, home, mock)
+	}
 	if kind == "claude" {
 		return claude.New(claude.Config{AllowedTools: []string{"Bash"}, Base: cli.Base{Bin: path, Grace: 2 * time.Second,
 			Env: []string{"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude"), "ANTHROPIC_BASE_URL=" + mock.URL(), "ANTHROPIC_API_KEY=demo"}}})
@@ -182,18 +188,51 @@ stream_idle_timeout_ms = 5000
 		Env: []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "MOCK_API_KEY=demo"}}})
 }
 
+// demoOpenCode builds the OpenCode executor with a home of its own in
+// home, its anthropic provider pointed at the mock model. Its
+// configuration directory is as OpenCode leaves it after a first run
+// online (its plugin package named installed), so that it does not try
+// the npm registry.
+func demoOpenCode(path, home string, mock *mockmodel.Server) (runner.Executor, error) {
+	dir := filepath.Join(home, ".config", "opencode")
+	if err := os.MkdirAll(filepath.Join(dir, "node_modules"), 0o700); err != nil {
+		return nil, err
+	}
+	files := map[string]string{
+		"opencode.json":     fmt.Sprintf(`{"provider": {"anthropic": {"options": {"baseURL": %q, "apiKey": "demo"}}}}`+"\n", mock.URL()+"/v1"),
+		"package.json":      `{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}` + "\n",
+		"package-lock.json": `{"lockfileVersion":3,"packages":{"":{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}}}` + "\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return opencode.New(opencode.Config{Base: cli.Base{Bin: path, Grace: 2 * time.Second, Env: []string{"HOME=" + home}}})
+}
+
 // demoCLITasks tell the sample's story through a real CLI: the mock line
 // in each prompt says how the mock model answers.
 func demoCLITasks(kind string) ([]api.CreateTaskRequest, []string) {
 	small, big := "gpt-5.4-mini", "gpt-5.5"
-	if kind == "claude" {
+	models := []string{small, big}
+	// OpenCode retries a 5xx itself for about a minute before it says
+	// so: its story's failure after the side effect is a 429.
+	transient := "r500"
+	switch kind {
+	case "claude":
 		small, big = "claude-haiku-4-5", "claude-opus-5-5"
+		models = []string{small, big}
+	case "opencode":
+		small, big = "claude-haiku-4-5", "claude-opus-4-5"
+		models = []string{"anthropic/" + small, "anthropic/" + big}
+		transient = "r429"
 	}
 	return []api.CreateTaskRequest{
 		{Title: "Say hello", Prompt: "Say hello to the operator."},
 		{Title: "Summarize this week's issues", Prompt: "Summarize this week's issues.\nmock: " + small + "=r429 " + big + "=text"},
 		{Title: "Rotate the staging logs", Prompt: "Rotate the staging logs.\nmock: shell\nmock-cmd: echo rotated > rotated.txt"},
-		{Title: "Rotate the staging credentials", Prompt: "Rotate the staging credentials.\nmock: shell after=r500\nmock-cmd: echo rotated > credentials.txt"},
+		{Title: "Rotate the staging credentials", Prompt: "Rotate the staging credentials.\nmock: shell after=" + transient + "\nmock-cmd: echo rotated > credentials.txt"},
 		{Title: "Migrate the billing database", Prompt: "Migrate the billing database.\nmock: shell after=quota\nmock-cmd: echo migrated > migration.txt"},
-	}, []string{small, big}
+	}, models
 }

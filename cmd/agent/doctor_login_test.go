@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/agent/doctor"
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/gittest"
+	"github.com/edgeagent/agent/internal/mockmodel"
 )
 
 // freshCLIHome is an empty home for the real CLIs: HOME, CODEX_HOME (made:
@@ -223,4 +224,179 @@ func readOnly(t *testing.T, dir string) {
 		t.Fatalf("root, and chattr +i is not available here to make %s read-only: %v %s", dir, err, out)
 	}
 	t.Cleanup(func() { exec.Command("chattr", "-i", dir).Run() })
+}
+
+// OpenCode's login and models, as agent doctor checks them on the real
+// pinned binary (opencode models: no request): no provider with a key
+// fails with what gives it one; a key in the environment passes, naming
+// the provider and never the key; --models are checked against what it
+// lists.
+func TestDoctorOpenCode(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	const secret = "dummy-key-9d2e41b7c3"
+	for _, tc := range []struct {
+		name, models    string
+		key             bool
+		login, modelsIs doctor.CheckResult
+		detail          string // the login's, or the models'
+	}{
+		{name: "no provider logged in", login: doctor.CheckFail, detail: "no provider has a credential OpenCode can use"},
+		{name: "a key in the environment", key: true, login: doctor.CheckPass, detail: "providers with a credential: anthropic (opencode models; keys not shown)"},
+		{name: "a model it lists", key: true, models: "anthropic/claude-sonnet-4-5", login: doctor.CheckPass, modelsIs: doctor.CheckPass,
+			detail: "anthropic/claude-sonnet-4-5 in opencode's model catalog"},
+		{name: "a model it does not list", key: true, models: "anthropic/no-such-model", login: doctor.CheckPass, modelsIs: doctor.CheckWarn,
+			detail: "anthropic/no-such-model is not in opencode's model catalog"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _, _ := freshCLIHome(t)
+			env = append(env, "HOME="+clitest.OpenCodeHome(t, "{}\n"), "OPENROUTER_API_KEY=", "GEMINI_API_KEY=", "GOOGLE_GENERATIVE_AI_API_KEY=", "OPENCODE_API_KEY=")
+			if tc.key {
+				env = append(env, "ANTHROPIC_API_KEY="+secret)
+			}
+			args := []string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", privateDir(t),
+				"--executor", "opencode", "--executor-bin", clitest.OpenCodeBin(t)}
+			if tc.models != "" {
+				args = append(args, "--models", tc.models)
+			}
+			code, checks := doctorChecks(t, env, args...)
+			login, models := findCheck(checks, doctor.CheckLogin), findCheck(checks, doctor.CheckModels)
+			if login.Result != tc.login || models.Result != tc.modelsIs {
+				t.Errorf("exit %d; login %s %q, models %s %q; want %s and %q", code, login.Result, login.Detail, models.Result, models.Detail, tc.login, tc.modelsIs)
+			}
+			if said := login.Detail + " " + models.Detail; !strings.Contains(said, tc.detail) {
+				t.Errorf("doctor says %q, want %q", said, tc.detail)
+			}
+			if tc.login == doctor.CheckFail && !strings.Contains(login.Fix, "opencode auth login") {
+				t.Errorf("the login's fix %q does not say how to log in", login.Fix)
+			}
+			if exe := findCheck(checks, doctor.CheckExecutor); exe.Result != doctor.CheckPass || !strings.Contains(exe.Detail, "opencode 1.18.33") {
+				t.Errorf("executor: %s %q", exe.Result, exe.Detail)
+			}
+			r := runAgentEnv(t, env, append([]string{"doctor", "--timeout", "5m"}, args...)...)
+			if strings.Contains(r.stdout+r.stderr, secret) {
+				t.Errorf("doctor printed the key:\n%s%s", r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// agent doctor initializes an ACP agent (no prompt, no request) and says
+// who it is and what it does not support: Gemini CLI 0.61.0's sessions
+// cannot be continued; an agent it knows nothing of reaches no model host
+// of its own when confined; a command that does not speak ACP fails.
+func TestDoctorACPAgents(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	renamed := filepath.Join(t.TempDir(), "some-agent")
+	must(t, os.Symlink(clitest.CodexACPBin(t), renamed))
+	for _, tc := range []struct {
+		name, executor, bin string
+		args                []string
+		result              doctor.CheckResult
+		detail              []string
+	}{
+		{"opencode", "opencode", clitest.OpenCodeBin(t), nil, doctor.CheckPass, []string{"OpenCode 1.18.33 (", ") speaks ACP; continues its sessions"}},
+		{"opencode through acp", "acp", clitest.OpenCodeBin(t), []string{"--executor-arg", "acp"}, doctor.CheckPass, []string{"OpenCode 1.18.33", "continues its sessions"}},
+		{"codex-acp", "acp", clitest.CodexACPBin(t), nil, doctor.CheckPass, []string{"codex-acp 0.16.0", "continues its sessions"}},
+		{"gemini", "acp", clitest.GeminiBin(t), nil, doctor.CheckWarn, []string{"gemini-cli 0.61.0", "no continue: Gemini CLI 0.61.0 says it loads sessions"}},
+		{"an agent it knows nothing of", "acp", renamed, nil, doctor.CheckWarn, []string{"codex-acp 0.16.0", "its model's hosts are not known to the agent"}},
+		{"not an ACP agent", "acp", "/bin/cat", []string{"--executor-arg", "/dev/null"}, doctor.CheckFail, []string{"does not start as an ACP agent"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _, _ := freshCLIHome(t)
+			env = append(env, "HOME="+clitest.OpenCodeHome(t, "{}\n"))
+			args := append([]string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", privateDir(t),
+				"--executor", tc.executor, "--executor-bin", tc.bin}, tc.args...)
+			_, checks := doctorChecks(t, env, args...)
+			got := findCheck(checks, doctor.CheckAgent)
+			if got.Result != tc.result {
+				t.Errorf("agent: %s %q, want %s", got.Result, got.Detail, tc.result)
+			}
+			for _, d := range tc.detail {
+				if !strings.Contains(got.Detail, d) {
+					t.Errorf("agent: %q, want it to say %q", got.Detail, d)
+				}
+			}
+		})
+	}
+}
+
+// agent doctor asks an ACP agent for a session, without a prompt, in the
+// environment an attempt's agent gets: Gemini CLI and codex-acp refuse
+// one without a credential, which fails the login check with what gives
+// them one; a key their sign-in takes passes (codex-acp is not signed in
+// by doctor: it would keep the key); the models a session offers check
+// --models. No key is printed, and no model is asked (the mock sees no
+// request).
+func TestDoctorACPAgentLoginAndModels(t *testing.T) {
+	c := startCP(t, freeAddr(t), t.TempDir())
+	mock, err := mockmodel.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mock.Close()
+	const secret = "dummy-key-7a3e51c0"
+	codexMock := func(t *testing.T) []string {
+		return clitest.CodexEnv(t, mock, clitest.CodexOptions{})
+	}
+	// Gemini CLI with its API moved needs no key (it takes the base URL
+	// for a gateway's): the key cases move it to the mock.
+	geminiKey := func(*testing.T) []string {
+		return []string{"GEMINI_API_KEY=" + secret, "GOOGLE_GEMINI_BASE_URL=" + mock.URL()}
+	}
+	for _, tc := range []struct {
+		name, bin, models string
+		env               func(t *testing.T) []string
+		login, modelsIs   doctor.CheckResult
+		detail, fix       string
+	}{
+		{name: "gemini without a key", bin: clitest.GeminiBin(t), login: doctor.CheckFail,
+			detail: "Gemini API key is missing or not configured", fix: "GEMINI_API_KEY"},
+		{name: "gemini with a key", bin: clitest.GeminiBin(t), env: geminiKey,
+			login: doctor.CheckPass, detail: "opened a session"},
+		{name: "gemini with a model it offers", bin: clitest.GeminiBin(t), models: "gemini-2.5-pro",
+			env: geminiKey, login: doctor.CheckPass, modelsIs: doctor.CheckPass,
+			detail: "gemini-2.5-pro in acp's model catalog"},
+		{name: "gemini with a model it does not offer", bin: clitest.GeminiBin(t), models: "gemini-0-nano",
+			env: geminiKey, login: doctor.CheckPass, modelsIs: doctor.CheckWarn,
+			detail: "gemini-0-nano is not in acp's model catalog"},
+		{name: "codex-acp not logged in", bin: clitest.CodexACPBin(t), login: doctor.CheckFail, detail: "Authentication required", fix: "codex login"},
+		{name: "codex-acp with a key its sign-in takes", bin: clitest.CodexACPBin(t),
+			env: func(*testing.T) []string { return []string{"OPENAI_API_KEY=" + secret} }, login: doctor.CheckPass,
+			detail: "an attempt signs it in with OPENAI_API_KEY"},
+		{name: "codex-acp with a provider of its own", bin: clitest.CodexACPBin(t), models: "gpt-5.5", env: codexMock,
+			login: doctor.CheckPass, modelsIs: doctor.CheckPass, detail: "gpt-5.5 in acp's model catalog"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _, _ := freshCLIHome(t)
+			env = append(env, "GEMINI_API_KEY=", "GOOGLE_API_KEY=", "GOOGLE_GEMINI_BASE_URL=")
+			if tc.env != nil {
+				env = append(env, tc.env(t)...)
+			}
+			args := []string{"--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", privateDir(t),
+				"--executor", "acp", "--executor-bin", tc.bin}
+			if tc.models != "" {
+				args = append(args, "--models", tc.models)
+			}
+			before := len(mock.Requests())
+			code, checks := doctorChecks(t, env, args...)
+			login, models := findCheck(checks, doctor.CheckLogin), findCheck(checks, doctor.CheckModels)
+			if login.Result != tc.login || models.Result != tc.modelsIs {
+				t.Errorf("exit %d; login %s %q, models %s %q; want %s and %q", code, login.Result, login.Detail, models.Result, models.Detail, tc.login, tc.modelsIs)
+			}
+			if said := login.Detail + " " + models.Detail; !strings.Contains(said, tc.detail) {
+				t.Errorf("doctor says %q, want %q", said, tc.detail)
+			}
+			if !strings.Contains(login.Fix, tc.fix) {
+				t.Errorf("the login's fix %q, want it to say %q", login.Fix, tc.fix)
+			}
+			for _, ch := range checks {
+				if strings.Contains(ch.Detail+ch.Fix, secret) {
+					t.Errorf("doctor printed the key in %s: %q %q", ch.Name, ch.Detail, ch.Fix)
+				}
+			}
+			if n := len(mock.Requests()) - before; n != 0 {
+				t.Errorf("doctor asked the model %d times", n)
+			}
+		})
+	}
 }

@@ -28,8 +28,13 @@ func doctorChecks(t *testing.T, env []string, args ...string) (int, []doctor.Che
 	}
 	want := []doctor.CheckName{doctor.CheckConfig, doctor.CheckToken, doctor.CheckDataDir, doctor.CheckLock, doctor.CheckOutbox,
 		doctor.CheckDisk, doctor.CheckExecutor, doctor.CheckLogin, doctor.CheckIsolation, doctor.CheckDenied, doctor.CheckEgress, doctor.CheckTaskUser, doctor.CheckWorkspaces, doctor.CheckControlPlane, doctor.CheckAuth, doctor.CheckClock}
+	models := 8
+	if findCheck(checks, doctor.CheckAgent).Name != "" { // only for an ACP agent
+		want = slices.Insert(want, 7, doctor.CheckAgent)
+		models++
+	}
 	if findCheck(checks, doctor.CheckModels).Name != "" { // only where the CLI can tell
-		want = slices.Insert(want, 8, doctor.CheckModels)
+		want = slices.Insert(want, models, doctor.CheckModels)
 	}
 	if len(checks) != len(want) {
 		t.Fatalf("%d checks, want %d: %+v", len(checks), len(want), checks)

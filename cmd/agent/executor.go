@@ -3,16 +3,20 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/acp"
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/runner/exec"
+	"github.com/edgeagent/agent/runner/opencode"
 )
 
 // executorFlags choose and configure the executor, for run and demo.
@@ -52,8 +56,12 @@ func (f *executorFlags) build() (runner.Executor, error) {
 	if err := runner.CheckEnvNames(f.env); err != nil {
 		return nil, usagef("--executor-env: %v", err)
 	}
-	if f.kind != "codex" && f.kind != "claude" && (f.bin != "" || len(f.args) > 0) {
-		return nil, usagef("--executor-bin and --executor-arg go with --executor codex or claude")
+	switch f.kind {
+	case "codex", "claude", "opencode", "acp":
+	default:
+		if f.bin != "" || len(f.args) > 0 {
+			return nil, usagef("--executor-bin and --executor-arg go with --executor codex, claude, opencode or acp")
+		}
 	}
 	switch f.kind {
 	case "sample":
@@ -99,8 +107,41 @@ func (f *executorFlags) build() (runner.Executor, error) {
 			return nil, usagef("%v", err)
 		}
 		return exe, nil
+	case "opencode":
+		exe, err := opencode.New(opencode.Config{Base: cli.Base{Bin: f.bin, Args: f.args, EnvPass: f.env, Grace: f.killGrace}, Approval: runner.ApprovalPolicy(f.approval)})
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		return exe, nil
+	case "acp":
+		if strings.TrimSpace(f.bin) == "" {
+			return nil, usagef("--executor acp needs --executor-bin: the agent's command (its arguments with --executor-arg), e.g. --executor-bin gemini, or --executor-bin opencode --executor-arg acp")
+		}
+		agent, args, err := acpAgent(f.bin, f.args, runner.ApprovalPolicy(f.approval))
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		exe, err := acp.New(acp.Config{Base: cli.Base{Bin: f.bin, Args: args, EnvPass: f.env, Grace: f.killGrace}, Agent: &agent, Approval: runner.ApprovalPolicy(f.approval)})
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		return exe, nil
 	}
-	return nil, usagef("--executor %q: want exec, codex, claude or sample", f.kind)
+	return nil, usagef("--executor %q: want exec, codex, claude, opencode, acp or sample", f.kind)
+}
+
+// acpAgent is what --executor acp knows of the agent bin runs: OpenCode's
+// profile for opencode (its "acp" subcommand is the profile's, so not
+// repeated from args), else what package acp knows (acp.Known).
+func acpAgent(bin string, args []string, approval runner.ApprovalPolicy) (acp.Agent, []string, error) {
+	if filepath.Base(bin) != "opencode" {
+		return acp.Known(bin, args), args, nil
+	}
+	agent, err := opencode.Agent(approval)
+	if i := slices.Index(args, "acp"); i >= 0 {
+		args = slices.Delete(slices.Clone(args), i, i+1)
+	}
+	return agent, args, err
 }
 
 // checkAsks refuses an approval setting under which the executor would

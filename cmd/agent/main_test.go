@@ -70,7 +70,15 @@ func runAgent(t *testing.T, args ...string) result {
 // runAgentEnv runs the agent to completion with more environment.
 func runAgentEnv(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return runAgentWithin(t, 2*time.Minute, env, args...)
+}
+
+// runAgentWithin runs the agent to completion with more environment,
+// killed after limit: a guard against a hang, for a command that takes
+// long on a loaded machine.
+func runAgentWithin(t *testing.T, limit time.Duration, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := agentCmd(ctx, env, args...)
 	var out, errb bytes.Buffer

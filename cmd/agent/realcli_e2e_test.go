@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"
@@ -16,15 +17,15 @@ import (
 // The demo through the real CLIs, against the mock model it embeds.
 func TestE2EDemoThroughTheRealCLIs(t *testing.T) {
 	t.Parallel()
-	for _, cli := range []string{"codex", "claude"} {
+	for _, cli := range []string{"codex", "claude", "opencode"} {
 		t.Run(cli, func(t *testing.T) {
 			t.Parallel()
-			bin := clitest.CodexBin(t)
-			if cli == "claude" {
-				bin = clitest.ClaudeBin(t)
-			}
+			bins := map[string]func(testing.TB) string{"codex": clitest.CodexBin, "claude": clitest.ClaudeBin, "opencode": clitest.OpenCodeBin}
+			bin := bins[cli](t)
 			dir := t.TempDir()
-			r := runAgent(t, "demo", "--executor", cli, "--executor-bin", bin, "--data-dir", dir)
+			// Through OpenCode, whose every attempt takes seconds to
+			// start (tens on a loaded machine), the demo took over 3 min.
+			r := runAgentWithin(t, 10*time.Minute, nil, "demo", "--executor", cli, "--executor-bin", bin, "--data-dir", dir)
 			if r.code != 0 {
 				t.Fatalf("demo: %+v", r)
 			}
@@ -220,7 +221,7 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 // again.
 func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 	t.Parallel()
-	for _, cli := range []string{"codex", "claude"} {
+	for _, cli := range []string{"codex", "claude", "opencode"} {
 		t.Run(cli, func(t *testing.T) {
 			t.Parallel()
 			mock, err := mockmodel.Start()
@@ -231,12 +232,16 @@ func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 			c := startCP(t, freeAddr(t), t.TempDir())
 			dataDir := t.TempDir()
 			var env, args []string
-			if cli == "codex" {
+			switch cli {
+			case "codex":
 				env = clitest.CodexEnv(t, mock, clitest.CodexOptions{})
 				args = []string{"--executor", "codex", "--executor-bin", clitest.CodexBin(t), "--executor-env", "MOCK_API_KEY"}
-			} else {
+			case "claude":
 				env = clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})
 				args = []string{"--executor", "claude", "--executor-bin", clitest.ClaudeBin(t), "--claude-allowed-tools", "Bash"}
+			default:
+				env = clitest.OpenCodeEnv(t, mock)
+				args = []string{"--executor", "opencode", "--executor-bin", clitest.OpenCodeBin(t), "--models", clitest.OpenCodeModels[0]}
 			}
 			args = append([]string{"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir,
 				"--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--kill-grace", "1s", "--reattach-grace", "0"}, args...)
@@ -268,6 +273,70 @@ func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 			}
 			if code := ag.stop(); code != 0 {
 				t.Errorf("agent exit %d", code)
+			}
+		})
+	}
+}
+
+// agent run --executor acp with real ACP agents against the control
+// plane: the profile comes with the binary's name (codex-acp: Codex's
+// configuration and hosts; gemini: --acp added), the attempts run
+// confined as always, and the fallback chain is on the wire.
+func TestE2ERunWithACPAgents(t *testing.T) {
+	for _, tc := range []struct {
+		name, bin, prompt string
+		models            []string
+		codes             []state.ErrorCode
+		env               func(testing.TB, *mockmodel.Server) []string
+		more              []string
+	}{
+		{name: "codex-acp", bin: clitest.CodexACPBin(t), prompt: "Summarize\nmock: gpt-5.4=r429 gpt-5.5=text", models: []string{"gpt-5.4", "gpt-5.5"},
+			codes: []state.ErrorCode{state.CodeRateLimit, ""},
+			env: func(t testing.TB, m *mockmodel.Server) []string {
+				return clitest.CodexEnv(t, m, clitest.CodexOptions{})
+			}, more: []string{"--executor-env", "MOCK_API_KEY"}},
+		{name: "gemini", bin: clitest.GeminiBin(t), prompt: "Summarize", models: []string{"gemini-2.5-pro"}, codes: []state.ErrorCode{""},
+			env: clitest.GeminiEnv},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mock, err := mockmodel.Start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mock.Close()
+			c := startCP(t, freeAddr(t), t.TempDir())
+			args := append([]string{"run", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", t.TempDir(),
+				"--executor", "acp", "--executor-bin", tc.bin, "--models", strings.Join(tc.models, ","),
+				"--heartbeat-interval", "300ms", "--shutdown-grace", "2s", "--kill-grace", "1s"}, tc.more...)
+			ag := startProc(t, "agent", tc.env(t, mock), args...)
+			id := submit(t, c, tc.prompt)
+			v := c.waitDone(t, id)
+			if v.Phase != state.PhaseCompleted || len(v.Attempts) != len(tc.codes) {
+				t.Fatalf("task %s with attempts %+v; agent:\n%s", v.Phase, v.Attempts, tail(ag.output(), 30))
+			}
+			for i, a := range v.Attempts {
+				var code state.ErrorCode
+				if a.Error != nil {
+					code = a.Error.Code
+				}
+				if code != tc.codes[i] {
+					t.Errorf("attempt %d: %+v, want code %q", i+1, a.Error, tc.codes[i])
+				}
+			}
+			if v.Result == nil || v.Result.Summary != mockmodel.HelloText {
+				t.Errorf("result %+v", v.Result)
+			}
+			var asked []string
+			for _, r := range mock.Requests() {
+				if len(asked) == 0 || asked[len(asked)-1] != r.Model {
+					asked = append(asked, r.Model)
+				}
+			}
+			if strings.Join(asked, ",") != strings.Join(tc.models, ",") {
+				t.Errorf("models on the wire %v, want %v", asked, tc.models)
+			}
+			if code := ag.stop(); code != 0 {
+				t.Errorf("agent exit %d:\n%s", code, tail(ag.output(), 20))
 			}
 		})
 	}

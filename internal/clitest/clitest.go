@@ -184,3 +184,97 @@ func Env(base []string, overrides ...string) []string {
 	}
 	return append(out, overrides...)
 }
+
+// OpenCodeBin is the pinned OpenCode binary.
+func OpenCodeBin(t testing.TB) string { return bin(t, "opencode") }
+
+// GeminiBin is the pinned Gemini CLI (a Node.js script).
+func GeminiBin(t testing.TB) string { return bin(t, "gemini") }
+
+// CodexACPBin is the pinned codex-acp binary.
+func CodexACPBin(t testing.TB) string { return bin(t, "codex-acp") }
+
+// OpenCodeModels are the models OpenCodeEnv's configuration gives its
+// anthropic provider besides its catalog's, as --models names them: the
+// mock answers any model by the prompt's scenario.
+var OpenCodeModels = []string{"anthropic/claude-a", "anthropic/claude-b"}
+
+// OpenCodeEnv makes a fresh HOME whose OpenCode configuration
+// (~/.config/opencode/opencode.json) points its anthropic provider at
+// the mock, with a dummy key and the models claude-a and claude-b, and
+// makes anthropic/claude-a its model; it returns the environment: HOME and
+// PATH.
+func OpenCodeEnv(t testing.TB, mock *mockmodel.Server) []string {
+	t.Helper()
+	home := OpenCodeHome(t, fmt.Sprintf(`{
+  "provider": {"anthropic": {"options": {"baseURL": %q, "apiKey": "dummy"},
+    "models": {"claude-a": {"name": "Claude A (mock)"}, "claude-b": {"name": "Claude B (mock)"}}}},
+  "model": "anthropic/claude-a"
+}
+`, mock.URL()+"/v1"))
+	return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+}
+
+// OpenCodeHome makes a fresh home whose OpenCode configuration file
+// (~/.config/opencode/opencode.json) holds config, and returns it. The
+// configuration directory is as OpenCode leaves it after its first run
+// online (its plugin package installed, as package.json and
+// package-lock.json name it): on one it never installed into, OpenCode
+// tries the npm registry at every start, even where it cannot write.
+func OpenCodeHome(t testing.TB, config string) string {
+	t.Helper()
+	home := t.TempDir()
+	dir := filepath.Join(home, ".config", "opencode")
+	if err := os.MkdirAll(filepath.Join(dir, "node_modules"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	installed := map[string]string{
+		"opencode.json":     config,
+		"package.json":      `{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}` + "\n",
+		"package-lock.json": `{"lockfileVersion":3,"packages":{"":{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}}}` + "\n",
+	}
+	for name, content := range installed {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home
+}
+
+// GeminiEnv makes a fresh HOME for Gemini CLI and returns the environment
+// that points it at the mock (GOOGLE_GEMINI_BASE_URL) with a dummy key
+// (GEMINI_API_KEY): HOME, the two and PATH (its node among it).
+func GeminiEnv(t testing.TB, mock *mockmodel.Server) []string {
+	t.Helper()
+	return []string{"HOME=" + t.TempDir(), "GEMINI_API_KEY=dummy", "GOOGLE_GEMINI_BASE_URL=" + mock.URL(), "PATH=" + os.Getenv("PATH")}
+}
+
+// PrivateTempDir points the process's temporary directory (TMPDIR, so
+// t.TempDir) at a directory no other user may write, under the user's
+// cache directory, for the tests of a CLI that refuses files under a
+// directory others may write (Gemini CLI its settings, under /tmp). It
+// returns a function that removes it and restores TMPDIR; call it from
+// TestMain.
+func PrivateTempDir() (restore func(), err error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(base, "agent-tests-")
+	if err != nil {
+		return nil, err
+	}
+	old, had := os.LookupEnv("TMPDIR")
+	os.Setenv("TMPDIR", dir)
+	return func() {
+		if had {
+			os.Setenv("TMPDIR", old)
+		} else {
+			os.Unsetenv("TMPDIR")
+		}
+		os.RemoveAll(dir)
+	}, nil
+}

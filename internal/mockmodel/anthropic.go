@@ -117,7 +117,7 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 			sc = ScenarioText // the limit reset
 		}
 	}
-	n := s.record(Request{API: APIAnthropic, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream, Conversation: msgs})
+	n := s.record(Request{API: APIAnthropic, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream, Conversation: msgs, Key: requestKey(r)})
 	w.Header().Set("Request-Id", "req_mock_"+strconv.Itoa(n))
 	if err != nil {
 		antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())
@@ -166,18 +166,19 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	}
 
 	blocks, stop := []antBlock{{Type: "text", Text: HelloText}}, "end_turn"
+	tools := antToolsFor(q.tools())
 	switch sc {
 	case ScenarioShell, ScenarioEscalate: // Bash has no escalation: the same call
-		if err := hasTool(q.tools(), "Bash"); err != nil {
+		if err := hasTool(q.tools(), tools.shell); err != nil {
 			antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())
 			return
 		}
-		blocks, stop = []antBlock{{Type: "tool_use", ID: fmt.Sprintf("toolu_mock_%d", n), Name: "Bash",
+		blocks, stop = []antBlock{{Type: "tool_use", ID: fmt.Sprintf("toolu_mock_%d", n), Name: tools.shell,
 			Input: map[string]any{"command": d.commandOr(), "description": "Run the mock model's command"}}}, "tool_use"
 	case ScenarioWrite, ScenarioEdit:
-		tool := "Write"
+		tool := tools.write
 		if sc == ScenarioEdit {
-			tool = "Edit"
+			tool = tools.edit
 		}
 		if err := hasTool(q.tools(), tool); err != nil {
 			antFail(w, http.StatusBadRequest, "", "invalid_request_error", err.Error())
@@ -190,11 +191,11 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 		if dir := q.cwd(); !filepath.IsAbs(path) && dir != "" {
 			path = filepath.Join(dir, path)
 		}
-		blocks, stop = []antBlock{{Type: "tool_use", ID: fmt.Sprintf("toolu_mock_%d", n), Name: "Write",
-			Input: map[string]any{"file_path": path, "content": WrittenContent}}}, "tool_use"
+		blocks, stop = []antBlock{{Type: "tool_use", ID: fmt.Sprintf("toolu_mock_%d", n), Name: tool,
+			Input: map[string]any{tools.path: path, tools.content: WrittenContent}}}, "tool_use"
 		if sc == ScenarioEdit {
-			blocks[0].Name, blocks[0].Input = "Edit", map[string]any{"file_path": path,
-				"old_string": strings.TrimSuffix(WrittenContent, "\n"), "new_string": strings.TrimSuffix(EditedContent, "\n")}
+			blocks[0].Input = map[string]any{tools.path: path,
+				tools.old: strings.TrimSuffix(WrittenContent, "\n"), tools.new: strings.TrimSuffix(EditedContent, "\n")}
 		}
 	case ScenarioFinal:
 		blocks = []antBlock{{Type: "text", Text: FinalText}}
@@ -261,4 +262,27 @@ func antUsage(output int) map[string]any {
 // antFail answers an error as the Anthropic API does.
 func antFail(w http.ResponseWriter, status int, retryAfter, typ, msg string) {
 	jsonError(w, status, retryAfter, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
+}
+
+// antTools names the tools of a CLI that speaks the Messages API, and
+// their arguments: Claude Code's (Bash, Write, Edit) or OpenCode's
+// (bash, write, edit).
+type antTools struct {
+	shell, write, edit      string
+	path, content, old, new string
+}
+
+var (
+	claudeTools   = antTools{shell: "Bash", write: "Write", edit: "Edit", path: "file_path", content: "content", old: "old_string", new: "new_string"}
+	opencodeTools = antTools{shell: "bash", write: "write", edit: "edit", path: "filePath", content: "content", old: "oldString", new: "newString"}
+)
+
+// antToolsFor tells the CLI by the tools it offers: OpenCode's are in
+// lower case. Neither set offered: Claude Code's, so that the scenario's
+// check names what is missing.
+func antToolsFor(offered []string) antTools {
+	if hasTool(offered, claudeTools.shell) != nil && hasTool(offered, opencodeTools.shell) == nil {
+		return opencodeTools
+	}
+	return claudeTools
 }

@@ -6,7 +6,11 @@
 //   - the Anthropic Messages API, POST /v1/messages (Claude Code adds
 //     ?beta=true), streamed over SSE or, for stream:false, as one JSON
 //     message; and HEAD / and HEAD /api/hello, Claude Code's reachability
-//     checks (base URL URL).
+//     checks (base URL URL), as Claude Code and OpenCode's anthropic
+//     provider use it;
+//   - the Gemini API, POST /v1beta/models/MODEL:streamGenerateContent
+//     (?alt=sse, data-only events) and :generateContent (one JSON
+//     answer), as Gemini CLI uses it (base URL URL).
 //
 // The events and error bodies are shaped like the real APIs', closely
 // enough that the real Codex and Claude Code CLIs accept them: the tests
@@ -41,9 +45,12 @@
 //
 //	text          HelloText, streamed in a few deltas
 //	shell         a shell call running the mock-cmd line: Codex's exec_command
-//	              {"cmd": ...}, Claude Code's Bash {"command": ...}
+//	              {"cmd": ...}, Claude Code's Bash {"command": ...}, OpenCode's
+//	              bash, Gemini CLI's run_shell_command
 //	write         Codex: the freeform apply_patch tool adding a file;
 //	              Claude Code: Write of a file in the cwd its prompt states
+//	              (OpenCode: write; Gemini CLI: write_file, in the workspace
+//	              directory its first message states)
 //	edit          the file (mock-file:, default PatchFile for Codex, WriteFile
 //	              for Claude Code) holding WrittenContent is changed to hold
 //	              EditedContent: Codex's apply_patch updating it, Claude

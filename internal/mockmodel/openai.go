@@ -79,7 +79,7 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request) {
 			sc = ScenarioText // the limit reset
 		}
 	}
-	n := s.record(Request{API: APIOpenAI, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream, Conversation: msgs})
+	n := s.record(Request{API: APIOpenAI, Model: q.Model, Scenario: sc, ToolResult: toolResult, Stream: q.Stream, Conversation: msgs, Key: requestKey(r)})
 	if err != nil {
 		jsonError(w, http.StatusBadRequest, "", oaiError("invalid_request_error", "mock_scenario", err.Error()))
 		return

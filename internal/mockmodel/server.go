@@ -21,6 +21,7 @@ type API string
 const (
 	APIOpenAI    API = "openai"    // POST /v1/responses
 	APIAnthropic API = "anthropic" // POST /v1/messages
+	APIGemini    API = "gemini"    // POST /v1beta/models/MODEL:streamGenerateContent
 )
 
 // Request is what the mock recorded of one model request.
@@ -36,6 +37,22 @@ type Request struct {
 	// and what the model answered before, so that a test sees whether a
 	// continued session carried its earlier turns.
 	Conversation []Message
+	// Key is the API key the request carried (Authorization's bearer,
+	// x-api-key or x-goog-api-key), so that a test sees which credential
+	// a CLI used.
+	Key string
+}
+
+// requestKey is the API key an HTTP request carries, in the header each
+// API takes it in.
+func requestKey(r *http.Request) string {
+	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return k
+	}
+	if k := r.Header.Get("x-api-key"); k != "" {
+		return k
+	}
+	return r.Header.Get("x-goog-api-key")
 }
 
 // Role says who said a message of a conversation.
@@ -130,6 +147,7 @@ func Start() (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/responses", s.track(s.openai))
 	mux.HandleFunc("POST /v1/messages", s.track(s.anthropic))
+	mux.HandleFunc("POST /v1beta/models/{call}", s.track(s.gemini))
 	// Claude Code checks that its base URL answers: 2.1.197 with HEAD /,
 	// 2.1.330 with HEAD /api/hello.
 	mux.HandleFunc("HEAD /{$}", func(http.ResponseWriter, *http.Request) {})
@@ -144,7 +162,7 @@ func Start() (*Server, error) {
 }
 
 // URL is the mock's base URL, http://127.0.0.1:PORT: Anthropic's base
-// (ANTHROPIC_BASE_URL).
+// (ANTHROPIC_BASE_URL) and Gemini's (GOOGLE_GEMINI_BASE_URL).
 func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 
 // OpenAIBaseURL is the base URL an OpenAI client takes: URL + "/v1".

@@ -56,6 +56,17 @@ func (e *sse) send(event string, data any) {
 	e.flush()
 }
 
+// data writes one event that is data alone, as the Gemini API streams
+// (alt=sse): no event name.
+func (e *sse) data(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("mock model: marshal: %v", err)) // the mock's own values: a bug
+	}
+	fmt.Fprintf(e.w, "data: %s\r\n\r\n", b)
+	e.flush()
+}
+
 // cutPause is how long a cut stream stays open after its last event, so
 // that the client has handled the events before the connection goes.
 const cutPause = 200 * time.Millisecond

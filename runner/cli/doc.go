@@ -1,5 +1,5 @@
 // Package cli holds what the executors that drive an AI coding CLI (codex,
-// claude) share: the base of their configuration (Base), the emitter that
+// claude, opencode, acp) share: the base of their configuration (Base), the emitter that
 // holds a CLI's events until it names its session and says where it keeps
 // it (SessionEmitter), how a CLI's process ended and its HTTP statuses in
 // words the runner knows (ExitText, HTTPStatusCode), where a CLI keeps its

@@ -96,3 +96,13 @@ type ModelLister interface {
 	// provider serves what it serves).
 	KnownModels(ctx context.Context) (models []string, ok bool, err error)
 }
+
+// Handshaker is an executor whose agent says, when started, who it is
+// and what it supports (an ACP agent's initialize), without a request to
+// the model.
+type Handshaker interface {
+	// AgentHandshake starts the agent, asks, and ends it: line says who
+	// it is and what it does not support; lacks is whether it lacks
+	// something the agent would use. ctx bounds it.
+	AgentHandshake(ctx context.Context) (line string, lacks bool, err error)
+}

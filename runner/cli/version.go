@@ -21,6 +21,9 @@ type TestedCLI struct{ Package, Version string }
 var Tested = map[string]TestedCLI{
 	"codex":  {Package: "@openai/codex", Version: "0.169.0"},
 	"claude": {Package: "@anthropic-ai/claude-code", Version: "2.1.330"},
+	// OpenCode's npm package is opencode-ai; scripts/tools.sh installs its
+	// Linux x64 binary package of the same version.
+	"opencode": {Package: "opencode-ai", Version: "1.18.33"},
 }
 
 // ErrNoVersion: the executor runs a command that has no version to ask

@@ -48,10 +48,11 @@ type Config struct {
 // server per attempt, one thread, one turn.
 type Codex struct{ cfg Config }
 
-// codexOverrides turn off what Codex does besides the turn: its analytics,
-// plugin sync and update check reach the internet, and by default it
-// retries a refused connection forever.
-var codexOverrides = []string{
+// Overrides turn off what Codex does besides the turn (as -c KEY=VALUE
+// each): its analytics, plugin sync and update check reach the internet,
+// and by default it retries a refused connection forever. codex-acp,
+// which embeds Codex, takes the same.
+var Overrides = []string{
 	"analytics.enabled=false",
 	"features.plugins=false",
 	"check_for_update_on_startup=false",
@@ -96,7 +97,7 @@ func (c *Codex) Probe(ctx context.Context) error { return c.cfg.Probe(ctx) }
 // args is the app server's command line after the binary.
 func (c *Codex) args() []string {
 	args := []string{"app-server"}
-	for _, o := range codexOverrides {
+	for _, o := range Overrides {
 		args = append(args, "-c", o)
 	}
 	if p := c.cfg.Provider; p != "" {
@@ -164,7 +165,10 @@ func (c *Codex) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runn
 }
 
 // codexHome is where Codex keeps its state: CODEX_HOME, else ~/.codex.
-func codexHome(env []string) string {
+func codexHome(env []string) string { return Home(env) }
+
+// Home is where Codex keeps its state in env: CODEX_HOME, else ~/.codex.
+func Home(env []string) string {
 	if h := cli.EnvValue(env, "CODEX_HOME"); h != "" {
 		return h
 	}

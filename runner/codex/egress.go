@@ -19,19 +19,23 @@ var defaultEndpoints = []string{"api.openai.com", "chatgpt.com", "auth.openai.co
 var localProviders = map[string]string{"ollama": "http://localhost:11434/v1", "oss": "http://localhost:11434/v1", "lmstudio": "http://localhost:1234/v1"}
 
 // endpoints are the hosts an attempt's Codex must reach, for its confined
-// network (runner.AttemptSpec.EgressPolicy): its own, OPENAI_BASE_URL,
-// and the base URL of every provider its config.toml and -c overrides
-// define (the one it uses among them).
-func (c *Codex) endpoints(env []string) []egress.Rule {
+// network (runner.AttemptSpec.EgressPolicy).
+func (c *Codex) endpoints(env []string) []egress.Rule { return Endpoints(env, c.args()) }
+
+// Endpoints are the hosts Codex reaches, in env, with args its command
+// line (-c overrides): its own, OPENAI_BASE_URL, openai_base_url (which
+// moves its openai provider), and the base URL of every
+// provider its config.toml and the overrides define (the one it uses
+// among them). codex-acp, which embeds Codex, reaches the same.
+func Endpoints(env, args []string) []egress.Rule {
 	urls := append([]string{}, cli.EnvValue(env, "OPENAI_BASE_URL"))
-	home := codexHome(env)
-	if cfg, _, err := c.loadConfig(home); err == nil {
+	home := Home(env)
+	if cfg, _, err := loadConfig(home, args); err == nil {
 		for _, p := range cfg.Providers {
 			urls = append(urls, p.BaseURL)
 		}
-		urls = append(urls, cfg.ChatGPTBaseURL, localProviders[cfg.ModelProvider])
+		urls = append(urls, cfg.ChatGPTBaseURL, cfg.OpenAIBaseURL, localProviders[cfg.ModelProvider])
 	}
-	args := c.args()
 	for i := 0; i+1 < len(args); i++ {
 		if args[i] != "-c" && args[i] != "--config" {
 			continue

@@ -26,6 +26,8 @@ type codexConfig struct {
 		BaseURL            string `toml:"base_url"`
 	} `toml:"model_providers"`
 	ChatGPTBaseURL string `toml:"chatgpt_base_url"`
+	// OpenAIBaseURL moves Codex's own openai provider.
+	OpenAIBaseURL string `toml:"openai_base_url"`
 }
 
 // keylessProviders are Codex's built-in providers besides openai: local
@@ -35,6 +37,12 @@ var keylessProviders = map[string]bool{"oss": true, "ollama": true, "lmstudio": 
 // loadConfig reads CODEX_HOME/config.toml (none is no error) and applies
 // the executor's -c model_provider=... override, as the app server would.
 func (c *Codex) loadConfig(home string) (codexConfig, string, error) {
+	return loadConfig(home, c.args())
+}
+
+// loadConfig reads home/config.toml (none is no error) and applies a -c
+// model_provider=... override of args, as Codex would.
+func loadConfig(home string, args []string) (codexConfig, string, error) {
 	var cfg codexConfig
 	path := filepath.Join(home, "config.toml")
 	b, err := os.ReadFile(path)
@@ -47,7 +55,6 @@ func (c *Codex) loadConfig(home string) (codexConfig, string, error) {
 			return cfg, path, fmt.Errorf("%s: %v", path, err)
 		}
 	}
-	args := c.args()
 	for i := 0; i+1 < len(args); i++ {
 		if args[i] != "-c" && args[i] != "--config" {
 			continue

@@ -10,11 +10,15 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/clitest"
+	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/runner"
+	"github.com/edgeagent/agent/runner/acp"
 	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/codex"
+	"github.com/edgeagent/agent/runner/opencode"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -33,6 +37,28 @@ type CLICase struct {
 	// session, and the model was asked with the first prompt in the
 	// conversation and the follow-up after it.
 	Continued bool
+	// Confined runs the case as agent run confines attempts: Landlock,
+	// and a network namespace that reaches the executor's model API
+	// alone (skipped where the kernel has neither).
+	Confined bool
+	// SideEffect: the first attempt had a side effect (a command ran, a
+	// file changed).
+	SideEffect bool
+	// SlowStart: the CLI takes seconds to start (SlowStart).
+	SlowStart bool
+}
+
+// SlowStartFirstEvent is the first-event limit of a fixture whose CLI
+// takes seconds to start before it asks the model (OpenCode, Gemini CLI:
+// 2 to 5 s alone, and over 40 s seen with three at once on two busy
+// cores): the limit counts from the attempt's start.
+const SlowStartFirstEvent = 2 * time.Minute
+
+// SlowStart gives the fixture's attempts a first-event limit its slow
+// CLI meets on a loaded machine (SlowStartFirstEvent), and an attempt
+// limit to match, for the tests that do not test the limit.
+func SlowStart(f *Fixture) {
+	f.Runner.Timeouts = runner.Timeouts{FirstEvent: []time.Duration{SlowStartFirstEvent}, Attempt: []time.Duration{5 * time.Minute}}
 }
 
 // Check asserts the task's end against the case.
@@ -70,6 +96,16 @@ func (c CLICase) Check(t testing.TB, f *Fixture, mock *mockmodel.Server) {
 		reqs := mock.Requests()
 		if last := reqs[len(reqs)-1]; !last.Said(mockmodel.RoleUser, "cut off before it finished") || !last.Said(mockmodel.RoleUser, firstLine(c.Prompt)) {
 			t.Errorf("the last request does not carry the first prompt and the follow-up: %+v", last.Conversation)
+		}
+	}
+	if c.SideEffect && !task.Attempts[0].Facts.SideEffect {
+		t.Errorf("attempt 1 records no side effect: %+v", task.Attempts[0].Facts)
+	}
+	if c.Confined {
+		for _, a := range task.Attempts {
+			if a.Egress != nil && a.Egress.Denied > 0 {
+				t.Errorf("attempt %d: its proxy refused %d connection(s) (%v): the executor does not allow what its CLI reaches", a.Number, a.Egress.Denied, a.Egress.Last)
+			}
 		}
 	}
 	if c.Summary != "" && (task.Result == nil || task.Result.Summary != c.Summary) {
@@ -122,9 +158,31 @@ func RunCLICase(t *testing.T, c CLICase, exe func(*mockmodel.Server) runner.Exec
 	LimitCLIs(t)
 	mock := StartMock(t)
 	f := NewCLIFixture(t, exe(mock), c.Prompt, c.Models)
+	if c.Confined {
+		Confine(t, f)
+	}
+	if c.SlowStart {
+		SlowStart(f)
+	}
 	f.Run(t, context.Background())
 	c.Check(t, f, mock)
 	AssertNoMarkedProcess(t, f.Runner.Owner)
+}
+
+// Confine makes the fixture's runner confine its attempts as agent run
+// does: Landlock (its work root denied but to each task) and a network
+// namespace of their own with nothing allowed but what the executor adds
+// (its model API). It skips the test where the kernel allows neither.
+func Confine(t testing.TB, f *Fixture) {
+	t.Helper()
+	if landlock.ABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	if err := keeper.ProbeEgress(); err != nil {
+		t.Skipf("no network namespaces here: %v", err)
+	}
+	f.Runner.Isolation = &runner.Isolation{}
+	f.Runner.Egress = &runner.Egress{}
 }
 
 // AssertNoMarkedProcess fails when a process of the owner's attempts is
@@ -202,6 +260,58 @@ func ClaudeExec(t testing.TB, mock *mockmodel.Server, cfg claude.Config) *claude
 		cfg.APITimeout = 3 * time.Second
 	}
 	exe, err := claude.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// OpenCodeExec returns an OpenCode executor running the pinned CLI
+// against mock (clitest.OpenCodeEnv), with a 2 s grace unless cfg says
+// another.
+func OpenCodeExec(t testing.TB, mock *mockmodel.Server, cfg opencode.Config) *opencode.OpenCode {
+	t.Helper()
+	cfg.Bin = clitest.OpenCodeBin(t)
+	cfg.Env = append(cfg.Env, clitest.OpenCodeEnv(t, mock)...)
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	exe, err := opencode.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// CodexACPExec returns the acp executor running the pinned codex-acp
+// against mock (clitest.CodexEnv: Codex's configuration, which codex-acp
+// reads), with a 2 s grace unless cfg says another.
+func CodexACPExec(t testing.TB, mock *mockmodel.Server, cfg acp.Config) *acp.Executor {
+	t.Helper()
+	cfg.Bin = clitest.CodexACPBin(t)
+	cfg.Env = append(cfg.Env, clitest.CodexEnv(t, mock, clitest.CodexOptions{StreamIdleMS: 1500})...)
+	cfg.EnvPass = append(cfg.EnvPass, "MOCK_API_KEY")
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	exe, err := acp.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// GeminiExec returns the acp executor running the pinned Gemini CLI in
+// ACP mode against mock (clitest.GeminiEnv), with a 2 s grace unless cfg
+// says another.
+func GeminiExec(t testing.TB, mock *mockmodel.Server, cfg acp.Config) *acp.Executor {
+	t.Helper()
+	cfg.Bin = clitest.GeminiBin(t)
+	cfg.Env = append(cfg.Env, clitest.GeminiEnv(t, mock)...)
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	exe, err := acp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,160 @@
+package acp
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/edgeagent/agent/internal/egress"
+	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/runner/codex"
+	"github.com/edgeagent/agent/state"
+)
+
+// Tested are the ACP agents the acp executor is tested against, by the
+// name of their binary: the npm package and version scripts/tools.sh
+// installs for the tests. agent doctor says when another version runs.
+var Tested = map[string]cli.TestedCLI{
+	"gemini":    {Package: "@google/gemini-cli", Version: "0.61.0"},
+	"codex-acp": {Package: "@zed-industries/codex-acp", Version: "0.16.0"},
+}
+
+// Known is what the executor knows of the agent a command runs, by the
+// binary's name: Gemini CLI (gemini, in ACP mode) and codex-acp (Codex
+// over ACP) are known; any other agent is run knowing nothing of it (the
+// zero Agent): it may then write only what the attempt may, and reach
+// only what --egress-allow names. OpenCode's profile is its own
+// executor's (runner/opencode).
+func Known(bin string, args []string) Agent {
+	var a Agent
+	name := strings.TrimSuffix(filepath.Base(bin), ".js")
+	switch name {
+	case "gemini":
+		a = Gemini(args)
+	case "codex-acp":
+		a = CodexACP()
+	}
+	a.Tested = Tested[name]
+	return a
+}
+
+// geminiEndpoints are where Gemini CLI reaches its model: the Gemini API
+// (a key), Code Assist (a Google login) and the login's token refresh.
+var geminiEndpoints = []string{"generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com"}
+
+// geminiDefaults are the settings an attempt's Gemini CLI gets as its
+// system defaults (the lowest of its settings: the user's own win): one
+// try per model request (its default is 10, about four minutes of its own
+// backoff on a 429 or a 5xx, during which it says nothing over ACP), so
+// that the agent owns retrying; and no usage statistics or telemetry
+// (they reach Google besides the model: play.googleapis.com).
+const geminiDefaults = `{"general": {"maxAttempts": 1}, "privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false}}` + "\n"
+
+// Gemini is Gemini CLI (@google/gemini-cli) in ACP mode: --acp is added
+// unless its arguments ask for ACP already. Its state is GEMINI_CLI_HOME
+// (else HOME)/.gemini; its keys GEMINI_API_KEY or GOOGLE_API_KEY, or a
+// Google login kept in that state; GOOGLE_GEMINI_BASE_URL moves its API.
+// Each attempt's settings defaults (geminiDefaults) are a file of its
+// own (GEMINI_CLI_SYSTEM_DEFAULTS_PATH), which Gemini CLI 0.61.0 reads
+// only where no directory above it is writable by others (not under
+// /tmp): it says so on stderr when it skips it.
+func Gemini(args []string) Agent {
+	a := Agent{Name: "Gemini CLI", Pass: []string{"GEMINI_*", "GOOGLE_*"},
+		Set: []string{"GEMINI_TELEMETRY_ENABLED=false", "GEMINI_CLI_NO_RELAUNCH=true"},
+		Prepare: func(dir string) ([]string, error) {
+			path := filepath.Join(dir, "gemini-system-defaults.json")
+			// Readable by the attempt's user, who may not be the agent's.
+			if err := os.WriteFile(path, []byte(geminiDefaults), 0o644); err != nil {
+				return nil, err
+			}
+			return []string{"GEMINI_CLI_SYSTEM_DEFAULTS_PATH=" + path}, nil
+		},
+		Classify: classifyGemini,
+		LoginFix: "set GEMINI_API_KEY (or GOOGLE_API_KEY) in agent run's environment, or run gemini as the user agent run runs as and log in with Google (its state is GEMINI_CLI_HOME, else ~/.gemini)",
+		// Seen on 0.61.0: a new process's session/load starts its own
+		// record of the session, named by the minute and the id, before
+		// it reads the session's: in the session's first minute that is
+		// the same file, emptied, and it finds nothing to load. Later it
+		// loads, but replays the history partly after its answer, where
+		// the replay cannot be told from the new turn.
+		CannotLoad: "Gemini CLI 0.61.0 says it loads sessions, but its session/load answers \"No previous sessions found for this project.\" within the session's first minute (it empties the session's record before reading it), and later replays the history after its answer, mixed with the new turn's",
+		Noise: func(line string) bool {
+			for _, n := range []string{"Ripgrep is not available", "due to untrusted folder", "disabled because the folder is not trusted", "[STARTUP] Phase"} {
+				if strings.Contains(line, n) {
+					return true
+				}
+			}
+			return false
+		},
+		State: func(env []string) []string {
+			if h := cli.EnvValue(env, "GEMINI_CLI_HOME"); h != "" {
+				return []string{filepath.Join(h, ".gemini")}
+			}
+			return []string{HomeDir(env, ".gemini")}
+		},
+		Endpoints: func(env, _ []string) []egress.Rule {
+			return Rules(geminiEndpoints, cli.EnvValue(env, "GOOGLE_GEMINI_BASE_URL"))
+		},
+	}
+	if !slices.Contains(args, "--acp") && !slices.Contains(args, "--experimental-acp") {
+		a.Args = []string{"--acp"}
+	}
+	return a
+}
+
+// CodexACP is codex-acp (@zed-industries/codex-acp), which embeds Codex:
+// its state, configuration and hosts are Codex's (CODEX_HOME), it takes
+// Codex's -c overrides (the codex executor's are added: no analytics,
+// plugin sync, update check or endless connection retries), and it does
+// not exit when its stdin closes.
+func CodexACP() Agent {
+	var args []string
+	for _, o := range codex.Overrides {
+		args = append(args, "-c", o)
+	}
+	return Agent{Name: "codex-acp", Pass: []string{"CODEX_HOME", "CODEX_*", "OPENAI_*"}, Args: args, KeepsRunning: true,
+		Classify:  classifyCodex,
+		LoginFix:  "codex login as the user agent run runs as (its state is CODEX_HOME, else ~/.codex), or set OPENAI_API_KEY or CODEX_API_KEY in agent run's environment",
+		State:     func(env []string) []string { return []string{codex.Home(env)} },
+		Endpoints: func(env, args []string) []egress.Rule { return codex.Endpoints(env, args) },
+		Noise: func(line string) bool {
+			return strings.Contains(line, "could not find bubblewrap") || strings.Contains(line, "Refusing to create helper binaries under temporary dir")
+		}}
+}
+
+// classifyCodex reads Codex's own words for the errors whose class its
+// message does not name (seen with codex 0.169.0's, which codex-acp
+// 0.16.0 passes on as the prompt's error message).
+func classifyCodex(_ int, msg string, _ map[string]any) state.ErrorCode {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "at capacity"):
+		return state.CodeOverloaded
+	case strings.Contains(m, "experiencing high demand"):
+		return state.CodeUnavailable
+	case strings.Contains(m, "idle timeout"):
+		return state.CodeTimeout
+	case strings.Contains(m, "stream disconnected"), strings.Contains(m, "stream closed"), strings.Contains(m, "connection failed"):
+		return state.CodeNetwork
+	case strings.Contains(m, "ran out of room in the model's context window"):
+		return state.CodeContextOverflow
+	}
+	return ""
+}
+
+// classifyGemini tells Gemini CLI's two 429s apart: a daily quota spent
+// ("You have exhausted your daily quota on this model.", a
+// TerminalQuotaError) from a rate limit ("Resource has been exhausted
+// (e.g. check quota).", retryable). Gemini CLI 0.61.0 answers a failed
+// prompt with the API's HTTP status as the error's code.
+func classifyGemini(code int, msg string, _ map[string]any) state.ErrorCode {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "daily quota"), strings.Contains(m, "exceeded your current quota"):
+		return state.CodeQuota
+	case code == 429:
+		return state.CodeRateLimit
+	}
+	return ""
+}
