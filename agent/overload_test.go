@@ -54,16 +54,6 @@ type statusOf struct {
 
 func (w *statusOf) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
 
-// until polls cond until it holds, failing the test after a minute.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-	}
-}
-
 // The order under overload, with a real agent: while the control plane's
 // event batches are at their bound (one waits for a task a long
 // transaction holds), the agent's heartbeats are answered and its event
