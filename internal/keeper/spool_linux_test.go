@@ -2,6 +2,7 @@ package keeper
 
 import (
 	"encoding/json"
+	"github.com/edgeagent/agent/internal/testkit"
 	"net"
 	"os"
 	"os/exec"
@@ -161,24 +162,22 @@ func TestAnEndWhileNoAgentIsAttachedIsTold(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if b, _ := os.ReadFile(filepath.Join(dir, StdoutName)); string(b) == "done\n" {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the executor's output spooled", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, StdoutName))
+		return string(b) == "done\n"
+	})
 	var q *Process
-	for {
+	testkit.WaitFor(t, "the keeper to know the executor's exit", func() bool {
 		var err error
 		if q, err = Attach(dir); err != nil {
 			t.Fatal(err)
 		}
 		if q.spool.exit != nil {
-			break
+			return true
 		}
 		q.Close() // the exit is on its way: look again
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 	<-q.Exited()
 	if st := q.Status(); st.ExitCode != 3 {
 		t.Errorf("status %+v, want exit 3", st)
@@ -227,7 +226,7 @@ func TestALookDoesNotExtendTheGrace(t *testing.T) {
 	p.Close()
 	start := time.Now()
 	for time.Since(start) < time.Second && Alive(dir) {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the scenario: a look every 20 ms for a second, past the grace
 	}
 	_ = p.Keeper.Wait()
 	if pid := readPid(t, filepath.Join(work, "pid")); alive(pid) {

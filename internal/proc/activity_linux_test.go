@@ -1,11 +1,11 @@
 package proc
 
 import (
+	"github.com/edgeagent/agent/internal/testkit"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // busy starts a shell that spins, carrying mark (none when empty), and
@@ -24,13 +24,6 @@ func busy(t *testing.T, mark string) *exec.Cmd {
 	return cmd
 }
 
-// until polls cond every few milliseconds until it holds.
-func until(cond func() bool) {
-	for !cond() {
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A marked process that spins shows in its attempt's activity, growing;
 // stopped (SIGSTOP), it is counted stopped, and its CPU time no longer
 // grows while another process's does; another mark's processes are not
@@ -43,16 +36,16 @@ func TestMarkActivityTellsBusyFromStopped(t *testing.T) {
 	if first.Processes != 1 || first.Stopped != 0 {
 		t.Fatalf("activity %+v, want one running process", first)
 	}
-	until(func() bool { return MarkActivity(mark).Busier(first) })
+	testkit.WaitFor(t, "the busy process's activity to grow", func() bool { return MarkActivity(mark).Busier(first) })
 
 	must(t, cmd.Process.Signal(syscall.SIGSTOP))
-	until(func() bool { return MarkActivity(mark).Stopped == 1 })
+	testkit.WaitFor(t, "the stopped process to count stopped", func() bool { return MarkActivity(mark).Stopped == 1 })
 	stopped := MarkActivity(mark)
 	// Time passes, as another spinning process's CPU time says.
 	ref := busy(t, "")
 	refTicks := func() uint64 { n, _, _ := cpuOf(ref.Process.Pid); return n }
 	start := refTicks()
-	until(func() bool { return refTicks() > start+2 })
+	testkit.WaitFor(t, "the other process's CPU time to grow", func() bool { return refTicks() > start+2 })
 	if now := MarkActivity(mark); now.Busier(stopped) || now.Stopped != 1 {
 		t.Errorf("a stopped process: %+v after %+v, want no more work", now, stopped)
 	}

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"errors"
+	"github.com/edgeagent/agent/internal/testkit"
 	"io"
 	"os"
 	"path/filepath"
@@ -83,9 +84,7 @@ func TestASpooledAttemptIsTakenUpFromWhereItWasLeft(t *testing.T) {
 	q.Release()
 	q.Stdout.Close()
 	q.Stderr.Close()
-	for OwnerProcesses("owner") != nil {
-		time.Sleep(5 * time.Millisecond) // the keeper exits once released
-	}
+	testkit.WaitFor(t, "the keeper to exit once released", func() bool { return OwnerProcesses("owner") == nil })
 }
 
 // SweepOwner spares the attempts it is told to: those the agent attached
@@ -108,9 +107,7 @@ func TestSweepOwnerSparesTheAttemptsTakenUp(t *testing.T) {
 	p.Release()
 	p.Stdout.Close()
 	p.Stderr.Close()
-	for len(OwnerProcesses("spare-owner")) > 0 {
-		time.Sleep(5 * time.Millisecond) // the keeper's exit, reaped
-	}
+	testkit.WaitFor(t, "the keeper's exit, reaped", func() bool { return len(OwnerProcesses("spare-owner")) == 0 })
 }
 
 // committingReader reads a spooled attempt's stdout as an agent does:
@@ -157,9 +154,7 @@ func TestASpoolHoldsAWindowAndDropsWhatACommitRead(t *testing.T) {
 		return st.Size, st.Blocks * 512
 	}
 	const window, chunk = 2 << 20, 64 << 10
-	for p.SpoolSize() < window {
-		time.Sleep(time.Millisecond) // the flood coming in
-	}
+	testkit.WaitFor(t, "the flood to fill a window", func() bool { return p.SpoolSize() >= window })
 	if size, _ := onDisk(); size > window+chunk {
 		t.Fatalf("the spool took %d bytes with nothing read, want a window (%d)", size, window)
 	}
@@ -173,22 +168,17 @@ func TestASpoolHoldsAWindowAndDropsWhatACommitRead(t *testing.T) {
 	if err := p.CommitRead([]byte(`{}`), 8*n-100, 0); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	testkit.WaitFor(t, "the keeper to punch out what was committed", func() bool {
 		size, used := onDisk()
 		if size != 8*n {
 			t.Fatalf("the spool's size is %d, want %d", size, 8*n)
 		}
-		if used <= chunk {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // the keeper takes the commit in its own time
-	}
+		return used <= chunk
+	})
 	p.Release()
 	p.Stdout.Close()
 	p.Stderr.Close()
-	for OwnerProcesses("drop-owner") != nil {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the keeper to exit", func() bool { return OwnerProcesses("drop-owner") == nil })
 }
 
 // An executor that ended with its last output in its pipe, the spool's
@@ -213,7 +203,5 @@ func TestTheLastOutputIsSpooledPastAFullWindow(t *testing.T) {
 	p.Release()
 	p.Stdout.Close()
 	p.Stderr.Close()
-	for OwnerProcesses("last-owner") != nil {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the keeper to exit", func() bool { return OwnerProcesses("last-owner") == nil })
 }

@@ -182,9 +182,9 @@ func TestASessionSurvivesACutTurn(t *testing.T) {
 			go func() {
 				defer close(cutDone)
 				for len(mock.Requests()) == 0 && ctx.Err() == nil {
-					time.Sleep(20 * time.Millisecond)
+					time.Sleep(20 * time.Millisecond) // a goroutine's poll (testkit.WaitFor fails only from the test's own)
 				}
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond) // the scenario: the cut comes 300 ms into the turn
 				if kill && runnertest.KillCLI(t, bin) > 0 {
 					return
 				}
