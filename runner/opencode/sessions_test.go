@@ -2,6 +2,7 @@ package opencode_test
 
 import (
 	"context"
+	"github.com/edgeagent/agent/internal/testkit"
 	"os"
 	"slices"
 	"strconv"
@@ -181,9 +182,7 @@ func TestASessionSurvivesACutTurn(t *testing.T) {
 			defer func() { <-cutDone }()
 			go func() {
 				defer close(cutDone)
-				for len(mock.Requests()) == 0 && ctx.Err() == nil {
-					time.Sleep(20 * time.Millisecond) // a goroutine's poll (testkit.WaitFor fails only from the test's own)
-				}
+				testkit.Until(testkit.HangAfter, func() bool { return len(mock.Requests()) > 0 || ctx.Err() != nil })
 				time.Sleep(300 * time.Millisecond) // the scenario: the cut comes 300 ms into the turn
 				if kill && runnertest.KillCLI(t, bin) > 0 {
 					return
