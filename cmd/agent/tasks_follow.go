@@ -39,16 +39,21 @@ func followTask(ctx context.Context, src taskSource, id string, wake <-chan stru
 		if err := seen(t); err != nil {
 			return false, err
 		}
+		if !src.KnowsQueue() {
+			// An agent's own task file: its phase and its result are
+			// saved together.
+			return t.Phase.Terminal(), nil
+		}
 		return ended.done(t, time.Now()), nil
 	})
 	return t, err
 }
 
-// resultGrace bounds how long a follow waits, once a task's phase is
-// terminal, for the completion that carries its result: an agent reports
-// the terminal phase first and the completion after it, perhaps in its
-// next batch, so a reader between the two sees a completed task with no
-// result. A task no agent holds (cancelled in the queue) has none coming.
+// resultGrace bounds how long a follow of the control plane's view waits,
+// once a task's phase is terminal, for the completion that carries its
+// result: an agent reports the terminal phase first and the completion
+// after it, perhaps in its next batch, so a reader between the two sees a
+// completed task with no result. A task no agent holds (cancelled in the queue) has none coming.
 const resultGrace = 5 * time.Second
 
 // settle tells when a followed task has ended for good: its phase

@@ -14,6 +14,7 @@ import (
 type readsSource struct {
 	views []*state.Task
 	reads int
+	local bool // an agent's data directory, not the control plane
 }
 
 func (s *readsSource) Tasks(context.Context, api.TaskFilter, int) ([]*state.Task, error) {
@@ -28,7 +29,7 @@ func (s *readsSource) Task(context.Context, string) (*state.Task, error) {
 
 func (s *readsSource) Transient(error) bool { return false }
 func (s *readsSource) String() string       { return "the test's reads" }
-func (s *readsSource) KnowsQueue() bool     { return true }
+func (s *readsSource) KnowsQueue() bool     { return !s.local }
 
 // A follow does not end between an agent's terminal phase and its
 // completion, which carries the result: submit --wait and subtask wait
@@ -46,6 +47,19 @@ func TestFollowWaitsForTheResultAfterTheTerminalPhase(t *testing.T) {
 	got, err := followTask(context.Background(), src, "t1", wake, func(*state.Task) error { return nil })
 	if err != nil || got.Result == nil || got.Result.Summary != "done: it" {
 		t.Fatalf("the follow ended on %+v (%v) after %d reads, want the task with its result", got, err, src.reads)
+	}
+
+	// An agent's own task file saves the phase and the result together:
+	// a follow of it ends at the terminal phase, result or none (a
+	// failed task has none there).
+	failed := &state.Task{ID: "t1", Phase: state.PhaseFailed, Lease: lease}
+	local := &readsSource{views: []*state.Task{running, failed}, local: true}
+	wake = make(chan struct{}, 8)
+	for range 8 {
+		wake <- struct{}{}
+	}
+	if got, err := followTask(context.Background(), local, "t1", wake, func(*state.Task) error { return nil }); err != nil || got.Phase != state.PhaseFailed || local.reads != 2 {
+		t.Errorf("a local follow ended on %+v (%v) after %d reads, want the failed task at the second", got, err, local.reads)
 	}
 
 	// A task no agent holds has no completion to come: it has ended.
