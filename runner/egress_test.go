@@ -79,7 +79,11 @@ func probeScript(service int, allowed int) string {
 		`else echo "proxy $target: no proxy" >> $out; fi; done; `
 	if allowed > 0 {
 		a := strconv.Itoa(allowed)
-		script += `(exec 3<>/dev/tcp/127.0.0.1/` + a + `) 2>/dev/null && echo allowed-direct-reached >> $out || echo allowed-direct-refused >> $out; `
+		// Reached means answered: the endpoint counts the connection
+		// before it answers, so the count holds once the task has ended
+		// (a connection merely opened is the keeper's forward, which
+		// dials the endpoint in its own time).
+		script += `(exec 3<>/dev/tcp/127.0.0.1/` + a + ` && read -r line <&3) 2>/dev/null && echo allowed-direct-reached >> $out || echo allowed-direct-refused >> $out; `
 	}
 	return `bash -c '` + strings.ReplaceAll(script, `'`, `'\''`) + `'`
 }
