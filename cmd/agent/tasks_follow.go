@@ -21,9 +21,10 @@ const followPoll = 500 * time.Millisecond
 // followTask follows one task to its end, for submit --wait and tasks
 // logs -f: it reads the task every followPoll, and at once when wake
 // fires, calls seen with each read, and returns the task once its phase is
-// terminal and its result in (see settle). A read that fails transiently (the network; a task the local
-// agent has not claimed yet) is tried again; another error, or one from
-// seen, ends the follow.
+// terminal (and, in the control plane's view, its result in: see settle).
+// A read that fails transiently (the network; a task the local agent has
+// not claimed yet) is tried again; another error, or one from seen, ends
+// the follow.
 func followTask(ctx context.Context, src taskSource, id string, wake <-chan struct{}, seen func(*state.Task) error) (*state.Task, error) {
 	var t *state.Task
 	var ended settle
@@ -53,7 +54,8 @@ func followTask(ctx context.Context, src taskSource, id string, wake <-chan stru
 // once a task's phase is terminal, for the completion that carries its
 // result: an agent reports the terminal phase first and the completion
 // after it, perhaps in its next batch, so a reader between the two sees a
-// completed task with no result. A task no agent holds (cancelled in the queue) has none coming.
+// completed task with no result. A task no agent holds (cancelled in the
+// queue) has none coming.
 const resultGrace = 5 * time.Second
 
 // settle tells when a followed task has ended for good: its phase
