@@ -138,8 +138,7 @@ func (x *Executor) startIdle() (conn *sdk.ClientSideConnection, path string, sto
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left
 		undo()
 	}
-	conn = sdk.NewClientSideConnection(handshakeClient{}, stdin, stdout)
-	conn.SetLogger(slog.New(slog.DiscardHandler))
+	conn = newConnection(handshakeClient{}, stdin, stdout, slog.New(slog.DiscardHandler))
 	return conn, path, stop, nil
 }
 

@@ -87,8 +87,7 @@ func (s *session) run(ctx context.Context, p *proc.Process) runner.Exit {
 		s.readStderr(p.Stderr)
 	}()
 	stdout := &protocolReader{r: p.Stdout}
-	conn := sdk.NewClientSideConnection(s, &stdinWriter{p: p}, stdout)
-	conn.SetLogger(slog.New(&sdkLog{s: s}))
+	conn := newConnection(s, &stdinWriter{p: p}, stdout, slog.New(&sdkLog{s: s}))
 	askCtx, cancelAsks := context.WithCancel(context.Background())
 	defer cancelAsks()
 	s.askCtx = askCtx
@@ -220,6 +219,30 @@ func (w *stdinWriter) Write(b []byte) (int, error) {
 
 // protocolReader is the agent's stdout as the connection reads it.
 type protocolReader struct{ r io.Reader }
+
+// newConnection is the SDK's client-side connection with its logger in
+// place before it reads: the SDK starts reading in NewClientSideConnection
+// and reads its logger unguarded (acp-go-sdk v0.13.0), so SetLogger after
+// it races with an agent that ends at once. Its first read waits for the
+// logger.
+func newConnection(client sdk.Client, w io.Writer, r io.Reader, log *slog.Logger) *sdk.ClientSideConnection {
+	g := &gatedReader{r: r, open: make(chan struct{})}
+	conn := sdk.NewClientSideConnection(client, w, g)
+	conn.SetLogger(log)
+	close(g.open)
+	return conn
+}
+
+// gatedReader holds its reader's reads until open is closed.
+type gatedReader struct {
+	r    io.Reader
+	open chan struct{}
+}
+
+func (g *gatedReader) Read(b []byte) (int, error) {
+	<-g.open
+	return g.r.Read(b)
+}
 
 func (r *protocolReader) Read(b []byte) (int, error) { return r.r.Read(b) }
 
