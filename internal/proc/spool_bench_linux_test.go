@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"github.com/edgeagent/agent/internal/testkit"
 	"io"
 	"os"
 	"path/filepath"
@@ -75,9 +76,8 @@ func BenchmarkSpoolPerEvent(b *testing.B) {
 		p.Release()
 		p.Stdout.Close()
 		p.Stderr.Close()
-		for len(OwnerProcesses("bench-owner")) > 0 {
-			time.Sleep(time.Millisecond) // the keeper's exit, reaped: its time counted
-		}
+		// The keeper's exit, reaped: its time counted.
+		testkit.WaitFor(b, "the keeper's exit, reaped", func() bool { return len(OwnerProcesses("bench-owner")) == 0 })
 		return wall, cpuTime() - cpu0
 	}
 	var pipeWall, pipeCPU, spoolWall, spoolCPU time.Duration
