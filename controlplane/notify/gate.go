@@ -157,6 +157,11 @@ func (g *gating) admit(ctx context.Context, n store.Notification) (bool, error) 
 	if err := g.load(ctx, n.Target, keys); err != nil {
 		return false, err
 	}
+	if g.passed(n.Target, keys, n.ID) {
+		// Let through before, and cut by a crash before its first try was
+		// recorded: counted then, it goes out now.
+		return true, nil
+	}
 	window := g.d.opts.Window
 	next := make([]store.NotifyGate, 0, len(keys))
 	for _, k := range keys {
@@ -167,7 +172,7 @@ func (g *gating) admit(ctx context.Context, n store.Notification) (bool, error) 
 		case gt.Held != "" && gt.Held == n.ID:
 			// The gate's fold, due at its window's end: out it goes, and
 			// a window starts.
-			gt.Held, gt.Until, gt.Sent = "", g.now.Add(window), 1
+			gt.Held, gt.Until, gt.Sent, gt.Passed = "", g.now.Add(window), 1, []string{n.ID}
 		case gt.Held != "", open && gt.Sent >= most:
 			if n.Gate != "" && len(next) > 0 {
 				// A fold out of its own gate, into a wider one's: its gate
@@ -179,13 +184,27 @@ func (g *gating) admit(ctx context.Context, n store.Notification) (bool, error) 
 			return false, g.fold(ctx, n, body, gt)
 		case open:
 			gt.Sent++
+			gt.Passed = append(slices.Clip(gt.Passed), n.ID)
 		default:
-			gt.Until, gt.Sent = g.now.Add(window), 1
+			gt.Until, gt.Sent, gt.Passed = g.now.Add(window), 1, []string{n.ID}
 		}
 		next = append(next, gt)
 	}
 	// Not written (a gate moved): n stays due, for the next round.
 	return g.put(ctx, n.Target, next)
+}
+
+// passed reports whether every one of target's gates named keys let
+// record id through in its window: they are written all at once, so a
+// record they passed is in all of them.
+func (g *gating) passed(target string, keys []string, id string) bool {
+	for _, k := range keys {
+		gt := g.gates[[2]string{target, k}]
+		if !gt.Until.After(g.now) || !slices.Contains(gt.Passed, id) {
+			return false
+		}
+	}
+	return true
 }
 
 // put writes gates (target's) and keeps what it wrote. When one moved

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -331,6 +332,60 @@ func TestARetryIsNotHeldBack(t *testing.T) {
 	testkit.WaitFor(t, "the retry", func() bool { _, ok := st.get("n1", "hooks"); return !ok })
 	if n, ok := st.get("n2", "hooks"); !ok || !n.Due.Equal(gateT0.Add(DefaultWindow)) {
 		t.Errorf("the repeat: %+v; want it held to the window's end", n)
+	}
+}
+
+// A record let through by its gates whose delivery a stop (or a crash)
+// cut before its try was recorded goes out at once when delivery starts
+// again: it is not taken for a repeat of itself and held to the window's
+// end, nor counted twice against its subject and target.
+func TestARecordCutBeforeItsTryPassesAgain(t *testing.T) {
+	r := newReceiver(t)
+	reached, release := make(chan struct{}, 1), make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the receiver closes
+	hang := true
+	var mu sync.Mutex
+	inner := r.Config.Handler
+	r.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		h := hang
+		mu.Unlock()
+		if h {
+			select {
+			case reached <- struct{}{}:
+			default:
+			}
+			select {
+			case <-req.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		inner.ServeHTTP(w, req)
+	})
+	clk := &clock{now: gateT0}
+	st := newMemStore()
+	st.Notify(context.Background(), taskRecord(t, "n1", "hooks", "t1", api.NotifyFailed, clk.Now()))
+	target := Target{Name: "hooks", Kind: Webhook, URL: r.URL, Secret: testSecret}
+	stop := startLoop(t, st, []Target{target}, Options{Now: clk.Now})
+	<-reached
+	stop() // the delivery is cut: nothing recorded of it
+	if n, ok := st.get("n1", "hooks"); !ok || n.Attempts != 0 || n.Gate != "" {
+		t.Fatalf("after the cut: %+v, %v; want it due, untried", n, ok)
+	}
+	mu.Lock()
+	hang = false
+	mu.Unlock()
+	startLoop(t, st, []Target{target}, Options{Now: clk.Now})
+	testkit.WaitFor(t, "the record to be delivered", func() bool { _, ok := st.get("n1", "hooks"); return !ok })
+	if got := r.received(t); len(got) != 1 || got[0].ID != "n1" || got[0].Folded != nil {
+		t.Errorf("received %+v, want n1 itself", got)
+	}
+	gates, _ := st.NotifyGates(context.Background(), "hooks", []string{"task/t1", "target"})
+	for _, g := range gates {
+		if g.Sent != 1 {
+			t.Errorf("gate %s counted %d, want 1", g.Key, g.Sent)
+		}
 	}
 }
 

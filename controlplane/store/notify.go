@@ -45,6 +45,10 @@ type NotifyGate struct {
 	// through in it.
 	Until time.Time `json:"until"`
 	Sent  int       `json:"sent,omitempty"`
+	// Passed are the IDs of the records it let through in its window (at
+	// most Sent): a record passed and then cut by a crash before its
+	// first delivery was recorded passes again, not counted twice.
+	Passed []string `json:"passed,omitempty"`
 	// Held is the ID of the record (its Target's) that folds what the
 	// gate held back, "" for none.
 	Held string `json:"held,omitempty"`

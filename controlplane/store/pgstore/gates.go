@@ -12,7 +12,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/store"
 )
 
-// The notification gates are rows of notify_gates (migration 00007),
+// The notification gates are rows of notify_gates (migrations 00007, 00008),
 // keyed by target and gate_key. Only the replica that leads writes them
 // (its deliverer); a write is conditional on the row's rev, so that a
 // replica that led a moment ago and writes late changes nothing.
@@ -22,13 +22,13 @@ func (s *Store) NotifyGates(ctx context.Context, target string, keys []string) (
 	var out []store.NotifyGate
 	err := s.read(ctx, func(c *pgxpool.Conn) error {
 		out = out[:0]
-		rows, err := c.Query(ctx, `SELECT gate_key, ends, sent, held, rev FROM notify_gates
+		rows, err := c.Query(ctx, `SELECT gate_key, ends, sent, passed, held, rev FROM notify_gates
 			WHERE target = $1 AND gate_key = ANY($2) ORDER BY gate_key`, target, keys)
 		if err != nil {
 			return err
 		}
 		g := store.NotifyGate{Target: target}
-		_, err = pgx.ForEachRow(rows, []any{&g.Key, &g.Until, &g.Sent, &g.Held, &g.Rev}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&g.Key, &g.Until, &g.Sent, &g.Passed, &g.Held, &g.Rev}, func() error {
 			g.Until = g.Until.UTC()
 			out = append(out, g)
 			return nil
@@ -46,13 +46,17 @@ func (s *Store) NotifyGates(ctx context.Context, target string, keys []string) (
 func putGate(ctx context.Context, tx pgx.Tx, g store.NotifyGate) error {
 	var sql string
 	if g.Rev == 0 {
-		sql = `INSERT INTO notify_gates (target, gate_key, ends, sent, held, rev) VALUES ($1, $2, $3, $4, $5, 1)
+		sql = `INSERT INTO notify_gates (target, gate_key, ends, sent, passed, held, rev) VALUES ($1, $2, $3, $4, $5, $6, 1)
 			ON CONFLICT DO NOTHING`
 	} else {
-		sql = `UPDATE notify_gates SET ends = $3, sent = $4, held = $5, rev = rev + 1
-			WHERE target = $1 AND gate_key = $2 AND rev = $6`
+		sql = `UPDATE notify_gates SET ends = $3, sent = $4, passed = $5, held = $6, rev = rev + 1
+			WHERE target = $1 AND gate_key = $2 AND rev = $7`
 	}
-	args := []any{g.Target, g.Key, g.Until, g.Sent, g.Held}
+	passed := g.Passed
+	if passed == nil {
+		passed = []string{}
+	}
+	args := []any{g.Target, g.Key, g.Until, g.Sent, passed, g.Held}
 	if g.Rev != 0 {
 		args = append(args, g.Rev)
 	}

@@ -29,7 +29,7 @@ func sameGates(t *testing.T, what string, got, want []store.NotifyGate) {
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.Target != w.Target || g.Key != w.Key || !g.Until.Equal(w.Until) || g.Sent != w.Sent || g.Held != w.Held || g.Rev != w.Rev {
+		if g.Target != w.Target || g.Key != w.Key || !g.Until.Equal(w.Until) || g.Sent != w.Sent || !slices.Equal(g.Passed, w.Passed) || g.Held != w.Held || g.Rev != w.Rev {
 			t.Errorf("%s: gate %d is %+v, want %+v", what, i, g, w)
 		}
 	}
@@ -72,7 +72,7 @@ func (s suite) notifyGates(t *testing.T) {
 			t.Fatalf("PutNotifyGates of a gate at a past Rev: %v, want ErrGateMoved", err)
 		}
 		sameGates(t, "after a refused write", gates(t, st, "hook", "a", "b"), []store.NotifyGate{a})
-		a.Sent, a.Held = 2, "n-1"
+		a.Sent, a.Passed, a.Held = 2, []string{"n-0", "n-2"}, "n-1"
 		b.Target = "other"
 		putGates(t, st, a, b)
 		a.Rev, b.Rev = 2, 1
