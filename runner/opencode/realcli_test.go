@@ -67,6 +67,7 @@ func TestOpenCodeOverItsTokenBudget(t *testing.T) {
 	runnertest.Confine(t, f)
 	runnertest.SlowStart(f)
 	f.Task.MaxTokens = 10 // the mock's every answer uses more
+	f.Runner.OnBudget = state.OnBudgetFail // not parked for a person to raise it
 	f.Run(t, context.Background())
 	if f.Task.Phase != state.PhaseFailed || len(f.Task.Attempts) != 1 {
 		t.Fatalf("task %s, want failed after 1 attempt; %s", f.Task.Phase, runnertest.AttemptsText(f.Task))

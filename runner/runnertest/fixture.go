@@ -51,15 +51,23 @@ func NewCLIFixture(t testing.TB, exe runner.Executor, prompt string, models []st
 	return f
 }
 
+// RunLimit bounds Fixture.Run: longer than any test's attempts take on a
+// loaded machine, far shorter than the suite's timeout.
+const RunLimit = 10 * time.Minute
+
 // Run runs the task to its end and fails the test unless it ended in a
 // terminal phase with its invariants kept.
 func (f *Fixture) Run(t testing.TB, ctx context.Context) {
 	t.Helper()
+	// A task that waits for a person (parked at its budget, a question)
+	// would wait for good: the run is given up past RunLimit.
+	ctx, cancel := context.WithTimeout(ctx, RunLimit)
+	defer cancel()
 	if err := f.Runner.Run(ctx, f.Task); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if !f.Task.Phase.Terminal() {
-		t.Fatalf("Run returned with the task %s", f.Task.Phase)
+		t.Fatalf("Run returned with the task %s (%s)", f.Task.Phase, f.Task.PhaseReason)
 	}
 	if err := f.Task.Check(); err != nil {
 		t.Fatalf("invariant: %v", err)
