@@ -66,7 +66,7 @@ func TestOpenCodeOverItsTokenBudget(t *testing.T) {
 	f := runnertest.NewCLIFixture(t, runnertest.OpenCodeExec(t, mock, opencode.Config{}), "Run it\nmock: shell", models)
 	runnertest.Confine(t, f)
 	runnertest.SlowStart(f)
-	f.Task.MaxTokens = 10 // the mock's every answer uses more
+	f.Task.MaxTokens = 10                  // the mock's every answer uses more
 	f.Runner.OnBudget = state.OnBudgetFail // not parked for a person to raise it
 	f.Run(t, context.Background())
 	if f.Task.Phase != state.PhaseFailed || len(f.Task.Attempts) != 1 {
