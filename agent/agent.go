@@ -75,6 +75,8 @@ type Agent struct {
 	obs      observer      // counts for the metrics; noObserver without them
 
 	view *tmuxview.View // the tmux view; nil without Config.Tmux
+	// observers hear of every report the sink kept (reportObservers).
+	observers []reportObserver
 	// Subtasks: taskTokens are the task tokens of the tasks running, by
 	// task id; in memory only, never logged.
 	taskTokens sync.Map
@@ -221,6 +223,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		a.view = tmuxview.Start(o)
 		defer a.view.Close()
 	}
+	a.observers = a.reportObservers()
 	// The attempts a previous life left running under their keepers are
 	// taken up where they are; whatever else it left running is ended
 	// before anything runs again.

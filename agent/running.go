@@ -159,6 +159,12 @@ func (r *runningTasks) unlessRunning(id string, fn func() (bool, error)) (bool, 
 // has reports whether task id runs.
 func (r *runningTasks) has(id string) bool { return r.get(id) != nil }
 
+// observe takes a report of task id (a reportObserver): the loops see
+// its phase, attempt and last progress.
+func (r *runningTasks) observe(id string, rep runner.Report) {
+	r.update(id, rep.Task.Phase, rep.Attempt, rep.Task.LastProgressAt)
+}
+
 // update changes what the other loops see of task id, if it runs.
 func (r *runningTasks) update(id string, phase state.Phase, attempt int, lastProgress time.Time) {
 	r.mu.Lock()

@@ -11,9 +11,12 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
-// sink takes a task's reports from the runner: each is appended to the
-// outbox (durably, before anything is sent), task state is saved on phase,
-// progress, attempt and completion reports, and log lines also go to the local log.
+// sink takes a task's reports from the runner and keeps them: each is
+// made to fit a record and appended to the outbox (durably, before
+// anything is sent), and the task's file is saved on every report but a
+// log line. That is its one job, on the durability path; what the agent
+// shows and counts of a task (the task's log, the metrics, the running
+// set, the tmux view) observes what it kept (reportObservers).
 type sink struct {
 	a      *Agent
 	taskID string
@@ -21,6 +24,17 @@ type sink struct {
 
 // Report implements runner.Sink.
 func (s *sink) Report(r runner.Report) {
+	a := s.a
+	s.keep(r)
+	for _, o := range a.observers {
+		o(s.taskID, r)
+	}
+	kick(a.kickSend)
+}
+
+// keep appends r to the outbox (with the output caps' notes before it)
+// and saves the task's file.
+func (s *sink) keep(r runner.Report) {
 	a := s.a
 	a.held.flush(a.outbox, a.store) // what is held goes first, if writes work again
 	if payload, ok := s.admit(r); ok {
@@ -38,34 +52,59 @@ func (s *sink) Report(r runner.Report) {
 	case state.CompleteEvent:
 		a.output.taskEnded(s.taskID)
 	}
-	switch p := r.Payload.(type) {
-	case state.LogEvent:
-		if r.Restored {
-			// Sent again from an attempt's commit: the task's log had
-			// it, or lost it to the crash; written twice it would show
-			// twice.
-			break
-		}
-		if err := a.logs.append(a.layout, s.taskID, max(r.Attempt, 1), r.At, p.Stream, p.Lines); err != nil {
-			a.log.Warn("local task log", "task", s.taskID, "err", err)
-		}
-	default:
-		if at, ok := p.(state.Attempt); ok {
-			a.obs.Attempt(at) // the metrics count the attempts that end
-			a.obs.Tokens(a.live.Load().Executor.Name(), at)
-		}
-		// Progress too, as it happens: tasks watch and tasks logs -f read
-		// it from the task's file.
-		if err := a.held.save(a.store, r.Task); err != nil {
-			a.log.Error("task state not saved; held in memory and saved again when writes work", "task", s.taskID, "err", err)
-		}
+	if _, isLog := r.Payload.(state.LogEvent); isLog {
+		return
 	}
-	a.running.update(s.taskID, r.Task.Phase, r.Attempt, r.Task.LastProgressAt)
-	// An attempt that begins gets a window in the tmux view, if it is on.
+	// Progress too, as it happens: tasks watch and tasks logs -f read it
+	// from the task's file.
+	if err := a.held.save(a.store, r.Task); err != nil {
+		a.log.Error("task state not saved; held in memory and saved again when writes work", "task", s.taskID, "err", err)
+	}
+}
+
+// A reportObserver hears of each report of task taskID after the sink
+// kept it. It runs on the task's runner goroutine: it must not block.
+type reportObserver func(taskID string, r runner.Report)
+
+// reportObservers are those of the agent's parts that observe the
+// reports (Agent.observers, set as Run starts): the task's local log,
+// the metrics, the running set and the tmux view (when on).
+func (a *Agent) reportObservers() []reportObserver {
+	obs := []reportObserver{a.logReport, a.countReport, a.running.observe}
+	if a.view != nil {
+		obs = append(obs, a.openView)
+	}
+	return obs
+}
+
+// logReport writes a log report's lines to the task's local log.
+func (a *Agent) logReport(taskID string, r runner.Report) {
+	p, ok := r.Payload.(state.LogEvent)
+	if !ok || r.Restored {
+		// r.Restored: sent again from an attempt's commit; the task's log
+		// had it, or lost it to the crash; written twice it would show
+		// twice.
+		return
+	}
+	if err := a.logs.append(a.layout, taskID, max(r.Attempt, 1), r.At, p.Stream, p.Lines); err != nil {
+		a.log.Warn("local task log", "task", taskID, "err", err)
+	}
+}
+
+// countReport counts an attempt report for the metrics (they count the
+// attempts that end) and its tokens.
+func (a *Agent) countReport(_ string, r runner.Report) {
+	if at, ok := r.Payload.(state.Attempt); ok {
+		a.obs.Attempt(at)
+		a.obs.Tokens(a.live.Load().Executor.Name(), at)
+	}
+}
+
+// openView gives an attempt that begins a window in the tmux view.
+func (a *Agent) openView(taskID string, r runner.Report) {
 	if at, ok := r.Payload.(state.Attempt); ok && at.Status == state.AttemptRunning {
-		a.view.Open(s.taskID, r.Task.Title, at.Number)
+		a.view.Open(taskID, r.Task.Title, at.Number)
 	}
-	kick(a.kickSend)
 }
 
 // admit is what of r's payload goes into the outbox; false for nothing:
