@@ -373,6 +373,12 @@ func (r *Runner) restore(task *state.Task) (a *state.Attempt, rs *runnerState, d
 		}
 		r.Sink.Report(Report{Attempt: c.Attempt, At: c.At, Payload: payload, Task: task, Key: c.Key, Restored: true})
 	}
+	if len(blob.Reports) > 0 && !blob.Ended {
+		// Handed to the sink again: the keeper need not hold them any
+		// more, or an agent killed again before the attempt's next commit
+		// would send them once more for every kill.
+		r.commit(task, nil, blob.Runner, false)
+	}
 	if blob.Ended {
 		r.Attached = nil
 		r.release()
