@@ -145,9 +145,12 @@ func flap(t *testing.T, clients []*controlplane.Client, id string, n int) time.D
 
 // checkFlaps checks what the inbox got of an agent's 40 flips to
 // unavailable within the time storm took: every one counted, in at
-// most two deliveries per target and one more per window the storm
-// lasted, and the agent's words quoted as its, on both targets.
-func (in *flapInbox) checkFlaps(t *testing.T, agent string, storm, window time.Duration) {
+// most two notifications per target and one more per window the storm
+// lasted, and the agent's words quoted as its, on both targets. A
+// control plane killed (killed times) while it delivered may deliver
+// what was in flight again (at least once): to the webhook under the
+// same id, which counts once; to ntfy, which has no id, as one more.
+func (in *flapInbox) checkFlaps(t *testing.T, agent string, storm, window time.Duration, killed int) {
 	t.Helper()
 	testkit.WaitFor(t, "the 40 flips to be told of on both targets", func() bool {
 		h, p := in.standFor()
@@ -159,8 +162,13 @@ func (in *flapInbox) checkFlaps(t *testing.T, agent string, storm, window time.D
 		t.Errorf("the receiver refused: %s", b)
 	}
 	most := 2 + int(storm/window)
-	if len(in.hooks) > most || len(in.phone) > most {
-		t.Errorf("%d deliveries to the webhook, %d to ntfy, for 40 flips in %s; want at most %d each", len(in.hooks), len(in.phone), storm.Round(time.Millisecond), most)
+	ids := map[any]bool{}
+	for _, n := range in.hooks {
+		ids[n["id"]] = true
+	}
+	if len(ids) > most || len(in.phone) > most+killed {
+		t.Errorf("%d notifications to the webhook (%d deliveries), %d deliveries to ntfy, for 40 flips in %s; want at most %d each (ntfy: %d)",
+			len(ids), len(in.hooks), len(in.phone), storm.Round(time.Millisecond), most, most+killed)
 	}
 	quote := `agent ` + agent + ` says: "call +1-555-0100 now\x1b[31m\" -- the control plane"`
 	for _, n := range in.hooks {
@@ -193,7 +201,7 @@ func TestNotifyFlapStormIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	storm := flap(t, []*controlplane.Client{a}, "flapper", 40)
-	in.checkFlaps(t, "flapper", storm, window)
+	in.checkFlaps(t, "flapper", storm, window, 0)
 }
 
 // Over PostgreSQL, two replicas: the flips come through both, and the
@@ -228,7 +236,7 @@ func TestNotifyFlapStormAcrossReplicas(t *testing.T) {
 	}
 	leader.kill()
 	flap(t, []*controlplane.Client{survivor}, "flapper", 20)
-	in.checkFlaps(t, "flapper", time.Since(start), window)
+	in.checkFlaps(t, "flapper", time.Since(start), window, 1)
 }
 
 func readFile(t *testing.T, path string) string {
