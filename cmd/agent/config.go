@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/edgeagent/agent/internal/settings"
 )
 
 func newConfigCmd() *cobra.Command {
@@ -71,11 +73,11 @@ func newConfigCheckCmd() *cobra.Command {
 			if controlPlane {
 				t = controlPlaneSettings
 			}
-			c, err := readConfigFile(args[0], t)
+			c, err := settings.ReadFile(args[0], t.Table)
 			if err != nil {
 				return err // every mistake, a line each; exit 2, as agent run
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok, %d settings\n", args[0], len(c.values))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok, %d settings\n", args[0], c.Len())
 			return nil
 		},
 	}
@@ -85,12 +87,12 @@ func newConfigCheckCmd() *cobra.Command {
 
 // printConfig writes r's settings as a TOML config file, tables last, each
 // value with its origin.
-func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) error {
+func printConfig(w io.Writer, r *settings.Resolved, fs *pflag.FlagSet, tokenFile string) error {
 	var b bytes.Buffer
 	fmt.Fprintln(&b, "# agent run's effective configuration: flags > environment > config file > defaults.")
 	fmt.Fprintln(&b, "# live: a reload (the file changes, or SIGHUP) applies it to new attempts; the rest need a restart.")
-	if r.file != "" {
-		fmt.Fprintf(&b, "# config file: %s\n", r.file)
+	if r.File != "" {
+		fmt.Fprintf(&b, "# config file: %s\n", r.File)
 	} else {
 		fmt.Fprintln(&b, "# config file: none")
 	}
@@ -104,17 +106,17 @@ func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) 
 	}
 	// Keys at the top first, then each table under its header.
 	tables := []string{""}
-	byTable := map[string][]*setting{}
-	var arrays []*setting // [[repo]]: after every table
-	for _, s := range r.table.list {
-		if bound(fs, s) == nil {
+	byTable := map[string][]*settings.Setting{}
+	var arrays []*settings.Setting // [[repo]]: after every table
+	for _, s := range r.Table.List {
+		if settings.Bound(fs, s) == nil {
 			continue
 		}
-		if s.pairs != nil {
+		if s.Pairs != nil {
 			arrays = append(arrays, s)
 			continue
 		}
-		table, _ := splitKey(s.fileKey())
+		table, _ := splitKey(s.FileKey())
 		if _, ok := byTable[table]; !ok && table != "" {
 			tables = append(tables, table)
 		}
@@ -127,22 +129,22 @@ func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) 
 			fmt.Fprintln(&b)
 		}
 		for _, s := range byTable[table] {
-			_, key := splitKey(s.fileKey())
-			v := tomlValue(flagValue(fs, s))
-			if s.name == "control-plane" {
-				v = tomlValue(redactURL(flagValue(fs, s).(string)))
+			_, key := splitKey(s.FileKey())
+			v := tomlValue(settings.Value(fs, s))
+			if s.Name == "control-plane" {
+				v = tomlValue(redactURL(settings.Value(fs, s).(string)))
 			}
 			line := fmt.Sprintf("%s = %s", key, v)
 			live := ""
-			if s.live {
+			if s.Live {
 				live = " · live"
 			}
-			fmt.Fprintf(&b, "%-44s # %s%s\n", line, r.origins[s.name], live)
+			fmt.Fprintf(&b, "%-44s # %s%s\n", line, r.Origins[s.Name], live)
 		}
 	}
 	for _, s := range arrays {
-		tables, _ := r.tables(s.name)
-		printPairs(&b, s, flagValue(fs, s).([]string), r.origins[s.name], tables)
+		tables, _ := r.Tables(s.Name)
+		printPairs(&b, s, settings.Value(fs, s).([]string), r.Origins[s.Name], tables)
 	}
 	_, err := w.Write(b.Bytes())
 	return err
@@ -151,27 +153,27 @@ func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) 
 // printPairs writes the values of a pairs setting as an array of tables,
 // [[repo]] with name and path, and the options the file's table of that
 // name gives; none, as a comment saying how to add one.
-func printPairs(b *bytes.Buffer, s *setting, values []string, o origin, tables []fileTable) {
-	key := s.fileKey()
+func printPairs(b *bytes.Buffer, s *settings.Setting, values []string, o settings.Origin, tables []settings.FileTable) {
+	key := s.FileKey()
 	if len(values) == 0 {
 		fmt.Fprintf(b, "\n# [[%s]]%s # %s\n# %s = %s\n# %s = %s\n", key, strings.Repeat(" ", max(0, 44-len(key)-6)), o,
-			s.pairs[0], tomlString("NAME"), s.pairs[1], tomlString(strings.ToUpper(s.pairs[1])))
+			s.Pairs[0], tomlString("NAME"), s.Pairs[1], tomlString(strings.ToUpper(s.Pairs[1])))
 		return
 	}
 	for _, v := range values {
-		first, second, _ := s.splitPair(v)
+		first, second, _ := s.SplitPair(v)
 		fmt.Fprintf(b, "\n%-44s # %s\n", "[["+key+"]]", o)
-		fmt.Fprintf(b, "%s = %s\n%s = %s\n", s.pairs[0], tomlString(first), s.pairs[1], tomlString(second))
+		fmt.Fprintf(b, "%s = %s\n%s = %s\n", s.Pairs[0], tomlString(first), s.Pairs[1], tomlString(second))
 		for _, t := range tables {
-			if t.str(s.pairs[0]) != first {
+			if t.Str(s.Pairs[0]) != first {
 				continue
 			}
-			for _, k := range s.pairOptions {
-				if v := t.str(k.name); v != "" {
-					if k.name == "api_url" {
+			for _, k := range s.PairOptions {
+				if v := t.Str(k.Name); v != "" {
+					if k.Name == "api_url" {
 						v = redactURL(v)
 					}
-					fmt.Fprintf(b, "%s = %s\n", k.name, tomlString(v))
+					fmt.Fprintf(b, "%s = %s\n", k.Name, tomlString(v))
 				}
 			}
 		}
@@ -191,7 +193,7 @@ func tomlValue(v any) string {
 	switch x := v.(type) {
 	case string:
 		return tomlString(x)
-	case time.Duration, byteSize:
+	case time.Duration, settings.ByteSize:
 		return tomlString(fmt.Sprint(x))
 	case []string:
 		q := make([]string, len(x))
