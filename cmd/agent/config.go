@@ -2,13 +2,11 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -104,120 +102,20 @@ func printConfig(w io.Writer, r *settings.Resolved, fs *pflag.FlagSet, tokenFile
 	default:
 		fmt.Fprintln(&b, "# token: none (give token-file or AGENT_TOKEN)")
 	}
-	// Keys at the top first, then each table under its header.
-	tables := []string{""}
-	byTable := map[string][]*settings.Setting{}
-	var arrays []*settings.Setting // [[repo]]: after every table
-	for _, s := range r.Table.List {
-		if settings.Bound(fs, s) == nil {
-			continue
-		}
-		if s.Pairs != nil {
-			arrays = append(arrays, s)
-			continue
-		}
-		table, _ := splitKey(s.FileKey())
-		if _, ok := byTable[table]; !ok && table != "" {
-			tables = append(tables, table)
-		}
-		byTable[table] = append(byTable[table], s)
-	}
-	for _, table := range tables {
-		if table != "" {
-			fmt.Fprintf(&b, "\n[%s]\n", table)
-		} else {
-			fmt.Fprintln(&b)
-		}
-		for _, s := range byTable[table] {
-			_, key := splitKey(s.FileKey())
-			v := tomlValue(settings.Value(fs, s))
-			if s.Name == "control-plane" {
-				v = tomlValue(redactURL(settings.Value(fs, s).(string)))
-			}
-			line := fmt.Sprintf("%s = %s", key, v)
-			live := ""
-			if s.Live {
-				live = " · live"
-			}
-			fmt.Fprintf(&b, "%-44s # %s%s\n", line, r.Origins[s.Name], live)
-		}
-	}
-	for _, s := range arrays {
-		tables, _ := r.Tables(s.Name)
-		printPairs(&b, s, settings.Value(fs, s).([]string), r.Origins[s.Name], tables)
+	if err := r.WriteTOML(&b, fs, redactSetting); err != nil {
+		return err
 	}
 	_, err := w.Write(b.Bytes())
 	return err
 }
 
-// printPairs writes the values of a pairs setting as an array of tables,
-// [[repo]] with name and path, and the options the file's table of that
-// name gives; none, as a comment saying how to add one.
-func printPairs(b *bytes.Buffer, s *settings.Setting, values []string, o settings.Origin, tables []settings.FileTable) {
-	key := s.FileKey()
-	if len(values) == 0 {
-		fmt.Fprintf(b, "\n# [[%s]]%s # %s\n# %s = %s\n# %s = %s\n", key, strings.Repeat(" ", max(0, 44-len(key)-6)), o,
-			s.Pairs[0], tomlString("NAME"), s.Pairs[1], tomlString(strings.ToUpper(s.Pairs[1])))
-		return
+// redactSetting hides a password written into the control plane's URL
+// or a repository's forge API URL, for config print.
+func redactSetting(key, value string) string {
+	if key == "control-plane" || key == "repo.api_url" {
+		return redactURL(value)
 	}
-	for _, v := range values {
-		first, second, _ := s.SplitPair(v)
-		fmt.Fprintf(b, "\n%-44s # %s\n", "[["+key+"]]", o)
-		fmt.Fprintf(b, "%s = %s\n%s = %s\n", s.Pairs[0], tomlString(first), s.Pairs[1], tomlString(second))
-		for _, t := range tables {
-			if t.Str(s.Pairs[0]) != first {
-				continue
-			}
-			for _, k := range s.PairOptions {
-				if v := t.Str(k.Name); v != "" {
-					if k.Name == "api_url" {
-						v = redactURL(v)
-					}
-					fmt.Fprintf(b, "%s = %s\n", k.Name, tomlString(v))
-				}
-			}
-		}
-	}
-}
-
-// splitKey splits "executor.codex.sandbox" into its table and its key.
-func splitKey(k string) (table, key string) {
-	if i := strings.LastIndexByte(k, '.'); i >= 0 {
-		return k[:i], k[i+1:]
-	}
-	return "", k
-}
-
-// tomlValue writes v as a TOML value.
-func tomlValue(v any) string {
-	switch x := v.(type) {
-	case string:
-		return tomlString(x)
-	case time.Duration, settings.ByteSize:
-		return tomlString(fmt.Sprint(x))
-	case []string:
-		q := make([]string, len(x))
-		for i, s := range x {
-			q[i] = tomlString(s)
-		}
-		return "[" + strings.Join(q, ", ") + "]"
-	case []time.Duration:
-		q := make([]string, len(x))
-		for i, d := range x {
-			q[i] = tomlString(d.String())
-		}
-		return "[" + strings.Join(q, ", ") + "]"
-	}
-	return fmt.Sprint(v)
-}
-
-// tomlString quotes s as a TOML basic string (JSON's escapes are TOML's).
-func tomlString(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s)
-	return strings.TrimSuffix(b.String(), "\n")
+	return value
 }
 
 // redactURL hides a password written into a URL, or into each of a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -474,5 +475,100 @@ func TestFilePath(t *testing.T) {
 		if got := FilePath(in, "/etc/prog"); got != want {
 			t.Errorf("FilePath(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// WriteTOML writes a file that reads back the same values, each with
+// where it came from, and what redact hides is not in it.
+func TestWriteTOMLReadsBack(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "prog.toml")
+	writeFile(t, file, `workers = 3
+name = "https://me:hunter2@example.com"
+
+[engine]
+mode = "slow"
+
+[[repo]]
+name = "app"
+path = "/src/app"
+push = "https://me:hunter2@forge.example/app.git"
+`)
+	tab := testTable()
+	_, fs := newFlags(tab)
+	if err := fs.Parse([]string{"--limits", "1m,2m", "--cap", "2GiB"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := tab.Resolve(fs, file, env(map[string]string{"T_TAGS": "a,b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	redact := func(key, value string) string {
+		if key == "name" || key == "repo.push" {
+			return strings.ReplaceAll(value, "hunter2", "REDACTED")
+		}
+		return value
+	}
+	var out strings.Builder
+	if err := r.WriteTOML(&out, fs, redact); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if strings.Contains(text, "hunter2") {
+		t.Fatalf("a redacted value is written:\n%s", text)
+	}
+	for _, want := range []struct{ key, value, origin string }{
+		{"workers", "3", "file " + file + ":1 · live"},
+		{"verbose", "false", "default"},
+		{"limits", `["1m0s", "2m0s"]`, "flag --limits"},
+		{"cap", `"2GiB"`, "flag --cap"},
+		{"tags", `["a", "b"]`, "env T_TAGS"},
+		{"mode", `"slow"`, "file " + file + ":5"},
+		{"grace", `"5s"`, "default · live"},
+	} {
+		m := regexp.MustCompile(`(?m)^` + want.key + ` = (.*?)\s+# (.*)$`).FindStringSubmatch(text)
+		if m == nil || m[1] != want.value || m[2] != want.origin {
+			t.Errorf("%s: %q, want %s # %s", want.key, m, want.value, want.origin)
+		}
+	}
+	for _, want := range []string{
+		"\n[engine]\nmode = ",
+		"\n[[repo]]                                     # file " + file + ":7\nname = \"app\"\npath = \"/src/app\"\npush = \"https://me:REDACTED@forge.example/app.git\"\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in:\n%s", want, text)
+		}
+	}
+	printed := filepath.Join(dir, "printed.toml")
+	writeFile(t, printed, text)
+	_, again := newFlags(tab)
+	r2, err := tab.Resolve(again, printed, env(nil))
+	if err != nil {
+		t.Fatalf("the written file does not read back: %v\n%s", err, text)
+	}
+	for _, s := range tab.List {
+		if Bound(fs, s) == nil || s.Name == "name" {
+			continue
+		}
+		if a, b := fmt.Sprint(Value(fs, s)), fmt.Sprint(Value(again, s)); a != b {
+			t.Errorf("%s: written %s, read back %s", s.Name, a, b)
+		}
+		if r2.Origins[s.Name].Kind != FromFile {
+			t.Errorf("%s read back from %s", s.Name, r2.Origins[s.Name])
+		}
+	}
+	// No pairs: a comment says how to write one.
+	_, fs = newFlags(tab)
+	r, err = tab.Resolve(fs, "", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := r.WriteTOML(&out, fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := "\n# [[repo]]                                   # default\n# name = \"NAME\"\n# path = \"PATH\"\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("no %q in:\n%s", want, out.String())
 	}
 }
