@@ -270,7 +270,7 @@ func tableFromTOML(problems *configProblems, key string, keys []TableKey, i int,
 			continue
 		}
 		switch tk.Default.(type) {
-		case string:
+		case string, nil: // a key without a default is a string
 			str, isString := v.(string)
 			switch {
 			case !isString:
@@ -613,7 +613,7 @@ func fromTOML(s *Setting, v any) (any, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("unsupported Setting type %T", s.DefaultValue())
+	return nil, fmt.Errorf("unsupported setting type %T", s.DefaultValue())
 }
 
 func tomlDuration(v any) (any, error) {

@@ -70,7 +70,7 @@ type Setting struct {
 // Pairs setting's tables.
 type TableKey struct {
 	Name    string
-	Default any // the type: string, []string, or int (a whole number from 1)
+	Default any // the type: string (nil too), []string, or int (a whole number from 1)
 	Path    bool
 	// Required: every table has it.
 	Required bool

@@ -46,7 +46,7 @@ func testTable() *Table {
 		{Name: "hook", Default: []FileTable(nil), Table: []TableKey{
 			{Name: "name", Default: "", Required: true},
 			{Name: "events", Default: []string(nil)},
-			{Name: "file", Default: "", Path: true},
+			{Name: "file", Path: true}, // no default: a string
 			{Name: "max", Default: 0},
 		}, Help: "hooks, in the file only"},
 	}}
