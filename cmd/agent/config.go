@@ -2,16 +2,16 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/edgeagent/agent/internal/settings"
 )
 
 func newConfigCmd() *cobra.Command {
@@ -71,11 +71,11 @@ func newConfigCheckCmd() *cobra.Command {
 			if controlPlane {
 				t = controlPlaneSettings
 			}
-			c, err := readConfigFile(args[0], t)
+			c, err := settings.ReadFile(args[0], t.Table)
 			if err != nil {
 				return err // every mistake, a line each; exit 2, as agent run
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok, %d settings\n", args[0], len(c.values))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok, %d settings\n", args[0], c.Len())
 			return nil
 		},
 	}
@@ -85,12 +85,12 @@ func newConfigCheckCmd() *cobra.Command {
 
 // printConfig writes r's settings as a TOML config file, tables last, each
 // value with its origin.
-func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) error {
+func printConfig(w io.Writer, r *settings.Resolved, fs *pflag.FlagSet, tokenFile string) error {
 	var b bytes.Buffer
 	fmt.Fprintln(&b, "# agent run's effective configuration: flags > environment > config file > defaults.")
 	fmt.Fprintln(&b, "# live: a reload (the file changes, or SIGHUP) applies it to new attempts; the rest need a restart.")
-	if r.file != "" {
-		fmt.Fprintf(&b, "# config file: %s\n", r.file)
+	if r.File != "" {
+		fmt.Fprintf(&b, "# config file: %s\n", r.File)
 	} else {
 		fmt.Fprintln(&b, "# config file: none")
 	}
@@ -102,120 +102,20 @@ func printConfig(w io.Writer, r *resolved, fs *pflag.FlagSet, tokenFile string) 
 	default:
 		fmt.Fprintln(&b, "# token: none (give token-file or AGENT_TOKEN)")
 	}
-	// Keys at the top first, then each table under its header.
-	tables := []string{""}
-	byTable := map[string][]*setting{}
-	var arrays []*setting // [[repo]]: after every table
-	for _, s := range r.table.list {
-		if bound(fs, s) == nil {
-			continue
-		}
-		if s.pairs != nil {
-			arrays = append(arrays, s)
-			continue
-		}
-		table, _ := splitKey(s.fileKey())
-		if _, ok := byTable[table]; !ok && table != "" {
-			tables = append(tables, table)
-		}
-		byTable[table] = append(byTable[table], s)
-	}
-	for _, table := range tables {
-		if table != "" {
-			fmt.Fprintf(&b, "\n[%s]\n", table)
-		} else {
-			fmt.Fprintln(&b)
-		}
-		for _, s := range byTable[table] {
-			_, key := splitKey(s.fileKey())
-			v := tomlValue(flagValue(fs, s))
-			if s.name == "control-plane" {
-				v = tomlValue(redactURL(flagValue(fs, s).(string)))
-			}
-			line := fmt.Sprintf("%s = %s", key, v)
-			live := ""
-			if s.live {
-				live = " · live"
-			}
-			fmt.Fprintf(&b, "%-44s # %s%s\n", line, r.origins[s.name], live)
-		}
-	}
-	for _, s := range arrays {
-		tables, _ := r.tables(s.name)
-		printPairs(&b, s, flagValue(fs, s).([]string), r.origins[s.name], tables)
+	if err := r.WriteTOML(&b, fs, redactSetting); err != nil {
+		return err
 	}
 	_, err := w.Write(b.Bytes())
 	return err
 }
 
-// printPairs writes the values of a pairs setting as an array of tables,
-// [[repo]] with name and path, and the options the file's table of that
-// name gives; none, as a comment saying how to add one.
-func printPairs(b *bytes.Buffer, s *setting, values []string, o origin, tables []fileTable) {
-	key := s.fileKey()
-	if len(values) == 0 {
-		fmt.Fprintf(b, "\n# [[%s]]%s # %s\n# %s = %s\n# %s = %s\n", key, strings.Repeat(" ", max(0, 44-len(key)-6)), o,
-			s.pairs[0], tomlString("NAME"), s.pairs[1], tomlString(strings.ToUpper(s.pairs[1])))
-		return
+// redactSetting hides a password written into the control plane's URL
+// or a repository's forge API URL, for config print.
+func redactSetting(key, value string) string {
+	if key == "control-plane" || key == "repo.api_url" {
+		return redactURL(value)
 	}
-	for _, v := range values {
-		first, second, _ := s.splitPair(v)
-		fmt.Fprintf(b, "\n%-44s # %s\n", "[["+key+"]]", o)
-		fmt.Fprintf(b, "%s = %s\n%s = %s\n", s.pairs[0], tomlString(first), s.pairs[1], tomlString(second))
-		for _, t := range tables {
-			if t.str(s.pairs[0]) != first {
-				continue
-			}
-			for _, k := range s.pairOptions {
-				if v := t.str(k.name); v != "" {
-					if k.name == "api_url" {
-						v = redactURL(v)
-					}
-					fmt.Fprintf(b, "%s = %s\n", k.name, tomlString(v))
-				}
-			}
-		}
-	}
-}
-
-// splitKey splits "executor.codex.sandbox" into its table and its key.
-func splitKey(k string) (table, key string) {
-	if i := strings.LastIndexByte(k, '.'); i >= 0 {
-		return k[:i], k[i+1:]
-	}
-	return "", k
-}
-
-// tomlValue writes v as a TOML value.
-func tomlValue(v any) string {
-	switch x := v.(type) {
-	case string:
-		return tomlString(x)
-	case time.Duration, byteSize:
-		return tomlString(fmt.Sprint(x))
-	case []string:
-		q := make([]string, len(x))
-		for i, s := range x {
-			q[i] = tomlString(s)
-		}
-		return "[" + strings.Join(q, ", ") + "]"
-	case []time.Duration:
-		q := make([]string, len(x))
-		for i, d := range x {
-			q[i] = tomlString(d.String())
-		}
-		return "[" + strings.Join(q, ", ") + "]"
-	}
-	return fmt.Sprint(v)
-}
-
-// tomlString quotes s as a TOML basic string (JSON's escapes are TOML's).
-func tomlString(s string) string {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	enc.Encode(s)
-	return strings.TrimSuffix(b.String(), "\n")
+	return value
 }
 
 // redactURL hides a password written into a URL, or into each of a

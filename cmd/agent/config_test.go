@@ -14,9 +14,13 @@ import (
 	"testing"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
 )
+
+// tomlString quotes a string as the config file takes it.
+var tomlString = settings.QuoteTOML
 
 func writeFile(t *testing.T, path, text string) {
 	t.Helper()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/notify"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/internal/settings"
 )
 
 // notifySettings are the notification settings agent controlplane serve
@@ -52,8 +53,8 @@ func (n *notifySettings) checkPublicURL() error {
 // and signed with the key in --notify-secret-file (else DIR/notify-secret,
 // made if missing when create is set). Each mistake is one line holding no
 // secret.
-func (n *notifySettings) targets(r *resolved, dir string, create bool) ([]notify.Target, error) {
-	tables, file := r.tables("notify")
+func (n *notifySettings) targets(r *settings.Resolved, dir string, create bool) ([]notify.Target, error) {
+	tables, file := r.Tables("notify")
 	var out []notify.Target
 	names := map[string]bool{}
 	for _, tab := range tables {
@@ -62,7 +63,7 @@ func (n *notifySettings) targets(r *resolved, dir string, create bool) ([]notify
 			return nil, err
 		}
 		if names[t.Name] {
-			return nil, configError(file, tab.line("name"), "two [[notify]] targets are named %s", t.Name)
+			return nil, settings.FileError(file, tab.Line("name"), "two [[notify]] targets are named %s", t.Name)
 		}
 		names[t.Name] = true
 		out = append(out, t)
@@ -110,16 +111,16 @@ func (n *notifySettings) secret(dir string, create bool) (secret, where string, 
 
 // notifyTarget is a [[notify]] table's target, its secrets read from
 // their files. A mistake is said with the file's line.
-func notifyTarget(tab fileTable, file string) (notify.Target, error) {
-	name := tab.str("name")
+func notifyTarget(tab settings.FileTable, file string) (notify.Target, error) {
+	name := tab.Str("name")
 	bad := func(key, format string, args ...any) error {
-		return configError(file, tab.line(key), "[[notify]] %s: %s", name, fmt.Sprintf(format, args...))
+		return settings.FileError(file, tab.Line(key), "[[notify]] %s: %s", name, fmt.Sprintf(format, args...))
 	}
-	t := notify.Target{Name: name, Kind: notify.Kind(tab.str("type"))}
+	t := notify.Target{Name: name, Kind: notify.Kind(tab.Str("type"))}
 	if !slices.Contains(notify.Kinds, t.Kind) {
 		return t, bad("type", "type %q: want webhook, slack or ntfy", t.Kind)
 	}
-	switch u, uf := tab.str("url"), tab.str("url-file"); {
+	switch u, uf := tab.Str("url"), tab.Str("url-file"); {
 	case u != "" && uf != "":
 		return t, bad("url-file", "give url or url-file, not both")
 	case u == "" && uf == "":
@@ -135,19 +136,19 @@ func notifyTarget(tab fileTable, file string) (notify.Target, error) {
 	}
 	if err := notify.CheckURL(t.URL); err != nil {
 		key := "url"
-		if tab.str("url") == "" {
+		if tab.Str("url") == "" {
 			key = "url-file"
 		}
 		return t, bad(key, "%v", err)
 	}
-	for _, e := range tab.list("events") {
+	for _, e := range tab.List("events") {
 		ev, err := notify.ParseEvent(e)
 		if err != nil {
 			return t, bad("events", "%v", err)
 		}
 		t.Events = append(t.Events, ev)
 	}
-	secretFile, tokenFile := tab.str("secret-file"), tab.str("token-file")
+	secretFile, tokenFile := tab.Str("secret-file"), tab.Str("token-file")
 	switch {
 	case t.Kind == notify.Webhook && secretFile == "":
 		return t, bad("name", "a webhook needs secret-file: a file holding its HMAC key, %d characters or more (openssl rand -hex 32)", notify.MinSecretLen)
@@ -174,7 +175,7 @@ func notifyTarget(tab fileTable, file string) (notify.Target, error) {
 		}
 	}
 	if err := t.Check(); err != nil {
-		return t, configError(file, tab.line("name"), "[[notify]]: %v", err)
+		return t, settings.FileError(file, tab.Line("name"), "[[notify]]: %v", err)
 	}
 	return t, nil
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/settings"
 )
 
 func main() {
@@ -46,7 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agent: %s\n", line)
 	}
 	var ue usageError
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
+	var se settings.UsageError
+	if errors.As(err, &ue) || errors.As(err, &se) || strings.HasPrefix(err.Error(), "unknown command") {
 		return 2
 	}
 	return 1
@@ -76,7 +78,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 // errorLines is what run prints of err: one line, or for a config file's
 // mistakes one line each.
 func errorLines(err error) []string {
-	var ce configErrors
+	var ce settings.Errors
 	if !errors.As(err, &ce) || ce.Error() != err.Error() { // wrapped: said as one line
 		return []string{oneLine(err.Error())}
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/settings"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -83,7 +84,7 @@ func TestReferenceIgnoresEnvironment(t *testing.T) {
 	}
 }
 
-func agentDataDirDefault() string { return agentSettings.lookup("data-dir").def.(string) }
+func agentDataDirDefault() string { return agentSettings.Lookup("data-dir").Default.(string) }
 
 // firstDifference says where two texts first differ, in one line.
 func firstDifference(have, want string) string {
@@ -135,7 +136,7 @@ start. How the settings are read, the config file and reload are in
 		live         bool
 	}{
 		{"The agent", "The settings of `agent run` and of the commands that read the agent's state or reach the control plane. The token comes from `--token-file` or `AGENT_TOKEN`, never from the config file.\n\n" +
-			"The config file: `--config FILE`, else `AGENT_CONFIG`, else " + envDefaultFor(agentSettings.defaultFile()) + " if it exists; `AGENT_CONFIG=` (empty) reads none. In the file a list is an array of strings (durations: one string alone holds for every attempt), a duration is a string (`\"30s\"`), a size a string (`\"10GiB\"`) or a number of bytes; in a path, `~/` is the home directory and a relative path is relative to the file.",
+			"The config file: `--config FILE`, else `AGENT_CONFIG`, else " + envDefaultFor(agentSettings.DefaultFile()) + " if it exists; `AGENT_CONFIG=` (empty) reads none. In the file a list is an array of strings (durations: one string alone holds for every attempt), a duration is a string (`\"30s\"`), a size a string (`\"10GiB\"`) or a number of bytes; in a path, `~/` is the home directory and a relative path is relative to the file.",
 			agentSettings, true},
 		{"The reference control plane", "The settings of `agent controlplane serve`. The config file is read only when named: `--config FILE` or `AGENT_CP_CONFIG`; its keys are the flags' names. The control plane reads its settings at start.",
 			controlPlaneSettings, false},
@@ -147,9 +148,9 @@ start. How the settings are read, the config file and reload are in
 		} else {
 			b.WriteString("| flag | environment | file key | type | default | |\n|---|---|---|---|---|---|\n")
 		}
-		for _, s := range f.table.list {
-			flag, env := "`--"+s.name+"`", "`"+s.envName(f.table.envPrefix)+"`"
-			if s.table != nil {
+		for _, s := range f.table.List {
+			flag, env := "`--"+s.Name+"`", "`"+s.EnvName(f.table.EnvPrefix)+"`"
+			if s.Table != nil {
 				flag, env = "", "" // the file's alone
 			}
 			cells := []string{
@@ -161,12 +162,12 @@ start. How the settings are read, the config file and reload are in
 			}
 			if f.live {
 				applies := "restart"
-				if s.live {
+				if s.Live {
 					applies = "live"
 				}
 				cells = append(cells, applies)
 			}
-			cells = append(cells, mdCell(s.help))
+			cells = append(cells, mdCell(s.Help))
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
 		}
 		b.WriteString("\nThe commands that take them:\n\n")
@@ -179,29 +180,29 @@ start. How the settings are read, the config file and reload are in
 
 // fileKeyCell is a setting's key in the config file; for pairs, the
 // array of tables and its keys.
-func fileKeyCell(s *setting) string {
-	if s.pairs != nil {
-		cell := fmt.Sprintf("`[[%s]]` tables: `%s`, `%s`", s.fileKey(), s.pairs[0], s.pairs[1])
-		for _, k := range s.pairOptions {
-			cell += fmt.Sprintf(", `%s`", k.name)
+func fileKeyCell(s *settings.Setting) string {
+	if s.Pairs != nil {
+		cell := fmt.Sprintf("`[[%s]]` tables: `%s`, `%s`", s.FileKey(), s.Pairs[0], s.Pairs[1])
+		for _, k := range s.PairOptions {
+			cell += fmt.Sprintf(", `%s`", k.Name)
 		}
 		return cell
 	}
-	if s.table != nil {
-		keys := make([]string, len(s.table))
-		for i, k := range s.table {
-			keys[i] = "`" + k.name + "`"
+	if s.Table != nil {
+		keys := make([]string, len(s.Table))
+		for i, k := range s.Table {
+			keys[i] = "`" + k.Name + "`"
 		}
-		return fmt.Sprintf("`[[%s]]` tables: %s", s.fileKey(), strings.Join(keys, ", "))
+		return fmt.Sprintf("`[[%s]]` tables: %s", s.FileKey(), strings.Join(keys, ", "))
 	}
-	return "`" + s.fileKey() + "`"
+	return "`" + s.FileKey() + "`"
 }
 
 // settingType says what a setting's value is.
-func settingType(s *setting) string {
-	if len(s.oneOf) > 0 {
+func settingType(s *settings.Setting) string {
+	if len(s.OneOf) > 0 {
 		var vals []string
-		for _, v := range s.oneOf {
+		for _, v := range s.OneOf {
 			if v != "" {
 				vals = append(vals, "`"+v+"`")
 			}
@@ -209,10 +210,10 @@ func settingType(s *setting) string {
 		return "one of " + strings.Join(vals, ", ")
 	}
 	var t string
-	switch s.def.(type) {
+	switch s.DefaultValue().(type) {
 	case string:
 		t = "string"
-		if s.path {
+		if s.Path {
 			t = "path"
 		}
 	case int:
@@ -221,35 +222,35 @@ func settingType(s *setting) string {
 		t = "true or false"
 	case time.Duration:
 		t = "duration"
-	case byteSize:
+	case settings.ByteSize:
 		t = "size"
 	case []string:
 		t = "list, comma-separated"
-		if s.repeat {
+		if s.Repeat {
 			t = "list, the flag repeated"
 		}
-		if s.path {
+		if s.Path {
 			t = "paths, the flag repeated"
 		}
-		if s.pairs != nil {
-			t = fmt.Sprintf("%s=%s pairs, the flag repeated", strings.ToUpper(s.pairs[0]), strings.ToUpper(s.pairs[1]))
+		if s.Pairs != nil {
+			t = fmt.Sprintf("%s=%s pairs, the flag repeated", strings.ToUpper(s.Pairs[0]), strings.ToUpper(s.Pairs[1]))
 		}
 	case []time.Duration:
 		t = "durations, comma-separated"
-	case []fileTable:
+	case []settings.FileTable:
 		t = "tables, in the config file only"
 	}
-	if s.min != nil {
-		switch s.def.(type) {
+	if s.Min != nil {
+		switch s.DefaultValue().(type) {
 		case int:
-			t += fmt.Sprintf(", at least %d", *s.min)
-		case byteSize:
-			t += fmt.Sprintf(", at least %s", byteSize(*s.min))
+			t += fmt.Sprintf(", at least %d", *s.Min)
+		case settings.ByteSize:
+			t += fmt.Sprintf(", at least %s", settings.ByteSize(*s.Min))
 		case time.Duration, []time.Duration:
-			if *s.min == 1 {
+			if *s.Min == 1 {
 				t += ", over 0s"
 			} else {
-				t += fmt.Sprintf(", at least %s", shortDuration(time.Duration(*s.min)))
+				t += fmt.Sprintf(", at least %s", shortDuration(time.Duration(*s.Min)))
 			}
 		}
 	}
@@ -257,8 +258,8 @@ func settingType(s *setting) string {
 }
 
 // settingDefault writes a setting's default as the config file takes it.
-func settingDefault(s *setting) string {
-	switch d := s.def.(type) {
+func settingDefault(s *settings.Setting) string {
+	switch d := s.DefaultValue().(type) {
 	case string:
 		if d == "" {
 			return ""
@@ -282,10 +283,10 @@ func settingDefault(s *setting) string {
 			return ""
 		}
 		return "`" + strings.Join(d, ",") + "`"
-	case []fileTable:
+	case []settings.FileTable:
 		return ""
 	}
-	return fmt.Sprintf("`%v`", s.def)
+	return fmt.Sprintf("`%v`", s.DefaultValue())
 }
 
 // envDefaultFor is how the reference writes a default the code works out
@@ -295,7 +296,7 @@ func envDefaultFor(v string) string {
 	switch v {
 	case agentDataDirDefault():
 		return "`~/.local/state/agent` (`$XDG_STATE_HOME/agent` when that is set)"
-	case agentSettings.defaultFile():
+	case agentSettings.DefaultFile():
 		return "`~/.config/agent/agent.toml` (`$XDG_CONFIG_HOME/agent/agent.toml` when that is set; `/etc/agent/agent.toml` for root)"
 	}
 	return "`" + v + "`"
@@ -321,9 +322,9 @@ func commandsTaking(root *cobra.Command, t *settingsTable) []string {
 			return
 		}
 		var names []string
-		for _, s := range t.list {
-			if c.Flags().Lookup(s.name) != nil {
-				names = append(names, "`--"+s.name+"`")
+		for _, s := range t.List {
+			if c.Flags().Lookup(s.Name) != nil {
+				names = append(names, "`--"+s.Name+"`")
 			}
 		}
 		what := "all of them"
@@ -339,8 +340,8 @@ func commandsTaking(root *cobra.Command, t *settingsTable) []string {
 // file's own tables ([[notify]]).
 func flagSettings(t *settingsTable) int {
 	n := 0
-	for _, s := range t.list {
-		if s.table == nil {
+	for _, s := range t.List {
+		if s.Table == nil {
 			n++
 		}
 	}
@@ -394,26 +395,26 @@ exit codes and its JSON output: [Commands](../commands.md).
 			fmt.Fprintf(&b, "\nCommands: %s.\n", strings.Join(subs, ", "))
 		}
 		t := tableFor(c)
-		var settings, rows []string
+		var settingFlags, rows []string
 		c.LocalFlags().VisitAll(func(fl *pflag.Flag) {
 			if fl.Hidden || fl.Name == "help" {
 				return
 			}
 			if t != nil {
-				if s := t.lookup(fl.Name); s != nil && fl.Usage == s.help+" (env "+s.envName(t.envPrefix)+")" {
-					settings = append(settings, "`--"+fl.Name+"`")
+				if s := t.Lookup(fl.Name); s != nil && fl.Usage == s.Help+" (env "+s.EnvName(t.EnvPrefix)+")" {
+					settingFlags = append(settingFlags, "`--"+fl.Name+"`")
 					return
 				}
 			}
 			rows = append(rows, fmt.Sprintf("| %s | %s | %s |", flagName(fl), flagDefault(fl), mdCell(flagUsage(fl))))
 		})
-		if len(settings) > 0 {
+		if len(settingFlags) > 0 {
 			family := "the-agent"
 			if t == controlPlaneSettings {
 				family = "the-reference-control-plane"
 			}
-			what := strings.Join(settings, ", ")
-			if len(settings) == flagSettings(t) {
+			what := strings.Join(settingFlags, ", ")
+			if len(settingFlags) == flagSettings(t) {
 				what = "every one"
 			}
 			fmt.Fprintf(&b, "\nSettings ([the table](settings.md#%s)): %s.\n", family, what)
@@ -440,7 +441,7 @@ func flagName(fl *pflag.Flag) string {
 func flagUsage(fl *pflag.Flag) string {
 	_, usage := pflag.UnquoteUsage(fl)
 	if fl.Name == "config" {
-		if f := agentSettings.defaultFile(); f != "" {
+		if f := agentSettings.DefaultFile(); f != "" {
 			usage = strings.Replace(usage, f, "~/.config/agent/agent.toml", 1)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/internal/forge"
+	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/workspace"
 )
 
@@ -29,28 +30,28 @@ var (
 // token_env and project. It returns repos with their push remotes, and
 // the pull requests by repository. A mistake is said with the file's
 // line, one line.
-func repoDeliveries(r *resolved, repos []workspace.Repo) ([]workspace.Repo, map[string]agent.PullRequest, error) {
-	tables, file := r.tables("repo")
+func repoDeliveries(r *settings.Resolved, repos []workspace.Repo) ([]workspace.Repo, map[string]agent.PullRequest, error) {
+	tables, file := r.Tables("repo")
 	pulls := map[string]agent.PullRequest{}
 	out := slices.Clone(repos)
 	for _, tab := range tables {
-		name := tab.str("name")
+		name := tab.Str("name")
 		bad := func(key, format string, args ...any) error {
-			return configError(file, tab.line(key), "[[repo]] %s: %s", name, fmt.Sprintf(format, args...))
+			return settings.FileError(file, tab.Line(key), "[[repo]] %s: %s", name, fmt.Sprintf(format, args...))
 		}
 		i := slices.IndexFunc(out, func(r workspace.Repo) bool { return r.Name == name })
 		if i < 0 {
 			continue // the command line's or the environment's repositories win
 		}
-		push := tab.str("push")
+		push := tab.Str("push")
 		if push != "" && !remotePattern.MatchString(push) {
 			return nil, nil, bad("push", "push = %q: want the name of one of the repository's remotes (git remote)", push)
 		}
 		out[i].Push = push
-		kind := forge.Kind(tab.str("pull_request"))
+		kind := forge.Kind(tab.Str("pull_request"))
 		if kind == "" {
 			for _, k := range []string{"api_url", "token_env", "project"} {
-				if tab.str(k) != "" {
+				if tab.Str(k) != "" {
 					return nil, nil, bad(k, "%s is for a pull request: give pull_request = \"github\" or \"gitlab\" too", k)
 				}
 			}
@@ -62,7 +63,7 @@ func repoDeliveries(r *resolved, repos []workspace.Repo) ([]workspace.Repo, map[
 		if push == "" {
 			return nil, nil, bad("pull_request", "pull_request needs push = \"REMOTE\": the request is for the branch pushed there")
 		}
-		p := agent.PullRequest{Forge: kind, API: tab.str("api_url"), TokenEnv: tab.str("token_env"), Project: tab.str("project")}
+		p := agent.PullRequest{Forge: kind, API: tab.Str("api_url"), TokenEnv: tab.Str("token_env"), Project: tab.Str("project")}
 		if p.API != "" {
 			if err := checkAPIURL(p.API); err != nil {
 				return nil, nil, bad("api_url", "api_url = %q: %v", redactURL(p.API), err)

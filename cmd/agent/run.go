@@ -20,6 +20,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	attemptproc "github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -204,17 +205,17 @@ func (f *runFlags) isolationOf(configFile string) isolation.Config {
 		Egress: isolation.EgressMode(f.egress), EgressAllow: f.egressAllow, TaskUser: f.taskUser}
 	protect := []string{configFile, f.tokenFile, os.Getenv("AGENT_TOKEN_FILE"), os.Getenv("AGENT_OPERATOR_TOKEN_FILE")}
 	if configFile != "" {
-		if c, err := readConfigFile(configFile, agentSettings); err == nil {
+		if c, err := settings.ReadFile(configFile, agentSettings.Table); err == nil {
 			for _, key := range []string{"token-file", "operator-token-file"} {
-				if v, ok := c.lookup(key); ok {
-					p, _ := v.v.(string)
+				if v, ok := c.Lookup(key); ok {
+					p, _ := v.V.(string)
 					protect = append(protect, p)
 				}
 			}
 		}
 	}
 	for _, name := range []string{"token-file", "operator-token-file", "notify-secret-file", "tls-key"} {
-		protect = append(protect, os.Getenv(controlPlaneSettings.lookup(name).envName(controlPlaneSettings.envPrefix)))
+		protect = append(protect, os.Getenv(controlPlaneSettings.Lookup(name).EnvName(controlPlaneSettings.EnvPrefix)))
 	}
 	for _, svc := range servicesOnMachine() {
 		protect = append(protect, svc.dataDir)
@@ -233,8 +234,8 @@ func (f *runFlags) isolationOf(configFile string) isolation.Config {
 			iso.Protect = append(iso.Protect, p)
 		}
 	}
-	dataDir := controlPlaneSettings.lookup("data-dir")
-	iso.ControlPlaneDirs = []string{os.Getenv(dataDir.envName(controlPlaneSettings.envPrefix)), dataDir.def.(string)}
+	dataDir := controlPlaneSettings.Lookup("data-dir")
+	iso.ControlPlaneDirs = []string{os.Getenv(dataDir.EnvName(controlPlaneSettings.EnvPrefix)), dataDir.Default.(string)}
 	return iso
 }
 
@@ -253,11 +254,11 @@ func (f *runFlags) checkAsks(configFile string) error {
 // line or in the environment may start with ~/; relative, it is relative
 // to the working directory.
 func (f *runFlags) repoList() []workspace.Repo {
-	s := agentSettings.lookup("repo")
+	s := agentSettings.Lookup("repo")
 	var repos []workspace.Repo
 	for _, v := range f.repos {
-		name, path, _ := s.splitPair(v)
-		repos = append(repos, workspace.Repo{Name: name, Path: filePath(path, ".")})
+		name, path, _ := s.SplitPair(v)
+		repos = append(repos, workspace.Repo{Name: name, Path: settings.FilePath(path, ".")})
 	}
 	return repos
 }
@@ -285,7 +286,7 @@ func labelMap(values []string) (map[string]string, error) {
 // none.
 func configFileOf(cmd *cobra.Command) string {
 	if r := resolvedOf(cmd); r != nil {
-		return r.file
+		return r.File
 	}
 	return ""
 }

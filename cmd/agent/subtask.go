@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -355,18 +356,18 @@ func subtaskTree(ctx context.Context, w io.Writer, t *state.Task, get func(ctx c
 
 // delegateRules reads the control plane's [[delegate]] tables. Each
 // mistake is one line naming the file and line.
-func delegateRules(r *resolved) ([]server.DelegateRule, error) {
-	tables, file := r.tables("delegate")
+func delegateRules(r *settings.Resolved) ([]server.DelegateRule, error) {
+	tables, file := r.Tables("delegate")
 	var rules []server.DelegateRule
 	for _, tab := range tables {
-		rule := server.DelegateRule{MaxDepth: tab.num("max-depth"), MaxChildren: tab.num("max-children")}
+		rule := server.DelegateRule{MaxDepth: tab.Num("max-depth"), MaxChildren: tab.Num("max-children")}
 		for _, side := range []struct {
 			key string
 			to  *map[string]string
 		}{{"parent", &rule.Parent}, {"child", &rule.Child}} {
-			labels, err := api.ParseLabels(tab.list(side.key))
+			labels, err := api.ParseLabels(tab.List(side.key))
 			if err != nil {
-				return nil, configError(file, tab.line(side.key), "[[delegate]] %s: %v", side.key, err)
+				return nil, settings.FileError(file, tab.Line(side.key), "[[delegate]] %s: %v", side.key, err)
 			}
 			*side.to = labels
 		}

@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,61 +18,33 @@ import (
 // maxConfigBytes bounds a config file; a settings file is a few KB.
 const maxConfigBytes = 1 << 20
 
-// configFile is a parsed config file: each setting's value, of the
+// File is a parsed config file: each setting's value, of the
 // setting's type, and the line it is on.
-type configFile struct {
-	values map[string]fileValue // by setting name
+type File struct {
+	values map[string]FileValue // by setting name
 	// tables are the [[KEY]] tables of the pairs settings that take
-	// options, by setting name: their values as []fileTable.
-	tables map[string]fileValue
+	// options, by setting name: their values as []FileTable.
+	tables map[string]FileValue
 }
 
-type fileValue struct {
-	v    any
-	line int
+// FileValue is a setting's value in a config file, of the setting's
+// type, and the line it is on.
+type FileValue struct {
+	V    any
+	Line int
 }
 
-// defaultConfigFile is the config file read when none is named:
-// $XDG_CONFIG_HOME/agent/agent.toml, else ~/.config/agent/agent.toml;
-// /etc/agent/agent.toml for root.
-func defaultConfigFile() string {
-	if os.Geteuid() == 0 {
-		return "/etc/agent/agent.toml"
+// Lookup is the file's value of the setting name. c may be nil: no file.
+func (c *File) Lookup(name string) (FileValue, bool) {
+	if c == nil {
+		return FileValue{}, false
 	}
-	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
-		return filepath.Join(d, "agent", "agent.toml")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".config", "agent", "agent.toml")
-	}
-	return ""
+	v, ok := c.values[name]
+	return v, ok
 }
 
-// configError is a mistake in a config file, said with the file and line.
-func configError(path string, line int, format string, args ...any) error {
-	where := path
-	if line > 0 {
-		where += ":" + strconv.Itoa(line)
-	}
-	return usagef("config %s: %s", where, fmt.Sprintf(format, args...))
-}
-
-// configErrors are all the mistakes found in a config file, in the
-// file's order, each one line "config FILE:LINE: …" (a usage error: agent
-// run exits 2 on them, so a service manager does not restart it in a
-// loop). run prints each on a line of its own; Error, for a log, joins
-// them with "; ".
-type configErrors []error
-
-func (e configErrors) Error() string {
-	lines := make([]string, len(e))
-	for i, err := range e {
-		lines[i] = err.Error()
-	}
-	return strings.Join(lines, "; ")
-}
-
-func (e configErrors) Unwrap() []error { return e }
+// Len is how many settings the file sets.
+func (c *File) Len() int { return len(c.values) }
 
 // configProblems collects a file's mistakes with their lines.
 type configProblems struct {
@@ -87,7 +58,7 @@ type configProblem struct {
 }
 
 func (p *configProblems) add(line int, format string, args ...any) {
-	p.list = append(p.list, configProblem{line, configError(p.path, line, format, args...)})
+	p.list = append(p.list, configProblem{line, FileError(p.path, line, format, args...)})
 }
 
 // err is nil when nothing was found, else every mistake by line.
@@ -96,16 +67,16 @@ func (p *configProblems) err() error {
 		return nil
 	}
 	sort.SliceStable(p.list, func(i, j int) bool { return p.list[i].line < p.list[j].line })
-	errs := make(configErrors, len(p.list))
+	errs := make(Errors, len(p.list))
 	for i, pr := range p.list {
 		errs[i] = pr.err
 	}
 	return errs
 }
 
-// readConfigFile reads and checks a config file against t: every key must
-// be a setting's, every value of its type and allowed.
-func readConfigFile(path string, t *settingsTable) (*configFile, error) {
+// ReadFile reads and checks a config file against t: every key must
+// be a Setting's, every value of its type and allowed.
+func ReadFile(path string, t *Table) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, usagef("config file: %v", err)
@@ -121,13 +92,13 @@ func readConfigFile(path string, t *settingsTable) (*configFile, error) {
 		return nil, usagef("config file: %v", err)
 	}
 	if len(data) > maxConfigBytes {
-		return nil, configError(path, 0, "larger than %d bytes; is it the right file?", maxConfigBytes)
+		return nil, FileError(path, 0, "larger than %d bytes; is it the right file?", maxConfigBytes)
 	}
-	return parseConfig(path, data, t)
+	return Parse(path, data, t)
 }
 
-// parseConfig is readConfigFile on the file's bytes.
-func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error) {
+// Parse is ReadFile on the file's bytes.
+func Parse(path string, data []byte, t *Table) (*File, error) {
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
 		return nil, tomlError(path, err)
@@ -136,27 +107,27 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 	if err != nil {
 		return nil, tomlError(path, err)
 	}
-	cf := &configFile{values: map[string]fileValue{}, tables: map[string]fileValue{}}
+	cf := &File{values: map[string]FileValue{}, tables: map[string]FileValue{}}
 	// Every mistake is found, not only the first: a person fixes them all
 	// at once.
 	problems := &configProblems{path: path}
 	// Arrays of tables ([[repo]], [[notify]]) first: they are not dotted keys.
-	for _, st := range t.list {
-		v, ok := doc[st.fileKey()]
-		if st.pairs == nil && st.table == nil || !ok {
+	for _, st := range t.List {
+		v, ok := doc[st.FileKey()]
+		if st.Pairs == nil && st.Table == nil || !ok {
 			continue
 		}
-		delete(doc, st.fileKey())
-		if st.table != nil {
-			if fv, ok := tablesFromTOML(problems, data, st, v, lines[st.fileKey()]); ok {
-				cf.values[st.name] = fv
+		delete(doc, st.FileKey())
+		if st.Table != nil {
+			if fv, ok := tablesFromTOML(problems, data, st, v, lines[st.FileKey()]); ok {
+				cf.values[st.Name] = fv
 			}
 			continue
 		}
-		if fv, tables, ok := pairsFromTOML(problems, data, st, v, lines[st.fileKey()]); ok {
-			cf.values[st.name] = fv
-			if st.pairOptions != nil {
-				cf.tables[st.name] = fileValue{v: tables, line: fv.line}
+		if fv, tables, ok := pairsFromTOML(problems, data, st, v, lines[st.FileKey()]); ok {
+			cf.values[st.Name] = fv
+			if st.PairOptions != nil {
+				cf.tables[st.Name] = FileValue{V: tables, Line: fv.Line}
 			}
 		}
 	}
@@ -171,7 +142,7 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 	})
 	for _, k := range keys {
 		line := lines[k]
-		s := t.byKey(k)
+		s := t.ByKey(k)
 		if m, ok := flat[k].(map[string]any); ok && len(m) == 0 && t.isTable(k) {
 			continue // an empty [executor.codex]
 		}
@@ -184,21 +155,21 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 			problems.add(line, "%s: %v", k, err)
 			continue
 		}
-		if s.path {
+		if s.Path {
 			switch x := v.(type) {
 			case string:
-				v = filePath(x, filepath.Dir(path))
+				v = FilePath(x, filepath.Dir(path))
 			case []string:
 				for i := range x {
-					x[i] = filePath(x[i], filepath.Dir(path))
+					x[i] = FilePath(x[i], filepath.Dir(path))
 				}
 			}
 		}
-		if err := s.check(v); err != nil {
+		if err := s.Check(v); err != nil {
 			problems.add(line, "%s = %v", k, err)
 			continue
 		}
-		cf.values[s.name] = fileValue{v: v, line: line}
+		cf.values[s.Name] = FileValue{V: v, Line: line}
 	}
 	if err := problems.err(); err != nil {
 		return nil, err
@@ -206,38 +177,38 @@ func parseConfig(path string, data []byte, t *settingsTable) (*configFile, error
 	return cf, nil
 }
 
-// pairsFromTOML turns the array of tables [[KEY]] of a pairs setting
+// pairsFromTOML turns the array of tables [[KEY]] of a pairs Setting
 // into its values, FIRST=SECOND each, and its tables, checking that
 // every table has both keys and no other but the setting's options; each
 // mistake goes to problems, and ok is false when there was one. line is
 // where the key is when the array is written inline.
-func pairsFromTOML(problems *configProblems, data []byte, s *setting, v any, line int) (fv fileValue, tables []fileTable, ok bool) {
-	keys := []tableKey{{name: s.pairs[0], def: "", required: true}, {name: s.pairs[1], def: "", required: true, path: s.path}}
-	keys = append(keys, s.pairOptions...)
+func pairsFromTOML(problems *configProblems, data []byte, s *Setting, v any, line int) (fv FileValue, tables []FileTable, ok bool) {
+	keys := []TableKey{{Name: s.Pairs[0], Default: "", Required: true}, {Name: s.Pairs[1], Default: "", Required: true, Path: s.Path}}
+	keys = append(keys, s.PairOptions...)
 	values := []string{}
-	first, ok := arrayFromTOML(problems, data, s.fileKey(), keys, v, line, func(t fileTable) bool {
-		name := t.str(s.pairs[0])
+	first, ok := arrayFromTOML(problems, data, s.FileKey(), keys, v, line, func(t FileTable) bool {
+		name := t.Str(s.Pairs[0])
 		if strings.Contains(name, "=") {
-			problems.add(t.line(s.pairs[0]), "%s.%s = %q: no '=' in a %s", s.fileKey(), s.pairs[0], name, s.pairs[0])
+			problems.add(t.Line(s.Pairs[0]), "%s.%s = %q: no '=' in a %s", s.FileKey(), s.Pairs[0], name, s.Pairs[0])
 			return false
 		}
-		values = append(values, name+"="+t.str(s.pairs[1]))
+		values = append(values, name+"="+t.Str(s.Pairs[1]))
 		tables = append(tables, t)
 		return true
 	})
-	return fileValue{v: values, line: first}, tables, ok
+	return FileValue{V: values, Line: first}, tables, ok
 }
 
 // tablesFromTOML turns the array of tables [[KEY]] of a table setting
-// into its []fileTable; each mistake goes to problems, and ok is false
+// into its []FileTable; each mistake goes to problems, and ok is false
 // when there was one.
-func tablesFromTOML(problems *configProblems, data []byte, s *setting, v any, line int) (fv fileValue, ok bool) {
-	tables := []fileTable{}
-	first, ok := arrayFromTOML(problems, data, s.fileKey(), s.table, v, line, func(t fileTable) bool {
+func tablesFromTOML(problems *configProblems, data []byte, s *Setting, v any, line int) (fv FileValue, ok bool) {
+	tables := []FileTable{}
+	first, ok := arrayFromTOML(problems, data, s.FileKey(), s.Table, v, line, func(t FileTable) bool {
 		tables = append(tables, t)
 		return true
 	})
-	return fileValue{v: tables, line: first}, ok
+	return FileValue{V: tables, Line: first}, ok
 }
 
 // arrayFromTOML checks the array of tables [[key]] against its keys:
@@ -246,7 +217,7 @@ func tablesFromTOML(problems *configProblems, data []byte, s *setting, v any, li
 // absolute. It calls item with each good table, which may find more
 // mistakes (it returns false then). first is the first table's line; ok,
 // whether no mistake was found.
-func arrayFromTOML(problems *configProblems, data []byte, key string, keys []tableKey, v any, line int, item func(fileTable) bool) (first int, ok bool) {
+func arrayFromTOML(problems *configProblems, data []byte, key string, keys []TableKey, v any, line int, item func(FileTable) bool) (first int, ok bool) {
 	list, isList := v.([]any)
 	if !isList {
 		problems.add(line, "%s: want [[%s]] tables with %s, got %s", key, key, requiredKeys(keys), tomlType(v))
@@ -272,7 +243,7 @@ func arrayFromTOML(problems *configProblems, data []byte, key string, keys []tab
 
 // tableFromTOML is item i of the array of tables [[key]], checked against
 // its keys. Its mistakes go to problems.
-func tableFromTOML(problems *configProblems, key string, keys []tableKey, i int, e any, where tableLines) (t fileTable, ok bool) {
+func tableFromTOML(problems *configProblems, key string, keys []TableKey, i int, e any, where tableLines) (t FileTable, ok bool) {
 	m, isTable := e.(map[string]any)
 	if !isTable {
 		problems.add(where.header, "%s: item %d: want a table with %s, got %s", key, i+1, requiredKeys(keys), tomlType(e))
@@ -285,59 +256,59 @@ func tableFromTOML(problems *configProblems, key string, keys []tableKey, i int,
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		if !slices.ContainsFunc(keys, func(tk tableKey) bool { return tk.name == k }) {
+		if !slices.ContainsFunc(keys, func(tk TableKey) bool { return tk.Name == k }) {
 			problems.add(where.line(k), "unknown key %q in [[%s]]: want %s", k, key, allKeys(keys))
 		}
 	}
-	t = fileTable{values: map[string]any{}, where: where}
+	t = FileTable{values: map[string]any{}, where: where}
 	for _, tk := range keys {
-		v, present := m[tk.name]
+		v, present := m[tk.Name]
 		if !present {
-			if tk.required {
-				problems.add(where.header, "[[%s]] has no %s", key, tk.name)
+			if tk.Required {
+				problems.add(where.header, "[[%s]] has no %s", key, tk.Name)
 			}
 			continue
 		}
-		switch tk.def.(type) {
-		case string:
+		switch tk.Default.(type) {
+		case string, nil: // a key without a default is a string
 			str, isString := v.(string)
 			switch {
 			case !isString:
-				problems.add(where.line(tk.name), "%s.%s: want a string, got %s", key, tk.name, tomlType(v))
+				problems.add(where.line(tk.Name), "%s.%s: want a string, got %s", key, tk.Name, tomlType(v))
 				continue
 			case str == "":
-				problems.add(where.line(tk.name), "%s.%s is empty", key, tk.name)
+				problems.add(where.line(tk.Name), "%s.%s is empty", key, tk.Name)
 				continue
 			}
-			if tk.path {
-				str = filePath(str, filepath.Dir(problems.path))
+			if tk.Path {
+				str = FilePath(str, filepath.Dir(problems.path))
 			}
-			t.values[tk.name] = str
+			t.values[tk.Name] = str
 		case []string:
-			list, err := fromTOML(&setting{def: []string(nil)}, v)
+			list, err := fromTOML(&Setting{Default: []string(nil)}, v)
 			if err != nil {
-				problems.add(where.line(tk.name), "%s.%s: %v", key, tk.name, err)
+				problems.add(where.line(tk.Name), "%s.%s: %v", key, tk.Name, err)
 				continue
 			}
-			t.values[tk.name] = list
+			t.values[tk.Name] = list
 		case int:
 			n, isInt := v.(int64)
 			if !isInt || n < 1 || n > 1<<20 {
-				problems.add(where.line(tk.name), "%s.%s: want a whole number from 1 to %d, got %s", key, tk.name, 1<<20, tomlType(v))
+				problems.add(where.line(tk.Name), "%s.%s: want a whole number from 1 to %d, got %s", key, tk.Name, 1<<20, tomlType(v))
 				continue
 			}
-			t.values[tk.name] = int(n)
+			t.values[tk.Name] = int(n)
 		}
 	}
 	return t, len(problems.list) == n
 }
 
 // requiredKeys writes the keys every table must have: "name and path".
-func requiredKeys(keys []tableKey) string {
+func requiredKeys(keys []TableKey) string {
 	var names []string
 	for _, k := range keys {
-		if k.required {
-			names = append(names, k.name)
+		if k.Required {
+			names = append(names, k.Name)
 		}
 	}
 	return andList(names)
@@ -345,17 +316,17 @@ func requiredKeys(keys []tableKey) string {
 
 // allKeys writes the keys a table may have: "name and path" when each is
 // required, else "name, type, url or events".
-func allKeys(keys []tableKey) string {
+func allKeys(keys []TableKey) string {
 	names := make([]string, len(keys))
 	all := true
 	for i, k := range keys {
-		names[i] = k.name
-		all = all && k.required
+		names[i] = k.Name
+		all = all && k.Required
 	}
 	if all {
 		return andList(names)
 	}
-	return orList(names)
+	return OrList(names)
 }
 
 func andList(vals []string) string {
@@ -365,24 +336,24 @@ func andList(vals []string) string {
 	return strings.Join(vals[:len(vals)-1], ", ") + " and " + vals[len(vals)-1]
 }
 
-// fileTable is one table of a table setting's [[KEY]]: its values, each a
+// FileTable is one table of a table setting's [[KEY]]: its values, each a
 // string or a []string as its key says, and where it is.
-type fileTable struct {
+type FileTable struct {
 	values map[string]any
 	where  tableLines
 }
 
-// str is a string key's value, "" when absent.
-func (t fileTable) str(key string) string { s, _ := t.values[key].(string); return s }
+// Str is a string key's value, "" when absent.
+func (t FileTable) Str(key string) string { s, _ := t.values[key].(string); return s }
 
-// list is a list key's value, nil when absent.
-func (t fileTable) list(key string) []string { l, _ := t.values[key].([]string); return l }
+// List is a list key's value, nil when absent.
+func (t FileTable) List(key string) []string { l, _ := t.values[key].([]string); return l }
 
-// num is a whole-number key's value, 0 when absent.
-func (t fileTable) num(key string) int { n, _ := t.values[key].(int); return n }
+// Num is a whole-number key's value, 0 when absent.
+func (t FileTable) Num(key string) int { n, _ := t.values[key].(int); return n }
 
-// line is the line of a key, or of the table's header when it is absent.
-func (t fileTable) line(key string) int { return t.where.line(key) }
+// Line is the line of a key, or of the table's header when it is absent.
+func (t FileTable) Line(key string) int { return t.where.line(key) }
 
 // tableLines is where a table of an array of tables is: its header's
 // line and the line of each of its keys.
@@ -426,13 +397,13 @@ func tomlError(path string, err error) error {
 	var de *toml.DecodeError
 	if errors.As(err, &de) {
 		row, _ := de.Position()
-		return configError(path, row, "%s", de.Error())
+		return FileError(path, row, "%s", de.Error())
 	}
 	var pe *unstable.ParserError
 	if errors.As(err, &pe) {
-		return configError(path, 0, "%s", pe.Message)
+		return FileError(path, 0, "%s", pe.Message)
 	}
-	return configError(path, 0, "%v", err)
+	return FileError(path, 0, "%v", err)
 }
 
 // flatten turns nested tables into dotted keys. An empty table is kept
@@ -517,22 +488,25 @@ func lineOf(p *unstable.Parser, n *unstable.Node) int {
 }
 
 // suggestKey names the known key closest to a mistyped one.
-func suggestKey(key string, t *settingsTable) string {
+func suggestKey(key string, t *Table) string {
 	best, bestD := "", 4
-	for _, s := range t.list {
-		if d := editDistance(key, s.fileKey()); d < bestD {
-			best, bestD = s.fileKey(), d
+	for _, s := range t.List {
+		if d := editDistance(key, s.FileKey()); d < bestD {
+			best, bestD = s.FileKey(), d
 		}
 	}
 	if best == "" {
 		// A flag's name used as a key in a table of its own: --codex-sandbox
 		// is executor.codex.sandbox.
-		if s := t.lookup(key); s != nil {
-			best = s.fileKey()
+		if s := t.Lookup(key); s != nil {
+			best = s.FileKey()
 		}
 	}
 	if best == "" {
-		return "; `agent config print` lists every key"
+		if t.KeysCommand == "" {
+			return ""
+		}
+		return "; `" + t.KeysCommand + "` lists every key"
 	}
 	return fmt.Sprintf("; did you mean %q?", best)
 }
@@ -559,13 +533,13 @@ func editDistance(a, b string) int {
 }
 
 // fromTOML converts a value decoded from TOML to the setting's type.
-func fromTOML(s *setting, v any) (any, error) {
-	switch s.def.(type) {
+func fromTOML(s *Setting, v any) (any, error) {
+	switch s.DefaultValue().(type) {
 	case string:
 		if str, ok := v.(string); ok {
 			return str, nil
 		}
-		if list, ok := v.([]any); ok && s.commaList && len(list) > 0 {
+		if list, ok := v.([]any); ok && s.CommaList && len(list) > 0 {
 			strs := make([]string, len(list))
 			for i, e := range list {
 				str, ok := e.(string)
@@ -576,7 +550,7 @@ func fromTOML(s *setting, v any) (any, error) {
 			}
 			return strings.Join(strs, ","), nil
 		}
-		if s.commaList {
+		if s.CommaList {
 			return nil, fmt.Errorf("want a string or an array of strings, got %s", tomlType(v))
 		}
 		return nil, fmt.Errorf("want a string, got %s", tomlType(v))
@@ -595,15 +569,15 @@ func fromTOML(s *setting, v any) (any, error) {
 		return nil, fmt.Errorf("want true or false, got %s", tomlType(v))
 	case time.Duration:
 		return tomlDuration(v)
-	case byteSize:
+	case ByteSize:
 		switch x := v.(type) {
 		case int64:
 			if x < 0 {
 				return nil, fmt.Errorf("%d: want a size of at least 0", x)
 			}
-			return byteSize(x), nil
+			return ByteSize(x), nil
 		case string:
-			return parseSize(x)
+			return ParseSize(x)
 		}
 		return nil, fmt.Errorf(`want a size such as "10GiB" or a number of bytes, got %s`, tomlType(v))
 	case []string:
@@ -639,7 +613,7 @@ func fromTOML(s *setting, v any) (any, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("unsupported setting type %T", s.def)
+	return nil, fmt.Errorf("unsupported setting type %T", s.DefaultValue())
 }
 
 func tomlDuration(v any) (any, error) {
@@ -673,9 +647,9 @@ func tomlType(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
-// filePath makes a path from the config file absolute: ~/ is the home
+// FilePath makes a path from the config file absolute: ~/ is the home
 // directory, and a relative path is relative to the file's directory.
-func filePath(p, dir string) string {
+func FilePath(p, dir string) string {
 	if p == "" {
 		return p
 	}

@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"fmt"
@@ -7,10 +7,10 @@ import (
 	"strings"
 )
 
-// byteSize is a setting in bytes, written as a count of bytes (4096) or
+// ByteSize is a setting in bytes, written as a count of bytes (4096) or
 // with a unit: KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB
 // (powers of 1000), case aside.
-type byteSize int64
+type ByteSize int64
 
 var sizeUnits = []struct {
 	name string
@@ -22,7 +22,7 @@ var sizeUnits = []struct {
 
 // String writes the size in the largest unit that holds it whole, binary
 // units first.
-func (b byteSize) String() string {
+func (b ByteSize) String() string {
 	for _, u := range sizeUnits[:len(sizeUnits)-1] {
 		if b != 0 && int64(b)%u.n == 0 {
 			return strconv.FormatInt(int64(b)/u.n, 10) + u.name
@@ -32,8 +32,8 @@ func (b byteSize) String() string {
 }
 
 // Set implements pflag.Value.
-func (b *byteSize) Set(s string) error {
-	n, err := parseSize(s)
+func (b *ByteSize) Set(s string) error {
+	n, err := ParseSize(s)
 	if err != nil {
 		return err
 	}
@@ -42,9 +42,10 @@ func (b *byteSize) Set(s string) error {
 }
 
 // Type implements pflag.Value.
-func (b *byteSize) Type() string { return "size" }
+func (b *ByteSize) Type() string { return "size" }
 
-func parseSize(s string) (byteSize, error) {
+// ParseSize reads a size as ByteSize.Set does.
+func ParseSize(s string) (ByteSize, error) {
 	t := strings.TrimSpace(s)
 	num := strings.TrimRightFunc(t, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' })
 	unit := strings.TrimSpace(t[len(num):])
@@ -68,5 +69,5 @@ func parseSize(s string) (byteSize, error) {
 	if n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("size %q is too large", s)
 	}
-	return byteSize(n * mult), nil
+	return ByteSize(n * mult), nil
 }
