@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/service"
 )
 
 func main() {
@@ -46,7 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agent: %s\n", line)
 	}
 	var ue usageError
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
+	var sue service.UsageError
+	if errors.As(err, &ue) || errors.As(err, &sue) || strings.HasPrefix(err.Error(), "unknown command") {
 		return 2
 	}
 	return 1

@@ -20,6 +20,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/edgeagent/agent/internal/service"
 )
 
 var updateReference = flag.Bool("update", false, "write docs/reference/ from the code rather than check it")
@@ -456,7 +458,7 @@ func flagDefault(fl *pflag.Flag) string {
 	switch {
 	case fl.Name == "data-dir" && fl.DefValue == agentDataDirDefault():
 		return envDefaultFor(fl.DefValue)
-	case fl.Name == "manager" && fl.DefValue == string(hostManager()):
+	case fl.Name == "manager" && fl.DefValue == string(service.HostManager()):
 		return "`systemd` (`launchd` on macOS)"
 	}
 	return "`" + fl.DefValue + "`"
