@@ -2,11 +2,8 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -199,51 +196,6 @@ func TestServiceTokenInEnvFile(t *testing.T) {
 	unit := spec.SystemdUnit()
 	if strings.Contains(unit, "secret-token-value") || strings.Contains(unit, "--token-file") {
 		t.Errorf("unit:\n%s", unit)
-	}
-}
-
-// systemd-analyze, where it is installed, accepts the units, and scores
-// their sandboxing below 5 (lower is safer).
-func TestSystemdAnalyze(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("no systemd-analyze")
-	}
-	serviceEnv(t)
-	tok := tokenFile(t)
-	score := regexp.MustCompile(`Overall exposure level for agent\.service: ([0-9.]+)`)
-	for _, system := range []bool{false, true} {
-		name := map[bool]string{false: "user", true: "system"}[system]
-		t.Run(name, func(t *testing.T) {
-			spec := testSpec(t, system, service.Systemd, nil, "--control-plane", "https://cp.example.com", "--token-file", tok)
-			dir := t.TempDir()
-			unit := filepath.Join(dir, service.UnitName)
-			must(t, os.WriteFile(unit, []byte(spec.SystemdUnit()), 0o644))
-			// The user manager's mode needs a runtime directory of its own.
-			runtimeDir := filepath.Join(dir, "run")
-			must(t, os.Mkdir(runtimeDir, 0o700))
-			analyze := func(args ...string) (string, error) {
-				if !system {
-					args = append([]string{"--user"}, args...)
-				}
-				cmd := exec.Command("systemd-analyze", args...)
-				cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtimeDir, "SYSTEMD_LOG_COLOR=0")
-				out, err := cmd.CombinedOutput()
-				return string(out), err
-			}
-			if out, err := analyze("verify", unit); err != nil || strings.TrimSpace(out) != "" {
-				t.Errorf("systemd-analyze verify: %v\n%s\nunit:\n%s", err, out, spec.SystemdUnit())
-			}
-			out, err := analyze("security", "--offline=true", unit)
-			m := score.FindStringSubmatch(out)
-			if err != nil || m == nil {
-				t.Fatalf("systemd-analyze security --offline=true: %v\n%s", err, out)
-			}
-			n, _ := strconv.ParseFloat(m[1], 64)
-			t.Logf("systemd-analyze security: %s unit scores %.1f", name, n)
-			if n >= 5.0 {
-				t.Errorf("exposure %.1f, want below 5.0:\n%s", n, out)
-			}
-		})
 	}
 }
 
