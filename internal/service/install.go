@@ -189,12 +189,12 @@ func Install(ctx context.Context, w, errw io.Writer, spec Spec, noStart, dryRun 
 		}
 		return err
 	}
-	PrintWhere(w, spec.Target, spec.DataDir)
+	printWhere(w, spec.Target, spec.DataDir)
 	return nil
 }
 
-// PrintWhere says where the service's data and logs are.
-func PrintWhere(w io.Writer, t Target, dataDir string) {
+// printWhere says where the service's data and logs are.
+func printWhere(w io.Writer, t Target, dataDir string) {
 	fmt.Fprintf(w, "data directory: %s\nlogs: %s\nstate: agent service status%s\n", dataDir, t.LogsHint(), t.FlagsHint())
 }
 
