@@ -7,7 +7,6 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strings"
 
@@ -74,52 +73,11 @@ func checkServiceName(name string) error {
 
 // target is the service the flags name.
 func (f *serviceFlags) target() (service.Target, error) {
-	t := service.Target{Manager: service.Manager(f.manager), System: f.system, Name: f.name}
 	if err := checkServiceName(f.name); err != nil {
-		return t, err
+		return service.Target{}, err
 	}
-	switch t.Manager {
-	case service.Systemd, service.Launchd:
-	default:
-		return t, usagef("--manager %q: want systemd or launchd", f.manager)
-	}
-	if f.runAs != "" && !f.system {
-		return t, usagef("--run-as is for a system service (--system); a user service runs as you")
-	}
-	runAs := f.runAs
-	if runAs == "" && f.system {
-		runAs = os.Getenv("SUDO_USER")
-	}
-	// A system unit is never made to run as root by default: its tasks,
-	// which run whatever a model asks, could write root's home (an
-	// authorized_keys among it). Root takes an explicit --run-as root.
-	if f.writes && f.system && f.runAs == "" && (runAs == "" || runAs == "root") {
-		return t, usagef("--system needs --run-as USER (sudo names you in SUDO_USER): the service would run as root and its tasks could write root's home; --run-as root says you mean it")
-	}
-	var err error
-	switch {
-	case f.system && runAs != "":
-		t.Account, err = service.LookupUser(runAs)
-	case f.system:
-		t.Account, err = user.LookupId("0")
-	default:
-		t.Account, err = user.Current()
-	}
-	if err != nil {
-		return t, fmt.Errorf("the service's user: %w", err)
-	}
-	if f.writes && f.system && f.runAs == "" && t.Account.Uid == "0" {
-		return t, usagef("--system needs --run-as USER: SUDO_USER %s is root (uid 0); --run-as root says you mean it", runAs)
-	}
-	if t.ConfigHome = os.Getenv("XDG_CONFIG_HOME"); t.ConfigHome == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return t, err
-		}
-		t.ConfigHome = filepath.Join(home, ".config")
-	}
-	t.StateHome = filepath.Dir(defaultDataDir())
-	return t, nil
+	return service.NewTarget(service.Request{Manager: service.Manager(f.manager), Name: f.name, System: f.system, RunAs: f.runAs,
+		SudoUser: os.Getenv("SUDO_USER"), Writes: f.writes, StateHome: filepath.Dir(defaultDataDir())})
 }
 
 // addLimitsFlags binds --tasks-max and --memory-max.

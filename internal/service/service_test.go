@@ -119,3 +119,48 @@ func TestUsageErrors(t *testing.T) {
 		t.Errorf("AbsolutePath of nothing: %v", err)
 	}
 }
+
+// A system service that writes a unit names who runs it: --run-as, else
+// the user who ran sudo, never root unless --run-as root says so. A user
+// service runs as the caller.
+func TestNewTarget(t *testing.T) {
+	configHome := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", configHome)
+	me, err := user.Current()
+	must(t, err)
+	for _, c := range []struct {
+		name    string
+		r       Request
+		account string // the account's name, or the usage error's start
+		usage   bool
+	}{
+		{"user service", Request{Manager: Systemd, Writes: true}, me.Username, false},
+		{"system, run as the sudo user", Request{Manager: Systemd, System: true, SudoUser: "nobody", Writes: true}, "nobody", false},
+		{"system, --run-as over sudo", Request{Manager: Systemd, System: true, RunAs: "daemon", SudoUser: "nobody", Writes: true}, "daemon", false},
+		{"system, --run-as root", Request{Manager: Launchd, System: true, RunAs: "root", Writes: true}, "root", false},
+		{"system status: root's own", Request{Manager: Systemd, System: true}, "root", false},
+		{"system status: the sudo user's", Request{Manager: Systemd, System: true, SudoUser: "nobody"}, "nobody", false},
+		{"system, no one named", Request{Manager: Systemd, System: true, Writes: true}, "--system needs --run-as USER (sudo names you in SUDO_USER)", true},
+		{"system, sudo from root", Request{Manager: Systemd, System: true, SudoUser: "root", Writes: true}, "--system needs --run-as USER (sudo names you in SUDO_USER)", true},
+		{"--run-as for a user service", Request{Manager: Systemd, RunAs: "nobody", Writes: true}, "--run-as is for a system service", true},
+		{"another manager", Request{Manager: "upstart"}, `--manager "upstart": want systemd or launchd`, true},
+		{"a name that makes no unit", Request{Manager: Systemd, Name: "../x"}, `--name "../x": want up to 32`, true},
+	} {
+		tg, err := NewTarget(c.r)
+		var ue UsageError
+		switch {
+		case c.usage && (!errors.As(err, &ue) || !strings.HasPrefix(err.Error(), c.account)):
+			t.Errorf("%s: %v, want a usage error starting %q", c.name, err, c.account)
+		case !c.usage && (err != nil || tg.Account.Username != c.account || tg.ConfigHome != configHome):
+			t.Errorf("%s: %+v %v, want it run as %s", c.name, tg, err, c.account)
+		}
+	}
+	if _, err := NewTarget(Request{Manager: Systemd, System: true, RunAs: "no-such-user-here", Writes: true}); err == nil || !strings.HasPrefix(err.Error(), "the service's user: ") {
+		t.Errorf("--run-as someone who is not: %v", err)
+	}
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("HOME", "/home/someone")
+	if tg, err := NewTarget(Request{Manager: Systemd}); err != nil || tg.ConfigHome != "/home/someone/.config" {
+		t.Errorf("ConfigHome without XDG_CONFIG_HOME: %q %v", tg.ConfigHome, err)
+	}
+}
