@@ -17,6 +17,7 @@ import (
 	"github.com/edgeagent/agent/doctor"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/landlock"
+	"github.com/edgeagent/agent/internal/service"
 	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
@@ -298,9 +299,9 @@ func TestTheAgentDeniesTheTokenFilesItLearnsOf(t *testing.T) {
 	me, err := user.Current()
 	must(t, err)
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no user units
-	defer func(d string) { systemUnitDir = d }(systemUnitDir)
-	systemUnitDir = t.TempDir()
-	writeFile(t, filepath.Join(systemUnitDir, "agent-other.service"), "[Service]\nExecStart=/usr/local/bin/agent run --control-plane https://x "+
+	defer func(d string) { service.SystemUnitDir = d }(service.SystemUnitDir)
+	service.SystemUnitDir = t.TempDir()
+	writeFile(t, filepath.Join(service.SystemUnitDir, "agent-other.service"), "[Service]\nExecStart=/usr/local/bin/agent run --control-plane https://x "+
 		"--data-dir /srv/other-agent --token-file=/srv/other-token\nUser="+me.Username+"\n")
 	dir := t.TempDir()
 	config := filepath.Join(dir, "agent.toml")

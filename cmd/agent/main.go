@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/service"
 	"github.com/edgeagent/agent/internal/settings"
 )
 
@@ -46,9 +47,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, line := range errorLines(err) {
 		fmt.Fprintf(stderr, "agent: %s\n", line)
 	}
-	var ue usageError
-	var se settings.UsageError
-	if errors.As(err, &ue) || errors.As(err, &se) || strings.HasPrefix(err.Error(), "unknown command") {
+	var (
+		ue  usageError
+		se  settings.UsageError
+		sue service.UsageError
+	)
+	if errors.As(err, &ue) || errors.As(err, &se) || errors.As(err, &sue) || strings.HasPrefix(err.Error(), "unknown command") {
 		return 2
 	}
 	return 1

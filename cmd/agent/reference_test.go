@@ -21,6 +21,8 @@ import (
 	"github.com/edgeagent/agent/internal/settings"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/edgeagent/agent/internal/service"
 )
 
 var updateReference = flag.Bool("update", false, "write docs/reference/ from the code rather than check it")
@@ -457,7 +459,7 @@ func flagDefault(fl *pflag.Flag) string {
 	switch {
 	case fl.Name == "data-dir" && fl.DefValue == agentDataDirDefault():
 		return envDefaultFor(fl.DefValue)
-	case fl.Name == "manager" && fl.DefValue == string(hostManager()):
+	case fl.Name == "manager" && fl.DefValue == string(service.HostManager()):
 		return "`systemd` (`launchd` on macOS)"
 	}
 	return "`" + fl.DefValue + "`"

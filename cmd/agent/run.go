@@ -20,6 +20,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	attemptproc "github.com/edgeagent/agent/internal/proc"
+	"github.com/edgeagent/agent/internal/service"
 	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
@@ -218,13 +219,13 @@ func (f *runFlags) isolationOf(configFile string) isolation.Config {
 		protect = append(protect, os.Getenv(controlPlaneSettings.Lookup(name).EnvName(controlPlaneSettings.EnvPrefix)))
 	}
 	for _, svc := range servicesOnMachine() {
-		protect = append(protect, svc.dataDir)
-		if inst, err := readServiceFile(hostManager(), svc.file); err == nil {
-			for i, arg := range inst.args {
+		protect = append(protect, svc.DataDir)
+		if inst, err := service.ReadServiceFile(service.HostManager(), svc.File); err == nil {
+			for i, arg := range inst.Args {
 				if v, ok := strings.CutPrefix(arg, "--token-file="); ok {
 					protect = append(protect, v)
-				} else if arg == "--token-file" && i+1 < len(inst.args) {
-					protect = append(protect, inst.args[i+1])
+				} else if arg == "--token-file" && i+1 < len(inst.Args) {
+					protect = append(protect, inst.Args[i+1])
 				}
 			}
 		}

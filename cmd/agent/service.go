@@ -1,20 +1,26 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"regexp"
-	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/service"
+	"github.com/edgeagent/agent/outbox"
 )
+
+// The service commands: flags become a service.Target (which service) and,
+// for print and install, with agent run's flags after -- resolved as the
+// service will see them (service_spec.go), a service.Spec; the package
+// does the rest.
 
 func newServiceCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -36,49 +42,6 @@ the user sudo was run by: never as root unless --run-as root says so.`,
 	return cmd
 }
 
-// serviceManager is the service manager a unit is made for.
-type serviceManager string
-
-const (
-	systemd serviceManager = "systemd"
-	launchd serviceManager = "launchd"
-)
-
-// hostManager is this system's service manager.
-func hostManager() serviceManager {
-	if runtime.GOOS == "darwin" {
-		return launchd
-	}
-	return systemd
-}
-
-// serviceName is the systemd unit's name and launchdLabel the launchd
-// job's, for the service --name does not name; a named one is
-// agent-NAME.service and dev.edgeagent.agent.NAME.
-const (
-	serviceName  = "agent.service"
-	launchdLabel = "dev.edgeagent.agent"
-)
-
-// Where system units and daemons are; variables so that a test can put
-// them in a temporary directory.
-var (
-	systemUnitDir    = "/etc/systemd/system"
-	launchDaemonsDir = "/Library/LaunchDaemons"
-)
-
-// serviceNameRe is what --name takes: it goes into a unit's name, a
-// launchd label and file names.
-var serviceNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
-
-// checkServiceName refuses a --name that would not make a unit name.
-func checkServiceName(name string) error {
-	if name != "" && !serviceNameRe.MatchString(name) {
-		return usagef("--name %q: want up to 32 lower-case letters, digits, - and _, starting with a letter or digit", visible(name))
-	}
-	return nil
-}
-
 // serviceFlags are what every service subcommand takes: which service.
 type serviceFlags struct {
 	manager string
@@ -93,201 +56,415 @@ type serviceFlags struct {
 func (f *serviceFlags) add(cmd *cobra.Command, withRunAs bool) {
 	cmd.Flags().BoolVar(&f.system, "system", false, "a system unit (/etc/systemd/system; a LaunchDaemon on macOS) rather than the user's; needs root")
 	cmd.Flags().StringVar(&f.name, "name", "", "which of several agents on this machine: the unit agent-NAME.service (launchd: dev.edgeagent.agent.NAME), with its own data directory and environment file (default: the one named agent)")
-	cmd.Flags().StringVar(&f.manager, "manager", string(hostManager()), "systemd or launchd (launchd's commands run only on macOS; its plist can be printed anywhere)")
+	cmd.Flags().StringVar(&f.manager, "manager", string(service.HostManager()), "systemd or launchd (launchd's commands run only on macOS; its plist can be printed anywhere)")
 	if withRunAs {
 		f.writes = true
 		cmd.Flags().StringVar(&f.runAs, "run-as", "", "with --system: the user the service runs as (default: the one sudo was run by; root only as --run-as root)")
 	}
 }
 
-// serviceTarget is one installed (or to be installed) service: the manager,
-// user or system, and the account it runs as, whose home holds the
-// executors' own state (~/.codex, ~/.claude).
-type serviceTarget struct {
-	manager serviceManager
-	// name is --name: "" for the agent, else agent-NAME.
-	name   string
-	system bool
-	// account runs the service: the caller for a user service, --run-as
-	// (else the user sudo was run by) for a system one.
-	account *user.User
-	// configHome is the caller's config directory ($XDG_CONFIG_HOME or
-	// ~/.config): user units and the environment file go below it.
-	configHome string
-}
-
-func (f *serviceFlags) target() (serviceTarget, error) {
-	t := serviceTarget{manager: serviceManager(f.manager), system: f.system, name: f.name}
-	if err := checkServiceName(f.name); err != nil {
-		return t, err
-	}
-	switch t.manager {
-	case systemd, launchd:
-	default:
-		return t, usagef("--manager %q: want systemd or launchd", f.manager)
-	}
-	if f.runAs != "" && !f.system {
-		return t, usagef("--run-as is for a system service (--system); a user service runs as you")
-	}
-	runAs := f.runAs
-	if runAs == "" && f.system {
-		runAs = os.Getenv("SUDO_USER")
-	}
-	// A system unit is never made to run as root by default: its tasks,
-	// which run whatever a model asks, could write root's home (an
-	// authorized_keys among it). Root takes an explicit --run-as root.
-	if f.writes && f.system && f.runAs == "" && (runAs == "" || runAs == "root") {
-		return t, usagef("--system needs --run-as USER (sudo names you in SUDO_USER): the service would run as root and its tasks could write root's home; --run-as root says you mean it")
-	}
-	var err error
-	switch {
-	case f.system && runAs != "":
-		t.account, err = lookupUser(runAs)
-	case f.system:
-		t.account, err = user.LookupId("0")
-	default:
-		t.account, err = user.Current()
-	}
-	if err != nil {
-		return t, fmt.Errorf("the service's user: %w", err)
-	}
-	if f.writes && f.system && f.runAs == "" && t.account.Uid == "0" {
-		return t, usagef("--system needs --run-as USER: SUDO_USER %s is root (uid 0); --run-as root says you mean it", runAs)
-	}
-	if t.configHome = os.Getenv("XDG_CONFIG_HOME"); t.configHome == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return t, err
-		}
-		t.configHome = filepath.Join(home, ".config")
-	}
-	return t, nil
-}
-
-// lookupUser is user.Lookup, and where that finds no one, getent, which
-// asks the system's name services (LDAP, sssd) as libc does: the agent is
-// built without cgo (make build), and Go's own lookup reads only
-// /etc/passwd.
-func lookupUser(name string) (*user.User, error) {
-	u, err := user.Lookup(name)
-	if err == nil {
-		return u, nil
-	}
-	out, gerr := exec.Command("getent", "passwd", name).Output()
-	if gerr != nil {
-		return nil, err
-	}
-	// name:password:uid:gid:gecos:home:shell
-	f := strings.Split(strings.TrimSuffix(string(out), "\n"), ":")
-	if len(f) != 7 || f[0] != name {
-		return nil, err
-	}
-	for _, id := range f[2:4] {
-		if _, perr := strconv.ParseUint(id, 10, 32); perr != nil {
-			return nil, err
-		}
-	}
-	gecos, _, _ := strings.Cut(f[4], ",")
-	return &user.User{Username: f[0], Uid: f[2], Gid: f[3], Name: gecos, HomeDir: f[5]}, nil
-}
-
-// base is the stem of the service's names: agent, or agent-NAME.
-func (t serviceTarget) base() string {
-	if t.name == "" {
-		return "agent"
-	}
-	return "agent-" + t.name
-}
-
-// unit is the systemd unit's name.
-func (t serviceTarget) unit() string { return t.base() + ".service" }
-
-// label is the launchd job's label.
-func (t serviceTarget) label() string {
-	if t.name == "" {
-		return launchdLabel
-	}
-	return launchdLabel + "." + t.name
-}
-
-// file is where the unit or plist goes.
-func (t serviceTarget) file() string {
-	switch {
-	case t.manager == launchd && t.system:
-		return filepath.Join(launchDaemonsDir, t.label()+".plist")
-	case t.manager == launchd:
-		return filepath.Join(t.account.HomeDir, "Library", "LaunchAgents", t.label()+".plist")
-	case t.system:
-		return filepath.Join(systemUnitDir, t.unit())
-	}
-	return filepath.Join(t.configHome, "systemd", "user", t.unit())
-}
-
-// installed fails, in one line, when the service's unit (or plist) is
-// not there.
-func (t serviceTarget) installed() error {
-	if _, err := os.Stat(t.file()); errors.Is(err, iofs.ErrNotExist) {
-		return fmt.Errorf("not installed: there is no %s (agent service install)", t.file())
+// checkServiceName refuses a --name that would not make a unit name.
+func checkServiceName(name string) error {
+	if !service.ValidName(name) {
+		return usagef("--name %q: want up to 32 lower-case letters, digits, - and _, starting with a letter or digit", visible(name))
 	}
 	return nil
 }
 
-// envFile is the systemd unit's EnvironmentFile, where secrets such as
-// AGENT_TOKEN or ANTHROPIC_API_KEY go. launchd has none.
-func (t serviceTarget) envFile() string {
-	if t.system {
-		return filepath.Join("/etc/agent", t.base()+".env")
+// target is the service the flags name.
+func (f *serviceFlags) target() (service.Target, error) {
+	if err := checkServiceName(f.name); err != nil {
+		return service.Target{}, err
 	}
-	return filepath.Join(t.configHome, "agent", t.base()+".env")
+	return service.NewTarget(service.Request{Manager: service.Manager(f.manager), Name: f.name, System: f.system, RunAs: f.runAs,
+		SudoUser: os.Getenv("SUDO_USER"), Writes: f.writes, StateHome: filepath.Dir(defaultDataDir())})
 }
 
-// configFile is the config file agent run reads by default as the
-// service's account (see defaultConfigFile).
-func (t serviceTarget) configFile() string {
-	switch {
-	case t.account.Uid == "0":
-		return "/etc/agent/agent.toml"
-	case t.system:
-		return filepath.Join(t.account.HomeDir, ".config", "agent", "agent.toml")
+// addLimitsFlags binds --tasks-max and --memory-max.
+func addLimitsFlags(cmd *cobra.Command, l *service.Limits) {
+	cmd.Flags().StringVar(&l.TasksMax, "tasks-max", service.DefaultTasksMax, "the most processes and threads the service and its tasks may run together (TasksMax=; launchd: NumberOfProcesses), or infinity")
+	cmd.Flags().StringVar(&l.MemoryMax, "memory-max", service.DefaultMemoryMax, "the most memory the service and its tasks may use together (MemoryMax=): bytes (8GiB, 8G), a share of RAM (75%), or infinity; systemd only")
+}
+
+// binFlags say where the service's binary goes.
+type binFlags struct {
+	path   string // --bin
+	noCopy bool   // --no-copy
+}
+
+func (b *binFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&b.path, "bin", "", "where install copies this agent binary for the service to run (default ~/.local/bin/agent; /usr/local/bin/agent with --system)")
+	cmd.Flags().BoolVar(&b.noCopy, "no-copy", false, "run this binary where it is rather than a copy (a rebuild or a move then changes or breaks the service)")
+}
+
+const runFlagsExample = `  agent service install -- --control-plane https://cp.example.com --token-file ~/.config/agent/token --executor codex
+  sudo agent service install --system --run-as builder -- --control-plane https://cp.example.com --token-file /etc/agent/token`
+
+func newServicePrintCmd() *cobra.Command {
+	var (
+		f         serviceFlags
+		lim       service.Limits
+		bin       binFlags
+		noSandbox bool
+	)
+	cmd := &cobra.Command{
+		Use:     "print [--system --run-as USER] [--name NAME] [--bin PATH | --no-copy] [--manager systemd|launchd] [--tasks-max N] [--memory-max SIZE] -- RUN-FLAGS...",
+		Short:   "Print the systemd unit (launchd plist) service install would write",
+		Example: `  agent service print -- --control-plane https://cp.example.com --token-file /etc/agent/token --executor sample`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lim.MemorySet = cmd.Flags().Changed("memory-max")
+			spec, err := specForCmd(&f, lim, noSandbox, bin, args)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), spec.Render())
+			sayUnreachable(cmd, spec)
+			return nil
+		},
 	}
-	return defaultConfigFile()
+	f.add(cmd, true)
+	addLimitsFlags(cmd, &lim)
+	bin.add(cmd)
+	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out")
+	return cmd
 }
 
-// stateDirectory is systemd's StateDirectory= for a root system service
-// that names no data directory: /var/lib/agent (agent-NAME), made by
-// systemd 0700.
-func (t serviceTarget) stateDirectory() string { return t.base() }
+func newServiceInstallCmd() *cobra.Command {
+	var (
+		f                          serviceFlags
+		lim                        service.Limits
+		bin                        binFlags
+		noSandbox, noStart, dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   "install [--system --run-as USER] [--name NAME] [--bin PATH | --no-copy] [--tasks-max N] [--memory-max SIZE] [--no-start] [--dry-run] -- RUN-FLAGS...",
+		Short: "Install the service running agent run with RUN-FLAGS, and start it",
+		Long: `install copies this agent binary to ~/.local/bin/agent (/usr/local/bin/agent
+for --system; --bin PATH elsewhere; --no-copy runs it where it is), so that
+rebuilding or cleaning the clone it came from leaves the service alone, and
+installing again upgrades it. It writes the unit (the plist on macOS)
+running that binary's agent run with the flags
+given after --, every path made absolute, creates the environment file
+(~/.config/agent/agent.env, 0600; /etc/agent/agent.env for --system) and the
+data directory if missing, then enables and starts the service. Installing
+again replaces the unit and restarts a running service.
 
-// defaultDataDir is the service's data directory when agent run's flags
-// name none: the one agent run would use as the service's account, or
-// beside it, agent-NAME, for a named service.
-func (t serviceTarget) defaultDataDir() string {
-	switch {
-	case t.manager == systemd && t.system && t.account.Uid == "0":
-		return filepath.Join("/var/lib", t.stateDirectory())
-	case t.system:
-		return filepath.Join(t.account.HomeDir, ".local", "state", t.base())
+--system runs the service as --run-as USER, by default the user sudo was
+run by (SUDO_USER); with neither it is refused, and running as root takes
+--run-as root: the service's tasks could write root's home.
+
+The unit bounds the service and all its tasks together: --tasks-max
+(TasksMax=, default ` + service.DefaultTasksMax + `: processes and threads) and --memory-max
+(MemoryMax=, default ` + service.DefaultMemoryMax + ` of RAM), each also infinity. launchd takes
+--tasks-max as NumberOfProcesses (a limit on the user's processes, which
+macOS caps at kern.maxprocperuid) and has no memory limit.
+
+--name NAME installs another agent beside the first: the unit
+agent-NAME.service (launchd: dev.edgeagent.agent.NAME), its environment
+file agent-NAME.env and, unless its flags name one, its own data directory
+(~/.local/state/agent-NAME; /var/lib/agent-NAME for a root system service).
+Every other service command takes --name to say which.`,
+		Example: runFlagsExample,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lim.MemorySet = cmd.Flags().Changed("memory-max")
+			spec, err := specForCmd(&f, lim, noSandbox, bin, args)
+			if err != nil {
+				return err
+			}
+			if !dryRun && !noStart {
+				if err := spec.CanRunCtl(); err != nil {
+					return err
+				}
+			}
+			sayUnreachable(cmd, spec)
+			if spec.System && spec.Account.Uid == "0" {
+				cmd.PrintErrf("agent: warning: the service runs as root (--run-as root): its tasks can write %s, ~/.ssh included\n", spec.Account.HomeDir)
+			}
+			return service.Install(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), spec, noStart, dryRun)
+		},
 	}
-	return filepath.Join(filepath.Dir(defaultDataDir()), t.base())
+	f.add(cmd, true)
+	addLimitsFlags(cmd, &lim)
+	bin.add(cmd)
+	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out (see docs/service.md for what it allows)")
+	cmd.Flags().BoolVar(&noStart, "no-start", false, "write the files, print the commands that would load and start the service")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: print the file and the commands")
+	return cmd
 }
 
-// logFile is where launchd writes the agent's output (systemd: the
-// journal).
-func (t serviceTarget) logFile() string {
-	if t.system {
-		return filepath.Join("/Library/Logs/agent", t.base()+".log")
+// sayUnreachable warns of each path the service needs that its sandbox
+// hides, and notes each one it opens beyond the home directory.
+func sayUnreachable(cmd *cobra.Command, spec service.Spec) {
+	hidden, opened := spec.Unreachable()
+	for _, l := range hidden {
+		cmd.PrintErrln("agent: warning: " + l)
 	}
-	return filepath.Join(t.account.HomeDir, "Library", "Logs", "agent", t.base()+".log")
+	for _, l := range opened {
+		cmd.PrintErrln("agent: note: " + l)
+	}
 }
 
-// logsHint says how to read the service's logs.
-func (t serviceTarget) logsHint() string {
-	return "agent service logs" + t.flagsHint() + " (" + strings.Join(t.logsCall(true), " ") + ")"
+func newServiceUninstallCmd() *cobra.Command {
+	var (
+		f      serviceFlags
+		dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   "uninstall [--system] [--name NAME] [--dry-run]",
+		Short: "Stop, disable and remove the service; the data directory is kept",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := f.target()
+			if err != nil {
+				return err
+			}
+			return service.Uninstall(cmd.Context(), cmd.OutOrStdout(), t, dryRun)
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "change nothing: print the commands")
+	return cmd
 }
 
-// uid and gid of the service's account.
-func (t serviceTarget) ids() (uid, gid int) {
-	uid, _ = strconv.Atoi(t.account.Uid)
-	gid, _ = strconv.Atoi(t.account.Gid)
-	return uid, gid
+func newServiceStatusCmd() *cobra.Command {
+	var f serviceFlags
+	cmd := &cobra.Command{
+		Use:   "status [--system] [--name NAME]",
+		Short: "Say whether the service is installed and running, its PID, running tasks and pending records (exit 0 running, 3 stopped, 4 not installed, 1 unknown)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := f.target()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			tw := newTable(w)
+			inst, err := service.ReadInstalled(t)
+			if errors.Is(err, iofs.ErrNotExist) {
+				fmt.Fprintf(tw, "service:\tnot installed (no %s)\n", t.File())
+				tw.Flush()
+				return exitCode(4)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(tw, "service:\tinstalled (%s)\n", t.File())
+			if err := t.CanRunCtl(); err != nil {
+				return err
+			}
+			// The local state is worth showing even when the manager
+			// cannot be asked (a user bus out of reach over ssh).
+			st, stateErr := t.State(cmd.Context())
+			if stateErr != nil {
+				st.Active = "unknown: " + oneLine(stateErr.Error())
+			}
+			fmt.Fprintf(tw, "state:\t%s\n", visible(st.Active))
+			if st.PID > 0 {
+				fmt.Fprintf(tw, "main pid:\t%d\n", st.PID)
+			}
+			if st.Status != "" {
+				fmt.Fprintf(tw, "agent says:\t%s\n", visible(st.Status))
+			}
+			if st.Restarts != "" && st.Restarts != "0" {
+				fmt.Fprintf(tw, "restarts:\t%s\n", st.Restarts)
+			}
+			if inst.DataDir != "" {
+				fmt.Fprintf(tw, "data directory:\t%s\n", inst.DataDir)
+				fmt.Fprintf(tw, "tasks:\t%s\n", localTasksLine(inst.DataDir))
+				fmt.Fprintf(tw, "outbox:\t%s\n", localOutboxLine(inst.DataDir))
+			}
+			fmt.Fprintf(tw, "logs:\t%s\n", t.LogsHint())
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			switch {
+			case stateErr != nil:
+				return exitCode(1)
+			case !st.Running():
+				return exitCode(3)
+			}
+			return nil
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+// localTasksLine says which tasks run, read from the data directory
+// without the lock, as agent tasks ls does.
+func localTasksLine(dataDir string) string {
+	if _, err := os.Stat(datadir.Layout{Dir: dataDir}.Tasks()); errors.Is(err, iofs.ErrNotExist) {
+		return "none yet (the agent has not run here)"
+	}
+	tasks, err := datadir.LoadTasks(dataDir)
+	if tasks == nil && err != nil {
+		return "unreadable: " + oneLine(err.Error())
+	}
+	var ids []string
+	for _, t := range tasks {
+		if t.Phase.Running() {
+			ids = append(ids, visible(t.ID))
+		}
+	}
+	if len(ids) == 0 {
+		return fmt.Sprintf("none running (%d in the data directory)", len(tasks))
+	}
+	return fmt.Sprintf("%d running: %s", len(ids), strings.Join(ids, ", "))
+}
+
+// localOutboxLine says what the outbox holds, read without the lock, as
+// agent outbox stats does.
+func localOutboxLine(dataDir string) string {
+	if _, err := os.Stat(outboxDir(dataDir)); errors.Is(err, iofs.ErrNotExist) {
+		return "none yet (the agent has not run here)"
+	}
+	snap, err := outbox.Inspect(outboxDir(dataDir))
+	if err != nil {
+		return "unreadable: " + oneLine(err.Error())
+	}
+	return fmt.Sprintf("%d records pending, %d dead", snap.Stats.Pending, snap.Stats.Dead)
+}
+
+func newServiceStartCmd() *cobra.Command {
+	return newServiceCtlCmd("start", "Start the installed service", service.Target.Start)
+}
+
+func newServiceStopCmd() *cobra.Command {
+	return newServiceCtlCmd("stop", "Stop the service: the agent drains (see agent run) and exits; it is not restarted", service.Target.Stop)
+}
+
+func newServiceRestartCmd() *cobra.Command {
+	return newServiceCtlCmd("restart", "Restart the service: the agent drains, exits and starts again (after an upgrade, or to take settings a reload does not)", service.Target.Restart)
+}
+
+// newServiceCtlCmd is start, stop or restart: one call of the manager.
+func newServiceCtlCmd(verb, short string, do func(service.Target, context.Context, io.Writer) error) *cobra.Command {
+	var f serviceFlags
+	cmd := &cobra.Command{
+		Use:   verb + " [--system] [--name NAME]",
+		Short: short,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := f.target()
+			if err != nil {
+				return err
+			}
+			if err := t.Installed(); err != nil {
+				return err
+			}
+			if err := t.CanRunCtl(); err != nil {
+				return err
+			}
+			return do(t, cmd.Context(), cmd.OutOrStdout())
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func newServiceUpgradeCmd() *cobra.Command {
+	var (
+		f   serviceFlags
+		bin string
+	)
+	cmd := &cobra.Command{
+		Use:   "upgrade [--bin PATH] [--system] [--name NAME]",
+		Short: "Replace the service's agent binary with a new one and restart it, cutting no running turn",
+		Long: `service upgrade puts a new agent binary where the installed service runs
+its binary (the unit's ExecStart, the plist's ProgramArguments) and
+restarts the service. --bin names the new binary (default: the one running
+this command). It is checked first (it must run and say its version), then
+copied next to the old one and renamed over it: the service finds either
+the old binary or the new one, whole, never a part.
+
+The restart stops the old agent as agent stop does: its running attempts
+go on under their keepers (--reattach-grace, default 5m), and the new
+agent re-attaches to each where it is, the same process, nothing cut,
+nothing sent twice. A service run with --reattach-grace 0 drains instead,
+and upgrade says so before it restarts.`,
+		Example: `  agent service upgrade --bin ./agent
+  sudo agent service upgrade --system --bin /tmp/agent-1.4.0`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := f.target()
+			if err != nil {
+				return err
+			}
+			if err := t.Installed(); err != nil {
+				return err
+			}
+			if err := t.CanRunCtl(); err != nil {
+				return err
+			}
+			inst, err := service.ReadInstalled(t)
+			if err != nil {
+				return err
+			}
+			if !filepath.IsAbs(inst.Binary) {
+				return fmt.Errorf("%s runs %q, not an absolute path: reinstall the service (agent service install)", t.File(), inst.Binary)
+			}
+			src, err := service.UpgradeSource(bin)
+			if err != nil {
+				return err
+			}
+			if same, _ := service.SameFile(src, inst.Binary); same {
+				return fmt.Errorf("the service already runs %s; give --bin the new agent binary", inst.Binary)
+			}
+			version, err := service.BinaryVersion(cmd.Context(), src)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if err := (service.Spec{Target: t, Binary: inst.Binary, Source: src}).CopyBinary(); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "installed %s (%s) as %s\n", src, version, inst.Binary)
+			dataDir := inst.DataDir
+			if dataDir == "" {
+				dataDir = t.DefaultDataDir()
+			}
+			running := runningTasks(dataDir)
+			if service.ReattachOff(inst.Args) && len(running) > 0 {
+				fmt.Fprintf(out, "the service runs with --reattach-grace 0: the restart drains %d running task(s) and cuts what has not finished\n", len(running))
+			} else {
+				for _, id := range running {
+					fmt.Fprintf(out, "task %s goes on through the restart: the new agent re-attaches to it\n", visible(id))
+				}
+			}
+			return t.Restart(cmd.Context(), out)
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().StringVar(&bin, "bin", "", "the new agent binary (default: this one)")
+	return cmd
+}
+
+func newServiceLogsCmd() *cobra.Command {
+	var (
+		f        serviceFlags
+		noFollow bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs [--system] [--name NAME] [--no-follow]",
+		Short: "Show the service's last 100 lines of log and follow them (journalctl -u UNIT -f; on macOS, tail -f of its log file)",
+		Long: `logs runs journalctl -u agent.service -n 100 -f (--user for a user
+service; agent-NAME.service with --name), or on macOS tail -n 100 -f of the
+job's log file, until interrupted. journalctl -p warning -u agent.service
+shows the warnings and errors alone: the agent logs each line at its
+priority there.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := f.target()
+			if err != nil {
+				return err
+			}
+			if err := t.Installed(); err != nil {
+				return err
+			}
+			return t.Logs(cmd.Context(), !noFollow, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().BoolVar(&noFollow, "no-follow", false, "show the last lines and return")
+	return cmd
 }

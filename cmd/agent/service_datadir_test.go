@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,35 +77,4 @@ func TestReadCommandsFollowTheService(t *testing.T) {
 		t.Errorf("tasks ls --data-dir: %+v", r)
 	}
 	ctl.took(t)
-}
-
-// A system unit is this machine's agent for the account it runs as, and
-// for root; for another user it is not.
-func TestServicesOnMachineSystemUnits(t *testing.T) {
-	me, err := user.Current()
-	must(t, err)
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no user units
-	dir := t.TempDir()
-	defer func(d string) { systemUnitDir = d }(systemUnitDir)
-	systemUnitDir = dir
-	unit := func(file, runAs, data string) {
-		must(t, os.WriteFile(filepath.Join(dir, file), []byte("[Service]\nExecStart=/usr/local/bin/agent run --control-plane https://x --data-dir "+data+"\nUser="+runAs+"\n"), 0o644))
-	}
-	unit("agent.service", "someone-else-entirely", "/var/lib/agent")
-	unit("agent-mine.service", me.Username, "/srv/mine")
-	unit("other.service", me.Username, "/srv/other") // not one install wrote
-
-	got := servicesOnMachine()
-	want := []serviceOnMachine{{filepath.Join(dir, "agent-mine.service"), "mine", "/srv/mine"}}
-	if me.Uid == "0" {
-		want = append([]serviceOnMachine{{filepath.Join(dir, "agent.service"), "", "/var/lib/agent"}}, want...)
-	}
-	if len(got) != len(want) {
-		t.Fatalf("services on this machine for %s\n got %+v\nwant %+v", me.Username, got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("service %d: got %+v, want %+v", i, got[i], want[i])
-		}
-	}
 }

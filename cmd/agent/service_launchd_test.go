@@ -4,9 +4,13 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/edgeagent/agent/internal/service"
 )
 
 // parsePlist decodes a plist's top dict: dict is map[string]any, array
@@ -84,19 +88,21 @@ func TestLaunchdPlist(t *testing.T) {
 	tok := tokenFile(t)
 	// An id with XML's special characters must come back as it went in.
 	args := []string{"--control-plane", "https://cp.example.com", "--token-file", tok, "--agent-id", `a<b&c>"d'`, "--drain-timeout", "20s"}
-	spec := testSpec(t, false, launchd, nil, args...)
-	p := parsePlist(t, spec.launchdPlist())
+	spec := testSpec(t, false, service.Launchd, nil, args...)
+	p := parsePlist(t, spec.LaunchdPlist())
 
-	wantArgs := append(append([]any{spec.binary, "run"}, toAny(args)...), "--data-dir", stateHome+"/agent")
+	wantArgs := append(append([]any{spec.Binary, "run"}, toAny(args)...), "--data-dir", stateHome+"/agent")
 	if got, _ := p["ProgramArguments"].([]any); !slices.Equal(got, wantArgs) {
 		t.Errorf("ProgramArguments\n got %q\nwant %q", got, wantArgs)
 	}
-	if got, err := plistProgramArguments(spec.launchdPlist()); err != nil || !slices.Equal(toAny(got), wantArgs) {
-		t.Errorf("plistProgramArguments: %q %v", got, err)
+	plist := filepath.Join(t.TempDir(), "agent.plist")
+	must(t, os.WriteFile(plist, []byte(spec.LaunchdPlist()), 0o644))
+	if inst, err := service.ReadServiceFile(service.Launchd, plist); err != nil || !slices.Equal(toAny(append([]string{inst.Binary, "run"}, inst.Args...)), wantArgs) {
+		t.Errorf("ReadServiceFile: %+v %v", inst, err)
 	}
-	log := spec.logFile()
+	log := spec.LogFile()
 	for k, want := range map[string]any{
-		"Label":             launchdLabel,
+		"Label":             service.LaunchdLabel,
 		"RunAtLoad":         true,
 		"ProcessType":       "Standard",
 		"ExitTimeOut":       "47", // 20s drain + 3 x 5s kill grace + 5s flush + 2s offline + 5s margin
@@ -110,7 +116,7 @@ func TestLaunchdPlist(t *testing.T) {
 	if ka, _ := p["KeepAlive"].(map[string]any); ka["SuccessfulExit"] != false {
 		t.Errorf("KeepAlive = %#v, want SuccessfulExit false (restart on failure only)", p["KeepAlive"])
 	}
-	if env, _ := p["EnvironmentVariables"].(map[string]any); env["PATH"] != spec.path || len(env) != 1 {
+	if env, _ := p["EnvironmentVariables"].(map[string]any); env["PATH"] != spec.Path || len(env) != 1 {
 		t.Errorf("EnvironmentVariables = %#v, want PATH only", p["EnvironmentVariables"])
 	}
 }
@@ -121,12 +127,4 @@ func toAny(s []string) []any {
 		out[i] = v
 	}
 	return out
-}
-
-func TestLaunchdState(t *testing.T) {
-	t.Parallel()
-	out := "gui/501/dev.edgeagent.agent = {\n\tactive count = 1\n\tpath = /Users/me/Library/LaunchAgents/dev.edgeagent.agent.plist\n\tstate = running\n\tpid = 4242\n\tendpoints = {\n\t\tstate = other\n\t}\n}\n"
-	if active, pid := launchdState(out); active != "running" || pid != 4242 {
-		t.Errorf("launchdState = %q %d, want running 4242", active, pid)
-	}
 }

@@ -2,13 +2,12 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/edgeagent/agent/internal/service"
 )
 
 // serviceEnv points the service commands run in this process at temporary
@@ -30,7 +29,7 @@ func tokenFile(t *testing.T) string {
 	return p
 }
 
-func testSpec(t *testing.T, system bool, manager serviceManager, env map[string]string, args ...string) serviceSpec {
+func testSpec(t *testing.T, system bool, manager service.Manager, env map[string]string, args ...string) service.Spec {
 	t.Helper()
 	f := serviceFlags{manager: string(manager), system: system, writes: true}
 	if system {
@@ -45,6 +44,17 @@ func testSpec(t *testing.T, system bool, manager serviceManager, env map[string]
 		t.Fatalf("specFrom %q: %v", args, err)
 	}
 	return spec
+}
+
+// unitWords are the words of the unit's ExecStart=, as the service
+// package reads them back.
+func unitWords(t *testing.T, unit string) []string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), service.UnitName)
+	must(t, os.WriteFile(file, []byte(unit), 0o644))
+	inst, err := service.ReadServiceFile(service.Systemd, file)
+	must(t, err)
+	return append([]string{inst.Binary, "run"}, inst.Args...)
 }
 
 // unitValues are the unit's Key=value lines, by key.
@@ -82,15 +92,15 @@ func TestSystemdUnit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"--control-plane", "https://cp.example.com", "--token-file", tok,
 				"--drain-timeout", "20s", "--kill-grace=2s", "--executor-command", "my-cli --json $HOME 100%"}
-			spec := testSpec(t, c.system, systemd, nil, args...)
-			unit := spec.systemdUnit()
+			spec := testSpec(t, c.system, service.Systemd, nil, args...)
+			unit := spec.SystemdUnit()
 			v := unitValues(unit)
 			want := map[string]string{
 				"Type": "notify", "WatchdogSec": "60s", "Restart": "on-failure", "RestartPreventExitStatus": "2",
 				"KillMode": "process", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
 				// 20s drain + 3 x 2s kill grace + 5s flush + 2s offline + 5s margin
 				"TimeoutStopSec": "38s",
-				"Environment":    "PATH=" + servicePath(os.Getenv("PATH")),
+				"Environment":    "PATH=" + service.ServicePath(os.Getenv("PATH")),
 			}
 			for k, val := range c.want {
 				want[k] = val
@@ -109,8 +119,8 @@ func TestSystemdUnit(t *testing.T) {
 			if c.system {
 				dataDir = "/var/lib/agent"
 			}
-			wantWords := append(append([]string{spec.binary, "run"}, args...), "--data-dir", dataDir)
-			if got := systemdWords(v["ExecStart"][0]); !slices.Equal(got, wantWords) {
+			wantWords := append(append([]string{spec.Binary, "run"}, args...), "--data-dir", dataDir)
+			if got := unitWords(t, unit); !slices.Equal(got, wantWords) {
 				t.Errorf("ExecStart words\n got %q\nwant %q", got, wantWords)
 			}
 			if strings.Contains(unit, "secret-token-value") {
@@ -148,9 +158,9 @@ func TestServicePathsAbsolute(t *testing.T) {
 			[]string{"--token-file", filepath.Join(dir, "token"), "--executor-bin", filepath.Join(bin, "codex-on-path"), "--data-dir", filepath.Join(dir, "d")}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			spec := testSpec(t, false, systemd, nil, append(slices.Clone(base), c.args...)...)
-			if want := append(slices.Clone(base), c.want...); !slices.Equal(spec.args, want) {
-				t.Errorf("args\n got %q\nwant %q", spec.args, want)
+			spec := testSpec(t, false, service.Systemd, nil, append(slices.Clone(base), c.args...)...)
+			if want := append(slices.Clone(base), c.want...); !slices.Equal(spec.Args, want) {
+				t.Errorf("args\n got %q\nwant %q", spec.Args, want)
 			}
 		})
 	}
@@ -167,7 +177,7 @@ func TestServicePathsAbsolute(t *testing.T) {
 		{"no token", nil, "AGENT_TOKEN in "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := serviceFlags{manager: string(systemd)}
+			f := serviceFlags{manager: string(service.Systemd)}
 			tg, err := f.target()
 			must(t, err)
 			_, err = specFrom(append(slices.Clone(base), c.args...), tg, nil)
@@ -182,66 +192,10 @@ func TestServicePathsAbsolute(t *testing.T) {
 // the unit names the file, never the token.
 func TestServiceTokenInEnvFile(t *testing.T) {
 	serviceEnv(t)
-	spec := testSpec(t, false, systemd, map[string]string{"AGENT_TOKEN": "secret-token-value"}, "--control-plane", "https://cp.example.com")
-	unit := spec.systemdUnit()
+	spec := testSpec(t, false, service.Systemd, map[string]string{"AGENT_TOKEN": "secret-token-value"}, "--control-plane", "https://cp.example.com")
+	unit := spec.SystemdUnit()
 	if strings.Contains(unit, "secret-token-value") || strings.Contains(unit, "--token-file") {
 		t.Errorf("unit:\n%s", unit)
-	}
-}
-
-func TestSystemdWordsRoundTrip(t *testing.T) {
-	t.Parallel()
-	for _, w := range []string{"plain", "two words", `back\slash`, `"quoted"`, "$HOME", "100%", "a;b", "", "tab\there"} {
-		t.Run(w, func(t *testing.T) {
-			if got := systemdWords("x " + systemdQuote(w) + " y"); !slices.Equal(got, []string{"x", w, "y"}) {
-				t.Errorf("%q -> %q -> %q", w, systemdQuote(w), got)
-			}
-		})
-	}
-}
-
-// systemd-analyze, where it is installed, accepts the units, and scores
-// their sandboxing below 5 (lower is safer).
-func TestSystemdAnalyze(t *testing.T) {
-	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("no systemd-analyze")
-	}
-	serviceEnv(t)
-	tok := tokenFile(t)
-	score := regexp.MustCompile(`Overall exposure level for agent\.service: ([0-9.]+)`)
-	for _, system := range []bool{false, true} {
-		name := map[bool]string{false: "user", true: "system"}[system]
-		t.Run(name, func(t *testing.T) {
-			spec := testSpec(t, system, systemd, nil, "--control-plane", "https://cp.example.com", "--token-file", tok)
-			dir := t.TempDir()
-			unit := filepath.Join(dir, serviceName)
-			must(t, os.WriteFile(unit, []byte(spec.systemdUnit()), 0o644))
-			// The user manager's mode needs a runtime directory of its own.
-			runtimeDir := filepath.Join(dir, "run")
-			must(t, os.Mkdir(runtimeDir, 0o700))
-			analyze := func(args ...string) (string, error) {
-				if !system {
-					args = append([]string{"--user"}, args...)
-				}
-				cmd := exec.Command("systemd-analyze", args...)
-				cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+runtimeDir, "SYSTEMD_LOG_COLOR=0")
-				out, err := cmd.CombinedOutput()
-				return string(out), err
-			}
-			if out, err := analyze("verify", unit); err != nil || strings.TrimSpace(out) != "" {
-				t.Errorf("systemd-analyze verify: %v\n%s\nunit:\n%s", err, out, spec.systemdUnit())
-			}
-			out, err := analyze("security", "--offline=true", unit)
-			m := score.FindStringSubmatch(out)
-			if err != nil || m == nil {
-				t.Fatalf("systemd-analyze security --offline=true: %v\n%s", err, out)
-			}
-			n, _ := strconv.ParseFloat(m[1], 64)
-			t.Logf("systemd-analyze security: %s unit scores %.1f", name, n)
-			if n >= 5.0 {
-				t.Errorf("exposure %.1f, want below 5.0:\n%s", n, out)
-			}
-		})
 	}
 }
 
@@ -263,7 +217,7 @@ func TestSystemdUnitKillModeFollowsReattach(t *testing.T) {
 		{[]string{"--reattach-grace=0s"}, "mixed"},
 	} {
 		args := append([]string{"--control-plane", "https://cp.example.com", "--token-file", tok}, c.grace...)
-		v := unitValues(testSpec(t, false, systemd, nil, args...).systemdUnit())
+		v := unitValues(testSpec(t, false, service.Systemd, nil, args...).SystemdUnit())
 		if got := v["KillMode"]; len(got) != 1 || got[0] != c.want {
 			t.Errorf("%v: KillMode=%q, want %q", c.grace, got, c.want)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/service"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -67,7 +68,7 @@ func TestServiceLifecycleSystemd(t *testing.T) {
 	must(t, store.Save(&state.Task{ID: "t-1", Prompt: "p", Phase: state.PhaseTurnStarted}))
 	must(t, store.Save(&state.Task{ID: "t-0", Prompt: "p", Phase: state.PhaseCompleted}))
 	install := []string{"service", "install", "--", "--control-plane", "https://cp.example.com", "--token-file", tok, "--data-dir", dataDir}
-	unit := filepath.Join(configHome, "systemd", "user", serviceName)
+	unit := filepath.Join(configHome, "systemd", "user", service.UnitName)
 	envFile := filepath.Join(configHome, "agent", "agent.env")
 
 	// Dry run: nothing written, nothing run.
@@ -209,7 +210,7 @@ func TestServiceRunAsFromNameServices(t *testing.T) {
 // only on macOS, before anything is written.
 func TestServiceLaunchdOffMacOS(t *testing.T) {
 	t.Parallel()
-	if hostManager() == launchd {
+	if service.HostManager() == service.Launchd {
 		t.Skip("this is macOS")
 	}
 	ctl := newFakeCtl(t, "launchctl")
@@ -266,7 +267,7 @@ func TestServiceInstallMakesDirs(t *testing.T) {
 			t.Errorf("%s: %v %v, want a directory 0700", d, err, st)
 		}
 	}
-	unit, err := os.ReadFile(filepath.Join(configHome, "systemd", "user", serviceName))
+	unit, err := os.ReadFile(filepath.Join(configHome, "systemd", "user", service.UnitName))
 	if err != nil || strings.Contains(string(unit), "NoNewPrivileges") || !strings.Contains(string(unit), "Type=notify") {
 		t.Errorf("--no-sandbox unit: %v\n%s", err, unit)
 	}
@@ -297,7 +298,7 @@ func TestServiceSystemNeverDefaultsToRoot(t *testing.T) {
 	}
 
 	t.Run("sudo names the user", func(t *testing.T) {
-		u, err := lookupUser("nobody")
+		u, err := service.LookupUser("nobody")
 		if err != nil || u.Uid == "0" {
 			t.Skip("no account nobody")
 		}
@@ -351,7 +352,7 @@ func TestServiceNamedBesideTheFirst(t *testing.T) {
 		unit, err := os.ReadFile(filepath.Join(configHome, "systemd", "user", c.unit))
 		must(t, err)
 		v := unitValues(string(unit))
-		words := systemdWords(v["ExecStart"][0])
+		words := unitWords(t, string(unit))
 		if words[0] != bin || words[len(words)-1] != filepath.Join(stateHome, c.data) {
 			t.Errorf("%s runs %q, want %s with --data-dir %s", c.unit, words, bin, filepath.Join(stateHome, c.data))
 		}
@@ -416,7 +417,7 @@ func TestServiceBinaryPlace(t *testing.T) {
 		t.Errorf("install --bin DIR: want DIR/agent: %v %+v", err, r)
 	}
 	r = runAgentEnv(t, env, append([]string{"service", "print", "--no-copy"}, run...)...)
-	if words := systemdWords(unitValues(r.stdout)["ExecStart"][0]); r.code != 0 || words[0] != self {
+	if words := unitWords(t, r.stdout); r.code != 0 || words[0] != self {
 		t.Errorf("print --no-copy runs %q, want %s", words[0], self)
 	}
 	r = runAgentEnv(t, env, append([]string{"service", "install", "--no-start", "--no-copy"}, run...)...)
@@ -497,7 +498,7 @@ func TestServiceInstallUndoneWhenItCannotFinish(t *testing.T) {
 	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + configHome, "PATH=" + ctl.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
 	data := filepath.Join(top, "state", "agent")
 	bin := filepath.Join(home, ".local", "bin", "agent")
-	unit := filepath.Join(configHome, "systemd", "user", serviceName)
+	unit := filepath.Join(configHome, "systemd", "user", service.UnitName)
 	envFile := filepath.Join(configHome, "agent", "agent.env")
 	install := []string{"service", "install", "--", "--control-plane", "https://cp.example.com", "--token-file", tokenFile(t), "--data-dir", data}
 

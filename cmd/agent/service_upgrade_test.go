@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"github.com/edgeagent/agent/internal/testkit"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/edgeagent/agent/internal/service"
+	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -74,7 +75,7 @@ func TestE2EServiceUpgradeCutsNoTurn(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	configHome, stateHome, home := t.TempDir(), t.TempDir(), t.TempDir()
 	dataDir := t.TempDir()
-	unit := filepath.Join(configHome, "systemd", "user", serviceName)
+	unit := filepath.Join(configHome, "systemd", "user", service.UnitName)
 	sd := newMiniSystemd(t, unit, dataDir)
 	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + configHome, "XDG_STATE_HOME=" + stateHome, "PATH=" + sd.dir + string(filepath.ListSeparator) + os.Getenv("PATH")}
 	r := runAgentEnv(t, env, "service", "install", "--", "--control-plane", c.url(), "--token-file", c.tokenFile, "--data-dir", dataDir,

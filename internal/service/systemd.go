@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"fmt"
@@ -8,18 +8,18 @@ import (
 	"time"
 )
 
-// systemdUnit renders the unit.
-func (s serviceSpec) systemdUnit() string {
+// SystemdUnit renders the systemd unit.
+func (s Spec) SystemdUnit() string {
 	var b strings.Builder
 	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	words := []string{systemdQuote(s.binary), "run"}
-	for _, a := range s.args {
+	words := []string{systemdQuote(s.Binary), "run"}
+	for _, a := range s.Args {
 		words = append(words, systemdQuote(a))
 	}
 	line("# Written by `agent service install`; `agent service uninstall` removes it.")
 	line("[Unit]")
 	line("Description=Edge agent: runs control plane tasks on this machine")
-	if s.system {
+	if s.System {
 		// A user manager cannot order itself after the system's targets.
 		line("Wants=network-online.target")
 		line("After=network-online.target")
@@ -31,17 +31,17 @@ func (s serviceSpec) systemdUnit() string {
 	line("Type=notify")
 	line("WatchdogSec=%s", systemdSeconds(watchdogTimeout))
 	line("ExecStart=%s", strings.Join(words, " "))
-	if s.system {
-		line("User=%s", systemdValue(s.account.Username))
-		if s.dataDir == filepath.Join("/var/lib", s.stateDirectory()) {
+	if s.System {
+		line("User=%s", systemdValue(s.Account.Username))
+		if s.DataDir == filepath.Join("/var/lib", s.stateDirectory()) {
 			line("StateDirectory=%s", s.stateDirectory())
 			line("StateDirectoryMode=0700")
 		}
 	}
-	line("Environment=%s", systemdValue("PATH="+s.path))
+	line("Environment=%s", systemdValue("PATH="+s.Path))
 	// Secrets (AGENT_TOKEN, API keys) live in this 0600 file, never in the
 	// unit; "-": a missing file is no error.
-	line("EnvironmentFile=%s", systemdValue("-"+s.envFile()))
+	line("EnvironmentFile=%s", systemdValue("-"+s.EnvFile()))
 	line("# Restart after a crash or a watchdog timeout, but not after exit 2:")
 	line("# a usage or config error, which a restart would only repeat.")
 	line("Restart=on-failure")
@@ -50,8 +50,8 @@ func (s serviceSpec) systemdUnit() string {
 	line("# Stopping: the drain (--drain-timeout), each running attempt's stop")
 	line("# steps (%d x --kill-grace), the outbox flush (%s), the offline heartbeat", stopSteps, stopFlush)
 	line("# (%s) and a margin of %s.", stopLastBeat, stopMargin)
-	line("TimeoutStopSec=%s", systemdSeconds(s.stop))
-	if reattachOff(s.args) {
+	line("TimeoutStopSec=%s", systemdSeconds(s.Stop))
+	if ReattachOff(s.Args) {
 		line("# SIGTERM to the agent alone: it stops its executors' process groups")
 		line("# itself, gracefully; whatever is left at the timeout gets SIGKILL.")
 		line("KillMode=mixed")
@@ -65,18 +65,18 @@ func (s serviceSpec) systemdUnit() string {
 		line("KillMode=process")
 	}
 	// Checked when the flags were read; the zero value is the defaults.
-	tasks, _ := s.limits.tasks()
-	memory, _ := s.limits.memory()
+	tasks, _ := s.Limits.Tasks()
+	memory, _ := s.Limits.Memory()
 	line("# The service and every task it runs, together: a fork bomb or a runaway")
 	line("# build meets these, not the machine (--tasks-max, --memory-max).")
 	line("TasksMax=%s", tasks)
 	line("MemoryMax=%s", memory)
-	if s.sandbox {
+	if s.Sandbox {
 		b.WriteString(s.systemdSandbox())
 	}
 	line("")
 	line("[Install]")
-	if s.system {
+	if s.System {
 		line("WantedBy=multi-user.target")
 	} else {
 		line("WantedBy=default.target")
@@ -98,10 +98,10 @@ func (s serviceSpec) systemdUnit() string {
 // no_new_privs); only a setuid-root bwrap, used where unprivileged user
 // namespaces are off, would fail. systemd-analyze security scores this
 // 2.8 for a user unit and a root system unit.
-func (s serviceSpec) systemdSandbox() string {
-	home := s.account.HomeDir
+func (s Spec) systemdSandbox() string {
+	home := s.Account.HomeDir
 	writable := []string{home}
-	for _, d := range slices.Concat([]string{s.dataDir, s.workDir}, s.repos, s.files["isolation-write"]) {
+	for _, d := range slices.Concat([]string{s.DataDir, s.WorkDir}, s.Repos, s.Files["isolation-write"]) {
 		if d != "" && !within(d, home) && !withinAny(writable, d) {
 			writable = append(writable, d)
 		}
@@ -144,15 +144,15 @@ RemoveIPC=yes
 // (PrivateTmp=yes): files there are out of the service's reach.
 var privateTmp = []string{"/tmp", "/var/tmp"}
 
-// unreachable says, a line each, which paths the service needs that its
+// Unreachable says, a line each, which paths the service needs that its
 // sandbox hides (a private /tmp), and what the unit made writable beyond
 // the home directory for it: install and print say both.
-func (s serviceSpec) unreachable() (hidden, opened []string) {
-	if !s.sandbox || s.manager != systemd {
+func (s Spec) Unreachable() (hidden, opened []string) {
+	if !s.Sandbox || s.Manager != Systemd {
 		return nil, nil
 	}
-	need := map[string][]string{"data-dir": {s.dataDir}, "work-dir": {s.workDir}, "repo": s.repos}
-	for k, v := range s.files {
+	need := map[string][]string{"data-dir": {s.DataDir}, "work-dir": {s.WorkDir}, "repo": s.Repos}
+	for k, v := range s.Files {
 		need[k] = v
 	}
 	names := make([]string, 0, len(need))
@@ -166,8 +166,8 @@ func (s serviceSpec) unreachable() (hidden, opened []string) {
 			case p == "":
 			case withinAny(privateTmp, p):
 				hidden = append(hidden, fmt.Sprintf("--%s %s: the service has a private /tmp and /var/tmp (PrivateTmp=yes) and will not see it; move it out of /tmp, or install with --no-sandbox", name, p))
-			case (name == "repo" || name == "isolation-write") && !within(p, s.account.HomeDir):
-				opened = append(opened, fmt.Sprintf("--%s %s is outside %s: the unit makes it writable (ReadWritePaths=)", name, p, s.account.HomeDir))
+			case (name == "repo" || name == "isolation-write") && !within(p, s.Account.HomeDir):
+				opened = append(opened, fmt.Sprintf("--%s %s is outside %s: the unit makes it writable (ReadWritePaths=)", name, p, s.Account.HomeDir))
 			}
 		}
 	}
@@ -250,8 +250,8 @@ func systemdWords(s string) []string {
 }
 
 // systemctl is the command line of systemctl for the target's manager.
-func (t serviceTarget) systemctl(args ...string) ctlCall {
-	if t.system {
+func (t Target) systemctl(args ...string) ctlCall {
+	if t.System {
 		return append(ctlCall{"systemctl"}, args...)
 	}
 	return append(ctlCall{"systemctl", "--user"}, args...)

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"encoding/xml"
@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// launchdPlist renders the launchd job. launchd has no environment file:
+// LaunchdPlist renders the launchd job. launchd has no environment file:
 // the token comes from --token-file, the CLIs' keys from their own login.
-func (s serviceSpec) launchdPlist() string {
+func (s Spec) LaunchdPlist() string {
 	var b strings.Builder
 	key := func(k string) { fmt.Fprintf(&b, "  <key>%s</key>\n", plistText(k)) }
 	str := func(indent, v string) { fmt.Fprintf(&b, "%s<string>%s</string>\n", indent, plistText(v)) }
@@ -21,20 +21,20 @@ func (s serviceSpec) launchdPlist() string {
 <dict>
 `)
 	key("Label")
-	str("  ", s.label())
+	str("  ", s.Label())
 	key("ProgramArguments")
 	b.WriteString("  <array>\n")
-	for _, a := range append([]string{s.binary, "run"}, s.args...) {
+	for _, a := range append([]string{s.Binary, "run"}, s.Args...) {
 		str("    ", a)
 	}
 	b.WriteString("  </array>\n")
-	if s.system && s.account.Uid != "0" {
+	if s.System && s.Account.Uid != "0" {
 		key("UserName")
-		str("  ", s.account.Username)
+		str("  ", s.Account.Username)
 	}
 	key("EnvironmentVariables")
 	b.WriteString("  <dict>\n    <key>PATH</key>\n")
-	str("    ", s.path)
+	str("    ", s.Path)
 	b.WriteString("  </dict>\n")
 	key("RunAtLoad")
 	b.WriteString("  <true/>\n")
@@ -47,21 +47,21 @@ func (s serviceSpec) launchdPlist() string {
 	str("  ", "Standard")
 	// The time from SIGTERM to SIGKILL, as TimeoutStopSec for systemd.
 	key("ExitTimeOut")
-	fmt.Fprintf(&b, "  <integer>%d</integer>\n", int(s.stop.Seconds()))
+	fmt.Fprintf(&b, "  <integer>%d</integer>\n", int(s.Stop.Seconds()))
 	// launchd's nearest to TasksMax=: RLIMIT_NPROC, which counts all the
 	// user's processes (not threads, not the job's alone) and which macOS
 	// caps at kern.maxprocperuid. It has no memory limit for a job: macOS
 	// does not enforce RLIMIT_RSS.
-	if tasks, _ := s.limits.tasks(); tasks != "infinity" {
+	if tasks, _ := s.Limits.Tasks(); tasks != "infinity" {
 		for _, k := range []string{"SoftResourceLimits", "HardResourceLimits"} {
 			key(k)
 			fmt.Fprintf(&b, "  <dict>\n    <key>NumberOfProcesses</key>\n    <integer>%s</integer>\n  </dict>\n", tasks)
 		}
 	}
 	key("StandardOutPath")
-	str("  ", s.logFile())
+	str("  ", s.LogFile())
 	key("StandardErrorPath")
-	str("  ", s.logFile())
+	str("  ", s.LogFile())
 	b.WriteString("</dict>\n</plist>\n")
 	return b.String()
 }
@@ -117,14 +117,14 @@ func plistProgramArguments(text string) ([]string, error) {
 
 // launchctl domain and service of the target: gui/UID for a user's job,
 // system for a daemon.
-func (t serviceTarget) launchdDomain() string {
-	if t.system {
+func (t Target) launchdDomain() string {
+	if t.System {
 		return "system"
 	}
-	return "gui/" + t.account.Uid
+	return "gui/" + t.Account.Uid
 }
 
-func (t serviceTarget) launchdService() string { return t.launchdDomain() + "/" + t.label() }
+func (t Target) launchdService() string { return t.launchdDomain() + "/" + t.Label() }
 
 // launchdState reads `launchctl print`: "state = running", "pid = 123".
 func launchdState(out string) (active string, pid int) {

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"bytes"
@@ -11,7 +11,8 @@ import (
 	"strings"
 )
 
-// ctlCall is one run of systemctl or launchctl: its argv.
+// ctlCall is one run of systemctl or launchctl (or journalctl, tail): its
+// argv.
 type ctlCall []string
 
 func (c ctlCall) String() string { return strings.Join(c, " ") }
@@ -23,12 +24,12 @@ type ctlStep struct {
 	mayFail bool
 }
 
-// runCtl runs call and returns its output. It is the one way the service
-// commands reach systemctl and launchctl, found on PATH (so a test can put
-// a fake one first). A failure is one line naming the command and saying
-// what the tool said.
+// runCtl runs call and returns its output. It is the one way this package
+// reaches systemctl and launchctl, found on PATH (so a test can put a fake
+// one first). A failure is one line naming the command and saying what
+// the tool said.
 //
-// Callers check canRunCtl first, before anything is written.
+// Callers check CanRunCtl first, before anything is written.
 func runCtl(ctx context.Context, call ctlCall) (string, error) {
 	cmd := exec.CommandContext(ctx, call[0], call[1:]...)
 	var out, errb bytes.Buffer
@@ -71,100 +72,123 @@ func runAttached(ctx context.Context, call ctlCall, stdout, stderr io.Writer) er
 	return nil
 }
 
-// canRunCtl refuses, before anything is written, a command that would need
-// launchctl where there is none.
-func (t serviceTarget) canRunCtl() error {
-	if t.manager == launchd && runtime.GOOS != "darwin" {
+// CanRunCtl refuses, before anything is written, a command that would
+// need launchctl where there is none.
+func (t Target) CanRunCtl() error {
+	if t.Manager == Launchd && runtime.GOOS != "darwin" {
 		return fmt.Errorf("launchd runs only on macOS; here, use --manager systemd (agent service print --manager launchd shows the plist)")
 	}
 	return nil
 }
 
+// Start starts the installed service, saying the call on w.
+func (t Target) Start(ctx context.Context, w io.Writer) error {
+	return runSteps(ctx, w, []ctlStep{{call: t.startCall()}})
+}
+
+// Stop drains the agent (SIGTERM), saying the call on w; it exits 0, so
+// neither manager restarts it.
+func (t Target) Stop(ctx context.Context, w io.Writer) error {
+	return runSteps(ctx, w, []ctlStep{{call: t.stopCall()}})
+}
+
+// Restart stops the agent, which drains (or leaves its attempts to their
+// keepers), and starts it again, saying the call on w.
+func (t Target) Restart(ctx context.Context, w io.Writer) error {
+	return runSteps(ctx, w, []ctlStep{{call: t.restartCall()}})
+}
+
+// Logs shows the service's last 100 lines of log on stdout, and with
+// follow the ones that come after, until ctx ends.
+func (t Target) Logs(ctx context.Context, follow bool, stdout, stderr io.Writer) error {
+	return runAttached(ctx, t.logsCall(follow), stdout, stderr)
+}
+
 // installSteps load and start the service once its file is written. A
 // reinstall restarts a running service so that it takes the new file.
-func (t serviceTarget) installSteps(reinstall bool) []ctlStep {
-	if t.manager == launchd {
+func (t Target) installSteps(reinstall bool) []ctlStep {
+	if t.Manager == Launchd {
 		steps := []ctlStep{}
 		if reinstall {
 			steps = append(steps, ctlStep{ctlCall{"launchctl", "bootout", t.launchdService()}, true})
 		}
 		return append(steps,
 			ctlStep{call: ctlCall{"launchctl", "enable", t.launchdService()}},
-			ctlStep{call: ctlCall{"launchctl", "bootstrap", t.launchdDomain(), t.file()}})
+			ctlStep{call: ctlCall{"launchctl", "bootstrap", t.launchdDomain(), t.File()}})
 	}
 	steps := []ctlStep{{call: t.systemctl("daemon-reload")}}
 	if reinstall {
-		steps = append(steps, ctlStep{call: t.systemctl("try-restart", t.unit())})
+		steps = append(steps, ctlStep{call: t.systemctl("try-restart", t.Unit())})
 	}
-	return append(steps, ctlStep{call: t.systemctl("enable", "--now", t.unit())})
+	return append(steps, ctlStep{call: t.systemctl("enable", "--now", t.Unit())})
 }
 
 // unloadSteps stop and unload the service before its file is removed;
 // forgetSteps run after.
-func (t serviceTarget) unloadSteps() []ctlStep {
-	if t.manager == launchd {
+func (t Target) unloadSteps() []ctlStep {
+	if t.Manager == Launchd {
 		return []ctlStep{{ctlCall{"launchctl", "bootout", t.launchdService()}, true}}
 	}
-	return []ctlStep{{call: t.systemctl("disable", "--now", t.unit())}}
+	return []ctlStep{{call: t.systemctl("disable", "--now", t.Unit())}}
 }
 
-func (t serviceTarget) forgetSteps() []ctlStep {
-	if t.manager == launchd {
+func (t Target) forgetSteps() []ctlStep {
+	if t.Manager == Launchd {
 		return nil
 	}
 	return []ctlStep{{call: t.systemctl("daemon-reload")}}
 }
 
-func (t serviceTarget) startCall() ctlCall {
-	if t.manager == launchd {
+func (t Target) startCall() ctlCall {
+	if t.Manager == Launchd {
 		return ctlCall{"launchctl", "kickstart", t.launchdService()}
 	}
-	return t.systemctl("start", t.unit())
+	return t.systemctl("start", t.Unit())
 }
 
 // restartCall stops the agent, which drains, and starts it again.
-func (t serviceTarget) restartCall() ctlCall {
-	if t.manager == launchd {
+func (t Target) restartCall() ctlCall {
+	if t.Manager == Launchd {
 		return ctlCall{"launchctl", "kickstart", "-k", t.launchdService()}
 	}
-	return t.systemctl("restart", t.unit())
+	return t.systemctl("restart", t.Unit())
 }
 
 // logsCall shows the service's last lines of log, and with follow the
 // ones that come after: the journal's (systemd), the log file's
 // (launchd).
-func (t serviceTarget) logsCall(follow bool) ctlCall {
+func (t Target) logsCall(follow bool) ctlCall {
 	var c ctlCall
-	if t.manager == launchd {
+	if t.Manager == Launchd {
 		c = ctlCall{"tail", "-n", "100"}
 	} else {
-		c = append(t.systemctl()[1:], "-u", t.unit(), "-n", "100")
+		c = append(t.systemctl()[1:], "-u", t.Unit(), "-n", "100")
 		c = append(ctlCall{"journalctl"}, c...)
 	}
 	if follow {
 		c = append(c, "-f")
 	}
-	if t.manager == launchd {
-		c = append(c, t.logFile())
+	if t.Manager == Launchd {
+		c = append(c, t.LogFile())
 	}
 	return c
 }
 
 // stopCall drains the agent (SIGTERM); it exits 0, so neither manager
 // restarts it.
-func (t serviceTarget) stopCall() ctlCall {
-	if t.manager == launchd {
+func (t Target) stopCall() ctlCall {
+	if t.Manager == Launchd {
 		return ctlCall{"launchctl", "kill", "SIGTERM", t.launchdService()}
 	}
-	return t.systemctl("stop", t.unit())
+	return t.systemctl("stop", t.Unit())
 }
 
 // showCall asks the manager for the service's state.
-func (t serviceTarget) showCall() ctlCall {
-	if t.manager == launchd {
+func (t Target) showCall() ctlCall {
+	if t.Manager == Launchd {
 		return ctlCall{"launchctl", "print", t.launchdService()}
 	}
-	return t.systemctl("show", t.unit(), "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,StatusText")
+	return t.systemctl("show", t.Unit(), "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,StatusText")
 }
 
 // runSteps runs steps in order, saying each on w; the first failure that

@@ -1,0 +1,64 @@
+package service
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// OnMachine is an installed service whose data directory the caller may
+// read.
+type OnMachine struct {
+	File    string // its unit or plist
+	Name    string // its --name, "" for the agent
+	DataDir string
+}
+
+// ServicesOnMachine lists the services Install wrote that run for the
+// caller, whose user service caller is (its Account the caller): its user
+// units (launch agents), and the system's units that run as it, or, for
+// root, all of them. The unnamed agent comes first, a user unit before a
+// system one. Those that name no data directory are left out.
+func ServicesOnMachine(caller Target) []OnMachine {
+	me, t := caller.Account, caller
+	var out []OnMachine
+	for _, system := range []bool{false, true} {
+		if system && t.Manager == Launchd && me.Uid != "0" {
+			continue // a LaunchDaemon runs as root unless its UserName says
+		}
+		t.System = system
+		// The unnamed one and the named ones: agent.service and
+		// agent-*.service; dev.edgeagent.agent.plist and
+		// dev.edgeagent.agent.*.plist.
+		t.Name = ""
+		names := map[string]string{t.File(): ""}
+		files := []string{t.File()}
+		t.Name = "*"
+		named, _ := filepath.Glob(t.File())
+		slices.Sort(named)
+		for _, file := range named {
+			names[file] = serviceFileName(t, file)
+		}
+		for _, file := range append(files, named...) {
+			inst, err := ReadServiceFile(t.Manager, file)
+			if err != nil || inst.DataDir == "" {
+				continue
+			}
+			if system && t.Manager == Systemd && me.Uid != "0" && inst.User != me.Username {
+				continue
+			}
+			out = append(out, OnMachine{File: file, Name: names[file], DataDir: inst.DataDir})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b OnMachine) int {
+		return strings.Compare(a.Name, b.Name) // stable: a user's before the system's
+	})
+	return out
+}
+
+// serviceFileName is the --name in a service file's name that File()
+// made with the name "*".
+func serviceFileName(t Target, file string) string {
+	prefix, suffix, _ := strings.Cut(filepath.Base(t.File()), "*")
+	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(file), prefix), suffix)
+}

@@ -1,0 +1,134 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	iofs "io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// answer makes the fake print text on each call.
+func (f *fakeCtl) answer(t *testing.T, name, text string) {
+	t.Helper()
+	answer := filepath.Join(f.dir, "answer")
+	writeFile(t, answer, text)
+	script := "#!/bin/sh\necho \"$*\" >> '" + f.calls + "'\n" +
+		"[ -f '" + f.fail + "' ] && cat '" + f.fail + "' >&2 && exit 1\ncat '" + answer + "'\nexit 0\n"
+	must(t, os.WriteFile(filepath.Join(f.dir, name), []byte(script), 0o700))
+}
+
+// The manager's view of the service is read from systemctl show; a
+// manager that cannot be asked is an error naming the call and what it
+// said, in one line.
+func TestState(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	tg := testTarget(t, Systemd, false)
+	tg.Name = "b"
+	ctl.answer(t, "systemctl", "LoadState=loaded\nActiveState=active\nSubState=running\nMainPID=4242\nNRestarts=2\nStatusText=running 1 task\n")
+	st, err := tg.State(context.Background())
+	if err != nil || st != (State{Active: "active (running)", PID: 4242, Status: "running 1 task", Restarts: "2"}) || !st.Running() {
+		t.Errorf("State = %+v %v (running %v)", st, err, st.Running())
+	}
+	if got, want := ctl.took(t), "--user show agent-b.service --property=LoadState,ActiveState,SubState,MainPID,NRestarts,StatusText\n"; got != want {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	ctl.answer(t, "systemctl", "ActiveState=failed\nSubState=failed\nMainPID=0\n")
+	if st, err := tg.State(context.Background()); err != nil || st.Active != "failed (failed)" || st.Running() {
+		t.Errorf("State of a failed unit = %+v %v", st, err)
+	}
+	writeFile(t, ctl.fail, "Failed to connect to bus:\nNo medium found\n")
+	if _, err := tg.State(context.Background()); err == nil || !strings.HasSuffix(err.Error(), "--property=LoadState,ActiveState,SubState,MainPID,NRestarts,StatusText: Failed to connect to bus: No medium found") {
+		t.Errorf("State without a manager: %v", err)
+	}
+}
+
+// start, stop, restart and logs are one call each of the manager (the
+// journal, the log file); a tool not on PATH is said so.
+func TestControlCalls(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	journal := newFakeCtl(t, "journalctl")
+	ctx := context.Background()
+	for _, system := range []bool{false, true} {
+		tg := testTarget(t, Systemd, system)
+		user := map[bool]string{false: "--user "}[system]
+		var out bytes.Buffer
+		must(t, tg.Start(ctx, &out))
+		must(t, tg.Stop(ctx, &out))
+		must(t, tg.Restart(ctx, &out))
+		if got, want := ctl.took(t), user+"start agent.service\n"+user+"stop agent.service\n"+user+"restart agent.service\n"; got != want {
+			t.Errorf("system %v: calls\n%s\nwant\n%s", system, got, want)
+		}
+		if !strings.HasPrefix(out.String(), "running: systemctl "+user+"start agent.service\n") {
+			t.Errorf("the calls are not said: %q", out.String())
+		}
+		must(t, tg.Logs(ctx, true, &out, &out))
+		must(t, tg.Logs(ctx, false, &out, &out))
+		if got, want := journal.took(t), user+"-u agent.service -n 100 -f\n"+user+"-u agent.service -n 100\n"; got != want {
+			t.Errorf("system %v: journalctl calls\n%s\nwant\n%s", system, got, want)
+		}
+		if want := "agent service logs" + map[bool]string{true: " --system"}[system] + " (journalctl " + user + "-u agent.service -n 100 -f)"; tg.LogsHint() != want {
+			t.Errorf("LogsHint %q, want %q", tg.LogsHint(), want)
+		}
+	}
+	t.Setenv("PATH", t.TempDir())
+	tg := testTarget(t, Systemd, false)
+	if err := tg.Start(ctx, &bytes.Buffer{}); err == nil || err.Error() != "systemctl --user start agent.service: systemctl is not on PATH; is system this system's service manager? (--no-start prints the commands instead)" {
+		t.Errorf("systemctl not on PATH: %v", err)
+	}
+	launchd := testTarget(t, Launchd, false)
+	if err := launchd.CanRunCtl(); (err == nil) != (runtime.GOOS == "darwin") {
+		t.Errorf("CanRunCtl for launchd on %s: %v", runtime.GOOS, err)
+	}
+	if got, want := launchd.logsCall(true).String(), "tail -n 100 -f "+launchd.LogFile(); got != want {
+		t.Errorf("launchd logs: %q, want %q", got, want)
+	}
+}
+
+// The services on this machine are the caller's user units and the
+// system's units that run as it (all of them, for root), named ones after
+// the unnamed; units install did not write are not among them.
+func TestServicesOnMachine(t *testing.T) {
+	me, err := user.Current()
+	must(t, err)
+	dir := t.TempDir()
+	defer func(d string) { SystemUnitDir = d }(SystemUnitDir)
+	SystemUnitDir = dir
+	caller := testTarget(t, Systemd, false)
+	unit := func(file, runAs, data string) {
+		writeFile(t, file, "[Service]\nExecStart=/usr/local/bin/agent run --control-plane https://x --data-dir "+data+"\nUser="+runAs+"\n")
+	}
+	unit(filepath.Join(dir, "agent.service"), "someone-else-entirely", "/var/lib/agent")
+	unit(filepath.Join(dir, "agent-mine.service"), me.Username, "/srv/mine")
+	unit(filepath.Join(dir, "other.service"), me.Username, "/srv/other") // not one install wrote
+	userUnits := filepath.Join(caller.ConfigHome, "systemd", "user")
+	unit(filepath.Join(userUnits, "agent-b.service"), "", "/home/b")
+	unit(filepath.Join(userUnits, "agent.service"), "", "/home/a")
+	writeFile(t, filepath.Join(userUnits, "agent-none.service"), "[Service]\nExecStart=/usr/local/bin/agent run\n")
+
+	want := []OnMachine{
+		{filepath.Join(userUnits, "agent.service"), "", "/home/a"},
+		{filepath.Join(userUnits, "agent-b.service"), "b", "/home/b"},
+		{filepath.Join(dir, "agent-mine.service"), "mine", "/srv/mine"},
+	}
+	if me.Uid == "0" {
+		want = []OnMachine{want[0], {filepath.Join(dir, "agent.service"), "", "/var/lib/agent"}, want[1], want[2]}
+	}
+	got := ServicesOnMachine(caller)
+	if len(got) != len(want) {
+		t.Fatalf("services on this machine for %s\n got %+v\nwant %+v", me.Username, got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("service %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if _, err := ReadInstalled(testTarget(t, Systemd, false)); !errors.Is(err, iofs.ErrNotExist) {
+		t.Errorf("ReadInstalled of nothing: %v, want ErrNotExist", err)
+	}
+}
