@@ -78,7 +78,5 @@ const fromDefault = originKind(settings.FromDefault)
 // filePath is settings.FilePath.
 func filePath(p, dir string) string { return settings.FilePath(p, dir) }
 
-// byteSize and parseSize are settings.ByteSize and settings.ParseSize.
+// byteSize is settings.ByteSize.
 type byteSize = settings.ByteSize
-
-func parseSize(s string) (byteSize, error) { return settings.ParseSize(s) }
