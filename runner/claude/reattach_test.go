@@ -191,3 +191,46 @@ func TestQuestionsOutliveTheAgent(t *testing.T) {
 		})
 	}
 }
+
+// An attempt that is not confined has an ask directory of the agent's
+// own making: it outlives the agent that made it, and the agent that ends
+// the attempt removes it.
+func TestAnAskDirectoryOfItsOwnOutlivesTheAgent(t *testing.T) {
+	spool := t.TempDir()
+	spec := runner.AttemptSpec{Ask: (&waitingAsker{}).ask, Spool: &runner.Spool{Dir: spool}}
+	s1, err := newAskServer(context.Background(), spec, runner.ApprovalAsk, []string{"/bin/agent", "claude-approval-mcp"}, nil, "/work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.start(func(runner.Event) {})
+	s1.detach()
+	if _, err := os.Stat(filepath.Join(s1.dir, askToken)); err != nil {
+		t.Fatalf("the token is gone with the agent: %v", err)
+	}
+	s2, err := reopenAskServer(context.Background(), spec, runner.ApprovalAsk, "/work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.dir != s1.dir || s2.token != s1.token {
+		t.Fatalf("the next life serves %s, want %s with the same token", s2.dir, s1.dir)
+	}
+	s2.start(func(runner.Event) {})
+	s2.close()
+	if _, err := os.Stat(s1.dir); !os.IsNotExist(err) {
+		t.Errorf("the ask directory is left after the attempt: %v", err)
+	}
+	// A spool without the record, or with one that is not the agent's,
+	// is a clear error, not a socket served somewhere else.
+	for _, body := range []string{"", "{}", `{"dir":"/tmp","token":"short"}`} {
+		other := t.TempDir()
+		if body != "" {
+			if err := os.WriteFile(filepath.Join(other, askSaved), []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := reopenAskServer(context.Background(), runner.AttemptSpec{Spool: &runner.Spool{Dir: other}}, runner.ApprovalAsk, "/work")
+		if err == nil || !strings.HasPrefix(err.Error(), "claude approvals: ") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("spool record %q: %v, want a one-line error", body, err)
+		}
+	}
+}
