@@ -111,9 +111,6 @@ type mcpServerState struct {
 	dir   string
 	token string
 	ended <-chan struct{} // stdin ended: Claude Code is gone
-	// retryMax bounds the wait between asks of a question the agent was
-	// not there to answer; 0: askRetryMax.
-	retryMax time.Duration
 }
 
 // askRetryMax is the longest wait between asks of a question while the
@@ -177,10 +174,7 @@ func (m *mcpServerState) call(id, params json.RawMessage) {
 
 // relay asks q until an agent answers it (see ServeMCP).
 func (m *mcpServerState) relay(q askQuestion) (askAnswer, error) {
-	wait, most := 100*time.Millisecond, m.retryMax
-	if most <= 0 {
-		most = askRetryMax
-	}
+	wait := 100 * time.Millisecond
 	for {
 		ans, err := m.ask(q)
 		if !errors.Is(err, errAgentGone) {
@@ -197,7 +191,7 @@ func (m *mcpServerState) relay(q askQuestion) (askAnswer, error) {
 			return askAnswer{}, err
 		case <-t.C:
 		}
-		wait = min(2*wait, most)
+		wait = min(2*wait, askRetryMax)
 	}
 }
 
