@@ -19,8 +19,11 @@ Claude Code calls (--permission-prompt-tool) for each tool call its
 permissions would have denied, when agent run has --executor claude and an
 --approval other than never. It relays the call to the agent through the
 attempt's directory DIR (a Unix socket and a token the agent put there), and
-gives Claude Code the agent's answer. The agent writes the --mcp-config that
-starts it; it is not meant to be run by hand.`,
+gives Claude Code the agent's answer. A question the agent was not there to
+answer (stopped or killed while the attempt goes on) is asked again until
+the agent's next start serves the socket again; once the agent has removed
+the token (the attempt ended), it is declined. The agent writes the
+--mcp-config that starts it; it is not meant to be run by hand.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {

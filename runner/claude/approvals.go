@@ -14,9 +14,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeagent/agent/runner"
@@ -42,11 +44,23 @@ import (
 // decision is only ever the MCP server's to relay to Claude Code, inside
 // the same confinement the task already has.
 
-// Names of what the attempt's ask directory holds, and of the MCP
-// server and tool as Claude Code knows them.
+// An attempt that outlives the agent (runner.Reattacher) keeps its ask
+// directory, token and MCP server: the agent leaves, with the attempt's
+// spool (out of every task's reach), where the directory is and the
+// token, and the agent that takes the attempt up serves the socket again
+// there with the same token. The MCP server, meanwhile, holds each
+// question it could not get an answer to and asks it again until an
+// agent answers (see ServeMCP): a question is never declined because the
+// agent went away, and one asked again has the same id (its
+// tool_use_id), so that the runner shows it once, with its first
+// deadline.
+
+// Names of what the attempt's ask directory holds, of what its spool
+// keeps of it, and of the MCP server and tool as Claude Code knows them.
 const (
 	askSocket    = "ask.sock"
 	askToken     = "ask.token"
+	askSaved     = "claude-ask.json"
 	mcpConfig    = "mcp.json"
 	mcpServer    = "edgeagent"
 	mcpTool      = "approve"
@@ -95,6 +109,19 @@ type askServer struct {
 	closeCtx context.CancelFunc
 	ctx      context.Context
 	closing  sync.Once
+	// detached: the agent leaves the attempt to its next life; a question
+	// waiting is left unanswered, for the MCP server to ask again.
+	detached atomic.Bool
+	spooled  bool // the attempt can outlive the agent
+}
+
+// savedAsk is what an attempt's spool keeps of its ask server: where its
+// directory is, the token, and whether the directory is the server's own
+// to remove (not the attempt's temporary directory).
+type savedAsk struct {
+	Dir   string `json:"dir"`
+	Token string `json:"token"`
+	Own   bool   `json:"own,omitempty"`
 }
 
 // newAskServer makes the attempt's ask directory (its own temporary
@@ -123,6 +150,14 @@ func newAskServer(ctx context.Context, spec runner.AttemptSpec, policy runner.Ap
 	if err := os.WriteFile(filepath.Join(s.dir, askToken), []byte(s.token), 0o600); err != nil {
 		return fail(err)
 	}
+	if spec.Spool != nil {
+		// Kept with the spool, for the agent that takes the attempt up:
+		// not in the ask directory, which the task may write.
+		saved, _ := json.Marshal(savedAsk{Dir: s.dir, Token: s.token, Own: spec.TempDir == ""})
+		if err := writePrivate(filepath.Join(spec.Spool.Dir, askSaved), saved); err != nil {
+			return fail(err)
+		}
+	}
 	ln, err := listenIn(s.dir, askSocket)
 	if err != nil {
 		return fail(err)
@@ -137,7 +172,55 @@ func newAskServer(ctx context.Context, spec runner.AttemptSpec, policy runner.Ap
 		return fail(err)
 	}
 	s.ctx, s.closeCtx = context.WithCancel(ctx)
+	s.spooled = spec.Spool != nil
 	return s, nil
+}
+
+// reopenAskServer serves an attempt taken up again (spec.Reattach) where
+// its first life did, with the same token, as its spool says: the MCP
+// server Claude Code started then asks here what it could not ask then.
+func reopenAskServer(ctx context.Context, spec runner.AttemptSpec, policy runner.ApprovalPolicy, workDir string) (*askServer, error) {
+	if spec.Spool == nil {
+		return nil, errors.New("claude approvals: an attempt taken up again without its spool")
+	}
+	raw, err := os.ReadFile(filepath.Join(spec.Spool.Dir, askSaved))
+	if err != nil {
+		return nil, fmt.Errorf("claude approvals: where the attempt asks: %w", err)
+	}
+	var saved savedAsk
+	if err := json.Unmarshal(raw, &saved); err != nil || saved.Dir == "" || len(saved.Token) != 64 {
+		return nil, fmt.Errorf("claude approvals: %s in the attempt's spool cannot be read", askSaved)
+	}
+	s := &askServer{dir: saved.Dir, token: saved.Token, policy: policy, ask: spec.Ask, timeout: spec.ApprovalTimeout, workDir: workDir,
+		asked: map[string]bool{}, ids: map[string]bool{}, cleanup: func() {}}
+	if saved.Own {
+		s.cleanup = func() { os.RemoveAll(saved.Dir) }
+	}
+	// A socket left by a life that was killed is in the way; so is
+	// whatever the task put there meanwhile (Remove does not follow a
+	// link).
+	if err := os.Remove(filepath.Join(s.dir, askSocket)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("claude approvals: %w", err)
+	}
+	if s.ln, err = listenIn(s.dir, askSocket); err != nil {
+		return nil, fmt.Errorf("claude approvals: %w", err)
+	}
+	s.ctx, s.closeCtx = context.WithCancel(ctx)
+	s.spooled = spec.Spool != nil
+	return s, nil
+}
+
+// writePrivate writes a file only its owner may read, replacing none.
+func writePrivate(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // start serves questions, saying what it does with out. A connection made
@@ -204,6 +287,40 @@ func (s *askServer) close() {
 	})
 }
 
+// detach stops serving for an attempt that goes on without the agent: a
+// question still waiting is left unanswered (the MCP server asks it
+// again of the agent's next life), and the directory and token stay.
+func (s *askServer) detach() {
+	s.closing.Do(func() {
+		s.detached.Store(true)
+		s.closeCtx()
+		s.ln.Close()
+		s.done.Wait()
+	})
+}
+
+// answeredIDs are the tool calls answered here, for a checkpoint.
+func (s *askServer) answeredIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.asked))
+	for id := range s.asked {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// restoreAnswered takes up the tool calls a checkpoint says were
+// answered here.
+func (s *askServer) restoreAnswered(ids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		s.asked[id] = true
+	}
+}
+
 // answered reports whether the tool call was answered here (its decline,
 // if it was one, is recorded already).
 func (s *askServer) answered(toolUseID string) bool {
@@ -239,6 +356,11 @@ func (s *askServer) handle(c net.Conn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	ans := s.decide(q)
+	if s.detached.Load() || s.spooled && errors.Is(context.Cause(s.ctx), runner.ErrDetach) {
+		// Left unanswered: what ended the wait is the agent going, not a
+		// person or the policy.
+		return
+	}
 	b, _ := json.Marshal(ans)
 	_ = c.SetWriteDeadline(time.Now().Add(askReadTimeout))
 	_, _ = c.Write(append(b, '\n'))

@@ -204,13 +204,13 @@ func endpoints(env []string) []egress.Rule {
 	return out
 }
 
-// Reattaches implements runner.Reattacher: an attempt outlives the agent
-// when Claude Code asks nobody (approval never). Its prompt is all it
-// reads, written by the keeper; its stream-json output is spooled and
-// read again from the last checkpoint. The permission prompt tool is
-// served by the agent itself, so an attempt that may ask stays with the
-// agent that started it.
-func (c *Claude) Reattaches() bool { return c.cfg.Approval == runner.ApprovalNever }
+// Reattaches implements runner.Reattacher: an attempt outlives the agent.
+// Its prompt is all it reads, written by the keeper; its stream-json
+// output is spooled and read again from the last checkpoint. With an
+// approval policy that may ask, the permission prompt tool's MCP server
+// (a child of Claude Code's, under the same keeper) outlives the agent
+// too, and the agent's next life serves its socket again (approvals.go).
+func (c *Claude) Reattaches() bool { return true }
 
 // claudeState is where a spooled attempt is, as its checkpoints say: how
 // far its stdout and stderr are reported (offsets in the spool), and what
@@ -228,6 +228,9 @@ type claudeState struct {
 	Messages    map[string]state.Usage `json:"messages,omitempty"`
 	Tokens      state.Usage            `json:"tokens"`
 	Turn        runner.TurnEnd         `json:"turn,omitempty"`
+	// Answered are the tool calls the agent answered (a denial of which
+	// the result line must not report again).
+	Answered []string `json:"answered,omitempty"`
 }
 
 // savedTool is a claudeTool as a checkpoint holds it.
@@ -247,6 +250,9 @@ func (s *claudeSession) save(stdout, stderr int64) claudeState {
 			st.Tools[id] = savedTool{Name: t.name, Input: t.input}
 		}
 	}
+	if s.ask != nil {
+		st.Answered = s.ask.answeredIDs()
+	}
 	return st
 }
 
@@ -257,6 +263,9 @@ func (s *claudeSession) restore(st claudeState) {
 	s.messages = st.Messages
 	for id, t := range st.Tools {
 		s.tools[id] = claudeTool{name: t.Name, input: t.Input}
+	}
+	if s.ask != nil {
+		s.ask.restoreAnswered(st.Answered)
 	}
 }
 
@@ -279,11 +288,33 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 		ask *askServer
 		st  claudeState // where reading starts: the last checkpoint's, or the start
 	)
+	askWorkDir := dir
+	if askWorkDir == "" {
+		askWorkDir, _ = os.Getwd()
+	}
+	// The ask server closes with the attempt, or is left to the agent's
+	// next life with it.
+	detached := false
+	defer func() {
+		switch {
+		case ask == nil:
+		case detached:
+			ask.detach()
+		default:
+			ask.close()
+		}
+	}()
 	if re := spec.Reattach; re != nil {
 		p = re.Process
 		if re.State != nil {
 			if err := json.Unmarshal(re.State, &st); err != nil {
 				return runner.Exit{StartErr: fmt.Errorf("the attempt's checkpoint: %w", err), ExitCode: -1}
+			}
+		}
+		if c.cfg.Approval != runner.ApprovalNever {
+			var err error
+			if ask, err = reopenAskServer(ctx, spec, c.cfg.Approval, askWorkDir); err != nil {
+				return runner.Exit{StartErr: err, ExitCode: -1}
 			}
 		}
 		p.ReadFrom(st.Stdout, st.Stderr)
@@ -297,15 +328,10 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 			prompt = spec.Resume.Prompt
 		}
 		if c.cfg.Approval != runner.ApprovalNever {
-			workDir := dir
-			if workDir == "" {
-				workDir, _ = os.Getwd()
-			}
-			ask, err = newAskServer(ctx, spec, c.cfg.Approval, c.cfg.PromptTool, c.cfg.PromptEnv, workDir)
+			ask, err = newAskServer(ctx, spec, c.cfg.Approval, c.cfg.PromptTool, c.cfg.PromptEnv, askWorkDir)
 			if err != nil {
 				return runner.Exit{StartErr: err, ExitCode: -1}
 			}
-			defer ask.close()
 		}
 		ps := proc.Spec{Name: c.cfg.Bin, Path: path, Args: c.args(spec, ask), Dir: dir,
 			Env: env, Mark: spec.ProcessMark(), Stdin: strings.NewReader(prompt), Grace: c.cfg.Grace,
@@ -417,6 +443,12 @@ func (c *Claude) Run(ctx context.Context, spec runner.AttemptSpec, emit func(run
 				for range lines {
 				}
 				<-stderrDone
+				if ask != nil {
+					// Before the checkpoint: it says which questions
+					// were answered, and none is after this.
+					ask.detach()
+				}
+				detached = true
 				checkpoint()
 				return runner.Exit{Detached: true}
 			}

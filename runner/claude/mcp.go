@@ -25,15 +25,25 @@ import (
 // Claude Code 2.1.330 first sends server/discover (answered: no such
 // method), then initialize, notifications/initialized, tools/list and
 // tools/call.
+//
+// A question the agent does not answer because it is not there (no
+// socket, or the connection ends before the answer: the agent stopped or
+// was killed; the attempt goes on under its keeper) is asked again, every
+// few seconds at most, until an agent answers it: the agent's next life
+// serves the socket again with the same token. Only when the token is no
+// longer there (the agent that closed the socket ended the attempt) or
+// stdin ends is it declined.
 func ServeMCP(stdin io.Reader, stdout io.Writer, dir string) error {
 	token, err := os.ReadFile(filepath.Join(dir, askToken))
 	if err != nil {
 		return fmt.Errorf("claude approval server: %w", err)
 	}
-	m := &mcpServerState{out: stdout, dir: dir, token: string(token)}
+	ended := make(chan struct{})
+	m := &mcpServerState{out: stdout, dir: dir, token: string(token), ended: ended}
 	r := bufio.NewReaderSize(stdin, 64<<10)
 	var calls sync.WaitGroup
 	defer calls.Wait()
+	defer close(ended)
 	for {
 		line, err := readLine(r, maxAskLine)
 		if errors.Is(err, io.EOF) {
@@ -100,7 +110,16 @@ type mcpServerState struct {
 	out   io.Writer
 	dir   string
 	token string
+	ended <-chan struct{} // stdin ended: Claude Code is gone
 }
+
+// askRetryMax is the longest wait between asks of a question while the
+// agent is away: the agent's next life hears it this soon after it
+// serves the socket.
+const askRetryMax = 2 * time.Second
+
+// errAgentGone is a question the agent was not there to answer.
+var errAgentGone = errors.New("the agent is not there")
 
 func (m *mcpServerState) reply(id json.RawMessage, result any, e *rpcError) {
 	msg := map[string]any{"jsonrpc": "2.0", "id": id}
@@ -140,7 +159,7 @@ func (m *mcpServerState) call(id, params json.RawMessage) {
 		input = json.RawMessage("{}")
 	}
 	decision := map[string]any{"behavior": "deny", "message": "The agent could not be asked; the call is declined."}
-	ans, err := m.ask(askQuestion{Token: m.token, ToolName: p.Arguments.ToolName, Input: input, ToolUseID: p.Arguments.ToolUseID})
+	ans, err := m.relay(askQuestion{Token: m.token, ToolName: p.Arguments.ToolName, Input: input, ToolUseID: p.Arguments.ToolUseID})
 	switch {
 	case err != nil:
 		decision["message"] = "The agent could not be asked (" + err.Error() + "); the call is declined."
@@ -153,12 +172,36 @@ func (m *mcpServerState) call(id, params json.RawMessage) {
 	m.reply(id, map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}, nil)
 }
 
+// relay asks q until an agent answers it (see ServeMCP).
+func (m *mcpServerState) relay(q askQuestion) (askAnswer, error) {
+	wait := 100 * time.Millisecond
+	for {
+		ans, err := m.ask(q)
+		if !errors.Is(err, errAgentGone) {
+			return ans, err
+		}
+		// The token gone is the attempt over: nobody will answer.
+		if t, rerr := os.ReadFile(filepath.Join(m.dir, askToken)); rerr != nil || string(t) != m.token {
+			return askAnswer{}, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-m.ended:
+			t.Stop()
+			return askAnswer{}, err
+		case <-t.C:
+		}
+		wait = min(2*wait, askRetryMax)
+	}
+}
+
 // ask puts one question to the agent over the socket and waits for its
-// answer, as long as the agent takes.
+// answer, as long as the agent takes. The agent not there, or gone before
+// it answered, is errAgentGone.
 func (m *mcpServerState) ask(q askQuestion) (askAnswer, error) {
 	c, err := dialIn(m.dir, askSocket)
 	if err != nil {
-		return askAnswer{}, err
+		return askAnswer{}, fmt.Errorf("%w: %w", errAgentGone, err)
 	}
 	defer c.Close()
 	b, err := json.Marshal(q)
@@ -167,11 +210,11 @@ func (m *mcpServerState) ask(q askQuestion) (askAnswer, error) {
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(askReadTimeout))
 	if _, err := c.Write(append(b, '\n')); err != nil {
-		return askAnswer{}, err
+		return askAnswer{}, fmt.Errorf("%w: %w", errAgentGone, err)
 	}
 	line, err := readLine(bufio.NewReader(c), 64<<10)
 	if err != nil {
-		return askAnswer{}, fmt.Errorf("no answer: %w", err)
+		return askAnswer{}, fmt.Errorf("%w: no answer: %w", errAgentGone, err)
 	}
 	var a askAnswer
 	if err := json.Unmarshal(line, &a); err != nil {
