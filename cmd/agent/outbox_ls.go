@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/spf13/cobra"
 )
@@ -78,11 +79,4 @@ attempts and last error. Sent records stay listed until compaction.`,
 }
 
 // truncateMiddle shortens s to n characters, keeping both ends.
-func truncateMiddle(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	half := (n - 1) / 2
-	return string(r[:half]) + "…" + string(r[len(r)-(n-1-half):])
-}
+func truncateMiddle(s string, n int) string { return taskview.TruncateMiddle(s, n) }

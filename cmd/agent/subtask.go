@@ -16,6 +16,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -253,7 +254,7 @@ func endedOf(ids []string, done map[string]*state.Task) int {
 // phase and title, its result, and its compact attempt timeline.
 func printSubtaskEnd(w io.Writer, t *state.Task) {
 	p := newPalette(w)
-	phase := p.phase(t.Phase)
+	phase := p.Phase(t.Phase)
 	if t.PhaseReason != "" && t.Phase != state.PhaseCompleted {
 		phase += " (" + visible(t.PhaseReason) + ")"
 	}
@@ -261,7 +262,7 @@ func printSubtaskEnd(w io.Writer, t *state.Task) {
 	if t.Result != nil && t.Result.Summary != "" {
 		fmt.Fprintf(w, "  result: %s\n", visible(t.Result.Summary))
 	}
-	printTimeline(w, t, "  ")
+	taskview.PrintTimeline(w, p, t, time.Now(), "  ")
 }
 
 func newSubtaskLsCmd() *cobra.Command {
@@ -300,7 +301,7 @@ func printSubtasks(w io.Writer, kids []*state.Task) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPHASE\tTITLE")
 	for _, k := range kids {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", visible(k.ID), p.phase(k.Phase), visible(k.Title))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", visible(k.ID), p.Phase(k.Phase), visible(k.Title))
 	}
 	tw.Flush()
 }
@@ -349,7 +350,7 @@ func subtaskTree(ctx context.Context, w io.Writer, t *state.Task, get func(ctx c
 			fmt.Fprintf(w, "  %s\n", visible(id))
 			continue
 		}
-		fmt.Fprintf(w, "  %s  %s  %s\n", visible(k.ID), p.phase(k.Phase), visible(k.Title))
+		fmt.Fprintf(w, "  %s  %s  %s\n", visible(k.ID), p.Phase(k.Phase), visible(k.Title))
 	}
 }
 
