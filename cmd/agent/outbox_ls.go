@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/spf13/cobra"
 )
@@ -77,6 +76,3 @@ attempts and last error. Sent records stay listed until compaction.`,
 	fl.BoolVar(&asJSON, "json", false, "print a JSON array (see docs/commands.md: JSON output)")
 	return cmd
 }
-
-// truncateMiddle shortens s to n characters, keeping both ends.
-func truncateMiddle(s string, n int) string { return taskview.TruncateMiddle(s, n) }

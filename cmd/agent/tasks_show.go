@@ -44,7 +44,7 @@ func newTasksShowCmd() *cobra.Command {
 			}
 			taskview.Show(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), newHint(&src.cp), t, now)
 			// Subtasks: the task's parent and subtasks.
-			subtaskTree(cmd.Context(), cmd.OutOrStdout(), t, s.Task)
+			taskview.SubtaskTree(cmd.Context(), cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), t, s.Task)
 			return nil
 		},
 	}

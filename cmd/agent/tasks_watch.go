@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -139,36 +137,14 @@ func doneWatching(tasks []*state.Task, err error, untilDone bool, left *int) boo
 	return untilDone && *left == 0
 }
 
-// Terminal control sequences of the live view.
-const (
-	ansiAltScreen  = "\x1b[?1049h" // the alternate screen: what was on the terminal comes back at the end
-	ansiMainScreen = "\x1b[?1049l"
-	ansiHideCursor = "\x1b[?25l"
-	ansiShowCursor = "\x1b[?25h"
-	ansiHome       = "\x1b[H"
-	ansiClearLine  = "\x1b[K" // to the end of the line
-	ansiClearBelow = "\x1b[J"
-)
-
 // watchScreen redraws the board in place on a terminal, on the alternate
 // screen, until ctx ends or the person presses q (or Ctrl-C). The terminal
-// is given back as it was, whatever ends the watch.
+// is given back as it was, whatever ends the watch; when --until-done
+// ended it, the last board stays on it.
 func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *os.File, recent int, h hint, untilDone bool, left *int) error {
-	ctx, quit := context.WithCancel(ctx)
-	defer quit()
-	fmt.Fprint(out, ansiAltScreen+ansiHideCursor)
-	final := "" // the board when --until-done ended the watch: it stays on the terminal
-	defer func() { fmt.Fprint(out, ansiMainScreen+ansiShowCursor+final) }()
-	if isTerminal(os.Stdin) {
-		if restore, err := keyMode(os.Stdin); err == nil {
-			var keys sync.WaitGroup
-			keys.Go(func() { readKeys(ctx, os.Stdin, quit) })
-			defer restore()
-			defer keys.Wait() // before the terminal is put back
-			defer quit()
-		}
-	}
-	prev, problem := "", ""
+	screen, ctx := taskview.OpenScreen(ctx, out, os.Stdin)
+	defer screen.Close()
+	problem := ""
 	seen := newWatchList(s)
 	return follow(ctx, wake, func() (bool, error) {
 		tasks, err := seen.tasks(ctx)
@@ -180,42 +156,20 @@ func watchScreen(ctx context.Context, s taskSource, wake <-chan struct{}, out *o
 		default:
 			problem = ""
 		}
-		if tasks == nil && problem != "" && prev != "" {
+		if tasks == nil && problem != "" && screen.Drawn() {
 			return false, nil // keep what was shown; the header will say why it is old
 		}
-		width, height := termSize(out)
+		width, height := screen.Size()
 		b := taskview.NewBoard(tasks, recent)
 		b.QueueKnown = s.KnowsQueue()
 		lines := b.Render(s.String(), problem, newPalette(out), h, time.Now(), width, height)
-		frame := strings.Join(lines, ansiClearLine+"\n") + ansiClearLine
-		if frame != prev {
-			prev = frame
-			fmt.Fprint(out, ansiHome+frame+ansiClearBelow)
-		}
+		screen.Draw(lines)
 		done := doneWatching(tasks, err, untilDone, left)
 		if done {
-			final = strings.Join(lines, "\n") + "\n"
+			screen.Keep(lines)
 		}
 		return done, nil
 	})
-}
-
-// readKeys ends the watch (quit) when q, Q or Ctrl-C is read, and returns
-// when ctx ends: the terminal's reads return every tenth of a second.
-func readKeys(ctx context.Context, in *os.File, quit func()) {
-	buf := make([]byte, 16)
-	for ctx.Err() == nil {
-		n, err := in.Read(buf)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return
-		}
-		for _, b := range buf[:n] {
-			if b == 'q' || b == 'Q' || b == 3 {
-				quit()
-				return
-			}
-		}
-	}
 }
 
 // watchList is what each round of a watch shows. From a data directory,

@@ -6,8 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/edgeagent/agent/state"
 )
+
+// TestMain checks that no goroutine outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // sgr matches the colour and bold sequences a view writes.
 var sgr = regexp.MustCompile("\x1b\\[[0-9;]*m")
