@@ -16,7 +16,8 @@ import (
 // The views: what a page shows of a task, an attempt, an event, an
 // approval and an agent, derived here once for the pages and the live
 // stream alike. The words are the terminal's (state.ProgressCard,
-// state.Compact, state.ChangesLines).
+// state.Compact, state.ChangesLines), and so are the phase groups that
+// colour a card (taskview.GroupOf).
 
 // card is a task's live progress card.
 type card struct {

@@ -73,7 +73,7 @@ func (b Board) Render(where, problem string, p Palette, h Hint, now time.Time, w
 	// broken between words with the shell's "\", when it does not fit.
 	addCommand := func(head, command string) {
 		hinted = true
-		lines = append(lines, WrapCommand(head, command, "      ", width)...)
+		lines = append(lines, wrapCommand(head, command, "      ", width)...)
 	}
 	add("%sagent tasks watch%s  ·  %s  ·  %s  ·  q to quit", ansiBold, ansiOff, Visible(where), now.Format(time.TimeOnly))
 	if b.QueueKnown {
@@ -130,7 +130,7 @@ func (b Board) Render(where, problem string, p Palette, h Hint, now time.Time, w
 					after = "  ·  after " + Visible(state.Ellipsize(e.Error(), 60))
 				}
 			}
-			add("  %s  ·  attempt %s with %s %s%s", head(t), c.NumberText(), Visible(Dash(c.Model)), Countdown(c.NotBefore.Sub(now)), after)
+			add("  %s  ·  attempt %s with %s %s%s", head(t), c.NumberText(), Visible(Dash(c.Model)), countdown(c.NotBefore.Sub(now)), after)
 		}
 	}
 	if len(b.Queued) > 0 {
@@ -162,7 +162,7 @@ func (b Board) Render(where, problem string, p Palette, h Hint, now time.Time, w
 		add("%s", s)
 	}
 	for i, l := range lines {
-		lines[i] = FitWidth(l, width)
+		lines[i] = fitWidth(l, width)
 	}
 	if len(lines) > height {
 		lines = append(lines[:height-1], fmt.Sprintf("… %d more lines (a taller terminal, or --recent 0, shows them)", len(lines)-height+1))
@@ -173,11 +173,11 @@ func (b Board) Render(where, problem string, p Palette, h Hint, now time.Time, w
 // ansiSGR matches the board's own styling sequences: bold, colours, off.
 var ansiSGR = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
-// WrapCommand is head and command on one line if they fit in width, else
+// wrapCommand is head and command on one line if they fit in width, else
 // command broken between words over lines that end in " \\" (so that a
 // shell reads them as one), each continuation after indent. A word longer
 // than the width stays whole.
-func WrapCommand(head, command, indent string, width int) []string {
+func wrapCommand(head, command, indent string, width int) []string {
 	if len([]rune(head))+1+len([]rune(command)) <= width {
 		return []string{head + " " + command}
 	}
@@ -196,19 +196,19 @@ func WrapCommand(head, command, indent string, width int) []string {
 	return append(lines, cur)
 }
 
-// Countdown says when a retry starts: "in 3s", or "now".
-func Countdown(d time.Duration) string {
+// countdown says when a retry starts: "in 3s", or "now".
+func countdown(d time.Duration) string {
 	if d <= 0 {
 		return "now"
 	}
 	return "in " + state.Compact((d + time.Second - 1).Truncate(time.Second)) // 2.3 s is "in 3s"
 }
 
-// FitWidth cuts a line to width columns, not counting the bold and colour
+// fitWidth cuts a line to width columns, not counting the bold and colour
 // sequences the board uses (everything else in it is visible text, escape
 // characters from tasks having gone through Visible). A line cut loses
 // its colours.
-func FitWidth(s string, width int) string {
+func fitWidth(s string, width int) string {
 	plain := ansiSGR.ReplaceAllString(s, "")
 	if len([]rune(plain)) <= width {
 		return s

@@ -69,10 +69,10 @@ func TestTheBoardRendersWhatAPersonMayDo(t *testing.T) {
 
 func TestWrapCommandKeepsACommandWhole(t *testing.T) {
 	t.Parallel()
-	if got := WrapCommand("run:", "agent tasks retry t-1", "  ", 80); len(got) != 1 || got[0] != "run: agent tasks retry t-1" {
+	if got := wrapCommand("run:", "agent tasks retry t-1", "  ", 80); len(got) != 1 || got[0] != "run: agent tasks retry t-1" {
 		t.Errorf("a command that fits: %q", got)
 	}
-	got := WrapCommand("run:", "agent tasks retry t-1 --control-plane http://127.0.0.1:8080", "  ", 24)
+	got := wrapCommand("run:", "agent tasks retry t-1 --control-plane http://127.0.0.1:8080", "  ", 24)
 	if strings.Join(strings.Fields(strings.ReplaceAll(strings.Join(got[1:], " "), "\\", "")), " ") != "agent tasks retry t-1 --control-plane http://127.0.0.1:8080" {
 		t.Errorf("the wrapped command is not the command:\n%s", strings.Join(got, "\n"))
 	}
@@ -86,15 +86,15 @@ func TestWrapCommandKeepsACommandWhole(t *testing.T) {
 func TestCountdownAndFitWidth(t *testing.T) {
 	t.Parallel()
 	for d, want := range map[time.Duration]string{0: "now", -time.Second: "now", 2300 * time.Millisecond: "in 3s", time.Minute: "in 1m00s"} {
-		if got := Countdown(d); got != want {
-			t.Errorf("Countdown(%s) = %q, want %q", d, got, want)
+		if got := countdown(d); got != want {
+			t.Errorf("countdown(%s) = %q, want %q", d, got, want)
 		}
 	}
 	coloured := Palette{On: true}.Phase(state.PhaseCompleted)
-	if got := FitWidth(coloured, 9); got != coloured {
+	if got := fitWidth(coloured, 9); got != coloured {
 		t.Errorf("a coloured word that fits was cut: %q", got)
 	}
-	if got := FitWidth(coloured, 5); got != "comp…" {
+	if got := fitWidth(coloured, 5); got != "comp…" {
 		t.Errorf("cut to 5: %q", got)
 	}
 }

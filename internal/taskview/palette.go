@@ -54,8 +54,8 @@ func PhaseColour(ph state.Phase) string {
 // Phase is the phase's name, in its colour.
 func (p Palette) Phase(ph state.Phase) string { return p.Paint(PhaseColour(ph), Visible(string(ph))) }
 
-// StepMarks are the progress card's marks, by status.
-var StepMarks = map[state.StepStatus]string{state.StepDone: "[x]", state.StepActive: "[>]", state.StepPending: "[ ]", state.StepFailed: "[!]", state.StepSkipped: "[-]"}
+// stepMarks are the progress card's marks, by status.
+var stepMarks = map[state.StepStatus]string{state.StepDone: "[x]", state.StepActive: "[>]", state.StepPending: "[ ]", state.StepFailed: "[!]", state.StepSkipped: "[-]"}
 
 // stepColours colour the progress card's steps by status.
 var stepColours = map[state.StepStatus]string{
@@ -65,7 +65,7 @@ var stepColours = map[state.StepStatus]string{
 
 // Step is a step of the progress card with its mark, in its colour.
 func (p Palette) Step(s state.Step) string {
-	return p.Paint(stepColours[s.Status], StepMarks[s.Status]+" "+s.Name)
+	return p.Paint(stepColours[s.Status], stepMarks[s.Status]+" "+s.Name)
 }
 
 // AttemptColour is the colour of a's row of the timeline: completed green;

@@ -40,8 +40,8 @@ func Table(w io.Writer, p Palette, tasks []*state.Task, now time.Time) error {
 		case t.Phase == state.PhaseQueued && len(t.Requires) > 0:
 			progress, width = "requires "+state.RequirementsText(t.Requires), 60
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", Visible(t.ID), Visible(TruncateMiddle(t.Title, 40)), p.Phase(t.Phase), len(t.Attempts), Visible(model),
-			Visible(TruncateMiddle(progress, width)), Ago(now, t.UpdatedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", Visible(t.ID), Visible(truncateMiddle(t.Title, 40)), p.Phase(t.Phase), len(t.Attempts), Visible(model),
+			Visible(truncateMiddle(progress, width)), Ago(now, t.UpdatedAt))
 	}
 	return tw.Flush()
 }

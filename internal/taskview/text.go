@@ -42,8 +42,8 @@ func Dash(s string) string {
 	return s
 }
 
-// TruncateMiddle shortens s to n characters, keeping both ends.
-func TruncateMiddle(s string, n int) string {
+// truncateMiddle shortens s to n characters, keeping both ends.
+func truncateMiddle(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s
