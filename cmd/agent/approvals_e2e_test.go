@@ -13,18 +13,19 @@ import (
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/mockmodel"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
 // inboxJSON is agent tasks inbox --json.
-func inboxJSON(t *testing.T, c *cp) []inboxEntry {
+func inboxJSON(t *testing.T, c *cp) []taskview.InboxEntry {
 	t.Helper()
 	r := runAgent(t, "tasks", "inbox", "--json", "--control-plane", c.url(), "--token-file", c.operatorFile)
 	if r.code != 0 {
 		t.Fatalf("tasks inbox --json: %+v", r)
 	}
-	var entries []inboxEntry
+	var entries []taskview.InboxEntry
 	if err := json.Unmarshal([]byte(r.stdout), &entries); err != nil {
 		t.Fatalf("tasks inbox --json: %v\n%s", err, r.stdout)
 	}
@@ -224,7 +225,7 @@ func TestE2EInboxHoldsExecTasksAndSubtasks(t *testing.T) {
 	first := submit(t, c, "Clean\n@ask echo cleaned > cleaned.txt")
 	c.waitPhase(t, first, "awaiting_reply", func(p state.Phase) bool { return p == state.PhaseAwaitingReply || p.Terminal() })
 	parent := submit(t, c, "Plan\n@subtask Fetch\\n@ask echo fetched > fetched.txt\n@wait-subtasks")
-	var entries []inboxEntry
+	var entries []taskview.InboxEntry
 	testkit.WaitFor(t, "the subtask's question", func() bool {
 		entries = inboxJSON(t, c)
 		return len(entries) == 2

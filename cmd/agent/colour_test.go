@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +14,6 @@ import (
 	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
-
-var sgr = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 // colourTasks are a completed, a failed, a recoverable_failed and a
 // running task, with an attempt each.
@@ -50,79 +47,19 @@ func colourTasks(t *testing.T) []*state.Task {
 	}
 }
 
-// TestTheTaskTableIsColouredByPhaseAndStaysAligned: with colour, each
-// phase has its colour, and without the colours the table is the plain
-// one, column for column.
-func TestTheTaskTableIsColouredByPhaseAndStaysAligned(t *testing.T) {
-	t.Parallel()
-	tasks := colourTasks(t)
-	now := tasks[0].CreatedAt.Add(time.Minute)
-	var plain, coloured bytes.Buffer
-	must(t, printTaskTable(&plain, palette{}, tasks, now))
-	must(t, printTaskTable(&coloured, palette{on: true}, tasks, now))
-	if sgr.MatchString(plain.String()) {
-		t.Fatalf("colour with the palette off:\n%q", plain.String())
-	}
-	if got := sgr.ReplaceAllString(coloured.String(), ""); got != plain.String() {
-		t.Errorf("the coloured table is not the plain one with colours:\n%s\nwant\n%s", got, plain.String())
-	}
-	for _, want := range []string{
-		colourGreen + "completed" + colourOff,
-		colourRed + "failed" + colourOff,
-		colourYellow + "recoverable_failed" + colourOff,
-		colourCyan + "turn_started" + colourOff,
-	} {
-		if !strings.Contains(coloured.String(), want) {
-			t.Errorf("the table lacks %q:\n%q", want, coloured.String())
-		}
-	}
-}
-
-// TestShowColoursThePhaseTheCardAndTheTimeline: a completed task is green
-// in show, its card's steps by status, and a blocked attempt's timeline
-// line yellow, a permanent failure's red.
-func TestShowColoursThePhaseTheCardAndTheTimeline(t *testing.T) {
-	t.Parallel()
-	tasks := colourTasks(t)
-	now := tasks[0].CreatedAt.Add(time.Minute)
-	show := func(task *state.Task) string {
-		var b bytes.Buffer
-		printTask(&b, palette{on: true}, hint{cmd: "agent"}, task, now)
-		return b.String()
-	}
-	cases := []struct {
-		task *state.Task
-		want []string
-	}{
-		{tasks[0], []string{"phase:    " + colourGreen + "completed" + colourOff, colourGreen + "[x] Claimed" + colourOff,
-			colourPlain + "[-] Waiting for reply" + colourOff, colourGreen + "Attempt 1  completed"}},
-		{tasks[1], []string{colourRed + "failed" + colourOff, colourRed + "[!] Working" + colourOff, colourRed + "Attempt 1  failed"}},
-		{tasks[2], []string{colourYellow + "recoverable_failed" + colourOff, colourYellow + "Attempt 1  failed"}},
-		{tasks[3], []string{colourCyan + "turn_started" + colourOff, colourCyan + "[>] Working" + colourOff, colourCyan + "Attempt 1  running"}},
-	}
-	for _, c := range cases {
-		got := show(c.task)
-		for _, w := range c.want {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: show lacks %q:\n%q", c.task.ID, w, got)
-			}
-		}
-	}
-}
-
 // TestThePaletteIsOffForAFileAndWithNoColor: output to a file is never
 // coloured, whatever NO_COLOR says. (A terminal's case, and NO_COLOR on
 // one, are TestTasksLsOnATerminal's.)
 func TestThePaletteIsOffForAFileAndWithNoColor(t *testing.T) {
 	var b bytes.Buffer
-	if newPalette(&b).on {
+	if newPalette(&b).On {
 		t.Error("a buffer is coloured")
 	}
 	t.Setenv("NO_COLOR", "")
 	f, err := os.CreateTemp(t.TempDir(), "out")
 	must(t, err)
 	defer f.Close()
-	if newPalette(f).on {
+	if newPalette(f).On {
 		t.Error("a file is coloured")
 	}
 }
@@ -174,26 +111,5 @@ func TestTasksLsOnATerminal(t *testing.T) {
 	}
 	if s := run("json", "", "--json"); !strings.Contains(s, `"recoverable_failed"`) || strings.Contains(s, "\x1b[3") {
 		t.Errorf("tasks ls --json on a terminal is coloured:\n%q", s)
-	}
-}
-
-// TestTheBoardCountsTheQueueOnlyWhereItSeesIt: the control plane's board
-// counts the queued tasks; a data directory's says the queue is not
-// there rather than count none.
-func TestTheBoardCountsTheQueueOnlyWhereItSeesIt(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	queued := []*state.Task{state.NewTask("t-q1", "p", now), state.NewTask("t-q2", "p", now)}
-	remote := newBoard(queued, 5)
-	remote.queueKnown = true
-	if got := strings.Join(renderBoard(remote, "http://cp", "", palette{}, hint{cmd: "agent"}, now, 120, 40), "\n"); !strings.Contains(got, "2 queued") {
-		t.Errorf("the control plane's board does not count its queue:\n%s", got)
-	}
-	local := strings.Join(renderBoard(newBoard(nil, 5), "/data", "", palette{}, hint{cmd: "agent"}, now, 120, 40), "\n")
-	if regexp.MustCompile(`\d+ queued`).MatchString(local) {
-		t.Errorf("the local board counts a queue it cannot see:\n%s", local)
-	}
-	if !strings.Contains(local, "the queue is the control plane's") {
-		t.Errorf("the local board does not say where the queue is:\n%s", local)
 	}
 }

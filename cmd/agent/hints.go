@@ -50,8 +50,8 @@ func newHint(f *cpFlags) hint {
 	return h
 }
 
-// tasks is `agent tasks VERB ID ARGS` with the control plane flags.
-func (h hint) tasks(verb, id, args string) string {
+// Tasks is `agent tasks VERB ID ARGS` with the control plane flags.
+func (h hint) Tasks(verb, id, args string) string {
 	s := h.cmd + " tasks " + verb + " " + shellword.Quote(id)
 	if args != "" {
 		s += " " + args
@@ -59,9 +59,9 @@ func (h hint) tasks(verb, id, args string) string {
 	return s + h.cp
 }
 
-// placeholders explains the placeholders of the hint's commands, "" when
+// Placeholders explains the placeholders of the hint's commands, "" when
 // there are none.
-func (h hint) placeholders() string {
+func (h hint) Placeholders() string {
 	if len(h.unknown) == 0 {
 		return ""
 	}

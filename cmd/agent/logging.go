@@ -14,6 +14,7 @@ import (
 
 	"github.com/lmittmann/tint"
 
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/internal/utc"
 )
 
@@ -144,11 +145,5 @@ func logLevel(s string) *slog.LevelVar {
 	return &lv
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool { return taskview.IsTerminal(w) }

@@ -76,13 +76,3 @@ attempts and last error. Sent records stay listed until compaction.`,
 	fl.BoolVar(&asJSON, "json", false, "print a JSON array (see docs/commands.md: JSON output)")
 	return cmd
 }
-
-// truncateMiddle shortens s to n characters, keeping both ends.
-func truncateMiddle(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	half := (n - 1) / 2
-	return string(r[:half]) + "…" + string(r[len(r)-(n-1-half):])
-}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -111,7 +112,7 @@ func waitTask(ctx context.Context, c *controlplane.Client, id string, out io.Wri
 	var seen *state.Task
 	t, err := followTask(ctx, remoteSource{c}, id, nil, func(t *state.Task) error {
 		seen = t
-		if line := taskLine(t); line != last && !o.Quiet {
+		if line := taskview.Line(t); line != last && !o.Quiet {
 			last = line
 			fmt.Fprintf(out, "%6.1fs  %s\n", time.Since(start).Seconds(), visible(line))
 		}
@@ -127,7 +128,7 @@ func waitTask(ctx context.Context, c *controlplane.Client, id string, out io.Wri
 		return api.TaskView{}, err
 	}
 	if !o.Quiet {
-		printTimeline(out, t, "  ")
+		taskview.PrintTimeline(out, newPalette(out), t, time.Now(), "  ")
 	}
 	return viewOf(t), nil
 }

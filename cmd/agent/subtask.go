@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +16,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server"
 	"github.com/edgeagent/agent/internal/settings"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -181,7 +181,8 @@ in 4s, after rate_limit: 429 Too Many Requests".`,
 					ended = append(ended, viewOf(t))
 					continue
 				}
-				printSubtaskEnd(cmd.OutOrStdout(), t)
+				out := cmd.OutOrStdout()
+				taskview.SubtaskEnd(out, newPalette(out), t, time.Now())
 			}
 			if asJSON {
 				if err := writeJSON(cmd.OutOrStdout(), ended); err != nil {
@@ -250,21 +251,6 @@ func endedOf(ids []string, done map[string]*state.Task) int {
 	return n
 }
 
-// printSubtaskEnd prints how a subtask ended, for its parent: its id,
-// phase and title, its result, and its compact attempt timeline.
-func printSubtaskEnd(w io.Writer, t *state.Task) {
-	p := newPalette(w)
-	phase := p.phase(t.Phase)
-	if t.PhaseReason != "" && t.Phase != state.PhaseCompleted {
-		phase += " (" + visible(t.PhaseReason) + ")"
-	}
-	fmt.Fprintf(w, "%s  %s  %s\n", visible(t.ID), phase, visible(t.Title))
-	if t.Result != nil && t.Result.Summary != "" {
-		fmt.Fprintf(w, "  result: %s\n", visible(t.Result.Summary))
-	}
-	printTimeline(w, t, "  ")
-}
-
 func newSubtaskLsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -287,23 +273,13 @@ func newSubtaskLsCmd() *cobra.Command {
 			for i := range kids {
 				tasks[i] = &kids[i].Task
 			}
-			printSubtasks(cmd.OutOrStdout(), tasks)
+			out := cmd.OutOrStdout()
+			taskview.Subtasks(out, newPalette(out), tasks)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the subtasks as a JSON array")
 	return cmd
-}
-
-// printSubtasks prints one line per subtask: id, phase, title.
-func printSubtasks(w io.Writer, kids []*state.Task) {
-	p := newPalette(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPHASE\tTITLE")
-	for _, k := range kids {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", visible(k.ID), p.phase(k.Phase), visible(k.Title))
-	}
-	tw.Flush()
 }
 
 func newSubtaskCancelCmd() *cobra.Command {
@@ -329,28 +305,6 @@ func newSubtaskCancelCmd() *cobra.Command {
 			}
 			return nil
 		},
-	}
-}
-
-// subtaskTree prints a task's place in its tree for tasks show: its
-// parent, and its subtasks with their phases (those get can read; the
-// others by id).
-func subtaskTree(ctx context.Context, w io.Writer, t *state.Task, get func(ctx context.Context, id string) (*state.Task, error)) {
-	if t.Parent != "" {
-		fmt.Fprintf(w, "\nparent:   %s (depth %d)\n", visible(t.Parent), t.Depth)
-	}
-	if len(t.Children) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nsubtasks:\n")
-	p := newPalette(w)
-	for _, id := range t.Children {
-		k, err := get(ctx, id)
-		if err != nil || k == nil {
-			fmt.Fprintf(w, "  %s\n", visible(id))
-			continue
-		}
-		fmt.Fprintf(w, "  %s  %s  %s\n", visible(k.ID), p.phase(k.Phase), visible(k.Title))
 	}
 }
 

@@ -3,9 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +11,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/bytesize"
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/workspace"
 )
 
@@ -68,9 +67,9 @@ GET /v1/tasks/ID/diff answers it.`,
 			case asJSON:
 				return writeJSON(out, d)
 			case stat:
-				printDiffStat(out, newPalette(out), d)
+				taskview.DiffStat(out, newPalette(out), d.DiffEvent)
 			default:
-				printPatch(out, newPalette(out), d.Patch)
+				taskview.Patch(out, newPalette(out), d.Patch)
 			}
 			if d.Patch == "" && !asJSON {
 				cmd.PrintErrf("agent: task %s: no change against its base %s\n", visible(id), visible(shortCommit(d.BaseCommit)))
@@ -117,104 +116,3 @@ func localDiff(cmd *cobra.Command, dataDir, workDir, id string) (api.Diff, error
 
 // shortCommit is the start of a commit's id, as git shows it.
 func shortCommit(s string) string { return s[:min(len(s), 7)] }
-
-// printPatch prints a patch line by line, each made safe to print (tabs
-// kept) and, on a terminal, coloured: a file's head yellow, a hunk's
-// cyan, added lines green, deleted red.
-func printPatch(w io.Writer, p palette, patch string) {
-	inHunk := false
-	for line := range strings.SplitSeq(strings.TrimSuffix(patch, "\n"), "\n") {
-		if patch == "" {
-			return
-		}
-		colour := colourPlain
-		switch {
-		case strings.HasPrefix(line, "diff --git "):
-			colour, inHunk = colourYellow, false
-		case strings.HasPrefix(line, "@@"):
-			colour, inHunk = colourCyan, true
-		case inHunk && strings.HasPrefix(line, "+"):
-			colour = colourGreen
-		case inHunk && strings.HasPrefix(line, "-"):
-			colour = colourRed
-		}
-		fmt.Fprintln(w, p.paint(colour, visibleLine(line)))
-	}
-}
-
-// visibleLine is visible(line), its tabs kept: a patch's indentation.
-func visibleLine(line string) string {
-	parts := strings.Split(line, "\t")
-	for i, s := range parts {
-		parts[i] = visible(s)
-	}
-	return strings.Join(parts, "\t")
-}
-
-// patchFile is one file of a patch, as its lines count it.
-type patchFile struct {
-	path           string
-	added, deleted int
-	binary         bool
-}
-
-// patchFiles reads a unified diff, as git diff prints it, file by file.
-func patchFiles(patch string) []patchFile {
-	var files []patchFile
-	inHunk := false
-	for line := range strings.SplitSeq(patch, "\n") {
-		if rest, ok := strings.CutPrefix(line, "diff --git "); ok {
-			path := strings.TrimPrefix(rest, "a/")
-			if i := strings.Index(rest, " b/"); i >= 0 {
-				path = rest[i+3:]
-			}
-			files, inHunk = append(files, patchFile{path: path}), false
-			continue
-		}
-		if len(files) == 0 {
-			continue
-		}
-		f := &files[len(files)-1]
-		switch {
-		case strings.HasPrefix(line, "@@"):
-			inHunk = true
-		case !inHunk && strings.HasPrefix(line, "Binary files "):
-			f.binary = true
-		case inHunk && strings.HasPrefix(line, "+"):
-			f.added++
-		case inHunk && strings.HasPrefix(line, "-"):
-			f.deleted++
-		}
-	}
-	return files
-}
-
-// printDiffStat prints a line per file of d's patch and the total: the
-// diff's own, which counts what a cut patch no longer shows.
-func printDiffStat(w io.Writer, p palette, d api.Diff) {
-	files := patchFiles(d.Patch)
-	width := 0
-	for _, f := range files {
-		width = max(width, len([]rune(visible(f.path))))
-	}
-	for _, f := range files {
-		path := visible(f.path)
-		change := p.paint(colourGreen, fmt.Sprintf("+%d", f.added)) + " " + p.paint(colourRed, fmt.Sprintf("-%d", f.deleted))
-		if f.binary {
-			change = "binary"
-		}
-		fmt.Fprintf(w, " %s%s | %s\n", path, strings.Repeat(" ", width-len([]rune(path))), change)
-	}
-	total := fmt.Sprintf(" %d file%s changed, +%d -%d", d.Files, pluralS(d.Files), d.Insertions, d.Deletions)
-	if d.Cut {
-		total += fmt.Sprintf(" (the files above are those of the first %s)", bytesize.Text(int64(len(d.Patch))))
-	}
-	fmt.Fprintln(w, total)
-}
-
-func pluralS(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}

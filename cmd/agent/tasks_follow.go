@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"sync"
 	"time"
@@ -154,47 +152,4 @@ func (d *dirWatch) Wake() <-chan struct{} { return d.wake }
 func (d *dirWatch) Close() {
 	d.w.Close()
 	d.done.Wait()
-}
-
-// taskLine is what a follow shows of a task, one line: its phase and what
-// it does now (progress, a scheduled retry, a question for a person, or
-// why it ended), with the attempt against its limit once there was a
-// retry ("attempt 2/3"). It depends on the task alone, so an unchanged
-// task gives the same line and a follow prints it once.
-func taskLine(t *state.Task) string {
-	s := string(t.Phase)
-	c := t.Current()
-	switch {
-	case t.Phase.Terminal() && t.PhaseReason != "":
-		s += "  " + t.PhaseReason
-	case t.Phase == state.PhaseParked:
-		s += "  " + state.ParkedText(t)
-	case c != nil && c.Status == state.AttemptPending:
-		s += fmt.Sprintf("  attempt %s with %s after %s, at %s", c.NumberText(), dash(c.Model), t.LastErrorCode, c.NotBefore.Local().Format(time.TimeOnly))
-	case t.AwaitingReply != nil:
-		s += "  waiting for a person: " + t.AwaitingReply.What()
-	case t.Phase == state.PhaseQueued && t.Unroutable != "": // routing by capability
-		s += "  unroutable: " + t.Unroutable
-	case t.Progress.Message != "":
-		s += "  " + t.Progress.Message
-		if t.Progress.Percent > 0 {
-			s += fmt.Sprintf(" (%d%%)", t.Progress.Percent)
-		}
-		if c != nil && c.Number > 1 {
-			s += "  · attempt " + c.NumberText()
-		}
-	case c != nil:
-		s += fmt.Sprintf("  attempt %s with %s", c.NumberText(), dash(c.Model))
-		if c.RetriedByPerson {
-			s += ", retried by a person"
-		}
-	}
-	return s
-}
-
-// printTimeline prints a task's attempt timeline, each line indented.
-func printTimeline(w io.Writer, t *state.Task, indent string) {
-	for _, l := range newPalette(w).timeline(t, time.Now()) {
-		fmt.Fprintf(w, "%s%s\n", indent, l)
-	}
 }

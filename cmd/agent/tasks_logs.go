@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -109,7 +110,7 @@ func followLogs(cmd *cobra.Command, src taskSource, id string, attempt int, wake
 		if err := next(); err != nil {
 			return err
 		}
-		if line := taskLine(t); line != last {
+		if line := taskview.Line(t); line != last {
 			last = line
 			print("-- " + line)
 		}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -74,7 +74,7 @@ sent); --limit stops after so many, the first so many of the order.`,
 				}
 				return writeJSON(cmd.OutOrStdout(), views)
 			}
-			return printTaskTable(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), tasks, time.Now())
+			return taskview.Table(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), tasks, time.Now())
 		},
 	}
 	src.add(cmd)
@@ -86,39 +86,6 @@ sent); --limit stops after so many, the first so many of the order.`,
 	cmd.Flags().StringVar(&order, "order", orderPeople, "people (those that need a person first, then the newest), newest or oldest")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tasks as a JSON array: each task as the control plane shows it (its fields, progress_card, output_cut_lines and output_cut_bytes), local or --remote")
 	return cmd
-}
-
-// printTaskTable prints one row per task: a running one's progress, an
-// ended one's result.
-// With colour, every phase is coloured (if only plain), so the columns
-// after it stay aligned.
-func printTaskTable(w io.Writer, p palette, tasks []*state.Task, now time.Time) error {
-	if len(tasks) == 0 {
-		fmt.Fprintln(w, "no tasks")
-		return nil
-	}
-	tw := newTable(w)
-	fmt.Fprintf(tw, "ID\tTITLE\t%s\tATTEMPTS\tMODEL\tPROGRESS\tUPDATED\n", p.paint(colourPlain, "PHASE"))
-	for _, t := range tasks {
-		model, progress, width := "-", "-", 30
-		if c := t.Current(); c != nil && c.Model != "" {
-			model = c.Model
-		}
-		switch {
-		case t.Phase.Terminal():
-			// Its result, not the last progress it reported on its way.
-			progress, width = state.ResultLine(t), 60
-		case t.Progress.Message != "" || t.Progress.Percent > 0:
-			progress = fmt.Sprintf("%d%% %s", t.Progress.Percent, t.Progress.Message)
-		case t.Phase == state.PhaseQueued && t.Unroutable != "": // routing by capability
-			progress, width = "unroutable: "+t.Unroutable, 60
-		case t.Phase == state.PhaseQueued && len(t.Requires) > 0:
-			progress, width = "requires "+state.RequirementsText(t.Requires), 60
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", visible(t.ID), visible(truncateMiddle(t.Title, 40)), p.phase(t.Phase), len(t.Attempts), visible(model),
-			visible(truncateMiddle(progress, width)), ago(now, t.UpdatedAt))
-	}
-	return tw.Flush()
 }
 
 // The orders of tasks ls.

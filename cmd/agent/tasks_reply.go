@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskview"
 )
 
 func newTasksReplyCmd() *cobra.Command {
@@ -58,7 +59,7 @@ agent tasks inbox lists every question waiting.`,
 			fmt.Fprintf(out, "%s: %s request %s; the agent takes the answer at its next heartbeat\n", v.ID, done, visible(v.Reply.RequestID))
 			if r := v.AwaitingReply; r != nil && r.ID == v.Reply.RequestID {
 				// What the answer lets through, or stops.
-				for _, l := range approvalLines(r, time.Now(), inboxDiffLines) {
+				for _, l := range taskview.ApprovalLines(r, time.Now(), taskview.InboxDiffLines) {
 					if !strings.HasPrefix(l, "declined:") {
 						fmt.Fprintf(out, "  %s\n", l)
 					}

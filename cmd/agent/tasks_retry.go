@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -46,7 +47,7 @@ A task in any other phase is refused (exit 1).`,
 func newTasksContinueCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
 		use:       "continue ID",
-		completes: func(t *state.Task) bool { return continuable(t) || t.Phase == state.PhaseParked },
+		completes: func(t *state.Task) bool { return taskview.Continuable(t) || t.Phase == state.PhaseParked },
 		short:     "Continue a task's session on the agent that keeps it, a person having decided (through the control plane)",
 		long: `continue resumes the session of a task that ended failed,
 recoverable_failed, timed_out or cancelled: the agent that keeps the CLI's

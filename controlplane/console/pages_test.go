@@ -129,7 +129,7 @@ func TestTasksPage(t *testing.T) {
 		`<form id="filter"`, `<select name="phase"`, `<input name="agent"`, `<input name="repo"`, `<input name="q"`,
 		`<article class="card" id="task-` + asking + `" data-phase="awaiting_reply" data-outcome="waiting">`,
 		`<span class="progress-text">waiting for a person: run make deploy</span>`,
-		`<article class="card" id="task-` + stopped + `" data-phase="recoverable_failed" data-outcome="failed">`,
+		`<article class="card" id="task-` + stopped + `" data-phase="recoverable_failed" data-outcome="waiting">`,
 		`<span class="result">recoverable_failed: network after a side effect</span>`,
 		`<article class="card" id="task-` + fix + `" data-phase="queued" data-outcome="queued">`,
 		`<span class="attempt">attempt 1/3</span>`,

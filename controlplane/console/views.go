@@ -9,19 +9,21 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
 // The views: what a page shows of a task, an attempt, an event, an
 // approval and an agent, derived here once for the pages and the live
 // stream alike. The words are the terminal's (state.ProgressCard,
-// state.Compact, state.ChangesLines).
+// state.Compact, state.ChangesLines), and so are the phase groups that
+// colour a card (taskview.GroupOf).
 
 // card is a task's live progress card.
 type card struct {
 	ID, Title, Phase string
-	// Outcome colours the card: running, completed, failed, cancelled,
-	// queued or waiting.
+	// Outcome colours the card: its phase's group (taskview.Group):
+	// queued, running, waiting, parked, completed, failed or cancelled.
 	Outcome string
 	Attempt string // "attempt 1 of 3"
 	// Countdown is the retry's wait while it backs off, NotBefore its end
@@ -44,24 +46,9 @@ type card struct {
 	Unroutable string
 }
 
-// outcome is the colour of a task's card.
-func outcome(p state.Phase) string {
-	switch {
-	case p == state.PhaseQueued:
-		return "queued"
-	case p == state.PhaseAwaitingReply:
-		return "waiting"
-	case p == state.PhaseParked:
-		return "parked"
-	case p.Running():
-		return "running"
-	case p == state.PhaseCompleted:
-		return "completed"
-	case p == state.PhaseCancelled:
-		return "cancelled"
-	}
-	return "failed"
-}
+// outcome is the colour of a task's card: its phase's group, as the
+// terminal colours it too (taskview.GroupOf).
+func outcome(p state.Phase) string { return string(taskview.GroupOf(p)) }
 
 const rfc3339 = time.RFC3339Nano
 

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/health"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -153,7 +154,8 @@ func (s *Server) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *s
 		return api.NotifyAwaitingReply, last
 	case state.PhaseCompleted:
 		return api.NotifyCompleted, last
-	case state.PhaseFailed, state.PhaseTimedOut, state.PhaseExpired, state.PhaseRecoverableFailed:
+	}
+	if taskview.Failure(t.Phase) {
 		if last != nil && last.Retry != nil && last.Retry.Decision == state.DecisionStopped && last.Retry.Gate.Blocks() {
 			return api.NotifyBlocked, last
 		}

@@ -1,4 +1,4 @@
-package main
+package taskview
 
 import "testing"
 
@@ -16,8 +16,8 @@ func TestVisibleEscapesWhatATerminalWouldObey(t *testing.T) {
 		{"a real replacement character stays", "a\uFFFDb", "a\uFFFDb"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := visible(c.in); got != c.want {
-				t.Errorf("visible(%q) = %q, want %q", c.in, got, c.want)
+			if got := Visible(c.in); got != c.want {
+				t.Errorf("Visible(%q) = %q, want %q", c.in, got, c.want)
 			}
 		})
 	}

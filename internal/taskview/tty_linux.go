@@ -1,9 +1,9 @@
-package main
+package taskview
 
 import "golang.org/x/sys/unix"
 
 // The ioctls that read and set a terminal's modes.
 const (
-	ioctlGetTermios = unix.TIOCGETA
-	ioctlSetTermios = unix.TIOCSETA
+	ioctlGetTermios = unix.TCGETS
+	ioctlSetTermios = unix.TCSETS
 )
