@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/internal/utc"
 )
 
@@ -63,7 +64,7 @@ and recent problems, its outbox, its version and host).`,
 			}
 			agents, err := c.Agents(cmd.Context())
 			if err != nil {
-				return fmt.Errorf("list agents: %s", visible(err.Error()))
+				return fmt.Errorf("list agents: %s", taskview.Visible(err.Error()))
 			}
 			if asJSON {
 				if agents == nil {
@@ -86,7 +87,7 @@ and recent problems, its outbox, its version and host).`,
 
 // writeAgents prints agents as a table, a line each.
 func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
-	tw := newTable(w)
+	tw := taskview.NewTable(w)
 	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tEXECUTOR\tMODELS\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS\tSELF-DESCRIBED\tPLATFORM\tREPLICA")
 	for _, a := range agents {
 		tasks := make([]string, len(a.Running))
@@ -99,10 +100,10 @@ func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
 		if a.OS != "" || a.Arch != "" {
 			platform = a.OS + "/" + a.Arch
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\t%s\t%s\t%s\n", visible(a.AgentID), agentState(a), dash(visible(string(a.Health.Grade))),
-			dash(visible(a.Executor)), dash(visible(strings.Join(a.Models, ","))),
-			ago(now, a.LastHeartbeat), a.Capacity.Running, a.Capacity.Max, dash(visible(strings.Join(tasks, ", "))), dash(visible(strings.Join(a.Repos, ","))),
-			dash(visible(labelsText(a.GrantedLabels))), dash(visible(labelsText(a.Labels))), dash(visible(platform)), dash(visible(a.Replica)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\t%s\t%s\t%s\n", taskview.Visible(a.AgentID), agentState(a), taskview.Dash(taskview.Visible(string(a.Health.Grade))),
+			taskview.Dash(taskview.Visible(a.Executor)), taskview.Dash(taskview.Visible(strings.Join(a.Models, ","))),
+			taskview.Ago(now, a.LastHeartbeat), a.Capacity.Running, a.Capacity.Max, taskview.Dash(taskview.Visible(strings.Join(tasks, ", "))), taskview.Dash(taskview.Visible(strings.Join(a.Repos, ","))),
+			taskview.Dash(taskview.Visible(labelsText(a.GrantedLabels))), taskview.Dash(taskview.Visible(labelsText(a.Labels))), taskview.Dash(taskview.Visible(platform)), taskview.Dash(taskview.Visible(a.Replica)))
 	}
 	tw.Flush()
 }
@@ -155,9 +156,9 @@ whoever registers the id next starts with none.`,
 			}
 			resp, err := c.LabelAgent(cmd.Context(), args[0], req)
 			if err != nil {
-				return fmt.Errorf("label %s: %s", visible(args[0]), visible(err.Error()))
+				return fmt.Errorf("label %s: %s", taskview.Visible(args[0]), taskview.Visible(err.Error()))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: labels %s\n", visible(args[0]), dash(visible(labelsText(resp.Labels))))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: labels %s\n", taskview.Visible(args[0]), taskview.Dash(taskview.Visible(labelsText(resp.Labels))))
 			return nil
 		},
 	}
@@ -205,7 +206,7 @@ func agentState(a api.AgentView) string {
 	case a.State == "":
 		return string(api.AgentRunning)
 	}
-	return visible(string(a.State))
+	return taskview.Visible(string(a.State))
 }
 
 func newAgentsRevokeCmd() *cobra.Command {
@@ -236,9 +237,9 @@ hosts you keep.`,
 				return err
 			}
 			if _, err := c.RevokeAgent(cmd.Context(), args[0]); err != nil {
-				return fmt.Errorf("revoke %s: %s", visible(args[0]), visible(err.Error()))
+				return fmt.Errorf("revoke %s: %s", taskview.Visible(args[0]), taskview.Visible(err.Error()))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: token revoked; the id is free to register again\n", visible(args[0]))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: token revoked; the id is free to register again\n", taskview.Visible(args[0]))
 			return nil
 		},
 	}

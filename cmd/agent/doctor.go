@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/doctor"
+	"github.com/edgeagent/agent/internal/taskview"
 )
 
 func newDoctorCmd() *cobra.Command {
@@ -121,7 +122,7 @@ func doctorOptions(cmd *cobra.Command, f *runFlags) doctor.Options {
 
 // colorful tells whether to color the results: on a terminal, unless
 // NO_COLOR is set.
-func colorful(w io.Writer) bool { return os.Getenv("NO_COLOR") == "" && isTerminal(w) }
+func colorful(w io.Writer) bool { return os.Getenv("NO_COLOR") == "" && taskview.IsTerminal(w) }
 
 // resultColor is the SGR color of each result.
 var resultColor = map[doctor.CheckResult]string{doctor.CheckPass: "32", doctor.CheckWarn: "33", doctor.CheckFail: "31", doctor.CheckSkip: "90"}
@@ -143,7 +144,7 @@ func printChecks(w io.Writer, checks []doctor.Check, color bool) error {
 		if color {
 			result = "\x1b[" + resultColor[c.Result] + "m" + result + "\x1b[0m"
 		}
-		fmt.Fprintf(&b, "%-*s  %s  %s\n", nameWidth, c.Name, result, visible(c.Detail))
+		fmt.Fprintf(&b, "%-*s  %s  %s\n", nameWidth, c.Name, result, taskview.Visible(c.Detail))
 		if c.Fix != "" {
 			fixes = append(fixes, c)
 		}
@@ -151,7 +152,7 @@ func printChecks(w io.Writer, checks []doctor.Check, color bool) error {
 	if len(fixes) > 0 {
 		b.WriteString("\nto fix:\n")
 		for _, c := range fixes {
-			fmt.Fprintf(&b, "  %-*s  %s\n", nameWidth, c.Name, visible(c.Fix))
+			fmt.Fprintf(&b, "  %-*s  %s\n", nameWidth, c.Name, taskview.Visible(c.Fix))
 		}
 	}
 	b.WriteString("\n")

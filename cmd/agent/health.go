@@ -9,6 +9,7 @@ import (
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/durable"
+	"github.com/edgeagent/agent/internal/taskview"
 )
 
 func newHealthCmd() *cobra.Command {
@@ -39,17 +40,17 @@ func newHealthCmd() *cobra.Command {
 			now := time.Now()
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "executor:       %s\n", h.Executor)
-			fmt.Fprintf(w, "grade:          %s (since %s)\n", h.Grade, ago(now, h.Since))
+			fmt.Fprintf(w, "grade:          %s (since %s)\n", h.Grade, taskview.Ago(now, h.Since))
 			if h.Reason != "" {
-				fmt.Fprintf(w, "reason:         %s\n", visible(h.Reason))
+				fmt.Fprintf(w, "reason:         %s\n", taskview.Visible(h.Reason))
 			}
 			if h.Isolation != "" {
-				fmt.Fprintf(w, "isolation:      %s\n", visible(h.Isolation))
+				fmt.Fprintf(w, "isolation:      %s\n", taskview.Visible(h.Isolation))
 			}
-			fmt.Fprintf(w, "control plane:  %s\n", visible(h.ControlPlane))
+			fmt.Fprintf(w, "control plane:  %s\n", taskview.Visible(h.ControlPlane))
 			if st := h.Storage; st.Failing != "" {
 				fmt.Fprintf(w, "storage:        %s (since %s; %d reports and %d task states held in memory)\n",
-					visible(st.Failing), ago(now, st.Since), st.HeldReports, st.HeldTasks)
+					taskview.Visible(st.Failing), taskview.Ago(now, st.Since), st.HeldReports, st.HeldTasks)
 			} else {
 				fmt.Fprintf(w, "storage:        writes work\n")
 			}
@@ -61,13 +62,13 @@ func newHealthCmd() *cobra.Command {
 			}
 			if ws := h.Workspaces; ws != nil {
 				fmt.Fprintf(w, "workspaces:     %d taking %s; %d kept, holding work (agent workspaces ls); measured %s\n",
-					ws.Count, bytesHuman(ws.Bytes), ws.Kept, ago(now, ws.At))
+					ws.Count, bytesHuman(ws.Bytes), ws.Kept, taskview.Ago(now, ws.At))
 			}
-			fmt.Fprintf(w, "recorded:       %s by agent %s\n", ago(now, h.UpdatedAt), visible(h.AgentID))
+			fmt.Fprintf(w, "recorded:       %s by agent %s\n", taskview.Ago(now, h.UpdatedAt), taskview.Visible(h.AgentID))
 			if len(h.RecentErrors) > 0 {
 				fmt.Fprintln(w, "recent errors:")
 				for _, p := range h.RecentErrors {
-					fmt.Fprintf(w, "  %-8s %-20s %s\n", ago(now, p.At), p.Signal, visible(p.Detail))
+					fmt.Fprintf(w, "  %-8s %-20s %s\n", taskview.Ago(now, p.At), p.Signal, taskview.Visible(p.Detail))
 				}
 			}
 			return exitOr(unavailable)

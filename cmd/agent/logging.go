@@ -27,8 +27,8 @@ func newLogger(w io.Writer, level *slog.LevelVar, format string) *slog.Logger {
 	switch {
 	case format == "auto" && onJournal(w, os.Getenv("JOURNAL_STREAM")):
 		return slog.New(newJournalHandler(w, level))
-	case format == "text" || format == "auto" && isTerminal(w):
-		noColor := os.Getenv("NO_COLOR") != "" || !isTerminal(w)
+	case format == "text" || format == "auto" && taskview.IsTerminal(w):
+		noColor := os.Getenv("NO_COLOR") != "" || !taskview.IsTerminal(w)
 		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.DateTime, NoColor: noColor}))
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: utc.LogTime}))
@@ -144,6 +144,3 @@ func logLevel(s string) *slog.LevelVar {
 	}
 	return &lv
 }
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool { return taskview.IsTerminal(w) }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/spf13/cobra"
 )
@@ -52,15 +53,15 @@ attempts and last error. Sent records stay listed until compaction.`,
 				return nil
 			}
 			now := time.Now()
-			tw := newTable(cmd.OutOrStdout())
+			tw := taskview.NewTable(cmd.OutOrStdout())
 			fmt.Fprintln(tw, "SEQ\tKEY\tKIND\tTASK\tATT\tAGE\tSTATE\tTRIES\tLAST ERROR")
 			for _, it := range items {
 				last := it.LastError
 				if it.State == outbox.StateDead {
 					last = "dead: " + it.Reason
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", it.Seq, visible(it.Key), visible(string(it.Kind)), visible(it.TaskID),
-					it.Attempt, ago(now, it.CreatedAt), it.State, it.Tries, dash(visible(last)))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", it.Seq, taskview.Visible(it.Key), taskview.Visible(string(it.Kind)), taskview.Visible(it.TaskID),
+					it.Attempt, taskview.Ago(now, it.CreatedAt), it.State, it.Tries, taskview.Dash(taskview.Visible(last)))
 			}
 			return tw.Flush()
 		},

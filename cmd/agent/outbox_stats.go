@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/spf13/cobra"
 )
@@ -27,14 +28,14 @@ func newOutboxStatsCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), st)
 			}
 			now := time.Now()
-			tw := newTable(cmd.OutOrStdout())
+			tw := taskview.NewTable(cmd.OutOrStdout())
 			oldest := "-"
 			if !st.OldestPending.IsZero() {
-				oldest = age(now.Sub(st.OldestPending))
+				oldest = taskview.Age(now.Sub(st.OldestPending))
 			}
 			lastCompaction := "never"
 			if !st.LastCompaction.IsZero() {
-				lastCompaction = ago(now, st.LastCompaction)
+				lastCompaction = taskview.Ago(now, st.LastCompaction)
 			}
 			rows := [][2]string{
 				{"pending", fmt.Sprint(st.Pending)},

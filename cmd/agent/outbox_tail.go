@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/outbox"
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
@@ -112,5 +113,5 @@ func printRecord(w io.Writer, r outbox.Record, asJSON bool) {
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
-	fmt.Fprintf(w, "%d  %s  %-8s  %s#%d  %s\n", r.Seq, r.CreatedAt.Local().Format("15:04:05.000"), visible(string(r.Kind)), visible(r.TaskID), r.Attempt, visible(string(r.Payload)))
+	fmt.Fprintf(w, "%d  %s  %-8s  %s#%d  %s\n", r.Seq, r.CreatedAt.Local().Format("15:04:05.000"), taskview.Visible(string(r.Kind)), taskview.Visible(r.TaskID), r.Attempt, taskview.Visible(string(r.Payload)))
 }

@@ -2,13 +2,14 @@ package main
 
 import (
 	"fmt"
-	"github.com/edgeagent/agent/internal/testkit"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/edgeagent/agent/internal/testkit"
 
 	"github.com/edgeagent/agent/internal/clitest"
 	"github.com/edgeagent/agent/internal/mockmodel"

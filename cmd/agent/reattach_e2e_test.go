@@ -3,11 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/edgeagent/agent/internal/testkit"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgeagent/agent/internal/testkit"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"

@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"github.com/edgeagent/agent/internal/testkit"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgeagent/agent/internal/testkit"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/pgtest"

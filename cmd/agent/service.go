@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/service"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -66,7 +67,7 @@ func (f *serviceFlags) add(cmd *cobra.Command, withRunAs bool) {
 // checkServiceName refuses a --name that would not make a unit name.
 func checkServiceName(name string) error {
 	if !service.ValidName(name) {
-		return usagef("--name %q: want up to 32 lower-case letters, digits, - and _, starting with a letter or digit", visible(name))
+		return usagef("--name %q: want up to 32 lower-case letters, digits, - and _, starting with a letter or digit", taskview.Visible(name))
 	}
 	return nil
 }
@@ -238,7 +239,7 @@ func newServiceStatusCmd() *cobra.Command {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			tw := newTable(w)
+			tw := taskview.NewTable(w)
 			inst, err := service.ReadInstalled(t)
 			if errors.Is(err, iofs.ErrNotExist) {
 				fmt.Fprintf(tw, "service:\tnot installed (no %s)\n", t.File())
@@ -258,12 +259,12 @@ func newServiceStatusCmd() *cobra.Command {
 			if stateErr != nil {
 				st.Active = "unknown: " + oneLine(stateErr.Error())
 			}
-			fmt.Fprintf(tw, "state:\t%s\n", visible(st.Active))
+			fmt.Fprintf(tw, "state:\t%s\n", taskview.Visible(st.Active))
 			if st.PID > 0 {
 				fmt.Fprintf(tw, "main pid:\t%d\n", st.PID)
 			}
 			if st.Status != "" {
-				fmt.Fprintf(tw, "agent says:\t%s\n", visible(st.Status))
+				fmt.Fprintf(tw, "agent says:\t%s\n", taskview.Visible(st.Status))
 			}
 			if st.Restarts != "" && st.Restarts != "0" {
 				fmt.Fprintf(tw, "restarts:\t%s\n", st.Restarts)
@@ -303,7 +304,7 @@ func localTasksLine(dataDir string) string {
 	var ids []string
 	for _, t := range tasks {
 		if t.Phase.Running() {
-			ids = append(ids, visible(t.ID))
+			ids = append(ids, taskview.Visible(t.ID))
 		}
 	}
 	if len(ids) == 0 {
@@ -428,7 +429,7 @@ and upgrade says so before it restarts.`,
 				fmt.Fprintf(out, "the service runs with --reattach-grace 0: the restart drains %d running task(s) and cuts what has not finished\n", len(running))
 			} else {
 				for _, id := range running {
-					fmt.Fprintf(out, "task %s goes on through the restart: the new agent re-attaches to it\n", visible(id))
+					fmt.Fprintf(out, "task %s goes on through the restart: the new agent re-attaches to it\n", taskview.Visible(id))
 				}
 			}
 			return t.Restart(cmd.Context(), out)

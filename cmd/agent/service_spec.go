@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/internal/service"
+	"github.com/edgeagent/agent/internal/settings"
+	"github.com/edgeagent/agent/internal/taskview"
 )
 
 // mustExist are the path flags whose file the service needs at start.
@@ -24,7 +26,7 @@ var mustExist = map[string]bool{"token-file": true, "executor-bin": true, "confi
 func specFrom(args []string, t service.Target, env map[string]string) (service.Spec, error) {
 	for _, a := range args {
 		if i := strings.IndexFunc(a, unicode.IsControl); i >= 0 {
-			return service.Spec{}, usagef("flag %q holds a control character (%U); a unit is line-based and would be broken by it", visible(a), a[i])
+			return service.Spec{}, usagef("flag %q holds a control character (%U); a unit is line-based and would be broken by it", taskview.Visible(a), a[i])
 		}
 	}
 	// The flags must be agent run's, and valid: a unit that fails to start
@@ -76,7 +78,7 @@ func specFrom(args []string, t service.Target, env map[string]string) (service.S
 	if vals, err := fs.GetStringArray("repo"); err == nil {
 		for _, v := range vals {
 			_, p, _ := agentSettings.lookup("repo").splitPair(v)
-			repos = append(repos, filePath(p, "."))
+			repos = append(repos, settings.FilePath(p, "."))
 		}
 	}
 	files := map[string][]string{}

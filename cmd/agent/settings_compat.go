@@ -75,8 +75,5 @@ type origin struct {
 
 const fromDefault = originKind(settings.FromDefault)
 
-// filePath is settings.FilePath.
-func filePath(p, dir string) string { return settings.FilePath(p, dir) }
-
 // byteSize is settings.ByteSize.
 type byteSize = settings.ByteSize

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/internal/shellword"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -97,7 +98,7 @@ same signal and the unit's stop timeout covers the drain.`,
 				case <-tick.C:
 				}
 				if ids := runningTasks(dataDir); len(ids) > 0 {
-					fmt.Fprintf(out, "waiting: %d task(s) still running: %s\n", len(ids), visible(fmt.Sprint(ids)))
+					fmt.Fprintf(out, "waiting: %d task(s) still running: %s\n", len(ids), taskview.Visible(fmt.Sprint(ids)))
 				} else {
 					fmt.Fprintln(out, "waiting: delivering pending records")
 				}
@@ -140,16 +141,16 @@ func nextRun(dataDir string) []string {
 		if c.Status == state.AttemptRunning && keeper.Alive(filepath.Join(spool, c.AttemptID)) {
 			// Its keeper runs it on and waits for the agent's next start
 			// (--reattach-grace).
-			lines = append(lines, fmt.Sprintf("task %s will be re-attached when the agent starts again: attempt %d goes on meanwhile", visible(t.ID), c.Number))
+			lines = append(lines, fmt.Sprintf("task %s will be re-attached when the agent starts again: attempt %d goes on meanwhile", taskview.Visible(t.ID), c.Number))
 			continue
 		}
 		if c.Status != state.AttemptPending {
 			continue
 		}
 		if c.Continues > 0 {
-			lines = append(lines, fmt.Sprintf("task %s will continue attempt %d's session (attempt %d) when the agent starts again", visible(t.ID), c.Continues, c.Number))
+			lines = append(lines, fmt.Sprintf("task %s will continue attempt %d's session (attempt %d) when the agent starts again", taskview.Visible(t.ID), c.Continues, c.Number))
 		} else {
-			lines = append(lines, fmt.Sprintf("task %s will run attempt %d from the start when the agent starts again", visible(t.ID), c.Number))
+			lines = append(lines, fmt.Sprintf("task %s will run attempt %d from the start when the agent starts again", taskview.Visible(t.ID), c.Number))
 		}
 	}
 	return lines

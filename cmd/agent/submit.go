@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -160,10 +161,10 @@ func checkRepoFlags(repo, base string) error {
 		return nil
 	}
 	if err := api.CheckRepoName(repo); err != nil {
-		return usagef("--repo: %s", visible(err.Error()))
+		return usagef("--repo: %s", taskview.Visible(err.Error()))
 	}
 	if err := api.CheckBase(base); err != nil {
-		return usagef("--base: %s", visible(err.Error()))
+		return usagef("--base: %s", taskview.Visible(err.Error()))
 	}
 	return nil
 }
@@ -220,7 +221,7 @@ func requireFlags(flags []string) ([]state.Requirement, error) {
 		reqs[i] = state.Requirement(f)
 	}
 	if err := state.CheckRequirements(reqs); err != nil {
-		return nil, usagef("--require: %s", visible(err.Error()))
+		return nil, usagef("--require: %s", taskview.Visible(err.Error()))
 	}
 	if len(reqs) == 0 {
 		return nil, nil

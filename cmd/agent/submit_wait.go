@@ -114,10 +114,10 @@ func waitTask(ctx context.Context, c *controlplane.Client, id string, out io.Wri
 		seen = t
 		if line := taskview.Line(t); line != last && !o.Quiet {
 			last = line
-			fmt.Fprintf(out, "%6.1fs  %s\n", time.Since(start).Seconds(), visible(line))
+			fmt.Fprintf(out, "%6.1fs  %s\n", time.Since(start).Seconds(), taskview.Visible(line))
 		}
 		if !o.Queued && t.Phase == state.PhaseQueued && t.Unroutable != "" {
-			return errUnroutable{id: t.ID, why: visible(t.Unroutable)}
+			return errUnroutable{id: t.ID, why: taskview.Visible(t.Unroutable)}
 		}
 		return nil
 	})

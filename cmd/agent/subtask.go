@@ -223,11 +223,11 @@ func waitSubtasks(ctx context.Context, src taskSource, ids []string, remind io.W
 				if src.Transient(err) {
 					continue
 				}
-				return false, fmt.Errorf("%s: %w", visible(id), err)
+				return false, fmt.Errorf("%s: %w", taskview.Visible(id), err)
 			}
 			for n := reminded[id] + 1; n < len(t.Attempts); n++ {
 				if r := state.RetryReminder(t, n); r != "" {
-					fmt.Fprintf(remind, "subtask %s retrying: %s\n", visible(id), visible(r))
+					fmt.Fprintf(remind, "subtask %s retrying: %s\n", taskview.Visible(id), taskview.Visible(r))
 				}
 				reminded[id] = n
 			}
@@ -295,13 +295,13 @@ func newSubtaskCancelCmd() *cobra.Command {
 			for _, id := range args {
 				v, err := in.c.CancelTask(cmd.Context(), id)
 				if err != nil {
-					return fmt.Errorf("subtask cancel %s: %w", visible(id), err)
+					return fmt.Errorf("subtask cancel %s: %w", taskview.Visible(id), err)
 				}
 				what := "cancel requested (its agent stops it)"
 				if v.Phase == state.PhaseCancelled {
 					what = "cancelled"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", visible(id), what)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", taskview.Visible(id), what)
 			}
 			return nil
 		},
@@ -361,9 +361,9 @@ all: its executor gets no task token.`,
 					Submitted: len(v.Children), Delegation: v.Delegation})
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "task %s (type %s, depth %d) may delegate to:\n", visible(v.ID), visible(state.TypeOf(v.Labels)), v.Depth)
+			fmt.Fprintf(w, "task %s (type %s, depth %d) may delegate to:\n", taskview.Visible(v.ID), taskview.Visible(state.TypeOf(v.Labels)), v.Depth)
 			for _, l := range state.DelegationLines(&v.Task) {
-				fmt.Fprintf(w, "  %s\n", visible(l))
+				fmt.Fprintf(w, "  %s\n", taskview.Visible(l))
 			}
 			return nil
 		},

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -26,7 +27,7 @@ func completeTaskIDs(want func(*state.Task) bool) cobra.CompletionFunc {
 		var out []cobra.Completion
 		for _, t := range tasks {
 			if strings.HasPrefix(t.ID, toComplete) && (want == nil || want(t)) {
-				out = append(out, cobra.CompletionWithDesc(t.ID, visible(string(t.Phase)+" "+state.Ellipsize(t.Title, 50))))
+				out = append(out, cobra.CompletionWithDesc(t.ID, taskview.Visible(string(t.Phase)+" "+state.Ellipsize(t.Title, 50))))
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp

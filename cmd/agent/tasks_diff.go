@@ -54,7 +54,7 @@ GET /v1/tasks/ID/diff answers it.`,
 					return err
 				}
 				if d, err = c.TaskDiff(cmd.Context(), id); err != nil {
-					return fmt.Errorf("tasks diff %s: %s", visible(id), visible(err.Error()))
+					return fmt.Errorf("tasks diff %s: %s", taskview.Visible(id), taskview.Visible(err.Error()))
 				}
 			} else {
 				var err error
@@ -72,11 +72,11 @@ GET /v1/tasks/ID/diff answers it.`,
 				taskview.Patch(out, newPalette(out), d.Patch)
 			}
 			if d.Patch == "" && !asJSON {
-				cmd.PrintErrf("agent: task %s: no change against its base %s\n", visible(id), visible(shortCommit(d.BaseCommit)))
+				cmd.PrintErrf("agent: task %s: no change against its base %s\n", taskview.Visible(id), taskview.Visible(shortCommit(d.BaseCommit)))
 			}
 			if d.Cut && !asJSON {
 				cmd.PrintErrf("agent: the first %s of a diff of %s: the rest is on the task's branch %s\n",
-					bytesize.Text(int64(len(d.Patch))), bytesize.Text(d.Bytes), visible(d.Branch))
+					bytesize.Text(int64(len(d.Patch))), bytesize.Text(d.Bytes), taskview.Visible(d.Branch))
 			}
 			return nil
 		},
@@ -100,10 +100,10 @@ func localDiff(cmd *cobra.Command, dataDir, workDir, id string) (api.Diff, error
 	}
 	ev, err := m.Diff(cmd.Context(), id)
 	if errors.Is(err, workspace.ErrNoWorkspace) {
-		return api.Diff{}, fmt.Errorf("task %s has no workspace in %s: it names no repository, or retention removed it; --remote prints the diff the control plane keeps", visible(id), root)
+		return api.Diff{}, fmt.Errorf("task %s has no workspace in %s: it names no repository, or retention removed it; --remote prints the diff the control plane keeps", taskview.Visible(id), root)
 	}
 	if err != nil {
-		return api.Diff{}, fmt.Errorf("tasks diff %s: %s", visible(id), visible(err.Error()))
+		return api.Diff{}, fmt.Errorf("tasks diff %s: %s", taskview.Visible(id), taskview.Visible(err.Error()))
 	}
 	d := api.Diff{TaskID: id, At: time.Now().UTC(), DiffEvent: *ev}
 	if t, err := datadir.LoadTask(dataDir, id); err == nil {

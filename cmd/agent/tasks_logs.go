@@ -43,7 +43,7 @@ default) and marks where it cut.`,
 			id := args[0]
 			out := cmd.OutOrStdout()
 			// A CLI's colours are for a terminal of its own: the text is shown.
-			print := func(l string) { fmt.Fprintln(out, visible(state.PlainText(l))) }
+			print := func(l string) { fmt.Fprintln(out, taskview.Visible(state.PlainText(l))) }
 			if src.remote {
 				return remoteLogs(cmd, &src, id, attempt, follow, print)
 			}
@@ -54,7 +54,7 @@ default) and marks where it cut.`,
 				return err
 			}
 			if err != nil {
-				cmd.PrintErrf("agent: waiting for task %s: the agent in %s has not claimed it yet\n", visible(id), dataDir)
+				cmd.PrintErrf("agent: waiting for task %s: the agent in %s has not claimed it yet\n", taskview.Visible(id), dataDir)
 			}
 			r, err := datadir.NewLogReader(dataDir, id, attempt)
 			if err != nil {
@@ -90,7 +90,7 @@ func remoteLogs(cmd *cobra.Command, src *sourceFlags, id string, attempt int, fo
 	}
 	rsrc := remoteSource{c}
 	if _, err := rsrc.Task(cmd.Context(), id); err != nil {
-		return fmt.Errorf("tasks logs %s: %w", visible(id), err)
+		return fmt.Errorf("tasks logs %s: %w", taskview.Visible(id), err)
 	}
 	r := &remoteLog{c: c, id: id, only: attempt, printFn: print}
 	if !follow {

@@ -44,14 +44,14 @@ sent); --limit stops after so many, the first so many of the order.`,
 			if phase != "" {
 				filter.Phase = state.Phase(phase)
 				if !slices.Contains(state.Phases, filter.Phase) {
-					return fmt.Errorf("--phase %q: want one of %s", visible(phase), state.PhaseNames())
+					return fmt.Errorf("--phase %q: want one of %s", taskview.Visible(phase), state.PhaseNames())
 				}
 			}
 			if limit < 0 {
 				return fmt.Errorf("--limit %d: want 0 (all) or more", limit)
 			}
 			if !slices.Contains(listOrders, order) {
-				return usagef("--order %q: want people, newest or oldest", visible(order))
+				return usagef("--order %q: want people, newest or oldest", taskview.Visible(order))
 			}
 			s, err := src.source()
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -58,16 +59,16 @@ the control plane was not told (the push is done: run it again to tell it).`,
 				DataDir: f.dataDir, WorkDir: f.workDir, Repos: repos, PullRequests: pulls, Version: agentVersion()}, args[0])
 			out := cmd.OutOrStdout()
 			if ch != nil && ch.PushError == "" && ch.Pushed != nil {
-				fmt.Fprintf(out, "%s: pushed %s to %s (%s)\n", visible(args[0]), visible(ch.Pushed.Branch), visible(ch.Pushed.Remote), visible(shortCommit(ch.Pushed.Commit)))
+				fmt.Fprintf(out, "%s: pushed %s to %s (%s)\n", taskview.Visible(args[0]), taskview.Visible(ch.Pushed.Branch), taskview.Visible(ch.Pushed.Remote), taskview.Visible(shortCommit(ch.Pushed.Commit)))
 				if ch.PullRequest != "" {
-					fmt.Fprintf(out, "%s: pull request %s\n", visible(args[0]), visible(ch.PullRequest))
+					fmt.Fprintf(out, "%s: pull request %s\n", taskview.Visible(args[0]), taskview.Visible(ch.PullRequest))
 				}
 			}
 			switch {
 			case errors.Is(err, agent.ErrNotPushed):
-				return fmt.Errorf("tasks push %s: %s", visible(args[0]), visible(strings.TrimPrefix(err.Error(), agent.ErrNotPushed.Error()+": ")))
+				return fmt.Errorf("tasks push %s: %s", taskview.Visible(args[0]), taskview.Visible(strings.TrimPrefix(err.Error(), agent.ErrNotPushed.Error()+": ")))
 			case err != nil:
-				return fmt.Errorf("tasks push %s: %s", visible(args[0]), visible(err.Error()))
+				return fmt.Errorf("tasks push %s: %s", taskview.Visible(args[0]), taskview.Visible(err.Error()))
 			}
 			return nil
 		},

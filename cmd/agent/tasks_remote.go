@@ -14,6 +14,7 @@ import (
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -178,7 +179,7 @@ func (s remoteSource) tasksIn(ctx context.Context, o api.TaskOrder, f api.TaskFi
 func (s remoteSource) Task(ctx context.Context, id string) (*state.Task, error) {
 	v, err := s.c.Task(ctx, id)
 	if ae := (*controlplane.APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-		return nil, noTaskError(fmt.Sprintf("no task %s at %s", visible(id), s.c.URL()))
+		return nil, noTaskError(fmt.Sprintf("no task %s at %s", taskview.Visible(id), s.c.URL()))
 	}
 	if err != nil {
 		return nil, err

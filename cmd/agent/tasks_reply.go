@@ -46,7 +46,7 @@ agent tasks inbox lists every question waiting.`,
 			}
 			v, err := c.Reply(cmd.Context(), args[0], requestID, decision)
 			if err != nil {
-				return fmt.Errorf("reply to %s: %w", visible(args[0]), err)
+				return fmt.Errorf("reply to %s: %w", taskview.Visible(args[0]), err)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
@@ -56,7 +56,7 @@ agent tasks inbox lists every question waiting.`,
 				done = "declined"
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%s: %s request %s; the agent takes the answer at its next heartbeat\n", v.ID, done, visible(v.Reply.RequestID))
+			fmt.Fprintf(out, "%s: %s request %s; the agent takes the answer at its next heartbeat\n", v.ID, done, taskview.Visible(v.Reply.RequestID))
 			if r := v.AwaitingReply; r != nil && r.ID == v.Reply.RequestID {
 				// What the answer lets through, or stops.
 				for _, l := range taskview.ApprovalLines(r, time.Now(), taskview.InboxDiffLines) {

@@ -204,16 +204,16 @@ func taskActionCmd(a taskAction) *cobra.Command {
 			v, err := a.call(c, cmd.Context(), args[0])
 			if err != nil {
 				// The control plane's words, made safe to print.
-				return fmt.Errorf("%s %s: %s", cmd.Name(), visible(args[0]), visible(err.Error()))
+				return fmt.Errorf("%s %s: %s", cmd.Name(), taskview.Visible(args[0]), taskview.Visible(err.Error()))
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
 			if v.Phase.Terminal() {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", visible(v.ID), visible(string(v.Phase)))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", taskview.Visible(v.ID), taskview.Visible(string(v.Phase)))
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", visible(v.ID), visible(a.done(v)))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", taskview.Visible(v.ID), taskview.Visible(a.done(v)))
 			return nil
 		},
 	}

@@ -29,7 +29,7 @@ func newTasksShowCmd() *cobra.Command {
 			}
 			t, err := s.Task(cmd.Context(), args[0])
 			if err != nil {
-				return fmt.Errorf("tasks show %s: %w", visible(args[0]), err)
+				return fmt.Errorf("tasks show %s: %w", taskview.Visible(args[0]), err)
 			}
 			now := time.Now()
 			if asJSON {

@@ -80,7 +80,7 @@ watch ends with exit 7, and the tasks go on.`,
 			}
 			out := cmd.OutOrStdout()
 			left := 0 // tasks not ended when the watch ended
-			if f, ok := out.(*os.File); ok && isTerminal(out) {
+			if f, ok := out.(*os.File); ok && taskview.IsTerminal(out) {
 				err = watchScreen(ctx, s, wake, f, recent, newHint(&src.cp), untilDone, &left)
 			} else {
 				err = watchLines(ctx, s, wake, out, cmd.ErrOrStderr(), recent, untilDone, &left)
@@ -119,7 +119,7 @@ func watchLines(ctx context.Context, s taskSource, wake <-chan struct{}, out, er
 			}
 			if msg := oneLine(err.Error()); msg != warned {
 				warned = msg
-				fmt.Fprintf(errOut, "agent: tasks watch: warning: %s\n", visible(msg))
+				fmt.Fprintf(errOut, "agent: tasks watch: warning: %s\n", taskview.Visible(msg))
 			}
 		}
 		changes.Print(out, p, tasks, recent, time.Now())

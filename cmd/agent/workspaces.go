@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/workspace"
 )
 
@@ -113,12 +114,12 @@ func printWorkspaces(w io.Writer, list []workspace.Info, root string) error {
 		fmt.Fprintf(w, "no workspaces in %s\n", root)
 		return nil
 	}
-	tw := newTable(w)
+	tw := taskview.NewTable(w)
 	fmt.Fprintln(tw, "TASK\tREPO\tBRANCH\tSIZE\tSTATE")
 	var total int64
 	for _, i := range list {
 		total += i.Bytes
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", visible(i.TaskID), visible(i.Repo), visible(i.Branch), bytesHuman(i.Bytes), visible(i.State()))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", taskview.Visible(i.TaskID), taskview.Visible(i.Repo), taskview.Visible(i.Branch), bytesHuman(i.Bytes), taskview.Visible(i.State()))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -184,7 +185,7 @@ A git worktree an earlier agent made for a task is removed the same way.`,
 			if d := i.Loses(); d != "" {
 				msg += "; dropped " + d
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), visible(msg))
+			fmt.Fprintln(cmd.OutOrStdout(), taskview.Visible(msg))
 			return nil
 		},
 	}
