@@ -186,6 +186,25 @@ func TestGeminiContinuesInTheMinuteItsSessionBegan(t *testing.T) {
 		if second := f.Task.Attempts[1].Facts; second.ToolCall || second.SideEffect {
 			t.Errorf("the continue is said to have called a tool (%+v): the first attempt's command, replayed by the load, was taken for its", second)
 		}
+
+		// A second continue: the first one's load left a record of its
+		// own chat of the session (its context alone), with which
+		// Gemini CLI's next start would remove the session's record.
+		first := f.Task.Attempts[0]
+		var events []runner.Event
+		exit := exe.Executor.Run(context.Background(), runner.AttemptSpec{
+			Task: runner.TaskInput{ID: f.Task.ID, Prompt: c.Prompt, Model: c.Models[0]}, AttemptID: f.Task.ID + "-again",
+			WorkDir: filepath.Join(f.Runner.WorkRoot, f.Task.ID), SessionDir: filepath.Dir(first.SessionPath),
+			Resume: &runner.Resume{SessionID: first.SessionID, Path: first.SessionPath, Prompt: "Go on once more."},
+		}, func(ev runner.Event) { events = append(events, ev) })
+		if exit.Turn != runner.TurnCompleted {
+			t.Fatalf("the second continue ended %+v; events %+v", exit, events)
+		}
+		reqs := mock.Requests()
+		if last := reqs[len(reqs)-1]; !last.Said(mockmodel.RoleUser, "Go on once more.") || !last.Said(mockmodel.RoleUser, "Run it") {
+			t.Errorf("the second continue's request does not carry the first prompt and its follow-up: %+v", last.Conversation)
+		}
+		runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
 	})
 }
 
