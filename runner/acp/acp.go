@@ -64,9 +64,6 @@ type Agent struct {
 	// KeepsRunning: it does not exit when its stdin closes (codex-acp
 	// 0.16.0): SIGTERM follows at once.
 	KeepsRunning bool
-	// CannotLoad, if set, says why its sessions cannot be continued
-	// although it says it loads them: they are taken as if it did not.
-	CannotLoad string
 	// BeforeLoad, if set, readies the agent's own record of a session
 	// before a new process of it starts to load the session
 	// (session/load), given the process's environment and the time; an
@@ -184,11 +181,7 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Agent != nil {
 		agent = *cfg.Agent
 	}
-	x := &Executor{cfg: cfg, agent: agent}
-	if agent.CannotLoad != "" {
-		x.noLoad.Store(true)
-	}
-	return x, nil
+	return &Executor{cfg: cfg, agent: agent}, nil
 }
 
 // Name implements runner.Executor.

@@ -178,7 +178,7 @@ func (s *session) converse(ctx context.Context, conn *sdk.ClientSideConnection) 
 	if err != nil {
 		return turnResult{err: err}
 	}
-	loads := init.AgentCapabilities.LoadSession && s.x.agent.CannotLoad == ""
+	loads := init.AgentCapabilities.LoadSession
 	s.mu.Lock()
 	if init.AgentInfo != nil {
 		s.name = init.AgentInfo.Name
@@ -245,10 +245,7 @@ func (s *session) load(ctx context.Context, conn *sdk.ClientSideConnection, r *r
 	lost := func(why string) error {
 		return &setupError{code: state.CodeSessionLost, msg: s.agentName() + " could not continue session " + r.SessionID + ": " + why}
 	}
-	switch {
-	case s.x.agent.CannotLoad != "":
-		return lost(s.x.agent.CannotLoad)
-	case !loads:
+	if !loads {
 		return lost("it does not load sessions (no loadSession in its capabilities)")
 	}
 	if r.Path != "" {
