@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/edgeagent/agent/runner/cli"
@@ -58,9 +59,27 @@ func geminiState(env []string) []string {
 	return []string{HomeDir(env, ".gemini")}
 }
 
+// openGeminiRecord opens a record to read: a regular file, not through a
+// link. The attempt may write Gemini CLI's state: what it left there
+// (a link, a FIFO that would block the open) is not read.
+func openGeminiRecord(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return f, nil
+}
+
+// maxGeminiRecord bounds what is read of a record.
+const maxGeminiRecord = 256 << 20
+
 // geminiRecordSession is the session a record's first line names.
 func geminiRecordSession(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := openGeminiRecord(path)
 	if err != nil {
 		return "", err
 	}
@@ -113,7 +132,7 @@ func geminiBeforeLoad(env []string, session string, now time.Time) error {
 		kept = append(kept, p)
 	}
 	if len(kept) == 0 {
-		return errors.New("Gemini CLI keeps nothing of the session: it takes a turn whose first model request failed out of the session's history, and a record left with nothing of the conversation is removed")
+		return errors.New("it keeps nothing of the session: it takes a turn whose first model request failed out of the session's history, and a record left with nothing of the conversation is removed")
 	}
 	for _, p := range kept {
 		if filepath.Base(p) != geminiRecordName(now, session) {
@@ -242,7 +261,7 @@ func (m geminiRecordMessage) message() geminiMessage {
 // update's messages replacing all before it; a rewind dropping the
 // message it names and all after it (all, for an id it does not have).
 func geminiReadRecord(path string) ([]geminiMessage, error) {
-	f, err := os.Open(path)
+	f, err := openGeminiRecord(path)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +276,7 @@ func geminiReadRecord(path string) ([]geminiMessage, error) {
 		}
 		msgs[*m.ID] = m.message()
 	}
-	r := bufio.NewReaderSize(f, 64<<10)
+	r := bufio.NewReaderSize(io.LimitReader(f, maxGeminiRecord), 64<<10)
 	for {
 		line, err := r.ReadBytes('\n')
 		var l geminiLine
