@@ -281,9 +281,9 @@ func TestDoctorOpenCode(t *testing.T) {
 }
 
 // agent doctor initializes an ACP agent (no prompt, no request) and says
-// who it is and what it does not support: Gemini CLI 0.61.0's sessions
-// cannot be continued; an agent it knows nothing of reaches no model host
-// of its own when confined; a command that does not speak ACP fails.
+// who it is and what it does not support: an agent it knows nothing of
+// reaches no model host of its own when confined; a command that does not
+// speak ACP fails.
 func TestDoctorACPAgents(t *testing.T) {
 	c := startCP(t, freeAddr(t), t.TempDir())
 	renamed := filepath.Join(t.TempDir(), "some-agent")
@@ -297,7 +297,7 @@ func TestDoctorACPAgents(t *testing.T) {
 		{"opencode", "opencode", clitest.OpenCodeBin(t), nil, doctor.CheckPass, []string{"OpenCode 1.18.33 (", ") speaks ACP; continues its sessions"}},
 		{"opencode through acp", "acp", clitest.OpenCodeBin(t), []string{"--executor-arg", "acp"}, doctor.CheckPass, []string{"OpenCode 1.18.33", "continues its sessions"}},
 		{"codex-acp", "acp", clitest.CodexACPBin(t), nil, doctor.CheckPass, []string{"codex-acp 0.16.0", "continues its sessions"}},
-		{"gemini", "acp", clitest.GeminiBin(t), nil, doctor.CheckWarn, []string{"gemini-cli 0.61.0", "no continue: Gemini CLI 0.61.0 says it loads sessions"}},
+		{"gemini", "acp", clitest.GeminiBin(t), nil, doctor.CheckPass, []string{"gemini-cli 0.61.0", "continues its sessions"}},
 		{"an agent it knows nothing of", "acp", renamed, nil, doctor.CheckWarn, []string{"codex-acp 0.16.0", "its model's hosts are not known to the agent"}},
 		{"not an ACP agent", "acp", "/bin/cat", []string{"--executor-arg", "/dev/null"}, doctor.CheckFail, []string{"does not start as an ACP agent"}},
 	} {

@@ -221,7 +221,7 @@ func TestE2EAskApprovalThroughTheControlPlane(t *testing.T) {
 // again.
 func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 	t.Parallel()
-	for _, cli := range []string{"codex", "claude", "opencode"} {
+	for _, cli := range []string{"codex", "claude", "opencode", "gemini"} {
 		t.Run(cli, func(t *testing.T) {
 			t.Parallel()
 			mock, err := mockmodel.Start()
@@ -239,6 +239,9 @@ func TestE2EAgentKilledMidTurnContinuesTheCLISession(t *testing.T) {
 			case "claude":
 				env = clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{})
 				args = []string{"--executor", "claude", "--executor-bin", clitest.ClaudeBin(t), "--claude-allowed-tools", "Bash"}
+			case "gemini":
+				env = clitest.GeminiEnv(t, mock)
+				args = []string{"--executor", "acp", "--executor-bin", clitest.GeminiBin(t), "--models", "gemini-2.5-pro", "--approval", "accept"}
 			default:
 				env = clitest.OpenCodeEnv(t, mock)
 				args = []string{"--executor", "opencode", "--executor-bin", clitest.OpenCodeBin(t), "--models", clitest.OpenCodeModels[0]}

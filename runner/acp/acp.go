@@ -64,9 +64,24 @@ type Agent struct {
 	// KeepsRunning: it does not exit when its stdin closes (codex-acp
 	// 0.16.0): SIGTERM follows at once.
 	KeepsRunning bool
-	// CannotLoad, if set, says why its sessions cannot be continued
-	// although it says it loads them: they are taken as if it did not.
-	CannotLoad string
+	// BeforeLoad, if set, readies the agent's own record of a session
+	// before a new process of it starts to load the session
+	// (session/load), given the process's environment and the time; an
+	// error ends the attempt as session_lost.
+	BeforeLoad func(env []string, session string, now time.Time) error
+	// ReplaysAfterLoad: its session/load answers before the history it
+	// replays has all come (Gemini CLI 0.61.0). The replay is taken to
+	// end at the answer to a request sent after the load (session/set_mode
+	// to the session's mode): the agent has written all of it by the time
+	// it reads that request.
+	ReplaysAfterLoad bool
+	// TurnCut, if set, reads the agent's own record of a session, once
+	// the agent has exited, after a turn begun at since that it said
+	// ended (end_turn): it returns why the turn did not really end (the
+	// model's last answer missing from the record: its stream was cut,
+	// and the agent took the part for the answer), "" when the record
+	// shows the turn whole. Such a turn fails as network.
+	TurnCut func(env []string, session string, since time.Time) (string, error)
 	// Tested is the release the executor is tested against, if any:
 	// agent doctor says when another runs.
 	Tested cli.TestedCLI
@@ -166,11 +181,7 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Agent != nil {
 		agent = *cfg.Agent
 	}
-	x := &Executor{cfg: cfg, agent: agent}
-	if agent.CannotLoad != "" {
-		x.noLoad.Store(true)
-	}
-	return x, nil
+	return &Executor{cfg: cfg, agent: agent}, nil
 }
 
 // Name implements runner.Executor.

@@ -36,7 +36,10 @@ func TestCodexACPAgainstTheRealCLI(t *testing.T) {
 			Phase: state.PhaseCompleted, Codes: []state.ErrorCode{"unavailable", ""}, Continued: true, SideEffect: true},
 		// codex-acp 0.16.0 says a spent quota (429 insufficient_quota)
 		// as any 429 ("exceeded retry limit, last status: 429 Too Many
-		// Requests"): it is taken for a rate limit, and retried.
+		// Requests", codex_error_info response_too_many_failed_attempts
+		// 429), and neither its stderr nor Codex's records under
+		// CODEX_HOME say more (docs/executors.md): it is taken for a
+		// rate limit, and retried.
 		{Name: "quota is said as a 429", Prompt: "x\nmock: quota", Models: gpt, Phase: state.PhaseFailed,
 			Codes: []state.ErrorCode{"rate_limit", "rate_limit", "rate_limit"}},
 		{Name: "401 is auth", Prompt: "x\nmock: r401", Models: gpt, Phase: state.PhaseFailed, Codes: []state.ErrorCode{"auth"}},

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/acp"
+	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
 )
@@ -34,11 +35,8 @@ func TestGeminiAgainstTheRealCLI(t *testing.T) {
 			Codes: []state.ErrorCode{""}, Summary: mockmodel.FinalText, SideEffect: true}, approval: runner.ApprovalAcceptAll},
 		{CLICase: runnertest.CLICase{Name: "a tool call writes a file", Prompt: "Write it\nmock: write", Models: pro, Phase: state.PhaseCompleted,
 			Codes: []state.ErrorCode{""}, SideEffect: true}, approval: runner.ApprovalAcceptAll},
-		// Gemini CLI 0.61.0 cannot continue its sessions (see
-		// acp.Gemini): after a side effect, the gate stops the task for a
-		// person.
-		{CLICase: runnertest.CLICase{Name: "side effect then a 500 stops for a person", Prompt: "Run it\nmock: shell after=r500", Models: pro,
-			Phase: state.PhaseRecoverableFailed, Codes: []state.ErrorCode{"unavailable"}, Gate: state.GateSideEffect, SideEffect: true}, approval: runner.ApprovalAcceptAll},
+		{CLICase: runnertest.CLICase{Name: "side effect then a 500 continues the session", Prompt: "Run it\nmock: shell after=r500", Models: pro,
+			Phase: state.PhaseCompleted, Codes: []state.ErrorCode{"unavailable", ""}, Continued: true, SideEffect: true}, approval: runner.ApprovalAcceptAll},
 		{CLICase: runnertest.CLICase{Name: "quota is permanent", Prompt: "x\nmock: quota", Models: pro, Phase: state.PhaseFailed, Codes: []state.ErrorCode{"quota"}}},
 		{CLICase: runnertest.CLICase{Name: "401 is auth", Prompt: "x\nmock: r401", Models: pro, Phase: state.PhaseFailed, Codes: []state.ErrorCode{"auth"}}},
 		{CLICase: runnertest.CLICase{Name: "403 is permission", Prompt: "x\nmock: r403", Models: pro, Phase: state.PhaseFailed, Codes: []state.ErrorCode{"permission"}}},
@@ -46,11 +44,19 @@ func TestGeminiAgainstTheRealCLI(t *testing.T) {
 			Codes: []state.ErrorCode{"context_overflow"}}},
 		{CLICase: runnertest.CLICase{Name: "overloaded is retried", Prompt: "x\nmock: gemini-2.5-pro=overloaded gemini-3.8-flash=text", Models: two,
 			Phase: state.PhaseCompleted, Codes: []state.ErrorCode{"overloaded", ""}}},
-		// Gemini CLI 0.61.0 takes a stream that ends without a finish
-		// reason for the whole answer: the attempt completes with what
-		// came before the cut, and nothing tells the agent otherwise.
-		{CLICase: runnertest.CLICase{Name: "a cut stream is taken for the answer", Prompt: "x\nmock: gemini-2.5-pro=cut gemini-3.8-flash=text", Models: two,
-			Phase: state.PhaseCompleted, Codes: []state.ErrorCode{""}, Summary: "Partial"}},
+		// Gemini CLI 0.61.0 answers a stream that ends without a finish
+		// reason with end_turn, as if the part were the answer; its
+		// record of the session, which holds no answer to the request,
+		// tells the cut. The prompt's own request it takes out of the
+		// session, so the continue the part shown calls for finds
+		// nothing to load: a person replays it.
+		{CLICase: runnertest.CLICase{Name: "a cut stream is a network failure", Prompt: "x\nmock: gemini-2.5-pro=cut gemini-3.8-flash=text", Models: two,
+			Phase: state.PhaseRecoverableFailed, Codes: []state.ErrorCode{"network", "session_lost"}, Gate: state.GateVisibleOutput}},
+		// After a tool's result, Gemini CLI 0.61.0 does not ask for a
+		// finish reason: it records the part as the answer, and nothing
+		// tells the cut.
+		{CLICase: runnertest.CLICase{Name: "a cut stream after a command is taken for the answer", Prompt: "Run it\nmock: shell after=cut", Models: pro,
+			Phase: state.PhaseCompleted, Codes: []state.ErrorCode{""}, Summary: "Partial", SideEffect: true}, approval: runner.ApprovalAcceptAll},
 	} {
 		c.Confined, c.SlowStart = true, true
 		t.Run(c.Name, func(t *testing.T) {
@@ -149,4 +155,82 @@ func TestGeminiAsks(t *testing.T) {
 			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
 		})
 	}
+}
+
+// Gemini CLI 0.61.0's session/load, in a new process, empties the
+// session's record when it comes in the minute the record is named by
+// (acp.Gemini), which a continue right after a failure mostly does: the
+// executor moves the record aside first. This test makes sure of that
+// minute: before the continue, it names Gemini CLI's record of the
+// session by the current minute. The load then replays the history
+// partly after its answer; none of it (the first attempt's command) is
+// taken for the continue's.
+func TestGeminiContinuesInTheMinuteItsSessionBegan(t *testing.T) {
+	c := runnertest.CLICase{Name: "continue", Prompt: "Run it\nmock: shell after=r500", Models: []string{"gemini-2.5-pro"},
+		Phase: state.PhaseCompleted, Codes: []state.ErrorCode{"unavailable", ""}, Continued: true, SideEffect: true, Confined: true, SlowStart: true}
+	var renamed []string
+	var f *runnertest.Fixture
+	t.Run(c.Name, func(t *testing.T) {
+		runnertest.LimitCLIs(t)
+		mock := runnertest.StartMock(t)
+		exe := &thisMinute{Executor: runnertest.GeminiExec(t, mock, acp.Config{Approval: runner.ApprovalAcceptAll}), t: t, renamed: &renamed}
+		f = runnertest.NewCLIFixture(t, exe, c.Prompt, c.Models)
+		runnertest.Confine(t, f)
+		runnertest.SlowStart(f)
+		f.Run(t, context.Background())
+		c.Check(t, f, mock)
+		runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
+		if len(renamed) != 1 {
+			t.Fatalf("Gemini CLI's record of the session was named by the continue's minute %d times, want once", len(renamed))
+		}
+		if second := f.Task.Attempts[1].Facts; second.ToolCall || second.SideEffect {
+			t.Errorf("the continue is said to have called a tool (%+v): the first attempt's command, replayed by the load, was taken for its", second)
+		}
+
+		// A second continue: the first one's load left a record of its
+		// own chat of the session (its context alone), with which
+		// Gemini CLI's next start would remove the session's record.
+		first := f.Task.Attempts[0]
+		var events []runner.Event
+		exit := exe.Executor.Run(context.Background(), runner.AttemptSpec{
+			Task: runner.TaskInput{ID: f.Task.ID, Prompt: c.Prompt, Model: c.Models[0]}, AttemptID: f.Task.ID + "-again",
+			WorkDir: filepath.Join(f.Runner.WorkRoot, f.Task.ID), SessionDir: filepath.Dir(first.SessionPath),
+			Resume: &runner.Resume{SessionID: first.SessionID, Path: first.SessionPath, Prompt: "Go on once more."},
+		}, func(ev runner.Event) { events = append(events, ev) })
+		if exit.Turn != runner.TurnCompleted {
+			t.Fatalf("the second continue ended %+v; events %+v", exit, events)
+		}
+		reqs := mock.Requests()
+		if last := reqs[len(reqs)-1]; !last.Said(mockmodel.RoleUser, "Go on once more.") || !last.Said(mockmodel.RoleUser, "Run it") {
+			t.Errorf("the second continue's request does not carry the first prompt and its follow-up: %+v", last.Conversation)
+		}
+		runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
+	})
+}
+
+// thisMinute is the Gemini CLI executor, but that before a continue it
+// names Gemini CLI's record of the session by the current minute, as the
+// record of a session begun in this minute is.
+type thisMinute struct {
+	*acp.Executor
+	t       *testing.T
+	renamed *[]string
+}
+
+func (x *thisMinute) Run(ctx context.Context, spec runner.AttemptSpec, emit func(runner.Event)) runner.Exit {
+	if r := spec.Resume; r != nil {
+		_, env := x.VersionEnv()
+		home := cli.EnvValue(env, "HOME")
+		found, _ := filepath.Glob(filepath.Join(home, ".gemini", "tmp", "*", "chats", "session-*-"+r.SessionID[:8]+".jsonl"))
+		for _, p := range found {
+			now := filepath.Join(filepath.Dir(p), "session-"+time.Now().UTC().Format("2006-01-02T15-04")+"-"+r.SessionID[:8]+".jsonl")
+			if p != now {
+				if err := os.Rename(p, now); err != nil {
+					x.t.Error(err)
+				}
+			}
+			*x.renamed = append(*x.renamed, now)
+		}
+	}
+	return x.Executor.Run(ctx, spec, emit)
 }

@@ -50,7 +50,7 @@ func (x *Executor) Handshake(ctx context.Context) (Handshake, error) {
 	case err != nil:
 		return Handshake{Path: path}, fmt.Errorf("%s did not initialize: %s", path, errorText(err))
 	}
-	h := Handshake{Path: path, Loads: init.AgentCapabilities.LoadSession && x.agent.CannotLoad == ""}
+	h := Handshake{Path: path, Loads: init.AgentCapabilities.LoadSession}
 	if init.AgentInfo != nil {
 		h.Name, h.Version = init.AgentInfo.Name, init.AgentInfo.Version
 	}
@@ -60,10 +60,7 @@ func (x *Executor) Handshake(ctx context.Context) (Handshake, error) {
 	if t := x.agent.Tested; t.Version != "" && h.Version != t.Version {
 		h.Lacks = append(h.Lacks, fmt.Sprintf("version %s: the agent is tested against %s (npm install -g %s@%s)", h.Version, t.Version, t.Package, t.Version))
 	}
-	switch {
-	case x.agent.CannotLoad != "":
-		h.Lacks = append(h.Lacks, "no continue: "+x.agent.CannotLoad+"; a cut turn is replayed when nothing happened in it, else left to a person")
-	case !init.AgentCapabilities.LoadSession:
+	if !init.AgentCapabilities.LoadSession {
 		h.Lacks = append(h.Lacks, "no continue (it does not load sessions): a cut turn is replayed when nothing happened in it, else left to a person")
 	}
 	if x.agent.Endpoints == nil {

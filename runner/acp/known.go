@@ -72,13 +72,13 @@ func Gemini(args []string) Agent {
 		},
 		Classify: classifyGemini,
 		LoginFix: "set GEMINI_API_KEY (or GOOGLE_API_KEY) in agent run's environment, or run gemini as the user agent run runs as and log in with Google (its state is GEMINI_CLI_HOME, else ~/.gemini)",
-		// Seen on 0.61.0: a new process's session/load starts its own
-		// record of the session, named by the minute and the id, before
-		// it reads the session's: in the session's first minute that is
-		// the same file, emptied, and it finds nothing to load. Later it
-		// loads, but replays the history partly after its answer, where
-		// the replay cannot be told from the new turn.
-		CannotLoad: "Gemini CLI 0.61.0 says it loads sessions, but its session/load answers \"No previous sessions found for this project.\" within the session's first minute (it empties the session's record before reading it), and later replays the history after its answer, mixed with the new turn's",
+		// Seen on 0.61.0: a new process's session/load empties the
+		// session's record when it comes in the minute the record is
+		// named by, and replays the history partly after its answer
+		// (gemini.go).
+		BeforeLoad:       geminiBeforeLoad,
+		ReplaysAfterLoad: true,
+		TurnCut:          geminiTurnCut,
 		Noise: func(line string) bool {
 			for _, n := range []string{"Ripgrep is not available", "due to untrusted folder", "disabled because the folder is not trusted", "[STARTUP] Phase"} {
 				if strings.Contains(line, n) {
@@ -87,12 +87,7 @@ func Gemini(args []string) Agent {
 			}
 			return false
 		},
-		State: func(env []string) []string {
-			if h := cli.EnvValue(env, "GEMINI_CLI_HOME"); h != "" {
-				return []string{filepath.Join(h, ".gemini")}
-			}
-			return []string{HomeDir(env, ".gemini")}
-		},
+		State: geminiState,
 		Endpoints: func(env, _ []string) []egress.Rule {
 			return Rules(geminiEndpoints, cli.EnvValue(env, "GOOGLE_GEMINI_BASE_URL"))
 		},

@@ -52,6 +52,10 @@ func (x *Executor) Run(ctx context.Context, spec runner.AttemptSpec, emit func(r
 		return proc.Spec{Name: x.cfg.Bin, Path: path, Args: args, Dir: dir, Env: env, Mark: spec.ProcessMark(), StdinPipe: stdinPipe,
 			Grace: x.cfg.Grace, Confine: spec.Confinement(x.stateDirs(env)...), Egress: spec.EgressPolicy(x.endpoints(env)...), User: spec.ProcUser()}
 	}
+	var beforeLoad error
+	if r := spec.Resume; r != nil && x.agent.BeforeLoad != nil && x.Resumes() {
+		beforeLoad = x.agent.BeforeLoad(env, r.SessionID, time.Now())
+	}
 	started := time.Now()
 	p, err := proc.Start(procSpec(x.args(), true))
 	if err != nil {
@@ -61,6 +65,7 @@ func (x *Executor) Run(ctx context.Context, spec runner.AttemptSpec, emit func(r
 		dir, _ = os.Getwd() // ACP wants the session's directory absolute
 	}
 	s := newSession(x, spec, dir, env, cli.NewSessionEmitter(emit, x.cfg.Kind, p.Pgid))
+	s.started, s.beforeLoad = started, beforeLoad
 	exit := s.run(ctx, p)
 	if x.agent.Settle != nil && !exit.Killed && s.sessionID() != "" {
 		s.settle(func(rctx context.Context, args ...string) ([]byte, error) {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -31,6 +32,11 @@ type session struct {
 	out  *cli.SessionEmitter
 	// askCtx ends the questions put to a person when the attempt stops.
 	askCtx context.Context
+	// started is when the attempt started its agent.
+	started time.Time
+	// beforeLoad is why the agent's record of the session it is to load
+	// could not be readied (Agent.BeforeLoad).
+	beforeLoad error
 
 	mu        sync.Mutex
 	closed    bool // no event goes out any more
@@ -172,7 +178,7 @@ func (s *session) converse(ctx context.Context, conn *sdk.ClientSideConnection) 
 	if err != nil {
 		return turnResult{err: err}
 	}
-	loads := init.AgentCapabilities.LoadSession && s.x.agent.CannotLoad == ""
+	loads := init.AgentCapabilities.LoadSession
 	s.mu.Lock()
 	if init.AgentInfo != nil {
 		s.name = init.AgentInfo.Name
@@ -239,10 +245,7 @@ func (s *session) load(ctx context.Context, conn *sdk.ClientSideConnection, r *r
 	lost := func(why string) error {
 		return &setupError{code: state.CodeSessionLost, msg: s.agentName() + " could not continue session " + r.SessionID + ": " + why}
 	}
-	switch {
-	case s.x.agent.CannotLoad != "":
-		return lost(s.x.agent.CannotLoad)
-	case !loads:
+	if !loads {
 		return lost("it does not load sessions (no loadSession in its capabilities)")
 	}
 	if r.Path != "" {
@@ -250,17 +253,25 @@ func (s *session) load(ctx context.Context, conn *sdk.ClientSideConnection, r *r
 			return lost("its record is gone: " + err.Error())
 		}
 	}
+	if s.beforeLoad != nil {
+		return lost(s.beforeLoad.Error())
+	}
 	s.mu.Lock()
 	s.replaying = true
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.replaying = false
+		s.mu.Unlock()
+	}()
 	req := sdk.LoadSessionRequest{SessionId: sdk.SessionId(r.SessionID), Cwd: s.dir, McpServers: []sdk.McpServer{}}
 	resp, err := conn.LoadSession(ctx, req)
 	if s.signIn(ctx, conn, methods, err) {
 		resp, err = conn.LoadSession(ctx, req)
 	}
-	s.mu.Lock()
-	s.replaying = false
-	s.mu.Unlock()
+	if err == nil && s.x.agent.ReplaysAfterLoad {
+		err = s.awaitReplay(ctx, conn, r.SessionID, resp.Modes)
+	}
 	if err != nil {
 		if s.peerGone(err) {
 			return err
@@ -270,6 +281,19 @@ func (s *session) load(ctx context.Context, conn *sdk.ClientSideConnection, r *r
 	s.bind(r.SessionID, r.Path)
 	*options, *models = resp.ConfigOptions, resp.Models
 	return nil
+}
+
+// awaitReplay waits for the end of the history an agent replays after
+// its answer to session/load (Agent.ReplaysAfterLoad): it asks for the
+// session's own mode again (session/set_mode, which changes nothing), and
+// the protocol library hands over the answer only once every update
+// that came before it has been taken (and dropped as the replay).
+func (s *session) awaitReplay(ctx context.Context, conn *sdk.ClientSideConnection, id string, modes *sdk.SessionModeState) error {
+	if modes == nil || modes.CurrentModeId == "" {
+		return fmt.Errorf("its answer to session/load names no mode, so the end of its replay of the session cannot be told from the new turn")
+	}
+	_, err := conn.SetSessionMode(ctx, sdk.SetSessionModeRequest{SessionId: sdk.SessionId(id), ModeId: modes.CurrentModeId})
+	return err
 }
 
 // bind names the attempt's session, with where it is kept: a record in
@@ -438,6 +462,10 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 			// nothing came of it.
 			return
 		}
+		if cut := s.turnCutLocked(); cut != "" {
+			s.failure = &runner.Event{Type: runner.EventError, Code: state.CodeNetwork, Message: cut}
+			return
+		}
 		complete()
 	case sdk.StopReasonCancelled:
 		switch {
@@ -459,6 +487,21 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 	default:
 		s.failure = &runner.Event{Type: runner.EventError, Message: fmt.Sprintf("%s ended the turn with stop reason %q", s.nameLocked(), r.resp.StopReason)}
 	}
+}
+
+// turnCutLocked is why a turn the agent said ended did not, by its own
+// record (Agent.TurnCut), "" when it did or the record cannot tell.
+func (s *session) turnCutLocked() string {
+	if s.x.agent.TurnCut == nil || s.id == "" {
+		return ""
+	}
+	why, err := s.x.agent.TurnCut(s.env, s.id, s.started)
+	if err != nil {
+		s.sendLocked(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Notice: true,
+			Message: "could not read " + s.nameLocked() + "'s record of the session: " + runner.Clip(err.Error(), 300)})
+		return ""
+	}
+	return why
 }
 
 func (s *session) nameLocked() string {
