@@ -47,24 +47,24 @@ func (s *Server) TasksByPhase() map[state.Phase]int {
 // EventsByStatus counts, since the server started, the events it
 // answered by status: accepted, duplicate or rejected.
 func (s *Server) EventsByStatus() map[api.EventStatus]uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := make(map[api.EventStatus]uint64, len(s.eventResults))
-	for k, v := range s.eventResults {
+	s.rules.mu.Lock()
+	defer s.rules.mu.Unlock()
+	n := make(map[api.EventStatus]uint64, len(s.rules.eventResults))
+	for k, v := range s.rules.eventResults {
 		n[k] = v
 	}
 	return n
 }
 
 // countResults adds a batch's answers to the events counted by status.
-func (s *Server) countResults(results []api.EventResult) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.eventResults == nil {
-		s.eventResults = map[api.EventStatus]uint64{}
+func (rl *rules) countResults(results []api.EventResult) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.eventResults == nil {
+		rl.eventResults = map[api.EventStatus]uint64{}
 	}
 	for _, r := range results {
-		s.eventResults[r.Status]++
+		rl.eventResults[r.Status]++
 	}
 }
 
