@@ -374,3 +374,20 @@ func boundChanges(c *state.Changes) *state.Changes {
 	b.PushError = state.Ellipsize(b.PushError, maxPushErrorRunes)
 	return &b
 }
+
+// replay applies again the events a crash left unapplied to their task,
+// as they were then (same agent, same time): a file store's recovery.
+func (rl *rules) replay(t *state.Task, missed []store.Missed) {
+	applied := *t.EventsApplied
+	for i, e := range missed {
+		if reason := rl.apply(t, e.AgentID, e.Event, e.ReceivedAt); reason != "" {
+			rl.log.Warn("replaying a stored event after a crash: not applied", "task", t.ID, "key", e.Key, "reason", reason)
+		} else if e.Kind == state.EventLog {
+			if l, err := decodeLog(e.Payload); err == nil {
+				replayLog(t, e.Size, l, e.Attempt, applied+i+1)
+			}
+		} else if e.Kind == state.EventDiff {
+			t.Diff.Seq = applied + i + 1
+		}
+	}
+}

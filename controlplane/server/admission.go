@@ -214,8 +214,10 @@ func (w *watchdog) calmSince() time.Time {
 
 // LapsesHeld reports whether leases are kept from lapsing now because the
 // control plane was strained within three heartbeat intervals.
-func (s *Server) LapsesHeld() bool {
-	s.watchdog.mu.Lock()
-	defer s.watchdog.mu.Unlock()
-	return !s.watchdog.strainedAt.IsZero() && s.opts.Now().Sub(s.watchdog.strainedAt) <= 3*s.opts.HeartbeatInterval
+func (s *Server) LapsesHeld() bool { return s.watchdog.lapsesHeld() }
+
+func (w *watchdog) lapsesHeld() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.strainedAt.IsZero() && w.opts.Now().Sub(w.strainedAt) <= 3*w.opts.HeartbeatInterval
 }

@@ -128,11 +128,11 @@ func (rl *rules) readLink(ctx context.Context, token string) (linkPayload, error
 // answers, and the answer; an expired, used, altered or foreign link is
 // refused, saying which.
 func (b consoleBackend) ApprovalLink(ctx context.Context, token string) (console.Approval, error) {
-	p, err := b.s.rules.readLink(ctx, token)
+	p, err := b.rules.readLink(ctx, token)
 	if err != nil {
 		return console.Approval{}, err
 	}
-	t, err := b.s.store.Task(ctx, p.Task)
+	t, err := b.rules.store.Task(ctx, p.Task)
 	if err != nil {
 		return console.Approval{}, consoleErr(storeErr("read task", err))
 	}
@@ -145,19 +145,19 @@ func (b consoleBackend) ApprovalLink(ctx context.Context, token string) (console
 // UseApprovalLink answers the question an approval link names, with its
 // answer, once: the link is kept used until it would have expired.
 func (b consoleBackend) UseApprovalLink(ctx context.Context, token string) (api.TaskView, error) {
-	p, err := b.s.rules.readLink(ctx, token)
+	p, err := b.rules.readLink(ctx, token)
 	if err != nil {
 		return api.TaskView{}, err
 	}
-	v, err := b.s.rules.replyTask(ctx, p.Task, api.ReplyRequest{RequestID: p.Request, Decision: p.Decision})
+	v, err := b.rules.replyTask(ctx, p.Task, api.ReplyRequest{RequestID: p.Request, Decision: p.Decision})
 	if err != nil {
 		return api.TaskView{}, consoleErr(err)
 	}
-	if err := b.s.store.RevokeSession(ctx, approvalLinkPrefix+p.Nonce, time.Unix(p.Expiry, 0), b.s.opts.Now()); err != nil {
+	if err := b.rules.store.RevokeSession(ctx, approvalLinkPrefix+p.Nonce, time.Unix(p.Expiry, 0), b.rules.opts.Now()); err != nil {
 		// Answered all the same; a second use answers nothing new (the
 		// question is answered).
-		b.s.log.Warn("an approval link used could not be kept used", "task", p.Task, "err", err)
+		b.rules.log.Warn("an approval link used could not be kept used", "task", p.Task, "err", err)
 	}
-	b.s.log.Info("approval answered by a notification's link", "task", p.Task, "request", p.Request, "decision", p.Decision)
+	b.rules.log.Info("approval answered by a notification's link", "task", p.Task, "request", p.Request, "decision", p.Decision)
 	return v, nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"net/http"
 
 	"github.com/edgeagent/agent/controlplane/api"
@@ -46,13 +47,13 @@ func (s *Server) TasksByPhase() map[state.Phase]int {
 
 // EventsByStatus counts, since the server started, the events it
 // answered by status: accepted, duplicate or rejected.
-func (s *Server) EventsByStatus() map[api.EventStatus]uint64 {
-	s.rules.mu.Lock()
-	defer s.rules.mu.Unlock()
-	n := make(map[api.EventStatus]uint64, len(s.rules.eventResults))
-	for k, v := range s.rules.eventResults {
-		n[k] = v
-	}
+func (s *Server) EventsByStatus() map[api.EventStatus]uint64 { return s.rules.eventCounts() }
+
+func (rl *rules) eventCounts() map[api.EventStatus]uint64 {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	n := make(map[api.EventStatus]uint64, len(rl.eventResults))
+	maps.Copy(n, rl.eventResults)
 	return n
 }
 
