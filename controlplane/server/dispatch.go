@@ -10,9 +10,8 @@ import (
 // rules (claimNow); its own lock guards only the waiters and their
 // counters.
 type dispatch struct {
-	opts     *Options
-	rules    *rules
-	watchdog *watchdog
+	opts  *Options
+	rules *rules
 
 	mu sync.Mutex
 	// line is the claims waiting for work, first come first served.

@@ -4,9 +4,10 @@
 // hands in: a directory of its own (filestore, one process), or
 // PostgreSQL (pgstore), which any number of replicas share. It imports
 // neither: a store that a crash may leave behind its events
-// (store.Recoverer) is brought up to date by New, through the rules. Every change is one store transaction on the tasks
-// it touches; the server's own lock guards only what one process keeps
-// for itself (the claims waiting for work, counters).
+// (store.Recoverer) is brought up to date by New, through the rules.
+// Every change is one store transaction on the tasks it touches; each
+// room's own lock guards only what one process keeps for itself (the
+// claims waiting for work, counters).
 //
 // What it promises:
 //
@@ -64,7 +65,8 @@
 //     in one replica at a time, and the strain that holds leases from
 //     lapsing (admission.go).
 //   - consoleBackend (console.go): the console's seam (console.Backend),
-//     over the rules; the console never reaches the store or the Server.
+//     over the rules (signing in alone is the HTTP layer's): the console
+//     reaches the control plane only through it.
 //   - Server, the HTTP layer: routes.go (the endpoints and who may use
 //     each), auth.go, admission.go (requests in flight), pages.go (the
 //     paged lists), figures.go (figures for metrics), server.go (New:

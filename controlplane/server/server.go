@@ -102,10 +102,12 @@ type NotifyTarget struct {
 	Events []api.NotifyEvent
 }
 
-// Server is the reference control plane: the rules, over a store that
-// keeps the records (package store). Every change is a store transaction
-// on the tasks it touches; the server's own lock guards only what one
-// process keeps for itself (waiting claims, counters).
+// Server is the reference control plane: its HTTP layer (routes,
+// authentication, admission, pages) over its rooms, the rules, the
+// dispatch and the watchdog, which work on a store that keeps the
+// records (package store). Every change is a store transaction on the
+// tasks it touches; each room's own lock guards only what one process
+// keeps for itself (waiting claims, counters).
 type Server struct {
 	opts  Options
 	log   *slog.Logger
@@ -195,7 +197,7 @@ func New(opts Options) (*Server, error) {
 	s.dispatch = &dispatch{opts: &s.opts, rules: s.rules, stopWaits: make(chan struct{})}
 	s.watchdog = &watchdog{opts: &s.opts, log: s.log, store: s.store, rules: s.rules, dispatch: s.dispatch,
 		started: opts.Now(), wasOnline: map[string]bool{}}
-	s.rules.dispatch, s.rules.watchdog, s.dispatch.watchdog = s.dispatch, s.watchdog, s.watchdog
+	s.rules.dispatch, s.rules.watchdog = s.dispatch, s.watchdog
 	if r, ok := s.store.(store.Recoverer); ok {
 		// The notifications of the changes replayed are stored before the
 		// task that shows the change: a crash may have come before the

@@ -44,7 +44,12 @@ const watchEvery = time.Second
 // watchdog also runs on claims, event batches and heartbeats, at most once
 // a second.
 func (s *Server) RunWatchdog(ctx context.Context, period time.Duration) {
-	tick(ctx, period, func() { s.watchdog.pass(ctx) })
+	s.watchdog.run(ctx, period)
+}
+
+// run is the watchdog's loop: a pass every period until ctx is done.
+func (w *watchdog) run(ctx context.Context, period time.Duration) {
+	tick(ctx, period, func() { w.pass(ctx) })
 }
 
 // tick calls fn every period until ctx is done.
