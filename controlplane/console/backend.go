@@ -12,8 +12,9 @@ import (
 )
 
 // Backend is what the console needs of the control plane: package
-// server's Server implements it. Its actions follow the API's rules and
-// answer the API's errors (an *Error says the status).
+// server's Server.ConsoleBackend, over the server's rules. Its actions
+// follow the API's rules and answer the API's errors (an *Error says the
+// status).
 type Backend interface {
 	// Identify says whose token tok is. A token nobody holds is counted
 	// against addr, as the API counts it: Identity.Wait says how long

@@ -24,8 +24,8 @@
 //     escaped by html/template, never trusted as markup; pages run under
 //     a strict Content-Security-Policy (no inline script or style).
 //   - The console reads and changes nothing itself: every read and every
-//     action goes through its Backend, the server, with the API's rules
-//     and errors.
+//     action goes through its Backend, over the server's rules, with
+//     the API's errors.
 //   - A live stream polls the Backend about once a second and sends only
 //     what changed, so another replica's changes show too; it ends when
 //     its client goes or the server shuts down, and at most MaxStreams

@@ -150,7 +150,7 @@ func TestInboxStream(t *testing.T) {
 func TestStreamEndsWithItsRequest(t *testing.T) {
 	t.Parallel()
 	cp := start(t, server.Options{})
-	c := console.New(console.Options{Backend: cp.Server, MaxStreams: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c := console.New(console.Options{Backend: cp.Server.ConsoleBackend(), MaxStreams: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	hs := httptest.NewServer(c)
 	defer hs.Close()
 	b := newBrowser(t, hs.URL)

@@ -21,14 +21,14 @@ import (
 // are stored, synced, before the answer; when they cannot be, nothing of
 // the batch is (the agent sends it again). A log event past its attempt's
 // cap is accepted and counted, its lines not stored (see admitLog).
-func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.EventsResponse, error) {
+func (rl *rules) acceptEvents(ctx context.Context, req api.EventsRequest) (api.EventsResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return api.EventsResponse{}, err
 	}
 	if len(req.Events) > api.MaxEventsPerBatch {
 		return api.EventsResponse{}, badRequest("%d events in one batch; the limit is %d", len(req.Events), api.MaxEventsPerBatch)
 	}
-	s.watchdog(ctx)
+	rl.watchdog.pass(ctx)
 	var ids []string
 	for _, ev := range req.Events {
 		if ev.TaskID != "" && len(ev.TaskID) <= api.MaxIDBytes && !slices.Contains(ids, ev.TaskID) {
@@ -40,12 +40,12 @@ func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 		queued bool
 		trees  []string // the trees whose tasks reported usage
 	)
-	err := s.update(ctx, ids, func(tx store.Tx) error {
-		now := s.opts.Now()
+	err := rl.update(ctx, ids, func(tx store.Tx) error {
+		now := rl.opts.Now()
 		resp = api.EventsResponse{Results: make([]api.EventResult, len(req.Events))}
 		queued, trees = false, trees[:0]
 		for i, ev := range req.Events {
-			res, err := s.acceptEvent(tx, req.AgentID, ev, now)
+			res, err := rl.acceptEvent(tx, req.AgentID, ev, now)
 			if err != nil {
 				return err
 			}
@@ -79,14 +79,14 @@ func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 		return api.EventsResponse{}, storeErr("store events", err)
 	}
 	if queued {
-		s.wakeClaims(1)
+		rl.dispatch.wakeClaims(1)
 	}
-	s.countResults(resp.Results)
+	rl.countResults(resp.Results)
 	// Tree budgets: the report that takes a tree past its root's budget
 	// stops the tree, and its own task hears so in this answer.
-	stopped, err := s.stopSpentTrees(ctx, trees)
+	stopped, err := rl.stopSpentTrees(ctx, trees)
 	if err != nil {
-		s.log.Warn("tree budgets: not checked after a report; the next report checks again", "err", err)
+		rl.log.Warn("tree budgets: not checked after a report; the next report checks again", "err", err)
 	}
 	for _, id := range ids {
 		if why, ok := stopped[id]; ok {
@@ -97,7 +97,7 @@ func (s *Server) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 }
 
 // acceptEvent applies one event of a batch in its transaction.
-func (s *Server) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time.Time) (api.EventResult, error) {
+func (rl *rules) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time.Time) (api.EventResult, error) {
 	res := api.EventResult{Key: ev.Key, Status: api.StatusAccepted}
 	switch {
 	case ev.Key == "":
@@ -148,7 +148,7 @@ func (s *Server) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time
 	if ev.Kind != state.EventLog {
 		work = t.Clone()
 	}
-	if reason := s.apply(work, agentID, ev, now); reason != "" {
+	if reason := rl.apply(work, agentID, ev, now); reason != "" {
 		res.Status, res.Reason = api.StatusRejected, reason
 		return res, nil
 	}
@@ -161,7 +161,7 @@ func (s *Server) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time
 	}
 	seq++
 	if err == nil && ev.Kind == state.EventLog {
-		line, err = s.admitLog(t, se, logged, line, seq)
+		line, err = rl.admitLog(t, se, logged, line, seq)
 	}
 	if err != nil {
 		return res, fmt.Errorf("store event %s: %w", ev.Key, err)
@@ -181,7 +181,7 @@ func (s *Server) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time
 
 // apply applies one event to its task t, or says why it is rejected
 // (having changed t perhaps: the caller works on a copy).
-func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Time) (reason api.RejectReason) {
+func (rl *rules) apply(t *state.Task, agentID string, ev api.Event, now time.Time) (reason api.RejectReason) {
 	if t.Phase.Terminal() {
 		// The completion that follows the agent's own terminal phase is
 		// the one late event a terminal task takes, from that agent under
@@ -191,7 +191,7 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 			if t.Lease == nil || t.Lease.ID != ev.LeaseID || t.Lease.AgentID != agentID {
 				return api.ReasonLease
 			}
-			s.setResult(t, c)
+			rl.setResult(t, c)
 			return ""
 		}
 		if ev.Kind == state.EventPush {
@@ -268,7 +268,7 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 		if err := t.Transition(c.Status, "", now); err != nil {
 			return bad(err)
 		}
-		s.setResult(t, c)
+		rl.setResult(t, c)
 	case state.EventDiff:
 		var d state.DiffEvent
 		if err := json.Unmarshal(ev.Payload, &d); err != nil {
@@ -286,7 +286,7 @@ func (s *Server) apply(t *state.Task, agentID string, ev api.Event, now time.Tim
 		return api.Invalid("unknown kind " + string(ev.Kind))
 	}
 	t.LastProgressAt, t.UpdatedAt, t.Liveness = now, now, ""
-	t.Lease.ExpiresAt = now.Add(s.opts.Lease)
+	t.Lease.ExpiresAt = now.Add(rl.opts.Lease)
 	return ""
 }
 
@@ -333,7 +333,7 @@ func checkPullRequestURL(raw string) error {
 	return nil
 }
 
-func (s *Server) setResult(t *state.Task, c state.CompleteEvent) {
+func (rl *rules) setResult(t *state.Task, c state.CompleteEvent) {
 	t.Result = &state.Result{Summary: c.Summary, Data: c.Result, Changes: boundChanges(c.Changes), Usage: c.Usage}
 	if c.Error != nil && t.PhaseReason == "" {
 		t.PhaseReason = c.Error.Error()
@@ -373,4 +373,21 @@ func boundChanges(c *state.Changes) *state.Changes {
 	}
 	b.PushError = state.Ellipsize(b.PushError, maxPushErrorRunes)
 	return &b
+}
+
+// replay applies again the events a crash left unapplied to their task,
+// as they were then (same agent, same time): a file store's recovery.
+func (rl *rules) replay(t *state.Task, missed []store.Missed) {
+	applied := *t.EventsApplied
+	for i, e := range missed {
+		if reason := rl.apply(t, e.AgentID, e.Event, e.ReceivedAt); reason != "" {
+			rl.log.Warn("replaying a stored event after a crash: not applied", "task", t.ID, "key", e.Key, "reason", reason)
+		} else if e.Kind == state.EventLog {
+			if l, err := decodeLog(e.Payload); err == nil {
+				replayLog(t, e.Size, l, e.Attempt, applied+i+1)
+			}
+		} else if e.Kind == state.EventDiff {
+			t.Diff.Seq = applied + i + 1
+		}
+	}
 }

@@ -133,7 +133,7 @@ func (s *Server) admit(kind RequestKind, next http.Handler) http.Handler {
 			n.Add(-1)
 			shed.Add(1)
 			if agents {
-				s.strained()
+				s.watchdog.strained()
 			}
 			w.Header().Set("Retry-After", strconv.Itoa(int(ShedRetryAfter/time.Second)))
 			writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: fmt.Sprintf(
@@ -192,30 +192,32 @@ func (s *Server) Pool() (store.PoolFigures, bool) {
 const slowHeartbeat = time.Second
 
 // strained records that the control plane is the bottleneck now.
-func (s *Server) strained() {
-	now := s.opts.Now()
-	s.mu.Lock()
-	if now.After(s.strainedAt) {
-		s.strainedAt = now
+func (w *watchdog) strained() {
+	now := w.opts.Now()
+	w.mu.Lock()
+	if now.After(w.strainedAt) {
+		w.strainedAt = now
 	}
-	s.mu.Unlock()
+	w.mu.Unlock()
 }
 
 // calmSince is when leases may begin to lapse from: the start, or the
 // last moment the control plane was strained, whichever came last.
-func (s *Server) calmSince() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.strainedAt.After(s.started) {
-		return s.strainedAt
+func (w *watchdog) calmSince() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.strainedAt.After(w.started) {
+		return w.strainedAt
 	}
-	return s.started
+	return w.started
 }
 
 // LapsesHeld reports whether leases are kept from lapsing now because the
 // control plane was strained within three heartbeat intervals.
-func (s *Server) LapsesHeld() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !s.strainedAt.IsZero() && s.opts.Now().Sub(s.strainedAt) <= 3*s.opts.HeartbeatInterval
+func (s *Server) LapsesHeld() bool { return s.watchdog.lapsesHeld() }
+
+func (w *watchdog) lapsesHeld() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.strainedAt.IsZero() && w.opts.Now().Sub(w.strainedAt) <= 3*w.opts.HeartbeatInterval
 }

@@ -65,12 +65,12 @@ func approvalLinkKey(st store.Store) ([]byte, error) {
 // approvalActions are the links that accept and decline question q of
 // task id, or nil when the control plane has no public address to put
 // in a link (--public-url).
-func (s *Server) approvalActions(id string, q *state.ApprovalRequest) *api.NotifyActions {
-	if s.opts.PublicURL == "" || q == nil {
+func (rl *rules) approvalActions(id string, q *state.ApprovalRequest) *api.NotifyActions {
+	if rl.opts.PublicURL == "" || q == nil {
 		return nil
 	}
-	key := s.linkKey
-	expiry := s.opts.Now().Add(approvalLinkLife)
+	key := rl.linkKey
+	expiry := rl.opts.Now().Add(approvalLinkLife)
 	if !q.Deadline.IsZero() && q.Deadline.Before(expiry) {
 		expiry = q.Deadline
 	}
@@ -79,7 +79,7 @@ func (s *Server) approvalActions(id string, q *state.ApprovalRequest) *api.Notif
 		rand.Read(b)
 		p, _ := json.Marshal(linkPayload{Task: id, Request: q.ID, Decision: d, Expiry: expiry.Unix(), Nonce: hex.EncodeToString(b)})
 		payload := base64.RawURLEncoding.EncodeToString(p)
-		return s.link("/approve/" + payload + "." + base64.RawURLEncoding.EncodeToString(linkMAC(key, payload)))
+		return rl.link("/approve/" + payload + "." + base64.RawURLEncoding.EncodeToString(linkMAC(key, payload)))
 	}
 	return &api.NotifyActions{Accept: link(api.DecisionAccept), Decline: link(api.DecisionDecline), Expires: expiry.UTC()}
 }
@@ -96,14 +96,14 @@ func errLink(status int, msg string) error { return &console.Error{Status: statu
 
 // readLink checks an approval link's token: its MAC, its expiry, and that
 // it was not used.
-func (s *Server) readLink(ctx context.Context, token string) (linkPayload, error) {
+func (rl *rules) readLink(ctx context.Context, token string) (linkPayload, error) {
 	var p linkPayload
 	payload, mac, ok := strings.Cut(token, ".")
 	sum, err := base64.RawURLEncoding.DecodeString(mac)
 	if !ok || err != nil || len(token) > 1024 {
 		return p, errLink(http.StatusNotFound, "this approval link is not one the control plane made")
 	}
-	if !hmac.Equal(sum, linkMAC(s.linkKey, payload)) {
+	if !hmac.Equal(sum, linkMAC(rl.linkKey, payload)) {
 		return p, errLink(http.StatusNotFound, "this approval link is not one the control plane made")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(payload)
@@ -111,10 +111,10 @@ func (s *Server) readLink(ctx context.Context, token string) (linkPayload, error
 		p.Decision != api.DecisionAccept && p.Decision != api.DecisionDecline {
 		return p, errLink(http.StatusNotFound, "this approval link is not one the control plane made")
 	}
-	if !s.opts.Now().Before(time.Unix(p.Expiry, 0)) {
+	if !rl.opts.Now().Before(time.Unix(p.Expiry, 0)) {
 		return p, errLink(http.StatusGone, "this approval link has expired: answer from the console's inbox")
 	}
-	used, err := s.store.SessionRevoked(ctx, approvalLinkPrefix+p.Nonce)
+	used, err := rl.store.SessionRevoked(ctx, approvalLinkPrefix+p.Nonce)
 	if err != nil {
 		return p, consoleErr(storeErr("read the approval links used", err))
 	}
@@ -127,12 +127,12 @@ func (s *Server) readLink(ctx context.Context, token string) (linkPayload, error
 // ApprovalLink reads an approval link: the task and the question it
 // answers, and the answer; an expired, used, altered or foreign link is
 // refused, saying which.
-func (s *Server) ApprovalLink(ctx context.Context, token string) (console.Approval, error) {
-	p, err := s.readLink(ctx, token)
+func (b consoleBackend) ApprovalLink(ctx context.Context, token string) (console.Approval, error) {
+	p, err := b.rules.readLink(ctx, token)
 	if err != nil {
 		return console.Approval{}, err
 	}
-	t, err := s.store.Task(ctx, p.Task)
+	t, err := b.rules.store.Task(ctx, p.Task)
 	if err != nil {
 		return console.Approval{}, consoleErr(storeErr("read task", err))
 	}
@@ -144,20 +144,20 @@ func (s *Server) ApprovalLink(ctx context.Context, token string) (console.Approv
 
 // UseApprovalLink answers the question an approval link names, with its
 // answer, once: the link is kept used until it would have expired.
-func (s *Server) UseApprovalLink(ctx context.Context, token string) (api.TaskView, error) {
-	p, err := s.readLink(ctx, token)
+func (b consoleBackend) UseApprovalLink(ctx context.Context, token string) (api.TaskView, error) {
+	p, err := b.rules.readLink(ctx, token)
 	if err != nil {
 		return api.TaskView{}, err
 	}
-	v, err := s.replyTask(ctx, p.Task, api.ReplyRequest{RequestID: p.Request, Decision: p.Decision})
+	v, err := b.rules.replyTask(ctx, p.Task, api.ReplyRequest{RequestID: p.Request, Decision: p.Decision})
 	if err != nil {
 		return api.TaskView{}, consoleErr(err)
 	}
-	if err := s.store.RevokeSession(ctx, approvalLinkPrefix+p.Nonce, time.Unix(p.Expiry, 0), s.opts.Now()); err != nil {
+	if err := b.rules.store.RevokeSession(ctx, approvalLinkPrefix+p.Nonce, time.Unix(p.Expiry, 0), b.rules.opts.Now()); err != nil {
 		// Answered all the same; a second use answers nothing new (the
 		// question is answered).
-		s.log.Warn("an approval link used could not be kept used", "task", p.Task, "err", err)
+		b.rules.log.Warn("an approval link used could not be kept used", "task", p.Task, "err", err)
 	}
-	s.log.Info("approval answered by a notification's link", "task", p.Task, "request", p.Request, "decision", p.Decision)
+	b.rules.log.Info("approval answered by a notification's link", "task", p.Task, "request", p.Request, "decision", p.Decision)
 	return v, nil
 }

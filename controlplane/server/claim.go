@@ -8,40 +8,8 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
-	"github.com/edgeagent/agent/controlplane/store"
 	"github.com/edgeagent/agent/health"
-	"github.com/edgeagent/agent/state"
 )
-
-// release gives claimed tasks an agent will not run back to the queue.
-func (s *Server) release(ctx context.Context, req api.ReleaseRequest) (struct{}, error) {
-	if err := checkAgentID(req.AgentID); err != nil {
-		return struct{}{}, err
-	}
-	if len(req.TaskIDs) > api.MaxEventsPerBatch {
-		return struct{}{}, badRequest("%d tasks in one release; the limit is %d", len(req.TaskIDs), api.MaxEventsPerBatch)
-	}
-	now := s.opts.Now()
-	released := 0
-	err := s.update(ctx, req.TaskIDs, func(tx store.Tx) error {
-		for _, id := range req.TaskIDs {
-			t := tx.Task(id)
-			if t == nil || t.Lease == nil || t.Lease.AgentID != req.AgentID || t.Phase != state.PhaseClaimed {
-				continue
-			}
-			t.Lease = nil
-			if err := t.Transition(state.PhaseQueued, "released by "+req.AgentID, now); err == nil {
-				tx.Save(t)
-				released++
-			}
-		}
-		return nil
-	})
-	if err == nil {
-		s.wakeClaims(released)
-	}
-	return struct{}{}, storeErr("release", err)
-}
 
 // claim answers POST /v1/tasks/claim. With nothing claimable and a wait
 // asked (wait_ms, capped at Options.MaxClaimWait), it holds the claim:
@@ -56,7 +24,7 @@ func (s *Server) release(ctx context.Context, req api.ReleaseRequest) (struct{},
 // channel their orders come on: it is answered, with the orders and no
 // grant, as soon as one of them is to stop (orders.go); with no room
 // (Max 0) it is held for that alone.
-func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, error) {
+func (d *dispatch) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return api.ClaimResponse{}, err
 	}
@@ -80,7 +48,7 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 	if req.WaitMS < 0 {
 		return api.ClaimResponse{}, badRequest("wait_ms is %d: want 0 (answer at once) or more", req.WaitMS)
 	}
-	wait := min(time.Duration(min(req.WaitMS, math.MaxInt64/int64(time.Millisecond)))*time.Millisecond, s.opts.MaxClaimWait)
+	wait := min(time.Duration(min(req.WaitMS, math.MaxInt64/int64(time.Millisecond)))*time.Millisecond, d.opts.MaxClaimWait)
 	takes := req.HealthGrade != health.Unavailable && req.Max > 0
 	if !takes && len(req.Running) == 0 {
 		wait = 0 // nothing could be granted, nor ordered: no use waiting
@@ -94,7 +62,7 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 	)
 	defer func() {
 		if w != nil {
-			s.leaveLine(w)
+			d.leaveLine(w)
 		}
 		if ordered != nil {
 			ordered()
@@ -103,12 +71,12 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 	// done ends a wait the claim held: counted, and how it ended.
 	done := func(end ClaimWaitEnd, counted bool) {
 		if timer != nil {
-			s.mu.Lock()
-			s.waiting--
+			d.mu.Lock()
+			d.waiting--
 			if counted {
-				s.countWaitEnd(end)
+				d.countWaitEnd(end)
 			}
-			s.mu.Unlock()
+			d.mu.Unlock()
 		}
 	}
 	for {
@@ -117,17 +85,17 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			// grant to an agent that will not hear of it.
 			select {
 			case <-ctx.Done():
-				return s.endWait(WaitGone, wait), nil
-			case <-s.stopWaits:
-				return s.endWait(WaitStopped, wait), nil
+				return d.endWait(WaitGone, wait), nil
+			case <-d.stopWaits:
+				return d.endWait(WaitStopped, wait), nil
 			default:
 			}
 		}
 		if len(req.Running) > 0 {
-			cancels, stops, err := s.ordersOf(ctx, req.AgentID, req.Running)
+			cancels, stops, err := d.rules.ordersOf(ctx, req.AgentID, req.Running)
 			if err != nil || len(cancels)+len(stops) > 0 {
 				done(WaitOrdered, err == nil)
-				s.handOn(held) // the chance it was woken with goes on
+				d.handOn(held) // the chance it was woken with goes on
 				if err != nil {
 					return api.ClaimResponse{}, storeErr("claim", err)
 				}
@@ -135,9 +103,9 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			}
 		}
 		if selects {
-			s.mu.Lock()
+			d.mu.Lock()
 			if timer != nil {
-				s.waitRounds++
+				d.waitRounds++
 			}
 			if wait > 0 {
 				// In line before it selects: a task queued while it selects
@@ -147,15 +115,15 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 				}
 				if takes && !w.inLine {
 					w.inLine = true
-					s.line = append(s.line, w)
+					d.line = append(d.line, w)
 				}
 			}
-			s.mu.Unlock()
-			resp, queued, err := s.claimNow(ctx, req)
+			d.mu.Unlock()
+			resp, queued, err := d.rules.claimNow(ctx, req)
 			if len(resp.Tasks) > 0 && held != nil && held.poll {
 				// A look now and then found work nobody was told of: there
 				// may be more.
-				s.pollClaims()
+				d.pollClaims()
 			}
 			if err != nil || len(resp.Tasks) > 0 || wait <= 0 {
 				done(WaitGranted, err == nil)
@@ -167,7 +135,7 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			// With no task queued at all (taken meanwhile, by a claim here
 			// or on another replica), there is no chance to hand on.
 			if queued > 0 {
-				s.handOn(held)
+				d.handOn(held)
 			}
 			held = nil
 		}
@@ -176,11 +144,11 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			idle(ctx) // waiting holds nothing: it does not count in flight
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
-			s.mu.Lock()
-			s.waiting++
-			s.mu.Unlock()
+			d.mu.Lock()
+			d.waiting++
+			d.mu.Unlock()
 			if len(req.Running) > 0 {
-				ordered = s.awaitOrders(req.AgentID, w)
+				ordered = d.awaitOrders(req.AgentID, w)
 				// A cancel between its look and now would have woken
 				// nothing: look again.
 				select {
@@ -200,10 +168,10 @@ func (s *Server) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimResp
 			end = WaitTimedOut
 		case <-ctx.Done():
 			end = WaitGone
-		case <-s.stopWaits:
+		case <-d.stopWaits:
 			end = WaitStopped
 		}
-		return s.endWait(end, wait), nil
+		return d.endWait(end, wait), nil
 	}
 }
 
@@ -227,7 +195,7 @@ type waiter struct {
 	wake     chan *baton   // its wake: a baton, or nil from wakeAll
 	orders   chan struct{} // a task its agent runs may be to stop (orders.go)
 	degraded bool          // the claim is a degraded agent's
-	inLine   bool          // in s.line; mu guards it
+	inLine   bool          // in d.line; d.mu guards it
 }
 
 // baton is one task's chance to be claimed by a waiting claim: left is how
@@ -241,36 +209,36 @@ type baton struct {
 // wakeClaims wakes the first n claims in line, one per task that may have
 // become claimable (submitted, retried, continued, released, its lease
 // lapsed).
-func (s *Server) wakeClaims(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (d *dispatch) wakeClaims(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for range n {
-		s.wakeFirst(&baton{left: len(s.line) - 1})
+		d.wakeFirst(&baton{left: len(d.line) - 1})
 	}
 }
 
 // handOn gives b to the next claim in line, if it may go further.
-func (s *Server) handOn(b *baton) {
+func (d *dispatch) handOn(b *baton) {
 	if b == nil {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if b.left > 0 {
 		b.left--
-		s.wakeFirst(b)
+		d.wakeFirst(b)
 	}
 }
 
 // wakeFirst takes the first claim out of the line and wakes it with b. mu
 // is held.
-func (s *Server) wakeFirst(b *baton) {
-	if len(s.line) == 0 {
+func (d *dispatch) wakeFirst(b *baton) {
+	if len(d.line) == 0 {
 		return
 	}
-	w := s.line[0]
-	s.line[0] = nil
-	s.line = s.line[1:]
+	w := d.line[0]
+	d.line[0] = nil
+	d.line = d.line[1:]
 	w.inLine = false
 	select {
 	case w.wake <- b:
@@ -280,22 +248,22 @@ func (s *Server) wakeFirst(b *baton) {
 
 // wakeAll wakes every claim in line: the store may have missed telling
 // of tasks queued elsewhere.
-func (s *Server) wakeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for len(s.line) > 0 {
-		s.wakeFirst(nil)
+func (d *dispatch) wakeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for len(d.line) > 0 {
+		d.wakeFirst(nil)
 	}
 }
 
 // wakeDegraded wakes every degraded agent's claim in line: with an
 // available agent gone, the preference for GUI tasks may now let one of
 // them take one. The others' chances did not change.
-func (s *Server) wakeDegraded() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	kept := s.line[:0]
-	for _, w := range s.line {
+func (d *dispatch) wakeDegraded() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	kept := d.line[:0]
+	for _, w := range d.line {
 		if !w.degraded {
 			kept = append(kept, w)
 			continue
@@ -306,8 +274,8 @@ func (s *Server) wakeDegraded() {
 		default:
 		}
 	}
-	clear(s.line[len(kept):])
-	s.line = kept
+	clear(d.line[len(kept):])
+	d.line = kept
 }
 
 // pollReach is how many claims after the first a look's chance may be
@@ -319,62 +287,65 @@ const pollReach = 8
 
 // pollClaims wakes the first claim in line to look for work queued where
 // the server did not hear of it.
-func (s *Server) pollClaims() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.wakeFirst(&baton{left: min(len(s.line)-1, pollReach), poll: true})
+func (d *dispatch) pollClaims() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.wakeFirst(&baton{left: min(len(d.line)-1, pollReach), poll: true})
 }
 
 // watchClaims has the claims waiting here look for work every so often
 // (pollClaims) until ctx ends: every claimLook, or sharedClaimPoll over a
 // shared store that cannot say when other replicas queue tasks.
-func (s *Server) watchClaims(ctx context.Context, every time.Duration) {
-	tick(ctx, every, s.pollClaims)
+func (d *dispatch) watchClaims(ctx context.Context, every time.Duration) {
+	tick(ctx, every, d.pollClaims)
 }
 
 // leaveLine takes w out of the line when it is in it, and hands on a
 // baton it was given and will not use.
-func (s *Server) leaveLine(w *waiter) {
-	s.mu.Lock()
+func (d *dispatch) leaveLine(w *waiter) {
+	d.mu.Lock()
 	if w.inLine {
 		w.inLine = false
-		for i, x := range s.line {
+		for i, x := range d.line {
 			if x == w {
-				s.line = slices.Delete(s.line, i, i+1)
+				d.line = slices.Delete(d.line, i, i+1)
 				break
 			}
 		}
 	}
-	s.mu.Unlock()
+	d.mu.Unlock()
 	select {
 	case b := <-w.wake:
-		s.handOn(b)
+		d.handOn(b)
 	default:
 	}
 }
 
 // endWait ends a claim held waiting, empty.
-func (s *Server) endWait(end ClaimWaitEnd, wait time.Duration) api.ClaimResponse {
-	s.mu.Lock()
-	s.waiting--
-	s.countWaitEnd(end)
-	s.mu.Unlock()
+func (d *dispatch) endWait(end ClaimWaitEnd, wait time.Duration) api.ClaimResponse {
+	d.mu.Lock()
+	d.waiting--
+	d.countWaitEnd(end)
+	d.mu.Unlock()
 	return api.ClaimResponse{Tasks: []api.Claimed{}, WaitMS: wait.Milliseconds()}
 }
 
 // countWaitEnd counts a waiting claim's end. mu is held.
-func (s *Server) countWaitEnd(end ClaimWaitEnd) {
-	if s.waitEnds == nil {
-		s.waitEnds = map[ClaimWaitEnd]uint64{}
+func (d *dispatch) countWaitEnd(end ClaimWaitEnd) {
+	if d.waitEnds == nil {
+		d.waitEnds = map[ClaimWaitEnd]uint64{}
 	}
-	s.waitEnds[end]++
+	d.waitEnds[end]++
 }
 
 // StopWaits answers every waiting claim at once, empty, and every later
 // claim without waiting: for a server about to stop, whose HTTP server's
 // shutdown would otherwise wait for them. It is safe to call again.
-func (s *Server) StopWaits() {
-	s.stopOnce.Do(func() { close(s.stopWaits) })
+func (s *Server) StopWaits() { s.dispatch.stop() }
+
+// stop ends every wait, and every later one before it starts.
+func (d *dispatch) stop() {
+	d.stopOnce.Do(func() { close(d.stopWaits) })
 }
 
 // ClaimWaitEnd is how a claim held waiting for work ended.
@@ -390,21 +361,23 @@ const (
 )
 
 // ClaimsWaiting is how many claims are held waiting for work now.
-func (s *Server) ClaimsWaiting() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.waiting
+func (s *Server) ClaimsWaiting() int { return s.dispatch.claimsWaiting() }
+
+func (d *dispatch) claimsWaiting() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.waiting
 }
 
 // ClaimWaitEnds counts, since the server started, the claims that waited
 // for work, by how their wait ended.
-func (s *Server) ClaimWaitEnds() map[ClaimWaitEnd]uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := make(map[ClaimWaitEnd]uint64, len(s.waitEnds))
-	for k, v := range s.waitEnds {
-		n[k] = v
-	}
+func (s *Server) ClaimWaitEnds() map[ClaimWaitEnd]uint64 { return s.dispatch.waitEndCounts() }
+
+func (d *dispatch) waitEndCounts() map[ClaimWaitEnd]uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := make(map[ClaimWaitEnd]uint64, len(d.waitEnds))
+	maps.Copy(n, d.waitEnds)
 	return n
 }
 
@@ -421,168 +394,3 @@ const (
 	listenedClaimPoll = time.Second
 	claimLook         = 5 * time.Second
 )
-
-// claimNow grants what req may take now. queued counts the queued tasks
-// it looked at, granted or not: none means that nothing was queued (but
-// tasks other claims held at that moment).
-func (s *Server) claimNow(ctx context.Context, req api.ClaimRequest) (api.ClaimResponse, int, error) {
-	now := s.opts.Now()
-	s.watchdog(ctx)
-	resp := api.ClaimResponse{Tasks: []api.Claimed{}}
-	a, known, leased, err := s.store.AgentAndLeased(ctx, req.AgentID)
-	if err != nil {
-		return resp, 0, storeErr("claim", err)
-	}
-	if req.Executor != "" { // an agent from before routing advertises no labels
-		if err := s.adoptLabels(ctx, &a, req.AgentID, req.Labels); err != nil {
-			return resp, 0, storeErr("claim", err)
-		}
-	}
-	if err := s.noteOffer(ctx, req, a, known); err != nil {
-		return resp, 0, storeErr("claim", err)
-	}
-	if req.RequestID != "" {
-		// The same claim asked again (its answer was lost on the way):
-		// the same grant, not a second one.
-		var again []string
-		for _, t := range leased {
-			if l := t.Lease; l.ClaimID == req.RequestID {
-				again = append(again, t.ID)
-			}
-		}
-		if len(again) > 0 {
-			err := s.update(ctx, again, func(tx store.Tx) error {
-				for _, id := range again {
-					t := tx.Task(id)
-					if t == nil || t.Lease == nil || t.Lease.AgentID != req.AgentID || t.Lease.ClaimID != req.RequestID || t.Phase.Terminal() {
-						continue
-					}
-					t.Lease.ExpiresAt, t.Lease.Lapsed = now.Add(s.opts.Lease), false
-					tx.Save(t)
-					resp.Tasks = append(resp.Tasks, s.claimed(t, *t.Lease))
-				}
-				return nil
-			})
-			if err != nil || len(resp.Tasks) > 0 {
-				return resp, 0, storeErr("claim", err)
-			}
-		}
-	}
-	if req.HealthGrade == health.Unavailable || req.Max <= 0 {
-		return resp, 0, nil
-	}
-	most := min(req.Max, 50)
-	// Whether an available agent other than this one is online: asked
-	// before the claim's transaction, which must not call the store.
-	guiElsewhere := false
-	if req.HealthGrade == health.Degraded {
-		if guiElsewhere, err = s.availableAgentOnline(ctx, req.AgentID, now); err != nil {
-			return resp, 0, storeErr("claim", err)
-		}
-	}
-	queued := 0
-	err = s.claimTasks(ctx, func(tx store.Tx, t *state.Task) (bool, error) {
-		queued++
-		// A task that needs the executor's app server goes to an available
-		// agent when one is online; a degraded one gets it otherwise.
-		if !mayClaim(t, req, a.Granted) || t.Prefer == state.PreferGUI && guiElsewhere {
-			return false, nil
-		}
-		lease := state.Lease{ID: newID("lease-", 6), AgentID: req.AgentID, ExpiresAt: now.Add(s.opts.Lease), ClaimID: req.RequestID, GrantedAt: now}
-		if err := t.Transition(state.PhaseClaimed, "claimed by "+req.AgentID, now); err != nil {
-			s.log.Error("claim", "task", t.ID, "err", err)
-			return false, nil
-		}
-		t.Lease, t.Unroutable = &lease, ""
-		t.Delegation = s.delegationOf(t) // as the rules in force say now
-		tx.Save(t)
-		resp.Tasks = append(resp.Tasks, s.claimed(t, lease))
-		return len(resp.Tasks) >= most, nil
-	})
-	if err != nil {
-		// Not granted after all: a claim that is not stored would be
-		// forgotten by a restart while the agent runs the task.
-		return api.ClaimResponse{Tasks: []api.Claimed{}}, queued, storeErr("claim", err)
-	}
-	return resp, queued, nil
-}
-
-// mayClaim reports whether the claim may take queued task t: a task a
-// person continued goes only to the agent that keeps its session, a task
-// that names a repository only to an agent that serves it, and a task
-// with requirements only to an agent that meets them all, its labels
-// those a person granted it (granted), never those the claim describes
-// itself with.
-func mayClaim(t *state.Task, req api.ClaimRequest, granted map[string]string) bool {
-	return t.MayClaim(req.AgentID) && (t.Repo == "" || slices.Contains(req.Repos, t.Repo)) &&
-		(len(t.Requires) == 0 || api.OfferOfClaim(req, granted).MeetsAll(t.Requires))
-}
-
-// claimed is task t granted under lease, with its task token unless it
-// may delegate to nothing: a leaf is offered no subtask command, and the
-// token is what its executor would use one with. The lease goes once,
-// beside the task: a copy in the task too would say the same twice
-// (every agent reads this one and puts it in the task it keeps).
-func (s *Server) claimed(t *state.Task, lease state.Lease) api.Claimed {
-	c := api.Claimed{Task: *t.Clone(), Lease: lease}
-	if !t.Delegation.Leaf() {
-		c.TaskToken = s.taskToken(t.ID, lease.ID)
-	}
-	c.Task.Lease = nil
-	return c
-}
-
-// availableAgentOnline reports whether an agent other than except is online
-// and available.
-func (s *Server) availableAgentOnline(ctx context.Context, except string, now time.Time) (bool, error) {
-	agents, err := s.store.Agents(ctx)
-	if err != nil {
-		return false, err
-	}
-	for _, a := range agents {
-		if a.View.AgentID != except && a.Online(now, s.opts.HeartbeatInterval) && a.View.Health.Grade == health.Available {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// noteOffer keeps the repositories an agent announces in a claim, and
-// the capabilities and labels when the claim advertises them (an agent
-// from before routing does not), when they changed since its heartbeat
-// (a, its record; known, whether it has one).
-func (s *Server) noteOffer(ctx context.Context, req api.ClaimRequest, a store.Agent, known bool) error {
-	if !known {
-		return nil
-	}
-	advertises := req.Executor != ""
-	same := slices.Equal(a.View.Repos, req.Repos) &&
-		(!advertises || sameCapabilities(a.View.Capabilities, req.Capabilities) && maps.Equal(a.View.Labels, req.Labels))
-	if same {
-		return nil
-	}
-	a.View.Repos = slices.Clone(req.Repos)
-	if advertises {
-		a.View.Capabilities = req.Capabilities
-		a.View.Capabilities.Models = slices.Clone(req.Models)
-		a.View.Labels = maps.Clone(req.Labels)
-	}
-	return s.store.PutAgent(ctx, a)
-}
-
-// sameCapabilities reports whether a and b advertise the same.
-func sameCapabilities(a, b api.Capabilities) bool {
-	return a.Executor == b.Executor && a.OS == b.OS && a.Arch == b.Arch && slices.Equal(a.Models, b.Models)
-}
-
-// checkOffer refuses capabilities or labels an agent advertises that are
-// malformed.
-func checkOffer(c api.Capabilities, labels map[string]string) error {
-	if err := c.Check(); err != nil {
-		return badRequest("capabilities: %v", err)
-	}
-	if err := api.CheckLabels(labels); err != nil {
-		return badRequest("labels: %v", err)
-	}
-	return nil
-}

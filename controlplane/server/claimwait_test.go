@@ -42,9 +42,9 @@ func (e *env) untilWaiting(n int) {
 
 // rounds is how many selections waiting claims have run again.
 func (e *env) rounds() uint64 {
-	e.srv.mu.Lock()
-	defer e.srv.mu.Unlock()
-	return e.srv.waitRounds
+	e.srv.dispatch.mu.Lock()
+	defer e.srv.dispatch.mu.Unlock()
+	return e.srv.dispatch.waitRounds
 }
 
 // untilRoundsPast returns once waiting claims ran more than n selections

@@ -22,9 +22,9 @@ import (
 
 // lineLen is how many claims stand in line waiting for a wake.
 func (e *env) lineLen() int {
-	e.srv.mu.Lock()
-	defer e.srv.mu.Unlock()
-	return len(e.srv.line)
+	e.srv.dispatch.mu.Lock()
+	defer e.srv.dispatch.mu.Unlock()
+	return len(e.srv.dispatch.line)
 }
 
 // untilLine returns once n claims stand in line: each claim woken before
@@ -160,9 +160,9 @@ func TestATaskTakenBeforeTheWokenClaimSelectsCostsOneSelection(t *testing.T) {
 		t.Fatalf("the first claim was answered %v, want it cancelled", ids(a.resp.Tasks))
 	}
 	testkit.WaitFor(t, "the hung-up claim's wait to end", func() bool { return e.srv.ClaimWaitEnds()[WaitGone] == 1 })
-	e.srv.mu.Lock()
-	rounds, line := e.srv.waitRounds-before, len(e.srv.line)
-	e.srv.mu.Unlock()
+	e.srv.dispatch.mu.Lock()
+	rounds, line := e.srv.dispatch.waitRounds-before, len(e.srv.dispatch.line)
+	e.srv.dispatch.mu.Unlock()
 	if rounds != 1 || line != n-1 {
 		t.Errorf("a task taken before the woken claim selected cost %d selections by waiting claims, %d claims in line; want 1 and %d",
 			rounds, line, n-1)
@@ -284,7 +284,7 @@ func TestALookFindsTasksQueuedElsewhereUnheard(t *testing.T) {
 		queued[other.submit(fmt.Sprintf("queued elsewhere %d", i), "any").ID] = true
 	}
 
-	one.srv.pollClaims()
+	one.srv.dispatch.pollClaims()
 	for range n {
 		a := <-answers
 		if a.err != nil || len(a.resp.Tasks) != 1 || !queued[a.resp.Tasks[0].Task.ID] {
@@ -336,7 +336,7 @@ func TestATaskAnotherSelectionHeldStillReachesTheClaimThatCanTakeIt(t *testing.T
 	if a := <-passer; a.err != nil || len(a.resp.Tasks) != 0 {
 		t.Fatalf("the passer's claim got %v (%v), want nothing", ids(a.resp.Tasks), a.err)
 	}
-	e.srv.pollClaims() // the look
+	e.srv.dispatch.pollClaims() // the look
 	if a := <-site; a.err != nil || len(a.resp.Tasks) != 1 || a.resp.Tasks[0].Task.ID != v.ID {
 		t.Fatalf("the site agent's waiting claim got %v (%v), want %s", ids(a.resp.Tasks), a.err, v.ID)
 	}
@@ -353,19 +353,19 @@ func TestALookIsHandedOnToAFewClaimsOnly(t *testing.T) {
 	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{claimPoll: time.Hour})
 	for _, n := range []int{1, pollReach, 3 * pollReach} {
 		waiters := make([]*waiter, n)
-		e.srv.mu.Lock()
+		e.srv.dispatch.mu.Lock()
 		for i := range waiters {
 			waiters[i] = &waiter{wake: make(chan *baton, 1), inLine: true}
-			e.srv.line = append(e.srv.line, waiters[i])
+			e.srv.dispatch.line = append(e.srv.dispatch.line, waiters[i])
 		}
-		e.srv.mu.Unlock()
-		e.srv.pollClaims()
+		e.srv.dispatch.mu.Unlock()
+		e.srv.dispatch.pollClaims()
 		b := <-waiters[0].wake
 		if want := min(n-1, pollReach); b == nil || !b.poll || b.left != want {
 			t.Errorf("a look with %d claims in line: baton %+v, want a look's with %d left", n, b, want)
 		}
-		e.srv.mu.Lock()
-		e.srv.line = nil
-		e.srv.mu.Unlock()
+		e.srv.dispatch.mu.Lock()
+		e.srv.dispatch.line = nil
+		e.srv.dispatch.mu.Unlock()
 	}
 }

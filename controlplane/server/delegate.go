@@ -52,11 +52,11 @@ func defaultRules(typ string) []DelegateRule {
 // rulesFor are the rules that may let parent delegate, in order: the
 // configured rules whose parent labels it carries, or the default rules
 // for its type when none is configured (configured false).
-func (s *Server) rulesFor(parent *state.Task) (rules []DelegateRule, configured bool) {
-	if len(s.opts.Delegate) == 0 {
+func (rl *rules) rulesFor(parent *state.Task) (rules []DelegateRule, configured bool) {
+	if len(rl.opts.Delegate) == 0 {
 		return defaultRules(state.TypeOf(parent.Labels)), false
 	}
-	for _, r := range s.opts.Delegate {
+	for _, r := range rl.opts.Delegate {
 		if hasLabels(parent.Labels, r.Parent) {
 			rules = append(rules, r)
 		}
@@ -77,8 +77,8 @@ func (r DelegateRule) bounds() (depth, children int) {
 }
 
 // delegationOf is what t may delegate to under the rules in force.
-func (s *Server) delegationOf(t *state.Task) *state.Delegation {
-	rules, configured := s.rulesFor(t)
+func (rl *rules) delegationOf(t *state.Task) *state.Delegation {
+	rules, configured := rl.rulesFor(t)
 	d := &state.Delegation{To: make([]state.DelegateTarget, 0, len(rules)), Default: !configured}
 	for _, r := range rules {
 		depth, most := r.bounds()
@@ -90,11 +90,11 @@ func (s *Server) delegationOf(t *state.Task) *state.Delegation {
 // delegation decides whether parent may submit child, under the first
 // rule that lets parent delegate and matches child; a refusal is 403,
 // said in one line.
-func (s *Server) delegation(parent, child *state.Task) error {
+func (rl *rules) delegation(parent, child *state.Task) error {
 	refused := func(why string, args ...any) error {
 		return &httpError{http.StatusForbidden, "delegation refused: " + fmt.Sprintf(why, args...)}
 	}
-	rules, configured := s.rulesFor(parent)
+	rules, configured := rl.rulesFor(parent)
 	for _, r := range rules {
 		if !hasLabels(child.Labels, r.Child) {
 			continue

@@ -13,8 +13,8 @@ import (
 // taskDiff is a task's last diff, as its agent reported it at the end of
 // an attempt in a workspace (GET /v1/tasks/{id}/diff): read from the
 // task's events at the seq the task keeps (Task.Diff), never searched for.
-func (s *Server) taskDiff(ctx context.Context, id string) (api.Diff, error) {
-	t, err := s.store.Task(ctx, id)
+func (rl *rules) taskDiff(ctx context.Context, id string) (api.Diff, error) {
+	t, err := rl.store.Task(ctx, id)
 	if err != nil {
 		return api.Diff{}, storeErr("read task", err)
 	}
@@ -24,7 +24,7 @@ func (s *Server) taskDiff(ctx context.Context, id string) (api.Diff, error) {
 	if t.Diff.Seq == 0 {
 		return api.Diff{}, &httpError{http.StatusNotFound, fmt.Sprintf("task %s has no diff: it works on no repository, or no attempt of it has ended yet", id)}
 	}
-	lines, _, err := s.store.Events(ctx, id, t.Diff.Seq-1, 1, 2*state.MaxDiffBytes)
+	lines, _, err := rl.store.Events(ctx, id, t.Diff.Seq-1, 1, 2*state.MaxDiffBytes)
 	if err != nil {
 		return api.Diff{}, storeErr("read events", err)
 	}

@@ -4,9 +4,10 @@
 // hands in: a directory of its own (filestore, one process), or
 // PostgreSQL (pgstore), which any number of replicas share. It imports
 // neither: a store that a crash may leave behind its events
-// (store.Recoverer) is brought up to date by New, through the rules. Every change is one store transaction on the tasks
-// it touches; the server's own lock guards only what one process keeps
-// for itself (the claims waiting for work, counters).
+// (store.Recoverer) is brought up to date by New, through the rules.
+// Every change is one store transaction on the tasks it touches; each
+// room's own lock guards only what one process keeps for itself (the
+// claims waiting for work, counters).
 //
 // What it promises:
 //
@@ -17,7 +18,7 @@
 //     own terminal phase, from that agent under its lease.
 //   - Nothing it answered as accepted is lost by a crash: events are
 //     stored and synced before the answer (a file store's start applies
-//     again what a crash left unapplied: Server.replay).
+//     again what a crash left unapplied: rules.replay).
 //   - One watchdog across replicas: it runs where the store says it leads
 //     (store.Lead), and decides again in each task's transaction, so a
 //     pass done twice changes nothing twice (watchdog.go). It also
@@ -26,7 +27,7 @@
 //     the task, or an accepted event, renews it; an agent silent for three
 //     heartbeat intervals is offline and its leases lapse (watchdog.go).
 //   - Health-aware claims: a task that prefers the GUI goes to an
-//     available agent when one is online (claim.go).
+//     available agent when one is online (grant.go).
 //   - Each credential does its own job only: people's operator tokens,
 //     agents' own tokens, and the registration secret, which only enrols
 //     (auth.go, registry.go); failed authentication is throttled per
@@ -43,10 +44,31 @@
 //     counted and one event marks the cut, output.go); the lists come in
 //     pages, narrowed by the store (pages.go).
 //
-// Its files: routes.go (the endpoints and who may use each), auth.go,
-// registry.go (agents' tokens), tasks.go (people's requests), heartbeat.go,
-// claim.go (claims, and the line of claims waiting for work), accept.go
-// (POST /v1/events: applying events), watchdog.go, notify.go (the
-// notifications a change writes), pages.go, output.go (output caps),
-// figures.go (figures for metrics).
+// Its rooms, each a type of its own, the Server the thin HTTP layer on
+// top (under 40 methods; keep it so):
+//
+//   - rules (rules.go): how requests change the tasks and agents, each
+//     change one store transaction, no HTTP: events (accept.go, output.go
+//     for the output caps), people's requests (tasks.go), subtasks and
+//     their delegation and budgets (subtasks.go, delegate.go,
+//     treebudget.go), retries (retrying.go), claims' grants and releases
+//     (grant.go), heartbeats (heartbeat.go), routing by capability
+//     (routing.go), labels (labels.go), agents' enrolment (registry.go),
+//     diffs (diff.go), task tokens and approval links (tasktoken.go,
+//     approvallink.go), and the notifications a change writes (notify.go,
+//     notify_completed.go). Its methods answer *httpError for a request
+//     refused, which the HTTP layer and the console say as they must.
+//   - dispatch (dispatch.go): the claims' long poll, the line of claims
+//     waiting for work and the claims held open for orders (claim.go,
+//     orders.go); it asks the rules what a claim may take.
+//   - watchdog (watchdog.go): the loop that applies the rules of time,
+//     in one replica at a time, and the strain that holds leases from
+//     lapsing (admission.go).
+//   - consoleBackend (console.go): the console's seam (console.Backend),
+//     over the rules (signing in alone is the HTTP layer's): the console
+//     reaches the control plane only through it.
+//   - Server, the HTTP layer: routes.go (the endpoints and who may use
+//     each), auth.go, admission.go (requests in flight), pages.go (the
+//     paged lists), figures.go (figures for metrics), server.go (New:
+//     the rooms put together).
 package server

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"net/http"
 
 	"github.com/edgeagent/agent/controlplane/api"
@@ -46,25 +47,25 @@ func (s *Server) TasksByPhase() map[state.Phase]int {
 
 // EventsByStatus counts, since the server started, the events it
 // answered by status: accepted, duplicate or rejected.
-func (s *Server) EventsByStatus() map[api.EventStatus]uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := make(map[api.EventStatus]uint64, len(s.eventResults))
-	for k, v := range s.eventResults {
-		n[k] = v
-	}
+func (s *Server) EventsByStatus() map[api.EventStatus]uint64 { return s.rules.eventCounts() }
+
+func (rl *rules) eventCounts() map[api.EventStatus]uint64 {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	n := make(map[api.EventStatus]uint64, len(rl.eventResults))
+	maps.Copy(n, rl.eventResults)
 	return n
 }
 
 // countResults adds a batch's answers to the events counted by status.
-func (s *Server) countResults(results []api.EventResult) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.eventResults == nil {
-		s.eventResults = map[api.EventStatus]uint64{}
+func (rl *rules) countResults(results []api.EventResult) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.eventResults == nil {
+		rl.eventResults = map[api.EventStatus]uint64{}
 	}
 	for _, r := range results {
-		s.eventResults[r.Status]++
+		rl.eventResults[r.Status]++
 	}
 }
 

@@ -16,9 +16,9 @@ import (
 
 // listAgents is a page of the agents, by id, after the one named after,
 // and the cursor of the next page.
-func (s *Server) listAgents(ctx context.Context, after string, limit int) ([]api.AgentView, string, error) {
-	s.watchdog(ctx)
-	agents, err := s.store.Agents(ctx)
+func (rl *rules) listAgents(ctx context.Context, after string, limit int) ([]api.AgentView, string, error) {
+	rl.watchdog.pass(ctx)
+	agents, err := rl.store.Agents(ctx)
 	if err != nil {
 		return nil, "", storeErr("list agents", err)
 	}
@@ -30,11 +30,11 @@ func (s *Server) listAgents(ctx context.Context, after string, limit int) ([]api
 		}
 	}
 	end := min(start+limit, len(agents))
-	now := s.opts.Now()
+	now := rl.opts.Now()
 	out := make([]api.AgentView, 0, end-start)
 	for _, a := range agents[start:end] {
 		v := a.View
-		v.Online = a.Online(now, s.opts.HeartbeatInterval)
+		v.Online = a.Online(now, rl.opts.HeartbeatInterval)
 		v.GrantedLabels = a.Granted
 		out = append(out, v)
 	}
@@ -45,7 +45,7 @@ func (s *Server) listAgents(ctx context.Context, after string, limit int) ([]api
 	return out, next, nil
 }
 
-func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+func (rl *rules) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return api.HeartbeatResponse{}, err
 	}
@@ -63,9 +63,9 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	if len(req.Running) > api.MaxEventsPerBatch {
 		return api.HeartbeatResponse{}, badRequest("%d running tasks in one heartbeat; the limit is %d", len(req.Running), api.MaxEventsPerBatch)
 	}
-	now := s.opts.Now()
-	resp := api.HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: s.opts.HeartbeatInterval.Seconds(), Cancel: []string{},
-		MaxAttemptOutputBytes: s.opts.MaxAttemptOutput, PublicURL: s.opts.PublicURL}
+	now := rl.opts.Now()
+	resp := api.HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: rl.opts.HeartbeatInterval.Seconds(), Cancel: []string{},
+		MaxAttemptOutputBytes: rl.opts.MaxAttemptOutput, PublicURL: rl.opts.PublicURL}
 	var (
 		a, was   store.Agent
 		wake     bool
@@ -83,7 +83,7 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 		was = *rec
 		rec.View = api.AgentView{AgentID: req.AgentID, Hostname: req.Hostname, Version: req.Version, StartedAt: req.StartedAt,
 			LastHeartbeat: now, Health: req.Health, Capacity: req.Capacity, Running: req.Running, Outbox: req.Outbox, State: req.State,
-			Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels), Capabilities: req.Capabilities, Replica: s.opts.Replica}
+			Repos: slices.Clone(req.Repos), Labels: maps.Clone(req.Labels), Capabilities: req.Capabilities, Replica: rl.opts.Replica}
 		rec.View.Models = slices.Clone(req.Models)
 		resp.Cancel, resp.Replies, resp.Stop, resp.CancelOrders, resp.Resume = resp.Cancel[:0], nil, nil, nil, nil
 		running := map[string]bool{}
@@ -92,12 +92,12 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 				running[r.TaskID] = true
 			}
 		}
-		s.renew(tx, req, &resp, now)
-		requeued = s.reconcile(tx, rec, leased, running, now)
+		rl.renew(tx, req, &resp, now)
+		requeued = rl.reconcile(tx, rec, leased, running, now)
 		a = *rec
 		return nil
 	}
-	if b, ok := s.store.(store.Beater); ok {
+	if b, ok := rl.store.(store.Beater); ok {
 		// One transaction, ahead of other work where the store keeps
 		// connections for heartbeats.
 		ids := make([]string, 0, len(req.Running))
@@ -107,20 +107,20 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 			}
 		}
 		err := b.Beat(ctx, req.AgentID, ids, func(tx store.Tx, rec *store.Agent, known bool, leased []*state.Task) error {
-			return s.watched(func(tx store.Tx) error { return beat(tx, rec, known, leased) })(tx)
+			return rl.watched(func(tx store.Tx) error { return beat(tx, rec, known, leased) })(tx)
 		})
 		if err != nil {
 			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 		}
-		if err := s.adoptLabels(ctx, &a, req.AgentID, req.Labels); err != nil {
+		if err := rl.adoptLabels(ctx, &a, req.AgentID, req.Labels); err != nil {
 			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 		}
 	} else {
-		rec, known, leased, err := s.store.AgentAndLeased(ctx, req.AgentID)
+		rec, known, leased, err := rl.store.AgentAndLeased(ctx, req.AgentID)
 		if err != nil {
 			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 		}
-		if err := s.adoptLabels(ctx, &rec, req.AgentID, req.Labels); err != nil {
+		if err := rl.adoptLabels(ctx, &rec, req.AgentID, req.Labels); err != nil {
 			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 		}
 		ids := make([]string, 0, len(req.Running)+len(leased))
@@ -136,36 +136,36 @@ func (s *Server) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 				ids = append(ids, t.ID)
 			}
 		}
-		err = s.update(ctx, ids, func(tx store.Tx) error {
+		err = rl.update(ctx, ids, func(tx store.Tx) error {
 			r := rec // each run of the transaction from the record read
 			return beat(tx, &r, known, leased)
 		})
 		if err != nil {
 			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 		}
-		if err := s.store.PutAgent(ctx, a); err != nil {
+		if err := rl.store.PutAgent(ctx, a); err != nil {
 			return api.HeartbeatResponse{}, storeErr("heartbeat", err)
 		}
 	}
 	if req.State == api.AgentOffline {
-		s.log.Info("agent went offline", "agent", req.AgentID)
+		rl.log.Info("agent went offline", "agent", req.AgentID)
 	}
-	s.notifyHeartbeat(ctx, was.View, a.View)
+	rl.notifyHeartbeat(ctx, was.View, a.View)
 	if wake {
-		s.wakeDegraded()
+		rl.dispatch.wakeDegraded()
 	}
-	s.wakeClaims(requeued)
-	if s.opts.Now().Sub(now) > slowHeartbeat {
-		s.strained() // the agent is on time; the control plane is not
+	rl.dispatch.wakeClaims(requeued)
+	if rl.opts.Now().Sub(now) > slowHeartbeat {
+		rl.watchdog.strained() // the agent is on time; the control plane is not
 	}
-	s.watchdog(ctx)
+	rl.watchdog.pass(ctx)
 	return resp, nil
 }
 
 // renew renews the leases of the tasks an agent runs, and puts in resp
 // the orders for them: cancel those that are not its own any more, stop
 // those past their tree's budget, and the replies to its questions.
-func (s *Server) renew(tx store.Tx, req api.HeartbeatRequest, resp *api.HeartbeatResponse, now time.Time) {
+func (rl *rules) renew(tx store.Tx, req api.HeartbeatRequest, resp *api.HeartbeatResponse, now time.Time) {
 	for _, r := range req.Running {
 		t := tx.Task(r.TaskID)
 		switch {
@@ -180,7 +180,7 @@ func (s *Server) renew(tx store.Tx, req api.HeartbeatRequest, resp *api.Heartbea
 			// task: its next event, under its lease id, takes it back.
 			continue
 		}
-		t.Lease.ExpiresAt = now.Add(s.opts.Lease)
+		t.Lease.ExpiresAt = now.Add(rl.opts.Lease)
 		if r.LastActivityAt.After(t.LastActivityAt) {
 			// Its processes at work in silence: the stall limit
 			// counts from then (never from later than now).
@@ -223,7 +223,7 @@ func (s *Server) renew(tx store.Tx, req api.HeartbeatRequest, resp *api.Heartbea
 // lease taken back). An answer lost for good is asked again with the
 // claim's id, and gets the same grant, long before. No attempt is spent: none began.
 // It returns how many tasks it put back in the queue.
-func (s *Server) reconcile(tx store.Tx, a *store.Agent, leased []*state.Task, running map[string]bool, now time.Time) int {
+func (rl *rules) reconcile(tx store.Tx, a *store.Agent, leased []*state.Task, running map[string]bool, now time.Time) int {
 	missing := map[string]int{}
 	requeued := 0
 	for _, l := range leased {
@@ -232,17 +232,17 @@ func (s *Server) reconcile(tx store.Tx, a *store.Agent, leased []*state.Task, ru
 			continue
 		}
 		missing[t.ID] = a.Missing[t.ID] + 1
-		if missing[t.ID] < 2 || now.Sub(t.Lease.GrantedAt) < max(2*s.opts.HeartbeatInterval, api.ClaimAnswerWindow) {
+		if missing[t.ID] < 2 || now.Sub(t.Lease.GrantedAt) < max(2*rl.opts.HeartbeatInterval, api.ClaimAnswerWindow) {
 			continue
 		}
 		delete(missing, t.ID)
 		reason := fmt.Sprintf("lease revoked: agent %s does not run it (its claim answer was lost?)", a.View.AgentID)
 		t.Lease = nil
 		if err := t.Transition(state.PhaseQueued, reason, now); err != nil {
-			s.log.Error("requeue a task its agent does not run", "task", t.ID, "err", err)
+			rl.log.Error("requeue a task its agent does not run", "task", t.ID, "err", err)
 			continue
 		}
-		s.log.Info("task back in the queue: its agent does not run it", "task", t.ID, "agent", a.View.AgentID)
+		rl.log.Info("task back in the queue: its agent does not run it", "task", t.ID, "agent", a.View.AgentID)
 		tx.Save(t)
 		requeued++
 	}

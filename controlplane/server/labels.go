@@ -24,7 +24,7 @@ import (
 
 // labelAgent grants and takes back agent id's labels, at an operator's
 // request.
-func (s *Server) labelAgent(ctx context.Context, id string, req api.LabelsRequest) (api.LabelsResponse, error) {
+func (rl *rules) labelAgent(ctx context.Context, id string, req api.LabelsRequest) (api.LabelsResponse, error) {
 	if err := checkAgentID(id); err != nil {
 		return api.LabelsResponse{}, err
 	}
@@ -45,7 +45,7 @@ func (s *Server) labelAgent(ctx context.Context, id string, req api.LabelsReques
 			return api.LabelsResponse{}, badRequest("label %s is both set and removed", k)
 		}
 	}
-	a, _, err := s.store.Agent(ctx, id)
+	a, _, err := rl.store.Agent(ctx, id)
 	if err != nil {
 		return api.LabelsResponse{}, storeErr("label "+id, err)
 	}
@@ -60,37 +60,37 @@ func (s *Server) labelAgent(ctx context.Context, id string, req api.LabelsReques
 	if len(after) > api.MaxLabels {
 		return api.LabelsResponse{}, badRequest("agent %s would hold %d labels; at most %d", id, len(after), api.MaxLabels)
 	}
-	labels, err := s.store.GrantLabels(ctx, id, req.Set, req.Remove)
+	labels, err := rl.store.GrantLabels(ctx, id, req.Set, req.Remove)
 	if errors.Is(err, store.ErrNotRegistered) {
 		return api.LabelsResponse{}, &httpError{http.StatusNotFound, fmt.Sprintf("agent %s is not registered: labels are granted to an enrolled agent", id)}
 	}
 	if err != nil {
 		return api.LabelsResponse{}, storeErr("label "+id, err)
 	}
-	s.log.Info("agent's labels granted by an operator", "agent", id, "labels", api.LabelsText(labels), "removed", slices.Sorted(slices.Values(req.Remove)))
+	rl.log.Info("agent's labels granted by an operator", "agent", id, "labels", api.LabelsText(labels), "removed", slices.Sorted(slices.Values(req.Remove)))
 	// A task waiting for these labels may go to it now.
-	s.wakeAll()
+	rl.dispatch.wakeAll()
 	return api.LabelsResponse{AgentID: id, Labels: labels}, nil
 }
 
 // adoptLabels grants agent a the labels it advertises when it is one to
 // adopt them (registered before granted labels were kept), once. It
 // keeps a's Granted as the store has them after.
-func (s *Server) adoptLabels(ctx context.Context, a *store.Agent, id string, labels map[string]string) error {
+func (rl *rules) adoptLabels(ctx context.Context, a *store.Agent, id string, labels map[string]string) error {
 	if !a.AdoptLabels {
 		return nil
 	}
-	ok, err := s.store.AdoptLabels(ctx, id, labels)
+	ok, err := rl.store.AdoptLabels(ctx, id, labels)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		// Adopted, granted or revoked meanwhile: what the store holds now.
-		now, _, err := s.store.Agent(ctx, id)
+		now, _, err := rl.store.Agent(ctx, id)
 		a.Granted, a.AdoptLabels = now.Granted, now.AdoptLabels
 		return err
 	}
 	a.Granted, a.AdoptLabels = maps.Clone(labels), false
-	s.log.Info("agent from before granted labels adopts the labels it advertises, once", "agent", id, "labels", api.LabelsText(labels))
+	rl.log.Info("agent from before granted labels adopts the labels it advertises, once", "agent", id, "labels", api.LabelsText(labels))
 	return nil
 }

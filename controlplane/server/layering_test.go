@@ -1,7 +1,12 @@
 package server
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -25,6 +30,52 @@ func TestOnlyTheCommandLineLinksTheServer(t *testing.T) {
 			if dep == self || strings.HasPrefix(dep, self+"/") {
 				t.Errorf("%s imports %s", pkg, dep)
 			}
+		}
+	}
+}
+
+// The Server is the HTTP layer on top of its rooms (doc.go): what changes
+// a task is the rules', which take no HTTP request and write no
+// response, and the Server stays thin.
+func TestServerIsTheHTTPLayerOverItsRooms(t *testing.T) {
+	t.Parallel()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	methods := map[string]int{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil {
+				continue
+			}
+			recv := types.ExprString(fd.Recv.List[0].Type)
+			methods[recv]++
+			if recv != "*rules" {
+				continue
+			}
+			for _, p := range fd.Type.Params.List {
+				if typ := types.ExprString(p.Type); strings.HasPrefix(strings.TrimPrefix(typ, "*"), "http.") {
+					t.Errorf("%s: rules.%s takes an %s: the rules know nothing of HTTP", fset.Position(fd.Pos()), fd.Name.Name, typ)
+				}
+			}
+		}
+	}
+	if n := methods["*Server"]; n >= 40 {
+		t.Errorf("*Server has %d methods: keep it the thin HTTP layer (under 40), its work in the rooms (rules, dispatch, watchdog)", n)
+	}
+	for _, room := range []string{"*rules", "*dispatch", "*watchdog", "consoleBackend"} {
+		if methods[room] == 0 {
+			t.Errorf("no methods on %s", room)
 		}
 	}
 }

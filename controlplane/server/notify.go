@@ -36,14 +36,14 @@ import (
 
 // update is store.Update, with the notifications of the phases fn
 // changes.
-func (s *Server) update(ctx context.Context, ids []string, fn func(store.Tx) error) error {
-	return s.store.Update(ctx, ids, s.watched(fn))
+func (rl *rules) update(ctx context.Context, ids []string, fn func(store.Tx) error) error {
+	return rl.store.Update(ctx, ids, rl.watched(fn))
 }
 
 // watched is fn writing, with the notification targets set, the
 // notifications of the phases it changes.
-func (s *Server) watched(fn func(store.Tx) error) func(store.Tx) error {
-	if len(s.opts.Notify) == 0 {
+func (rl *rules) watched(fn func(store.Tx) error) func(store.Tx) error {
+	if len(rl.opts.Notify) == 0 {
 		return fn
 	}
 	return func(tx store.Tx) error {
@@ -51,23 +51,23 @@ func (s *Server) watched(fn func(store.Tx) error) func(store.Tx) error {
 		if err := fn(w); err != nil {
 			return err
 		}
-		s.notifyPhases(w)
+		rl.notifyPhases(w)
 		return nil
 	}
 }
 
 // claimTasks is store.Claim, with the notifications of the phases fn
 // changes: each task's, after fn took it.
-func (s *Server) claimTasks(ctx context.Context, fn func(store.Tx, *state.Task) (bool, error)) error {
-	if len(s.opts.Notify) == 0 {
-		return s.store.Claim(ctx, fn)
+func (rl *rules) claimTasks(ctx context.Context, fn func(store.Tx, *state.Task) (bool, error)) error {
+	if len(rl.opts.Notify) == 0 {
+		return rl.store.Claim(ctx, fn)
 	}
-	return s.store.Claim(ctx, func(tx store.Tx, t *state.Task) (bool, error) {
+	return rl.store.Claim(ctx, func(tx store.Tx, t *state.Task) (bool, error) {
 		before := markOf(t)
 		stop, err := fn(tx, t)
 		if err == nil {
 			if saved := tx.Task(t.ID); saved != nil {
-				tx.Notify(s.taskNotes(before, saved)...)
+				tx.Notify(rl.taskNotes(before, saved)...)
 			}
 		}
 		return stop, err
@@ -100,14 +100,14 @@ func (w *watchedTx) Save(t *state.Task) {
 
 // notifyPhases writes the notifications of the tasks w saved in a phase
 // other than the one it read them in.
-func (s *Server) notifyPhases(w *watchedTx) {
+func (rl *rules) notifyPhases(w *watchedTx) {
 	for _, id := range w.saved {
 		before, ok := w.before[id]
 		t := w.Tx.Task(id)
 		if !ok || t == nil {
 			continue
 		}
-		w.Notify(s.taskNotes(before, t)...)
+		w.Notify(rl.taskNotes(before, t)...)
 	}
 }
 
@@ -136,7 +136,7 @@ func markOf(t *state.Task) taskMark {
 
 // phaseEvent is the event of a task that moved from before to where it
 // is, and the attempt it is about; "" when a person hears of none.
-func (s *Server) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *state.Attempt) {
+func (rl *rules) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *state.Attempt) {
 	if t == nil || markOf(t).phase == before.phase && markOf(t).question == before.question || t.CancelRequested && t.Phase.Terminal() {
 		return "", nil // no move, or a person's cancel: they know
 	}
@@ -169,10 +169,10 @@ func (s *Server) phaseEvent(before taskMark, t *state.Task) (api.NotifyEvent, *s
 // of. What the task or its agent chose to say (a question, a failure's
 // reason) is quoted and said to be theirs (Said), never written as the
 // control plane's own words.
-func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification {
-	notes := append(s.expiredNotes(before, t), s.retryingNotes(before, t)...)
-	ev, last := s.phaseEvent(before, t)
-	if ev == "" || !s.wanted(ev) {
+func (rl *rules) taskNotes(before taskMark, t *state.Task) []store.Notification {
+	notes := append(rl.expiredNotes(before, t), rl.retryingNotes(before, t)...)
+	ev, last := rl.phaseEvent(before, t)
+	if ev == "" || !rl.wanted(ev) {
 		return notes
 	}
 	attempt, limit, question := 0, t.MaxAttempts, ""
@@ -211,19 +211,19 @@ func (s *Server) taskNotes(before taskMark, t *state.Task) []store.Notification 
 	nt.Gate = state.GateReason(api.Inert(string(nt.Gate), 64))
 	text, said := taskText(ev, t, nt, code)
 	n := api.Notification{ID: noteID(t.ID, string(ev), fmt.Sprint(attempt), question), Event: ev, At: t.UpdatedAt,
-		Text: text, Link: s.link("/tasks/" + t.ID), Task: nt, Said: said}
+		Text: text, Link: rl.link("/tasks/" + t.ID), Task: nt, Said: said}
 	if ev == api.NotifyAwaitingReply {
-		n.Actions = s.approvalActions(t.ID, t.AwaitingReply)
+		n.Actions = rl.approvalActions(t.ID, t.AwaitingReply)
 	}
-	return append(notes, s.records(n)...)
+	return append(notes, rl.records(n)...)
 }
 
 // expiredNotes are the records of a question of t that expired
 // unanswered since before: the agent declined it on its own, and the
 // person it was for hears so, whatever else the task did meanwhile.
-func (s *Server) expiredNotes(before taskMark, t *state.Task) []store.Notification {
+func (rl *rules) expiredNotes(before taskMark, t *state.Task) []store.Notification {
 	ev := api.NotifyApprovalExpired
-	if t == nil || t.ApprovalExpired == nil || t.ApprovalExpired.ID == before.expired || !s.wanted(ev) {
+	if t == nil || t.ApprovalExpired == nil || t.ApprovalExpired.ID == before.expired || !rl.wanted(ev) {
 		return nil
 	}
 	nt := &api.NotifiedTask{ID: t.ID, Title: api.Inert(t.Title, maxTitleRunes), Phase: t.Phase, Repo: t.Repo, MaxAttempts: t.MaxAttempts,
@@ -236,8 +236,8 @@ func (s *Server) expiredNotes(before taskMark, t *state.Task) []store.Notificati
 	}
 	text, said := taskText(ev, t, nt, "")
 	n := api.Notification{ID: noteID(t.ID, string(ev), t.ApprovalExpired.ID), Event: ev, At: t.UpdatedAt,
-		Text: text, Link: s.link("/tasks/" + t.ID), Task: nt, Said: said}
-	return s.records(n)
+		Text: text, Link: rl.link("/tasks/" + t.ID), Task: nt, Said: said}
+	return rl.records(n)
 }
 
 // maxTitleRunes bounds a task's title in a notification.
@@ -276,16 +276,16 @@ const (
 // time that marks the change: a record made again for it has the same
 // ID) and dated at (when the change was). The agent's own words (its
 // host name, its health's reason) are quoted and said to be its.
-func (s *Server) agentNotes(ev api.NotifyEvent, a api.AgentView, mark, at time.Time) []store.Notification {
-	if !s.wanted(ev) {
+func (rl *rules) agentNotes(ev api.NotifyEvent, a api.AgentView, mark, at time.Time) []store.Notification {
+	if !rl.wanted(ev) {
 		return nil
 	}
 	na := &api.NotifiedAgent{ID: a.AgentID, Hostname: api.Inert(a.Hostname, maxHostRunes), Grade: api.Inert(string(a.Health.Grade), 32),
 		Reason: api.Inert(a.Health.Reason, api.MaxSaidRunes), LastHeartbeat: a.LastHeartbeat}
 	text, said := agentText(ev, a)
 	n := api.Notification{ID: noteID(a.AgentID, string(ev), mark.UTC().Format(time.RFC3339Nano)), Event: ev, At: at,
-		Text: text, Link: s.link("/agents"), Agent: na, Said: said}
-	return s.records(n)
+		Text: text, Link: rl.link("/agents"), Agent: na, Said: said}
+	return rl.records(n)
 }
 
 // maxHostRunes bounds an agent's host name in a notification.
@@ -295,19 +295,19 @@ const maxHostRunes = 80
 // transaction carries them), marked by mark and dated at (see
 // agentNotes). A failure is logged: the change is stored anyway, for an
 // agent's record is what it says in its heartbeats.
-func (s *Server) notifyAgent(ctx context.Context, ev api.NotifyEvent, a api.AgentView, mark, at time.Time) {
-	ns := s.agentNotes(ev, a, mark, at)
+func (rl *rules) notifyAgent(ctx context.Context, ev api.NotifyEvent, a api.AgentView, mark, at time.Time) {
+	ns := rl.agentNotes(ev, a, mark, at)
 	if len(ns) == 0 {
 		return
 	}
-	if err := s.store.Notify(ctx, ns...); err != nil {
-		s.log.Error("store a notification", "event", ev, "agent", a.AgentID, "err", err)
+	if err := rl.store.Notify(ctx, ns...); err != nil {
+		rl.log.Error("store a notification", "event", ev, "agent", a.AgentID, "err", err)
 	}
 }
 
 // wanted reports whether a target wants ev.
-func (s *Server) wanted(ev api.NotifyEvent) bool {
-	return slices.ContainsFunc(s.opts.Notify, func(t NotifyTarget) bool { return t.wants(ev) })
+func (rl *rules) wanted(ev api.NotifyEvent) bool {
+	return slices.ContainsFunc(rl.opts.Notify, func(t NotifyTarget) bool { return t.wants(ev) })
 }
 
 func (t NotifyTarget) wants(ev api.NotifyEvent) bool {
@@ -316,15 +316,15 @@ func (t NotifyTarget) wants(ev api.NotifyEvent) bool {
 
 // records are n's records: one per target that wants its event, with the
 // same ID, due now.
-func (s *Server) records(n api.Notification) []store.Notification {
+func (rl *rules) records(n api.Notification) []store.Notification {
 	body, err := json.Marshal(n)
 	if err != nil {
-		s.log.Error("encode a notification", "event", n.Event, "err", err)
+		rl.log.Error("encode a notification", "event", n.Event, "err", err)
 		return nil
 	}
-	now := s.opts.Now()
+	now := rl.opts.Now()
 	var out []store.Notification
-	for _, t := range s.opts.Notify {
+	for _, t := range rl.opts.Notify {
 		if t.wants(n.Event) {
 			out = append(out, store.Notification{ID: n.ID, Target: t.Name, Body: body, Created: now, Due: now})
 		}
@@ -333,11 +333,11 @@ func (s *Server) records(n api.Notification) []store.Notification {
 }
 
 // link is the console's page at path, "" without a public URL.
-func (s *Server) link(path string) string {
-	if s.opts.PublicURL == "" {
+func (rl *rules) link(path string) string {
+	if rl.opts.PublicURL == "" {
 		return ""
 	}
-	return strings.TrimRight(s.opts.PublicURL, "/") + path
+	return strings.TrimRight(rl.opts.PublicURL, "/") + path
 }
 
 // noteID is a notification's ID from its cause's parts.
@@ -485,16 +485,16 @@ func plural(n int) string {
 // not agent.offline: marked by the start of the run that ends, dated
 // by the heartbeat that said so), or its grade became unavailable
 // (marked and dated by when it did, as the agent says).
-func (s *Server) notifyHeartbeat(ctx context.Context, was, now api.AgentView) {
-	if len(s.opts.Notify) == 0 {
+func (rl *rules) notifyHeartbeat(ctx context.Context, was, now api.AgentView) {
+	if len(rl.opts.Notify) == 0 {
 		return
 	}
 	if now.State == api.AgentOffline && was.State != api.AgentOffline {
-		s.notifyAgent(ctx, api.NotifyAgentStopped, now, orTime(now.StartedAt, now.LastHeartbeat), now.LastHeartbeat)
+		rl.notifyAgent(ctx, api.NotifyAgentStopped, now, orTime(now.StartedAt, now.LastHeartbeat), now.LastHeartbeat)
 	}
 	if now.Health.Grade == health.Unavailable && was.Health.Grade != health.Unavailable {
 		at := orTime(now.Health.Since, now.LastHeartbeat)
-		s.notifyAgent(ctx, api.NotifyAgentUnhealthy, now, at, at)
+		rl.notifyAgent(ctx, api.NotifyAgentUnhealthy, now, at, at)
 	}
 }
 
@@ -502,20 +502,20 @@ func (s *Server) notifyHeartbeat(ctx context.Context, was, now api.AgentView) {
 // found online before and silent now (marked and dated by their last
 // heartbeat). One that said it stops was not silent: its heartbeat
 // said so (agent.stopped).
-func (s *Server) notifySilent(ctx context.Context, online map[string]bool, records map[string]store.Agent) {
-	if len(s.opts.Notify) == 0 {
+func (w *watchdog) notifySilent(ctx context.Context, online map[string]bool, records map[string]store.Agent) {
+	if len(w.opts.Notify) == 0 {
 		return
 	}
 	var silent []api.AgentView
-	s.mu.Lock()
+	w.mu.Lock()
 	for id, on := range online {
-		if a, ok := records[id]; ok && !on && s.wasOnline[id] && a.View.State != api.AgentOffline {
+		if a, ok := records[id]; ok && !on && w.wasOnline[id] && a.View.State != api.AgentOffline {
 			silent = append(silent, a.View)
 		}
 	}
-	s.mu.Unlock()
+	w.mu.Unlock()
 	for _, a := range silent {
-		s.notifyAgent(ctx, api.NotifyAgentOffline, a, a.LastHeartbeat, a.LastHeartbeat)
+		w.rules.notifyAgent(ctx, api.NotifyAgentOffline, a, a.LastHeartbeat, a.LastHeartbeat)
 	}
 }
 

@@ -314,7 +314,7 @@ func TestFailedTransactionNotifiesNothing(t *testing.T) {
 	e := newNotifyEnv(t, t.TempDir(), &clock{now: t0})
 	v := e.submit("fix it", "any")
 	errBoom := errors.New("boom")
-	err := e.srv.update(context.Background(), []string{v.ID}, func(tx store.Tx) error {
+	err := e.srv.rules.update(context.Background(), []string{v.ID}, func(tx store.Tx) error {
 		task := tx.Task(v.ID)
 		must(t, task.Transition(state.PhaseExpired, "expired by the test", e.clk.Now()))
 		tx.Save(task)
@@ -325,7 +325,7 @@ func TestFailedTransactionNotifiesNothing(t *testing.T) {
 	}
 	e.noNotes("a failed transaction")
 	// The same change committed: one.
-	err = e.srv.update(context.Background(), []string{v.ID}, func(tx store.Tx) error {
+	err = e.srv.rules.update(context.Background(), []string{v.ID}, func(tx store.Tx) error {
 		task := tx.Task(v.ID)
 		must(t, task.Transition(state.PhaseExpired, "expired by the test", e.clk.Now()))
 		tx.Save(task)

@@ -53,13 +53,13 @@ func cancelOrderOf(t *state.Task, id, agentID string) (api.CancelOrder, bool) {
 
 // ordersOf are the orders for the tasks agentID says it runs (running),
 // as a claim held open for them looks them up.
-func (s *Server) ordersOf(ctx context.Context, agentID string, running []string) ([]api.CancelOrder, []api.StopOrder, error) {
+func (rl *rules) ordersOf(ctx context.Context, agentID string, running []string) ([]api.CancelOrder, []api.StopOrder, error) {
 	var (
 		cancels []api.CancelOrder
 		stops   []api.StopOrder
 	)
 	for _, id := range running {
-		t, err := s.store.Task(ctx, id)
+		t, err := rl.store.Task(ctx, id)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -78,11 +78,11 @@ func (s *Server) ordersOf(ctx context.Context, agentID string, running []string)
 
 // wakeAgents wakes the claims the agents named hold open for orders: a
 // task one of them runs is to stop.
-func (s *Server) wakeAgents(agentIDs ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (d *dispatch) wakeAgents(agentIDs ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for _, id := range agentIDs {
-		for _, w := range s.ordering[id] {
+		for _, w := range d.ordering[id] {
 			select {
 			case w.orders <- struct{}{}:
 			default:
@@ -94,10 +94,10 @@ func (s *Server) wakeAgents(agentIDs ...string) {
 // wakeAllOrders wakes every claim held open for orders: over a shared
 // store, another replica may have cancelled a task without a word
 // reaching this one.
-func (s *Server) wakeAllOrders() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, ws := range s.ordering {
+func (d *dispatch) wakeAllOrders() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, ws := range d.ordering {
 		for _, w := range ws {
 			select {
 			case w.orders <- struct{}{}:
@@ -109,17 +109,17 @@ func (s *Server) wakeAllOrders() {
 
 // awaitOrders puts w among the claims agentID holds open for orders;
 // the function it returns takes it out.
-func (s *Server) awaitOrders(agentID string, w *waiter) func() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ordering == nil {
-		s.ordering = map[string][]*waiter{}
+func (d *dispatch) awaitOrders(agentID string, w *waiter) func() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ordering == nil {
+		d.ordering = map[string][]*waiter{}
 	}
-	s.ordering[agentID] = append(s.ordering[agentID], w)
+	d.ordering[agentID] = append(d.ordering[agentID], w)
 	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		ws := s.ordering[agentID]
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		ws := d.ordering[agentID]
 		for i, x := range ws {
 			if x == w {
 				ws = append(ws[:i], ws[i+1:]...)
@@ -127,9 +127,9 @@ func (s *Server) awaitOrders(agentID string, w *waiter) func() {
 			}
 		}
 		if len(ws) == 0 {
-			delete(s.ordering, agentID)
+			delete(d.ordering, agentID)
 		} else {
-			s.ordering[agentID] = ws
+			d.ordering[agentID] = ws
 		}
 	}
 }

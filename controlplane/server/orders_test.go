@@ -81,7 +81,7 @@ func TestOrdersComeOnTheClaimHeldOpen(t *testing.T) {
 	held = e.claimAsync(ctx, e.agent("ag3"), ordersClaim("ag3", stalled.Task.ID))
 	e.untilWaiting(1)
 	clk.advance(state.DefaultStallLimit + time.Minute)
-	e.srv.watchdog(ctx)
+	e.srv.watchdog.pass(ctx)
 	a = <-held
 	v, err := e.client.Task(ctx, stalled.Task.ID)
 	if err != nil || v.Phase != state.PhaseTimedOut {

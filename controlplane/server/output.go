@@ -60,9 +60,9 @@ func outputOf(t *state.Task, attempt int) *state.AttemptOutput {
 // carries it is where the cut is marked, if it is not yet, with the
 // agent's cap; after the mark it is counted. One story either way: one
 // mark, and every line not stored counted on the task.
-func (s *Server) admitLog(t *state.Task, se api.StoredEvent, l api.LogPayload, line []byte, seq int) ([]byte, error) {
+func (rl *rules) admitLog(t *state.Task, se api.StoredEvent, l api.LogPayload, line []byte, seq int) ([]byte, error) {
 	acct := outputOf(t, se.Attempt)
-	limit := s.opts.MaxAttemptOutput
+	limit := rl.opts.MaxAttemptOutput
 	var withheld api.OutputCut
 	if w := l.Withheld; w != nil && (w.Lines > 0 || w.Bytes > 0) {
 		withheld = *w

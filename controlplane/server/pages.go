@@ -69,7 +69,7 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, badRequest("phase %q: want one of %s", state.Ellipsize(string(q.Phase), 40), state.PhaseNames()))
 		return
 	}
-	views, next, err := s.tasksPage(r.Context(), q)
+	views, next, err := s.rules.tasksPage(r.Context(), q)
 	if err != nil {
 		reply(w, nil, err)
 		return
@@ -91,9 +91,9 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 // tasksPage reads up to limit tasks after the task named after, those
 // the filters in q select. next names the page's last task when more
 // follow.
-func (s *Server) tasksPage(ctx context.Context, q store.Query) ([]api.TaskView, string, error) {
-	s.watchdog(ctx)
-	list, next, err := s.store.Tasks(ctx, q)
+func (rl *rules) tasksPage(ctx context.Context, q store.Query) ([]api.TaskView, string, error) {
+	rl.watchdog.pass(ctx)
+	list, next, err := rl.store.Tasks(ctx, q)
 	if errors.Is(err, store.ErrCursor) {
 		return nil, "", badRequest("after %q: no such task", state.Ellipsize(q.After, 140))
 	}
@@ -116,7 +116,7 @@ func (s *Server) serveAgents(w http.ResponseWriter, r *http.Request) {
 		reply(w, nil, err)
 		return
 	}
-	views, next, err := s.listAgents(r.Context(), after, limit)
+	views, next, err := s.rules.listAgents(r.Context(), after, limit)
 	if err != nil {
 		reply(w, nil, err)
 		return

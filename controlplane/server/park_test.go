@@ -60,7 +60,7 @@ func TestAParkedTaskIsNotifiedContinuedAndLeftAlone(t *testing.T) {
 	if len(hb.Resume) != 0 || len(hb.Cancel) != 0 {
 		t.Errorf("a heartbeat before any continue: resume %v, cancel %v", hb.Resume, hb.Cancel)
 	}
-	e.srv.watchdog(ctx)
+	e.srv.watchdog.pass(ctx)
 	if v, err = e.client.Task(ctx, id); err != nil || v.Phase != state.PhaseParked {
 		t.Fatalf("after the watchdog: %s, %v", v.Phase, err)
 	}
@@ -174,7 +174,7 @@ func TestAParkedTaskOutlivesAControlPlaneRestart(t *testing.T) {
 	e.heartbeat("ws-1", api.RunningTask{TaskID: task.ID, Phase: state.PhaseParked})
 	clk.advance(30 * time.Minute)
 	e.heartbeat("ws-1", api.RunningTask{TaskID: task.ID, Phase: state.PhaseParked})
-	e.srv.watchdog(ctx)
+	e.srv.watchdog.pass(ctx)
 	v, err := e.client.Task(ctx, task.ID)
 	must(t, err)
 	if v.Phase != state.PhaseParked || v.Parked == nil || !v.Parked.ResumesAt.Equal(resets) {

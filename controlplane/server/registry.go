@@ -37,7 +37,7 @@ func newAgentToken() string {
 
 // register gives an agent its own token: with the registration secret for
 // an id nobody holds, with the agent's own token to replace it.
-func (s *Server) register(ctx context.Context, req api.RegisterRequest) (api.RegisterResponse, error) {
+func (rl *rules) register(ctx context.Context, req api.RegisterRequest) (api.RegisterResponse, error) {
 	if err := checkAgentID(req.AgentID); err != nil {
 		return api.RegisterResponse{}, err
 	}
@@ -46,33 +46,33 @@ func (s *Server) register(ctx context.Context, req api.RegisterRequest) (api.Reg
 		return api.RegisterResponse{}, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: this token is agent %s's; it renews only its own registration", c.agentID)}
 	}
 	tok := newAgentToken()
-	err := s.store.Register(ctx, req.AgentID, hashToken(tok), c.principal == principalAgent)
+	err := rl.store.Register(ctx, req.AgentID, hashToken(tok), c.principal == principalAgent)
 	if errors.Is(err, store.ErrRegistered) {
-		s.log.Warn("registration refused: the agent id is held", "agent", req.AgentID)
+		rl.log.Warn("registration refused: the agent id is held", "agent", req.AgentID)
 		return api.RegisterResponse{}, &httpError{http.StatusConflict, fmt.Sprintf(
 			"agent %s is registered already, with another token: the registration secret does not take over an id; renew with the agent's own token, or have an operator free the id (agent agents revoke %s)", req.AgentID, req.AgentID)}
 	}
 	if err != nil {
 		return api.RegisterResponse{}, storeErr("register "+req.AgentID, err)
 	}
-	s.log.Info("agent registered", "agent", req.AgentID, "renewed", c.principal == principalAgent)
+	rl.log.Info("agent registered", "agent", req.AgentID, "renewed", c.principal == principalAgent)
 	return api.RegisterResponse{AgentID: req.AgentID, Token: tok}, nil
 }
 
 // revoke forgets an agent's token, at an operator's request: the agent's
 // requests are refused (401) from now on, and its id can be registered
 // again with the registration secret.
-func (s *Server) revoke(ctx context.Context, id string) (api.RevokeResponse, error) {
+func (rl *rules) revoke(ctx context.Context, id string) (api.RevokeResponse, error) {
 	if err := checkAgentID(id); err != nil {
 		return api.RevokeResponse{}, err
 	}
-	ok, err := s.store.Revoke(ctx, id)
+	ok, err := rl.store.Revoke(ctx, id)
 	if err != nil {
 		return api.RevokeResponse{}, storeErr("revoke "+id, err)
 	}
 	if !ok {
 		return api.RevokeResponse{}, &httpError{http.StatusNotFound, fmt.Sprintf("agent %s is not registered", id)}
 	}
-	s.log.Info("agent's token revoked by an operator", "agent", id)
+	rl.log.Info("agent's token revoked by an operator", "agent", id)
 	return api.RevokeResponse{AgentID: id, Revoked: true}, nil
 }

@@ -29,10 +29,10 @@ func scheduledRetry(t *state.Task) int {
 // retryingNotes are the records of the retry t scheduled since before,
 // if it scheduled one. The failure's message is its agent's words: quoted
 // and said to be theirs.
-func (s *Server) retryingNotes(before taskMark, t *state.Task) []store.Notification {
+func (rl *rules) retryingNotes(before taskMark, t *state.Task) []store.Notification {
 	ev := api.NotifyRetrying
 	n := scheduledRetry(t)
-	if n == 0 || n == before.retry || t.CancelRequested || !s.wanted(ev) || t.Phase == state.PhaseParked || before.phase == state.PhaseParked {
+	if n == 0 || n == before.retry || t.CancelRequested || !rl.wanted(ev) || t.Phase == state.PhaseParked || before.phase == state.PhaseParked {
 		// A park says its own (task.parked, task.resumed).
 		return nil
 	}
@@ -81,6 +81,6 @@ func (s *Server) retryingNotes(before taskMark, t *state.Task) []store.Notificat
 		}
 	}
 	note := api.Notification{ID: noteID(t.ID, string(ev), strconv.Itoa(n)), Event: ev, At: t.UpdatedAt,
-		Text: text, Link: s.link("/tasks/" + t.ID), Task: nt, Said: said}
-	return s.records(note)
+		Text: text, Link: rl.link("/tasks/" + t.ID), Task: nt, Said: said}
+	return rl.records(note)
 }

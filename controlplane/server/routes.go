@@ -50,67 +50,67 @@ func (s *Server) routes() []route {
 	)
 	return []route{
 		{"POST /v1/agents/register", registration | agent, func(w http.ResponseWriter, r *http.Request) {
-			handle(func(req api.RegisterRequest) (api.RegisterResponse, error) { return s.register(r.Context(), req) })(w, r)
+			handle(func(req api.RegisterRequest) (api.RegisterResponse, error) { return s.rules.register(r.Context(), req) })(w, r)
 		}},
 		{"POST /v1/agents/{id}/revoke", operator, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.revoke(r.Context(), r.PathValue("id"))
+			v, err := s.rules.revoke(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		{"POST /v1/agents/{id}/labels", operator, func(w http.ResponseWriter, r *http.Request) {
 			handle(func(req api.LabelsRequest) (api.LabelsResponse, error) {
-				return s.labelAgent(r.Context(), r.PathValue("id"), req)
+				return s.rules.labelAgent(r.Context(), r.PathValue("id"), req)
 			})(w, r)
 		}},
-		{"POST /v1/agents/heartbeat", agent, agentOnly(s.heartbeat, func(r api.HeartbeatRequest) string { return r.AgentID })},
+		{"POST /v1/agents/heartbeat", agent, agentOnly(s.rules.heartbeat, func(r api.HeartbeatRequest) string { return r.AgentID })},
 		{"POST /v1/tasks/claim", agent, func(w http.ResponseWriter, r *http.Request) {
 			// A claim may wait for work: until the agent hangs up at most.
-			agentOnly(s.claim, func(r api.ClaimRequest) string { return r.AgentID })(w, r)
+			agentOnly(s.dispatch.claim, func(r api.ClaimRequest) string { return r.AgentID })(w, r)
 		}},
-		{"POST /v1/tasks/release", agent, agentOnly(s.release, func(r api.ReleaseRequest) string { return r.AgentID })},
-		{"POST /v1/events", agent, agentOnly(s.acceptEvents, func(r api.EventsRequest) string { return r.AgentID })},
+		{"POST /v1/tasks/release", agent, agentOnly(s.rules.release, func(r api.ReleaseRequest) string { return r.AgentID })},
+		{"POST /v1/events", agent, agentOnly(s.rules.acceptEvents, func(r api.EventsRequest) string { return r.AgentID })},
 		{"POST /v1/tasks", operator, func(w http.ResponseWriter, r *http.Request) {
-			handle(func(req api.CreateTaskRequest) (api.TaskView, error) { return s.createTask(r.Context(), req) })(w, r)
+			handle(func(req api.CreateTaskRequest) (api.TaskView, error) { return s.rules.createTask(r.Context(), req) })(w, r)
 		}},
 		{"GET /v1/tasks", operator, s.serveTasks},
 		{"GET /v1/tasks/{id}", operator | agent | task, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.getTask(r.Context(), r.PathValue("id"))
+			v, err := s.rules.getTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		{"GET /v1/tasks/{id}/events", operator | agent | task, s.serveEvents},
 		{"GET /v1/tasks/{id}/diff", operator | agent | task, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.taskDiff(r.Context(), r.PathValue("id"))
+			v, err := s.rules.taskDiff(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		// Subtasks: a task token's whole power, on its own task's subtasks.
 		{"POST /v1/tasks/{id}/subtasks", operator | task, func(w http.ResponseWriter, r *http.Request) {
 			handle(func(req api.CreateTaskRequest) (api.TaskView, error) {
-				return s.createSubtask(r.Context(), r.PathValue("id"), req)
+				return s.rules.createSubtask(r.Context(), r.PathValue("id"), req)
 			})(w, r)
 		}},
 		{"GET /v1/tasks/{id}/subtasks", operator | task, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.subtasks(r.Context(), r.PathValue("id"))
+			v, err := s.rules.subtasks(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		{"POST /v1/tasks/{id}/cancel", operator | task, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.cancelTask(r.Context(), r.PathValue("id"))
+			v, err := s.rules.cancelTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		{"POST /v1/tasks/{id}/retry", operator, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.retryTask(r.Context(), r.PathValue("id"))
+			v, err := s.rules.retryTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		{"POST /v1/tasks/{id}/continue", operator, func(w http.ResponseWriter, r *http.Request) {
-			v, err := s.continueTask(r.Context(), r.PathValue("id"))
+			v, err := s.rules.continueTask(r.Context(), r.PathValue("id"))
 			reply(w, v, err)
 		}},
 		{"POST /v1/tasks/{id}/budget", operator, func(w http.ResponseWriter, r *http.Request) {
 			handle(func(req api.BudgetRequest) (api.TaskView, error) {
-				return s.budgetTask(r.Context(), r.PathValue("id"), req)
+				return s.rules.budgetTask(r.Context(), r.PathValue("id"), req)
 			})(w, r)
 		}},
 		{"POST /v1/tasks/{id}/reply", operator, func(w http.ResponseWriter, r *http.Request) {
 			handle(func(req api.ReplyRequest) (api.TaskView, error) {
-				return s.replyTask(r.Context(), r.PathValue("id"), req)
+				return s.rules.replyTask(r.Context(), r.PathValue("id"), req)
 			})(w, r)
 		}},
 		{"GET /v1/agents", operator, s.serveAgents},

@@ -18,20 +18,20 @@ import (
 
 // routable reports whether agent a counts when the control plane says
 // whether a task can be routed: it is online and not draining.
-func (s *Server) routable(a store.Agent, now time.Time) bool {
-	return a.Online(now, s.opts.HeartbeatInterval) && a.View.State != api.AgentDraining
+func (rl *rules) routable(a store.Agent, now time.Time) bool {
+	return a.Online(now, rl.opts.HeartbeatInterval) && a.View.State != api.AgentDraining
 }
 
 // offers are what the routable agents offer: what they advertise, and
 // the labels people granted them.
-func (s *Server) offers(ctx context.Context, now time.Time) ([]api.Offer, error) {
-	agents, err := s.store.Agents(ctx)
+func (rl *rules) offers(ctx context.Context, now time.Time) ([]api.Offer, error) {
+	agents, err := rl.store.Agents(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []api.Offer
 	for _, a := range agents {
-		if s.routable(a, now) {
+		if rl.routable(a, now) {
 			v := a.View
 			v.GrantedLabels = a.Granted
 			out = append(out, api.OfferOf(v))
@@ -52,11 +52,11 @@ func checkRequires(rs []state.Requirement) error {
 // with requirements, seen by the watchdog's look), each in a transaction
 // of its own that decides again. It asks the store for the agents only
 // when there is a task to route.
-func (s *Server) route(ctx context.Context, due []*state.Task, now time.Time) error {
+func (rl *rules) route(ctx context.Context, due []*state.Task, now time.Time) error {
 	if len(due) == 0 {
 		return nil
 	}
-	offers, err := s.offers(ctx, now)
+	offers, err := rl.offers(ctx, now)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (s *Server) route(ctx context.Context, due []*state.Task, now time.Time) er
 		if api.Unroutable(seen.Requires, offers) == seen.Unroutable {
 			continue
 		}
-		err := s.update(ctx, []string{seen.ID}, func(tx store.Tx) error {
+		err := rl.update(ctx, []string{seen.ID}, func(tx store.Tx) error {
 			t := tx.Task(seen.ID)
 			if t == nil || t.Phase != state.PhaseQueued {
 				return nil
@@ -74,9 +74,9 @@ func (s *Server) route(ctx context.Context, due []*state.Task, now time.Time) er
 				return nil
 			}
 			if why != "" {
-				s.log.Info("task unroutable", "task", t.ID, "why", why)
+				rl.log.Info("task unroutable", "task", t.ID, "why", why)
 			} else {
-				s.log.Info("task routable again", "task", t.ID)
+				rl.log.Info("task routable again", "task", t.ID)
 			}
 			t.Unroutable = why
 			tx.Save(t)

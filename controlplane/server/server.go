@@ -102,16 +102,25 @@ type NotifyTarget struct {
 	Events []api.NotifyEvent
 }
 
-// Server is the reference control plane: the rules, over a store that
-// keeps the records (package store). Every change is a store transaction
-// on the tasks it touches; the server's own lock guards only what one
-// process keeps for itself (waiting claims, counters).
+// Server is the reference control plane: its HTTP layer (routes,
+// authentication, admission, pages) over its rooms, the rules, the
+// dispatch and the watchdog, which work on a store that keeps the
+// records (package store). Every change is a store transaction on the
+// tasks it touches; each room's own lock guards only what one process
+// keeps for itself (waiting claims, counters).
 type Server struct {
 	opts  Options
 	log   *slog.Logger
 	store store.Store
 
-	started time.Time // leases do not lapse until agents had time to report
+	// The rooms of the control plane, each a type of its own: rules, how
+	// requests change the tasks over a store transaction (no HTTP);
+	// dispatch, the claims waiting for work and for orders; watchdog, the
+	// loop that applies the rules of time. The Server is the HTTP layer
+	// on top: routes, authentication, admission, pages, the console.
+	rules    *rules
+	dispatch *dispatch
+	watchdog *watchdog
 
 	// admission bounds the requests in flight (admission.go).
 	admission *admission
@@ -123,33 +132,6 @@ type Server struct {
 	// (console.OperatorID), one per operator token.
 	sessionKeys map[string][]byte
 	throttle    throttle
-	// taskKey signs task tokens (tasktoken.go), linkKey approval links
-	// (approvallink.go).
-	taskKey, linkKey []byte
-
-	mu sync.Mutex
-	// eventResults counts the events answered, by status, for metrics.
-	eventResults map[api.EventStatus]uint64
-	// lastWatch is when the watchdog last ran; wasOnline, whether it
-	// found each agent online.
-	lastWatch time.Time
-	lastPrune time.Time
-	wasOnline map[string]bool
-	// strainedAt is when the control plane last shed a request or
-	// answered a heartbeat slowly: no lease lapses for a while after.
-	strainedAt time.Time
-
-	// line is the claims waiting for work, first come first served
-	// (claim.go). waiting counts those claims, waitEnds how their waits
-	// ended, waitRounds the selections they ran again when woken.
-	line       []*waiter
-	ordering   map[string][]*waiter // the claims held open for orders, by agent (orders.go)
-	waiting    int
-	waitEnds   map[ClaimWaitEnd]uint64
-	waitRounds uint64
-	// stopWaits, closed, ends every wait (StopWaits).
-	stopWaits chan struct{}
-	stopOnce  sync.Once
 
 	// stopListen ends the listening for tasks other replicas queue
 	// (store.QueueListener) and the looks for them (watchClaims);
@@ -209,8 +191,13 @@ func New(opts Options) (*Server, error) {
 	for _, tok := range opts.OperatorTokens {
 		sessionKeys[console.OperatorID(tok)] = console.SessionKey(tok)
 	}
-	s := &Server{opts: opts, log: opts.Logger, started: opts.Now(), store: opts.Store, operators: operators, sessionKeys: sessionKeys,
-		wasOnline: map[string]bool{}, stopWaits: make(chan struct{}), admission: newAdmission(opts.MaxInFlight)}
+	s := &Server{opts: opts, log: opts.Logger, store: opts.Store, operators: operators, sessionKeys: sessionKeys,
+		admission: newAdmission(opts.MaxInFlight)}
+	s.rules = &rules{opts: &s.opts, log: s.log, store: s.store}
+	s.dispatch = &dispatch{opts: &s.opts, rules: s.rules, stopWaits: make(chan struct{})}
+	s.watchdog = &watchdog{opts: &s.opts, log: s.log, store: s.store, rules: s.rules, dispatch: s.dispatch,
+		started: opts.Now(), wasOnline: map[string]bool{}}
+	s.rules.dispatch, s.rules.watchdog = s.dispatch, s.watchdog
 	if r, ok := s.store.(store.Recoverer); ok {
 		// The notifications of the changes replayed are stored before the
 		// task that shows the change: a crash may have come before the
@@ -219,18 +206,18 @@ func New(opts Options) (*Server, error) {
 		// at the next start.
 		err := r.Recover(func(t *state.Task, missed []store.Missed) error {
 			before := markOf(t)
-			s.replay(t, missed)
+			s.rules.replay(t, missed)
 			if len(opts.Notify) == 0 {
 				return nil
 			}
-			return s.store.Notify(context.Background(), s.taskNotes(before, t)...)
+			return s.store.Notify(context.Background(), s.rules.taskNotes(before, t)...)
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	if s.taskKey, err = taskTokenKey(s.store); err == nil {
-		s.linkKey, err = approvalLinkKey(s.store)
+	if s.rules.taskKey, err = taskTokenKey(s.store); err == nil {
+		s.rules.linkKey, err = approvalLinkKey(s.store)
 	}
 	if err != nil {
 		return nil, err
@@ -247,41 +234,24 @@ func New(opts Options) (*Server, error) {
 	if opts.claimPoll > 0 {
 		every = opts.claimPoll
 	}
-	s.listening.Go(func() { s.watchClaims(ctx, every) })
+	s.listening.Go(func() { s.dispatch.watchClaims(ctx, every) })
 	if s.store.Shared() {
 		// Another replica's cancel wakes nothing here: the claims held
 		// open for orders look again often.
-		s.listening.Go(func() { tick(ctx, ordersPoll, s.wakeAllOrders) })
+		s.listening.Go(func() { tick(ctx, ordersPoll, s.dispatch.wakeAllOrders) })
 	}
 	if l, ok := s.store.(store.QueueListener); ok {
 		s.listening.Go(func() {
 			l.ListenQueued(ctx, func(n int) {
 				if n > 0 {
-					s.wakeClaims(n)
+					s.dispatch.wakeClaims(n)
 				} else {
-					s.wakeAll()
+					s.dispatch.wakeAll()
 				}
 			})
 		})
 	}
 	return s, nil
-}
-
-// replay applies again the events a crash left unapplied to their task,
-// as they were then (same agent, same time): a file store's recovery.
-func (s *Server) replay(t *state.Task, missed []store.Missed) {
-	applied := *t.EventsApplied
-	for i, e := range missed {
-		if reason := s.apply(t, e.AgentID, e.Event, e.ReceivedAt); reason != "" {
-			s.log.Warn("replaying a stored event after a crash: not applied", "task", t.ID, "key", e.Key, "reason", reason)
-		} else if e.Kind == state.EventLog {
-			if l, err := decodeLog(e.Payload); err == nil {
-				replayLog(t, e.Size, l, e.Attempt, applied+i+1)
-			}
-		} else if e.Kind == state.EventDiff {
-			t.Diff.Seq = applied + i + 1
-		}
-	}
 }
 
 // newID returns prefix and random hex.

@@ -19,11 +19,11 @@ import (
 // rules (delegate.go): the parent keeps the child's id (in the same
 // transaction that counts its children), then the child is stored. A
 // parent that has ended or is being cancelled submits none.
-func (s *Server) createSubtask(ctx context.Context, parentID string, req api.CreateTaskRequest) (api.TaskView, error) {
+func (rl *rules) createSubtask(ctx context.Context, parentID string, req api.CreateTaskRequest) (api.TaskView, error) {
 	if err := ownTask(ctx, parentID); err != nil {
 		return api.TaskView{}, err
 	}
-	parent, err := s.store.Task(ctx, parentID)
+	parent, err := rl.store.Task(ctx, parentID)
 	if err != nil {
 		return api.TaskView{}, storeErr("submit a subtask", err)
 	}
@@ -33,20 +33,20 @@ func (s *Server) createSubtask(ctx context.Context, parentID string, req api.Cre
 	if err := bindToParent(parent, &req); err != nil {
 		return api.TaskView{}, err
 	}
-	now := s.opts.Now()
-	tree, err := s.treeOf(ctx, parent, now)
+	now := rl.opts.Now()
+	tree, err := rl.treeOf(ctx, parent, now)
 	if err != nil {
 		return api.TaskView{}, err
 	}
 	if err := tree.bind(&req, now); err != nil {
 		return api.TaskView{}, err
 	}
-	child, err := s.newTask(ctx, req)
+	child, err := rl.newTask(ctx, req)
 	if err != nil {
 		return api.TaskView{}, err
 	}
 	child.Root, child.TreeDeadline = tree.root, tree.deadline
-	err = s.update(ctx, []string{parentID}, func(tx store.Tx) error {
+	err = rl.update(ctx, []string{parentID}, func(tx store.Tx) error {
 		p := tx.Task(parentID)
 		switch {
 		case p == nil:
@@ -58,7 +58,7 @@ func (s *Server) createSubtask(ctx context.Context, parentID string, req api.Cre
 		case p.BudgetStop != "":
 			return &httpError{http.StatusForbidden, fmt.Sprintf("delegation refused: task %s is being stopped: %s", parentID, p.BudgetStop)}
 		}
-		if err := s.delegation(p, child); err != nil {
+		if err := rl.delegation(p, child); err != nil {
 			return err
 		}
 		child.Parent, child.Depth = p.ID, p.Depth+1
@@ -69,25 +69,25 @@ func (s *Server) createSubtask(ctx context.Context, parentID string, req api.Cre
 	if err != nil {
 		return api.TaskView{}, storeErr("submit a subtask", err)
 	}
-	if err := s.store.Create(ctx, child); err != nil {
+	if err := rl.store.Create(ctx, child); err != nil {
 		// Not stored: the parent forgets it, so that it does not count.
-		if uerr := s.update(ctx, []string{parentID}, func(tx store.Tx) error {
+		if uerr := rl.update(ctx, []string{parentID}, func(tx store.Tx) error {
 			if p := tx.Task(parentID); p != nil {
 				p.Children = slices.DeleteFunc(p.Children, func(id string) bool { return id == child.ID })
 				tx.Save(p)
 			}
 			return nil
 		}); uerr != nil {
-			s.log.Warn("a subtask that was not stored still counts against its parent", "parent", parentID, "task", child.ID, "err", uerr)
+			rl.log.Warn("a subtask that was not stored still counts against its parent", "parent", parentID, "task", child.ID, "err", uerr)
 		}
 		return api.TaskView{}, storeErr("submit a subtask", err)
 	}
-	s.wakeClaims(1)
-	s.log.Info("subtask submitted", "task", child.ID, "parent", parentID, "depth", child.Depth)
+	rl.dispatch.wakeClaims(1)
+	rl.log.Info("subtask submitted", "task", child.ID, "parent", parentID, "depth", child.Depth)
 	// A cancel of the parent that came between the two steps did not see
 	// the child: it goes the parent's way.
-	if p, err := s.store.Task(ctx, parentID); err == nil && p != nil && (p.CancelRequested || p.Phase == state.PhaseCancelled) {
-		if v, err := s.cancelTree(ctx, child.ID, "cancelled with its parent "+parentID); err == nil {
+	if p, err := rl.store.Task(ctx, parentID); err == nil && p != nil && (p.CancelRequested || p.Phase == state.PhaseCancelled) {
+		if v, err := rl.cancelTree(ctx, child.ID, "cancelled with its parent "+parentID); err == nil {
 			return v, nil
 		}
 	}
@@ -168,11 +168,11 @@ func narrowEgress(parent, child []string) []string {
 }
 
 // subtasks lists task id's subtasks, in the order it submitted them.
-func (s *Server) subtasks(ctx context.Context, id string) ([]api.TaskView, error) {
+func (rl *rules) subtasks(ctx context.Context, id string) ([]api.TaskView, error) {
 	if err := ownTask(ctx, id); err != nil {
 		return nil, err
 	}
-	p, err := s.store.Task(ctx, id)
+	p, err := rl.store.Task(ctx, id)
 	if err != nil {
 		return nil, storeErr("list subtasks", err)
 	}
@@ -181,7 +181,7 @@ func (s *Server) subtasks(ctx context.Context, id string) ([]api.TaskView, error
 	}
 	out := []api.TaskView{}
 	for _, cid := range p.Children {
-		c, err := s.store.Task(ctx, cid)
+		c, err := rl.store.Task(ctx, cid)
 		if err != nil {
 			return nil, storeErr("list subtasks", err)
 		}
@@ -195,18 +195,18 @@ func (s *Server) subtasks(ctx context.Context, id string) ([]api.TaskView, error
 // cancelTask cancels a task and its subtasks, theirs too, in one
 // transaction (cancelTree). A task token cancels its own task's subtasks
 // only.
-func (s *Server) cancelTask(ctx context.Context, id string) (api.TaskView, error) {
+func (rl *rules) cancelTask(ctx context.Context, id string) (api.TaskView, error) {
 	if c := callerOf(ctx); c.principal == principalTask {
-		t, err := s.store.Task(ctx, id)
+		t, err := rl.store.Task(ctx, id)
 		if err != nil {
 			return api.TaskView{}, storeErr("cancel", err)
 		}
 		if t == nil || t.Parent != c.taskID {
 			return api.TaskView{}, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: task %q is not a subtask of task %s, whose token this is; a task token cancels its own subtasks only", id, c.taskID)}
 		}
-		return s.cancelTree(ctx, id, "cancelled by its parent task "+c.taskID)
+		return rl.cancelTree(ctx, id, "cancelled by its parent task "+c.taskID)
 	}
-	return s.cancelTree(ctx, id, state.CancelledByPerson)
+	return rl.cancelTree(ctx, id, state.CancelledByPerson)
 }
 
 // maxTree bounds the tasks one cancel reaches: the delegation rules keep
@@ -222,9 +222,9 @@ var errTreeGrew = errors.New("the tree grew")
 // running one is marked, and its agent is told at once on the claim it
 // holds open (else in its next heartbeat answer). why is the root's
 // reason, who cancelled it.
-func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, error) {
+func (rl *rules) cancelTree(ctx context.Context, id, why string) (api.TaskView, error) {
 	for range 5 {
-		ids, err := s.tree(ctx, id)
+		ids, err := rl.tree(ctx, id)
 		if err != nil {
 			return api.TaskView{}, err
 		}
@@ -235,8 +235,8 @@ func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, 
 		var v api.TaskView
 		n := 0
 		var agents []string // holding the tasks marked: told at once
-		err = s.update(ctx, ids, func(tx store.Tx) error {
-			now := s.opts.Now()
+		err = rl.update(ctx, ids, func(tx store.Tx) error {
+			now := rl.opts.Now()
 			agents = agents[:0]
 			root := tx.Task(id)
 			if root == nil {
@@ -279,11 +279,11 @@ func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, 
 		if err != nil {
 			return api.TaskView{}, storeErr("cancel task "+id, err)
 		}
-		s.wakeAgents(agents...)
+		rl.dispatch.wakeAgents(agents...)
 		if v.ID == "" {
 			// The task itself had ended: its subtasks still running were
 			// cancelled; with none, there was nothing to cancel.
-			root, err := s.store.Task(ctx, id)
+			root, err := rl.store.Task(ctx, id)
 			if err != nil || root == nil {
 				return api.TaskView{}, storeErr("cancel task "+id, err)
 			}
@@ -293,7 +293,7 @@ func (s *Server) cancelTree(ctx context.Context, id, why string) (api.TaskView, 
 			v = api.ViewOf(root)
 		}
 		if n > 1 {
-			s.log.Info("task cancelled with its subtasks", "task", id, "cancelled", n)
+			rl.log.Info("task cancelled with its subtasks", "task", id, "cancelled", n)
 		}
 		return v, nil
 	}
@@ -318,10 +318,10 @@ func cancelOne(t *state.Task, reason string, now time.Time) error {
 }
 
 // tree is task id and every task under it, parents before children.
-func (s *Server) tree(ctx context.Context, id string) ([]string, error) {
+func (rl *rules) tree(ctx context.Context, id string) ([]string, error) {
 	ids := []string{id}
 	for i := 0; i < len(ids); i++ {
-		t, err := s.store.Task(ctx, ids[i])
+		t, err := rl.store.Task(ctx, ids[i])
 		if err != nil {
 			return nil, storeErr("cancel", err)
 		}

@@ -15,21 +15,21 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
-func (s *Server) createTask(ctx context.Context, req api.CreateTaskRequest) (api.TaskView, error) {
-	t, err := s.newTask(ctx, req)
+func (rl *rules) createTask(ctx context.Context, req api.CreateTaskRequest) (api.TaskView, error) {
+	t, err := rl.newTask(ctx, req)
 	if err != nil {
 		return api.TaskView{}, err
 	}
-	if err := s.store.Create(ctx, t); err != nil {
+	if err := rl.store.Create(ctx, t); err != nil {
 		return api.TaskView{}, storeErr("submit", err)
 	}
-	s.wakeClaims(1)
+	rl.dispatch.wakeClaims(1)
 	return api.ViewOf(t), nil
 }
 
 // newTask is the task req asks for, not yet stored; a bad request is
 // refused in one line.
-func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state.Task, error) {
+func (rl *rules) newTask(ctx context.Context, req api.CreateTaskRequest) (*state.Task, error) {
 	switch {
 	case strings.TrimSpace(req.Prompt) == "":
 		return nil, badRequest("prompt is required")
@@ -59,7 +59,7 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	if req.NoCommit && req.Repo == "" {
 		return nil, badRequest("no_commit: only a task that names a repository (repo) has commits to leave out")
 	}
-	if err := s.served(ctx, req.Repo); err != nil {
+	if err := rl.served(ctx, req.Repo); err != nil {
 		return nil, err
 	}
 	// Routing by capability: refused when malformed; said when no online
@@ -69,13 +69,13 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	}
 	unroutable := ""
 	if len(req.Requires) > 0 {
-		offers, err := s.offers(ctx, s.opts.Now())
+		offers, err := rl.offers(ctx, rl.opts.Now())
 		if err != nil {
 			return nil, storeErr("submit", err)
 		}
 		unroutable = api.Unroutable(req.Requires, offers)
 	}
-	now := s.opts.Now()
+	now := rl.opts.Now()
 	t := state.NewTask(newID("t-", 5), req.Prompt, now)
 	t.Title, t.Prefer, t.MaxAttempts = req.Title, req.Prefer, req.MaxAttempts
 	t.Repo, t.Base, t.NoCommit = req.Repo, req.Base, req.NoCommit
@@ -92,7 +92,7 @@ func (s *Server) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	if t.Title == "" {
 		t.Title = firstLine(req.Prompt)
 	}
-	t.Delegation = s.delegationOf(t)
+	t.Delegation = rl.delegationOf(t)
 	return t, nil
 }
 
@@ -118,14 +118,14 @@ func checkRepo(repo, base string) error {
 // has announced: a task naming it would wait in the queue until it
 // expired. Agents announce their repositories in every heartbeat and
 // claim; the control plane keeps what it heard.
-func (s *Server) served(ctx context.Context, repo string) error {
+func (rl *rules) served(ctx context.Context, repo string) error {
 	if repo == "" {
 		return nil
 	}
-	if ok, err := s.store.Serves(ctx, repo); ok || err != nil {
+	if ok, err := rl.store.Serves(ctx, repo); ok || err != nil {
 		return storeErr("submit", err)
 	}
-	agents, err := s.store.Agents(ctx)
+	agents, err := rl.store.Agents(ctx)
 	if err != nil {
 		return storeErr("submit", err)
 	}
@@ -156,9 +156,9 @@ func errNoTask(id string) error {
 	return &httpError{http.StatusNotFound, fmt.Sprintf("no task %q", id)}
 }
 
-func (s *Server) getTask(ctx context.Context, id string) (api.TaskView, error) {
-	s.watchdog(ctx)
-	t, err := s.store.Task(ctx, id)
+func (rl *rules) getTask(ctx context.Context, id string) (api.TaskView, error) {
+	rl.watchdog.pass(ctx)
+	t, err := rl.store.Task(ctx, id)
 	if err != nil {
 		return api.TaskView{}, storeErr("read task", err)
 	}
@@ -189,9 +189,9 @@ func readable(ctx context.Context, id string, t *state.Task) error {
 // change runs fn on task id in a store transaction and saves it, unless
 // fn fails; it answers the task as saved. A task saved queued may be
 // claimable: the claims waiting for work look again.
-func (s *Server) change(ctx context.Context, id string, fn func(t *state.Task) error) (api.TaskView, error) {
+func (rl *rules) change(ctx context.Context, id string, fn func(t *state.Task) error) (api.TaskView, error) {
 	var v api.TaskView
-	err := s.update(ctx, []string{id}, func(tx store.Tx) error {
+	err := rl.update(ctx, []string{id}, func(tx store.Tx) error {
 		t := tx.Task(id)
 		if t == nil {
 			return errNoTask(id)
@@ -207,7 +207,7 @@ func (s *Server) change(ctx context.Context, id string, fn func(t *state.Task) e
 		return api.TaskView{}, storeErr("change task "+id, err)
 	}
 	if v.Phase == state.PhaseQueued {
-		s.wakeClaims(1)
+		rl.dispatch.wakeClaims(1)
 	}
 	return v, nil
 }
@@ -215,8 +215,8 @@ func (s *Server) change(ctx context.Context, id string, fn func(t *state.Task) e
 // retryTask puts a recoverable_failed task back in the queue at a
 // person's request: the agent that claims it runs the next attempt, the
 // attempts before it kept. Any other phase is a conflict, said in one line.
-func (s *Server) retryTask(ctx context.Context, id string) (api.TaskView, error) {
-	v, err := s.change(ctx, id, func(t *state.Task) error {
+func (rl *rules) retryTask(ctx context.Context, id string) (api.TaskView, error) {
+	v, err := rl.change(ctx, id, func(t *state.Task) error {
 		if t.Phase != state.PhaseRecoverableFailed {
 			why := "only a recoverable_failed task can be retried"
 			if !t.Phase.Terminal() {
@@ -224,13 +224,13 @@ func (s *Server) retryTask(ctx context.Context, id string) (api.TaskView, error)
 			}
 			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: %s", id, t.Phase, why)}
 		}
-		if err := t.RetryByPerson(s.opts.Now()); err != nil {
+		if err := t.RetryByPerson(rl.opts.Now()); err != nil {
 			return &httpError{http.StatusConflict, err.Error()}
 		}
 		return nil
 	})
 	if err == nil {
-		s.log.Info("task retried by a person", "task", id, "attempts", len(v.Attempts))
+		rl.log.Info("task retried by a person", "task", id, "attempts", len(v.Attempts))
 	}
 	return v, err
 }
@@ -244,10 +244,10 @@ func (s *Server) retryTask(ctx context.Context, id string) (api.TaskView, error)
 // task is continued early instead: its agent, which holds it, hears so
 // in its next heartbeat and resumes it now. Any other case is a
 // conflict, said in one line.
-func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, error) {
+func (rl *rules) continueTask(ctx context.Context, id string) (api.TaskView, error) {
 	var session *state.Attempt
 	var keeper string
-	v, err := s.change(ctx, id, func(t *state.Task) error {
+	v, err := rl.change(ctx, id, func(t *state.Task) error {
 		conflict := func(why string, args ...any) error {
 			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: ", id, t.Phase) + fmt.Sprintf(why, args...)}
 		}
@@ -258,7 +258,7 @@ func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, err
 			if t.Parked == nil {
 				return conflict("it says nothing of its park")
 			}
-			t.Parked.ContinueAsked, t.UpdatedAt = s.opts.Now(), s.opts.Now()
+			t.Parked.ContinueAsked, t.UpdatedAt = rl.opts.Now(), rl.opts.Now()
 			return nil
 		case state.PhaseFailed, state.PhaseRecoverableFailed, state.PhaseTimedOut, state.PhaseCancelled:
 		case state.PhaseCompleted:
@@ -277,16 +277,16 @@ func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, err
 		if keeper, err = sessionKeeper(t, session); err != nil {
 			return conflict("%v", err)
 		}
-		if err := t.ContinueByPerson(keeper, s.opts.Now()); err != nil {
+		if err := t.ContinueByPerson(keeper, rl.opts.Now()); err != nil {
 			return &httpError{http.StatusConflict, err.Error()}
 		}
 		return nil
 	})
 	switch {
 	case err == nil && session == nil:
-		s.log.Info("parked task continued early by a person", "task", id)
+		rl.log.Info("parked task continued early by a person", "task", id)
 	case err == nil:
-		s.log.Info("task continued by a person", "task", id, "session_attempt", session.Number, "agent", keeper, "attempts", len(v.Attempts))
+		rl.log.Info("task continued by a person", "task", id, "session_attempt", session.Number, "agent", keeper, "attempts", len(v.Attempts))
 	}
 	return v, err
 }
@@ -297,14 +297,14 @@ func (s *Server) continueTask(ctx context.Context, id string) (api.TaskView, err
 // default, as the park says). Its agent hears so in its next heartbeat,
 // with the new bounds, and continues its session. Any other case is a
 // conflict, said in one line; a bad request a 400.
-func (s *Server) budgetTask(ctx context.Context, id string, req api.BudgetRequest) (api.TaskView, error) {
+func (rl *rules) budgetTask(ctx context.Context, id string, req api.BudgetRequest) (api.TaskView, error) {
 	switch {
 	case req.AddTokens < 0 || req.AddTime < 0:
 		return api.TaskView{}, &httpError{http.StatusBadRequest, "add_tokens and add_time cannot be below zero"}
 	case req.AddTokens == 0 && req.AddTime == 0:
 		return api.TaskView{}, &httpError{http.StatusBadRequest, "say how much to add: add_tokens, add_time or both"}
 	}
-	v, err := s.change(ctx, id, func(t *state.Task) error {
+	v, err := rl.change(ctx, id, func(t *state.Task) error {
 		p := t.Parked
 		if t.Phase != state.PhaseParked || p == nil || p.Reason != state.ParkBudget {
 			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: only a task parked at its budget can have it raised", id, t.Phase)}
@@ -323,11 +323,11 @@ func (s *Server) budgetTask(ctx context.Context, id string, req api.BudgetReques
 			p.MaxTime += req.AddTime
 			t.MaxTime = p.MaxTime
 		}
-		p.ContinueAsked, t.UpdatedAt = s.opts.Now(), s.opts.Now()
+		p.ContinueAsked, t.UpdatedAt = rl.opts.Now(), rl.opts.Now()
 		return nil
 	})
 	if err == nil {
-		s.log.Info("task's budget raised by a person", "task", id, "max_tokens", v.MaxTokens, "max_time", v.MaxTime.D())
+		rl.log.Info("task's budget raised by a person", "task", id, "max_tokens", v.MaxTokens, "max_time", v.MaxTime.D())
 	}
 	return v, err
 }
@@ -353,17 +353,17 @@ func sessionKeeper(t *state.Task, a *state.Attempt) (string, error) {
 
 // replyTask records a person's answer to the task's approval request; the
 // agent holding the task gets it in its next heartbeat answer.
-func (s *Server) replyTask(ctx context.Context, id string, req api.ReplyRequest) (api.TaskView, error) {
+func (rl *rules) replyTask(ctx context.Context, id string, req api.ReplyRequest) (api.TaskView, error) {
 	if req.Decision != api.DecisionAccept && req.Decision != api.DecisionDecline {
 		return api.TaskView{}, badRequest("decision %q: want accept or decline", req.Decision)
 	}
-	return s.change(ctx, id, func(t *state.Task) error {
-		return s.answer(t, req)
+	return rl.change(ctx, id, func(t *state.Task) error {
+		return rl.answer(t, req)
 	})
 }
 
 // answer records a person's answer on t.
-func (s *Server) answer(t *state.Task, req api.ReplyRequest) error {
+func (rl *rules) answer(t *state.Task, req api.ReplyRequest) error {
 	id := t.ID
 	switch {
 	case t.Phase != state.PhaseAwaitingReply || t.AwaitingReply == nil:
@@ -373,7 +373,7 @@ func (s *Server) answer(t *state.Task, req api.ReplyRequest) error {
 	case t.Reply != nil && t.Reply.Decision != req.Decision:
 		return &httpError{http.StatusConflict, fmt.Sprintf("request %s was already answered: %s", t.AwaitingReply.ID, t.Reply.Decision)}
 	}
-	now := s.opts.Now()
+	now := rl.opts.Now()
 	t.Reply = &state.Reply{RequestID: t.AwaitingReply.ID, Decision: req.Decision, At: now}
 	t.UpdatedAt = now
 	return nil

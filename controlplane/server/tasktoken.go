@@ -39,8 +39,8 @@ func taskTokenKey(st store.Store) ([]byte, error) {
 }
 
 // taskMAC is the MAC of a task token for task id under lease.
-func (s *Server) taskMAC(id, lease string) []byte {
-	m := hmac.New(sha256.New, s.taskKey)
+func (rl *rules) taskMAC(id, lease string) []byte {
+	m := hmac.New(sha256.New, rl.taskKey)
 	m.Write([]byte(id))
 	m.Write([]byte{0})
 	m.Write([]byte(lease))
@@ -48,8 +48,8 @@ func (s *Server) taskMAC(id, lease string) []byte {
 }
 
 // taskToken is the task token of task id under lease.
-func (s *Server) taskToken(id, lease string) string {
-	return api.TaskTokenPrefix + id + "." + lease + "." + hex.EncodeToString(s.taskMAC(id, lease))
+func (rl *rules) taskToken(id, lease string) string {
+	return api.TaskTokenPrefix + id + "." + lease + "." + hex.EncodeToString(rl.taskMAC(id, lease))
 }
 
 // identifyTask says whose task token tok is. A token with a good MAC
@@ -63,7 +63,7 @@ func (s *Server) identifyTask(ctx context.Context, tok string) (caller, bool, er
 	}
 	id, lease := parts[0], parts[1]
 	mac, err := hex.DecodeString(parts[2])
-	if err != nil || !hmac.Equal(mac, s.taskMAC(id, lease)) {
+	if err != nil || !hmac.Equal(mac, s.rules.taskMAC(id, lease)) {
 		return caller{}, false, nil
 	}
 	t, err := s.store.Task(ctx, id)

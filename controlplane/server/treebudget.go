@@ -36,12 +36,12 @@ type treeBudget struct {
 
 // treeOf is the budget of the tree parent belongs to, as it stands at
 // now.
-func (s *Server) treeOf(ctx context.Context, parent *state.Task, now time.Time) (treeBudget, error) {
+func (rl *rules) treeOf(ctx context.Context, parent *state.Task, now time.Time) (treeBudget, error) {
 	b := treeBudget{root: parent.Root, deadline: parent.TreeDeadline}
 	if b.root == "" {
 		b.root = parent.ID
 	}
-	tasks, err := s.treeTasks(ctx, b.root)
+	tasks, err := rl.treeTasks(ctx, b.root)
 	if err != nil {
 		return b, err
 	}
@@ -94,11 +94,11 @@ func (b treeBudget) bind(req *api.CreateTaskRequest, now time.Time) error {
 
 // treeTasks are task root and every task under it, parents before
 // children; a task there is none of (pruned, or not yet stored) is nil.
-func (s *Server) treeTasks(ctx context.Context, root string) ([]*state.Task, error) {
+func (rl *rules) treeTasks(ctx context.Context, root string) ([]*state.Task, error) {
 	var tasks []*state.Task
 	ids := []string{root}
 	for i := 0; i < len(ids); i++ {
-		t, err := s.store.Task(ctx, ids[i])
+		t, err := rl.store.Task(ctx, ids[i])
 		if err != nil {
 			return nil, storeErr("read a tree of subtasks", err)
 		}
@@ -130,18 +130,18 @@ func treeRoot(t *state.Task) string {
 // stopSpentTrees stops each tree of roots whose tasks spent more tokens
 // than its root's budget. It returns the running tasks it marked, with
 // why.
-func (s *Server) stopSpentTrees(ctx context.Context, roots []string) (map[string]string, error) {
+func (rl *rules) stopSpentTrees(ctx context.Context, roots []string) (map[string]string, error) {
 	stopped := map[string]string{}
 	for _, id := range roots {
 		// The root alone first: a tree whose root has no token budget is
 		// read no further.
-		if root, err := s.store.Task(ctx, id); err != nil || root == nil || root.MaxTokens <= 0 {
+		if root, err := rl.store.Task(ctx, id); err != nil || root == nil || root.MaxTokens <= 0 {
 			if err != nil {
 				return stopped, storeErr("read a tree of subtasks", err)
 			}
 			continue
 		}
-		tasks, err := s.treeTasks(ctx, id)
+		tasks, err := rl.treeTasks(ctx, id)
 		if err != nil {
 			return stopped, err
 		}
@@ -149,7 +149,7 @@ func (s *Server) stopSpentTrees(ctx context.Context, roots []string) (map[string
 		if root == nil || root.MaxTokens <= 0 {
 			continue
 		}
-		now := s.opts.Now()
+		now := rl.opts.Now()
 		var spent int64
 		var live []string
 		for _, t := range tasks {
@@ -165,7 +165,7 @@ func (s *Server) stopSpentTrees(ctx context.Context, roots []string) (map[string
 			continue
 		}
 		why := fmt.Sprintf("the tree of %s used %s tokens, over its budget of %s", root.ID, state.Tokens(spent), state.Tokens(root.MaxTokens))
-		if err := s.stopTasks(ctx, live, why, stopped); err != nil {
+		if err := rl.stopTasks(ctx, live, why, stopped); err != nil {
 			return stopped, err
 		}
 	}
@@ -175,10 +175,10 @@ func (s *Server) stopSpentTrees(ctx context.Context, roots []string) (map[string
 // stopTasks stops the tasks ids of a tree over its budget, for why: a
 // queued one ends failed at once, a running one is marked for its agent
 // (and added to marked).
-func (s *Server) stopTasks(ctx context.Context, ids []string, why string, marked map[string]string) error {
+func (rl *rules) stopTasks(ctx context.Context, ids []string, why string, marked map[string]string) error {
 	ended, running := 0, 0
-	err := s.update(ctx, ids, func(tx store.Tx) error {
-		now := s.opts.Now()
+	err := rl.update(ctx, ids, func(tx store.Tx) error {
+		now := rl.opts.Now()
 		ended, running = 0, 0
 		for _, id := range ids {
 			t := tx.Task(id)
@@ -204,7 +204,7 @@ func (s *Server) stopTasks(ctx context.Context, ids []string, why string, marked
 		return storeErr("stop a tree over its budget", err)
 	}
 	if ended+running > 0 {
-		s.log.Info("tree of subtasks stopped: over its root's budget", "why", why, "ended", ended, "stopping", running)
+		rl.log.Info("tree of subtasks stopped: over its root's budget", "why", why, "ended", ended, "stopping", running)
 	}
 	return nil
 }
@@ -220,7 +220,7 @@ func stopOrder(t *state.Task) (api.StopOrder, bool) {
 
 // stopLateSubtasks stops the subtasks among late (seen by the watchdog's
 // look past their tree's deadline), tree by tree.
-func (s *Server) stopLateSubtasks(ctx context.Context, late []*state.Task) error {
+func (rl *rules) stopLateSubtasks(ctx context.Context, late []*state.Task) error {
 	byRoot := map[string][]string{}
 	var roots []string
 	for _, t := range late {
@@ -231,11 +231,11 @@ func (s *Server) stopLateSubtasks(ctx context.Context, late []*state.Task) error
 	}
 	for _, root := range roots {
 		budget := "its time budget"
-		if r, err := s.store.Task(ctx, root); err == nil && r != nil && r.MaxTime > 0 {
+		if r, err := rl.store.Task(ctx, root); err == nil && r != nil && r.MaxTime > 0 {
 			budget = "its time budget of " + r.MaxTime.D().String()
 		}
 		why := fmt.Sprintf("the tree of %s ran out %s", root, budget)
-		if err := s.stopTasks(ctx, byRoot[root], why, map[string]string{}); err != nil {
+		if err := rl.stopTasks(ctx, byRoot[root], why, map[string]string{}); err != nil {
 			return err
 		}
 	}
