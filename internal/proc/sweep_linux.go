@@ -274,7 +274,14 @@ func (s *childSet) orphans() []int {
 	return ownChildren(func(pid int, state byte) bool { return state != 'Z' && !s.pids[pid] && !s.spared[pid] })
 }
 
-// ownChildren lists the agent's children that keep says to.
+// ownChildren lists the children of the agent that keep says to, of
+// those that came to it from attempts: outside its own process group.
+// Start puts each attempt in a group of its own, which its processes
+// cannot leave for the agent's, while the commands the agent runs itself
+// without Start (git, tmux, through os/exec) stay in the agent's group:
+// those are their own Wait's to reap, and alive they are the agent's
+// work, not an attempt's orphans. Reaped or killed by a sweep, such a
+// command's Wait failed ("waitid: no child processes").
 func ownChildren(keep func(pid int, state byte) bool) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -282,14 +289,14 @@ func ownChildren(keep func(pid int, state byte) bool) []int {
 	}
 	defer d.Close()
 	names, _ := d.Readdirnames(-1)
-	self := os.Getpid()
+	self, group := os.Getpid(), syscall.Getpgrp()
 	var out []int
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
-		if ppid, state, ok := procStat(pid); ok && ppid == self && keep(pid, state) {
+		if st, ok := readStat(pid); ok && st.ppid == self && st.pgrp != group && keep(pid, st.state) {
 			out = append(out, pid)
 		}
 	}
@@ -306,24 +313,26 @@ func procStat(pid int) (ppid int, state byte, ok bool) {
 type stat struct {
 	state  byte
 	ppid   int
+	pgrp   int
 	flags  uint64
 	envEnd uint64 // 0 while an execve is under way, and for zombies and kernel threads
 }
 
-// readStat reads /proc/PID/stat: fields 3 (state), 4 (ppid), 9 (flags) and
-// 51 (env_end, Linux 3.5 and later; 0 where absent).
+// readStat reads /proc/PID/stat: fields 3 (state), 4 (ppid), 5 (pgrp), 9
+// (flags) and 51 (env_end, Linux 3.5 and later; 0 where absent).
 func readStat(pid int) (stat, bool) {
 	f, err := procstat.Read(strconv.Itoa(pid))
 	if err != nil {
 		return stat{}, false
 	}
 	ppid, ok := f.Uint(4)
+	pgrp, ok1 := f.Uint(5)
 	flags, ok2 := f.Uint(9)
-	if !ok || !ok2 {
+	if !ok || !ok1 || !ok2 {
 		return stat{}, false
 	}
 	envEnd, _ := f.Uint(51)
-	return stat{state: f.Field(3)[0], ppid: int(ppid), flags: flags, envEnd: envEnd}, true
+	return stat{state: f.Field(3)[0], ppid: int(ppid), pgrp: int(pgrp), flags: flags, envEnd: envEnd}, true
 }
 
 // cpuOf reads a process's CPU time from /proc/PID/stat: fields 14 to 17

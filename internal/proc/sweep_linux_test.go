@@ -116,7 +116,10 @@ func spareAsSubreaper(t *testing.T) {
 	if err := BecomeSubreaper(); err != nil {
 		t.Skip("no subreaper:", err)
 	}
-	out, err := exec.Command("sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!; sleep 300 >/dev/null 2>&1 & echo $!").Output()
+	// In a group of their own, as Start puts an attempt.
+	sh := exec.Command("sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!; sleep 300 >/dev/null 2>&1 & echo $!")
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := sh.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +149,51 @@ func spareAsSubreaper(t *testing.T) {
 	}
 	if alive(orphan) {
 		t.Error("the orphan lives")
+	}
+}
+
+// The commands the agent runs itself (git, through os/exec, in the
+// agent's process group) are not an attempt's orphans: a sweep neither
+// kills one that runs nor reaps one that exited before its Wait, whose
+// Wait would fail ("waitid: no child processes"). Run in a child of the
+// test, which becomes the subreaper.
+func TestOrphanSweepLeavesTheAgentsOwnCommands(t *testing.T) {
+	if os.Getenv("PROC_TEST_OWN") == "1" {
+		ownCommandsAsSubreaper(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOrphanSweepLeavesTheAgentsOwnCommands$")
+	cmd.Env = append(os.Environ(), "PROC_TEST_OWN=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the subreaper child: %v\n%s", err, out)
+	}
+}
+
+func ownCommandsAsSubreaper(t *testing.T) {
+	if err := BecomeSubreaper(); err != nil {
+		t.Skip("no subreaper:", err)
+	}
+	running := exec.Command("sleep", "300")
+	if err := running.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = running.Process.Kill(); _ = running.Wait() }()
+	exited := exec.Command("true")
+	if err := exited.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the exited command to be a zombie", func() bool {
+		_, state, _ := procStat(exited.Process.Pid)
+		return state == 'Z'
+	})
+	if n := killOrphans(); n != 0 {
+		t.Errorf("killOrphans killed %d processes, want none", n)
+	}
+	reapOrphans()
+	if err := exited.Wait(); err != nil {
+		t.Errorf("the exited command's Wait after a sweep: %v", err)
+	}
+	if !alive(running.Process.Pid) {
+		t.Error("the running command was killed")
 	}
 }
