@@ -262,41 +262,75 @@ func reapOrphans() {
 	}
 }
 
-// zombieChildren lists the agent's children that are zombies.
+// zombieChildren lists the agent's zombie children outside its process
+// group: those came from attempts (a zombie's namespaces are gone, so
+// fromAttempt cannot tell more; one that had moved into the agent's group
+// is left, a harmless entry, rather than risk a command's Wait).
 func zombieChildren() []int {
-	return ownChildren(func(pid int, state byte) bool { return state == 'Z' })
+	return ownChildren(func(pid int, st stat) bool { return st.state == 'Z' && st.pgrp != syscall.Getpgrp() })
 }
 
-// orphans lists the live children of the agent Start did not start.
+// orphans lists the live children of the agent that came to it from
+// attempts (fromAttempt) and that Start did not start.
 func (s *childSet) orphans() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return ownChildren(func(pid int, state byte) bool { return state != 'Z' && !s.pids[pid] && !s.spared[pid] })
+	return ownChildren(func(pid int, st stat) bool {
+		return st.state != 'Z' && !s.pids[pid] && !s.spared[pid] && fromAttempt(pid, st)
+	})
 }
 
-// ownChildren lists the children of the agent that keep says to, of
-// those that came to it from attempts: outside its own process group.
-// Start puts each attempt in a group of its own, which its processes
-// cannot leave for the agent's, while the commands the agent runs itself
-// without Start (git, tmux, through os/exec) stay in the agent's group:
-// those are their own Wait's to reap, and alive they are the agent's
-// work, not an attempt's orphans. Reaped or killed by a sweep, such a
-// command's Wait failed ("waitid: no child processes").
-func ownChildren(keep func(pid int, state byte) bool) []int {
+// fromAttempt reports whether a live child of the agent came to it from
+// an attempt, reparented when its parent died, rather than being a
+// command the agent runs itself (git, tmux, through os/exec): those stay
+// in the agent's process group, namespaces and privileges, and they are
+// the agent's work and their own Wait's to reap. Killed or reaped by a
+// sweep, such a command's Wait failed ("waitid: no child processes").
+// Start puts each attempt in a group of its own; a process of it may move
+// to the agent's group (the same session), but not out of its network
+// namespace, nor drop the no_new_privs that Landlock set on it.
+func fromAttempt(pid int, st stat) bool {
+	if st.pgrp != syscall.Getpgrp() {
+		return true
+	}
+	if noNewPrivs(pid) != noNewPrivs(os.Getpid()) {
+		return true
+	}
+	theirs, err1 := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	ours, err2 := os.Readlink("/proc/self/ns/net")
+	return err1 == nil && err2 == nil && theirs != ours
+}
+
+// noNewPrivs reads a process's no_new_privs flag from /proc/PID/status.
+func noNewPrivs(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	_, rest, ok := bytes.Cut(b, []byte("\nNoNewPrivs:"))
+	if !ok {
+		return false
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	return string(bytes.TrimSpace(line)) == "1"
+}
+
+// ownChildren lists the agent's children that keep says to.
+func ownChildren(keep func(pid int, st stat) bool) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
 	}
 	defer d.Close()
 	names, _ := d.Readdirnames(-1)
-	self, group := os.Getpid(), syscall.Getpgrp()
+	self := os.Getpid()
 	var out []int
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
-		if st, ok := readStat(pid); ok && st.ppid == self && st.pgrp != group && keep(pid, st.state) {
+		if st, ok := readStat(pid); ok && st.ppid == self && keep(pid, st) {
 			out = append(out, pid)
 		}
 	}

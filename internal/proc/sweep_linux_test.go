@@ -155,8 +155,9 @@ func spareAsSubreaper(t *testing.T) {
 // The commands the agent runs itself (git, through os/exec, in the
 // agent's process group) are not an attempt's orphans: a sweep neither
 // kills one that runs nor reaps one that exited before its Wait, whose
-// Wait would fail ("waitid: no child processes"). Run in a child of the
-// test, which becomes the subreaper.
+// Wait would fail ("waitid: no child processes"). A process of an
+// attempt that moved into the agent's group is still killed. Run in a
+// child of the test, which becomes the subreaper.
 func TestOrphanSweepLeavesTheAgentsOwnCommands(t *testing.T) {
 	if os.Getenv("PROC_TEST_OWN") == "1" {
 		ownCommandsAsSubreaper(t)
@@ -186,8 +187,27 @@ func ownCommandsAsSubreaper(t *testing.T) {
 		_, state, _ := procStat(exited.Process.Pid)
 		return state == 'Z'
 	})
-	if n := killOrphans(); n != 0 {
-		t.Errorf("killOrphans killed %d processes, want none", n)
+	// An attempt's process that moved into the agent's group still
+	// carries its no_new_privs (Landlock's): it is an orphan all the same.
+	sh := exec.Command("sh", "-c", "setpriv --no-new-privs sleep 300 >/dev/null 2>&1 & echo $!")
+	out, err := sh.Output()
+	if err != nil {
+		t.Skip("no setpriv:", err)
+	}
+	moved, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(moved, syscall.SIGKILL); waitGone(moved) }()
+	testkit.WaitFor(t, "the moved process to come to the subreaper with no_new_privs", func() bool {
+		ppid, _, _ := procStat(moved)
+		return ppid == os.Getpid() && noNewPrivs(moved)
+	})
+	if n := killOrphans(); n != 1 {
+		t.Errorf("killOrphans killed %d processes, want the one from an attempt", n)
+	}
+	if alive(moved) {
+		t.Error("the attempt's process in the agent's group lives")
 	}
 	reapOrphans()
 	if err := exited.Wait(); err != nil {
