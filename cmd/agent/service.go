@@ -81,6 +81,20 @@ func (f *serviceFlags) target() (service.Target, error) {
 		SudoUser: os.Getenv("SUDO_USER"), Writes: f.writes, StateHome: filepath.Dir(defaultDataDir())})
 }
 
+// controllable is the target of a command that calls the service
+// manager on an installed service: installed, and the manager callable
+// by this user.
+func (f *serviceFlags) controllable() (service.Target, error) {
+	t, err := f.target()
+	if err != nil {
+		return t, err
+	}
+	if err := t.Installed(); err != nil {
+		return t, err
+	}
+	return t, t.CanRunCtl()
+}
+
 // addLimitsFlags binds --tasks-max and --memory-max.
 func addLimitsFlags(cmd *cobra.Command, l *service.Limits) {
 	cmd.Flags().StringVar(&l.TasksMax, "tasks-max", service.DefaultTasksMax, "the most processes and threads the service and its tasks may run together (TasksMax=; launchd: NumberOfProcesses), or infinity")
@@ -346,14 +360,8 @@ func newServiceCtlCmd(verb, short string, do func(service.Target, context.Contex
 		Short: short,
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := f.target()
+			t, err := f.controllable()
 			if err != nil {
-				return err
-			}
-			if err := t.Installed(); err != nil {
-				return err
-			}
-			if err := t.CanRunCtl(); err != nil {
 				return err
 			}
 			return do(t, cmd.Context(), cmd.OutOrStdout())
@@ -387,14 +395,8 @@ and upgrade says so before it restarts.`,
   sudo agent service upgrade --system --bin /tmp/agent-1.4.0`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := f.target()
+			t, err := f.controllable()
 			if err != nil {
-				return err
-			}
-			if err := t.Installed(); err != nil {
-				return err
-			}
-			if err := t.CanRunCtl(); err != nil {
 				return err
 			}
 			inst, err := service.ReadInstalled(t)
