@@ -103,8 +103,8 @@ func (u *TaskUser) own(paths ...string) error {
 	return nil
 }
 
-// Prepare makes the work root, and the temporary and session directories
-// in it, reachable by the task user (see reachable), so that the
+// Prepare makes the work root, and the temporary, session and serve
+// directories in it, reachable by the task user (see reachable), so that the
 // directories each task gets there (its own) open to it.
 func (u *TaskUser) Prepare(workRoot, dataDir string) error {
 	if u == nil || workRoot == "" {
@@ -116,7 +116,7 @@ func (u *TaskUser) Prepare(workRoot, dataDir string) error {
 			stop = d
 		}
 	}
-	for _, d := range []string{filepath.Join(workRoot, ".tmp"), filepath.Join(workRoot, SessionDirName)} {
+	for _, d := range []string{filepath.Join(workRoot, ".tmp"), filepath.Join(workRoot, SessionDirName), filepath.Join(workRoot, ServeDirName)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}

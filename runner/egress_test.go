@@ -249,7 +249,7 @@ func TestATaskUserIsGivenTheWayToItsDirectories(t *testing.T) {
 	if err := u.Prepare(work, data); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{data, work, filepath.Join(work, ".tmp"), filepath.Join(work, runner.SessionDirName)} {
+	for _, d := range []string{data, work, filepath.Join(work, ".tmp"), filepath.Join(work, runner.SessionDirName), filepath.Join(work, runner.ServeDirName)} {
 		if info, err := os.Stat(d); err != nil || info.Mode().Perm() != 0o711 {
 			t.Errorf("%s: %v %v, want 0711", d, info.Mode().Perm(), err)
 		}

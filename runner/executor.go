@@ -72,6 +72,12 @@ type AttemptSpec struct {
 	// TempDir is the attempt's own temporary directory (its TMPDIR), when
 	// it is confined.
 	TempDir string
+	// ServeDir is a directory of the attempt's that the agent writes and
+	// the attempt can only read, when it is confined: where the agent
+	// serves the attempt what the task must not replace (Claude Code's
+	// ask socket and its token). A file the executor puts there for the
+	// task to open goes to the task user, if there is one (GiveToTask).
+	ServeDir string
 	// SessionDir is the task's own directory outside its work directory,
 	// kept across its attempts (AGENT_SESSION_DIR): where an exec child
 	// keeps a session it can continue.

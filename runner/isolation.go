@@ -48,9 +48,12 @@ func (iso *Isolation) TaskWritable() []string {
 // confine sets spec's confinement, before its executor adds what its CLI
 // keeps of its own (AttemptSpec.Confinement): dirs are the attempt's own
 // (its work, temporary and session directories), given back from the work
-// root.
+// root; its serve directory is given back to read only.
 func (iso *Isolation) confine(spec *AttemptSpec, workRoot string, dirs ...string) {
 	spec.Confine, spec.credentials = iso.policy(workRoot, dirs...), iso.Credentials
+	if spec.ServeDir != "" {
+		spec.Confine.Read = append(spec.Confine.Read, spec.ServeDir)
+	}
 }
 
 // policy is one attempt's confinement, its credentials left out: those
@@ -82,6 +85,34 @@ func attemptTempDir(workRoot, attemptID string) (string, error) {
 		return "", fmt.Errorf("temporary directory: %w", err)
 	}
 	return dir, nil
+}
+
+// ServeDirName is the directory of the work root that holds each confined
+// attempt's serve directory (AttemptSpec.ServeDir).
+const ServeDirName = ".serve"
+
+// attemptServeDir makes an attempt's serve directory, in the work root,
+// which every task's confinement denies: the attempt's is given back to it
+// to read only (see confine). A task user may enter it, not list it (0711):
+// it opens what the executor gave it there by name.
+func attemptServeDir(workRoot, attemptID string, u *TaskUser) (string, error) {
+	dir, err := filepath.Abs(filepath.Join(workRoot, ServeDirName, attemptID))
+	if err == nil {
+		err = os.MkdirAll(dir, 0o700)
+	}
+	if err == nil && u != nil {
+		err = os.Chmod(dir, 0o711)
+	}
+	if err != nil {
+		return "", fmt.Errorf("serve directory: %w", err)
+	}
+	return dir, nil
+}
+
+// GiveToTask gives paths, made by the executor in ServeDir for the task's
+// processes to open, to the task user, when the attempt runs as one.
+func (s AttemptSpec) GiveToTask(paths ...string) error {
+	return s.TaskUser.own(paths...)
 }
 
 // Confinement is spec's confinement with what the CLI keeps of its own added,

@@ -645,7 +645,17 @@ func (r *Runner) execute(ctx context.Context, task *state.Task, a *state.Attempt
 				os.RemoveAll(tmp)
 			}
 		}()
-		spec.TempDir = tmp
+		serve, err := attemptServeDir(r.WorkRoot, a.AttemptID, r.TaskUser)
+		if err != nil {
+			res.exit = Exit{StartErr: err, ExitCode: -1}
+			return res
+		}
+		defer func() {
+			if !res.exit.Detached {
+				os.RemoveAll(serve)
+			}
+		}()
+		spec.TempDir, spec.ServeDir = tmp, serve
 		r.Isolation.confine(&spec, r.WorkRoot, spec.WorkDir, tmp, spec.SessionDir)
 		spec.Confine.Write = append(spec.Confine.Write, writable...)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/internal/testkit"
+	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -154,7 +155,7 @@ func TestE2EClaudeQuestionOutlivesTheAgent(t *testing.T) {
 // attempt's temporary directory.
 func claudePid(t *testing.T, dataDir string) int {
 	t.Helper()
-	want := "--mcp-config\x00" + filepath.Join(dataDir, "work", ".tmp")
+	want := "--mcp-config\x00" + filepath.Join(dataDir, "work", runner.ServeDirName)
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {

@@ -31,12 +31,20 @@ import (
 // serves that tool from its own binary (ServeMCP, `agent
 // claude-approval-mcp`), which Claude Code starts as an MCP server over
 // stdio, inside the attempt's confinement. The server reaches the agent
-// through a Unix socket in the attempt's own temporary directory, and
-// proves it is the attempt's with a token kept beside it (0600): under
-// Landlock no other task can read that directory (a Unix socket's path
-// is not something Landlock guards, the token is).
+// through a Unix socket in the attempt's serve directory
+// (runner.AttemptSpec.ServeDir), and proves it is the attempt's with a
+// token kept beside it (0600). Under Landlock the attempt can only read
+// that directory, and no other task can read it at all (a Unix socket's
+// path is not something Landlock guards, the token is).
 //
-// The task's own processes can read the token too, and so talk to the
+// Read only, because the socket and the MCP config there are what stands
+// between the task and a person's answers: a task that could write the
+// directory (its TMPDIR, once) could put a socket of its own in the
+// agent's place and allow every call its Claude Code asks about, or
+// point the config of the next attempt's Claude Code at a prompt tool of
+// its own.
+//
+// The task's own processes can read the token, and so talk to the
 // socket. The worst they can do is what the protocol allows: ask a
 // question (one at a time, bounded in size, each one a person sees as
 // the task's) and read its answer. Nothing said on the socket is taken
@@ -117,20 +125,20 @@ type askServer struct {
 
 // savedAsk is what an attempt's spool keeps of its ask server: where its
 // directory is, the token, and whether the directory is the server's own
-// to remove (not the attempt's temporary directory).
+// to remove (not the attempt's serve directory, which the runner removes).
 type savedAsk struct {
 	Dir   string `json:"dir"`
 	Token string `json:"token"`
 	Own   bool   `json:"own,omitempty"`
 }
 
-// newAskServer makes the attempt's ask directory (its own temporary
-// directory when confined, else a private one) with the socket, the
-// token and the MCP config Claude Code is given. It serves questions
-// from start until close.
+// newAskServer makes the attempt's ask directory (its serve directory
+// when confined, else a private one) with the socket, the token and the
+// MCP config Claude Code is given, each the task user's when there is
+// one. It serves questions from start until close.
 func newAskServer(ctx context.Context, spec runner.AttemptSpec, policy runner.ApprovalPolicy, prompt []string, promptEnv []string, workDir string) (*askServer, error) {
 	s := &askServer{policy: policy, ask: spec.Ask, timeout: spec.ApprovalTimeout, workDir: workDir, asked: map[string]bool{}, ids: map[string]bool{}, cleanup: func() {}}
-	s.dir = spec.TempDir
+	s.dir = spec.ServeDir
 	if s.dir == "" {
 		dir, err := os.MkdirTemp("", "agent-ask-")
 		if err != nil {
@@ -153,7 +161,7 @@ func newAskServer(ctx context.Context, spec runner.AttemptSpec, policy runner.Ap
 	if spec.Spool != nil {
 		// Kept with the spool, for the agent that takes the attempt up:
 		// not in the ask directory, which the task may write.
-		saved, _ := json.Marshal(savedAsk{Dir: s.dir, Token: s.token, Own: spec.TempDir == ""})
+		saved, _ := json.Marshal(savedAsk{Dir: s.dir, Token: s.token, Own: spec.ServeDir == ""})
 		if err := writePrivate(filepath.Join(spec.Spool.Dir, askSaved), saved); err != nil {
 			return fail(err)
 		}
@@ -167,6 +175,9 @@ func newAskServer(ctx context.Context, spec runner.AttemptSpec, policy runner.Ap
 	if err == nil {
 		err = os.WriteFile(filepath.Join(s.dir, mcpConfig), cfg, 0o600)
 	}
+	if err == nil {
+		err = s.giveToTask(spec)
+	}
 	if err != nil {
 		ln.Close()
 		return fail(err)
@@ -174,6 +185,13 @@ func newAskServer(ctx context.Context, spec runner.AttemptSpec, policy runner.Ap
 	s.ctx, s.closeCtx = context.WithCancel(ctx)
 	s.spooled = spec.Spool != nil
 	return s, nil
+}
+
+// giveToTask gives what the task's Claude Code and its prompt tool open
+// to the task user, when the attempt runs as one: the directory stays the
+// agent's.
+func (s *askServer) giveToTask(spec runner.AttemptSpec) error {
+	return spec.GiveToTask(filepath.Join(s.dir, askToken), filepath.Join(s.dir, askSocket), filepath.Join(s.dir, mcpConfig))
 }
 
 // reopenAskServer serves an attempt taken up again (spec.Reattach) where
@@ -203,6 +221,10 @@ func reopenAskServer(ctx context.Context, spec runner.AttemptSpec, policy runner
 		return nil, fmt.Errorf("claude approvals: %w", err)
 	}
 	if s.ln, err = listenIn(s.dir, askSocket); err != nil {
+		return nil, fmt.Errorf("claude approvals: %w", err)
+	}
+	if err := s.giveToTask(spec); err != nil {
+		s.ln.Close()
 		return nil, fmt.Errorf("claude approvals: %w", err)
 	}
 	s.ctx, s.closeCtx = context.WithCancel(ctx)

@@ -56,7 +56,7 @@ func (e *events) all() []runner.Event {
 
 func startTestAskServer(t *testing.T, policy runner.ApprovalPolicy, a *asker) (*askServer, *events) {
 	t.Helper()
-	spec := runner.AttemptSpec{TempDir: t.TempDir(), Ask: a.ask}
+	spec := runner.AttemptSpec{ServeDir: t.TempDir(), Ask: a.ask}
 	s, err := newAskServer(context.Background(), spec, policy, []string{"/bin/agent", "claude-approval-mcp"}, nil, "/work")
 	if err != nil {
 		t.Fatal(err)

@@ -214,3 +214,39 @@ func TestClaudeAsksWhenConfined(t *testing.T) {
 		})
 	}
 }
+
+// A task cannot take the agent's place on the ask socket: the directory
+// that holds the socket, its token and the MCP config is the agent's, and
+// the attempt reads it only. A hostile command (here one Bash may run
+// unasked) finds the directory on the prompt tool's command line and tries
+// to plant a file there and to remove the socket, which would let it put a
+// listener of its own there and allow every call Claude Code asks about.
+func TestAClaudeTaskCannotTakeOverItsAskSocket(t *testing.T) {
+	if landlock.ABI() == 0 {
+		t.Skip("the kernel has no Landlock")
+	}
+	runnertest.LimitCLIs(t)
+	mock := runnertest.StartMock(t)
+	attack := `for p in /proc/[0-9]*; do tr '\0' '\n' < $p/cmdline 2>/dev/null | grep -A1 -x -- --dir; done | grep -v -x -- --dir | sort -u > askdirs; ` +
+		`for d in $(cat askdirs); do echo x > $d/planted && echo planted >> took; rm -f $d/ask.sock && echo removed >> took; done; echo done`
+	f := runnertest.NewCLIFixture(t, runnertest.ClaudeExec(t, mock, claude.Config{AllowedTools: []string{"Bash"}, Approval: runner.ApprovalAsk}),
+		"Run it\nmock: shell\nmock-cmd: "+attack, []string{"claude-a"})
+	f.Runner.Isolation = &runner.Isolation{}
+	f.Runner.Replies = &replies{answer: runner.ApprovalDecline}
+	f.Run(t, context.Background())
+	if f.Task.Phase != state.PhaseCompleted {
+		t.Fatalf("task %s (%s); logs:\n%s", f.Task.Phase, f.Task.PhaseReason, strings.Join(f.Rec.Logs(), "\n"))
+	}
+	work := filepath.Join(f.Runner.WorkRoot, f.Task.ID)
+	dirs, err := os.ReadFile(filepath.Join(work, "askdirs"))
+	if err != nil || len(strings.Fields(string(dirs))) == 0 {
+		t.Fatalf("the command found no ask directory (%v): the attack was not tried", err)
+	}
+	if took, _ := os.ReadFile(filepath.Join(work, "took")); len(took) > 0 {
+		t.Errorf("the task changed its ask directory %s: %q", strings.TrimSpace(string(dirs)), took)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(f.Runner.WorkRoot, runner.ServeDirName)); len(entries) > 0 {
+		t.Errorf("the attempt's serve directory outlived it: %v", entries)
+	}
+	runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
+}

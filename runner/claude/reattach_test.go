@@ -116,7 +116,7 @@ func TestQuestionsOutliveTheAgent(t *testing.T) {
 			first := &waitingAsker{}
 			ctx, stop := context.WithCancelCause(context.Background())
 			defer stop(nil)
-			spec := runner.AttemptSpec{TempDir: tmp, Ask: first.ask, Spool: &runner.Spool{Dir: spool}}
+			spec := runner.AttemptSpec{ServeDir: tmp, Ask: first.ask, Spool: &runner.Spool{Dir: spool}}
 			s1, err := newAskServer(ctx, spec, runner.ApprovalAsk, []string{"/bin/agent", "claude-approval-mcp"}, nil, "/work")
 			if err != nil {
 				t.Fatal(err)
@@ -124,7 +124,7 @@ func TestQuestionsOutliveTheAgent(t *testing.T) {
 			evs := &events{}
 			s1.start(evs.add)
 			// What the next life finds: the spool's record, private, the
-			// token in it and not in the directory the task may write.
+			// token in it and not in the ask directory.
 			if fi, err := os.Stat(filepath.Join(spool, askSaved)); err != nil || fi.Mode().Perm() != 0o600 {
 				t.Fatalf("%s: %v %v", askSaved, fi, err)
 			}
@@ -152,7 +152,7 @@ func TestQuestionsOutliveTheAgent(t *testing.T) {
 			}
 
 			next := &waitingAsker{answer: runner.ApprovalAccept}
-			spec2 := runner.AttemptSpec{TempDir: t.TempDir(), Ask: next.ask, Spool: &runner.Spool{Dir: spool}}
+			spec2 := runner.AttemptSpec{ServeDir: t.TempDir(), Ask: next.ask, Spool: &runner.Spool{Dir: spool}}
 			s2, err := reopenAskServer(context.Background(), spec2, runner.ApprovalAsk, "/work")
 			if err != nil {
 				t.Fatal(err)
