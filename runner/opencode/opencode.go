@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edgeagent/agent/internal/egress"
@@ -86,6 +87,15 @@ var defaultEndpoints = []string{"api.anthropic.com", "api.openai.com", "generati
 type OpenCode struct {
 	*acp.Executor
 	cfg Config
+	// catalog is `opencode models`, run once: agent doctor's login and
+	// models checks both read it, and each run of OpenCode costs seconds
+	// of processor time before it prints a line.
+	catalog struct {
+		sync.Mutex
+		done   bool
+		models []string
+		err    error
+	}
 }
 
 // New returns an opencode executor.
@@ -408,9 +418,21 @@ func (o *OpenCode) KnownModels(ctx context.Context) ([]string, bool, error) {
 	return models, err == nil && len(models) > 0, err
 }
 
-// models runs `opencode models`, which makes no request with the models
-// fetch turned off.
+// models is what `opencode models` listed, run the first time it is
+// asked for (see OpenCode.catalog).
 func (o *OpenCode) models(ctx context.Context) ([]string, error) {
+	o.catalog.Lock()
+	defer o.catalog.Unlock()
+	if !o.catalog.done {
+		o.catalog.models, o.catalog.err = o.listModels(ctx)
+		o.catalog.done = true
+	}
+	return o.catalog.models, o.catalog.err
+}
+
+// listModels runs `opencode models`, which makes no request with the
+// models fetch turned off.
+func (o *OpenCode) listModels(ctx context.Context) ([]string, error) {
 	bin, env := o.VersionEnv()
 	out, err := cli.Run(ctx, bin, env, 4<<20, "models")
 	if err != nil {
