@@ -255,12 +255,14 @@ func idle(ctx context.Context) {
 	}
 }
 
-// InFlightByKind counts the requests in flight now, by kind.
+// InFlightByKind counts the requests in flight now, by kind (event
+// batches on the reserve of those that end a task among the events).
 func (s *Server) InFlightByKind() map[string]int {
 	out := make(map[string]int, len(RequestKinds))
 	for _, k := range RequestKinds {
 		out[string(k)] = int(s.admission.inFlight[k].Load())
 	}
+	out[string(KindEvents)] += int(s.admission.ending.Load())
 	return out
 }
 
