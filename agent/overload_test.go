@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"github.com/edgeagent/agent/internal/testkit"
 	"net/http"
 	"os"
@@ -146,4 +147,92 @@ func TestAnOverloadedControlPlaneHearsHeartbeatsAndTheOutboxDeliversAfterwards(t
 		t.Fatalf("the agent's task: %s, want completed", v.Phase)
 	}
 	testkit.WaitFor(t, "the outbox delivered everything", func() bool { return a.outbox.Stats().Pending == 0 })
+}
+
+// A task's end goes ahead of the rest: while the control plane's event
+// batches are at their bound (other agents' batches wait for a task a
+// long transaction holds), the agent's batches are shed until its task
+// ends; then its outbox's batch, which holds the completion, is admitted
+// on its reserve, and the task completes and the outbox empties while
+// the bound is still full.
+func TestATaskEndsWhileTheControlPlaneShedsOtherBatches(t *testing.T) {
+	const bound = 4 // its reserve for batches that end a task: 1
+	cp := servertest.Start(t, servertest.Options{Server: server.Options{HeartbeatInterval: 100 * time.Millisecond,
+		MaxInFlight: map[server.RequestKind]int{server.KindEvents: bound}}})
+	ctx := context.Background()
+
+	busyTask, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := cp.Agent(t, "busy")
+	if _, err := busy.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "busy"}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := busy.Claim(ctx, api.ClaimRequest{AgentID: "busy", Max: 1, HealthGrade: health.Available})
+	if err != nil || len(claimed.Tasks) != 1 || claimed.Tasks[0].Task.ID != busyTask.ID {
+		t.Fatalf("the busy agent's claim: %+v %v", claimed, err)
+	}
+	hold, held := make(chan struct{}), make(chan struct{})
+	holding := make(chan error, 1)
+	go func() {
+		holding <- cp.Server.Store().Update(ctx, []string{busyTask.ID}, func(store.Tx) error { close(held); <-hold; return nil })
+	}()
+	<-held
+	var released atomic.Bool
+	release := func() {
+		if released.CompareAndSwap(false, true) {
+			close(hold)
+		}
+	}
+	t.Cleanup(release)
+	waited := make(chan error, bound)
+	for i := range bound {
+		go func() {
+			c := claimed.Tasks[0]
+			_, err := busy.SendEvents(ctx, "busy", []api.Event{{Key: fmt.Sprintf("busy:%d", i), Kind: state.EventProgress, TaskID: c.Task.ID, Attempt: 1,
+				LeaseID: c.Lease.ID, CreatedAt: time.Now(), Payload: []byte(`{"message":"working"}`)}})
+			waited <- err
+		}()
+	}
+	testkit.WaitFor(t, "the busy agent's batches in flight", func() bool { return cp.Server.InFlightByKind()["events"] == bound })
+
+	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, MaxConcurrent: 1, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-errc })
+
+	task, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "@output hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := waitTerminal(t, cp.Operator, task.ID); v.Phase != state.PhaseCompleted {
+		t.Fatalf("the agent's task: %s, want completed", v.Phase)
+	}
+	testkit.WaitFor(t, "the outbox delivered everything", func() bool { return a.outbox.Stats().Pending == 0 })
+	if n := cp.Server.ShedByKind()["events"]; n == 0 {
+		t.Error("no batch of the agent's was shed: the bound was not full")
+	}
+	if len(waited) != 0 {
+		t.Fatal("the busy agent's batches ended before the task did: the bound was not full")
+	}
+
+	release()
+	if err := <-holding; err != nil {
+		t.Fatal(err)
+	}
+	for range bound {
+		if err := <-waited; err != nil {
+			t.Fatalf("a busy agent's batch: %v", err)
+		}
+	}
 }

@@ -361,8 +361,14 @@ func (c *Client) PostEvents(ctx context.Context, agentID string, events []api.Ev
 	if err != nil {
 		return api.EventsResponse{}, err
 	}
+	path := "/v1/events"
+	if slices.ContainsFunc(events, func(ev api.Event) bool { return ev.Kind == state.EventComplete }) {
+		// Past its bound, the control plane admits a batch that ends a
+		// task ahead of the others: it frees work, where they add to it.
+		path += "?" + api.EndsTaskQuery + "=1"
+	}
 	var out api.EventsResponse
-	if err := c.agentCall(ctx, http.MethodPost, "/v1/events", body, &out, true); err != nil {
+	if err := c.agentCall(ctx, http.MethodPost, path, body, &out, true); err != nil {
 		return api.EventsResponse{}, err
 	}
 	if len(out.Results) != len(events) {

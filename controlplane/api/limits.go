@@ -40,3 +40,9 @@ const (
 	MaxAgentsPage      = 1000
 	NextAfterHeader    = "Next-After"
 )
+
+// EndsTaskQuery is the query parameter (=1) of POST /v1/events by which
+// an agent says its batch holds a task's completion: past the events'
+// in-flight bound, such a batch is admitted on a reserve of its own (see
+// docs/operating.md). The control plane checks it against the batch.
+const EndsTaskQuery = "ends_task"

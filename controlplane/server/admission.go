@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
+	"github.com/edgeagent/agent/state"
 )
 
 // Admission control: each kind of request has a bound on how many are in
@@ -29,6 +31,17 @@ import (
 // holds short; and a fixed bound is one an operator can read and set.
 // Heartbeats have a bound of their own, high, and a share of the pool
 // kept for them (pgstore): they are answered ahead of everything else.
+//
+// A batch of events that ends a task (it holds the task's completion)
+// has a reserve past the events' bound (endingReserve): it frees the
+// agent and finishes work accepted already, where every other batch
+// waits for it behind new work. The agent says so in the request's
+// query (api.EndsTaskQuery), since admission reads no body; what the
+// batch holds is checked once the handler decoded it (takeReserve), and
+// a batch on the reserve that ends no task is shed then, before anything
+// is done. One reserve slot per agent at once: an agent that lies, or
+// sends completions of tasks not its own, holds one slot at most, and
+// every other batch keeps the whole of its own bound.
 
 // RequestKind is a kind of API request, as admission control counts and
 // bounds them.
@@ -63,6 +76,11 @@ var DefaultMaxInFlight = map[RequestKind]int{
 	KindOther:     32,
 }
 
+// endingReserve is how many batches that end a task may be in flight
+// past the events' bound: a quarter of it (64 by default; none below a
+// bound of 4).
+func endingReserve(eventsBound int64) int64 { return eventsBound / 4 }
+
 // ShedRetryAfter is the wait a shed request is told (Retry-After, whole
 // seconds); clients add jitter.
 const ShedRetryAfter = time.Second
@@ -91,10 +109,19 @@ type admission struct {
 	bound    map[RequestKind]int64
 	inFlight map[RequestKind]*atomic.Int64
 	shed     map[RequestKind]*atomic.Uint64
+
+	// ending counts the batches in flight on the reserve of batches that
+	// end a task, at most endingBound; endingAgents are the agents whose
+	// batch holds one of its slots.
+	ending       atomic.Int64
+	endingBound  int64
+	endingMu     sync.Mutex
+	endingAgents map[string]bool
 }
 
 func newAdmission(bounds map[RequestKind]int) *admission {
-	a := &admission{bound: map[RequestKind]int64{}, inFlight: map[RequestKind]*atomic.Int64{}, shed: map[RequestKind]*atomic.Uint64{}}
+	a := &admission{bound: map[RequestKind]int64{}, inFlight: map[RequestKind]*atomic.Int64{}, shed: map[RequestKind]*atomic.Uint64{},
+		endingAgents: map[string]bool{}}
 	for _, k := range RequestKinds {
 		b, ok := bounds[k]
 		if !ok || b == 0 {
@@ -102,6 +129,7 @@ func newAdmission(bounds map[RequestKind]int) *admission {
 		}
 		a.bound[k], a.inFlight[k], a.shed[k] = int64(b), new(atomic.Int64), new(atomic.Uint64)
 	}
+	a.endingBound = endingReserve(a.bound[KindEvents])
 	return a
 }
 
@@ -119,6 +147,14 @@ func checkMaxInFlight(bounds map[RequestKind]int) error {
 	return nil
 }
 
+// reserveKey marks the context of a batch admitted on the reserve of
+// batches that end a task; its value is the agent that holds the slot,
+// once takeReserve checked the batch.
+type reserveKey struct{}
+
+// reserveSlot is an admitted batch's hold on the reserve.
+type reserveSlot struct{ agentID string }
+
 // idleKey carries a function through an admitted request's context that
 // ends its count in flight early: a claim about to wait for work.
 type idleKey struct{}
@@ -134,13 +170,14 @@ func (s *Server) admit(kind RequestKind, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) > bound {
 			n.Add(-1)
-			shed.Add(1)
 			if agents {
 				s.watchdog.strained()
 			}
-			w.Header().Set("Retry-After", strconv.Itoa(int(ShedRetryAfter/time.Second)))
-			writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: fmt.Sprintf(
-				"the control plane is busy: %d %s requests in flight, its bound; nothing was done, send it again in %s", bound, kind, ShedRetryAfter)})
+			if kind == KindEvents && r.URL.Query().Get(api.EndsTaskQuery) == "1" && s.serveOnReserve(w, r, next) {
+				return
+			}
+			shed.Add(1)
+			writeShed(w, fmt.Sprintf("the control plane is busy: %d %s requests in flight, its bound; nothing was done, send it again in %s", bound, kind, ShedRetryAfter))
 			return
 		}
 		var once sync.Once
@@ -150,6 +187,67 @@ func (s *Server) admit(kind RequestKind, next http.Handler) http.Handler {
 	})
 }
 
+// shedError is a request shed once its handler read it: answered as
+// admission sheds, 503 with Retry-After.
+type shedError struct{ why string }
+
+func (e *shedError) Error() string { return e.why }
+
+// writeShed answers a request shed: 503 with Retry-After, and why.
+func writeShed(w http.ResponseWriter, why string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(ShedRetryAfter/time.Second)))
+	writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: why})
+}
+
+// serveOnReserve serves a batch that says it ends a task on the reserve
+// past the events' bound, when a slot is free; false when none is.
+func (s *Server) serveOnReserve(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+	a := s.admission
+	if a.ending.Add(1) > a.endingBound {
+		a.ending.Add(-1)
+		return false
+	}
+	slot := &reserveSlot{}
+	defer func() {
+		if slot.agentID != "" {
+			a.endingMu.Lock()
+			delete(a.endingAgents, slot.agentID)
+			a.endingMu.Unlock()
+		}
+		a.ending.Add(-1)
+	}()
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), reserveKey{}, slot)))
+	return true
+}
+
+// takeReserve checks a batch admitted on the reserve of batches that end
+// a task, once decoded and its caller known: it must hold a task's
+// completion, and its agent no other slot of the reserve. Else it is
+// shed, nothing of it done. A batch admitted within the events' bound
+// passes as it is.
+func (a *admission) takeReserve(ctx context.Context, req api.EventsRequest) error {
+	slot, ok := ctx.Value(reserveKey{}).(*reserveSlot)
+	if !ok {
+		return nil
+	}
+	shed := func(why string) error {
+		a.shed[KindEvents].Add(1)
+		return &shedError{why: fmt.Sprintf(
+			"the control plane is busy: %d events requests in flight, its bound, and %s; nothing was done, send it again in %s", a.bound[KindEvents], why, ShedRetryAfter)}
+	}
+	if !slices.ContainsFunc(req.Events, func(ev api.Event) bool { return ev.Kind == state.EventComplete }) {
+		return shed("the batch ends no task (its reserve is for batches that hold a task's completion)")
+	}
+	a.endingMu.Lock()
+	defer a.endingMu.Unlock()
+	if a.endingAgents[req.AgentID] {
+		return shed("agent " + req.AgentID + " has a batch on the reserve of batches that end a task already")
+	}
+	a.endingAgents[req.AgentID] = true
+	slot.agentID = req.AgentID
+	return nil
+}
+
 // idle ends ctx's request's count in flight: it waits, and holds nothing.
 func idle(ctx context.Context) {
 	if leave, ok := ctx.Value(idleKey{}).(func()); ok {
@@ -157,12 +255,14 @@ func idle(ctx context.Context) {
 	}
 }
 
-// InFlightByKind counts the requests in flight now, by kind.
+// InFlightByKind counts the requests in flight now, by kind (event
+// batches on the reserve of those that end a task among the events).
 func (s *Server) InFlightByKind() map[string]int {
 	out := make(map[string]int, len(RequestKinds))
 	for _, k := range RequestKinds {
 		out[string(k)] = int(s.admission.inFlight[k].Load())
 	}
+	out[string(KindEvents)] += int(s.admission.ending.Load())
 	return out
 }
 

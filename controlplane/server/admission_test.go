@@ -234,3 +234,118 @@ func TestRequestKinds(t *testing.T) {
 		t.Error("a negative bound was taken")
 	}
 }
+
+// Under a saturated events bound, a batch that ends a task (it holds the
+// completion) is admitted on its reserve and completes the task, while
+// other batches are shed; a batch that says it ends a task and does not,
+// or an agent's second batch on the reserve, is shed too; once the bound
+// is free, every batch shed is taken.
+func TestATasksLastBatchIsAdmittedWhileOtherBatchesAreShed(t *testing.T) {
+	const bound = 8 // its reserve: 2
+	e := newEnvOpts(t, t.TempDir(), &clock{now: t0}, Options{MaxInFlight: map[RequestKind]int{KindEvents: bound}})
+	ctx := context.Background()
+	agents := []string{"busy", "ag-1", "ag-2", "ag-3"}
+	for _, id := range agents {
+		e.submit(id+"'s task", "")
+		if _, err := e.agent(id).Heartbeat(ctx, api.HeartbeatRequest{AgentID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task := map[string]api.Claimed{}
+	for _, id := range agents {
+		task[id] = e.claim(id, health.Available, 1)[0]
+	}
+	// The busy agent's task and ag-3's held by a transaction that waits;
+	// the busy agent's batches wait for it, as many as the bound allows.
+	hold, held := make(chan struct{}), make(chan struct{})
+	holding := make(chan error, 1)
+	go func() {
+		holding <- e.srv.Store().Update(ctx, []string{task["busy"].Task.ID, task["ag-3"].Task.ID}, func(store.Tx) error {
+			close(held)
+			<-hold
+			return nil
+		})
+	}()
+	<-held
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	busyRun := runToCompletion(task["busy"])
+	waiting := make(chan error, bound)
+	for i := range bound {
+		go func() {
+			_, err := e.agent("busy").SendEvents(ctx, "busy", busyRun[i:i+1])
+			waiting <- err
+		}()
+	}
+	testkit.WaitFor(t, "the bound's batches in flight", func() bool { return e.srv.InFlightByKind()["events"] == bound })
+
+	mine := runToCompletion(task["ag-1"])
+	ending, others := mine[len(mine)-3:], mine[:len(mine)-3]
+	if _, err := e.agent("ag-1").SendEvents(ctx, "ag-1", others); statusOf(err) != http.StatusServiceUnavailable {
+		t.Fatalf("a batch that ends no task past the bound: %v, want shed", err)
+	}
+	// A batch that says it ends a task, and does not.
+	tok := e.tokens.get("ag-2")
+	err := e.call(tok, http.MethodPost, "/v1/events?"+api.EndsTaskQuery+"=1", api.EventsRequest{AgentID: "ag-2", Events: runToCompletion(task["ag-2"])[:2]}, nil)
+	if statusOf(err) != http.StatusServiceUnavailable {
+		t.Fatalf("a batch that says it ends a task and holds no completion, past the bound: %v, want shed", err)
+	}
+	// ag-3's last batch on the reserve, waiting for its task; its second
+	// is shed: one slot per agent.
+	third := runToCompletion(task["ag-3"])
+	thirdDone := make(chan error, 1)
+	go func() {
+		_, err := e.agent("ag-3").SendEvents(ctx, "ag-3", third)
+		thirdDone <- err
+	}()
+	testkit.WaitFor(t, "ag-3's last batch on the reserve", func() bool { return len(thirdDone) > 0 || e.srv.InFlightByKind()["events"] == bound+1 })
+	if len(thirdDone) > 0 {
+		t.Fatalf("ag-3's last batch past the bound: %v, want it admitted on the reserve, waiting for its task", <-thirdDone)
+	}
+	if _, err := e.agent("ag-3").SendEvents(ctx, "ag-3", third); statusOf(err) != http.StatusServiceUnavailable {
+		t.Fatalf("an agent's second batch on the reserve: %v, want shed", err)
+	}
+	if n := e.srv.ShedByKind()["events"]; n != 3 {
+		t.Errorf("%d event batches counted shed, want 3", n)
+	}
+
+	// ag-1's task ends: its batches in order, as its outbox sends them
+	// after a shed, the last one holding the completion.
+	res, err := e.agent("ag-1").SendEvents(ctx, "ag-1", mine)
+	if err != nil {
+		t.Fatalf("the batch that ends ag-1's task, past the bound: %v", err)
+	}
+	if got := statuses(res); got != "accepted accepted accepted accepted accepted accepted accepted accepted" {
+		t.Fatalf("the batch that ends ag-1's task: %s", got)
+	}
+	if v, _ := e.client.Task(ctx, task["ag-1"].Task.ID); v.Phase != state.PhaseCompleted {
+		t.Fatalf("ag-1's task: %s, want completed while other batches are shed", v.Phase)
+	}
+	if n := e.srv.InFlightByKind()["events"]; n != bound+1 {
+		t.Errorf("%d event batches in flight, want the bound's and ag-3's", n)
+	}
+	if _, err := e.agent("ag-1").SendEvents(ctx, "ag-1", ending); err != nil {
+		t.Fatalf("the last batch sent again: %v", err)
+	}
+
+	release()
+	if err := <-holding; err != nil {
+		t.Fatal(err)
+	}
+	for range bound {
+		if err := <-waiting; err != nil {
+			t.Fatalf("a batch that waited: %v", err)
+		}
+	}
+	if err := <-thirdDone; err != nil {
+		t.Fatalf("ag-3's last batch: %v", err)
+	}
+	testkit.WaitFor(t, "the reserve free", func() bool { return e.srv.InFlightByKind()["events"] == 0 })
+	for _, id := range []string{"busy", "ag-2", "ag-3"} {
+		e.send(id, runToCompletion(task[id])...)
+		if v, _ := e.client.Task(ctx, task[id].Task.ID); v.Phase != state.PhaseCompleted {
+			t.Errorf("%s's task: %s, want completed", id, v.Phase)
+		}
+	}
+}

@@ -67,7 +67,12 @@ func (s *Server) routes() []route {
 			agentOnly(s.dispatch.claim, func(r api.ClaimRequest) string { return r.AgentID })(w, r)
 		}},
 		{"POST /v1/tasks/release", agent, agentOnly(s.rules.release, func(r api.ReleaseRequest) string { return r.AgentID })},
-		{"POST /v1/events", agent, agentOnly(s.rules.acceptEvents, func(r api.EventsRequest) string { return r.AgentID })},
+		{"POST /v1/events", agent, agentOnly(func(ctx context.Context, req api.EventsRequest) (api.EventsResponse, error) {
+			if err := s.admission.takeReserve(ctx, req); err != nil {
+				return api.EventsResponse{}, err
+			}
+			return s.rules.acceptEvents(ctx, req)
+		}, func(r api.EventsRequest) string { return r.AgentID })},
 		{"POST /v1/tasks", operator, func(w http.ResponseWriter, r *http.Request) {
 			handle(func(req api.CreateTaskRequest) (api.TaskView, error) { return s.rules.createTask(r.Context(), req) })(w, r)
 		}},
@@ -180,9 +185,12 @@ func handle[In, Out any](fn func(In) (Out, error)) http.HandlerFunc {
 
 func reply(w http.ResponseWriter, v any, err error) {
 	var he *httpError
+	var sh *shedError
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, v)
+	case errors.As(err, &sh):
+		writeShed(w, sh.why)
 	case errors.As(err, &he):
 		writeJSON(w, he.status, api.ErrorBody{Error: he.msg})
 	default:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,7 +78,11 @@ func taskEvents(c claimed, seq *uint64, started time.Time) [3][]api.Event {
 // sendEvents posts one batch and counts what was not accepted.
 func (l *cpLoad) sendEvents(k cpKind, agentID, token string, evs []api.Event) (completed int, err error) {
 	var ans eventsAnswer
-	if _, err := l.c.call(k, "POST", "/v1/events", token, api.EventsRequest{AgentID: agentID, Events: evs}, &ans); err != nil {
+	path := "/v1/events"
+	if slices.ContainsFunc(evs, func(ev api.Event) bool { return ev.Kind == state.EventComplete }) {
+		path += "?" + api.EndsTaskQuery + "=1" // as the agent's client says a batch ends a task
+	}
+	if _, err := l.c.call(k, "POST", path, token, api.EventsRequest{AgentID: agentID, Events: evs}, &ans); err != nil {
 		return 0, err
 	}
 	for i, r := range ans.Results {
