@@ -35,7 +35,7 @@ func newTasksShowCmd() *cobra.Command {
 			if asJSON {
 				// The task as every command shows one (viewOf); the card
 				// beside it too, where scripts have read it.
-				v := viewOf(t)
+				v := api.ViewOf(t)
 				return writeJSON(cmd.OutOrStdout(), struct {
 					Task         api.TaskView `json:"task"`
 					ProgressCard []state.Step `json:"progress_card"`

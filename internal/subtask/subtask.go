@@ -1,0 +1,101 @@
+// Package subtask is what a running task's executor has for subtasks of
+// its own task (agent subtask, docs/subtasks.md): the task's credential
+// from the environment the agent gave it, the subtasks to wait for, and
+// what the control plane's delegation rules let the task submit. The
+// token reaches only the control plane; it never shows in an error.
+package subtask
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskfollow"
+	"github.com/edgeagent/agent/internal/tasksource"
+	"github.com/edgeagent/agent/state"
+)
+
+// EnvTaskID names the task a task token belongs to, in its executor's
+// environment.
+const EnvTaskID = "AGENT_TASK_ID"
+
+// InTask is a client with a task's token, and the task's id.
+type InTask struct {
+	Client *controlplane.Client
+	TaskID string
+}
+
+// ErrOutsideTask: no task token in the environment.
+var ErrOutsideTask = errors.New("no task token here (" + api.EnvTaskToken + " is not set): agent subtask runs inside a task the agent runs, whose executor it gives the token")
+
+// FromEnv reads the task's credential from the environment getenv reads;
+// userAgent names the client to the control plane.
+func FromEnv(getenv func(string) string, userAgent string) (InTask, error) {
+	tok, url, id := getenv(api.EnvTaskToken), getenv(api.EnvControlPlane), getenv(EnvTaskID)
+	switch {
+	case strings.TrimSpace(tok) == "":
+		return InTask{}, ErrOutsideTask
+	case url == "":
+		return InTask{}, fmt.Errorf("%s is not set: the agent names the control plane with the task token", api.EnvControlPlane)
+	case id == "":
+		return InTask{}, errors.New(EnvTaskID + " is not set: the agent names the task with the task token")
+	}
+	insecure, _ := strconv.ParseBool(getenv("AGENT_INSECURE"))
+	c, err := controlplane.NewClient(url, tok, controlplane.ClientOptions{Insecure: insecure, UserAgent: userAgent})
+	if err != nil {
+		return InTask{}, err
+	}
+	return InTask{Client: c, TaskID: id}, nil
+}
+
+// Wait follows the subtasks ids (every subtask of the task, in the order
+// it submitted them, when none are named) until each has ended, or timeout
+// (0: none) passes first: a taskfollow.TimeoutError then, with those ended
+// so far. It returns the ids waited for and the ended subtasks by id; each
+// retry a subtask schedules meanwhile is said on remind.
+func (in InTask) Wait(ctx context.Context, ids []string, timeout time.Duration, remind io.Writer) ([]string, map[string]*state.Task, error) {
+	if len(ids) == 0 {
+		kids, err := in.Client.Subtasks(ctx, in.TaskID)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, k := range kids {
+			ids = append(ids, k.ID)
+		}
+	}
+	ctx, cancel := taskfollow.Bound(ctx, timeout, strings.Join(ids, ", "))
+	defer cancel()
+	done, err := taskfollow.Subtasks(ctx, tasksource.Remote{Client: in.Client}, ids, remind)
+	return ids, done, taskfollow.Ended(ctx, err)
+}
+
+// Allowed is what the task may delegate to, as subtask allowed --json
+// prints it.
+type Allowed struct {
+	TaskID     string            `json:"task_id"`
+	Type       string            `json:"type"`
+	Depth      int               `json:"depth"`
+	Submitted  int               `json:"submitted"`
+	Delegation *state.Delegation `json:"delegation"`
+	// Lines say it for people, a kind of subtask a line.
+	Lines []string `json:"-"`
+}
+
+// Allowed asks the control plane what the task may delegate to.
+func (in InTask) Allowed(ctx context.Context) (Allowed, error) {
+	v, err := in.Client.Task(ctx, in.TaskID)
+	if err != nil {
+		return Allowed{}, err
+	}
+	if v.Delegation == nil {
+		return Allowed{}, errors.New("the control plane does not say what its tasks may delegate to (one from before it listed it)")
+	}
+	return Allowed{TaskID: v.ID, Type: state.TypeOf(v.Labels), Depth: v.Depth, Submitted: len(v.Children),
+		Delegation: v.Delegation, Lines: state.DelegationLines(&v.Task)}, nil
+}
