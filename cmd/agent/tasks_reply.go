@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskaction"
 	"github.com/edgeagent/agent/internal/taskview"
 )
 
@@ -51,20 +51,7 @@ agent tasks inbox lists every question waiting.`,
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
-			done := "accepted"
-			if decision == api.DecisionDecline {
-				done = "declined"
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%s: %s request %s; the agent takes the answer at its next heartbeat\n", v.ID, done, taskview.Visible(v.Reply.RequestID))
-			if r := v.AwaitingReply; r != nil && r.ID == v.Reply.RequestID {
-				// What the answer lets through, or stops.
-				for _, l := range taskview.ApprovalLines(r, time.Now(), taskview.InboxDiffLines) {
-					if !strings.HasPrefix(l, "declined:") {
-						fmt.Fprintf(out, "  %s\n", l)
-					}
-				}
-			}
+			taskaction.Replied(cmd.OutOrStdout(), v, decision, time.Now())
 			return nil
 		},
 	}

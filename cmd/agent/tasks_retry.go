@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane"
-	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskaction"
 	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
@@ -37,10 +34,7 @@ It always goes through the control plane (--control-plane, --token-file),
 which owns the assignment of tasks; --remote is accepted and changes nothing.
 A task in any other phase is refused (exit 1).`,
 		example: `  agent tasks retry t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
-		call:    (*controlplane.Client).RetryTask,
-		done: func(v api.TaskView) string {
-			return fmt.Sprintf("queued again for attempt %d; the next agent to claim it runs it", len(v.Attempts)+1)
-		},
+		action:  fixed(taskaction.Retry),
 	})
 }
 
@@ -75,25 +69,8 @@ next heartbeat and resumes its session at once.
 It always goes through the control plane (--control-plane, --token-file),
 which owns the assignment of tasks; --remote is accepted and changes nothing.`,
 		example: `  agent tasks continue t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
-		call:    (*controlplane.Client).ContinueTask,
-		done:    continuedLine,
+		action:  fixed(taskaction.Continue),
 	})
-}
-
-// continuedLine says what a continue queued: the next attempt, whose
-// session it resumes and where.
-func continuedLine(v api.TaskView) string {
-	if v.Phase == state.PhaseParked {
-		return "parked: its agent resumes it at its next heartbeat"
-	}
-	line := fmt.Sprintf("queued again for attempt %d", len(v.Attempts)+1)
-	if s := v.SessionAttempt(); s != nil {
-		line += fmt.Sprintf(", continuing attempt %d's session", s.Number)
-	}
-	if r := v.PersonRetry; r != nil && r.Agent != "" {
-		line += " on agent " + r.Agent
-	}
-	return line
 }
 
 func newTasksCancelCmd() *cobra.Command {
@@ -111,10 +88,7 @@ after. It always goes through the control plane (--control-plane,
 --token-file); --remote is accepted and changes nothing. A task that has
 already ended is refused (exit 1).`,
 		example: `  agent tasks cancel t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
-		call:    (*controlplane.Client).CancelTask,
-		done: func(v api.TaskView) string {
-			return fmt.Sprintf("cancel requested (attempt %d); its agent stops it now", len(v.Attempts))
-		},
+		action:  fixed(taskaction.Cancel),
 	})
 }
 
@@ -122,17 +96,20 @@ already ended is refused (exit 1).`,
 // one task.
 type taskAction struct {
 	use, short, long, example string
-	call                      func(c *controlplane.Client, ctx context.Context, id string) (api.TaskView, error)
-	done                      func(api.TaskView) string // the success line, after the task's id
-	completes                 func(*state.Task) bool    // the tasks of the data directory its id completes from
-	// flags, if set, adds the command's own flags; check, if set, says
-	// what is wrong with them (before the control plane is asked).
-	flags func(*cobra.Command)
-	check func() error
+	completes                 func(*state.Task) bool // the tasks of the data directory its id completes from
+	// action is what it asks, or what is wrong with the command's own
+	// flags, which flags (if set) adds.
+	action func() (taskaction.Action, error)
+	flags  func(*cobra.Command)
+}
+
+// fixed is an action that takes no flags of its own.
+func fixed(a taskaction.Action) func() (taskaction.Action, error) {
+	return func() (taskaction.Action, error) { return a, nil }
 }
 
 func newTasksBudgetCmd() *cobra.Command {
-	var req api.BudgetRequest
+	var addTokens int64
 	var addTime time.Duration
 	return taskActionCmd(taskAction{
 		use: "budget ID",
@@ -156,25 +133,10 @@ through the control plane (--control-plane, --token-file).`,
 		example: `  agent tasks budget t-0123456789 --add-tokens 200000 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
   agent tasks budget t-0123456789 --add-time 20m --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		flags: func(cmd *cobra.Command) {
-			cmd.Flags().Int64Var(&req.AddTokens, "add-tokens", 0, "tokens to add to the token budget the task reached")
+			cmd.Flags().Int64Var(&addTokens, "add-tokens", 0, "tokens to add to the token budget the task reached")
 			cmd.Flags().DurationVar(&addTime, "add-time", 0, "wall time to add to the time budget the task reached (e.g. 20m)")
 		},
-		check: func() error {
-			switch {
-			case req.AddTokens < 0 || addTime < 0:
-				return errors.New("--add-tokens and --add-time cannot be below zero")
-			case req.AddTokens == 0 && addTime == 0:
-				return errors.New("say how much to add: --add-tokens N, --add-time D or both")
-			}
-			return nil
-		},
-		call: func(c *controlplane.Client, ctx context.Context, id string) (api.TaskView, error) {
-			req.AddTime = state.Duration(addTime)
-			return c.BudgetTask(ctx, id, req)
-		},
-		done: func(v api.TaskView) string {
-			return "budget raised to " + state.BudgetText(v.MaxTokens, v.MaxTime.D()) + "; its agent continues it at its next heartbeat"
-		},
+		action: func() (taskaction.Action, error) { return taskaction.Budget(addTokens, addTime) },
 	})
 }
 
@@ -192,16 +154,15 @@ func taskActionCmd(a taskAction) *cobra.Command {
 
 		ValidArgsFunction: completeTaskIDs(a.completes),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if a.check != nil {
-				if err := a.check(); err != nil {
-					return usageError{err}
-				}
+			act, err := a.action()
+			if err != nil {
+				return usageError{err}
 			}
 			c, err := cp.client()
 			if err != nil {
 				return err
 			}
-			v, err := a.call(c, cmd.Context(), args[0])
+			v, err := act.Call(c, cmd.Context(), args[0])
 			if err != nil {
 				// The control plane's words, made safe to print.
 				return fmt.Errorf("%s %s: %s", cmd.Name(), taskview.Visible(args[0]), taskview.Visible(err.Error()))
@@ -209,11 +170,7 @@ func taskActionCmd(a taskAction) *cobra.Command {
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
-			if v.Phase.Terminal() {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", taskview.Visible(v.ID), taskview.Visible(string(v.Phase)))
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", taskview.Visible(v.ID), taskview.Visible(a.done(v)))
+			fmt.Fprintln(cmd.OutOrStdout(), act.Line(v))
 			return nil
 		},
 	}
