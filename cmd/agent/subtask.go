@@ -3,19 +3,14 @@ package main
 import (
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane/api"
-	"github.com/edgeagent/agent/controlplane/server"
-	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/internal/submission"
 	"github.com/edgeagent/agent/internal/subtask"
 	"github.com/edgeagent/agent/internal/taskfollow"
 	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/state"
 )
 
 // Subtasks: `agent subtask` is what a running task's executor uses to
@@ -62,15 +57,7 @@ func newSubtaskSubmitCmd() *cobra.Command {
   agent subtask submit --require executor=claude "Review the patch"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prompt := strings.Join(args, " ")
-			if strings.TrimSpace(prompt) == "" {
-				return usagef("the prompt is empty")
-			}
-			l, err := labelMap(labels)
-			if err != nil {
-				return err
-			}
-			reqs, err := submission.Requirements(requires)
+			req, err := submission.Subtask(title, args, labels, requires)
 			if err != nil {
 				return usageError{err}
 			}
@@ -78,7 +65,7 @@ func newSubtaskSubmitCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("subtask submit: %w", err)
 			}
-			v, err := in.Client.CreateSubtask(cmd.Context(), in.TaskID, api.CreateTaskRequest{Title: title, Prompt: prompt, Labels: l, Requires: reqs})
+			v, err := in.Client.CreateSubtask(cmd.Context(), in.TaskID, req)
 			if err != nil {
 				return fmt.Errorf("subtask submit: %w", err)
 			}
@@ -124,8 +111,6 @@ in 4s, after rate_limit: 429 Too Many Requests".`,
 			if err != nil {
 				return fmt.Errorf("subtask wait: %w", err)
 			}
-			var ended []api.TaskView
-			failed := 0
 			ids, done, err := in.Wait(cmd.Context(), args, timeout, cmd.ErrOrStderr())
 			if taskfollow.ErrCode(err) != 0 {
 				cmd.PrintErrf("agent: subtask wait: --timeout %s passed; %d of %d subtasks had not ended (they go on)\n", timeout, len(ids)-taskfollow.EndedOf(ids, done), len(ids))
@@ -134,21 +119,15 @@ in 4s, after rate_limit: 429 Too Many Requests".`,
 			if err != nil {
 				return fmt.Errorf("subtask wait: %w", err)
 			}
-			for _, id := range ids {
-				t := done[id]
-				if t.Phase != state.PhaseCompleted {
-					failed++
-				}
-				if asJSON {
-					ended = append(ended, api.ViewOf(t))
-					continue
-				}
-				out := cmd.OutOrStdout()
-				taskview.SubtaskEnd(out, newPalette(out), t, time.Now())
-			}
+			out := cmd.OutOrStdout()
+			ended, failed := subtask.Ended(ids, done)
 			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), ended); err != nil {
+				if err := writeJSON(out, subtask.Views(ended)); err != nil {
 					return err
+				}
+			} else {
+				for _, t := range ended {
+					taskview.SubtaskEnd(out, newPalette(out), t, time.Now())
 				}
 			}
 			if failed > 0 {
@@ -173,16 +152,12 @@ func newSubtaskLsCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("subtask ls: %w", err)
 			}
-			kids, err := in.Client.Subtasks(cmd.Context(), in.TaskID)
+			kids, tasks, err := in.Subtasks(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("subtask ls: %w", err)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), kids)
-			}
-			tasks := make([]*state.Task, len(kids))
-			for i := range kids {
-				tasks[i] = &kids[i].Task
 			}
 			out := cmd.OutOrStdout()
 			taskview.Subtasks(out, newPalette(out), tasks)
@@ -204,41 +179,15 @@ func newSubtaskCancelCmd() *cobra.Command {
 				return fmt.Errorf("subtask cancel: %w", err)
 			}
 			for _, id := range args {
-				v, err := in.Client.CancelTask(cmd.Context(), id)
+				what, err := in.Cancel(cmd.Context(), id)
 				if err != nil {
 					return fmt.Errorf("subtask cancel %s: %w", taskview.Visible(id), err)
-				}
-				what := "cancel requested (its agent stops it)"
-				if v.Phase == state.PhaseCancelled {
-					what = "cancelled"
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", taskview.Visible(id), what)
 			}
 			return nil
 		},
 	}
-}
-
-// delegateRules reads the control plane's [[delegate]] tables. Each
-// mistake is one line naming the file and line.
-func delegateRules(r *settings.Resolved) ([]server.DelegateRule, error) {
-	tables, file := r.Tables("delegate")
-	var rules []server.DelegateRule
-	for _, tab := range tables {
-		rule := server.DelegateRule{MaxDepth: tab.Num("max-depth"), MaxChildren: tab.Num("max-children")}
-		for _, side := range []struct {
-			key string
-			to  *map[string]string
-		}{{"parent", &rule.Parent}, {"child", &rule.Child}} {
-			labels, err := api.ParseLabels(tab.List(side.key))
-			if err != nil {
-				return nil, settings.FileError(file, tab.Line(side.key), "[[delegate]] %s: %v", side.key, err)
-			}
-			*side.to = labels
-		}
-		rules = append(rules, rule)
-	}
-	return rules, nil
 }
 
 func newSubtaskAllowedCmd() *cobra.Command {

@@ -92,6 +92,25 @@ func (f Form) Request() (api.CreateTaskRequest, error) {
 		EgressAllow: f.EgressAllow, OnSideEffect: state.OnSideEffect(f.OnSideEffect)}, nil
 }
 
+// Subtask checks what agent subtask submit was given (its --title, the
+// words of its prompt, its --label and --require flags) and makes the
+// request that submits the subtask.
+func Subtask(title string, words, labels, requires []string) (api.CreateTaskRequest, error) {
+	prompt := strings.Join(words, " ")
+	if strings.TrimSpace(prompt) == "" {
+		return api.CreateTaskRequest{}, errors.New("the prompt is empty")
+	}
+	l, err := Labels(labels)
+	if err != nil {
+		return api.CreateTaskRequest{}, err
+	}
+	reqs, err := Requirements(requires)
+	if err != nil {
+		return api.CreateTaskRequest{}, err
+	}
+	return api.CreateTaskRequest{Title: title, Prompt: prompt, Labels: l, Requires: reqs}, nil
+}
+
 // checkRepo refuses a --repo or --base the control plane would refuse: a
 // malformed name or ref, or a base without a repository.
 func checkRepo(repo, base string) error {

@@ -123,3 +123,26 @@ func TestLabels(t *testing.T) {
 		t.Errorf("an empty key = %v, want --label: …", err)
 	}
 }
+
+// subtask submit's prompt is its words; an empty one, a bad label or
+// requirement is refused.
+func TestSubtask(t *testing.T) {
+	t.Parallel()
+	got, err := Subtask("Tests", []string{"Fix", "the", "test"}, []string{"kind=coder"}, []string{"executor=claude"})
+	want := api.CreateTaskRequest{Title: "Tests", Prompt: "Fix the test", Labels: map[string]string{"kind": "coder"}, Requires: []state.Requirement{"executor=claude"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Subtask = %+v, %v; want %+v", got, err, want)
+	}
+	for _, tc := range []struct {
+		words, labels, requires []string
+		want                    string
+	}{
+		{[]string{" ", ""}, nil, nil, "the prompt is empty"},
+		{[]string{"p"}, []string{"kind"}, nil, `--label "kind": want KEY=VALUE`},
+		{[]string{"p"}, nil, []string{"colour=blue"}, "--require: "},
+	} {
+		if _, err := Subtask("", tc.words, tc.labels, tc.requires); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("Subtask(%q, %q, %q) = %v, want %q…", tc.words, tc.labels, tc.requires, err, tc.want)
+		}
+	}
+}

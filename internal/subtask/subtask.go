@@ -1,7 +1,8 @@
 // Package subtask is what a running task's executor has for subtasks of
 // its own task (agent subtask, docs/subtasks.md): the task's credential
 // from the environment the agent gave it, the subtasks to wait for, and
-// what the control plane's delegation rules let the task submit. The
+// what the control plane's delegation rules let the task submit; and the
+// rules themselves, as a control plane reads them from its config file. The
 // token reaches only the control plane; it never shows in an error.
 package subtask
 
@@ -16,6 +17,8 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/controlplane/server"
+	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/internal/taskfollow"
 	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/state"
@@ -75,6 +78,56 @@ func (in InTask) Wait(ctx context.Context, ids []string, timeout time.Duration, 
 	return ids, done, taskfollow.Ended(ctx, err)
 }
 
+// Ended is the subtasks ids a wait saw end (done), in the order waited
+// for, and how many of them did not complete.
+func Ended(ids []string, done map[string]*state.Task) (ended []*state.Task, failed int) {
+	for _, id := range ids {
+		t := done[id]
+		if t.Phase != state.PhaseCompleted {
+			failed++
+		}
+		ended = append(ended, t)
+	}
+	return ended, failed
+}
+
+// Views are tasks as the control plane shows them (subtask wait --json):
+// nil for none.
+func Views(tasks []*state.Task) []api.TaskView {
+	var views []api.TaskView
+	for _, t := range tasks {
+		views = append(views, api.ViewOf(t))
+	}
+	return views
+}
+
+// Subtasks are the task's subtasks, in the order it submitted them: as
+// the control plane shows them, and as tasks.
+func (in InTask) Subtasks(ctx context.Context) ([]api.TaskView, []*state.Task, error) {
+	kids, err := in.Client.Subtasks(ctx, in.TaskID)
+	if err != nil {
+		return nil, nil, err
+	}
+	tasks := make([]*state.Task, len(kids))
+	for i := range kids {
+		tasks[i] = &kids[i].Task
+	}
+	return kids, tasks, nil
+}
+
+// Cancel cancels subtask id, and every subtask under it, and says what
+// came of it: cancelled, or the cancel requested of its agent.
+func (in InTask) Cancel(ctx context.Context, id string) (string, error) {
+	v, err := in.Client.CancelTask(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if v.Phase == state.PhaseCancelled {
+		return "cancelled", nil
+	}
+	return "cancel requested (its agent stops it)", nil
+}
+
 // Allowed is what the task may delegate to, as subtask allowed --json
 // prints it.
 type Allowed struct {
@@ -98,4 +151,27 @@ func (in InTask) Allowed(ctx context.Context) (Allowed, error) {
 	}
 	return Allowed{TaskID: v.ID, Type: state.TypeOf(v.Labels), Depth: v.Depth, Submitted: len(v.Children),
 		Delegation: v.Delegation, Lines: state.DelegationLines(&v.Task)}, nil
+}
+
+// DelegateRules reads the control plane's delegation rules from its
+// config file's [[delegate]] tables. Each mistake is one line naming the
+// file and line.
+func DelegateRules(r *settings.Resolved) ([]server.DelegateRule, error) {
+	tables, file := r.Tables("delegate")
+	var rules []server.DelegateRule
+	for _, tab := range tables {
+		rule := server.DelegateRule{MaxDepth: tab.Num("max-depth"), MaxChildren: tab.Num("max-children")}
+		for _, side := range []struct {
+			key string
+			to  *map[string]string
+		}{{"parent", &rule.Parent}, {"child", &rule.Child}} {
+			labels, err := api.ParseLabels(tab.List(side.key))
+			if err != nil {
+				return nil, settings.FileError(file, tab.Line(side.key), "[[delegate]] %s: %v", side.key, err)
+			}
+			*side.to = labels
+		}
+		rules = append(rules, rule)
+	}
+	return rules, nil
 }
