@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-
-	"github.com/edgeagent/agent/internal/taskview"
 )
 
 // bytesHuman renders a byte count: "512 B", "3.2 KiB", "1.5 GiB".
@@ -28,10 +25,4 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// newPalette is the palette for output to w: on only for a terminal, and
-// never with NO_COLOR set.
-func newPalette(w io.Writer) taskview.Palette {
-	return taskview.Palette{On: os.Getenv("NO_COLOR") == "" && taskview.IsTerminal(w)}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/edgeagent/agent/internal/submission"
 	"github.com/edgeagent/agent/internal/taskfollow"
 	"github.com/edgeagent/agent/internal/tasksource"
+	"github.com/edgeagent/agent/internal/taskview"
 )
 
 func newSubmitCmd() *cobra.Command {
@@ -69,7 +70,7 @@ func newSubmitCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s submitted; waiting for it to end\n", v.ID)
 			}
 			final, err := taskfollow.Wait(cmd.Context(), tasksource.Remote{Client: c}, v.ID, cmd.OutOrStdout(),
-				taskfollow.WaitOptions{Timeout: timeout, Queued: waitQueued, Quiet: asJSON, Palette: newPalette(cmd.OutOrStdout())})
+				taskfollow.WaitOptions{Timeout: timeout, Queued: waitQueued, Quiet: asJSON, Palette: taskview.PaletteFor(cmd.OutOrStdout())})
 			if code := taskfollow.ErrCode(err); code != 0 {
 				// The task goes on: say why the wait ended, and give what was seen.
 				cmd.PrintErrln("agent: " + err.Error())

@@ -127,7 +127,7 @@ in 4s, after rate_limit: 429 Too Many Requests".`,
 				}
 			} else {
 				for _, t := range ended {
-					taskview.SubtaskEnd(out, newPalette(out), t, time.Now())
+					taskview.SubtaskEnd(out, taskview.PaletteFor(out), t, time.Now())
 				}
 			}
 			if failed > 0 {
@@ -160,7 +160,7 @@ func newSubtaskLsCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), kids)
 			}
 			out := cmd.OutOrStdout()
-			taskview.Subtasks(out, newPalette(out), tasks)
+			taskview.Subtasks(out, taskview.PaletteFor(out), tasks)
 			return nil
 		},
 	}

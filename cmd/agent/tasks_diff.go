@@ -61,9 +61,9 @@ GET /v1/tasks/ID/diff answers it.`,
 			case asJSON:
 				return writeJSON(out, d)
 			case stat:
-				taskview.DiffStat(out, newPalette(out), d.DiffEvent)
+				taskview.DiffStat(out, taskview.PaletteFor(out), d.DiffEvent)
 			default:
-				taskview.Patch(out, newPalette(out), d.Patch)
+				taskview.Patch(out, taskview.PaletteFor(out), d.Patch)
 			}
 			if d.Patch == "" && !asJSON {
 				cmd.PrintErrf("agent: task %s: no change against its base %s\n", taskview.Visible(id), taskview.Visible(shortCommit(d.BaseCommit)))

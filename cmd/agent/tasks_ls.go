@@ -72,7 +72,7 @@ sent); --limit stops after so many, the first so many of the order.`,
 				}
 				return writeJSON(cmd.OutOrStdout(), views)
 			}
-			return taskview.Table(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), tasks, time.Now())
+			return taskview.Table(cmd.OutOrStdout(), taskview.PaletteFor(cmd.OutOrStdout()), tasks, time.Now())
 		},
 	}
 	src.add(cmd)

@@ -42,9 +42,9 @@ func newTasksShowCmd() *cobra.Command {
 					Timeline     []string     `json:"timeline"`
 				}{v, v.ProgressCard, state.Timeline(t, now)})
 			}
-			taskview.Show(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), newHint(&src.cp), t, now)
+			taskview.Show(cmd.OutOrStdout(), taskview.PaletteFor(cmd.OutOrStdout()), newHint(&src.cp), t, now)
 			// Subtasks: the task's parent and subtasks.
-			taskview.SubtaskTree(cmd.Context(), cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), t, s.Task)
+			taskview.SubtaskTree(cmd.Context(), cmd.OutOrStdout(), taskview.PaletteFor(cmd.OutOrStdout()), t, s.Task)
 			return nil
 		},
 	}

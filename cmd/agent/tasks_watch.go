@@ -60,7 +60,7 @@ watch ends with exit 7, and the tasks go on.`,
 			ctx, cancel := taskfollow.Bound(cmd.Context(), timeout, "")
 			defer cancel()
 			out := cmd.OutOrStdout()
-			w := &taskfollow.Watch{Source: s, Recent: recent, UntilDone: untilDone, Palette: newPalette(out), Hint: newHint(&src.cp)}
+			w := &taskfollow.Watch{Source: s, Recent: recent, UntilDone: untilDone, Palette: taskview.PaletteFor(out), Hint: newHint(&src.cp)}
 			if !src.remote {
 				// A data directory the agent never used (a typo) is an
 				// error, not an empty view forever.
