@@ -40,7 +40,7 @@ GET /v1/tasks/ID/diff answers it.`,
   agent tasks diff t-1a2b3c4d5e --remote --control-plane https://cp.example:8443 --token-file ~/.config/agent/operator-token`,
 		Args: taskIDArg("diff ID"),
 
-		ValidArgsFunction: completeTaskIDs(anyTask),
+		ValidArgsFunction: completeTaskIDs(nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
 			var d api.Diff

@@ -34,7 +34,7 @@ default) and marks where it cut.`,
   agent tasks logs t-1a2b3c4d5e --remote -f --control-plane https://cp.example:8443 --token-file ~/.config/agent/operator-token`,
 		Args: taskIDArg("logs ID"),
 
-		ValidArgsFunction: completeTaskIDs(anyTask),
+		ValidArgsFunction: completeTaskIDs(nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if attempt < 0 {
 				return usagef("--attempt %d: attempts count from 1", attempt)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/taskaction"
+	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
 )
 
@@ -31,7 +32,7 @@ agent tasks inbox lists every question waiting.`,
 		Example: `  agent tasks reply t-0123456789 --accept --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		Args:    taskIDArg("reply ID --accept|--decline"),
 
-		ValidArgsFunction: completeTaskIDs(awaitingReplyTask),
+		ValidArgsFunction: completeTaskIDs(tasksource.AwaitingReply),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if accept == decline {
 				return usagef("give one of --accept or --decline")

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/internal/taskaction"
+	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
@@ -19,7 +20,7 @@ import (
 func newTasksRetryCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
 		use:       "retry ID",
-		completes: recoverableTask,
+		completes: tasksource.Recoverable,
 		short:     "Run a recoverable_failed task again, a person having decided (through the control plane)",
 		long: `retry starts a new attempt of a task that ended recoverable_failed: the
 safety gate stopped an automatic retry (the attempt had output, used a tool
@@ -41,7 +42,7 @@ A task in any other phase is refused (exit 1).`,
 func newTasksContinueCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
 		use:       "continue ID",
-		completes: func(t *state.Task) bool { return taskview.Continuable(t) || t.Phase == state.PhaseParked },
+		completes: tasksource.Continuable,
 		short:     "Continue a task's session on the agent that keeps it, a person having decided (through the control plane)",
 		long: `continue resumes the session of a task that ended failed,
 recoverable_failed, timed_out or cancelled: the agent that keeps the CLI's
@@ -76,7 +77,7 @@ which owns the assignment of tasks; --remote is accepted and changes nothing.`,
 func newTasksCancelCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
 		use:       "cancel ID",
-		completes: unendedTask,
+		completes: tasksource.Unended,
 		short:     "Cancel a task (through the control plane)",
 		long: `cancel ends a task: a queued one at once, a running one as soon as its agent
 hears of it, which is at once on the claim it holds open (within a
@@ -113,9 +114,7 @@ func newTasksBudgetCmd() *cobra.Command {
 	var addTime time.Duration
 	return taskActionCmd(taskAction{
 		use: "budget ID",
-		completes: func(t *state.Task) bool {
-			return t.Phase == state.PhaseParked && t.Parked != nil && t.Parked.Reason == state.ParkBudget
-		},
+		completes: tasksource.ParkedAtBudget,
 		short: "Raise the budget of a task parked at it, and continue its session (through the control plane)",
 		long: `budget raises the token or time budget of a task that reached it and
 parked (phase parked, reason budget; agent run --on-budget park, the

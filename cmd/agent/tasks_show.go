@@ -21,7 +21,7 @@ func newTasksShowCmd() *cobra.Command {
 		Short: "Show a task: phase, progress card and attempt timeline (--remote: as the control plane has it)",
 		Args:  taskIDArg("show ID"),
 
-		ValidArgsFunction: completeTaskIDs(anyTask),
+		ValidArgsFunction: completeTaskIDs(nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := src.source()
 			if err != nil {

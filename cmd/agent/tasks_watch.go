@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/taskfollow"
 	"github.com/edgeagent/agent/internal/taskview"
 )
@@ -62,17 +61,11 @@ watch ends with exit 7, and the tasks go on.`,
 			out := cmd.OutOrStdout()
 			w := &taskfollow.Watch{Source: s, Recent: recent, UntilDone: untilDone, Palette: taskview.PaletteFor(out), Hint: newHint(&src.cp)}
 			if !src.remote {
-				// A data directory the agent never used (a typo) is an
-				// error, not an empty view forever.
-				if err := datadir.CheckTaskState(src.dataDir); err != nil {
-					return err
-				}
-				dw, err := taskfollow.NewDirWatch()
+				dw, err := taskfollow.WatchTasks(src.dataDir)
 				if err != nil {
 					return err
 				}
 				defer dw.Close()
-				dw.Add(datadir.Layout{Dir: src.dataDir}.Tasks())
 				w.Wake = dw.Wake()
 			}
 			if f, ok := out.(*os.File); ok && taskview.IsTerminal(out) {

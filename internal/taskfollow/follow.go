@@ -18,6 +18,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/state"
 )
@@ -142,6 +143,21 @@ func NewDirWatch() (*DirWatch, error) {
 		}
 	})
 	return d, nil
+}
+
+// WatchTasks is a DirWatch of dataDir's task files, which must be there:
+// a data directory the agent never used (a typo) is an error, not an
+// empty view forever.
+func WatchTasks(dataDir string) (*DirWatch, error) {
+	if err := datadir.CheckTaskState(dataDir); err != nil {
+		return nil, err
+	}
+	w, err := NewDirWatch()
+	if err != nil {
+		return nil, err
+	}
+	w.Add(datadir.Layout{Dir: dataDir}.Tasks())
+	return w, nil
 }
 
 // Add watches dir if it exists and is not watched yet.

@@ -56,12 +56,11 @@ func must(t *testing.T, err error) {
 
 // watchDir is a DirWatch of dir's task files, closed with the test.
 func watchDir(t *testing.T, dir string) *DirWatch {
-	w, err := NewDirWatch()
+	w, err := WatchTasks(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Close)
-	w.Add(datadir.Layout{Dir: dir}.Tasks())
 	return w
 }
 
@@ -107,6 +106,9 @@ func TestWatchLinesUntilDone(t *testing.T) {
 	// A data directory that cannot be read is an error, not an empty view.
 	if err := (&Watch{Source: tasksource.Local{DataDir: t.TempDir()}}).Lines(context.Background(), &out, &errOut); err == nil {
 		t.Error("a watch of an empty directory did not fail")
+	}
+	if _, err := WatchTasks(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no task state in data directory") {
+		t.Errorf("a watch of a directory the agent never used: %v", err)
 	}
 }
 

@@ -36,6 +36,7 @@ func localTasks(t *testing.T) string {
 	for i := range 4 {
 		id, at := fmt.Sprintf("t-%d", i), t0.Add(time.Duration(i)*time.Minute)
 		task := state.NewTask(id, "p", at)
+		task.Title = "task " + id
 		must(t, task.Transition(state.PhaseClaimed, "", at))
 		_, err := task.StartFirstAttempt(id+"-a1", []string{"model-a"}, at)
 		must(t, err)
@@ -209,5 +210,27 @@ func TestRemote(t *testing.T) {
 	cp.Close()
 	if _, err := s.Task(ctx, queued[1]); err == nil || !s.Transient(err) {
 		t.Errorf("a control plane gone: %v, transient %v; want transient", err, s.Transient(err))
+	}
+}
+
+// Completion offers the data directory's tasks a command applies to, each
+// said by its phase and title, and nothing for a directory it cannot read.
+func TestCandidates(t *testing.T) {
+	t.Parallel()
+	dir := localTasks(t)
+	got := Candidates(dir, "t-", Recoverable)
+	if len(got) != 1 || got[0].ID != "t-1" || got[0].Desc != "recoverable_failed task t-1" {
+		t.Errorf("the recoverable tasks: %+v", got)
+	}
+	if got := Candidates(dir, "t-2", nil); len(got) != 1 || got[0].ID != "t-2" {
+		t.Errorf("the tasks starting t-2: %+v", got)
+	}
+	for name, want := range map[string]func(*state.Task) bool{"unended": Unended, "awaiting a reply": AwaitingReply, "parked at a budget": ParkedAtBudget} {
+		if got := Candidates(dir, "", want); len(got) != 0 {
+			t.Errorf("%s: %+v, want none of these ended tasks", name, got)
+		}
+	}
+	if got := Candidates(t.TempDir(), "", nil); got != nil {
+		t.Errorf("an empty directory: %+v", got)
 	}
 }
