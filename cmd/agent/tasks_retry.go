@@ -113,9 +113,9 @@ func newTasksBudgetCmd() *cobra.Command {
 	var addTokens int64
 	var addTime time.Duration
 	return taskActionCmd(taskAction{
-		use: "budget ID",
+		use:       "budget ID",
 		completes: tasksource.ParkedAtBudget,
-		short: "Raise the budget of a task parked at it, and continue its session (through the control plane)",
+		short:     "Raise the budget of a task parked at it, and continue its session (through the control plane)",
 		long: `budget raises the token or time budget of a task that reached it and
 parked (phase parked, reason budget; agent run --on-budget park, the
 default): --add-tokens N adds N tokens to the token budget it reached,
