@@ -68,11 +68,7 @@ and recent problems, its outbox, its version and host).`,
 				}
 				return writeJSON(cmd.OutOrStdout(), agents)
 			}
-			if len(agents) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no agent has been heard from at %s\n", c.URL())
-				return nil
-			}
-			agentview.Table(cmd.OutOrStdout(), agents, utc.Now())
+			agentview.List(cmd.OutOrStdout(), agents, c.URL(), utc.Now())
 			return nil
 		},
 	}

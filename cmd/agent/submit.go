@@ -71,28 +71,22 @@ func newSubmitCmd() *cobra.Command {
 			}
 			final, err := taskfollow.Wait(cmd.Context(), tasksource.Remote{Client: c}, v.ID, cmd.OutOrStdout(),
 				taskfollow.WaitOptions{Timeout: timeout, Queued: waitQueued, Quiet: asJSON, Palette: taskview.PaletteFor(cmd.OutOrStdout())})
-			if code := taskfollow.ErrCode(err); code != 0 {
+			code := taskfollow.ErrCode(err)
+			switch {
+			case code != 0:
 				// The task goes on: say why the wait ended, and give what was seen.
 				cmd.PrintErrln("agent: " + err.Error())
-				if asJSON {
-					if err := writeJSON(cmd.OutOrStdout(), final); err != nil {
-						return err
-					}
-				}
-				return exitCode(code)
-			}
-			if err != nil {
+			case err != nil:
 				return fmt.Errorf("waiting for %s: %w", v.ID, err)
+			default:
+				code = taskfollow.ExitCode(final.Phase)
 			}
 			if asJSON {
 				if err := writeJSON(cmd.OutOrStdout(), final); err != nil {
 					return err
 				}
 			}
-			if code := taskfollow.ExitCode(final.Phase); code != 0 {
-				return exitCode(code)
-			}
-			return nil
+			return exitOr(exitCode(code))
 		},
 	}
 	fl := cmd.Flags()

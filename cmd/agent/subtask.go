@@ -216,11 +216,7 @@ all: its executor gets no task token.`,
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), a)
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "task %s (type %s, depth %d) may delegate to:\n", taskview.Visible(a.TaskID), taskview.Visible(a.Type), a.Depth)
-			for _, l := range a.Lines {
-				fmt.Fprintf(w, "  %s\n", taskview.Visible(l))
-			}
+			a.Print(cmd.OutOrStdout())
 			return nil
 		},
 	}

@@ -17,6 +17,16 @@ import (
 	"github.com/edgeagent/agent/internal/taskview"
 )
 
+// List prints agents ls's text: the table, or that no agent has been
+// heard from at the control plane at url.
+func List(w io.Writer, agents []api.AgentView, url string, now time.Time) {
+	if len(agents) == 0 {
+		fmt.Fprintf(w, "no agent has been heard from at %s\n", url)
+		return
+	}
+	Table(w, agents, now)
+}
+
 // Table prints agents as a table, a line each.
 func Table(w io.Writer, agents []api.AgentView, now time.Time) {
 	tw := taskview.NewTable(w)

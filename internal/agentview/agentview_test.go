@@ -87,3 +87,18 @@ func TestLabelChanges(t *testing.T) {
 		t.Errorf("no labels read %q", got)
 	}
 }
+
+// With no agent, ls says so, naming the control plane asked.
+func TestListOfNone(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	List(&b, nil, "http://127.0.0.1:8080", time.Now())
+	if b.String() != "no agent has been heard from at http://127.0.0.1:8080\n" {
+		t.Errorf("no agents: %q", b.String())
+	}
+	b.Reset()
+	List(&b, []api.AgentView{{AgentID: "vm-1"}}, "http://127.0.0.1:8080", time.Now())
+	if !strings.HasPrefix(b.String(), "AGENT ") || !strings.Contains(b.String(), "\nvm-1 ") {
+		t.Errorf("one agent: %q", b.String())
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/internal/taskfollow"
 	"github.com/edgeagent/agent/internal/tasksource"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -138,6 +139,15 @@ type Allowed struct {
 	Delegation *state.Delegation `json:"delegation"`
 	// Lines say it for people, a kind of subtask a line.
 	Lines []string `json:"-"`
+}
+
+// Print says a for people: the task, and a line for each kind of subtask
+// it may submit.
+func (a Allowed) Print(w io.Writer) {
+	fmt.Fprintf(w, "task %s (type %s, depth %d) may delegate to:\n", taskview.Visible(a.TaskID), taskview.Visible(a.Type), a.Depth)
+	for _, l := range a.Lines {
+		fmt.Fprintf(w, "  %s\n", taskview.Visible(l))
+	}
 }
 
 // Allowed asks the control plane what the task may delegate to.

@@ -85,6 +85,12 @@ func TestInTask(t *testing.T) {
 		t.Fatalf("allowed: %+v, %v", a, err)
 	}
 
+	var b strings.Builder
+	a.Print(&b)
+	if lines := strings.Split(strings.TrimSpace(b.String()), "\n"); lines[0] != "task "+parent+" (type general, depth 0) may delegate to:" || len(lines) != 1+len(a.Lines) {
+		t.Errorf("allowed says:\n%s", b.String())
+	}
+
 	if what, err := in.Cancel(ctx, ids[0]); err != nil || what != "cancelled" {
 		t.Fatalf("cancel a queued subtask: %q, %v", what, err)
 	}
