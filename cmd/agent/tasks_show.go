@@ -33,7 +33,7 @@ func newTasksShowCmd() *cobra.Command {
 			}
 			now := time.Now()
 			if asJSON {
-				// The task as every command shows one (viewOf); the card
+				// The task as every command shows one (api.ViewOf); the card
 				// beside it too, where scripts have read it.
 				v := api.ViewOf(t)
 				return writeJSON(cmd.OutOrStdout(), struct {

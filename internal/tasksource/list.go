@@ -3,10 +3,12 @@ package tasksource
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -21,6 +23,50 @@ const (
 
 // Orders are the orders List knows.
 var Orders = []string{OrderPeople, OrderNewest, OrderOldest}
+
+// Query is what tasks ls asks for: the tasks Filter selects, and Phase
+// (its name as given, "" for any), in Order, at most Limit (0: all).
+type Query struct {
+	Filter api.TaskFilter
+	Phase  string
+	Order  string
+	Limit  int
+}
+
+// Check says what is wrong with q, and sets its filter's phase. An order
+// List does not know is an UnknownOrderError.
+func (q *Query) Check() error {
+	if q.Phase != "" {
+		q.Filter.Phase = state.Phase(q.Phase)
+		if !slices.Contains(state.Phases, q.Filter.Phase) {
+			return fmt.Errorf("--phase %q: want one of %s", taskview.Visible(q.Phase), state.PhaseNames())
+		}
+	}
+	if q.Limit < 0 {
+		return fmt.Errorf("--limit %d: want 0 (all) or more", q.Limit)
+	}
+	if !slices.Contains(Orders, q.Order) {
+		return UnknownOrderError{q.Order}
+	}
+	return nil
+}
+
+// UnknownOrderError is an order List does not know.
+type UnknownOrderError struct{ Order string }
+
+func (e UnknownOrderError) Error() string {
+	return fmt.Sprintf("--order %q: want people, newest or oldest", taskview.Visible(e.Order))
+}
+
+// Views are tasks as the control plane shows them (tasks ls --json), one
+// shape for a task local or remote: [] for none.
+func Views(tasks []*state.Task) []api.TaskView {
+	views := make([]api.TaskView, len(tasks))
+	for i, t := range tasks {
+		views[i] = api.ViewOf(t)
+	}
+	return views
+}
 
 // List is the tasks f selects, in order, at most limit (0: all). In the
 // people's order a remote list asks the control plane first for the tasks

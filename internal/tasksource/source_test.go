@@ -234,3 +234,30 @@ func TestCandidates(t *testing.T) {
 		t.Errorf("an empty directory: %+v", got)
 	}
 }
+
+// tasks ls's query: a phase by its name, a limit from 0, an order List
+// knows; an unknown order is told apart (a usage error for the command).
+func TestQueryCheck(t *testing.T) {
+	t.Parallel()
+	q := Query{Phase: "failed", Order: OrderNewest, Limit: 3}
+	if err := q.Check(); err != nil || q.Filter.Phase != state.PhaseFailed {
+		t.Errorf("a good query: %v, phase %q", err, q.Filter.Phase)
+	}
+	for _, tc := range []struct {
+		q     Query
+		want  string
+		order bool
+	}{
+		{Query{Phase: "done", Order: OrderPeople}, `--phase "done": want one of `, false},
+		{Query{Order: OrderPeople, Limit: -1}, "--limit -1: want 0 (all) or more", false},
+		{Query{Order: "random\x1b"}, `--order "random\\x1b": want people, newest or oldest`, true},
+	} {
+		err := tc.q.Check()
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || errors.As(err, &UnknownOrderError{}) != tc.order {
+			t.Errorf("Check(%+v) = %v, want %q… (an unknown order: %v)", tc.q, err, tc.want, tc.order)
+		}
+	}
+	if v := Views(nil); v == nil || len(v) != 0 {
+		t.Errorf("no tasks make %#v, want []", v)
+	}
+}
