@@ -1,11 +1,9 @@
 package main
 
 import (
-	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/bytesize"
 	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
@@ -43,17 +41,12 @@ GET /v1/tasks/ID/diff answers it.`,
 		ValidArgsFunction: completeTaskIDs(nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			var d api.Diff
-			var err error
-			if src.remote {
-				c, err := src.cp.client()
-				if err != nil {
-					return err
-				}
-				if d, err = c.TaskDiff(cmd.Context(), id); err != nil {
-					return fmt.Errorf("tasks diff %s: %s", taskview.Visible(id), taskview.Visible(err.Error()))
-				}
-			} else if d, err = (tasksource.Local{DataDir: src.dataDir}).Diff(cmd.Context(), workDir, id); err != nil {
+			s, err := src.source()
+			if err != nil {
+				return err
+			}
+			d, err := tasksource.Diff(cmd.Context(), s, workDir, id)
+			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()

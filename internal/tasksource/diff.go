@@ -13,6 +13,23 @@ import (
 	"github.com/edgeagent/agent/workspace"
 )
 
+// Diff is task id's diff as s has it: the one the agent reported at the
+// end of the task's last attempt, as the control plane keeps it (Remote),
+// or its workspace's as it is now, in workDir (Local).
+func Diff(ctx context.Context, s Source, workDir, id string) (api.Diff, error) {
+	switch s := s.(type) {
+	case Remote:
+		d, err := s.Client.TaskDiff(ctx, id)
+		if err != nil {
+			return d, fmt.Errorf("tasks diff %s: %s", taskview.Visible(id), taskview.Visible(err.Error()))
+		}
+		return d, nil
+	case Local:
+		return s.Diff(ctx, workDir, id)
+	}
+	return api.Diff{}, fmt.Errorf("%s keeps no diffs", s)
+}
+
 // Diff is the diff of task id's workspace as it is now, in workDir (""
 // for the data directory's work/), shaped as the control plane answers
 // GET /v1/tasks/ID/diff.

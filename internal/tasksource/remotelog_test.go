@@ -103,12 +103,18 @@ func TestLocalDiff(t *testing.T) {
 	}
 	must(t, os.WriteFile(filepath.Join(w.Dir, "README"), []byte("one\n2\nthree\n"), 0o600))
 	s := Local{DataDir: t.TempDir()}
-	d, err := s.Diff(ctx, workDir, "t-1")
+	d, err := Diff(ctx, s, workDir, "t-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.TaskID != "t-1" || d.Repo != "app" || !strings.Contains(d.Patch, "-two\n+2\n") || d.Insertions != 1 || d.Deletions != 1 {
 		t.Errorf("the diff: %+v", d)
+	}
+	// The control plane's: none for a task it does not know, said with
+	// the task's id.
+	cp := servertest.Start(t, servertest.Options{})
+	if _, err := Diff(ctx, Remote{Client: cp.Operator}, "", "t-nosuchtask"); err == nil || !strings.HasPrefix(err.Error(), "tasks diff t-nosuchtask: ") {
+		t.Errorf("the diff of a task the control plane does not know: %v", err)
 	}
 	_, err = s.Diff(ctx, workDir, "t-2")
 	if want := "task t-2 has no workspace in " + workDir + ": it names no repository, or retention removed it"; err == nil || !strings.HasPrefix(err.Error(), want) {
