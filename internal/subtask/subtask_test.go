@@ -54,13 +54,9 @@ func TestInTask(t *testing.T) {
 	if _, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "the parent"}); err != nil {
 		t.Fatal(err)
 	}
-	agent := cp.Agent(t, "vm-1")
-	resp, err := agent.Claim(ctx, api.ClaimRequest{AgentID: "vm-1", Max: 1, HealthGrade: "available"})
-	if err != nil || len(resp.Tasks) != 1 {
-		t.Fatalf("claim: %v %+v", err, resp)
-	}
-	parent := resp.Tasks[0].Task.ID
-	in, err := FromEnv(envOf(map[string]string{api.EnvTaskToken: resp.Tasks[0].TaskToken, api.EnvControlPlane: cp.URL, EnvTaskID: parent}), "agent/test")
+	grant := servertest.Claim(t, cp.Agent(t, "vm-1"), "vm-1")
+	parent := grant.Task.ID
+	in, err := FromEnv(envOf(map[string]string{api.EnvTaskToken: grant.TaskToken, api.EnvControlPlane: cp.URL, EnvTaskID: parent}), "agent/test")
 	if err != nil {
 		t.Fatal(err)
 	}

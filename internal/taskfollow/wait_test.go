@@ -1,14 +1,14 @@
 package taskfollow
 
 import (
+	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +19,6 @@ import (
 	"github.com/edgeagent/agent/controlplane/server/servertest"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/tasksource"
-	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -30,54 +29,30 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // result in.
 func complete(t *testing.T, agent *controlplane.Client, agentID, summary string) string {
 	t.Helper()
-	ctx := context.Background()
-	resp, err := agent.Claim(ctx, api.ClaimRequest{AgentID: agentID, Max: 1, HealthGrade: "available"})
-	if err != nil || len(resp.Tasks) != 1 {
-		t.Fatalf("claim: %v %+v", err, resp)
-	}
-	id, lease := resp.Tasks[0].Task.ID, resp.Tasks[0].Lease.ID
+	c := servertest.Claim(t, agent, agentID)
 	now := time.Now()
 	a := state.Attempt{AttemptID: "a1", Number: 1, Status: state.AttemptRunning, StartedAt: now}
 	done := a
 	done.Status, done.CompletedAt = state.AttemptCompleted, now
-	var evs []api.Event
-	for i, p := range []state.Payload{state.PhaseEvent{Phase: state.PhaseExecutorStarting}, a, state.PhaseEvent{Phase: state.PhaseTurnStarted},
+	servertest.Send(t, agent, agentID, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}, a, state.PhaseEvent{Phase: state.PhaseTurnStarted},
 		done, state.PhaseEvent{Phase: state.PhaseCompleted},
-		state.CompleteEvent{Status: state.PhaseCompleted, Attempts: []state.Attempt{done}, Summary: summary}} {
-		b, err := json.Marshal(p)
-		if err != nil {
-			t.Fatal(err)
+		state.CompleteEvent{Status: state.PhaseCompleted, Attempts: []state.Attempt{done}, Summary: summary})
+	return c.Task.ID
+}
+
+// readUntil reads lines from r until one holds want, and returns those
+// read; the test fails if r ends first.
+func readUntil(t *testing.T, r *bufio.Scanner, want string) string {
+	t.Helper()
+	var read []string
+	for r.Scan() {
+		read = append(read, r.Text())
+		if strings.Contains(r.Text(), want) {
+			return strings.Join(read, "\n")
 		}
-		evs = append(evs, api.Event{Key: fmt.Sprintf("%s:%d", id, i), Kind: p.EventKind(), TaskID: id, Attempt: 1, LeaseID: lease, CreatedAt: now, Payload: b})
 	}
-	res, err := agent.SendEvents(ctx, agentID, evs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Status != api.StatusAccepted {
-			t.Fatalf("event %s: %+v", r.Key, r)
-		}
-	}
-	return id
-}
-
-// syncBuffer is a writer two goroutines share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	t.Fatalf("the output ended without %q:\n%s", want, strings.Join(read, "\n"))
+	return ""
 }
 
 // Against a control plane on loopback: a wait follows a task to its end
@@ -98,24 +73,26 @@ func TestWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	pr, pw := io.Pipe()
+	defer pr.Close()
 	type waited struct {
 		v   api.TaskView
 		err error
 	}
 	ended := make(chan waited, 1)
 	go func() {
-		v, err := Wait(ctx, src, v.ID, &out, WaitOptions{})
+		v, err := Wait(ctx, src, v.ID, pw, WaitOptions{})
+		pw.Close()
 		ended <- waited{v, err}
 	}()
-	testkit.WaitFor(t, "the wait to print the queued task", func() bool { return strings.Contains(out.String(), "queued") })
+	lines := bufio.NewScanner(pr)
+	readUntil(t, lines, "queued")
 	complete(t, agent, "vm-1", "counted 7")
+	readUntil(t, lines, "completed")
+	readUntil(t, lines, "  Attempt 1  completed")
 	w := <-ended
 	if w.err != nil || w.v.Phase != state.PhaseCompleted || w.v.Result == nil || w.v.Result.Summary != "counted 7" {
 		t.Fatalf("the wait ended on %+v, %v", w.v, w.err)
-	}
-	if got := out.String(); !strings.Contains(got, "completed") || !strings.Contains(got, "  Attempt 1  completed") {
-		t.Errorf("the wait printed:\n%s", got)
 	}
 	if ExitCode(w.v.Phase) != ExitCompleted {
 		t.Errorf("completed exits %d", ExitCode(w.v.Phase))
@@ -125,9 +102,10 @@ func TestWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out strings.Builder
 	got, err := Wait(ctx, src, gpu.ID, &out, WaitOptions{Quiet: true})
 	var u UnroutableError
-	if !errors.As(err, &u) || ErrCode(err) != ExitUnroutable || got.ID != gpu.ID || got.Phase != state.PhaseQueued {
+	if !errors.As(err, &u) || ErrCode(err) != ExitUnroutable || got.ID != gpu.ID || got.Phase != state.PhaseQueued || out.Len() != 0 {
 		t.Fatalf("a task no agent can take: %+v, %v", got, err)
 	}
 	if !strings.Contains(err.Error(), "no online agent can take it: no agent with label=gpu") {
@@ -161,7 +139,7 @@ func TestSubtasks(t *testing.T) {
 		ids = append(ids, v.ID)
 	}
 	complete(t, agent, "vm-1", "part 0 done")
-	var remind syncBuffer
+	var remind strings.Builder
 	bctx, cancel := Bound(ctx, 300*time.Millisecond, "both")
 	defer cancel()
 	done, err := Subtasks(bctx, tasksource.Remote{Client: cp.Operator}, ids, &remind)

@@ -1,15 +1,17 @@
 package taskfollow
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/tasksource"
-	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -76,23 +78,31 @@ func TestWatchLinesUntilDone(t *testing.T) {
 	ctx, cancel := Bound(context.Background(), 200*time.Millisecond, "")
 	defer cancel()
 	w := &Watch{Source: src, Recent: 5, UntilDone: true}
-	var out, errOut syncBuffer
+	var out, errOut strings.Builder
 	if err := Ended(ctx, w.Lines(ctx, &out, &errOut)); ErrCode(err) != ExitWaitTimeout || w.Left != 1 {
 		t.Fatalf("a bounded watch of a running task: %v, %d left", err, w.Left)
 	}
 
 	w = &Watch{Source: src, Wake: watchDir(t, a.dir).Wake(), Recent: 5, UntilDone: true}
-	out = syncBuffer{}
+	pr, pw := io.Pipe()
+	defer pr.Close()
 	ended := make(chan error, 1)
-	go func() { ended <- w.Lines(context.Background(), &out, &errOut) }()
-	testkit.WaitFor(t, "the running task's line", func() bool { return strings.Contains(out.String(), "t-1  count the files") })
+	go func() {
+		err := w.Lines(context.Background(), pw, &errOut)
+		pw.Close()
+		ended <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	readUntil(t, lines, "t-1  count the files")
 	a.finish()
+	if got := readUntil(t, lines, "Attempt 1"); !strings.Contains(got, "completed") {
+		t.Errorf("the watch printed:\n%s", got)
+	}
+	if lines.Scan() {
+		t.Errorf("the watch printed more: %q", lines.Text())
+	}
 	if err := <-ended; err != nil || w.Left != 0 {
 		t.Fatalf("the watch ended with %v, %d left", err, w.Left)
-	}
-	got := out.String()
-	if lines := strings.Split(strings.TrimSpace(got), "\n"); len(lines) < 3 || !strings.Contains(lines[1], "completed") || !strings.Contains(lines[2], "Attempt 1") {
-		t.Errorf("the watch printed:\n%s", got)
 	}
 	if errOut.String() != "" {
 		t.Errorf("warnings: %s", errOut.String())
@@ -120,24 +130,32 @@ func TestLocalLogsFollow(t *testing.T) {
 	a := newAgentDir(t, "t-1")
 	l := datadir.Layout{Dir: a.dir}
 	must(t, l.AppendLog("t-1", 1, []byte(datadir.LogLine("12:00:00.000", "stdout", "counting")+"\n")))
-	var out syncBuffer
-	print := func(s string) { out.Write([]byte(s + "\n")) }
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	print := func(s string) { fmt.Fprintln(pw, s) }
 	ended := make(chan error, 1)
 	go func() {
-		ended <- LocalLogs(context.Background(), a.dir, "t-1", 0, true, print, func() { t.Error("waiting for a task that is there") })
+		err := LocalLogs(context.Background(), a.dir, "t-1", 0, true, print, func() { t.Error("waiting for a task that is there") })
+		pw.Close()
+		ended <- err
 	}()
-	testkit.WaitFor(t, "the output so far and the phase", func() bool {
-		return strings.Contains(out.String(), "counting") && strings.Contains(out.String(), "-- turn_started")
-	})
+	lines := bufio.NewScanner(pr)
+	if got := readUntil(t, lines, "-- turn_started"); !strings.Contains(got, "counting") {
+		t.Errorf("the output before the phase line:\n%s", got)
+	}
 	must(t, l.AppendLog("t-1", 1, []byte(datadir.LogLine("12:00:01.000", "stdout", "counted 7")+"\n")))
 	a.finish()
+	if got := readUntil(t, lines, "-- completed"); !strings.Contains(got, "counted 7") {
+		t.Errorf("the follow printed:\n%s", got)
+	}
+	if lines.Scan() {
+		t.Errorf("the follow printed after the final phase: %q", lines.Text())
+	}
 	if err := <-ended; err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if !strings.Contains(out.String(), "counted 7") || !strings.HasPrefix(lines[len(lines)-1], "-- completed") {
-		t.Errorf("the follow printed:\n%s", out.String())
-	}
+	var out strings.Builder
+	print = func(s string) { fmt.Fprintln(&out, s) }
 
 	waited := false
 	err := LocalLogs(context.Background(), a.dir, "t-2", 0, false, print, func() { waited = true })

@@ -2,17 +2,16 @@ package tasksource
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/server/servertest"
-	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/gittest"
 	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/workspace"
@@ -29,29 +28,10 @@ func TestRemoteLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := cp.Agent(t, "vm-1")
-	resp, err := agent.Claim(ctx, api.ClaimRequest{AgentID: "vm-1", Max: 1, HealthGrade: "available"})
-	if err != nil || len(resp.Tasks) != 1 {
-		t.Fatalf("claim: %v %+v", err, resp)
-	}
-	id, lease := resp.Tasks[0].Task.ID, resp.Tasks[0].Lease.ID
-	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	sent := 0
-	send := func(payloads ...state.Payload) {
-		t.Helper()
-		var evs []api.Event
-		for _, p := range payloads {
-			b, err := json.Marshal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			evs = append(evs, api.Event{Key: fmt.Sprintf("%s:%d", id, sent), Kind: p.EventKind(), TaskID: id, Attempt: 1, LeaseID: lease, CreatedAt: at, Payload: b})
-			sent++
-		}
-		if _, err := agent.SendEvents(ctx, "vm-1", evs); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(state.PhaseEvent{Phase: state.PhaseExecutorStarting},
+	c := servertest.Claim(t, agent, "vm-1")
+	id := c.Task.ID
+	at := time.Now()
+	servertest.Send(t, agent, "vm-1", c, state.PhaseEvent{Phase: state.PhaseExecutorStarting},
 		state.Attempt{AttemptID: "a1", Number: 1, Status: state.AttemptRunning, StartedAt: at},
 		state.PhaseEvent{Phase: state.PhaseTurnStarted},
 		state.LogEvent{Stream: state.LogStream("stdout"), Lines: []string{"hello", "from afar"}})
@@ -61,17 +41,27 @@ func TestRemoteLog(t *testing.T) {
 	if err := all.Next(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ts := datadir.LogTime(at)
-	want := []string{"== attempt 1 ==", datadir.LogLine(ts, "stdout", "hello"), datadir.LogLine(ts, "stdout", "from afar")}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+	// Each line as the agent's log files hold it: the time it was made
+	// at (to the millisecond), its stream, its text.
+	ts := `\d\d:\d\d:\d\d\.\d{3}`
+	line := func(stream, text string) string {
+		return "^" + ts + " " + regexp.QuoteMeta(fmt.Sprintf("%-8s %s", stream, text)) + "$"
+	}
+	want := []string{`^== attempt 1 ==$`, line("stdout", "hello"), line("stdout", "from afar")}
+	if len(got) != len(want) {
 		t.Fatalf("the log read:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	send(state.LogEvent{Stream: state.LogStream("stderr"), Lines: []string{"later"}})
+	for i := range want {
+		if !regexp.MustCompile(want[i]).MatchString(got[i]) {
+			t.Errorf("line %d: %q, want %s", i, got[i], want[i])
+		}
+	}
+	servertest.Send(t, agent, "vm-1", c, state.LogEvent{Stream: state.LogStream("stderr"), Lines: []string{"later"}})
 	got = nil
 	if err := all.Next(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0] != datadir.LogLine(ts, "stderr", "later") {
+	if len(got) != 1 || !regexp.MustCompile(line("stderr", "later")).MatchString(got[0]) {
 		t.Errorf("the next read printed %q, want the line that came since alone", got)
 	}
 	// One attempt: its lines, no header; another attempt's: none.

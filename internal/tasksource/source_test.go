@@ -2,7 +2,6 @@ package tasksource
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -109,37 +108,6 @@ func TestLocal(t *testing.T) {
 	}
 }
 
-// runOn has agent claim the next task and send it payloads as its attempt
-// 1's events, each accepted.
-func runOn(t *testing.T, agent *controlplane.Client, agentID string, payloads ...state.Payload) string {
-	t.Helper()
-	ctx := context.Background()
-	resp, err := agent.Claim(ctx, api.ClaimRequest{AgentID: agentID, Max: 1, HealthGrade: "available"})
-	if err != nil || len(resp.Tasks) != 1 {
-		t.Fatalf("claim: %v %+v", err, resp)
-	}
-	c := resp.Tasks[0]
-	id := c.Task.ID
-	var evs []api.Event
-	for i, p := range payloads {
-		b, err := json.Marshal(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, api.Event{Key: fmt.Sprintf("%s:%d", id, i), Kind: p.EventKind(), TaskID: id, Attempt: 1, LeaseID: c.Lease.ID, CreatedAt: time.Now(), Payload: b})
-	}
-	res, err := agent.SendEvents(ctx, agentID, evs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Status != api.StatusAccepted {
-			t.Fatalf("event %s: %+v", r.Key, r)
-		}
-	}
-	return id
-}
-
 // stopOn has agent run the next task to recoverable_failed: a person
 // decides.
 func stopOn(t *testing.T, agent *controlplane.Client, agentID string) string {
@@ -149,9 +117,11 @@ func stopOn(t *testing.T, agent *controlplane.Client, agentID string) string {
 	failed.Status, failed.CompletedAt = state.AttemptFailed, time.Now()
 	failed.Error = &state.Error{Code: state.CodeNetwork, Message: "reset"}
 	failed.Retry = &state.RetryDecision{TechnicallyRetryable: true, Gate: state.GateSideEffect, Decision: state.DecisionStopped}
-	return runOn(t, agent, agentID, state.PhaseEvent{Phase: state.PhaseExecutorStarting}, a, state.PhaseEvent{Phase: state.PhaseTurnStarted},
+	c := servertest.Claim(t, agent, agentID)
+	servertest.Send(t, agent, agentID, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}, a, state.PhaseEvent{Phase: state.PhaseTurnStarted},
 		failed, state.PhaseEvent{Phase: state.PhaseRecoverableFailed},
 		state.CompleteEvent{Status: state.PhaseRecoverableFailed, Attempts: []state.Attempt{failed}})
+	return c.Task.ID
 }
 
 // From the control plane: pages, the people's order (a task that needs a
