@@ -167,18 +167,13 @@ func Requirements(flags []string) ([]state.Requirement, error) {
 
 // Labels reads --label KEY=VALUE values: nil for none.
 func Labels(values []string) (map[string]string, error) {
-	if len(values) == 0 {
-		return nil, nil
-	}
-	labels := map[string]string{}
 	for _, v := range values {
-		k, val, ok := strings.Cut(v, "=")
-		if !ok {
+		if !strings.Contains(v, "=") {
 			return nil, fmt.Errorf("--label %q: want KEY=VALUE", v)
 		}
-		labels[k] = val
 	}
-	if err := api.CheckLabels(labels); err != nil {
+	labels, err := api.ParseLabels(values)
+	if err != nil {
 		return nil, fmt.Errorf("--label: %v", err)
 	}
 	return labels, nil
