@@ -2,15 +2,11 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"maps"
-	"slices"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/agentview"
 	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/internal/utc"
 )
@@ -72,50 +68,13 @@ and recent problems, its outbox, its version and host).`,
 				}
 				return writeJSON(cmd.OutOrStdout(), agents)
 			}
-			if len(agents) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no agent has been heard from at %s\n", c.URL())
-				return nil
-			}
-			writeAgents(cmd.OutOrStdout(), agents, utc.Now())
+			agentview.List(cmd.OutOrStdout(), agents, c.URL(), utc.Now())
 			return nil
 		},
 	}
 	cp.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agents as the control plane answered, as JSON (an array; [] when there are none)")
 	return cmd
-}
-
-// writeAgents prints agents as a table, a line each.
-func writeAgents(w io.Writer, agents []api.AgentView, now time.Time) {
-	tw := taskview.NewTable(w)
-	fmt.Fprintln(tw, "AGENT\tSTATE\tHEALTH\tEXECUTOR\tMODELS\tHEARTBEAT\tRUNNING\tTASKS\tREPOS\tLABELS\tSELF-DESCRIBED\tPLATFORM\tREPLICA")
-	for _, a := range agents {
-		tasks := make([]string, len(a.Running))
-		for i, r := range a.Running {
-			tasks[i] = fmt.Sprintf("%s (attempt %d)", r.TaskID, r.Attempt)
-		}
-		// Routing by capability: what it advertises, and the labels a
-		// person granted it (docs/routing.md).
-		platform := ""
-		if a.OS != "" || a.Arch != "" {
-			platform = a.OS + "/" + a.Arch
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d of %d\t%s\t%s\t%s\t%s\t%s\t%s\n", taskview.Visible(a.AgentID), agentState(a), taskview.Dash(taskview.Visible(string(a.Health.Grade))),
-			taskview.Dash(taskview.Visible(a.Executor)), taskview.Dash(taskview.Visible(strings.Join(a.Models, ","))),
-			taskview.Ago(now, a.LastHeartbeat), a.Capacity.Running, a.Capacity.Max, taskview.Dash(taskview.Visible(strings.Join(tasks, ", "))), taskview.Dash(taskview.Visible(strings.Join(a.Repos, ","))),
-			taskview.Dash(taskview.Visible(labelsText(a.GrantedLabels))), taskview.Dash(taskview.Visible(labelsText(a.Labels))), taskview.Dash(taskview.Visible(platform)), taskview.Dash(taskview.Visible(a.Replica)))
-	}
-	tw.Flush()
-}
-
-// labelsText is labels as KEY=VALUE pairs, sorted, comma-separated; ""
-// when there are none.
-func labelsText(labels map[string]string) string {
-	pairs := make([]string, 0, len(labels))
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		pairs = append(pairs, k+"="+labels[k])
-	}
-	return strings.Join(pairs, ",")
 }
 
 func newAgentsLabelCmd() *cobra.Command {
@@ -146,7 +105,7 @@ whoever registers the id next starts with none.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := labelsRequest(args[1:])
+			req, err := agentview.LabelChanges(args[1:])
 			if err != nil {
 				return usagef("%v", err)
 			}
@@ -158,55 +117,12 @@ whoever registers the id next starts with none.`,
 			if err != nil {
 				return fmt.Errorf("label %s: %s", taskview.Visible(args[0]), taskview.Visible(err.Error()))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: labels %s\n", taskview.Visible(args[0]), taskview.Dash(taskview.Visible(labelsText(resp.Labels))))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: labels %s\n", taskview.Visible(args[0]), taskview.Dash(taskview.Visible(agentview.LabelsText(resp.Labels))))
 			return nil
 		},
 	}
 	cp.add(cmd)
 	return cmd
-}
-
-// labelsRequest reads agent agents label's arguments: KEY=VALUE to set,
-// KEY- to remove.
-func labelsRequest(args []string) (api.LabelsRequest, error) {
-	var req api.LabelsRequest
-	for _, a := range args {
-		if k, ok := strings.CutSuffix(a, "-"); ok && !strings.Contains(a, "=") {
-			if err := api.CheckLabels(map[string]string{k: ""}); err != nil {
-				return req, fmt.Errorf("%q: %v", a, err)
-			}
-			req.Remove = append(req.Remove, k)
-			continue
-		}
-		k, v, ok := strings.Cut(a, "=")
-		if !ok {
-			return req, fmt.Errorf("%q: want KEY=VALUE to grant a label, or KEY- to take one back", a)
-		}
-		if req.Set == nil {
-			req.Set = map[string]string{}
-		}
-		if _, dup := req.Set[k]; dup {
-			return req, fmt.Errorf("%q: label %s is given twice", a, k)
-		}
-		req.Set[k] = v
-		if err := api.CheckLabels(map[string]string{k: v}); err != nil {
-			return req, fmt.Errorf("%q: %v", a, err)
-		}
-	}
-	return req, nil
-}
-
-// agentState is what an agent is, as a person reads it: offline once the
-// control plane finds it silent, whatever it last said; else what its
-// last heartbeat said (running when it said nothing).
-func agentState(a api.AgentView) string {
-	switch {
-	case !a.Online:
-		return string(api.AgentOffline)
-	case a.State == "":
-		return string(api.AgentRunning)
-	}
-	return taskview.Visible(string(a.State))
 }
 
 func newAgentsRevokeCmd() *cobra.Command {

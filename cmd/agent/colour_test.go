@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,23 +43,6 @@ func colourTasks(t *testing.T) []*state.Task {
 		mk("t-failed", state.PhaseFailed, state.AttemptFailed, permanent),
 		mk("t-blocked", state.PhaseRecoverableFailed, state.AttemptFailed, blocked),
 		mk("t-running", "", state.AttemptRunning, nil),
-	}
-}
-
-// TestThePaletteIsOffForAFileAndWithNoColor: output to a file is never
-// coloured, whatever NO_COLOR says. (A terminal's case, and NO_COLOR on
-// one, are TestTasksLsOnATerminal's.)
-func TestThePaletteIsOffForAFileAndWithNoColor(t *testing.T) {
-	var b bytes.Buffer
-	if newPalette(&b).On {
-		t.Error("a buffer is coloured")
-	}
-	t.Setenv("NO_COLOR", "")
-	f, err := os.CreateTemp(t.TempDir(), "out")
-	must(t, err)
-	defer f.Close()
-	if newPalette(f).On {
-		t.Error("a file is coloured")
 	}
 }
 

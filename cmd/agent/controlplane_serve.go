@@ -20,6 +20,7 @@ import (
 	"github.com/edgeagent/agent/controlplane/store/filestore"
 	"github.com/edgeagent/agent/controlplane/store/pgstore"
 	"github.com/edgeagent/agent/internal/private"
+	"github.com/edgeagent/agent/internal/subtask"
 	"github.com/edgeagent/agent/metrics"
 	"github.com/edgeagent/agent/state"
 )
@@ -114,7 +115,7 @@ the environment, which wins over the file.`,
 				return err
 			}
 			// Subtasks: the [[delegate]] rules.
-			rules, err := delegateRules(resolvedOf(cmd))
+			rules, err := subtask.DelegateRules(resolvedOf(cmd))
 			if err != nil {
 				return err
 			}

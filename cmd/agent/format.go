@@ -2,36 +2,17 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
-	"os"
 
-	"github.com/edgeagent/agent/internal/taskview"
+	"github.com/edgeagent/agent/internal/bytesize"
 )
 
 // bytesHuman renders a byte count: "512 B", "3.2 KiB", "1.5 GiB".
-func bytesHuman(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func bytesHuman(n int64) string { return bytesize.Tenths(n) }
 
 // writeJSON prints v as indented JSON.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// newPalette is the palette for output to w: on only for a terminal, and
-// never with NO_COLOR set.
-func newPalette(w io.Writer) taskview.Palette {
-	return taskview.Palette{On: os.Getenv("NO_COLOR") == "" && taskview.IsTerminal(w)}
 }

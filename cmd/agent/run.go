@@ -18,10 +18,10 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
-	"github.com/edgeagent/agent/controlplane/api"
 	attemptproc "github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/internal/service"
 	"github.com/edgeagent/agent/internal/settings"
+	"github.com/edgeagent/agent/internal/submission"
 	"github.com/edgeagent/agent/isolation"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/state"
@@ -266,19 +266,9 @@ func (f *runFlags) repoList() []workspace.Repo {
 
 // labelMap reads --label KEY=VALUE values; a bad one is a usage error.
 func labelMap(values []string) (map[string]string, error) {
-	if len(values) == 0 {
-		return nil, nil
-	}
-	labels := map[string]string{}
-	for _, v := range values {
-		k, val, ok := strings.Cut(v, "=")
-		if !ok {
-			return nil, usagef("--label %q: want KEY=VALUE", v)
-		}
-		labels[k] = val
-	}
-	if err := api.CheckLabels(labels); err != nil {
-		return nil, usagef("--label: %v", err)
+	labels, err := submission.Labels(values)
+	if err != nil {
+		return nil, usageError{err}
 	}
 	return labels, nil
 }

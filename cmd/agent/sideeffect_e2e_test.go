@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeagent/agent/internal/taskfollow"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -22,8 +23,8 @@ func TestOnSideEffectAskThroughTheAgent(t *testing.T) {
 	const prompt = "Tidy the changelog\n@side-effect wrote CHANGELOG.md\n@fail network\n@output tidied"
 
 	r := runAgent(t, append([]string{"submit", "--wait", "--on-side-effect", "ask", "--prompt", prompt}, cpArgs...)...)
-	if r.code != exitNeedsPerson || !strings.Contains(r.stdout, "-> blocked: side_effect, a person decides (on_side_effect ask)") {
-		t.Fatalf("submit --wait --on-side-effect ask: exit %d, want %d\n%s%s", r.code, exitNeedsPerson, r.stdout, r.stderr)
+	if r.code != taskfollow.ExitNeedsPerson || !strings.Contains(r.stdout, "-> blocked: side_effect, a person decides (on_side_effect ask)") {
+		t.Fatalf("submit --wait --on-side-effect ask: exit %d, want %d\n%s%s", r.code, taskfollow.ExitNeedsPerson, r.stdout, r.stderr)
 	}
 	id := strings.Fields(r.stdout)[0]
 	local := waitLocalPhase(t, dataDir, id, state.PhaseRecoverableFailed)

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/submission"
+	"github.com/edgeagent/agent/internal/taskfollow"
+	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/state"
 )
 
 func newSubmitCmd() *cobra.Command {
@@ -47,46 +45,17 @@ func newSubmitCmd() *cobra.Command {
 			if cp.url == "" {
 				return usagef("--control-plane is required")
 			}
-			var err error
-			if prompt, err = promptArg(prompt); err != nil {
-				return err
-			}
-			if strings.TrimSpace(prompt) == "" {
-				return usagef("--prompt is required")
-			}
-			if err := checkRepoFlags(repo, base); err != nil {
-				return err
-			}
-			if noCommit && repo == "" {
-				return usagef("--no-commit needs --repo: only a task on a repository has commits to leave out")
-			}
-			reqs, err := requireFlags(requires)
+			req, err := submission.Form{Title: title, Prompt: prompt, Prefer: prefer, MaxAttempts: maxAttempts, Repo: repo, Base: base, NoCommit: noCommit,
+				Requires: requires, Labels: labels, MaxTokens: maxTokens, MaxTime: maxTime, EgressAllow: egressAllow, OnSideEffect: onSideEffect,
+				Wait: wait, Timeout: timeout, Changed: cmd.Flags().Changed}.Request()
 			if err != nil {
-				return err
-			}
-			if err := checkBudgetFlags(maxTokens, maxTime); err != nil {
-				return err
-			}
-			if err := checkWaitFlags(cmd, wait, timeout); err != nil {
-				return err
-			}
-			taskLabels, err := labelMap(labels)
-			if err != nil {
-				return err
-			}
-			if err := api.CheckEgressAllow(egressAllow); err != nil {
-				return usagef("--egress-allow: %v", err)
-			}
-			if err := state.OnSideEffect(onSideEffect).Check(); err != nil {
-				return usagef("--on-side-effect %q: want continue or ask", onSideEffect)
+				return usageError{err}
 			}
 			c, err := cp.client()
 			if err != nil {
 				return err
 			}
-			v, err := c.CreateTask(cmd.Context(), api.CreateTaskRequest{Title: title, Prompt: prompt, Prefer: api.Prefer(prefer), MaxAttempts: maxAttempts,
-				Repo: repo, Base: base, NoCommit: noCommit, Requires: reqs, Labels: taskLabels, MaxTokens: maxTokens, MaxTime: state.Duration(maxTime),
-				EgressAllow: egressAllow, OnSideEffect: state.OnSideEffect(onSideEffect)})
+			v, err := c.CreateTask(cmd.Context(), req)
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
 			}
@@ -100,29 +69,24 @@ func newSubmitCmd() *cobra.Command {
 			if !asJSON {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s submitted; waiting for it to end\n", v.ID)
 			}
-			final, err := waitTask(cmd.Context(), c, v.ID, cmd.OutOrStdout(), waitOptions{Timeout: timeout, Queued: waitQueued, Quiet: asJSON})
-			if code := waitErrCode(err); code != 0 {
+			final, err := taskfollow.Wait(cmd.Context(), tasksource.Remote{Client: c}, v.ID, cmd.OutOrStdout(),
+				taskfollow.WaitOptions{Timeout: timeout, Queued: waitQueued, Quiet: asJSON, Palette: taskview.PaletteFor(cmd.OutOrStdout())})
+			code := taskfollow.ErrCode(err)
+			switch {
+			case code != 0:
 				// The task goes on: say why the wait ended, and give what was seen.
 				cmd.PrintErrln("agent: " + err.Error())
-				if asJSON {
-					if err := writeJSON(cmd.OutOrStdout(), final); err != nil {
-						return err
-					}
-				}
-				return exitCode(code)
-			}
-			if err != nil {
+			case err != nil:
 				return fmt.Errorf("waiting for %s: %w", v.ID, err)
+			default:
+				code = taskfollow.ExitCode(final.Phase)
 			}
 			if asJSON {
 				if err := writeJSON(cmd.OutOrStdout(), final); err != nil {
 					return err
 				}
 			}
-			if code := waitExitCode(final.Phase); code != 0 {
-				return exitCode(code)
-			}
-			return nil
+			return exitOr(exitCode(code))
 		},
 	}
 	fl := cmd.Flags()
@@ -148,83 +112,4 @@ func newSubmitCmd() *cobra.Command {
 	fl.StringArrayVar(&labels, "label", nil, "a label KEY=VALUE the control plane's delegation rules ([[delegate]]) match on, repeatable; type=NAME is the task's agent type the default rules go by (general, explorer, …)")
 	fl.StringArrayVar(&egressAllow, "egress-allow", nil, "narrow where the task's attempts may connect to this of its agent's allowed hosts (agent run --egress-allow), HOST, HOST:PORT or *.DOMAIN, repeatable; its executor's model API stays reachable")
 	return cmd
-}
-
-// checkRepoFlags refuses, as a usage error, a --repo or --base the control
-// plane would refuse: a malformed name or ref, or a base without a
-// repository.
-func checkRepoFlags(repo, base string) error {
-	switch {
-	case repo == "" && base != "":
-		return usagef("--base needs --repo: a base is a ref of the task's repository")
-	case repo == "":
-		return nil
-	}
-	if err := api.CheckRepoName(repo); err != nil {
-		return usagef("--repo: %s", taskview.Visible(err.Error()))
-	}
-	if err := api.CheckBase(base); err != nil {
-		return usagef("--base: %s", taskview.Visible(err.Error()))
-	}
-	return nil
-}
-
-// checkWaitFlags refuses, as a usage error, a wait flag without --wait and
-// a timeout below zero.
-func checkWaitFlags(cmd *cobra.Command, wait bool, timeout time.Duration) error {
-	for _, name := range []string{"wait-queued", "timeout"} {
-		if cmd.Flags().Changed(name) && !wait {
-			return usagef("--%s needs --wait", name)
-		}
-	}
-	if timeout < 0 {
-		return usagef("--timeout %s: want 0 (no bound) or more", timeout)
-	}
-	return nil
-}
-
-// checkBudgetFlags refuses, as a usage error, a budget below zero.
-func checkBudgetFlags(maxTokens int64, maxTime time.Duration) error {
-	switch {
-	case maxTokens < 0:
-		return usagef("--max-tokens %d: want 0 (the agent's default) or more", maxTokens)
-	case maxTime < 0:
-		return usagef("--max-time %s: want 0 (the agent's default) or more", maxTime)
-	}
-	return nil
-}
-
-// promptArg reads --prompt @FILE from the file; a missing file is an
-// error, not a prompt. A prompt of one word starting with @ is a file name
-// (@@WORD is the word @WORD itself); a prompt with spaces or lines is text,
-// so the sample executor's directives ("@fail rate_limit") pass as they are.
-func promptArg(p string) (string, error) {
-	if literal, ok := strings.CutPrefix(p, "@@"); ok {
-		return "@" + literal, nil
-	}
-	file, ok := strings.CutPrefix(p, "@")
-	if !ok || file == "" || strings.ContainsAny(file, " \t\r\n") {
-		return p, nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", usagef("--prompt @%s: %v (to send a prompt that is one word starting with @, write @@)", file, errors.Unwrap(err))
-	}
-	return string(b), nil
-}
-
-// requireFlags are the --require flags as requirements, refused as a usage
-// error when one is malformed or its key unknown.
-func requireFlags(flags []string) ([]state.Requirement, error) {
-	reqs := make([]state.Requirement, len(flags))
-	for i, f := range flags {
-		reqs[i] = state.Requirement(f)
-	}
-	if err := state.CheckRequirements(reqs); err != nil {
-		return nil, usagef("--require: %s", taskview.Visible(err.Error()))
-	}
-	if len(reqs) == 0 {
-		return nil, nil
-	}
-	return reqs, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskfollow"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -53,12 +54,12 @@ func TestSubmitWaitUnroutableAndTimeout(t *testing.T) {
 	base := []string{"submit", "--wait", "--control-plane", c.url(), "--token-file", c.operatorFile, "--prompt", "@output hi", "--require", "label=gpu"}
 
 	r := runAgent(t, base...)
-	if r.code != exitUnroutable || !strings.Contains(r.stderr, "no online agent can take it: no agent with label=gpu") || !strings.Contains(r.stderr, "--wait-queued") {
-		t.Fatalf("unroutable: exit %d, want %d\n%s%s", r.code, exitUnroutable, r.stdout, r.stderr)
+	if r.code != taskfollow.ExitUnroutable || !strings.Contains(r.stderr, "no online agent can take it: no agent with label=gpu") || !strings.Contains(r.stderr, "--wait-queued") {
+		t.Fatalf("unroutable: exit %d, want %d\n%s%s", r.code, taskfollow.ExitUnroutable, r.stdout, r.stderr)
 	}
 	r = runAgent(t, append(base, "--json")...)
 	var v api.TaskView
-	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != exitUnroutable || v.Phase != state.PhaseQueued || v.Unroutable == "" {
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != taskfollow.ExitUnroutable || v.Phase != state.PhaseQueued || v.Unroutable == "" {
 		t.Fatalf("unroutable --json: exit %d, %v: %s%s", r.code, err, r.stdout, r.stderr)
 	}
 	if got := c.task(t, v.ID); got.Phase != state.PhaseQueued {
@@ -66,8 +67,8 @@ func TestSubmitWaitUnroutableAndTimeout(t *testing.T) {
 	}
 
 	r = runAgent(t, append(base, "--wait-queued", "--timeout", "1s")...)
-	if r.code != exitWaitTimeout || !strings.Contains(r.stderr, "has not ended within --timeout 1s; it goes on") {
-		t.Fatalf("--wait-queued --timeout: exit %d, want %d\n%s%s", r.code, exitWaitTimeout, r.stdout, r.stderr)
+	if r.code != taskfollow.ExitWaitTimeout || !strings.Contains(r.stderr, "has not ended within --timeout 1s; it goes on") {
+		t.Fatalf("--wait-queued --timeout: exit %d, want %d\n%s%s", r.code, taskfollow.ExitWaitTimeout, r.stdout, r.stderr)
 	}
 	if !strings.Contains(r.stdout, "unroutable: no agent with label=gpu") {
 		t.Errorf("--wait-queued says nothing of why the task waits:\n%s", r.stdout)

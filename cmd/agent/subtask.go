@@ -1,23 +1,16 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane"
-	"github.com/edgeagent/agent/controlplane/api"
-	"github.com/edgeagent/agent/controlplane/server"
-	"github.com/edgeagent/agent/internal/settings"
+	"github.com/edgeagent/agent/internal/submission"
+	"github.com/edgeagent/agent/internal/subtask"
+	"github.com/edgeagent/agent/internal/taskfollow"
 	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/state"
 )
 
 // Subtasks: `agent subtask` is what a running task's executor uses to
@@ -44,33 +37,9 @@ deep subtasks nest and how many one task may submit.`,
 	return cmd
 }
 
-// inTask is what a task's executor has for subtasks: a client with its
-// task token, and its task's id.
-type inTask struct {
-	c      *controlplane.Client
-	taskID string
-}
-
-// errOutsideTask: no task token in the environment.
-var errOutsideTask = errors.New("no task token here (" + api.EnvTaskToken + " is not set): agent subtask runs inside a task the agent runs, whose executor it gives the token")
-
 // taskClient reads the task's credential from the environment.
-func taskClient() (inTask, error) {
-	tok, url, id := os.Getenv(api.EnvTaskToken), os.Getenv(api.EnvControlPlane), os.Getenv("AGENT_TASK_ID")
-	switch {
-	case strings.TrimSpace(tok) == "":
-		return inTask{}, errOutsideTask
-	case url == "":
-		return inTask{}, fmt.Errorf("%s is not set: the agent names the control plane with the task token", api.EnvControlPlane)
-	case id == "":
-		return inTask{}, errors.New("AGENT_TASK_ID is not set: the agent names the task with the task token")
-	}
-	insecure, _ := strconv.ParseBool(os.Getenv("AGENT_INSECURE"))
-	c, err := controlplane.NewClient(url, tok, controlplane.ClientOptions{Insecure: insecure, UserAgent: "agent/" + agentVersion()})
-	if err != nil {
-		return inTask{}, err
-	}
-	return inTask{c: c, taskID: id}, nil
+func taskClient() (subtask.InTask, error) {
+	return subtask.FromEnv(os.Getenv, "agent/"+agentVersion())
 }
 
 func newSubtaskSubmitCmd() *cobra.Command {
@@ -88,23 +57,15 @@ func newSubtaskSubmitCmd() *cobra.Command {
   agent subtask submit --require executor=claude "Review the patch"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prompt := strings.Join(args, " ")
-			if strings.TrimSpace(prompt) == "" {
-				return usagef("the prompt is empty")
-			}
-			l, err := labelMap(labels)
+			req, err := submission.Subtask(title, args, labels, requires)
 			if err != nil {
-				return err
-			}
-			reqs, err := requireFlags(requires)
-			if err != nil {
-				return err
+				return usageError{err}
 			}
 			in, err := taskClient()
 			if err != nil {
 				return fmt.Errorf("subtask submit: %w", err)
 			}
-			v, err := in.c.CreateSubtask(cmd.Context(), in.taskID, api.CreateTaskRequest{Title: title, Prompt: prompt, Labels: l, Requires: reqs})
+			v, err := in.Client.CreateSubtask(cmd.Context(), in.TaskID, req)
 			if err != nil {
 				return fmt.Errorf("subtask submit: %w", err)
 			}
@@ -150,43 +111,23 @@ in 4s, after rate_limit: 429 Too Many Requests".`,
 			if err != nil {
 				return fmt.Errorf("subtask wait: %w", err)
 			}
-			ids := args
-			if len(ids) == 0 {
-				kids, err := in.c.Subtasks(cmd.Context(), in.taskID)
-				if err != nil {
-					return fmt.Errorf("subtask wait: %w", err)
-				}
-				for _, k := range kids {
-					ids = append(ids, k.ID)
-				}
-			}
-			var ended []api.TaskView
-			failed := 0
-			ctx, cancel := waitOptions{Timeout: timeout}.bound(cmd.Context(), strings.Join(ids, ", "))
-			defer cancel()
-			done, err := waitSubtasks(ctx, remoteSource{in.c}, ids, cmd.ErrOrStderr())
-			if err = waitEnded(ctx, err); waitErrCode(err) != 0 {
-				cmd.PrintErrf("agent: subtask wait: --timeout %s passed; %d of %d subtasks had not ended (they go on)\n", timeout, len(ids)-endedOf(ids, done), len(ids))
-				return exitCode(exitWaitTimeout)
+			ids, done, err := in.Wait(cmd.Context(), args, timeout, cmd.ErrOrStderr())
+			if taskfollow.ErrCode(err) != 0 {
+				cmd.PrintErrf("agent: subtask wait: --timeout %s passed; %d of %d subtasks had not ended (they go on)\n", timeout, len(ids)-taskfollow.EndedOf(ids, done), len(ids))
+				return exitCode(taskfollow.ExitWaitTimeout)
 			}
 			if err != nil {
 				return fmt.Errorf("subtask wait: %w", err)
 			}
-			for _, id := range ids {
-				t := done[id]
-				if t.Phase != state.PhaseCompleted {
-					failed++
-				}
-				if asJSON {
-					ended = append(ended, viewOf(t))
-					continue
-				}
-				out := cmd.OutOrStdout()
-				taskview.SubtaskEnd(out, newPalette(out), t, time.Now())
-			}
+			out := cmd.OutOrStdout()
+			ended, failed := subtask.Ended(ids, done)
 			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), ended); err != nil {
+				if err := writeJSON(out, subtask.Views(ended)); err != nil {
 					return err
+				}
+			} else {
+				for _, t := range ended {
+					taskview.SubtaskEnd(out, taskview.PaletteFor(out), t, time.Now())
 				}
 			}
 			if failed > 0 {
@@ -200,57 +141,6 @@ in 4s, after rate_limit: 429 Too Many Requests".`,
 	return cmd
 }
 
-// waitSubtasks follows the subtasks ids until every one has ended, and
-// returns them, by id (those ended so far, with ctx's error, when ctx
-// ends first). Each retry a subtask schedules meanwhile is said on
-// remind, once an attempt: the parent that waits hears of it as it comes.
-func waitSubtasks(ctx context.Context, src taskSource, ids []string, remind io.Writer) (map[string]*state.Task, error) {
-	done := map[string]*state.Task{}
-	reminded := map[string]int{} // the failed attempts said, by subtask
-	distinct := map[string]bool{}
-	ended := map[string]*settle{}
-	for _, id := range ids {
-		ended[id] = &settle{}
-		distinct[id] = true
-	}
-	err := follow(ctx, nil, func() (bool, error) {
-		for _, id := range ids {
-			if done[id] != nil {
-				continue
-			}
-			t, err := src.Task(ctx, id)
-			if err != nil {
-				if src.Transient(err) {
-					continue
-				}
-				return false, fmt.Errorf("%s: %w", taskview.Visible(id), err)
-			}
-			for n := reminded[id] + 1; n < len(t.Attempts); n++ {
-				if r := state.RetryReminder(t, n); r != "" {
-					fmt.Fprintf(remind, "subtask %s retrying: %s\n", taskview.Visible(id), taskview.Visible(r))
-				}
-				reminded[id] = n
-			}
-			if ended[id].done(t, time.Now()) {
-				done[id] = t
-			}
-		}
-		return len(done) == len(distinct), nil
-	})
-	return done, err
-}
-
-// endedOf counts the ids among done.
-func endedOf(ids []string, done map[string]*state.Task) int {
-	n := 0
-	for _, id := range ids {
-		if done[id] != nil {
-			n++
-		}
-	}
-	return n
-}
-
 func newSubtaskLsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -262,19 +152,15 @@ func newSubtaskLsCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("subtask ls: %w", err)
 			}
-			kids, err := in.c.Subtasks(cmd.Context(), in.taskID)
+			kids, tasks, err := in.Subtasks(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("subtask ls: %w", err)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), kids)
 			}
-			tasks := make([]*state.Task, len(kids))
-			for i := range kids {
-				tasks[i] = &kids[i].Task
-			}
 			out := cmd.OutOrStdout()
-			taskview.Subtasks(out, newPalette(out), tasks)
+			taskview.Subtasks(out, taskview.PaletteFor(out), tasks)
 			return nil
 		},
 	}
@@ -293,41 +179,15 @@ func newSubtaskCancelCmd() *cobra.Command {
 				return fmt.Errorf("subtask cancel: %w", err)
 			}
 			for _, id := range args {
-				v, err := in.c.CancelTask(cmd.Context(), id)
+				what, err := in.Cancel(cmd.Context(), id)
 				if err != nil {
 					return fmt.Errorf("subtask cancel %s: %w", taskview.Visible(id), err)
-				}
-				what := "cancel requested (its agent stops it)"
-				if v.Phase == state.PhaseCancelled {
-					what = "cancelled"
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", taskview.Visible(id), what)
 			}
 			return nil
 		},
 	}
-}
-
-// delegateRules reads the control plane's [[delegate]] tables. Each
-// mistake is one line naming the file and line.
-func delegateRules(r *settings.Resolved) ([]server.DelegateRule, error) {
-	tables, file := r.Tables("delegate")
-	var rules []server.DelegateRule
-	for _, tab := range tables {
-		rule := server.DelegateRule{MaxDepth: tab.Num("max-depth"), MaxChildren: tab.Num("max-children")}
-		for _, side := range []struct {
-			key string
-			to  *map[string]string
-		}{{"parent", &rule.Parent}, {"child", &rule.Child}} {
-			labels, err := api.ParseLabels(tab.List(side.key))
-			if err != nil {
-				return nil, settings.FileError(file, tab.Line(side.key), "[[delegate]] %s: %v", side.key, err)
-			}
-			*side.to = labels
-		}
-		rules = append(rules, rule)
-	}
-	return rules, nil
 }
 
 func newSubtaskAllowedCmd() *cobra.Command {
@@ -349,34 +209,17 @@ all: its executor gets no task token.`,
 			if err != nil {
 				return fmt.Errorf("subtask allowed: %w", err)
 			}
-			v, err := in.c.Task(cmd.Context(), in.taskID)
+			a, err := in.Allowed(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("subtask allowed: %w", err)
 			}
-			if v.Delegation == nil {
-				return errors.New("subtask allowed: the control plane does not say what its tasks may delegate to (one from before it listed it)")
-			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), allowedView{TaskID: v.ID, Type: state.TypeOf(v.Labels), Depth: v.Depth,
-					Submitted: len(v.Children), Delegation: v.Delegation})
+				return writeJSON(cmd.OutOrStdout(), a)
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "task %s (type %s, depth %d) may delegate to:\n", taskview.Visible(v.ID), taskview.Visible(state.TypeOf(v.Labels)), v.Depth)
-			for _, l := range state.DelegationLines(&v.Task) {
-				fmt.Fprintf(w, "  %s\n", taskview.Visible(l))
-			}
+			a.Print(cmd.OutOrStdout())
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print it as JSON")
 	return cmd
-}
-
-// allowedView is what subtask allowed --json prints.
-type allowedView struct {
-	TaskID     string            `json:"task_id"`
-	Type       string            `json:"type"`
-	Depth      int               `json:"depth"`
-	Submitted  int               `json:"submitted"`
-	Delegation *state.Delegation `json:"delegation"`
 }

@@ -2,33 +2,27 @@ package main
 
 import (
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/edgeagent/agent/internal/datadir"
-	"github.com/edgeagent/agent/internal/taskview"
+	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/state"
 )
 
 // completeTaskIDs completes the task id argument of a tasks command from
 // the tasks of the local data directory (--data-dir if the command line
 // gives it, else the environment's, the config file's or the default)
-// that want says the command applies to, each with its title. It never
-// asks the control plane: completion runs at every Tab, and must not wait
-// on a network or show a token to one.
+// that want says the command applies to (tasksource.Candidates), never
+// from the control plane.
 func completeTaskIDs(want func(*state.Task) bool) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		tasks, _ := datadir.LoadTasks(completionDataDir(cmd))
 		var out []cobra.Completion
-		for _, t := range tasks {
-			if strings.HasPrefix(t.ID, toComplete) && (want == nil || want(t)) {
-				out = append(out, cobra.CompletionWithDesc(t.ID, taskview.Visible(string(t.Phase)+" "+state.Ellipsize(t.Title, 50))))
-			}
+		for _, c := range tasksource.Candidates(completionDataDir(cmd), toComplete, want) {
+			out = append(out, cobra.CompletionWithDesc(c.ID, c.Desc))
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -50,11 +44,3 @@ func completionDataDir(cmd *cobra.Command) string {
 	}
 	return dir
 }
-
-// The tasks each command applies to, for its completion.
-var (
-	anyTask           func(*state.Task) bool // nil: every task
-	unendedTask       = func(t *state.Task) bool { return !t.Phase.Terminal() }
-	recoverableTask   = func(t *state.Task) bool { return t.Phase == state.PhaseRecoverableFailed }
-	awaitingReplyTask = func(t *state.Task) bool { return t.Phase == state.PhaseAwaitingReply }
-)

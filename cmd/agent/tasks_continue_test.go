@@ -34,36 +34,17 @@ func inProcessCP(t *testing.T) (*servertest.ControlPlane, []string) {
 // changed what changes says.
 func endWithSession(t *testing.T, agent *controlplane.Client, agentID string, repos []string, changes *state.Changes) string {
 	t.Helper()
-	ctx := context.Background()
-	resp, err := agent.Claim(ctx, api.ClaimRequest{AgentID: agentID, Max: 1, HealthGrade: "available", Repos: repos})
-	if err != nil || len(resp.Tasks) != 1 {
-		t.Fatalf("claim: %v %+v", err, resp)
-	}
-	c := resp.Tasks[0]
-	id := c.Task.ID
+	c := servertest.Claim(t, agent, agentID, repos...)
 	a := state.Attempt{AttemptID: "a1", Number: 1, Status: state.AttemptRunning, StartedAt: time.Now(), SessionID: "sess-7f3a",
 		SessionPath: "/home/agent/.codex/sessions/rollout-7f3a.jsonl"}
 	failed := a
 	failed.Status, failed.CompletedAt = state.AttemptFailed, time.Now()
 	failed.Error = &state.Error{Code: state.CodeAgentRestart, Message: "the agent restarted"}
 	failed.Retry = &state.RetryDecision{Gate: state.GateSideEffect, Decision: state.DecisionStopped}
-	var evs []api.Event
-	for i, p := range []state.Payload{state.PhaseEvent{Phase: state.PhaseExecutorStarting}, a, state.PhaseEvent{Phase: state.PhaseTurnStarted},
+	servertest.Send(t, agent, agentID, c, state.PhaseEvent{Phase: state.PhaseExecutorStarting}, a, state.PhaseEvent{Phase: state.PhaseTurnStarted},
 		failed, state.PhaseEvent{Phase: state.PhaseFailed},
-		state.CompleteEvent{Status: state.PhaseFailed, Attempts: []state.Attempt{failed}, Changes: changes}} {
-		b, _ := json.Marshal(p)
-		evs = append(evs, api.Event{Key: id + ":" + string(rune('a'+i)), Kind: p.EventKind(), TaskID: id, Attempt: 1, LeaseID: c.Lease.ID, CreatedAt: time.Now(), Payload: b})
-	}
-	res, err := agent.SendEvents(ctx, agentID, evs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Status != api.StatusAccepted {
-			t.Fatalf("event %s: %+v", r.Key, r)
-		}
-	}
-	return id
+		state.CompleteEvent{Status: state.PhaseFailed, Attempts: []state.Attempt{failed}, Changes: changes})
+	return c.Task.ID
 }
 
 // tasks continue queues a task that ended with a session for the agent

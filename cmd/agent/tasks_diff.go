@@ -1,18 +1,11 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"path/filepath"
-	"time"
-
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/internal/bytesize"
-	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/workspace"
 )
 
 func newTasksDiffCmd() *cobra.Command {
@@ -44,32 +37,25 @@ GET /v1/tasks/ID/diff answers it.`,
   agent tasks diff t-1a2b3c4d5e --remote --control-plane https://cp.example:8443 --token-file ~/.config/agent/operator-token`,
 		Args: taskIDArg("diff ID"),
 
-		ValidArgsFunction: completeTaskIDs(anyTask),
+		ValidArgsFunction: completeTaskIDs(nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			var d api.Diff
-			if src.remote {
-				c, err := src.cp.client()
-				if err != nil {
-					return err
-				}
-				if d, err = c.TaskDiff(cmd.Context(), id); err != nil {
-					return fmt.Errorf("tasks diff %s: %s", taskview.Visible(id), taskview.Visible(err.Error()))
-				}
-			} else {
-				var err error
-				if d, err = localDiff(cmd, src.dataDir, workDir, id); err != nil {
-					return err
-				}
+			s, err := src.source()
+			if err != nil {
+				return err
+			}
+			d, err := tasksource.Diff(cmd.Context(), s, workDir, id)
+			if err != nil {
+				return err
 			}
 			out := cmd.OutOrStdout()
 			switch {
 			case asJSON:
 				return writeJSON(out, d)
 			case stat:
-				taskview.DiffStat(out, newPalette(out), d.DiffEvent)
+				taskview.DiffStat(out, taskview.PaletteFor(out), d.DiffEvent)
 			default:
-				taskview.Patch(out, newPalette(out), d.Patch)
+				taskview.Patch(out, taskview.PaletteFor(out), d.Patch)
 			}
 			if d.Patch == "" && !asJSON {
 				cmd.PrintErrf("agent: task %s: no change against its base %s\n", taskview.Visible(id), taskview.Visible(shortCommit(d.BaseCommit)))
@@ -86,32 +72,6 @@ GET /v1/tasks/ID/diff answers it.`,
 	cmd.Flags().BoolVar(&stat, "stat", false, "print a line per file (+added −deleted) and the total, not the diff")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diff as GET /v1/tasks/ID/diff answers it: task_id, attempt, at, repo, branch, base_commit, head, files, insertions, deletions, patch, bytes, cut")
 	return cmd
-}
-
-// localDiff is the diff of task id's workspace as it is now.
-func localDiff(cmd *cobra.Command, dataDir, workDir, id string) (api.Diff, error) {
-	root := workDir
-	if root == "" {
-		root = filepath.Join(dataDir, "work")
-	}
-	m, err := workspace.New(root, nil)
-	if err != nil {
-		return api.Diff{}, err
-	}
-	ev, err := m.Diff(cmd.Context(), id)
-	if errors.Is(err, workspace.ErrNoWorkspace) {
-		return api.Diff{}, fmt.Errorf("task %s has no workspace in %s: it names no repository, or retention removed it; --remote prints the diff the control plane keeps", taskview.Visible(id), root)
-	}
-	if err != nil {
-		return api.Diff{}, fmt.Errorf("tasks diff %s: %s", taskview.Visible(id), taskview.Visible(err.Error()))
-	}
-	d := api.Diff{TaskID: id, At: time.Now().UTC(), DiffEvent: *ev}
-	if t, err := datadir.LoadTask(dataDir, id); err == nil {
-		if c := t.Current(); c != nil {
-			d.Attempt = c.Number
-		}
-	}
-	return d, nil
 }
 
 // shortCommit is the start of a commit's id, as git shows it.

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
@@ -35,7 +36,7 @@ reply ID --accept|--decline, or in the console's inbox.`,
 			if err != nil {
 				return err
 			}
-			tasks, err := remoteSource{c}.Tasks(cmd.Context(), api.TaskFilter{Phase: state.PhaseAwaitingReply}, 0)
+			tasks, err := tasksource.Remote{Client: c}.Tasks(cmd.Context(), api.TaskFilter{Phase: state.PhaseAwaitingReply}, 0)
 			if err != nil {
 				return fmt.Errorf("tasks inbox: %w", err)
 			}

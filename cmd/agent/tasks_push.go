@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/state"
 )
 
 func newTasksPushCmd() *cobra.Command {
@@ -39,7 +39,7 @@ the control plane was not told (the push is done: run it again to tell it).`,
   GITHUB_TOKEN=… agent tasks push t-1a2b3c4d5e --config ~/.config/agent/agent.toml`,
 		Args: taskIDArg("push ID"),
 
-		ValidArgsFunction: completeTaskIDs(func(t *state.Task) bool { return t.Phase == state.PhaseCompleted && t.Repo != "" }),
+		ValidArgsFunction: completeTaskIDs(tasksource.Pushable),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.controlPlane == "" {
 				return usagef("--control-plane is required (or control-plane in the config file, or AGENT_CONTROL_PLANE): the control plane is told what came of the push")

@@ -1,21 +1,11 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io/fs"
-	"net/http"
-	"slices"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/controlplane"
-	"github.com/edgeagent/agent/controlplane/api"
-	"github.com/edgeagent/agent/internal/datadir"
-	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/state"
+	"github.com/edgeagent/agent/internal/tasksource"
 )
 
 // cpFlags are the settings a command reaches the control plane with: its
@@ -77,127 +67,16 @@ func (f *sourceFlags) add(cmd *cobra.Command) {
 }
 
 // source is where to read tasks.
-func (f *sourceFlags) source() (taskSource, error) {
+func (f *sourceFlags) source() (tasksource.Source, error) {
 	if !f.remote {
-		return localSource{dataDir: f.dataDir}, nil
+		return tasksource.Local{DataDir: f.dataDir}, nil
 	}
 	c, err := f.cp.client()
 	if err != nil {
 		return nil, err
 	}
-	return remoteSource{c}, nil
+	return tasksource.Remote{Client: c}, nil
 }
-
-// taskSource is where the tasks commands read tasks.
-type taskSource interface {
-	// Tasks lists the tasks f selects, oldest first, at most limit of
-	// them (0: all). A non-nil list with an error is a partial answer
-	// (some task files could not be read).
-	Tasks(ctx context.Context, f api.TaskFilter, limit int) ([]*state.Task, error)
-	// Task reads one task; an unknown one is errNoTask.
-	Task(ctx context.Context, id string) (*state.Task, error)
-	// Transient reports whether a failed read may succeed if tried again.
-	Transient(err error) bool
-	// String says where the tasks are, for people.
-	String() string
-	// KnowsQueue reports whether the source sees the tasks waiting to be
-	// claimed: the control plane does; an agent's data directory holds
-	// only the tasks it claimed.
-	KnowsQueue() bool
-}
-
-// errNoTask: the source does not know the task (yet).
-var errNoTask = errors.New("no such task")
-
-// noTaskError says where a task is not; it is errNoTask.
-type noTaskError string
-
-func (e noTaskError) Error() string        { return string(e) }
-func (e noTaskError) Is(target error) bool { return target == errNoTask }
-
-// localSource reads the agent's data directory.
-type localSource struct{ dataDir string }
-
-func (s localSource) Tasks(_ context.Context, f api.TaskFilter, limit int) ([]*state.Task, error) {
-	tasks, err := datadir.LoadTasks(s.dataDir)
-	tasks = slices.DeleteFunc(tasks, func(t *state.Task) bool { return !f.Match(t) })
-	if limit > 0 && len(tasks) > limit {
-		tasks = tasks[:limit]
-	}
-	return tasks, err
-}
-
-func (s localSource) Task(_ context.Context, id string) (*state.Task, error) {
-	t, err := datadir.LoadTask(s.dataDir, id)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, noTaskError(err.Error()) // not there yet, maybe: transient
-	}
-	return t, err
-}
-
-// Transient: a local read that failed fails again, but for a task not
-// there yet.
-func (s localSource) Transient(err error) bool { return errors.Is(err, errNoTask) }
-
-func (s localSource) String() string { return s.dataDir }
-
-func (localSource) KnowsQueue() bool { return false }
-
-// remoteSource reads the control plane.
-type remoteSource struct{ c *controlplane.Client }
-
-// Tasks asks for one page after another, until limit.
-func (s remoteSource) Tasks(ctx context.Context, f api.TaskFilter, limit int) ([]*state.Task, error) {
-	return s.tasksIn(ctx, api.OrderOldest, f, limit, nil)
-}
-
-// tasksIn asks for one page after another in order o, until limit,
-// leaving out the tasks skip names.
-func (s remoteSource) tasksIn(ctx context.Context, o api.TaskOrder, f api.TaskFilter, limit int, skip map[string]bool) ([]*state.Task, error) {
-	tasks, after := []*state.Task{}, ""
-	for {
-		size := api.MaxTasksPage
-		if limit > 0 {
-			size = min(size, limit-len(tasks)+len(skip))
-		}
-		views, next, err := s.c.TasksIn(ctx, o, f, after, size)
-		if err != nil {
-			return nil, err
-		}
-		for i := range views {
-			if !skip[views[i].ID] && (limit == 0 || len(tasks) < limit) {
-				tasks = append(tasks, &views[i].Task)
-			}
-		}
-		if next == "" || next == after || limit > 0 && len(tasks) >= limit {
-			return tasks, nil
-		}
-		after = next
-	}
-}
-
-func (s remoteSource) Task(ctx context.Context, id string) (*state.Task, error) {
-	v, err := s.c.Task(ctx, id)
-	if ae := (*controlplane.APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-		return nil, noTaskError(fmt.Sprintf("no task %s at %s", taskview.Visible(id), s.c.URL()))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &v.Task, nil
-}
-
-// Transient: the network and the control plane's 5xx pass.
-func (s remoteSource) Transient(err error) bool {
-	return !errors.Is(err, errNoTask) && controlplane.Transient(err)
-}
-
-func (s remoteSource) String() string { return s.c.URL() }
-
-func (remoteSource) KnowsQueue() bool { return true }
-
-// viewOf is a task as the control plane shows it, with its progress card.
-func viewOf(t *state.Task) api.TaskView { return api.ViewOf(t) }
 
 // taskIDArg accepts exactly one argument, the task's id.
 func taskIDArg(usage string) cobra.PositionalArgs {

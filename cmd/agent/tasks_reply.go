@@ -2,12 +2,13 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskaction"
+	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
 )
 
@@ -31,7 +32,7 @@ agent tasks inbox lists every question waiting.`,
 		Example: `  agent tasks reply t-0123456789 --accept --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		Args:    taskIDArg("reply ID --accept|--decline"),
 
-		ValidArgsFunction: completeTaskIDs(awaitingReplyTask),
+		ValidArgsFunction: completeTaskIDs(tasksource.AwaitingReply),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if accept == decline {
 				return usagef("give one of --accept or --decline")
@@ -51,20 +52,7 @@ agent tasks inbox lists every question waiting.`,
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
-			done := "accepted"
-			if decision == api.DecisionDecline {
-				done = "declined"
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%s: %s request %s; the agent takes the answer at its next heartbeat\n", v.ID, done, taskview.Visible(v.Reply.RequestID))
-			if r := v.AwaitingReply; r != nil && r.ID == v.Reply.RequestID {
-				// What the answer lets through, or stops.
-				for _, l := range taskview.ApprovalLines(r, time.Now(), taskview.InboxDiffLines) {
-					if !strings.HasPrefix(l, "declined:") {
-						fmt.Fprintf(out, "  %s\n", l)
-					}
-				}
-			}
+			taskaction.Replied(cmd.OutOrStdout(), v, decision, time.Now())
 			return nil
 		},
 	}

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane"
-	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/taskaction"
+	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
@@ -22,7 +20,7 @@ import (
 func newTasksRetryCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
 		use:       "retry ID",
-		completes: recoverableTask,
+		completes: tasksource.Recoverable,
 		short:     "Run a recoverable_failed task again, a person having decided (through the control plane)",
 		long: `retry starts a new attempt of a task that ended recoverable_failed: the
 safety gate stopped an automatic retry (the attempt had output, used a tool
@@ -37,17 +35,14 @@ It always goes through the control plane (--control-plane, --token-file),
 which owns the assignment of tasks; --remote is accepted and changes nothing.
 A task in any other phase is refused (exit 1).`,
 		example: `  agent tasks retry t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
-		call:    (*controlplane.Client).RetryTask,
-		done: func(v api.TaskView) string {
-			return fmt.Sprintf("queued again for attempt %d; the next agent to claim it runs it", len(v.Attempts)+1)
-		},
+		action:  fixed(taskaction.Retry),
 	})
 }
 
 func newTasksContinueCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
 		use:       "continue ID",
-		completes: func(t *state.Task) bool { return taskview.Continuable(t) || t.Phase == state.PhaseParked },
+		completes: tasksource.Continuable,
 		short:     "Continue a task's session on the agent that keeps it, a person having decided (through the control plane)",
 		long: `continue resumes the session of a task that ended failed,
 recoverable_failed, timed_out or cancelled: the agent that keeps the CLI's
@@ -75,31 +70,14 @@ next heartbeat and resumes its session at once.
 It always goes through the control plane (--control-plane, --token-file),
 which owns the assignment of tasks; --remote is accepted and changes nothing.`,
 		example: `  agent tasks continue t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
-		call:    (*controlplane.Client).ContinueTask,
-		done:    continuedLine,
+		action:  fixed(taskaction.Continue),
 	})
-}
-
-// continuedLine says what a continue queued: the next attempt, whose
-// session it resumes and where.
-func continuedLine(v api.TaskView) string {
-	if v.Phase == state.PhaseParked {
-		return "parked: its agent resumes it at its next heartbeat"
-	}
-	line := fmt.Sprintf("queued again for attempt %d", len(v.Attempts)+1)
-	if s := v.SessionAttempt(); s != nil {
-		line += fmt.Sprintf(", continuing attempt %d's session", s.Number)
-	}
-	if r := v.PersonRetry; r != nil && r.Agent != "" {
-		line += " on agent " + r.Agent
-	}
-	return line
 }
 
 func newTasksCancelCmd() *cobra.Command {
 	return taskActionCmd(taskAction{
 		use:       "cancel ID",
-		completes: unendedTask,
+		completes: tasksource.Unended,
 		short:     "Cancel a task (through the control plane)",
 		long: `cancel ends a task: a queued one at once, a running one as soon as its agent
 hears of it, which is at once on the claim it holds open (within a
@@ -111,10 +89,7 @@ after. It always goes through the control plane (--control-plane,
 --token-file); --remote is accepted and changes nothing. A task that has
 already ended is refused (exit 1).`,
 		example: `  agent tasks cancel t-0123456789 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
-		call:    (*controlplane.Client).CancelTask,
-		done: func(v api.TaskView) string {
-			return fmt.Sprintf("cancel requested (attempt %d); its agent stops it now", len(v.Attempts))
-		},
+		action:  fixed(taskaction.Cancel),
 	})
 }
 
@@ -122,24 +97,25 @@ already ended is refused (exit 1).`,
 // one task.
 type taskAction struct {
 	use, short, long, example string
-	call                      func(c *controlplane.Client, ctx context.Context, id string) (api.TaskView, error)
-	done                      func(api.TaskView) string // the success line, after the task's id
-	completes                 func(*state.Task) bool    // the tasks of the data directory its id completes from
-	// flags, if set, adds the command's own flags; check, if set, says
-	// what is wrong with them (before the control plane is asked).
-	flags func(*cobra.Command)
-	check func() error
+	completes                 func(*state.Task) bool // the tasks of the data directory its id completes from
+	// action is what it asks, or what is wrong with the command's own
+	// flags, which flags (if set) adds.
+	action func() (taskaction.Action, error)
+	flags  func(*cobra.Command)
+}
+
+// fixed is an action that takes no flags of its own.
+func fixed(a taskaction.Action) func() (taskaction.Action, error) {
+	return func() (taskaction.Action, error) { return a, nil }
 }
 
 func newTasksBudgetCmd() *cobra.Command {
-	var req api.BudgetRequest
+	var addTokens int64
 	var addTime time.Duration
 	return taskActionCmd(taskAction{
-		use: "budget ID",
-		completes: func(t *state.Task) bool {
-			return t.Phase == state.PhaseParked && t.Parked != nil && t.Parked.Reason == state.ParkBudget
-		},
-		short: "Raise the budget of a task parked at it, and continue its session (through the control plane)",
+		use:       "budget ID",
+		completes: tasksource.ParkedAtBudget,
+		short:     "Raise the budget of a task parked at it, and continue its session (through the control plane)",
 		long: `budget raises the token or time budget of a task that reached it and
 parked (phase parked, reason budget; agent run --on-budget park, the
 default): --add-tokens N adds N tokens to the token budget it reached,
@@ -156,25 +132,10 @@ through the control plane (--control-plane, --token-file).`,
 		example: `  agent tasks budget t-0123456789 --add-tokens 200000 --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token
   agent tasks budget t-0123456789 --add-time 20m --control-plane http://127.0.0.1:8080 --token-file ./cp/operator-token`,
 		flags: func(cmd *cobra.Command) {
-			cmd.Flags().Int64Var(&req.AddTokens, "add-tokens", 0, "tokens to add to the token budget the task reached")
+			cmd.Flags().Int64Var(&addTokens, "add-tokens", 0, "tokens to add to the token budget the task reached")
 			cmd.Flags().DurationVar(&addTime, "add-time", 0, "wall time to add to the time budget the task reached (e.g. 20m)")
 		},
-		check: func() error {
-			switch {
-			case req.AddTokens < 0 || addTime < 0:
-				return errors.New("--add-tokens and --add-time cannot be below zero")
-			case req.AddTokens == 0 && addTime == 0:
-				return errors.New("say how much to add: --add-tokens N, --add-time D or both")
-			}
-			return nil
-		},
-		call: func(c *controlplane.Client, ctx context.Context, id string) (api.TaskView, error) {
-			req.AddTime = state.Duration(addTime)
-			return c.BudgetTask(ctx, id, req)
-		},
-		done: func(v api.TaskView) string {
-			return "budget raised to " + state.BudgetText(v.MaxTokens, v.MaxTime.D()) + "; its agent continues it at its next heartbeat"
-		},
+		action: func() (taskaction.Action, error) { return taskaction.Budget(addTokens, addTime) },
 	})
 }
 
@@ -192,16 +153,15 @@ func taskActionCmd(a taskAction) *cobra.Command {
 
 		ValidArgsFunction: completeTaskIDs(a.completes),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if a.check != nil {
-				if err := a.check(); err != nil {
-					return usageError{err}
-				}
+			act, err := a.action()
+			if err != nil {
+				return usageError{err}
 			}
 			c, err := cp.client()
 			if err != nil {
 				return err
 			}
-			v, err := a.call(c, cmd.Context(), args[0])
+			v, err := act.Call(c, cmd.Context(), args[0])
 			if err != nil {
 				// The control plane's words, made safe to print.
 				return fmt.Errorf("%s %s: %s", cmd.Name(), taskview.Visible(args[0]), taskview.Visible(err.Error()))
@@ -209,11 +169,7 @@ func taskActionCmd(a taskAction) *cobra.Command {
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
-			if v.Phase.Terminal() {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", taskview.Visible(v.ID), taskview.Visible(string(v.Phase)))
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", taskview.Visible(v.ID), taskview.Visible(a.done(v)))
+			fmt.Fprintln(cmd.OutOrStdout(), act.Line(v))
 			return nil
 		},
 	}

@@ -21,7 +21,7 @@ func newTasksShowCmd() *cobra.Command {
 		Short: "Show a task: phase, progress card and attempt timeline (--remote: as the control plane has it)",
 		Args:  taskIDArg("show ID"),
 
-		ValidArgsFunction: completeTaskIDs(anyTask),
+		ValidArgsFunction: completeTaskIDs(nil),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := src.source()
 			if err != nil {
@@ -33,18 +33,18 @@ func newTasksShowCmd() *cobra.Command {
 			}
 			now := time.Now()
 			if asJSON {
-				// The task as every command shows one (viewOf); the card
+				// The task as every command shows one (api.ViewOf); the card
 				// beside it too, where scripts have read it.
-				v := viewOf(t)
+				v := api.ViewOf(t)
 				return writeJSON(cmd.OutOrStdout(), struct {
 					Task         api.TaskView `json:"task"`
 					ProgressCard []state.Step `json:"progress_card"`
 					Timeline     []string     `json:"timeline"`
 				}{v, v.ProgressCard, state.Timeline(t, now)})
 			}
-			taskview.Show(cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), newHint(&src.cp), t, now)
+			taskview.Show(cmd.OutOrStdout(), taskview.PaletteFor(cmd.OutOrStdout()), newHint(&src.cp), t, now)
 			// Subtasks: the task's parent and subtasks.
-			taskview.SubtaskTree(cmd.Context(), cmd.OutOrStdout(), newPalette(cmd.OutOrStdout()), t, s.Task)
+			taskview.SubtaskTree(cmd.Context(), cmd.OutOrStdout(), taskview.PaletteFor(cmd.OutOrStdout()), t, s.Task)
 			return nil
 		},
 	}

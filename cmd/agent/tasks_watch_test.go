@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/taskfollow"
 	"github.com/edgeagent/agent/internal/testkit"
 )
 
@@ -282,8 +283,8 @@ func TestTasksWatchUntilDone(t *testing.T) {
 	waitLocalPhase(t, dataDir, id, "turn_started")
 	for _, args := range [][]string{{"--data-dir", dataDir}, {"--remote", "--control-plane", c.url(), "--token-file", c.operatorFile}} {
 		r := runAgent(t, append([]string{"tasks", "watch", "--until-done", "--timeout", "500ms"}, args...)...)
-		if r.code != exitWaitTimeout || !strings.Contains(r.stderr, "--timeout 500ms passed; 1 tasks had not ended (they go on)") {
-			t.Fatalf("%v: exit %d, want %d\n%s%s", args, r.code, exitWaitTimeout, r.stdout, r.stderr)
+		if r.code != taskfollow.ExitWaitTimeout || !strings.Contains(r.stderr, "--timeout 500ms passed; 1 tasks had not ended (they go on)") {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, r.code, taskfollow.ExitWaitTimeout, r.stdout, r.stderr)
 		}
 	}
 	if v := c.task(t, id); v.Phase.Terminal() {

@@ -1,6 +1,8 @@
 package taskview
 
 import (
+	"io"
+	"os"
 	"slices"
 	"time"
 
@@ -12,6 +14,12 @@ import (
 // on only for a terminal, and never with NO_COLOR set; --json never goes
 // through it.
 type Palette struct{ On bool }
+
+// PaletteFor is the palette for output to w: on only for a terminal, and
+// never with NO_COLOR set.
+func PaletteFor(w io.Writer) Palette {
+	return Palette{On: os.Getenv("NO_COLOR") == "" && IsTerminal(w)}
+}
 
 // The colours. Each is as long as the others, so that columns aligned by
 // a tabwriter stay aligned whatever colour a cell has.

@@ -2,6 +2,7 @@ package taskview
 
 import (
 	"bytes"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -88,5 +89,23 @@ func TestTheBoardCountsTheQueueOnlyWhereItSeesIt(t *testing.T) {
 	}
 	if !strings.Contains(local, "the queue is the control plane's") {
 		t.Errorf("the local board does not say where the queue is:\n%s", local)
+	}
+}
+
+// Moved from cmd/agent's TestThePaletteIsOffForAFileAndWithNoColor:
+// output to a file or a buffer is never coloured, whatever NO_COLOR says.
+// (A terminal's case, and NO_COLOR on one, are cmd/agent's
+// TestTasksLsOnATerminal's.)
+func TestPaletteForAFile(t *testing.T) {
+	var b strings.Builder
+	if PaletteFor(&b).On {
+		t.Error("a buffer is coloured")
+	}
+	t.Setenv("NO_COLOR", "")
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	must(t, err)
+	defer f.Close()
+	if PaletteFor(f).On {
+		t.Error("a file is coloured")
 	}
 }

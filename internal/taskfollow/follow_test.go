@@ -1,4 +1,4 @@
-package main
+package taskfollow
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func TestFollowWaitsForTheResultAfterTheTerminalPhase(t *testing.T) {
 	for range 8 {
 		wake <- struct{}{}
 	}
-	got, err := followTask(context.Background(), src, "t1", wake, func(*state.Task) error { return nil })
+	got, err := Task(context.Background(), src, "t1", wake, func(*state.Task) error { return nil })
 	if err != nil || got.Result == nil || got.Result.Summary != "done: it" {
 		t.Fatalf("the follow ended on %+v (%v) after %d reads, want the task with its result", got, err, src.reads)
 	}
@@ -58,22 +58,22 @@ func TestFollowWaitsForTheResultAfterTheTerminalPhase(t *testing.T) {
 	for range 8 {
 		wake <- struct{}{}
 	}
-	if got, err := followTask(context.Background(), local, "t1", wake, func(*state.Task) error { return nil }); err != nil || got.Phase != state.PhaseFailed || local.reads != 2 {
+	if got, err := Task(context.Background(), local, "t1", wake, func(*state.Task) error { return nil }); err != nil || got.Phase != state.PhaseFailed || local.reads != 2 {
 		t.Errorf("a local follow ended on %+v (%v) after %d reads, want the failed task at the second", got, err, local.reads)
 	}
 
 	// A task no agent holds has no completion to come: it has ended.
-	var s settle
+	var s Settle
 	now := time.Now()
-	if !s.done(&state.Task{Phase: state.PhaseCancelled}, now) {
+	if !s.Done(&state.Task{Phase: state.PhaseCancelled}, now) {
 		t.Error("a task cancelled in the queue is not taken as ended")
 	}
 	// One whose agent never sends it ends after the grace, not before.
-	s = settle{}
-	if s.done(phaseOnly, now) || s.done(phaseOnly, now.Add(resultGrace-time.Millisecond)) {
+	s = Settle{}
+	if s.Done(phaseOnly, now) || s.Done(phaseOnly, now.Add(ResultGrace-time.Millisecond)) {
 		t.Error("a terminal task without its result ended before the grace passed")
 	}
-	if !s.done(phaseOnly, now.Add(resultGrace)) {
+	if !s.Done(phaseOnly, now.Add(ResultGrace)) {
 		t.Error("a terminal task whose result never comes did not end after the grace")
 	}
 }
