@@ -12,6 +12,18 @@ import (
 	"github.com/edgeagent/agent/internal/settings"
 )
 
+// TableKeys are the keys of a [[notify]] table, each read into a Target
+// by Settings.Targets.
+var TableKeys = []settings.TableKey{
+	{Name: "name", Default: "", Required: true},
+	{Name: "type", Default: "", Required: true},
+	{Name: "url", Default: ""},
+	{Name: "url-file", Default: "", Path: true},
+	{Name: "secret-file", Default: "", Path: true},
+	{Name: "token-file", Default: "", Path: true},
+	{Name: "events", Default: []string(nil)},
+}
+
 // Settings are what a person gives for the notifications: the config
 // file's [[notify]] tables, the --notify-webhook targets and their
 // secret, and the public URL notifications link to. agent controlplane

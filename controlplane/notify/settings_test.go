@@ -12,15 +12,7 @@ import (
 
 // notifyTable is the [[notify]] setting as agent controlplane serve
 // declares it.
-var notifyTable = &settings.Table{List: []*settings.Setting{{Name: "notify", Default: []settings.FileTable(nil), Table: []settings.TableKey{
-	{Name: "name", Default: "", Required: true},
-	{Name: "type", Default: "", Required: true},
-	{Name: "url", Default: ""},
-	{Name: "url-file", Default: "", Path: true},
-	{Name: "secret-file", Default: "", Path: true},
-	{Name: "token-file", Default: "", Path: true},
-	{Name: "events", Default: []string(nil)},
-}}}}
+var notifyTable = &settings.Table{List: []*settings.Setting{{Name: "notify", Default: []settings.FileTable(nil), Table: TableKeys}}}
 
 // settingsOf is s with the [[notify]] tables of the config file text.
 func settingsOf(t *testing.T, dir, text string, s Settings) Settings {
@@ -103,8 +95,6 @@ func TestSettingsMistakes(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "open-url"), "https://hooks.slack.com/services/SECRETPATH\n", 0o644)
 	writeFile(t, filepath.Join(dir, "two-tokens"), "tk_a tk_b\n", 0o600)
 	for _, c := range []struct{ name, file, want string }{
-		{"unknown type", "[[notify]]\nname = \"a\"\ntype = \"email\"\nurl = \"https://h/x\"\n", `cp.toml:3: [[notify]] a: type "email": want webhook, slack or ntfy`},
-		{"url and url-file", "[[notify]]\nname = \"a\"\ntype = \"slack\"\nurl = \"https://h/x\"\nurl-file = \"open-url\"\n", `cp.toml:5: [[notify]] a: give url or url-file, not both`},
 		{"url-file open to others", "[[notify]]\nname = \"a\"\ntype = \"slack\"\nurl-file = \"open-url\"\n", `cp.toml:4: [[notify]] a: url-file`},
 		{"bad url from its file", "[[notify]]\nname = \"a\"\ntype = \"slack\"\nurl = \"ftp://h/SECRETPATH\"\n", `cp.toml:4: [[notify]] a: URL ftp://h/…`},
 		{"token-file on slack", "[[notify]]\nname = \"a\"\ntype = \"slack\"\nurl = \"https://h/x\"\ntoken-file = \"two-tokens\"\n", `cp.toml:5: [[notify]] a: token-file is for ntfy, not slack`},

@@ -14,6 +14,7 @@ func CheckNames(socket, session string) error {
 	case socket == "" || strings.ContainsAny(socket, "/\x00"):
 		return fmt.Errorf("--tmux-socket %q: want a name, without /", socket)
 	case session == "" || strings.ContainsAny(session, ":.\x00") || strings.ContainsFunc(session, isControl):
+		//lint:ignore ST1005 the words agent run has always said; the dot is a character refused
 		return fmt.Errorf("--tmux-session %q: want a name, without : or .", session)
 	}
 	return nil
