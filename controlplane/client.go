@@ -193,6 +193,30 @@ func redactRaw(raw string) string {
 	return raw
 }
 
+// RedactURL hides a password written into a URL, or into each of a
+// comma-separated list of them (control plane replicas), for a message
+// or a log line.
+func RedactURL(raw string) string {
+	if strings.Contains(raw, ",") {
+		parts := strings.Split(raw, ",")
+		for i, p := range parts {
+			parts[i] = RedactURL(p)
+		}
+		return strings.Join(parts, ",")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)" // which may hold a password
+	}
+	if u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	}
+	return u.String()
+}
+
 // refuseRedirect refuses a redirect: the token must not follow it to
 // another place (another host, or from https to http).
 func refuseRedirect(req *http.Request, _ []*http.Request) error {

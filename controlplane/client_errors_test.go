@@ -127,3 +127,19 @@ func TestStoppedRequestIsTheContextsError(t *testing.T) {
 		t.Fatalf("Tasks with a stopped context: %v, want context.Canceled alone", err)
 	}
 }
+
+// RedactURL hides a password, in each URL of a list too, and says of a
+// URL that does not parse only that.
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://cp.example.com":                         "https://cp.example.com",
+		"postgres://cp:hunter2@db:5432/agents":           "postgres://cp:REDACTED@db:5432/agents",
+		"postgres://cp@db/agents":                        "postgres://cp@db/agents",
+		"https://a:pw1@one.example.com,https://two:8443": "https://a:REDACTED@one.example.com,https://two:8443",
+		"http://a:pw1@[::1:80":                           "(a URL that does not parse)",
+	} {
+		if got := controlplane.RedactURL(raw); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}

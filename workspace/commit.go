@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/mail"
 	"os"
 	"path"
 	"path/filepath"
@@ -26,6 +27,19 @@ func DefaultAuthor() Author {
 		host = "localhost"
 	}
 	return Author{Name: "agent", Email: "agent@" + host}
+}
+
+// ParseAuthor reads an author as git writes one, "NAME <EMAIL>"; empty
+// is the zero Author (DefaultAuthor at commit time).
+func ParseAuthor(s string) (Author, error) {
+	if strings.TrimSpace(s) == "" {
+		return Author{}, nil
+	}
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Name == "" || strings.ContainsAny(s, "\n\r\x00") {
+		return Author{}, fmt.Errorf("%q: want NAME <EMAIL>, as git writes an author", s)
+	}
+	return Author{Name: a.Name, Email: a.Address}, nil
 }
 
 // String is the author as git writes one: Name <email>.

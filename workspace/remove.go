@@ -90,6 +90,23 @@ func (i Info) Loses() string {
 	return strings.Join(what, ", ")
 }
 
+// Removed says what Remove took, for the person who asked: the clone,
+// the branch it brought back, what replays kept, and what was dropped
+// with them.
+func (i Info) Removed() string {
+	msg := fmt.Sprintf("removed the workspace of task %s: %s", i.TaskID, i.Dir)
+	if i.BranchHead != "" {
+		msg += fmt.Sprintf(" and branch %s of %s", i.Branch, i.Repo)
+	}
+	if len(i.KeptRefs) > 0 {
+		msg += fmt.Sprintf(", and what its replays kept (%s)", strings.Join(i.KeptRefs, ", "))
+	}
+	if d := i.Loses(); d != "" {
+		msg += "; dropped " + d
+	}
+	return msg
+}
+
 func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/internal/settings"
 )
 
@@ -120,23 +120,4 @@ func redactSetting(key, value string) string {
 
 // redactURL hides a password written into a URL, or into each of a
 // comma-separated list of them (control plane replicas).
-func redactURL(raw string) string {
-	if strings.Contains(raw, ",") {
-		parts := strings.Split(raw, ",")
-		for i, p := range parts {
-			parts[i] = redactURL(p)
-		}
-		return strings.Join(parts, ",")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(a URL that does not parse)" // which may hold a password
-	}
-	if u.User == nil {
-		return raw
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "REDACTED")
-	}
-	return u.String()
-}
+func redactURL(raw string) string { return controlplane.RedactURL(raw) }

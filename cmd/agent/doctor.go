@@ -1,10 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,7 +76,7 @@ checks go on with the flags, the environment and the defaults. doctor exits
 			if asJSON {
 				err = writeJSON(out, checks)
 			} else {
-				err = printChecks(out, checks, colorful(out))
+				err = doctor.WriteTable(out, checks, colorful(out))
 			}
 			if err != nil {
 				return err
@@ -123,49 +121,3 @@ func doctorOptions(cmd *cobra.Command, f *runFlags) doctor.Options {
 // colorful tells whether to color the results: on a terminal, unless
 // NO_COLOR is set.
 func colorful(w io.Writer) bool { return os.Getenv("NO_COLOR") == "" && taskview.IsTerminal(w) }
-
-// resultColor is the SGR color of each result.
-var resultColor = map[doctor.CheckResult]string{doctor.CheckPass: "32", doctor.CheckWarn: "33", doctor.CheckFail: "31", doctor.CheckSkip: "90"}
-
-// printChecks writes the checks as a table, then the fixes of those that
-// warned or failed, then a summary line.
-func printChecks(w io.Writer, checks []doctor.Check, color bool) error {
-	nameWidth := len("CHECK")
-	for _, c := range checks {
-		nameWidth = max(nameWidth, len(c.Name))
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-*s  %-6s  %s\n", nameWidth, "CHECK", "RESULT", "DETAIL")
-	count := map[doctor.CheckResult]int{}
-	var fixes []doctor.Check
-	for _, c := range checks {
-		count[c.Result]++
-		result := fmt.Sprintf("%-6s", c.Result) // padded before coloring, so the columns stay aligned
-		if color {
-			result = "\x1b[" + resultColor[c.Result] + "m" + result + "\x1b[0m"
-		}
-		fmt.Fprintf(&b, "%-*s  %s  %s\n", nameWidth, c.Name, result, taskview.Visible(c.Detail))
-		if c.Fix != "" {
-			fixes = append(fixes, c)
-		}
-	}
-	if len(fixes) > 0 {
-		b.WriteString("\nto fix:\n")
-		for _, c := range fixes {
-			fmt.Fprintf(&b, "  %-*s  %s\n", nameWidth, c.Name, taskview.Visible(c.Fix))
-		}
-	}
-	b.WriteString("\n")
-	switch {
-	case count[doctor.CheckFail] > 0:
-		fmt.Fprintf(&b, "%d of %d checks failed, %d warned\n", count[doctor.CheckFail], len(checks), count[doctor.CheckWarn])
-	case count[doctor.CheckWarn] > 0:
-		fmt.Fprintf(&b, "no check failed; %d warned\n", count[doctor.CheckWarn])
-	case count[doctor.CheckSkip] > 0:
-		fmt.Fprintf(&b, "all %d checks passed, %d skipped\n", count[doctor.CheckPass], count[doctor.CheckSkip])
-	default:
-		fmt.Fprintf(&b, "all %d checks passed\n", count[doctor.CheckPass])
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}

@@ -246,34 +246,3 @@ func TestDoctorEscapesUntrustedText(t *testing.T) {
 		t.Errorf("doctor: exit %d, stdout %q", r.code, r.stdout)
 	}
 }
-
-// On a terminal the results are colored, padded first so that the
-// columns stay aligned.
-func TestPrintChecksColorKeepsColumns(t *testing.T) {
-	t.Parallel()
-	checks := []doctor.Check{
-		{Name: doctor.CheckConfig, Result: doctor.CheckPass, Detail: "fine"},
-		{Name: doctor.CheckControlPlane, Result: doctor.CheckFail, Detail: "down", Fix: "start it"},
-		{Name: doctor.CheckClock, Result: doctor.CheckSkip, Detail: "not asked"},
-	}
-	var plain, color strings.Builder
-	must(t, printChecks(&plain, checks, false))
-	must(t, printChecks(&color, checks, true))
-	sgr := regexp.MustCompile(`\x1b\[[0-9]*m`)
-	if !strings.Contains(color.String(), "\x1b[31mfail  \x1b[0m") {
-		t.Errorf("no red fail in %q", color.String())
-	}
-	if got := sgr.ReplaceAllString(color.String(), ""); got != plain.String() {
-		t.Errorf("colored table without its colors:\n%s\nplain:\n%s", got, plain.String())
-	}
-	want := "CHECK          RESULT  DETAIL\n" +
-		"config         pass    fine\n" +
-		"control-plane  fail    down\n" +
-		"clock          skip    not asked\n" +
-		"\nto fix:\n" +
-		"  control-plane  start it\n" +
-		"\n1 of 3 checks failed, 0 warned\n"
-	if plain.String() != want {
-		t.Errorf("table:\n%s\nwant:\n%s", plain.String(), want)
-	}
-}

@@ -24,17 +24,8 @@ import (
 // settingsTable is a program's settings (internal/settings.Table).
 type settingsTable struct{ *settings.Table }
 
-// notifyKeys are the keys of a [[notify]] table (controlplane/notify's
-// Target).
-var notifyKeys = []settings.TableKey{
-	{Name: "name", Default: "", Required: true},
-	{Name: "type", Default: "", Required: true},
-	{Name: "url", Default: ""},
-	{Name: "url-file", Default: "", Path: true},
-	{Name: "secret-file", Default: "", Path: true},
-	{Name: "token-file", Default: "", Path: true},
-	{Name: "events", Default: []string(nil)},
-}
+// notifyKeys are the keys of a [[notify]] table.
+var notifyKeys = notify.TableKeys
 
 // delegateKeys are the keys of a [[delegate]] table (controlplane/server's
 // DelegateRule): subtasks.

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -159,33 +156,18 @@ A git worktree an earlier agent made for a task is removed the same way.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id := args[0]
 			m, err := f.manager()
 			if err != nil {
 				return err
 			}
-			if datadir.CheckTaskState(f.dataDir) == nil { // else the agent has no tasks there
-				if t, err := datadir.LoadTask(f.dataDir, id); err == nil && !t.Phase.Terminal() {
-					return fmt.Errorf("task %s is %s, not finished: its workspace is in use", id, t.Phase)
-				} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return err
-				}
+			if err := datadir.CheckTaskEnded(f.dataDir, args[0]); err != nil {
+				return err
 			}
-			i, err := m.Remove(cmd.Context(), id, force)
+			i, err := m.Remove(cmd.Context(), args[0], force)
 			if err != nil {
 				return err
 			}
-			msg := fmt.Sprintf("removed the workspace of task %s: %s", id, i.Dir)
-			if i.BranchHead != "" {
-				msg += fmt.Sprintf(" and branch %s of %s", i.Branch, i.Repo)
-			}
-			if len(i.KeptRefs) > 0 {
-				msg += fmt.Sprintf(", and what its replays kept (%s)", strings.Join(i.KeptRefs, ", "))
-			}
-			if d := i.Loses(); d != "" {
-				msg += "; dropped " + d
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), taskview.Visible(msg))
+			fmt.Fprintln(cmd.OutOrStdout(), taskview.Visible(i.Removed()))
 			return nil
 		},
 	}

@@ -3,6 +3,8 @@ package notify
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
@@ -227,4 +230,38 @@ func netError(t Target, err error) error {
 func Test(id, link string, now time.Time) api.Notification {
 	return api.Notification{ID: id, Event: api.NotifyTest, At: now.UTC(), Link: link,
 		Text: "A test from the agent control plane: this target gets its notifications."}
+}
+
+// TestResult is how a test notification to a target went: Code is the
+// target's answer, Err says why it was not delivered.
+type TestResult struct {
+	Target string
+	Code   int
+	Err    error
+}
+
+// SendTests sends one test notification (Test) to every target at once,
+// straight away and not through a store, and says how each went, in the
+// targets' order.
+func SendTests(ctx context.Context, targets []Target, link string) []TestResult {
+	id := make([]byte, 16)
+	rand.Read(id)
+	now := time.Now()
+	body, err := json.Marshal(Test(hex.EncodeToString(id), link, now))
+	if err != nil {
+		panic(err) // a struct of strings
+	}
+	client := NewClient()
+	out := make([]TestResult, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, DefaultSendTimeout)
+			defer cancel()
+			code, err := Send(sctx, client, t, body, now)
+			out[i] = TestResult{Target: t.Name, Code: code, Err: err}
+		})
+	}
+	wg.Wait()
+	return out
 }

@@ -185,3 +185,30 @@ func TestRedirects(t *testing.T) {
 		t.Errorf("the same host got %d requests, want 1 with the body", len(got))
 	}
 }
+
+// SendTests tries every target and says how each went, in their order:
+// a signed test notification to one that answers, the status of one that
+// refuses.
+func TestSendTests(t *testing.T) {
+	ok, refusing := newReceiver(t), newReceiver(t)
+	refusing.setStatus(http.StatusForbidden)
+	targets := []Target{
+		{Name: "hooks", Kind: Webhook, URL: ok.URL + "/agent", Secret: testSecret},
+		{Name: "refusing", Kind: Webhook, URL: refusing.URL + "/agent", Secret: testSecret},
+	}
+	got := SendTests(context.Background(), targets, "https://cp.example.com")
+	if len(got) != 2 || got[0].Target != "hooks" || got[0].Err != nil || got[0].Code != http.StatusOK {
+		t.Fatalf("the answering target: %+v", got)
+	}
+	if got[1].Target != "refusing" || got[1].Err == nil || !strings.Contains(got[1].Err.Error(), "403") {
+		t.Fatalf("the refusing target: %+v", got[1])
+	}
+	d := ok.deliveries()
+	if len(d) != 1 || d[0].header.Get("X-Agent-Event") != "test" {
+		t.Fatalf("the answering target got %d deliveries", len(d))
+	}
+	var n api.Notification
+	if err := json.Unmarshal(d[0].body, &n); err != nil || n.Event != api.NotifyTest || n.Link != "https://cp.example.com" || len(n.ID) != 32 {
+		t.Fatalf("the test notification: %+v, %v", n, err)
+	}
+}

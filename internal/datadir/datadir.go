@@ -274,6 +274,25 @@ type noTaskError string
 func (e noTaskError) Error() string { return string(e) }
 func (e noTaskError) Unwrap() error { return fs.ErrNotExist }
 
+// CheckTaskEnded refuses a task of the data directory that has not
+// ended: what it works in is in use. A data directory without task
+// state, or without the task, has nothing of it in use.
+func CheckTaskEnded(dataDir, id string) error {
+	if CheckTaskState(dataDir) != nil {
+		return nil
+	}
+	t, err := LoadTask(dataDir, id)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !t.Phase.Terminal():
+		return fmt.Errorf("task %s is %s, not finished: its workspace is in use", id, t.Phase)
+	}
+	return nil
+}
+
 // CheckTaskState reports a data directory that holds no task state (the
 // agent never ran there, or the path is mistyped).
 func CheckTaskState(dataDir string) error {
