@@ -64,6 +64,11 @@ type Agent struct {
 	// KeepsRunning: it does not exit when its stdin closes (codex-acp
 	// 0.16.0): SIGTERM follows at once.
 	KeepsRunning bool
+	// DeclineFailsTurn: when a call is declined it ends its turn with
+	// an error (claude-code-acp 0.16.2 denies the call with Claude Code's
+	// interrupt, and Claude Code then fails the turn): a prompt's error
+	// after a declined call is the turn's end, not a failure.
+	DeclineFailsTurn bool
 	// BeforeLoad, if set, readies the agent's own record of a session
 	// before a new process of it starts to load the session
 	// (session/load), given the process's environment and the time; an

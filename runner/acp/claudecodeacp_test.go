@@ -1,6 +1,10 @@
 package acp_test
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/edgeagent/agent/internal/mockmodel"
@@ -57,6 +61,76 @@ func TestClaudeCodeACPAgainstTheRealCLI(t *testing.T) {
 			runnertest.RunCLICase(t, c.CLICase, func(m *mockmodel.Server) runner.Executor {
 				return runnertest.ClaudeCodeACPExec(t, m, acp.Config{Approval: c.approval})
 			})
+		})
+	}
+}
+
+// claude-code-acp asks before a command and a file change (Claude Code's
+// default permission mode), confined as agent run confines attempts:
+// the executor answers by the policy, or asks a person with what the
+// call would do, and Claude Code runs or writes only what is accepted.
+func TestClaudeCodeACPAsks(t *testing.T) {
+	const cmd = "echo ran > ran.txt"
+	for _, c := range []struct {
+		name   string
+		policy runner.ApprovalPolicy
+		prompt string
+		answer runner.Approval
+		file   string
+		want   string
+		kind   state.ApprovalKind // what a person is asked, "" for nobody
+		why    string
+	}{
+		{name: "accept by policy", policy: runner.ApprovalAcceptAll, prompt: "Run it\nmock: shell\nmock-cmd: " + cmd, file: "ran.txt", want: "ran\n"},
+		{name: "decline by policy", policy: runner.ApprovalDeclineAll, prompt: "Run it\nmock: shell\nmock-cmd: " + cmd, file: "ran.txt",
+			why: "declined by the approval policy"},
+		{name: "a command a person accepts runs", policy: runner.ApprovalAsk, prompt: "Run it\nmock: shell\nmock-cmd: " + cmd, answer: runner.ApprovalAccept,
+			file: "ran.txt", want: "ran\n", kind: state.ApprovalCommand},
+		{name: "a command a person declines does not run", policy: runner.ApprovalAsk, prompt: "Run it\nmock: shell\nmock-cmd: " + cmd, answer: runner.ApprovalDecline,
+			file: "ran.txt", kind: state.ApprovalCommand, why: "declined by a person"},
+		{name: "a new file a person accepts is made", policy: runner.ApprovalAsk, prompt: "Write it\nmock: write", answer: runner.ApprovalAccept,
+			file: mockmodel.WriteFile, want: mockmodel.WrittenContent, kind: state.ApprovalFileChange},
+		{name: "a new file a person declines is not made", policy: runner.ApprovalAsk, prompt: "Write it\nmock: write", answer: runner.ApprovalDecline,
+			file: mockmodel.WriteFile, kind: state.ApprovalFileChange, why: "declined by a person"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			runnertest.LimitCLIs(t)
+			mock := runnertest.StartMock(t)
+			f := runnertest.NewCLIFixture(t, runnertest.ClaudeCodeACPExec(t, mock, acp.Config{Approval: c.policy}), c.prompt, []string{"claude-a"})
+			runnertest.Confine(t, f)
+			runnertest.SlowStart(f)
+			rep := &replies{answer: c.answer}
+			f.Runner.Replies = rep
+			work := filepath.Join(f.Runner.WorkRoot, f.Task.ID)
+			f.Run(t, context.Background())
+			logs := strings.Join(f.Rec.Logs(), "\n")
+			if f.Task.Phase != state.PhaseCompleted {
+				t.Fatalf("task %s (%s); attempts %s; logs:\n%s", f.Task.Phase, f.Task.PhaseReason, runnertest.AttemptsText(f.Task), logs)
+			}
+			got, err := os.ReadFile(filepath.Join(work, c.file))
+			switch {
+			case c.want != "" && string(got) != c.want:
+				t.Errorf("%s holds %q (%v), want %q; logs:\n%s", c.file, got, err, c.want, logs)
+			case c.want == "" && err == nil:
+				t.Errorf("%s was made though declined: %q", c.file, got)
+			}
+			if asked := len(rep.requests) > 0; asked != (c.kind != "") {
+				t.Fatalf("a person was asked %+v, want asked %v; logs:\n%s", rep.requests, c.kind != "", logs)
+			}
+			if c.kind != "" {
+				req := rep.requests[0]
+				switch {
+				case req.Kind != c.kind:
+					t.Errorf("asked %s, want %s: %+v", req.Kind, c.kind, req)
+				case c.kind == state.ApprovalCommand && !strings.Contains(req.Command, cmd):
+					t.Errorf("the question does not say the command: %+v", req)
+				case c.kind == state.ApprovalFileChange && (len(req.Paths) != 1 || req.Paths[0] != filepath.Join(work, c.file)):
+					t.Errorf("the question's paths %q, want %s", req.Paths, filepath.Join(work, c.file))
+				}
+			}
+			checkDenied(t, f.Task, c.why)
+			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
 		})
 	}
 }

@@ -63,11 +63,11 @@ func ClaudeCodeACP() Agent {
 	return Agent{Name: "claude-code-acp", Pass: []string{"CLAUDE_CONFIG_DIR", "CLAUDE_CODE_*", "ANTHROPIC_*"},
 		Set: []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_MAX_RETRIES=1",
 			"CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK=1"},
-		KeepsRunning: true,
-		Classify:     classifyClaudeCode,
-		LoginFix:     "set ANTHROPIC_API_KEY in agent run's environment, or run claude as the user agent run runs as and log in (its state is CLAUDE_CONFIG_DIR, else ~/.claude)",
-		State:        func(env []string) []string { return []string{claude.ConfigDir(env)} },
-		Endpoints:    func(env, _ []string) []egress.Rule { return claude.Endpoints(env) },
+		KeepsRunning: true, DeclineFailsTurn: true,
+		Classify:  classifyClaudeCode,
+		LoginFix:  "set ANTHROPIC_API_KEY in agent run's environment, or run claude as the user agent run runs as and log in (its state is CLAUDE_CONFIG_DIR, else ~/.claude)",
+		State:     func(env []string) []string { return []string{claude.ConfigDir(env)} },
+		Endpoints: func(env, _ []string) []egress.Rule { return claude.Endpoints(env) },
 	}
 }
 

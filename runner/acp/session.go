@@ -420,6 +420,9 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 	if r == nil {
 		return
 	}
+	if s.declinedEndLocked(r) {
+		r = &turnResult{resp: &sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}}
+	}
 	if r.err != nil {
 		var se *setupError
 		switch {
@@ -487,6 +490,14 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 	default:
 		s.failure = &runner.Event{Type: runner.EventError, Message: fmt.Sprintf("%s ended the turn with stop reason %q", s.nameLocked(), r.resp.StopReason)}
 	}
+}
+
+// declinedEndLocked reports whether the prompt's error is how the agent
+// ends its turn after a call was declined (Agent.DeclineFailsTurn): the
+// turn is then over by the answer, as when codex-acp cancels it.
+func (s *session) declinedEndLocked(r *turnResult) bool {
+	var re *sdk.RequestError
+	return s.x.agent.DeclineFailsTurn && r.err != nil && len(s.declined) > 0 && !s.cancelled && errors.As(r.err, &re)
 }
 
 // turnCutLocked is why a turn the agent said ended did not, by its own
