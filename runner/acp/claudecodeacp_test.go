@@ -2,14 +2,20 @@ package acp_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/edgeagent/agent/internal/mockmodel"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/acp"
+	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/runnertest"
 	"github.com/edgeagent/agent/state"
 )
@@ -131,6 +137,53 @@ func TestClaudeCodeACPAsks(t *testing.T) {
 			}
 			checkDenied(t, f.Task, c.why)
 			runnertest.AssertNoMarkedProcess(t, f.Runner.Owner)
+		})
+	}
+}
+
+// claude-code-acp takes a model (session/set_model) only once a
+// one-token request to the model API with it has succeeded: the API's
+// refusal of that request (here a rate limit, from a model API on
+// loopback that answers every request so) fails the attempt as what it
+// is, not as a model the agent refused.
+func TestClaudeCodeACPModelChoiceFailsAsTheAPIFailed(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		body   string
+		code   state.ErrorCode
+	}{
+		{http.StatusTooManyRequests, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}`, state.CodeRateLimit},
+		{http.StatusServiceUnavailable, `{"type":"error","error":{"type":"api_error","message":"Service unavailable"}}`, state.CodeUnavailable},
+		{http.StatusNotFound, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-nonesuch"}}`, state.CodeInvalidRequest},
+	} {
+		t.Run(strconv.Itoa(c.status), func(t *testing.T) {
+			t.Parallel()
+			runnertest.LimitCLIs(t)
+			var asked atomic.Int32
+			api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodHead {
+					return
+				}
+				asked.Add(1)
+				w.Header().Set("content-type", "application/json")
+				w.Header().Set("retry-after", "1")
+				w.WriteHeader(c.status)
+				_, _ = io.WriteString(w, c.body)
+			}))
+			defer api.Close()
+			mock := runnertest.StartMock(t) // for the executor's environment: the API is moved below
+			exe := runnertest.ClaudeCodeACPExec(t, mock, acp.Config{Base: cli.Base{Env: []string{"ANTHROPIC_BASE_URL=" + api.URL}}})
+			a := runnertest.RunAttempt(context.Background(), t, exe, runner.AttemptSpec{AttemptID: "a-1", WorkDir: t.TempDir(), SessionDir: t.TempDir(),
+				Task: runner.TaskInput{ID: "t-1", Prompt: "Say hello", Attempt: 1, AttemptID: "a-1", Model: "claude-nonesuch"}}, nil)
+			if a.ErrorCode() != c.code || !strings.Contains(a.Error().Message, "claude-nonesuch") {
+				t.Fatalf("the attempt ended %s, want %s naming the model:\n%s", a.ErrorCode(), c.code, a)
+			}
+			if asked.Load() == 0 {
+				t.Error("the model API was not asked")
+			}
+			if len(mock.Requests()) != 0 {
+				t.Errorf("the mock was asked %d times: the API was not moved", len(mock.Requests()))
+			}
 		})
 	}
 }

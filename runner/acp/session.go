@@ -316,7 +316,17 @@ func (s *session) bind(id, path string) {
 func (s *session) chooseModel(ctx context.Context, conn *sdk.ClientSideConnection, model string, options []sdk.SessionConfigOption, models *sdk.SessionModelState) error {
 	id := sdk.SessionId(s.sessionID())
 	refused := func(err error) error {
-		return &setupError{code: state.CodeInvalidRequest, msg: fmt.Sprintf("%s refused model %s: %s", s.agentName(), model, errorText(err))}
+		var re *sdk.RequestError
+		_ = errors.As(err, &re)
+		msg := errorText(err)
+		// An agent may ask the model API to take the name first
+		// (claude-code-acp 0.16.2: a one-token request): a rate limit,
+		// a spent quota or a login the API refuses then fails the
+		// choice, and is what it is, not a wrong name.
+		if c := s.classifyLocked(re, msg); c != "" && c != state.CodeInvalidRequest {
+			return &setupError{code: c, msg: fmt.Sprintf("%s could not choose model %s: %s", s.agentName(), model, msg)}
+		}
+		return &setupError{code: state.CodeInvalidRequest, msg: fmt.Sprintf("%s refused model %s: %s", s.agentName(), model, msg)}
 	}
 	for _, o := range options {
 		sel := o.Select
