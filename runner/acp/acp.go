@@ -82,11 +82,13 @@ type Agent struct {
 	ReplaysAfterLoad bool
 	// TurnCut, if set, reads the agent's own record of a session, once
 	// the agent has exited, after a turn begun at since that it said
-	// ended (end_turn): it returns why the turn did not really end (the
-	// model's last answer missing from the record: its stream was cut,
-	// and the agent took the part for the answer), "" when the record
-	// shows the turn whole. Such a turn fails as network.
-	TurnCut func(env []string, session string, since time.Time) (string, error)
+	// ended (end_turn), with the usage its answer reported (zero for
+	// none): it returns why the turn did not really end (the model's last
+	// answer missing from the record, or recorded from a stream that did
+	// not finish: its stream was cut, and the agent took the part for
+	// the answer), "" when the record shows the turn whole. Such a turn
+	// fails as network.
+	TurnCut func(env []string, session string, since time.Time, reported state.Usage) (string, error)
 	// Tested is the release the executor is tested against, if any:
 	// agent doctor says when another runs.
 	Tested cli.TestedCLI

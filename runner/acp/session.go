@@ -475,7 +475,8 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 			// nothing came of it.
 			return
 		}
-		if cut := s.turnCutLocked(); cut != "" {
+		reported, _ := promptUsage(r.resp)
+		if cut := s.turnCutLocked(reported); cut != "" {
 			s.failure = &runner.Event{Type: runner.EventError, Code: state.CodeNetwork, Message: cut}
 			return
 		}
@@ -512,11 +513,11 @@ func (s *session) declinedEndLocked(r *turnResult) bool {
 
 // turnCutLocked is why a turn the agent said ended did not, by its own
 // record (Agent.TurnCut), "" when it did or the record cannot tell.
-func (s *session) turnCutLocked() string {
+func (s *session) turnCutLocked(reported state.Usage) string {
 	if s.x.agent.TurnCut == nil || s.id == "" {
 		return ""
 	}
-	why, err := s.x.agent.TurnCut(s.env, s.id, s.started)
+	why, err := s.x.agent.TurnCut(s.env, s.id, s.started, reported)
 	if err != nil {
 		s.sendLocked(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Notice: true,
 			Message: "could not read " + s.nameLocked() + "'s record of the session: " + runner.Clip(err.Error(), 300)})
