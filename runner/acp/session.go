@@ -505,10 +505,14 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 
 // declinedEndLocked reports whether the prompt's error is how the agent
 // ends its turn after a call was declined (Agent.DeclineFailsTurn): the
-// turn is then over by the answer, as when codex-acp cancels it.
+// turn is then over by the answer, as when codex-acp cancels it. An
+// error of a class of its own (the model API's) is still a failure.
 func (s *session) declinedEndLocked(r *turnResult) bool {
 	var re *sdk.RequestError
-	return s.x.agent.DeclineFailsTurn && r.err != nil && len(s.declined) > 0 && !s.cancelled && errors.As(r.err, &re)
+	if !s.x.agent.DeclineFailsTurn || r.err == nil || len(s.declined) == 0 || s.cancelled || !errors.As(r.err, &re) {
+		return false
+	}
+	return s.classifyLocked(re, errorText(r.err)) == ""
 }
 
 // turnCutLocked is why a turn the agent said ended did not, by its own
