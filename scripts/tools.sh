@@ -42,9 +42,11 @@ codex="$dir/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-mus
 claude="$dir/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
 opencode="$dir/node_modules/opencode-linux-x64/bin/opencode"
 codex_acp="$dir/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
-# Gemini CLI is a Node.js script (its bundle, run by the node on PATH).
+# Gemini CLI and claude-code-acp are Node.js scripts (run by the node on
+# PATH).
 gemini="$dir/node_modules/@google/gemini-cli/bundle/gemini.js"
-if [ -f "$stamp" ] && [ -x .tools/codex ] && [ -x .tools/claude ] && [ -x .tools/opencode ] && [ -x .tools/codex-acp ] && [ -x .tools/gemini ]; then
+claude_code_acp="$dir/node_modules/@zed-industries/claude-code-acp/dist/index.js"
+if [ -f "$stamp" ] && [ -x .tools/codex ] && [ -x .tools/claude ] && [ -x .tools/opencode ] && [ -x .tools/codex-acp ] && [ -x .tools/gemini ] && [ -x .tools/claude-code-acp ]; then
 	exit 0
 fi
 if ! command -v npm >/dev/null 2>&1; then
@@ -62,9 +64,11 @@ cp "$src/package.json" "$src/package-lock.json" "$src/.npmrc" "$dir/"
 "$opencode" --version >&2
 node "$gemini" --version >&2
 test -x "$codex_acp" # it has no --version: it speaks ACP on stdin at once
+test -x "$claude_code_acp" # nor has it
 ln -sf "$(pwd)/$codex" .tools/codex
 ln -sf "$(pwd)/$claude" .tools/claude
 ln -sf "$(pwd)/$opencode" .tools/opencode
 ln -sf "$(pwd)/$codex_acp" .tools/codex-acp
 ln -sf "$(pwd)/$gemini" .tools/gemini
+ln -sf "$(pwd)/$claude_code_acp" .tools/claude-code-acp
 touch "$stamp"

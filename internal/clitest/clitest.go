@@ -194,6 +194,9 @@ func GeminiBin(t testing.TB) string { return bin(t, "gemini") }
 // CodexACPBin is the pinned codex-acp binary.
 func CodexACPBin(t testing.TB) string { return bin(t, "codex-acp") }
 
+// ClaudeCodeACPBin is the pinned claude-code-acp (a Node.js script).
+func ClaudeCodeACPBin(t testing.TB) string { return bin(t, "claude-code-acp") }
+
 // OpenCodeModels are the models OpenCodeEnv's configuration gives its
 // anthropic provider besides its catalog's, as --models names them: the
 // mock answers any model by the prompt's scenario.

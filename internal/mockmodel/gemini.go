@@ -184,6 +184,11 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
 		if finish {
 			cand["finishReason"] = "STOP"
 			c["usageMetadata"] = usage
+		} else {
+			// A chunk before the last may carry the usage so far (the
+			// prompt's), so a cut stream has some: Gemini CLI records
+			// it with the part it takes for an answer.
+			c["usageMetadata"] = map[string]any{"promptTokenCount": 20, "totalTokenCount": 20}
 		}
 		return c
 	}

@@ -64,6 +64,11 @@ type Agent struct {
 	// KeepsRunning: it does not exit when its stdin closes (codex-acp
 	// 0.16.0): SIGTERM follows at once.
 	KeepsRunning bool
+	// DeclineFailsTurn: when a call is declined it ends its turn with
+	// an error (claude-code-acp 0.16.2 denies the call with Claude Code's
+	// interrupt, and Claude Code then fails the turn): a prompt's error
+	// after a declined call is the turn's end, not a failure.
+	DeclineFailsTurn bool
 	// BeforeLoad, if set, readies the agent's own record of a session
 	// before a new process of it starts to load the session
 	// (session/load), given the process's environment and the time; an
@@ -77,11 +82,13 @@ type Agent struct {
 	ReplaysAfterLoad bool
 	// TurnCut, if set, reads the agent's own record of a session, once
 	// the agent has exited, after a turn begun at since that it said
-	// ended (end_turn): it returns why the turn did not really end (the
-	// model's last answer missing from the record: its stream was cut,
-	// and the agent took the part for the answer), "" when the record
-	// shows the turn whole. Such a turn fails as network.
-	TurnCut func(env []string, session string, since time.Time) (string, error)
+	// ended (end_turn), with the usage its answer reported (zero for
+	// none): it returns why the turn did not really end (the model's last
+	// answer missing from the record, or recorded from a stream that did
+	// not finish: its stream was cut, and the agent took the part for
+	// the answer), "" when the record shows the turn whole. Such a turn
+	// fails as network.
+	TurnCut func(env []string, session string, since time.Time, reported state.Usage) (string, error)
 	// Tested is the release the executor is tested against, if any:
 	// agent doctor says when another runs.
 	Tested cli.TestedCLI

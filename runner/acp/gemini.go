@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/runner/cli"
+	"github.com/edgeagent/agent/state"
 )
 
 // Gemini CLI 0.61.0 keeps each session in a record of its own under its
@@ -171,7 +172,17 @@ func geminiRecordName(t time.Time, session string) string {
 // request was the prompt's, and leaves the tool's result last when it was
 // a tool's. So the turn was cut when nothing since the attempt began is
 // in the record, or its last message is the user's.
-func geminiTurnCut(env []string, session string, since time.Time) (string, error) {
+//
+// After a tool's result, Gemini CLI asks for no finish reason: it records
+// the part as the model's answer. Its record and its answer still tell
+// (seen in its source, and on the binary): it records, with a model's
+// answer, the last usage its stream carried (tokens null for a stream
+// that carried none, where a finished stream carries it in its last
+// chunk); and its prompt's answer counts the usage of the requests whose
+// stream ended with a finish reason alone. So the turn was cut, too, when
+// its last recorded answer has no usage, or the record's answers used
+// more than the prompt's answer reported.
+func geminiTurnCut(env []string, session string, since time.Time, reported state.Usage) (string, error) {
 	var (
 		latest string
 		at     time.Time
@@ -201,6 +212,24 @@ func geminiTurnCut(env []string, session string, since time.Time) (string, error
 	if len(turn) == 0 || turn[len(turn)-1].typ == "user" {
 		return cut, nil
 	}
+	var (
+		last     *geminiMessage
+		recorded int64
+	)
+	for i, m := range turn {
+		if m.answer {
+			last = &turn[i]
+			recorded += m.tokens
+		}
+	}
+	const cutAfter = "Gemini CLI ended the turn, but the last model request's stream did not finish (cut short): "
+	switch {
+	case last != nil && last.noUsage:
+		return cutAfter + "its record holds the answer with no usage, which a finished stream ends with; what it streamed is not the whole answer", nil
+	case recorded > reported.InputTokens+reported.OutputTokens:
+		return fmt.Sprintf(cutAfter+"its record's answers used %d tokens, its prompt's answer counts %d (the requests that finished); what it streamed is not the whole answer",
+			recorded, reported.InputTokens+reported.OutputTokens), nil
+	}
 	return "", nil
 }
 
@@ -208,6 +237,11 @@ func geminiTurnCut(env []string, session string, since time.Time) (string, error
 type geminiMessage struct {
 	typ string
 	at  time.Time
+	// answer: a model's answer to a request (a gemini message that
+	// records its usage); noUsage: its stream carried none; tokens: its
+	// input and output tokens.
+	answer, noUsage bool
+	tokens          int64
 	// resumable: it makes the session one Gemini CLI lists, and loads.
 	resumable bool
 }
@@ -228,6 +262,7 @@ type geminiRecordMessage struct {
 	Content   json.RawMessage   `json:"content"`
 	ToolCalls []json.RawMessage `json:"toolCalls"`
 	Thoughts  []json.RawMessage `json:"thoughts"`
+	Tokens    json.RawMessage   `json:"tokens"`
 }
 
 func (m geminiRecordMessage) message() geminiMessage {
@@ -252,6 +287,13 @@ func (m geminiRecordMessage) message() geminiMessage {
 			!strings.HasPrefix(text, "<session_context>") && !strings.HasPrefix(text, "<hook_context>")
 	case "gemini":
 		out.resumable = text != "" || other || len(m.ToolCalls) > 0 || len(m.Thoughts) > 0
+		// A tool call's own message has no tokens at all.
+		if len(m.Tokens) > 0 {
+			var t struct{ Input, Output int64 }
+			out.answer = true
+			out.noUsage = string(m.Tokens) == "null" || json.Unmarshal(m.Tokens, &t) != nil
+			out.tokens = max(t.Input, 0) + max(t.Output, 0)
+		}
 	}
 	return out
 }

@@ -53,10 +53,12 @@ func TestGeminiAgainstTheRealCLI(t *testing.T) {
 		{CLICase: runnertest.CLICase{Name: "a cut stream is a network failure", Prompt: "x\nmock: gemini-2.5-pro=cut gemini-3.8-flash=text", Models: two,
 			Phase: state.PhaseRecoverableFailed, Codes: []state.ErrorCode{"network", "session_lost"}, Gate: state.GateVisibleOutput}},
 		// After a tool's result, Gemini CLI 0.61.0 does not ask for a
-		// finish reason: it records the part as the answer, and nothing
-		// tells the cut.
-		{CLICase: runnertest.CLICase{Name: "a cut stream after a command is taken for the answer", Prompt: "Run it\nmock: shell after=cut", Models: pro,
-			Phase: state.PhaseCompleted, Codes: []state.ErrorCode{""}, Summary: "Partial", SideEffect: true}, approval: runner.ApprovalAcceptAll},
+		// finish reason: it records the part as the answer, with the
+		// usage the cut stream carried, while its prompt's answer counts
+		// only the request that finished (acp.geminiTurnCut): the cut is
+		// network, and the session is continued.
+		{CLICase: runnertest.CLICase{Name: "a cut stream after a command is a network failure", Prompt: "Run it\nmock: shell after=cut", Models: pro,
+			Phase: state.PhaseCompleted, Codes: []state.ErrorCode{"network", ""}, Continued: true, SideEffect: true}, approval: runner.ApprovalAcceptAll},
 	} {
 		c.Confined, c.SlowStart = true, true
 		t.Run(c.Name, func(t *testing.T) {

@@ -3,10 +3,13 @@ package acp
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/edgeagent/agent/internal/egress"
+	"github.com/edgeagent/agent/runner/claude"
 	"github.com/edgeagent/agent/runner/cli"
 	"github.com/edgeagent/agent/runner/codex"
 	"github.com/edgeagent/agent/state"
@@ -16,8 +19,9 @@ import (
 // name of their binary: the npm package and version scripts/tools.sh
 // installs for the tests. agent doctor says when another version runs.
 var Tested = map[string]cli.TestedCLI{
-	"gemini":    {Package: "@google/gemini-cli", Version: "0.61.0"},
-	"codex-acp": {Package: "@zed-industries/codex-acp", Version: "0.16.0"},
+	"gemini":          {Package: "@google/gemini-cli", Version: "0.61.0"},
+	"codex-acp":       {Package: "@zed-industries/codex-acp", Version: "0.16.0"},
+	"claude-code-acp": {Package: "@zed-industries/claude-code-acp", Version: "0.16.2"},
 }
 
 // Known is what the executor knows of the agent a command runs, by the
@@ -34,9 +38,66 @@ func Known(bin string, args []string) Agent {
 		a = Gemini(args)
 	case "codex-acp":
 		a = CodexACP()
+	case "claude-code-acp":
+		a = ClaudeCodeACP()
 	}
 	a.Tested = Tested[name]
 	return a
+}
+
+// ClaudeCodeACP is claude-code-acp (@zed-industries/claude-code-acp),
+// which runs Claude Code through the Claude Agent SDK: the Claude Code
+// that CLAUDE_CODE_EXECUTABLE names, else the SDK's own bundled one. Its
+// state, keys and hosts are Claude Code's (CLAUDE_CONFIG_DIR, else
+// ~/.claude; ANTHROPIC_*), and it is told what the claude executor tells
+// Claude Code: no traffic but the model's, one retry of its own. It does
+// not exit when its stdin closes.
+//
+// Claude Code's own fallback after a cut stream (the same request again,
+// not streamed) is turned off: claude-code-acp 0.16.2 passes on only
+// the streamed text of an answer, so the fallback's answer never reaches
+// ACP, and the turn would end end_turn with the cut part as its answer.
+// Without it the cut fails the turn, as network, and the session is
+// continued.
+func ClaudeCodeACP() Agent {
+	return Agent{Name: "claude-code-acp", Pass: []string{"CLAUDE_CONFIG_DIR", "CLAUDE_CODE_*", "ANTHROPIC_*"},
+		Set: []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_MAX_RETRIES=1",
+			"CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK=1"},
+		KeepsRunning: true, DeclineFailsTurn: true,
+		Classify:  classifyClaudeCode,
+		LoginFix:  "set ANTHROPIC_API_KEY in agent run's environment, or run claude as the user agent run runs as and log in (its state is CLAUDE_CONFIG_DIR, else ~/.claude)",
+		State:     func(env []string) []string { return []string{claude.ConfigDir(env)} },
+		Endpoints: func(env, _ []string) []egress.Rule { return claude.Endpoints(env) },
+	}
+}
+
+// claudeAPIError is the HTTP status Claude Code quotes in a failed
+// request's message: "API Error: 500 …", "API Error: Request rejected
+// (429) …".
+var claudeAPIError = regexp.MustCompile(`(?i)\bAPI Error: (?:[^0-9(]*\()?([45]\d\d)\b`)
+
+// classifyClaudeCode reads Claude Code's words, as claude-code-acp
+// 0.16.2 passes them on (the prompt's -32603, "Internal error: " and
+// Claude Code's message): a cut stream ("Connection to the API was lost
+// (StreamTruncated)"), and the status it quotes, which says a 403
+// ("Failed to authenticate. API Error: 403 Your API key does not have
+// permission…") better than its words.
+func classifyClaudeCode(_ int, msg string, _ map[string]any) state.ErrorCode {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "connection to the api was lost"), strings.Contains(m, "streamtruncated"):
+		return state.CodeNetwork
+	}
+	// Its words for these come before any status it quotes.
+	if c := Classify(msg); c == state.CodeContextOverflow || c == state.CodeQuota {
+		return c
+	}
+	if sm := claudeAPIError.FindStringSubmatch(msg); sm != nil {
+		if n, err := strconv.Atoi(sm[1]); err == nil {
+			return cli.HTTPStatusCode(n)
+		}
+	}
+	return ""
 }
 
 // geminiEndpoints are where Gemini CLI reaches its model: the Gemini API

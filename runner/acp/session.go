@@ -316,7 +316,17 @@ func (s *session) bind(id, path string) {
 func (s *session) chooseModel(ctx context.Context, conn *sdk.ClientSideConnection, model string, options []sdk.SessionConfigOption, models *sdk.SessionModelState) error {
 	id := sdk.SessionId(s.sessionID())
 	refused := func(err error) error {
-		return &setupError{code: state.CodeInvalidRequest, msg: fmt.Sprintf("%s refused model %s: %s", s.agentName(), model, errorText(err))}
+		var re *sdk.RequestError
+		_ = errors.As(err, &re)
+		msg := errorText(err)
+		// An agent may ask the model API to take the name first
+		// (claude-code-acp 0.16.2: a one-token request): a rate limit,
+		// a spent quota or a login the API refuses then fails the
+		// choice, and is what it is, not a wrong name.
+		if c := s.classifyLocked(re, msg); c != "" && c != state.CodeInvalidRequest {
+			return &setupError{code: c, msg: fmt.Sprintf("%s could not choose model %s: %s", s.agentName(), model, msg)}
+		}
+		return &setupError{code: state.CodeInvalidRequest, msg: fmt.Sprintf("%s refused model %s: %s", s.agentName(), model, msg)}
 	}
 	for _, o := range options {
 		sel := o.Select
@@ -420,6 +430,9 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 	if r == nil {
 		return
 	}
+	if s.declinedEndLocked(r) {
+		r = &turnResult{resp: &sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}}
+	}
 	if r.err != nil {
 		var se *setupError
 		switch {
@@ -462,7 +475,8 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 			// nothing came of it.
 			return
 		}
-		if cut := s.turnCutLocked(); cut != "" {
+		reported, _ := promptUsage(r.resp)
+		if cut := s.turnCutLocked(reported); cut != "" {
 			s.failure = &runner.Event{Type: runner.EventError, Code: state.CodeNetwork, Message: cut}
 			return
 		}
@@ -489,13 +503,25 @@ func (s *session) conclude(r *turnResult, exit *runner.Exit) {
 	}
 }
 
+// declinedEndLocked reports whether the prompt's error is how the agent
+// ends its turn after a call was declined (Agent.DeclineFailsTurn): the
+// turn is then over by the answer, as when codex-acp cancels it. An
+// error of a class of its own (the model API's) is still a failure.
+func (s *session) declinedEndLocked(r *turnResult) bool {
+	var re *sdk.RequestError
+	if !s.x.agent.DeclineFailsTurn || r.err == nil || len(s.declined) == 0 || s.cancelled || !errors.As(r.err, &re) {
+		return false
+	}
+	return s.classifyLocked(re, errorText(r.err)) == ""
+}
+
 // turnCutLocked is why a turn the agent said ended did not, by its own
 // record (Agent.TurnCut), "" when it did or the record cannot tell.
-func (s *session) turnCutLocked() string {
+func (s *session) turnCutLocked(reported state.Usage) string {
 	if s.x.agent.TurnCut == nil || s.id == "" {
 		return ""
 	}
-	why, err := s.x.agent.TurnCut(s.env, s.id, s.started)
+	why, err := s.x.agent.TurnCut(s.env, s.id, s.started, reported)
 	if err != nil {
 		s.sendLocked(runner.Event{Type: runner.EventLog, Level: runner.LevelWarn, Notice: true,
 			Message: "could not read " + s.nameLocked() + "'s record of the session: " + runner.Clip(err.Error(), 300)})

@@ -12,7 +12,8 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
-// codex-acp's session (Codex's thread) and Gemini CLI's are continued
+// codex-acp's session (Codex's thread), Gemini CLI's and claude-code-acp's
+// (Claude Code's transcript) are continued
 // with session/load: the session's record is kept in the task's session
 // directory. One the agent cannot load (its record gone, an id it never
 // had) ends the attempt session_lost, with no new session in its place.
@@ -26,6 +27,8 @@ func TestACPSessions(t *testing.T) {
 		// Mostly in the minute the session began (acp.Gemini).
 		{name: "gemini", model: "gemini-2.5-pro", unknown: "0000dead-0000-4000-8000-000000000000",
 			exe: func(m *mockmodel.Server) *acp.Executor { return runnertest.GeminiExec(t, m, acp.Config{}) }},
+		{name: "claude-code-acp", model: "claude-a", unknown: "0000dead-0000-4000-8000-000000000000",
+			exe: func(m *mockmodel.Server) *acp.Executor { return runnertest.ClaudeCodeACPExec(t, m, acp.Config{}) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			spec := func(n int, work, sessions, prompt string, resume *runner.Resume) runner.AttemptSpec {

@@ -23,8 +23,8 @@ import (
 
 // agents are the real ACP agents tested, each with the executor that
 // runs it against the mock and a model it takes: OpenCode (its own
-// executor, over ACP), codex-acp and Gemini CLI. Gemini CLI asks before
-// a command: the policy accepts.
+// executor, over ACP), codex-acp, Gemini CLI and claude-code-acp. Gemini
+// CLI and claude-code-acp ask before a command: the policy accepts.
 var agents = []struct {
 	name  string
 	model string
@@ -44,6 +44,9 @@ var agents = []struct {
 	{"gemini", "gemini-2.5-pro", func(t *testing.T, m *mockmodel.Server) runner.Executor {
 		return runnertest.GeminiExec(t, m, acp.Config{Approval: runner.ApprovalAcceptAll})
 	}, 50 * time.Second},
+	{"claude-code-acp", "claude-a", func(t *testing.T, m *mockmodel.Server) runner.Executor {
+		return runnertest.ClaudeCodeACPExec(t, m, acp.Config{Approval: runner.ApprovalAcceptAll})
+	}, 90 * time.Second},
 }
 
 // A model that accepts the request and never answers (nor sends a

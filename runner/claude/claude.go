@@ -184,6 +184,15 @@ func claudeConfigDir(env []string) string {
 	return cli.HomeDir(env, ".claude")
 }
 
+// ConfigDir is where Claude Code keeps its state (CLAUDE_CONFIG_DIR,
+// else ~/.claude), for the executors that run it under another name
+// (the acp executor's claude-code-acp).
+func ConfigDir(env []string) string { return claudeConfigDir(env) }
+
+// Endpoints are the hosts Claude Code reaches its model at, given its
+// environment, for the executors that run it under another name.
+func Endpoints(env []string) []egress.Rule { return endpoints(env) }
+
 // defaultEndpoints are where Claude Code reaches its model: the API, and
 // the token refresh of a subscription login.
 var defaultEndpoints = []string{"api.anthropic.com", "platform.claude.com"}

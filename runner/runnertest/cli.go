@@ -318,6 +318,25 @@ func GeminiExec(t testing.TB, mock *mockmodel.Server, cfg acp.Config) *acp.Execu
 	return exe
 }
 
+// ClaudeCodeACPExec returns the acp executor running the pinned
+// claude-code-acp against mock (clitest.ClaudeEnv), with the pinned
+// Claude Code as the Claude Code it runs (CLAUDE_CODE_EXECUTABLE) and a
+// 2 s grace unless cfg says another. cfg.Env's variables win over these.
+func ClaudeCodeACPExec(t testing.TB, mock *mockmodel.Server, cfg acp.Config) *acp.Executor {
+	t.Helper()
+	cfg.Bin = clitest.ClaudeCodeACPBin(t)
+	env := append(clitest.ClaudeEnv(t, mock, clitest.ClaudeOptions{}), "CLAUDE_CODE_EXECUTABLE="+clitest.ClaudeBin(t))
+	cfg.Env = append(env, cfg.Env...)
+	if cfg.Grace == 0 {
+		cfg.Grace = 2 * time.Second
+	}
+	exe, err := acp.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
