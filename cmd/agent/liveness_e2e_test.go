@@ -24,7 +24,7 @@ func TestASilentBusyAttemptIsNotHung(t *testing.T) {
 		return c.task(t, busy).Liveness == state.LivenessSilent
 	})
 	if v.LastActivityAt.IsZero() {
-		t.Errorf("working (silent) with no activity time: %+v", v.Task)
+		t.Errorf("working (silent) with no activity time: %+v", v.Task())
 	}
 	show := runAgent(t, append([]string{"tasks", "show", busy, "--remote"}, cpArgs...)...)
 	if !strings.Contains(show.stdout, "liveness: working (silent), its processes at work ") {

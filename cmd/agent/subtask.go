@@ -271,7 +271,7 @@ func newSubtaskLsCmd() *cobra.Command {
 			}
 			tasks := make([]*state.Task, len(kids))
 			for i := range kids {
-				tasks[i] = &kids[i].Task
+				tasks[i] = kids[i].Task()
 			}
 			out := cmd.OutOrStdout()
 			taskview.Subtasks(out, newPalette(out), tasks)
@@ -362,7 +362,7 @@ all: its executor gets no task token.`,
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "task %s (type %s, depth %d) may delegate to:\n", taskview.Visible(v.ID), taskview.Visible(state.TypeOf(v.Labels)), v.Depth)
-			for _, l := range state.DelegationLines(&v.Task) {
+			for _, l := range state.DelegationLines(v.Task()) {
 				fmt.Fprintf(w, "  %s\n", taskview.Visible(l))
 			}
 			return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,10 +17,13 @@ import (
 var updateGolden = flag.Bool("update", false, "write testdata/*.golden.json from the code rather than check it")
 
 // filled sets every field of v, however deep, to a value of its own (its
-// path in the struct, a counter), so that no field of a task can be left
-// out of its wire JSON unseen: the golden file then lists them all.
-func filled(v reflect.Value, path string, n *int) {
-	*n++
+// path in the struct, or a number drawn from it), so that no field of a
+// task can be left out of its wire JSON unseen: the golden file then
+// lists them all. A field added or removed changes no other's value.
+func filled(v reflect.Value, path string) {
+	h := fnv.New32a()
+	h.Write([]byte(path))
+	n := int(h.Sum32() % 100000)
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(path)
@@ -27,39 +31,39 @@ func filled(v reflect.Value, path string, n *int) {
 		v.SetBool(true)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if v.Type() == reflect.TypeFor[time.Duration]() || v.Type() == reflect.TypeFor[state.Duration]() {
-			v.SetInt(int64(*n) * int64(time.Second))
+			v.SetInt(int64(n) * int64(time.Second))
 			return
 		}
-		v.SetInt(int64(*n))
+		v.SetInt(int64(n))
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(uint64(*n))
+		v.SetUint(uint64(n))
 	case reflect.Float32, reflect.Float64:
-		v.SetFloat(float64(*n) + 0.5)
+		v.SetFloat(float64(n) + 0.5)
 	case reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
-		filled(p.Elem(), path, n)
+		filled(p.Elem(), path)
 		v.Set(p)
 	case reflect.Slice:
 		s := reflect.MakeSlice(v.Type(), 1, 1)
-		filled(s.Index(0), path+"[0]", n)
+		filled(s.Index(0), path+"[0]")
 		v.Set(s)
 	case reflect.Map:
 		m := reflect.MakeMap(v.Type())
 		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-		filled(k, path+".key", n)
-		filled(e, path+".value", n)
+		filled(k, path+".key")
+		filled(e, path+".value")
 		m.SetMapIndex(k, e)
 		v.Set(m)
 	case reflect.Interface:
 		v.Set(reflect.ValueOf(path))
 	case reflect.Struct:
 		if v.Type() == reflect.TypeFor[time.Time]() {
-			v.Set(reflect.ValueOf(time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC).Add(time.Duration(*n) * time.Minute)))
+			v.Set(reflect.ValueOf(time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC).Add(time.Duration(n) * time.Minute)))
 			return
 		}
 		for i := range v.NumField() {
 			if f := v.Type().Field(i); f.IsExported() {
-				filled(v.Field(i), path+"."+f.Name, n)
+				filled(v.Field(i), path+"."+f.Name)
 			}
 		}
 	}
@@ -70,8 +74,7 @@ func filled(v reflect.Value, path string, n *int) {
 // task that could happen.
 func fullTask() *state.Task {
 	var t state.Task
-	n := 0
-	filled(reflect.ValueOf(&t).Elem(), "task", &n)
+	filled(reflect.ValueOf(&t).Elem(), "task")
 	return &t
 }
 
@@ -98,5 +101,26 @@ func TestTaskViewWireJSONStaysTheSame(t *testing.T) {
 	}
 	if !bytes.Equal(append(got, '\n'), want) {
 		t.Errorf("a task's wire JSON changed; want %s, got:\n%s", golden, got)
+	}
+}
+
+// Every field of the domain's task goes on the wire and comes back: a
+// field added to state.Task and not to TaskView fails here.
+func TestTaskViewCarriesEveryFieldOfTheTask(t *testing.T) {
+	task := fullTask()
+	v := ViewOf(task)
+	if back := v.Task(); !reflect.DeepEqual(back, task) {
+		t.Errorf("the task back from its view differs:\n got %+v\nwant %+v", back, task)
+	}
+	var decoded TaskView
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	if back := decoded.Task(); !reflect.DeepEqual(back, task) {
+		t.Errorf("the task decoded from the wire differs:\n got %+v\nwant %+v", back, task)
 	}
 }
