@@ -64,8 +64,6 @@ type TaskView struct {
 	Reply            *state.Reply           `json:"reply,omitempty"`
 	ApprovalExpired  *state.ApprovalRequest `json:"approval_expired,omitempty"`
 	Denied           int                    `json:"denied,omitempty"`
-	EventsApplied    *int                   `json:"events_applied,omitempty"`
-	EventsBytes      int64                  `json:"events_bytes,omitempty"`
 	Diff             state.DiffRef          `json:"diff,omitzero"`
 	Output           []state.AttemptOutput  `json:"output,omitempty"`
 
@@ -135,8 +133,6 @@ func ViewOf(t *state.Task) TaskView {
 		Reply:            t.Reply,
 		ApprovalExpired:  t.ApprovalExpired,
 		Denied:           t.Denied,
-		EventsApplied:    t.EventsApplied,
-		EventsBytes:      t.EventsBytes,
 		Diff:             t.Diff,
 		Output:           t.Output,
 		ProgressCard:     state.ProgressCard(t),
@@ -204,8 +200,6 @@ func (v *TaskView) Task() *state.Task {
 		Reply:            v.Reply,
 		ApprovalExpired:  v.ApprovalExpired,
 		Denied:           v.Denied,
-		EventsApplied:    v.EventsApplied,
-		EventsBytes:      v.EventsBytes,
 		Diff:             v.Diff,
 		Output:           v.Output,
 	}

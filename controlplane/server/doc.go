@@ -5,9 +5,11 @@
 // PostgreSQL (pgstore), which any number of replicas share. It imports
 // neither: a store that a crash may leave behind its events
 // (store.Recoverer) is brought up to date by New, through the rules.
-// Every change is one store transaction on the tasks it touches; each
-// room's own lock guards only what one process keeps for itself (the
-// claims waiting for work, counters).
+// Every change is one store transaction on the tasks it touches (the
+// store numbers a task's events: Tx.LastSeq, its own bookkeeping, never
+// the task's); a task goes on the wire as api.TaskView, made at the edge
+// (api.ViewOf); each room's own lock guards only what one process keeps
+// for itself (the claims waiting for work, counters).
 //
 // What it promises:
 //

@@ -87,8 +87,6 @@ func (rl *rules) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
 		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}
-	none := 0
-	t.EventsApplied = &none
 	if t.Title == "" {
 		t.Title = firstLine(req.Prompt)
 	}

@@ -172,8 +172,13 @@ type Tx interface {
 	// Seen reports whether a key of a task's events was accepted before,
 	// in this transaction or a committed one.
 	Seen(taskID, key string) (bool, error)
+	// LastSeq is the number of the task's last stored event (0: none),
+	// with those this transaction appended: the next is LastSeq+1. It is
+	// the store's bookkeeping, kept beside the task, never in it.
+	LastSeq(taskID string) int
 	// Append records an accepted event's key and, unless line is nil
-	// (its output was cut), stores line as the task's event number seq.
+	// (its output was cut), stores line as the task's event number seq,
+	// which is LastSeq(taskID)+1.
 	// line is the event encoded as api.StoredEvent (encoding/json), so
 	// its first field is key: it starts {"key": and key JSON-quoted. It
 	// has no newline. A store may read keys back from their lines.
@@ -311,6 +316,8 @@ type QueueListener interface {
 // task reflects.
 type Missed struct {
 	api.StoredEvent
+	// Seq is its number among the task's stored events.
+	Seq int
 	// Size is its stored line's length, its newline included.
 	Size int64
 }

@@ -284,7 +284,6 @@ func fillFiles(dir, tmpfs string, n int, log *log.Logger) error {
 			st.Close()
 			return err
 		}
-		t.EventsBytes = 0
 		if err := st.Create(ctx, t); err != nil {
 			st.Close()
 			return err

@@ -367,7 +367,6 @@ func TestALateEventOfAnEndedTaskIsRecovered(t *testing.T) {
 		must(t, s.Update(ctx, []string{task.ID}, func(tx store.Tx) error {
 			c := tx.Task(task.ID)
 			c.Title = title
-			c.EventsApplied = &n
 			tx.Append(task.ID, key, n, []byte(`{"key":"`+key+`"}`))
 			tx.Save(c)
 			return nil

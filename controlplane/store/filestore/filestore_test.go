@@ -15,9 +15,9 @@ import (
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// The size of a task's events file is the store's: written into the task
-// file, where a start reads it, but never in a task handed out; a Save of
-// a task without it keeps it.
+// The size of a task's events file and the count of its events are the
+// store's (the task has no field for them): written into the task file,
+// where a start reads them; a Save of the task keeps them.
 func TestEventsBytesIsTheStoresOwn(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -27,32 +27,34 @@ func TestEventsBytesIsTheStoresOwn(t *testing.T) {
 	line := []byte(`{"key":"k1","n":1}`)
 	must(t, s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
 		task := tx.Task("a")
-		if task.EventsBytes != 0 {
-			t.Errorf("Tx.Task: EventsBytes %d", task.EventsBytes)
+		if n := tx.LastSeq("a"); n != 0 {
+			t.Errorf("a new task's LastSeq: %d", n)
 		}
 		tx.Append("a", "k1", 1, line)
+		if n := tx.LastSeq("a"); n != 1 {
+			t.Errorf("LastSeq after an append: %d", n)
+		}
 		tx.Save(task)
 		return nil
 	}))
 	must(t, s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
 		task := tx.Task("a")
 		task.Title = "renamed"
-		tx.Save(task) // EventsBytes 0
+		if n := tx.LastSeq("a"); n != 1 {
+			t.Errorf("LastSeq in the next transaction: %d", n)
+		}
+		tx.Save(task)
 		return nil
 	}))
-	got, err := s.Task(ctx, "a")
-	must(t, err)
-	if got.EventsBytes != 0 {
-		t.Errorf("Task: EventsBytes %d", got.EventsBytes)
-	}
 	b, err := os.ReadFile(filepath.Join(dir, "tasks", "a.json"))
 	must(t, err)
 	var file struct {
-		EventsBytes int64 `json:"events_bytes"`
+		EventsApplied *int  `json:"events_applied"`
+		EventsBytes   int64 `json:"events_bytes"`
 	}
 	must(t, json.Unmarshal(b, &file))
-	if want := int64(len(line) + 1); file.EventsBytes != want {
-		t.Errorf("the task file says events_bytes %d, want %d:\n%s", file.EventsBytes, want, b)
+	if want := int64(len(line) + 1); file.EventsBytes != want || file.EventsApplied == nil || *file.EventsApplied != 1 {
+		t.Errorf("the task file says events_bytes %d, events_applied %v, want %d and 1:\n%s", file.EventsBytes, file.EventsApplied, want, b)
 	}
 	must(t, s.Close())
 	s = open(t, dir)

@@ -603,3 +603,62 @@ func TestCommitsAreDurableWhereTheServerSaysOtherwise(t *testing.T) {
 		t.Fatalf("the DSN's synchronous_commit=local became %s", got)
 	}
 }
+
+// A task's document written when the task carried the store's
+// bookkeeping (events_applied among its keys, as every document of a
+// store from then has it) reads the same: the seq of its last stored
+// event is what it says, the task has no such field, and the next append
+// goes on from it and is written back under the same key.
+func TestADocumentWrittenWhenTheTaskKeptTheBookkeepingReads(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	old := task("a", 1)
+	doc, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As that code wrote it: the task's keys, events_applied among them.
+	var keys map[string]any
+	if err := json.Unmarshal(doc, &keys); err != nil {
+		t.Fatal(err)
+	}
+	keys["events_applied"] = 7
+	if doc, err = json.Marshal(keys); err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, old)
+	if _, err := s.pool.Exec(ctx, `UPDATE tasks SET doc = $2 WHERE id = $1`, "a", doc); err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, get(t, s, "a"), old)
+	err = s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
+		if got := tx.LastSeq("a"); got != 7 {
+			t.Errorf("LastSeq = %d, want 7", got)
+		}
+		tx.Append("a", "k8", 8, []byte(`{"key":"k8"}`))
+		return nil // not saved: the document keeps the seq all the same
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []byte
+	if err := s.pool.QueryRow(ctx, `SELECT doc FROM tasks WHERE id = 'a'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	var said struct {
+		EventsApplied int `json:"events_applied"`
+	}
+	if err := json.Unmarshal(stored, &said); err != nil || said.EventsApplied != 8 {
+		t.Errorf("the document says events_applied %d (%v), want 8: %s", said.EventsApplied, err, stored)
+	}
+	err = s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
+		if got := tx.LastSeq("a"); got != 8 {
+			t.Errorf("LastSeq after an append = %d, want 8", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

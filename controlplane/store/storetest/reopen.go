@@ -108,6 +108,8 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 		if seen(t, st, "q1", "failed") {
 			t.Error("Seen(q1, failed) after a reopen: a failed transaction's key")
 		}
+		sameLastSeq(t, st, "c1", 2)
+		sameLastSeq(t, st, "q1", 0)
 		leased, err := st.Leased(t.Context(), "A")
 		if err != nil {
 			t.Fatalf("Leased: %v", err)
