@@ -163,12 +163,12 @@ func (rl *rules) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time
 		return res, fmt.Errorf("store event %s: %w", ev.Key, err)
 	}
 	if line != nil {
-		tx.Append(t.ID, ev.Key, seq, line[:len(line)-1])
+		tx.Append(t.ID, ev.Key, ev.Kind, seq, line[:len(line)-1])
 		if ev.Kind == state.EventDiff {
 			t.Diff.Seq = seq
 		}
 	} else {
-		tx.Append(t.ID, ev.Key, 0, nil)
+		tx.Append(t.ID, ev.Key, ev.Kind, 0, nil)
 	}
 	tx.Save(t)
 	return res, nil

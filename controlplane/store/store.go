@@ -178,11 +178,12 @@ type Tx interface {
 	LastSeq(taskID string) int
 	// Append records an accepted event's key and, unless line is nil
 	// (its output was cut), stores line as the task's event number seq,
-	// which is LastSeq(taskID)+1.
-	// line is the event encoded as api.StoredEvent (encoding/json), so
-	// its first field is key: it starts {"key": and key JSON-quoted. It
-	// has no newline. A store may read keys back from their lines.
-	Append(taskID, key string, seq int, line []byte)
+	// which is LastSeq(taskID)+1. kind is the event's kind: a store reads
+	// no field of line for it. line is the event encoded as
+	// api.StoredEvent (encoding/json), so its first field is key: it
+	// starts {"key": and key JSON-quoted. It has no newline. A store may
+	// read keys back from their lines.
+	Append(taskID, key string, kind state.EventKind, seq int, line []byte)
 	// Notify writes notifications with the transaction's changes: stored
 	// when it commits, with them, or not at all. A record whose ID and
 	// Target are stored already is left as it is.

@@ -30,7 +30,7 @@ func TestEventsBytesIsTheStoresOwn(t *testing.T) {
 		if n := tx.LastSeq("a"); n != 0 {
 			t.Errorf("a new task's LastSeq: %d", n)
 		}
-		tx.Append("a", "k1", 1, line)
+		tx.Append("a", "k1", state.EventProgress, 1, line)
 		if n := tx.LastSeq("a"); n != 1 {
 			t.Errorf("LastSeq after an append: %d", n)
 		}
@@ -77,8 +77,8 @@ func TestCutKeysOfAnUnsavedCommitGo(t *testing.T) {
 	must(t, s.Create(ctx, state.NewTask("a", "p", t0)))
 	commit := func(n int, key, cut string) {
 		must(t, s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
-			tx.Append("a", key, n, []byte(`{"key":"`+key+`"}`))
-			tx.Append("a", cut, 0, nil)
+			tx.Append("a", key, state.EventProgress, n, []byte(`{"key":"`+key+`"}`))
+			tx.Append("a", cut, state.EventLog, 0, nil)
 			tx.Save(tx.Task("a"))
 			return nil
 		}))
@@ -179,4 +179,27 @@ func TestAgentsRecordsAreWrittenTogetherNowAndThen(t *testing.T) {
 	if info, err := os.Stat(filepath.Join(dir, "agents-seen.json")); err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("agents-seen.json: %v %v, want 0600", info.Mode(), err)
 	}
+}
+
+// A transaction knows it holds a completion (the crash points' "complete")
+// by the kind it is handed, never by what an event's bytes hold: a line
+// that spells a completion's kind in a progress event is none.
+func TestACompletionIsKnownByItsKindNotItsBytes(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	defer s.Close()
+	ctx := t.Context()
+	must(t, s.Create(ctx, state.NewTask("a", "p", t0)))
+	must(t, s.Update(ctx, []string{"a"}, func(stx store.Tx) error {
+		x := stx.(*tx)
+		x.Append("a", "k1", state.EventProgress, 1, []byte(`{"key":"k1","kind":"complete"}`))
+		if x.complete {
+			t.Error("a progress event whose bytes spell a completion's kind is taken for a completion")
+		}
+		x.Append("a", "k2", state.EventComplete, 2, []byte(`{"key":"k2"}`))
+		if !x.complete {
+			t.Error("a completion is not known as one")
+		}
+		return nil
+	}))
 }

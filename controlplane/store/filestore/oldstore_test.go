@@ -82,7 +82,7 @@ func TestAStoreWrittenWhenTheTaskKeptTheBookkeepingOpens(t *testing.T) {
 			}
 			seq := tx.LastSeq(id) + 1
 			key := "k" + string(rune('0'+seq))
-			tx.Append(id, key, seq, []byte(`{"key":"`+key+`"}`))
+			tx.Append(id, key, state.EventProgress, seq, []byte(`{"key":"`+key+`"}`))
 			tx.Save(tx.Task(id))
 			return nil
 		}))

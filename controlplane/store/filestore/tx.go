@@ -168,7 +168,7 @@ func (x *tx) LastSeq(taskID string) int { return x.sizes[taskID].seq + x.nlines[
 // Append records key for the task, and line as its next event unless
 // line is nil (then the key goes to the task's file of cut keys). The
 // task must be one the transaction holds.
-func (x *tx) Append(taskID, key string, _ int, line []byte) {
+func (x *tx) Append(taskID, key string, kind state.EventKind, _ int, line []byte) {
 	if x.tasks[taskID] == nil {
 		panic(errNotLocked)
 	}
@@ -182,7 +182,7 @@ func (x *tx) Append(taskID, key string, _ int, line []byte) {
 	}
 	x.lines[taskID] = append(append(x.lines[taskID], line...), '\n')
 	x.nlines[taskID]++
-	if isComplete(line) {
+	if kind == state.EventComplete {
 		x.complete = true
 	}
 }

@@ -206,7 +206,7 @@ func TestUpdateStoresSavesAndEventsTogether(t *testing.T) {
 			if key == "k2" {
 				line = nil // cut: the key alone
 			}
-			tx.Append("a", key, i+1, line)
+			tx.Append("a", key, state.EventProgress, i+1, line)
 			if seen, err := tx.Seen("a", key); err != nil || !seen {
 				t.Fatalf("Seen(%s) after its Append in the same transaction: %v %v", key, seen, err)
 			}
@@ -254,7 +254,7 @@ func TestUpdateWithAnErrorStoresNothing(t *testing.T) {
 		a := tx.Task("a")
 		a.Phase = state.PhaseCancelled
 		tx.Save(a)
-		tx.Append("a", "k1", 1, []byte("{}"))
+		tx.Append("a", "k1", state.EventProgress, 1, []byte("{}"))
 		return boom
 	})
 	if err != boom {
@@ -324,7 +324,7 @@ func TestEventsPages(t *testing.T) {
 	create(t, s, task("a", 1))
 	err := s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
 		for i := 1; i <= 10; i++ {
-			tx.Append("a", fmt.Sprint("k", i), i, []byte(strings.Repeat("x", 10)))
+			tx.Append("a", fmt.Sprint("k", i), state.EventProgress, i, []byte(strings.Repeat("x", 10)))
 		}
 		return nil
 	})
@@ -437,7 +437,7 @@ func TestPrune(t *testing.T) {
 		ended("new", base.Add(time.Hour)), task("live", 0))
 	err := s.Update(ctx, []string{"old1", "old2", "new"}, func(tx store.Tx) error {
 		for _, id := range []string{"old1", "old2", "new"} {
-			tx.Append(id, "k", 1, []byte("line"))
+			tx.Append(id, "k", state.EventProgress, 1, []byte("line"))
 		}
 		return nil
 	})
@@ -636,7 +636,7 @@ func TestADocumentWrittenWhenTheTaskKeptTheBookkeepingReads(t *testing.T) {
 		if got := tx.LastSeq("a"); got != 7 {
 			t.Errorf("LastSeq = %d, want 7", got)
 		}
-		tx.Append("a", "k8", 8, []byte(`{"key":"k8"}`))
+		tx.Append("a", "k8", state.EventProgress, 8, []byte(`{"key":"k8"}`))
 		return nil // not saved: the document keeps the seq all the same
 	})
 	if err != nil {

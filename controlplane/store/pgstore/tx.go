@@ -100,7 +100,7 @@ func (t *tx) LastSeq(taskID string) int { return t.seqs[taskID] }
 
 // Append records key, and line as event seq unless line is nil, at
 // commit. A key appended twice is recorded once, its first line kept.
-func (t *tx) Append(taskID, key string, seq int, line []byte) {
+func (t *tx) Append(taskID, key string, _ state.EventKind, seq int, line []byte) {
 	k := eventKey{taskID, key}
 	if t.keys[k] {
 		return

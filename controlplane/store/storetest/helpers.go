@@ -193,7 +193,7 @@ func appendLines(t *testing.T, st store.Store, taskID string, first int, rests .
 	err := st.Update(t.Context(), []string{taskID}, func(tx store.Tx) error {
 		for i, rest := range rests {
 			seq := first + i
-			tx.Append(taskID, seqKey(seq), seq, keyed(seq, rest))
+			tx.Append(taskID, seqKey(seq), state.EventProgress, seq, keyed(seq, rest))
 		}
 		return nil
 	})

@@ -511,7 +511,7 @@ func (tx *memTx) LastSeq(taskID string) int {
 	return 0
 }
 
-func (tx *memTx) Append(taskID, key string, seq int, line []byte) {
+func (tx *memTx) Append(taskID, key string, _ state.EventKind, seq int, line []byte) {
 	if tx.keys[taskID] == nil {
 		tx.keys[taskID] = map[string]bool{}
 	}
