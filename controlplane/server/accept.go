@@ -26,7 +26,7 @@ func (rl *rules) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 		return api.EventsResponse{}, err
 	}
 	if len(req.Events) > api.MaxEventsPerBatch {
-		return api.EventsResponse{}, badRequest("%d events in one batch; the limit is %d", len(req.Events), api.MaxEventsPerBatch)
+		return api.EventsResponse{}, invalidRequest("%d events in one batch; the limit is %d", len(req.Events), api.MaxEventsPerBatch)
 	}
 	rl.watchdog.pass(ctx)
 	var ids []string
