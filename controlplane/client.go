@@ -504,7 +504,7 @@ func (c *Client) TasksIn(ctx context.Context, o api.TaskOrder, f api.TaskFilter,
 	if err == nil && f != (api.TaskFilter{}) {
 		// A control plane from before filters answers every task: the
 		// filter is kept here too.
-		p.items = slices.DeleteFunc(p.items, func(v api.TaskView) bool { return !f.Match(&v.Task) })
+		p.items = slices.DeleteFunc(p.items, func(v api.TaskView) bool { return !f.Match(v.Task()) })
 	}
 	return p.items, p.next, err
 }

@@ -216,7 +216,7 @@ func Run(ctx context.Context, opts Options) error {
 			of = " (a subtask of " + v.Parent + ")"
 		}
 		fmt.Fprintf(out, "\n  %s  %s: %s%s\n", v.ID, v.Title, v.Phase, of)
-		for _, l := range state.Timeline(&v.Task, now) {
+		for _, l := range state.Timeline(v.Task(), now) {
 			fmt.Fprintf(out, "    %s\n", l)
 		}
 		// A parent's report of its subtasks, as agent subtask wait gave it.
@@ -270,7 +270,7 @@ func demoToken() string {
 // a permanent failure stopped after its session had begun.
 func toContinue(views []api.TaskView) (api.TaskView, bool) {
 	for _, v := range views {
-		if v.Phase == state.PhaseFailed && v.SessionAttempt() != nil {
+		if v.Phase == state.PhaseFailed && v.Task().SessionAttempt() != nil {
 			return v, true
 		}
 	}
@@ -324,7 +324,7 @@ func (w *watcher) watch(ctx context.Context) ([]api.TaskView, error) {
 // progressLine is what the demo shows of a task.
 func progressLine(v api.TaskView) string {
 	s := fmt.Sprintf("%-19s", v.Phase)
-	c := v.Current()
+	c := v.Task().Current()
 	switch {
 	case v.Phase.Terminal() && v.PhaseReason != "":
 		s += v.PhaseReason

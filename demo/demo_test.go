@@ -10,8 +10,8 @@ import (
 // The live line of a task that ended says how it ended, never the last
 // progress it reported, which is over.
 func TestProgressLineOfAnEndedTask(t *testing.T) {
-	running := api.TaskView{Task: state.Task{Phase: state.PhaseTurnStarted, Progress: state.Progress{Message: "the model is answering"},
-		Attempts: []state.Attempt{{Number: 1, Status: state.AttemptRunning, Model: "m"}}}}
+	running := api.ViewOf(&state.Task{Phase: state.PhaseTurnStarted, Progress: state.Progress{Message: "the model is answering"},
+		Attempts: []state.Attempt{{Number: 1, Status: state.AttemptRunning, Model: "m"}}})
 	if got := progressLine(running); got != "turn_started       the model is answering" {
 		t.Errorf("running: %q", got)
 	}

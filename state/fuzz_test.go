@@ -25,7 +25,7 @@ func FuzzLoadTaskFile(f *testing.F) {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		task, err := loadFile(path)
+		task, err := loadFile(path, nil)
 		if err != nil {
 			return
 		}

@@ -68,34 +68,67 @@ type file struct {
 }
 
 // Save writes t durably. It refuses a task whose invariants are broken.
-func (s *Store) Save(t *Task) error {
+func (s *Store) Save(t *Task) error { return s.SaveWith(t, nil) }
+
+// SaveWith writes t durably, and beside the task's own keys those of
+// own, when not nil: a struct whose JSON is an object, its keys none of
+// the task's. A store of the control plane keeps its bookkeeping of the
+// task's events there, which is its own and not the task's (LoadWith
+// reads it back).
+func (s *Store) SaveWith(t *Task, own any) error {
 	if err := ValidateID(t.ID); err != nil {
 		return fmt.Errorf("state: save: %w", err)
 	}
 	if err := t.Check(); err != nil {
 		return fmt.Errorf("state: save task %s: %w", t.ID, err)
 	}
-	b, err := json.MarshalIndent(file{SchemaVersion, t}, "", "  ")
+	b, err := json.Marshal(file{SchemaVersion, t})
+	if err == nil && own != nil {
+		var o []byte
+		if o, err = json.Marshal(own); err == nil {
+			switch {
+			case len(o) < 2 || o[0] != '{':
+				err = fmt.Errorf("its own keys are not an object: %.40s", o)
+			case len(o) > 2:
+				b = append(append(b[:len(b)-1], ','), o[1:]...)
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err == nil {
+		// As json.MarshalIndent writes it: the same file as ever.
+		err = json.Indent(&out, b, "", "  ")
+	}
 	if err != nil {
 		return fmt.Errorf("state: save task %s: %w", t.ID, err)
 	}
-	if err := atomic.WriteFile(s.Path(t.ID), bytes.NewReader(append(b, '\n'))); err != nil {
+	out.WriteByte('\n')
+	if err := atomic.WriteFile(s.Path(t.ID), &out); err != nil {
 		return fmt.Errorf("state: save task %s: %w", t.ID, err)
 	}
 	return durable.SyncDir(s.dir)
 }
 
 // Load reads task id.
-func (s *Store) Load(id string) (*Task, error) {
+func (s *Store) Load(id string) (*Task, error) { return s.LoadWith(id, nil) }
+
+// LoadWith reads task id, and decodes the keys SaveWith wrote beside it
+// into own, when not nil (a pointer).
+func (s *Store) LoadWith(id string, own any) (*Task, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
-	return loadFile(s.Path(id))
+	return loadFile(s.Path(id), func(*Task) any { return own })
 }
 
 // LoadAll reads every task. A file that cannot be read costs only itself:
 // the others are returned, with an error naming each bad file.
-func (s *Store) LoadAll() ([]*Task, error) {
+func (s *Store) LoadAll() ([]*Task, error) { return s.LoadAllWith(nil) }
+
+// LoadAllWith is LoadAll that also decodes, of each task t it reads, the
+// keys SaveWith wrote beside it into own(t), when own and own(t) are not
+// nil.
+func (s *Store) LoadAllWith(own func(t *Task) any) ([]*Task, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
@@ -114,7 +147,7 @@ func (s *Store) LoadAll() ([]*Task, error) {
 			errs = append(errs, fmt.Errorf("state: %s is not a regular file (%s); skipped", filepath.Join(s.dir, e.Name()), e.Type()))
 			continue
 		}
-		t, err := loadFile(filepath.Join(s.dir, e.Name()))
+		t, err := loadFile(filepath.Join(s.dir, e.Name()), own)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -154,8 +187,9 @@ func readRegular(path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// loadFile reads one task file, normalizing an older format.
-func loadFile(path string) (*Task, error) {
+// loadFile reads one task file, normalizing an older format, and
+// decodes it into own(t) too, when own and own(t) are not nil.
+func loadFile(path string, own func(t *Task) any) (*Task, error) {
 	b, err := readRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
@@ -191,6 +225,13 @@ func loadFile(path string) (*Task, error) {
 	}
 	if err := t.Check(); err != nil {
 		return nil, bad("%v", err)
+	}
+	if own != nil {
+		if o := own(t); o != nil {
+			if err := json.Unmarshal(b, o); err != nil {
+				return nil, bad("%v", err)
+			}
+		}
 	}
 	return t, nil
 }

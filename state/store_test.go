@@ -207,3 +207,53 @@ func TestStoreSkipsWhatIsNotARegularFile(t *testing.T) {
 		t.Fatal("Load read a FIFO")
 	}
 }
+
+// A store of the control plane keeps its own keys beside the task's in
+// the task's file (SaveWith, LoadWith, LoadAllWith): the task's keys are
+// written as Save writes them, the task reads as ever, and keys that are
+// not an object are refused.
+func TestStoreKeepsACallersOwnKeysBesideTheTask(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tasks")
+	s, err := OpenStore(dir)
+	must(t, err)
+	task := claimed(t)
+	must(t, s.Save(task))
+	plain, err := os.ReadFile(s.Path(task.ID))
+	must(t, err)
+	type books struct {
+		Applied int   `json:"events_applied"`
+		Bytes   int64 `json:"events_bytes,omitempty"`
+	}
+	must(t, s.SaveWith(task, books{Applied: 3, Bytes: 99}))
+	with, err := os.ReadFile(s.Path(task.ID))
+	must(t, err)
+	want := strings.TrimSuffix(string(plain), "\n}\n") + ",\n  \"events_applied\": 3,\n  \"events_bytes\": 99\n}\n"
+	if string(with) != want {
+		t.Errorf("the file with the keys beside the task's:\n%s\nwant\n%s", with, want)
+	}
+	var b books
+	got, err := s.LoadWith(task.ID, &b)
+	must(t, err)
+	if b != (books{3, 99}) || got.ID != task.ID || got.Phase != task.Phase {
+		t.Errorf("LoadWith: %+v, %+v", got, b)
+	}
+	all := map[string]*books{}
+	list, err := s.LoadAllWith(func(t *Task) any { all[t.ID] = new(books); return all[t.ID] })
+	must(t, err)
+	if len(list) != 1 || all[task.ID] == nil || *all[task.ID] != (books{3, 99}) {
+		t.Errorf("LoadAllWith: %d tasks, %+v", len(list), all)
+	}
+	if back, err := s.Load(task.ID); err != nil || back.ID != task.ID {
+		t.Errorf("Load of a file with keys of a store's own: %v", err)
+	}
+	// No keys of its own: the file Save writes.
+	must(t, s.SaveWith(task, struct {
+		Applied int `json:"events_applied,omitempty"`
+	}{}))
+	if again, _ := os.ReadFile(s.Path(task.ID)); string(again) != string(plain) {
+		t.Errorf("SaveWith of no keys:\n%s\nwant\n%s", again, plain)
+	}
+	if err := s.SaveWith(task, 5); err == nil || !strings.Contains(err.Error(), "not an object") {
+		t.Errorf("SaveWith of a number: %v", err)
+	}
+}

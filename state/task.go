@@ -132,17 +132,6 @@ type Task struct {
 	// LastErrorCode is.
 	Denied int `json:"denied,omitempty"`
 
-	// EventsApplied is the control plane's: how many of the task's stored
-	// events this copy reflects, so that after a crash between storing
-	// events and saving the task, the rest are applied again. Nil in files
-	// written before it was kept (then nothing is replayed).
-	EventsApplied *int `json:"events_applied,omitempty"`
-	// EventsBytes is the control plane's too: the size of the task's
-	// events file when it held those EventsApplied events. A start finds
-	// what a crash left unapplied from the file's size alone, reading
-	// nothing before it. Zero in files written before it was kept (then
-	// the file's lines are counted).
-	EventsBytes int64 `json:"events_bytes,omitempty"`
 	// Diff is the control plane's: where it keeps the task's last diff
 	// (its diff event, by seq) and what it comes to; zero before an
 	// attempt in a workspace has ended.
@@ -601,10 +590,6 @@ func (t *Task) Clone() *Task {
 	if t.Parked != nil {
 		p := *t.Parked
 		c.Parked = &p
-	}
-	if t.EventsApplied != nil {
-		n := *t.EventsApplied
-		c.EventsApplied = &n
 	}
 	c.Output = slices.Clone(t.Output)
 	c.PhasesSeen = slices.Clone(t.PhasesSeen)

@@ -39,7 +39,7 @@ func TestCancelReachesARunningTaskAtOnce(t *testing.T) {
 	}
 	local := waitLocalPhase(t, dataDir, id, state.PhaseCancelled)
 	remote := c.waitDone(t, id)
-	sameEnding(t, local, &remote.Task, "cancelled: cancelled by a person")
+	sameEnding(t, local, remote.Task(), "cancelled: cancelled by a person")
 }
 
 // The control plane's watchdog timing a running task out ends it on its
@@ -53,7 +53,7 @@ func TestAWatchdogEndingIsTheAgentsToo(t *testing.T) {
 	id := submit(t, c, "Stall\n@output started\n@wait-file "+filepath.Join(t.TempDir(), "never"))
 	local := waitLocalPhase(t, dataDir, id, state.PhaseTimedOut)
 	remote := c.task(t, id)
-	sameEnding(t, local, &remote.Task, "the control plane's watchdog: no progress for ")
+	sameEnding(t, local, remote.Task(), "the control plane's watchdog: no progress for ")
 	if a := local.Attempts[0]; a.Error == nil || a.Error.Code != state.CodeTimedOut || a.Retry != nil {
 		t.Errorf("the local attempt: %+v, retry %+v; want failed timed_out, as the control plane's", a.Error, a.Retry)
 	}
@@ -112,8 +112,8 @@ func TestACancelThatCrossesTheEndResolvesOneWay(t *testing.T) {
 		t.Fatalf("control plane %s (cancel %v), local %s: want completed on both, the cancel noted", remote.Phase, remote.CancelRequested, local.Phase)
 	}
 	note := state.CancelNote(local)
-	if note == "" || note != state.CancelNote(&remote.Task) || !strings.HasSuffix(note, "came after it had ended completed: the ending stands") {
-		t.Errorf("notes: local %q, control plane %q", note, state.CancelNote(&remote.Task))
+	if note == "" || note != state.CancelNote(remote.Task()) || !strings.HasSuffix(note, "came after it had ended completed: the ending stands") {
+		t.Errorf("notes: local %q, control plane %q", note, state.CancelNote(remote.Task()))
 	}
 	for _, args := range [][]string{{"--data-dir", dataDir}, {"--remote", "--control-plane", c.url(), "--token-file", c.operatorFile}} {
 		if r := runAgent(t, append([]string{"tasks", "show", id}, args...)...); !strings.Contains(r.stdout, note) {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -20,11 +21,15 @@ func TestASilentBusyAttemptIsNotHung(t *testing.T) {
 	busy := submit(t, c, "Run the test suite\n@output testing\n@busy 6s\n@output all passed")
 	stopped := submit(t, c, "Run the test suite\n@output testing\n@sigstop")
 
-	v := c.waitPhase(t, busy, "working (silent)", func(state.Phase) bool {
-		return c.task(t, busy).Liveness == state.LivenessSilent
+	// The view checked is the one looked at: waitPhase's own fetch comes
+	// before the condition's, and may be from before the silence.
+	var v api.TaskView
+	c.waitPhase(t, busy, "working (silent)", func(state.Phase) bool {
+		v = c.task(t, busy)
+		return v.Liveness == state.LivenessSilent
 	})
 	if v.LastActivityAt.IsZero() {
-		t.Errorf("working (silent) with no activity time: %+v", v.Task)
+		t.Errorf("working (silent) with no activity time: %+v", v.Task())
 	}
 	show := runAgent(t, append([]string{"tasks", "show", busy, "--remote"}, cpArgs...)...)
 	if !strings.Contains(show.stdout, "liveness: working (silent), its processes at work ") {

@@ -156,7 +156,7 @@ func TestAParkedTaskIsContinuedEarlyOrCancelled(t *testing.T) {
 	}
 	local := waitLocalPhase(t, dataDir, cancelled, state.PhaseCancelled)
 	remote := c.waitDone(t, cancelled)
-	sameEnding(t, local, &remote.Task, "cancelled: cancelled by a person")
+	sameEnding(t, local, remote.Task(), "cancelled: cancelled by a person")
 }
 
 // A task that reaches its token budget parks (the agent's default,

@@ -76,7 +76,7 @@ func TestTasksContinue(t *testing.T) {
 	must(t, err)
 	v, err := cp.Operator.Task(context.Background(), id)
 	must(t, err)
-	must(t, store.Save(&v.Task))
+	must(t, store.Save(v.Task()))
 	// The hint names the binary as invoked and the control plane as the
 	// command knew it: placeholders, said as such, where it did not.
 	bin := shellword.Quote(os.Args[0])

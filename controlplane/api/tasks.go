@@ -3,7 +3,6 @@ package api
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/edgeagent/agent/health"
 	"github.com/edgeagent/agent/internal/egress"
-	"github.com/edgeagent/agent/internal/utc"
 	"github.com/edgeagent/agent/state"
 )
 
@@ -76,34 +74,6 @@ const (
 	PreferAny = state.PreferAny
 	PreferGUI = state.PreferGUI
 )
-
-// TaskView is a task as GET /v1/tasks and /v1/tasks/{id} show it.
-type TaskView struct {
-	state.Task
-	ProgressCard []state.Step `json:"progress_card"`
-	// OutputCutLines and OutputCutBytes add up what the control plane cut
-	// of the task's forwarded output, every attempt's (see Task.Output).
-	OutputCutLines int64 `json:"output_cut_lines"`
-	OutputCutBytes int64 `json:"output_cut_bytes"`
-	// Usage is what the task's attempts spent so far together (a running
-	// attempt's wall time up to now).
-	Usage state.TaskUsage `json:"usage"`
-}
-
-// ViewOf is t as shown, by the control plane and by the agent's own
-// commands alike: the task, its progress card, and what was cut of its
-// forwarded output. It shares t's slices: copy t first if it goes on
-// changing.
-func ViewOf(t *state.Task) TaskView {
-	v := TaskView{Task: *t, ProgressCard: state.ProgressCard(t), Usage: t.Usage(utc.Now())}
-	for _, o := range t.Output {
-		// Held at the most an int64 holds: an agent's counts of what it
-		// withheld may be as large as it says.
-		v.OutputCutLines = min(v.OutputCutLines, math.MaxInt64-max(o.CutLines, 0)) + max(o.CutLines, 0)
-		v.OutputCutBytes = min(v.OutputCutBytes, math.MaxInt64-max(o.CutBytes, 0)) + max(o.CutBytes, 0)
-	}
-	return v
-}
 
 // ClaimRequest is POST /v1/tasks/claim.
 type ClaimRequest struct {

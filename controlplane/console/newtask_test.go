@@ -53,7 +53,7 @@ func TestNewTaskForm(t *testing.T) {
 	if v.Prompt != "Fix the footer\nand the header" || v.Title != "Footer" || v.Repo != "site" || v.Base != "release/2.1" ||
 		state.RequirementsText(v.Requires) != "executor=codex, label=tier=web" || v.MaxTokens != 200000 || v.MaxTime.D() != 30*time.Minute || v.Phase != state.PhaseQueued ||
 		!v.NoCommit {
-		t.Errorf("the task submitted: %+v", v.Task)
+		t.Errorf("the task submitted: %+v", v.Task())
 	}
 
 	for _, tc := range []struct {

@@ -147,7 +147,7 @@ func (c *Console) taskCards(ctx context.Context, f taskFilter) ([]card, string, 
 		return nil, "", err
 	}
 	for _, v := range page {
-		if !f.pinned() || !api.NeedsPerson(&v.Task) {
+		if !f.pinned() || !api.NeedsPerson(v.Task()) {
 			views = append(views, v)
 		}
 	}
@@ -268,7 +268,7 @@ func resultOf(t *state.Task) *result {
 
 // taskParts are the parts of a task's page the live stream replaces.
 func (c *Console) taskParts(v *api.TaskView, csrf string) taskData {
-	t := &v.Task
+	t := v.Task()
 	d := taskData{Card: cardOf(v, c.now()), Timeline: timelineOf(t, c.now()), Result: resultOf(t), Actions: actionsOf(t, csrf), Prompt: t.Prompt}
 	if a, ok := approvalOf(v, csrf, "/tasks/"+t.ID, c.now()); ok {
 		d.Question.Q = &a

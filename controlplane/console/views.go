@@ -53,7 +53,7 @@ func outcome(p state.Phase) string { return string(taskview.GroupOf(p)) }
 const rfc3339 = time.RFC3339Nano
 
 func cardOf(v *api.TaskView, now time.Time) card {
-	t := &v.Task
+	t := v.Task()
 	c := card{ID: t.ID, Title: t.Title, Phase: string(t.Phase), Outcome: outcome(t.Phase), Steps: v.ProgressCard,
 		Repo: t.Repo, Cancelling: t.CancelRequested && !t.Phase.Terminal()}
 	if t.Lease != nil {
@@ -330,7 +330,7 @@ type approval struct {
 }
 
 func approvalOf(v *api.TaskView, csrf, back string, now time.Time) (approval, bool) {
-	t := &v.Task
+	t := v.Task()
 	if t.Phase != state.PhaseAwaitingReply || t.AwaitingReply == nil || t.Reply != nil {
 		return approval{}, false
 	}

@@ -26,7 +26,7 @@ func (rl *rules) acceptEvents(ctx context.Context, req api.EventsRequest) (api.E
 		return api.EventsResponse{}, err
 	}
 	if len(req.Events) > api.MaxEventsPerBatch {
-		return api.EventsResponse{}, badRequest("%d events in one batch; the limit is %d", len(req.Events), api.MaxEventsPerBatch)
+		return api.EventsResponse{}, invalidRequest("%d events in one batch; the limit is %d", len(req.Events), api.MaxEventsPerBatch)
 	}
 	rl.watchdog.pass(ctx)
 	var ids []string
@@ -155,11 +155,7 @@ func (rl *rules) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time
 	*t = *work
 	se := api.StoredEvent{Event: ev, AgentID: agentID, ReceivedAt: now}
 	line, err := encodeStored(se)
-	seq := 0
-	if t.EventsApplied != nil {
-		seq = *t.EventsApplied
-	}
-	seq++
+	seq := tx.LastSeq(t.ID) + 1
 	if err == nil && ev.Kind == state.EventLog {
 		line, err = rl.admitLog(t, se, logged, line, seq)
 	}
@@ -167,13 +163,12 @@ func (rl *rules) acceptEvent(tx store.Tx, agentID string, ev api.Event, now time
 		return res, fmt.Errorf("store event %s: %w", ev.Key, err)
 	}
 	if line != nil {
-		tx.Append(t.ID, ev.Key, seq, line[:len(line)-1])
-		t.EventsApplied = &seq
+		tx.Append(t.ID, ev.Key, ev.Kind, seq, line[:len(line)-1])
 		if ev.Kind == state.EventDiff {
 			t.Diff.Seq = seq
 		}
 	} else {
-		tx.Append(t.ID, ev.Key, 0, nil)
+		tx.Append(t.ID, ev.Key, ev.Kind, 0, nil)
 	}
 	tx.Save(t)
 	return res, nil
@@ -378,16 +373,15 @@ func boundChanges(c *state.Changes) *state.Changes {
 // replay applies again the events a crash left unapplied to their task,
 // as they were then (same agent, same time): a file store's recovery.
 func (rl *rules) replay(t *state.Task, missed []store.Missed) {
-	applied := *t.EventsApplied
-	for i, e := range missed {
+	for _, e := range missed {
 		if reason := rl.apply(t, e.AgentID, e.Event, e.ReceivedAt); reason != "" {
 			rl.log.Warn("replaying a stored event after a crash: not applied", "task", t.ID, "key", e.Key, "reason", reason)
 		} else if e.Kind == state.EventLog {
 			if l, err := decodeLog(e.Payload); err == nil {
-				replayLog(t, e.Size, l, e.Attempt, applied+i+1)
+				replayLog(t, e.Size, l, e.Attempt, e.Seq)
 			}
 		} else if e.Kind == state.EventDiff {
-			t.Diff.Seq = applied + i + 1
+			t.Diff.Seq = e.Seq
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -92,7 +91,7 @@ func linkMAC(key []byte, payload string) []byte {
 }
 
 // errLink is why a link does nothing, said to whoever opened it.
-func errLink(status int, msg string) error { return &console.Error{Status: status, Msg: msg} }
+func errLink(kind errKind, msg string) error { return consoleErr(&ruleError{kind, msg}) }
 
 // readLink checks an approval link's token: its MAC, its expiry, and that
 // it was not used.
@@ -101,25 +100,25 @@ func (rl *rules) readLink(ctx context.Context, token string) (linkPayload, error
 	payload, mac, ok := strings.Cut(token, ".")
 	sum, err := base64.RawURLEncoding.DecodeString(mac)
 	if !ok || err != nil || len(token) > 1024 {
-		return p, errLink(http.StatusNotFound, "this approval link is not one the control plane made")
+		return p, errLink(errNotFound, "this approval link is not one the control plane made")
 	}
 	if !hmac.Equal(sum, linkMAC(rl.linkKey, payload)) {
-		return p, errLink(http.StatusNotFound, "this approval link is not one the control plane made")
+		return p, errLink(errNotFound, "this approval link is not one the control plane made")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(payload)
 	if err != nil || json.Unmarshal(b, &p) != nil || p.Task == "" || p.Nonce == "" ||
 		p.Decision != api.DecisionAccept && p.Decision != api.DecisionDecline {
-		return p, errLink(http.StatusNotFound, "this approval link is not one the control plane made")
+		return p, errLink(errNotFound, "this approval link is not one the control plane made")
 	}
 	if !rl.opts.Now().Before(time.Unix(p.Expiry, 0)) {
-		return p, errLink(http.StatusGone, "this approval link has expired: answer from the console's inbox")
+		return p, errLink(errGone, "this approval link has expired: answer from the console's inbox")
 	}
 	used, err := rl.store.SessionRevoked(ctx, approvalLinkPrefix+p.Nonce)
 	if err != nil {
 		return p, consoleErr(storeErr("read the approval links used", err))
 	}
 	if used {
-		return p, errLink(http.StatusGone, "this approval link was used already")
+		return p, errLink(errGone, "this approval link was used already")
 	}
 	return p, nil
 }
@@ -137,7 +136,7 @@ func (b consoleBackend) ApprovalLink(ctx context.Context, token string) (console
 		return console.Approval{}, consoleErr(storeErr("read task", err))
 	}
 	if t == nil || t.Phase != state.PhaseAwaitingReply || t.AwaitingReply == nil || t.AwaitingReply.ID != p.Request {
-		return console.Approval{}, errLink(http.StatusGone, "the question this link answers is not waiting any more")
+		return console.Approval{}, errLink(errGone, "the question this link answers is not waiting any more")
 	}
 	return console.Approval{Task: api.ViewOf(t), Decision: p.Decision, Expires: time.Unix(p.Expiry, 0).UTC()}, nil
 }

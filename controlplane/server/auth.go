@@ -101,9 +101,9 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		who, ok, err := s.identify(r.Context(), tok)
-		var dead *httpError
+		var dead *ruleError
 		if errors.As(err, &dead) {
-			writeJSON(w, dead.status, api.ErrorBody{Error: dead.msg})
+			writeJSON(w, statusFor(dead.kind), api.ErrorBody{Error: dead.msg})
 			return
 		}
 		if err != nil {
@@ -182,9 +182,9 @@ func asAgent(ctx context.Context, agentID string) error {
 	c := callerOf(ctx)
 	switch {
 	case c.agentID == "":
-		return &httpError{http.StatusForbidden, "forbidden: this endpoint needs the agent's own token: register first (POST /v1/agents/register)"}
+		return &ruleError{errForbidden, "forbidden: this endpoint needs the agent's own token: register first (POST /v1/agents/register)"}
 	case c.agentID != agentID:
-		return &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: this token is agent %s's, not %s's", c.agentID, agentID)}
+		return &ruleError{errForbidden, fmt.Sprintf("forbidden: this token is agent %s's, not %s's", c.agentID, agentID)}
 	}
 	return nil
 }

@@ -29,24 +29,24 @@ func (d *dispatch) claim(ctx context.Context, req api.ClaimRequest) (api.ClaimRe
 		return api.ClaimResponse{}, err
 	}
 	if len(req.RequestID) > api.MaxIDBytes {
-		return api.ClaimResponse{}, badRequest("request_id is over %d bytes", api.MaxIDBytes)
+		return api.ClaimResponse{}, invalidRequest("request_id is over %d bytes", api.MaxIDBytes)
 	}
 	if len(req.Running) > api.MaxEventsPerBatch {
-		return api.ClaimResponse{}, badRequest("%d running tasks in one claim; the limit is %d", len(req.Running), api.MaxEventsPerBatch)
+		return api.ClaimResponse{}, invalidRequest("%d running tasks in one claim; the limit is %d", len(req.Running), api.MaxEventsPerBatch)
 	}
 	for _, id := range req.Running {
 		if len(id) > api.MaxIDBytes {
-			return api.ClaimResponse{}, badRequest("a running task's id is over %d bytes", api.MaxIDBytes)
+			return api.ClaimResponse{}, invalidRequest("a running task's id is over %d bytes", api.MaxIDBytes)
 		}
 	}
 	if err := api.CheckRepos(req.Repos); err != nil {
-		return api.ClaimResponse{}, badRequest("repos: %v", err)
+		return api.ClaimResponse{}, invalidRequest("repos: %v", err)
 	}
 	if err := checkOffer(req.Capabilities, req.Labels); err != nil {
 		return api.ClaimResponse{}, err
 	}
 	if req.WaitMS < 0 {
-		return api.ClaimResponse{}, badRequest("wait_ms is %d: want 0 (answer at once) or more", req.WaitMS)
+		return api.ClaimResponse{}, invalidRequest("wait_ms is %d: want 0 (answer at once) or more", req.WaitMS)
 	}
 	wait := min(time.Duration(min(req.WaitMS, math.MaxInt64/int64(time.Millisecond)))*time.Millisecond, d.opts.MaxClaimWait)
 	takes := req.HealthGrade != health.Unavailable && req.Max > 0

@@ -39,9 +39,9 @@ func (s *Server) console() http.Handler {
 // consoleErr is err as the console shows it: the API's status and
 // message.
 func consoleErr(err error) error {
-	var he *httpError
+	var he *ruleError
 	if errors.As(err, &he) {
-		return &console.Error{Status: he.status, Msg: he.msg}
+		return &console.Error{Status: statusFor(he.kind), Msg: he.msg}
 	}
 	return err
 }
@@ -50,7 +50,7 @@ func consoleErr(err error) error {
 // addr as the API's failed authentications do.
 func (b consoleBackend) Identify(ctx context.Context, tok, addr string) (console.Identity, error) {
 	who, ok, err := b.auth.identify(ctx, tok)
-	var dead *httpError
+	var dead *ruleError
 	if errors.As(err, &dead) {
 		err = nil // a task token that is no longer good: nobody's
 	}

@@ -140,7 +140,7 @@ func TestOnlyTheKeepingAgentClaimsAContinuedTask(t *testing.T) {
 		t.Fatalf("attempt 2: %+v", r)
 	}
 	v, _ := e.client.Task(ctx, id)
-	if len(v.Attempts) != 2 || v.Attempts[1].Continues != 1 || !v.MayClaim("agent-2") {
+	if len(v.Attempts) != 2 || v.Attempts[1].Continues != 1 || !v.Task().MayClaim("agent-2") {
 		t.Fatalf("after attempt 2 began: %+v", v.Attempts)
 	}
 }

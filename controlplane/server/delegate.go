@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"maps"
-	"net/http"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
@@ -92,7 +91,7 @@ func (rl *rules) delegationOf(t *state.Task) *state.Delegation {
 // said in one line.
 func (rl *rules) delegation(parent, child *state.Task) error {
 	refused := func(why string, args ...any) error {
-		return &httpError{http.StatusForbidden, "delegation refused: " + fmt.Sprintf(why, args...)}
+		return &ruleError{errForbidden, "delegation refused: " + fmt.Sprintf(why, args...)}
 	}
 	rules, configured := rl.rulesFor(parent)
 	for _, r := range rules {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/state"
@@ -22,7 +21,7 @@ func (rl *rules) taskDiff(ctx context.Context, id string) (api.Diff, error) {
 		return api.Diff{}, err
 	}
 	if t.Diff.Seq == 0 {
-		return api.Diff{}, &httpError{http.StatusNotFound, fmt.Sprintf("task %s has no diff: it works on no repository, or no attempt of it has ended yet", id)}
+		return api.Diff{}, &ruleError{errNotFound, fmt.Sprintf("task %s has no diff: it works on no repository, or no attempt of it has ended yet", id)}
 	}
 	lines, _, err := rl.store.Events(ctx, id, t.Diff.Seq-1, 1, 2*state.MaxDiffBytes)
 	if err != nil {

@@ -5,9 +5,11 @@
 // PostgreSQL (pgstore), which any number of replicas share. It imports
 // neither: a store that a crash may leave behind its events
 // (store.Recoverer) is brought up to date by New, through the rules.
-// Every change is one store transaction on the tasks it touches; each
-// room's own lock guards only what one process keeps for itself (the
-// claims waiting for work, counters).
+// Every change is one store transaction on the tasks it touches (the
+// store numbers a task's events: Tx.LastSeq, its own bookkeeping, never
+// the task's); a task goes on the wire as api.TaskView, made at the edge
+// (api.ViewOf); each room's own lock guards only what one process keeps
+// for itself (the claims waiting for work, counters).
 //
 // What it promises:
 //
@@ -56,8 +58,10 @@
 //     (routing.go), labels (labels.go), agents' enrolment (registry.go),
 //     diffs (diff.go), task tokens and approval links (tasktoken.go,
 //     approvallink.go), and the notifications a change writes (notify.go,
-//     notify_completed.go). Its methods answer *httpError for a request
-//     refused, which the HTTP layer and the console say as they must.
+//     notify_completed.go). Its methods answer a *ruleError for a
+//     request refused, of a kind (errors.go: invalid, forbidden, not
+//     found, conflict, ...), which the HTTP layer says with its status
+//     (statusFor, in routes.go: the one place) and the console the same.
 //   - dispatch (dispatch.go): the claims' long poll, the line of claims
 //     waiting for work and the claims held open for orders (claim.go,
 //     orders.go); it asks the rules what a claim may take.

@@ -22,7 +22,7 @@ func (rl *rules) release(ctx context.Context, req api.ReleaseRequest) (struct{},
 		return struct{}{}, err
 	}
 	if len(req.TaskIDs) > api.MaxEventsPerBatch {
-		return struct{}{}, badRequest("%d tasks in one release; the limit is %d", len(req.TaskIDs), api.MaxEventsPerBatch)
+		return struct{}{}, invalidRequest("%d tasks in one release; the limit is %d", len(req.TaskIDs), api.MaxEventsPerBatch)
 	}
 	now := rl.opts.Now()
 	released := 0
@@ -203,10 +203,10 @@ func sameCapabilities(a, b api.Capabilities) bool {
 // malformed.
 func checkOffer(c api.Capabilities, labels map[string]string) error {
 	if err := c.Check(); err != nil {
-		return badRequest("capabilities: %v", err)
+		return invalidRequest("capabilities: %v", err)
 	}
 	if err := api.CheckLabels(labels); err != nil {
-		return badRequest("labels: %v", err)
+		return invalidRequest("labels: %v", err)
 	}
 	return nil
 }

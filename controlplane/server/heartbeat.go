@@ -50,7 +50,7 @@ func (rl *rules) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 		return api.HeartbeatResponse{}, err
 	}
 	if err := api.CheckRepos(req.Repos); err != nil {
-		return api.HeartbeatResponse{}, badRequest("repos: %v", err)
+		return api.HeartbeatResponse{}, invalidRequest("repos: %v", err)
 	}
 	if err := checkOffer(req.Capabilities, req.Labels); err != nil {
 		return api.HeartbeatResponse{}, err
@@ -58,10 +58,10 @@ func (rl *rules) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 	switch req.State {
 	case "", api.AgentRunning, api.AgentDraining, api.AgentOffline:
 	default:
-		return api.HeartbeatResponse{}, badRequest("state %q: want running, draining or offline", req.State)
+		return api.HeartbeatResponse{}, invalidRequest("state %q: want running, draining or offline", req.State)
 	}
 	if len(req.Running) > api.MaxEventsPerBatch {
-		return api.HeartbeatResponse{}, badRequest("%d running tasks in one heartbeat; the limit is %d", len(req.Running), api.MaxEventsPerBatch)
+		return api.HeartbeatResponse{}, invalidRequest("%d running tasks in one heartbeat; the limit is %d", len(req.Running), api.MaxEventsPerBatch)
 	}
 	now := rl.opts.Now()
 	resp := api.HeartbeatResponse{ServerTime: now, HeartbeatIntervalS: rl.opts.HeartbeatInterval.Seconds(), Cancel: []string{},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 
 	"github.com/edgeagent/agent/controlplane/api"
@@ -29,20 +28,20 @@ func (rl *rules) labelAgent(ctx context.Context, id string, req api.LabelsReques
 		return api.LabelsResponse{}, err
 	}
 	if len(req.Set) == 0 && len(req.Remove) == 0 {
-		return api.LabelsResponse{}, badRequest("no label to set or remove: want set {KEY: VALUE} or remove [KEY]")
+		return api.LabelsResponse{}, invalidRequest("no label to set or remove: want set {KEY: VALUE} or remove [KEY]")
 	}
 	if err := api.CheckLabels(req.Set); err != nil {
-		return api.LabelsResponse{}, badRequest("set: %v", err)
+		return api.LabelsResponse{}, invalidRequest("set: %v", err)
 	}
 	if len(req.Remove) > api.MaxLabels {
-		return api.LabelsResponse{}, badRequest("remove: %d keys; at most %d", len(req.Remove), api.MaxLabels)
+		return api.LabelsResponse{}, invalidRequest("remove: %d keys; at most %d", len(req.Remove), api.MaxLabels)
 	}
 	for _, k := range req.Remove {
 		if err := api.CheckLabels(map[string]string{k: ""}); err != nil {
-			return api.LabelsResponse{}, badRequest("remove: %v", err)
+			return api.LabelsResponse{}, invalidRequest("remove: %v", err)
 		}
 		if _, ok := req.Set[k]; ok {
-			return api.LabelsResponse{}, badRequest("label %s is both set and removed", k)
+			return api.LabelsResponse{}, invalidRequest("label %s is both set and removed", k)
 		}
 	}
 	a, _, err := rl.store.Agent(ctx, id)
@@ -58,11 +57,11 @@ func (rl *rules) labelAgent(ctx context.Context, id string, req api.LabelsReques
 		delete(after, k)
 	}
 	if len(after) > api.MaxLabels {
-		return api.LabelsResponse{}, badRequest("agent %s would hold %d labels; at most %d", id, len(after), api.MaxLabels)
+		return api.LabelsResponse{}, invalidRequest("agent %s would hold %d labels; at most %d", id, len(after), api.MaxLabels)
 	}
 	labels, err := rl.store.GrantLabels(ctx, id, req.Set, req.Remove)
 	if errors.Is(err, store.ErrNotRegistered) {
-		return api.LabelsResponse{}, &httpError{http.StatusNotFound, fmt.Sprintf("agent %s is not registered: labels are granted to an enrolled agent", id)}
+		return api.LabelsResponse{}, &ruleError{errNotFound, fmt.Sprintf("agent %s is not registered: labels are granted to an enrolled agent", id)}
 	}
 	if err != nil {
 		return api.LabelsResponse{}, storeErr("label "+id, err)

@@ -224,7 +224,7 @@ func TestTaskEventsAreNotified(t *testing.T) {
 		}
 		v, err := e.client.Task(ctx, task.ID)
 		if err != nil || v.ApprovalExpired == nil || v.ApprovalExpired.ID != "call_9" || v.Denied != 1 || v.AwaitingReply != nil {
-			t.Fatalf("the task %+v (%v) does not keep the expired question and the denied call", v.Task, err)
+			t.Fatalf("the task %+v (%v) does not keep the expired question and the denied call", v.Task(), err)
 		}
 		e.clearNotes()
 		done := a

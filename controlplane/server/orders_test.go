@@ -121,7 +121,7 @@ func TestACompletionThatCrossesACancelStands(t *testing.T) {
 	if err != nil || v.Phase != state.PhaseCompleted || !v.CancelRequested {
 		t.Fatalf("the task: %s, cancel %v (%v)", v.Phase, v.CancelRequested, err)
 	}
-	tl := state.Timeline(&v.Task, t0)
+	tl := state.Timeline(v.Task(), t0)
 	if last := tl[len(tl)-1]; !strings.HasSuffix(last, "cancel asked at 12:00:01 UTC came after it had ended completed: the ending stands") {
 		t.Errorf("the timeline's last line %q", last)
 	}

@@ -26,14 +26,14 @@ func pageParams(r *http.Request, def, most int) (after string, limit int, err er
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return "", 0, badRequest("limit %q: want a whole number from 1 (at most %d)", state.Ellipsize(v, 40), most)
+			return "", 0, invalidRequest("limit %q: want a whole number from 1 (at most %d)", state.Ellipsize(v, 40), most)
 		}
 		limit = min(n, most)
 	}
 	after = q.Get("after")
 	if c := q.Get("cursor"); c != "" {
 		if after != "" && after != c {
-			return "", 0, badRequest("after and cursor name two pages: give one")
+			return "", 0, invalidRequest("after and cursor name two pages: give one")
 		}
 		after = c
 	}
@@ -54,7 +54,7 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 		Agent: r.URL.Query().Get("agent"), Repo: r.URL.Query().Get("repo"), Title: r.URL.Query().Get("title"),
 		Order: api.TaskOrder(r.URL.Query().Get("order"))}
 	if err := api.CheckOrder(q.Order); err != nil {
-		reply(w, nil, badRequest("%v", err))
+		reply(w, nil, invalidRequest("%v", err))
 		return
 	}
 	switch live := r.URL.Query().Get("live"); live {
@@ -62,11 +62,11 @@ func (s *Server) serveTasks(w http.ResponseWriter, r *http.Request) {
 	case "true":
 		q.Live = true
 	default:
-		reply(w, nil, badRequest("live %q: want true or false", state.Ellipsize(live, 40)))
+		reply(w, nil, invalidRequest("live %q: want true or false", state.Ellipsize(live, 40)))
 		return
 	}
 	if q.Phase != "" && !slices.Contains(state.Phases, q.Phase) {
-		reply(w, nil, badRequest("phase %q: want one of %s", state.Ellipsize(string(q.Phase), 40), state.PhaseNames()))
+		reply(w, nil, invalidRequest("phase %q: want one of %s", state.Ellipsize(string(q.Phase), 40), state.PhaseNames()))
 		return
 	}
 	views, next, err := s.rules.tasksPage(r.Context(), q)
@@ -95,7 +95,7 @@ func (rl *rules) tasksPage(ctx context.Context, q store.Query) ([]api.TaskView, 
 	rl.watchdog.pass(ctx)
 	list, next, err := rl.store.Tasks(ctx, q)
 	if errors.Is(err, store.ErrCursor) {
-		return nil, "", badRequest("after %q: no such task", state.Ellipsize(q.After, 140))
+		return nil, "", invalidRequest("after %q: no such task", state.Ellipsize(q.After, 140))
 	}
 	if err != nil {
 		return nil, "", storeErr("list tasks", err)
@@ -145,7 +145,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	after := 0
 	if cursor != "" {
 		if after, err = strconv.Atoi(cursor); err != nil || after < 0 {
-			reply(w, nil, badRequest("after %q: want an event's seq, a whole number", state.Ellipsize(cursor, 40)))
+			reply(w, nil, invalidRequest("after %q: want an event's seq, a whole number", state.Ellipsize(cursor, 40)))
 			return
 		}
 	}

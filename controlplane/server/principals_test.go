@@ -81,7 +81,7 @@ func TestAttackAgentTokenActsAsAPerson(t *testing.T) {
 	}
 	v, err := e.client.Task(ctx, c.Task.ID)
 	if err != nil || v.CancelRequested || v.Phase != state.PhaseClaimed {
-		t.Errorf("the victim's task after the attacks: %+v %v", v.Task, err)
+		t.Errorf("the victim's task after the attacks: %+v %v", v.Task(), err)
 	}
 	if v, _ := e.client.Task(ctx, gated.ID); v.Phase != state.PhaseRecoverableFailed {
 		t.Errorf("the gated task was retried: %s", v.Phase)

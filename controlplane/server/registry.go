@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/edgeagent/agent/controlplane/api"
 	"github.com/edgeagent/agent/controlplane/store"
@@ -43,13 +42,13 @@ func (rl *rules) register(ctx context.Context, req api.RegisterRequest) (api.Reg
 	}
 	c := callerOf(ctx)
 	if c.principal == principalAgent && c.agentID != req.AgentID {
-		return api.RegisterResponse{}, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: this token is agent %s's; it renews only its own registration", c.agentID)}
+		return api.RegisterResponse{}, &ruleError{errForbidden, fmt.Sprintf("forbidden: this token is agent %s's; it renews only its own registration", c.agentID)}
 	}
 	tok := newAgentToken()
 	err := rl.store.Register(ctx, req.AgentID, hashToken(tok), c.principal == principalAgent)
 	if errors.Is(err, store.ErrRegistered) {
 		rl.log.Warn("registration refused: the agent id is held", "agent", req.AgentID)
-		return api.RegisterResponse{}, &httpError{http.StatusConflict, fmt.Sprintf(
+		return api.RegisterResponse{}, &ruleError{errConflict, fmt.Sprintf(
 			"agent %s is registered already, with another token: the registration secret does not take over an id; renew with the agent's own token, or have an operator free the id (agent agents revoke %s)", req.AgentID, req.AgentID)}
 	}
 	if err != nil {
@@ -71,7 +70,7 @@ func (rl *rules) revoke(ctx context.Context, id string) (api.RevokeResponse, err
 		return api.RevokeResponse{}, storeErr("revoke "+id, err)
 	}
 	if !ok {
-		return api.RevokeResponse{}, &httpError{http.StatusNotFound, fmt.Sprintf("agent %s is not registered", id)}
+		return api.RevokeResponse{}, &ruleError{errNotFound, fmt.Sprintf("agent %s is not registered", id)}
 	}
 	rl.log.Info("agent's token revoked by an operator", "agent", id)
 	return api.RevokeResponse{AgentID: id, Revoked: true}, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/edgeagent/agent/controlplane/api"
@@ -140,27 +139,40 @@ func agentOnly[In, Out any](fn func(context.Context, In) (Out, error), agentID f
 	}
 }
 
-// httpError is an error with the status to answer it with.
-type httpError struct {
-	status int
-	msg    string
+// statusFor is the HTTP status a refusal of kind k is answered with: the
+// one place the rules' kinds of refusal become statuses (the API's and
+// the console's).
+func statusFor(k errKind) int {
+	switch k {
+	case errInvalid:
+		return http.StatusBadRequest
+	case errUnauthorized:
+		return http.StatusUnauthorized
+	case errForbidden:
+		return http.StatusForbidden
+	case errNotFound:
+		return http.StatusNotFound
+	case errConflict:
+		return http.StatusConflict
+	case errGone:
+		return http.StatusGone
+	case errUnserved:
+		return http.StatusUnprocessableEntity
+	case errUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }
-
-func (e *httpError) Error() string { return e.msg }
 
 // checkAgentID refuses a missing or overlong agent id.
 func checkAgentID(id string) error {
 	switch {
 	case id == "":
-		return badRequest("agent_id is required")
+		return invalidRequest("agent_id is required")
 	case len(id) > api.MaxIDBytes:
-		return badRequest("agent_id is over %d bytes", api.MaxIDBytes)
+		return invalidRequest("agent_id is over %d bytes", api.MaxIDBytes)
 	}
 	return nil
-}
-
-func badRequest(format string, args ...any) error {
-	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
 }
 
 // handle decodes a JSON body of at most twice the batch limit, calls fn
@@ -184,7 +196,7 @@ func handle[In, Out any](fn func(In) (Out, error)) http.HandlerFunc {
 }
 
 func reply(w http.ResponseWriter, v any, err error) {
-	var he *httpError
+	var he *ruleError
 	var sh *shedError
 	switch {
 	case err == nil:
@@ -192,7 +204,7 @@ func reply(w http.ResponseWriter, v any, err error) {
 	case errors.As(err, &sh):
 		writeShed(w, sh.why)
 	case errors.As(err, &he):
-		writeJSON(w, he.status, api.ErrorBody{Error: he.msg})
+		writeJSON(w, statusFor(he.kind), api.ErrorBody{Error: he.msg})
 	default:
 		writeJSON(w, http.StatusInternalServerError, api.ErrorBody{Error: err.Error()})
 	}

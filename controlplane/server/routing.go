@@ -43,7 +43,7 @@ func (rl *rules) offers(ctx context.Context, now time.Time) ([]api.Offer, error)
 // checkRequires refuses a task's requirements that are malformed.
 func checkRequires(rs []state.Requirement) error {
 	if err := state.CheckRequirements(rs); err != nil {
-		return badRequest("requires: %v", err)
+		return invalidRequest("requires: %v", err)
 	}
 	return nil
 }

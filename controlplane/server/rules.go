@@ -13,8 +13,8 @@ import (
 // grants, heartbeats, routing, and the notifications a change writes.
 // Each change is one store transaction on the tasks it touches; nothing
 // here knows of HTTP: the Server's handlers and the console's backend
-// call these methods and answer what they return (an *httpError says the
-// status).
+// call these methods and answer what they return (a *ruleError says
+// the kind of refusal, errors.go; the HTTP layer its status).
 type rules struct {
 	opts  *Options
 	log   *slog.Logger

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -267,9 +266,9 @@ func storeErr(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var he *httpError
+	var he *ruleError
 	if errors.As(err, &he) {
 		return err
 	}
-	return &httpError{http.StatusServiceUnavailable, fmt.Sprintf("%s: the control plane's store failed: %v", what, err)}
+	return &ruleError{errUnavailable, fmt.Sprintf("%s: the control plane's store failed: %v", what, err)}
 }

@@ -289,7 +289,7 @@ func TestEventsAreIdempotentAcrossARestart(t *testing.T) {
 	}
 	v, _ := e.client.Task(context.Background(), c.Task.ID)
 	if v.Phase != state.PhaseCompleted || v.Result == nil || v.Result.Summary != "done" || len(v.Attempts) != 1 || v.Attempts[0].Status != state.AttemptCompleted {
-		t.Errorf("task %+v", v.Task)
+		t.Errorf("task %+v", v.Task())
 	}
 	if v.ProgressCard[5].Status != state.StepDone {
 		t.Errorf("card %+v", v.ProgressCard)
@@ -403,7 +403,7 @@ func TestCancelReachesTheAgentInItsHeartbeat(t *testing.T) {
 	}
 	v, err := e.client.CancelTask(context.Background(), c.Task.ID)
 	if err != nil || !v.CancelRequested || v.Phase.Terminal() {
-		t.Fatalf("a running task is marked, not ended: %v %+v", err, v.Task)
+		t.Fatalf("a running task is marked, not ended: %v %+v", err, v.Task())
 	}
 	resp, _ := e.agent("ag-1").Heartbeat(context.Background(), api.HeartbeatRequest{AgentID: "ag-1", Running: []api.RunningTask{{TaskID: c.Task.ID}}})
 	if len(resp.Cancel) != 1 || resp.Cancel[0] != c.Task.ID {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -52,11 +51,11 @@ func (rl *rules) createSubtask(ctx context.Context, parentID string, req api.Cre
 		case p == nil:
 			return errNoTask(parentID)
 		case p.Phase.Terminal():
-			return &httpError{http.StatusConflict, fmt.Sprintf("task %s has ended (%s): it submits no more subtasks", parentID, p.Phase)}
+			return &ruleError{errConflict, fmt.Sprintf("task %s has ended (%s): it submits no more subtasks", parentID, p.Phase)}
 		case p.CancelRequested:
-			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is being cancelled: it submits no more subtasks", parentID)}
+			return &ruleError{errConflict, fmt.Sprintf("task %s is being cancelled: it submits no more subtasks", parentID)}
 		case p.BudgetStop != "":
-			return &httpError{http.StatusForbidden, fmt.Sprintf("delegation refused: task %s is being stopped: %s", parentID, p.BudgetStop)}
+			return &ruleError{errForbidden, fmt.Sprintf("delegation refused: task %s is being stopped: %s", parentID, p.BudgetStop)}
 		}
 		if err := rl.delegation(p, child); err != nil {
 			return err
@@ -107,7 +106,7 @@ func (rl *rules) createSubtask(ctx context.Context, parentID string, req api.Cre
 // bound apart (treebudget.go).
 func bindToParent(p *state.Task, req *api.CreateTaskRequest) error {
 	refuse := func(format string, args ...any) error {
-		return &httpError{http.StatusForbidden, "delegation refused: " + fmt.Sprintf(format, args...)}
+		return &ruleError{errForbidden, "delegation refused: " + fmt.Sprintf(format, args...)}
 	}
 	if err := checkRequires(req.Requires); err != nil {
 		return err
@@ -146,7 +145,7 @@ func bindToParent(p *state.Task, req *api.CreateTaskRequest) error {
 		req.MaxTime = p.MaxTime
 	}
 	if err := api.CheckEgressAllow(req.EgressAllow); err != nil {
-		return badRequest("egress_allow: %v", err)
+		return invalidRequest("egress_allow: %v", err)
 	}
 	req.EgressAllow = narrowEgress(p.EgressAllow, req.EgressAllow)
 	return nil
@@ -202,7 +201,7 @@ func (rl *rules) cancelTask(ctx context.Context, id string) (api.TaskView, error
 			return api.TaskView{}, storeErr("cancel", err)
 		}
 		if t == nil || t.Parent != c.taskID {
-			return api.TaskView{}, &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: task %q is not a subtask of task %s, whose token this is; a task token cancels its own subtasks only", id, c.taskID)}
+			return api.TaskView{}, &ruleError{errForbidden, fmt.Sprintf("forbidden: task %q is not a subtask of task %s, whose token this is; a task token cancels its own subtasks only", id, c.taskID)}
 		}
 		return rl.cancelTree(ctx, id, "cancelled by its parent task "+c.taskID)
 	}
@@ -288,7 +287,7 @@ func (rl *rules) cancelTree(ctx context.Context, id, why string) (api.TaskView, 
 				return api.TaskView{}, storeErr("cancel task "+id, err)
 			}
 			if n == 0 {
-				return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s is already %s", id, root.Phase)}
+				return api.TaskView{}, &ruleError{errConflict, fmt.Sprintf("task %s is already %s", id, root.Phase)}
 			}
 			v = api.ViewOf(root)
 		}
@@ -297,7 +296,7 @@ func (rl *rules) cancelTree(ctx context.Context, id, why string) (api.TaskView, 
 		}
 		return v, nil
 	}
-	return api.TaskView{}, &httpError{http.StatusConflict, fmt.Sprintf("task %s: its subtasks keep changing; cancel it again", id)}
+	return api.TaskView{}, &ruleError{errConflict, fmt.Sprintf("task %s: its subtasks keep changing; cancel it again", id)}
 }
 
 // cancelOne cancels t: at once when queued, else by marking it for its
@@ -330,7 +329,7 @@ func (rl *rules) tree(ctx context.Context, id string) ([]string, error) {
 		}
 		for _, c := range t.Children {
 			if len(ids) >= maxTree {
-				return nil, &httpError{http.StatusConflict, fmt.Sprintf("task %s has over %d tasks under it: cancel its subtasks first", id, maxTree)}
+				return nil, &ruleError{errConflict, fmt.Sprintf("task %s has over %d tasks under it: cancel its subtasks first", id, maxTree)}
 			}
 			ids = append(ids, c)
 		}

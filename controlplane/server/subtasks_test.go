@@ -295,7 +295,7 @@ func TestDelegationRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := state.DelegationLines(&v.Task); !slices.Equal(got, want) {
+			if got := state.DelegationLines(v.Task()); !slices.Equal(got, want) {
 				t.Errorf("the view of a %q task lists %q, want %q", typ, got, want)
 			}
 		}

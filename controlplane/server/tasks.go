@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -32,32 +31,32 @@ func (rl *rules) createTask(ctx context.Context, req api.CreateTaskRequest) (api
 func (rl *rules) newTask(ctx context.Context, req api.CreateTaskRequest) (*state.Task, error) {
 	switch {
 	case strings.TrimSpace(req.Prompt) == "":
-		return nil, badRequest("prompt is required")
+		return nil, invalidRequest("prompt is required")
 	case len(req.Prompt) > api.MaxPromptBytes:
-		return nil, badRequest("prompt is longer than %s", bytesize.Text(api.MaxPromptBytes))
+		return nil, invalidRequest("prompt is longer than %s", bytesize.Text(api.MaxPromptBytes))
 	case req.Prefer != "" && req.Prefer != api.PreferAny && req.Prefer != api.PreferGUI:
-		return nil, badRequest("prefer %q: want gui or any", req.Prefer)
+		return nil, invalidRequest("prefer %q: want gui or any", req.Prefer)
 	case req.MaxAttempts < 0 || req.MaxAttempts > 20:
-		return nil, badRequest("max_attempts %d: want 0 (the agent's default) to 20", req.MaxAttempts)
+		return nil, invalidRequest("max_attempts %d: want 0 (the agent's default) to 20", req.MaxAttempts)
 	case req.MaxTokens < 0:
-		return nil, badRequest("max_tokens %d: want 0 (the agent's default) or more", req.MaxTokens)
+		return nil, invalidRequest("max_tokens %d: want 0 (the agent's default) or more", req.MaxTokens)
 	case req.MaxTime < 0:
-		return nil, badRequest("max_time %s: want 0 (the agent's default) or more", req.MaxTime.D())
+		return nil, invalidRequest("max_time %s: want 0 (the agent's default) or more", req.MaxTime.D())
 	}
 	if err := api.CheckLabels(req.Labels); err != nil {
-		return nil, badRequest("labels: %v", err)
+		return nil, invalidRequest("labels: %v", err)
 	}
 	if err := api.CheckEgressAllow(req.EgressAllow); err != nil {
-		return nil, badRequest("egress_allow: %v", err)
+		return nil, invalidRequest("egress_allow: %v", err)
 	}
 	if err := req.OnSideEffect.Check(); err != nil {
-		return nil, badRequest("%v", err)
+		return nil, invalidRequest("%v", err)
 	}
 	if err := checkRepo(req.Repo, req.Base); err != nil {
 		return nil, err
 	}
 	if req.NoCommit && req.Repo == "" {
-		return nil, badRequest("no_commit: only a task that names a repository (repo) has commits to leave out")
+		return nil, invalidRequest("no_commit: only a task that names a repository (repo) has commits to leave out")
 	}
 	if err := rl.served(ctx, req.Repo); err != nil {
 		return nil, err
@@ -87,8 +86,6 @@ func (rl *rules) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 	if utf8.RuneCountInString(t.Title) > api.MaxTitleRunes {
 		t.Title = state.Ellipsize(t.Title, api.MaxTitleRunes)
 	}
-	none := 0
-	t.EventsApplied = &none
 	if t.Title == "" {
 		t.Title = firstLine(req.Prompt)
 	}
@@ -101,15 +98,15 @@ func (rl *rules) newTask(ctx context.Context, req api.CreateTaskRequest) (*state
 func checkRepo(repo, base string) error {
 	switch {
 	case repo == "" && base != "":
-		return badRequest("base %q without repo: a base is a ref of the task's repository", base)
+		return invalidRequest("base %q without repo: a base is a ref of the task's repository", base)
 	case repo == "":
 		return nil
 	}
 	if err := api.CheckRepoName(repo); err != nil {
-		return badRequest("repo: %v", err)
+		return invalidRequest("repo: %v", err)
 	}
 	if err := api.CheckBase(base); err != nil {
-		return badRequest("%v", err)
+		return invalidRequest("%v", err)
 	}
 	return nil
 }
@@ -139,7 +136,7 @@ func (rl *rules) served(ctx context.Context, repo string) error {
 	if len(all) > 0 {
 		list = strings.Join(all, ", ")
 	}
-	return &httpError{http.StatusUnprocessableEntity, fmt.Sprintf("no agent serves repository %q (served: %s)", repo, list)}
+	return &ruleError{errUnserved, fmt.Sprintf("no agent serves repository %q (served: %s)", repo, list)}
 }
 
 func firstLine(s string) string {
@@ -153,7 +150,7 @@ func firstLine(s string) string {
 
 // errNoTask is a request naming a task there is none of.
 func errNoTask(id string) error {
-	return &httpError{http.StatusNotFound, fmt.Sprintf("no task %q", id)}
+	return &ruleError{errNotFound, fmt.Sprintf("no task %q", id)}
 }
 
 func (rl *rules) getTask(ctx context.Context, id string) (api.TaskView, error) {
@@ -175,10 +172,10 @@ func (rl *rules) getTask(ctx context.Context, id string) (api.TaskView, error) {
 func readable(ctx context.Context, id string, t *state.Task) error {
 	c := callerOf(ctx)
 	if c.principal == principalTask && (t == nil || t.ID != c.taskID && t.Parent != c.taskID) {
-		return &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: task %q is not a subtask of task %s, whose token this is", id, c.taskID)}
+		return &ruleError{errForbidden, fmt.Sprintf("forbidden: task %q is not a subtask of task %s, whose token this is", id, c.taskID)}
 	}
 	if c.principal == principalAgent && (t == nil || t.Lease == nil || t.Lease.AgentID != c.agentID) {
-		return &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: agent %s holds no lease on task %q; an agent reads only the tasks it holds", c.agentID, id)}
+		return &ruleError{errForbidden, fmt.Sprintf("forbidden: agent %s holds no lease on task %q; an agent reads only the tasks it holds", c.agentID, id)}
 	}
 	if t == nil {
 		return errNoTask(id)
@@ -222,10 +219,10 @@ func (rl *rules) retryTask(ctx context.Context, id string) (api.TaskView, error)
 			if !t.Phase.Terminal() {
 				why = "it has not ended; " + why
 			}
-			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: %s", id, t.Phase, why)}
+			return &ruleError{errConflict, fmt.Sprintf("task %s is %s: %s", id, t.Phase, why)}
 		}
 		if err := t.RetryByPerson(rl.opts.Now()); err != nil {
-			return &httpError{http.StatusConflict, err.Error()}
+			return &ruleError{errConflict, err.Error()}
 		}
 		return nil
 	})
@@ -249,7 +246,7 @@ func (rl *rules) continueTask(ctx context.Context, id string) (api.TaskView, err
 	var keeper string
 	v, err := rl.change(ctx, id, func(t *state.Task) error {
 		conflict := func(why string, args ...any) error {
-			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: ", id, t.Phase) + fmt.Sprintf(why, args...)}
+			return &ruleError{errConflict, fmt.Sprintf("task %s is %s: ", id, t.Phase) + fmt.Sprintf(why, args...)}
 		}
 		switch t.Phase {
 		case state.PhaseParked:
@@ -278,7 +275,7 @@ func (rl *rules) continueTask(ctx context.Context, id string) (api.TaskView, err
 			return conflict("%v", err)
 		}
 		if err := t.ContinueByPerson(keeper, rl.opts.Now()); err != nil {
-			return &httpError{http.StatusConflict, err.Error()}
+			return &ruleError{errConflict, err.Error()}
 		}
 		return nil
 	})
@@ -300,25 +297,25 @@ func (rl *rules) continueTask(ctx context.Context, id string) (api.TaskView, err
 func (rl *rules) budgetTask(ctx context.Context, id string, req api.BudgetRequest) (api.TaskView, error) {
 	switch {
 	case req.AddTokens < 0 || req.AddTime < 0:
-		return api.TaskView{}, &httpError{http.StatusBadRequest, "add_tokens and add_time cannot be below zero"}
+		return api.TaskView{}, &ruleError{errInvalid, "add_tokens and add_time cannot be below zero"}
 	case req.AddTokens == 0 && req.AddTime == 0:
-		return api.TaskView{}, &httpError{http.StatusBadRequest, "say how much to add: add_tokens, add_time or both"}
+		return api.TaskView{}, &ruleError{errInvalid, "say how much to add: add_tokens, add_time or both"}
 	}
 	v, err := rl.change(ctx, id, func(t *state.Task) error {
 		p := t.Parked
 		if t.Phase != state.PhaseParked || p == nil || p.Reason != state.ParkBudget {
-			return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s: only a task parked at its budget can have it raised", id, t.Phase)}
+			return &ruleError{errConflict, fmt.Sprintf("task %s is %s: only a task parked at its budget can have it raised", id, t.Phase)}
 		}
 		if req.AddTokens > 0 {
 			if p.MaxTokens <= 0 {
-				return &httpError{http.StatusConflict, fmt.Sprintf("task %s has no token budget to raise; it reached its time budget (add_time)", id)}
+				return &ruleError{errConflict, fmt.Sprintf("task %s has no token budget to raise; it reached its time budget (add_time)", id)}
 			}
 			p.MaxTokens += req.AddTokens
 			t.MaxTokens = p.MaxTokens
 		}
 		if req.AddTime > 0 {
 			if p.MaxTime <= 0 {
-				return &httpError{http.StatusConflict, fmt.Sprintf("task %s has no time budget to raise; it reached its token budget (add_tokens)", id)}
+				return &ruleError{errConflict, fmt.Sprintf("task %s has no time budget to raise; it reached its token budget (add_tokens)", id)}
 			}
 			p.MaxTime += req.AddTime
 			t.MaxTime = p.MaxTime
@@ -355,7 +352,7 @@ func sessionKeeper(t *state.Task, a *state.Attempt) (string, error) {
 // agent holding the task gets it in its next heartbeat answer.
 func (rl *rules) replyTask(ctx context.Context, id string, req api.ReplyRequest) (api.TaskView, error) {
 	if req.Decision != api.DecisionAccept && req.Decision != api.DecisionDecline {
-		return api.TaskView{}, badRequest("decision %q: want accept or decline", req.Decision)
+		return api.TaskView{}, invalidRequest("decision %q: want accept or decline", req.Decision)
 	}
 	return rl.change(ctx, id, func(t *state.Task) error {
 		return rl.answer(t, req)
@@ -367,11 +364,11 @@ func (rl *rules) answer(t *state.Task, req api.ReplyRequest) error {
 	id := t.ID
 	switch {
 	case t.Phase != state.PhaseAwaitingReply || t.AwaitingReply == nil:
-		return &httpError{http.StatusConflict, fmt.Sprintf("task %s is %s, not awaiting a reply", id, t.Phase)}
+		return &ruleError{errConflict, fmt.Sprintf("task %s is %s, not awaiting a reply", id, t.Phase)}
 	case req.RequestID != "" && req.RequestID != t.AwaitingReply.ID:
-		return &httpError{http.StatusConflict, fmt.Sprintf("task %s awaits a reply to request %s, not %s", id, t.AwaitingReply.ID, req.RequestID)}
+		return &ruleError{errConflict, fmt.Sprintf("task %s awaits a reply to request %s, not %s", id, t.AwaitingReply.ID, req.RequestID)}
 	case t.Reply != nil && t.Reply.Decision != req.Decision:
-		return &httpError{http.StatusConflict, fmt.Sprintf("request %s was already answered: %s", t.AwaitingReply.ID, t.Reply.Decision)}
+		return &ruleError{errConflict, fmt.Sprintf("request %s was already answered: %s", t.AwaitingReply.ID, t.Reply.Decision)}
 	}
 	now := rl.opts.Now()
 	t.Reply = &state.Reply{RequestID: t.AwaitingReply.ID, Decision: req.Decision, At: now}

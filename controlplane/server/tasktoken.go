@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -71,7 +70,7 @@ func (s *Server) identifyTask(ctx context.Context, tok string) (caller, bool, er
 		return caller{}, false, err
 	}
 	dead := func(why string, args ...any) error {
-		return &httpError{http.StatusUnauthorized, "unauthorized: this task token is no longer good: " + fmt.Sprintf(why, args...)}
+		return &ruleError{errUnauthorized, "unauthorized: this task token is no longer good: " + fmt.Sprintf(why, args...)}
 	}
 	switch {
 	case t == nil:
@@ -88,7 +87,7 @@ func (s *Server) identifyTask(ctx context.Context, tok string) (caller, bool, er
 // own task; other principals pass.
 func ownTask(ctx context.Context, id string) error {
 	if c := callerOf(ctx); c.principal == principalTask && c.taskID != id {
-		return &httpError{http.StatusForbidden, fmt.Sprintf("forbidden: this task token is task %s's; it acts on that task's subtasks only, not on task %q's", c.taskID, id)}
+		return &ruleError{errForbidden, fmt.Sprintf("forbidden: this task token is task %s's; it acts on that task's subtasks only, not on task %q's", c.taskID, id)}
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/edgeagent/agent/controlplane/api"
@@ -69,7 +68,7 @@ func (rl *rules) treeOf(ctx context.Context, parent *state.Task, now time.Time) 
 // or refuses the subtask when nothing is left.
 func (b treeBudget) bind(req *api.CreateTaskRequest, now time.Time) error {
 	refuse := func(format string, args ...any) error {
-		return &httpError{http.StatusForbidden, "delegation refused: " + fmt.Sprintf(format, args...)}
+		return &ruleError{errForbidden, "delegation refused: " + fmt.Sprintf(format, args...)}
 	}
 	if b.maxTokens > 0 {
 		left := b.maxTokens - b.spent
@@ -108,7 +107,7 @@ func (rl *rules) treeTasks(ctx context.Context, root string) ([]*state.Task, err
 		}
 		for _, c := range t.Children {
 			if len(ids) >= maxTree {
-				return nil, &httpError{http.StatusConflict, fmt.Sprintf("task %s has over %d tasks under it", root, maxTree)}
+				return nil, &ruleError{errConflict, fmt.Sprintf("task %s has over %d tasks under it", root, maxTree)}
 			}
 			ids = append(ids, c)
 		}

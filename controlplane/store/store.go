@@ -172,12 +172,18 @@ type Tx interface {
 	// Seen reports whether a key of a task's events was accepted before,
 	// in this transaction or a committed one.
 	Seen(taskID, key string) (bool, error)
+	// LastSeq is the number of the task's last stored event (0: none),
+	// with those this transaction appended: the next is LastSeq+1. It is
+	// the store's bookkeeping, kept beside the task, never in it.
+	LastSeq(taskID string) int
 	// Append records an accepted event's key and, unless line is nil
-	// (its output was cut), stores line as the task's event number seq.
-	// line is the event encoded as api.StoredEvent (encoding/json), so
-	// its first field is key: it starts {"key": and key JSON-quoted. It
-	// has no newline. A store may read keys back from their lines.
-	Append(taskID, key string, seq int, line []byte)
+	// (its output was cut), stores line as the task's event number seq,
+	// which is LastSeq(taskID)+1. kind is the event's kind: a store reads
+	// no field of line for it. line is the event encoded as
+	// api.StoredEvent (encoding/json), so its first field is key: it
+	// starts {"key": and key JSON-quoted. It has no newline. A store may
+	// read keys back from their lines.
+	Append(taskID, key string, kind state.EventKind, seq int, line []byte)
 	// Notify writes notifications with the transaction's changes: stored
 	// when it commits, with them, or not at all. A record whose ID and
 	// Target are stored already is left as it is.
@@ -311,6 +317,8 @@ type QueueListener interface {
 // task reflects.
 type Missed struct {
 	api.StoredEvent
+	// Seq is its number among the task's stored events.
+	Seq int
 	// Size is its stored line's length, its newline included.
 	Size int64
 }

@@ -111,7 +111,7 @@ func (in InTask) Subtasks(ctx context.Context) ([]api.TaskView, []*state.Task, e
 	}
 	tasks := make([]*state.Task, len(kids))
 	for i := range kids {
-		tasks[i] = &kids[i].Task
+		tasks[i] = kids[i].Task()
 	}
 	return kids, tasks, nil
 }
@@ -160,7 +160,7 @@ func (in InTask) Allowed(ctx context.Context) (Allowed, error) {
 		return Allowed{}, errors.New("the control plane does not say what its tasks may delegate to (one from before it listed it)")
 	}
 	return Allowed{TaskID: v.ID, Type: state.TypeOf(v.Labels), Depth: v.Depth, Submitted: len(v.Children),
-		Delegation: v.Delegation, Lines: state.DelegationLines(&v.Task)}, nil
+		Delegation: v.Delegation, Lines: state.DelegationLines(v.Task())}, nil
 }
 
 // DelegateRules reads the control plane's delegation rules from its

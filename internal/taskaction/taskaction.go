@@ -67,7 +67,7 @@ func continued(v api.TaskView) string {
 		return "parked: its agent resumes it at its next heartbeat"
 	}
 	line := fmt.Sprintf("queued again for attempt %d", len(v.Attempts)+1)
-	if s := v.SessionAttempt(); s != nil {
+	if s := v.Task().SessionAttempt(); s != nil {
 		line += fmt.Sprintf(", continuing attempt %d's session", s.Number)
 	}
 	if r := v.PersonRetry; r != nil && r.Agent != "" {

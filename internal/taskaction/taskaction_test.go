@@ -45,11 +45,11 @@ func TestActionsAgainstAControlPlane(t *testing.T) {
 // The line of a task that goes on says what the action did.
 func TestLines(t *testing.T) {
 	t.Parallel()
-	running := api.TaskView{Task: state.Task{ID: "t-1", Phase: state.PhaseTurnStarted, Attempts: []state.Attempt{{Number: 1}}}}
+	running := api.ViewOf(&state.Task{ID: "t-1", Phase: state.PhaseTurnStarted, Attempts: []state.Attempt{{Number: 1}}})
 	if got, want := Cancel.Line(running), "t-1: cancel requested (attempt 1); its agent stops it now"; got != want {
 		t.Errorf("cancel: %q, want %q", got, want)
 	}
-	queued := api.TaskView{Task: state.Task{ID: "t-1", Phase: state.PhaseQueued, Attempts: []state.Attempt{{Number: 1}}}}
+	queued := api.ViewOf(&state.Task{ID: "t-1", Phase: state.PhaseQueued, Attempts: []state.Attempt{{Number: 1}}})
 	if got, want := Retry.Line(queued), "t-1: queued again for attempt 2; the next agent to claim it runs it"; got != want {
 		t.Errorf("retry: %q, want %q", got, want)
 	}
@@ -58,12 +58,12 @@ func TestLines(t *testing.T) {
 	if got, want := Continue.Line(queued), "t-1: queued again for attempt 2, continuing attempt 1's session on agent vm-7"; got != want {
 		t.Errorf("continue: %q, want %q", got, want)
 	}
-	parked := api.TaskView{Task: state.Task{ID: "t-1", Phase: state.PhaseParked}}
+	parked := api.ViewOf(&state.Task{ID: "t-1", Phase: state.PhaseParked})
 	if got, want := Continue.Line(parked), "t-1: parked: its agent resumes it at its next heartbeat"; got != want {
 		t.Errorf("continue of a parked task: %q, want %q", got, want)
 	}
 	// What a task's id holds is shown inert.
-	odd := api.TaskView{Task: state.Task{ID: "t-\x1b[2J", Phase: state.PhaseFailed}}
+	odd := api.ViewOf(&state.Task{ID: "t-\x1b[2J", Phase: state.PhaseFailed})
 	if got := Cancel.Line(odd); strings.Contains(got, "\x1b") {
 		t.Errorf("an escape reached the line: %q", got)
 	}
@@ -90,7 +90,7 @@ func TestBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := api.TaskView{Task: state.Task{ID: "t-1", Phase: state.PhaseParked, MaxTokens: 3000}}
+	v := api.ViewOf(&state.Task{ID: "t-1", Phase: state.PhaseParked, MaxTokens: 3000})
 	if got := a.Line(v); !strings.HasPrefix(got, "t-1: budget raised to ") || !strings.HasSuffix(got, "; its agent continues it at its next heartbeat") {
 		t.Errorf("budget: %q", got)
 	}
@@ -102,7 +102,7 @@ func TestReplied(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	req := &state.ApprovalRequest{ID: "r-1", Kind: state.ApprovalCommand, Command: "rm -rf build", Cwd: "/work", Asked: now.Add(-time.Minute), Deadline: now.Add(time.Hour)}
-	v := api.TaskView{Task: state.Task{ID: "t-1", Phase: state.PhaseAwaitingReply, AwaitingReply: req, Reply: &state.Reply{RequestID: "r-1"}}}
+	v := api.ViewOf(&state.Task{ID: "t-1", Phase: state.PhaseAwaitingReply, AwaitingReply: req, Reply: &state.Reply{RequestID: "r-1"}})
 	var b strings.Builder
 	Replied(&b, v, api.DecisionDecline, now)
 	out := b.String()

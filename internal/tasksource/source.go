@@ -106,7 +106,7 @@ func (s Remote) TasksIn(ctx context.Context, o api.TaskOrder, f api.TaskFilter, 
 		}
 		for i := range views {
 			if !skip[views[i].ID] && (limit == 0 || len(tasks) < limit) {
-				tasks = append(tasks, &views[i].Task)
+				tasks = append(tasks, views[i].Task())
 			}
 		}
 		if next == "" || next == after || limit > 0 && len(tasks) >= limit {
@@ -126,7 +126,7 @@ func (s Remote) Task(ctx context.Context, id string) (*state.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &v.Task, nil
+	return v.Task(), nil
 }
 
 // Transient: the network and the control plane's 5xx pass.

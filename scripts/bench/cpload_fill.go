@@ -284,14 +284,13 @@ func fillFiles(dir, tmpfs string, n int, log *log.Logger) error {
 			st.Close()
 			return err
 		}
-		t.EventsBytes = 0
 		if err := st.Create(ctx, t); err != nil {
 			st.Close()
 			return err
 		}
 		err = st.Update(ctx, []string{t.ID}, func(tx store.Tx) error {
 			for _, e := range evs {
-				tx.Append(t.ID, e.key, int(*e.seq), e.line)
+				tx.Append(t.ID, e.key, state.EventProgress, int(*e.seq), e.line)
 			}
 			tx.Save(tx.Task(t.ID))
 			return nil

@@ -294,8 +294,8 @@ func archiveNames(dir string) (map[string]bool, error) {
 	return ids, nil
 }
 
-// endedCache keeps the archived tasks read lately, decoded (with
-// EventsBytes 0), the least recently used going first.
+// endedCache keeps the archived tasks read lately, decoded, with the seq
+// of each one's last stored event, the least recently used going first.
 type endedCache struct {
 	max   int
 	order *list.List // of *cached, the most recent first
@@ -304,6 +304,7 @@ type endedCache struct {
 
 type cached struct {
 	t   *state.Task
+	seq int
 	gen uint32
 }
 
@@ -312,22 +313,22 @@ func newEndedCache(max int) *endedCache {
 }
 
 // get is task id as cached at gen, nil when it is not.
-func (c *endedCache) get(id string, gen uint32) *state.Task {
+func (c *endedCache) get(id string, gen uint32) *cached {
 	e := c.byID[id]
 	if e == nil {
 		return nil
 	}
 	if v := e.Value.(*cached); v.gen == gen {
 		c.order.MoveToFront(e)
-		return v.t
+		return v
 	}
 	c.remove(id)
 	return nil
 }
 
-func (c *endedCache) put(t *state.Task, gen uint32) {
+func (c *endedCache) put(t *state.Task, seq int, gen uint32) {
 	c.remove(t.ID)
-	c.byID[t.ID] = c.order.PushFront(&cached{t, gen})
+	c.byID[t.ID] = c.order.PushFront(&cached{t, seq, gen})
 	for c.order.Len() > c.max {
 		last := c.order.Back()
 		c.remove(last.Value.(*cached).t.ID)
@@ -346,56 +347,63 @@ func (c *endedCache) remove(id string) {
 const endedCacheSize = 512
 
 // readEnded reads archived task id: from the cache, else from its file
-// (mu is not held then). A task that left the archive meanwhile is
-// returned as it is now. nil when there is no such task.
-func (s *Store) readEnded(id string) (*state.Task, error) {
+// (mu is not held then), with the seq of its last stored event. A task
+// that left the archive meanwhile is returned as it is now. nil when
+// there is no such task.
+func (s *Store) readEnded(id string) (*state.Task, int, error) {
 	for range 3 {
 		s.mu.Lock()
 		r := s.refs[id]
 		switch {
 		case r == nil:
 			s.mu.Unlock()
-			return nil, nil
+			return nil, 0, nil
 		case r.resident:
-			t := s.tasks[id]
+			t, seq := s.tasks[id], r.sz.seq
 			s.mu.Unlock()
-			return t, nil
+			return t, seq, nil
 		}
 		gen := r.gen
-		if t := s.cache.get(id, gen); t != nil {
+		if c := s.cache.get(id, gen); c != nil {
 			s.mu.Unlock()
-			return t, nil
+			return c.t, c.seq, nil
 		}
 		s.mu.Unlock()
-		t, err := s.loadArchived(id)
+		t, b, err := s.loadArchived(id)
 		if errors.Is(err, fs.ErrNotExist) {
 			s.mu.Lock()
 			r := s.refs[id]
 			same := r != nil && !r.resident && r.gen == gen
 			s.mu.Unlock()
 			if same {
-				return nil, fmt.Errorf("controlplane: read ended task %s: %w", id, err)
+				return nil, 0, fmt.Errorf("controlplane: read ended task %s: %w", id, err)
 			}
 			continue // moved or pruned meanwhile: look again
 		}
 		if err != nil {
-			return nil, fmt.Errorf("controlplane: read ended task %s: %w", id, err)
+			return nil, 0, fmt.Errorf("controlplane: read ended task %s: %w", id, err)
 		}
-		t.EventsBytes = 0
+		seq := 0
+		if b.EventsApplied != nil {
+			seq = *b.EventsApplied
+		}
 		s.mu.Lock()
 		if r := s.refs[id]; r != nil && !r.resident && r.gen == gen {
-			s.cache.put(t, gen)
+			s.cache.put(t, seq, gen)
 		}
 		s.mu.Unlock()
-		return t, nil
+		return t, seq, nil
 	}
-	return nil, fmt.Errorf("controlplane: read ended task %s: it keeps moving", id)
+	return nil, 0, fmt.Errorf("controlplane: read ended task %s: it keeps moving", id)
 }
 
-// loadArchived reads archived task id's file, and counts the read.
-func (s *Store) loadArchived(id string) (*state.Task, error) {
+// loadArchived reads archived task id's file, and what it says of the
+// task's events, and counts the read.
+func (s *Store) loadArchived(id string) (*state.Task, books, error) {
 	s.archiveReads.Add(1)
-	return s.archive.Load(id)
+	var b books
+	t, err := s.archive.LoadWith(id, &b)
+	return t, b, err
 }
 
 // ArchiveReads is how many times the store read an ended task's file:

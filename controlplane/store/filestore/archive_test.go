@@ -306,7 +306,7 @@ func TestARetriedTaskComesBackLive(t *testing.T) {
 	line := []byte(`{"key":"k1"}`)
 	must(t, s.Update(ctx, []string{task.ID}, func(tx store.Tx) error {
 		// A late event of the ended task: its keys and events.
-		tx.Append(task.ID, "k1", 1, line)
+		tx.Append(task.ID, "k1", state.EventProgress, 1, line)
 		return nil
 	}))
 	retried := task.Clone()
@@ -367,8 +367,7 @@ func TestALateEventOfAnEndedTaskIsRecovered(t *testing.T) {
 		must(t, s.Update(ctx, []string{task.ID}, func(tx store.Tx) error {
 			c := tx.Task(task.ID)
 			c.Title = title
-			c.EventsApplied = &n
-			tx.Append(task.ID, key, n, []byte(`{"key":"`+key+`"}`))
+			tx.Append(task.ID, key, state.EventProgress, n, []byte(`{"key":"`+key+`"}`))
 			tx.Save(c)
 			return nil
 		}))

@@ -21,7 +21,7 @@ import (
 //
 // The events are the record: they are stored before the task file that
 // reflects them is saved, and the task file says how many it reflects
-// and how large the file was then (Task.EventsApplied, Task.EventsBytes).
+// and how large the file was then (books: events_applied, events_bytes).
 // A crash between the two is repaired at the next start by applying the
 // events past that size again (Store.Recover); a crash in the middle of
 // an append leaves a torn last line, which the next start cuts off

@@ -30,15 +30,16 @@
 //   - The events are the record: a transaction's events are appended and
 //     synced before the task files that reflect them are saved, and each
 //     task file says how many events it reflects and how large its events
-//     file was then (state.Task.EventsApplied, EventsBytes). A crash
+//     file was then (events_applied, events_bytes: books). A crash
 //     between the two is finished at the next start by Recover, which
 //     hands the events past that size to the control plane's rules to
 //     apply again (and drops the cut keys of those commits); a crash in
 //     the middle of an append leaves a torn last line, which the start
 //     cuts off first. An ended task appended to (a late completion) has
 //     an index line that says so written first: the start reads those.
-//   - EventsBytes is the store's own: it keeps it apart, writes it into
-//     the task files, and hands out tasks with EventsBytes 0.
+//   - That bookkeeping is the store's own, never the task's: it keeps it
+//     in its refs (sizes) and writes it into the task files beside the
+//     task's keys (books).
 //   - A transaction holds its tasks, not the store: transactions on
 //     different tasks run, and write and sync their files, side by side
 //     (tx.go).
@@ -115,9 +116,9 @@ type Store struct {
 	mu   sync.Mutex
 	free *sync.Cond      // broadcast when holds are released
 	held map[string]bool // the tasks (by id) transactions, Create and Prune hold
-	// tasks are the resident tasks (those that have not ended), with
-	// EventsBytes 0 (their refs keep it). A stored task is never changed
-	// in place: a commit puts a new one.
+	// tasks are the resident tasks (those that have not ended); their
+	// refs keep the store's bookkeeping of their events. A stored task is
+	// never changed in place: a commit puts a new one.
 	tasks  map[string]*state.Task
 	refs   map[string]*ref
 	order  []*ref                         // every task, oldest first: the lists' order
@@ -128,9 +129,12 @@ type Store struct {
 	cache  *endedCache
 	// strings are the repositories and agents the refs share.
 	strings map[string]string
-	// fromArchive are the resident tasks whose file is in ended/: only
-	// between Open and Recover, which settles them.
+	// fromArchive are the resident tasks whose file is in ended/, and
+	// uncounted those whose file does not say how many events it
+	// reflects (written before it was kept): only between Open and
+	// Recover, which settles them.
 	fromArchive map[string]bool
+	uncounted   map[string]bool
 	// bulk: Recover files many refs; s.ended is sorted after.
 	bulk   bool
 	keys   map[string]map[string]struct{}
@@ -145,9 +149,34 @@ type Store struct {
 }
 
 // sizes are the sizes of a task's events file and of its file of cut
-// keys, as far as committed: the file store's bookkeeping, which it
-// writes into the task file (EventsBytes) and hands to nobody.
-type sizes struct{ events, cut int64 }
+// keys, as far as committed, and the seq of its last stored event: the
+// file store's bookkeeping, which it writes into the task file (books)
+// and hands to nobody.
+type sizes struct {
+	events, cut int64
+	seq         int
+}
+
+// books is the bookkeeping a task file holds beside the task's keys
+// (state.Store.SaveWith), under the names it had when the task carried
+// it: files written then read the same.
+type books struct {
+	// EventsApplied is how many of the task's stored events the file
+	// reflects (the seq of the last); nil in files written before it was
+	// kept (then nothing is replayed: Recover counts the lines).
+	EventsApplied *int `json:"events_applied,omitempty"`
+	// EventsBytes is the size of the task's events file when it held
+	// those events: a start finds what a crash left unapplied from the
+	// size alone. Zero in files written before it was kept (then the
+	// lines are counted).
+	EventsBytes int64 `json:"events_bytes,omitempty"`
+}
+
+// booksOf is what a task file says of sizes sz.
+func booksOf(sz sizes) books {
+	n := sz.seq
+	return books{EventsApplied: &n, EventsBytes: sz.events}
+}
 
 var _ store.Store = (*Store)(nil)
 
@@ -223,7 +252,12 @@ func Open(dir string, opts Options) (*Store, error) {
 			notes.close()
 		}
 	}()
-	list, err := files.LoadAll()
+	bk := map[string]*books{} // what each resident task's file says of its events
+	list, err := files.LoadAllWith(func(t *state.Task) any {
+		b := new(books)
+		bk[t.ID] = b
+		return b
+	})
 	if err != nil {
 		opts.Logger.Error("some task files could not be read; they are left alone", "err", err)
 	}
@@ -238,7 +272,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{dir: dir, log: opts.Logger, now: opts.Now, lock: lock, files: files, archive: archive, events: ev, reg: reg, grants: grants, agentsFile: af, notes: notes,
 		held: map[string]bool{}, tasks: make(map[string]*state.Task, len(list)), refs: make(map[string]*ref, len(list)+len(latest)),
 		leased: map[string]map[string]struct{}{}, counts: map[state.Phase]int{}, cache: newEndedCache(endedCacheSize),
-		strings: map[string]string{}, fromArchive: map[string]bool{}, keys: map[string]map[string]struct{}{}, agents: agents}
+		strings: map[string]string{}, fromArchive: map[string]bool{}, uncounted: map[string]bool{}, keys: map[string]map[string]struct{}{}, agents: agents}
 	s.free = sync.NewCond(&s.mu)
 
 	// The tasks in tasks/, and those a crash left in both places.
@@ -250,10 +284,12 @@ func Open(dir string, opts Options) (*Store, error) {
 			continue
 		}
 		delete(names, t.ID)
-		keep, err := s.settleCopies(t)
+		keep, b, err := s.settleCopies(t)
 		if err != nil {
 			opts.Logger.Error("a task has a file in tasks/ and in ended/; the one in tasks/ is used", "task", t.ID, "err", err)
 			keep = t
+		} else if b != nil {
+			bk[t.ID] = b
 		}
 		resident = append(resident, keep)
 	}
@@ -280,11 +316,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	slices.Sort(unindexed)
 	for _, id := range unindexed {
-		t, err := s.loadArchived(id)
+		t, b, err := s.loadArchived(id)
 		if err != nil {
 			opts.Logger.Error("an ended task's file could not be read; it is left alone", "task", id, "err", err)
 			continue
 		}
+		bk[id] = &b
 		s.fromArchive[id] = true
 		resident = append(resident, t)
 	}
@@ -305,9 +342,16 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts.Logger.Info("the index of the ended tasks compacted", "lines", lines, "kept", len(out))
 	}
 	for _, t := range resident {
-		r := &ref{id: t.ID, created: nanos(t.CreatedAt), sz: sizes{events: t.EventsBytes}, resident: true}
+		r := &ref{id: t.ID, created: nanos(t.CreatedAt), resident: true}
+		if b := bk[t.ID]; b != nil && b.EventsApplied != nil {
+			r.sz = sizes{events: b.EventsBytes, seq: *b.EventsApplied}
+		} else {
+			if b != nil {
+				r.sz.events = b.EventsBytes
+			}
+			s.uncounted[t.ID] = true
+		}
 		r.fill(t, s.intern)
-		t.EventsBytes = 0
 		s.tasks[t.ID] = t
 		s.refs[t.ID] = r
 		s.order = append(s.order, r)
@@ -336,22 +380,23 @@ func Open(dir string, opts Options) (*Store, error) {
 // settleCopies keeps one of the two files a crash left of task t, in
 // tasks/ and in ended/ (a move cut short): the newer by UpdatedAt, the
 // archived one when they are equal. It removes the other and returns the
-// one kept (from ended/: s.fromArchive says so).
-func (s *Store) settleCopies(t *state.Task) (*state.Task, error) {
-	a, err := s.loadArchived(t.ID)
+// one kept (from ended/: s.fromArchive says so) and, when it is the
+// archived one, what its file says of its events.
+func (s *Store) settleCopies(t *state.Task) (*state.Task, *books, error) {
+	a, b, err := s.loadArchived(t.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if t.UpdatedAt.After(a.UpdatedAt) {
 		s.log.Info("a task moved out of the archive when a crash came: the copy in tasks/ is kept", "task", t.ID)
-		return t, s.archive.Delete(t.ID)
+		return t, nil, s.archive.Delete(t.ID)
 	}
 	s.log.Info("a task moved into the archive when a crash came: the copy in ended/ is kept", "task", t.ID)
 	if err := s.files.Delete(t.ID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.fromArchive[t.ID] = true
-	return a, nil
+	return a, &b, nil
 }
 
 // Missed is an event a crash left unapplied: stored, but past what its
@@ -361,7 +406,7 @@ type Missed = store.Missed
 // Recover brings each task file Open read up to date with its stored
 // events, oldest task first: a crash between storing a transaction's
 // events and saving its tasks leaves a task file behind, and the events
-// past the size it records (EventsBytes) say what it missed. apply
+// past the size it records (events_bytes) say what it missed. apply
 // applies them again, as they were (same agent, same time), and may store
 // what the change causes (its notifications) before the task is saved; an
 // error from apply stops the recovery, the task file left as it was, so
@@ -395,7 +440,7 @@ func (s *Store) Recover(apply func(t *state.Task, missed []Missed) error) error 
 		if fromArchive {
 			src = s.archive
 		}
-		sz, err := s.recoverTask(t, r.sz, src, apply)
+		sz, err := s.recoverTask(t, r.sz, !s.uncounted[r.id], src, apply)
 		if err != nil {
 			return err
 		}
@@ -416,9 +461,7 @@ func (s *Store) Recover(apply func(t *state.Task, missed []Missed) error) error 
 		case ended:
 			lines = append(lines, lineRef(t, sz))
 		case fromArchive:
-			c := t.Clone()
-			c.EventsBytes = sz.events
-			if err := s.files.Save(c); err != nil {
+			if err := s.files.SaveWith(t, booksOf(sz)); err != nil {
 				return fmt.Errorf("controlplane: move task %s out of the archive: %w", t.ID, err)
 			}
 			lines = append(lines, indexLine{ID: t.ID, Live: true})
@@ -453,7 +496,7 @@ func (s *Store) Recover(apply func(t *state.Task, missed []Missed) error) error 
 	if n := moved; n > 0 {
 		s.log.Info("ended tasks moved from tasks/ to the archive (ended/): a start now reads only the tasks that have not ended", "tasks", n)
 	}
-	s.fromArchive = nil
+	s.fromArchive, s.uncounted = nil, nil
 	return nil
 }
 
@@ -474,8 +517,9 @@ func (s *Store) removeFiles(st *state.Store, ids []string) error {
 // recoverTask brings one task up to date with its events (and its file
 // of cut keys: a torn last key is cut off), saving it to st when it
 // missed some, and returns its files' sizes. from are the sizes its file
-// says. mu is held.
-func (s *Store) recoverTask(t *state.Task, from sizes, st *state.Store, apply func(t *state.Task, missed []Missed) error) (sizes, error) {
+// says; counted, whether it says how many events it reflects (from.seq).
+// mu is held.
+func (s *Store) recoverTask(t *state.Task, from sizes, counted bool, st *state.Store, apply func(t *state.Task, missed []Missed) error) (sizes, error) {
 	size, err := s.events.repair(t.ID)
 	if err != nil {
 		return sizes{}, fmt.Errorf("controlplane: repair the events of task %s: %w", t.ID, err)
@@ -484,24 +528,18 @@ func (s *Store) recoverTask(t *state.Task, from sizes, st *state.Store, apply fu
 	if err != nil {
 		return sizes{}, fmt.Errorf("controlplane: repair the cut keys of task %s: %w", t.ID, err)
 	}
-	got := sizes{events: size, cut: cut}
-	if t.EventsApplied == nil && from.events == 0 {
+	got := sizes{events: size, cut: cut, seq: from.seq}
+	if !counted && from.events == 0 {
 		// A file from before events were counted: all are taken as
-		// applied, as they were then. (A task that never counted them
-		// and has none stays as it is.)
+		// applied, as they were then.
 		_, n, err := s.events.skipLines(t.ID, int(^uint(0)>>1), size)
 		if err != nil {
 			return sizes{}, fmt.Errorf("controlplane: events of task %s: %w", t.ID, err)
 		}
-		if n > 0 {
-			t.EventsApplied = &n
-		}
+		got.seq = n
 		return got, nil
 	}
-	applied := 0
-	if t.EventsApplied != nil {
-		applied = *t.EventsApplied
-	}
+	applied := from.seq
 	at := from.events
 	if at == 0 && applied > 0 {
 		// A file from before the size was kept: count the lines.
@@ -530,19 +568,13 @@ func (s *Store) recoverTask(t *state.Task, from sizes, st *state.Store, apply fu
 	}
 	list := make([]Missed, len(missed))
 	for i, m := range missed {
-		list[i] = Missed{StoredEvent: m.StoredEvent, Size: m.size}
-	}
-	if t.EventsApplied == nil {
-		t.EventsApplied = &applied // apply counts from it
+		list[i] = Missed{StoredEvent: m.StoredEvent, Seq: applied + i + 1, Size: m.size}
 	}
 	if err := apply(t, list); err != nil {
 		return sizes{}, fmt.Errorf("controlplane: bring task %s up to date: %w", t.ID, err)
 	}
-	n := applied + len(missed)
-	t.EventsApplied = &n
-	c := t.Clone()
-	c.EventsBytes = size
-	if err := st.Save(c); err != nil {
+	got.seq = applied + len(missed)
+	if err := st.SaveWith(t, booksOf(got)); err != nil {
 		return sizes{}, fmt.Errorf("controlplane: bring task %s up to date: %w", t.ID, err)
 	}
 	s.log.Info("task brought up to date with its stored events after a crash", "task", t.ID, "events", len(missed))
@@ -583,15 +615,14 @@ func (s *Store) Create(_ context.Context, t *state.Task) error {
 		return fmt.Errorf("controlplane: task %s exists", t.ID)
 	}
 	t = t.Clone()
-	t.EventsBytes = 0 // a new task has no events
 	ended := t.Phase.Terminal()
 	var err error
 	if ended {
-		if err = s.archive.Save(t); err == nil {
+		if err = s.archive.SaveWith(t, booksOf(sizes{})); err == nil {
 			err = s.ix.append([]indexLine{lineRef(t, sizes{})})
 		}
 	} else {
-		err = s.files.Save(t)
+		err = s.files.SaveWith(t, booksOf(sizes{})) // a new task has no events
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -618,7 +649,7 @@ func (s *Store) Task(_ context.Context, id string) (*state.Task, error) {
 		return s.tasks[id].Clone(), nil
 	}
 	s.mu.Unlock()
-	t, err := s.readEnded(id)
+	t, _, err := s.readEnded(id)
 	if t == nil || err != nil {
 		return nil, err
 	}
@@ -692,7 +723,7 @@ func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string
 		if r.resident {
 			t = s.tasks[r.id].Clone()
 		} else if c := s.cache.get(r.id, r.gen); c != nil {
-			t = c.Clone()
+			t = c.t.Clone()
 		} else {
 			toRead = true
 		}
@@ -706,7 +737,7 @@ func (s *Store) Tasks(ctx context.Context, q store.Query) ([]*state.Task, string
 	out := page[:0]
 	for i, t := range page {
 		if t == nil {
-			c, err := s.readEnded(ids[i])
+			c, _, err := s.readEnded(ids[i])
 			if err != nil {
 				return nil, "", err
 			}

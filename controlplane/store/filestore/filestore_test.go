@@ -15,9 +15,9 @@ import (
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// The size of a task's events file is the store's: written into the task
-// file, where a start reads it, but never in a task handed out; a Save of
-// a task without it keeps it.
+// The size of a task's events file and the count of its events are the
+// store's (the task has no field for them): written into the task file,
+// where a start reads them; a Save of the task keeps them.
 func TestEventsBytesIsTheStoresOwn(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -27,32 +27,34 @@ func TestEventsBytesIsTheStoresOwn(t *testing.T) {
 	line := []byte(`{"key":"k1","n":1}`)
 	must(t, s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
 		task := tx.Task("a")
-		if task.EventsBytes != 0 {
-			t.Errorf("Tx.Task: EventsBytes %d", task.EventsBytes)
+		if n := tx.LastSeq("a"); n != 0 {
+			t.Errorf("a new task's LastSeq: %d", n)
 		}
-		tx.Append("a", "k1", 1, line)
+		tx.Append("a", "k1", state.EventProgress, 1, line)
+		if n := tx.LastSeq("a"); n != 1 {
+			t.Errorf("LastSeq after an append: %d", n)
+		}
 		tx.Save(task)
 		return nil
 	}))
 	must(t, s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
 		task := tx.Task("a")
 		task.Title = "renamed"
-		tx.Save(task) // EventsBytes 0
+		if n := tx.LastSeq("a"); n != 1 {
+			t.Errorf("LastSeq in the next transaction: %d", n)
+		}
+		tx.Save(task)
 		return nil
 	}))
-	got, err := s.Task(ctx, "a")
-	must(t, err)
-	if got.EventsBytes != 0 {
-		t.Errorf("Task: EventsBytes %d", got.EventsBytes)
-	}
 	b, err := os.ReadFile(filepath.Join(dir, "tasks", "a.json"))
 	must(t, err)
 	var file struct {
-		EventsBytes int64 `json:"events_bytes"`
+		EventsApplied *int  `json:"events_applied"`
+		EventsBytes   int64 `json:"events_bytes"`
 	}
 	must(t, json.Unmarshal(b, &file))
-	if want := int64(len(line) + 1); file.EventsBytes != want {
-		t.Errorf("the task file says events_bytes %d, want %d:\n%s", file.EventsBytes, want, b)
+	if want := int64(len(line) + 1); file.EventsBytes != want || file.EventsApplied == nil || *file.EventsApplied != 1 {
+		t.Errorf("the task file says events_bytes %d, events_applied %v, want %d and 1:\n%s", file.EventsBytes, file.EventsApplied, want, b)
 	}
 	must(t, s.Close())
 	s = open(t, dir)
@@ -75,8 +77,8 @@ func TestCutKeysOfAnUnsavedCommitGo(t *testing.T) {
 	must(t, s.Create(ctx, state.NewTask("a", "p", t0)))
 	commit := func(n int, key, cut string) {
 		must(t, s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
-			tx.Append("a", key, n, []byte(`{"key":"`+key+`"}`))
-			tx.Append("a", cut, 0, nil)
+			tx.Append("a", key, state.EventProgress, n, []byte(`{"key":"`+key+`"}`))
+			tx.Append("a", cut, state.EventLog, 0, nil)
 			tx.Save(tx.Task("a"))
 			return nil
 		}))
@@ -177,4 +179,27 @@ func TestAgentsRecordsAreWrittenTogetherNowAndThen(t *testing.T) {
 	if info, err := os.Stat(filepath.Join(dir, "agents-seen.json")); err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("agents-seen.json: %v %v, want 0600", info.Mode(), err)
 	}
+}
+
+// A transaction knows it holds a completion (the crash points' "complete")
+// by the kind it is handed, never by what an event's bytes hold: a line
+// that spells a completion's kind in a progress event is none.
+func TestACompletionIsKnownByItsKindNotItsBytes(t *testing.T) {
+	t.Parallel()
+	s := open(t, t.TempDir())
+	defer s.Close()
+	ctx := t.Context()
+	must(t, s.Create(ctx, state.NewTask("a", "p", t0)))
+	must(t, s.Update(ctx, []string{"a"}, func(stx store.Tx) error {
+		x := stx.(*tx)
+		x.Append("a", "k1", state.EventProgress, 1, []byte(`{"key":"k1","kind":"complete"}`))
+		if x.complete {
+			t.Error("a progress event whose bytes spell a completion's kind is taken for a completion")
+		}
+		x.Append("a", "k2", state.EventComplete, 2, []byte(`{"key":"k2"}`))
+		if !x.complete {
+			t.Error("a completion is not known as one")
+		}
+		return nil
+	}))
 }

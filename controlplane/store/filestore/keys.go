@@ -1,7 +1,6 @@
 package filestore
 
 import (
-	"bytes"
 	"time"
 )
 
@@ -67,7 +66,3 @@ func (s *Store) KeysHeld(id string) (int, bool) {
 	_, ok := s.keys[id]
 	return len(s.keys), ok
 }
-
-// isComplete reports whether a stored line is a completion: its kind
-// field, which no key or payload string can forge unescaped.
-func isComplete(line []byte) bool { return bytes.Contains(line, []byte(`"kind":"complete"`)) }

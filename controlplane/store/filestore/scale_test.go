@@ -204,13 +204,12 @@ func writeEnded(t *testing.T, dir string, n int) {
 		must(t, task.PutAttempt(a))
 		must(t, task.Transition(state.PhaseCompleted, "", created.Add(time.Minute)))
 		task.Result = &state.Result{Summary: "fixed the race in the retry loop; the test passes 500 times in a row"}
-		applied := 9
-		task.EventsApplied = &applied
-		task.EventsBytes = 4096
 		b, err := json.MarshalIndent(struct {
 			SchemaVersion int `json:"schema_version"`
 			*state.Task
-		}{state.SchemaVersion, task}, "", "  ")
+			EventsApplied int   `json:"events_applied"`
+			EventsBytes   int64 `json:"events_bytes"`
+		}{state.SchemaVersion, task, 9, 4096}, "", "  ")
 		must(t, err)
 		must(t, os.WriteFile(filepath.Join(dir, "ended", task.ID+".json"), b, 0o600))
 		must(t, enc.Encode(lineRef(task, sizes{events: 4096})))

@@ -52,6 +52,7 @@ type tx struct {
 	saved   []string // the tasks saved, in the order first saved
 	isSaved map[string]bool
 	lines   map[string][]byte   // each task's events to store, one line each
+	nlines  map[string]int      // how many lines each task's are
 	keys    map[string][]string // each task's keys appended, stored lines and cut ones
 	cut     map[string][]string // each task's keys of cut events (no line)
 	order   []string            // tasks in the order first appended to
@@ -64,7 +65,7 @@ type tx struct {
 
 func (s *Store) begin() *tx {
 	return &tx{s: s, base: map[string]*state.Task{}, tasks: map[string]*state.Task{}, sizes: map[string]sizes{},
-		archived: map[string]bool{}, isSaved: map[string]bool{}, lines: map[string][]byte{}, keys: map[string][]string{}, cut: map[string][]string{}}
+		archived: map[string]bool{}, isSaved: map[string]bool{}, lines: map[string][]byte{}, nlines: map[string]int{}, keys: map[string][]string{}, cut: map[string][]string{}}
 }
 
 // take brings task id, which the caller has just held, into the
@@ -85,7 +86,7 @@ func (x *tx) take(id string) {
 	}
 	t := x.s.tasks[id]
 	x.base[id] = t
-	x.tasks[id] = t.Clone() // the stored tasks have EventsBytes 0: so has the copy
+	x.tasks[id] = t.Clone()
 }
 
 // load reads the archived tasks take brought in, from their files (or
@@ -93,13 +94,18 @@ func (x *tx) take(id string) {
 // held.
 func (x *tx) load() error {
 	for _, id := range x.toLoad {
-		t, err := x.s.readEnded(id)
+		t, seq, err := x.s.readEnded(id)
 		if err != nil {
 			return err
 		}
 		if t == nil {
 			return fmt.Errorf("controlplane: ended task %s is gone", id) // cannot be: it is held
 		}
+		// An archived task's ref (its index line) does not keep the seq:
+		// its file does.
+		sz := x.sizes[id]
+		sz.seq = seq
+		x.sizes[id] = sz
 		x.base[id] = t
 		x.tasks[id] = t.Clone()
 	}
@@ -155,10 +161,14 @@ func (x *tx) Seen(taskID, key string) (bool, error) {
 	return x.s.seen(taskID, key)
 }
 
+// LastSeq is the seq of the task's last stored event, with those the
+// transaction appended.
+func (x *tx) LastSeq(taskID string) int { return x.sizes[taskID].seq + x.nlines[taskID] }
+
 // Append records key for the task, and line as its next event unless
 // line is nil (then the key goes to the task's file of cut keys). The
 // task must be one the transaction holds.
-func (x *tx) Append(taskID, key string, _ int, line []byte) {
+func (x *tx) Append(taskID, key string, kind state.EventKind, _ int, line []byte) {
 	if x.tasks[taskID] == nil {
 		panic(errNotLocked)
 	}
@@ -171,7 +181,8 @@ func (x *tx) Append(taskID, key string, _ int, line []byte) {
 		return
 	}
 	x.lines[taskID] = append(append(x.lines[taskID], line...), '\n')
-	if isComplete(line) {
+	x.nlines[taskID]++
+	if kind == state.EventComplete {
 		x.complete = true
 	}
 }
@@ -224,7 +235,7 @@ func (x *tx) commit() error {
 				ids, failed = x.order[:i], fmt.Errorf("store events of %s: %w", id, err)
 				break
 			}
-			sz.events = n
+			sz.events, sz.seq = n, sz.seq+x.nlines[id]
 		}
 		if len(x.cut[id]) > 0 {
 			n, err := s.events.appendCut(id, x.cut[id], sz.events)
@@ -294,14 +305,13 @@ func (x *tx) commit() error {
 			t = x.base[id] // as stored, with its events file's new size
 		}
 		c := t.Clone()
-		c.EventsBytes = sz.events
 		ended, wasArchived := c.Phase.Terminal(), x.archived[id]
 		dst := s.files
 		if ended {
 			dst = s.archive
 		}
 		resident[i] = !ended
-		if err := dst.Save(c); err != nil {
+		if err := dst.SaveWith(c, booksOf(sz)); err != nil {
 			s.log.Error("save task", "task", id, "err", err)
 			if failed == nil {
 				// The events are stored: the next start brings the task
@@ -322,7 +332,6 @@ func (x *tx) commit() error {
 				leftArchived = append(leftArchived, id)
 			}
 		}
-		c.EventsBytes = 0 // the store's own, kept in its ref
 		install[i] = c
 	}
 	if err := s.ix.append(lines); err != nil {

@@ -49,11 +49,11 @@ func (s *Store) Beat(ctx context.Context, id string, running []string, fn func(t
 					held bool
 				)
 				_, err := pgx.ForEachRow(rows, []any{&tid, &doc, &held}, func() error {
-					task, err := decode(doc)
+					task, seq, err := decodeRecord(doc)
 					if err != nil {
 						return fmt.Errorf("task %s: %w", tid, err)
 					}
-					t.locked[tid], t.phases[tid] = task, task.Phase
+					t.locked[tid], t.phases[tid], t.seqs[tid] = task, task.Phase, max(t.seqs[tid], seq)
 					if held {
 						leased = append(leased, task)
 					}

@@ -103,7 +103,7 @@ func BenchmarkEvents(b *testing.B) {
 					if seen, err := tx.Seen(id, key); err != nil || seen {
 						return fmt.Errorf("seen %v: %v", seen, err)
 					}
-					tx.Append(id, key, int(k), []byte(`{"type":"log","line":"some output of the task"}`))
+					tx.Append(id, key, state.EventProgress, int(k), []byte(`{"type":"log","line":"some output of the task"}`))
 				}
 				t.Progress.Percent++
 				tx.Save(t)

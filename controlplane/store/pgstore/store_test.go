@@ -206,7 +206,7 @@ func TestUpdateStoresSavesAndEventsTogether(t *testing.T) {
 			if key == "k2" {
 				line = nil // cut: the key alone
 			}
-			tx.Append("a", key, i+1, line)
+			tx.Append("a", key, state.EventProgress, i+1, line)
 			if seen, err := tx.Seen("a", key); err != nil || !seen {
 				t.Fatalf("Seen(%s) after its Append in the same transaction: %v %v", key, seen, err)
 			}
@@ -254,7 +254,7 @@ func TestUpdateWithAnErrorStoresNothing(t *testing.T) {
 		a := tx.Task("a")
 		a.Phase = state.PhaseCancelled
 		tx.Save(a)
-		tx.Append("a", "k1", 1, []byte("{}"))
+		tx.Append("a", "k1", state.EventProgress, 1, []byte("{}"))
 		return boom
 	})
 	if err != boom {
@@ -324,7 +324,7 @@ func TestEventsPages(t *testing.T) {
 	create(t, s, task("a", 1))
 	err := s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
 		for i := 1; i <= 10; i++ {
-			tx.Append("a", fmt.Sprint("k", i), i, []byte(strings.Repeat("x", 10)))
+			tx.Append("a", fmt.Sprint("k", i), state.EventProgress, i, []byte(strings.Repeat("x", 10)))
 		}
 		return nil
 	})
@@ -437,7 +437,7 @@ func TestPrune(t *testing.T) {
 		ended("new", base.Add(time.Hour)), task("live", 0))
 	err := s.Update(ctx, []string{"old1", "old2", "new"}, func(tx store.Tx) error {
 		for _, id := range []string{"old1", "old2", "new"} {
-			tx.Append(id, "k", 1, []byte("line"))
+			tx.Append(id, "k", state.EventProgress, 1, []byte("line"))
 		}
 		return nil
 	})
@@ -601,5 +601,64 @@ func TestCommitsAreDurableWhereTheServerSaysOtherwise(t *testing.T) {
 	}
 	if got := setting(open(t, dsn+"&synchronous_commit=local")); got != "local" {
 		t.Fatalf("the DSN's synchronous_commit=local became %s", got)
+	}
+}
+
+// A task's document written when the task carried the store's
+// bookkeeping (events_applied among its keys, as every document of a
+// store from then has it) reads the same: the seq of its last stored
+// event is what it says, the task has no such field, and the next append
+// goes on from it and is written back under the same key.
+func TestADocumentWrittenWhenTheTaskKeptTheBookkeepingReads(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	old := task("a", 1)
+	doc, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As that code wrote it: the task's keys, events_applied among them.
+	var keys map[string]any
+	if err := json.Unmarshal(doc, &keys); err != nil {
+		t.Fatal(err)
+	}
+	keys["events_applied"] = 7
+	if doc, err = json.Marshal(keys); err != nil {
+		t.Fatal(err)
+	}
+	create(t, s, old)
+	if _, err := s.pool.Exec(ctx, `UPDATE tasks SET doc = $2 WHERE id = $1`, "a", doc); err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, get(t, s, "a"), old)
+	err = s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
+		if got := tx.LastSeq("a"); got != 7 {
+			t.Errorf("LastSeq = %d, want 7", got)
+		}
+		tx.Append("a", "k8", state.EventProgress, 8, []byte(`{"key":"k8"}`))
+		return nil // not saved: the document keeps the seq all the same
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []byte
+	if err := s.pool.QueryRow(ctx, `SELECT doc FROM tasks WHERE id = 'a'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	var said struct {
+		EventsApplied int `json:"events_applied"`
+	}
+	if err := json.Unmarshal(stored, &said); err != nil || said.EventsApplied != 8 {
+		t.Errorf("the document says events_applied %d (%v), want 8: %s", said.EventsApplied, err, stored)
+	}
+	err = s.Update(ctx, []string{"a"}, func(tx store.Tx) error {
+		if got := tx.LastSeq("a"); got != 8 {
+			t.Errorf("LastSeq after an append = %d, want 8", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -18,18 +18,35 @@ import (
 	"github.com/edgeagent/agent/state"
 )
 
+// record is a task's document (the doc column): the task's JSON, and
+// beside its keys the store's bookkeeping, which is not the task's.
+// Documents written when the task carried it read the same.
+type record struct {
+	*state.Task
+	// EventsApplied is the seq of the task's last stored event (0:
+	// none): Tx.LastSeq.
+	EventsApplied int `json:"events_applied,omitempty"`
+}
+
 // decode is a task from its document.
 func decode(doc []byte) (*state.Task, error) {
-	t := new(state.Task)
-	if err := json.Unmarshal(doc, t); err != nil {
-		return nil, fmt.Errorf("decode task: %w", err)
+	t, _, err := decodeRecord(doc)
+	return t, err
+}
+
+// decodeRecord is a task from its document, and the seq of its last
+// stored event.
+func decodeRecord(doc []byte) (*state.Task, int, error) {
+	r := record{Task: new(state.Task)}
+	if err := json.Unmarshal(doc, &r); err != nil {
+		return nil, 0, fmt.Errorf("decode task: %w", err)
 	}
-	return t, nil
+	return r.Task, r.EventsApplied, nil
 }
 
 // Create stores a new task; an id that exists is an error.
 func (s *Store) Create(ctx context.Context, t *state.Task) error {
-	doc, err := json.Marshal(t)
+	doc, err := json.Marshal(record{Task: t})
 	if err != nil {
 		return fmt.Errorf("pgstore: create task %s: %w", t.ID, err)
 	}

@@ -27,6 +27,9 @@ type tx struct {
 	store  *Store // its notifications of tasks queued, its queueView
 	locked map[string]*state.Task
 	phases map[string]state.Phase // each locked task's phase as it was locked
+	// seqs are each locked task's last stored event's seq, with those
+	// appended (its document's EventsApplied).
+	seqs   map[string]int
 	saved  map[string]*state.Task
 	events []appended
 	keys   map[eventKey]bool // appended in this transaction
@@ -50,7 +53,7 @@ var _ store.Tx = (*tx)(nil)
 
 func newTx(ctx context.Context, conn *pgx.Conn, s *Store) *tx {
 	return &tx{ctx: ctx, conn: conn, store: s, locked: map[string]*state.Task{}, phases: map[string]state.Phase{},
-		saved: map[string]*state.Task{}, keys: map[eventKey]bool{}}
+		seqs: map[string]int{}, saved: map[string]*state.Task{}, keys: map[eventKey]bool{}}
 }
 
 // send runs a batch on the transaction's connection, BEGIN first if the
@@ -91,15 +94,22 @@ func (t *tx) Seen(taskID, key string) (bool, error) {
 	return seen, nil
 }
 
+// LastSeq is the seq of locked task taskID's last stored event, with
+// those appended: its document keeps it.
+func (t *tx) LastSeq(taskID string) int { return t.seqs[taskID] }
+
 // Append records key, and line as event seq unless line is nil, at
 // commit. A key appended twice is recorded once, its first line kept.
-func (t *tx) Append(taskID, key string, seq int, line []byte) {
+func (t *tx) Append(taskID, key string, _ state.EventKind, seq int, line []byte) {
 	k := eventKey{taskID, key}
 	if t.keys[k] {
 		return
 	}
 	t.keys[k] = true
 	t.events = append(t.events, appended{eventKey: k, seq: seq, line: slices.Clone(line)})
+	if line != nil {
+		t.seqs[taskID] = max(t.seqs[taskID], seq)
+	}
 }
 
 // Notify inserts ns at commit, with the transaction's changes.
@@ -122,12 +132,13 @@ func (t *tx) lock(sql string, args ...any) ([]*state.Task, error) {
 				doc []byte
 			)
 			_, err := pgx.ForEachRow(rows, []any{&id, &doc}, func() error {
-				task, err := decode(doc)
+				task, seq, err := decodeRecord(doc)
 				if err != nil {
 					return fmt.Errorf("task %s: %w", id, err)
 				}
 				t.locked[id] = task
 				t.phases[id] = task.Phase
+				t.seqs[id] = max(t.seqs[id], seq)
 				tasks = append(tasks, task)
 				return nil
 			})
@@ -143,6 +154,13 @@ func (t *tx) lock(sql string, args ...any) ([]*state.Task, error) {
 func (t *tx) commit() error {
 	if !t.begun && len(t.events) == 0 && len(t.saved) == 0 && len(t.notes) == 0 && t.agent == nil {
 		return nil // nothing read, nothing to write
+	}
+	for _, e := range t.events {
+		if e.line != nil && t.saved[e.task] == nil && t.locked[e.task] != nil {
+			// Its document keeps the seq of its last event: written
+			// with it, the task as it is.
+			t.saved[e.task] = t.locked[e.task]
+		}
 	}
 	ids := make([]string, 0, len(t.saved))
 	var unlocked []string
@@ -166,7 +184,7 @@ func (t *tx) commit() error {
 	}
 	docs := make([][]byte, len(ids))
 	for i, id := range ids {
-		doc, err := json.Marshal(t.saved[id])
+		doc, err := json.Marshal(record{Task: t.saved[id], EventsApplied: t.seqs[id]})
 		if err != nil {
 			return fmt.Errorf("encode task %s: %w", id, err)
 		}

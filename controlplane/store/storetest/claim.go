@@ -83,7 +83,7 @@ func (s suite) claim(t *testing.T) {
 		create(t, st, a)
 		err := st.Claim(t.Context(), func(tx store.Tx, task *state.Task) (bool, error) {
 			tx.Save(claimed(t, task, "A", 5))
-			tx.Append(task.ID, "k", 1, line("k", `"lost":true`))
+			tx.Append(task.ID, "k", state.EventProgress, 1, line("k", `"lost":true`))
 			return false, errFn
 		})
 		if err == nil {

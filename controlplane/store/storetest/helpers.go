@@ -163,6 +163,21 @@ func line(key, rest string) []byte {
 	return append(b, '}')
 }
 
+// sameLastSeq fails t unless a transaction on task id finds want as the
+// seq of its last stored event.
+func sameLastSeq(t *testing.T, st store.Store, id string, want int) {
+	t.Helper()
+	err := st.Update(t.Context(), []string{id}, func(tx store.Tx) error {
+		if got := tx.LastSeq(id); got != want {
+			t.Errorf("Tx.LastSeq(%s) = %d, want %d", id, got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Update(%s): %v", id, err)
+	}
+}
+
 // seqKey is the key appendLines gives event seq.
 func seqKey(seq int) string { return fmt.Sprintf("key-%d", seq) }
 
@@ -178,7 +193,7 @@ func appendLines(t *testing.T, st store.Store, taskID string, first int, rests .
 	err := st.Update(t.Context(), []string{taskID}, func(tx store.Tx) error {
 		for i, rest := range rests {
 			seq := first + i
-			tx.Append(taskID, seqKey(seq), seq, keyed(seq, rest))
+			tx.Append(taskID, seqKey(seq), state.EventProgress, seq, keyed(seq, rest))
 		}
 		return nil
 	})

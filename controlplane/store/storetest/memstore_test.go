@@ -499,7 +499,19 @@ func (tx *memTx) Seen(taskID, key string) (bool, error) {
 	return tx.keys[taskID][key] || tx.m.d.keys[taskID][key], nil
 }
 
-func (tx *memTx) Append(taskID, key string, seq int, line []byte) {
+func (tx *memTx) LastSeq(taskID string) int {
+	if l := tx.lines[taskID]; len(l) > 0 {
+		return l[len(l)-1].Seq
+	}
+	tx.m.mu.Lock()
+	defer tx.m.mu.Unlock()
+	if l := tx.m.d.events[taskID]; len(l) > 0 {
+		return l[len(l)-1].Seq
+	}
+	return 0
+}
+
+func (tx *memTx) Append(taskID, key string, _ state.EventKind, seq int, line []byte) {
 	if tx.keys[taskID] == nil {
 		tx.keys[taskID] = map[string]bool{}
 	}

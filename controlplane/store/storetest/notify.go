@@ -67,7 +67,7 @@ func (s suite) notifications(t *testing.T) {
 			task := tx.Task("a")
 			task.Title = "changed"
 			tx.Save(task)
-			tx.Append("a", "k1", 1, line("k1", `"n":1`))
+			tx.Append("a", "k1", state.EventProgress, 1, line("k1", `"n":1`))
 			tx.Notify(a, b)
 			return nil
 		})
@@ -89,7 +89,7 @@ func (s suite) notifications(t *testing.T) {
 			task := tx.Task("a")
 			task.Title = "changed"
 			tx.Save(task)
-			tx.Append("a", "k1", 1, line("k1", `"n":1`))
+			tx.Append("a", "k1", state.EventProgress, 1, line("k1", `"n":1`))
 			tx.Notify(note("n1", "hook", 2, 2))
 			return errFn
 		})

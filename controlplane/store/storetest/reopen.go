@@ -30,7 +30,7 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 		failed := get(t, st, "q1")
 		err := st.Update(t.Context(), []string{"q1"}, func(tx store.Tx) error {
 			tx.Save(claimed(t, failed, "A", 30))
-			tx.Append("q1", "failed", 1, line("failed", `"failed":true`))
+			tx.Append("q1", "failed", state.EventProgress, 1, line("failed", `"failed":true`))
 			return errFn
 		})
 		if err == nil {
@@ -41,9 +41,9 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 		lines := []store.EventLine{{Seq: 1, Line: line(keys[0], `"z":1,"a":"caf\u00e9"`)}, {Seq: 2, Line: line(keys[1], ` "n" : 2 `)}}
 		err = st.Update(t.Context(), []string{"c1"}, func(tx store.Tx) error {
 			for i, l := range lines {
-				tx.Append("c1", keys[i], l.Seq, slices.Clone(l.Line))
+				tx.Append("c1", keys[i], state.EventProgress, l.Seq, slices.Clone(l.Line))
 			}
-			tx.Append("c1", "cut", 0, nil)
+			tx.Append("c1", "cut", state.EventLog, 0, nil)
 			return nil
 		})
 		if err != nil {
@@ -108,6 +108,8 @@ func RunReopen(t *testing.T, open func(t *testing.T) store.Store, reopen func(t 
 		if seen(t, st, "q1", "failed") {
 			t.Error("Seen(q1, failed) after a reopen: a failed transaction's key")
 		}
+		sameLastSeq(t, st, "c1", 2)
+		sameLastSeq(t, st, "q1", 0)
 		leased, err := st.Leased(t.Context(), "A")
 		if err != nil {
 			t.Fatalf("Leased: %v", err)

@@ -96,8 +96,8 @@ func (s suite) update(t *testing.T) {
 		appendLines(t, st, "a", 1, `"before":true`)
 		err := st.Update(t.Context(), []string{"a"}, func(tx store.Tx) error {
 			tx.Save(claimed(t, a, "A", 5))
-			tx.Append("a", "key-2", 2, line("key-2", `"lost":true`))
-			tx.Append("a", "cut", 0, nil)
+			tx.Append("a", "key-2", state.EventProgress, 2, line("key-2", `"lost":true`))
+			tx.Append("a", "cut", state.EventLog, 0, nil)
 			return fmt.Errorf("wrapped: %w", errFn)
 		})
 		if !errors.Is(err, errFn) {
@@ -122,8 +122,8 @@ func (s suite) update(t *testing.T) {
 				}
 			}
 			check("a", "k1", false)
-			tx.Append("a", "k1", 1, line("k1", `"k":1`))
-			tx.Append("a", "k2", 0, nil)
+			tx.Append("a", "k1", state.EventProgress, 1, line("k1", `"k":1`))
+			tx.Append("a", "k2", state.EventLog, 0, nil)
 			check("a", "k1", true)
 			check("a", "k2", true)
 			check("a", "k3", false)
@@ -134,11 +134,46 @@ func (s suite) update(t *testing.T) {
 			t.Fatalf("Update: %v", err)
 		}
 	})
+	s.run(t, "LastSeq counts the stored events, in the transaction and after", func(t *testing.T, st store.Store) {
+		create(t, st, queued("a", 1), queued("b", 2))
+		sameLastSeq(t, st, "a", 0)
+		appendLines(t, st, "a", 1, `"n":1`, `"n":2`)
+		err := st.Update(t.Context(), []string{"a", "b"}, func(tx store.Tx) error {
+			check := func(task string, want int) {
+				t.Helper()
+				if got := tx.LastSeq(task); got != want {
+					t.Errorf("Tx.LastSeq(%s) = %d, want %d", task, got, want)
+				}
+			}
+			check("a", 2)
+			check("b", 0)
+			tx.Append("a", "cut", state.EventLog, 0, nil) // a cut event is no stored event
+			check("a", 2)
+			tx.Append("a", "k3", state.EventProgress, 3, line("k3", `"n":3`))
+			check("a", 3)
+			check("b", 0) // a task's own
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+		sameLastSeq(t, st, "a", 3)
+		// A transaction that fails counts nothing.
+		err = st.Update(t.Context(), []string{"a"}, func(tx store.Tx) error {
+			tx.Append("a", "k4", state.EventProgress, 4, line("k4", `"n":4`))
+			return errFn
+		})
+		if !errors.Is(err, errFn) {
+			t.Fatalf("Update with a failing fn = %v", err)
+		}
+		sameLastSeq(t, st, "a", 3)
+		sameLastSeq(t, st, "b", 0)
+	})
 	s.run(t, "Seen answers for committed keys, cut ones too", func(t *testing.T, st store.Store) {
 		create(t, st, queued("a", 1), queued("b", 2))
 		err := st.Update(t.Context(), []string{"a"}, func(tx store.Tx) error {
-			tx.Append("a", "stored", 1, line("stored", `"k":1`))
-			tx.Append("a", "cut", 0, nil)
+			tx.Append("a", "stored", state.EventProgress, 1, line("stored", `"k":1`))
+			tx.Append("a", "cut", state.EventLog, 0, nil)
 			return nil
 		})
 		if err != nil {
