@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/edgeagent/agent/internal/shellword"
 	"github.com/edgeagent/agent/runner"
 	"github.com/edgeagent/agent/runner/acp"
 	"github.com/edgeagent/agent/runner/claude"
@@ -74,7 +75,7 @@ func (f *executorFlags) build() (runner.Executor, error) {
 		if strings.TrimSpace(f.command) == "" {
 			return nil, usagef("--executor exec needs --executor-command")
 		}
-		argv, err := splitArgs(f.command)
+		argv, err := shellword.Split(f.command)
 		if err != nil {
 			return nil, usagef("--executor-command: %v", err)
 		}
