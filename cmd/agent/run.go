@@ -19,6 +19,7 @@ import (
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/logformat"
 	attemptproc "github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/internal/service"
 	"github.com/edgeagent/agent/internal/settings"
@@ -417,3 +418,10 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	}
 	return err
 }
+
+// newLogger and logLevel make the logger of agent run and agent
+// controlplane serve from their log settings.
+var (
+	newLogger = logformat.New
+	logLevel  = logformat.Level
+)
