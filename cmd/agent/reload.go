@@ -78,7 +78,7 @@ func (rl *reloader) reload(why string) {
 // liveSettings is the live part of agent run's settings.
 func liveSettings(f runFlags, exe runner.Executor) agent.Live {
 	return agent.Live{Executor: exe, Models: f.models, Policy: f.policy(), MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts,
-		ApprovalTimeout: f.executor.runnerApprovalTimeout(), Timeouts: runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts}, Budget: f.budget()}
+		ApprovalTimeout: f.executor.settings().RunnerApprovalTimeout(), Timeouts: runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts}, Budget: f.budget()}
 }
 
 // watch reloads on SIGHUP (hup) and when the config file changes, until

@@ -248,7 +248,7 @@ func (f *runFlags) checkAsks(configFile string) error {
 	if err != nil {
 		return nil // the agent says why it cannot start
 	}
-	return f.executor.checkAsks(conf.Runner != nil)
+	return f.executor.settings().CheckAsks(conf.Runner != nil)
 }
 
 // repoList is the repositories the settings name, NAME=PATH each (the
@@ -346,7 +346,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	level := logLevel(f.logLevel)
 	log := newLogger(cmd.ErrOrStderr(), level, f.logFormat)
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
-		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.runnerApprovalTimeout(),
+		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.settings().RunnerApprovalTimeout(),
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, ParkKeepsSlot: f.parkKeepsSlot, OnBudget: state.OnBudget(f.onBudget), LivenessInterval: f.livenessInterval, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, ReattachGrace: f.reattachGrace, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
