@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/internal/service"
 	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/outbox"
 )
 
 // The service commands: flags become a service.Target (which service) and,
@@ -286,7 +286,7 @@ func newServiceStatusCmd() *cobra.Command {
 			if inst.DataDir != "" {
 				fmt.Fprintf(tw, "data directory:\t%s\n", inst.DataDir)
 				fmt.Fprintf(tw, "tasks:\t%s\n", localTasksLine(inst.DataDir))
-				fmt.Fprintf(tw, "outbox:\t%s\n", localOutboxLine(inst.DataDir))
+				fmt.Fprintf(tw, "outbox:\t%s\n", outboxview.Summary(inst.DataDir))
 			}
 			fmt.Fprintf(tw, "logs:\t%s\n", t.LogsHint())
 			if err := tw.Flush(); err != nil {
@@ -325,19 +325,6 @@ func localTasksLine(dataDir string) string {
 		return fmt.Sprintf("none running (%d in the data directory)", len(tasks))
 	}
 	return fmt.Sprintf("%d running: %s", len(ids), strings.Join(ids, ", "))
-}
-
-// localOutboxLine says what the outbox holds, read without the lock, as
-// agent outbox stats does.
-func localOutboxLine(dataDir string) string {
-	if _, err := os.Stat(outboxDir(dataDir)); errors.Is(err, iofs.ErrNotExist) {
-		return "none yet (the agent has not run here)"
-	}
-	snap, err := outbox.Inspect(outboxDir(dataDir))
-	if err != nil {
-		return "unreadable: " + oneLine(err.Error())
-	}
-	return fmt.Sprintf("%d records pending, %d dead", snap.Stats.Pending, snap.Stats.Dead)
 }
 
 func newServiceStartCmd() *cobra.Command {

@@ -23,6 +23,21 @@ func Text(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
+// Tenths says n bytes for people to a tenth of the largest unit that
+// fits: 512 B, 3.2 KiB, 1.5 GiB (the outbox's and the health's sizes).
+func Tenths(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
 // Units are the units Parse takes: KiB, MiB, GiB, TiB (powers of 1024)
 // and KB, MB, GB, TB (powers of 1000), largest first, binary ones first.
 var Units = []struct {

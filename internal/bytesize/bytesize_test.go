@@ -37,3 +37,11 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestTenths(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 3277: "3.2 KiB", 3 << 29: "1.5 GiB", 1 << 60: "1.0 EiB"} {
+		if got := Tenths(n); got != want {
+			t.Errorf("Tenths(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
