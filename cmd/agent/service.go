@@ -8,11 +8,10 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/agentview"
 	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/internal/service"
 	"github.com/edgeagent/agent/internal/taskview"
@@ -285,7 +284,7 @@ func newServiceStatusCmd() *cobra.Command {
 			}
 			if inst.DataDir != "" {
 				fmt.Fprintf(tw, "data directory:\t%s\n", inst.DataDir)
-				fmt.Fprintf(tw, "tasks:\t%s\n", localTasksLine(inst.DataDir))
+				fmt.Fprintf(tw, "tasks:\t%s\n", agentview.TasksLine(inst.DataDir))
 				fmt.Fprintf(tw, "outbox:\t%s\n", outboxview.Summary(inst.DataDir))
 			}
 			fmt.Fprintf(tw, "logs:\t%s\n", t.LogsHint())
@@ -303,28 +302,6 @@ func newServiceStatusCmd() *cobra.Command {
 	}
 	f.add(cmd, false)
 	return cmd
-}
-
-// localTasksLine says which tasks run, read from the data directory
-// without the lock, as agent tasks ls does.
-func localTasksLine(dataDir string) string {
-	if _, err := os.Stat(datadir.Layout{Dir: dataDir}.Tasks()); errors.Is(err, iofs.ErrNotExist) {
-		return "none yet (the agent has not run here)"
-	}
-	tasks, err := datadir.LoadTasks(dataDir)
-	if tasks == nil && err != nil {
-		return "unreadable: " + oneLine(err.Error())
-	}
-	var ids []string
-	for _, t := range tasks {
-		if t.Phase.Running() {
-			ids = append(ids, taskview.Visible(t.ID))
-		}
-	}
-	if len(ids) == 0 {
-		return fmt.Sprintf("none running (%d in the data directory)", len(tasks))
-	}
-	return fmt.Sprintf("%d running: %s", len(ids), strings.Join(ids, ", "))
 }
 
 func newServiceStartCmd() *cobra.Command {
@@ -413,7 +390,7 @@ and upgrade says so before it restarts.`,
 			if dataDir == "" {
 				dataDir = t.DefaultDataDir()
 			}
-			running := runningTasks(dataDir)
+			running := agentview.RunningTasks(dataDir)
 			if service.ReattachOff(inst.Args) && len(running) > 0 {
 				fmt.Fprintf(out, "the service runs with --reattach-grace 0: the restart drains %d running task(s) and cuts what has not finished\n", len(running))
 			} else {
