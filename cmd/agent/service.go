@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	iofs "io/fs"
 	"os"
 	"path/filepath"
 
@@ -251,53 +249,13 @@ func newServiceStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			tw := taskview.NewTable(w)
-			inst, err := service.ReadInstalled(t)
-			if errors.Is(err, iofs.ErrNotExist) {
-				fmt.Fprintf(tw, "service:\tnot installed (no %s)\n", t.File())
-				tw.Flush()
-				return exitCode(4)
-			}
+			code, err := service.WriteStatus(cmd.Context(), cmd.OutOrStdout(), t, func(dataDir string) (string, string) {
+				return agentview.TasksLine(dataDir), outboxview.Summary(dataDir)
+			})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(tw, "service:\tinstalled (%s)\n", t.File())
-			if err := t.CanRunCtl(); err != nil {
-				return err
-			}
-			// The local state is worth showing even when the manager
-			// cannot be asked (a user bus out of reach over ssh).
-			st, stateErr := t.State(cmd.Context())
-			if stateErr != nil {
-				st.Active = "unknown: " + oneLine(stateErr.Error())
-			}
-			fmt.Fprintf(tw, "state:\t%s\n", taskview.Visible(st.Active))
-			if st.PID > 0 {
-				fmt.Fprintf(tw, "main pid:\t%d\n", st.PID)
-			}
-			if st.Status != "" {
-				fmt.Fprintf(tw, "agent says:\t%s\n", taskview.Visible(st.Status))
-			}
-			if st.Restarts != "" && st.Restarts != "0" {
-				fmt.Fprintf(tw, "restarts:\t%s\n", st.Restarts)
-			}
-			if inst.DataDir != "" {
-				fmt.Fprintf(tw, "data directory:\t%s\n", inst.DataDir)
-				fmt.Fprintf(tw, "tasks:\t%s\n", agentview.TasksLine(inst.DataDir))
-				fmt.Fprintf(tw, "outbox:\t%s\n", outboxview.Summary(inst.DataDir))
-			}
-			fmt.Fprintf(tw, "logs:\t%s\n", t.LogsHint())
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			switch {
-			case stateErr != nil:
-				return exitCode(1)
-			case !st.Running():
-				return exitCode(3)
-			}
-			return nil
+			return exitOr(exitCode(code))
 		},
 	}
 	f.add(cmd, false)
@@ -363,42 +321,7 @@ and upgrade says so before it restarts.`,
 			if err != nil {
 				return err
 			}
-			inst, err := service.ReadInstalled(t)
-			if err != nil {
-				return err
-			}
-			if !filepath.IsAbs(inst.Binary) {
-				return fmt.Errorf("%s runs %q, not an absolute path: reinstall the service (agent service install)", t.File(), inst.Binary)
-			}
-			src, err := service.UpgradeSource(bin)
-			if err != nil {
-				return err
-			}
-			if same, _ := service.SameFile(src, inst.Binary); same {
-				return fmt.Errorf("the service already runs %s; give --bin the new agent binary", inst.Binary)
-			}
-			version, err := service.BinaryVersion(cmd.Context(), src)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if err := (service.Spec{Target: t, Binary: inst.Binary, Source: src}).CopyBinary(); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "installed %s (%s) as %s\n", src, version, inst.Binary)
-			dataDir := inst.DataDir
-			if dataDir == "" {
-				dataDir = t.DefaultDataDir()
-			}
-			running := agentview.RunningTasks(dataDir)
-			if service.ReattachOff(inst.Args) && len(running) > 0 {
-				fmt.Fprintf(out, "the service runs with --reattach-grace 0: the restart drains %d running task(s) and cuts what has not finished\n", len(running))
-			} else {
-				for _, id := range running {
-					fmt.Fprintf(out, "task %s goes on through the restart: the new agent re-attaches to it\n", taskview.Visible(id))
-				}
-			}
-			return t.Restart(cmd.Context(), out)
+			return service.Upgrade(cmd.Context(), cmd.OutOrStdout(), t, bin, agentview.RunningTasks)
 		},
 	}
 	f.add(cmd, false)

@@ -132,3 +132,40 @@ func TestServicesOnMachine(t *testing.T) {
 		t.Errorf("ReadInstalled of nothing: %v, want ErrNotExist", err)
 	}
 }
+
+// Status says whether the service is installed, what its manager and the
+// agent say and what its data directory holds, and its exit code says
+// which: 4 not installed, 0 running, 3 stopped, 1 when the manager cannot
+// be asked (the local lines shown all the same).
+func TestWriteStatus(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	tg := testTarget(t, Systemd, false)
+	local := func(dataDir string) (string, string) { return "tasks of " + dataDir, "outbox of " + dataDir }
+	status := func() (int, string) {
+		t.Helper()
+		var out bytes.Buffer
+		code, err := WriteStatus(context.Background(), &out, tg, local)
+		must(t, err)
+		return code, out.String()
+	}
+	if code, out := status(); code != StatusNotInstalled || out != "service:  not installed (no "+tg.File()+")\n" {
+		t.Errorf("not installed: %d %q", code, out)
+	}
+	writeFile(t, tg.File(), "[Service]\nExecStart=/usr/local/bin/agent run --data-dir /srv/agent\n")
+	ctl.answer(t, "systemctl", "ActiveState=active\nSubState=running\nMainPID=4242\nNRestarts=1\nStatusText=running 1 task\n")
+	code, out := status()
+	for _, want := range []string{"state:           active (running)\n", "main pid:        4242\n", "agent says:      running 1 task\n", "restarts:        1\n",
+		"data directory:  /srv/agent\n", "tasks:           tasks of /srv/agent\n", "outbox:          outbox of /srv/agent\n", "logs:            agent service logs"} {
+		if code != StatusRunning || !strings.Contains(out, want) {
+			t.Errorf("running: %d, want %q in\n%s", code, want, out)
+		}
+	}
+	ctl.answer(t, "systemctl", "ActiveState=inactive\nSubState=dead\nMainPID=0\n")
+	if code, out := status(); code != StatusStopped || strings.Contains(out, "main pid") {
+		t.Errorf("stopped: %d\n%s", code, out)
+	}
+	writeFile(t, ctl.fail, "Failed to connect to bus\n")
+	if code, out := status(); code != StatusUnknown || !strings.Contains(out, "state:           unknown: systemctl") || !strings.Contains(out, "tasks:           tasks of /srv/agent") {
+		t.Errorf("manager out of reach: %d\n%s", code, out)
+	}
+}
