@@ -169,3 +169,32 @@ func TestWriteStatus(t *testing.T) {
 		t.Errorf("manager out of reach: %d\n%s", code, out)
 	}
 }
+
+// A command that reads a data directory follows the first service on
+// this machine, and names the others it could have meant: the other
+// services' directories, and the default one when it holds data and no
+// service runs on it.
+func TestFollowedDataDir(t *testing.T) {
+	dir := t.TempDir()
+	defer func(d string) { SystemUnitDir = d }(SystemUnitDir)
+	SystemUnitDir = dir
+	caller := testTarget(t, Systemd, false)
+	if _, ok := FollowedDataDir(caller, t.TempDir()); ok {
+		t.Error("a data directory followed with no service installed")
+	}
+	userUnits := filepath.Join(caller.ConfigHome, "systemd", "user")
+	writeFile(t, filepath.Join(userUnits, "agent.service"), "[Service]\nExecStart=/usr/local/bin/agent run --data-dir /home/a\n")
+	def := t.TempDir()
+	f, ok := FollowedDataDir(caller, def)
+	if !ok || f.DataDir != "/home/a" || len(f.Others) != 1 || f.Note() != "agent: reading /home/a, the data directory of "+filepath.Join(userUnits, "agent.service")+
+		"; also here: "+def+" (the default, which agent run uses outside the service); --data-dir says which" {
+		t.Errorf("one service and a default directory with data: %+v %q", f, f.Note())
+	}
+	writeFile(t, filepath.Join(userUnits, "agent-b.service"), "[Service]\nExecStart=/usr/local/bin/agent run --data-dir /home/b\n")
+	if f, _ := FollowedDataDir(caller, filepath.Join(def, "none")); f.DataDir != "/home/a" || strings.Join(f.Others, ";") != "/home/b (agent-b.service)" {
+		t.Errorf("two services: %+v", f)
+	}
+	if f, _ := FollowedDataDir(caller, "/home/a"); len(f.Others) != 1 || f.Note() == "" {
+		t.Errorf("the default directory is a service's: %+v", f)
+	}
+}
