@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -379,40 +378,12 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	}
 	// The first SIGTERM or SIGINT drains (it also ends the command's
 	// context: see main); a second one, or SIGQUIT, stops at once.
-	ctx, cancel := context.WithCancel(cmd.Context())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
-	stopped := make(chan struct{}) // Run returned
-	var wg sync.WaitGroup
-	defer func() {
-		signal.Stop(sigs)
-		close(stopped)
-		cancel()
-		wg.Wait()
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for draining := false; ; draining = true {
-			select {
-			case sig := <-sigs:
-				if sig == syscall.SIGQUIT || draining {
-					log.Warn("stopping at once: running tasks are cancelled, pending records stay on disk", "signal", sig.String())
-					a.Abort()
-					cancel()
-					return
-				}
-				log.Info("stopping: draining (a second signal or SIGQUIT stops at once)", "signal", sig.String())
-				cancel()
-			case <-stopped:
-				return
-			}
-		}
-	}()
+	defer signal.Stop(sigs)
 	// The root command resolved the settings (PersistentPreRunE).
 	rl := &reloader{agent: a, level: level, log: log, inForce: resolvedOf(cmd), fs: cmd.Flags(), exe: exe}
-	wg.Go(func() { rl.watch(ctx, hup) })
-	err = a.Run(ctx)
+	err = a.RunSignalled(cmd.Context(), sigs, func(ctx context.Context) { rl.watch(ctx, hup) })
 	if errors.Is(err, controlplane.ErrUnauthorized) {
 		return fmt.Errorf("control plane at %s refused the token (401 Unauthorized); check --token-file or AGENT_TOKEN", f.controlPlane)
 	}
