@@ -382,8 +382,8 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 	// The root command resolved the settings (PersistentPreRunE).
-	rl := &reloader{agent: a, level: level, log: log, inForce: resolvedOf(cmd), fs: cmd.Flags(), exe: exe}
-	err = a.RunSignalled(cmd.Context(), sigs, func(ctx context.Context) { rl.watch(ctx, hup) })
+	rl := newReloader(a, level, log, resolvedOf(cmd), cmd.Flags(), exe)
+	err = a.RunSignalled(cmd.Context(), sigs, func(ctx context.Context) { rl.Watch(ctx, hup) })
 	if errors.Is(err, controlplane.ErrUnauthorized) {
 		return fmt.Errorf("control plane at %s refused the token (401 Unauthorized); check --token-file or AGENT_TOKEN", f.controlPlane)
 	}
