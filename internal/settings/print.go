@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -134,4 +135,48 @@ func QuoteTOML(s string) string {
 	enc.SetEscapeHTML(false)
 	enc.Encode(s)
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// WriteConfigFile writes r's settings bound in fs as `config print` shows
+// them: a header saying the precedence, the config file read and where
+// the token comes from (tokenFrom), then WriteTOML's file.
+func (r *Resolved) WriteConfigFile(w io.Writer, fs *pflag.FlagSet, program, tokenFrom string, redact func(key, value string) string) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# %s's effective configuration: flags > environment > config file > defaults.\n", program)
+	fmt.Fprintln(&b, "# live: a reload (the file changes, or SIGHUP) applies it to new attempts; the rest need a restart.")
+	if r.File != "" {
+		fmt.Fprintf(&b, "# config file: %s\n", r.File)
+	} else {
+		fmt.Fprintln(&b, "# config file: none")
+	}
+	fmt.Fprintf(&b, "# token: %s\n", tokenFrom)
+	if err := r.WriteTOML(&b, fs, redact); err != nil {
+		return err
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// RedactURL hides a password written into a URL, or into each of a
+// comma-separated list of them (a control plane's replicas): for what
+// the settings print and the errors that name a URL.
+func RedactURL(raw string) string {
+	if strings.Contains(raw, ",") {
+		parts := strings.Split(raw, ",")
+		for i, p := range parts {
+			parts[i] = RedactURL(p)
+		}
+		return strings.Join(parts, ",")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)" // which may hold a password
+	}
+	if u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	}
+	return u.String()
 }
