@@ -218,18 +218,7 @@ func (f *runFlags) isolationOf(configFile string) isolation.Config {
 	for _, name := range []string{"token-file", "operator-token-file", "notify-secret-file", "tls-key"} {
 		protect = append(protect, os.Getenv(controlPlaneSettings.Lookup(name).EnvName(controlPlaneSettings.EnvPrefix)))
 	}
-	for _, svc := range servicesOnMachine() {
-		protect = append(protect, svc.DataDir)
-		if inst, err := service.ReadServiceFile(service.HostManager(), svc.File); err == nil {
-			for i, arg := range inst.Args {
-				if v, ok := strings.CutPrefix(arg, "--token-file="); ok {
-					protect = append(protect, v)
-				} else if arg == "--token-file" && i+1 < len(inst.Args) {
-					protect = append(protect, inst.Args[i+1])
-				}
-			}
-		}
-	}
+	protect = append(protect, service.Secrets(service.HostManager(), servicesOnMachine())...)
 	for _, p := range protect {
 		if p != "" && !slices.Contains(iso.Protect, p) {
 			iso.Protect = append(iso.Protect, p)

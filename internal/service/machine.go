@@ -109,3 +109,25 @@ func (f Followed) Note() string {
 	return fmt.Sprintf("agent: reading %s, the data directory of %s; also here: %s; --data-dir says which",
 		f.DataDir, f.File, strings.Join(f.Others, ", "))
 }
+
+// Secrets are the paths of the services on this machine that no task may
+// reach, whichever agent runs it: each one's data directory and the token
+// file its unit names.
+func Secrets(m Manager, services []OnMachine) []string {
+	var paths []string
+	for _, svc := range services {
+		paths = append(paths, svc.DataDir)
+		inst, err := ReadServiceFile(m, svc.File)
+		if err != nil {
+			continue
+		}
+		for i, arg := range inst.Args {
+			if v, ok := strings.CutPrefix(arg, "--token-file="); ok {
+				paths = append(paths, v)
+			} else if arg == "--token-file" && i+1 < len(inst.Args) {
+				paths = append(paths, inst.Args[i+1])
+			}
+		}
+	}
+	return paths
+}

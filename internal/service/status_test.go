@@ -198,3 +198,16 @@ func TestFollowedDataDir(t *testing.T) {
 		t.Errorf("the default directory is a service's: %+v", f)
 	}
 }
+
+// A service's secrets are its data directory and the token file its unit
+// names, in either form of the flag.
+func TestSecrets(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "agent.service"), filepath.Join(dir, "agent-b.service")
+	writeFile(t, a, "[Service]\nExecStart=/usr/local/bin/agent run --token-file /etc/agent/token --data-dir /srv/a\n")
+	writeFile(t, b, "[Service]\nExecStart=/usr/local/bin/agent run --token-file=/etc/agent/b-token --data-dir /srv/b\n")
+	got := Secrets(Systemd, []OnMachine{{File: a, DataDir: "/srv/a"}, {File: b, Name: "b", DataDir: "/srv/b"}, {File: filepath.Join(dir, "gone.service"), DataDir: "/srv/gone"}})
+	if want := "/srv/a /etc/agent/token /srv/b /etc/agent/b-token /srv/gone"; strings.Join(got, " ") != want {
+		t.Errorf("secrets %q, want %q", strings.Join(got, " "), want)
+	}
+}
