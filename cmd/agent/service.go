@@ -12,7 +12,6 @@ import (
 	"github.com/edgeagent/agent/internal/agentview"
 	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/internal/service"
-	"github.com/edgeagent/agent/internal/taskview"
 )
 
 // The service commands: flags become a service.Target (which service) and,
@@ -61,19 +60,8 @@ func (f *serviceFlags) add(cmd *cobra.Command, withRunAs bool) {
 	}
 }
 
-// checkServiceName refuses a --name that would not make a unit name.
-func checkServiceName(name string) error {
-	if !service.ValidName(name) {
-		return usagef("--name %q: want up to 32 lower-case letters, digits, - and _, starting with a letter or digit", taskview.Visible(name))
-	}
-	return nil
-}
-
 // target is the service the flags name.
 func (f *serviceFlags) target() (service.Target, error) {
-	if err := checkServiceName(f.name); err != nil {
-		return service.Target{}, err
-	}
 	return service.NewTarget(service.Request{Manager: service.Manager(f.manager), Name: f.name, System: f.system, RunAs: f.runAs,
 		SudoUser: os.Getenv("SUDO_USER"), Writes: f.writes, StateHome: filepath.Dir(defaultDataDir())})
 }
