@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -95,19 +94,6 @@ func TestWriteHealth(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer two goroutines may use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // WaitStopped says what the agent still does while it holds the data
 // directory's lock, and what its next start takes up once it lets go;
 // past its timeout it gives up with ErrStillRuns.
@@ -122,7 +108,7 @@ func TestWaitStopped(t *testing.T) {
 		err.Error() != "agent pid 42 still runs after 0s" {
 		t.Errorf("timeout: %v", err)
 	}
-	var out syncBuffer
+	var out testkit.Buffer
 	done := make(chan error)
 	go func() { done <- WaitStopped(context.Background(), &out, dataDir, 42, time.Hour, time.Millisecond) }()
 	testkit.WaitFor(t, "a waiting line", func() bool {
