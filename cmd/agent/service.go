@@ -118,7 +118,9 @@ func newServicePrintCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), spec.Render())
-			sayUnreachable(cmd, spec)
+			for _, l := range spec.Notices() {
+				cmd.PrintErrln(l)
+			}
 			return nil
 		},
 	}
@@ -176,7 +178,9 @@ Every other service command takes --name to say which.`,
 					return err
 				}
 			}
-			sayUnreachable(cmd, spec)
+			for _, l := range spec.Notices() {
+				cmd.PrintErrln(l)
+			}
 			if spec.System && spec.Account.Uid == "0" {
 				cmd.PrintErrf("agent: warning: the service runs as root (--run-as root): its tasks can write %s, ~/.ssh included\n", spec.Account.HomeDir)
 			}
@@ -190,18 +194,6 @@ Every other service command takes --name to say which.`,
 	cmd.Flags().BoolVar(&noStart, "no-start", false, "write the files, print the commands that would load and start the service")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: print the file and the commands")
 	return cmd
-}
-
-// sayUnreachable warns of each path the service needs that its sandbox
-// hides, and notes each one it opens beyond the home directory.
-func sayUnreachable(cmd *cobra.Command, spec service.Spec) {
-	hidden, opened := spec.Unreachable()
-	for _, l := range hidden {
-		cmd.PrintErrln("agent: warning: " + l)
-	}
-	for _, l := range opened {
-		cmd.PrintErrln("agent: note: " + l)
-	}
 }
 
 func newServiceUninstallCmd() *cobra.Command {
