@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -86,27 +85,14 @@ func newConfigCheckCmd() *cobra.Command {
 // printConfig writes r's settings as a TOML config file, tables last, each
 // value with its origin.
 func printConfig(w io.Writer, r *settings.Resolved, fs *pflag.FlagSet, tokenFile string) error {
-	var b bytes.Buffer
-	fmt.Fprintln(&b, "# agent run's effective configuration: flags > environment > config file > defaults.")
-	fmt.Fprintln(&b, "# live: a reload (the file changes, or SIGHUP) applies it to new attempts; the rest need a restart.")
-	if r.File != "" {
-		fmt.Fprintf(&b, "# config file: %s\n", r.File)
-	} else {
-		fmt.Fprintln(&b, "# config file: none")
-	}
+	token := "none (give token-file or AGENT_TOKEN)"
 	switch {
 	case tokenFile != "":
-		fmt.Fprintf(&b, "# token: read from token-file %s\n", tokenFile)
+		token = "read from token-file " + tokenFile
 	case strings.TrimSpace(os.Getenv("AGENT_TOKEN")) != "":
-		fmt.Fprintln(&b, "# token: from AGENT_TOKEN (not shown)")
-	default:
-		fmt.Fprintln(&b, "# token: none (give token-file or AGENT_TOKEN)")
+		token = "from AGENT_TOKEN (not shown)"
 	}
-	if err := r.WriteTOML(&b, fs, redactSetting); err != nil {
-		return err
-	}
-	_, err := w.Write(b.Bytes())
-	return err
+	return r.WriteConfigFile(w, fs, "agent run", token, redactSetting)
 }
 
 // redactSetting hides a password written into the control plane's URL

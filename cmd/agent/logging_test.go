@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -136,36 +135,5 @@ func TestLogFormatOnJournal(t *testing.T) {
 		if !strings.HasPrefix(l, `{"time":"`) {
 			t.Errorf("JOURNAL_STREAM naming another file: want JSON lines, got %q", l)
 		}
-	}
-}
-
-// Each level goes to its priority, debug included; a message's line
-// break does not start a line of no priority; attributes of WithAttrs and
-// WithGroup keep the prefix.
-func TestJournalHandler(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "journal"))
-	must(t, err)
-	defer f.Close()
-	if !onJournal(f, journalStream(t, f)) || onJournal(f, "") || onJournal(f, "1:2") || onJournal(f, "x:y") {
-		t.Fatal("onJournal does not tell the journal's stream from others")
-	}
-	var lv slog.LevelVar
-	lv.Set(slog.LevelDebug)
-	t.Setenv("JOURNAL_STREAM", journalStream(t, f))
-	log := newLogger(f, &lv, "auto")
-	log.Debug("probe", "n", 1)
-	log.Info("two\nlines")
-	log.With("task", "t-1").WithGroup("g").Warn("slow", "k", "v w")
-	log.Error("failed", "err", "boom")
-	newLogger(f, &lv, "json").Info("asked for json")
-	b, err := os.ReadFile(f.Name())
-	must(t, err)
-	want := "<7>DBG probe n=1\n<6>INF two\\nlines\n<4>WRN slow task=t-1 g.k=\"v w\"\n<3>ERR failed err=boom\n"
-	got := string(b)
-	if !strings.HasPrefix(got, want) {
-		t.Errorf("journal lines\n got %q\nwant %q", got, want)
-	}
-	if rest := strings.TrimPrefix(got, want); !strings.HasPrefix(rest, `{"time":"`) || !strings.Contains(rest, `"msg":"asked for json"`) {
-		t.Errorf("--log-format json under the journal is not JSON: %q", rest)
 	}
 }

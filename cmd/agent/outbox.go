@@ -1,13 +1,9 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-
-	"github.com/edgeagent/agent/outbox"
 	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/internal/outboxview"
 )
 
 func newOutboxCmd() *cobra.Command {
@@ -41,27 +37,5 @@ func controlPlaneFlags(cmd *cobra.Command, url, tokenFile *string, insecure *boo
 	agentSettings.bind(fs, "insecure", insecure)
 }
 
-// requireOutbox fails, clearly, unless the data directory holds an outbox:
-// the commands that open it as its writer would otherwise create one
-// where a mistyped path points.
-func requireOutbox(dataDir string) error {
-	if _, err := os.Stat(filepath.Join(outboxDir(dataDir), outbox.FileName)); err != nil {
-		return explainOutboxErr(dataDir, outbox.ErrNoOutbox)
-	}
-	return nil
-}
-
 // outboxDir is where the outbox lives in a data directory.
-func outboxDir(dataDir string) string { return filepath.Join(dataDir, "outbox") }
-
-// explainOutboxErr turns the outbox's errors into a sentence for the
-// person at the terminal.
-func explainOutboxErr(dataDir string, err error) error {
-	switch {
-	case errors.Is(err, outbox.ErrNoOutbox):
-		return fmt.Errorf("no outbox in data directory %s (is --data-dir right?)", dataDir)
-	case errors.Is(err, outbox.ErrLocked):
-		return fmt.Errorf("%w; stop the agent first", err)
-	}
-	return err
-}
+func outboxDir(dataDir string) string { return outboxview.Dir(dataDir) }

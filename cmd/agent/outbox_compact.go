@@ -3,8 +3,9 @@ package main
 import (
 	"fmt"
 
-	"github.com/edgeagent/agent/outbox"
 	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/internal/outboxview"
 )
 
 func newOutboxCompactCmd() *cobra.Command {
@@ -20,25 +21,13 @@ through a temporary file, fsync, rename and directory fsync. The agent does
 this on its own; run it by hand with the agent stopped (it takes the lock).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireOutbox(dataDir); err != nil {
-				return err
-			}
-			o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
-			if err != nil {
-				return explainOutboxErr(dataDir, err)
-			}
-			defer o.Close()
 			stderr := cmd.ErrOrStderr()
-			progress := func(done, total int) {
+			res, err := outboxview.Compact(dataDir, func(done, total int) {
 				if !asJSON {
 					fmt.Fprintf(stderr, "\rcopying live records: %d/%d", done, total)
 				}
-			}
-			res, err := o.Compact(progress)
+			})
 			if err != nil {
-				return err
-			}
-			if err := o.Close(); err != nil {
 				return err
 			}
 			if asJSON {
@@ -47,8 +36,7 @@ this on its own; run it by hand with the agent stopped (it takes the lock).`,
 			if res.Records > 0 {
 				fmt.Fprintln(stderr)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "compacted %s to %s, %d live records kept, appends paused %s\n",
-				bytesHuman(res.BytesBefore), bytesHuman(res.BytesAfter), res.Records, res.Pause.Round(1000))
+			fmt.Fprintln(cmd.OutOrStdout(), outboxview.CompactLine(res))
 			return nil
 		},
 	}

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
-	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/outbox"
 	"github.com/spf13/cobra"
+
+	"github.com/edgeagent/agent/internal/outboxview"
+	"github.com/edgeagent/agent/outbox"
 )
 
 func newOutboxLsCmd() *cobra.Command {
@@ -42,28 +42,13 @@ attempts and last error. Sent records stay listed until compaction.`,
 			}
 			snap, err := outbox.Inspect(outboxDir(dataDir))
 			if err != nil {
-				return explainOutboxErr(dataDir, err)
+				return outboxview.Explain(dataDir, err)
 			}
 			items := f.Select(snap.Items)
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), items)
 			}
-			if len(items) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "no records")
-				return nil
-			}
-			now := time.Now()
-			tw := taskview.NewTable(cmd.OutOrStdout())
-			fmt.Fprintln(tw, "SEQ\tKEY\tKIND\tTASK\tATT\tAGE\tSTATE\tTRIES\tLAST ERROR")
-			for _, it := range items {
-				last := it.LastError
-				if it.State == outbox.StateDead {
-					last = "dead: " + it.Reason
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", it.Seq, taskview.Visible(it.Key), taskview.Visible(string(it.Kind)), taskview.Visible(it.TaskID),
-					it.Attempt, taskview.Ago(now, it.CreatedAt), it.State, it.Tries, taskview.Dash(taskview.Visible(last)))
-			}
-			return tw.Flush()
+			return outboxview.WriteItems(cmd.OutOrStdout(), items, time.Now())
 		},
 	}
 	dataDirFlag(cmd, &dataDir)

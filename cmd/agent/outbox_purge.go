@@ -4,15 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edgeagent/agent/outbox"
 	"github.com/spf13/cobra"
-)
 
-// purgeResult is what `outbox purge --json` prints.
-type purgeResult struct {
-	outbox.PurgeResult
-	Compaction outbox.CompactResult `json:"compaction"`
-}
+	"github.com/edgeagent/agent/internal/outboxview"
+)
 
 func newOutboxPurgeCmd() *cobra.Command {
 	var (
@@ -41,42 +36,18 @@ The agent purges dead records on its own once they are older than its
 			if olderThan < 0 {
 				return usagef("--older-than %s: want a duration of zero or more", olderThan)
 			}
-			if err := requireOutbox(dataDir); err != nil {
-				return err
-			}
-			o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
-			if err != nil {
-				return explainOutboxErr(dataDir, err)
-			}
-			defer o.Close()
 			var cutoff time.Time // zero: every dead record
 			if olderThan > 0 {
 				cutoff = time.Now().Add(-olderThan)
 			}
-			var res purgeResult
-			if res.PurgeResult, err = o.PurgeDead(cutoff); err != nil {
-				return err
-			}
-			if res.Purged > 0 {
-				if res.Compaction, err = o.Compact(nil); err != nil {
-					return err
-				}
-			}
-			if err := o.Close(); err != nil {
+			res, err := outboxview.PurgeDead(dataDir, cutoff)
+			if err != nil {
 				return err
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "purged %d dead records (%s)", res.Purged, bytesHuman(res.Bytes))
-			if res.Kept > 0 {
-				fmt.Fprintf(out, "; %d dead for less than %s kept", res.Kept, olderThan)
-			}
-			if res.Purged > 0 {
-				fmt.Fprintf(out, "; outbox compacted from %s to %s", bytesHuman(res.Compaction.BytesBefore), bytesHuman(res.Compaction.BytesAfter))
-			}
-			fmt.Fprintln(out)
+			fmt.Fprintln(cmd.OutOrStdout(), res.Line(olderThan))
 			return nil
 		},
 	}

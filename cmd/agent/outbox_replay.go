@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -32,7 +33,7 @@ the agent replays on its own at every start and heartbeat.`,
 			if err != nil {
 				return err
 			}
-			if err := requireOutbox(dataDir); err != nil {
+			if err := outboxview.Require(dataDir); err != nil {
 				return err
 			}
 			stderr := cmd.ErrOrStderr()
@@ -46,7 +47,7 @@ the agent replays on its own at every start and heartbeat.`,
 				fmt.Fprintln(stderr)
 			}
 			if errors.Is(err, outbox.ErrLocked) || errors.Is(err, outbox.ErrNoOutbox) {
-				return explainOutboxErr(dataDir, err) // nothing was tried
+				return outboxview.Explain(dataDir, err) // nothing was tried
 			}
 			// What was delivered is said even when the replay stopped early.
 			if asJSON {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/internal/logformat"
 	attemptproc "github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/internal/service"
 	"github.com/edgeagent/agent/internal/settings"
@@ -218,18 +217,7 @@ func (f *runFlags) isolationOf(configFile string) isolation.Config {
 	for _, name := range []string{"token-file", "operator-token-file", "notify-secret-file", "tls-key"} {
 		protect = append(protect, os.Getenv(controlPlaneSettings.Lookup(name).EnvName(controlPlaneSettings.EnvPrefix)))
 	}
-	for _, svc := range servicesOnMachine() {
-		protect = append(protect, svc.DataDir)
-		if inst, err := service.ReadServiceFile(service.HostManager(), svc.File); err == nil {
-			for i, arg := range inst.Args {
-				if v, ok := strings.CutPrefix(arg, "--token-file="); ok {
-					protect = append(protect, v)
-				} else if arg == "--token-file" && i+1 < len(inst.Args) {
-					protect = append(protect, inst.Args[i+1])
-				}
-			}
-		}
-	}
+	protect = append(protect, service.Secrets(service.HostManager(), servicesOnMachine())...)
 	for _, p := range protect {
 		if p != "" && !slices.Contains(iso.Protect, p) {
 			iso.Protect = append(iso.Protect, p)
@@ -247,7 +235,7 @@ func (f *runFlags) checkAsks(configFile string) error {
 	if err != nil {
 		return nil // the agent says why it cannot start
 	}
-	return f.executor.checkAsks(conf.Runner != nil)
+	return f.executor.settings().CheckAsks(conf.Runner != nil)
 }
 
 // repoList is the repositories the settings name, NAME=PATH each (the
@@ -335,7 +323,7 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	level := logLevel(f.logLevel)
 	log := newLogger(cmd.ErrOrStderr(), level, f.logFormat)
 	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
-		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.runnerApprovalTimeout(),
+		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.settings().RunnerApprovalTimeout(),
 		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
 		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, ParkKeepsSlot: f.parkKeepsSlot, OnBudget: state.OnBudget(f.onBudget), LivenessInterval: f.livenessInterval, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, ReattachGrace: f.reattachGrace, Logger: log,
 		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
@@ -368,42 +356,21 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	}
 	// The first SIGTERM or SIGINT drains (it also ends the command's
 	// context: see main); a second one, or SIGQUIT, stops at once.
-	ctx, cancel := context.WithCancel(cmd.Context())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
-	stopped := make(chan struct{}) // Run returned
-	var wg sync.WaitGroup
-	defer func() {
-		signal.Stop(sigs)
-		close(stopped)
-		cancel()
-		wg.Wait()
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for draining := false; ; draining = true {
-			select {
-			case sig := <-sigs:
-				if sig == syscall.SIGQUIT || draining {
-					log.Warn("stopping at once: running tasks are cancelled, pending records stay on disk", "signal", sig.String())
-					a.Abort()
-					cancel()
-					return
-				}
-				log.Info("stopping: draining (a second signal or SIGQUIT stops at once)", "signal", sig.String())
-				cancel()
-			case <-stopped:
-				return
-			}
-		}
-	}()
+	defer signal.Stop(sigs)
 	// The root command resolved the settings (PersistentPreRunE).
-	rl := &reloader{agent: a, level: level, log: log, inForce: resolvedOf(cmd), fs: cmd.Flags(), exe: exe}
-	wg.Go(func() { rl.watch(ctx, hup) })
-	err = a.Run(ctx)
+	rl := newReloader(a, level, log, resolvedOf(cmd), cmd.Flags(), exe)
+	err = a.RunSignalled(cmd.Context(), sigs, func(ctx context.Context) { rl.Watch(ctx, hup) })
 	if errors.Is(err, controlplane.ErrUnauthorized) {
 		return fmt.Errorf("control plane at %s refused the token (401 Unauthorized); check --token-file or AGENT_TOKEN", f.controlPlane)
 	}
 	return err
 }
+
+// newLogger and logLevel make the logger of agent run and agent
+// controlplane serve from their log settings.
+var (
+	newLogger = logformat.New
+	logLevel  = logformat.Level
+)

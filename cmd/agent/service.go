@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	iofs "io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/agentview"
+	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/internal/service"
-	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/outbox"
 )
 
 // The service commands: flags become a service.Target (which service) and,
@@ -64,19 +60,8 @@ func (f *serviceFlags) add(cmd *cobra.Command, withRunAs bool) {
 	}
 }
 
-// checkServiceName refuses a --name that would not make a unit name.
-func checkServiceName(name string) error {
-	if !service.ValidName(name) {
-		return usagef("--name %q: want up to 32 lower-case letters, digits, - and _, starting with a letter or digit", taskview.Visible(name))
-	}
-	return nil
-}
-
 // target is the service the flags name.
 func (f *serviceFlags) target() (service.Target, error) {
-	if err := checkServiceName(f.name); err != nil {
-		return service.Target{}, err
-	}
 	return service.NewTarget(service.Request{Manager: service.Manager(f.manager), Name: f.name, System: f.system, RunAs: f.runAs,
 		SudoUser: os.Getenv("SUDO_USER"), Writes: f.writes, StateHome: filepath.Dir(defaultDataDir())})
 }
@@ -133,7 +118,9 @@ func newServicePrintCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), spec.Render())
-			sayUnreachable(cmd, spec)
+			for _, l := range spec.Notices() {
+				cmd.PrintErrln(l)
+			}
 			return nil
 		},
 	}
@@ -191,7 +178,9 @@ Every other service command takes --name to say which.`,
 					return err
 				}
 			}
-			sayUnreachable(cmd, spec)
+			for _, l := range spec.Notices() {
+				cmd.PrintErrln(l)
+			}
 			if spec.System && spec.Account.Uid == "0" {
 				cmd.PrintErrf("agent: warning: the service runs as root (--run-as root): its tasks can write %s, ~/.ssh included\n", spec.Account.HomeDir)
 			}
@@ -205,18 +194,6 @@ Every other service command takes --name to say which.`,
 	cmd.Flags().BoolVar(&noStart, "no-start", false, "write the files, print the commands that would load and start the service")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: print the file and the commands")
 	return cmd
-}
-
-// sayUnreachable warns of each path the service needs that its sandbox
-// hides, and notes each one it opens beyond the home directory.
-func sayUnreachable(cmd *cobra.Command, spec service.Spec) {
-	hidden, opened := spec.Unreachable()
-	for _, l := range hidden {
-		cmd.PrintErrln("agent: warning: " + l)
-	}
-	for _, l := range opened {
-		cmd.PrintErrln("agent: note: " + l)
-	}
 }
 
 func newServiceUninstallCmd() *cobra.Command {
@@ -252,92 +229,17 @@ func newServiceStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			tw := taskview.NewTable(w)
-			inst, err := service.ReadInstalled(t)
-			if errors.Is(err, iofs.ErrNotExist) {
-				fmt.Fprintf(tw, "service:\tnot installed (no %s)\n", t.File())
-				tw.Flush()
-				return exitCode(4)
-			}
+			code, err := service.WriteStatus(cmd.Context(), cmd.OutOrStdout(), t, func(dataDir string) (string, string) {
+				return agentview.TasksLine(dataDir), outboxview.Summary(dataDir)
+			})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(tw, "service:\tinstalled (%s)\n", t.File())
-			if err := t.CanRunCtl(); err != nil {
-				return err
-			}
-			// The local state is worth showing even when the manager
-			// cannot be asked (a user bus out of reach over ssh).
-			st, stateErr := t.State(cmd.Context())
-			if stateErr != nil {
-				st.Active = "unknown: " + oneLine(stateErr.Error())
-			}
-			fmt.Fprintf(tw, "state:\t%s\n", taskview.Visible(st.Active))
-			if st.PID > 0 {
-				fmt.Fprintf(tw, "main pid:\t%d\n", st.PID)
-			}
-			if st.Status != "" {
-				fmt.Fprintf(tw, "agent says:\t%s\n", taskview.Visible(st.Status))
-			}
-			if st.Restarts != "" && st.Restarts != "0" {
-				fmt.Fprintf(tw, "restarts:\t%s\n", st.Restarts)
-			}
-			if inst.DataDir != "" {
-				fmt.Fprintf(tw, "data directory:\t%s\n", inst.DataDir)
-				fmt.Fprintf(tw, "tasks:\t%s\n", localTasksLine(inst.DataDir))
-				fmt.Fprintf(tw, "outbox:\t%s\n", localOutboxLine(inst.DataDir))
-			}
-			fmt.Fprintf(tw, "logs:\t%s\n", t.LogsHint())
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			switch {
-			case stateErr != nil:
-				return exitCode(1)
-			case !st.Running():
-				return exitCode(3)
-			}
-			return nil
+			return exitOr(exitCode(code))
 		},
 	}
 	f.add(cmd, false)
 	return cmd
-}
-
-// localTasksLine says which tasks run, read from the data directory
-// without the lock, as agent tasks ls does.
-func localTasksLine(dataDir string) string {
-	if _, err := os.Stat(datadir.Layout{Dir: dataDir}.Tasks()); errors.Is(err, iofs.ErrNotExist) {
-		return "none yet (the agent has not run here)"
-	}
-	tasks, err := datadir.LoadTasks(dataDir)
-	if tasks == nil && err != nil {
-		return "unreadable: " + oneLine(err.Error())
-	}
-	var ids []string
-	for _, t := range tasks {
-		if t.Phase.Running() {
-			ids = append(ids, taskview.Visible(t.ID))
-		}
-	}
-	if len(ids) == 0 {
-		return fmt.Sprintf("none running (%d in the data directory)", len(tasks))
-	}
-	return fmt.Sprintf("%d running: %s", len(ids), strings.Join(ids, ", "))
-}
-
-// localOutboxLine says what the outbox holds, read without the lock, as
-// agent outbox stats does.
-func localOutboxLine(dataDir string) string {
-	if _, err := os.Stat(outboxDir(dataDir)); errors.Is(err, iofs.ErrNotExist) {
-		return "none yet (the agent has not run here)"
-	}
-	snap, err := outbox.Inspect(outboxDir(dataDir))
-	if err != nil {
-		return "unreadable: " + oneLine(err.Error())
-	}
-	return fmt.Sprintf("%d records pending, %d dead", snap.Stats.Pending, snap.Stats.Dead)
 }
 
 func newServiceStartCmd() *cobra.Command {
@@ -399,42 +301,7 @@ and upgrade says so before it restarts.`,
 			if err != nil {
 				return err
 			}
-			inst, err := service.ReadInstalled(t)
-			if err != nil {
-				return err
-			}
-			if !filepath.IsAbs(inst.Binary) {
-				return fmt.Errorf("%s runs %q, not an absolute path: reinstall the service (agent service install)", t.File(), inst.Binary)
-			}
-			src, err := service.UpgradeSource(bin)
-			if err != nil {
-				return err
-			}
-			if same, _ := service.SameFile(src, inst.Binary); same {
-				return fmt.Errorf("the service already runs %s; give --bin the new agent binary", inst.Binary)
-			}
-			version, err := service.BinaryVersion(cmd.Context(), src)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if err := (service.Spec{Target: t, Binary: inst.Binary, Source: src}).CopyBinary(); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "installed %s (%s) as %s\n", src, version, inst.Binary)
-			dataDir := inst.DataDir
-			if dataDir == "" {
-				dataDir = t.DefaultDataDir()
-			}
-			running := runningTasks(dataDir)
-			if service.ReattachOff(inst.Args) && len(running) > 0 {
-				fmt.Fprintf(out, "the service runs with --reattach-grace 0: the restart drains %d running task(s) and cuts what has not finished\n", len(running))
-			} else {
-				for _, id := range running {
-					fmt.Fprintf(out, "task %s goes on through the restart: the new agent re-attaches to it\n", taskview.Visible(id))
-				}
-			}
-			return t.Restart(cmd.Context(), out)
+			return service.Upgrade(cmd.Context(), cmd.OutOrStdout(), t, bin, agentview.RunningTasks)
 		},
 	}
 	f.add(cmd, false)

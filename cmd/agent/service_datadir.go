@@ -3,14 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/internal/service"
+	"github.com/edgeagent/agent/internal/settings"
 )
 
 // This machine's agent: the commands that read an agent's data directory
@@ -23,14 +20,17 @@ import (
 // is the installed service's (see dataDirFlag).
 const followsServiceAnnotation = "data-dir-follows-service"
 
-// fromService: the data directory an installed service names.
-const fromService originKind = "service"
+// callerService is the caller's own service on this host's manager, the
+// one the services on this machine are found for.
+func callerService() (service.Target, error) {
+	f := serviceFlags{manager: string(service.HostManager())}
+	return f.target()
+}
 
 // servicesOnMachine lists the services installed on this machine that
 // run for the caller (see service.ServicesOnMachine).
 func servicesOnMachine() []service.OnMachine {
-	f := serviceFlags{manager: string(service.HostManager())}
-	caller, err := f.target()
+	caller, err := callerService()
 	if err != nil {
 		return nil
 	}
@@ -42,33 +42,24 @@ func servicesOnMachine() []service.OnMachine {
 // left the data directory at the default. Where that is ambiguous
 // (several services, or the default directory holds an agent's data too),
 // it says on w which it read and the others.
-func serviceDataDir(cmd *cobra.Command, r *resolved, w io.Writer) error {
-	if cmd.Annotations[followsServiceAnnotation] == "" || r.origins["data-dir"].kind != fromDefault {
+func serviceDataDir(cmd *cobra.Command, r *settings.Resolved, w io.Writer) error {
+	if cmd.Annotations[followsServiceAnnotation] == "" || r.Origins["data-dir"].Kind != settings.FromDefault {
 		return nil
 	}
-	services := servicesOnMachine()
-	if len(services) == 0 {
+	caller, err := callerService()
+	if err != nil {
 		return nil
 	}
-	use := services[0]
-	var others []string
-	for _, s := range services[1:] {
-		if s.DataDir != use.DataDir {
-			others = append(others, fmt.Sprintf("%s (%s)", s.DataDir, filepath.Base(s.File)))
-		}
+	followed, ok := service.FollowedDataDir(caller, defaultDataDir())
+	if !ok {
+		return nil
 	}
-	if def := defaultDataDir(); !slices.ContainsFunc(services, func(s service.OnMachine) bool { return s.DataDir == def }) {
-		if _, err := os.Stat(def); err == nil {
-			others = append(others, def+" (the default, which agent run uses outside the service)")
-		}
-	}
-	if err := cmd.Flags().Set("data-dir", use.DataDir); err != nil {
+	if err := cmd.Flags().Set("data-dir", followed.DataDir); err != nil {
 		return err
 	}
-	r.origins["data-dir"] = origin{fromService, use.File}
-	if len(others) > 0 {
-		fmt.Fprintf(w, "agent: reading %s, the data directory of %s; also here: %s; --data-dir says which\n",
-			use.DataDir, use.File, strings.Join(others, ", "))
+	r.Origins["data-dir"] = settings.Origin{Kind: service.FromService, Where: followed.File}
+	if note := followed.Note(); note != "" {
+		fmt.Fprintln(w, note)
 	}
 	return nil
 }

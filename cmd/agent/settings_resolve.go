@@ -72,12 +72,11 @@ func resolveSettings(cmd *cobra.Command) error {
 	if err := serviceDataDir(cmd, r, cmd.ErrOrStderr()); err != nil {
 		return err
 	}
-	r.keepOrigins()
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	cmd.SetContext(context.WithValue(ctx, resolvedKey{}, r.Resolved))
+	cmd.SetContext(context.WithValue(ctx, resolvedKey{}, r))
 	return nil
 }
 

@@ -3,16 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgeagent/agent/internal/agentview"
 	"github.com/edgeagent/agent/internal/datadir"
-	"github.com/edgeagent/agent/internal/keeper"
 	"github.com/edgeagent/agent/internal/shellword"
-	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/state"
 )
 
 func newStopCmd() *cobra.Command {
@@ -78,31 +75,11 @@ same signal and the unit's stop timeout covers the drain.`,
 			if noWait {
 				return nil
 			}
-			deadline := time.Now().Add(timeout)
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				if _, err := datadir.Running(dataDir); errors.Is(err, datadir.ErrNotRunning) {
-					fmt.Fprintf(out, "agent pid %d stopped\n", pid)
-					for _, line := range nextRun(dataDir) {
-						fmt.Fprintln(out, line)
-					}
-					return nil
-				}
-				if time.Now().After(deadline) {
-					return fmt.Errorf("agent pid %d still runs after %s; %s stop --now --data-dir %s stops it at once", pid, timeout, invokedAs(), shellword.Quote(dataDir))
-				}
-				select {
-				case <-cmd.Context().Done():
-					return cmd.Context().Err()
-				case <-tick.C:
-				}
-				if ids := runningTasks(dataDir); len(ids) > 0 {
-					fmt.Fprintf(out, "waiting: %d task(s) still running: %s\n", len(ids), taskview.Visible(fmt.Sprint(ids)))
-				} else {
-					fmt.Fprintln(out, "waiting: delivering pending records")
-				}
+			err = agentview.WaitStopped(cmd.Context(), out, dataDir, pid, timeout, time.Second)
+			if errors.Is(err, agentview.ErrStillRuns) {
+				return fmt.Errorf("%w; %s stop --now --data-dir %s stops it at once", err, invokedAs(), shellword.Quote(dataDir))
 			}
+			return err
 		},
 	}
 	dataDirFlag(cmd, &dataDir)
@@ -111,47 +88,4 @@ same signal and the unit's stop timeout covers the drain.`,
 	fl.BoolVar(&noWait, "no-wait", false, "send the signal and return")
 	fl.DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the agent to exit")
 	return cmd
-}
-
-// runningTasks are the ids of the tasks the data directory's task files
-// show running.
-func runningTasks(dataDir string) []string {
-	tasks, _ := datadir.LoadTasks(dataDir)
-	var ids []string
-	for _, t := range tasks {
-		if t.Phase.Running() {
-			ids = append(ids, t.ID)
-		}
-	}
-	return ids
-}
-
-// nextRun says, a line per task, what the agent does with the tasks a
-// stop left waiting for its next run: re-attach to an attempt that goes
-// on, continue a session, or run an attempt again from the start.
-func nextRun(dataDir string) []string {
-	tasks, _ := datadir.LoadTasks(dataDir)
-	var lines []string
-	spool := datadir.Layout{Dir: dataDir}.Spool()
-	for _, t := range tasks {
-		c := t.Current()
-		if !t.Phase.Running() || c == nil {
-			continue
-		}
-		if c.Status == state.AttemptRunning && keeper.Alive(filepath.Join(spool, c.AttemptID)) {
-			// Its keeper runs it on and waits for the agent's next start
-			// (--reattach-grace).
-			lines = append(lines, fmt.Sprintf("task %s will be re-attached when the agent starts again: attempt %d goes on meanwhile", taskview.Visible(t.ID), c.Number))
-			continue
-		}
-		if c.Status != state.AttemptPending {
-			continue
-		}
-		if c.Continues > 0 {
-			lines = append(lines, fmt.Sprintf("task %s will continue attempt %d's session (attempt %d) when the agent starts again", taskview.Visible(t.ID), c.Continues, c.Number))
-		} else {
-			lines = append(lines, fmt.Sprintf("task %s will run attempt %d from the start when the agent starts again", taskview.Visible(t.ID), c.Number))
-		}
-	}
-	return lines
 }

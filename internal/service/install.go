@@ -293,3 +293,18 @@ func Uninstall(ctx context.Context, w io.Writer, t Target, dryRun bool) error {
 	}
 	return nil
 }
+
+// Notices are what install and print say of the spec on stderr, a line
+// each: a warning for each path the service needs that its sandbox hides,
+// a note for each it opens beyond the home directory (Unreachable).
+func (s Spec) Notices() []string {
+	hidden, opened := s.Unreachable()
+	var lines []string
+	for _, l := range hidden {
+		lines = append(lines, "agent: warning: "+l)
+	}
+	for _, l := range opened {
+		lines = append(lines, "agent: note: "+l)
+	}
+	return lines
+}

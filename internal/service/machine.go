@@ -1,6 +1,8 @@
 package service
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -61,4 +63,71 @@ func ServicesOnMachine(caller Target) []OnMachine {
 func serviceFileName(t Target, file string) string {
 	prefix, suffix, _ := strings.Cut(filepath.Base(t.File()), "*")
 	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(file), prefix), suffix)
+}
+
+// Followed is the installed service whose data directory the commands
+// that read one follow when nothing names it (see FollowedDataDir), and
+// the other data directories they could have meant.
+type Followed struct {
+	OnMachine
+	Others []string // "DIR (FILE)" each, or the default's
+}
+
+// FromService is the origin of a data directory an installed service names
+// (a settings.OriginKind).
+const FromService = "service"
+
+// FollowedDataDir is the service, of those on this machine for caller,
+// whose data directory a command follows; defaultDir is the directory
+// agent run uses outside a service, one of the others when it holds an
+// agent's data too. ok is false when no service is installed.
+func FollowedDataDir(caller Target, defaultDir string) (f Followed, ok bool) {
+	services := ServicesOnMachine(caller)
+	if len(services) == 0 {
+		return f, false
+	}
+	f.OnMachine = services[0]
+	for _, s := range services[1:] {
+		if s.DataDir != f.DataDir {
+			f.Others = append(f.Others, fmt.Sprintf("%s (%s)", s.DataDir, filepath.Base(s.File)))
+		}
+	}
+	if !slices.ContainsFunc(services, func(s OnMachine) bool { return s.DataDir == defaultDir }) {
+		if _, err := os.Stat(defaultDir); err == nil {
+			f.Others = append(f.Others, defaultDir+" (the default, which agent run uses outside the service)")
+		}
+	}
+	return f, true
+}
+
+// Note says which data directory was read and which others are here, ""
+// when there is no other.
+func (f Followed) Note() string {
+	if len(f.Others) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("agent: reading %s, the data directory of %s; also here: %s; --data-dir says which",
+		f.DataDir, f.File, strings.Join(f.Others, ", "))
+}
+
+// Secrets are the paths of the services on this machine that no task may
+// reach, whichever agent runs it: each one's data directory and the token
+// file its unit names.
+func Secrets(m Manager, services []OnMachine) []string {
+	var paths []string
+	for _, svc := range services {
+		paths = append(paths, svc.DataDir)
+		inst, err := ReadServiceFile(m, svc.File)
+		if err != nil {
+			continue
+		}
+		for i, arg := range inst.Args {
+			if v, ok := strings.CutPrefix(arg, "--token-file="); ok {
+				paths = append(paths, v)
+			} else if arg == "--token-file" && i+1 < len(inst.Args) {
+				paths = append(paths, inst.Args[i+1])
+			}
+		}
+	}
+	return paths
 }

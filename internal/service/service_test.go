@@ -118,6 +118,12 @@ func TestUsageErrors(t *testing.T) {
 	if _, err := AbsolutePath("bin", ""); !errors.As(err, &ue) || err.Error() != "--bin is empty" {
 		t.Errorf("AbsolutePath of nothing: %v", err)
 	}
+	// A name that is no unit name is said as the task views say text
+	// (taskview.Visible), quoted.
+	want := `--name "b\\x1b[2J": want up to 32 lower-case letters, digits, - and _, starting with a letter or digit`
+	if _, err := NewTarget(Request{Manager: Systemd, Name: "b\x1b[2J"}); !errors.As(err, &ue) || err.Error() != want {
+		t.Errorf("NewTarget of a bad name: %q", err)
+	}
 }
 
 // A system service that writes a unit names who runs it: --run-as, else

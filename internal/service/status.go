@@ -2,10 +2,15 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	iofs "io/fs"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/edgeagent/agent/internal/taskview"
 )
 
 // Installation is what an installed unit or plist says.
@@ -100,4 +105,64 @@ func (t Target) State(ctx context.Context) (State, error) {
 // Running is whether the manager says the service runs.
 func (s State) Running() bool {
 	return strings.HasPrefix(s.Active, "active") || s.Active == "running"
+}
+
+// The exit codes of agent service status.
+const (
+	StatusRunning      = 0
+	StatusUnknown      = 1
+	StatusStopped      = 3
+	StatusNotInstalled = 4
+)
+
+// WriteStatus writes, a line each, whether the service t is installed and
+// running, what its manager and the agent say, and from its data
+// directory (local: which tasks run, what the outbox holds) and returns
+// the exit code that says it (Status*). The local state is shown even
+// when the manager cannot be asked (a user bus out of reach over ssh).
+func WriteStatus(ctx context.Context, w io.Writer, t Target, local func(dataDir string) (tasks, outbox string)) (int, error) {
+	tw := taskview.NewTable(w)
+	inst, err := ReadInstalled(t)
+	if errors.Is(err, iofs.ErrNotExist) {
+		fmt.Fprintf(tw, "service:\tnot installed (no %s)\n", t.File())
+		return StatusNotInstalled, tw.Flush()
+	}
+	if err != nil {
+		return StatusUnknown, err
+	}
+	fmt.Fprintf(tw, "service:\tinstalled (%s)\n", t.File())
+	if err := t.CanRunCtl(); err != nil {
+		return StatusUnknown, err
+	}
+	st, stateErr := t.State(ctx)
+	if stateErr != nil {
+		st.Active = "unknown: " + strings.Join(strings.Fields(stateErr.Error()), " ")
+	}
+	fmt.Fprintf(tw, "state:\t%s\n", taskview.Visible(st.Active))
+	if st.PID > 0 {
+		fmt.Fprintf(tw, "main pid:\t%d\n", st.PID)
+	}
+	if st.Status != "" {
+		fmt.Fprintf(tw, "agent says:\t%s\n", taskview.Visible(st.Status))
+	}
+	if st.Restarts != "" && st.Restarts != "0" {
+		fmt.Fprintf(tw, "restarts:\t%s\n", st.Restarts)
+	}
+	if inst.DataDir != "" {
+		tasks, outbox := local(inst.DataDir)
+		fmt.Fprintf(tw, "data directory:\t%s\n", inst.DataDir)
+		fmt.Fprintf(tw, "tasks:\t%s\n", tasks)
+		fmt.Fprintf(tw, "outbox:\t%s\n", outbox)
+	}
+	fmt.Fprintf(tw, "logs:\t%s\n", t.LogsHint())
+	if err := tw.Flush(); err != nil {
+		return StatusUnknown, err
+	}
+	switch {
+	case stateErr != nil:
+		return StatusUnknown, nil
+	case !st.Running():
+		return StatusStopped, nil
+	}
+	return StatusRunning, nil
 }

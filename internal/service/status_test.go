@@ -132,3 +132,82 @@ func TestServicesOnMachine(t *testing.T) {
 		t.Errorf("ReadInstalled of nothing: %v, want ErrNotExist", err)
 	}
 }
+
+// Status says whether the service is installed, what its manager and the
+// agent say and what its data directory holds, and its exit code says
+// which: 4 not installed, 0 running, 3 stopped, 1 when the manager cannot
+// be asked (the local lines shown all the same).
+func TestWriteStatus(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	tg := testTarget(t, Systemd, false)
+	local := func(dataDir string) (string, string) { return "tasks of " + dataDir, "outbox of " + dataDir }
+	status := func() (int, string) {
+		t.Helper()
+		var out bytes.Buffer
+		code, err := WriteStatus(context.Background(), &out, tg, local)
+		must(t, err)
+		return code, out.String()
+	}
+	if code, out := status(); code != StatusNotInstalled || out != "service:  not installed (no "+tg.File()+")\n" {
+		t.Errorf("not installed: %d %q", code, out)
+	}
+	writeFile(t, tg.File(), "[Service]\nExecStart=/usr/local/bin/agent run --data-dir /srv/agent\n")
+	ctl.answer(t, "systemctl", "ActiveState=active\nSubState=running\nMainPID=4242\nNRestarts=1\nStatusText=running 1 task\n")
+	code, out := status()
+	for _, want := range []string{"state:           active (running)\n", "main pid:        4242\n", "agent says:      running 1 task\n", "restarts:        1\n",
+		"data directory:  /srv/agent\n", "tasks:           tasks of /srv/agent\n", "outbox:          outbox of /srv/agent\n", "logs:            agent service logs"} {
+		if code != StatusRunning || !strings.Contains(out, want) {
+			t.Errorf("running: %d, want %q in\n%s", code, want, out)
+		}
+	}
+	ctl.answer(t, "systemctl", "ActiveState=inactive\nSubState=dead\nMainPID=0\n")
+	if code, out := status(); code != StatusStopped || strings.Contains(out, "main pid") {
+		t.Errorf("stopped: %d\n%s", code, out)
+	}
+	writeFile(t, ctl.fail, "Failed to connect to bus\n")
+	if code, out := status(); code != StatusUnknown || !strings.Contains(out, "state:           unknown: systemctl") || !strings.Contains(out, "tasks:           tasks of /srv/agent") {
+		t.Errorf("manager out of reach: %d\n%s", code, out)
+	}
+}
+
+// A command that reads a data directory follows the first service on
+// this machine, and names the others it could have meant: the other
+// services' directories, and the default one when it holds data and no
+// service runs on it.
+func TestFollowedDataDir(t *testing.T) {
+	dir := t.TempDir()
+	defer func(d string) { SystemUnitDir = d }(SystemUnitDir)
+	SystemUnitDir = dir
+	caller := testTarget(t, Systemd, false)
+	if _, ok := FollowedDataDir(caller, t.TempDir()); ok {
+		t.Error("a data directory followed with no service installed")
+	}
+	userUnits := filepath.Join(caller.ConfigHome, "systemd", "user")
+	writeFile(t, filepath.Join(userUnits, "agent.service"), "[Service]\nExecStart=/usr/local/bin/agent run --data-dir /home/a\n")
+	def := t.TempDir()
+	f, ok := FollowedDataDir(caller, def)
+	if !ok || f.DataDir != "/home/a" || len(f.Others) != 1 || f.Note() != "agent: reading /home/a, the data directory of "+filepath.Join(userUnits, "agent.service")+
+		"; also here: "+def+" (the default, which agent run uses outside the service); --data-dir says which" {
+		t.Errorf("one service and a default directory with data: %+v %q", f, f.Note())
+	}
+	writeFile(t, filepath.Join(userUnits, "agent-b.service"), "[Service]\nExecStart=/usr/local/bin/agent run --data-dir /home/b\n")
+	if f, _ := FollowedDataDir(caller, filepath.Join(def, "none")); f.DataDir != "/home/a" || strings.Join(f.Others, ";") != "/home/b (agent-b.service)" {
+		t.Errorf("two services: %+v", f)
+	}
+	if f, _ := FollowedDataDir(caller, "/home/a"); len(f.Others) != 1 || f.Note() == "" {
+		t.Errorf("the default directory is a service's: %+v", f)
+	}
+}
+
+// A service's secrets are its data directory and the token file its unit
+// names, in either form of the flag.
+func TestSecrets(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "agent.service"), filepath.Join(dir, "agent-b.service")
+	writeFile(t, a, "[Service]\nExecStart=/usr/local/bin/agent run --token-file /etc/agent/token --data-dir /srv/a\n")
+	writeFile(t, b, "[Service]\nExecStart=/usr/local/bin/agent run --token-file=/etc/agent/b-token --data-dir /srv/b\n")
+	got := Secrets(Systemd, []OnMachine{{File: a, DataDir: "/srv/a"}, {File: b, Name: "b", DataDir: "/srv/b"}, {File: filepath.Join(dir, "gone.service"), DataDir: "/srv/gone"}})
+	if want := "/srv/a /etc/agent/token /srv/b /etc/agent/b-token /srv/gone"; strings.Join(got, " ") != want {
+		t.Errorf("secrets %q, want %q", strings.Join(got, " "), want)
+	}
+}

@@ -154,6 +154,9 @@ func TestSystemdSandbox(t *testing.T) {
 	if !slices.Equal(opened, wantOpened) {
 		t.Errorf("opened:\n got %q\nwant %q", opened, wantOpened)
 	}
+	if n := spec.Notices(); len(n) != 3 || n[0] != "agent: warning: "+hidden[0] || n[1] != "agent: note: "+wantOpened[0] || n[2] != "agent: note: "+wantOpened[1] {
+		t.Errorf("notices %q", n)
+	}
 
 	spec.Sandbox = false
 	if unit := spec.SystemdUnit(); strings.Contains(unit, "ProtectSystem") || strings.Contains(unit, "ReadWritePaths") {

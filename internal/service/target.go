@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+
+	"github.com/edgeagent/agent/internal/taskview"
 )
 
 // Request is what a service command asks for: which service and, for one
@@ -32,7 +34,7 @@ type Request struct {
 func NewTarget(r Request) (Target, error) {
 	t := Target{Manager: r.Manager, System: r.System, Name: r.Name, StateHome: r.StateHome}
 	if !ValidName(r.Name) {
-		return t, usagef("--name %q: want up to 32 lower-case letters, digits, - and _, starting with a letter or digit", r.Name)
+		return t, usagef("--name %q: want up to 32 lower-case letters, digits, - and _, starting with a letter or digit", taskview.Visible(r.Name))
 	}
 	switch t.Manager {
 	case Systemd, Launchd:

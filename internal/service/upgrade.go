@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/edgeagent/agent/internal/taskview"
 )
 
 // UpgradeSource is the new binary of an upgrade: bin (--bin), or the
@@ -84,4 +87,47 @@ func ReattachOff(args []string) bool {
 		}
 	}
 	return false
+}
+
+// Upgrade puts the binary bin (UpgradeSource's: "" for the running one)
+// where the installed service t runs its binary and restarts the service,
+// saying on out what it installed and what becomes of each task running
+// (running: the tasks a data directory shows running): re-attached by the
+// new agent, or drained where the service runs with --reattach-grace 0.
+func Upgrade(ctx context.Context, out io.Writer, t Target, bin string, running func(dataDir string) []string) error {
+	inst, err := ReadInstalled(t)
+	if err != nil {
+		return err
+	}
+	if !filepath.IsAbs(inst.Binary) {
+		return fmt.Errorf("%s runs %q, not an absolute path: reinstall the service (agent service install)", t.File(), inst.Binary)
+	}
+	src, err := UpgradeSource(bin)
+	if err != nil {
+		return err
+	}
+	if same, _ := SameFile(src, inst.Binary); same {
+		return fmt.Errorf("the service already runs %s; give --bin the new agent binary", inst.Binary)
+	}
+	version, err := BinaryVersion(ctx, src)
+	if err != nil {
+		return err
+	}
+	if err := (Spec{Target: t, Binary: inst.Binary, Source: src}).CopyBinary(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "installed %s (%s) as %s\n", src, version, inst.Binary)
+	dataDir := inst.DataDir
+	if dataDir == "" {
+		dataDir = t.DefaultDataDir()
+	}
+	ids := running(dataDir)
+	if ReattachOff(inst.Args) && len(ids) > 0 {
+		fmt.Fprintf(out, "the service runs with --reattach-grace 0: the restart drains %d running task(s) and cuts what has not finished\n", len(ids))
+	} else {
+		for _, id := range ids {
+			fmt.Fprintf(out, "task %s goes on through the restart: the new agent re-attaches to it\n", taskview.Visible(id))
+		}
+	}
+	return t.Restart(ctx, out)
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -68,5 +69,53 @@ func TestCopyBinary(t *testing.T) {
 	spec.Source = filepath.Join(dir, "gone")
 	if err := spec.CopyBinary(); err == nil {
 		t.Error("copied a binary that is not there")
+	}
+}
+
+// Upgrade checks the new binary, puts it where the unit runs the old one,
+// says what becomes of each running task and restarts the service; a
+// unit running a relative path, or the binary it already runs, is
+// refused with nothing replaced.
+func TestUpgrade(t *testing.T) {
+	ctl := newFakeCtl(t, "systemctl")
+	tg := testTarget(t, Systemd, false)
+	dir := t.TempDir()
+	old, next := filepath.Join(dir, "agent"), filepath.Join(dir, "agent-new")
+	writeFile(t, old, "old")
+	must(t, os.WriteFile(next, []byte("#!/bin/sh\necho 'agent v9.9.9 linux/amd64 go1'\n"), 0o700))
+	running := func(dataDir string) []string {
+		if dataDir != "/srv/agent" {
+			t.Errorf("running tasks asked of %s, want the unit's data directory", dataDir)
+		}
+		return []string{"t-1"}
+	}
+	for _, c := range []struct{ flags, want string }{
+		{"", "task t-1 goes on through the restart: the new agent re-attaches to it\n"},
+		{" --reattach-grace 0", "the service runs with --reattach-grace 0: the restart drains 1 running task(s) and cuts what has not finished\n"},
+	} {
+		writeFile(t, old, "old")
+		writeFile(t, tg.File(), "[Service]\nExecStart="+old+" run --data-dir /srv/agent"+c.flags+"\n")
+		var out bytes.Buffer
+		must(t, Upgrade(context.Background(), &out, tg, next, running))
+		want := "installed " + next + " (agent v9.9.9 linux/amd64 go1) as " + old + "\n" + c.want
+		if !strings.HasPrefix(out.String(), want) {
+			t.Errorf("upgrade said\n%s\nwant it to start\n%s", out.String(), want)
+		}
+		if b, _ := os.ReadFile(old); !strings.Contains(string(b), "agent v9.9.9") {
+			t.Errorf("the service's binary is not the new one: %q", b)
+		}
+		if got := ctl.took(t); got != "--user restart agent.service\n" {
+			t.Errorf("calls %q", got)
+		}
+	}
+	if err := Upgrade(context.Background(), &bytes.Buffer{}, tg, old, running); err == nil || err.Error() != "the service already runs "+old+"; give --bin the new agent binary" {
+		t.Errorf("the same binary: %v", err)
+	}
+	writeFile(t, tg.File(), "[Service]\nExecStart=agent run\n")
+	if err := Upgrade(context.Background(), &bytes.Buffer{}, tg, next, running); err == nil || !strings.Contains(err.Error(), `runs "agent", not an absolute path`) {
+		t.Errorf("a relative binary: %v", err)
+	}
+	if got := ctl.took(t); got != "" {
+		t.Errorf("a refused upgrade called the manager: %q", got)
 	}
 }

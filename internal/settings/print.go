@@ -135,3 +135,23 @@ func QuoteTOML(s string) string {
 	enc.Encode(s)
 	return strings.TrimSuffix(b.String(), "\n")
 }
+
+// WriteConfigFile writes r's settings bound in fs as `config print` shows
+// them: a header saying the precedence, the config file read and where
+// the token comes from (tokenFrom), then WriteTOML's file.
+func (r *Resolved) WriteConfigFile(w io.Writer, fs *pflag.FlagSet, program, tokenFrom string, redact func(key, value string) string) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# %s's effective configuration: flags > environment > config file > defaults.\n", program)
+	fmt.Fprintln(&b, "# live: a reload (the file changes, or SIGHUP) applies it to new attempts; the rest need a restart.")
+	if r.File != "" {
+		fmt.Fprintf(&b, "# config file: %s\n", r.File)
+	} else {
+		fmt.Fprintln(&b, "# config file: none")
+	}
+	fmt.Fprintf(&b, "# token: %s\n", tokenFrom)
+	if err := r.WriteTOML(&b, fs, redact); err != nil {
+		return err
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}

@@ -1,5 +1,6 @@
 // Package shellword quotes words for a POSIX shell, so that a command the
-// tools suggest to a person works when pasted as printed.
+// tools suggest to a person works when pasted as printed, and splits a
+// command line into words as a shell would, without one (--executor-command).
 package shellword
 
 import "strings"

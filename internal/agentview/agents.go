@@ -1,8 +1,3 @@
-// Package agentview is how the agents enrolled at a control plane are
-// shown to a person (agent agents): the table of agents ls, an agent's
-// state as a person reads it, its labels, and the label changes agents
-// label reads from its arguments. Text an agent said of itself goes
-// through taskview.Visible before it reaches a terminal.
 package agentview
 
 import (

@@ -1,15 +1,15 @@
-package main
+package shellword
 
 import (
 	"errors"
 	"strings"
 )
 
-// splitArgs splits a command line into argv the way a shell would split
+// Split splits a command line into argv the way a shell would split
 // words, without a shell: spaces separate words, single quotes keep
 // everything, double quotes keep everything but \" and \\, and a backslash
 // outside quotes escapes the next character. Nothing is expanded.
-func splitArgs(s string) ([]string, error) {
+func Split(s string) ([]string, error) {
 	var (
 		args  []string
 		cur   strings.Builder

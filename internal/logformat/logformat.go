@@ -1,4 +1,7 @@
-package main
+// Package logformat makes the logger of the agent's processes (agent run,
+// agent controlplane serve) from their --log-format: text for people, JSON
+// for machines, and journal lines (a <N> priority on each) under systemd.
+package logformat
 
 import (
 	"bytes"
@@ -18,12 +21,12 @@ import (
 	"github.com/edgeagent/agent/internal/utc"
 )
 
-// newLogger logs to w at level. Format text is for people: tint's
+// New is a logger writing to w at level. Format text is for people: tint's
 // colors on a terminal unless NO_COLOR is set, local times. Format json is
 // for machines: one object per line, times in UTC. auto is text on a
 // terminal, journal lines where w is systemd's journal (see onJournal),
 // and json otherwise. The level may change later (a reload).
-func newLogger(w io.Writer, level *slog.LevelVar, format string) *slog.Logger {
+func New(w io.Writer, level *slog.LevelVar, format string) *slog.Logger {
 	switch {
 	case format == "auto" && onJournal(w, os.Getenv("JOURNAL_STREAM")):
 		return slog.New(newJournalHandler(w, level))
@@ -136,8 +139,9 @@ func (h *journalHandler) WithGroup(name string) slog.Handler {
 	return &journalHandler{h.Handler.WithGroup(name), h.out}
 }
 
-// logLevel parses a checked level setting.
-func logLevel(s string) *slog.LevelVar {
+// Level parses a level setting the settings have checked (debug, info,
+// warn or error).
+func Level(s string) *slog.LevelVar {
 	var lv slog.LevelVar
 	if err := lv.UnmarshalText([]byte(s)); err != nil {
 		panic(err) // the setting allows only valid levels

@@ -1,11 +1,11 @@
-package main
+package shellword
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestSplitArgs(t *testing.T) {
+func TestSplit(t *testing.T) {
 	t.Parallel()
 	cases := map[string]string{
 		`codex app-server`:                  `codex|app-server`,
@@ -16,13 +16,13 @@ func TestSplitArgs(t *testing.T) {
 		`/opt/my\ tool/bin --model "gpt-5"`: `/opt/my tool/bin|--model|gpt-5`,
 	}
 	for in, want := range cases {
-		got, err := splitArgs(in)
+		got, err := Split(in)
 		if err != nil || strings.Join(got, "|") != want {
 			t.Errorf("%q: %q %v, want %q", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{`a "b`, `a 'b`, `a \`} {
-		if _, err := splitArgs(bad); err == nil {
+		if _, err := Split(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
