@@ -9,12 +9,6 @@ import (
 // runFlagsOfService reads the flags after -- as agent run's.
 var runFlagsOfService = service.RunFlags{Parse: parseRunFlags, Settings: agentSettings.Table}
 
-// specFrom makes the spec of a service running agent run with args (see
-// service.RunFlags.SpecFrom).
-func specFrom(args []string, t service.Target, env map[string]string) (service.Spec, error) {
-	return runFlagsOfService.SpecFrom(args, t, env)
-}
-
 // parseRunFlags parses args as agent run would, refusing what it would
 // refuse.
 func parseRunFlags(args []string) (*pflag.FlagSet, error) {
