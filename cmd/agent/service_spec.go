@@ -21,13 +21,3 @@ func parseRunFlags(args []string) (*pflag.FlagSet, error) {
 	}
 	return run.Flags(), nil
 }
-
-// specForCmd makes the spec from the command's flags and agent run's
-// flags after --.
-func specForCmd(f *serviceFlags, lim service.Limits, noSandbox bool, bin binFlags, args []string) (service.Spec, error) {
-	t, err := f.target()
-	if err != nil {
-		return service.Spec{}, err
-	}
-	return runFlagsOfService.SpecFor(t, args, lim, !noSandbox, bin.path, bin.noCopy)
-}
