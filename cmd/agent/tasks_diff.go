@@ -58,7 +58,7 @@ GET /v1/tasks/ID/diff answers it.`,
 				taskview.Patch(out, taskview.PaletteFor(out), d.Patch)
 			}
 			if d.Patch == "" && !asJSON {
-				cmd.PrintErrf("agent: task %s: no change against its base %s\n", taskview.Visible(id), taskview.Visible(shortCommit(d.BaseCommit)))
+				cmd.PrintErrf("agent: task %s: no change against its base %s\n", taskview.Visible(id), taskview.Visible(taskview.ShortCommit(d.BaseCommit)))
 			}
 			if d.Cut && !asJSON {
 				cmd.PrintErrf("agent: the first %s of a diff of %s: the rest is on the task's branch %s\n",
@@ -73,6 +73,3 @@ GET /v1/tasks/ID/diff answers it.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diff as GET /v1/tasks/ID/diff answers it: task_id, attempt, at, repo, branch, base_commit, head, files, insertions, deletions, patch, bytes, cut")
 	return cmd
 }
-
-// shortCommit is the start of a commit's id, as git shows it.
-func shortCommit(s string) string { return s[:min(len(s), 7)] }
