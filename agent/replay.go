@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/edgeagent/agent/internal/datadir"
@@ -32,6 +33,14 @@ type ReplayResult struct {
 	Duplicate int `json:"duplicate"`
 	Dead      int `json:"dead"`    // rejected for good, kept with the reason
 	Pending   int `json:"pending"` // still pending: the control plane failed before the end
+}
+
+// Line says what a replay delivered (outbox replay): what the control
+// plane took as new, what it had already, what it refused for good, what
+// is left.
+func (r ReplayResult) Line() string {
+	return fmt.Sprintf("%d delivered (%d new to the control plane, %d it had already), %d dead, %d still pending",
+		r.Sent, r.Accepted, r.Duplicate, r.Dead, r.Pending)
 }
 
 // tally counts a replay's deliveries by result.

@@ -45,14 +45,12 @@ configuration is wrong. A running control plane need not be stopped.`,
 			}
 			failed := 0
 			for _, r := range notify.SendTests(cmd.Context(), targets, n.PublicURL) {
+				fmt.Fprintln(cmd.OutOrStdout(), r.Line())
 				if r.Err != nil {
-					failed++
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: failed: %s\n", r.Target, oneLine(r.Err.Error()))
-					continue
+					failed = 1
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: delivered (%d)\n", r.Target, r.Code)
 			}
-			return exitOr(exitCode(min(failed, 1)))
+			return exitOr(exitCode(failed))
 		},
 	}
 	fs, t := useSettings(cmd, controlPlaneSettings), controlPlaneSettings

@@ -7,13 +7,10 @@ import (
 	"github.com/edgeagent/agent/internal/taskview"
 )
 
-// hint makes the commands the tools suggest to a person ("run it again
-// with: …") work as printed.
-type hint = taskview.CommandHint
-
-// newHint is the hint for commands that reach the control plane with f's
-// settings (nil: none known).
-func newHint(f *cpFlags) hint {
+// newHint makes the commands the tools suggest to a person ("run it again
+// with: …") work as printed, for commands that reach the control plane
+// with f's settings (nil: none known).
+func newHint(f *cpFlags) taskview.CommandHint {
 	var url, tokenFile string
 	var insecure bool
 	if f != nil {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/internal/pgtest"
 	"github.com/edgeagent/agent/outbox"
 )
@@ -117,7 +118,7 @@ func wantOneLineError(t *testing.T, r result, code int, contains string) {
 func seedOutbox(t *testing.T) string {
 	t.Helper()
 	dataDir := t.TempDir()
-	o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
+	o, err := outbox.Open(outboxview.Dir(dataDir), outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,6 @@
 package main
 
-import (
-	"github.com/spf13/cobra"
-
-	"github.com/edgeagent/agent/internal/outboxview"
-)
+import "github.com/spf13/cobra"
 
 func newOutboxCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -36,6 +32,3 @@ func controlPlaneFlags(cmd *cobra.Command, url, tokenFile *string, insecure *boo
 	agentSettings.bind(fs, "token-file", tokenFile)
 	agentSettings.bind(fs, "insecure", insecure)
 }
-
-// outboxDir is where the outbox lives in a data directory.
-func outboxDir(dataDir string) string { return outboxview.Dir(dataDir) }

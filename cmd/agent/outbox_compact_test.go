@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -28,13 +29,13 @@ func TestOutboxCompact(t *testing.T) {
 func TestOutboxCompactRefusesWhileTheAgentRuns(t *testing.T) {
 	t.Parallel()
 	dataDir := seedOutbox(t)
-	o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
+	o, err := outbox.Open(outboxview.Dir(dataDir), outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer o.Close()
 	r := runAgent(t, "outbox", "compact", "--data-dir", dataDir)
-	wantOneLineError(t, r, 1, filepath.Join(outboxDir(dataDir), outbox.LockName))
+	wantOneLineError(t, r, 1, filepath.Join(outboxview.Dir(dataDir), outbox.LockName))
 }
 
 func TestOutboxCompactNeedsAnOutbox(t *testing.T) {

@@ -40,7 +40,7 @@ attempts and last error. Sent records stay listed until compaction.`,
 					f.States = append(f.States, s)
 				}
 			}
-			snap, err := outbox.Inspect(outboxDir(dataDir))
+			snap, err := outbox.Inspect(outboxview.Dir(dataDir))
 			if err != nil {
 				return outboxview.Explain(dataDir, err)
 			}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -102,14 +103,14 @@ func TestOutboxLsExplainsABadDataDir(t *testing.T) {
 	// An outbox file that cannot be read (a directory in its place stands
 	// in for wrong permissions, which root, running tests, ignores).
 	dataDir := t.TempDir()
-	os.MkdirAll(filepath.Join(outboxDir(dataDir), outbox.FileName), 0o700)
+	os.MkdirAll(filepath.Join(outboxview.Dir(dataDir), outbox.FileName), 0o700)
 	wantOneLineError(t, runAgent(t, "outbox", "ls", "--data-dir", dataDir), 1, "outbox.jsonl")
 }
 
 func TestOutboxLsWorksWhileAWriterHoldsTheLock(t *testing.T) {
 	t.Parallel()
 	dataDir := seedOutbox(t)
-	o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
+	o, err := outbox.Open(outboxview.Dir(dataDir), outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -17,7 +18,7 @@ func seedDead(t *testing.T) string {
 	t.Helper()
 	dataDir := t.TempDir()
 	now := time.Now().Add(-10 * 24 * time.Hour)
-	o, err := outbox.Open(outboxDir(dataDir), outbox.Options{Now: func() time.Time { return now }})
+	o, err := outbox.Open(outboxview.Dir(dataDir), outbox.Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestOutboxPurgeRefuses(t *testing.T) {
 		wantOneLineError(t, runAgent(t, "outbox", "purge", "--dead", "--data-dir", missing), 1, "no outbox")
 	})
 	t.Run("while the agent runs", func(t *testing.T) {
-		o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
+		o, err := outbox.Open(outboxview.Dir(dataDir), outbox.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func TestOutboxPurgeRefuses(t *testing.T) {
 		wantOneLineError(t, runAgent(t, "outbox", "purge", "--dead", "--data-dir", dataDir), 1, "stop the agent first")
 	})
 	// Nothing was lost to the refusals.
-	snap, err := outbox.Inspect(outboxDir(dataDir))
+	snap, err := outbox.Inspect(outboxview.Dir(dataDir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ the agent replays on its own at every start and heartbeat.`,
 					return jerr
 				}
 			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), replaySummary(res))
+				fmt.Fprintln(cmd.OutOrStdout(), res.Line())
 			}
 			if err != nil {
 				return fmt.Errorf("replay stopped with %d records still pending: %w", res.Pending, err)
@@ -68,11 +68,4 @@ the agent replays on its own at every start and heartbeat.`,
 	controlPlaneFlags(cmd, &url, &tokenFile, &insecure)
 	fl.BoolVar(&asJSON, "json", false, `print {"sent", "accepted", "duplicate", "dead", "pending"} as JSON`)
 	return cmd
-}
-
-// replaySummary says what a replay delivered: what the control plane took
-// as new, what it had already, what it refused for good, what is left.
-func replaySummary(r agent.ReplayResult) string {
-	return fmt.Sprintf("%d delivered (%d new to the control plane, %d it had already), %d dead, %d still pending",
-		r.Sent, r.Accepted, r.Duplicate, r.Dead, r.Pending)
 }

@@ -19,7 +19,7 @@ func newOutboxStatsCmd() *cobra.Command {
 		Short: "Show outbox counts, size, oldest pending age and last compaction",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			snap, err := outbox.Inspect(outboxDir(dataDir))
+			snap, err := outbox.Inspect(outboxview.Dir(dataDir))
 			if err != nil {
 				return outboxview.Explain(dataDir, err)
 			}

@@ -25,7 +25,7 @@ func newOutboxTailCmd() *cobra.Command {
 				return usagef("-n %d: want 0 or more", last)
 			}
 			out := cmd.OutOrStdout()
-			err := outboxview.Tail(cmd.Context(), outboxDir(dataDir), last, follow, func(r outbox.Record) { outboxview.WriteRecord(out, r, asJSON) })
+			err := outboxview.Tail(cmd.Context(), outboxview.Dir(dataDir), last, follow, func(r outbox.Record) { outboxview.WriteRecord(out, r, asJSON) })
 			return outboxview.Explain(dataDir, err)
 		},
 	}

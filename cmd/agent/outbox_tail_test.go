@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/outbox"
 )
 
@@ -47,7 +48,7 @@ func TestOutboxTailFollowsAppendsAndCompaction(t *testing.T) {
 		}
 	}()
 
-	o, err := outbox.Open(outboxDir(dataDir), outbox.Options{})
+	o, err := outbox.Open(outboxview.Dir(dataDir), outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane"
 	"github.com/edgeagent/agent/internal/datadir"
+	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/internal/pgtest"
 	"github.com/edgeagent/agent/internal/testkit"
 	"github.com/edgeagent/agent/outbox"
@@ -201,14 +202,14 @@ func checkRanOnce(t *testing.T, c *cp, ids, marks, agentDirs []string) (events i
 	t.Helper()
 	for _, d := range agentDirs {
 		testkit.WaitFor(t, "the outbox of "+d+" to drain", func() bool {
-			s, err := outbox.Inspect(outboxDir(d))
+			s, err := outbox.Inspect(outboxview.Dir(d))
 			return err == nil && s.Stats.Pending == 0
 		})
 	}
 	written := map[string]int{} // records, by task, of every agent
 	ranBy := map[string][]int{} // the agents that hold the task
 	for n, d := range agentDirs {
-		snap, err := outbox.Inspect(outboxDir(d))
+		snap, err := outbox.Inspect(outboxview.Dir(d))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -396,7 +397,7 @@ func TestE2EControlPlaneSurvivesPostgresRestart(t *testing.T) {
 			tried := func() int {
 				n := 0
 				for _, d := range agentDirs {
-					if s, err := outbox.Inspect(outboxDir(d)); err == nil {
+					if s, err := outbox.Inspect(outboxview.Dir(d)); err == nil {
 						for _, it := range s.Items {
 							if it.State == outbox.StatePending && it.Tries > 0 {
 								n++

@@ -97,23 +97,44 @@ func (b *binFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&b.noCopy, "no-copy", false, "run this binary where it is rather than a copy (a rebuild or a move then changes or breaks the service)")
 }
 
+// specFlags are what print and install take to make the unit: which
+// service, its limits, its binary and its sandbox.
+type specFlags struct {
+	serviceFlags
+	lim       service.Limits
+	bin       binFlags
+	noSandbox bool
+}
+
+func (s *specFlags) add(cmd *cobra.Command, noSandboxUsage string) {
+	s.serviceFlags.add(cmd, true)
+	addLimitsFlags(cmd, &s.lim)
+	s.bin.add(cmd)
+	cmd.Flags().BoolVar(&s.noSandbox, "no-sandbox", false, noSandboxUsage)
+}
+
+// spec is the service the flags say, running agent run with args, agent
+// run's flags after --, resolved as the service will see them.
+func (s *specFlags) spec(cmd *cobra.Command, args []string) (service.Spec, error) {
+	s.lim.MemorySet = cmd.Flags().Changed("memory-max")
+	t, err := s.target()
+	if err != nil {
+		return service.Spec{}, err
+	}
+	return runFlagsOfService.SpecFor(t, args, s.lim, !s.noSandbox, s.bin.path, s.bin.noCopy)
+}
+
 const runFlagsExample = `  agent service install -- --control-plane https://cp.example.com --token-file ~/.config/agent/token --executor codex
   sudo agent service install --system --run-as builder -- --control-plane https://cp.example.com --token-file /etc/agent/token`
 
 func newServicePrintCmd() *cobra.Command {
-	var (
-		f         serviceFlags
-		lim       service.Limits
-		bin       binFlags
-		noSandbox bool
-	)
+	var f specFlags
 	cmd := &cobra.Command{
 		Use:     "print [--system --run-as USER] [--name NAME] [--bin PATH | --no-copy] [--manager systemd|launchd] [--tasks-max N] [--memory-max SIZE] -- RUN-FLAGS...",
 		Short:   "Print the systemd unit (launchd plist) service install would write",
 		Example: `  agent service print -- --control-plane https://cp.example.com --token-file /etc/agent/token --executor sample`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lim.MemorySet = cmd.Flags().Changed("memory-max")
-			spec, err := specForCmd(&f, lim, noSandbox, bin, args)
+			spec, err := f.spec(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -124,19 +145,14 @@ func newServicePrintCmd() *cobra.Command {
 			return nil
 		},
 	}
-	f.add(cmd, true)
-	addLimitsFlags(cmd, &lim)
-	bin.add(cmd)
-	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out")
+	f.add(cmd, "leave the unit's sandboxing out")
 	return cmd
 }
 
 func newServiceInstallCmd() *cobra.Command {
 	var (
-		f                          serviceFlags
-		lim                        service.Limits
-		bin                        binFlags
-		noSandbox, noStart, dryRun bool
+		f               specFlags
+		noStart, dryRun bool
 	)
 	cmd := &cobra.Command{
 		Use:   "install [--system --run-as USER] [--name NAME] [--bin PATH | --no-copy] [--tasks-max N] [--memory-max SIZE] [--no-start] [--dry-run] -- RUN-FLAGS...",
@@ -168,8 +184,7 @@ file agent-NAME.env and, unless its flags name one, its own data directory
 Every other service command takes --name to say which.`,
 		Example: runFlagsExample,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lim.MemorySet = cmd.Flags().Changed("memory-max")
-			spec, err := specForCmd(&f, lim, noSandbox, bin, args)
+			spec, err := f.spec(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -187,10 +202,7 @@ Every other service command takes --name to say which.`,
 			return service.Install(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), spec, noStart, dryRun)
 		},
 	}
-	f.add(cmd, true)
-	addLimitsFlags(cmd, &lim)
-	bin.add(cmd)
-	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "leave the unit's sandboxing out (see docs/service.md for what it allows)")
+	f.add(cmd, "leave the unit's sandboxing out (see docs/service.md for what it allows)")
 	cmd.Flags().BoolVar(&noStart, "no-start", false, "write the files, print the commands that would load and start the service")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: print the file and the commands")
 	return cmd

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -43,23 +42,8 @@ func servicesOnMachine() []service.OnMachine {
 // (several services, or the default directory holds an agent's data too),
 // it says on w which it read and the others.
 func serviceDataDir(cmd *cobra.Command, r *settings.Resolved, w io.Writer) error {
-	if cmd.Annotations[followsServiceAnnotation] == "" || r.Origins["data-dir"].Kind != settings.FromDefault {
+	if cmd.Annotations[followsServiceAnnotation] == "" {
 		return nil
 	}
-	caller, err := callerService()
-	if err != nil {
-		return nil
-	}
-	followed, ok := service.FollowedDataDir(caller, defaultDataDir())
-	if !ok {
-		return nil
-	}
-	if err := cmd.Flags().Set("data-dir", followed.DataDir); err != nil {
-		return err
-	}
-	r.Origins["data-dir"] = settings.Origin{Kind: service.FromService, Where: followed.File}
-	if note := followed.Note(); note != "" {
-		fmt.Fprintln(w, note)
-	}
-	return nil
+	return service.FollowDataDir(r, callerService, defaultDataDir(), func(dir string) error { return cmd.Flags().Set("data-dir", dir) }, w)
 }

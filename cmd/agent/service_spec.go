@@ -9,12 +9,6 @@ import (
 // runFlagsOfService reads the flags after -- as agent run's.
 var runFlagsOfService = service.RunFlags{Parse: parseRunFlags, Settings: agentSettings.Table}
 
-// specFrom makes the spec of a service running agent run with args (see
-// service.RunFlags.SpecFrom).
-func specFrom(args []string, t service.Target, env map[string]string) (service.Spec, error) {
-	return runFlagsOfService.SpecFrom(args, t, env)
-}
-
 // parseRunFlags parses args as agent run would, refusing what it would
 // refuse.
 func parseRunFlags(args []string) (*pflag.FlagSet, error) {
@@ -26,14 +20,4 @@ func parseRunFlags(args []string) (*pflag.FlagSet, error) {
 		return nil, usagef("agent run takes no arguments, only flags: %q", rest)
 	}
 	return run.Flags(), nil
-}
-
-// specForCmd makes the spec from the command's flags and agent run's
-// flags after --.
-func specForCmd(f *serviceFlags, lim service.Limits, noSandbox bool, bin binFlags, args []string) (service.Spec, error) {
-	t, err := f.target()
-	if err != nil {
-		return service.Spec{}, err
-	}
-	return runFlagsOfService.SpecFor(t, args, lim, !noSandbox, bin.path, bin.noCopy)
 }

@@ -39,7 +39,7 @@ func testSpec(t *testing.T, system bool, manager service.Manager, env map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := specFrom(args, tg, env)
+	spec, err := runFlagsOfService.SpecFrom(args, tg, env)
 	if err != nil {
 		t.Fatalf("specFrom %q: %v", args, err)
 	}
@@ -180,7 +180,7 @@ func TestServicePathsAbsolute(t *testing.T) {
 			f := serviceFlags{manager: string(service.Systemd)}
 			tg, err := f.target()
 			must(t, err)
-			_, err = specFrom(append(slices.Clone(base), c.args...), tg, nil)
+			_, err = runFlagsOfService.SpecFrom(append(slices.Clone(base), c.args...), tg, nil)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want one saying %q", err, c.want)
 			}

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/internal/agentview"
-	"github.com/edgeagent/agent/internal/datadir"
-	"github.com/edgeagent/agent/internal/shellword"
 )
 
 func newStopCmd() *cobra.Command {
@@ -57,29 +53,8 @@ same signal and the unit's stop timeout covers the drain.`,
   agent stop --now`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, err := datadir.Stop(dataDir, now)
-			if h.PIDFile != 0 {
-				cmd.PrintErrf("agent: warning: %s names pid %d, which does not hold the data directory's lock: not signalled (something rewrote the file)\n",
-					datadir.Layout{Dir: dataDir}.PIDFile(), h.PIDFile)
-			}
-			if err != nil {
-				return err
-			}
-			pid := h.PID
-			out := cmd.OutOrStdout()
-			how := "drain"
-			if now {
-				how = "stop at once"
-			}
-			fmt.Fprintf(out, "asked agent pid %d to %s\n", pid, how)
-			if noWait {
-				return nil
-			}
-			err = agentview.WaitStopped(cmd.Context(), out, dataDir, pid, timeout, time.Second)
-			if errors.Is(err, agentview.ErrStillRuns) {
-				return fmt.Errorf("%w; %s stop --now --data-dir %s stops it at once", err, invokedAs(), shellword.Quote(dataDir))
-			}
-			return err
+			return agentview.Stop(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(),
+				agentview.StopOptions{DataDir: dataDir, Now: now, NoWait: noWait, Timeout: timeout, Tick: time.Second, Bin: invokedAs()})
 		},
 	}
 	dataDirFlag(cmd, &dataDir)

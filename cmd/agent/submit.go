@@ -66,20 +66,10 @@ func newSubmitCmd() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), v.ID)
 				return nil
 			}
-			if !asJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s submitted; waiting for it to end\n", v.ID)
-			}
-			final, err := taskfollow.Wait(cmd.Context(), tasksource.Remote{Client: c}, v.ID, cmd.OutOrStdout(),
+			final, code, err := taskfollow.Submitted(cmd.Context(), tasksource.Remote{Client: c}, v.ID, cmd.OutOrStdout(), cmd.ErrOrStderr(),
 				taskfollow.WaitOptions{Timeout: timeout, Queued: waitQueued, Quiet: asJSON, Palette: taskview.PaletteFor(cmd.OutOrStdout())})
-			code := taskfollow.ErrCode(err)
-			switch {
-			case code != 0:
-				// The task goes on: say why the wait ended, and give what was seen.
-				cmd.PrintErrln("agent: " + err.Error())
-			case err != nil:
-				return fmt.Errorf("waiting for %s: %w", v.ID, err)
-			default:
-				code = taskfollow.ExitCode(final.Phase)
+			if err != nil {
+				return err
 			}
 			if asJSON {
 				if err := writeJSON(cmd.OutOrStdout(), final); err != nil {

@@ -119,21 +119,7 @@ in 4s, after rate_limit: 429 Too Many Requests".`,
 			if err != nil {
 				return fmt.Errorf("subtask wait: %w", err)
 			}
-			out := cmd.OutOrStdout()
-			ended, failed := subtask.Ended(ids, done)
-			if asJSON {
-				if err := writeJSON(out, subtask.Views(ended)); err != nil {
-					return err
-				}
-			} else {
-				for _, t := range ended {
-					taskview.SubtaskEnd(out, taskview.PaletteFor(out), t, time.Now())
-				}
-			}
-			if failed > 0 {
-				return fmt.Errorf("subtask wait: %d of %d subtasks did not complete", failed, len(ids))
-			}
-			return nil
+			return subtask.Report(cmd.OutOrStdout(), ids, done, asJSON, time.Now())
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the ended subtasks as a JSON array")

@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/internal/bytesize"
 	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
 )
@@ -48,22 +47,10 @@ GET /v1/tasks/ID/diff answers it.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			switch {
-			case asJSON:
-				return writeJSON(out, d)
-			case stat:
-				taskview.DiffStat(out, taskview.PaletteFor(out), d.DiffEvent)
-			default:
-				taskview.Patch(out, taskview.PaletteFor(out), d.Patch)
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), d)
 			}
-			if d.Patch == "" && !asJSON {
-				cmd.PrintErrf("agent: task %s: no change against its base %s\n", taskview.Visible(id), taskview.Visible(shortCommit(d.BaseCommit)))
-			}
-			if d.Cut && !asJSON {
-				cmd.PrintErrf("agent: the first %s of a diff of %s: the rest is on the task's branch %s\n",
-					bytesize.Text(int64(len(d.Patch))), bytesize.Text(d.Bytes), taskview.Visible(d.Branch))
-			}
+			taskview.Diff(cmd.OutOrStdout(), cmd.ErrOrStderr(), id, d.DiffEvent, stat)
 			return nil
 		},
 	}
@@ -73,6 +60,3 @@ GET /v1/tasks/ID/diff answers it.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diff as GET /v1/tasks/ID/diff answers it: task_id, attempt, at, repo, branch, base_commit, head, files, insertions, deletions, patch, bytes, cut")
 	return cmd
 }
-
-// shortCommit is the start of a commit's id, as git shows it.
-func shortCommit(s string) string { return s[:min(len(s), 7)] }

@@ -57,13 +57,7 @@ the control plane was not told (the push is done: run it again to tell it).`,
 			}
 			ch, err := agent.PushTask(cmd.Context(), agent.PushOptions{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure,
 				DataDir: f.dataDir, WorkDir: f.workDir, Repos: repos, PullRequests: pulls, Version: agentVersion()}, args[0])
-			out := cmd.OutOrStdout()
-			if ch != nil && ch.PushError == "" && ch.Pushed != nil {
-				fmt.Fprintf(out, "%s: pushed %s to %s (%s)\n", taskview.Visible(args[0]), taskview.Visible(ch.Pushed.Branch), taskview.Visible(ch.Pushed.Remote), taskview.Visible(shortCommit(ch.Pushed.Commit)))
-				if ch.PullRequest != "" {
-					fmt.Fprintf(out, "%s: pull request %s\n", taskview.Visible(args[0]), taskview.Visible(ch.PullRequest))
-				}
-			}
+			taskview.Pushed(cmd.OutOrStdout(), args[0], ch)
 			switch {
 			case errors.Is(err, agent.ErrNotPushed):
 				return fmt.Errorf("tasks push %s: %s", taskview.Visible(args[0]), taskview.Visible(strings.TrimPrefix(err.Error(), agent.ErrNotPushed.Error()+": ")))

@@ -6,9 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeagent/agent/controlplane/api"
+	"github.com/edgeagent/agent/internal/tasksource"
 	"github.com/edgeagent/agent/internal/taskview"
-	"github.com/edgeagent/agent/state"
 )
 
 func newTasksShowCmd() *cobra.Command {
@@ -33,14 +32,7 @@ func newTasksShowCmd() *cobra.Command {
 			}
 			now := time.Now()
 			if asJSON {
-				// The task as every command shows one (api.ViewOf); the card
-				// beside it too, where scripts have read it.
-				v := api.ViewOf(t)
-				return writeJSON(cmd.OutOrStdout(), struct {
-					Task         api.TaskView `json:"task"`
-					ProgressCard []state.Step `json:"progress_card"`
-					Timeline     []string     `json:"timeline"`
-				}{v, v.ProgressCard, state.Timeline(t, now)})
+				return writeJSON(cmd.OutOrStdout(), tasksource.ShownOf(t, now))
 			}
 			taskview.Show(cmd.OutOrStdout(), taskview.PaletteFor(cmd.OutOrStdout()), newHint(&src.cp), t, now)
 			// Subtasks: the task's parent and subtasks.

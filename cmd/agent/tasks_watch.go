@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"os"
 	"time"
 
@@ -56,31 +54,16 @@ watch ends with exit 7, and the tasks go on.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := taskfollow.Bound(cmd.Context(), timeout, "")
-			defer cancel()
-			out := cmd.OutOrStdout()
-			w := &taskfollow.Watch{Source: s, Recent: recent, UntilDone: untilDone, Palette: taskview.PaletteFor(out), Hint: newHint(&src.cp)}
-			if !src.remote {
-				dw, err := taskfollow.WatchTasks(src.dataDir)
-				if err != nil {
-					return err
-				}
-				defer dw.Close()
-				w.Wake = dw.Wake()
+			w := &taskfollow.Watch{Source: s, Recent: recent, UntilDone: untilDone, Palette: taskview.PaletteFor(cmd.OutOrStdout()), Hint: newHint(&src.cp)}
+			dataDir := src.dataDir
+			if src.remote {
+				dataDir = ""
 			}
-			if f, ok := out.(*os.File); ok && taskview.IsTerminal(out) {
-				err = w.Screen(ctx, f, os.Stdin)
-			} else {
-				err = w.Lines(ctx, out, cmd.ErrOrStderr())
+			code, err := w.Run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), os.Stdin, dataDir, timeout)
+			if err != nil {
+				return err
 			}
-			if taskfollow.ErrCode(taskfollow.Ended(ctx, err)) == taskfollow.ExitWaitTimeout {
-				cmd.PrintErrf("agent: tasks watch: --timeout %s passed; %d tasks had not ended (they go on)\n", timeout, w.Left)
-				return exitCode(taskfollow.ExitWaitTimeout)
-			}
-			if errors.Is(err, context.Canceled) {
-				return nil // stopped by the person
-			}
-			return err
+			return exitOr(exitCode(code))
 		},
 	}
 	cmd.Flags().BoolVar(&untilDone, "until-done", false, "end (exit 0) once no task is running, waiting out a retry or queued")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -85,48 +84,14 @@ func newWorkspacesLsCmd() *cobra.Command {
 				cmd.PrintErrln("agent: workspaces ls: warning:", oneLine(err.Error()))
 			}
 			if asJSON {
-				views := make([]workspaceView, len(list))
-				for i, w := range list {
-					views[i] = workspaceView{Info: w, State: w.State()}
-				}
-				return writeJSON(cmd.OutOrStdout(), views)
+				return writeJSON(cmd.OutOrStdout(), taskview.WorkspaceViews(list))
 			}
-			return printWorkspaces(cmd.OutOrStdout(), list, m.Root())
+			return taskview.Workspaces(cmd.OutOrStdout(), list, m.Root())
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print the workspaces as a JSON array: task_id, repo, branch, base, dir, branch_head (the branch in the repository, if brought back), bytes, commits (those only it holds), uncommitted, missing, kept_refs, error and state`)
 	return cmd
-}
-
-// workspaceView is a workspace as ls --json shows it.
-type workspaceView struct {
-	workspace.Info
-	State string `json:"state"`
-}
-
-// printWorkspaces prints one row per workspace.
-func printWorkspaces(w io.Writer, list []workspace.Info, root string) error {
-	if len(list) == 0 {
-		fmt.Fprintf(w, "no workspaces in %s\n", root)
-		return nil
-	}
-	tw := taskview.NewTable(w)
-	fmt.Fprintln(tw, "TASK\tREPO\tBRANCH\tSIZE\tSTATE")
-	var total int64
-	for _, i := range list {
-		total += i.Bytes
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", taskview.Visible(i.TaskID), taskview.Visible(i.Repo), taskview.Visible(i.Branch), bytesHuman(i.Bytes), taskview.Visible(i.State()))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	noun := "workspaces"
-	if len(list) == 1 {
-		noun = "workspace"
-	}
-	fmt.Fprintf(w, "%d %s, %s, in %s\n", len(list), noun, bytesHuman(total), root)
-	return nil
 }
 
 func newWorkspacesRmCmd() *cobra.Command {

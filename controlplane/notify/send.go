@@ -240,6 +240,14 @@ type TestResult struct {
 	Err    error
 }
 
+// Line says on one line how the test went (notify test's output).
+func (r TestResult) Line() string {
+	if r.Err != nil {
+		return fmt.Sprintf("%s: failed: %s", r.Target, strings.Join(strings.Fields(r.Err.Error()), " "))
+	}
+	return fmt.Sprintf("%s: delivered (%d)", r.Target, r.Code)
+}
+
 // SendTests sends one test notification (Test) to every target at once,
 // straight away and not through a store, and says how each went, in the
 // targets' order.

@@ -203,6 +203,12 @@ func TestSendTests(t *testing.T) {
 	if got[1].Target != "refusing" || got[1].Err == nil || !strings.Contains(got[1].Err.Error(), "403") {
 		t.Fatalf("the refusing target: %+v", got[1])
 	}
+	if got[0].Line() != "hooks: delivered (200)" || !strings.HasPrefix(got[1].Line(), "refusing: failed: ") {
+		t.Errorf("the lines: %q, %q", got[0].Line(), got[1].Line())
+	}
+	if l := (TestResult{Target: "t", Err: errors.New("refused:\n  403")}).Line(); l != "t: failed: refused: 403" {
+		t.Errorf("a failure over lines: %q", l)
+	}
 	d := ok.deliveries()
 	if len(d) != 1 || d[0].header.Get("X-Agent-Event") != "test" {
 		t.Fatalf("the answering target got %d deliveries", len(d))

@@ -15,6 +15,7 @@ import (
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/durable"
 	"github.com/edgeagent/agent/internal/keeper"
+	"github.com/edgeagent/agent/internal/shellword"
 	"github.com/edgeagent/agent/internal/taskview"
 	"github.com/edgeagent/agent/state"
 )
@@ -153,4 +154,46 @@ func WaitStopped(ctx context.Context, w io.Writer, dataDir string, pid int, time
 			fmt.Fprintln(w, "waiting: delivering pending records")
 		}
 	}
+}
+
+// StopOptions say how agent stop stops the agent on a data directory.
+type StopOptions struct {
+	DataDir string
+	// Now stops it at once (SIGQUIT) rather than have it drain (SIGTERM).
+	Now bool
+	// NoWait returns once it is signalled.
+	NoWait bool
+	// Timeout and Tick are WaitStopped's.
+	Timeout, Tick time.Duration
+	// Bin is this binary as invoked, for the command that stops an agent
+	// that outlived Timeout at once.
+	Bin string
+}
+
+// Stop signals the agent holding o.DataDir's lock (datadir.Stop), warns
+// on errOut of a pid file that names another process, says on out what
+// it asked, and, unless o.NoWait, waits for the agent to exit
+// (WaitStopped).
+func Stop(ctx context.Context, out, errOut io.Writer, o StopOptions) error {
+	h, err := datadir.Stop(o.DataDir, o.Now)
+	if h.PIDFile != 0 {
+		fmt.Fprintf(errOut, "agent: warning: %s names pid %d, which does not hold the data directory's lock: not signalled (something rewrote the file)\n",
+			datadir.Layout{Dir: o.DataDir}.PIDFile(), h.PIDFile)
+	}
+	if err != nil {
+		return err
+	}
+	how := "drain"
+	if o.Now {
+		how = "stop at once"
+	}
+	fmt.Fprintf(out, "asked agent pid %d to %s\n", h.PID, how)
+	if o.NoWait {
+		return nil
+	}
+	err = WaitStopped(ctx, out, o.DataDir, h.PID, o.Timeout, o.Tick)
+	if errors.Is(err, ErrStillRuns) {
+		return fmt.Errorf("%w; %s stop --now --data-dir %s stops it at once", err, o.Bin, shellword.Quote(o.DataDir))
+	}
+	return err
 }

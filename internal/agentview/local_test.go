@@ -130,3 +130,14 @@ func TestWaitStopped(t *testing.T) {
 		t.Errorf("an ended context: %v", err)
 	}
 }
+
+// Stop with no agent on the data directory signals nothing and says so.
+func TestStopWithNoAgent(t *testing.T) {
+	t.Parallel()
+	dataDir := seedTasks(t)
+	var out, errOut bytes.Buffer
+	err := Stop(context.Background(), &out, &errOut, StopOptions{DataDir: dataDir, Timeout: time.Hour, Tick: time.Millisecond, Bin: "agent"})
+	if !errors.Is(err, datadir.ErrNotRunning) || out.Len() != 0 || errOut.Len() != 0 {
+		t.Errorf("Stop: %v; out %q, errOut %q", err, out.String(), errOut.String())
+	}
+}

@@ -2,10 +2,13 @@ package service
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/edgeagent/agent/internal/settings"
 )
 
 // OnMachine is an installed service whose data directory the caller may
@@ -98,6 +101,34 @@ func FollowedDataDir(caller Target, defaultDir string) (f Followed, ok bool) {
 		}
 	}
 	return f, true
+}
+
+// FollowDataDir gives a command whose settings r left its data directory
+// at the default the data directory of the service it follows
+// (FollowedDataDir for caller, found only then): set sets it, and r's
+// origin then names the service's file. Where that is ambiguous, it says
+// on w which it read and the others (Note). A caller that cannot be named
+// follows no service.
+func FollowDataDir(r *settings.Resolved, caller func() (Target, error), defaultDir string, set func(string) error, w io.Writer) error {
+	if r.Origins["data-dir"].Kind != settings.FromDefault {
+		return nil
+	}
+	t, err := caller()
+	if err != nil {
+		return nil
+	}
+	followed, ok := FollowedDataDir(t, defaultDir)
+	if !ok {
+		return nil
+	}
+	if err := set(followed.DataDir); err != nil {
+		return err
+	}
+	r.Origins["data-dir"] = settings.Origin{Kind: FromService, Where: followed.File}
+	if note := followed.Note(); note != "" {
+		fmt.Fprintln(w, note)
+	}
+	return nil
 }
 
 // Note says which data directory was read and which others are here, ""

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/edgeagent/agent/internal/settings"
 )
 
 // answer makes the fake print text on each call.
@@ -196,6 +198,22 @@ func TestFollowedDataDir(t *testing.T) {
 	}
 	if f, _ := FollowedDataDir(caller, "/home/a"); len(f.Others) != 1 || f.Note() == "" {
 		t.Errorf("the default directory is a service's: %+v", f)
+	}
+
+	// As a command sees it: only a data directory left at its default
+	// follows, and the reader hears which it read.
+	var set string
+	setDir := func(d string) error { set = d; return nil }
+	callerOf := func() (Target, error) { return caller, nil }
+	var note strings.Builder
+	r := &settings.Resolved{Origins: map[string]settings.Origin{"data-dir": {Kind: settings.FromFlag, Where: "--data-dir"}}}
+	if err := FollowDataDir(r, callerOf, def, setDir, &note); err != nil || set != "" || note.Len() != 0 {
+		t.Errorf("a data directory given followed the service: %v %q %q", err, set, note.String())
+	}
+	r.Origins["data-dir"] = settings.Origin{Kind: settings.FromDefault}
+	if err := FollowDataDir(r, callerOf, def, setDir, &note); err != nil || set != "/home/a" || r.Origins["data-dir"] != (settings.Origin{Kind: FromService, Where: filepath.Join(userUnits, "agent.service")}) ||
+		!strings.HasPrefix(note.String(), "agent: reading /home/a, the data directory of ") {
+		t.Errorf("a default data directory: %v %q %+v %q", err, set, r.Origins["data-dir"], note.String())
 	}
 }
 

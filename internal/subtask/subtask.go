@@ -8,6 +8,7 @@ package subtask
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,6 +101,29 @@ func Views(tasks []*state.Task) []api.TaskView {
 		views = append(views, api.ViewOf(t))
 	}
 	return views
+}
+
+// Report says on out what the subtasks ids a wait saw end (done) came
+// to, in the order waited for (subtask wait): a JSON array of their views,
+// or each one's phase, result and attempt timeline as of now. It fails
+// when any of them did not complete.
+func Report(out io.Writer, ids []string, done map[string]*state.Task, asJSON bool, now time.Time) error {
+	ended, failed := Ended(ids, done)
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(Views(ended)); err != nil {
+			return err
+		}
+	} else {
+		for _, t := range ended {
+			taskview.SubtaskEnd(out, taskview.PaletteFor(out), t, now)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("subtask wait: %d of %d subtasks did not complete", failed, len(ids))
+	}
+	return nil
 }
 
 // Subtasks are the task's subtasks, in the order it submitted them: as

@@ -109,6 +109,15 @@ func TestInTask(t *testing.T) {
 	if len(ended) != 2 || failed != 2 || ended[0].ID != ids[0] || len(Views(ended)) != 2 || Views(nil) != nil {
 		t.Errorf("the ended subtasks: %v, %d failed", ended, failed)
 	}
+	var report strings.Builder
+	if err := Report(&report, ids, done, true, time.Now()); err == nil || err.Error() != "subtask wait: 2 of 2 subtasks did not complete" ||
+		!strings.HasPrefix(report.String(), "[\n  {") || strings.Count(report.String(), `"phase": "cancelled"`) != 2 {
+		t.Errorf("the report, JSON: %v\n%s", err, report.String())
+	}
+	report.Reset()
+	if err := Report(&report, ids, done, false, time.Now()); err == nil || !strings.Contains(report.String(), ids[0]) || !strings.Contains(report.String(), ids[1]) {
+		t.Errorf("the report: %v\n%s", err, report.String())
+	}
 	if _, err := in.Cancel(ctx, "t-nosuchtask"); err == nil {
 		t.Error("a cancel of a task not its own was not refused")
 	}

@@ -137,6 +137,26 @@ func Wait(ctx context.Context, src tasksource.Source, id string, out io.Writer, 
 	return api.ViewOf(t), nil
 }
 
+// Submitted follows a task just submitted to its end, as agent submit
+// --wait does: it says so (unless o.Quiet), follows it (Wait), says on
+// errOut why a wait ended before the task did (the task goes on), and
+// returns the task as last seen with the exit code: by how it ended
+// (ExitCode), or ExitUnroutable or ExitWaitTimeout.
+func Submitted(ctx context.Context, src tasksource.Source, id string, out, errOut io.Writer, o WaitOptions) (api.TaskView, int, error) {
+	if !o.Quiet {
+		fmt.Fprintf(out, "%s submitted; waiting for it to end\n", id)
+	}
+	final, err := Wait(ctx, src, id, out, o)
+	if code := ErrCode(err); code != 0 {
+		fmt.Fprintln(errOut, "agent: "+err.Error())
+		return final, code, nil
+	}
+	if err != nil {
+		return final, 0, fmt.Errorf("waiting for %s: %w", id, err)
+	}
+	return final, ExitCode(final.Phase), nil
+}
+
 // Subtasks follows the subtasks ids until every one has ended, and
 // returns them, by id (those ended so far, with ctx's error, when ctx ends
 // first). Each retry a subtask schedules meanwhile is said on remind, once

@@ -115,6 +115,17 @@ func TestWait(t *testing.T) {
 	if ErrCode(err) != ExitWaitTimeout || got.ID != gpu.ID || err.Error() != fmt.Sprintf("task %s has not ended within --timeout 300ms; it goes on (agent tasks show %s)", gpu.ID, gpu.ID) {
 		t.Fatalf("a bounded wait: %+v, %v", got, err)
 	}
+	// As submit --wait: the reason the wait ended on stderr, the exit
+	// code, no error; nothing on stdout with Quiet.
+	var errOut strings.Builder
+	out.Reset()
+	got, code, err := Submitted(ctx, src, gpu.ID, &out, &errOut, WaitOptions{Quiet: true})
+	if err != nil || code != ExitUnroutable || got.ID != gpu.ID || out.Len() != 0 || !strings.HasPrefix(errOut.String(), "agent: task "+gpu.ID+" is queued and no online agent can take it") {
+		t.Errorf("Submitted, unroutable: %+v %d %v; out %q, errOut %q", got, code, err, out.String(), errOut.String())
+	}
+	if _, code, err := Submitted(ctx, src, v.ID, &out, &errOut, WaitOptions{}); err != nil || code != ExitCompleted || !strings.HasPrefix(out.String(), v.ID+" submitted; waiting for it to end\n") {
+		t.Errorf("Submitted, completed: %d %v; out %q", code, err, out.String())
+	}
 	// Another end of the context is no timeout.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

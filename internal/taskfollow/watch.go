@@ -159,3 +159,36 @@ func (w *WatchList) Tasks(ctx context.Context) ([]*state.Task, error) {
 	}
 	return out, nil
 }
+
+// Run is agent tasks watch: it watches the tasks on out, redrawn in
+// place on a terminal (its keys read from in), else a line per change;
+// dataDir, if set, is the local source's data directory, whose changes
+// wake it. timeout (0: none) bounds it: when that passes first, Run says
+// so on errOut and returns ExitWaitTimeout. A watch the person stopped
+// (ctx cancelled) ends with no error.
+func (w *Watch) Run(ctx context.Context, out, errOut io.Writer, in *os.File, dataDir string, timeout time.Duration) (int, error) {
+	ctx, cancel := Bound(ctx, timeout, "")
+	defer cancel()
+	if dataDir != "" {
+		dw, err := WatchTasks(dataDir)
+		if err != nil {
+			return 0, err
+		}
+		defer dw.Close()
+		w.Wake = dw.Wake()
+	}
+	var err error
+	if f, ok := out.(*os.File); ok && taskview.IsTerminal(out) {
+		err = w.Screen(ctx, f, in)
+	} else {
+		err = w.Lines(ctx, out, errOut)
+	}
+	if ErrCode(Ended(ctx, err)) == ExitWaitTimeout {
+		fmt.Fprintf(errOut, "agent: tasks watch: --timeout %s passed; %d tasks had not ended (they go on)\n", timeout, w.Left)
+		return ExitWaitTimeout, nil
+	}
+	if errors.Is(err, context.Canceled) {
+		return 0, nil
+	}
+	return 0, err
+}

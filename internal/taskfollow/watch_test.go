@@ -83,6 +83,21 @@ func TestWatchLinesUntilDone(t *testing.T) {
 		t.Fatalf("a bounded watch of a running task: %v, %d left", err, w.Left)
 	}
 
+	// As tasks watch --until-done --timeout: the timeout said on errOut,
+	// exit 7; stopped by the person, no error.
+	out.Reset()
+	errOut.Reset()
+	if code, err := (&Watch{Source: src, Recent: 5, UntilDone: true}).Run(context.Background(), &out, &errOut, nil, a.dir, 100*time.Millisecond); err != nil || code != ExitWaitTimeout ||
+		errOut.String() != "agent: tasks watch: --timeout 100ms passed; 1 tasks had not ended (they go on)\n" || !strings.Contains(out.String(), "t-1") {
+		t.Errorf("Run, bounded: %d %v; out %q, errOut %q", code, err, out.String(), errOut.String())
+	}
+	cctx, stop := context.WithCancel(context.Background())
+	stop()
+	if code, err := (&Watch{Source: src}).Run(cctx, &out, &errOut, nil, a.dir, 0); err != nil || code != 0 {
+		t.Errorf("Run, stopped: %d %v", code, err)
+	}
+	errOut.Reset()
+
 	w = &Watch{Source: src, Wake: watchDir(t, a.dir).Wake(), Recent: 5, UntilDone: true}
 	pr, pw := io.Pipe()
 	defer pr.Close()
@@ -108,8 +123,6 @@ func TestWatchLinesUntilDone(t *testing.T) {
 		t.Errorf("warnings: %s", errOut.String())
 	}
 	// Without UntilDone, a watch ends only with its context.
-	cctx, stop := context.WithCancel(context.Background())
-	stop()
 	if err := (&Watch{Source: src}).Lines(cctx, &out, &errOut); !errors.Is(err, context.Canceled) {
 		t.Errorf("a stopped watch: %v", err)
 	}

@@ -109,3 +109,21 @@ func pluralS(n int) string {
 	}
 	return "s"
 }
+
+// Diff prints task id's diff d on out (tasks diff): its patch, or with
+// stat a line per file and the total. It says on errOut when there is no
+// change against the base, and when the patch was cut, where the rest is.
+func Diff(out, errOut io.Writer, id string, d state.DiffEvent, stat bool) {
+	if stat {
+		DiffStat(out, PaletteFor(out), d)
+	} else {
+		Patch(out, PaletteFor(out), d.Patch)
+	}
+	if d.Patch == "" {
+		fmt.Fprintf(errOut, "agent: task %s: no change against its base %s\n", Visible(id), Visible(ShortCommit(d.BaseCommit)))
+	}
+	if d.Cut {
+		fmt.Fprintf(errOut, "agent: the first %s of a diff of %s: the rest is on the task's branch %s\n",
+			bytesize.Text(int64(len(d.Patch))), bytesize.Text(d.Bytes), Visible(d.Branch))
+	}
+}

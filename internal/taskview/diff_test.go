@@ -45,3 +45,20 @@ func TestTasksDiffPrintsAPatchSafely(t *testing.T) {
 		t.Errorf("the stat:\n%s\nwant it to start:\n%s", b.String(), want)
 	}
 }
+
+// tasks diff says on stderr that there is no change, or that the patch was
+// cut and where the rest is; the branch a task named is shown inert.
+func TestDiffNotes(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	Diff(&out, &errOut, "t-1", state.DiffEvent{BaseCommit: "3f9c2e1d0a"}, false)
+	if out.Len() != 0 || errOut.String() != "agent: task t-1: no change against its base 3f9c2e1\n" {
+		t.Errorf("no change: %q, %q", out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	Diff(&out, &errOut, "t-1", state.DiffEvent{Patch: "+a\n", Cut: true, Bytes: 4096, Branch: "agent/t-1\x1b[2J", Files: 1, Insertions: 1}, true)
+	if !strings.Contains(out.String(), "1 file") || errOut.String() != "agent: the first 3 B of a diff of 4 KiB: the rest is on the task's branch agent/t-1\\x1b[2J\n" {
+		t.Errorf("a cut diff: %q, %q", out.String(), errOut.String())
+	}
+}
