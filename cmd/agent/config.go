@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/internal/agentsettings"
 	"github.com/edgeagent/agent/internal/settings"
 )
 
@@ -92,18 +92,5 @@ func printConfig(w io.Writer, r *settings.Resolved, fs *pflag.FlagSet, tokenFile
 	case strings.TrimSpace(os.Getenv("AGENT_TOKEN")) != "":
 		token = "from AGENT_TOKEN (not shown)"
 	}
-	return r.WriteConfigFile(w, fs, "agent run", token, redactSetting)
+	return r.WriteConfigFile(w, fs, "agent run", token, agentsettings.Redact)
 }
-
-// redactSetting hides a password written into the control plane's URL
-// or a repository's forge API URL, for config print.
-func redactSetting(key, value string) string {
-	if key == "control-plane" || key == "repo.api_url" {
-		return redactURL(value)
-	}
-	return value
-}
-
-// redactURL hides a password written into a URL, or into each of a
-// comma-separated list of them (control plane replicas).
-func redactURL(raw string) string { return controlplane.RedactURL(raw) }

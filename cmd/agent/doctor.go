@@ -98,22 +98,22 @@ checks go on with the flags, the environment and the defaults. doctor exits
 // flags and the environment still apply) and its error becomes a check.
 func doctorOptions(cmd *cobra.Command, f *runFlags) doctor.Options {
 	t, fs := agentSettings, cmd.Flags()
-	path := t.configPath(fs)
-	_, err := t.resolve(fs, path, os.LookupEnv)
+	path := t.ConfigPath(fs)
+	_, err := t.Resolve(fs, path, os.LookupEnv)
 	if err != nil && path != "" {
-		t.resolve(fs, "", os.LookupEnv) // without the file; what still fails keeps its default
+		t.Resolve(fs, "", os.LookupEnv) // without the file; what still fails keeps its default
 	}
 	o := doctor.Options{ConfigFile: path, ConfigErr: err, TokenFile: f.tokenFile, DataDir: f.dataDir,
-		ExecutorKind: f.executor.kind, ControlPlane: f.controlPlane, Insecure: f.insecure, Version: agentVersion()}
+		ExecutorKind: f.Executor.Kind, ControlPlane: f.controlPlane, Insecure: f.insecure, Version: agentVersion()}
 	o.Token, o.TokenErr = readTokenForDoctor(f.tokenFile) // doctor checks the file's mode itself
-	o.Executor, o.ExecutorErr = f.executor.build()
+	o.Executor, o.ExecutorErr = f.Executor.Build()
+	o.Isolation = f.isolationOf(path)
 	if o.ExecutorErr == nil {
-		if err := f.checkAsks(path); err != nil {
+		if err := f.CheckAsks(o.Isolation, f.dataDir, f.workDir); err != nil {
 			o.Executor, o.ExecutorErr = nil, err
 		}
 	}
-	o.Models = f.models
-	o.Isolation = f.isolationOf(path)
+	o.Models = f.Models
 	o.Repos, o.WorkDir = f.repoList(), f.workDir
 	return o
 }
