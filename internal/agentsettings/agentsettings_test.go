@@ -202,3 +202,31 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestPrintConfigShowsNoSecret: config print says where the token comes
+// from, never the token, and hides a password in the control plane's URL.
+func TestPrintConfigShowsNoSecret(t *testing.T) {
+	t.Setenv("AGENT_TOKEN", "the-registration-secret-of-32-characters")
+	fs := pflag.NewFlagSet("print", pflag.ContinueOnError)
+	var r Run
+	var controlPlane string
+	Agent.Bind(fs, "control-plane", &controlPlane)
+	r.Bind(fs)
+	must(t, fs.Parse([]string{"--control-plane", "https://me:hunter2@cp.example.com", "--max-concurrent", "3"}))
+	resolved, err := Agent.Resolve(fs, "", func(string) (string, bool) { return "", false })
+	must(t, err)
+	var out strings.Builder
+	must(t, PrintConfig(&out, resolved, fs, ""))
+	text := out.String()
+	if strings.Contains(text, "hunter2") || strings.Contains(text, "the-registration-secret") {
+		t.Errorf("config print shows a secret:\n%s", text)
+	}
+	if !strings.Contains(text, "from AGENT_TOKEN (not shown)") || !strings.Contains(text, "max-concurrent = 3") {
+		t.Errorf("config print:\n%s", text)
+	}
+	out.Reset()
+	must(t, PrintConfig(&out, resolved, fs, "/etc/agent/token"))
+	if !strings.Contains(out.String(), "read from token-file /etc/agent/token") {
+		t.Errorf("config print with a token file:\n%s", out.String())
+	}
+}

@@ -1,8 +1,10 @@
 package agentsettings
 
 import (
+	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -201,6 +203,20 @@ func Repos(values []string) []workspace.Repo {
 		repos = append(repos, workspace.Repo{Name: name, Path: settings.FilePath(path, ".")})
 	}
 	return repos
+}
+
+// PrintConfig writes r, agent run's settings as fs binds them, as a TOML
+// config file, tables last, each value with its origin; where the token
+// comes from is said, never the token.
+func PrintConfig(w io.Writer, r *settings.Resolved, fs *pflag.FlagSet, tokenFile string) error {
+	token := "none (give token-file or AGENT_TOKEN)"
+	switch {
+	case tokenFile != "":
+		token = "read from token-file " + tokenFile
+	case strings.TrimSpace(os.Getenv("AGENT_TOKEN")) != "":
+		token = "from AGENT_TOKEN (not shown)"
+	}
+	return r.WriteConfigFile(w, fs, "agent run", token, Redact)
 }
 
 // Redact hides a password written into the control plane's URL or a
