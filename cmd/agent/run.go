@@ -41,17 +41,17 @@ type runFlags struct {
 // bind declares the settings of agent run on fs, stored in f.
 func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t := agentSettings
-	t.bind(fs, "control-plane", &f.controlPlane)
-	t.bind(fs, "token-file", &f.tokenFile)
-	t.bind(fs, "insecure", &f.insecure)
-	t.bind(fs, "data-dir", &f.dataDir)
-	t.bind(fs, "work-dir", &f.workDir)
-	t.bind(fs, "repo", &f.repos)
+	t.Bind(fs, "control-plane", &f.controlPlane)
+	t.Bind(fs, "token-file", &f.tokenFile)
+	t.Bind(fs, "insecure", &f.insecure)
+	t.Bind(fs, "data-dir", &f.dataDir)
+	t.Bind(fs, "work-dir", &f.workDir)
+	t.Bind(fs, "repo", &f.repos)
 	f.Run.Bind(fs)
-	t.bind(fs, "tmux", &f.tmux)
-	t.bind(fs, "tmux-socket", &f.tmuxSocket)
-	t.bind(fs, "tmux-session", &f.tmuxSession)
-	t.bind(fs, "tmux-linger", &f.tmuxLinger)
+	t.Bind(fs, "tmux", &f.tmux)
+	t.Bind(fs, "tmux-socket", &f.tmuxSocket)
+	t.Bind(fs, "tmux-session", &f.tmuxSession)
+	t.Bind(fs, "tmux-linger", &f.tmuxLinger)
 }
 
 func newRunCmd() *cobra.Command {
