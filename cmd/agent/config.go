@@ -2,14 +2,10 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
-	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/internal/agentsettings"
 	"github.com/edgeagent/agent/internal/settings"
 )
 
@@ -45,7 +41,7 @@ default). The token is never printed, only where it comes from.`,
   agent config print > ~/.config/agent/agent.toml   # a complete file to edit`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return printConfig(cmd.OutOrStdout(), resolvedOf(cmd), cmd.Flags(), f.tokenFile)
+			return agentsettings.PrintConfig(cmd.OutOrStdout(), resolvedOf(cmd), cmd.Flags(), f.tokenFile)
 		},
 	}
 	f.bind(useSettings(cmd, agentSettings))
@@ -81,29 +77,3 @@ func newConfigCheckCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&controlPlane, "controlplane", false, "the file is agent controlplane serve's")
 	return cmd
 }
-
-// printConfig writes r's settings as a TOML config file, tables last, each
-// value with its origin.
-func printConfig(w io.Writer, r *settings.Resolved, fs *pflag.FlagSet, tokenFile string) error {
-	token := "none (give token-file or AGENT_TOKEN)"
-	switch {
-	case tokenFile != "":
-		token = "read from token-file " + tokenFile
-	case strings.TrimSpace(os.Getenv("AGENT_TOKEN")) != "":
-		token = "from AGENT_TOKEN (not shown)"
-	}
-	return r.WriteConfigFile(w, fs, "agent run", token, redactSetting)
-}
-
-// redactSetting hides a password written into the control plane's URL
-// or a repository's forge API URL, for config print.
-func redactSetting(key, value string) string {
-	if key == "control-plane" || key == "repo.api_url" {
-		return redactURL(value)
-	}
-	return value
-}
-
-// redactURL hides a password written into a URL, or into each of a
-// comma-separated list of them (control plane replicas).
-func redactURL(raw string) string { return controlplane.RedactURL(raw) }

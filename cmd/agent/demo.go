@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeagent/agent/controlplane/serve"
 	"github.com/edgeagent/agent/demo"
+	"github.com/edgeagent/agent/runner/executors"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -49,8 +50,7 @@ agent outbox; without it they go in a temporary directory, removed at the end.`,
 			if kind != "sample" {
 				return usagef("--executor %q: want sample, codex, claude or opencode", kind)
 			}
-			f := executorFlags{kind: "sample", killGrace: 5 * time.Second}
-			exe, err := f.build()
+			exe, err := executors.Settings{Kind: "sample", KillGrace: 5 * time.Second}.Build()
 			if err != nil {
 				return err
 			}

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/doctor"
+	"github.com/edgeagent/agent/internal/agentsettings"
 	"github.com/edgeagent/agent/internal/taskview"
 )
 
@@ -76,7 +75,7 @@ checks go on with the flags, the environment and the defaults. doctor exits
 			if asJSON {
 				err = writeJSON(out, checks)
 			} else {
-				err = doctor.WriteTable(out, checks, colorful(out))
+				err = doctor.WriteTable(out, checks, taskview.PaletteFor(out).On)
 			}
 			if err != nil {
 				return err
@@ -93,31 +92,12 @@ checks go on with the flags, the environment and the defaults. doctor exits
 	return cmd
 }
 
-// doctorOptions resolves agent run's settings as the root command would,
-// but keeps going when they are wrong: a bad config file is dropped (the
-// flags and the environment still apply) and its error becomes a check.
+// doctorOptions is what doctor checks: agent run's settings, resolved
+// leniently (a bad config file is one of the checks).
 func doctorOptions(cmd *cobra.Command, f *runFlags) doctor.Options {
-	t, fs := agentSettings, cmd.Flags()
-	path := t.configPath(fs)
-	_, err := t.resolve(fs, path, os.LookupEnv)
-	if err != nil && path != "" {
-		t.resolve(fs, "", os.LookupEnv) // without the file; what still fails keeps its default
-	}
-	o := doctor.Options{ConfigFile: path, ConfigErr: err, TokenFile: f.tokenFile, DataDir: f.dataDir,
-		ExecutorKind: f.executor.kind, ControlPlane: f.controlPlane, Insecure: f.insecure, Version: agentVersion()}
+	path, err := agentsettings.ResolveLeniently(cmd.Flags())
+	o := doctor.Options{ConfigFile: path, ConfigErr: err, TokenFile: f.tokenFile, DataDir: f.dataDir, ControlPlane: f.controlPlane,
+		Insecure: f.insecure, Version: agentVersion(), Repos: f.repoList(), WorkDir: f.workDir}
 	o.Token, o.TokenErr = readTokenForDoctor(f.tokenFile) // doctor checks the file's mode itself
-	o.Executor, o.ExecutorErr = f.executor.build()
-	if o.ExecutorErr == nil {
-		if err := f.checkAsks(path); err != nil {
-			o.Executor, o.ExecutorErr = nil, err
-		}
-	}
-	o.Models = f.models
-	o.Isolation = f.isolationOf(path)
-	o.Repos, o.WorkDir = f.repoList(), f.workDir
-	return o
+	return f.Doctor(o, f.isolationOf(path), f.dataDir, f.workDir)
 }
-
-// colorful tells whether to color the results: on a terminal, unless
-// NO_COLOR is set.
-func colorful(w io.Writer) bool { return os.Getenv("NO_COLOR") == "" && taskview.IsTerminal(w) }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgeagent/agent/doctor"
+	"github.com/edgeagent/agent/internal/agentsettings"
 	"github.com/edgeagent/agent/internal/datadir"
 	"github.com/edgeagent/agent/internal/landlock"
 	"github.com/edgeagent/agent/internal/service"
@@ -311,7 +312,7 @@ func TestTheAgentDeniesTheTokenFilesItLearnsOf(t *testing.T) {
 		"AGENT_CP_DATA_DIR": "/srv/cp"} {
 		t.Setenv(name, value)
 	}
-	f := runFlags{tokenFile: "/flag/token", isolationAllow: []string{"/home/me/.aws"}}
+	f := runFlags{tokenFile: "/flag/token", Run: agentsettings.Run{IsolationAllow: []string{"/home/me/.aws"}}}
 	iso := f.isolationOf(config)
 	want := []string{config, "/flag/token", "/env/token", filepath.Join(dir, "ops-token"), "/cp/registration", "/cp/people", "/cp/notify", "/cp/tls.key",
 		"/srv/other-agent", "/srv/other-token"}

@@ -1,7 +1,7 @@
 package main
 
 // The settings and command reference under docs/reference/ is made from
-// the code: the settings tables in settings.go and the command tree of
+// the code: the settings tables in internal/agentsettings and the command tree of
 // newRootCmd. TestReferenceDocs fails when the committed files differ from
 // what the code makes; go generate writes them again.
 

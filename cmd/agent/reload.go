@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgeagent/agent/agent"
+	"github.com/edgeagent/agent/internal/logformat"
 	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/runner"
 )
@@ -24,22 +25,16 @@ func newReloader(a *agent.Agent, level *slog.LevelVar, log *slog.Logger, inForce
 			nextExe := exe
 			if slices.ContainsFunc(changed, func(key string) bool { return strings.HasPrefix(key, "executor.") }) {
 				var err error
-				if nextExe, err = f.executor.build(); err != nil {
+				if nextExe, err = f.Executor.Build(); err != nil {
 					return err
 				}
 			}
-			if err := a.Reconfigure(liveSettings(f, nextExe)); err != nil {
+			if err := a.Reconfigure(f.Live(nextExe)); err != nil {
 				return err
 			}
-			level.Set(logLevel(f.logLevel).Level())
+			level.Set(logformat.Level(f.LogLevel).Level())
 			exe = nextExe
 			return nil
 		}
 	})
-}
-
-// liveSettings is the live part of agent run's settings.
-func liveSettings(f runFlags, exe runner.Executor) agent.Live {
-	return agent.Live{Executor: exe, Models: f.models, Policy: f.policy(), MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts,
-		ApprovalTimeout: f.executor.settings().RunnerApprovalTimeout(), Timeouts: runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts}, Budget: f.budget()}
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -33,18 +31,6 @@ and replayed until the control plane acknowledges it.`,
 		// Subtasks.
 		newSubtaskCmd())
 	return root
-}
-
-// defaultDataDir is where the agent keeps its state unless told otherwise:
-// $XDG_STATE_HOME/agent, else ~/.local/state/agent.
-func defaultDataDir() string {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "agent")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "state", "agent")
-	}
-	return "agent-data"
 }
 
 // noArgs refuses arguments as a usage error.

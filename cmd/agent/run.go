@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 	"time"
 
@@ -16,108 +15,43 @@ import (
 
 	"github.com/edgeagent/agent/agent"
 	"github.com/edgeagent/agent/controlplane"
+	"github.com/edgeagent/agent/internal/agentsettings"
 	"github.com/edgeagent/agent/internal/logformat"
 	attemptproc "github.com/edgeagent/agent/internal/proc"
 	"github.com/edgeagent/agent/internal/service"
-	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/internal/submission"
 	"github.com/edgeagent/agent/isolation"
-	"github.com/edgeagent/agent/runner"
-	"github.com/edgeagent/agent/state"
 	"github.com/edgeagent/agent/workspace"
 )
 
-// runFlags are the settings of `agent run`.
+// runFlags are the settings of `agent run`: where the agent is and what
+// it serves here, the rest in agentsettings.Run.
 type runFlags struct {
-	controlPlane, tokenFile, dataDir, agentID string
-	workDir, commitAuthor                     string
+	controlPlane, tokenFile, dataDir, workDir string
 	repos                                     []string // NAME=PATH
-	labels                                    []string // KEY=VALUE
-	executor                                  executorFlags
-	models                                    []string
-	maxConcurrent, maxStarts, maxRetries      int
-	noRetry, insecure                         bool
-	parkKeepsSlot                             bool
-	onSideEffect, onBudget                    string
-	heartbeat, drainTimeout, retention        time.Duration
-	livenessInterval                          time.Duration
-	reattachGrace                             time.Duration
-	retentionMaxSize, taskLogMaxSize          byteSize
-	maxAttemptOutput                          byteSize
-	attemptTimeouts, firstEventTimeouts       []time.Duration
-	logLevel, logFormat, metricsAddr          string
-	isolation                                 string
-	isolationDeny, isolationWrite             []string
-	egress, taskUser                          string
-	egressAllow                               []string
-	isolationAllow                            []string
+	insecure                                  bool
+	agentsettings.Run
 
 	// The tmux view (issue 27).
 	tmux                    bool
 	tmuxSocket, tmuxSession string
 	tmuxLinger              time.Duration
-
-	// Budgets (issue 27).
-	defaultMaxTokens int
-	defaultMaxTime   time.Duration
 }
 
 // bind declares the settings of agent run on fs, stored in f.
 func (f *runFlags) bind(fs *pflag.FlagSet) {
 	t := agentSettings
-	t.bind(fs, "control-plane", &f.controlPlane)
-	t.bind(fs, "token-file", &f.tokenFile)
-	t.bind(fs, "insecure", &f.insecure)
-	t.bind(fs, "data-dir", &f.dataDir)
-	t.bind(fs, "agent-id", &f.agentID)
-	t.bind(fs, "work-dir", &f.workDir)
-	t.bind(fs, "repo", &f.repos)
-	t.bind(fs, "commit-author", &f.commitAuthor)
-	t.bind(fs, "label", &f.labels)
-	f.executor.bind(fs)
-	t.bind(fs, "isolation", &f.isolation)
-	t.bind(fs, "isolation-deny", &f.isolationDeny)
-	t.bind(fs, "isolation-allow", &f.isolationAllow)
-	t.bind(fs, "isolation-write", &f.isolationWrite)
-	t.bind(fs, "egress", &f.egress)
-	t.bind(fs, "egress-allow", &f.egressAllow)
-	t.bind(fs, "task-user", &f.taskUser)
-	t.bind(fs, "models", &f.models)
-	t.bind(fs, "max-concurrent", &f.maxConcurrent)
-	t.bind(fs, "max-starts", &f.maxStarts)
-	t.bind(fs, "park-keeps-slot", &f.parkKeepsSlot)
-	t.bind(fs, "max-retries", &f.maxRetries)
-	t.bind(fs, "no-retry", &f.noRetry)
-	t.bind(fs, "on-side-effect", &f.onSideEffect)
-	t.bind(fs, "on-budget", &f.onBudget)
-	t.bind(fs, "liveness-interval", &f.livenessInterval)
-	t.bind(fs, "attempt-timeout", &f.attemptTimeouts)
-	t.bind(fs, "first-event-timeout", &f.firstEventTimeouts)
-	// Budgets (issue 27).
-	t.bind(fs, "default-max-tokens", &f.defaultMaxTokens)
-	t.bind(fs, "default-max-time", &f.defaultMaxTime)
-	t.bind(fs, "heartbeat-interval", &f.heartbeat)
-	t.bind(fs, "drain-timeout", &f.drainTimeout)
-	t.bind(fs, "reattach-grace", &f.reattachGrace)
-	t.bind(fs, "metrics-addr", &f.metricsAddr)
-	t.bind(fs, "retention", &f.retention)
-	t.bind(fs, "retention-max-size", &f.retentionMaxSize)
-	t.bind(fs, "task-log-max-size", &f.taskLogMaxSize)
-	t.bind(fs, "max-attempt-output", &f.maxAttemptOutput)
-	t.bind(fs, "log-level", &f.logLevel)
-	t.bind(fs, "log-format", &f.logFormat)
-	// The tmux view (issue 27).
-	t.bind(fs, "tmux", &f.tmux)
-	t.bind(fs, "tmux-socket", &f.tmuxSocket)
-	t.bind(fs, "tmux-session", &f.tmuxSession)
-	t.bind(fs, "tmux-linger", &f.tmuxLinger)
-	// The name of earlier versions.
-	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		if name == "shutdown-grace" {
-			return "drain-timeout"
-		}
-		return pflag.NormalizedName(name)
-	})
+	t.Bind(fs, "control-plane", &f.controlPlane)
+	t.Bind(fs, "token-file", &f.tokenFile)
+	t.Bind(fs, "insecure", &f.insecure)
+	t.Bind(fs, "data-dir", &f.dataDir)
+	t.Bind(fs, "work-dir", &f.workDir)
+	t.Bind(fs, "repo", &f.repos)
+	f.Run.Bind(fs)
+	t.Bind(fs, "tmux", &f.tmux)
+	t.Bind(fs, "tmux-socket", &f.tmuxSocket)
+	t.Bind(fs, "tmux-session", &f.tmuxSession)
+	t.Bind(fs, "tmux-linger", &f.tmuxLinger)
 }
 
 func newRunCmd() *cobra.Command {
@@ -191,75 +125,15 @@ tasks push.`,
 	return cmd
 }
 
-// isolationOf is how the settings confine attempts. The agent's files
-// outside its data directory are out of every task's reach too: the
-// config file and every token file the agent learns of (its own, the one
-// its config file or environment names if the command line chose
-// another, a control plane's in the environment, from the shell that
-// started one), the data directories and token files of the other agents
-// installed as services on this machine, and a control plane's state
-// directory the environment names, or its default in the working
-// directory.
+// isolationOf is how the settings confine attempts, the agent's files
+// (those of the agents installed as services on this machine too) out of
+// every task's reach.
 func (f *runFlags) isolationOf(configFile string) isolation.Config {
-	iso := isolation.Config{Mode: isolation.Mode(f.isolation), Deny: f.isolationDeny, Allow: f.isolationAllow, Write: f.isolationWrite,
-		Egress: isolation.EgressMode(f.egress), EgressAllow: f.egressAllow, TaskUser: f.taskUser}
-	protect := []string{configFile, f.tokenFile, os.Getenv("AGENT_TOKEN_FILE"), os.Getenv("AGENT_OPERATOR_TOKEN_FILE")}
-	if configFile != "" {
-		if c, err := settings.ReadFile(configFile, agentSettings.Table); err == nil {
-			for _, key := range []string{"token-file", "operator-token-file"} {
-				if v, ok := c.Lookup(key); ok {
-					p, _ := v.V.(string)
-					protect = append(protect, p)
-				}
-			}
-		}
-	}
-	for _, name := range []string{"token-file", "operator-token-file", "notify-secret-file", "tls-key"} {
-		protect = append(protect, os.Getenv(controlPlaneSettings.Lookup(name).EnvName(controlPlaneSettings.EnvPrefix)))
-	}
-	protect = append(protect, service.Secrets(service.HostManager(), servicesOnMachine())...)
-	for _, p := range protect {
-		if p != "" && !slices.Contains(iso.Protect, p) {
-			iso.Protect = append(iso.Protect, p)
-		}
-	}
-	dataDir := controlPlaneSettings.Lookup("data-dir")
-	iso.ControlPlaneDirs = []string{os.Getenv(dataDir.EnvName(controlPlaneSettings.EnvPrefix)), dataDir.Default.(string)}
-	return iso
+	return f.IsolationOf(configFile, f.tokenFile, service.Secrets(service.HostManager(), servicesOnMachine()))
 }
 
-// checkAsks refuses an approval setting under which the executor would
-// never ask, attempts confined as the settings say on this kernel.
-func (f *runFlags) checkAsks(configFile string) error {
-	conf, err := isolation.Resolve(f.isolationOf(configFile), f.dataDir, f.workDir)
-	if err != nil {
-		return nil // the agent says why it cannot start
-	}
-	return f.executor.settings().CheckAsks(conf.Runner != nil)
-}
-
-// repoList is the repositories the settings name, NAME=PATH each (the
-// settings' check has refused any other form). A path given on the command
-// line or in the environment may start with ~/; relative, it is relative
-// to the working directory.
-func (f *runFlags) repoList() []workspace.Repo {
-	s := agentSettings.Lookup("repo")
-	var repos []workspace.Repo
-	for _, v := range f.repos {
-		name, path, _ := s.SplitPair(v)
-		repos = append(repos, workspace.Repo{Name: name, Path: settings.FilePath(path, ".")})
-	}
-	return repos
-}
-
-// labelMap reads --label KEY=VALUE values; a bad one is a usage error.
-func labelMap(values []string) (map[string]string, error) {
-	labels, err := submission.Labels(values)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	return labels, nil
-}
+// repoList is the repositories the settings name.
+func (f *runFlags) repoList() []workspace.Repo { return agentsettings.Repos(f.repos) }
 
 // configFileOf is the config file the settings were read from, "" for
 // none.
@@ -268,20 +142,6 @@ func configFileOf(cmd *cobra.Command) string {
 		return r.File
 	}
 	return ""
-}
-
-// budget is the budget of a task that sets none of its own.
-func (f *runFlags) budget() runner.Budget {
-	return runner.Budget{MaxTokens: int64(f.defaultMaxTokens), MaxTime: f.defaultMaxTime}
-}
-
-// policy is the retry policy the settings ask for.
-func (f *runFlags) policy() runner.Policy {
-	p := runner.Policy{OnSideEffect: state.OnSideEffect(f.onSideEffect)}
-	if f.noRetry {
-		return p.WithMaxRetries(0)
-	}
-	return p.WithMaxRetries(f.maxRetries)
 }
 
 func startAgent(cmd *cobra.Command, f runFlags) error {
@@ -298,37 +158,33 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	labels, err := labelMap(f.labels)
+	labels, err := submission.Labels(f.Labels)
+	if err != nil {
+		return usageError{err}
+	}
+	exe, err := f.Executor.Build()
 	if err != nil {
 		return err
 	}
-	exe, err := f.executor.build()
-	if err != nil {
-		return err
-	}
-	if err := f.checkAsks(configFileOf(cmd)); err != nil {
+	iso := f.isolationOf(configFileOf(cmd))
+	if err := f.CheckAsks(iso, f.dataDir, f.workDir); err != nil {
 		return err
 	}
 	repos, pulls, err := repoDeliveries(resolvedOf(cmd), f.repoList())
 	if err != nil {
 		return err
 	}
-	if err := checkTokenEnvs(f.executor.env, pulls); err != nil {
+	if err := checkTokenEnvs(f.Executor.Env, pulls); err != nil {
 		return err
 	}
-	author, err := commitAuthor(f.commitAuthor)
+	author, err := commitAuthor(f.CommitAuthor)
 	if err != nil {
 		return err
 	}
-	level := logLevel(f.logLevel)
-	log := newLogger(cmd.ErrOrStderr(), level, f.logFormat)
-	cfg := agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, AgentID: f.agentID,
-		Version: agentVersion(), Executor: exe, Models: f.models, Policy: f.policy(), WorkDir: f.workDir, ApprovalTimeout: f.executor.settings().RunnerApprovalTimeout(),
-		Timeouts:      runner.Timeouts{Attempt: f.attemptTimeouts, FirstEvent: f.firstEventTimeouts},
-		MaxConcurrent: f.maxConcurrent, MaxStarts: f.maxStarts, ParkKeepsSlot: f.parkKeepsSlot, OnBudget: state.OnBudget(f.onBudget), LivenessInterval: f.livenessInterval, HeartbeatInterval: f.heartbeat, ShutdownGrace: f.drainTimeout, ReattachGrace: f.reattachGrace, Logger: log,
-		MetricsAddr: f.metricsAddr, Retention: f.retention, RetentionMaxBytes: int64(f.retentionMaxSize), TaskLogMaxBytes: int64(f.taskLogMaxSize),
-		Isolation: f.isolationOf(configFileOf(cmd)), Repos: repos, PullRequests: pulls, CommitAuthor: author, Labels: labels, Budget: f.budget(),
-		ExecutorKind: f.executor.kind, MaxAttemptOutput: int64(f.maxAttemptOutput)} // routing by capability
+	level := logformat.Level(f.LogLevel)
+	log := logformat.New(cmd.ErrOrStderr(), level, f.LogFormat)
+	cfg := f.Config(agent.Config{ControlPlane: f.controlPlane, Token: token, Insecure: f.insecure, DataDir: f.dataDir, WorkDir: f.workDir,
+		Version: agentVersion(), Executor: exe, Logger: log, Repos: repos, PullRequests: pulls, CommitAuthor: author, Labels: labels}, iso)
 	if cfg.Tmux, err = f.tmuxView(); err != nil { // the tmux view (issue 27)
 		return err
 	}
@@ -367,10 +223,3 @@ func startAgent(cmd *cobra.Command, f runFlags) error {
 	}
 	return err
 }
-
-// newLogger and logLevel make the logger of agent run and agent
-// controlplane serve from their log settings.
-var (
-	newLogger = logformat.New
-	logLevel  = logformat.Level
-)

@@ -65,7 +65,7 @@ func resolveSettings(cmd *cobra.Command) error {
 	if t == nil || cmd.Annotations[resolvesOwnSettings] != "" {
 		return nil
 	}
-	r, err := t.resolve(cmd.Flags(), t.ConfigPath(cmd.Flags()), os.LookupEnv)
+	r, err := t.Resolve(cmd.Flags(), t.ConfigPath(cmd.Flags()), os.LookupEnv)
 	if err != nil {
 		return err
 	}
