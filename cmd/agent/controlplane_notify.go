@@ -16,9 +16,9 @@ type notifySettings struct {
 }
 
 func (n *notifySettings) bind(fs *pflag.FlagSet, t *settingsTable) {
-	t.bind(fs, "public-url", &n.publicURL)
-	t.bind(fs, "notify-webhook", &n.webhooks)
-	t.bind(fs, "notify-secret-file", &n.secretFile)
+	t.Bind(fs, "public-url", &n.publicURL)
+	t.Bind(fs, "notify-webhook", &n.webhooks)
+	t.Bind(fs, "notify-secret-file", &n.secretFile)
 }
 
 // of is the notification settings with the config file's [[notify]]

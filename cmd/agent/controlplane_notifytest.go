@@ -54,7 +54,7 @@ configuration is wrong. A running control plane need not be stopped.`,
 		},
 	}
 	fs, t := useSettings(cmd, controlPlaneSettings), controlPlaneSettings
-	t.bind(fs, "data-dir", &dir)
+	t.Bind(fs, "data-dir", &dir)
 	notifications.bind(fs, t)
 	return cmd
 }

@@ -6,6 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeagent/agent/controlplane/serve"
+	"github.com/edgeagent/agent/internal/logformat"
+	"github.com/edgeagent/agent/internal/settings"
 	"github.com/edgeagent/agent/internal/subtask"
 	"github.com/edgeagent/agent/state"
 )
@@ -21,7 +23,7 @@ func newControlPlaneServeCmd() *cobra.Command {
 		c             serve.Config
 		level, format string
 		stall, queue  time.Duration
-		maxOutput     byteSize
+		maxOutput     settings.ByteSize
 		notifications notifySettings
 	)
 	cmd := &cobra.Command{
@@ -74,33 +76,33 @@ the environment, which wins over the file.`,
 			if err != nil {
 				return err
 			}
-			c.Logger, c.Out = newLogger(cmd.ErrOrStderr(), logLevel(level), format), cmd.OutOrStdout()
+			c.Logger, c.Out = logformat.New(cmd.ErrOrStderr(), logformat.Level(level), format), cmd.OutOrStdout()
 			c.Limits, c.MaxAttemptOutput, c.Delegate = state.Limits{Stall: stall, Queued: queue}, int64(maxOutput), rules
 			c.Notify = notifications.of(cmd)
 			return serve.Run(cmd.Context(), c)
 		},
 	}
 	fs, t := useSettings(cmd, controlPlaneSettings), controlPlaneSettings
-	t.bind(fs, "addr", &c.Addr)
-	t.bind(fs, "replica-name", &c.ReplicaName)
-	t.bind(fs, "tls-cert", &c.TLSCert)
-	t.bind(fs, "tls-key", &c.TLSKey)
-	t.bind(fs, "data-dir", &c.DataDir)
-	t.bind(fs, "store", &c.StoreURL)
-	t.bind(fs, "retention", &c.Retention)
-	t.bind(fs, "token-file", &c.TokenFile)
-	t.bind(fs, "operator-token-file", &c.OperatorFile)
-	t.bind(fs, "lease", &c.Lease)
-	t.bind(fs, "heartbeat-interval", &c.HeartbeatInterval)
-	t.bind(fs, "stall-limit", &stall)
-	t.bind(fs, "queued-limit", &queue)
-	t.bind(fs, "max-attempt-output", &maxOutput)
-	t.bind(fs, "metrics-addr", &c.MetricsAddr)
+	t.Bind(fs, "addr", &c.Addr)
+	t.Bind(fs, "replica-name", &c.ReplicaName)
+	t.Bind(fs, "tls-cert", &c.TLSCert)
+	t.Bind(fs, "tls-key", &c.TLSKey)
+	t.Bind(fs, "data-dir", &c.DataDir)
+	t.Bind(fs, "store", &c.StoreURL)
+	t.Bind(fs, "retention", &c.Retention)
+	t.Bind(fs, "token-file", &c.TokenFile)
+	t.Bind(fs, "operator-token-file", &c.OperatorFile)
+	t.Bind(fs, "lease", &c.Lease)
+	t.Bind(fs, "heartbeat-interval", &c.HeartbeatInterval)
+	t.Bind(fs, "stall-limit", &stall)
+	t.Bind(fs, "queued-limit", &queue)
+	t.Bind(fs, "max-attempt-output", &maxOutput)
+	t.Bind(fs, "metrics-addr", &c.MetricsAddr)
 	notifications.bind(fs, t)
-	t.bind(fs, "notify-window", &c.NotifyLimits.Window)
-	t.bind(fs, "notify-max-per-subject", &c.NotifyLimits.PerSubject)
-	t.bind(fs, "notify-max-per-target", &c.NotifyLimits.PerTarget)
-	t.bind(fs, "log-level", &level)
-	t.bind(fs, "log-format", &format)
+	t.Bind(fs, "notify-window", &c.NotifyLimits.Window)
+	t.Bind(fs, "notify-max-per-subject", &c.NotifyLimits.PerSubject)
+	t.Bind(fs, "notify-max-per-target", &c.NotifyLimits.PerTarget)
+	t.Bind(fs, "log-level", &level)
+	t.Bind(fs, "log-format", &format)
 	return cmd
 }

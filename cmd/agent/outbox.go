@@ -20,7 +20,7 @@ and purge need the agent stopped.`,
 // directory is the installed service's (see serviceDataDir), else the
 // default.
 func dataDirFlag(cmd *cobra.Command, dir *string) {
-	agentSettings.bind(useSettings(cmd, agentSettings), "data-dir", dir)
+	agentSettings.Bind(useSettings(cmd, agentSettings), "data-dir", dir)
 	cmd.Annotations[followsServiceAnnotation] = "yes"
 }
 
@@ -28,7 +28,7 @@ func dataDirFlag(cmd *cobra.Command, dir *string) {
 // plane: its URL, the token file and --insecure.
 func controlPlaneFlags(cmd *cobra.Command, url, tokenFile *string, insecure *bool) {
 	fs := useSettings(cmd, agentSettings)
-	agentSettings.bind(fs, "control-plane", url)
-	agentSettings.bind(fs, "token-file", tokenFile)
-	agentSettings.bind(fs, "insecure", insecure)
+	agentSettings.Bind(fs, "control-plane", url)
+	agentSettings.Bind(fs, "token-file", tokenFile)
+	agentSettings.Bind(fs, "insecure", insecure)
 }

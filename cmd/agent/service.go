@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgeagent/agent/internal/agentsettings"
 	"github.com/edgeagent/agent/internal/agentview"
 	"github.com/edgeagent/agent/internal/outboxview"
 	"github.com/edgeagent/agent/internal/service"
@@ -63,7 +64,7 @@ func (f *serviceFlags) add(cmd *cobra.Command, withRunAs bool) {
 // target is the service the flags name.
 func (f *serviceFlags) target() (service.Target, error) {
 	return service.NewTarget(service.Request{Manager: service.Manager(f.manager), Name: f.name, System: f.system, RunAs: f.runAs,
-		SudoUser: os.Getenv("SUDO_USER"), Writes: f.writes, StateHome: filepath.Dir(defaultDataDir())})
+		SudoUser: os.Getenv("SUDO_USER"), Writes: f.writes, StateHome: filepath.Dir(agentsettings.DefaultDataDir())})
 }
 
 // controllable is the target of a command that calls the service

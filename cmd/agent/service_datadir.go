@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgeagent/agent/internal/agentsettings"
 	"github.com/edgeagent/agent/internal/service"
 	"github.com/edgeagent/agent/internal/settings"
 )
@@ -45,5 +46,5 @@ func serviceDataDir(cmd *cobra.Command, r *settings.Resolved, w io.Writer) error
 	if cmd.Annotations[followsServiceAnnotation] == "" {
 		return nil
 	}
-	return service.FollowDataDir(r, callerService, defaultDataDir(), func(dir string) error { return cmd.Flags().Set("data-dir", dir) }, w)
+	return service.FollowDataDir(r, callerService, agentsettings.DefaultDataDir(), func(dir string) error { return cmd.Flags().Set("data-dir", dir) }, w)
 }

@@ -38,8 +38,8 @@ func completionDataDir(cmd *cobra.Command) string {
 	}
 	var dir string
 	fs := pflag.NewFlagSet("complete", pflag.ContinueOnError)
-	agentSettings.bind(fs, "data-dir", &dir)
-	if _, err := agentSettings.resolve(fs, agentSettings.configPath(cmd.Flags()), os.LookupEnv); err != nil {
+	agentSettings.Bind(fs, "data-dir", &dir)
+	if _, err := agentSettings.Resolve(fs, agentSettings.ConfigPath(cmd.Flags()), os.LookupEnv); err != nil {
 		return ""
 	}
 	return dir

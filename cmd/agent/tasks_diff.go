@@ -55,7 +55,7 @@ GET /v1/tasks/ID/diff answers it.`,
 		},
 	}
 	src.add(cmd)
-	agentSettings.bind(useSettings(cmd, agentSettings), "work-dir", &workDir)
+	agentSettings.Bind(useSettings(cmd, agentSettings), "work-dir", &workDir)
 	cmd.Flags().BoolVar(&stat, "stat", false, "print a line per file (+added −deleted) and the total, not the diff")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diff as GET /v1/tasks/ID/diff answers it: task_id, attempt, at, repo, branch, base_commit, head, files, insertions, deletions, patch, bytes, cut")
 	return cmd

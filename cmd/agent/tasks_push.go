@@ -69,12 +69,12 @@ the control plane was not told (the push is done: run it again to tell it).`,
 	}
 	fs := useSettings(cmd, agentSettings)
 	t := agentSettings
-	t.bind(fs, "control-plane", &f.controlPlane)
-	t.bind(fs, "token-file", &f.tokenFile)
-	t.bind(fs, "insecure", &f.insecure)
-	t.bind(fs, "data-dir", &f.dataDir)
+	t.Bind(fs, "control-plane", &f.controlPlane)
+	t.Bind(fs, "token-file", &f.tokenFile)
+	t.Bind(fs, "insecure", &f.insecure)
+	t.Bind(fs, "data-dir", &f.dataDir)
 	cmd.Annotations[followsServiceAnnotation] = "yes"
-	t.bind(fs, "work-dir", &f.workDir)
-	t.bind(fs, "repo", &f.repos)
+	t.Bind(fs, "work-dir", &f.workDir)
+	t.Bind(fs, "repo", &f.repos)
 	return cmd
 }

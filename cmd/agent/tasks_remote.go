@@ -24,7 +24,7 @@ type cpFlags struct {
 // add makes cmd take the control plane settings.
 func (f *cpFlags) add(cmd *cobra.Command) {
 	controlPlaneFlags(cmd, &f.url, &f.tokenFile, &f.insecure)
-	agentSettings.bind(cmd.Flags(), "operator-token-file", &f.operatorTokenFile)
+	agentSettings.Bind(cmd.Flags(), "operator-token-file", &f.operatorTokenFile)
 	f.flags = cmd.Flags()
 }
 

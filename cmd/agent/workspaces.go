@@ -35,7 +35,7 @@ type workspaceFlags struct{ dataDir, workDir string }
 
 func (f *workspaceFlags) add(cmd *cobra.Command) {
 	dataDirFlag(cmd, &f.dataDir) // the installed service's, when nothing names one
-	agentSettings.bind(useSettings(cmd, agentSettings), "work-dir", &f.workDir)
+	agentSettings.Bind(useSettings(cmd, agentSettings), "work-dir", &f.workDir)
 }
 
 // manager reads the workspaces under the work directory. It needs no
