@@ -69,53 +69,8 @@ func TestAnOverloadedControlPlaneHearsHeartbeatsAndTheOutboxDeliversAfterwards(t
 	// Another agent's task, held by a transaction that waits, and that
 	// agent's batch waiting for it: the one batch in flight the bound
 	// allows.
-	busyTask, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "busy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	busy := cp.Agent(t, "busy")
-	if _, err := busy.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "busy"}); err != nil {
-		t.Fatal(err)
-	}
-	claimed, err := busy.Claim(ctx, api.ClaimRequest{AgentID: "busy", Max: 1, HealthGrade: health.Available})
-	if err != nil || len(claimed.Tasks) != 1 || claimed.Tasks[0].Task.ID != busyTask.ID {
-		t.Fatalf("the busy agent's claim: %+v %v", claimed, err)
-	}
-	hold, held := make(chan struct{}), make(chan struct{})
-	holding := make(chan error, 1)
-	go func() {
-		holding <- cp.Server.Store().Update(ctx, []string{busyTask.ID}, func(store.Tx) error { close(held); <-hold; return nil })
-	}()
-	<-held
-	var released atomic.Bool
-	release := func() {
-		if released.CompareAndSwap(false, true) {
-			close(hold)
-		}
-	}
-	t.Cleanup(release)
-	waited := make(chan error, 1)
-	go func() {
-		c := claimed.Tasks[0]
-		_, err := busy.SendEvents(ctx, "busy", []api.Event{{Key: "busy:1", Kind: state.EventProgress, TaskID: c.Task.ID, Attempt: 1, LeaseID: c.Lease.ID,
-			CreatedAt: time.Now(), Payload: []byte(`{"message":"working"}`)}})
-		waited <- err
-	}()
-	testkit.WaitFor(t, "the busy agent's batch in flight", func() bool { return cp.Server.InFlightByKind()["events"] == 1 })
-
-	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
-		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, MaxConcurrent: 1, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-errc })
+	busy := fillEventsBound(t, cp, 1)
+	a := startSampleAgent(t, cp)
 
 	task, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
@@ -136,13 +91,7 @@ func TestAnOverloadedControlPlaneHearsHeartbeatsAndTheOutboxDeliversAfterwards(t
 		t.Fatalf("the task ended (%s) while its events were shed", v.Phase)
 	}
 
-	release()
-	if err := <-holding; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-waited; err != nil {
-		t.Fatalf("the busy agent's batch: %v", err)
-	}
+	busy.release(t)
 	if v := waitTerminal(t, cp.Operator, task.ID); v.Phase != state.PhaseCompleted {
 		t.Fatalf("the agent's task: %s, want completed", v.Phase)
 	}
@@ -161,55 +110,8 @@ func TestATaskEndsWhileTheControlPlaneShedsOtherBatches(t *testing.T) {
 		MaxInFlight: map[server.RequestKind]int{server.KindEvents: bound}}})
 	ctx := context.Background()
 
-	busyTask, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "busy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	busy := cp.Agent(t, "busy")
-	if _, err := busy.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "busy"}); err != nil {
-		t.Fatal(err)
-	}
-	claimed, err := busy.Claim(ctx, api.ClaimRequest{AgentID: "busy", Max: 1, HealthGrade: health.Available})
-	if err != nil || len(claimed.Tasks) != 1 || claimed.Tasks[0].Task.ID != busyTask.ID {
-		t.Fatalf("the busy agent's claim: %+v %v", claimed, err)
-	}
-	hold, held := make(chan struct{}), make(chan struct{})
-	holding := make(chan error, 1)
-	go func() {
-		holding <- cp.Server.Store().Update(ctx, []string{busyTask.ID}, func(store.Tx) error { close(held); <-hold; return nil })
-	}()
-	<-held
-	var released atomic.Bool
-	release := func() {
-		if released.CompareAndSwap(false, true) {
-			close(hold)
-		}
-	}
-	t.Cleanup(release)
-	waited := make(chan error, bound)
-	for i := range bound {
-		go func() {
-			c := claimed.Tasks[0]
-			_, err := busy.SendEvents(ctx, "busy", []api.Event{{Key: fmt.Sprintf("busy:%d", i), Kind: state.EventProgress, TaskID: c.Task.ID, Attempt: 1,
-				LeaseID: c.Lease.ID, CreatedAt: time.Now(), Payload: []byte(`{"message":"working"}`)}})
-			waited <- err
-		}()
-	}
-	testkit.WaitFor(t, "the busy agent's batches in flight", func() bool { return cp.Server.InFlightByKind()["events"] == bound })
-
-	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
-		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, MaxConcurrent: 1, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- a.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-errc })
+	busy := fillEventsBound(t, cp, bound)
+	a := startSampleAgent(t, cp)
 
 	task, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "@output hello"})
 	if err != nil {
@@ -222,17 +124,97 @@ func TestATaskEndsWhileTheControlPlaneShedsOtherBatches(t *testing.T) {
 	if n := cp.Server.ShedByKind()["events"]; n == 0 {
 		t.Error("no batch of the agent's was shed: the bound was not full")
 	}
-	if len(waited) != 0 {
+	if len(busy.waited) != 0 {
 		t.Fatal("the busy agent's batches ended before the task did: the bound was not full")
 	}
+	busy.release(t)
+}
 
-	release()
-	if err := <-holding; err != nil {
+// busyBatches are another agent's event batches filling the events'
+// bound: each waits for a task a long transaction holds.
+type busyBatches struct {
+	n        int
+	hold     chan struct{}
+	released atomic.Bool
+	holding  chan error
+	waited   chan error
+}
+
+// fillEventsBound has agent "busy" claim a task, holds it in a
+// transaction, and sends n batches of its events, which wait for it: n
+// events requests in flight, the bound when n is its MaxInFlight.
+func fillEventsBound(t *testing.T, cp *servertest.ControlPlane, n int) *busyBatches {
+	t.Helper()
+	ctx := context.Background()
+	busyTask, err := cp.Operator.CreateTask(ctx, api.CreateTaskRequest{Prompt: "busy"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	for range bound {
-		if err := <-waited; err != nil {
+	busy := cp.Agent(t, "busy")
+	if _, err := busy.Heartbeat(ctx, api.HeartbeatRequest{AgentID: "busy"}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := busy.Claim(ctx, api.ClaimRequest{AgentID: "busy", Max: 1, HealthGrade: health.Available})
+	if err != nil || len(claimed.Tasks) != 1 || claimed.Tasks[0].Task.ID != busyTask.ID {
+		t.Fatalf("the busy agent's claim: %+v %v", claimed, err)
+	}
+	b := &busyBatches{n: n, hold: make(chan struct{}), holding: make(chan error, 1), waited: make(chan error, n)}
+	held := make(chan struct{})
+	go func() {
+		b.holding <- cp.Server.Store().Update(ctx, []string{busyTask.ID}, func(store.Tx) error { close(held); <-b.hold; return nil })
+	}()
+	<-held
+	t.Cleanup(b.free)
+	c := claimed.Tasks[0]
+	for i := range n {
+		go func() {
+			_, err := busy.SendEvents(ctx, "busy", []api.Event{{Key: fmt.Sprintf("busy:%d", i+1), Kind: state.EventProgress, TaskID: c.Task.ID, Attempt: 1,
+				LeaseID: c.Lease.ID, CreatedAt: time.Now(), Payload: []byte(`{"message":"working"}`)}})
+			b.waited <- err
+		}()
+	}
+	testkit.WaitFor(t, "the busy agent's batches in flight", func() bool { return cp.Server.InFlightByKind()["events"] == n })
+	return b
+}
+
+// free ends the transaction that holds the busy task.
+func (b *busyBatches) free() {
+	if b.released.CompareAndSwap(false, true) {
+		close(b.hold)
+	}
+}
+
+// release frees the busy task and waits for the transaction and every
+// batch to end well.
+func (b *busyBatches) release(t *testing.T) {
+	t.Helper()
+	b.free()
+	if err := <-b.holding; err != nil {
+		t.Fatal(err)
+	}
+	for range b.n {
+		if err := <-b.waited; err != nil {
 			t.Fatalf("a busy agent's batch: %v", err)
 		}
 	}
+}
+
+// startSampleAgent runs an agent of this package's sample executor
+// against cp, one task at a time, until the test ends.
+func startSampleAgent(t *testing.T, cp *servertest.ControlPlane) *Agent {
+	t.Helper()
+	exe, err := exec.New(exec.Config{Argv: []string{os.Args[0]}, Env: []string{"AGENT_PKG_SAMPLE=1", "GORACE=atexit_sleep_ms=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{ControlPlane: cp.URL, Token: servertest.RegistrationToken, DataDir: t.TempDir(), Executor: exe,
+		HeartbeatInterval: 100 * time.Millisecond, ShutdownGrace: time.Second, MaxConcurrent: 1, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-errc })
+	return a
 }
